@@ -1,0 +1,102 @@
+// CPU elementwise kernels: the IR rendered to a JavaScript loop, compiled once per (expression,
+// dtypes, rank, layout) and cached. Dimensions are coalesced first, so a contiguous or simply broadcast
+// operation becomes one flat loop; the innermost dimension always runs as a tight loop with strides.
+
+import type { Expr } from '../../ir/expr.js';
+import { H, renderExpr, renderLoad, renderStore } from '../../ir/render_js.js';
+import type { StridedRef } from '../backend.js';
+import { broadcastStrides } from '../../tensor/shape.js';
+import { DTYPES } from '../../dtype/dtypes.js';
+
+type Kernel = (out: unknown, ins: unknown[], params: unknown[], n: number, inner: number, innerStrides: number[], offsets: number[]) => void;
+
+/** Merges adjacent dims that every operand walks contiguously relative to each other. */
+export function coalesce(shape: readonly number[], strides: number[][]): { shape: number[]; strides: number[][] } {
+  const nd = shape.length;
+  if (nd === 0) return { shape: [], strides: strides.map(() => []) };
+  const outShape = [shape[0]!];
+  const outStrides = strides.map((s) => [s[0]!]);
+  for (let d = 1; d < nd; d++) {
+    const sz = shape[d]!;
+    const last = outShape.length - 1;
+    const can = strides.every((s, k) => outStrides[k]![last] === s[d]! * sz) || outShape[last] === 1;
+    if (sz === 1) continue;
+    if (can && outShape[last] !== 1) {
+      outShape[last] = outShape[last]! * sz;
+      strides.forEach((s, k) => { outStrides[k]![last] = s[d]!; });
+    } else if (outShape[last] === 1) {
+      outShape[last] = sz;
+      strides.forEach((s, k) => { outStrides[k]![last] = s[d]!; });
+    } else {
+      outShape.push(sz);
+      strides.forEach((s, k) => outStrides[k]!.push(s[d]!));
+    }
+  }
+  return { shape: outShape, strides: outStrides };
+}
+
+const cache = new Map<string, Kernel>();
+
+function compile(expr: Expr, ins: StridedRef[], out: StridedRef, flat: boolean): Kernel {
+  const key = `${expr.key}|${ins.map((r) => r.dtype).join(',')}|${out.dtype}|${flat}`;
+  let k = cache.get(key);
+  if (k) return k;
+  const loads = (slot: number): string => renderLoad(ins[slot]!.dtype, `a${slot}`, flat ? `i+o${slot}` : `j${slot}`);
+  const [body, res] = renderExpr(expr, loads, (s) => `p${s}`);
+  const params = [...Array(expr.slots('param')).keys()].map((s) => `const p${s}=params[${s}];`).join('');
+  const store = renderStore(out.dtype, 'out', flat ? 'i' : 'oi', res);
+  let src: string;
+  if (flat) {
+    src = `${ins.map((_, s) => `const a${s}=ins[${s}],o${s}=offs[${s}+1];`).join('')}${params}
+      for(let i=0;i<n;i++){${body}${store};}`;
+  } else {
+    // n = outer count; each outer step the caller-provided offsets advance (odometer below).
+    src = `${ins.map((_, s) => `const a${s}=ins[${s}],s${s}=is[${s}+1];`).join('')}${params}
+      let oi=offs[0];${ins.map((_, s) => `let j${s}=offs[${s}+1];`).join('')}
+      for(let i=0;i<inner;i++){${body}${store};oi++;${ins.map((_, s) => `j${s}+=s${s};`).join('')}}`;
+  }
+  k = new Function('H', 'out', 'ins', 'params', 'n', 'inner', 'is', 'offs', src).bind(null, H) as Kernel;
+  cache.set(key, k);
+  return k;
+}
+
+/** Runs `expr` over `out` (contiguous, fresh) with inputs broadcast to out's shape. */
+export function runElementwise(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
+  const shape = out.shape;
+  const n = shape.reduce((a, b) => a * b, 1);
+  if (n === 0) return;
+  const lanesOut = DTYPES[out.dtype].lanes;
+  if (lanesOut !== 1) throw new Error('runElementwise: complex operands must be passed as real views');
+  const bs = ins.map((r) => broadcastStrides(r.shape, r.strides, shape));
+  const outStrides: number[] = [];
+  { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
+  const { shape: cs, strides: cst } = coalesce(shape, [outStrides, ...bs]);
+  const nd = cs.length;
+  // Flat: one dimension and every input contiguous (stride 1) — or a 0-d op.
+  const flat = nd <= 1 && cst.slice(1).every((s) => (s[0] ?? 1) === 1) && (cst[0]![0] ?? 1) === 1;
+  const outArr = out.buf;
+  const inArrs = ins.map((r) => r.buf);
+  if (flat) {
+    const k = compile(expr, ins, out, true);
+    k(outArr, inArrs, params, n, n, [], [out.offset, ...ins.map((r) => r.offset)]);
+    return;
+  }
+  const k = compile(expr, ins, out, false);
+  const inner = cs[nd - 1]!;
+  const innerStrides = [cst[0]![nd - 1]!, ...cst.slice(1).map((s) => s[nd - 1]!)];
+  const offs = [out.offset, ...ins.map((r) => r.offset)];
+  const outer = n / inner;
+  const idx = new Array<number>(nd - 1).fill(0);
+  const cur = offs.slice();
+  for (let o = 0; o < outer; o++) {
+    k(outArr, inArrs, params, 1, inner, innerStrides, cur);
+    // odometer over the outer dims
+    for (let d = nd - 2; d >= 0; d--) {
+      idx[d]!++;
+      for (let q = 0; q < cur.length; q++) cur[q]! += cst[q]![d]!;
+      if (idx[d]! < cs[d]!) break;
+      for (let q = 0; q < cur.length; q++) cur[q]! -= cst[q]![d]! * cs[d]!;
+      idx[d] = 0;
+    }
+  }
+}

@@ -1,0 +1,165 @@
+// CPU row reductions and scans over a contiguous [rows, n] operand. Accumulation is in double (int64
+// sums exact through BigInt when they leave the safe-integer range), so float32/float16 results are at
+// least as accurate as PyTorch's.
+
+import type { StorageArray } from '../../dtype/dtypes.js';
+import { readNumber, writeNumber } from '../../dtype/convert.js';
+import type { StridedRef } from '../backend.js';
+import { registerKernel } from '../registry.js';
+
+export type ReduceKind = 'sum' | 'prod' | 'max' | 'min' | 'argmax' | 'argmin' | 'any' | 'all' | 'count_nonzero'
+  | 'mean' | 'var' | 'logsumexp' | 'norm';
+export type ScanKind = 'cumsum' | 'cumprod' | 'cummax' | 'cummin';
+
+const DIRECT = new Set(['f32', 'f64', 'i32', 'i16', 'i8', 'u8']);
+import { DTYPES } from '../../dtype/dtypes.js';
+
+/** Returns an accessor to row `r` as numbers: either the storage itself or a decoded copy. */
+function rowAccess(ref: StridedRef, n: number): (r: number) => [ArrayLike<number>, number] {
+  const arr = ref.buf as StorageArray;
+  if (DIRECT.has(DTYPES[ref.dtype].storage)) return (r) => [arr as unknown as ArrayLike<number>, ref.offset + r * n];
+  const buf = new Float64Array(n);
+  return (r) => {
+    const base = ref.offset + r * n;
+    for (let j = 0; j < n; j++) buf[j] = readNumber(ref.dtype, arr, base + j);
+    return [buf, 0];
+  };
+}
+
+function put(out: StridedRef, i: number, v: number | bigint): void {
+  const a = out.buf as StorageArray;
+  if (typeof v === 'bigint') (a as BigInt64Array)[out.offset + i] = v;
+  else writeNumber(out.dtype, a, out.offset + i, v);
+}
+
+export function cpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef, outIndex?: StridedRef): void {
+  const row = rowAccess(input, n);
+  const in64 = input.dtype === 'int64';
+  for (let r = 0; r < rows; r++) {
+    const [a, b] = row(r);
+    const e = b + n;
+    let v: number | bigint;
+    switch (kind) {
+      case 'sum': case 'mean': {
+        let s = 0;
+        for (let j = b; j < e; j++) s += a[j]!;
+        if (in64 && !Number.isSafeInteger(s) && kind === 'sum') {
+          let t = 0n;
+          const arr = input.buf as BigInt64Array;
+          for (let j = 0; j < n; j++) t += arr[input.offset + r * n + j]!;
+          v = BigInt.asIntN(64, t);
+        } else v = kind === 'mean' ? s / n : s;
+        break;
+      }
+      case 'prod': {
+        if (in64 || out.dtype === 'int64') {
+          let p = 1n;
+          for (let j = b; j < e; j++) p = BigInt.asIntN(64, p * BigInt(Math.trunc(a[j]!)));
+          v = out.dtype === 'int64' ? p : Number(p);
+          if (in64) { // exact path from storage
+            let q = 1n;
+            const arr = input.buf as BigInt64Array;
+            for (let j = 0; j < n; j++) q = BigInt.asIntN(64, q * arr[input.offset + r * n + j]!);
+            v = out.dtype === 'int64' ? q : Number(q);
+          }
+        } else {
+          let p = 1;
+          for (let j = b; j < e; j++) p *= a[j]!;
+          v = p;
+        }
+        break;
+      }
+      case 'max': case 'min': case 'argmax': case 'argmin': {
+        const isMax = kind === 'max' || kind === 'argmax';
+        let best = a[b]!, bi = 0;
+        if (best === best) {
+          for (let j = b + 1; j < e; j++) {
+            const x = a[j]!;
+            if (x !== x) { best = x; bi = j - b; break; } // NaN wins, first occurrence
+            if (isMax ? x > best : x < best) { best = x; bi = j - b; }
+          }
+        }
+        if (in64 && (kind === 'max' || kind === 'min')) v = (input.buf as BigInt64Array)[input.offset + r * n + bi]!;
+        else v = kind === 'argmax' || kind === 'argmin' ? bi : best;
+        if (kind === 'argmax' || kind === 'argmin') v = BigInt(bi);
+        if (outIndex) put(outIndex, r, BigInt(bi));
+        break;
+      }
+      case 'any': { let f = 0; for (let j = b; j < e; j++) if (a[j] !== 0) { f = 1; break; } v = f; break; }
+      case 'all': { let f = 1; for (let j = b; j < e; j++) if (a[j] === 0) { f = 0; break; } v = f; break; }
+      case 'count_nonzero': { let cnt = 0; for (let j = b; j < e; j++) if (a[j] !== 0) cnt++; v = BigInt(cnt); break; }
+      case 'var': {
+        // two-pass: mean, then squared deviations; params[0] = correction
+        let s = 0;
+        for (let j = b; j < e; j++) s += a[j]!;
+        const mean = s / n;
+        let q = 0;
+        for (let j = b; j < e; j++) { const d = a[j]! - mean; q += d * d; }
+        v = q / Math.max(0, n - params[0]!);
+        if (outIndex) put(outIndex, r, mean); // var_mean: the mean rides along
+        break;
+      }
+      case 'logsumexp': {
+        let m = -Infinity;
+        for (let j = b; j < e; j++) if (a[j]! > m || a[j] !== a[j]) m = a[j]!;
+        const shift = Number.isFinite(m) ? m : 0;
+        let s = 0;
+        for (let j = b; j < e; j++) s += Math.exp(a[j]! - shift);
+        v = Math.log(s) + shift;
+        break;
+      }
+      case 'norm': {
+        const p = params[0]!;
+        let s = 0;
+        if (p === Infinity) { for (let j = b; j < e; j++) { const x = Math.abs(a[j]!); if (x > s || x !== x) s = x; } v = s; }
+        else if (p === -Infinity) { s = Infinity; for (let j = b; j < e; j++) { const x = Math.abs(a[j]!); if (x < s || x !== x) s = x; } v = s; }
+        else if (p === 0) { for (let j = b; j < e; j++) if (a[j] !== 0) s++; v = s; }
+        else if (p === 1) { for (let j = b; j < e; j++) s += Math.abs(a[j]!); v = s; }
+        else if (p === 2) { for (let j = b; j < e; j++) s += a[j]! * a[j]!; v = Math.sqrt(s); }
+        else { for (let j = b; j < e; j++) s += Math.abs(a[j]!) ** p; v = s ** (1 / p); }
+        break;
+      }
+    }
+    put(out, r, v);
+  }
+}
+
+export function cpuScan(kind: ScanKind, input: StridedRef, rows: number, n: number, out: StridedRef, outIndex?: StridedRef): void {
+  const row = rowAccess(input, n);
+  const big = out.dtype === 'int64' && (kind === 'cumsum' || kind === 'cumprod');
+  for (let r = 0; r < rows; r++) {
+    const [a, b] = row(r);
+    const base = r * n;
+    if (big) {
+      let acc = kind === 'cumsum' ? 0n : 1n;
+      const src = input.dtype === 'int64' ? (input.buf as BigInt64Array) : null;
+      for (let j = 0; j < n; j++) {
+        const x = src ? src[input.offset + base + j]! : BigInt(Math.trunc(a[b + j]!));
+        acc = BigInt.asIntN(64, kind === 'cumsum' ? acc + x : acc * x);
+        put(out, base + j, acc);
+      }
+      continue;
+    }
+    if (kind === 'cumsum' || kind === 'cumprod') {
+      let acc = kind === 'cumsum' ? 0 : 1;
+      for (let j = 0; j < n; j++) { acc = kind === 'cumsum' ? acc + a[b + j]! : acc * a[b + j]!; put(out, base + j, acc); }
+      continue;
+    }
+    const isMax = kind === 'cummax';
+    let best = a[b]!, bi = 0;
+    for (let j = 0; j < n; j++) {
+      const x = a[b + j]!;
+      // PyTorch: ties move the index forward (>=), NaN sticks once seen
+      if (best === best && (x !== x || (isMax ? x >= best : x <= best))) { best = x; bi = j; }
+      put(out, base + j, in64Value(input, base + bi, best));
+      put(outIndex!, base + j, BigInt(bi));
+    }
+  }
+}
+
+function in64Value(input: StridedRef, i: number, v: number): number | bigint {
+  return input.dtype === 'int64' ? (input.buf as BigInt64Array)[input.offset + i]! : v;
+}
+
+registerKernel('reduce', 'cpu', cpuReduce);
+registerKernel('scan', 'cpu', cpuScan);

@@ -1,0 +1,35 @@
+// `nbx info`: what this installation can do on this machine, and why anything is missing. Never fails.
+
+export async function info(version: string, _args: string[]): Promise<number> {
+  const lines: string[] = [`nbxtensor ${version} (node ${process.version}, ${process.platform}-${process.arch})`, '', 'backends:'];
+  lines.push('  cpu      available');
+  try {
+    const { blasInfo } = await import('../backend/cpu/blas.js');
+    lines.push(`           BLAS: ${blasInfo()}`);
+  } catch { lines.push('           BLAS: (not built in this version)'); }
+  try {
+    const { probeCuda } = await import('../backend/cuda/libs.js');
+    const p = probeCuda();
+    if (p.available) {
+      for (const d of p.devices ?? []) {
+        lines.push(`  cuda     available: ${d.name}, compute capability ${d.cc.join('.')}, ${(Number(d.totalMem) / 2 ** 30).toFixed(1)} GiB, ${d.smCount} SMs`);
+      }
+      lines.push(`           driver ${p.driverVersion ?? '?'}; libraries: ${Object.entries(p.libs ?? {}).map(([k, v]) => `${k}=${v ?? 'missing'}`).join(', ')}`);
+      try {
+        const { matchProfile } = await import('../profiles/index.js');
+        const d = p.devices?.[0];
+        if (d) {
+          const m = matchProfile({ vendor: 'nvidia', computeCapability: d.cc as [number, number] });
+          lines.push(`           device profile: ${m.profile.family} (${m.reason})`);
+        }
+      } catch (e) { lines.push(`           device profile: none (${(e as Error).message})`); }
+    } else lines.push(`  cuda     not available: ${p.reason}`);
+  } catch (e) { lines.push(`  cuda     not available: ${(e as Error).message}`); }
+  try {
+    const { probeWebGPU } = await import('../backend/webgpu/probe.js');
+    const w = await probeWebGPU();
+    lines.push(w.available ? `  webgpu   available: ${w.description}` : `  webgpu   not available: ${w.reason}`);
+  } catch (e) { lines.push(`  webgpu   not available: ${(e as Error).message}`); }
+  process.stdout.write(`${lines.join('\n')}\n`);
+  return 0;
+}

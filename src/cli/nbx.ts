@@ -1,0 +1,70 @@
+#!/usr/bin/env node
+// The `nbx` command: info, conformance, inspect, bench.
+
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+function packageVersion(): string {
+  for (const p of [join(here, '../../../package.json'), join(here, '../../package.json')]) {
+    try { return (JSON.parse(readFileSync(p, 'utf8')) as { version: string }).version; } catch { /* next */ }
+  }
+  return 'unknown';
+}
+
+const HELP = `nbx — nbxtensor command line
+
+  nbx info                                   version, backends found (and why any is missing), device profile
+  nbx conformance DIR [--device cpu|cuda|webgpu] [--filter REGEX] [--json] [--verbose]
+                                             run a conformance suite (FORMAT.md); exit 1 if any case fails
+  nbx inspect FILE|DIR                       table of the tensors of a safetensors file, a sharded index or a folder
+  nbx bench [cpu|cuda|webgpu|all] [--quick]  benchmarks against the same-run peer (numpy / PyTorch)
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  switch (cmd) {
+    case 'info': return (await import('./info.js')).info(packageVersion(), rest);
+    case 'conformance': return conformance(rest);
+    case 'inspect': return (await import('./inspect.js')).inspect(rest);
+    case 'bench': return (await import('../../bench/run.js')).bench(rest);
+    case undefined: case '-h': case '--help': case 'help': process.stdout.write(HELP); return 0;
+    case '--version': case '-v': process.stdout.write(`${packageVersion()}\n`); return 0;
+    default: process.stderr.write(`nbx: unknown command '${cmd}'\n${HELP}`); return 2;
+  }
+}
+
+async function conformance(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args, allowPositionals: true,
+    options: { device: { type: 'string', default: 'cpu' }, filter: { type: 'string' }, json: { type: 'boolean', default: false }, verbose: { type: 'boolean', default: false } },
+  });
+  const dir = positionals[0];
+  if (!dir) { process.stderr.write('nbx conformance: give the suite directory\n'); return 2; }
+  const { runSuite } = await import('../conformance/runner.js');
+  const t0 = performance.now();
+  const res = await runSuite(dir, {
+    device: values.device, filter: values.filter ? new RegExp(values.filter) : undefined,
+    onResult: (r) => {
+      if (values.json) return;
+      if (r.status === 'fail') process.stdout.write(`FAIL ${r.id} [${r.op}]: ${r.message}\n`);
+      else if (r.status === 'skip') process.stdout.write(`SKIP ${r.id} [${r.op}]: ${r.message}\n`);
+      else if (values.verbose) process.stdout.write(`ok   ${r.id}\n`);
+    },
+  });
+  const secs = ((performance.now() - t0) / 1000).toFixed(1);
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify({ device: values.device, passed: res.passed, failed: res.failed, skipped: res.skipped, seconds: Number(secs), results: res.results.filter((r) => r.status !== 'pass') }, null, 1)}\n`);
+  }
+  process.stdout.write(`${res.passed} passed, ${res.failed} failed, ${res.skipped} skipped\n`);
+  if (!values.json) process.stderr.write(`(${values.device}, ${secs} s)\n`);
+  return res.failed > 0 ? 1 : 0;
+}
+
+main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (e: unknown) => {
+  process.stderr.write(`nbx: ${e instanceof Error ? e.stack ?? e.message : String(e)}\n`);
+  process.exitCode = 1;
+});

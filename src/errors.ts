@@ -1,0 +1,34 @@
+// Typed errors. Every error names the operation that raised it, so a user reading a stack-less
+// message (e.g. from the conformance runner or a server log) knows where it came from.
+// The class tells *what kind* of mistake it was; `instanceof` is the stable API.
+
+export class NbxError extends Error {
+  /** The operation (PyTorch name, e.g. "gather" or "nn.functional.conv2d") or subsystem. */
+  readonly op: string;
+  constructor(op: string, message: string) {
+    super(`${op}: ${message}`);
+    this.op = op;
+    this.name = new.target.name;
+  }
+}
+
+/** Shapes that do not fit together (broadcasting, matmul inner dims, view of a non-viewable layout). */
+export class ShapeError extends NbxError {}
+/** A dtype the operation does not accept, or a cast the rules forbid. */
+export class DTypeError extends NbxError {}
+/** Tensors on different devices in one operation, or a device that is not available. */
+export class DeviceError extends NbxError {}
+/** An index or dim out of range. */
+export class IndexError extends NbxError {}
+/** A tensor used after `dispose()`. */
+export class DisposedError extends NbxError {}
+/** An argument value PyTorch would reject (bad mode string, negative size, ...). */
+export class ValueError extends NbxError {}
+/** A supported operation asked for something this engine or device does not implement: never computed silently. */
+export class UnsupportedError extends NbxError {}
+/** Device memory exhausted; the message says what was requested and what to try. */
+export class OutOfMemoryError extends NbxError {}
+/** A file that breaks its format's rules (safetensors, profiles, caches). */
+export class FormatError extends NbxError {}
+/** A fault reported by a device runtime (CUDA sticky error, lost WebGPU device). */
+export class DeviceFaultError extends NbxError {}

@@ -1,0 +1,94 @@
+// nbxtensor: PyTorch's tensor API for TypeScript. `import * as nbx from 'nbxtensor'`, then nbx.X is torch.X
+// and nbx.nn.functional.X is torch.nn.functional.X. Keyword arguments are a trailing options object.
+
+import './backend/cpu/index.js';
+import './backend/cpu/reduce.js';
+import { Tensor } from './tensor/tensor.js';
+import { DType } from './dtype/dtypes.js';
+import * as ew from './ops/elementwise.js';
+import * as red from './ops/reduce.js';
+import * as cr from './ops/creation.js';
+import { installMethods } from './ops/methods.js';
+import { promoteTypes, resultType, canCast, setDefaultDType, defaultFloatDType } from './dtype/promotion.js';
+import { dtypeName, type DTypeLike } from './dtype/dtypes.js';
+import { participant, type Operand } from './ops/elementwise.js';
+
+export { Tensor } from './tensor/tensor.js';
+export { DType } from './dtype/dtypes.js';
+export type { DTypeName } from './dtype/dtypes.js';
+export { Device } from './backend/backend.js';
+export { scope, keep } from './tensor/storage.js';
+export { Scalar, float, int, OPS } from './ops/registry.js';
+export * from './errors.js';
+
+// dtypes as values: nbx.float32, nbx.int64, ...
+export const bool = DType.all.bool, uint8 = DType.all.uint8, int8 = DType.all.int8, int16 = DType.all.int16,
+  int32 = DType.all.int32, int64 = DType.all.int64, float16 = DType.all.float16, bfloat16 = DType.all.bfloat16,
+  float32 = DType.all.float32, float64 = DType.all.float64, float8_e4m3fn = DType.all.float8_e4m3fn,
+  float8_e5m2 = DType.all.float8_e5m2, complex64 = DType.all.complex64, complex128 = DType.all.complex128;
+export const half = float16, double = float64, long = int64, short = int16, cfloat = complex64;
+
+export const promote_types = (a: DTypeLike, b: DTypeLike): DType => DType.all[promoteTypes(dtypeName(a), dtypeName(b))];
+export const result_type = (a: Operand, b: Operand): DType => DType.all[resultType([participant(a), participant(b)])];
+export const can_cast = (from: DTypeLike, to: DTypeLike): boolean => canCast(dtypeName(from), dtypeName(to));
+export const set_default_dtype = (d: DTypeLike): void => setDefaultDType(dtypeName(d));
+export const get_default_dtype = (): DType => DType.all[defaultFloatDType];
+export const is_tensor = (x: unknown): x is Tensor => x instanceof Tensor;
+export const is_floating_point = (t: Tensor): boolean => t.is_floating_point();
+export const numel = (t: Tensor): number => t.numel();
+
+export {
+  exp, exp2, expm1, log, log2, log10, log1p, sqrt, rsqrt, sin, cos, tan, tanh, erf, sigmoid, reciprocal, abs, neg, negative,
+  sign, floor, ceil, trunc, fix, round, square, bitwise_not, logical_not, isnan, isinf, isfinite, isposinf, isneginf,
+  nan_to_num, add, sub, subtract, mul, multiply, div, divide, true_divide, floor_divide, remainder, fmod, pow, float_power,
+  atan2, arctan2, hypot, copysign, xlogy, maximum, minimum, fmax, fmin, eq, ne, lt, le, gt, ge, greater, greater_equal,
+  less, less_equal, not_equal, logical_and, logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor,
+  bitwise_left_shift, bitwise_right_shift, where, addcmul, addcdiv, lerp, masked_fill, clamp, clip, clamp_min, clamp_max,
+} from './ops/elementwise.js';
+export const relu = ew.nn_relu;
+export const selu = ew.selu;
+export const celu = ew.celu;
+export {
+  sum, nansum, prod, mean, max, min, amax, amin, argmax, argmin, any, all, count_nonzero, std, var_mean, std_mean,
+  logsumexp, norm, cumsum, cumprod, cummax, cummin,
+} from './ops/reduce.js';
+export { var_ as var } from './ops/reduce.js';
+export {
+  tensor, empty, zeros, ones, full, arange, linspace, eye, zeros_like, ones_like, empty_like, full_like, scalar_tensor,
+} from './ops/creation.js';
+
+export const linalg = { vector_norm: red.vector_norm };
+
+export const nn = {
+  functional: {
+    relu: ew.nn_relu, relu6: ew.relu6, gelu: ew.gelu, silu: ew.silu, mish: ew.mish, elu: ew.elu, celu: ew.celu,
+    selu: ew.selu, softplus: ew.softplus, hardswish: ew.hardswish, hardsigmoid: ew.hardsigmoid,
+    leaky_relu: ew.leaky_relu, logsigmoid: ew.logsigmoid, hardtanh: ew.hardtanh, threshold: ew.threshold,
+    tanhshrink: ew.tanhshrink, softsign: ew.softsign, sigmoid: ew.sigmoid, tanh: ew.tanh,
+  } as Record<string, (...args: any[]) => any>,
+};
+
+installMethods({
+  exp: ew.exp, exp2: ew.exp2, expm1: ew.expm1, log: ew.log, log2: ew.log2, log10: ew.log10, log1p: ew.log1p, sqrt: ew.sqrt,
+  rsqrt: ew.rsqrt, sin: ew.sin, cos: ew.cos, tan: ew.tan, tanh: ew.tanh, erf: ew.erf, sigmoid: ew.sigmoid,
+  reciprocal: ew.reciprocal, abs: ew.abs, neg: ew.neg, negative: ew.neg, sign: ew.sign, floor: ew.floor, ceil: ew.ceil,
+  trunc: ew.trunc, round: ew.round, square: ew.square, bitwise_not: ew.bitwise_not, logical_not: ew.logical_not,
+  isnan: ew.isnan, isinf: ew.isinf, isfinite: ew.isfinite, nan_to_num: ew.nan_to_num, add: ew.add, sub: ew.sub,
+  mul: ew.mul, div: ew.div, floor_divide: ew.floor_divide, remainder: ew.remainder, fmod: ew.fmod, pow: ew.pow,
+  atan2: ew.atan2, hypot: ew.hypot, maximum: ew.maximum, minimum: ew.minimum, eq: ew.eq, ne: ew.ne, lt: ew.lt,
+  le: ew.le, gt: ew.gt, ge: ew.ge, logical_and: ew.logical_and, logical_or: ew.logical_or, logical_xor: ew.logical_xor,
+  bitwise_and: ew.bitwise_and, bitwise_or: ew.bitwise_or, bitwise_xor: ew.bitwise_xor, where: (c: Tensor, x: Operand, y: Operand) => ew.where(x, c, y),
+  addcmul: ew.addcmul, addcdiv: ew.addcdiv, lerp: ew.lerp, masked_fill: ew.masked_fill, clamp: ew.clamp, clip: ew.clamp,
+  clamp_min: ew.clamp_min, clamp_max: ew.clamp_max, relu: ew.nn_relu, xlogy: ew.xlogy,
+  sum: red.sum, prod: red.prod, mean: red.mean, max: red.max, min: red.min, amax: red.amax, amin: red.amin,
+  argmax: red.argmax, argmin: red.argmin, any: red.any, all: red.all, count_nonzero: red.count_nonzero, std: red.std,
+  var: red.var_, logsumexp: red.logsumexp, norm: red.norm, cumsum: red.cumsum, cumprod: red.cumprod,
+  cummax: red.cummax, cummin: red.cummin,
+  float: (t: Tensor) => t.to('float32'), double: (t: Tensor) => t.to('float64'), half: (t: Tensor) => t.to('float16'),
+  bfloat16: (t: Tensor) => t.to('bfloat16'), int: (t: Tensor) => t.to('int32'), long: (t: Tensor) => t.to('int64'),
+  bool: (t: Tensor) => t.to('bool'), type_as: (t: Tensor, o: Tensor) => t.to(o.dt),
+});
+red.setSqrt(ew.sqrt);
+red.setBinaryMinMax(ew.maximum, ew.minimum);
+red.setNanToZero((x) => ew.nan_to_num(x, { nan: 0, posinf: Infinity, neginf: -Infinity }));
+void cr;

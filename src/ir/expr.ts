@@ -1,0 +1,96 @@
+// The elementwise IR: a scalar expression over the loaded inputs of a kernel.
+//
+// Operation definitions (src/ops/elementwise.ts) build one Expr per call from small primitives; each
+// backend renders it: the CPU backend to JavaScript (src/ir/render_js.ts), CUDA to C, WebGPU to WGSL
+// (src/ir/render_c.ts). Every node carries its dtype, so a renderer knows integer from float semantics
+// without guessing. The primitive set is small on purpose: sigmoid, gelu, softplus... are built from it.
+
+import type { DTypeName } from '../dtype/dtypes.js';
+import { DTYPES } from '../dtype/dtypes.js';
+
+export type UnaryPrim =
+  | 'neg' | 'abs' | 'floor' | 'ceil' | 'trunc' | 'rint' | 'sign'
+  | 'exp' | 'exp2' | 'expm1' | 'log' | 'log2' | 'log1p' | 'sqrt' | 'rsqrt' | 'recip'
+  | 'sin' | 'cos' | 'tan' | 'tanh' | 'erf' | 'isnan' | 'isinf' | 'not' | 'bnot';
+
+export type BinaryPrim =
+  | 'add' | 'sub' | 'mul' | 'div' | 'floordiv' | 'truncdiv' | 'mod' | 'fmod' | 'pow' | 'atan2'
+  | 'max' | 'min' | 'lt' | 'le' | 'gt' | 'ge' | 'eq' | 'ne' | 'and' | 'or' | 'xor' | 'shl' | 'shr'
+  | 'copysign' | 'hypot';
+
+export type Prim = UnaryPrim | BinaryPrim | 'where' | 'load' | 'param' | 'const' | 'cast';
+
+export const UNARY_PRIMS: readonly UnaryPrim[] = ['neg', 'abs', 'floor', 'ceil', 'trunc', 'rint', 'sign', 'exp', 'exp2', 'expm1',
+  'log', 'log2', 'log1p', 'sqrt', 'rsqrt', 'recip', 'sin', 'cos', 'tan', 'tanh', 'erf', 'isnan', 'isinf', 'not', 'bnot'];
+export const BINARY_PRIMS: readonly BinaryPrim[] = ['add', 'sub', 'mul', 'div', 'floordiv', 'truncdiv', 'mod', 'fmod', 'pow',
+  'atan2', 'max', 'min', 'lt', 'le', 'gt', 'ge', 'eq', 'ne', 'and', 'or', 'xor', 'shl', 'shr', 'copysign', 'hypot'];
+
+const BOOL_RESULT = new Set<Prim>(['lt', 'le', 'gt', 'ge', 'eq', 'ne', 'isnan', 'isinf', 'not']);
+
+export class Expr {
+  private _key?: string;
+  constructor(
+    readonly op: Prim,
+    readonly dtype: DTypeName,
+    readonly src: readonly Expr[] = [],
+    /** load/param: the slot index; const: the value. */
+    readonly arg: number = 0,
+  ) {}
+
+  /** A structural key: equal keys render to equal code (params are slots, so values are not in it). */
+  get key(): string {
+    return (this._key ??= this.op === 'const' ? `c${this.dtype}:${Object.is(this.arg, -0) ? '-0' : this.arg}`
+      : this.op === 'load' || this.op === 'param' ? `${this.op}${this.arg}:${this.dtype}`
+        : `${this.op}:${this.dtype}(${this.src.map((s) => s.key).join(',')})`);
+  }
+
+  // Builders. Operands of binary ops must already share a dtype; `cast` converts explicitly.
+  static load(slot: number, dtype: DTypeName): Expr { return new Expr('load', dtype, [], slot); }
+  static param(slot: number, dtype: DTypeName): Expr { return new Expr('param', dtype, [], slot); }
+  static const(value: number, dtype: DTypeName): Expr { return new Expr('const', dtype, [], value); }
+  cast(to: DTypeName): Expr { return to === this.dtype ? this : new Expr('cast', to, [this]); }
+  un(op: UnaryPrim): Expr { return new Expr(op, BOOL_RESULT.has(op) ? 'bool' : this.dtype, [this]); }
+  bin(op: BinaryPrim, other: Expr | number): Expr {
+    const o = typeof other === 'number' ? Expr.const(other, this.dtype) : other;
+    if (o.dtype !== this.dtype) throw new Error(`IR: ${op} of ${this.dtype} and ${o.dtype}`);
+    return new Expr(op, BOOL_RESULT.has(op) ? 'bool' : this.dtype, [this, o]);
+  }
+  static where(c: Expr, a: Expr, b: Expr): Expr {
+    if (a.dtype !== b.dtype) throw new Error(`IR: where of ${a.dtype} and ${b.dtype}`);
+    return new Expr('where', a.dtype, [c.dtype === 'bool' ? c : c.cast('bool'), a, b]);
+  }
+
+  add(o: Expr | number): Expr { return this.bin('add', o); }
+  sub(o: Expr | number): Expr { return this.bin('sub', o); }
+  mul(o: Expr | number): Expr { return this.bin('mul', o); }
+  div(o: Expr | number): Expr { return this.bin('div', o); }
+  max(o: Expr | number): Expr { return this.bin('max', o); }
+  min(o: Expr | number): Expr { return this.bin('min', o); }
+  lt(o: Expr | number): Expr { return this.bin('lt', o); }
+  gt(o: Expr | number): Expr { return this.bin('gt', o); }
+  le(o: Expr | number): Expr { return this.bin('le', o); }
+  ge(o: Expr | number): Expr { return this.bin('ge', o); }
+  eq(o: Expr | number): Expr { return this.bin('eq', o); }
+  ne(o: Expr | number): Expr { return this.bin('ne', o); }
+  neg(): Expr { return this.un('neg'); }
+  exp(): Expr { return this.un('exp'); }
+  log(): Expr { return this.un('log'); }
+  abs(): Expr { return this.un('abs'); }
+
+  /** Visits every node once, children first. */
+  walk(fn: (e: Expr) => void, seen = new Set<string>()): void {
+    if (seen.has(this.key)) return;
+    seen.add(this.key);
+    for (const s of this.src) s.walk(fn, seen);
+    fn(this);
+  }
+
+  /** Highest load/param slot + 1. */
+  slots(kind: 'load' | 'param'): number {
+    let n = 0;
+    this.walk((e) => { if (e.op === kind) n = Math.max(n, e.arg + 1); });
+    return n;
+  }
+}
+
+export const isIntDType = (d: DTypeName): boolean => DTYPES[d].kind === 'int' || d === 'bool';

@@ -1,0 +1,126 @@
+// Operations are declared once, with a PyTorch-style signature string. The signature gives positional
+// order, keyword names and defaults; the binder turns `f(a, b, { alpha: 2 })` into named arguments,
+// rejecting unknown keywords and missing arguments the way Python would. The registry is the list the
+// CLI, the docs and the conformance runner read.
+
+import { ValueError } from '../errors.js';
+
+/** A Python-like scalar: the kind matters for type promotion (an int scalar keeps an int8 tensor int8). */
+export class Scalar {
+  constructor(readonly value: number | bigint | boolean, readonly kind: 'int' | 'float' | 'bool') {}
+  toString(): string { return `${this.kind}(${String(this.value)})`; }
+}
+/** `nbx.float(2)`: a float scalar even though the value is integral (Python's `2.0`). */
+export const float = (v: number): Scalar => new Scalar(v, 'float');
+/** `nbx.int(2)`: an int scalar (Python's `2`); bigint for values beyond 2^53. */
+export const int = (v: number | bigint): Scalar => new Scalar(typeof v === 'number' ? Math.trunc(v) : v, 'int');
+
+export type ScalarLike = number | bigint | boolean | Scalar;
+
+/** How a JavaScript value acts as a scalar: integral numbers as Python ints, others as floats. */
+export function scalarOf(v: ScalarLike): Scalar {
+  if (v instanceof Scalar) return v;
+  if (typeof v === 'boolean') return new Scalar(v, 'bool');
+  if (typeof v === 'bigint') return new Scalar(v, 'int');
+  return new Scalar(v, Number.isInteger(v) ? 'int' : 'float');
+}
+export const isScalarLike = (v: unknown): v is ScalarLike =>
+  typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint' || v instanceof Scalar;
+export const scalarNumber = (v: ScalarLike): number => {
+  const s = scalarOf(v);
+  return typeof s.value === 'boolean' ? (s.value ? 1 : 0) : Number(s.value);
+};
+
+interface Param { name: string; kwOnly: boolean; required: boolean; def: unknown; variadic: boolean }
+
+export interface OpInfo {
+  /** PyTorch name: 'add', 'nn.functional.softmax', 'fft.rfft'. */
+  name: string;
+  signature: string;
+  params: Param[];
+}
+
+export const OPS = new Map<string, OpInfo>();
+
+function parseDefault(text: string): unknown {
+  const t = text.trim();
+  if (t === 'None') return null;
+  if (t === 'True') return true;
+  if (t === 'False') return false;
+  if (/^'.*'$/.test(t)) return t.slice(1, -1);
+  return JSON.parse(t.replace(/\(/g, '[').replace(/\)/g, ']'));
+}
+
+function parseSignature(sig: string): { name: string; params: Param[] } {
+  const m = /^([\w.]+)\((.*)\)$/.exec(sig.trim());
+  if (!m) throw new Error(`bad signature ${sig}`);
+  const params: Param[] = [];
+  let kwOnly = false;
+  // split on commas not inside brackets
+  const parts: string[] = [];
+  let depth = 0, cur = '';
+  for (const ch of m[2]!) {
+    if (ch === '[' || ch === '(') depth++;
+    if (ch === ']' || ch === ')') depth--;
+    if (ch === ',' && depth === 0) { parts.push(cur); cur = ''; } else cur += ch;
+  }
+  if (cur.trim()) parts.push(cur);
+  for (const raw of parts) {
+    const p = raw.trim();
+    if (p === '*') { kwOnly = true; continue; }
+    const variadic = p.startsWith('*');
+    const [name, def] = p.replace(/^\*/, '').split('=');
+    params.push({ name: name!.trim(), kwOnly, required: def === undefined && !variadic, def: def === undefined ? undefined : parseDefault(def), variadic });
+    if (variadic) kwOnly = true;
+  }
+  return { name: m[1]!, params };
+}
+
+export const isOptions = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype;
+
+/** Binds positional args and a trailing options object to the signature's names. */
+export function bind(info: OpInfo, args: readonly unknown[]): Record<string, unknown> {
+  let pos = args;
+  let opts: Record<string, unknown> = {};
+  if (pos.length && isOptions(pos[pos.length - 1])) {
+    opts = pos[pos.length - 1] as Record<string, unknown>;
+    pos = pos.slice(0, -1);
+  }
+  const out: Record<string, unknown> = {};
+  let i = 0;
+  for (const p of info.params) {
+    if (p.variadic) {
+      const rest = pos.slice(i);
+      i = pos.length;
+      out[p.name] = rest.length === 1 && Array.isArray(rest[0]) ? rest[0] : rest;
+      continue;
+    }
+    if (!p.kwOnly && i < pos.length) {
+      if (p.name in opts) throw new ValueError(info.name, `${info.name}() got multiple values for argument '${p.name}'`);
+      out[p.name] = pos[i++];
+    } else if (p.name in opts && opts[p.name] !== undefined) out[p.name] = opts[p.name];
+    else if (p.required) throw new ValueError(info.name, `${info.name}() missing required argument '${p.name}' (signature: ${info.signature})`);
+    else out[p.name] = p.def;
+  }
+  if (i < pos.length) throw new ValueError(info.name, `${info.name}() takes ${i} positional arguments but ${pos.length} were given (signature: ${info.signature})`);
+  for (const k of Object.keys(opts)) {
+    if (!info.params.some((p) => p.name === k)) throw new ValueError(info.name, `${info.name}() got an unexpected keyword argument '${k}' (signature: ${info.signature})`);
+  }
+  return out;
+}
+
+/**
+ * Declares an operation: `def('add(input, other, *, alpha=1)', ({input, other, alpha}) => ...)`.
+ * Returns the user-facing function, which takes positional arguments and an optional options object.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function def<R>(signature: string, impl: (a: any) => R): (...args: any[]) => R {
+  const { name, params } = parseSignature(signature);
+  const info: OpInfo = { name, signature, params };
+  if (OPS.has(name)) throw new Error(`operation ${name} is declared twice`);
+  OPS.set(name, info);
+  const fn = (...args: unknown[]): R => impl(bind(info, args));
+  Object.defineProperty(fn, 'name', { value: name.split('.').pop() });
+  return fn;
+}

@@ -1,0 +1,118 @@
+// Shape arithmetic shared by every backend: broadcasting, strides, dim normalisation.
+
+import { IndexError, ShapeError, ValueError } from '../errors.js';
+
+export type Shape = readonly number[];
+
+export const numelOf = (shape: Shape): number => shape.reduce((a, b) => a * b, 1);
+
+export function contiguousStrides(shape: Shape): number[] {
+  const s = new Array<number>(shape.length);
+  let acc = 1;
+  for (let i = shape.length - 1; i >= 0; i--) { s[i] = acc; acc *= shape[i]!; }
+  return s;
+}
+
+export const fmtShape = (s: Shape): string => `[${s.join(', ')}]`;
+
+/** Wraps a possibly negative dim into [0, ndim); scalars accept dims -1 and 0 as PyTorch does. */
+export function normDim(op: string, dim: number, ndim: number): number {
+  const n = Math.max(ndim, 1);
+  if (!Number.isInteger(dim) || dim < -n || dim >= n) {
+    throw new IndexError(op, `Dimension out of range (expected to be in range of [${-n}, ${n - 1}], but got ${dim})`);
+  }
+  return dim < 0 ? dim + n : dim;
+}
+
+export function normDims(op: string, dims: number | readonly number[] | null | undefined, ndim: number): number[] {
+  if (dims === null || dims === undefined) return [...Array(ndim).keys()];
+  const list = typeof dims === 'number' ? [dims] : dims;
+  const out = list.map((d) => normDim(op, d, ndim)).filter((d) => d < ndim || ndim > 0);
+  if (new Set(out).size !== out.length) throw new ValueError(op, `dim ${out.join(', ')} appears multiple times in the list of dims`);
+  return ndim === 0 ? [] : out;
+}
+
+export function broadcastShapes(op: string, ...shapes: Shape[]): number[] {
+  const nd = Math.max(0, ...shapes.map((s) => s.length));
+  const out = new Array<number>(nd).fill(1);
+  for (const s of shapes) {
+    for (let i = 0; i < s.length; i++) {
+      const j = nd - s.length + i, d = s[i]!, o = out[j]!;
+      if (d === o || d === 1) continue;
+      if (o === 1) { out[j] = d; continue; }
+      throw new ShapeError(op, `The size of tensor a (${o}) must match the size of tensor b (${d}) at non-singleton dimension ${i}; shapes ${shapes.map(fmtShape).join(' and ')}`);
+    }
+  }
+  return out;
+}
+
+/** Strides that read a tensor of (shape, strides) as if broadcast to `target` (0 on broadcast dims). */
+export function broadcastStrides(shape: Shape, strides: readonly number[], target: Shape): number[] {
+  const nd = target.length, off = nd - shape.length;
+  const out = new Array<number>(nd).fill(0);
+  for (let i = 0; i < shape.length; i++) out[off + i] = shape[i] === 1 && target[off + i] !== 1 ? 0 : strides[i]!;
+  return out;
+}
+
+export function isContiguous(shape: Shape, strides: readonly number[]): boolean {
+  let acc = 1;
+  for (let i = shape.length - 1; i >= 0; i--) {
+    if (shape[i] === 1) continue;
+    if (strides[i] !== acc) return false;
+    acc *= shape[i]!;
+  }
+  return true;
+}
+
+/** Checks a shape argument: non-negative safe integers. */
+export function checkShape(op: string, shape: readonly number[]): number[] {
+  for (const d of shape) {
+    if (!Number.isSafeInteger(d) || d < 0) throw new ValueError(op, `negative or non-integer dimension ${d} in size ${fmtShape(shape)}`);
+  }
+  return [...shape];
+}
+
+/**
+ * Strides for viewing (shape, strides) as `newShape` without copying, or null when the layout does not
+ * allow it (PyTorch's computeStride): `view` throws then, `reshape` copies.
+ */
+export function viewStrides(oldShape: Shape, oldStrides: readonly number[], newShape: Shape): number[] | null {
+  const numel = numelOf(oldShape);
+  const newStrides = new Array<number>(newShape.length).fill(0);
+  if (numel === 0) return contiguousStrides(newShape);
+  let viewD = newShape.length - 1;
+  let chunkBase = oldStrides[oldStrides.length - 1] ?? 1;
+  let tensorNumel = 1, viewNumel = 1;
+  for (let d = oldShape.length - 1; d >= 0; d--) {
+    tensorNumel *= oldShape[d]!;
+    if (d === 0 || (oldShape[d - 1] !== 1 && oldStrides[d - 1] !== tensorNumel * chunkBase)) {
+      while (viewD >= 0 && (viewNumel < tensorNumel || newShape[viewD] === 1)) {
+        newStrides[viewD] = viewNumel * chunkBase;
+        viewNumel *= newShape[viewD]!;
+        viewD--;
+      }
+      if (viewNumel !== tensorNumel) return null;
+      if (d > 0) { chunkBase = oldStrides[d - 1]!; tensorNumel = 1; viewNumel = 1; }
+    }
+  }
+  if (viewD !== -1) return null;
+  return newStrides;
+}
+
+/** Resolves a single -1 in a requested shape. */
+export function inferShape(op: string, shape: readonly number[], numel: number): number[] {
+  let infer = -1, known = 1;
+  shape.forEach((d, i) => {
+    if (d === -1) {
+      if (infer >= 0) throw new ShapeError(op, 'only one dimension can be inferred');
+      infer = i;
+    } else if (!Number.isInteger(d) || d < 0) throw new ShapeError(op, `invalid shape dimension ${d}`);
+    else known *= d;
+  });
+  const out = [...shape];
+  if (infer >= 0) {
+    if (known === 0 || numel % known !== 0) throw new ShapeError(op, `shape '${fmtShape(shape)}' is invalid for input of size ${numel}`);
+    out[infer] = numel / known;
+  } else if (known !== numel) throw new ShapeError(op, `shape '${fmtShape(shape)}' is invalid for input of size ${numel}`);
+  return out;
+}

@@ -1,0 +1,447 @@
+// The Tensor: a strided view (shape, strides, offset) of a Storage. Views share storage exactly where
+// PyTorch's do; everything here is metadata and works the same on every device. Operations that compute
+// are attached as methods by src/ops/methods.ts.
+
+import { DType, DTYPES, allocStorage, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
+import { readNumber } from '../dtype/convert.js';
+import { Device, backendFor, type DeviceLike, type StridedRef } from '../backend/backend.js';
+import { DisposedError, IndexError, ShapeError, ValueError } from '../errors.js';
+import { Expr } from '../ir/expr.js';
+import { Storage, finalizer, track } from './storage.js';
+import {
+  broadcastShapes, contiguousStrides, fmtShape, inferShape, isContiguous, normDim, numelOf, viewStrides, type Shape,
+} from './shape.js';
+
+/** Sizes given as varargs (`view(2, 3)`) or one array (`view([2, 3])`). */
+export function sizesArg(args: readonly (number | readonly number[])[]): number[] {
+  if (args.length === 1 && Array.isArray(args[0])) return [...(args[0] as number[])];
+  return args as number[];
+}
+
+export class Tensor {
+  readonly shape: readonly number[];
+  private readonly _strides: readonly number[];
+  private readonly _offset: number;
+  readonly dt: DTypeName;
+  private _storage: Storage | null;
+
+  /** Internal: use the creation functions (nbx.tensor, nbx.zeros, ...). */
+  constructor(storage: Storage, shape: Shape, strides: readonly number[], offset: number) {
+    this._storage = storage.retain();
+    this.shape = Object.freeze([...shape]);
+    this._strides = Object.freeze([...strides]);
+    this._offset = offset;
+    this.dt = storage.dtype;
+    finalizer.register(this, storage, this);
+    track(this);
+  }
+
+  /** A fresh contiguous tensor of `shape` on `device` (zero-filled on request). */
+  static empty(shape: Shape, dtype: DTypeName, device: DeviceLike = 'cpu', zero = false): Tensor {
+    const dev = Device.of(device);
+    const numel = numelOf(shape);
+    const buf = dev.type === 'cpu' ? allocStorage(dtype, numel) : backendFor(dev).alloc(dtype, numel, zero);
+    return new Tensor(new Storage(dev, dtype, numel, buf), shape, contiguousStrides(shape), 0);
+  }
+
+  /** Wraps host storage (already in the engine's storage convention) as a contiguous CPU tensor, moved to `device`. */
+  static fromStorage(data: StorageArray, dtype: DTypeName, shape: Shape, device: DeviceLike = 'cpu'): Tensor {
+    const dev = Device.of(device);
+    const numel = numelOf(shape);
+    const buf = dev.type === 'cpu' ? data : backendFor(dev).upload(dtype, data);
+    return new Tensor(new Storage(dev, dtype, numel, buf), shape, contiguousStrides(shape), 0);
+  }
+
+  // ---- metadata --------------------------------------------------------------------------------
+
+  get storage(): Storage {
+    if (this._storage === null || !this._storage.alive) {
+      throw new DisposedError('Tensor', `tensor of shape ${fmtShape(this.shape)} and dtype ${this.dt} was used after dispose()`);
+    }
+    return this._storage;
+  }
+  get dtype(): DType { return DType.all[this.dt]; }
+  get device(): Device { return this.storage.device; }
+  get ndim(): number { return this.shape.length; }
+  dim(): number { return this.shape.length; }
+  numel(): number { return numelOf(this.shape); }
+  nelement(): number { return this.numel(); }
+  element_size(): number { return DTYPES[this.dt].itemsize; }
+  size(): number[];
+  size(dim: number): number;
+  size(dim?: number): number[] | number {
+    return dim === undefined ? [...this.shape] : this.shape[normDim('size', dim, this.ndim)]!;
+  }
+  stride(): number[];
+  stride(dim: number): number;
+  stride(dim?: number): number[] | number {
+    return dim === undefined ? [...this._strides] : this._strides[normDim('stride', dim, this.ndim)]!;
+  }
+  get strides(): readonly number[] { return this._strides; }
+  get offset(): number { return this._offset; }
+  storage_offset(): number { return this._offset; }
+  is_contiguous(): boolean { return isContiguous(this.shape, this._strides); }
+  get is_cuda(): boolean { return this.device.type === 'cuda'; }
+  is_floating_point(): boolean { return DTYPES[this.dt].kind === 'float'; }
+  is_complex(): boolean { return DTYPES[this.dt].kind === 'complex'; }
+  get isDisposed(): boolean { return this._storage === null || !this._storage.alive; }
+  /** Internal: the operand descriptor backends consume. */
+  ref(): StridedRef {
+    return { buf: this.storage.buf, dtype: this.dt, shape: this.shape, strides: this._strides, offset: this._offset };
+  }
+
+  /** Releases this tensor's reference to its storage now; the memory goes when the last view goes. */
+  dispose(): void {
+    if (this._storage === null) return;
+    finalizer.unregister(this);
+    const s = this._storage;
+    this._storage = null;
+    s.release();
+  }
+
+  toString(): string { return `tensor(shape=${fmtShape(this.shape)}, dtype=${this.dt}, device=${this._storage?.device ?? 'disposed'})`; }
+
+  // ---- views -----------------------------------------------------------------------------------
+
+  /** A view on the same storage. */
+  as_strided(size: readonly number[], stride: readonly number[], storageOffset?: number): Tensor {
+    if (size.length !== stride.length) throw new ShapeError('as_strided', `mismatch in length of strides and shape (${size.length} vs ${stride.length})`);
+    const off = storageOffset ?? this._offset;
+    const s = this.storage;
+    if (numelOf(size) > 0) {
+      let hi = off;
+      for (let i = 0; i < size.length; i++) { if (stride[i]! < 0) throw new ValueError('as_strided', 'negative strides are not supported'); hi += (size[i]! - 1) * stride[i]!; }
+      if (off < 0 || hi >= s.numel) {
+        throw new IndexError('as_strided', `setStorage: sizes ${fmtShape(size)}, strides ${fmtShape(stride)}, storage offset ${off} require a storage of at least ${hi + 1} elements, but it has ${s.numel}`);
+      }
+    }
+    return new Tensor(s, size, stride, off);
+  }
+
+  view(...shape: (number | readonly number[])[]): Tensor {
+    const target = inferShape('view', sizesArg(shape), this.numel());
+    const st = viewStrides(this.shape, this._strides, target);
+    if (st === null) {
+      throw new ShapeError('view', `view size is not compatible with input tensor's size ${fmtShape(this.shape)} and stride ${fmtShape(this._strides)} (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.`);
+    }
+    return new Tensor(this.storage, target, st, this._offset);
+  }
+
+  reshape(...shape: (number | readonly number[])[]): Tensor {
+    const target = inferShape('reshape', sizesArg(shape), this.numel());
+    const st = viewStrides(this.shape, this._strides, target);
+    if (st !== null) return new Tensor(this.storage, target, st, this._offset);
+    return this.contiguous().view(target);
+  }
+
+  view_as(other: Tensor): Tensor { return this.view(other.shape as number[]); }
+  reshape_as(other: Tensor): Tensor { return this.reshape(other.shape as number[]); }
+
+  permute(...dims: (number | readonly number[])[]): Tensor {
+    const d = sizesArg(dims).map((x) => normDim('permute', x, this.ndim));
+    if (d.length !== this.ndim || new Set(d).size !== d.length) {
+      throw new ShapeError('permute', `number of dims don't match in permute: input has ${this.ndim} dims, got ${fmtShape(sizesArg(dims))}`);
+    }
+    return new Tensor(this.storage, d.map((i) => this.shape[i]!), d.map((i) => this._strides[i]!), this._offset);
+  }
+
+  transpose(dim0: number, dim1: number): Tensor {
+    if (this.ndim === 0) return this.alias();
+    const a = normDim('transpose', dim0, this.ndim), b = normDim('transpose', dim1, this.ndim);
+    const p = [...Array(this.ndim).keys()];
+    p[a] = b; p[b] = a;
+    return this.permute(p);
+  }
+  swapaxes(a: number, b: number): Tensor { return this.transpose(a, b); }
+
+  t(): Tensor {
+    if (this.ndim > 2) throw new ShapeError('t', `t() expects a tensor with <= 2 dimensions, but self is ${this.ndim}D`);
+    return this.ndim < 2 ? this.alias() : this.transpose(0, 1);
+  }
+  get T(): Tensor { return this.permute([...Array(this.ndim).keys()].reverse()); }
+  get mT(): Tensor {
+    if (this.ndim < 2) throw new ShapeError('mT', `tensor.mT is only supported on matrices or batches of matrices. Got ${this.ndim}-D tensor.`);
+    return this.transpose(-2, -1);
+  }
+
+  alias(): Tensor { return new Tensor(this.storage, this.shape, this._strides, this._offset); }
+
+  expand(...sizes: (number | readonly number[])[]): Tensor {
+    const want = sizesArg(sizes);
+    if (want.length < this.ndim) {
+      throw new ShapeError('expand', `the number of sizes provided (${want.length}) must be greater or equal to the number of dimensions in the tensor (${this.ndim})`);
+    }
+    const off = want.length - this.ndim;
+    const shape: number[] = [], strides: number[] = [];
+    for (let i = 0; i < want.length; i++) {
+      const j = i - off;
+      const cur = j >= 0 ? this.shape[j]! : 1;
+      let w = want[i]!;
+      if (w === -1) {
+        if (j < 0) throw new ShapeError('expand', `the expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension ${i}`);
+        w = cur;
+      }
+      if (j >= 0 && cur !== 1 && cur !== w) {
+        throw new ShapeError('expand', `The expanded size of the tensor (${w}) must match the existing size (${cur}) at non-singleton dimension ${i}.  Target sizes: ${fmtShape(want)}.  Tensor sizes: ${fmtShape(this.shape)}`);
+      }
+      shape.push(w);
+      strides.push(j >= 0 && cur === w ? this._strides[j]! : 0);
+    }
+    return new Tensor(this.storage, shape, strides, this._offset);
+  }
+  expand_as(other: Tensor): Tensor { return this.expand(other.shape as number[]); }
+  broadcast_to(shape: readonly number[]): Tensor { return this.expand(shape); }
+
+  squeeze(dim?: number | readonly number[]): Tensor {
+    const dims = dim === undefined ? [...Array(this.ndim).keys()]
+      : (typeof dim === 'number' ? [dim] : dim).map((d) => normDim('squeeze', d, this.ndim));
+    const keep = [...Array(this.ndim).keys()].filter((i) => !(dims.includes(i) && this.shape[i] === 1));
+    return new Tensor(this.storage, keep.map((i) => this.shape[i]!), keep.map((i) => this._strides[i]!), this._offset);
+  }
+
+  unsqueeze(dim: number): Tensor {
+    const d = normDim('unsqueeze', dim, this.ndim + 1);
+    const shape = [...this.shape], strides = [...this._strides];
+    const st = d < this.ndim ? this.shape[d]! * this._strides[d]! : 1;
+    shape.splice(d, 0, 1);
+    strides.splice(d, 0, st);
+    return new Tensor(this.storage, shape, strides, this._offset);
+  }
+
+  flatten(startDim = 0, endDim = -1): Tensor {
+    if (this.ndim === 0) return this.reshape([1]);
+    const s = normDim('flatten', startDim, this.ndim), e = normDim('flatten', endDim, this.ndim);
+    if (s > e) throw new ValueError('flatten', 'flatten() has invalid args: start_dim cannot come after end_dim');
+    if (s === e) return this.alias();
+    const shape = [...this.shape.slice(0, s), numelOf(this.shape.slice(s, e + 1)), ...this.shape.slice(e + 1)];
+    return this.reshape(shape);
+  }
+  ravel(): Tensor { return this.reshape([-1]); }
+
+  unflatten(dim: number, sizes: readonly number[]): Tensor {
+    const d = normDim('unflatten', dim, this.ndim);
+    const inner = inferShape('unflatten', sizes, this.shape[d]!);
+    return this.view([...this.shape.slice(0, d), ...inner, ...this.shape.slice(d + 1)]);
+  }
+
+  /** Python slicing of one dimension: t[..., start:end:step, ...]. Negative and out-of-range bounds clamp like Python. */
+  slice(dim: number, start: number | null = null, end: number | null = null, step = 1): Tensor {
+    const d = normDim('slice', dim, this.ndim);
+    if (step <= 0) throw new ValueError('slice', 'slice step must be positive');
+    const n = this.shape[d]!;
+    const clamp = (v: number | null, def: number): number => {
+      if (v === null) return def;
+      if (v < 0) v += n;
+      return Math.min(Math.max(v, 0), n);
+    };
+    const s = clamp(start, 0), e = Math.max(clamp(end, n), s);
+    const len = Math.ceil((e - s) / step);
+    const shape = [...this.shape], strides = [...this._strides];
+    shape[d] = len;
+    strides[d] = this._strides[d]! * step;
+    return new Tensor(this.storage, shape, strides, this._offset + (len > 0 ? s * this._strides[d]! : 0));
+  }
+
+  narrow(dim: number, start: number, length: number): Tensor {
+    const d = normDim('narrow', dim, this.ndim);
+    const n = this.shape[d]!;
+    if (start < -n || start > n) throw new IndexError('narrow', `start (${start}) is out of bounds for dimension of size ${n}`);
+    if (start < 0) start += n;
+    if (length < 0 || start + length > n) throw new IndexError('narrow', `start (${start}) + length (${length}) exceeds dimension size (${n}).`);
+    return this.slice(d, start, start + length);
+  }
+
+  select(dim: number, index: number): Tensor {
+    if (this.ndim === 0) throw new IndexError('select', 'select() cannot be applied to a 0-dim tensor.');
+    const d = normDim('select', dim, this.ndim);
+    const n = this.shape[d]!;
+    if (index < -n || index >= n) throw new IndexError('select', `index ${index} is out of bounds for dimension ${d} with size ${n}`);
+    if (index < 0) index += n;
+    const shape = [...this.shape], strides = [...this._strides];
+    shape.splice(d, 1);
+    strides.splice(d, 1);
+    return new Tensor(this.storage, shape, strides, this._offset + index * this._strides[d]!);
+  }
+
+  movedim(source: number | readonly number[], destination: number | readonly number[]): Tensor {
+    const src = (typeof source === 'number' ? [source] : source).map((d) => normDim('movedim', d, this.ndim));
+    const dst = (typeof destination === 'number' ? [destination] : destination).map((d) => normDim('movedim', d, this.ndim));
+    if (src.length !== dst.length) throw new ValueError('movedim', `Invalid source or destination dims: source (${src}) and destination (${dst}) must have the same number of elements`);
+    const order = new Array<number>(this.ndim).fill(-1);
+    src.forEach((s, i) => { order[dst[i]!] = s; });
+    const rest = [...Array(this.ndim).keys()].filter((d) => !src.includes(d));
+    let k = 0;
+    for (let i = 0; i < this.ndim; i++) if (order[i] === -1) order[i] = rest[k++]!;
+    return this.permute(order);
+  }
+  moveaxis(s: number | readonly number[], d: number | readonly number[]): Tensor { return this.movedim(s, d); }
+
+  split(splitSize: number | readonly number[], dim = 0): Tensor[] {
+    const d = normDim('split', dim, this.ndim);
+    const n = this.shape[d]!;
+    const sizes: number[] = [];
+    if (typeof splitSize === 'number') {
+      if (splitSize <= 0 && n > 0) throw new ValueError('split', `split_size must be positive, got ${splitSize}`);
+      for (let s = 0; s < n || (n === 0 && sizes.length === 0); s += splitSize) sizes.push(Math.min(splitSize, n - s));
+    } else {
+      if (splitSize.reduce((a, b) => a + b, 0) !== n) {
+        throw new ShapeError('split', `split_with_sizes expects split_sizes to sum exactly to ${n} (input tensor's size at dimension ${d}), but got split_sizes=${fmtShape(splitSize)}`);
+      }
+      sizes.push(...splitSize);
+    }
+    let start = 0;
+    return sizes.map((len) => { const t = this.narrow(d, start, len); start += len; return t; });
+  }
+
+  chunk(chunks: number, dim = 0): Tensor[] {
+    if (chunks <= 0) throw new ValueError('chunk', 'chunk expects `chunks` to be greater than 0');
+    const d = normDim('chunk', dim, this.ndim);
+    const n = this.shape[d]!;
+    return this.split(Math.max(Math.ceil(n / chunks), n === 0 ? 1 : 0) || 1, d);
+  }
+
+  unbind(dim = 0): Tensor[] {
+    const d = normDim('unbind', dim, this.ndim);
+    return [...Array(this.shape[d]!).keys()].map((i) => this.select(d, i));
+  }
+
+  /** A non-overlapping sliding window view: size `size` with step `step` along `dim`, window as the last dim. */
+  unfold(dimension: number, size: number, step: number): Tensor {
+    const d = normDim('unfold', dimension, this.ndim);
+    const n = this.ndim === 0 ? 1 : this.shape[d]!;
+    if (size > n) throw new ShapeError('unfold', `maximum size for tensor at dimension ${d} is ${n} but size is ${size}`);
+    if (step <= 0) throw new ValueError('unfold', `step is ${step} but must be > 0`);
+    const shape = [...this.shape], strides = [...this._strides];
+    const st = this.ndim === 0 ? 1 : this._strides[d]!;
+    if (this.ndim > 0) { shape[d] = Math.floor((n - size) / step) + 1; strides[d] = st * step; }
+    shape.push(size);
+    strides.push(st);
+    return new Tensor(this.storage, shape, strides, this._offset);
+  }
+
+  // ---- copies and conversion -------------------------------------------------------------------
+
+  /** Copies into a new contiguous tensor of `dtype` (a cast when it differs) on the same device. */
+  copyAs(dtype: DTypeName = this.dt): Tensor {
+    if (DTYPES[this.dt].kind === 'complex' || DTYPES[dtype].kind === 'complex') {
+      if (this.dt !== dtype) throw new ValueError('to', `casting ${this.dt} to ${dtype} is not supported`);
+      // complex: copy both lanes through a real view.
+      const out = Tensor.empty(this.shape, dtype, this.device);
+      const real = (t: Tensor): StridedRef => ({ ...t.ref(), dtype: DTYPES[dtype].storage === 'f32' ? 'float32' : 'float64',
+        shape: [...t.shape, 2], strides: [...t.strides.map((s) => s * 2), 1], offset: t.offset * 2 });
+      const rd = real(this).dtype;
+      backendFor(this.device).elementwise(Expr.load(0, rd), [real(this)], [], real(out));
+      return out;
+    }
+    const out = Tensor.empty(this.shape, dtype, this.device);
+    if (out.numel() > 0) backendFor(this.device).elementwise(Expr.load(0, this.dt).cast(dtype), [this.ref()], [], out.ref());
+    return out;
+  }
+
+  contiguous(): Tensor { return this.is_contiguous() ? this : this.copyAs(); }
+  clone(): Tensor { return this.copyAs(); }
+
+  /** `to(dtype)`, `to(device)`, `to(device, dtype)` or `to({ dtype, device, copy })`, as PyTorch. */
+  to(a?: DTypeName | DType | DeviceLike | Tensor | { dtype?: DTypeName | DType; device?: DeviceLike; copy?: boolean },
+    b?: DTypeName | DType | { copy?: boolean }): Tensor {
+    let dtype: DTypeName | undefined, device: Device | undefined, copy = false;
+    const asDType = (x: unknown): DTypeName | undefined =>
+      x instanceof DType ? x.name : typeof x === 'string' && x in DTYPES ? (x as DTypeName) : undefined;
+    for (const x of [a, b]) {
+      if (x === undefined) continue;
+      if (x instanceof Tensor) { dtype = x.dt; device = x.device; continue; }
+      const d = asDType(x);
+      if (d) { dtype = d; continue; }
+      if (typeof x === 'string' || x instanceof Device) { device = Device.of(x); continue; }
+      const o = x as { dtype?: DTypeName | DType; device?: DeviceLike; copy?: boolean };
+      if (o.dtype !== undefined) dtype = asDType(o.dtype) ?? (() => { throw new ValueError('to', `unknown dtype ${String(o.dtype)}`); })();
+      if (o.device !== undefined) device = Device.of(o.device);
+      if (o.copy) copy = true;
+    }
+    let t: Tensor = this;
+    if (device && device !== this.device) t = t.toDevice(device);
+    if (dtype && dtype !== t.dt) {
+      const c = t.copyAs(dtype);
+      if (t !== this) t.dispose();
+      t = c;
+    }
+    if (t === this) return copy ? this.clone() : this;
+    return t;
+  }
+
+  private toDevice(device: Device): Tensor {
+    const src = this.contiguous();
+    const data = src.dataStorageSync();
+    if (src !== this) src.dispose();
+    return Tensor.fromStorage(data, this.dt, this.shape, device);
+  }
+  cpu(): Tensor { return this.to('cpu'); }
+  cuda(): Tensor { return this.to('cuda'); }
+
+  /** Contiguous storage-convention copy of the elements, read back synchronously. */
+  dataStorageSync(): StorageArray {
+    const c = this.contiguous();
+    try {
+      const s = c.storage;
+      const lanes = DTYPES[this.dt].lanes;
+      if (s.device.type === 'cpu') {
+        const a = s.buf as StorageArray;
+        return a.subarray(c._offset * lanes, (c._offset + c.numel()) * lanes) as StorageArray;
+      }
+      const b = backendFor(s.device);
+      if (!b.downloadSync) throw new ValueError('data', `synchronous readback is not available on ${s.device}; use await t.data()`);
+      return b.downloadSync(s.buf, this.dt, c._offset, c.numel());
+    } finally { if (c !== this) c.dispose(); }
+  }
+
+  /** Contiguous storage-convention copy, read back without blocking the event loop. */
+  async dataStorage(): Promise<StorageArray> {
+    if (this.device.type === 'cpu') return this.dataStorageSync();
+    const c = this.contiguous();
+    try { return await backendFor(c.device).download(c.storage.buf, this.dt, c._offset, c.numel()); } finally { if (c !== this) c.dispose(); }
+  }
+
+  /** The elements in row-major order: float16/bfloat16/float8 as Float32Array, int64 as BigInt64Array, bool as Uint8Array. */
+  async data(): Promise<StorageArray> { return toValues(this.dt, await this.dataStorage()); }
+  dataSync(): StorageArray { return toValues(this.dt, this.dataStorageSync()); }
+
+  item(): number | boolean | bigint {
+    if (this.numel() !== 1) throw new ValueError('item', `a Tensor with ${this.numel()} elements cannot be converted to Scalar`);
+    const a = this.dataStorageSync();
+    if (this.dt === 'bool') return a[0] !== 0;
+    if (this.dt === 'int64') { const v = (a as BigInt64Array)[0]!; return Number.isSafeInteger(Number(v)) ? Number(v) : v; }
+    return readNumber(this.dt, a, 0);
+  }
+
+  /** Nested arrays, like PyTorch's tolist(): numbers (bigint beyond 2^53), booleans for bool. */
+  tolist(): unknown {
+    const a = this.dataStorageSync();
+    const isC = DTYPES[this.dt].kind === 'complex';
+    const get = (i: number): unknown => {
+      if (this.dt === 'bool') return a[i] !== 0;
+      if (this.dt === 'int64') { const v = (a as BigInt64Array)[i]!; return Number.isSafeInteger(Number(v)) ? Number(v) : v; }
+      if (isC) return [(a as Float32Array)[2 * i]!, (a as Float32Array)[2 * i + 1]!];
+      return readNumber(this.dt, a, i);
+    };
+    const build = (dim: number, base: number): unknown => {
+      if (dim === this.ndim) return get(base);
+      const stride = numelOf(this.shape.slice(dim + 1));
+      return [...Array(this.shape[dim]!).keys()].map((i) => build(dim + 1, base + i * stride));
+    };
+    return build(0, 0);
+  }
+}
+
+export function toValues(d: DTypeName, a: StorageArray): StorageArray {
+  if (d === 'float16' || d === 'bfloat16' || d === 'float8_e4m3fn' || d === 'float8_e5m2') {
+    const out = new Float32Array(a.length);
+    for (let i = 0; i < a.length; i++) out[i] = readNumber(d, a, i);
+    return out;
+  }
+  return a;
+}
+
+/** Broadcast shape of several tensors, with PyTorch's message on mismatch. */
+export function broadcastTensors(op: string, ts: readonly Tensor[]): number[] {
+  return broadcastShapes(op, ...ts.map((t) => t.shape));
+}
