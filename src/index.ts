@@ -1,14 +1,23 @@
 // nbxtensor: PyTorch's tensor API for TypeScript. `import * as nbx from 'nbxtensor'`, then nbx.X is torch.X
 // and nbx.nn.functional.X is torch.nn.functional.X. Keyword arguments are a trailing options object.
 
-import './backend/cpu/index.js';
-import './backend/cpu/reduce.js';
+import './backend/cpu/kernels.js';
 import { Tensor } from './tensor/tensor.js';
 import { DType } from './dtype/dtypes.js';
 import * as ew from './ops/elementwise.js';
 import * as red from './ops/reduce.js';
 import * as cr from './ops/creation.js';
 import { installMethods } from './ops/methods.js';
+import * as linalgOps from './ops/linalg.js';
+import * as shapeOps from './ops/shape.js';
+import * as indexingOps from './ops/indexing.js';
+import * as sortOps from './ops/sort.js';
+import * as fftOps from './ops/fft.js';
+import * as convOps from './ops/conv.js';
+import * as poolOps from './ops/pool.js';
+import * as resampleOps from './ops/resample.js';
+import * as nnOps from './ops/nn.js';
+import * as randomOps from './ops/random.js';
 import { promoteTypes, resultType, canCast, setDefaultDType, defaultFloatDType } from './dtype/promotion.js';
 import { dtypeName, type DTypeLike } from './dtype/dtypes.js';
 import { participant, type Operand } from './ops/elementwise.js';
@@ -57,7 +66,32 @@ export {
   tensor, empty, zeros, ones, full, arange, linspace, eye, zeros_like, ones_like, empty_like, full_like, scalar_tensor,
 } from './ops/creation.js';
 
-export const linalg = { vector_norm: red.vector_norm };
+const families = [linalgOps, shapeOps, indexingOps, sortOps, fftOps, convOps, poolOps, resampleOps, nnOps, randomOps];
+
+// ---- per-family exports: each family's owner edits only its own line(s) -------------------------
+// linalg
+export {} from './ops/linalg.js';
+// shape
+export {} from './ops/shape.js';
+// indexing
+export {} from './ops/indexing.js';
+// sort
+export {} from './ops/sort.js';
+// fft (the nbx.fft namespace object is exported from ./ops/fft.js as `fft`)
+export {} from './ops/fft.js';
+// conv
+export {} from './ops/conv.js';
+// pool
+export {} from './ops/pool.js';
+// resample
+export {} from './ops/resample.js';
+// nn (normalization, softmax, losses, attention)
+export {} from './ops/nn.js';
+// random
+export {} from './ops/random.js';
+// -------------------------------------------------------------------------------------------------
+
+export const linalg: Record<string, (...args: any[]) => any> = { vector_norm: red.vector_norm };
 
 export const nn = {
   functional: {
@@ -65,8 +99,10 @@ export const nn = {
     selu: ew.selu, softplus: ew.softplus, hardswish: ew.hardswish, hardsigmoid: ew.hardsigmoid,
     leaky_relu: ew.leaky_relu, logsigmoid: ew.logsigmoid, hardtanh: ew.hardtanh, threshold: ew.threshold,
     tanhshrink: ew.tanhshrink, softsign: ew.softsign, sigmoid: ew.sigmoid, tanh: ew.tanh,
+    ...Object.assign({}, ...families.map((f) => f.functional)),
   } as Record<string, (...args: any[]) => any>,
 };
+for (const f of families) installMethods(f.methods);
 
 installMethods({
   exp: ew.exp, exp2: ew.exp2, expm1: ew.expm1, log: ew.log, log2: ew.log2, log10: ew.log10, log1p: ew.log1p, sqrt: ew.sqrt,

@@ -1,0 +1,2 @@
+// CPU kernels: conv (placeholder)
+export {};

@@ -1,0 +1,2 @@
+// CPU kernels: fft (placeholder)
+export {};

@@ -1,0 +1,2 @@
+// CPU kernels: indexing (placeholder)
+export {};

@@ -1,0 +1,2 @@
+// CPU kernels: linalg (placeholder)
+export {};

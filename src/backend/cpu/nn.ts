@@ -1,0 +1,2 @@
+// CPU kernels: nn (placeholder)
+export {};

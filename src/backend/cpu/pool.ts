@@ -1,0 +1,2 @@
+// CPU kernels: pool (placeholder)
+export {};

@@ -1,0 +1,2 @@
+// CPU kernels: resample (placeholder)
+export {};

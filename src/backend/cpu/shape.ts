@@ -1,0 +1,2 @@
+// CPU kernels: shape (placeholder)
+export {};

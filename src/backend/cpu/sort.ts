@@ -1,0 +1,2 @@
+// CPU kernels: sort (placeholder)
+export {};
