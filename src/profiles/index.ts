@@ -1,0 +1,38 @@
+// Device profiles: per-family hardware facts (YAML under src/profiles/data), matching, driver merge.
+export {
+  applyVariant,
+  attentionTileCeiling,
+  limitsFromWebGPU,
+  loadProfileFile,
+  loadProfiles,
+  matchProfile,
+  resetProfileNotices,
+  validateProfile,
+  withDriverLimits,
+  type ProfileMatchResult,
+  type ProfileQuery,
+  type WebGPUInfoLike,
+  type WebGPULimitsLike,
+} from './profiles.js';
+export {
+  attentionTileBytes,
+  LIMIT_NAMES,
+  limitYamlKey,
+  MATRIX_DTYPES,
+  VENDORS,
+  type AttentionCeilings,
+  type AttentionTile,
+  type DeviceProfile,
+  type KernelDefaults,
+  type LaunchDefault,
+  type LimitKey,
+  type MatrixDType,
+  type MatrixScope,
+  type MatrixShape,
+  type MatrixUnit,
+  type ProfileLimits,
+  type ProfileMatch,
+  type ProfileVariant,
+  type Vendor,
+} from './schema.js';
+export { packageRoot, profileDataDir, shippedCacheDir } from './root.js';
