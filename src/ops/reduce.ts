@@ -8,7 +8,7 @@ import { DTypeError, IndexError, UnsupportedError, ValueError } from '../errors.
 import { normDim, normDims, numelOf } from '../tensor/shape.js';
 import { kernel } from '../backend/registry.js';
 import type { ReduceKind, ScanKind } from '../backend/cpu/reduce.js';
-import { def } from './registry.js';
+import { def, Scalar } from './registry.js';
 import { describe } from './elementwise.js';
 import { toFloatingDType } from '../dtype/promotion.js';
 
@@ -177,6 +177,7 @@ export const logsumexp = def('logsumexp(input, dim, keepdim=False)', (a) => {
 });
 
 function normOrd(op: string, ord: unknown): number {
+  if (ord instanceof Scalar) ord = Number(ord.value);
   if (ord === 'fro') return 2;
   if (ord === 'inf' || ord === Infinity) return Infinity;
   if (ord === '-inf' || ord === -Infinity) return -Infinity;
