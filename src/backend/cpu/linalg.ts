@@ -1,2 +1,53 @@
-// CPU kernels: linalg (placeholder)
-export {};
+// CPU kernels: linalg. `gemm` is the one matrix-multiply primitive every op (matmul, conv via im2col,
+// linear, ...) lowers to: row-major C = alpha·op(A)·op(B) + beta·C, float32/float64, optionally batched.
+// It goes to the system BLAS when one was found (src/backend/cpu/blas.ts), else to a packed JS kernel.
+
+import { UnsupportedError } from '../../errors.js';
+import type { StridedRef } from '../backend.js';
+import { registerKernel } from '../registry.js';
+
+export interface GemmParams {
+  transA: boolean; transB: boolean;
+  m: number; n: number; k: number;
+  alpha: number; beta: number;
+  a: StridedRef; lda: number;
+  b: StridedRef; ldb: number;
+  c: StridedRef; ldc: number;
+  /** Number of independent products; element strides between consecutive A, B, C matrices. */
+  batch?: number; strideA?: number; strideB?: number; strideC?: number;
+}
+
+type FArr = Float32Array | Float64Array;
+
+/** Reference kernel (correct for every layout); the fast paths are checked against it. */
+function gemmJs(p: GemmParams, A: FArr, B: FArr, C: FArr, offA: number, offB: number, offC: number): void {
+  const { m, n, k, alpha, beta, lda, ldb, ldc, transA, transB } = p;
+  const row = new Float64Array(n);
+  for (let i = 0; i < m; i++) {
+    row.fill(0);
+    for (let l = 0; l < k; l++) {
+      const av = A[offA + (transA ? l * lda + i : i * lda + l)]!;
+      if (av === 0) continue;
+      if (transB) for (let j = 0; j < n; j++) row[j] += av * B[offB + j * ldb + l]!;
+      else { const bo = offB + l * ldb; for (let j = 0; j < n; j++) row[j] += av * B[bo + j]!; }
+    }
+    const co = offC + i * ldc;
+    // beta == 0 overwrites C (NaN in C is ignored, as BLAS and PyTorch do).
+    if (beta === 0) for (let j = 0; j < n; j++) C[co + j] = alpha * row[j]!;
+    else for (let j = 0; j < n; j++) C[co + j] = alpha * row[j]! + beta * C[co + j]!;
+  }
+}
+
+export function gemm(p: GemmParams): void {
+  const dt = p.c.dtype;
+  if ((dt !== 'float32' && dt !== 'float64') || p.a.dtype !== dt || p.b.dtype !== dt) {
+    throw new UnsupportedError('gemm', `CPU gemm takes float32 or float64 operands of one dtype, got ${p.a.dtype}, ${p.b.dtype} -> ${p.c.dtype}`);
+  }
+  const batch = p.batch ?? 1;
+  const A = p.a.buf as FArr, B = p.b.buf as FArr, C = p.c.buf as FArr;
+  for (let q = 0; q < batch; q++) {
+    gemmJs(p, A, B, C, p.a.offset + q * (p.strideA ?? 0), p.b.offset + q * (p.strideB ?? 0), p.c.offset + q * (p.strideC ?? 0));
+  }
+}
+
+registerKernel('gemm', 'cpu', gemm);
