@@ -5,6 +5,7 @@
 import { UnsupportedError } from '../../errors.js';
 import type { StridedRef } from '../backend.js';
 import { registerKernel } from '../registry.js';
+import { blasGemm, getBlas } from './blas.js';
 
 export interface GemmParams {
   transA: boolean; transB: boolean;
@@ -44,10 +45,20 @@ export function gemm(p: GemmParams): void {
     throw new UnsupportedError('gemm', `CPU gemm takes float32 or float64 operands of one dtype, got ${p.a.dtype}, ${p.b.dtype} -> ${p.c.dtype}`);
   }
   const batch = p.batch ?? 1;
+  const { m, n, k } = p;
+  if (batch === 0 || m === 0 || n === 0) return;
   const A = p.a.buf as FArr, B = p.b.buf as FArr, C = p.c.buf as FArr;
+  const blas = k > 0 && blasLayoutOk(p) ? getBlas() : null;
   for (let q = 0; q < batch; q++) {
-    gemmJs(p, A, B, C, p.a.offset + q * (p.strideA ?? 0), p.b.offset + q * (p.strideB ?? 0), p.c.offset + q * (p.strideC ?? 0));
+    const oa = p.a.offset + q * (p.strideA ?? 0), ob = p.b.offset + q * (p.strideB ?? 0), oc = p.c.offset + q * (p.strideC ?? 0);
+    if (blas) blasGemm(blas, p.transA, p.transB, m, n, k, p.alpha, A, oa, p.lda, B, ob, p.ldb, p.beta, C, oc, p.ldc);
+    else gemmJs(p, A, B, C, oa, ob, oc);
   }
+}
+
+/** BLAS insists on leading dimensions of at least the row length (and 1); the JS kernel takes any. */
+function blasLayoutOk(p: GemmParams): boolean {
+  return p.lda >= Math.max(1, p.transA ? p.m : p.k) && p.ldb >= Math.max(1, p.transB ? p.k : p.n) && p.ldc >= Math.max(1, p.n);
 }
 
 registerKernel('gemm', 'cpu', gemm);

@@ -1,0 +1,85 @@
+// The system BLAS (OpenBLAS, reference CBLAS, or Apple Accelerate) through koffi, for the CPU gemm.
+// Looked up once, on first use. When none is found, or NBX_BLAS=off, the CPU kernels use their own
+// JavaScript implementation; that is announced once on stderr, and `blasInfo()` (shown by `nbx info`)
+// says which library is used or why none is.
+
+import koffi from 'koffi';
+
+// CBLAS enums (cblas.h).
+const CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112;
+
+type GemmFn = (order: number, ta: number, tb: number, m: number, n: number, k: number, alpha: number,
+  a: Float32Array | Float64Array, lda: number, b: Float32Array | Float64Array, ldb: number, beta: number,
+  c: Float32Array | Float64Array, ldc: number) => void;
+
+export interface Blas {
+  /** The library path koffi opened, and what it says about itself where it can. */
+  readonly name: string;
+  readonly sgemm: GemmFn;
+  readonly dgemm: GemmFn;
+}
+
+const CANDIDATES = process.platform === 'darwin'
+  ? ['/System/Library/Frameworks/Accelerate.framework/Accelerate', 'libopenblas.dylib', '/opt/homebrew/opt/openblas/lib/libopenblas.dylib', '/usr/local/opt/openblas/lib/libopenblas.dylib']
+  : process.platform === 'win32'
+    ? ['libopenblas.dll', 'openblas.dll']
+    : ['libopenblas.so.0', 'libopenblas.so', 'libblas.so.3', 'libcblas.so.3'];
+
+let state: { blas: Blas | null; why: string } | undefined;
+
+function tryLoad(): { blas: Blas | null; why: string } {
+  if ((process.env.NBX_BLAS ?? '').toLowerCase() === 'off') return { blas: null, why: 'disabled by NBX_BLAS=off' };
+  const failures: string[] = [];
+  for (const path of CANDIDATES) {
+    let lib: ReturnType<typeof koffi.load>;
+    try { lib = koffi.load(path); } catch { failures.push(`${path} (not found)`); continue; }
+    try {
+      // `void *` for the matrices: koffi hands the typed array's memory to the callee, no copy.
+      const proto = (name: string, t: string): string =>
+        `void ${name}(int order, int transA, int transB, int m, int n, int k, ${t} alpha, void *a, int lda, void *b, int ldb, ${t} beta, void *c, int ldc)`;
+      const sgemm = lib.func(proto('cblas_sgemm', 'float')) as GemmFn;
+      const dgemm = lib.func(proto('cblas_dgemm', 'double')) as GemmFn;
+      let name = path;
+      try {
+        const cfg = lib.func('const char *openblas_get_config()') as () => string;
+        const core = lib.func('const char *openblas_get_corename()') as () => string;
+        const threads = lib.func('int openblas_get_num_threads()') as () => number;
+        name = `${path} (${cfg().trim()}; core ${core()}; ${threads()} threads)`;
+      } catch { /* not OpenBLAS: the path is the name */ }
+      return { blas: { name, sgemm, dgemm }, why: '' };
+    } catch (e) {
+      failures.push(`${path} (no cblas_sgemm/cblas_dgemm: ${(e as Error).message})`);
+    }
+  }
+  return { blas: null, why: `no BLAS library found; looked for ${failures.join(', ')}` };
+}
+
+let announced = false;
+
+/** The loaded BLAS, or null (the JS kernels are used then; announced once on stderr). */
+export function getBlas(): Blas | null {
+  if (!state) state = tryLoad();
+  if (!state.blas && !announced) {
+    announced = true;
+    process.stderr.write(`nbxtensor: ${state.why}; CPU matrix products use the JavaScript kernel\n`);
+  }
+  return state.blas;
+}
+
+/** One line for `nbx info`: which library, or why none. */
+export function blasInfo(): string {
+  if (!state) state = tryLoad();
+  return state.blas ? state.blas.name : `none (${state.why}); using the JavaScript gemm kernel`;
+}
+
+/**
+ * Row-major C = alpha·op(A)·op(B) + beta·C through the BLAS, element offsets into each array.
+ * Leading dimensions must satisfy BLAS's rules (the caller checks); subarray() keeps it copy-free.
+ */
+export function blasGemm(blas: Blas, transA: boolean, transB: boolean, m: number, n: number, k: number, alpha: number,
+  A: Float32Array | Float64Array, offA: number, lda: number, B: Float32Array | Float64Array, offB: number, ldb: number,
+  beta: number, C: Float32Array | Float64Array, offC: number, ldc: number): void {
+  const f = C instanceof Float32Array ? blas.sgemm : blas.dgemm;
+  f(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+    offA ? A.subarray(offA) : A, lda, offB ? B.subarray(offB) : B, ldb, beta, offC ? C.subarray(offC) : C, ldc);
+}
