@@ -106,10 +106,17 @@ const STORAGE_CTORS = {
   u16: Uint16Array, f32: Float32Array, f64: Float64Array,
 } as const;
 
+/** Buffers of at least this many bytes are shared memory, so CPU worker threads can work on them in place. */
+export const SHARED_MIN_BYTES = 1 << 20;
+
 /** A zero-filled CPU storage array for `numel` elements of `d`. */
 export function allocStorage(d: DTypeName, numel: number): StorageArray {
   const i = DTYPES[d];
-  return new STORAGE_CTORS[i.storage](numel * i.lanes);
+  const ctor = STORAGE_CTORS[i.storage];
+  const count = numel * i.lanes;
+  const bytes = count * ctor.BYTES_PER_ELEMENT;
+  if (bytes >= SHARED_MIN_BYTES) return new ctor(new SharedArrayBuffer(bytes) as unknown as ArrayBuffer) as StorageArray;
+  return new ctor(count);
 }
 
 /** View raw bytes (e.g. from a file) as the storage array of `d`, copying only if misaligned. */

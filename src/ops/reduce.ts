@@ -35,22 +35,51 @@ export function toRows(op: string, x: Tensor, dims: number[], keepdim: boolean, 
   return { mat, rows, n, outShape };
 }
 
+/** One stride for a run of dims when they walk memory as a single dim (size-1 dims ignored), else null. */
+function mergedStride(shape: readonly number[], strides: readonly number[]): number | null {
+  let stride: number | null = null, expect = -1;
+  for (let i = shape.length - 1; i >= 0; i--) {
+    if (shape[i] === 1) continue;
+    if (stride === null) { stride = strides[i]!; expect = strides[i]! * shape[i]!; continue; }
+    if (strides[i] !== expect) return null;
+    expect *= shape[i]!;
+  }
+  return stride ?? 1;
+}
+
+/**
+ * The [rows, n] operand of a reduction: a strided view of x itself when kept dims and reduced dims each
+ * merge into one stride (no copy), otherwise a contiguous copy in `readAs`.
+ */
+function reduceOperand(x: Tensor, dims: number[], readAs: DTypeName) {
+  const kept = [...Array(x.ndim).keys()].filter((d) => !dims.includes(d));
+  const rows = numelOf(kept.map((d) => x.shape[d]!));
+  const n = numelOf(dims.map((d) => x.shape[d]!));
+  if (readAs === x.dt) {
+    const rs = mergedStride(kept.map((d) => x.shape[d]!), kept.map((d) => x.strides[d]!));
+    const cs = mergedStride(dims.map((d) => x.shape[d]!), dims.map((d) => x.strides[d]!));
+    if (rs !== null && cs !== null) return { ref: x.ref(), rows, n, layout: { rowStride: rs, colStride: cs }, owned: undefined };
+  }
+  const { mat } = toRows('reduce', x, dims, false, readAs);
+  return { ref: mat.ref(), rows, n, layout: { rowStride: n, colStride: 1 }, owned: mat };
+}
+
 function reduce(op: string, x: Tensor, dimArg: unknown, keepdim: boolean, kind: ReduceKind, readAs: DTypeName,
   outDType: DTypeName, params: number[] = [], withIndex = false): Tensor | ValuesIndices {
   const dims = normDims(op, dimArg as number | number[] | null, x.ndim);
-  const { mat, rows, n, outShape } = toRows(op, x, dims, keepdim, readAs);
+  const outShape = keepdim ? x.shape.map((s, d) => (dims.includes(d) ? 1 : s)) : x.shape.filter((_, d) => !dims.includes(d));
+  const rowsN = numelOf(x.shape.filter((_, d) => !dims.includes(d)));
+  const nN = numelOf(dims.map((d) => x.shape[d]!));
+  if (nN === 0 && ['max', 'min', 'argmax', 'argmin'].includes(kind) && (rowsN > 0 || dimArg === null)) {
+    throw new IndexError(op, `${op}(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument (input shape [${x.shape}])`);
+  }
+  const { ref, rows, n, layout, owned } = reduceOperand(x, dims, readAs);
   try {
-    if (n === 0 && ['max', 'min', 'argmax', 'argmin'].includes(kind) && rows > 0) {
-      throw new IndexError(op, `${op}(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument (input shape [${x.shape}])`);
-    }
-    if (n === 0 && rows === 0 && ['max', 'min', 'argmax', 'argmin'].includes(kind) && dimArg === null) {
-      throw new IndexError(op, `${op}(): cannot perform reduction on tensor with no elements because the operation does not have an identity`);
-    }
     const out = Tensor.empty(outShape, outDType, x.device);
     const idx = withIndex ? Tensor.empty(outShape, 'int64', x.device) : undefined;
-    if (rows > 0) kernel('reduce', x.device, op)(kind, mat.ref(), rows, n, params, out.ref(), idx?.ref());
+    if (rows > 0) kernel('reduce', x.device, op)(kind, ref, rows, n, params, out.ref(), idx?.ref(), layout);
     return withIndex ? valuesIndices(out, idx!) : out;
-  } finally { mat.dispose(); }
+  } finally { owned?.dispose(); }
 }
 
 const sumDType = (d: DTypeName): DTypeName => (DTYPES[d].kind === 'int' || d === 'bool' ? 'int64' : d);

@@ -8,7 +8,9 @@ import type { StridedRef } from '../backend.js';
 import { broadcastStrides } from '../../tensor/shape.js';
 import { DTYPES } from '../../dtype/dtypes.js';
 
-type Kernel = (out: unknown, ins: unknown[], params: unknown[], n: number, inner: number, innerStrides: number[], offsets: number[]) => void;
+import { makeKernel, parallelFlat, PARALLEL_MIN } from './threads.js';
+
+export type Kernel = (out: unknown, ins: unknown[], params: unknown[], n: number, inner: number, innerStrides: number[], offsets: number[]) => void;
 
 /** Merges adjacent dims that every operand walks contiguously relative to each other. */
 export function coalesce(shape: readonly number[], strides: number[][]): { shape: number[]; strides: number[][] } {
@@ -35,12 +37,13 @@ export function coalesce(shape: readonly number[], strides: number[][]): { shape
   return { shape: outShape, strides: outStrides };
 }
 
-const cache = new Map<string, Kernel>();
+const cache = new Map<string, { fn: Kernel; src: string; key: string }>();
 
-function compile(expr: Expr, ins: StridedRef[], out: StridedRef, flat: boolean): Kernel {
+/** Compiles (or finds) the kernel; flat kernels run elements [inner, n) so threads can split them. */
+function compile(expr: Expr, ins: StridedRef[], out: StridedRef, flat: boolean): { fn: Kernel; src: string; key: string } {
   const key = `${expr.key}|${ins.map((r) => r.dtype).join(',')}|${out.dtype}|${flat}`;
-  let k = cache.get(key);
-  if (k) return k;
+  const hit = cache.get(key);
+  if (hit) return hit;
   const loads = (slot: number): string => renderLoad(ins[slot]!.dtype, `a${slot}`, flat ? `i+o${slot}` : `j${slot}`);
   const [body, res] = renderExpr(expr, loads, (s) => `p${s}`);
   const params = [...Array(expr.slots('param')).keys()].map((s) => `const p${s}=params[${s}];`).join('');
@@ -48,16 +51,16 @@ function compile(expr: Expr, ins: StridedRef[], out: StridedRef, flat: boolean):
   let src: string;
   if (flat) {
     src = `${ins.map((_, s) => `const a${s}=ins[${s}],o${s}=offs[${s}+1];`).join('')}${params}
-      for(let i=0;i<n;i++){${body}${store};}`;
+      for(let i=inner;i<n;i++){${body}${store};}`;
   } else {
     // n = outer count; each outer step the caller-provided offsets advance (odometer below).
     src = `${ins.map((_, s) => `const a${s}=ins[${s}],s${s}=is[${s}+1];`).join('')}${params}
       let oi=offs[0];${ins.map((_, s) => `let j${s}=offs[${s}+1];`).join('')}
       for(let i=0;i<inner;i++){${body}${store};oi++;${ins.map((_, s) => `j${s}+=s${s};`).join('')}}`;
   }
-  k = new Function('H', 'out', 'ins', 'params', 'n', 'inner', 'is', 'offs', src).bind(null, H) as Kernel;
-  cache.set(key, k);
-  return k;
+  const entry = { fn: makeKernel(src), src, key };
+  cache.set(key, entry);
+  return entry;
 }
 
 /** Runs `expr` over `out` (contiguous, fresh) with inputs broadcast to out's shape. */
@@ -78,10 +81,12 @@ export function runElementwise(expr: Expr, ins: StridedRef[], params: (number | 
   const inArrs = ins.map((r) => r.buf);
   if (flat) {
     const k = compile(expr, ins, out, true);
-    k(outArr, inArrs, params, n, n, [], [out.offset, ...ins.map((r) => r.offset)]);
+    const offs = [out.offset, ...ins.map((r) => r.offset)];
+    if (n >= PARALLEL_MIN && parallelFlat(k.key, k.src, outArr, inArrs, params, n, offs)) return;
+    k.fn(outArr, inArrs, params, n, 0, [], offs);
     return;
   }
-  const k = compile(expr, ins, out, false);
+  const k = compile(expr, ins, out, false).fn;
   const inner = cs[nd - 1]!;
   const innerStrides = [cst[0]![nd - 1]!, ...cst.slice(1).map((s) => s[nd - 1]!)];
   const offs = [out.offset, ...ins.map((r) => r.offset)];

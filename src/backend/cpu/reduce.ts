@@ -14,16 +14,50 @@ export type ScanKind = 'cumsum' | 'cumprod' | 'cummax' | 'cummin';
 const DIRECT = new Set(['f32', 'f64', 'i32', 'i16', 'i8', 'u8']);
 import { DTYPES } from '../../dtype/dtypes.js';
 
-/** Returns an accessor to row `r` as numbers: either the storage itself or a decoded copy. */
-function rowAccess(ref: StridedRef, n: number): (r: number) => [ArrayLike<number>, number] {
+/** Where element (r, j) of the [rows, n] operand lives: offset + r*rowStride + j*colStride. */
+export interface RowLayout { rowStride: number; colStride: number }
+
+/** Returns an accessor to row `r` as numbers: the storage itself when it can be read directly, else a decoded copy. */
+function rowAccess(ref: StridedRef, n: number, lay: RowLayout): (r: number) => [ArrayLike<number>, number] {
   const arr = ref.buf as StorageArray;
-  if (DIRECT.has(DTYPES[ref.dtype].storage)) return (r) => [arr as unknown as ArrayLike<number>, ref.offset + r * n];
+  if (DIRECT.has(DTYPES[ref.dtype].storage) && lay.colStride === 1) return (r) => [arr as unknown as ArrayLike<number>, ref.offset + r * lay.rowStride];
   const buf = new Float64Array(n);
   return (r) => {
-    const base = ref.offset + r * n;
-    for (let j = 0; j < n; j++) buf[j] = readNumber(ref.dtype, arr, base + j);
+    const base = ref.offset + r * lay.rowStride;
+    for (let j = 0; j < n; j++) buf[j] = readNumber(ref.dtype, arr, base + j * lay.colStride);
     return [buf, 0];
   };
+}
+
+const VERTICAL = new Set<ReduceKind>(['sum', 'mean', 'max', 'min', 'any', 'all']);
+
+/**
+ * Reduces when rows are adjacent in memory and each row is strided (a sum over dim 0): walking the
+ * reduced dim in the outer loop keeps every read sequential.
+ */
+function reduceVertical(kind: ReduceKind, input: StridedRef, rows: number, n: number, lay: RowLayout, out: StridedRef): void {
+  const arr = input.buf as unknown as ArrayLike<number>;
+  const acc = new Float64Array(rows);
+  const first = input.offset;
+  if (kind === 'sum' || kind === 'mean') {
+    for (let j = 0; j < n; j++) { const b = first + j * lay.colStride; for (let r = 0; r < rows; r++) acc[r] += arr[b + r]!; }
+    if (kind === 'mean') for (let r = 0; r < rows; r++) acc[r] /= n;
+  } else if (kind === 'max' || kind === 'min') {
+    for (let r = 0; r < rows; r++) acc[r] = arr[first + r]!;
+    const isMax = kind === 'max';
+    for (let j = 1; j < n; j++) {
+      const b = first + j * lay.colStride;
+      for (let r = 0; r < rows; r++) {
+        const x = arr[b + r]!, c = acc[r]!;
+        if (x !== x || (isMax ? x > c : x < c)) { if (c === c) acc[r] = x; }
+      }
+    }
+  } else {
+    const isAny = kind === 'any';
+    acc.fill(isAny ? 0 : 1);
+    for (let j = 0; j < n; j++) { const b = first + j * lay.colStride; for (let r = 0; r < rows; r++) if ((arr[b + r] !== 0) === isAny) acc[r] = isAny ? 1 : 0; }
+  }
+  for (let r = 0; r < rows; r++) put(out, r, acc[r]!);
 }
 
 function put(out: StridedRef, i: number, v: number | bigint): void {
@@ -32,9 +66,17 @@ function put(out: StridedRef, i: number, v: number | bigint): void {
   else writeNumber(out.dtype, a, out.offset + i, v);
 }
 
-export function cpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef, outIndex?: StridedRef): void {
-  const row = rowAccess(input, n);
+export function cpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
+  outIndex?: StridedRef, layout?: RowLayout): void {
+  const lay = layout ?? { rowStride: n, colStride: 1 };
+  const direct = DIRECT.has(DTYPES[input.dtype].storage);
+  if (direct && lay.colStride !== 1 && lay.rowStride === 1 && VERTICAL.has(kind) && !outIndex && n > 0) {
+    reduceVertical(kind, input, rows, n, lay, out);
+    return;
+  }
+  const row = rowAccess(input, n, lay);
   const in64 = input.dtype === 'int64';
+  const at = (r: number, j: number): number => input.offset + r * lay.rowStride + j * lay.colStride;
   for (let r = 0; r < rows; r++) {
     const [a, b] = row(r);
     const e = b + n;
@@ -46,22 +88,21 @@ export function cpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: 
         if (in64 && !Number.isSafeInteger(s) && kind === 'sum') {
           let t = 0n;
           const arr = input.buf as BigInt64Array;
-          for (let j = 0; j < n; j++) t += arr[input.offset + r * n + j]!;
+          for (let j = 0; j < n; j++) t += arr[at(r, j)]!;
           v = BigInt.asIntN(64, t);
         } else v = kind === 'mean' ? s / n : s;
         break;
       }
       case 'prod': {
-        if (in64 || out.dtype === 'int64') {
+        if (in64) {
+          let q = 1n;
+          const arr = input.buf as BigInt64Array;
+          for (let j = 0; j < n; j++) q = BigInt.asIntN(64, q * arr[at(r, j)]!);
+          v = out.dtype === 'int64' ? q : Number(q);
+        } else if (out.dtype === 'int64') {
           let p = 1n;
           for (let j = b; j < e; j++) p = BigInt.asIntN(64, p * BigInt(Math.trunc(a[j]!)));
-          v = out.dtype === 'int64' ? p : Number(p);
-          if (in64) { // exact path from storage
-            let q = 1n;
-            const arr = input.buf as BigInt64Array;
-            for (let j = 0; j < n; j++) q = BigInt.asIntN(64, q * arr[input.offset + r * n + j]!);
-            v = out.dtype === 'int64' ? q : Number(q);
-          }
+          v = p;
         } else {
           let p = 1;
           for (let j = b; j < e; j++) p *= a[j]!;
@@ -79,9 +120,8 @@ export function cpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: 
             if (isMax ? x > best : x < best) { best = x; bi = j - b; }
           }
         }
-        if (in64 && (kind === 'max' || kind === 'min')) v = (input.buf as BigInt64Array)[input.offset + r * n + bi]!;
-        else v = kind === 'argmax' || kind === 'argmin' ? bi : best;
         if (kind === 'argmax' || kind === 'argmin') v = BigInt(bi);
+        else v = in64 ? (input.buf as BigInt64Array)[at(r, bi)]! : best;
         if (outIndex) put(outIndex, r, BigInt(bi));
         break;
       }
@@ -96,7 +136,6 @@ export function cpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: 
         let q = 0;
         for (let j = b; j < e; j++) { const d = a[j]! - mean; q += d * d; }
         v = q / Math.max(0, n - params[0]!);
-        if (outIndex) put(outIndex, r, mean); // var_mean: the mean rides along
         break;
       }
       case 'logsumexp': {
@@ -125,7 +164,7 @@ export function cpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: 
 }
 
 export function cpuScan(kind: ScanKind, input: StridedRef, rows: number, n: number, out: StridedRef, outIndex?: StridedRef): void {
-  const row = rowAccess(input, n);
+  const row = rowAccess(input, n, { rowStride: n, colStride: 1 });
   const big = out.dtype === 'int64' && (kind === 'cumsum' || kind === 'cumprod');
   for (let r = 0; r < rows; r++) {
     const [a, b] = row(r);
