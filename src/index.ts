@@ -70,7 +70,7 @@ const families = [linalgOps, shapeOps, indexingOps, sortOps, fftOps, convOps, po
 
 // ---- per-family exports: each family's owner edits only its own line(s) -------------------------
 // linalg
-export {} from './ops/linalg.js';
+export { matmul, mm, bmm, baddbmm, addbmm, addmm, addmv, addr, dot, vdot, mv, outer, ger, trace, matrix_power } from './ops/linalg.js';
 // shape
 export {} from './ops/shape.js';
 // indexing
@@ -91,7 +91,9 @@ export {} from './ops/nn.js';
 export {} from './ops/random.js';
 // -------------------------------------------------------------------------------------------------
 
-export const linalg: Record<string, (...args: any[]) => any> = { vector_norm: red.vector_norm };
+export const linalg: Record<string, (...args: any[]) => any> = {
+  vector_norm: red.vector_norm, matmul: linalgOps.linalg_matmul, matrix_power: linalgOps.linalg_matrix_power,
+};
 
 export const nn = {
   functional: {

@@ -1,7 +1,423 @@
-// Operation family: linalg. (Placeholder: filled in by its owner.)
+// Operation family: linalg. Matrix products (matmul and its PyTorch relatives: mm, bmm, baddbmm,
+// addbmm, addmm, addmv, addr, dot, vdot, mv, outer, linear), trace and matrix_power.
+//
+// Every product lowers to one device-neutral kernel, `gemm` (float32/float64; `gemm_int` for integer
+// dtypes): strided and transposed operands are passed as transA/transB plus a leading dimension, so
+// views reach the kernel without copies wherever the layout allows; broadcast batch dimensions become
+// batch strides (0 for a broadcast operand). float16/bfloat16 are widened to float32 and rounded once
+// at the end, as PyTorch's CPU does.
+
+import { Tensor } from '../tensor/tensor.js';
+import { DTYPES, isFloat, type DTypeName } from '../dtype/dtypes.js';
+import { promoteTypes } from '../dtype/promotion.js';
+import { kernel } from '../backend/registry.js';
+import type { StridedRef } from '../backend/backend.js';
+import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
+import { broadcastShapes, broadcastStrides, contiguousStrides, numelOf, viewStrides } from '../tensor/shape.js';
+import { def, scalarOf, type ScalarLike } from './registry.js';
+import { eye } from './creation.js';
+import { add, describe, elementwise, mul } from './elementwise.js';
+import { sum } from './reduce.js';
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
+
+// ---- helpers ---------------------------------------------------------------------------------------
+
+function asT(op: string, x: unknown, name: string): Tensor {
+  if (!(x instanceof Tensor)) throw new ValueError(op, `${op}(): argument '${name}' (position ${name === 'input' ? 1 : 2}) must be Tensor, not ${describe(x)}`);
+  return x;
+}
+
+/** PyTorch's C++ names (as its dtype-mismatch messages print them) and ScalarType names. */
+const CNAME: Partial<Record<DTypeName, string>> = {
+  float32: 'float', float64: 'double', float16: 'c10::Half', bfloat16: 'c10::BFloat16', int64: 'long int', int32: 'int',
+  int16: 'short int', int8: 'signed char', uint8: 'unsigned char', bool: 'bool',
+};
+const SNAME: Partial<Record<DTypeName, string>> = {
+  float32: 'Float', float64: 'Double', float16: 'Half', bfloat16: 'BFloat16', int64: 'Long', int32: 'Int', int16: 'Short',
+  int8: 'Char', uint8: 'Byte', bool: 'Bool', complex64: 'ComplexFloat', complex128: 'ComplexDouble',
+};
+const cname = (d: DTypeName): string => CNAME[d] ?? d;
+const sname = (d: DTypeName): string => SNAME[d] ?? d;
+
+/** Rejects dtypes no product kernel takes, with the message PyTorch gives for them. */
+function checkProductDType(op: string, d: DTypeName, kernelName = 'addmm_impl_cpu_'): void {
+  if (d === 'bool') throw new DTypeError(op, `"${kernelName}" not implemented for 'Bool'`);
+  if (DTYPES[d].kind === 'complex') throw new UnsupportedError(op, `complex ${d} matrix products are not implemented (real float and integer dtypes are)`);
+  if (DTYPES[d].storageOnly) throw new DTypeError(op, `"${kernelName}" not implemented for '${d}' (float8 types are storage only: convert with .to() first)`);
+}
+
+function sameDType(op: string, a: Tensor, b: Tensor): void {
+  if (a.dt !== b.dt) throw new DTypeError(op, `expected m1 and m2 to have the same dtype, but got: ${cname(a.dt)} != ${cname(b.dt)}`);
+}
+
+/** alpha/beta as numbers in the compute domain: integral for integer products (PyTorch casts them). */
+function coef(v: ScalarLike, integral: boolean): number {
+  const s = scalarOf(v);
+  const x = typeof s.value === 'boolean' ? Number(s.value) : Number(s.value);
+  return integral ? Math.trunc(x) : x;
+}
+
+interface Layout { trans: boolean; ld: number }
+
+/**
+ * How a rows×cols matrix with strides (s0, s1) reaches gemm without a copy: row-major as it is
+ * (trans=false, ld=s0), or as the transpose of a row-major cols×rows matrix (trans=true, ld=s1).
+ * Null when neither (then the caller copies). Leading dims always satisfy BLAS's rules.
+ */
+function matLayout(rows: number, cols: number, s0: number, s1: number): Layout | null {
+  if ((s1 === 1 || cols <= 1) && (rows <= 1 || s0 >= Math.max(1, cols))) return { trans: false, ld: rows <= 1 ? Math.max(1, cols) : s0 };
+  if ((s0 === 1 || rows <= 1) && (cols <= 1 || s1 >= Math.max(1, rows))) return { trans: true, ld: cols <= 1 ? Math.max(1, rows) : s1 };
+  return null;
+}
+
+/** The compute dtype of a product: float16/bfloat16 go through float32. */
+const computeDType = (d: DTypeName): DTypeName => (d === 'float16' || d === 'bfloat16' ? 'float32' : d);
+
+interface Addend { input: Tensor; beta: ScalarLike }
+
+/**
+ * The product at the heart of every op here: a (..., m, k) @ b (..., k, n), batch dims broadcast,
+ * times alpha, plus beta·input (input broadcast one-way to the result, as PyTorch's expand) when
+ * given. Dtype and inner-size checks are the caller's (their messages differ per op); a and b share
+ * a dtype. beta = 0 ignores the input's values (NaN included), as PyTorch does.
+ */
+function product(op: string, a: Tensor, b: Tensor, alpha: ScalarLike = 1, addend?: Addend): Tensor {
+  const dt = a.dt;
+  checkProductDType(op, dt);
+  const m = a.shape[a.ndim - 2]!, k = a.shape[a.ndim - 1]!, n = b.shape[b.ndim - 1]!;
+  const batch = broadcastShapes(op, a.shape.slice(0, -2), b.shape.slice(0, -2));
+  const outShape = [...batch, m, n];
+  const cdt = computeDType(dt);
+  const integral = !isFloat(dt);
+  const owned: Tensor[] = [];
+  const own = (t: Tensor): Tensor => { owned.push(t); return t; };
+  try {
+    // C starts as the broadcast input (cast to the compute dtype) or fresh.
+    let beta = 0;
+    let c: Tensor;
+    if (addend) {
+      const expanded = addend.input.expand(outShape);
+      beta = coef(addend.beta, integral);
+      c = beta === 0 ? Tensor.empty(outShape, cdt, a.device, true) : expanded.copyAs(cdt);
+    } else c = Tensor.empty(outShape, cdt, a.device, true);
+    if (c.numel() > 0) {
+      if (cdt !== dt) { a = own(a.copyAs(cdt)); b = own(b.copyAs(cdt)); }
+      gemmStrided(op, a, b, c, coef(alpha, integral), beta, m, k, n, batch, integral, own);
+    }
+    if (cdt === dt) return c;
+    owned.push(c);
+    return c.copyAs(dt);
+  } finally { for (const t of owned) t.dispose(); }
+}
+
+/** Calls the gemm kernel for c (contiguous, batch..×m×n) = alpha·a@b + beta·c, folding batch dims into as few calls as the strides allow. */
+function gemmStrided(op: string, a: Tensor, b: Tensor, c: Tensor, alpha: number, beta: number, m: number, k: number, n: number,
+  batch: number[], integral: boolean, own: (t: Tensor) => Tensor): void {
+  const st = (t: Tensor, i: number): number => t.strides[t.ndim + i]!;
+  let la = matLayout(m, k, st(a, -2), st(a, -1));
+  if (!la) { a = own(a.contiguous()); la = matLayout(m, k, st(a, -2), st(a, -1))!; }
+  let lb = matLayout(k, n, st(b, -2), st(b, -1));
+  if (!lb) { b = own(b.contiguous()); lb = matLayout(k, n, st(b, -2), st(b, -1))!; }
+  const gemm = kernel(integral ? 'gemm_int' : 'gemm', a.device, op);
+  const base = { transA: la.trans, transB: lb.trans, n, k, alpha, beta, lda: la.ld, ldb: lb.ld, ldc: n };
+  const ra = a.ref(), rb = b.ref(), rc = c.ref();
+
+  // b shared by every batch and a's rows evenly spaced: one (batch·m)×k product (linear layers).
+  const bBatched = b.shape.slice(0, -2).some((s) => s !== 1);
+  if (!bBatched && !la.trans && numelOf(batch) > 1) {
+    const rows = numelOf(batch) * m;
+    const rs = viewStrides(a.shape.slice(0, -1), a.strides.slice(0, -1), [rows]);
+    if (rs !== null && (rows <= 1 || rs[0]! >= Math.max(1, k))) {
+      gemm({ ...base, m: rows, lda: rows <= 1 ? Math.max(1, k) : rs[0]!, a: ra, b: rb, c: rc });
+      return;
+    }
+  }
+
+  // General case: batch dims (size-1 dims dropped) as element strides; the innermost run of dims
+  // that collapse for a, b and c alike is one batched call, outer dims are looped.
+  const sa = broadcastStrides(a.shape.slice(0, -2), a.strides.slice(0, -2), batch);
+  const sb = broadcastStrides(b.shape.slice(0, -2), b.strides.slice(0, -2), batch);
+  const sc = contiguousStrides(batch).map((s) => s * m * n);
+  const dims = batch.map((_, i) => i).filter((i) => batch[i] !== 1);
+  const nd = dims.length;
+  let inner = nd, count = 1;
+  if (nd > 0) {
+    inner = nd - 1;
+    count = batch[dims[inner]!]!;
+    const collapses = (s: number[]): boolean => s[dims[inner - 1]!] === s[dims[inner]!]! * batch[dims[inner]!]!;
+    while (inner > 0 && collapses(sa) && collapses(sb) && collapses(sc)) { inner--; count *= batch[dims[inner]!]!; }
+  }
+  const last = dims[nd - 1];
+  const strides = last === undefined ? { strideA: 0, strideB: 0, strideC: 0 } : { strideA: sa[last]!, strideB: sb[last]!, strideC: sc[last]! };
+  const outer = dims.slice(0, inner);
+  const idx = new Array<number>(outer.length).fill(0);
+  const at = (r: StridedRef, s: number[]): StridedRef => ({ ...r, offset: r.offset + outer.reduce((acc, d, i) => acc + idx[i]! * s[d]!, 0) });
+  for (;;) {
+    gemm({ ...base, m, ...strides, batch: count, a: at(ra, sa), b: at(rb, sb), c: at(rc, sc) });
+    let i = outer.length - 1;
+    while (i >= 0 && ++idx[i]! === batch[outer[i]!]!) idx[i--] = 0;
+    if (i < 0) break;
+  }
+}
+
+// ---- matmul and its 1-D forms ------------------------------------------------------------------------
+
+/** matmul with PyTorch's 1-D promotions (a vector becomes a 1×k row or k×1 column, removed after). */
+function matmulImpl(op: string, a: Tensor, b: Tensor, alpha: ScalarLike = 1, addend?: Addend): Tensor {
+  if (a.ndim === 0 || b.ndim === 0) {
+    throw new ShapeError(op, `both arguments to matmul need to be at least 1D, but they are ${a.ndim}D and ${b.ndim}D`);
+  }
+  if (a.ndim === 1 && b.ndim === 1) return dotImpl(op, a, b, alpha, addend);
+  if (a.dt !== b.dt) sameDType(op, a, b);
+  const k = a.shape[a.ndim - 1]!, kb = b.shape[Math.max(0, b.ndim - 2)]!;
+  if (k !== kb) {
+    if (b.ndim === 1) throw new ShapeError(op, `size mismatch, got ${a.shape[a.ndim - 2]}, ${a.shape[a.ndim - 2]}x${k},${kb}`);
+    const m = a.ndim === 1 ? 1 : numelOf(a.shape.slice(0, -1));
+    throw new ShapeError(op, `mat1 and mat2 shapes cannot be multiplied (${m}x${k} and ${kb}x${b.shape[b.ndim - 1]})`);
+  }
+  const a2 = a.ndim === 1 ? a.unsqueeze(0) : a, b2 = b.ndim === 1 ? b.unsqueeze(1) : b;
+  const r = product(op, a2, b2, alpha, addend);
+  if (a.ndim === 1) return r.squeeze(-2);
+  if (b.ndim === 1) return r.squeeze(-1);
+  return r;
+}
+
+function dotImpl(op: string, a: Tensor, b: Tensor, alpha: ScalarLike = 1, addend?: Addend): Tensor {
+  if (a.ndim !== 1 || b.ndim !== 1) throw new ShapeError(op, `1D tensors expected, but got ${a.ndim}D and ${b.ndim}D tensors`);
+  if (a.shape[0] !== b.shape[0]) {
+    throw new ShapeError(op, `inconsistent tensor size, expected tensor [${a.shape[0]}] and src [${b.shape[0]}] to have the same number of elements, but got ${a.shape[0]} and ${b.shape[0]} elements respectively`);
+  }
+  if (a.dt !== b.dt) throw new DTypeError(op, `dot : expected both vectors to have same dtype, but found ${sname(a.dt)} and ${sname(b.dt)}`);
+  if (a.dt === 'bool') throw new DTypeError(op, `"dot" not implemented for 'Bool'`);
+  return product(op, a.unsqueeze(0), b.unsqueeze(1), alpha, addend).reshape([]);
+}
+
+export const matmul = def('matmul(input, other)', (x) => matmulImpl('matmul', asT('matmul', x.input, 'input'), asT('matmul', x.other, 'other')));
+
+export const dot = def('dot(input, tensor)', (x) => dotImpl('dot', asT('dot', x.input, 'input'), asT('dot', x.tensor, 'tensor')));
+/** Real dtypes only: vdot conjugates its first argument, which is the identity there. */
+export const vdot = def('vdot(input, other)', (x) => {
+  const a = asT('vdot', x.input, 'input'), b = asT('vdot', x.other, 'other');
+  return dotImpl('vdot', a, b);
+});
+
+// ---- mm, bmm, mv and their add* forms -------------------------------------------------------------
+
+function checkMatrix(op: string, t: Tensor, name: string, withDim: boolean): void {
+  if (t.ndim !== 2) throw new ShapeError(op, `${name} must be a matrix${withDim ? `, got ${t.ndim}-D tensor` : ''}`);
+}
+
+function mmChecks(op: string, a: Tensor, b: Tensor, addmm: boolean): void {
+  checkMatrix(op, a, addmm ? 'mat1' : 'self', addmm);
+  checkMatrix(op, b, 'mat2', addmm);
+  if (a.shape[1] !== b.shape[0]) {
+    throw new ShapeError(op, `mat1 and mat2 shapes cannot be multiplied (${a.shape[0]}x${a.shape[1]} and ${b.shape[0]}x${b.shape[1]})`);
+  }
+  sameDType(op, a, b);
+}
+
+/** The additive input of addmm/addmv/baddbmm/linear must match the matrices' dtype. */
+function inputDType(op: string, input: Tensor, mat: Tensor): void {
+  if (input.dt !== mat.dt) throw new DTypeError(op, `self and mat2 must have the same dtype, but got ${sname(input.dt)} and ${sname(mat.dt)}`);
+}
+
+export const mm = def('mm(input, mat2)', (x) => {
+  const a = asT('mm', x.input, 'input'), b = asT('mm', x.mat2, 'mat2');
+  mmChecks('mm', a, b, false);
+  return product('mm', a, b);
+});
+
+export const addmm = def('addmm(input, mat1, mat2, *, beta=1, alpha=1)', (x) => {
+  const input = asT('addmm', x.input, 'input'), a = asT('addmm', x.mat1, 'mat1'), b = asT('addmm', x.mat2, 'mat2');
+  mmChecks('addmm', a, b, true);
+  inputDType('addmm', input, b);
+  return product('addmm', a, b, x.alpha, { input, beta: x.beta });
+});
+
+function bmmChecks(op: string, a: Tensor, b: Tensor): void {
+  if (a.ndim !== 3) throw new ShapeError(op, 'batch1 must be a 3D tensor');
+  if (b.ndim !== 3) throw new ShapeError(op, 'batch2 must be a 3D tensor');
+  if (b.shape[0] !== a.shape[0] || b.shape[1] !== a.shape[2]) {
+    throw new ShapeError(op, `Expected size for first two dimensions of batch2 tensor to be: [${a.shape[0]}, ${a.shape[2]}] but got: [${b.shape[0]}, ${b.shape[1]}].`);
+  }
+  if (a.dt !== b.dt) throw new DTypeError(op, `expected batch1 and batch2 to have the same dtype, but got: ${cname(a.dt)} != ${cname(b.dt)}`);
+}
+
+export const bmm = def('bmm(input, mat2)', (x) => {
+  const a = asT('bmm', x.input, 'input'), b = asT('bmm', x.mat2, 'mat2');
+  bmmChecks('bmm', a, b);
+  return product('bmm', a, b);
+});
+
+export const baddbmm = def('baddbmm(input, batch1, batch2, *, beta=1, alpha=1)', (x) => {
+  const input = asT('baddbmm', x.input, 'input'), a = asT('baddbmm', x.batch1, 'batch1'), b = asT('baddbmm', x.batch2, 'batch2');
+  bmmChecks('baddbmm', a, b);
+  if (input.dt !== a.dt) {
+    throw new DTypeError('baddbmm', `Input dtypes must be the same, got: input ${cname(input.dt)}, batch1: ${cname(a.dt)}, batch2: ${cname(b.dt)}`);
+  }
+  return product('baddbmm', a, b, x.alpha, { input, beta: x.beta });
+});
+
+/** beta·input + alpha·Σ_b batch1[b] @ batch2[b]: one m×(B·k) @ (B·k)×n product. */
+export const addbmm = def('addbmm(input, batch1, batch2, *, beta=1, alpha=1)', (x) => {
+  const input = asT('addbmm', x.input, 'input'), a = asT('addbmm', x.batch1, 'batch1'), b = asT('addbmm', x.batch2, 'batch2');
+  bmmChecks('addbmm', a, b);
+  inputDType('addbmm', input, b);
+  const [nb, m, k] = a.shape as [number, number, number];
+  const a2 = a.permute(1, 0, 2).reshape([m, nb * k]), b2 = b.reshape([nb * k, b.shape[2]!]);
+  return product('addbmm', a2, b2, x.alpha, { input, beta: x.beta });
+});
+
+function mvChecks(op: string, mat: Tensor, vec: Tensor, inputDim: number, inputSize?: number): void {
+  if (mat.ndim !== 2 || vec.ndim !== 1 || inputDim > 1) {
+    throw new ShapeError(op, `vector + matrix @ vector expected, got ${inputDim}, ${mat.ndim}, ${vec.ndim}`);
+  }
+  const m = mat.shape[0]!, k = mat.shape[1]!;
+  if (k !== vec.shape[0] || (inputSize !== undefined && inputSize !== 1 && inputSize !== m)) {
+    throw new ShapeError(op, `size mismatch, got ${inputSize ?? m}, ${m}x${k},${vec.shape[0]}`);
+  }
+  if (mat.dt !== vec.dt) throw new DTypeError(op, `expected m1 and m2 to have the same dtype, but got: ${cname(mat.dt)} != ${cname(vec.dt)}`);
+}
+
+export const mv = def('mv(input, vec)', (x) => {
+  const a = asT('mv', x.input, 'input'), v = asT('mv', x.vec, 'vec');
+  mvChecks('mv', a, v, 1);
+  return product('mv', a, v.unsqueeze(1)).squeeze(1);
+});
+
+export const addmv = def('addmv(input, mat, vec, *, beta=1, alpha=1)', (x) => {
+  const input = asT('addmv', x.input, 'input'), a = asT('addmv', x.mat, 'mat'), v = asT('addmv', x.vec, 'vec');
+  mvChecks('addmv', a, v, input.ndim, input.ndim === 0 ? 1 : input.shape[0]);
+  // The input is read in the matrices' dtype (PyTorch copies it into the result).
+  return product('addmv', a, v.unsqueeze(1), x.alpha, { input: input.unsqueeze(-1), beta: x.beta }).squeeze(1);
+});
+
+// ---- outer products -------------------------------------------------------------------------------
+
+function check1d(op: string, t: Tensor, name: string): void {
+  if (t.ndim !== 1) throw new ShapeError(op, `${op}: Expected 1-D argument ${name}, but got ${t.ndim}-D`);
+}
+
+/** outer/ger: an elementwise product with type promotion, as PyTorch. */
+function outerImpl(op: string) {
+  return def(`${op}(input, vec2)`, (x) => {
+    const a = asT(op, x.input, 'input'), b = asT(op, x.vec2, 'vec2');
+    check1d('outer', a, 'self');
+    check1d('outer', b, 'vec2');
+    return mul(a.unsqueeze(1), b.unsqueeze(0));
+  });
+}
+export const outer = outerImpl('outer');
+export const ger = outerImpl('ger');
+
+/** Checks PyTorch's addr scalar rules: no bool scalars unless the result is bool, no floats for integer results. */
+function addrScalar(d: DTypeName, v: ScalarLike, name: string): void {
+  const s = scalarOf(v);
+  if (s.kind === 'bool' && d !== 'bool') throw new DTypeError('addr', `Boolean ${name} only supported for Boolean results.`);
+  if (!isFloat(d) && DTYPES[d].kind !== 'complex' && s.kind === 'float') {
+    throw new DTypeError('addr', `For integral input tensors, argument ${name} must not be a floating point number.`);
+  }
+}
+
+export const addr = def('addr(input, vec1, vec2, *, beta=1, alpha=1)', (x) => {
+  const input = asT('addr', x.input, 'input'), v1 = asT('addr', x.vec1, 'vec1'), v2 = asT('addr', x.vec2, 'vec2');
+  check1d('addr', v1, 'vec1');
+  check1d('addr', v2, 'vec2');
+  const self = input.expand([v1.shape[0]!, v2.shape[0]!]);
+  const out = promoteTypes(promoteTypes(input.dt, v1.dt), v2.dt);
+  addrScalar(out, x.beta, 'beta');
+  addrScalar(out, x.alpha, 'alpha');
+  const beta = x.beta as ScalarLike, alpha = x.alpha as ScalarLike;
+  const compute = computeDType(out);
+  return elementwise('addr', [self, v1.unsqueeze(1), v2.unsqueeze(0)], compute, out, ([s, p, q], ctx) => {
+    if (out === 'bool') {
+      const pq = p!.bin('and', q!).bin('and', ctx.const(Number(truthy(alpha)), 'bool'));
+      return truthy(beta) ? s!.bin('or', pq) : pq;
+    }
+    const term = ctx.param(alpha, compute).mul(p!.mul(q!));
+    // beta == 0 ignores the input entirely (NaN included).
+    return scalarIsZero(beta) ? term : ctx.param(beta, compute).mul(s!).add(term);
+  });
+});
+
+const truthy = (v: ScalarLike): boolean => { const s = scalarOf(v).value; return typeof s === 'bigint' ? s !== 0n : Boolean(s); };
+const scalarIsZero = (v: ScalarLike): boolean => !truthy(v);
+
+// ---- nn.functional.linear -----------------------------------------------------------------------
+
+export const linear = def('nn.functional.linear(input, weight, bias=None)', (x) => {
+  const input = asT('nn.functional.linear', x.input, 'input'), weight = asT('nn.functional.linear', x.weight, 'weight');
+  const bias = x.bias === null ? null : asT('nn.functional.linear', x.bias, 'bias');
+  const wt = weight.t(); // PyTorch's own error for weights of more than 2 dims
+  if (input.ndim > 0 && wt.ndim === 2 && input.dt !== wt.dt) sameDType('nn.functional.linear', input, wt);
+  if (bias === null) return matmulImpl('nn.functional.linear', input, wt);
+  if (input.dt === wt.dt) inputDType('nn.functional.linear', bias, wt);
+  // Fused (bias as the gemm's C, one rounding) when the bias cannot change the result's shape.
+  if (wt.ndim === 2 && bias.ndim <= 1) return matmulImpl('nn.functional.linear', input, wt, 1, { input: bias, beta: 1 });
+  return add(matmulImpl('nn.functional.linear', input, wt), bias);
+});
+
+// ---- trace, matrix_power --------------------------------------------------------------------------
+
+export const trace = def('trace(input)', (x) => {
+  const t = asT('trace', x.input, 'input');
+  if (t.ndim !== 2) throw new ShapeError('trace', `trace: expected a matrix, but got tensor with dim ${t.ndim}`);
+  if (t.dt === 'bool') throw new DTypeError('trace', `"trace" not implemented for 'Bool'`);
+  const n = Math.min(t.shape[0]!, t.shape[1]!);
+  const diag = t.as_strided([n], [t.strides[0]! + t.strides[1]!], t.offset);
+  return sum(diag); // integer traces are int64, as PyTorch
+});
+
+function matrixPowerImpl(op: string) {
+  return def(`${op}(input, n)`, (x) => {
+    const t = asT(op, x.input, 'input');
+    const n = x.n as number;
+    if (typeof n !== 'number' || !Number.isInteger(n)) throw new ValueError(op, `${op}(): argument 'n' must be int, not ${describe(n)}`);
+    if (t.ndim < 2) throw new ShapeError(op, 'linalg.matrix_power: The input tensor A must have at least 2 dimensions.');
+    const r = t.shape[t.ndim - 2]!, c = t.shape[t.ndim - 1]!;
+    if (r !== c) throw new ShapeError(op, `linalg.matrix_power: A must be batches of square matrices, but they are ${r} by ${c} matrices`);
+    if (n < 0) throw new UnsupportedError(op, `negative powers need a matrix inverse, which is not implemented (got n=${n}); non-negative n works`);
+    if (n === 0) return identityLike(t);
+    if (n === 1) return t.clone();
+    checkProductDType(op, t.dt);
+    // Binary exponentiation; intermediate results are freed as they go.
+    let result: Tensor | null = null, base = t;
+    for (let e = n; e > 0; e = Math.floor(e / 2)) {
+      if (e & 1) {
+        const next: Tensor = result === null ? base.clone() : product(op, result, base);
+        result?.dispose();
+        result = next;
+      }
+      if (e > 1) { const sq = product(op, base, base); if (base !== t) base.dispose(); base = sq; }
+    }
+    if (base !== t) base.dispose();
+    return result!;
+  });
+}
+export const matrix_power = matrixPowerImpl('matrix_power');
+export const linalg_matrix_power = matrixPowerImpl('linalg.matrix_power');
+
+/** Identity matrices of t's shape and dtype (batched). */
+function identityLike(t: Tensor): Tensor {
+  const n = t.shape[t.ndim - 1]!;
+  const e = eye(n, { dtype: t.dt, device: t.device });
+  if (t.ndim === 2) return e;
+  const r = e.expand(t.shape as number[]).contiguous();
+  e.dispose();
+  return r;
+}
+
+// ---- torch.linalg entries -----------------------------------------------------------------------
+
+export const linalg_matmul = def('linalg.matmul(input, other)', (x) =>
+  matmulImpl('linalg.matmul', asT('linalg.matmul', x.input, 'input'), asT('linalg.matmul', x.other, 'other')));
+
 /** nbx.nn.functional.X entries of this family. */
-export const functional: Record<string, Fn> = {};
+export const functional: Record<string, Fn> = { linear };
 /** Tensor methods of this family (tensor as first argument). */
-export const methods: Record<string, Fn> = {};
+export const methods: Record<string, Fn> = {
+  matmul, mm, bmm, baddbmm, addbmm, addmm, addmv, addr, dot, vdot, mv, outer, ger, trace, matrix_power,
+  __matmul__: matmul, __rmatmul__: (self: Tensor, other: Tensor) => matmul(other, self),
+};

@@ -62,3 +62,55 @@ function blasLayoutOk(p: GemmParams): boolean {
 }
 
 registerKernel('gemm', 'cpu', gemm);
+
+type IArr = Int8Array | Uint8Array | Int16Array | Int32Array | BigInt64Array;
+
+/** The largest magnitude in a rows×cols block (as a double: only compared against 2^53). */
+function maxAbs(arr: IArr, off: number, rows: number, cols: number, ld: number): number {
+  let mx = 0;
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) { const v = Math.abs(Number(arr[off + r * ld + c]!)); if (v > mx) mx = v; }
+  }
+  return mx;
+}
+
+/**
+ * Integer gemm (same parameters as `gemm`; alpha and beta integers): exact, then wrapped to the
+ * output dtype as PyTorch's integer arithmetic does. Sums stay in doubles while they provably fit in
+ * 2^53, else the matrix goes through BigInt.
+ */
+export function gemmInt(p: GemmParams): void {
+  const { m, n, k, transA, transB, lda, ldb, ldc } = p;
+  const batch = p.batch ?? 1;
+  if (batch === 0 || m === 0 || n === 0) return;
+  const A = p.a.buf as IArr, B = p.b.buf as IArr, C = p.c.buf as IArr;
+  const big = C instanceof BigInt64Array;
+  for (let q = 0; q < batch; q++) {
+    const oa = p.a.offset + q * (p.strideA ?? 0), ob = p.b.offset + q * (p.strideB ?? 0), oc = p.c.offset + q * (p.strideC ?? 0);
+    const safe = Math.abs(p.alpha) * k * maxAbs(A, oa, transA ? k : m, transA ? m : k, lda) * maxAbs(B, ob, transB ? n : k, transB ? k : n, ldb)
+      + Math.abs(p.beta) * maxAbs(C, oc, m, n, ldc) < 2 ** 53;
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        const ia = (l: number): number => oa + (transA ? l * lda + i : i * lda + l);
+        const ib = (l: number): number => ob + (transB ? j * ldb + l : l * ldb + j);
+        const ic = oc + i * ldc + j;
+        if (safe) {
+          let acc = 0;
+          for (let l = 0; l < k; l++) acc += Number(A[ia(l)]!) * Number(B[ib(l)]!);
+          const r = p.alpha * acc + (p.beta === 0 ? 0 : p.beta * Number(C[ic]!));
+          // Typed-array stores wrap modulo 2^bits, as the integer dtype does.
+          if (big) (C as BigInt64Array)[ic] = BigInt(r);
+          else (C as Int32Array)[ic] = r;
+        } else {
+          let acc = 0n;
+          for (let l = 0; l < k; l++) acc += BigInt(A[ia(l)]!) * BigInt(B[ib(l)]!);
+          const r = BigInt(p.alpha) * acc + (p.beta === 0 ? 0n : BigInt(p.beta) * BigInt(C[ic]!));
+          if (big) (C as BigInt64Array)[ic] = BigInt.asIntN(64, r);
+          else (C as Int32Array)[ic] = Number(BigInt.asIntN(32, r));
+        }
+      }
+    }
+  }
+}
+
+registerKernel('gemm_int', 'cpu', gemmInt);
