@@ -1,0 +1,577 @@
+// cuBLASLt bindings and a row-major GEMM.
+//
+// Row-major ↔ column-major: cuBLASLt is column-major. A row-major matrix X (r × c, row stride
+// ld) has exactly the memory of the column-major matrix Xᵀ (c × r, leading dimension ld). We
+// want, row-major,  C = op(A) · op(B)  (m × n). Transposing both sides, Cᵀ = op(B)ᵀ · op(A)ᵀ,
+// and Cᵀ (n × m, ld = ldc) is precisely C's memory seen column-major. So we ask cuBLASLt for
+// the column-major product  D' = op'(B') · op'(A')  with m' = n, n' = m, the same k, where the
+// first operand is our B and the second our A, each keeping its own transpose flag:
+//   * B not transposed: memory is Bᵀ (n × k, ld = ldb) column-major, used as is: TRANSA = N;
+//     B transposed (stored n × k row-major): memory is k × n column-major: TRANSA = T.
+//   * A likewise with TRANSB, layouts k × m (N) or m × k (T) with ld = lda.
+// A bias epilogue adds a vector of length rows(D') = n broadcast over the m columns of D',
+// i.e. bias[j] is added to C[i][j] for every row i: exactly Linear's  y = x Wᵀ + b.
+//
+// Enum values below come from cublasLt.h / cublas_api.h / library_types.h of CUDA 12 and 13
+// (the attribute enums carry explicit values that have not changed since CUDA 11).
+
+import { DeviceError, UnsupportedError, ValueError } from '../../errors.js';
+import { CudaContext, Stream, contextPoisoned } from './driver.js';
+import { loadCudaLibrary } from './libs.js';
+
+// cudaDataType_t (library_types.h)
+export const CUDA_R_32F = 0;
+export const CUDA_R_16F = 2;
+export const CUDA_R_16BF = 14;
+
+// cublasComputeType_t (cublas_api.h)
+export const CUBLAS_COMPUTE_32F = 68;
+export const CUBLAS_COMPUTE_32F_FAST_TF32 = 77;
+
+// cublasOperation_t
+export const CUBLAS_OP_N = 0;
+export const CUBLAS_OP_T = 1;
+
+// cublasLtMatmulDescAttributes_t
+export const CUBLASLT_MATMUL_DESC_COMPUTE_TYPE = 0; // int32
+export const CUBLASLT_MATMUL_DESC_SCALE_TYPE = 1; // int32
+export const CUBLASLT_MATMUL_DESC_POINTER_MODE = 2; // int32
+export const CUBLASLT_MATMUL_DESC_TRANSA = 3; // int32 (cublasOperation_t)
+export const CUBLASLT_MATMUL_DESC_TRANSB = 4; // int32
+export const CUBLASLT_MATMUL_DESC_EPILOGUE = 7; // uint32 (cublasLtEpilogue_t)
+export const CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8; // void*
+export const CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE = 10; // int64
+
+// cublasLtEpilogue_t
+export const CUBLASLT_EPILOGUE_DEFAULT = 1;
+export const CUBLASLT_EPILOGUE_RELU = 2;
+export const CUBLASLT_EPILOGUE_BIAS = 4;
+export const CUBLASLT_EPILOGUE_RELU_BIAS = 6;
+export const CUBLASLT_EPILOGUE_GELU = 32;
+export const CUBLASLT_EPILOGUE_GELU_BIAS = 36;
+
+// cublasLtMatrixLayoutAttribute_t
+export const CUBLASLT_MATRIX_LAYOUT_TYPE = 0; // uint32
+export const CUBLASLT_MATRIX_LAYOUT_ORDER = 1; // int32 (cublasLtOrder_t: COL = 0, ROW = 1)
+export const CUBLASLT_MATRIX_LAYOUT_ROWS = 2; // uint64
+export const CUBLASLT_MATRIX_LAYOUT_COLS = 3; // uint64
+export const CUBLASLT_MATRIX_LAYOUT_LD = 4; // int64
+export const CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5; // int32
+export const CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6; // int64
+export const CUBLASLT_ORDER_COL = 0;
+export const CUBLASLT_ORDER_ROW = 1;
+
+// cublasLtMatmulPreferenceAttributes_t
+export const CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0; // uint32
+export const CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1; // uint64
+export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5; // uint32, default 256
+export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6;
+export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7;
+export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8;
+
+/** sizeof(cublasLtMatmulHeuristicResult_t): algo (uint64_t[8]) + size_t workspaceSize + int state + float wavesCount + int reserved[4]. */
+export const HEURISTIC_RESULT_BYTES = 96;
+const HEUR_WORKSPACE_OFFSET = 64;
+const HEUR_STATE_OFFSET = 72;
+const HEUR_WAVES_OFFSET = 76;
+const ALGO_BYTES = 64;
+
+const CUBLAS_STATUS_NAMES: Record<number, string> = {
+  0: 'CUBLAS_STATUS_SUCCESS',
+  1: 'CUBLAS_STATUS_NOT_INITIALIZED',
+  3: 'CUBLAS_STATUS_ALLOC_FAILED',
+  7: 'CUBLAS_STATUS_INVALID_VALUE',
+  8: 'CUBLAS_STATUS_ARCH_MISMATCH',
+  11: 'CUBLAS_STATUS_MAPPING_ERROR',
+  13: 'CUBLAS_STATUS_EXECUTION_FAILED',
+  14: 'CUBLAS_STATUS_INTERNAL_ERROR',
+  15: 'CUBLAS_STATUS_NOT_SUPPORTED',
+  16: 'CUBLAS_STATUS_LICENSE_ERROR',
+};
+
+export type GemmDType = 'float32' | 'float16' | 'bfloat16';
+
+const DTYPE_INFO: Record<GemmDType, { cuda: number; bytes: number }> = {
+  float32: { cuda: CUDA_R_32F, bytes: 4 },
+  float16: { cuda: CUDA_R_16F, bytes: 2 },
+  bfloat16: { cuda: CUDA_R_16BF, bytes: 2 },
+};
+
+/** cuBLASLt status failure. */
+export class CublasError extends DeviceError {
+  readonly status: number;
+  constructor(call: string, status: number, statusName: string, detail = '') {
+    super(`cublasLt.${call}`, `${call} failed: ${statusName} (${status})${detail ? `: ${detail}` : ''}`);
+    this.status = status;
+  }
+}
+
+export interface GemmWorkspace {
+  ptr: bigint;
+  bytes: number;
+}
+
+/**
+ * Row-major GEMM:  C = alpha · op(A) · op(B) + beta · C  (+ bias broadcast over rows), batched
+ * with strides. op(A) is m × k, op(B) is k × n, C is m × n. Leading dimensions are row strides
+ * in elements (defaults: dense); strides are in elements between consecutive batch matrices
+ * (defaults: dense; 0 broadcasts one matrix to every batch).
+ */
+export interface GemmArgs {
+  transA?: boolean;
+  transB?: boolean;
+  m: number;
+  n: number;
+  k: number;
+  A: bigint;
+  lda?: number;
+  strideA?: number;
+  B: bigint;
+  ldb?: number;
+  strideB?: number;
+  /** Output (and input when beta != 0). */
+  C: bigint;
+  ldc?: number;
+  strideC?: number;
+  /** Separate output with C's layout; default C. */
+  D?: bigint;
+  batch?: number;
+  dtype: GemmDType;
+  alpha?: number;
+  beta?: number;
+  /** Device vector of n elements (dtype of C) added to every row of the result. */
+  bias?: bigint;
+  /** float32 only: allow TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32) instead of exact fp32. */
+  allowTF32?: boolean;
+  /** CUDA stream (Stream or raw CUstream); default: the NULL stream. */
+  stream?: Stream | bigint | null;
+  /** Scratch memory for cuBLASLt (32 MiB recommended on Hopper). Default: the handle's default workspace, if set. */
+  workspace?: GemmWorkspace;
+}
+
+interface LtFns {
+  cublasLtCreate(out: BigUint64Array): number;
+  cublasLtDestroy(h: bigint): number;
+  cublasLtGetVersion(): number | bigint;
+  cublasLtGetStatusName(s: number): string;
+  cublasLtGetStatusString(s: number): string;
+  cublasLtMatmulDescCreate(out: BigUint64Array, compute: number, scale: number): number;
+  cublasLtMatmulDescDestroy(d: bigint): number;
+  cublasLtMatmulDescSetAttribute(d: bigint, attr: number, buf: ArrayBufferView, size: number): number;
+  cublasLtMatrixLayoutCreate(out: BigUint64Array, type: number, rows: number, cols: number, ld: number): number;
+  cublasLtMatrixLayoutDestroy(l: bigint): number;
+  cublasLtMatrixLayoutSetAttribute(l: bigint, attr: number, buf: ArrayBufferView, size: number): number;
+  cublasLtMatmulPreferenceCreate(out: BigUint64Array): number;
+  cublasLtMatmulPreferenceDestroy(p: bigint): number;
+  cublasLtMatmulPreferenceSetAttribute(p: bigint, attr: number, buf: ArrayBufferView, size: number): number;
+  cublasLtMatmulAlgoGetHeuristic(
+    h: bigint,
+    desc: bigint,
+    a: bigint,
+    b: bigint,
+    c: bigint,
+    d: bigint,
+    pref: bigint,
+    requested: number,
+    results: Uint8Array,
+    returned: Int32Array,
+  ): number;
+  cublasLtMatmul(
+    h: bigint,
+    desc: bigint,
+    alpha: Float32Array,
+    A: bigint,
+    Adesc: bigint,
+    B: bigint,
+    Bdesc: bigint,
+    beta: Float32Array,
+    C: bigint,
+    Cdesc: bigint,
+    D: bigint,
+    Ddesc: bigint,
+    algo: Uint8Array,
+    ws: bigint | null,
+    wsBytes: number,
+    stream: bigint | null,
+  ): number;
+}
+
+interface Plan {
+  key: string;
+  desc: bigint;
+  /** cuBLASLt's A (our B), B (our A), C/D layouts. */
+  aDesc: bigint;
+  bDesc: bigint;
+  cDesc: bigint;
+  algo: Uint8Array;
+  workspaceNeeded: number;
+  wavesCount: number;
+  hasBias: boolean;
+  lastBias: bigint;
+}
+
+/** Largest power of two (≤ 256) dividing the address (256 for 0). */
+export function pointerAlignment(p: bigint): number {
+  if (p === 0n) return 256;
+  let a = 1;
+  while (a < 256 && (p & BigInt(a * 2 - 1)) === 0n) a *= 2;
+  return a;
+}
+
+/** The cuBLASLt column-major problem for a row-major GEMM (exported for tests: no GPU needed). */
+export function columnMajorProblem(a: {
+  transA: boolean;
+  transB: boolean;
+  m: number;
+  n: number;
+  k: number;
+  lda: number;
+  ldb: number;
+  ldc: number;
+}): {
+  transa: number;
+  transb: number;
+  mPrime: number;
+  nPrime: number;
+  k: number;
+  /** cuBLASLt's A = our B. */
+  aLayout: { rows: number; cols: number; ld: number };
+  /** cuBLASLt's B = our A. */
+  bLayout: { rows: number; cols: number; ld: number };
+  cLayout: { rows: number; cols: number; ld: number };
+} {
+  return {
+    transa: a.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+    transb: a.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+    mPrime: a.n,
+    nPrime: a.m,
+    k: a.k,
+    aLayout: a.transB ? { rows: a.k, cols: a.n, ld: a.ldb } : { rows: a.n, cols: a.k, ld: a.ldb },
+    bLayout: a.transA ? { rows: a.m, cols: a.k, ld: a.lda } : { rows: a.k, cols: a.m, ld: a.lda },
+    cLayout: { rows: a.n, cols: a.m, ld: a.ldc },
+  };
+}
+
+/** Fill in default leading dimensions and strides, and validate (exported for tests). */
+export function normalizeGemmArgs(g: GemmArgs): Required<Omit<GemmArgs, 'bias' | 'stream' | 'workspace' | 'D'>> & {
+  D: bigint;
+  bias: bigint | null;
+} {
+  const transA = g.transA ?? false;
+  const transB = g.transB ?? false;
+  const { m, n, k } = g;
+  for (const [nm, v] of [
+    ['m', m],
+    ['n', n],
+    ['k', k],
+  ] as const) {
+    if (!Number.isSafeInteger(v) || v < 0) throw new ValueError('cublasLt.gemm', `${nm} must be a non-negative integer, got ${v}`);
+  }
+  if (!(g.dtype in DTYPE_INFO)) throw new UnsupportedError('cublasLt.gemm', `dtype ${String(g.dtype)} (supported: float32, float16, bfloat16)`);
+  const aCols = transA ? m : k; // row-major A is stored (transA ? k × m : m × k)
+  const aRows = transA ? k : m;
+  const bCols = transB ? k : n;
+  const bRows = transB ? n : k;
+  const lda = g.lda ?? Math.max(1, aCols);
+  const ldb = g.ldb ?? Math.max(1, bCols);
+  const ldc = g.ldc ?? Math.max(1, n);
+  if (lda < Math.max(1, aCols)) throw new ValueError('cublasLt.gemm', `lda=${lda} is smaller than A's row length ${aCols}`);
+  if (ldb < Math.max(1, bCols)) throw new ValueError('cublasLt.gemm', `ldb=${ldb} is smaller than B's row length ${bCols}`);
+  if (ldc < Math.max(1, n)) throw new ValueError('cublasLt.gemm', `ldc=${ldc} is smaller than C's row length ${n}`);
+  const batch = g.batch ?? 1;
+  if (!Number.isSafeInteger(batch) || batch < 1) throw new ValueError('cublasLt.gemm', `batch must be a positive integer, got ${batch}`);
+  // TF32 only concerns fp32 inputs; fp16/bf16 always multiply-accumulate in fp32.
+  const allowTF32 = g.allowTF32 ?? false;
+  return {
+    transA,
+    transB,
+    m,
+    n,
+    k,
+    A: g.A,
+    lda,
+    strideA: g.strideA ?? aRows * lda,
+    B: g.B,
+    ldb,
+    strideB: g.strideB ?? bRows * ldb,
+    C: g.C,
+    ldc,
+    strideC: g.strideC ?? m * ldc,
+    D: g.D ?? g.C,
+    batch,
+    dtype: g.dtype,
+    alpha: g.alpha ?? 1,
+    beta: g.beta ?? 0,
+    bias: g.bias ?? null,
+    allowTF32,
+  };
+}
+
+export interface CublasLtStats {
+  gemms: number;
+  planHits: number;
+  planMisses: number;
+  heuristicMs: number;
+}
+
+let instance: CublasLt | null = null;
+
+export class CublasLt {
+  readonly libPath: string;
+  /** cublasLtGetVersion(), e.g. 130100 for 13.1.0. */
+  readonly version: number;
+  readonly handle: bigint;
+  readonly ctx: CudaContext;
+  private readonly f: LtFns;
+  private readonly plans = new Map<string, Plan>();
+  private defaultWorkspace: GemmWorkspace | null = null;
+  private readonly alpha = new Float32Array(1);
+  private readonly beta = new Float32Array(1);
+  private readonly i32 = new Int32Array(1);
+  private readonly u32 = new Uint32Array(1);
+  private readonly i64 = new BigInt64Array(1);
+  private readonly u64 = new BigUint64Array(1);
+  private readonly out = new BigUint64Array(1);
+  readonly stats: CublasLtStats = { gemms: 0, planHits: 0, planMisses: 0, heuristicMs: 0 };
+
+  constructor(ctx: CudaContext) {
+    this.ctx = ctx;
+    const { lib, path } = loadCudaLibrary('cublasLt');
+    this.libPath = path;
+    const P = 'void *';
+    this.f = {
+      cublasLtCreate: lib.func('cublasLtCreate', 'int', [P]),
+      cublasLtDestroy: lib.func('cublasLtDestroy', 'int', [P]),
+      cublasLtGetVersion: lib.func('cublasLtGetVersion', 'size_t', []),
+      cublasLtGetStatusName: lib.func('cublasLtGetStatusName', 'const char *', ['int']),
+      cublasLtGetStatusString: lib.func('cublasLtGetStatusString', 'const char *', ['int']),
+      cublasLtMatmulDescCreate: lib.func('cublasLtMatmulDescCreate', 'int', [P, 'int', 'int']),
+      cublasLtMatmulDescDestroy: lib.func('cublasLtMatmulDescDestroy', 'int', [P]),
+      cublasLtMatmulDescSetAttribute: lib.func('cublasLtMatmulDescSetAttribute', 'int', [P, 'int', P, 'size_t']),
+      cublasLtMatrixLayoutCreate: lib.func('cublasLtMatrixLayoutCreate', 'int', [P, 'int', 'uint64_t', 'uint64_t', 'int64_t']),
+      cublasLtMatrixLayoutDestroy: lib.func('cublasLtMatrixLayoutDestroy', 'int', [P]),
+      cublasLtMatrixLayoutSetAttribute: lib.func('cublasLtMatrixLayoutSetAttribute', 'int', [P, 'int', P, 'size_t']),
+      cublasLtMatmulPreferenceCreate: lib.func('cublasLtMatmulPreferenceCreate', 'int', [P]),
+      cublasLtMatmulPreferenceDestroy: lib.func('cublasLtMatmulPreferenceDestroy', 'int', [P]),
+      cublasLtMatmulPreferenceSetAttribute: lib.func('cublasLtMatmulPreferenceSetAttribute', 'int', [P, 'int', P, 'size_t']),
+      cublasLtMatmulAlgoGetHeuristic: lib.func('cublasLtMatmulAlgoGetHeuristic', 'int', [P, P, P, P, P, P, P, 'int', P, P]),
+      cublasLtMatmul: lib.func('cublasLtMatmul', 'int', [P, P, P, P, P, P, P, P, P, P, P, P, P, P, 'size_t', P]),
+    } as unknown as LtFns;
+    this.version = Number(this.f.cublasLtGetVersion());
+    ctx.makeCurrent();
+    this.check(this.f.cublasLtCreate(this.out), 'cublasLtCreate');
+    this.handle = this.out[0]!;
+  }
+
+  /** The process-wide handle, bound to `ctx` (created on first use). */
+  static get(ctx: CudaContext): CublasLt {
+    if (instance && instance.ctx !== ctx) {
+      throw new UnsupportedError('cublasLt', 'one cuBLASLt handle per process is supported (multi-device: create CublasLt instances explicitly)');
+    }
+    return (instance ??= new CublasLt(ctx));
+  }
+
+  statusName(s: number): string {
+    try {
+      return this.f.cublasLtGetStatusName(s) ?? CUBLAS_STATUS_NAMES[s] ?? `cublasStatus ${s}`;
+    } catch {
+      return CUBLAS_STATUS_NAMES[s] ?? `cublasStatus ${s}`;
+    }
+  }
+
+  private check(s: number, call: string, detail = ''): void {
+    if (s === 0) return;
+    let d = detail;
+    if (s === 13) {
+      const p = contextPoisoned();
+      d += `${d ? '; ' : ''}${p ? `the CUDA context is unusable after ${p.what}` : 'a kernel failed on the device; the next CUDA call will report the cause'}`;
+    }
+    throw new CublasError(call, s, this.statusName(s), d);
+  }
+
+  /** Workspace used by gemm() calls that pass none. */
+  setDefaultWorkspace(ws: GemmWorkspace | null): void {
+    this.defaultWorkspace = ws;
+  }
+
+  private setDesc(desc: bigint, attr: number, buf: ArrayBufferView, what: string): void {
+    this.check(this.f.cublasLtMatmulDescSetAttribute(desc, attr, buf, buf.byteLength), `cublasLtMatmulDescSetAttribute(${what})`);
+  }
+
+  private layout(type: number, rows: number, cols: number, ld: number, batch: number, stride: number, what: string): bigint {
+    this.check(this.f.cublasLtMatrixLayoutCreate(this.out, type, rows, cols, ld), `cublasLtMatrixLayoutCreate(${what})`);
+    const l = this.out[0]!;
+    if (batch > 1) {
+      this.i32[0] = batch;
+      this.check(this.f.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, this.i32, 4), `cublasLtMatrixLayoutSetAttribute(${what}.BATCH_COUNT)`);
+      this.i64[0] = BigInt(stride);
+      this.check(
+        this.f.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, this.i64, 8),
+        `cublasLtMatrixLayoutSetAttribute(${what}.STRIDED_BATCH_OFFSET)`,
+      );
+    }
+    return l;
+  }
+
+  private makePlan(key: string, g: ReturnType<typeof normalizeGemmArgs>, wsBytes: number): Plan {
+    const t0 = performance.now();
+    const dt = DTYPE_INFO[g.dtype].cuda;
+    const compute = g.dtype === 'float32' && g.allowTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cm = columnMajorProblem(g);
+    const created: { kind: 'desc' | 'layout' | 'pref'; h: bigint }[] = [];
+    try {
+      this.check(this.f.cublasLtMatmulDescCreate(this.out, compute, CUDA_R_32F), 'cublasLtMatmulDescCreate');
+      const desc = this.out[0]!;
+      created.push({ kind: 'desc', h: desc });
+      this.i32[0] = cm.transa;
+      this.setDesc(desc, CUBLASLT_MATMUL_DESC_TRANSA, this.i32, 'TRANSA');
+      this.i32[0] = cm.transb;
+      this.setDesc(desc, CUBLASLT_MATMUL_DESC_TRANSB, this.i32, 'TRANSB');
+      if (g.bias !== null) {
+        this.u32[0] = CUBLASLT_EPILOGUE_BIAS;
+        this.setDesc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, this.u32, 'EPILOGUE');
+        this.u64[0] = g.bias;
+        this.setDesc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, this.u64, 'BIAS_POINTER');
+      }
+      const aDesc = this.layout(dt, cm.aLayout.rows, cm.aLayout.cols, cm.aLayout.ld, g.batch, g.strideB, 'A(=B)');
+      created.push({ kind: 'layout', h: aDesc });
+      const bDesc = this.layout(dt, cm.bLayout.rows, cm.bLayout.cols, cm.bLayout.ld, g.batch, g.strideA, 'B(=A)');
+      created.push({ kind: 'layout', h: bDesc });
+      const cDesc = this.layout(dt, cm.cLayout.rows, cm.cLayout.cols, cm.cLayout.ld, g.batch, g.strideC, 'C');
+      created.push({ kind: 'layout', h: cDesc });
+
+      this.check(this.f.cublasLtMatmulPreferenceCreate(this.out), 'cublasLtMatmulPreferenceCreate');
+      const pref = this.out[0]!;
+      created.push({ kind: 'pref', h: pref });
+      this.u64[0] = BigInt(wsBytes);
+      this.check(this.f.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, this.u64, 8), 'PreferenceSetAttribute(MAX_WORKSPACE_BYTES)');
+      // cuBLASLt's A is our B and vice versa; C and D share the output pointer's alignment.
+      const aligns: [number, number][] = [
+        [CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, pointerAlignment(g.B)],
+        [CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, pointerAlignment(g.A)],
+        [CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, Math.min(pointerAlignment(g.C), pointerAlignment(g.D))],
+        [CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, Math.min(pointerAlignment(g.C), pointerAlignment(g.D))],
+      ];
+      for (const [attr, v] of aligns) {
+        this.u32[0] = v;
+        this.check(this.f.cublasLtMatmulPreferenceSetAttribute(pref, attr, this.u32, 4), `PreferenceSetAttribute(${attr})`);
+      }
+      const requested = 4;
+      const results = new Uint8Array(HEURISTIC_RESULT_BYTES * requested);
+      const returned = new Int32Array(1);
+      const s = this.f.cublasLtMatmulAlgoGetHeuristic(this.handle, desc, aDesc, bDesc, cDesc, cDesc, pref, requested, results, returned);
+      const describe = `${g.dtype} m=${g.m} n=${g.n} k=${g.k} transA=${g.transA} transB=${g.transB} lda=${g.lda} ldb=${g.ldb} ldc=${g.ldc} batch=${g.batch}${g.bias !== null ? ' +bias' : ''} workspace=${wsBytes}`;
+      this.check(s, 'cublasLtMatmulAlgoGetHeuristic', describe);
+      const dv = new DataView(results.buffer);
+      let pick = -1;
+      for (let i = 0; i < returned[0]!; i++) {
+        if (dv.getInt32(i * HEURISTIC_RESULT_BYTES + HEUR_STATE_OFFSET, true) === 0) {
+          pick = i;
+          break;
+        }
+      }
+      if (pick < 0) throw new UnsupportedError('cublasLt.gemm', `no cuBLASLt algorithm for ${describe}`);
+      const off = pick * HEURISTIC_RESULT_BYTES;
+      const algo = results.slice(off, off + ALGO_BYTES);
+      const workspaceNeeded = Number(dv.getBigUint64(off + HEUR_WORKSPACE_OFFSET, true));
+      const wavesCount = dv.getFloat32(off + HEUR_WAVES_OFFSET, true);
+      this.f.cublasLtMatmulPreferenceDestroy(pref);
+      created.pop();
+      this.stats.heuristicMs += performance.now() - t0;
+      return { key, desc, aDesc, bDesc, cDesc, algo, workspaceNeeded, wavesCount, hasBias: g.bias !== null, lastBias: g.bias ?? 0n };
+    } catch (e) {
+      for (const c of created.reverse()) {
+        if (c.kind === 'desc') this.f.cublasLtMatmulDescDestroy(c.h);
+        else if (c.kind === 'layout') this.f.cublasLtMatrixLayoutDestroy(c.h);
+        else this.f.cublasLtMatmulPreferenceDestroy(c.h);
+      }
+      throw e;
+    }
+  }
+
+  /** Row-major GEMM (see GemmArgs and the file comment). Asynchronous on args.stream. */
+  gemm(args: GemmArgs): void {
+    const p = contextPoisoned();
+    if (p) throw new CublasError('gemm', 13, 'CUBLAS_STATUS_EXECUTION_FAILED', `the CUDA context is unusable after ${p.what}`);
+    const g = normalizeGemmArgs(args);
+    if (g.m === 0 || g.n === 0) return;
+    if (g.k === 0) {
+      throw new UnsupportedError('cublasLt.gemm', 'k = 0 (the product is all zeros): fill the output instead of calling gemm');
+    }
+    const ws = args.workspace ?? this.defaultWorkspace;
+    const wsBytes = ws ? ws.bytes : 0;
+    const align = (x: bigint): number => pointerAlignment(x);
+    const key =
+      `${g.dtype}|${g.transA ? 1 : 0}${g.transB ? 1 : 0}|${g.m}|${g.n}|${g.k}|${g.lda}|${g.ldb}|${g.ldc}|${g.batch}|` +
+      `${g.batch > 1 ? `${g.strideA}|${g.strideB}|${g.strideC}` : '-'}|${g.bias !== null ? align(g.bias) : 0}|${g.allowTF32 ? 1 : 0}|${wsBytes}|` +
+      `${align(g.A)}|${align(g.B)}|${Math.min(align(g.C), align(g.D))}`;
+    let plan = this.plans.get(key);
+    if (plan) {
+      this.stats.planHits++;
+    } else {
+      this.stats.planMisses++;
+      plan = this.makePlan(key, g, wsBytes);
+      this.plans.set(key, plan);
+    }
+    if (plan.hasBias && plan.lastBias !== g.bias) {
+      this.u64[0] = g.bias!;
+      this.setDesc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, this.u64, 'BIAS_POINTER');
+      plan.lastBias = g.bias!;
+    }
+    this.alpha[0] = g.alpha;
+    this.beta[0] = g.beta;
+    const stream = args.stream == null ? null : typeof args.stream === 'bigint' ? args.stream : args.stream.handle;
+    this.ctx.makeCurrent();
+    const s = this.f.cublasLtMatmul(
+      this.handle,
+      plan.desc,
+      this.alpha,
+      g.B,
+      plan.aDesc,
+      g.A,
+      plan.bDesc,
+      this.beta,
+      g.C,
+      plan.cDesc,
+      g.D,
+      plan.cDesc,
+      plan.algo,
+      ws && ws.bytes > 0 ? ws.ptr : null,
+      wsBytes,
+      stream,
+    );
+    this.check(s, 'cublasLtMatmul', `${g.dtype} m=${g.m} n=${g.n} k=${g.k} batch=${g.batch}`);
+    this.stats.gemms++;
+  }
+
+  /** Number of cached (shape, dtype, layout) plans. */
+  get planCount(): number {
+    return this.plans.size;
+  }
+
+  /** Destroy every cached plan's descriptors. */
+  clearPlans(): void {
+    for (const p of this.plans.values()) {
+      this.f.cublasLtMatmulDescDestroy(p.desc);
+      this.f.cublasLtMatrixLayoutDestroy(p.aDesc);
+      this.f.cublasLtMatrixLayoutDestroy(p.bDesc);
+      this.f.cublasLtMatrixLayoutDestroy(p.cDesc);
+    }
+    this.plans.clear();
+  }
+
+  destroy(): void {
+    this.clearPlans();
+    this.f.cublasLtDestroy(this.handle);
+    if (instance === this) instance = null;
+  }
+}
+
+/**
+ * Row-major GEMM through the process-wide cuBLASLt handle (see GemmArgs). The context is
+ * `args.ctx`, else the stream's, else device 0's primary context.
+ */
+export function gemm(args: GemmArgs & { ctx?: CudaContext }): void {
+  const ctx = args.ctx ?? (args.stream instanceof Stream ? args.stream.ctx : CudaContext.get(0));
+  CublasLt.get(ctx).gemm(args);
+}
