@@ -72,9 +72,17 @@ const families = [linalgOps, shapeOps, indexingOps, sortOps, fftOps, convOps, po
 // linalg
 export { matmul, mm, bmm, baddbmm, addbmm, addmm, addmv, addr, dot, vdot, mv, outer, ger, trace, matrix_power } from './ops/linalg.js';
 // shape
-export {} from './ops/shape.js';
+export {
+  reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes, swapdims, t, movedim, moveaxis, narrow,
+  select, chunk, split, tensor_split, unbind, broadcast_to, broadcast_tensors, meshgrid, diagonal, diag, cat, concat,
+  concatenate, stack, hstack, vstack, row_stack, dstack, column_stack, atleast_1d, atleast_2d, atleast_3d, flip, fliplr,
+  flipud, roll, tile, tril, triu,
+} from './ops/shape.js';
 // indexing
-export {} from './ops/indexing.js';
+export {
+  gather, scatter, scatter_add, scatter_reduce, index_select, index_add, index_copy, index_fill, index_put, take,
+  take_along_dim, masked_select, masked_scatter, nonzero, argwhere, repeat_interleave,
+} from './ops/indexing.js';
 // sort
 export {} from './ops/sort.js';
 // fft (the nbx.fft namespace object is exported from ./ops/fft.js as `fft`)

@@ -1,2 +1,288 @@
-// CPU kernels: indexing (placeholder)
-export {};
+// CPU kernels for the indexing family. The op layer validates shapes and dtypes, broadcasts and
+// allocates; these kernels move data and check index values (the one check only the data can answer).
+// Every index error reads "index V is out of bounds for dimension D with size N", as PyTorch's gather.
+//
+//   gather(input, dim, index, out, op, wrap)     out[p] = input[p with p[dim] := index[p]]
+//   scatter(out, dim, index, src, mode, opts)    out[p with p[dim] := index[p]] (mode)= src[p], in place
+//   linear_index(indices, sizes, out, op, dims)  out[p] = sum_k wrap(indices_k[p]) * prod(sizes[k+1:])
+//   nonzero(input, out)                          coordinates of the non-zero elements, row-major
+//   masked_select(input, mask, out)              elements where mask is set, row-major
+//   masked_scatter(out, mask, source)            consecutive source elements into the set positions
+//
+// `index`/`src`/`mask` are strided (stride 0 where broadcast); `out` of gather/nonzero/masked_select is
+// contiguous. Index dtypes: int64 or int32.
+
+import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
+import { f16Table, fromBFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../../dtype/convert.js';
+import type { StridedRef } from '../backend.js';
+import { registerKernel } from '../registry.js';
+import { IndexError, ValueError } from '../../errors.js';
+
+export type ScatterMode = 'none' | 'sum' | 'prod' | 'mean' | 'amax' | 'amin';
+export interface ScatterOptions { op: string; includeSelf?: boolean; alpha?: number | bigint; wrap?: boolean }
+
+type Arr = StorageArray & { [i: number]: number | bigint };
+
+/**
+ * Walks every row (all dims but the last) of `shape`; `row` gets the operands' offsets of the row start.
+ * Returns nothing for an empty shape. A 0-d shape is one row of one element.
+ */
+function forRows(shape: readonly number[], strides: readonly (readonly number[])[], offsets: number[],
+  row: (offs: number[], inner: number) => void): void {
+  if (shape.some((s) => s === 0)) return;
+  const nd = shape.length;
+  if (nd <= 1) { row(offsets, nd === 0 ? 1 : shape[0]!); return; }
+  const inner = shape[nd - 1]!;
+  const outer = shape.slice(0, nd - 1).reduce((a, b) => a * b, 1);
+  const idx = new Array<number>(nd - 1).fill(0);
+  const cur = offsets.slice();
+  for (let o = 0; o < outer; o++) {
+    row(cur, inner);
+    for (let d = nd - 2; d >= 0; d--) {
+      idx[d]!++;
+      for (let q = 0; q < cur.length; q++) cur[q]! += strides[q]![d]!;
+      if (idx[d]! < shape[d]!) break;
+      for (let q = 0; q < cur.length; q++) cur[q]! -= strides[q]![d]! * shape[d]!;
+      idx[d] = 0;
+    }
+  }
+}
+const lastStride = (st: readonly number[]): number => (st.length ? st[st.length - 1]! : 0);
+
+/** Reads index element i as a number (int32 or int64 storage). */
+const indexReader = (r: StridedRef): ((i: number) => number) => {
+  const a = r.buf as Arr;
+  return r.dtype === 'int64' ? (i) => Number(a[i] as bigint) : (i) => a[i] as number;
+};
+
+function outOfBounds(op: string, v: number, dim: number, size: number): never {
+  throw new IndexError(op, `index ${v} is out of bounds for dimension ${dim} with size ${size}`);
+}
+
+/** Checks (and with `wrap`, wraps a negative) index value v against `size`. */
+function checked(op: string, v: number, dim: number, size: number, wrap: boolean): number {
+  if (v >= 0 && v < size) return v;
+  if (wrap && v < 0 && v >= -size) return v + size;
+  return outOfBounds(op, v, dim, size);
+}
+
+// ---- gather --------------------------------------------------------------------------------------
+
+export function gather(input: StridedRef, dim: number, index: StridedRef, out: StridedRef, op: string, wrap = false): void {
+  const lanes = DTYPES[input.dtype].lanes;
+  const size = input.shape[dim] ?? 1, dimStride = (input.strides[dim] ?? 0) * lanes;
+  // Input strides along the other dims; along `dim` the index value decides.
+  const inStrides = input.strides.map((s, d) => (d === dim ? 0 : s * lanes));
+  const outStrides = out.strides.map((s) => s * lanes);
+  const a = input.buf as Arr, o = out.buf as Arr;
+  const read = indexReader(index);
+  const xs = lastStride(inStrides), is = lastStride(index.strides), os = lastStride(outStrides);
+  forRows(index.shape, [inStrides, index.strides, outStrides], [input.offset * lanes, index.offset, out.offset * lanes], (offs, n) => {
+    let ib = offs[0]!, ip = offs[1]!, op_ = offs[2]!;
+    if (is === 0 && xs !== 0 && lanes === 1) {
+      // One index for the whole row (index_select, embedding): a strided row copy.
+      const src = ib + checked(op, read(ip), dim, size, wrap) * dimStride;
+      if (xs === 1 && os === 1 && n > 32) o.set(a.subarray(src, src + n) as never, op_);
+      else for (let k = 0, s = src; k < n; k++, s += xs, op_ += os) o[op_] = a[s]!;
+      return;
+    }
+    for (let k = 0; k < n; k++, ib += xs, ip += is, op_ += os) {
+      const s = ib + checked(op, read(ip), dim, size, wrap) * dimStride;
+      for (let l = 0; l < lanes; l++) o[op_ + l] = a[s + l]!;
+    }
+  });
+}
+
+// ---- scatter -------------------------------------------------------------------------------------
+
+/** Numeric access to storage: decoded numbers for half types, direct otherwise (int64 handled apart). */
+function numAccess(d: DTypeName, a: Arr): { get: (i: number) => number; set: (i: number, v: number) => void } {
+  if (d === 'float16') { const t = f16Table(); return { get: (i) => t[a[i] as number]!, set: (i, v) => { a[i] = toFloat16Bits(v); } }; }
+  if (d === 'bfloat16') return { get: (i) => fromBFloat16Bits(a[i] as number), set: (i, v) => { a[i] = toBFloat16Bits(v); } };
+  if (d === 'bool') return { get: (i) => a[i] as number, set: (i, v) => { a[i] = v !== 0 ? 1 : 0; } };
+  if (d === 'int32') return { get: (i) => a[i] as number, set: (i, v) => { a[i] = v; } };
+  return { get: (i) => a[i] as number, set: (i, v) => { a[i] = v; } };
+}
+
+const isIntDT = (d: DTypeName): boolean => DTYPES[d].kind === 'int' || d === 'bool';
+
+/** Combines `cur` with `v` in the number domain; ints wrap like C (int32 products through imul). */
+function combineNum(mode: ScatterMode, d: DTypeName): (cur: number, v: number) => number {
+  const isInt = isIntDT(d);
+  switch (mode) {
+    case 'sum': case 'mean': return d === 'bool' ? (c, v) => (c || v ? 1 : 0) : (c, v) => c + v;
+    case 'prod':
+      if (d === 'int32') return (c, v) => Math.imul(c, v);
+      return d === 'bool' ? (c, v) => (c && v ? 1 : 0) : (c, v) => c * v;
+    case 'amax': return isInt ? (c, v) => (v > c ? v : c) : (c, v) => (Number.isNaN(v) ? v : c < v ? v : c);
+    case 'amin': return isInt ? (c, v) => (v < c ? v : c) : (c, v) => (Number.isNaN(v) ? v : c > v ? v : c);
+    default: return (_c, v) => v;
+  }
+}
+function combineBig(mode: ScatterMode): (cur: bigint, v: bigint) => bigint {
+  switch (mode) {
+    case 'sum': case 'mean': return (c, v) => c + v;
+    case 'prod': return (c, v) => BigInt.asIntN(64, c * v);
+    case 'amax': return (c, v) => (v > c ? v : c);
+    case 'amin': return (c, v) => (v < c ? v : c);
+    default: return (_c, v) => v;
+  }
+}
+
+/**
+ * In-place scatter into `out` (a fresh contiguous tensor): for every position p of `index`,
+ * out[p with p[dim] := index[p]] is combined with src[p] by `mode`. 'none' overwrites (the last write
+ * wins, as PyTorch's CPU); 'sum' adds alpha * src; include_self=false starts each hit position from
+ * its first source value; 'mean' divides by the number of contributions (floor division for ints).
+ */
+export function scatter(out: StridedRef, dim: number, index: StridedRef, src: StridedRef, mode: ScatterMode, opts: ScatterOptions): void {
+  const { op, includeSelf = true, wrap = false } = opts;
+  const d = out.dtype;
+  const lanes = DTYPES[d].lanes;
+  if (lanes !== 1 && mode !== 'none') throw new ValueError(op, `reduction '${mode}' is not supported for complex tensors`);
+  const size = out.shape[dim] ?? 1, dimStride = (out.strides[dim] ?? 0) * lanes;
+  const outStrides = out.strides.map((s, k) => (k === dim ? 0 : s * lanes));
+  const srcStrides = src.strides.map((s) => s * lanes);
+  const o = out.buf as Arr, s = src.buf as Arr;
+  const read = indexReader(index);
+  const os = lastStride(outStrides), is = lastStride(index.strides), ss = lastStride(srcStrides);
+  const numel = out.shape.reduce((x, y) => x * y, 1);
+  // Per-position bookkeeping for include_self=false and mean: contributions so far.
+  const track = !includeSelf || mode === 'mean';
+  const counts = track ? new Float64Array(numel) : undefined;
+  const base = out.offset * lanes;
+  let visit: (t: number, si: number) => void;
+  if (mode === 'none') {
+    visit = (t, si) => { for (let l = 0; l < lanes; l++) o[t + l] = s[si + l]!; };
+  } else if (d === 'int64') {
+    const f = combineBig(mode);
+    const alpha = mode === 'sum' ? BigInt(opts.alpha ?? 1) : 1n;
+    visit = (t, si) => {
+      let v = s[si] as bigint;
+      if (alpha !== 1n) v *= alpha;
+      if (counts) { const c = counts[t - base]!; counts[t - base] = c + 1; if (c === 0 && !includeSelf) { o[t] = v; return; } }
+      o[t] = f(o[t] as bigint, v);
+    };
+  } else {
+    const f = combineNum(mode, d);
+    const acc = numAccess(d, o), sa = numAccess(d, s);
+    const alpha = mode === 'sum' ? Number(opts.alpha ?? 1) : 1;
+    visit = (t, si) => {
+      let v = sa.get(si);
+      if (alpha !== 1) v = d === 'int32' ? Math.imul(v, alpha) : v * alpha;
+      if (counts) { const c = counts[t - base]!; counts[t - base] = c + 1; if (c === 0 && !includeSelf) { acc.set(t, v); return; } }
+      acc.set(t, f(acc.get(t), v));
+    };
+  }
+  forRows(index.shape, [outStrides, index.strides, srcStrides], [base, index.offset, src.offset * lanes], (offs, n) => {
+    let tb = offs[0]!, ip = offs[1]!, si = offs[2]!;
+    for (let k = 0; k < n; k++, tb += os, ip += is, si += ss) visit(tb + checked(op, read(ip), dim, size, wrap) * dimStride, si);
+  });
+  if (mode === 'mean') finishMean(out, counts!, includeSelf);
+}
+
+/** Mean: divide every position that received contributions by their count (plus itself if included). */
+function finishMean(out: StridedRef, counts: Float64Array, includeSelf: boolean): void {
+  const d = out.dtype, o = out.buf as Arr, base = out.offset;
+  const extra = includeSelf ? 1 : 0;
+  if (d === 'int64') {
+    for (let i = 0; i < counts.length; i++) {
+      if (counts[i] === 0) continue;
+      const c = BigInt(counts[i]! + extra), v = o[base + i] as bigint;
+      const q = v / c;
+      o[base + i] = v % c !== 0n && v < 0n ? q - 1n : q; // floor division
+    }
+    return;
+  }
+  const acc = numAccess(d, o), isInt = isIntDT(d);
+  for (let i = 0; i < counts.length; i++) {
+    if (counts[i] === 0) continue;
+    const q = acc.get(base + i) / (counts[i]! + extra);
+    acc.set(base + i, isInt ? Math.floor(q) : q);
+  }
+}
+
+// ---- advanced indexing ---------------------------------------------------------------------------
+
+/**
+ * Row-major linear index over the indexed dims: out[p] = sum_k wrap(indices[k][p]) * prod(sizes[k+1:]).
+ * Negative indices count from the end (advanced indexing); out-of-range values raise, naming dims[k].
+ */
+export function linearIndex(indices: StridedRef[], sizes: number[], out: StridedRef, op: string, dims: number[]): void {
+  const mult = sizes.map((_, k) => sizes.slice(k + 1).reduce((a, b) => a * b, 1));
+  const readers = indices.map(indexReader);
+  const o = out.buf as BigInt64Array;
+  const lasts = indices.map((r) => lastStride(r.strides));
+  forRows(out.shape, [...indices.map((r) => r.strides), out.strides], [...indices.map((r) => r.offset), out.offset], (offs, n) => {
+    const p = offs.slice();
+    for (let k = 0; k < n; k++) {
+      let lin = 0;
+      for (let q = 0; q < readers.length; q++) { lin += checked(op, readers[q]!(p[q]!), dims[q]!, sizes[q]!, true) * mult[q]!; p[q]! += lasts[q]!; }
+      o[p[readers.length]!] = BigInt(lin);
+      p[readers.length]! += lastStride(out.strides);
+    }
+  });
+}
+
+/** Whether storage element i of dtype d is non-zero (NaN is; -0.0 is not). */
+function nonzeroTest(d: DTypeName, a: Arr): (i: number) => boolean {
+  const st = DTYPES[d].storage;
+  if (d === 'int64') return (i) => a[i] !== 0n;
+  if (d === 'float16' || d === 'bfloat16') return (i) => ((a[i] as number) & 0x7fff) !== 0;
+  if (d === 'float8_e4m3fn' || d === 'float8_e5m2') return (i) => ((a[i] as number) & 0x7f) !== 0;
+  if (DTYPES[d].lanes === 2) return (i) => a[2 * i] !== 0 || a[2 * i + 1] !== 0;
+  void st;
+  return (i) => a[i] !== 0;
+}
+
+/** Coordinates of the non-zero elements of `input`, row-major, into out [count, ndim] (int64). */
+export function nonzero(input: StridedRef, out: StridedRef): void {
+  const nz = nonzeroTest(input.dtype, input.buf as Arr);
+  const nd = input.shape.length;
+  if (nd === 0) return; // [count, 0]: nothing to write
+  const o = out.buf as BigInt64Array;
+  let w = out.offset;
+  const coord = new Array<number>(nd).fill(0);
+  const xs = lastStride(input.strides);
+  forRows(input.shape, [input.strides], [input.offset], (offs, n) => {
+    let i = offs[0]!;
+    for (let k = 0; k < n; k++, i += xs) {
+      if (!nz(i)) continue;
+      coord[nd - 1] = k;
+      for (let q = 0; q < nd; q++) o[w++] = BigInt(coord[q]!);
+    }
+    // advance the row coordinates (the odometer forRows runs, mirrored)
+    for (let q = nd - 2; q >= 0; q--) { if (++coord[q]! < input.shape[q]!) break; coord[q] = 0; }
+  });
+}
+
+/** Elements of `input` where `mask` (same shape, broadcast strides) is set, row-major, into 1-D `out`. */
+export function maskedSelect(input: StridedRef, mask: StridedRef, out: StridedRef): void {
+  const lanes = DTYPES[input.dtype].lanes;
+  const a = input.buf as Arr, m = mask.buf as Uint8Array, o = out.buf as Arr;
+  let w = out.offset * lanes;
+  const xs = lastStride(input.strides) * lanes, ms = lastStride(mask.strides);
+  forRows(input.shape, [input.strides.map((s) => s * lanes), mask.strides], [input.offset * lanes, mask.offset], (offs, n) => {
+    let i = offs[0]!, j = offs[1]!;
+    for (let k = 0; k < n; k++, i += xs, j += ms) if (m[j]) for (let l = 0; l < lanes; l++) o[w++] = a[i + l]!;
+  });
+}
+
+/** Writes consecutive elements of contiguous `source` into `out` (contiguous) where `mask` is set. */
+export function maskedScatter(out: StridedRef, mask: StridedRef, source: StridedRef): void {
+  const lanes = DTYPES[out.dtype].lanes;
+  const o = out.buf as Arr, m = mask.buf as Uint8Array, s = source.buf as Arr;
+  let r = source.offset * lanes;
+  const os = lastStride(out.strides) * lanes, ms = lastStride(mask.strides);
+  forRows(out.shape, [out.strides.map((x) => x * lanes), mask.strides], [out.offset * lanes, mask.offset], (offs, n) => {
+    let i = offs[0]!, j = offs[1]!;
+    for (let k = 0; k < n; k++, i += os, j += ms) if (m[j]) for (let l = 0; l < lanes; l++) o[i + l] = s[r++]!;
+  });
+}
+
+registerKernel('gather', 'cpu', gather);
+registerKernel('scatter', 'cpu', scatter);
+registerKernel('linear_index', 'cpu', linearIndex);
+registerKernel('nonzero', 'cpu', nonzero);
+registerKernel('masked_select', 'cpu', maskedSelect);
+registerKernel('masked_scatter', 'cpu', maskedScatter);
