@@ -94,7 +94,7 @@ export {} from './ops/pool.js';
 // resample
 export {} from './ops/resample.js';
 // nn (normalization, softmax, losses, attention)
-export {} from './ops/nn.js';
+export { softmax, log_softmax, _weight_norm } from './ops/nn.js';
 // random
 export {} from './ops/random.js';
 // -------------------------------------------------------------------------------------------------
