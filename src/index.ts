@@ -84,9 +84,12 @@ export {
   take_along_dim, masked_select, masked_scatter, nonzero, argwhere, repeat_interleave,
 } from './ops/indexing.js';
 // sort
-export {} from './ops/sort.js';
+export {
+  sort, argsort, msort, topk, kthvalue, median, nanmedian, mode, quantile, nanquantile, unique, unique_consecutive,
+  searchsorted, bucketize,
+} from './ops/sort.js';
 // fft (the nbx.fft namespace object is exported from ./ops/fft.js as `fft`)
-export {} from './ops/fft.js';
+export { fft, view_as_real, view_as_complex, real, imag, complex, polar, conj, conj_physical } from './ops/fft.js';
 // conv
 export {} from './ops/conv.js';
 // pool

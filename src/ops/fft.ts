@@ -1,7 +1,365 @@
-// Operation family: fft. (Placeholder: filled in by its owner.)
+// Operation family: FFT (the nbx.fft namespace) and complex tensors (view_as_real, view_as_complex, real,
+// imag, complex, polar, conj).
+//
+// Complex tensors store interleaved (re, im) pairs; view_as_real/real/imag are views of the same buffer
+// with a float dtype (an aliasing Storage keeps the owner alive). Every transform is a chain of 1-d
+// transforms, each over one dim moved last: c2c (complex to complex), r2c (real in, onesided out) and
+// c2r (onesided Hermitian in, real out), with the exponent's sign and the norm's scale as parameters.
+
+import { Tensor } from '../tensor/tensor.js';
+import { Storage } from '../tensor/storage.js';
+import { DTYPES, allocStorage, dtypeName, type DTypeLike, type DTypeName } from '../dtype/dtypes.js';
+import { writeNumber } from '../dtype/convert.js';
+import { defaultFloatDType } from '../dtype/promotion.js';
+import { DTypeError, IndexError, ShapeError, ValueError } from '../errors.js';
+import { broadcastShapes, contiguousStrides, normDim, numelOf } from '../tensor/shape.js';
+import { Device, backendFor, type DeviceLike, type StridedRef } from '../backend/backend.js';
+import { kernel } from '../backend/registry.js';
+import type { FftKind } from '../backend/cpu/fft.js';
+import { Expr } from '../ir/expr.js';
+import { def, isScalarLike, scalarNumber, scalarOf } from './registry.js';
+import { describe, mul, cos as cosOp, sin as sinOp } from './elementwise.js';
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
+
+const CNAME: Partial<Record<DTypeName, string>> = {
+  float16: 'Half', bfloat16: 'BFloat16', complex64: 'ComplexFloat', complex128: 'ComplexDouble',
+  float8_e4m3fn: 'Float8_e4m3fn', float8_e5m2: 'Float8_e5m2',
+};
+const complexOf = (real: DTypeName): DTypeName => (real === 'float64' ? 'complex128' : 'complex64');
+const realOf = (c: DTypeName): DTypeName => (c === 'complex128' ? 'float64' : c === 'complex64' ? 'float32' : c);
+const isC = (t: Tensor): boolean => DTYPES[t.dt].kind === 'complex';
+
+function asTensor(op: string, x: unknown, name = 'input'): Tensor {
+  if (!(x instanceof Tensor)) throw new ValueError(op, `${op}(): argument '${name}' must be Tensor, not ${describe(x)}`);
+  return x;
+}
+function intArg(op: string, v: unknown, name: string): number {
+  if (isScalarLike(v) && scalarOf(v).kind !== 'float' && Number.isInteger(scalarNumber(v))) return scalarNumber(v);
+  throw new ValueError(op, `${op}(): argument '${name}' must be int, not ${describe(v)}`);
+}
+function intList(op: string, v: unknown, name: string): number[] {
+  if (Array.isArray(v)) return v.map((x) => intArg(op, x, name));
+  return [intArg(op, v, name)];
+}
+
+// ---- complex views ------------------------------------------------------------------------------
+
+/** A storage that reinterprets another one's buffer as a different dtype; holds the owner while it lives. */
+class AliasStorage extends Storage {
+  private uses = 0;
+  constructor(readonly owner: Storage, dtype: DTypeName, numel: number) {
+    super(owner.device, dtype, numel, owner.buf);
+    owner.retain();
+  }
+  override retain(): this { this.uses++; return this; }
+  override release(): void {
+    if (--this.uses === 0 && this.buf !== null) { this.buf = null; this.owner.release(); }
+  }
+}
+
+/** A view of t's buffer as `dtype` (float <-> complex of the same width). */
+function aliasAs(t: Tensor, dtype: DTypeName, shape: readonly number[], strides: readonly number[], offset: number): Tensor {
+  const s = t.storage;
+  const target = s instanceof AliasStorage && s.owner.dtype === dtype && s.owner.alive ? s.owner
+    : new AliasStorage(s, dtype, Math.floor((s.numel * DTYPES[s.dtype].lanes) / DTYPES[dtype].lanes));
+  return new Tensor(target, shape, strides, offset);
+}
+
+/** The float [..., 2] view of a complex tensor (no checks). */
+function realView(t: Tensor): Tensor {
+  return aliasAs(t, realOf(t.dt), [...t.shape, 2], [...t.strides.map((s) => s * 2), 1], t.offset * 2);
+}
+
+export const view_as_real = def('view_as_real(input)', (a) => {
+  const t = asTensor('view_as_real', a.input);
+  if (!isC(t)) throw new DTypeError('view_as_real', `view_as_real is only supported for complex tensors (got ${t.dt})`);
+  return realView(t);
+});
+
+export const view_as_complex = def('view_as_complex(input)', (a) => {
+  const op = 'view_as_complex';
+  const t = asTensor(op, a.input);
+  if (t.dt !== 'float32' && t.dt !== 'float64') {
+    throw new DTypeError(op, `view_as_complex is only supported for float and double tensors, but got a tensor of scalar type: ${CNAME[t.dt] ?? t.dt}`);
+  }
+  if (t.ndim === 0) throw new ShapeError(op, 'Input tensor must have one or more dimensions');
+  if (t.shape[t.ndim - 1] !== 2) throw new ShapeError(op, 'Tensor must have a last dimension of size 2');
+  if (t.strides[t.ndim - 1] !== 1) throw new ShapeError(op, 'Tensor must have a last dimension with stride 1');
+  if (t.strides.slice(0, -1).some((s) => s % 2 !== 0)) throw new ShapeError(op, 'Tensor must have a stride divisible by 2 for all but last dimension');
+  if (t.offset % 2 !== 0) throw new ShapeError(op, 'Tensor must have a storage_offset divisible by 2');
+  return aliasAs(t, complexOf(t.dt), t.shape.slice(0, -1), t.strides.slice(0, -1).map((s) => s / 2), t.offset / 2);
+});
+
+export const real = def('real(input)', (a) => {
+  const t = asTensor('real', a.input);
+  return isC(t) ? aliasAs(t, realOf(t.dt), t.shape, t.strides.map((s) => s * 2), t.offset * 2) : t;
+});
+
+export const imag = def('imag(input)', (a) => {
+  const t = asTensor('imag', a.input);
+  if (!isC(t)) throw new DTypeError('imag', 'imag is not implemented for tensors with non-complex dtypes.');
+  return aliasAs(t, realOf(t.dt), t.shape, t.strides.map((s) => s * 2), t.offset * 2 + 1);
+});
+
+/** Builds a complex tensor from per-lane expressions: lane 0 (real) and lane 1 (imaginary) of `shape`. */
+function interleave(op: string, shape: readonly number[], dt: DTypeName, device: Device, ins: Tensor[], lanes: (xs: Expr[]) => [Expr, Expr]): Tensor {
+  const out = Tensor.empty(shape, complexOf(dt), device);
+  if (out.numel() === 0) return out;
+  const laneMask = Tensor.fromStorage(new Uint8Array([1, 0]), 'bool', [2], device);
+  try {
+    const view = realView(out);
+    const xs = ins.map((t, i) => Expr.load(i + 1, t.dt));
+    const [re, im] = lanes(xs);
+    backendFor(device).elementwise(Expr.where(Expr.load(0, 'bool'), re, im), [laneMask.ref(), ...ins.map((t) => t.ref())], [], view.ref());
+    view.dispose();
+    return out;
+  } finally { laneMask.dispose(); }
+  void op;
+}
+
+export const complex = def('complex(real, imag)', (a) => {
+  const op = 'complex';
+  const re = asTensor(op, a.real, 'real'), im = asTensor(op, a.imag, 'imag');
+  const okDt = (d: DTypeName): boolean => d === 'float32' || d === 'float64';
+  if (!okDt(re.dt) || !okDt(im.dt)) {
+    const floats = ['float16', 'float32', 'float64'];
+    if (floats.includes(re.dt) && floats.includes(im.dt) && re.dt === im.dt) throw new DTypeError(op, 'complex32 (ComplexHalf) tensors are not supported');
+    throw new DTypeError(op, `Expected both inputs to be Float or Double tensors but got ${re.dt} and ${im.dt}`);
+  }
+  if (re.dt !== im.dt) throw new DTypeError(op, `Expected object of scalar type ${re.dt} but got scalar type ${im.dt} for second argument`);
+  if (re.device !== im.device) throw new ValueError(op, `Expected all tensors to be on the same device, but found ${re.device} and ${im.device}`);
+  const shape = broadcastShapes(op, re.shape, im.shape);
+  const r1 = re.unsqueeze(-1), i1 = im.unsqueeze(-1);
+  try {
+    return interleave(op, shape, re.dt, re.device, [r1, i1], ([x, y]) => [x!, y!]);
+  } finally { r1.dispose(); i1.dispose(); }
+});
+
+export const polar = def('polar(abs, angle)', (a) => {
+  const ab = asTensor('polar', a.abs, 'abs'), an = asTensor('polar', a.angle, 'angle');
+  const c = cosOp(an), s = sinOp(an);
+  const re = mul(ab, c), im = mul(ab, s);
+  c.dispose(); s.dispose();
+  try { return complex(re, im); } finally { re.dispose(); im.dispose(); }
+});
+
+/** Complex conjugate, materialized (PyTorch's conj is a lazy view; values are the same). Real input: itself. */
+export const conj_physical = def('conj_physical(input)', (a) => {
+  const t = asTensor('conj_physical', a.input);
+  if (!isC(t)) return t;
+  const v = realView(t);
+  try {
+    const out = Tensor.empty(t.shape, t.dt, t.device);
+    const ov = realView(out);
+    const laneMask = Tensor.fromStorage(new Uint8Array([1, 0]), 'bool', [2], t.device);
+    const x = Expr.load(1, v.dt);
+    if (out.numel() > 0) backendFor(t.device).elementwise(Expr.where(Expr.load(0, 'bool'), x, x.un('neg')), [laneMask.ref(), v.ref()], [], ov.ref());
+    laneMask.dispose(); ov.dispose();
+    return out;
+  } finally { v.dispose(); }
+});
+export const conj = (input: Tensor): Tensor => conj_physical(input);
+
+// ---- 1-d transforms -------------------------------------------------------------------------------
+
+/** The input as a tensor the kernel reads: float32/float64 or complex; integers promote to the default float. */
+function fftInput(op: string, x: unknown, requireReal: boolean): Tensor {
+  const t = asTensor(op, x);
+  const info = DTYPES[t.dt];
+  if (info.storageOnly || t.dt === 'float16' || t.dt === 'bfloat16') throw new DTypeError(op, `Unsupported dtype ${CNAME[t.dt]}`);
+  if (info.kind === 'complex') {
+    if (requireReal) throw new DTypeError(op, `${op} expects a real input tensor, but got ${CNAME[t.dt]}`);
+    return t;
+  }
+  return info.kind === 'float' ? t : t.copyAs(defaultFloatDType);
+}
+
+const NORMS = ['backward', 'forward', 'ortho'];
+/** The factor a transform of `n` points applies: norm 'backward' scales the inverse, 'forward' the forward. */
+function normScale(op: string, norm: unknown, n: number, forward: boolean): number {
+  const mode = norm === null || norm === undefined ? 'backward' : norm;
+  if (typeof mode !== 'string' || !NORMS.includes(mode)) throw new ValueError(op, `Invalid normalization mode: "${String(mode)}"`);
+  if (mode === 'ortho') return 1 / Math.sqrt(n);
+  return (mode === 'forward') === forward ? 1 / n : 1;
+}
+const checkPoints = (op: string, n: number): void => {
+  if (!(n >= 1)) throw new ValueError(op, `Invalid number of data points (${n}) specified`);
+};
+
+/** One transform over dim `d` of `n` points (c2r: n real outputs). `sign` -1 is the forward direction. */
+function fft1(op: string, x: Tensor, d: number, n: number, kind: FftKind, sign: number, norm: unknown): Tensor {
+  const scale = normScale(op, norm, n, sign < 0);
+  const moved = x.movedim(d, -1), mat = moved.contiguous();
+  const lead = moved.shape.slice(0, -1);
+  const real = realOf(x.dt);
+  const outLen = kind === 'r2c' ? (n >> 1) + 1 : n;
+  const out = Tensor.empty([...lead, outLen], kind === 'c2r' ? real : complexOf(real), x.device);
+  try {
+    if (out.numel() > 0) kernel('fft', x.device, `fft.${op}`)(mat.ref(), numelOf(lead), x.shape[d]!, out.ref(), n, kind, sign, scale);
+  } finally {
+    if (mat !== moved) mat.dispose();
+    moved.dispose();
+  }
+  if (d === x.ndim - 1) return out;
+  const v = out.movedim(-1, d), c = v.contiguous();
+  if (c !== v) v.dispose();
+  out.dispose();
+  return c;
+}
+
+function lastDimOf(op: string, x: Tensor, dim: unknown): number {
+  if (x.ndim === 0) throw new IndexError(op, 'Dimension specified as -1 but tensor has no dimensions');
+  return normDim(op, intArg(op, dim, 'dim'), x.ndim);
+}
+
+/** fft, ifft, rfft, irfft, hfft, ihfft: one dim, `n` points. */
+function oneDim(name: string, kind: FftKind, sign: number) {
+  return def(`fft.${name}(input, n=None, dim=-1, norm=None)`, (a) => {
+    const x = fftInput(name, a.input, kind === 'r2c');
+    try {
+      const d = lastDimOf(name, x, a.dim);
+      const m = x.shape[d]!;
+      const n = a.n === null ? (kind === 'c2r' ? 2 * (m - 1) : m) : intArg(name, a.n, 'n');
+      checkPoints(name, n);
+      return fft1(name, x, d, n, kind, sign, a.norm);
+    } finally { if (x !== a.input) x.dispose(); }
+  });
+}
+
+/** The n-d variants: canonical dims and sizes as ATen's canonicalize_fft_shape_and_dim_args. */
+function nDim(name: string, kind: FftKind, sign: number, twoD: boolean) {
+  return def(`fft.${name}(input, s=None, dim=${twoD ? '(-2, -1)' : 'None'}, norm=None)`, (a) => {
+    const x = fftInput(name, a.input, kind === 'r2c');
+    try {
+      let dims = a.dim === null ? null : intList(name, a.dim, 'dim').map((d) => {
+        if (x.ndim === 0) throw new IndexError(name, `Dimension specified as ${d} but tensor has no dimensions`);
+        return normDim(name, d, x.ndim);
+      });
+      if (dims && new Set(dims).size !== dims.length) throw new ValueError(name, 'FFT dims must be unique');
+      let sizes: number[];
+      const s = a.s === null ? null : intList(name, a.s, 's');
+      if (s) {
+        if (dims && dims.length !== s.length) throw new ValueError(name, 'When given, dim and shape arguments must have the same length');
+        if (s.length > x.ndim) throw new ValueError(name, `Got shape with ${s.length} values but input tensor only has ${x.ndim} dimensions.`);
+        dims ??= [...Array(s.length).keys()].map((i) => x.ndim - s.length + i);
+        sizes = s;
+      } else {
+        dims ??= [...Array(x.ndim).keys()];
+        sizes = dims.map(() => -1);
+      }
+      const last = dims.length - 1;
+      if (last < 0) {
+        if (kind !== 'c2c') throw new ValueError(name, `${name} must transform at least one axis`);
+        return isC(x) ? x.clone() : fft1(name, x.unsqueeze(-1), x.ndim, 1, 'c2c', sign, null).squeeze(-1);
+      }
+      sizes = sizes.map((v, i) => (v !== -1 ? v : kind === 'c2r' && i === last ? 2 * (x.shape[dims![i]!]! - 1) : x.shape[dims![i]!]!));
+      sizes.forEach((v) => checkPoints(name, v));
+      // r2c first on the last dim; c2r last on the last dim; c2c on the others in between.
+      let cur = x;
+      const step = (d: number, n: number, k: FftKind): void => {
+        const next = fft1(name, cur, d, n, k, sign, a.norm);
+        if (cur !== x) cur.dispose();
+        cur = next;
+      };
+      if (kind === 'r2c') step(dims[last]!, sizes[last]!, 'r2c');
+      for (let i = kind === 'c2c' ? last : last - 1; i >= 0; i--) step(dims[i]!, sizes[i]!, 'c2c');
+      if (kind === 'c2r') step(dims[last]!, sizes[last]!, 'c2r');
+      return cur;
+    } finally { if (x !== a.input) x.dispose(); }
+  });
+}
+
+// ---- frequencies and shifts -------------------------------------------------------------------------
+
+/** fftfreq / rfftfreq: k / (n d), computed as ATen (arange times the scalar 1/(n d), in the result dtype). */
+function freqOp(name: 'fftfreq' | 'rfftfreq') {
+  return def(`fft.${name}(n, d=1.0, *, dtype=None, device=None)`, (a) => {
+    const n = intArg(name, a.n, 'n');
+    if (n < 0) throw new ValueError(name, `${name}(): n must be non-negative, got ${n}`);
+    const d = scalarNumber(a.d);
+    const dt = a.dtype === null ? defaultFloatDType : dtypeName(a.dtype as DTypeLike);
+    if (DTYPES[dt].kind !== 'float' || DTYPES[dt].storageOnly) throw new DTypeError(name, `${name}() supports floating point dtypes only, got ${dt}`);
+    const count = name === 'fftfreq' ? n : (n >> 1) + 1;
+    const f = dt === 'float64' ? (v: number): number => v : Math.fround;
+    const step = f(1 / (n * d));
+    const data = allocStorage(dt, count);
+    for (let i = 0; i < count; i++) {
+      const k = name === 'fftfreq' && i >= ((n + 1) >> 1) ? i - n : i;
+      writeNumber(dt, data, i, f(k * step));
+    }
+    return Tensor.fromStorage(data, dt, [count], (a.device ?? 'cpu') as DeviceLike);
+  });
+}
+
+/** Copies `src` into the contiguous region of `out` starting at element `at` (out is contiguous). */
+function copyInto(out: Tensor, at: number, src: Tensor): void {
+  if (src.numel() === 0) return;
+  const c = isC(src);
+  const s = c ? realView(src) : src;
+  const shape = c ? [...src.shape, 2] : [...src.shape];
+  const lanes = c ? 2 : 1;
+  const dst: StridedRef = { ...out.ref(), dtype: s.dt, shape, strides: contiguousStrides(shape), offset: (out.offset + at) * lanes };
+  backendFor(out.device).elementwise(Expr.load(0, s.dt), [s.ref()], [], dst);
+  if (s !== src) s.dispose();
+}
+
+/** Rolls each of `dims` by shift(size): fftshift moves the zero frequency to the center. */
+function shiftOp(name: 'fftshift' | 'ifftshift') {
+  return def(`fft.${name}(input, dim=None)`, (a) => {
+    const x = asTensor(name, a.input);
+    const dims = a.dim === null ? [...Array(x.ndim).keys()] : intList(name, a.dim, 'dim').map((d) => normDim(name, d, x.ndim));
+    let cur = x.clone();
+    for (const d of dims) {
+      if (x.ndim === 0) break;
+      const n = cur.shape[d]!;
+      const sh = n === 0 ? 0 : (name === 'fftshift' ? n >> 1 : (n + 1) >> 1) % n;
+      if (sh === 0) continue;
+      const moved = cur.movedim(d, 0);
+      const out = Tensor.empty(moved.shape, cur.dt, cur.device);
+      const inner = out.numel() / n;
+      const tail = moved.narrow(0, n - sh, sh), head = moved.narrow(0, 0, n - sh);
+      copyInto(out, 0, tail);
+      copyInto(out, sh * inner, head);
+      tail.dispose(); head.dispose(); moved.dispose();
+      const v = out.movedim(0, d), next = v.contiguous();
+      if (next !== v) v.dispose();
+      if (next !== out) out.dispose();
+      cur.dispose();
+      cur = next;
+    }
+    return cur;
+  });
+}
+
+/** The nbx.fft namespace (torch.fft). */
+export const fft = {
+  fft: oneDim('fft', 'c2c', -1),
+  ifft: oneDim('ifft', 'c2c', 1),
+  rfft: oneDim('rfft', 'r2c', -1),
+  irfft: oneDim('irfft', 'c2r', 1),
+  hfft: oneDim('hfft', 'c2r', -1),
+  ihfft: oneDim('ihfft', 'r2c', 1),
+  fft2: nDim('fft2', 'c2c', -1, true),
+  ifft2: nDim('ifft2', 'c2c', 1, true),
+  rfft2: nDim('rfft2', 'r2c', -1, true),
+  irfft2: nDim('irfft2', 'c2r', 1, true),
+  hfft2: nDim('hfft2', 'c2r', -1, true),
+  ihfft2: nDim('ihfft2', 'r2c', 1, true),
+  fftn: nDim('fftn', 'c2c', -1, false),
+  ifftn: nDim('ifftn', 'c2c', 1, false),
+  rfftn: nDim('rfftn', 'r2c', -1, false),
+  irfftn: nDim('irfftn', 'c2r', 1, false),
+  hfftn: nDim('hfftn', 'c2r', -1, false),
+  ihfftn: nDim('ihfftn', 'r2c', 1, false),
+  fftfreq: freqOp('fftfreq'),
+  rfftfreq: freqOp('rfftfreq'),
+  fftshift: shiftOp('fftshift'),
+  ifftshift: shiftOp('ifftshift'),
+};
+
 /** nbx.nn.functional.X entries of this family. */
 export const functional: Record<string, Fn> = {};
 /** Tensor methods of this family (tensor as first argument). */
-export const methods: Record<string, Fn> = {};
+export const methods: Record<string, Fn> = { conj, conj_physical };
