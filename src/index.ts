@@ -91,9 +91,9 @@ export {
 // fft (the nbx.fft namespace object is exported from ./ops/fft.js as `fft`)
 export { fft, view_as_real, view_as_complex, real, imag, complex, polar, conj, conj_physical } from './ops/fft.js';
 // conv
-export {} from './ops/conv.js';
+export { conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d } from './ops/conv.js';
 // pool
-export {} from './ops/pool.js';
+export { max_pool1d, max_pool2d, max_pool3d, avg_pool1d, adaptive_avg_pool1d, adaptive_max_pool1d } from './ops/pool.js';
 // resample
 export {} from './ops/resample.js';
 // nn (normalization, softmax, losses, attention)

@@ -1,2 +1,193 @@
-// CPU kernels: resample (placeholder)
-export {};
+// CPU kernels: separable interpolation (tables from the op layer) and grid_sample.
+//
+// interpolate runs one pass per resampled dim (W, then H, then D) through float64 scratch buffers; that
+// is exactly the nesting of PyTorch's Interpolate<> (innermost dim summed first), so only the final
+// store rounds. Pure gathers (nearest) copy elements directly, which also keeps uint8 exact.
+//
+// grid_sample follows PyTorch's CPU kernels: the vectorized 2-D kernel's formulas for 4-D inputs
+// (GridSamplerKernel.cpp) and the scalar 3-D kernel's for 5-D inputs (GridSampler.cpp). Coordinates are
+// computed in the compute dtype (float32 emulated with Math.fround), because they decide which pixels
+// are read; the weighted sums run in double.
+
+import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable, Round } from '../../ops/resample.js';
+import { cubicCoeffs } from '../../ops/resample.js';
+import { registerKernel } from '../registry.js';
+
+type Arr = { [i: number]: number; length: number };
+
+/** dst[o, j, i] = Σ_t w[j, t] · src[o, idx[j, t], i] over a [outer, n, inner] → [outer, on, inner] layout. */
+function pass(src: Arr, srcOff: number, outer: number, n: number, inner: number, t: ResampleTable, on: number, dst: Arr, dstOff: number): void {
+  const { taps, index, weight } = t;
+  for (let o = 0; o < outer; o++) {
+    for (let j = 0; j < on; j++) {
+      const d = dstOff + (o * on + j) * inner;
+      if (weight === null) {
+        const s = srcOff + (o * n + index[j]!) * inner;
+        for (let i = 0; i < inner; i++) dst[d + i] = src[s + i]!;
+        continue;
+      }
+      if (inner === 1) {
+        const s = srcOff + o * n;
+        let acc = 0;
+        for (let q = 0; q < taps; q++) acc += src[s + index[j * taps + q]!]! * weight[j * taps + q]!;
+        dst[d] = acc;
+        continue;
+      }
+      for (let i = 0; i < inner; i++) dst[d + i] = 0;
+      for (let q = 0; q < taps; q++) {
+        const w = weight[j * taps + q]!, s = srcOff + (o * n + index[j * taps + q]!) * inner;
+        for (let i = 0; i < inner; i++) dst[d + i] += src[s + i]! * w;
+      }
+    }
+  }
+}
+
+const isIdentity = (t: ResampleTable, n: number, on: number): boolean =>
+  n === on && t.taps === 1 && t.weight === null && t.index.every((v, i) => v === i);
+
+export function cpuInterpolate(p: InterpolateKernelParams): void {
+  const X = p.x.buf as Arr, O = p.out.buf as Arr;
+  const [B, D, H, W] = p.x.shape as number[];
+  const [, OD, OH, OW] = p.out.shape as number[];
+  const [tD, tH, tW] = p.dims as [ResampleTable, ResampleTable, ResampleTable];
+  // Pure gather: index straight from input to output.
+  if (tD.weight === null && tH.weight === null && tW.weight === null) {
+    let o = p.out.offset;
+    for (let b = 0; b < B!; b++) {
+      for (let z = 0; z < OD!; z++) {
+        for (let y = 0; y < OH!; y++) {
+          const row = p.x.offset + ((b * D! + tD.index[z]!) * H! + tH.index[y]!) * W!;
+          for (let x = 0; x < OW!; x++) O[o++] = X[row + tW.index[x]!]!;
+        }
+      }
+    }
+    return;
+  }
+  // Separable passes W → H → D; the last one that does work writes the output.
+  const steps: [ResampleTable, number, number, number, number][] = [];
+  if (!isIdentity(tW, W!, OW!)) steps.push([tW, B! * D! * H!, W!, 1, OW!]);
+  if (!isIdentity(tH, H!, OH!)) steps.push([tH, B! * D!, H!, OW!, OH!]);
+  if (!isIdentity(tD, D!, OD!)) steps.push([tD, B!, D!, OH! * OW!, OD!]);
+  let src: Arr = X, srcOff = p.x.offset;
+  steps.forEach(([t, outer, n, inner, on], i) => {
+    const last = i === steps.length - 1;
+    const dst: Arr = last ? O : new Float64Array(outer * on * inner);
+    pass(src, srcOff, outer, n, inner, t, on, dst, last ? p.out.offset : 0);
+    src = dst; srcOff = 0;
+  });
+}
+
+// ---- grid_sample ---------------------------------------------------------------------------------
+
+/** Round half to even (nearbyint / _mm256_round_ps). */
+function roundEven(v: number): number {
+  const r = Math.round(v);
+  return r - v === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/** Maps a normalized grid coordinate to a source coordinate along one dim of `size`. */
+interface Axis { unnormalize(g: number): number; bound(v: number): number; source(g: number): number }
+
+function axis(f: Round, size: number, padding: GridSampleKernelParams['padding'], ac: boolean, vectorized: boolean): Axis {
+  const clip = (v: number): number => Math.min(size - 1, Math.max(v, 0));
+  let unnormalize: (g: number) => number, reflect: (v: number) => number;
+  if (vectorized) {
+    // GridSamplerKernel.cpp ComputeLocationBase.
+    const scaling = f(ac ? (size - 1) / 2 : size / 2);
+    unnormalize = ac ? (g) => f(f(g + 1) * scaling) : (g) => f(f(f(g + 1) * scaling) - 0.5);
+    const twiceSpan = ac ? (size - 1) * 2 : size * 2, low = ac ? 0 : -0.5;
+    reflect = (v) => {
+      if (twiceSpan === 0) return 0;
+      const a = Math.abs(f(v - low));
+      const flips = Math.trunc(f(a / twiceSpan));
+      const extra = f(a - f(flips * twiceSpan));
+      return f(Math.min(extra, f(twiceSpan - extra)) + low);
+    };
+  } else {
+    // GridSampler.h grid_sampler_unnormalize / reflect_coordinates.
+    unnormalize = ac ? (g) => f(f(f(g + 1) / 2) * (size - 1)) : (g) => f(f(f(f(g + 1) * size) - 1) / 2);
+    const [lo2, hi2] = ac ? [0, 2 * (size - 1)] : [-1, 2 * size - 1];
+    reflect = (v) => {
+      if (lo2 === hi2) return 0;
+      const min = lo2 / 2, span = (hi2 - lo2) / 2;
+      const a = Math.abs(f(v - min));
+      const extra = f(a % span);
+      const flips = Math.floor(f(a / span));
+      return flips % 2 === 0 ? f(extra + min) : f(f(span - extra) + min);
+    };
+  }
+  const bound = padding === 'border' ? clip : padding === 'reflection' ? (v: number) => clip(reflect(v)) : (v: number) => v;
+  return { unnormalize, bound, source: (g) => bound(unnormalize(g)) };
+}
+
+export function cpuGridSample(p: GridSampleKernelParams): void {
+  const X = p.x.buf as Arr, G = p.grid.buf as Arr, O = p.out.buf as Arr;
+  const [N, C, D, H, W] = p.x.shape as number[];
+  const [, OD, OH, OW, K] = p.grid.shape as number[];
+  const f: Round = p.x.dtype === 'float64' ? (v) => v : Math.fround;
+  const vec = p.spatial === 2;
+  const ax = axis(f, W!, p.padding, p.alignCorners, vec), ay = axis(f, H!, p.padding, p.alignCorners, vec);
+  const az = axis(f, D!, p.padding, p.alignCorners, vec);
+  const plane = D! * H! * W!, outPlane = OD! * OH! * OW!;
+  const inside = (z: number, y: number, x: number): boolean => x >= 0 && x < W! && y >= 0 && y < H! && z >= 0 && z < D!;
+  for (let n = 0; n < N!; n++) {
+    for (let q = 0; q < outPlane; q++) {
+      const g = p.grid.offset + (n * outPlane + q) * K!;
+      const gx = G[g]!, gy = G[g + 1]!, gz = K === 3 ? G[g + 2]! : 0;
+      const xBase = p.x.offset + n * C! * plane;
+      let o = p.out.offset + n * C! * outPlane + q;
+      if (p.mode === 'bicubic') {
+        // Unpadded coordinate; each of the 4×4 taps is mapped through the padding rule on its own.
+        const x = ax.unnormalize(gx), y = ay.unnormalize(gy);
+        const ix = Math.floor(x), iy = Math.floor(y);
+        const cx = cubicCoeffs(f, f(x - ix), -0.75), cy = cubicCoeffs(f, f(y - iy), -0.75);
+        const offs: number[] = [], ws: number[] = [];
+        for (let i = 0; i < 4; i++) {
+          for (let j = 0; j < 4; j++) {
+            const sx = Math.trunc(ax.bound(ix - 1 + i)), sy = Math.trunc(ay.bound(iy - 1 + j));
+            offs.push(inside(0, sy, sx) ? sy * W! + sx : -1);
+            ws.push(cx[i]! * cy[j]!);
+          }
+        }
+        for (let c = 0; c < C!; c++, o += outPlane) {
+          const b = xBase + c * plane;
+          let acc = 0;
+          for (let t = 0; t < 16; t++) acc += (offs[t]! >= 0 ? X[b + offs[t]!]! : 0) * ws[t]!;
+          O[o] = acc;
+        }
+        continue;
+      }
+      const x = ax.source(gx), y = ay.source(gy), z = K === 3 ? az.source(gz) : 0;
+      if (p.mode === 'nearest') {
+        const ix = roundEven(x), iy = roundEven(y), iz = roundEven(z);
+        const ok = inside(iz, iy, ix), off = (iz * H! + iy) * W! + ix;
+        for (let c = 0; c < C!; c++, o += outPlane) O[o] = ok ? X[xBase + c * plane + off]! : 0;
+        continue;
+      }
+      // bilinear / trilinear: corner weights as PyTorch forms them, out-of-range corners read 0.
+      const x0 = Math.floor(x), y0 = Math.floor(y), z0 = Math.floor(z);
+      const offs: number[] = [], ws: number[] = [];
+      if (K === 2) {
+        const wx = f(x - x0), ex = f(1 - wx), ny = f(y - y0), sy = f(1 - ny);
+        const corners: [number, number, number][] = [[y0, x0, f(sy * ex)], [y0, x0 + 1, f(sy * wx)], [y0 + 1, x0, f(ny * ex)], [y0 + 1, x0 + 1, f(ny * wx)]];
+        for (const [cy, cx, w] of corners) { offs.push(inside(0, cy, cx) ? cy * W! + cx : -1); ws.push(w); }
+      } else {
+        for (let dz = 0; dz < 2; dz++) for (let dy = 0; dy < 2; dy++) for (let dx = 0; dx < 2; dx++) {
+          const fx = dx ? f(x - x0) : f(x0 + 1 - x), fy = dy ? f(y - y0) : f(y0 + 1 - y), fz = dz ? f(z - z0) : f(z0 + 1 - z);
+          const cz = z0 + dz, cy = y0 + dy, cx = x0 + dx;
+          offs.push(inside(cz, cy, cx) ? (cz * H! + cy) * W! + cx : -1);
+          ws.push(f(f(fx * fy) * fz));
+        }
+      }
+      for (let c = 0; c < C!; c++, o += outPlane) {
+        const b = xBase + c * plane;
+        let acc = 0;
+        for (let t = 0; t < offs.length; t++) acc += (offs[t]! >= 0 ? X[b + offs[t]!]! : 0) * ws[t]!;
+        O[o] = acc;
+      }
+    }
+  }
+}
+
+registerKernel('interpolate', 'cpu', cpuInterpolate);
+registerKernel('grid_sample', 'cpu', cpuGridSample);
