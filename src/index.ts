@@ -2,6 +2,7 @@
 // and nbx.nn.functional.X is torch.nn.functional.X. Keyword arguments are a trailing options object.
 
 import './backend/cpu/kernels.js';
+import { cuda } from './backend/cuda/index.js';
 import { Tensor } from './tensor/tensor.js';
 import { DType } from './dtype/dtypes.js';
 import * as ew from './ops/elementwise.js';
@@ -23,6 +24,7 @@ import { dtypeName, type DTypeLike } from './dtype/dtypes.js';
 import { participant, type Operand } from './ops/elementwise.js';
 
 export { Tensor } from './tensor/tensor.js';
+export { cuda };
 export { DType } from './dtype/dtypes.js';
 export type { DTypeName } from './dtype/dtypes.js';
 export { Device } from './backend/backend.js';

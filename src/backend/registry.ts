@@ -16,10 +16,24 @@ export function registerKernel(name: string, device: DeviceType, fn: KernelFn): 
 
 export function hasKernel(name: string, device: DeviceType): boolean { return kernels.has(`${name}@${device}`); }
 
+/** A device may run CPU kernels it lacks through a provider (CUDA host staging); announced by the provider. */
+const staging = new Map<DeviceType, (name: string) => KernelFn>();
+export function setStagingProvider(device: DeviceType, provider: (name: string) => KernelFn): void { staging.set(device, provider); }
+/** The CPU implementation of a kernel (for staging providers). */
+export function kernelCpu(name: string): KernelFn {
+  const fn = kernels.get(`${name}@cpu`);
+  if (!fn) throw new UnsupportedError(name, `no '${name}' kernel on cpu either`);
+  return fn;
+}
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export function kernel<F extends KernelFn = KernelFn>(name: string, device: Device | DeviceType, op = name): F {
   const type = typeof device === 'string' ? device : device.type;
-  const fn = kernels.get(`${name}@${type}`);
+  let fn = kernels.get(`${name}@${type}`);
+  if (!fn && staging.has(type) && kernels.has(`${name}@cpu`)) {
+    fn = staging.get(type)!(name);
+    kernels.set(`${name}@${type}`, fn);
+  }
   if (!fn) {
     const have = [...kernels.keys()].filter((k) => k.startsWith(`${name}@`)).map((k) => k.split('@')[1]);
     throw new UnsupportedError(op, `no '${name}' kernel for device ${type}${have.length ? ` (available on: ${have.join(', ')})` : ''}`);

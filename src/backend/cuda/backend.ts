@@ -1,0 +1,190 @@
+// The CUDA backend: device memory from the caching allocator, one stream for all work, elementwise
+// kernels rendered from the IR by CudaRenderer and compiled with NVRTC (cached in memory and on disk),
+// reductions, GEMM through cuBLASLt. Loaded only when a tensor first asks for 'cuda'.
+
+import { DTYPES, allocStorage, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
+import type { Expr } from '../../ir/expr.js';
+import { CudaRenderer, CUDA_PRELUDE } from '../../ir/render_c.js';
+import { type Backend, type StridedRef } from '../backend.js';
+import { coalesce } from '../cpu/elementwise.js';
+import { broadcastStrides } from '../../tensor/shape.js';
+import { CudaContext, type CudaKernel, type Stream, type ArgType, type KernelArg } from './driver.js';
+import { getKernel } from './nvrtc.js';
+import { CachingAllocator } from '../../memory/caching_allocator.js';
+import { UnsupportedError } from '../../errors.js';
+
+/** A device buffer: the allocator's pointer and its size in bytes. */
+export interface CudaBuffer { ptr: bigint; bytes: number }
+
+export const R = new CudaRenderer();
+
+export class CudaBackend implements Backend {
+  readonly type = 'cuda' as const;
+  readonly ctx: CudaContext;
+  readonly stream: Stream;
+  readonly allocator: CachingAllocator;
+  readonly smCount: number;
+  private readonly kernels = new Map<string, CudaKernel>();
+
+  constructor() {
+    this.ctx = CudaContext.get(0);
+    this.stream = this.ctx.createStream(true);
+    this.allocator = new CachingAllocator(this.ctx.rawAllocator());
+    this.smCount = this.ctx.info.smCount ?? 132;
+  }
+
+  checkDType(op: string, d: DTypeName): void {
+    if (!R.caps.dtypes.has(d)) throw new UnsupportedError(op, `dtype ${d} is not supported on cuda yet`);
+  }
+
+  alloc(dtype: DTypeName, numel: number, zero = false): CudaBuffer {
+    const bytes = Math.max(numel * DTYPES[dtype].itemsize, 1);
+    const ptr = this.allocator.malloc(bytes, 0);
+    if (zero) this.ctx.memsetD8(ptr, 0, bytes, this.stream);
+    return { ptr, bytes };
+  }
+  free(buf: unknown): void { this.allocator.free((buf as CudaBuffer).ptr); }
+
+  upload(dtype: DTypeName, data: StorageArray): CudaBuffer {
+    const buf = this.alloc(dtype, data.length / DTYPES[dtype].lanes);
+    if (data.byteLength > 0) this.ctx.copyHtoD(buf.ptr, data, data.byteLength, this.stream);
+    return buf;
+  }
+
+  downloadSync(buf: unknown, dtype: DTypeName, offset: number, numel: number): StorageArray {
+    const host = allocStorage(dtype, numel);
+    const b = buf as CudaBuffer;
+    this.stream.synchronize();
+    if (host.byteLength > 0) this.ctx.copyDtoH(host, b.ptr + BigInt(offset * DTYPES[dtype].itemsize), host.byteLength, this.stream);
+    this.stream.synchronize();
+    return host;
+  }
+
+  async download(buf: unknown, dtype: DTypeName, offset: number, numel: number): Promise<StorageArray> {
+    await this.stream.synchronizeAsync(); // wait for queued work without blocking the event loop
+    return this.downloadSync(buf, dtype, offset, numel);
+  }
+
+  async synchronize(): Promise<void> { await this.stream.synchronizeAsync(); }
+
+  /** Compiles (once) and returns a kernel; `key` identifies the source so generation is skipped on hits. */
+  kernel(key: string, make: () => { src: string; name: string; sig: ArgType[] }): CudaKernel {
+    let k = this.kernels.get(key);
+    if (!k) {
+      const { src, name, sig } = make();
+      k = getKernel(this.ctx, `${CUDA_PRELUDE}\n${src}`, name, sig, { options: ['--std=c++17'] });
+      this.kernels.set(key, k);
+    }
+    return k;
+  }
+
+  launch(k: CudaKernel, grid: number, block: number, args: KernelArg[], smem = 0): void {
+    this.ctx.launch(k, grid, block, args, smem, this.stream);
+  }
+
+  gridFor(work: number, block: number): number { return Math.max(1, Math.min(Math.ceil(work / block), this.smCount * 16)); }
+
+  elementwise(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
+    for (const r of [...ins, out]) this.checkDType('elementwise', r.dtype);
+    const shape = out.shape;
+    const n = shape.reduce((a, b) => a * b, 1);
+    if (n === 0) return;
+    const bs = ins.map((r) => broadcastStrides(r.shape, r.strides, shape));
+    const outStrides: number[] = [];
+    { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
+    const { shape: cs, strides: cst } = coalesce(shape, [outStrides, ...bs]);
+    const flat = cs.length <= 1 && cst.slice(1).every((s) => (s[0] ?? 1) === 1);
+    const paramSlots = expr.slots('param');
+    const pTypes = [...Array(paramSlots).keys()].map((s) => R.paramType(paramDType(expr, s)));
+    const ptrs = [out.buf, ...ins.map((r) => r.buf)].map((b) => (b as CudaBuffer).ptr);
+    const sizes = [out.dtype, ...ins.map((r) => r.dtype)].map((d) => DTYPES[d].itemsize);
+    const maxItem = Math.max(...sizes);
+    // 16-byte vector access when every operand is contiguous, the same width, and aligned.
+    const V = 16 / maxItem;
+    const aligned = flat && sizes.every((s) => s === maxItem) && [out.offset, ...ins.map((r) => r.offset)].every((o) => o % V === 0) && V > 1;
+    const idx32 = n < 2 ** 31;
+    const dtypes = `${out.dtype}<-${ins.map((r) => r.dtype).join(',')}`;
+    if (flat) {
+      const key = `ew:${aligned ? `v${V}` : 'flat'}:${idx32}:${dtypes}:${expr.key}`;
+      const k = this.kernel(key, () => flatSource(expr, ins, out, aligned ? V : 1, pTypes, idx32));
+      const block = 256;
+      const grid = this.gridFor(Math.ceil(n / (aligned ? V : 1)), block);
+      this.launch(k, grid, block, [...ptrs, n, out.offset, ...ins.map((r) => r.offset), ...params]);
+      return;
+    }
+    const nd = cs.length;
+    const key = `ew:nd${nd}:${idx32}:${dtypes}:${expr.key}`;
+    const k = this.kernel(key, () => stridedSource(expr, ins, out, nd, pTypes, idx32));
+    const block = 256;
+    this.launch(k, this.gridFor(n, block), block, [...ptrs, n, out.offset, ...cs, ...ins.flatMap((r, i) => [r.offset, ...cst[i + 1]!]), ...params]);
+  }
+}
+
+function paramDType(expr: Expr, slot: number): DTypeName {
+  let d: DTypeName = 'float32';
+  expr.walk((e) => { if (e.op === 'param' && e.arg === slot) d = e.dtype; });
+  return d;
+}
+
+const cParam = (t: string): string => ({ f32: 'float', f64: 'double', i32: 'int', i64: 'long long' } as Record<string, string>)[t]!;
+
+export function flatSource(expr: Expr, ins: StridedRef[], out: StridedRef, V: number, pTypes: string[], idx32: boolean) {
+  const I = idx32 ? 'int' : 'long long';
+  const args = [`${R.storageType(out.dtype)}* __restrict__ out`, ...ins.map((r, i) => `const ${R.storageType(r.dtype)}* __restrict__ in${i}`),
+    'long long n_', 'long long oo', ...ins.map((_, i) => `long long o${i}`), ...pTypes.map((t, i) => `${cParam(t)} p${i}`)];
+  const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', ...ins.map(() => 'i64' as ArgType), ...(pTypes as ArgType[])];
+  let body: string;
+  if (V === 1) {
+    const [code, res] = R.render(expr, (s, d) => R.load(d, `in${s}`, `o${s} + i`), (s) => `p${s}`);
+    body = `for (${I} i = blockIdx.x * (${I})blockDim.x + threadIdx.x; i < n; i += (${I})gridDim.x * blockDim.x) {
+    ${code}
+    ${R.store(out.dtype, 'out', 'oo + i', res)}
+  }`;
+  } else {
+    // V consecutive elements per thread through one 16-byte load/store per operand.
+    const [code, res] = R.render(expr, (s, d) => R.load(d, `v${s}`, 'j'), (s) => `p${s}`);
+    body = `const ${I} nv = n / ${V};
+  for (${I} q = blockIdx.x * (${I})blockDim.x + threadIdx.x; q < nv; q += (${I})gridDim.x * blockDim.x) {
+    ${ins.map((r, s) => `uint4 r${s} = *reinterpret_cast<const uint4*>(in${s} + o${s} + q * ${V}); const ${R.storageType(r.dtype)}* v${s} = reinterpret_cast<const ${R.storageType(r.dtype)}*>(&r${s});`).join('\n    ')}
+    uint4 ro; ${R.storageType(out.dtype)}* vo = reinterpret_cast<${R.storageType(out.dtype)}*>(&ro);
+    #pragma unroll
+    for (int j = 0; j < ${V}; j++) {
+      ${code}
+      ${R.store(out.dtype, 'vo', 'j', res)}
+    }
+    *reinterpret_cast<uint4*>(out + oo + q * ${V}) = ro;
+  }
+  for (${I} i = nv * ${V} + blockIdx.x * (${I})blockDim.x + threadIdx.x; i < n; i += (${I})gridDim.x * blockDim.x) {
+    ${R.render(expr, (s, d) => R.load(d, `in${s}`, `o${s} + i`), (s) => `p${s}`)[0]}
+    ${R.store(out.dtype, 'out', 'oo + i', R.render(expr, (s, d) => R.load(d, `in${s}`, `o${s} + i`), (s) => `p${s}`)[1])}
+  }`;
+  }
+  const src = `extern "C" __global__ void __launch_bounds__(256) ew(${args.join(', ')}) {
+  const ${I} n = (${I})n_;
+  ${body}
+}`;
+  return { src, name: 'ew', sig };
+}
+
+export function stridedSource(expr: Expr, ins: StridedRef[], out: StridedRef, nd: number, pTypes: string[], idx32: boolean) {
+  const I = idx32 ? 'int' : 'long long';
+  const dims = [...Array(nd).keys()];
+  const args = [`${R.storageType(out.dtype)}* __restrict__ out`, ...ins.map((r, i) => `const ${R.storageType(r.dtype)}* __restrict__ in${i}`),
+    'long long n_', 'long long oo', ...dims.map((d) => `long long s${d}`),
+    ...ins.flatMap((_, i) => [`long long o${i}`, ...dims.map((d) => `long long st${i}_${d}`)]), ...pTypes.map((t, i) => `${cParam(t)} p${i}`)];
+  const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', ...dims.map(() => 'i64' as ArgType),
+    ...ins.flatMap(() => ['i64' as ArgType, ...dims.map(() => 'i64' as ArgType)]), ...(pTypes as ArgType[])];
+  const [code, res] = R.render(expr, (s, d) => R.load(d, `in${s}`, `j${s}`), (s) => `p${s}`);
+  // decompose the linear output index into coordinates, innermost first
+  const decompose = dims.slice().reverse().map((d) => `{ const ${I} c = rem % (${I})s${d}; rem /= (${I})s${d}; ${ins.map((_, i) => `j${i} += c * (${I})st${i}_${d};`).join(' ')} }`).join('\n      ');
+  const src = `extern "C" __global__ void __launch_bounds__(256) ew(${args.join(', ')}) {
+  const ${I} n = (${I})n_;
+  for (${I} i = blockIdx.x * (${I})blockDim.x + threadIdx.x; i < n; i += (${I})gridDim.x * blockDim.x) {
+    ${I} rem = i; ${ins.map((_, i) => `${I} j${i} = (${I})o${i};`).join(' ')}
+    ${decompose}
+    ${code}
+    ${R.store(out.dtype, 'out', 'oo + i', res)}
+  }
+}`;
+  return { src, name: 'ew', sig };
+}

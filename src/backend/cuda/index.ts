@@ -1,0 +1,34 @@
+// Registers the CUDA backend loader; nothing touches the driver until a tensor asks for 'cuda'.
+import { registerBackendLoader, loadedBackends } from '../backend.js';
+import { CudaBackend } from './backend.js';
+import { installCudaKernels, cudaMatmulSettings, stagingStats } from './kernels.js';
+import { probeCuda } from './libs.js';
+import type { MemoryStats, TraceEntry } from '../../memory/caching_allocator.js';
+
+let instance: CudaBackend | null = null;
+function load(): CudaBackend {
+  if (!instance) {
+    instance = new CudaBackend();
+    installCudaKernels(instance);
+  }
+  return instance;
+}
+registerBackendLoader('cuda', load);
+
+/** nbx.cuda: availability, memory statistics and the allocator's cache, like torch.cuda. */
+export const cuda = {
+  is_available(): boolean { try { return probeCuda().available; } catch { return false; } },
+  device_count(): number { try { return probeCuda().devices?.length ?? 0; } catch { return 0; } },
+  memoryStats(): MemoryStats { return load().allocator.memoryStats(); },
+  memory_stats(): MemoryStats { return load().allocator.memoryStats(); },
+  emptyCache(): number { return load().allocator.emptyCache(); },
+  empty_cache(): number { return load().allocator.emptyCache(); },
+  startRecording(): void { load().allocator.startRecording(); },
+  stopRecording(): TraceEntry[] { return load().allocator.stopRecording(); },
+  async synchronize(): Promise<void> { if (instance) await instance.synchronize(); },
+  get matmul() { return cudaMatmulSettings; },
+  /** Kernels that ran through host staging in this process, and how often. */
+  hostStagingStats(): Record<string, number> { return Object.fromEntries(stagingStats); },
+  backend(): CudaBackend { return load(); },
+  loaded(): boolean { return loadedBackends().some((b) => b.type === 'cuda'); },
+};

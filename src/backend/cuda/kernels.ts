@@ -1,0 +1,276 @@
+// CUDA hand kernels registered under the same names and signatures as the CPU ones: reductions (warp
+// shuffles in a fixed order, so results are identical run to run), scans, GEMM through cuBLASLt, and
+// host staging for kernels that have no CUDA implementation yet (announced, never silent).
+
+import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
+import type { StridedRef } from '../backend.js';
+import { registerKernel, setStagingProvider, kernelCpu } from '../registry.js';
+import type { ReduceKind, RowLayout, ScanKind } from '../cpu/reduce.js';
+import { R, type CudaBackend, type CudaBuffer } from './backend.js';
+import { gemm as ltGemm } from './cublaslt.js';
+import { UnsupportedError } from '../../errors.js';
+import type { ArgType } from './driver.js';
+
+let be: CudaBackend;
+export function installCudaKernels(backend: CudaBackend): void {
+  be = backend;
+  registerKernel('reduce', 'cuda', cudaReduce);
+  registerKernel('scan', 'cuda', cudaScan);
+  registerKernel('gemm', 'cuda', cudaGemm);
+  setStagingProvider('cuda', hostStaged);
+}
+
+const ptr = (r: StridedRef): bigint => (r.buf as CudaBuffer).ptr;
+
+// ---- reductions ----------------------------------------------------------------------------------
+
+/** Per kind: accumulator init, how a raw element enters, how two accumulators merge, the final value. */
+function reduceParts(kind: ReduceKind, accT: string, isF: boolean) {
+  const NAN = accT === 'double' ? '__longlong_as_double(0x7ff8000000000000LL)' : '0';
+  const nanOr = (c: string): string => (isF ? `(isnan(x) || ${c})` : c);
+  switch (kind) {
+    case 'sum': case 'mean': return { init: '0', enter: 'x', merge: 'a + b', final: kind === 'mean' ? 'a / (double)n' : 'a' };
+    case 'prod': return { init: '1', enter: 'x', merge: 'a * b', final: 'a' };
+    case 'max': case 'min': {
+      const op = kind === 'max' ? '>' : '<';
+      return { init: isF ? 'x0' : 'x0', enter: 'x', merge: `(${isF ? 'isnan(a) ? a : isnan(b) ? b : ' : ''}(b ${op} a ? b : a))`, final: 'a', first: true, nan: NAN, nanOr };
+    }
+    case 'any': return { init: '0', enter: '(x != 0)', merge: '(a != 0 || b != 0)', final: 'a' };
+    case 'all': return { init: '1', enter: '(x != 0)', merge: '(a != 0 && b != 0)', final: 'a' };
+    case 'count_nonzero': return { init: '0', enter: '(x != 0)', merge: 'a + b', final: 'a' };
+    case 'norm': return {
+      init: 'NORM_INIT', enter: 'NORM_ENTER(x)', merge: 'NORM_MERGE(a, b)', final: 'NORM_FINAL(a)',
+    };
+    default: return null;
+  }
+}
+
+export function reduceSource(kind: ReduceKind, inD: DTypeName, outD: DTypeName, withIdx: boolean, mode: 'row' | 'vertical') {
+  const isF = DTYPES[inD].kind === 'float';
+  const accT = isF ? 'double' : 'long long';
+  const IN = R.storageType(inD), OUT = R.storageType(outD);
+  const load = (idx: string): string => `((${accT})${R.load(inD, 'in', idx)})`;
+  const store = (v: string): string => R.store(outD, 'out', 'ooff + r', outD === 'int64' ? `(long long)(${v})` : R.castExpr(isF ? 'float64' : 'int64', outD, v));
+  const argKind = kind === 'argmax' || kind === 'argmin' || withIdx;
+  const cmp = kind === 'max' || kind === 'argmax' ? '>' : '<';
+  const norm = '';
+  const head = `extern "C" __global__ void red(const ${IN}* __restrict__ in, ${OUT}* __restrict__ out, long long* __restrict__ oidx,
+  long long rows, long long n, long long rs, long long cs, long long off, long long ooff, long long ioff, double p)`;
+  // Thread-local pass, then a fixed-order tree: warp shuffles, then warp leaders through shared memory.
+  if (mode === 'vertical') {
+    // One thread per output row; consecutive threads read consecutive addresses.
+    let bodyV: string;
+    if (argKind) {
+      bodyV = `${accT} a = ${load('off + r * rs')}; long long ai = 0;
+    for (long long j = 1; j < n; j++) { ${accT} x = ${load('off + r * rs + j * cs')}; if (${isF ? 'isnan(a) ? false : isnan(x) ||' : ''} x ${cmp} a) { a = x; ai = j; } }
+    ${kind === 'argmax' || kind === 'argmin' ? R.store(outD, 'out', 'ooff + r', 'ai') : store('a')}
+    if (oidx) oidx[ioff + r] = ai;`;
+    } else if (kind === 'var' || kind === 'logsumexp') {
+      bodyV = kind === 'var'
+        ? `double s = 0; for (long long j = 0; j < n; j++) s += ${load('off + r * rs + j * cs')}; double mean = s / n; double q = 0;
+    for (long long j = 0; j < n; j++) { double d = ${load('off + r * rs + j * cs')} - mean; q += d * d; } double a = q / fmax(0.0, (double)n - p); ${store('a')}`
+        : `double m = __longlong_as_double(0xfff0000000000000LL); for (long long j = 0; j < n; j++) { double x = ${load('off + r * rs + j * cs')}; if (x > m || isnan(x)) m = x; }
+    double sh = isinf(m) ? 0.0 : m; double s = 0; for (long long j = 0; j < n; j++) s += exp(${load('off + r * rs + j * cs')} - sh); double a = log(s) + sh; ${store('a')}`;
+    } else {
+      const P = reduceParts(kind, accT, isF)!;
+      bodyV = `${accT} a = ${P.init === 'x0' ? load('off + r * rs') : P.init};
+    for (long long j = 0; j < n; j++) { ${accT} x = ${load('off + r * rs + j * cs')}; ${accT} b = ${P.enter}; a = ${P.merge}; }
+    ${store(P.final)}`;
+    }
+    return `${norm}${head} {
+  for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < rows; r += (long long)gridDim.x * blockDim.x) {
+    ${bodyV}
+  }
+}`;
+  }
+  // row mode: a block per row
+  const blockReduce = (v: string, merge: string, T: string): string => `{
+      for (int o = 16; o > 0; o >>= 1) { ${T} b = __shfl_down_sync(0xffffffffu, ${v}, o); ${T} a = ${v}; ${v} = ${merge}; }
+      if ((threadIdx.x & 31) == 0) sh_${T.replace(' ', '')}[threadIdx.x >> 5] = ${v};
+      __syncthreads();
+      if (threadIdx.x < 32) {
+        ${v} = threadIdx.x < (blockDim.x >> 5) ? sh_${T.replace(' ', '')}[threadIdx.x] : ${v}_id;
+        for (int o = 16; o > 0; o >>= 1) { ${T} b = __shfl_down_sync(0xffffffffu, ${v}, o); ${T} a = ${v}; ${v} = ${merge}; }
+        if (threadIdx.x == 0) sh_${T.replace(' ', '')}[32] = ${v};
+      }
+      __syncthreads();
+      ${v} = sh_${T.replace(' ', '')}[32];
+      __syncthreads();
+    }`;
+  let body: string;
+  if (argKind) {
+    // (value, index) pairs: NaN first, then the better value, then the lower index — deterministic.
+    const better = `(${isF ? 'isnan(bv) && !isnan(av) ? true : isnan(av) ? (isnan(bv) && bi < ai) :' : ''} (bv ${cmp} av || (bv == av && bi < ai)))`;
+    body = `${accT} av = ${load('off + r * rs')}; long long ai = 0;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) { ${accT} x = ${load('off + r * rs + j * cs')}; ${accT} bv = x; long long bi = j; if (${better}) { av = bv; ai = bi; } }
+    for (int o = 16; o > 0; o >>= 1) { ${accT} bv = __shfl_down_sync(0xffffffffu, av, o); long long bi = __shfl_down_sync(0xffffffffu, ai, o); if (${better}) { av = bv; ai = bi; } }
+    if ((threadIdx.x & 31) == 0) { shv[threadIdx.x >> 5] = av; shi[threadIdx.x >> 5] = ai; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < (blockDim.x >> 5); w++) { ${accT} bv = shv[w]; long long bi = shi[w]; av = shv[0]; ai = shi[0]; if (${better}) { shv[0] = bv; shi[0] = bi; } }
+      av = shv[0]; ai = shi[0];
+      ${kind === 'argmax' || kind === 'argmin' ? R.store(outD, 'out', 'ooff + r', 'ai') : store('av')}
+      if (oidx) oidx[ioff + r] = ai;
+    }
+    __syncthreads();`;
+    return `${head} {
+  __shared__ ${accT} shv[32]; __shared__ long long shi[32];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    ${body}
+  }
+}`;
+  }
+  if (kind === 'var' || kind === 'logsumexp') {
+    const first = kind === 'var'
+      ? `double sm = 0; for (long long j = threadIdx.x; j < n; j += blockDim.x) sm += ${load('off + r * rs + j * cs')}; double sm_id = 0;
+    ${blockReduce('sm', 'a + b', 'double')}
+    const double mean = sm / n; double q = 0, q_id = 0;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) { double d = ${load('off + r * rs + j * cs')} - mean; q += d * d; }
+    ${blockReduce('q', 'a + b', 'double')}
+    if (threadIdx.x == 0) { double v = q / fmax(0.0, (double)n - p); ${store('v')} }`
+      : `double m = __longlong_as_double(0xfff0000000000000LL), m_id = m; for (long long j = threadIdx.x; j < n; j += blockDim.x) { double x = ${load('off + r * rs + j * cs')}; if (x > m || isnan(x)) m = x; }
+    ${blockReduce('m', '(isnan(a) || b > a || isnan(b)) ? (isnan(a) ? a : b) : a', 'double')}
+    const double shf = isinf(m) ? 0.0 : m; double s = 0, s_id = 0;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) s += exp(${load('off + r * rs + j * cs')} - shf);
+    ${blockReduce('s', 'a + b', 'double')}
+    if (threadIdx.x == 0) { double v = log(s) + shf; ${store('v')} }`;
+    return `${head} {
+  __shared__ double sh_double[33];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    ${first}
+  }
+}`;
+  }
+  const P = reduceParts(kind, accT, isF)!;
+  const init = P.init === 'x0' ? load('off + r * rs') : P.init;
+  body = `${accT} acc = ${init}; const ${accT} acc_id = acc;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) { ${accT} x = ${load('off + r * rs + j * cs')}; ${accT} b = ${P.enter}; ${accT} a = acc; acc = ${P.merge}; }
+    ${blockReduce('acc', P.merge, accT)}
+    if (threadIdx.x == 0) { ${accT} a = acc; ${store(P.final)} }`;
+  return `${norm}${head} {
+  __shared__ ${accT} sh_${accT.replace(' ', '')}[33];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    ${body}
+  }
+}`;
+}
+
+const RED_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f64'];
+
+export function cudaReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
+  outIndex?: StridedRef, layout?: RowLayout): void {
+  be.checkDType(kind, input.dtype);
+  const lay = layout ?? { rowStride: n, colStride: 1 };
+  const vertical = lay.rowStride === 1 && lay.colStride !== 1 && rows >= 1024;
+  const mode = vertical ? 'vertical' : 'row';
+  const key = `red:${kind}:${input.dtype}:${out.dtype}:${!!outIndex}:${mode}`;
+  const k = be.kernel(key, () => ({ src: reduceSource(kind, input.dtype, out.dtype, !!outIndex, mode), name: 'red', sig: RED_SIG }));
+  const block = vertical ? 256 : n >= 4096 ? 1024 : n >= 512 ? 256 : 64;
+  const grid = vertical ? be.gridFor(rows, block) : Math.min(rows, be.smCount * 32);
+  be.launch(k, grid, block, [ptr(input), ptr(out), outIndex ? ptr(outIndex) : 0n, rows, n, lay.rowStride, lay.colStride,
+    input.offset, out.offset, outIndex?.offset ?? 0, params[0] ?? 0]);
+}
+
+// ---- scans ---------------------------------------------------------------------------------------
+
+export function scanSource(kind: ScanKind, inD: DTypeName, outD: DTypeName) {
+  const isF = DTYPES[inD].kind === 'float';
+  const accT = isF ? 'double' : 'long long';
+  const load = (idx: string): string => `((${accT})${R.load(inD, 'in', idx)})`;
+  const st = (v: string, idx: string): string => R.store(outD, 'out', idx, outD === 'int64' ? `(long long)(${v})` : R.castExpr(isF ? 'float64' : 'int64', outD, v));
+  const arg = kind === 'cummax' || kind === 'cummin';
+  const cmp = kind === 'cummax' ? '>=' : '<=';
+  // one thread per row, sequential along the row: exact PyTorch semantics (ties move the index, NaN sticks)
+  const body = arg
+    ? `${accT} best = ${load('b')}; long long bi = 0;
+    for (long long j = 0; j < n; j++) { ${accT} x = ${load('b + j')}; if (${isF ? '!isnan(best) && (isnan(x) ||' : '('} x ${cmp} best)) { best = x; bi = j; } ${st('best', 'ob + j')} oidx[ob + j] = bi; }`
+    : `${accT} acc = ${kind === 'cumsum' ? '0' : '1'};
+    for (long long j = 0; j < n; j++) { acc = acc ${kind === 'cumsum' ? '+' : '*'} ${load('b + j')}; ${st('acc', 'ob + j')} }`;
+  return `extern "C" __global__ void scan(const ${R.storageType(inD)}* __restrict__ in, ${R.storageType(outD)}* __restrict__ out, long long* __restrict__ oidx, long long rows, long long n, long long off, long long ooff) {
+  for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < rows; r += (long long)gridDim.x * blockDim.x) {
+    const long long b = off + r * n, ob = ooff + r * n;
+    ${body}
+  }
+}`;
+}
+
+export function cudaScan(kind: ScanKind, input: StridedRef, rows: number, n: number, out: StridedRef, outIndex?: StridedRef): void {
+  be.checkDType(kind, input.dtype);
+  const key = `scan:${kind}:${input.dtype}:${out.dtype}`;
+  const k = be.kernel(key, () => ({ src: scanSource(kind, input.dtype, out.dtype), name: 'scan', sig: ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64'] }));
+  be.launch(k, be.gridFor(rows, 128), 128, [ptr(input), ptr(out), outIndex ? ptr(outIndex) : 0n, rows, n, input.offset, out.offset]);
+}
+
+// ---- GEMM ----------------------------------------------------------------------------------------
+
+export interface GemmParams {
+  transA: boolean; transB: boolean; m: number; n: number; k: number; alpha: number; beta: number;
+  a: StridedRef; lda: number; b: StridedRef; ldb: number; c: StridedRef; ldc: number;
+  batch?: number; strideA?: number; strideB?: number; strideC?: number; bias?: StridedRef;
+}
+
+/** Whether float32 GEMMs may use TF32 tensor cores (off by default, as torch.backends.cuda.matmul.allow_tf32). */
+export const cudaMatmulSettings = { allowTF32: false };
+
+export function cudaGemm(p: GemmParams): void {
+  const d = p.c.dtype;
+  if (d !== 'float32' && d !== 'float16' && d !== 'bfloat16') throw new UnsupportedError('matmul', `cuda GEMM supports float32, float16 and bfloat16, got ${d}`);
+  const isz = DTYPES[d].itemsize;
+  const at = (r: StridedRef): bigint => ptr(r) + BigInt(r.offset * isz);
+  ltGemm({
+    ctx: be.ctx, stream: be.stream, dtype: d, transA: p.transA, transB: p.transB, m: p.m, n: p.n, k: p.k,
+    A: at(p.a), lda: p.lda, B: at(p.b), ldb: p.ldb, C: at(p.c), ldc: p.ldc, alpha: p.alpha, beta: p.beta,
+    batch: p.batch ?? 1, strideA: p.strideA, strideB: p.strideB, strideC: p.strideC,
+    bias: p.bias ? at(p.bias) : undefined, allowTF32: cudaMatmulSettings.allowTF32,
+  } as Parameters<typeof ltGemm>[0]);
+}
+
+// ---- host staging ----------------------------------------------------------------------------------
+
+const announced = new Set<string>();
+export const stagingStats = new Map<string, number>();
+
+function isRef(v: unknown): v is StridedRef {
+  return v !== null && typeof v === 'object' && 'buf' in v && 'dtype' in v && 'strides' in v && 'offset' in v;
+}
+
+/**
+ * Runs a CPU kernel on CUDA tensors by copying their buffers to the host and back. Used only for
+ * kernels without a CUDA implementation yet; announced once per kernel on stderr, counted in
+ * stagingStats, and refused altogether with NBX_CUDA_HOST_STAGING=0.
+ */
+function hostStaged(name: string): (...args: unknown[]) => unknown {
+  const cpu = kernelCpu(name);
+  return (...args: unknown[]) => {
+    if (process.env.NBX_CUDA_HOST_STAGING === '0') throw new UnsupportedError(name, `no CUDA kernel for '${name}' yet, and host staging is off (NBX_CUDA_HOST_STAGING=0)`);
+    if (!announced.has(name)) {
+      announced.add(name);
+      process.stderr.write(`nbx: '${name}' has no CUDA kernel yet; it runs on the host with copies (set NBX_CUDA_HOST_STAGING=0 to refuse)\n`);
+    }
+    stagingStats.set(name, (stagingStats.get(name) ?? 0) + 1);
+    const host = new Map<unknown, { arr: StorageArray; dtype: DTypeName }>();
+    const mapRef = (r: StridedRef): StridedRef => {
+      let h = host.get(r.buf);
+      if (!h) {
+        const b = r.buf as CudaBuffer;
+        const lanes = DTYPES[r.dtype].lanes, isz = DTYPES[r.dtype].itemsize;
+        h = { arr: be.downloadSync(b, r.dtype, 0, Math.floor(b.bytes / isz)) as StorageArray, dtype: r.dtype };
+        void lanes;
+        host.set(r.buf, h);
+      }
+      return { ...r, buf: h.arr };
+    };
+    const mapArg = (v: unknown, depth: number): unknown => {
+      if (isRef(v)) return mapRef(v);
+      if (depth < 2 && v !== null && typeof v === 'object' && !ArrayBuffer.isView(v) && Object.getPrototypeOf(v) === Object.prototype) {
+        return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mapArg(x, depth + 1)]));
+      }
+      if (depth < 2 && Array.isArray(v)) return v.map((x) => mapArg(x, depth + 1));
+      return v;
+    };
+    const result = cpu(...args.map((a) => mapArg(a, 0)));
+    for (const [buf, h] of host) be.ctx.copyHtoD((buf as CudaBuffer).ptr, h.arr, h.arr.byteLength, be.stream);
+    be.stream.synchronize();
+    return result;
+  };
+}
