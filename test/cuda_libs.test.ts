@@ -563,6 +563,11 @@ const c2 = nvr.compile(TPL, [9, 0], { nameExpressions: ['t<4>'], headers: { 'h.c
 ok(c2.loweredNames['t<4>'] === '_mangled_t<4>' && dec(c2.image).includes('headers=1'), 'name expressions and virtual headers');
 const kk = nv.getKernel(ctx, TPL, 't<4>', 'p', { nameExpressions: ['t<4>'], headers: { 'h.cuh': '#pragma once' } });
 ok(kk.name === '_mangled_t<4>', 'getKernel resolves lowered names');
+const dup = dec(nvr.compile(SRC, [9, 0], { options: ['--std=c++17', '-DA=1', '-DA=1'], diskCache: false }).image);
+ok(dup.split('--std=c++17').length === 2 && dup.split('-DA=1').length === 2, 'duplicate options are dropped', dup);
+const s20 = dec(nvr.compile(SRC, [9, 0], { options: ['--std=c++20'], diskCache: false }).image);
+ok(s20.includes('--std=c++20') && !s20.includes('--std=c++17'), 'the caller picks the language standard', s20);
+throwsLike(() => nvr.compile(SRC, [9, 0], { options: ['-arch=sm_80'] }), errors.UnsupportedError, /options.arch/, 'the target goes through options.arch');
 const w = nvr.compile(SRC + '\n#warning x', [9, 0], { diskCache: false });
 ok(w.log.includes('mock warning'), 'warnings are kept in the log');
 throwsLike(() => nvr.compile(SRC, [9, 0], { options: ['--bogus'], diskCache: false }), nv.NvrtcCompileError, /INVALID_OPTION[\s\S]*--bogus/, 'invalid option reported with the options');

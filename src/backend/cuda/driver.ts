@@ -749,12 +749,14 @@ export class Stream {
   /** Block until all work queued on the stream is done. */
   synchronize(): void {
     if (poisoned) throwPoisoned('cuStreamSynchronize');
+    if (this.handle === 0n) this.ctx.makeCurrent(); // the NULL stream is the current context's
     check(fns().cuStreamSynchronize(this.handle), 'cuStreamSynchronize');
   }
 
   /** True when all work queued on the stream is done. */
   query(): boolean {
     if (poisoned) throwPoisoned('cuStreamQuery');
+    if (this.handle === 0n) this.ctx.makeCurrent();
     const r = fns().cuStreamQuery(this.handle);
     if (r === 0) return true;
     if (r === CUDA_ERROR_NOT_READY) return false;
@@ -793,6 +795,7 @@ export class CudaEvent {
 
   record(stream?: Stream): this {
     if (poisoned) throwPoisoned('cuEventRecord');
+    this.ctx.makeCurrent();
     check(fns().cuEventRecord(this.handle, stream ? stream.handle : null), 'cuEventRecord');
     return this;
   }

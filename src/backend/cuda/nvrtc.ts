@@ -346,6 +346,8 @@ export class Nvrtc {
     for (const d of cands) {
       if (existsSync(join(d, 'cuda_fp16.h'))) {
         out.push(d);
+        // CUDA 13 keeps the CCCL headers (cuda/std, nv/target, cub, thrust) in include/cccl.
+        if (existsSync(join(d, 'cccl'))) out.push(join(d, 'cccl'));
         break;
       }
     }
@@ -357,9 +359,17 @@ export class Nvrtc {
     const t = typeof target === 'string' ? { arch: target, kind: target.startsWith('sm_') ? ('cubin' as const) : ('ptx' as const) } : this.targetFor(target);
     const arch = o.arch ?? t.arch;
     const kind: 'cubin' | 'ptx' = o.arch ? (o.arch.startsWith('sm_') && this.f.nvrtcGetCUBIN ? 'cubin' : 'ptx') : t.kind;
-    const options = [`--gpu-architecture=${arch}`, '-default-device', '--std=c++17'];
+    const user = o.options ?? [];
+    for (const u of user) {
+      if (/^(--gpu-architecture|-arch|--gpu-name)\b/.test(u)) {
+        throw new UnsupportedError('nvrtc.compile', `pass the target as options.arch ('sm_90a', 'compute_90', ...), not as ${u}`);
+      }
+    }
+    const options = [`--gpu-architecture=${arch}`, '-default-device'];
+    // The caller's language standard wins over the default.
+    if (!user.some((u) => /^(--std|-std)[=\s]/.test(u))) options.push('--std=c++17');
     if (o.includeCudaHeaders !== false) for (const d of this.includeDirs()) options.push(`--include-path=${d}`);
-    options.push(...(o.options ?? []));
+    for (const u of user) if (!options.includes(u)) options.push(u);
     const names = o.nameExpressions ?? [];
     const headers = o.headers ?? {};
     const name = o.name ?? globalFunctionNames(source)[0] ?? 'kernel';
@@ -600,7 +610,7 @@ export function getKernel(
   signature: string | readonly ArgType[],
   options: CompileOptions = {},
 ): CudaKernel {
-  const { module, compiled } = loadSource(ctx, source, { name: options.name ?? kernelName, ...options });
+  const { module, compiled } = loadSource(ctx, source, { ...options, name: options.name ?? kernelName });
   return module.getFunction(compiled.loweredNames[kernelName] ?? kernelName, signature);
 }
 

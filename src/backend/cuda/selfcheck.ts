@@ -399,6 +399,7 @@ async function main(): Promise<void> {
       for (let i = 0; i < n; i++) view[i] = i;
       const t0 = performance.now();
       ctx.copyHtoD(d, pin, n * 4, s);
+      await s.synchronizeAsync(); // the copy reads the pinned buffer asynchronously: wait before reusing it
       view.fill(-1);
       ctx.copyDtoH(pin, d, n * 4, s);
       await s.synchronizeAsync();
