@@ -25,6 +25,7 @@ import { participant, type Operand } from './ops/elementwise.js';
 
 export { Tensor } from './tensor/tensor.js';
 export { cuda };
+export * as io from './io/index.js';
 export { DType } from './dtype/dtypes.js';
 export type { DTypeName } from './dtype/dtypes.js';
 export { Device } from './backend/backend.js';

@@ -51,6 +51,11 @@ export class CudaBackend implements Backend {
     return buf;
   }
 
+  /** Host bytes into a device buffer at a byte offset (streamed checkpoint loading). */
+  writeBytes(buf: unknown, byteOffset: number, data: Uint8Array): void {
+    if (data.byteLength) this.ctx.copyHtoD((buf as CudaBuffer).ptr + BigInt(byteOffset), data, data.byteLength, this.stream);
+  }
+
   downloadSync(buf: unknown, dtype: DTypeName, offset: number, numel: number): StorageArray {
     const host = allocStorage(dtype, numel);
     const b = buf as CudaBuffer;
