@@ -6,6 +6,8 @@ import { UnsupportedError } from '../../errors.js';
 import type { StridedRef } from '../backend.js';
 import { registerKernel } from '../registry.js';
 import { blasGemm, getBlas } from './blas.js';
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
 
 export interface GemmParams {
   transA: boolean; transB: boolean;
@@ -49,9 +51,12 @@ export function gemm(p: GemmParams): void {
   if (batch === 0 || m === 0 || n === 0) return;
   const A = p.a.buf as FArr, B = p.b.buf as FArr, C = p.c.buf as FArr;
   const blas = k > 0 && blasLayoutOk(p) ? getBlas() : null;
+  // Tiny products: packing costs more than it saves.
+  const packed = !blas && k > 0 && m * n * k >= 4096 ? wasmGemm() : null;
   for (let q = 0; q < batch; q++) {
     const oa = p.a.offset + q * (p.strideA ?? 0), ob = p.b.offset + q * (p.strideB ?? 0), oc = p.c.offset + q * (p.strideC ?? 0);
     if (blas) blasGemm(blas, p.transA, p.transB, m, n, k, p.alpha, A, oa, p.lda, B, ob, p.ldb, p.beta, C, oc, p.ldc);
+    else if (packed) packed.run(p, A, B, C, oa, ob, oc);
     else gemmJs(p, A, B, C, oa, ob, oc);
   }
 }
@@ -59,6 +64,278 @@ export function gemm(p: GemmParams): void {
 /** BLAS insists on leading dimensions of at least the row length (and 1); the JS kernel takes any. */
 function blasLayoutOk(p: GemmParams): boolean {
   return p.lda >= Math.max(1, p.transA ? p.m : p.k) && p.ldb >= Math.max(1, p.transB ? p.k : p.n) && p.ldc >= Math.max(1, p.n);
+}
+
+// ---- the fallback: a packed WebAssembly SIMD gemm, on every core ------------------------------------
+//
+// GotoBLAS's scheme: op(A) is packed into MR-row panels and op(B) into NR-column panels, KC deep, so
+// the micro-kernel streams both contiguously and keeps an MR×NR block of C in SIMD registers. The
+// micro-kernel is generated as WebAssembly (128-bit SIMD, which V8 compiles to SSE/AVX) because plain
+// JavaScript is scalar (~1.5 GFLOP/s here). Products accumulate in the operands' precision, as BLAS
+// does. Packed panels and the C accumulator live in one shared WebAssembly.Memory, so worker threads
+// split the tiles of large products; the calling thread takes a share and waits (Atomics.wait), which
+// keeps the kernel synchronous.
+
+/** Tile shapes: MR rows × NV vectors (NR = NV·lanes columns); 4×8 float32 and 4×4 float64 keep 8 accumulators in registers. */
+const TILE = { f32: { MR: 4, NV: 2, lane: 4 }, f64: { MR: 4, NV: 2, lane: 8 } } as const;
+const KC = 256, MC = 128, NC = 1024;
+
+/** A tiny WebAssembly writer: just what the gemm module needs. */
+const uleb = (v: number): number[] => { const o: number[] = []; do { let b = v & 0x7f; v >>>= 7; if (v) b |= 0x80; o.push(b); } while (v); return o; };
+const sleb = (v: number): number[] => {
+  const o: number[] = [];
+  for (;;) { const b = v & 0x7f; v >>= 7; if ((v === 0 && !(b & 0x40)) || (v === -1 && b & 0x40)) { o.push(b); return o; } o.push(b | 0x80); }
+};
+const wname = (s: string): number[] => [...uleb(s.length), ...Buffer.from(s)];
+const section = (id: number, body: number[]): number[] => [id, ...uleb(body.length), ...body];
+const wvec = (items: number[][]): number[] => [...uleb(items.length), ...items.flat()];
+
+/**
+ * The module: imports memory `e.m` (shared), exports
+ * `run(pa, pb, pc, nI, nJ, kc, ldc)`: for nJ B panels × nI A panels (byte addresses pa, pb), adds the
+ * MR×NR tile products of depth kc into C at pc (row stride ldc bytes).
+ */
+function gemmModule(f64: boolean): Uint8Array<ArrayBuffer> {
+  const { MR, NV, lane } = f64 ? TILE.f64 : TILE.f32;
+  const NR = NV * (16 / lane);
+  const c: number[] = [];
+  const e = (...b: number[]): void => { c.push(...b); };
+  const get = (l: number): void => e(0x20, ...uleb(l)), set = (l: number): void => e(0x21, ...uleb(l));
+  const i32 = (v: number): void => e(0x41, ...sleb(v));
+  const simd = (op: number, ...imm: number[]): void => e(0xfd, ...uleb(op), ...imm);
+  const mem = (align: number, off: number): number[] => [...uleb(align), ...uleb(off)];
+  const [ADD, MUL, SPLAT, ALIGN] = f64 ? [0xf0, 0xf2, 0x0a, 3] : [0xe4, 0xe6, 0x09, 2];
+  const V_LOAD = 0x00, V_STORE = 0x0b, V_CONST = 0x0c;
+  const I32_ADD = 0x6a, I32_SUB = 0x6b, I32_MUL = 0x6c, I32_GE_S = 0x4e;
+  // Locals: 7 params, 5 i32 scratch, then the v128 accumulators, B vectors and the A broadcast.
+  const [pa, pb, pc, nI, nJ, kc, ldc] = [0, 1, 2, 3, 4, 5, 6];
+  const [i, j, p, a, b] = [7, 8, 9, 10, 11];
+  const acc = Array.from({ length: MR * NV }, (_, x) => 12 + x);
+  const bv = Array.from({ length: NV }, (_, x) => 12 + MR * NV + x);
+  const av = 12 + MR * NV + NV;
+  const cp = a; // a is free again when the tile is stored
+  /** for (v = 0; v < bound; v++) body */
+  const forLoop = (v: number, bound: number, body: () => void): void => {
+    i32(0); set(v);
+    e(0x02, 0x40, 0x03, 0x40); get(v); get(bound); e(I32_GE_S, 0x0d, 1);
+    body();
+    get(v); i32(1); e(I32_ADD); set(v); e(0x0c, 0, 0x0b, 0x0b);
+  };
+  forLoop(j, nJ, () => forLoop(i, nI, () => {
+    get(pa); get(i); i32(MR * lane); e(I32_MUL); get(kc); e(I32_MUL, I32_ADD); set(a);
+    get(pb); get(j); i32(NR * lane); e(I32_MUL); get(kc); e(I32_MUL, I32_ADD); set(b);
+    for (const x of acc) { simd(V_CONST, ...new Array<number>(16).fill(0)); set(x); }
+    get(kc); set(p);
+    e(0x03, 0x40); // do { ... } while (--p)
+    for (let v = 0; v < NV; v++) { get(b); simd(V_LOAD, ...mem(4, v * 16)); set(bv[v]!); }
+    for (let r = 0; r < MR; r++) {
+      get(a); simd(SPLAT, ...mem(ALIGN, r * lane)); set(av);
+      for (let v = 0; v < NV; v++) { const x = acc[r * NV + v]!; get(x); get(av); get(bv[v]!); simd(MUL); simd(ADD); set(x); }
+    }
+    get(a); i32(MR * lane); e(I32_ADD); set(a);
+    get(b); i32(NR * lane); e(I32_ADD); set(b);
+    get(p); i32(1); e(I32_SUB, 0x22, ...uleb(p), 0x0d, 0, 0x0b);
+    // C tile += accumulators
+    get(pc); get(i); i32(MR); e(I32_MUL); get(ldc); e(I32_MUL, I32_ADD); get(j); i32(NR * lane); e(I32_MUL, I32_ADD); set(cp);
+    for (let r = 0; r < MR; r++) {
+      for (let v = 0; v < NV; v++) {
+        get(cp); get(cp); simd(V_LOAD, ...mem(4, v * 16)); get(acc[r * NV + v]!); simd(ADD); simd(V_STORE, ...mem(4, v * 16));
+      }
+      if (r < MR - 1) { get(cp); get(ldc); e(I32_ADD); set(cp); }
+    }
+  }));
+  e(0x0b);
+  const I32 = 0x7f, V128 = 0x7b;
+  const body = [...wvec([[...uleb(5), I32], [...uleb(MR * NV + NV + 1), V128]]), ...c];
+  return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
+    ...section(1, wvec([[0x60, ...wvec(new Array(7).fill([I32])), 0]])),
+    ...section(2, wvec([[...wname('e'), ...wname('m'), 0x02, 0x03, ...uleb(1), ...uleb(MAX_PAGES)]])),
+    ...section(3, wvec([[0]])),
+    ...section(7, wvec([[...wname('run'), 0x00, 0]])),
+    ...section(10, wvec([[...uleb(body.length), ...body]])),
+  ]);
+}
+
+/** 2 GiB of address space at most (reserved, not committed); products are chunked to stay well below. */
+const MAX_PAGES = 32768;
+const BUDGET_BYTES = 256 * 2 ** 20;
+
+type RunFn = (pa: number, pb: number, pc: number, nI: number, nJ: number, kc: number, ldc: number) => void;
+
+/**
+ * The shared control block: [generation, finished helpers, next unit], then the task: [kind (0 f32,
+ * 1 f64), pa, pb, pc, mP, nP, k, ldc, threads] (byte addresses, panel counts, depth, C row bytes).
+ */
+const CTRL_WORDS = 12;
+
+/**
+ * A thread's part of a product. The tiles are cut into units along A panels or B panels (whichever
+ * has more); threads take units from a shared counter until none is left, so a thread slowed by other
+ * load does less. Within a unit: KC deep → NC columns → MC rows, so the B block stays in L2 and each A
+ * panel in L1. This function's source is also the worker's (toString): it must not use module scope.
+ */
+function runShare(run: RunFn, c: Int32Array, KC: number, MC: number, NC: number, MR: number, NR: number, lane: number): void {
+  const pa = c[4]!, pb = c[5]!, pc = c[6]!, mP = c[7]!, nP = c[8]!, k = c[9]!, ldc = c[10]!, T = c[11]!;
+  const byRows = mP > nP;
+  const split = byRows ? mP : nP;
+  const mcP = Math.max(1, Math.floor(MC / MR)), ncP = Math.max(1, Math.floor(NC / NR));
+  const per = Math.max(1, Math.min(byRows ? mcP : ncP, Math.ceil(split / (4 * T))));
+  for (let u = Atomics.add(c, 2, 1); u * per < split; u = Atomics.add(c, 2, 1)) {
+    const s0 = u * per, s1 = Math.min(split, s0 + per);
+    const i0 = byRows ? s0 : 0, i1 = byRows ? s1 : mP, j0 = byRows ? 0 : s0, j1 = byRows ? nP : s1;
+    for (let p0 = 0; p0 < k; p0 += KC) {
+      const kc = Math.min(KC, k - p0);
+      const aBlk = pa + p0 * mP * MR * lane, bBlk = pb + p0 * nP * NR * lane;
+      for (let jc = j0; jc < j1; jc += ncP) {
+        const nJ = Math.min(ncP, j1 - jc);
+        for (let ic = i0; ic < i1; ic += mcP) {
+          run(aBlk + ic * MR * kc * lane, bBlk + jc * NR * kc * lane, pc + ic * MR * ldc + jc * NR * lane, Math.min(mcP, i1 - ic), nJ, kc, ldc);
+        }
+      }
+    }
+  }
+}
+
+class WasmGemm {
+  private readonly memory = new WebAssembly.Memory({ initial: 16, maximum: MAX_PAGES, shared: true });
+  private readonly modules: [WebAssembly.Module, WebAssembly.Module];
+  private readonly runs: [RunFn, RunFn];
+  private readonly ctrl = new Int32Array(new SharedArrayBuffer(4 * CTRL_WORDS));
+  private workers: Worker[] | null = null;
+
+  constructor() {
+    this.modules = [new WebAssembly.Module(gemmModule(false)), new WebAssembly.Module(gemmModule(true))];
+    this.runs = this.modules.map((mod) => new WebAssembly.Instance(mod, { e: { m: this.memory } }).exports.run as RunFn) as [RunFn, RunFn];
+  }
+
+  /** Helper threads (created on the first large product): one per further core, NBX_NUM_THREADS caps the total. */
+  private helpers(): Worker[] {
+    if (this.workers) return this.workers;
+    const cores = Math.max(1, Math.min(Number(process.env.NBX_NUM_THREADS) || availableParallelism(), availableParallelism(), 16));
+    this.workers = [];
+    const src = `
+      const { workerData } = require('node:worker_threads');
+      const { modules, memory, ctrl, consts } = workerData;
+      const runs = modules.map((m) => new WebAssembly.Instance(m, { e: { m: memory } }).exports.run);
+      const runShare = ${runShare.toString()};
+      const c = new Int32Array(ctrl);
+      let gen = 0;
+      for (;;) {
+        Atomics.wait(c, 0, gen);
+        gen = Atomics.load(c, 0);
+        try { const [MR, NR, lane] = consts[c[3]]; runShare(runs[c[3]], c, ${KC}, ${MC}, ${NC}, MR, NR, lane); } catch (e) { console.error('nbxtensor gemm worker:', e); }
+        Atomics.add(c, 1, 1);
+        Atomics.notify(c, 1);
+      }`;
+    try {
+      for (let t = 1; t < cores; t++) {
+        const w = new Worker(src, { eval: true, workerData: { modules: this.modules, memory: this.memory, ctrl: this.ctrl.buffer, consts: [tileConsts(false), tileConsts(true)] } });
+        w.unref();
+        this.workers.push(w);
+      }
+    } catch { /* no worker threads here: the calling thread does all the work */ }
+    return this.workers;
+  }
+
+  private ensure(bytes: number): void {
+    const have = this.memory.buffer.byteLength;
+    if (bytes > have) this.memory.grow(Math.ceil((bytes - have) / 65536));
+  }
+
+  /** C = alpha·op(A)·op(B) + beta·C for one matrix, element offsets oa, ob, oc. */
+  run(p: GemmParams, A: FArr, B: FArr, C: FArr, oa: number, ob: number, oc: number): void {
+    const f64 = C instanceof Float64Array;
+    const [MR, NR, lane] = tileConsts(f64);
+    // A gemv-like product with few columns runs transposed (Cᵀ = op(B)ᵀ·op(A)ᵀ), padding MR instead of NR.
+    const swap = p.n < NR && p.m > p.n;
+    const X = swap ? { buf: B, off: ob, ld: p.ldb, trans: !p.transB, rows: p.n } : { buf: A, off: oa, ld: p.lda, trans: p.transA, rows: p.m };
+    const Y = swap ? { buf: A, off: oa, ld: p.lda, trans: p.transA, cols: p.m } : { buf: B, off: ob, ld: p.ldb, trans: !p.transB, cols: p.n };
+    const k = p.k;
+    // Chunks of rows/columns so that packed A, packed B and the accumulator fit the budget.
+    const colChunk = Math.max(NR, Math.min(roundUp(Y.cols, NR), Math.floor(BUDGET_BYTES / 2 / (k * lane) / NR) * NR));
+    const rowChunk = Math.max(MR, Math.min(roundUp(X.rows, MR), Math.floor((BUDGET_BYTES / 2 / lane / (k + colChunk)) / MR) * MR));
+    for (let r0 = 0; r0 < X.rows; r0 += rowChunk) {
+      for (let c0 = 0; c0 < Y.cols; c0 += colChunk) {
+        const rows = Math.min(rowChunk, X.rows - r0), cols = Math.min(colChunk, Y.cols - c0);
+        const mP = Math.ceil(rows / MR), nP = Math.ceil(cols / NR);
+        const aBytes = mP * MR * k * lane, bBytes = nP * NR * k * lane, cBytes = mP * MR * nP * NR * lane;
+        this.ensure(aBytes + bBytes + cBytes);
+        const V = f64 ? new Float64Array(this.memory.buffer) : new Float32Array(this.memory.buffer);
+        packPanels(V, 0, X.buf, X.off, X.ld, X.trans, r0, rows, MR, k);
+        packPanels(V, aBytes / lane, Y.buf, Y.off, Y.ld, Y.trans, c0, cols, NR, k);
+        const acc = (aBytes + bBytes) / lane;
+        V.fill(0, acc, acc + cBytes / lane);
+        this.compute(f64, [0, aBytes, aBytes + bBytes, mP, nP, k, nP * NR * lane], 2 * rows * cols * k);
+        // Epilogue: C = alpha·acc + beta·C (beta = 0 never reads C, so NaN there is ignored).
+        const ldAcc = nP * NR, { alpha, beta } = p;
+        for (let r = 0; r < rows; r++) {
+          for (let cc = 0; cc < cols; cc++) {
+            const ci = swap ? oc + (c0 + cc) * p.ldc + r0 + r : oc + (r0 + r) * p.ldc + c0 + cc;
+            const v = alpha * V[acc + r * ldAcc + cc]!;
+            C[ci] = beta === 0 ? v : v + beta * C[ci]!;
+          }
+        }
+      }
+    }
+  }
+
+  /** Runs the tiles on this thread and the helpers; small products stay on this thread. */
+  private compute(f64: boolean, task: number[], flops: number): void {
+    const [MR, NR, lane] = tileConsts(f64);
+    const helpers = flops >= 2 ** 22 ? this.helpers() : [];
+    const run = this.runs[f64 ? 1 : 0];
+    const ctl = helpers.length ? this.ctrl : new Int32Array(CTRL_WORDS);
+    ctl.set([0, 0, f64 ? 1 : 0, ...task, helpers.length + 1], 1);
+    if (helpers.length) { Atomics.add(ctl, 0, 1); Atomics.notify(ctl, 0); }
+    runShare(run, ctl, KC, MC, NC, MR, NR, lane);
+    for (let done = Atomics.load(ctl, 1); done < helpers.length; done = Atomics.load(ctl, 1)) Atomics.wait(ctl, 1, done, 1000);
+  }
+}
+
+const roundUp = (v: number, to: number): number => Math.ceil(v / to) * to;
+function tileConsts(f64: boolean): [number, number, number] {
+  const t = f64 ? TILE.f64 : TILE.f32;
+  return [t.MR, t.NV * (16 / t.lane), t.lane];
+}
+
+/**
+ * Packs rows [r0, r0+rows) of X (element (r, p) at off + (trans ? p·ld + r : r·ld + p)) into W-wide
+ * panels, KC-deep blocks: block p0 holds panel after panel of kc×W values (zero padded past `rows`).
+ */
+function packPanels(V: FArr, base: number, X: FArr, off: number, ld: number, trans: boolean, r0: number, rows: number, W: number, k: number): void {
+  const nP = Math.ceil(rows / W);
+  for (let p0 = 0; p0 < k; p0 += KC) {
+    const kc = Math.min(KC, k - p0);
+    const blk = base + p0 * nP * W;
+    for (let q = 0; q < nP; q++) {
+      const dst = blk + q * W * kc, w = Math.min(W, rows - q * W), rb = r0 + q * W;
+      if (w < W) V.fill(0, dst, dst + W * kc);
+      if (trans) {
+        // element (r, p) at p·ld + r: consecutive r are contiguous
+        for (let pp = 0; pp < kc; pp++) {
+          const src = off + (p0 + pp) * ld + rb, d = dst + pp * W;
+          for (let r = 0; r < w; r++) V[d + r] = X[src + r]!;
+        }
+      } else {
+        for (let r = 0; r < w; r++) {
+          const src = off + (rb + r) * ld + p0, d = dst + r;
+          for (let pp = 0; pp < kc; pp++) V[d + pp * W] = X[src + pp]!;
+        }
+      }
+    }
+  }
+}
+
+let wasmState: WasmGemm | null | undefined;
+/** The packed kernel, or null where WebAssembly SIMD is unavailable (then the reference loop runs). */
+function wasmGemm(): WasmGemm | null {
+  if (wasmState === undefined) {
+    try { wasmState = new WasmGemm(); } catch (e) {
+      wasmState = null;
+      process.stderr.write(`nbxtensor: WebAssembly SIMD gemm unavailable (${(e as Error).message}); using the scalar JavaScript loop\n`);
+    }
+  }
+  return wasmState;
 }
 
 registerKernel('gemm', 'cpu', gemm);
