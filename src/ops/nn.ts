@@ -121,7 +121,12 @@ export const glu = def('nn.functional.glu(input, dim=-1)', (a) => {
 
 // ---- normalization -------------------------------------------------------------------------------
 
-const sizeList = (v: unknown): number[] => (typeof v === 'number' ? [v] : [...(v as number[])]);
+function sizeList(op: string, v: unknown): number[] {
+  if (!Array.isArray(v) || !v.every((d) => Number.isInteger(d))) {
+    throw new ValueError(op, `${op}(): argument 'normalized_shape' must be a list of ints, not ${describe(v)}`);
+  }
+  return [...v];
+}
 
 /**
  * Checks an affine parameter of a normalization: a tensor of `shape` whose dtype is the input's, or
@@ -175,7 +180,7 @@ const sameShape = (shape: number[]) => (p: Tensor): boolean => p.ndim === shape.
 export const layer_norm = def('nn.functional.layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05)', (a) => {
   const op = 'nn.functional.layer_norm';
   const x = asT(op, a.input);
-  const shape = sizeList(a.normalized_shape);
+  const shape = sizeList(op, a.normalized_shape);
   needFloat(op, 'LayerNormKernelImpl', x.dt);
   const { rows, n } = trailing(op, x, shape);
   const w = optT(op, a.weight, 'weight'), b = optT(op, a.bias, 'bias');
@@ -191,7 +196,7 @@ const finfoEps = (d: DTypeName): number => (d === 'float64' ? 2.220446049250313e
 export const rms_norm = def('nn.functional.rms_norm(input, normalized_shape, weight=None, eps=None)', (a) => {
   const op = 'nn.functional.rms_norm';
   const x = asT(op, a.input);
-  const shape = sizeList(a.normalized_shape);
+  const shape = sizeList(op, a.normalized_shape);
   needFloat(op, 'rms_norm', x.dt);
   const { rows, n } = trailing(op, x, shape);
   const w = optT(op, a.weight, 'weight');
@@ -601,7 +606,9 @@ export const kl_div = def("nn.functional.kl_div(input, target, size_average=None
 // ---- attention -----------------------------------------------------------------------------------
 
 /** Scores kept at once (elements): larger problems run in blocks of heads or query rows. */
-const SCORE_BLOCK = 1 << 22;
+let SCORE_BLOCK = 1 << 22;
+/** Test hook: a small block size exercises the blocked paths on small inputs. Returns the previous size. */
+export function _setAttentionBlock(n: number): number { const old = SCORE_BLOCK; SCORE_BLOCK = n; return old; }
 
 export const scaled_dot_product_attention = def('nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False)', (a) => {
   const op = 'nn.functional.scaled_dot_product_attention';

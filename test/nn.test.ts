@@ -1,0 +1,136 @@
+// nn family (softmax, normalization, losses, attention) against PyTorch goldens: test/gen/nn.py writes
+// test/fixtures/nn_*.json (torch 1.13, plus float64 references for ops 1.13 lacks). Also checks the
+// blocked attention path against the unblocked one, and in-place running-statistics updates.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import * as nbx from '../src/index.js';
+import { Tensor } from '../src/tensor/tensor.js';
+import type { DTypeName } from '../src/dtype/dtypes.js';
+import { _setAttentionBlock } from '../src/ops/nn.js';
+
+type Num = number | string;
+interface Enc { shape: number[]; dtype: DTypeName; data: Num[] }
+interface Case {
+  name: string; op: string; args: unknown[]; kwargs: Record<string, unknown>;
+  out?: Enc[]; rtol?: number; atol?: number; error?: string; message?: string; torch_message?: string;
+  mutated?: { arg: number; want: Enc }[];
+}
+interface Fixture { tensors: Record<string, Enc>; cases: Case[] }
+
+const dir = new URL('../../test/fixtures/', import.meta.url);
+const fixtures = readdirSync(dir).filter((f) => /^nn_.*\.json$/.test(f)).sort();
+
+const numOf = (v: Num): number => (v === 'nan' ? NaN : v === 'inf' ? Infinity : v === '-inf' ? -Infinity : (v as number));
+
+function make(e: Enc): Tensor {
+  let t: Tensor;
+  if (e.dtype === 'int64') t = nbx.tensor(new BigInt64Array(e.data.map((v) => BigInt(v as number))));
+  else if (e.dtype === 'uint8' || e.dtype === 'bool') t = nbx.tensor(new Uint8Array(e.data as number[])).to(e.dtype);
+  else if (e.dtype === 'int32') t = nbx.tensor(new Int32Array(e.data as number[]));
+  else t = nbx.tensor(new Float64Array(e.data.map(numOf))).to(e.dtype);
+  return t.reshape(e.shape);
+}
+
+function decode(v: unknown, fx: Fixture): unknown {
+  if (v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) return v.map((x) => decode(x, fx));
+  const o = v as Record<string, unknown>;
+  if ('tensor' in o) {
+    let t = make(fx.tensors[o.tensor as string]!);
+    for (const [k, ...r] of (o.view as unknown[][]) ?? []) {
+      if (k === 'transpose') t = t.transpose(r[0] as number, r[1] as number);
+      else if (k === 'permute') t = t.permute(r[0] as number[]);
+      else if (k === 'slice') t = t.slice(r[0] as number, r[1] as number, r[2] as number, r[3] as number);
+      else if (k === 'expand') t = t.expand(r[0] as number[]);
+    }
+    return t;
+  }
+  if ('dtype' in o) return nbx.DType.all[o.dtype as DTypeName];
+  if ('float' in o) return nbx.float(numOf(o.float as Num));
+  return v;
+}
+
+function resolve(op: string): (...a: unknown[]) => unknown {
+  let f: unknown = nbx;
+  for (const p of op.split('.')) f = (f as Record<string, unknown>)[p];
+  assert.equal(typeof f, 'function', `nbx.${op} is not a function`);
+  return f as (...a: unknown[]) => unknown;
+}
+
+function assertClose(got: Tensor, want: Enc, rtol: number, atol: number, what: string): void {
+  assert.equal(got.dt, want.dtype, `${what}: dtype`);
+  assert.deepEqual([...got.shape], want.shape, `${what}: shape`);
+  const g = got.dataSync() as ArrayLike<number | bigint>;
+  for (let i = 0; i < want.data.length; i++) {
+    const x = Number(g[i]!), y = numOf(want.data[i]!);
+    if (Number.isNaN(y) && Number.isNaN(x)) continue;
+    if (!Number.isFinite(y)) { assert.equal(x, y, `${what}[${i}]`); continue; }
+    assert.ok(Math.abs(x - y) <= atol + rtol * Math.abs(y), `${what}[${i}]: got ${x}, want ${y} (rtol ${rtol}, atol ${atol})`);
+  }
+}
+
+for (const file of fixtures) {
+  const fx = JSON.parse(readFileSync(new URL(file, dir), 'utf8')) as Fixture;
+  test(`goldens ${file} (${fx.cases.length} cases)`, () => {
+    const failures: string[] = [];
+    for (const c of fx.cases) {
+      nbx.scope(() => {
+        const args = c.args.map((a) => decode(a, fx));
+        const kw = Object.fromEntries(Object.entries(c.kwargs).map(([k, v]) => [k, decode(v, fx)]));
+        const call = (): unknown => resolve(c.op)(...args, ...(Object.keys(kw).length ? [kw] : []));
+        try {
+          if (c.error) {
+            let err: unknown;
+            try { call(); } catch (e) { err = e; }
+            assert.ok(err, 'expected an error');
+            assert.equal((err as Error).constructor.name, c.error, `error class (${(err as Error).message}; torch: ${c.torch_message})`);
+            if (c.message) assert.ok((err as Error).message.includes(c.message), `message "${(err as Error).message}" lacks "${c.message}"`);
+            return;
+          }
+          const r = call();
+          const outs = Array.isArray(r) ? (r as Tensor[]) : [r as Tensor];
+          assert.equal(outs.length, c.out!.length, 'output count');
+          outs.forEach((o, i) => assertClose(o, c.out![i]!, c.rtol!, c.atol!, `out${i}`));
+          for (const m of c.mutated ?? []) assertClose(args[m.arg] as Tensor, m.want, 1e-5, 1e-6, `arg${m.arg} after the call`);
+        } catch (e) {
+          failures.push(`${c.name}: ${(e as Error).message.split('\n')[0]}`);
+        }
+      });
+    }
+    assert.deepEqual(failures, []);
+  });
+}
+
+test('attention: blocked (heads / query rows) equals unblocked', () => {
+  const g = nbx.tensor(new Float32Array(4000).map((_, i) => Math.sin(i * 12.9898) * 0.9));
+  const t = (n: number, off: number, shape: number[]): Tensor => g.narrow(0, off, n).reshape(shape);
+  const q = t(2 * 4 * 6 * 8, 0, [2, 4, 6, 8]), k = t(2 * 2 * 5 * 8, 400, [2, 2, 5, 8]), v = t(2 * 2 * 5 * 3, 800, [2, 2, 5, 3]);
+  const mask = nbx.tensor(new Uint8Array(6 * 5).map((_, i) => (i * 7) % 3 !== 0 ? 1 : 0)).to('bool').reshape([6, 5]);
+  const add = t(2 * 6 * 5, 1200, [2, 1, 6, 5]);
+  const F = nbx.nn.functional;
+  const configs: Record<string, unknown>[] = [
+    { enable_gqa: true }, { enable_gqa: true, is_causal: true }, { enable_gqa: true, attn_mask: mask }, { enable_gqa: true, attn_mask: add, scale: 0.7 },
+  ];
+  for (const cfg of configs) {
+    const full = F.scaled_dot_product_attention(q, k, v, cfg) as Tensor;
+    for (const block of [6 * 5 * 2, 5 * 4, 5, 1]) {
+      const old = _setAttentionBlock(block);
+      try {
+        const b = F.scaled_dot_product_attention(q, k, v, cfg) as Tensor;
+        const [x, y] = [full.dataSync() as Float32Array, b.dataSync() as Float32Array];
+        for (let i = 0; i < x.length; i++) assert.ok(Math.abs(x[i]! - y[i]!) < 1e-6, `${JSON.stringify(Object.keys(cfg))} block ${block} [${i}]: ${x[i]} vs ${y[i]}`);
+      } finally { _setAttentionBlock(old); }
+    }
+  }
+});
+
+test('softmax: methods, function forms and the implicit dim', () => {
+  const x = nbx.tensor([[1, 2, 3], [1, 1, 1]], { dtype: 'float32' });
+  const a = x.softmax(1) as Tensor, b = nbx.softmax(x, 1), c = nbx.nn.functional.softmax(x) as Tensor; // 2-D: implicit dim 1
+  assert.deepEqual(a.tolist(), b.tolist());
+  assert.deepEqual(a.tolist(), c.tolist());
+  assert.deepEqual((x.log_softmax(-1) as Tensor).tolist(), nbx.log_softmax(x, -1).tolist());
+  assert.throws(() => nbx.softmax(x), /missing required argument 'dim'/);
+  assert.equal((nbx.softmax(x, 1, { dtype: nbx.float64 })).dt, 'float64');
+});
