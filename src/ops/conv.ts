@@ -157,9 +157,11 @@ function convImpl(d: number, transposed: boolean, a: Record<string, unknown>): T
   if (cIn !== wantIn) {
     throw new ShapeError(op, `Given ${transposed ? 'transposed=1' : `groups=${groups}`}, weight of size ${fmtShape(w.shape)}, expected input${fmtShape(x.shape)} to have ${wantIn} channels, but got ${cIn} channels instead`);
   }
-  const cOut = transposed ? wIn * groups : wOut;
-  if (bias && (bias.ndim !== 1 || bias.shape[0] !== cOut)) {
-    throw new ShapeError(op, `Given ${transposed ? 'transposed=1, ' : ''}weight of size ${fmtShape(w.shape)}, expected bias to be 1-dimensional with ${cOut} elements, but got bias of size ${fmtShape(bias.shape)} instead`);
+  // PyTorch's eager convolution gives zero output channels for zero input channels.
+  const wantBias = transposed ? wIn * groups : wOut;
+  const cOut = cIn === 0 ? 0 : wantBias;
+  if (bias && (bias.ndim !== 1 || bias.shape[0] !== wantBias)) {
+    throw new ShapeError(op, `Given ${transposed ? 'transposed=1, ' : ''}weight of size ${fmtShape(w.shape)}, expected bias to be 1-dimensional with ${wantBias} elements, but got bias of size ${fmtShape(bias.shape)} instead`);
   }
   // dtypes: one floating dtype for input, weight and bias.
   if (w.dt !== x.dt) throw new DTypeError(op, `Input type (${torchTypeName(x.dt)}) and weight type (${torchTypeName(w.dt)}) should be the same`);
