@@ -6,7 +6,7 @@
 
 import { Tensor } from '../tensor/tensor.js';
 import { DTYPES, allocStorage, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
-import { encodeNumber } from '../dtype/convert.js';
+import { encodeNumber, writeNumber } from '../dtype/convert.js';
 import { resultType } from '../dtype/promotion.js';
 import { DTypeError, IndexError, ShapeError, ValueError } from '../errors.js';
 import { fmtShape, normDim, numelOf } from '../tensor/shape.js';
@@ -50,7 +50,7 @@ function checkDType(op: string, kname: string, x: Tensor, allowBool: boolean): v
 /** The input with `dim` moved last, as a contiguous [rows, n] operand; `back` restores an output's layout. */
 function rowsOf(op: string, x: Tensor, dim: number) {
   const d = x.ndim === 0 ? 0 : normDim(op, dim, x.ndim);
-  const moved = x.ndim === 0 ? x.reshape([1]) : x.movedim(d, -1);
+  const moved = x.ndim === 0 ? x.unsqueeze(0) : x.movedim(d, -1);
   const mat = moved.contiguous();
   const n = moved.shape[moved.ndim - 1]!;
   const lead = moved.shape.slice(0, -1);
@@ -58,7 +58,7 @@ function rowsOf(op: string, x: Tensor, dim: number) {
   const release = (): void => { if (mat !== moved) mat.dispose(); if (moved !== x) moved.dispose(); };
   /** Output allocated as [...lead, m] (contiguous) back to the input's dim order; `keep` false drops the dim. */
   const back = (t: Tensor, keep = true): Tensor => {
-    if (x.ndim === 0) return reshapeOwned(t, []);
+    if (x.ndim === 0) return reshapeOwned(t, []); // [1] -> []
     if (!keep) return reshapeOwned(t, lead);
     if (d === x.ndim - 1) return t;
     const v = t.movedim(-1, d), c = v.contiguous();
@@ -68,6 +68,8 @@ function rowsOf(op: string, x: Tensor, dim: number) {
   };
   return { d, mat, n, lead, rows, release, back };
 }
+/** A 1-d view of any tensor (0-d included). */
+const flat1 = (x: Tensor): Tensor => (x.ndim === 0 ? x.unsqueeze(0) : x.reshape([-1]));
 function reshapeOwned(t: Tensor, shape: readonly number[]): Tensor {
   const r = t.reshape(shape as number[]);
   if (r !== t) t.dispose();
@@ -154,8 +156,12 @@ function medianOp(name: 'median' | 'nanmedian') {
     const x = asTensor(name, a.input);
     checkDType(name, name === 'median' ? 'median_out' : 'nanmedian_out', x, false);
     if (a.dim === null) {
-      if (x.numel() === 0) throw new ValueError(name, `${name}() operation does not have an identity for empty input tensor`);
-      const flat = x.reshape([-1]);
+      if (x.numel() === 0) { // NaN, converted to the input dtype as ATen does
+        const data = allocStorage(x.dt, 1);
+        writeNumber(x.dt, data, 0, NaN);
+        return Tensor.fromStorage(data, x.dt, [], x.device);
+      }
+      const flat = flat1(x);
       const r = selectImpl(name, name, flat, 0, false, (m, rows, n, v, i) => kernel('median', x.device, name)(m.ref(), rows, n, ignoreNan, v.ref(), i.ref()));
       if (flat !== x) flat.dispose();
       r.indices.dispose();
@@ -202,7 +208,7 @@ function quantileOp(name: 'quantile' | 'nanquantile') {
       qShape = [];
     } else throw new ValueError(name, `${name}(): argument 'q' must be Tensor or float, not ${describe(a.q)}`);
     const keepdim = boolArg(name, a.keepdim, 'keepdim');
-    const src = a.dim === null ? x.reshape([-1]) : x;
+    const src = a.dim === null ? flat1(x) : x;
     const d = a.dim === null ? 0 : intArg(name, a.dim, 'dim');
     const reduced = a.dim === null ? (keepdim ? x.shape.map(() => 1) : []) : keepShape(x, normDim(name, d, Math.max(x.ndim, 1)), keepdim);
     const sorted = sortImpl(name, src, d, false, false);
@@ -258,7 +264,8 @@ function uniqueImpl(op: string, x: Tensor, dimArg: unknown, consecutive: boolean
   const host = (data: StorageArray, dt: DTypeName, shape: readonly number[]): Tensor => Tensor.fromStorage(data, dt, shape, x.device);
   // PyTorch takes the flat path without a dim, and for unique_consecutive also for dim 0 of a 1-d input.
   if (dimArg === null || (consecutive && x.ndim === 1 && intArg(op, dimArg, 'dim') === 0)) {
-    const flat = x.reshape([-1]).contiguous();
+    const view = flat1(x), flat = view.contiguous();
+    if (flat !== view) view.dispose();
     const n = flat.numel();
     const r: UniqueResult = kernel('unique', x.device, op)(flat.ref(), n, 1, consecutive);
     if (flat !== x) flat.dispose();
