@@ -67,6 +67,7 @@ interface Layout { trans: boolean; ld: number }
  * Null when neither (then the caller copies). Leading dims always satisfy BLAS's rules.
  */
 function matLayout(rows: number, cols: number, s0: number, s1: number): Layout | null {
+  if (rows === 0 || cols === 0) return { trans: false, ld: Math.max(1, cols) };
   if ((s1 === 1 || cols <= 1) && (rows <= 1 || s0 >= Math.max(1, cols))) return { trans: false, ld: rows <= 1 ? Math.max(1, cols) : s0 };
   if ((s0 === 1 || rows <= 1) && (cols <= 1 || s1 >= Math.max(1, rows))) return { trans: true, ld: cols <= 1 ? Math.max(1, rows) : s1 };
   return null;

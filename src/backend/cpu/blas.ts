@@ -55,9 +55,18 @@ function tryLoad(): { blas: Blas | null; why: string } {
 }
 
 let announced = false;
+let suspended = false;
+
+/** Tests and benchmarks: run the JavaScript kernels even though a BLAS was found (returns the previous setting). */
+export function setBlasEnabled(on: boolean): boolean {
+  const was = !suspended;
+  suspended = !on;
+  return was;
+}
 
 /** The loaded BLAS, or null (the JS kernels are used then; announced once on stderr). */
 export function getBlas(): Blas | null {
+  if (suspended) return null;
   if (!state) state = tryLoad();
   if (!state.blas && !announced) {
     announced = true;
