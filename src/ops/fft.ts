@@ -12,8 +12,8 @@ import { DTYPES, allocStorage, dtypeName, type DTypeLike, type DTypeName } from 
 import { writeNumber } from '../dtype/convert.js';
 import { defaultFloatDType } from '../dtype/promotion.js';
 import { DTypeError, IndexError, ShapeError, ValueError } from '../errors.js';
-import { broadcastShapes, contiguousStrides, normDim, numelOf } from '../tensor/shape.js';
-import { Device, backendFor, type DeviceLike, type StridedRef } from '../backend/backend.js';
+import { broadcastShapes, normDim, numelOf } from '../tensor/shape.js';
+import { Device, backendFor, type DeviceLike } from '../backend/backend.js';
 import { kernel } from '../backend/registry.js';
 import type { FftKind } from '../backend/cpu/fft.js';
 import { Expr } from '../ir/expr.js';
@@ -293,40 +293,22 @@ function freqOp(name: 'fftfreq' | 'rfftfreq') {
   });
 }
 
-/** Copies `src` into the contiguous region of `out` starting at element `at` (out is contiguous). */
-function copyInto(out: Tensor, at: number, src: Tensor): void {
-  if (src.numel() === 0) return;
-  const c = isC(src);
-  const s = c ? realView(src) : src;
-  const shape = c ? [...src.shape, 2] : [...src.shape];
-  const lanes = c ? 2 : 1;
-  const dst: StridedRef = { ...out.ref(), dtype: s.dt, shape, strides: contiguousStrides(shape), offset: (out.offset + at) * lanes };
-  backendFor(out.device).elementwise(Expr.load(0, s.dt), [s.ref()], [], dst);
-  if (s !== src) s.dispose();
-}
-
 /** Rolls each of `dims` by shift(size): fftshift moves the zero frequency to the center. */
 function shiftOp(name: 'fftshift' | 'ifftshift') {
   return def(`fft.${name}(input, dim=None)`, (a) => {
     const x = asTensor(name, a.input);
     const dims = a.dim === null ? [...Array(x.ndim).keys()] : intList(name, a.dim, 'dim').map((d) => normDim(name, d, x.ndim));
     let cur = x.clone();
-    for (const d of dims) {
-      if (x.ndim === 0) break;
+    for (const d of x.ndim === 0 ? [] : dims) {
       const n = cur.shape[d]!;
       const sh = n === 0 ? 0 : (name === 'fftshift' ? n >> 1 : (n + 1) >> 1) % n;
       if (sh === 0) continue;
-      const moved = cur.movedim(d, 0);
-      const out = Tensor.empty(moved.shape, cur.dt, cur.device);
-      const inner = out.numel() / n;
-      const tail = moved.narrow(0, n - sh, sh), head = moved.narrow(0, 0, n - sh);
-      copyInto(out, 0, tail);
-      copyInto(out, sh * inner, head);
-      tail.dispose(); head.dispose(); moved.dispose();
-      const v = out.movedim(0, d), next = v.contiguous();
-      if (next !== v) v.dispose();
-      if (next !== out) out.dispose();
-      cur.dispose();
+      // The roll is a window of the dim repeated twice: [x, x].narrow(d, n - sh, n), all views and copies.
+      const rep = cur.unsqueeze(d).expand(cur.shape.flatMap((s, i) => (i === d ? [2, n] : [s])));
+      const twice = rep.contiguous();
+      const merged = twice.view(cur.shape.map((s, i) => (i === d ? 2 * n : s)));
+      const win = merged.narrow(d, n - sh, n), next = win.contiguous();
+      for (const t of [rep, twice, merged, win, cur]) if (t !== next) t.dispose();
       cur = next;
     }
     return cur;
