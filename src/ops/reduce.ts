@@ -180,13 +180,12 @@ function varImpl(op: string, a: Record<string, unknown>, withMean: boolean, sqrt
   const x = asT(op, a.input);
   if (typeof a.dim === 'boolean') { a.unbiased = a.dim; a.dim = null; }
   if (!isFloat(x.dt)) throw new DTypeError(op, `${op}(): input dtype should be either floating point or complex. Got ${x.dt} instead.`);
-  const r = reduce(op, x, a.dim, a.keepdim as boolean, 'var', x.dt, x.dt, [correctionOf(op, a)], withMean) as Tensor | ValuesIndices;
+  const r = reduce(op, x, a.dim, a.keepdim as boolean, 'var', x.dt, x.dt, [correctionOf(op, a)], false) as Tensor;
   const v = Array.isArray(r) ? r[0]! : (r as Tensor);
   // var_mean returns the mean in the input dtype; the kernel wrote it into the int64 slot, so redo it.
   let result: Tensor | Tensor[] = v;
   if (sqrtIt) { const s = sqrtFn(v); v.dispose(); result = s; }
   if (withMean) {
-    (r as ValuesIndices)[1]!.dispose();
     const m = reduce(op, x, a.dim, a.keepdim as boolean, 'mean', x.dt, x.dt) as Tensor;
     return [result as Tensor, m];
   }

@@ -89,12 +89,16 @@ const CUBLAS_STATUS_NAMES: Record<number, string> = {
   16: 'CUBLAS_STATUS_LICENSE_ERROR',
 };
 
-export type GemmDType = 'float32' | 'float16' | 'bfloat16';
+export type GemmDType = 'float32' | 'float16' | 'bfloat16' | 'float64';
+/** cudaDataType CUDA_R_64F and cublasComputeType_t CUBLAS_COMPUTE_64F (library_types.h, cublas_api.h). */
+export const CUDA_R_64F = 1;
+export const CUBLAS_COMPUTE_64F = 70;
 
 const DTYPE_INFO: Record<GemmDType, { cuda: number; bytes: number }> = {
   float32: { cuda: CUDA_R_32F, bytes: 4 },
   float16: { cuda: CUDA_R_16F, bytes: 2 },
   bfloat16: { cuda: CUDA_R_16BF, bytes: 2 },
+  float64: { cuda: CUDA_R_64F, bytes: 8 },
 };
 
 /** cuBLASLt status failure. */
@@ -267,7 +271,7 @@ export function normalizeGemmArgs(g: GemmArgs): Required<Omit<GemmArgs, 'bias' |
   ] as const) {
     if (!Number.isSafeInteger(v) || v < 0) throw new ValueError('cublasLt.gemm', `${nm} must be a non-negative integer, got ${v}`);
   }
-  if (!(g.dtype in DTYPE_INFO)) throw new UnsupportedError('cublasLt.gemm', `dtype ${String(g.dtype)} (supported: float32, float16, bfloat16)`);
+  if (!(g.dtype in DTYPE_INFO)) throw new UnsupportedError('cublasLt.gemm', `dtype ${String(g.dtype)} (supported: float32, float64, float16, bfloat16)`);
   const aCols = transA ? m : k; // row-major A is stored (transA ? k × m : m × k)
   const aRows = transA ? k : m;
   const bCols = transB ? k : n;
@@ -327,6 +331,9 @@ export class CublasLt {
   private defaultWorkspace: GemmWorkspace | null = null;
   private readonly alpha = new Float32Array(1);
   private readonly beta = new Float32Array(1);
+  // float64 GEMMs take double scalars (the scale type follows the compute type)
+  private readonly alpha64 = new Float64Array(1);
+  private readonly beta64 = new Float64Array(1);
   private readonly i32 = new Int32Array(1);
   private readonly u32 = new Uint32Array(1);
   private readonly i64 = new BigInt64Array(1);
@@ -416,11 +423,12 @@ export class CublasLt {
   private makePlan(key: string, g: ReturnType<typeof normalizeGemmArgs>, wsBytes: number): Plan {
     const t0 = performance.now();
     const dt = DTYPE_INFO[g.dtype].cuda;
-    const compute = g.dtype === 'float32' && g.allowTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const f64 = g.dtype === 'float64';
+    const compute = f64 ? CUBLAS_COMPUTE_64F : g.dtype === 'float32' && g.allowTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const cm = columnMajorProblem(g);
     const created: { kind: 'desc' | 'layout' | 'pref'; h: bigint }[] = [];
     try {
-      this.check(this.f.cublasLtMatmulDescCreate(this.out, compute, CUDA_R_32F), 'cublasLtMatmulDescCreate');
+      this.check(this.f.cublasLtMatmulDescCreate(this.out, compute, f64 ? CUDA_R_64F : CUDA_R_32F), 'cublasLtMatmulDescCreate');
       const desc = this.out[0]!;
       created.push({ kind: 'desc', h: desc });
       this.i32[0] = cm.transa;
@@ -520,17 +528,20 @@ export class CublasLt {
     }
     this.alpha[0] = g.alpha;
     this.beta[0] = g.beta;
+    this.alpha64[0] = g.alpha;
+    this.beta64[0] = g.beta;
+    const f64 = g.dtype === 'float64';
     const stream = args.stream == null ? null : typeof args.stream === 'bigint' ? args.stream : args.stream.handle;
     this.ctx.makeCurrent();
     const s = this.f.cublasLtMatmul(
       this.handle,
       plan.desc,
-      this.alpha,
+      f64 ? (this.alpha64 as unknown as Float32Array) : this.alpha,
       g.B,
       plan.aDesc,
       g.A,
       plan.bDesc,
-      this.beta,
+      f64 ? (this.beta64 as unknown as Float32Array) : this.beta,
       g.C,
       plan.cDesc,
       g.D,

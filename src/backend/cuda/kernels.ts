@@ -214,7 +214,7 @@ export const cudaMatmulSettings = { allowTF32: false };
 
 export function cudaGemm(p: GemmParams): void {
   const d = p.c.dtype;
-  if (d !== 'float32' && d !== 'float16' && d !== 'bfloat16') throw new UnsupportedError('matmul', `cuda GEMM supports float32, float16 and bfloat16, got ${d}`);
+  if (d !== 'float32' && d !== 'float16' && d !== 'bfloat16' && d !== 'float64') throw new UnsupportedError('matmul', `cuda GEMM supports float32, float64, float16 and bfloat16, got ${d}`);
   const isz = DTYPES[d].itemsize;
   const at = (r: StridedRef): bigint => ptr(r) + BigInt(r.offset * isz);
   ltGemm({
