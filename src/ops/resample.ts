@@ -71,31 +71,44 @@ function sourceIndex(f: Round, scale: number, o: number, alignCorners: boolean, 
   return !cubic && src < 0 ? 0 : src;
 }
 
-function nearestTable(inSize: number, outSize: number, scale: number | null, exact: boolean): ResampleTable {
+/**
+ * Nearest tables. PyTorch has two index rules and picks by kernel: the channels-last kernel (used for
+ * small 2-D outputs too) calls nearest_idx / nearest_exact_idx (float scale; nearest keeps the
+ * same-size and 2x shortcuts), the generic kernel HelperInterpNearest(Exact) (scale in the op-math
+ * type, no shortcuts). Both floor through float (floorf).
+ */
+function nearestTable(f: Round, inSize: number, outSize: number, scale: number | null, exact: boolean, legacy: boolean): ResampleTable {
   const index = new Int32Array(outSize);
-  // compute_scales_value<float>: nearest's scale is always a float.
-  const s = scale !== null && scale > 0 ? Math.fround(1 / scale) : Math.fround(inSize / outSize);
+  const s = legacy ? areaScale(Math.fround, inSize, outSize, false, scale) : areaScale(f, inSize, outSize, false, scale);
   for (let o = 0; o < outSize; o++) {
     let i: number;
-    if (exact) i = Math.floor(Math.fround((o + 0.5) * s));
-    else if (outSize === inSize) i = o;
-    else if (outSize === 2 * inSize) i = o >> 1;
-    else i = Math.floor(Math.fround(o * s));
+    if (legacy) {
+      if (exact) i = Math.floor(Math.fround((o + 0.5) * s));
+      else if (outSize === inSize) i = o;
+      else if (outSize === 2 * inSize) i = o >> 1;
+      else i = Math.floor(Math.fround(o * s));
+    } else if (exact) i = Math.floor(Math.fround(sourceIndex(f, s, o, false, false) + 0.5));
+    else i = Math.floor(Math.fround(sourceIndex(f, s, o, true, false)));
     index[o] = Math.min(i, inSize - 1);
   }
   return { taps: 1, index, weight: null };
+}
+
+/** guard_index_and_lambda: floor through float, clamp the index, clamp the fraction to [0, 1]. */
+function guard(f: Round, real: number, inSize: number): [number, number] {
+  const i = Math.min(Math.floor(Math.fround(real)), inSize - 1);
+  return [i, Math.min(Math.max(f(real - i), 0), 1)];
 }
 
 function linearTable(f: Round, inSize: number, outSize: number, alignCorners: boolean, scale: number | null): ResampleTable {
   const index = new Int32Array(outSize * 2), weight = new Float64Array(outSize * 2);
   const r = areaScale(f, inSize, outSize, alignCorners, scale);
   for (let o = 0; o < outSize; o++) {
+    // compute_source_index_and_lambda: equal sizes copy, whatever the scale.
     let i0 = o, i1 = o, l1 = 0;
     if (outSize !== inSize) {
-      const real = sourceIndex(f, r, o, alignCorners, false);
-      i0 = Math.trunc(real);
+      [i0, l1] = guard(f, sourceIndex(f, r, o, alignCorners, false), inSize);
       i1 = i0 + (i0 < inSize - 1 ? 1 : 0);
-      l1 = Math.min(Math.max(f(real - i0), 0), 1);
     }
     index[2 * o] = i0; index[2 * o + 1] = i1;
     weight[2 * o] = f(1 - l1); weight[2 * o + 1] = l1;
@@ -117,9 +130,8 @@ function cubicTable(f: Round, inSize: number, outSize: number, alignCorners: boo
   const index = new Int32Array(outSize * 4), weight = new Float64Array(outSize * 4);
   const r = areaScale(f, inSize, outSize, alignCorners, scale);
   for (let o = 0; o < outSize; o++) {
-    const real = sourceIndex(f, r, o, alignCorners, true);
-    const i = Math.floor(real);
-    const w = cubicCoeffs(f, f(real - i), -0.75);
+    const [i, t] = guard(f, sourceIndex(f, r, o, alignCorners, true), inSize);
+    const w = cubicCoeffs(f, t, -0.75);
     for (let j = 0; j < 4; j++) {
       index[4 * o + j] = Math.max(Math.min(i - 1 + j, inSize - 1), 0);
       weight[4 * o + j] = w[j]!;
@@ -129,14 +141,15 @@ function cubicTable(f: Round, inSize: number, outSize: number, alignCorners: boo
 }
 
 /**
- * Antialiased tables (PyTorch's _upsample_*_aa, after PIL): a filter stretched by the downscale
- * factor, normalised per output position. interp = 2 (triangle) or 4 (cubic, a = -0.5).
+ * Antialiased tables (PyTorch's _compute_indices_min_size_weights_aa, after PIL): a filter widened by
+ * the downscale factor, normalised per output position; interp = 2 (triangle) or 4 (Keys' cubic with
+ * a = -0.5, as PIL). align_corners only changes the scale. A dim whose size is unchanged is copied.
  */
 function antialiasTable(f: Round, inSize: number, outSize: number, alignCorners: boolean, scale: number | null, interp: 2 | 4): ResampleTable {
+  if (inSize === outSize) return { taps: 1, index: Int32Array.from({ length: outSize }, (_, i) => i), weight: null };
   const s = areaScale(f, inSize, outSize, alignCorners, scale);
-  const support = f(s >= 1 ? f(interp * 0.5 * s) : interp * 0.5);
+  const support = f(s >= 1 ? interp * 0.5 * s : interp * 0.5);
   const taps = Math.ceil(support) * 2 + 1;
-  // Triangle filter for bilinear; Keys' cubic with a = -0.5 (as PIL) for bicubic.
   const filter = (x: number): number => {
     x = Math.abs(x);
     if (interp === 2) return x < 1 ? f(1 - x) : 0;
@@ -144,24 +157,37 @@ function antialiasTable(f: Round, inSize: number, outSize: number, alignCorners:
   };
   const index = new Int32Array(outSize * taps), weight = new Float64Array(outSize * taps);
   const invscale = s >= 1 ? f(1 / s) : 1;
-  const ac = alignCorners ? 0.5 : 0;
   for (let o = 0; o < outSize; o++) {
-    const center = f(s * f(o + 0.5 - ac));
-    const xmin = Math.max(Math.trunc(f(f(center - support) + 0.5 + ac)), 0);
-    const xsize = Math.min(Math.trunc(f(f(center + support) + 0.5 + ac)), inSize) - xmin;
-    let total = 0;
+    const center = f(s * (o + 0.5));
+    const xmin = Math.max(Math.trunc(f(center - support) + 0.5), 0);
+    const xsize = Math.min(Math.max(Math.min(Math.trunc(f(center + support) + 0.5), inSize) - xmin, 0), taps);
     const ws: number[] = [];
+    let total = 0;
     for (let j = 0; j < xsize; j++) {
-      const w = filter(f(f(j + xmin - center + 0.5 - ac) * invscale));
+      const w = filter(f((f(j + xmin - center) + 0.5) * invscale));
       ws.push(w);
       total = f(total + w);
     }
     for (let j = 0; j < taps; j++) {
+      // Unused taps get weight 0 and any in-range index.
       index[o * taps + j] = Math.min(xmin + Math.min(j, Math.max(xsize - 1, 0)), inSize - 1);
-      weight[o * taps + j] = j < xsize && total !== 0 ? f(ws[j]! / total) : j < xsize ? ws[j]! : 0;
+      weight[o * taps + j] = j >= xsize ? 0 : total !== 0 ? f(ws[j]! / total) : ws[j]!;
     }
   }
   return { taps, index, weight };
+}
+
+/** PyTorch's is_contiguous(memory_format=channels_last(_3d)) for a 4-D or 5-D tensor. */
+function channelsLastContiguous(x: Tensor): boolean {
+  const order = x.ndim === 4 ? [1, 3, 2, 0] : x.ndim === 5 ? [1, 4, 3, 2, 0] : null;
+  if (!order) return false;
+  let expected = 1;
+  for (const d of order) {
+    if (x.shape[d] === 1) continue;
+    if (x.strides[d] !== expected) return false;
+    expected *= x.shape[d]!;
+  }
+  return true;
 }
 
 // ---- interpolate ---------------------------------------------------------------------------------
@@ -240,10 +266,14 @@ function interpolateImpl(a: Record<string, unknown>): Tensor {
   if (x.shape[1] === 0) throw new ShapeError(OP, `Non-empty ${x.ndim}D data tensor expected but got a tensor with sizes ${fmtShape(x.shape)}`);
 
   const ct = computeDType(x.dt);
-  const f: Round = ct === 'float32' ? Math.fround : identity;
+  // Coordinates in PyTorch's op-math type: float for float32, the half types and uint8; double for float64.
+  const f: Round = ct === 'float64' ? identity : Math.fround;
+  // Which nearest kernel PyTorch runs (_use_channels_last_kernel_2d / _3d).
+  const legacy = d === 2 ? (channelsLastContiguous(x) && x.shape[1]! > 3) || out[0]! + out[1]! <= 128
+    : d === 3 ? channelsLastContiguous(x) && x.shape[1]! > 3 : false;
   const tables = inSp.map((n, i) => {
     const o = out[i]!, s = scales[i] ?? null;
-    if (nearest) return nearestTable(n, o, s, mode === 'nearest-exact');
+    if (nearest) return nearestTable(f, n, o, s, mode === 'nearest-exact', legacy);
     if (antialias) return antialiasTable(f, n, o, alignCorners!, s, mode === 'bicubic' ? 4 : 2);
     return mode === 'bicubic' ? cubicTable(f, n, o, alignCorners!, s) : linearTable(f, n, o, alignCorners!, s);
   });
