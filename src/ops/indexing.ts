@@ -18,7 +18,7 @@ import { broadcastShapes, broadcastStrides, contiguousStrides, fmtShape, normDim
 import { def, isScalarLike, scalarOf, type ScalarLike } from './registry.js';
 import { deviceOf, describe, setNonzeroTuple } from './elementwise.js';
 import { count_nonzero } from './reduce.js';
-import { asTensor, copyRef, scalarTensor, toInt } from './shape.js';
+import { asTensor, copyRef, flat1, scalarTensor, toInt } from './shape.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
@@ -112,7 +112,7 @@ export const take_along_dim = def('take_along_dim(input, indices, dim=None)', (a
   const x = asTensor(op, a.input), idx = asTensor(op, a.indices, 'indices');
   if (idx.dt !== 'int64') throw new DTypeError(op, `torch.take_along_dim(): dtype of indices should be Long but got ${tname(idx.dt)}`);
   if (a.dim === null) {
-    const fx = x.reshape([-1]), fi = idx.reshape([-1]);
+    const fx = flat1(x), fi = flat1(idx);
     return gatherImpl(op, fx, 0, fi);
   }
   if (x.ndim !== idx.ndim) {
@@ -136,7 +136,7 @@ export const take = def('take(input, index)', (a) => {
   const out = Tensor.empty(idx.shape, x.dt, x.device);
   if (out.numel() === 0) return out;
   if (x.numel() === 0) throw new IndexError(op, 'take(): tried to take from an empty tensor');
-  const flat = x.reshape([-1]), fi = idx.reshape([-1]);
+  const flat = flat1(x), fi = flat1(idx);
   kernel('gather', x.device, op)(flat.ref(), 0, fi.ref(), { ...out.ref(), shape: [out.numel()], strides: [1] }, op, true);
   return out;
 });
@@ -146,7 +146,8 @@ function indexSelectImpl(op: string, x: Tensor, dimArg: unknown, idx: Tensor): T
   const d = normDim(op, toInt(op, dimArg, 'dim'), x.ndim);
   const shape = [...shape1(x)];
   shape[d] = idx.numel();
-  const out = Tensor.empty(x.ndim ? shape : idx.shape, x.dt, x.device);
+  if (x.ndim === 0 && idx.numel() !== 1) throw new IndexError(op, `${op}(): Index to scalar can have only 1 value, got ${idx.numel()} value(s)`);
+  const out = Tensor.empty(x.ndim ? shape : [], x.dt, x.device);
   if (out.numel() > 0) kernel('gather', x.device, op)(atLeast1(x.ref()), d, alongDim(idx, d, shape), { ...out.ref(), shape, strides: contiguousStrides(shape) }, op, false);
   return out;
 }
@@ -168,7 +169,7 @@ export const embedding = def('nn.functional.embedding(input, weight, padding_idx
     const p = toInt(op, a.padding_idx, 'padding_idx');
     if (p >= w.shape[0]! || p < -w.shape[0]!) throw new ValueError(op, 'Padding_idx must be within num_embeddings');
   }
-  const flat = ids.reshape([-1]);
+  const flat = flat1(ids);
   const rows = indexSelectImpl(op, w, 0, flat);
   return rows.view([...ids.shape, w.shape[1]!]);
 });
@@ -184,7 +185,7 @@ export const repeat_interleave = def('repeat_interleave(input, repeats=None, dim
     x = Tensor.fromStorage(BigInt64Array.from({ length: x.shape[0]! }, (_, i) => BigInt(i)), 'int64', [x.shape[0]!], x.device);
   }
   let d: number;
-  if (a.dim === null) { x = x.reshape([-1]); d = 0; } else d = normDim(op, toInt(op, a.dim, 'dim'), x.ndim);
+  if (a.dim === null) { x = flat1(x); d = 0; } else d = normDim(op, toInt(op, a.dim, 'dim'), x.ndim);
   if (x.ndim === 0) x = x.reshape([1]);
   const n = x.shape[d]!;
   let counts: number[] | null = null;
@@ -492,7 +493,7 @@ export const one_hot = def('nn.functional.one_hot(tensor, num_classes=-1)', (a) 
   const x = asTensor(op, a.tensor, 'tensor');
   if (x.dt !== 'int64') throw new DTypeError(op, 'one_hot is only applicable to index tensor of type LongTensor.');
   let n = toInt(op, a.num_classes, 'num_classes');
-  const vals = x.numel() ? (x.reshape([-1]).dataSync() as BigInt64Array) : new BigInt64Array(0);
+  const vals = x.numel() ? (x.dataSync() as BigInt64Array) : new BigInt64Array(0);
   let lo = Infinity, hi = -Infinity;
   for (const v of vals) { const f = Number(v); if (f < lo) lo = f; if (f > hi) hi = f; }
   if (n === -1) {

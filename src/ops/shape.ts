@@ -38,6 +38,9 @@ export function toInt(op: string, v: unknown, name: string): number {
   return v;
 }
 
+/** x as 1-D (a view where the layout allows). 0-d tensors become [1]. */
+export const flat1 = (x: Tensor): Tensor => (x.ndim === 0 ? x.unsqueeze(0) : x.reshape([-1]));
+
 /** An int or a list of ints. */
 export function toIntList(op: string, v: unknown, name: string): number[] {
   if (Array.isArray(v)) return v.map((x, i) => toInt(op, x, `${name}[${i}]`));
@@ -135,8 +138,13 @@ export const narrow = def('narrow(input, dim, start, length)', (a) =>
   asTensor('narrow', a.input).narrow(toInt('narrow', a.dim, 'dim'), toInt('narrow', a.start, 'start'), toInt('narrow', a.length, 'length')));
 export const select = def('select(input, dim, index)', (a) =>
   asTensor('select', a.input).select(toInt('select', a.dim, 'dim'), toInt('select', a.index, 'index')));
-export const chunk = def('chunk(input, chunks, dim=0)', (a) =>
-  asTensor('chunk', a.input).chunk(toInt('chunk', a.chunks, 'chunks'), toInt('chunk', a.dim, 'dim')));
+export const chunk = def('chunk(input, chunks, dim=0)', (a) => {
+  const x = asTensor('chunk', a.input);
+  const n = toInt('chunk', a.chunks, 'chunks'), d = toInt('chunk', a.dim, 'dim');
+  // PyTorch gives `chunks` empty pieces of an empty dim.
+  if (n > 0 && x.ndim > 0 && x.shape[normDim('chunk', d, x.ndim)] === 0) return Array.from({ length: n }, () => x.alias());
+  return x.chunk(n, d);
+});
 export const split = def('split(tensor, split_size_or_sections, dim=0)', (a) => {
   const x = asTensor('split', a.tensor, 'tensor');
   const s = a.split_size_or_sections;
@@ -352,7 +360,7 @@ export const roll = def('roll(input, shifts, dims=None)', (a) => {
   if (a.dims === null || (Array.isArray(a.dims) && a.dims.length === 0)) {
     if (shifts.length !== 1) throw new ValueError(op, `shifts and dimensions must align. shifts: ${shifts.length}, dims:0`);
     // No dims: roll the flattened tensor, shape restored.
-    const flat = x.reshape([-1]);
+    const flat = flat1(x);
     const r = roll(flat, shifts[0]!, 0) as Tensor;
     if (flat !== x) flat.dispose();
     return r.view(x.shape as number[]);

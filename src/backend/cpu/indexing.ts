@@ -24,35 +24,54 @@ export interface ScatterOptions { op: string; includeSelf?: boolean; alpha?: num
 type Arr = StorageArray & { [i: number]: number | bigint };
 
 /**
- * Walks every row (all dims but the last) of `shape`; `row` gets the operands' offsets of the row start.
- * Returns nothing for an empty shape. A 0-d shape is one row of one element.
+ * Walks the rows (all dims but the last) of `shape` for several operands at once: `offs[q]` is operand
+ * q's offset of the current row start, `inner` the row length. A 0-d shape is one row of one element.
+ * (A plain loop over `count` calling advance(), not a callback: hot loops then keep their values in
+ * registers instead of closure slots.)
  */
-function forRows(shape: readonly number[], strides: readonly (readonly number[])[], offsets: number[],
-  row: (offs: number[], inner: number) => void): void {
-  if (shape.some((s) => s === 0)) return;
-  const nd = shape.length;
-  if (nd <= 1) { row(offsets, nd === 0 ? 1 : shape[0]!); return; }
-  const inner = shape[nd - 1]!;
-  const outer = shape.slice(0, nd - 1).reduce((a, b) => a * b, 1);
-  const idx = new Array<number>(nd - 1).fill(0);
-  const cur = offsets.slice();
-  for (let o = 0; o < outer; o++) {
-    row(cur, inner);
-    for (let d = nd - 2; d >= 0; d--) {
+class Rows {
+  readonly count: number;
+  readonly inner: number;
+  readonly offs: number[];
+  private readonly idx: number[];
+  constructor(private readonly shape: readonly number[], private readonly strides: readonly (readonly number[])[], offsets: number[]) {
+    const nd = shape.length;
+    this.inner = nd === 0 ? 1 : shape[nd - 1]!;
+    this.count = shape.some((s) => s === 0) ? 0 : shape.slice(0, Math.max(nd - 1, 0)).reduce((a, b) => a * b, 1);
+    this.offs = offsets.slice();
+    this.idx = new Array<number>(Math.max(nd - 1, 0)).fill(0);
+  }
+  advance(): void {
+    const { shape, strides, offs, idx } = this;
+    for (let d = idx.length - 1; d >= 0; d--) {
       idx[d]!++;
-      for (let q = 0; q < cur.length; q++) cur[q]! += strides[q]![d]!;
-      if (idx[d]! < shape[d]!) break;
-      for (let q = 0; q < cur.length; q++) cur[q]! -= strides[q]![d]! * shape[d]!;
+      for (let q = 0; q < offs.length; q++) offs[q]! += strides[q]![d]!;
+      if (idx[d]! < shape[d]!) return;
+      for (let q = 0; q < offs.length; q++) offs[q]! -= strides[q]![d]! * shape[d]!;
       idx[d] = 0;
     }
   }
 }
+
+/** Calls row(offsets, inner) for every row (see Rows); for the loops that are not the hot path. */
+function forRows(shape: readonly number[], strides: readonly (readonly number[])[], offsets: number[],
+  row: (offs: number[], inner: number) => void): void {
+  const w = new Rows(shape, strides, offsets);
+  for (let r = 0; r < w.count; r++, w.advance()) row(w.offs, w.inner);
+}
 const lastStride = (st: readonly number[]): number => (st.length ? st[st.length - 1]! : 0);
+
+/** int64 storage as int32 pairs (little-endian): reading a BigInt64Array element allocates a BigInt. */
+function int32Pairs(r: StridedRef): Int32Array {
+  const a = r.buf as BigInt64Array;
+  return new Int32Array(a.buffer, a.byteOffset, a.length * 2);
+}
 
 /** Reads index element i as a number (int32 or int64 storage). */
 const indexReader = (r: StridedRef): ((i: number) => number) => {
-  const a = r.buf as Arr;
-  return r.dtype === 'int64' ? (i) => Number(a[i] as bigint) : (i) => a[i] as number;
+  if (r.dtype !== 'int64') { const a = r.buf as Int32Array; return (i) => a[i]!; }
+  const p = int32Pairs(r);
+  return (i) => p[2 * i + 1]! * 4294967296 + (p[2 * i]! >>> 0);
 };
 
 function outOfBounds(op: string, v: number, dim: number, size: number): never {
@@ -68,6 +87,16 @@ function checked(op: string, v: number, dim: number, size: number, wrap: boolean
 
 // ---- gather --------------------------------------------------------------------------------------
 
+/** The hot loop of gather: every value a parameter (no closure context), index read and check inline. */
+function gatherRow(o: Arr, oi: number, os: number, a: Arr, ib: number, xs: number, ia: Int32Array, ip: number, is: number,
+  big: boolean, n: number, size: number, dimStride: number, op: string, dim: number, wrap: boolean): void {
+  for (let k = 0; k < n; k++, ib += xs, ip += is, oi += os) {
+    let v = big ? ia[2 * ip + 1]! * 4294967296 + (ia[2 * ip]! >>> 0) : ia[ip]!;
+    if (!(v >= 0 && v < size)) v = checked(op, v, dim, size, wrap);
+    o[oi] = a[ib + v * dimStride]!;
+  }
+}
+
 export function gather(input: StridedRef, dim: number, index: StridedRef, out: StridedRef, op: string, wrap = false): void {
   const lanes = DTYPES[input.dtype].lanes;
   const size = input.shape[dim] ?? 1, dimStride = (input.strides[dim] ?? 0) * lanes;
@@ -77,20 +106,26 @@ export function gather(input: StridedRef, dim: number, index: StridedRef, out: S
   const a = input.buf as Arr, o = out.buf as Arr;
   const read = indexReader(index);
   const xs = lastStride(inStrides), is = lastStride(index.strides), os = lastStride(outStrides);
-  forRows(index.shape, [inStrides, index.strides, outStrides], [input.offset * lanes, index.offset, out.offset * lanes], (offs, n) => {
-    let ib = offs[0]!, ip = offs[1]!, op_ = offs[2]!;
+  const big = index.dtype === 'int64', ia = big ? int32Pairs(index) : (index.buf as Int32Array);
+  const w = new Rows(index.shape, [inStrides, index.strides, outStrides], [input.offset * lanes, index.offset, out.offset * lanes]);
+  const n = w.inner;
+  for (let r = 0; r < w.count; r++, w.advance()) {
+    const ib = w.offs[0]!, ip = w.offs[1]!;
+    let oi = w.offs[2]!;
     if (is === 0 && xs !== 0 && lanes === 1) {
       // One index for the whole row (index_select, embedding): a strided row copy.
       const src = ib + checked(op, read(ip), dim, size, wrap) * dimStride;
-      if (xs === 1 && os === 1 && n > 32) o.set(a.subarray(src, src + n) as never, op_);
-      else for (let k = 0, s = src; k < n; k++, s += xs, op_ += os) o[op_] = a[s]!;
-      return;
+      if (xs === 1 && os === 1 && n > 32) o.set(a.subarray(src, src + n) as never, oi);
+      else for (let k = 0, s = src; k < n; k++, s += xs, oi += os) o[oi] = a[s]!;
+    } else if (lanes === 1) {
+      gatherRow(o, oi, os, a, ib, xs, ia, ip, is, big, n, size, dimStride, op, dim, wrap);
+    } else {
+      for (let k = 0, b = ib, p = ip; k < n; k++, b += xs, p += is, oi += os) {
+        const s = b + checked(op, read(p), dim, size, wrap) * dimStride;
+        for (let l = 0; l < lanes; l++) o[oi + l] = a[s + l]!;
+      }
     }
-    for (let k = 0; k < n; k++, ib += xs, ip += is, op_ += os) {
-      const s = ib + checked(op, read(ip), dim, size, wrap) * dimStride;
-      for (let l = 0; l < lanes; l++) o[op_ + l] = a[s + l]!;
-    }
-  });
+  }
 }
 
 // ---- scatter -------------------------------------------------------------------------------------
@@ -126,6 +161,21 @@ function combineBig(mode: ScatterMode): (cur: bigint, v: bigint) => bigint {
     case 'amax': return (c, v) => (v > c ? v : c);
     case 'amin': return (c, v) => (v < c ? v : c);
     default: return (_c, v) => v;
+  }
+}
+
+/** Dtypes whose storage holds the value itself (stores round or wrap as C would); bool is not (1 + 1). */
+const PLAIN_ADD = new Set<DTypeName>(['float32', 'float64', 'int32', 'int16', 'int8', 'uint8']);
+
+/** The hot loop of scatter: overwrite, or add in place. */
+function scatterRow(o: Arr, tb: number, os: number, s: Arr, si: number, ss: number, ia: Int32Array, ip: number, is: number,
+  big: boolean, n: number, size: number, dimStride: number, add: boolean, op: string, dim: number, wrap: boolean): void {
+  for (let k = 0; k < n; k++, tb += os, ip += is, si += ss) {
+    let v = big ? ia[2 * ip + 1]! * 4294967296 + (ia[2 * ip]! >>> 0) : ia[ip]!;
+    if (!(v >= 0 && v < size)) v = checked(op, v, dim, size, wrap);
+    const t = tb + v * dimStride;
+    if (add) (o as Float64Array)[t] += (s as Float64Array)[si]!;
+    else o[t] = s[si]!;
   }
 }
 
@@ -174,10 +224,16 @@ export function scatter(out: StridedRef, dim: number, index: StridedRef, src: St
       acc.set(t, f(acc.get(t), v));
     };
   }
-  forRows(index.shape, [outStrides, index.strides, srcStrides], [base, index.offset, src.offset * lanes], (offs, n) => {
-    let tb = offs[0]!, ip = offs[1]!, si = offs[2]!;
-    for (let k = 0; k < n; k++, tb += os, ip += is, si += ss) visit(tb + checked(op, read(ip), dim, size, wrap) * dimStride, si);
-  });
+  // Overwrite, and plain adds in dtypes stored as JS numbers, take the inline loop; the rest visit().
+  const plainAdd = mode === 'sum' && includeSelf && Number(opts.alpha ?? 1) === 1 && PLAIN_ADD.has(d);
+  const fast = lanes === 1 && (mode === 'none' || plainAdd);
+  const big = index.dtype === 'int64', ia = big ? int32Pairs(index) : (index.buf as Int32Array);
+  const w = new Rows(index.shape, [outStrides, index.strides, srcStrides], [base, index.offset, src.offset * lanes]);
+  for (let r = 0; r < w.count; r++, w.advance()) {
+    let tb = w.offs[0]!, ip = w.offs[1]!, si = w.offs[2]!;
+    if (fast) scatterRow(o, tb, os, s, si, ss, ia, ip, is, big, w.inner, size, dimStride, plainAdd, op, dim, wrap);
+    else for (let k = 0; k < w.inner; k++, tb += os, ip += is, si += ss) visit(tb + checked(op, read(ip), dim, size, wrap) * dimStride, si);
+  }
   if (mode === 'mean') finishMean(out, counts!, includeSelf);
 }
 
