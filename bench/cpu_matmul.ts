@@ -1,0 +1,70 @@
+// CPU matmul benchmark: float32 n×n @ n×n through nbx.matmul, with the system BLAS and with the
+// fallback kernel (NBX_BLAS=off's path: packed WebAssembly SIMD on worker threads), next to numpy
+// (/usr/bin/python3; Debian's numpy calls the same OpenBLAS) measured in the same run, size by size so
+// both see the same machine load. Prints a markdown table of GFLOP/s (best of the repetitions).
+//
+// Run: node dist/bench/cpu_matmul.js [--sizes 256,512,1024,2048]
+import { execFileSync } from 'node:child_process';
+import * as nbx from '../src/index.js';
+import { blasInfo, setBlasEnabled } from '../src/backend/cpu/blas.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+
+const argSizes = process.argv.indexOf('--sizes');
+const SIZES = argSizes > 0 ? process.argv[argSizes + 1]!.split(',').map(Number) : [256, 512, 1024, 2048];
+
+/** Repetitions for about a second of work at `gflops`, at least 3. */
+const repsFor = (n: number, gflops: number): number => Math.max(3, Math.min(50, Math.round(1 / ((2 * n ** 3) / (gflops * 1e9)))));
+
+function best(fn: () => void, reps: number): number {
+  fn(); // warm-up (and worker start-up for the fallback)
+  let t = Infinity;
+  for (let i = 0; i < reps; i++) { const t0 = performance.now(); fn(); t = Math.min(t, performance.now() - t0); }
+  return t / 1000;
+}
+
+const NUMPY = `
+import numpy as np, time, json, sys
+n = int(sys.argv[1]); reps = int(sys.argv[2])
+rng = np.random.default_rng(0)
+a = rng.standard_normal((n, n), dtype=np.float32); b = rng.standard_normal((n, n), dtype=np.float32)
+a @ b
+t = min((lambda t0: (a @ b, time.perf_counter() - t0)[1])(time.perf_counter()) for _ in range(reps))
+print(json.dumps(t))
+`;
+
+function numpySeconds(n: number, reps: number): number | null {
+  // numpy with the library's own defaults: no core-type or cache-size overrides leak in from our environment
+  const env = { ...process.env };
+  delete env.OPENBLAS_CORETYPE;
+  delete env.OPENBLAS_L2_SIZE;
+  try {
+    return JSON.parse(execFileSync('/usr/bin/python3', ['-c', NUMPY, String(n), String(reps)], { env, encoding: 'utf8' })) as number;
+  } catch (e) {
+    process.stderr.write(`numpy unavailable: ${(e as Error).message.split('\n')[0]}\n`);
+    return null;
+  }
+}
+
+function main(): void {
+  const gf = (n: number, s: number | null): string => (s === null ? 'n/a' : ((2 * n ** 3) / s / 1e9).toFixed(1));
+  const rows: string[] = [];
+  for (const n of SIZES) {
+    const data = (seed: number): Float32Array => Float32Array.from({ length: n * n }, (_, i) => Math.sin(i * 12.9898 + seed) * 0.5);
+    const a = nbx.tensor(data(1)).reshape([n, n]), b = nbx.tensor(data(2)).reshape([n, n]);
+    const mm = (): void => { (nbx.matmul(a, b) as Tensor).dispose(); };
+    const np = numpySeconds(n, repsFor(n, 100));
+    const withBlas = best(mm, repsFor(n, 100));
+    const was = setBlasEnabled(false);
+    let fallback: number;
+    try { fallback = best(mm, repsFor(n, 20)); } finally { setBlasEnabled(was); }
+    const ratio = np === null ? 'n/a' : `${((100 * np) / withBlas).toFixed(0)}%`;
+    rows.push(`| ${n}³ | ${gf(n, np)} | ${gf(n, withBlas)} | ${ratio} | ${gf(n, fallback)} |`);
+    a.dispose(); b.dispose();
+  }
+  console.log(`BLAS: ${blasInfo()}\n`);
+  console.log('| float32 matmul | numpy GFLOP/s | nbx BLAS GFLOP/s | BLAS / numpy | nbx fallback GFLOP/s |');
+  console.log('| --- | ---: | ---: | ---: | ---: |');
+  for (const r of rows) console.log(r);
+}
+
+main();
