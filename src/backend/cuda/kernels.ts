@@ -10,6 +10,7 @@ import { R, type CudaBackend, type CudaBuffer } from './backend.js';
 import { gemm as ltGemm } from './cublaslt.js';
 import { UnsupportedError } from '../../errors.js';
 import type { ArgType } from './driver.js';
+import { installCudaNnKernels } from './nn_kernels.js';
 
 let be: CudaBackend;
 export function installCudaKernels(backend: CudaBackend): void {
@@ -17,6 +18,7 @@ export function installCudaKernels(backend: CudaBackend): void {
   registerKernel('reduce', 'cuda', cudaReduce);
   registerKernel('scan', 'cuda', cudaScan);
   registerKernel('gemm', 'cuda', cudaGemm);
+  installCudaNnKernels(backend);
   setStagingProvider('cuda', hostStaged);
 }
 
