@@ -14,7 +14,7 @@ import { writeNumber } from '../dtype/convert.js';
 import { resultType } from '../dtype/promotion.js';
 import { Expr } from '../ir/expr.js';
 import { DTypeError, IndexError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
-import { broadcastShapes, contiguousStrides, fmtShape, normDim, numelOf } from '../tensor/shape.js';
+import { broadcastShapes, contiguousStrides, fmtShape, inferShape, normDim, numelOf } from '../tensor/shape.js';
 import { def, isScalarLike, Scalar, scalarOf, type ScalarLike } from './registry.js';
 import { add, describe, deviceOf, participant, scalarValue } from './elementwise.js';
 
@@ -114,9 +114,21 @@ function copyPieces(op: string, src: StridedRef, out: StridedRef, device: Device
 
 // ---- views as functions ------------------------------------------------------------------------
 
-export const reshape = def('reshape(input, shape)', (a) => asTensor('reshape', a.input).reshape(toIntList('reshape', a.shape, 'shape')));
-export const flatten = def('flatten(input, start_dim=0, end_dim=-1)', (a) =>
-  asTensor('flatten', a.input).flatten(toInt('flatten', a.start_dim, 'start_dim'), toInt('flatten', a.end_dim, 'end_dim')));
+/** A 0-d tensor viewed as `shape` (all ones): the core's view of a 0-d tensor refuses non-empty shapes. */
+const view0d = (op: string, x: Tensor, shape: number[]): Tensor => {
+  const target = inferShape(op, shape, 1);
+  return x.as_strided(target, target.map(() => 1));
+};
+export const reshape = def('reshape(input, shape)', (a) => {
+  const x = asTensor('reshape', a.input), shape = toIntList('reshape', a.shape, 'shape');
+  return x.ndim === 0 && shape.length > 0 ? view0d('reshape', x, shape) : x.reshape(shape);
+});
+export const flatten = def('flatten(input, start_dim=0, end_dim=-1)', (a) => {
+  const x = asTensor('flatten', a.input);
+  const s = toInt('flatten', a.start_dim, 'start_dim'), e = toInt('flatten', a.end_dim, 'end_dim');
+  if (x.ndim === 0) { normDim('flatten', s, 0); normDim('flatten', e, 0); return view0d('flatten', x, [1]); }
+  return x.flatten(s, e);
+});
 export const unflatten = def('unflatten(input, dim, sizes)', (a) =>
   asTensor('unflatten', a.input).unflatten(toInt('unflatten', a.dim, 'dim'), toIntList('unflatten', a.sizes, 'sizes')));
 export const squeeze = def('squeeze(input, dim=None)', (a) =>
@@ -237,7 +249,6 @@ export const diag = def('diag(input, diagonal=0)', (a) => {
   if (x.ndim !== 1) throw new ShapeError(op, `diag(): Supports 1D or 2D tensors. Got ${x.ndim}D`);
   const n = x.shape[0]! + Math.abs(k);
   const out = Tensor.empty([n, n], x.dt, x.device, true);
-  fillRef(op, x.device, out.ref(), 0);
   const d = diagonal(out, k) as Tensor;
   copyRef(op, x.device, x.ref(), d.ref());
   d.dispose();
@@ -610,7 +621,6 @@ export const fold = def('nn.functional.fold(input, output_size, kernel_size, dil
   }
   const c = ck! / kk;
   const padded = Tensor.empty([n!, c, H + 2 * g.p[0], W + 2 * g.p[1]], x.dt, x.device, true);
-  fillRef(op, x.device, padded.ref(), 0);
   const cols = x.reshape([n!, c, g.k[0], g.k[1], oh, ow]);
   const win = windows(padded, g, oh, ow);
   // Sum the blocks one kernel offset at a time (PyTorch's col2im order): region += cols[:, :, i, j].
