@@ -3,6 +3,7 @@
 
 import './backend/cpu/kernels.js';
 import { cuda } from './backend/cuda/index.js';
+import './backend/webgpu/index.js';
 import { Tensor } from './tensor/tensor.js';
 import { DType } from './dtype/dtypes.js';
 import * as ew from './ops/elementwise.js';
@@ -25,6 +26,7 @@ import { participant, type Operand } from './ops/elementwise.js';
 
 export { Tensor } from './tensor/tensor.js';
 export { cuda };
+export { webgpu } from './backend/webgpu/index.js';
 export * as io from './io/index.js';
 export { DType } from './dtype/dtypes.js';
 export type { DTypeName } from './dtype/dtypes.js';
@@ -102,7 +104,10 @@ export {} from './ops/resample.js';
 // nn (normalization, softmax, losses, attention)
 export { softmax, log_softmax, _weight_norm } from './ops/nn.js';
 // random
-export {} from './ops/random.js';
+export {
+  manual_seed, Generator, default_generator, seed, initial_seed, get_rng_state, set_rng_state, rand, randn, rand_like, randn_like,
+  randint, randint_like, randperm, normal, bernoulli, multinomial,
+} from './ops/random.js';
 // -------------------------------------------------------------------------------------------------
 
 export const linalg: Record<string, (...args: any[]) => any> = {

@@ -79,7 +79,7 @@ export function checkShape(op: string, shape: readonly number[]): number[] {
 export function viewStrides(oldShape: Shape, oldStrides: readonly number[], newShape: Shape): number[] | null {
   const numel = numelOf(oldShape);
   const newStrides = new Array<number>(newShape.length).fill(0);
-  if (numel === 0) return contiguousStrides(newShape);
+  if (numel === 0 || oldShape.length === 0) return contiguousStrides(newShape); // empty or 0-d: any layout works
   let viewD = newShape.length - 1;
   let chunkBase = oldStrides[oldStrides.length - 1] ?? 1;
   let tensorNumel = 1, viewNumel = 1;

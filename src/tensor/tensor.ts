@@ -297,7 +297,8 @@ export class Tensor {
     if (chunks <= 0) throw new ValueError('chunk', 'chunk expects `chunks` to be greater than 0');
     const d = normDim('chunk', dim, this.ndim);
     const n = this.shape[d]!;
-    return this.split(Math.max(Math.ceil(n / chunks), n === 0 ? 1 : 0) || 1, d);
+    if (n === 0) return [...Array(chunks).keys()].map(() => this.narrow(d, 0, 0)); // PyTorch: `chunks` empty pieces
+    return this.split(Math.ceil(n / chunks), d);
   }
 
   unbind(dim = 0): Tensor[] {
