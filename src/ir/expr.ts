@@ -25,6 +25,8 @@ export const UNARY_PRIMS: readonly UnaryPrim[] = ['neg', 'abs', 'floor', 'ceil',
 export const BINARY_PRIMS: readonly BinaryPrim[] = ['add', 'sub', 'mul', 'div', 'floordiv', 'truncdiv', 'mod', 'fmod', 'pow',
   'atan2', 'max', 'min', 'lt', 'le', 'gt', 'ge', 'eq', 'ne', 'and', 'or', 'xor', 'shl', 'shr', 'copysign', 'hypot'];
 
+const INTERN = new Map<string, string>();
+
 const BOOL_RESULT = new Set<Prim>(['lt', 'le', 'gt', 'ge', 'eq', 'ne', 'isnan', 'isinf', 'not']);
 
 export class Expr {
@@ -37,11 +39,18 @@ export class Expr {
     readonly arg: number = 0,
   ) {}
 
-  /** A structural key: equal keys render to equal code (params are slots, so values are not in it). */
+  /**
+   * A structural key: equal keys render to equal code (params are slots, so values are not in it).
+   * Nodes are hash-consed: the key is a short id from a global table keyed by (op, dtype, arg, child
+   * ids), so computing it is O(1) per node and kernel-cache lookups stay cheap on the hot path.
+   */
   get key(): string {
-    return (this._key ??= this.op === 'const' ? `c${this.dtype}:${Object.is(this.arg, -0) ? '-0' : this.arg}`
-      : this.op === 'load' || this.op === 'param' ? `${this.op}${this.arg}:${this.dtype}`
-        : `${this.op}:${this.dtype}(${this.src.map((s) => s.key).join(',')})`);
+    if (this._key !== undefined) return this._key;
+    const arg = this.op === 'const' ? (Object.is(this.arg, -0) ? '-0' : String(this.arg)) : this.op === 'load' || this.op === 'param' ? String(this.arg) : '';
+    const sig = `${this.op}:${this.dtype}:${arg}(${this.src.map((c) => c.key).join(',')})`;
+    let id = INTERN.get(sig);
+    if (id === undefined) { id = `e${INTERN.size}`; INTERN.set(sig, id); }
+    return (this._key = id);
   }
 
   // Builders. Operands of binary ops must already share a dtype; `cast` converts explicitly.

@@ -33,6 +33,9 @@ export function normDims(op: string, dims: number | readonly number[] | null | u
 }
 
 export function broadcastShapes(op: string, ...shapes: Shape[]): number[] {
+  // fast path: all shapes equal (the common case)
+  const s0 = shapes[0];
+  if (s0 && shapes.every((s) => s === s0 || (s.length === s0.length && s.every((d, i) => d === s0[i])))) return [...s0];
   const nd = Math.max(0, ...shapes.map((s) => s.length));
   const out = new Array<number>(nd).fill(1);
   for (const s of shapes) {
