@@ -12,7 +12,8 @@ import type { StridedRef } from '../backend.js';
 import { registerKernel } from '../registry.js';
 
 type Less = (x: number, y: number) => boolean;
-type Ids = Int32Array;
+/** A sequence the algorithms permute: element ids (Int32Array) or packed key-and-index values (Float64Array). */
+type Ids = Int32Array | Float64Array;
 
 // ---- libstdc++ algorithms (bits/stl_algo.h, bits/stl_heap.h) -------------------------------------
 
@@ -174,7 +175,7 @@ export function nthElement(a: Ids, first: number, nth: number, last: number, les
 export function stableSort(a: Ids, first: number, last: number, less: Less, tmp?: Ids): void {
   const n = last - first;
   if (n < 2) return;
-  const buf = tmp && tmp.length >= n ? tmp : new Int32Array(n);
+  const buf = tmp && tmp.length >= n ? tmp : new Float64Array(n);
   for (let w = 0; w < n; w += 16) insertionSort(a, first + w, first + Math.min(w + 16, n), less);
   let src: Ids = a, dst: Ids = buf, so = first, dO = 0;
   for (let width = 16; width < n; width *= 2) {
@@ -220,13 +221,138 @@ export const descNanFirst = (k: Keys): Less => (x, y) => { const a = k[x]!, b = 
 
 const iota = (a: Ids, n: number): Ids => { for (let j = 0; j < n; j++) a[j] = j; return a; };
 
+// ---- fast exact paths ------------------------------------------------------------------------------
+//
+// Keys that fit 32 bits (every dtype but float64/int64 values beyond float32/int32) become order-preserving
+// unsigned integers. A stable sort is then an LSD radix sort; without equal keys every algorithm agrees,
+// so that also answers std::sort. When std::sort must be emulated on ties, the elements are packed as
+// key * 2^21 + index in one float64 array, so the algorithms read neighbouring memory instead of chasing
+// indices, and two elements compare by their key bits alone: y - x >= 2^20 exactly when key(x) < key(y).
+
+const SHIFT = 2 ** 21, TIE = 2 ** 20;
+const lessPacked: Less = (x, y) => y - x >= TIE;
+const f32 = new Float32Array(1), u32 = new Uint32Array(f32.buffer);
+
+/** Order-preserving uint32 keys (NaN after everything; complemented for descending), or false if they do not fit. */
+function orderKeys(keys: Keys, n: number, descending: boolean, isInt: boolean, out: Uint32Array): boolean {
+  if (!(keys instanceof Float64Array)) return false;
+  for (let j = 0; j < n; j++) {
+    const v = keys[j]!;
+    let o: number;
+    if (v !== v) o = 0xffffffff;
+    else if (isInt) {
+      if (v < -2147483648 || v > 2147483647) return false;
+      o = v + 2147483648;
+    } else {
+      if (Math.fround(v) !== v) return false;
+      f32[0] = v === 0 ? 0 : v; // -0 ties with 0, as `<` says
+      const b = u32[0]!;
+      o = b & 0x80000000 ? ~b >>> 0 : (b | 0x80000000) >>> 0;
+    }
+    out[j] = descending ? 0xffffffff - o : o;
+  }
+  return true;
+}
+
+/**
+ * Stable LSD radix sort of ids by unsigned keys of one or two 32-bit words (`hi` for 64-bit keys), 11-bit
+ * digits; returns whether equal keys occurred.
+ */
+function radixSort(lo: Uint32Array, hi: Uint32Array | null, n: number, ids: Int32Array, tmp: Int32Array): boolean {
+  // keys travel with their ids, so every pass reads memory in order; one read counts every digit
+  let sLo = lo.slice(0, n), dLo = new Uint32Array(n), sHi = hi ? hi.slice(0, n) : sLo, dHi = hi ? new Uint32Array(n) : dLo;
+  let srcI = iota(ids, n) as Int32Array, dstI = tmp;
+  const passes = hi ? 6 : 3;
+  const count = new Int32Array(passes * 2048);
+  for (let j = 0; j < n; j++) {
+    const k = sLo[j]!;
+    count[k & 2047]!++; count[2048 + ((k >>> 11) & 2047)]!++; count[4096 + (k >>> 22)]!++;
+    if (hi) { const h = sHi[j]!; count[6144 + (h & 2047)]!++; count[8192 + ((h >>> 11) & 2047)]!++; count[10240 + (h >>> 22)]!++; }
+  }
+  for (let pass = 0; pass < passes; pass++) {
+    const base = pass * 2048, shift = (pass % 3) * 11, word = pass < 3 ? sLo : sHi;
+    if (count[base + ((word[0]! >>> shift) & 2047)] === n) continue; // one digit value: nothing would move
+    for (let d = 0, acc = 0; d < 2048; d++) { const c = count[base + d]!; count[base + d] = acc; acc += c; }
+    for (let j = 0; j < n; j++) {
+      const at = count[base + (((pass < 3 ? sLo : sHi)[j]! >>> shift) & 2047)]!++;
+      dLo[at] = sLo[j]!; dstI[at] = srcI[j]!;
+      if (hi) dHi[at] = sHi[j]!;
+    }
+    [sLo, dLo] = [dLo, sLo];
+    if (hi) [sHi, dHi] = [dHi, sHi];
+    [srcI, dstI] = [dstI, srcI];
+  }
+  if (srcI !== ids) ids.set(srcI.subarray(0, n));
+  for (let j = 1; j < n; j++) if (sLo[j] === sLo[j - 1] && (!hi || sHi[j] === sHi[j - 1])) return true;
+  return false;
+}
+
+const f64 = new Float64Array(1), w64 = new Uint32Array(f64.buffer);
+const HI = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1 ? 1 : 0; // the high word of a float64/int64
+/** Order-preserving 64-bit keys as (lo, hi) words, for float64 values and int64 beyond 2^53. */
+function orderKeys64(keys: Keys, n: number, descending: boolean, lo: Uint32Array, hi: Uint32Array): void {
+  if (keys instanceof BigInt64Array) {
+    const w = new Uint32Array(keys.buffer, keys.byteOffset, 2 * n);
+    for (let j = 0; j < n; j++) { lo[j] = w[2 * j + 1 - HI]!; hi[j] = (w[2 * j + HI]! ^ 0x80000000) >>> 0; }
+  } else {
+    for (let j = 0; j < n; j++) {
+      const v = keys[j]!;
+      if (v !== v) { lo[j] = 0xffffffff; hi[j] = 0xffffffff; continue; }
+      f64[0] = v === 0 ? 0 : v;
+      const h = w64[HI]!, l = w64[1 - HI]!;
+      if (h & 0x80000000) { hi[j] = ~h >>> 0; lo[j] = ~l >>> 0; } else { hi[j] = (h | 0x80000000) >>> 0; lo[j] = l; }
+    }
+  }
+  if (descending) for (let j = 0; j < n; j++) { lo[j] = 0xffffffff - lo[j]!; hi[j] = 0xffffffff - hi[j]!; }
+}
+
+/** Packs keys with their indices (see above); false when a row is too long to pack. */
+function pack(o: Uint32Array, n: number, out: Float64Array): boolean {
+  if (n > TIE) return false;
+  for (let j = 0; j < n; j++) out[j] = o[j]! * SHIFT + j;
+  return true;
+}
+const unpack = (p: Float64Array, n: number, ids: Ids): void => { for (let j = 0; j < n; j++) ids[j] = p[j]! % SHIFT; };
+
+/** Per-kernel scratch buffers for rows of length n. */
+function scratchFor(n: number) {
+  return { keys: new Float64Array(n), o: new Uint32Array(n), hi: new Uint32Array(n), packed: new Float64Array(n), ids: new Int32Array(n), tmp: new Int32Array(n) };
+}
+type Scratch = ReturnType<typeof scratchFor>;
+
+/** Sorts ids 0..n-1 by keys exactly as PyTorch's CPU: stable_sort, or std::sort (differs only on ties). */
+function sortIds(keys: Keys, n: number, descending: boolean, stable: boolean, isInt: boolean, s: Scratch): void {
+  const fits = orderKeys(keys, n, descending, isInt, s.o);
+  if (!fits) orderKeys64(keys, n, descending, s.o, s.hi);
+  const ties = radixSort(s.o, fits ? null : s.hi, n, s.ids, s.tmp);
+  if (!ties || stable) return;
+  if (fits && pack(s.o, n, s.packed)) { stdSort(s.packed, 0, n, lessPacked); unpack(s.packed, n, s.ids); return; }
+  const less = descending ? descNanFirst(keys) : ascNanLast(keys);
+  iota(s.ids, n);
+  if (stable) stableSort(s.ids, 0, n, less, s.tmp); else stdSort(s.ids, 0, n, less);
+}
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+/** Writes small non-negative indices into an int64 (through its 32-bit halves: no BigInt per element) or int32 output. */
+function indexWriter(out: StridedRef): (i: number, v: number) => void {
+  const o = out.offset;
+  if (out.dtype !== 'int64') { const w = out.buf as Int32Array; return (i, v) => { w[o + i] = v; }; }
+  const b = out.buf as BigInt64Array;
+  if (!LITTLE_ENDIAN) return (i, v) => { b[o + i] = BigInt(v); };
+  const w = new Int32Array(b.buffer, b.byteOffset, b.length * 2);
+  return (i, v) => { w[2 * (o + i)] = v; w[2 * (o + i) + 1] = 0; };
+}
+const isIntKeys = (ref: StridedRef): boolean => DTYPES[ref.dtype].kind !== 'float';
+
 /** Copies element `src` of `input` to element `dst` of `out` (raw storage: bit-exact for every dtype). */
 function copyElem(out: StridedRef, dst: number, input: StridedRef, src: number): void {
   (out.buf as Float64Array)[out.offset + dst] = (input.buf as Float64Array)[input.offset + src]!;
 }
-function putIndex(out: StridedRef, i: number, v: number): void {
-  if (out.dtype === 'int64') (out.buf as BigInt64Array)[out.offset + i] = BigInt(v);
-  else (out.buf as Int32Array)[out.offset + i] = v;
+/** out[base + j] = input[from + ids[j]] for j < count: the raw elements in the chosen order. */
+function gather(out: StridedRef, base: number, input: StridedRef, from: number, ids: Ids, count: number): void {
+  const o = out.buf as Float64Array, i = input.buf as Float64Array;
+  const ob = out.offset + base, ib = input.offset + from;
+  for (let j = 0; j < count; j++) o[ob + j] = i[ib + ids[j]!]!;
 }
 
 // ---- kernels -------------------------------------------------------------------------------------
@@ -234,13 +360,13 @@ function putIndex(out: StridedRef, i: number, v: number): void {
 /** sort over the last dim of a contiguous [rows, n] operand. */
 export function cpuSort(input: StridedRef, rows: number, n: number, descending: boolean, stable: boolean,
   values: StridedRef, indices: StridedRef): void {
-  const a = new Int32Array(n), tmp = new Int32Array(n), scratch = new Float64Array(n);
+  const s = scratchFor(n), a = s.ids;
+  const put = indexWriter(indices), isInt = isIntKeys(input);
   for (let r = 0; r < rows; r++) {
-    const keys = readKeys(input, r * n, n, scratch);
-    const less = descending ? descNanFirst(keys) : ascNanLast(keys);
-    iota(a, n);
-    if (stable) stableSort(a, 0, n, less, tmp); else stdSort(a, 0, n, less);
-    for (let j = 0; j < n; j++) { copyElem(values, r * n + j, input, r * n + a[j]!); putIndex(indices, r * n + j, a[j]!); }
+    const keys = readKeys(input, r * n, n, s.keys);
+    sortIds(keys, n, descending, stable, isInt, s);
+    gather(values, r * n, input, r * n, a, n);
+    for (let j = 0; j < n; j++) put(r * n + j, a[j]!);
   }
 }
 
@@ -248,35 +374,43 @@ export function cpuSort(input: StridedRef, rows: number, n: number, descending: 
 export function cpuTopk(input: StridedRef, rows: number, n: number, k: number, largest: boolean, sorted: boolean,
   values: StridedRef, indices: StridedRef): void {
   if (k === 0) return;
-  const a = new Int32Array(n), scratch = new Float64Array(n);
+  const s = scratchFor(n), a = s.ids;
+  const put = indexWriter(indices), isInt = isIntKeys(input);
   for (let r = 0; r < rows; r++) {
-    const keys = readKeys(input, r * n, n, scratch);
-    const less = largest ? descNanFirst(keys) : ascNanLast(keys);
-    iota(a, n);
-    if (k * 64 <= n) partialSort(a, 0, k, n, less);
-    else {
-      nthElement(a, 0, k - 1, n, less);
-      if (sorted) stdSort(a, 0, k - 1, less);
+    const keys = readKeys(input, r * n, n, s.keys);
+    const fits = orderKeys(keys, n, largest, isInt, s.o);
+    if (k * 64 <= n) partialSort(iota(a, n), 0, k, n, largest ? descNanFirst(keys) : ascNanLast(keys));
+    // without equal keys the answer is the sorted order, whatever the algorithm
+    else if (!(sorted && fits && !radixSort(s.o, null, n, a, s.tmp))) {
+      const packed = fits && pack(s.o, n, s.packed);
+      const seq = packed ? s.packed : iota(a, n), less = packed ? lessPacked : largest ? descNanFirst(keys) : ascNanLast(keys);
+      nthElement(seq, 0, k - 1, n, less);
+      if (sorted) stdSort(seq, 0, k - 1, less);
+      if (packed) unpack(s.packed, k, a);
     }
-    for (let j = 0; j < k; j++) { copyElem(values, r * k + j, input, r * n + a[j]!); putIndex(indices, r * k + j, a[j]!); }
+    gather(values, r * k, input, r * n, a, k);
+    for (let j = 0; j < k; j++) put(r * k + j, a[j]!);
   }
 }
 
 /** kthvalue over the last dim: TH's quick_select (median of three, Sedgewick partition), as ATen's CPU. */
 export function cpuKthvalue(input: StridedRef, rows: number, n: number, k: number, values: StridedRef, indices: StridedRef): void {
-  const a = new Int32Array(n), scratch = new Float64Array(n);
+  const s = scratchFor(n);
+  const put = indexWriter(indices), isInt = isIntKeys(input);
   for (let r = 0; r < rows; r++) {
-    const keys = readKeys(input, r * n, n, scratch);
-    const gt = descNanFirst(keys); // "greater than, or NaN"
-    iota(a, n);
-    quickSelect(a, k - 1, gt);
-    copyElem(values, r, input, r * n + a[k - 1]!);
-    putIndex(indices, r, a[k - 1]!);
+    const keys = readKeys(input, r * n, n, s.keys);
+    // "greater than, or NaN": NaN sorts last, as in the ascending packing
+    const packed = orderKeys(keys, n, false, isInt, s.o) && pack(s.o, n, s.packed);
+    const seq = packed ? s.packed : iota(s.ids, n);
+    quickSelect(seq, n, k - 1, packed ? (x, y) => x - y >= TIE : descNanFirst(keys));
+    const id = packed ? s.packed[k - 1]! % SHIFT : s.ids[k - 1]!;
+    copyElem(values, r, input, r * n + id);
+    put(r, id);
   }
 }
 
-function quickSelect(a: Ids, k: number, gt: Less): void {
-  let L = 0, R = a.length - 1;
+function quickSelect(a: Ids, n: number, k: number, gt: Less): void {
+  let L = 0, R = n - 1;
   for (;;) {
     if (R <= L) return;
     if (R === L + 1) { if (gt(a[L]!, a[R]!)) swap(a, L, R); return; }
@@ -305,6 +439,7 @@ function quickSelect(a: Ids, k: number, gt: Less): void {
  */
 export function cpuMedian(input: StridedRef, rows: number, n: number, ignoreNan: boolean, values: StridedRef, indices: StridedRef): void {
   const a = new Int32Array(n), scratch = new Float64Array(n);
+  const put = indexWriter(indices);
   for (let r = 0; r < rows; r++) {
     const keys = readKeys(input, r * n, n, scratch);
     let nan = -1, nanCount = 0;
@@ -322,17 +457,23 @@ export function cpuMedian(input: StridedRef, rows: number, n: number, ignoreNan:
       pick = a[nth]!;
     }
     copyElem(values, r, input, r * n + pick);
-    putIndex(indices, r, pick);
+    put(r, pick);
   }
 }
 
 /** mode over the last dim, as ATen's CPU: std::sort of (value, index) by value, last index of the longest run. */
 export function cpuMode(input: StridedRef, rows: number, n: number, values: StridedRef, indices: StridedRef): void {
-  const a = new Int32Array(n), scratch = new Float64Array(n);
+  const s = scratchFor(n), a = s.ids;
+  const put = indexWriter(indices), isInt = isIntKeys(input);
   for (let r = 0; r < rows; r++) {
-    const keys = readKeys(input, r * n, n, scratch);
-    iota(a, n);
-    stdSort(a, 0, n, (x, y) => keys[x]! < keys[y]!);
+    const keys = readKeys(input, r * n, n, s.keys);
+    // ATen compares with a bare `<`: NaN is then equivalent to everything, which packing cannot express
+    let nan = false;
+    for (let j = 0; j < n && !nan; j++) nan = keys[j] !== keys[j];
+    if (!nan && orderKeys(keys, n, false, isInt, s.o) && pack(s.o, n, s.packed)) {
+      stdSort(s.packed, 0, n, lessPacked);
+      unpack(s.packed, n, a);
+    } else stdSort(iota(a, n), 0, n, (x, y) => keys[x]! < keys[y]!);
     let modei = 0, freq = 0, best = 0;
     for (let i = 0; i < n; i++) {
       freq++;
@@ -342,7 +483,7 @@ export function cpuMode(input: StridedRef, rows: number, n: number, values: Stri
       }
     }
     copyElem(values, r, input, r * n + modei);
-    putIndex(indices, r, modei);
+    put(r, modei);
   }
 }
 
@@ -355,6 +496,7 @@ export function cpuSearchsorted(boundaries: StridedRef, bRows: number, nb: numbe
   const inKeys = readKeys(input, 0, rows * ni);
   const st = sorter ? (sorter.buf as BigInt64Array) : null;
   const order = new Int32Array(nb);
+  const put = indexWriter(out);
   for (let r = 0; r < rows; r++) {
     const br = bRows === 1 ? 0 : r;
     const bd = readKeys(boundaries, br * nb, nb);
@@ -368,7 +510,7 @@ export function cpuSearchsorted(boundaries: StridedRef, bRows: number, nb: numbe
         // lower bound: first boundary >= v; upper bound: first boundary > v (NaN compares false: goes right)
         if (right ? !(m > v) : !(m >= v)) lo = mid + 1; else hi = mid;
       }
-      putIndex(out, r * ni + j, lo);
+      put(r * ni + j, lo);
     }
   }
 }
@@ -382,10 +524,16 @@ export interface UniqueResult { values: StorageArray; inverse: BigInt64Array; co
  */
 export function cpuUnique(input: StridedRef, rows: number, rowLen: number, consecutive: boolean): UniqueResult {
   const keys = readKeys(input, 0, rows * rowLen);
-  const a = iota(new Int32Array(rows), rows);
+  const a = iota(new Int32Array(rows), rows) as Int32Array;
   if (!consecutive) {
-    if (rowLen === 1) stdSort(a, 0, rows, ascNanLast(keys));
-    else {
+    if (rowLen === 1) {
+      // Which of equal elements comes first only shows for NaNs and signed zeros: emulate then, else sort fast.
+      let exotic = false;
+      for (let j = 0; j < rows && !exotic; j++) { const v = keys[j]!; exotic = v !== v || Object.is(v, -0); }
+      const o = new Uint32Array(rows);
+      if (!exotic && orderKeys(keys, rows, false, isIntKeys(input), o)) radixSort(o, null, rows, a, new Int32Array(rows));
+      else stdSort(iota(a, rows), 0, rows, ascNanLast(keys));
+    } else {
       stdSort(a, 0, rows, (x, y) => {
         for (let i = 0; i < rowLen; i++) {
           const p = keys[x * rowLen + i]!, q = keys[y * rowLen + i]!;
@@ -401,14 +549,16 @@ export function cpuUnique(input: StridedRef, rows: number, rowLen: number, conse
     return true;
   };
   const inverse = new BigInt64Array(rows);
+  const putInv = indexWriter({ buf: inverse, dtype: 'int64', shape: [rows], strides: [1], offset: 0 });
   const starts: number[] = [];
   for (let i = 0; i < rows; i++) {
     if (i === 0 || !sameRow(a[i]!, a[i - 1]!)) starts.push(i);
-    inverse[a[i]!] = BigInt(starts.length - 1);
+    putInv(a[i]!, starts.length - 1);
   }
   const groups = starts.length;
   const counts = new BigInt64Array(groups);
-  for (let g = 0; g < groups; g++) counts[g] = BigInt((g + 1 < groups ? starts[g + 1]! : rows) - starts[g]!);
+  const putCount = indexWriter({ buf: counts, dtype: 'int64', shape: [groups], strides: [1], offset: 0 });
+  for (let g = 0; g < groups; g++) putCount(g, (g + 1 < groups ? starts[g + 1]! : rows) - starts[g]!);
   const src = input.buf as StorageArray;
   const values = new (src.constructor as new (n: number) => StorageArray)(groups * rowLen);
   for (let g = 0; g < groups; g++) {
