@@ -8,6 +8,7 @@ import { registerKernel } from '../registry.js';
 import { blasGemm, getBlas } from './blas.js';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import v8 from 'node:v8';
 
 export interface GemmParams {
   transA: boolean; transB: boolean;
@@ -95,7 +96,7 @@ const wvec = (items: number[][]): number[] => [...uleb(items.length), ...items.f
  * `run(pa, pb, pc, nI, nJ, kc, ldc)`: for nJ B panels × nI A panels (byte addresses pa, pb), adds the
  * MR×NR tile products of depth kc into C at pc (row stride ldc bytes).
  */
-function gemmModule(f64: boolean): Uint8Array<ArrayBuffer> {
+function gemmModule(f64: boolean, fma: boolean): Uint8Array<ArrayBuffer> {
   const { MR, NV, lane } = f64 ? TILE.f64 : TILE.f32;
   const NR = NV * (16 / lane);
   const c: number[] = [];
@@ -104,7 +105,7 @@ function gemmModule(f64: boolean): Uint8Array<ArrayBuffer> {
   const i32 = (v: number): void => e(0x41, ...sleb(v));
   const simd = (op: number, ...imm: number[]): void => e(0xfd, ...uleb(op), ...imm);
   const mem = (align: number, off: number): number[] => [...uleb(align), ...uleb(off)];
-  const [ADD, MUL, SPLAT, ALIGN] = f64 ? [0xf0, 0xf2, 0x0a, 3] : [0xe4, 0xe6, 0x09, 2];
+  const [ADD, MUL, SPLAT, ALIGN, MADD] = f64 ? [0xf0, 0xf2, 0x0a, 3, 0x107] : [0xe4, 0xe6, 0x09, 2, 0x105];
   const V_LOAD = 0x00, V_STORE = 0x0b, V_CONST = 0x0c;
   const I32_ADD = 0x6a, I32_SUB = 0x6b, I32_MUL = 0x6c, I32_GE_S = 0x4e;
   // Locals: 7 params, 5 i32 scratch, then the v128 accumulators, B vectors and the A broadcast.
@@ -130,7 +131,11 @@ function gemmModule(f64: boolean): Uint8Array<ArrayBuffer> {
     for (let v = 0; v < NV; v++) { get(b); simd(V_LOAD, ...mem(4, v * 16)); set(bv[v]!); }
     for (let r = 0; r < MR; r++) {
       get(a); simd(SPLAT, ...mem(ALIGN, r * lane)); set(av);
-      for (let v = 0; v < NV; v++) { const x = acc[r * NV + v]!; get(x); get(av); get(bv[v]!); simd(MUL); simd(ADD); set(x); }
+      for (let v = 0; v < NV; v++) {
+        const x = acc[r * NV + v]!;
+        if (fma) { get(av); get(bv[v]!); get(x); simd(MADD); } else { get(x); get(av); get(bv[v]!); simd(MUL); simd(ADD); }
+        set(x);
+      }
     }
     get(a); i32(MR * lane); e(I32_ADD); set(a);
     get(b); i32(NR * lane); e(I32_ADD); set(b);
@@ -154,6 +159,19 @@ function gemmModule(f64: boolean): Uint8Array<ArrayBuffer> {
     ...section(7, wvec([[...wname('run'), 0x00, 0]])),
     ...section(10, wvec([[...uleb(body.length), ...body]])),
   ]);
+}
+
+/**
+ * Whether relaxed SIMD's fused multiply-add (twice the flops of mul + add) compiles. Newer Node has it
+ * natively; Node 20's V8 has the finished proposal behind a flag, which is turned on here (it only
+ * makes more modules valid); NBX_WASM_FMA=0 declines.
+ */
+function relaxedSimd(): boolean {
+  const probe = gemmModule(false, true);
+  if (WebAssembly.validate(probe)) return true;
+  if (process.env.NBX_WASM_FMA === '0') return false;
+  try { v8.setFlagsFromString('--experimental-wasm-relaxed-simd'); } catch { return false; }
+  return WebAssembly.validate(probe);
 }
 
 /** 2 GiB of address space at most (reserved, not committed); products are chunked to stay well below. */
@@ -204,7 +222,8 @@ class WasmGemm {
   private workers: Worker[] | null = null;
 
   constructor() {
-    this.modules = [new WebAssembly.Module(gemmModule(false)), new WebAssembly.Module(gemmModule(true))];
+    const fma = relaxedSimd();
+    this.modules = [new WebAssembly.Module(gemmModule(false, fma)), new WebAssembly.Module(gemmModule(true, fma))];
     this.runs = this.modules.map((mod) => new WebAssembly.Instance(mod, { e: { m: this.memory } }).exports.run as RunFn) as [RunFn, RunFn];
   }
 
