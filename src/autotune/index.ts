@@ -50,6 +50,8 @@ export {
   median,
   resetTunerNotices,
   tune,
+  tuneSync,
+  type TimeFnSync,
   type AutotuneMode,
   type TimeFn,
   type TunableKernel,

@@ -198,6 +198,11 @@ async function sweep(kernel: TunableKernel, key: TuneKey, pool: Config[], timeFn
   } finally {
     progress.end();
   }
+  return finishSweep(kernel, key, tried, failures, cache, warmup, reps);
+}
+
+/** Picks the fastest measured candidate and stores it (shared by the async and sync sweeps). */
+function finishSweep(kernel: TunableKernel, key: TuneKey, tried: TriedCandidate[], failures: FailedCandidate[], cache: AutotuneCache, warmup: number, reps: number): TuneResult {
   if (tried.length === 0) throw new AutotuneFailedError(kernel.name, key, failures);
   let best = tried[0]!;
   for (const t of tried) if (t.timeMs < best.timeMs) best = t;
@@ -213,4 +218,49 @@ async function sweep(kernel: TunableKernel, key: TuneKey, pool: Config[], timeFn
   };
   cache.store(kernel.name, key, entry);
   return { config: best.config, source: 'sweep', timeMs: best.timeMs, entry };
+}
+
+/** Milliseconds of one run under `cfg`, measured synchronously (e.g. CUDA events and a blocking wait). */
+export type TimeFnSync = (cfg: Config) => number;
+
+/**
+ * The synchronous twin of tune(), for backends whose kernels are chosen inside a synchronous op call
+ * (CUDA launches): same modes, caches, notice and records; the sweep blocks the calling thread, which
+ * only happens on a cache miss, once per key and device.
+ */
+export function tuneSync(kernel: TunableKernel, key: TuneKey, candidates: readonly Config[], timeFn: TimeFnSync, opts: TuneOptions = {}): TuneResult {
+  const mode = opts.mode ?? autotuneMode();
+  if (mode === 'off') return { config: kernel.defaultConfig, source: 'default' };
+  const cache = opts.cache ?? defaultCache();
+  const hit = cache.lookup(kernel.name, key);
+  if (hit && candidates.some((c) => configKey(c) === configKey(hit.entry.config))) {
+    return { config: hit.entry.config, source: hit.source === 'user' ? 'cache' : 'shipped', timeMs: hit.entry.timeMs, entry: hit.entry };
+  }
+  if (mode === 'cached' || candidates.length === 0) return { config: kernel.defaultConfig, source: 'default' };
+  const out = opts.stderr ?? process.stderr;
+  const warmup = opts.warmup ?? 2, reps = opts.reps ?? 5;
+  if (!sweepAnnounced) {
+    sweepAnnounced = true;
+    out.write(`nbx: autotuning ${kernel.name} for ${opts.deviceLabel ?? key.device} (first run only; results cached in ${cache.path})\n`);
+  }
+  const progress = new Progress(out, kernel.name, candidates.length);
+  const tried: TriedCandidate[] = [];
+  const failures: FailedCandidate[] = [];
+  try {
+    candidates.forEach((cfg, i) => {
+      try {
+        for (let w = 0; w < warmup; w++) timeFn(cfg);
+        const samples: number[] = [];
+        for (let r = 0; r < reps; r++) samples.push(timeFn(cfg));
+        tried.push({ config: cfg, timeMs: median(samples) });
+      } catch (e) {
+        if (e instanceof DeviceFaultError) throw e;
+        failures.push({ config: cfg, error: errorText(e) });
+      }
+      progress.update(i + 1);
+    });
+  } finally {
+    progress.end();
+  }
+  return finishSweep(kernel, key, tried, failures, cache, warmup, reps);
 }

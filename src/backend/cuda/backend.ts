@@ -12,11 +12,14 @@ import { CudaContext, type CudaKernel, type Stream, type ArgType, type KernelArg
 import { getKernel } from './nvrtc.js';
 import { CachingAllocator } from '../../memory/caching_allocator.js';
 import { UnsupportedError } from '../../errors.js';
+import { CudaTuning, ELEMENTWISE_SPACE } from './tuning.js';
+import { bucketSize } from '../../autotune/index.js';
 
 /** A device buffer: the allocator's pointer and its size in bytes. */
 export interface CudaBuffer { ptr: bigint; bytes: number }
 
 export const R = new CudaRenderer();
+const EW_DEFAULT = { threads: 256, waves: 16 };
 
 export class CudaBackend implements Backend {
   readonly type = 'cuda' as const;
@@ -24,13 +27,15 @@ export class CudaBackend implements Backend {
   readonly stream: Stream;
   readonly allocator: CachingAllocator;
   readonly smCount: number;
+  readonly tuning: CudaTuning;
   private readonly kernels = new Map<string, CudaKernel>();
 
   constructor() {
     this.ctx = CudaContext.get(0);
     this.stream = this.ctx.createStream(true);
     this.allocator = new CachingAllocator(this.ctx.rawAllocator());
-    this.smCount = this.ctx.info.smCount ?? 132;
+    this.smCount = this.ctx.info.smCount;
+    this.tuning = new CudaTuning(this.ctx, this.stream);
   }
 
   checkDType(op: string, d: DTypeName): void {
@@ -87,7 +92,7 @@ export class CudaBackend implements Backend {
     this.ctx.launch(k, grid, block, args, smem, this.stream);
   }
 
-  gridFor(work: number, block: number): number { return Math.max(1, Math.min(Math.ceil(work / block), this.smCount * 16)); }
+  gridFor(work: number, block: number, waves = 16): number { return Math.max(1, Math.min(Math.ceil(work / block), this.smCount * waves)); }
 
   elementwise(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
     for (const r of [...ins, out]) this.checkDType('elementwise', r.dtype);
@@ -109,19 +114,23 @@ export class CudaBackend implements Backend {
     const aligned = flat && sizes.every((s) => s === maxItem) && [out.offset, ...ins.map((r) => r.offset)].every((o) => o % V === 0) && V > 1;
     const idx32 = n < 2 ** 31;
     const dtypes = `${out.dtype}<-${ins.map((r) => r.dtype).join(',')}`;
+    // tuning key: operand count and widest element, not exact dtypes (configs transfer across dtypes)
+    const tuneKey = `${ins.length}in:${maxItem}B`;
     if (flat) {
       const key = `ew:${aligned ? `v${V}` : 'flat'}:${idx32}:${dtypes}:${expr.key}`;
       const k = this.kernel(key, () => flatSource(expr, ins, out, aligned ? V : 1, pTypes, idx32));
-      const block = 256;
-      const grid = this.gridFor(Math.ceil(n / (aligned ? V : 1)), block);
-      this.launch(k, grid, block, [...ptrs, n, out.offset, ...ins.map((r) => r.offset), ...params]);
+      const args = [...ptrs, n, out.offset, ...ins.map((r) => r.offset), ...params];
+      const work = Math.ceil(n / (aligned ? V : 1));
+      const run = (c: { threads: number; waves: number }): void => this.launch(k, this.gridFor(work, c.threads, c.waves), c.threads, args);
+      run(this.tuning.pick(ELEMENTWISE_SPACE, `${aligned ? `v${V}` : 'flat'}:${bucketSize(n)}`, tuneKey, n, EW_DEFAULT, run as never) as never);
       return;
     }
     const nd = cs.length;
     const key = `ew:nd${nd}:${idx32}:${dtypes}:${expr.key}`;
     const k = this.kernel(key, () => stridedSource(expr, ins, out, nd, pTypes, idx32));
-    const block = 256;
-    this.launch(k, this.gridFor(n, block), block, [...ptrs, n, out.offset, ...cs, ...ins.flatMap((r, i) => [r.offset, ...cst[i + 1]!]), ...params]);
+    const args = [...ptrs, n, out.offset, ...cs, ...ins.flatMap((r, i) => [r.offset, ...cst[i + 1]!]), ...params];
+    const run = (c: { threads: number; waves: number }): void => this.launch(k, this.gridFor(n, c.threads, c.waves), c.threads, args);
+    run(this.tuning.pick(ELEMENTWISE_SPACE, `nd${nd}:${bucketSize(n)}`, tuneKey, n, EW_DEFAULT, run as never) as never);
   }
 }
 
@@ -164,7 +173,7 @@ export function flatSource(expr: Expr, ins: StridedRef[], out: StridedRef, V: nu
     ${R.store(out.dtype, 'out', 'oo + i', R.render(expr, (s, d) => R.load(d, `in${s}`, `o${s} + i`), (s) => `p${s}`)[1])}
   }`;
   }
-  const src = `extern "C" __global__ void __launch_bounds__(256) ew(${args.join(', ')}) {
+  const src = `extern "C" __global__ void __launch_bounds__(1024) ew(${args.join(', ')}) {
   const ${I} n = (${I})n_;
   ${body}
 }`;
@@ -182,7 +191,7 @@ export function stridedSource(expr: Expr, ins: StridedRef[], out: StridedRef, nd
   const [code, res] = R.render(expr, (s, d) => R.load(d, `in${s}`, `j${s}`), (s) => `p${s}`);
   // decompose the linear output index into coordinates, innermost first
   const decompose = dims.slice().reverse().map((d) => `{ const ${I} c = rem % (${I})s${d}; rem /= (${I})s${d}; ${ins.map((_, i) => `j${i} += c * (${I})st${i}_${d};`).join(' ')} }`).join('\n      ');
-  const src = `extern "C" __global__ void __launch_bounds__(256) ew(${args.join(', ')}) {
+  const src = `extern "C" __global__ void __launch_bounds__(1024) ew(${args.join(', ')}) {
   const ${I} n = (${I})n_;
   for (${I} i = blockIdx.x * (${I})blockDim.x + threadIdx.x; i < n; i += (${I})gridDim.x * blockDim.x) {
     ${I} rem = i; ${ins.map((_, i) => `${I} j${i} = (${I})o${i};`).join(' ')}

@@ -10,6 +10,8 @@ import { R, type CudaBackend, type CudaBuffer } from './backend.js';
 import { gemm as ltGemm } from './cublaslt.js';
 import { UnsupportedError } from '../../errors.js';
 import type { ArgType } from './driver.js';
+import { REDUCE_SPACE } from './tuning.js';
+import { bucketSize, type Config } from '../../autotune/index.js';
 import { installCudaNnKernels } from './nn_kernels.js';
 
 let be: CudaBackend;
@@ -167,10 +169,13 @@ export function cudaReduce(kind: ReduceKind, input: StridedRef, rows: number, n:
   const mode = vertical ? 'vertical' : 'row';
   const key = `red:${kind}:${input.dtype}:${out.dtype}:${!!outIndex}:${mode}`;
   const k = be.kernel(key, () => ({ src: reduceSource(kind, input.dtype, out.dtype, !!outIndex, mode), name: 'red', sig: RED_SIG }));
-  const block = vertical ? 256 : n >= 4096 ? 1024 : n >= 512 ? 256 : 64;
-  const grid = vertical ? be.gridFor(rows, block) : Math.min(rows, be.smCount * 32);
-  be.launch(k, grid, block, [ptr(input), ptr(out), outIndex ? ptr(outIndex) : 0n, rows, n, lay.rowStride, lay.colStride,
-    input.offset, out.offset, outIndex?.offset ?? 0, params[0] ?? 0]);
+  const args = [ptr(input), ptr(out), outIndex ? ptr(outIndex) : 0n, rows, n, lay.rowStride, lay.colStride,
+    input.offset, out.offset, outIndex?.offset ?? 0, params[0] ?? 0];
+  if (vertical) { be.launch(k, be.gridFor(rows, 256), 256, args); return; }
+  const run = (c: Config): void => be.launch(k, Math.min(rows, be.smCount * 32), c.threads as number, args);
+  const fallback = be.tuning.rowDefault(n);
+  const cls = kind === 'var' || kind === 'logsumexp' ? 'twopass' : outIndex || kind === 'argmax' || kind === 'argmin' ? 'arg' : 'simple';
+  run(be.tuning.pick(REDUCE_SPACE, `${cls}:${bucketSize(n)}:${bucketSize(rows)}`, `${DTYPES[input.dtype].itemsize}B`, rows * n, fallback, run));
 }
 
 // ---- scans ---------------------------------------------------------------------------------------

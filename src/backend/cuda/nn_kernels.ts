@@ -9,6 +9,8 @@ import { registerKernel } from '../registry.js';
 import { R, type CudaBackend, type CudaBuffer } from './backend.js';
 import type { SoftmaxParams, RowNormParams } from '../cpu/nn.js';
 import type { ArgType } from './driver.js';
+import { SOFTMAX_SPACE, ROWNORM_SPACE } from './tuning.js';
+import { bucketSize, type Config } from '../../autotune/index.js';
 
 let be: CudaBackend;
 export function installCudaNnKernels(backend: CudaBackend): void {
@@ -21,8 +23,8 @@ const ptr = (r: StridedRef | undefined): bigint => (r ? (r.buf as CudaBuffer).pt
 const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(n, 1)));
 
 /** Block size and per-thread register items for a row of n. ITEMS 0: too long to cache, stream from memory. */
-export function rowPlan(n: number): { block: number; items: number } {
-  const block = Math.min(1024, Math.max(32, nextPow2(n)));
+export function rowPlan(n: number, threads?: number): { block: number; items: number } {
+  const block = threads ?? Math.min(1024, Math.max(32, nextPow2(n)));
   const items = Math.ceil(n / block);
   return { block, items: items <= 16 ? items : 0 };
 }
@@ -107,14 +109,19 @@ export function cudaSoftmax(p: SoftmaxParams): void {
   const rows = others.reduce((a, d) => a * x.shape[d]!, 1);
   if (rows === 0 || n === 0) return;
   const mask = p.mask;
-  const { block, items } = rowPlan(n);
-  const key = `softmax:${x.dtype}:${out.dtype}:${mask?.dtype ?? '-'}:${others.length}:${items}:${p.log}:${!!p.negate}:${!!p.safe}`;
-  const k = be.kernel(key, () => softmaxSource(x.dtype, out.dtype, mask?.dtype ?? null, others.length, items, p.log, !!p.negate, !!p.safe));
   const st = (r: StridedRef | undefined, d: number): number => (r ? r.strides[d] ?? 0 : 0);
   const L = nd >= 2 ? x.shape[nd - 2]! : 1;
-  be.launch(k, Math.min(rows, be.smCount * 64), block, [ptr(x), ptr(out), ptr(mask), rows, n, x.offset, st(x, dim), out.offset, st(out, dim),
+  const args = [ptr(x), ptr(out), ptr(mask), rows, n, x.offset, st(x, dim), out.offset, st(out, dim),
     mask?.offset ?? 0, st(mask, dim), p.causal ? 1 : 0, L, p.causalOffset ?? 0,
-    ...others.flatMap((d) => [x.shape[d]!, st(x, d), st(out, d), st(mask, d)])]);
+    ...others.flatMap((d) => [x.shape[d]!, st(x, d), st(out, d), st(mask, d)])];
+  const run = (c: Config): void => {
+    const { block, items } = rowPlan(n, c.threads as number);
+    const key = `softmax:${x.dtype}:${out.dtype}:${mask?.dtype ?? '-'}:${others.length}:${items}:${p.log}:${!!p.negate}:${!!p.safe}`;
+    const k = be.kernel(key, () => softmaxSource(x.dtype, out.dtype, mask?.dtype ?? null, others.length, items, p.log, !!p.negate, !!p.safe));
+    be.launch(k, Math.min(rows, be.smCount * 64), block, args);
+  };
+  const fallback = { threads: rowPlan(n).block };
+  run(be.tuning.pick(SOFTMAX_SPACE, `${bucketSize(n)}:${bucketSize(rows)}:${mask ? 'mask' : '-'}`, `${x.dtype}>${out.dtype}`, rows * n, fallback, run));
 }
 
 export function rowNormSource(x: DTypeName, out: DTypeName | null, w: DTypeName | null, b: DTypeName | null, stats: DTypeName | null, rms: boolean, items: number) {
@@ -163,11 +170,15 @@ export function cudaRowNorm(p: RowNormParams): void {
   const { x, rows, n } = p;
   if (rows === 0) return;
   const stats = p.mean ?? p.var;
-  const { block, items } = rowPlan(n);
-  const key = `rownorm:${x.dtype}:${p.out?.dtype ?? '-'}:${p.weight?.dtype ?? '-'}:${p.bias?.dtype ?? '-'}:${stats?.dtype ?? '-'}:${p.mode}:${items}`;
-  const k = be.kernel(key, () => rowNormSource(x.dtype, p.out?.dtype ?? null, p.weight?.dtype ?? null, p.bias?.dtype ?? null, stats?.dtype ?? null, p.mode === 'rms', items));
   const groups = p.groups ?? 1, chan = p.chan ?? 1;
   const at = (r: StridedRef | undefined): bigint => (r ? ptr(r) + BigInt(r.offset * DTYPES[r.dtype].itemsize) : 0n);
-  be.launch(k, Math.min(rows, be.smCount * 64), block, [ptr(x), ptr(p.out), at(p.weight), at(p.bias), ptr(p.mean), ptr(p.var),
-    rows, n, x.offset, p.out?.offset ?? 0, p.mean?.offset ?? 0, p.var?.offset ?? 0, p.eps, groups, n / chan, chan]);
+  const args = [ptr(x), ptr(p.out), at(p.weight), at(p.bias), ptr(p.mean), ptr(p.var),
+    rows, n, x.offset, p.out?.offset ?? 0, p.mean?.offset ?? 0, p.var?.offset ?? 0, p.eps, groups, n / chan, chan];
+  const run = (c: Config): void => {
+    const { block, items } = rowPlan(n, c.threads as number);
+    const key = `rownorm:${x.dtype}:${p.out?.dtype ?? '-'}:${p.weight?.dtype ?? '-'}:${p.bias?.dtype ?? '-'}:${stats?.dtype ?? '-'}:${p.mode}:${items}`;
+    const k = be.kernel(key, () => rowNormSource(x.dtype, p.out?.dtype ?? null, p.weight?.dtype ?? null, p.bias?.dtype ?? null, stats?.dtype ?? null, p.mode === 'rms', items));
+    be.launch(k, Math.min(rows, be.smCount * 64), block, args);
+  };
+  run(be.tuning.pick(ROWNORM_SPACE, `${bucketSize(n)}:${bucketSize(rows)}:${p.mode}`, x.dtype, rows * n, { threads: rowPlan(n).block }, run));
 }

@@ -1,0 +1,107 @@
+// Launch configurations for the CUDA kernels: each tunable kernel declares a space; the device
+// profile (merged with the driver's numbers) prunes it before anything compiles; the tuner picks from
+// the user cache, then the configurations shipped for known cards (src/autotune/shipped), and sweeps
+// with CUDA events only on a miss (NBX_AUTOTUNE=off|cached|full). Small problems skip tuning: their
+// time is launch overhead, whatever the configuration.
+//
+// Which knobs can move bits: `threads` of the reductions and row kernels changes the summation tree,
+// so results can differ in the last bits between configurations (never between runs of one
+// configuration); the elementwise knobs never change results.
+
+import { defineSpace, prune, tuneSync, deviceKey, bucketSize, type Config, type ConfigSpace } from '../../autotune/index.js';
+import { matchProfile, withDriverLimits, type DeviceProfile } from '../../profiles/index.js';
+import type { CudaContext, CudaEvent, Stream } from './driver.js';
+
+/** Problems smaller than this many elements use the default configuration (no sweep). */
+export const TUNE_MIN_ELEMENTS = 1 << 16;
+
+const threads = (cfg: Config): number => cfg.threads as number;
+
+export const ELEMENTWISE_SPACE = defineSpace({
+  name: 'cuda.elementwise',
+  knobs: [
+    { name: 'threads', values: [128, 256, 512, 1024], movesBits: false, doc: 'threads per block' },
+    { name: 'waves', values: [4, 8, 16, 32], movesBits: false, doc: 'resident blocks per SM the grid-stride loop is sized for' },
+  ],
+  defaultConfig: { threads: 256, waves: 16 },
+  resources: (cfg) => ({ threads: threads(cfg) }),
+});
+
+/** Row-kernel spaces (reduce, softmax, row_norm): one block per row, `threads` per block. */
+function rowSpace(name: string): ConfigSpace {
+  return defineSpace({
+    name,
+    knobs: [{ name: 'threads', values: [64, 128, 256, 512, 1024], movesBits: true, doc: 'threads per block (the reduction tree)' }],
+    defaultConfig: { threads: 256 },
+    resources: (cfg) => ({ threads: threads(cfg), sharedMemoryBytes: 33 * 8 }),
+  });
+}
+export const REDUCE_SPACE = rowSpace('cuda.reduce');
+export const SOFTMAX_SPACE = rowSpace('cuda.softmax');
+export const ROWNORM_SPACE = rowSpace('cuda.row_norm');
+
+export class CudaTuning {
+  readonly profile: DeviceProfile;
+  readonly profileReason: string;
+  readonly deviceKey: string;
+  private readonly memo = new Map<string, Config>();
+  private readonly candidates = new Map<string, Config[]>();
+  private start?: CudaEvent;
+  private end?: CudaEvent;
+
+  constructor(private readonly ctx: CudaContext, private readonly stream: Stream) {
+    const info = ctx.info;
+    const m = matchProfile({ vendor: 'nvidia', computeCapability: info.cc as [number, number] });
+    // The driver's numbers win over the profile's where it reports them.
+    this.profile = withDriverLimits(m.profile, {
+      maxThreadsPerBlock: info.maxThreadsPerBlock, warpSize: info.warpSize,
+      sharedMemoryPerBlock: info.maxSharedMemPerBlock, sharedMemoryPerBlockOptin: info.maxSharedMemPerBlockOptin,
+      sharedMemoryPerSM: info.maxSharedMemPerSM, registersPerBlock: info.maxRegsPerBlock,
+    });
+    this.profileReason = m.reason;
+    this.deviceKey = deviceKey({ name: info.name, arch: `sm_${info.cc[0]}${info.cc[1]}` });
+  }
+
+  /** The space's candidates that fit this device's limits (pruned once per space). */
+  private fit(space: ConfigSpace): Config[] {
+    let c = this.candidates.get(space.name);
+    if (!c) { c = prune(space, this.profile.limits).kept; this.candidates.set(space.name, c); }
+    return c;
+  }
+
+  /** Default threads for a row kernel from the profile, capped by the row length. */
+  rowDefault(n: number): Config {
+    const t = Math.min(this.profile.defaults.reduction.threadsPerBlock, Math.max(64, 2 ** Math.ceil(Math.log2(Math.max(n, 1)))));
+    return { threads: Math.min(t, this.profile.limits.maxThreadsPerBlock) };
+  }
+
+  /**
+   * The configuration for `space` at (shape, dtype): memoised, else the tuner's answer. `run(cfg)`
+   * launches the kernel once with a configuration; `size` below TUNE_MIN_ELEMENTS returns `fallback`.
+   */
+  pick(space: ConfigSpace, shape: string, dtype: string, size: number, fallback: Config, run: (cfg: Config) => void): Config {
+    if (size < TUNE_MIN_ELEMENTS) return fallback;
+    const mk = `${space.name}|${shape}|${dtype}`;
+    const hit = this.memo.get(mk);
+    if (hit) return hit;
+    const kernel = { name: space.name, knobs: space.knobs, defaultConfig: fallback };
+    const cands = this.fit(space);
+    const res = tuneSync(kernel, { shape, dtype, device: this.deviceKey }, cands, (cfg) => this.time(cfg, run), { deviceLabel: this.ctx.info.name });
+    this.memo.set(mk, res.config);
+    return res.config;
+  }
+
+  private time(cfg: Config, run: (cfg: Config) => void): number {
+    this.start ??= this.ctx.createEvent({ timing: true });
+    this.end ??= this.ctx.createEvent({ timing: true });
+    this.start.record(this.stream);
+    run(cfg);
+    this.end.record(this.stream);
+    this.end.synchronize();
+    return this.end.elapsedSince(this.start);
+  }
+
+  /** The shape-bucket part of a key: powers of two. */
+  static bucket(n: number): number { return bucketSize(n); }
+}
+
