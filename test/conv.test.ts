@@ -6,8 +6,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
-import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../src/errors.js';
+import { DTypeError, ShapeError, ValueError } from '../src/errors.js';
 import { assertGoldens } from './conv_golden.js';
+import { setShiftMode, type ShiftMode } from '../src/backend/cpu/conv.js';
 
 const F = nbx.nn.functional;
 
@@ -58,6 +59,13 @@ function close(got: Tensor, want: number[][][][], tol: number): void {
 }
 
 test('conv goldens (torch 1.13)', () => assertGoldens('conv_goldens'));
+
+test('conv goldens with every stride-1 strategy', () => {
+  for (const m of ['tap', 'all'] as ShiftMode[]) {
+    const old = setShiftMode(m);
+    try { assertGoldens('conv_goldens'); } finally { setShiftMode(old); }
+  }
+});
 
 test('conv2d kernel paths agree with the direct sum', () => {
   const cfgs: [number[], number[], number[], number[], number[], number, boolean][] = [
@@ -115,7 +123,8 @@ test('conv errors are typed', () => {
   assert.throws(() => F.conv2d(rand([1, 4, 2, 2], 1, 'float32'), w), /Kernel size can't be greater than actual input size/);
   assert.throws(() => F.conv2d(x, w, null, { stride: 2, padding: 'same' }), ValueError);
   assert.throws(() => F.conv2d(x.to('float64'), w), DTypeError);
-  assert.throws(() => F.conv2d(x.to('int64'), w.to('int64')), UnsupportedError);
+  assert.throws(() => F.conv_transpose2d(x.to('int32'), rand([4, 3, 3, 3], 3).to('int32')), DTypeError);
+  assert.throws(() => F.conv2d(x.to('bool'), w.to('bool')), DTypeError);
   assert.throws(() => F.conv_transpose2d(x, rand([4, 3, 3, 3], 3, 'float32'), null, { output_padding: 1 }), /output padding must be smaller than either stride or dilation/);
 });
 

@@ -27,8 +27,10 @@ export function loadFixture(name: string): GoldenCase[] {
 
 const toNum = (v: Num): number => (v === 'nan' ? NaN : v === 'inf' ? Infinity : v === '-inf' ? -Infinity : (v as number));
 
+const big = (v: Num): bigint => BigInt(v);
+
 export function makeTensor(s: TensorSpec): Tensor {
-  let t = nbx.tensor(s.data.map(toNum), { dtype: s.dtype as nbx.DTypeName }).reshape(s.shape);
+  let t = (s.dtype === 'int64' ? nbx.tensor(BigInt64Array.from(s.data, big)) : nbx.tensor(s.data.map(toNum), { dtype: s.dtype as nbx.DTypeName })).reshape(s.shape);
   for (const [k, ...rest] of s.view ?? []) {
     if (k === 'permute') t = t.permute(rest[0] as number[]);
     else if (k === 'transpose') t = t.transpose(rest[0] as number, rest[1] as number);
@@ -52,6 +54,10 @@ export function mismatch(got: Tensor, want: TensorSpec, rtol: number, atol: numb
   if (got.dt !== want.dtype) return `dtype ${got.dt} != ${want.dtype}`;
   if (got.shape.join() !== want.shape.join()) return `shape [${got.shape}] != [${want.shape}]`;
   const g = got.dataSync();
+  if (want.dtype === 'int64') {
+    for (let i = 0; i < want.data.length; i++) if ((g as BigInt64Array)[i] !== big(want.data[i]!)) return `element ${i}: got ${g[i]}, want ${want.data[i]}`;
+    return undefined;
+  }
   for (let i = 0; i < want.data.length; i++) {
     const x = Number(g[i]!), y = toNum(want.data[i]!);
     if (Number.isNaN(y) && Number.isNaN(x)) continue;

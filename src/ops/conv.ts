@@ -9,7 +9,7 @@
 
 import { Tensor } from '../tensor/tensor.js';
 import { DTYPES, isLowPrecisionFloat, type DTypeName } from '../dtype/dtypes.js';
-import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
+import { DTypeError, ShapeError, ValueError } from '../errors.js';
 import { fmtShape } from '../tensor/shape.js';
 import { kernel } from '../backend/registry.js';
 import type { StridedRef } from '../backend/backend.js';
@@ -166,9 +166,12 @@ function convImpl(d: number, transposed: boolean, a: Record<string, unknown>): T
   // dtypes: one floating dtype for input, weight and bias.
   if (w.dt !== x.dt) throw new DTypeError(op, `Input type (${torchTypeName(x.dt)}) and weight type (${torchTypeName(w.dt)}) should be the same`);
   if (bias && bias.dt !== x.dt) throw new DTypeError(op, `Input type (${torchTypeName(x.dt)}) and bias type (${torchTypeName(bias.dt)}) should be the same`);
-  if (DTYPES[x.dt].kind !== 'float' || DTYPES[x.dt].storageOnly) {
-    if (DTYPES[x.dt].kind === 'int') throw new UnsupportedError(op, `integer convolution is not implemented (got ${x.dt}); convert input and weight to a floating dtype`);
-    throw new DTypeError(op, `"${short}" not implemented for '${torchTypeName(x.dt)}'`);
+  // Integer convolution is exact and wraps like PyTorch's CPU kernels; its transposed form exists
+  // there for int64 only.
+  const kind = DTYPES[x.dt].kind;
+  if ((kind !== 'float' && kind !== 'int') || DTYPES[x.dt].storageOnly || (transposed && kind === 'int' && x.dt !== 'int64')) {
+    const kname = transposed ? `slow_conv_transpose${kd}d_out_cpu` : kd === 3 ? 'compute_columns3d' : 'slow_conv2d_cpu';
+    throw new DTypeError(op, `"${kname}" not implemented for '${torchTypeName(x.dt)}'`);
   }
 
   const inSp = x.shape.slice(2), kSp = w.shape.slice(2);

@@ -20,7 +20,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures")
 LOWP = (torch.float16, torch.bfloat16)
 TOL = {torch.float32: (1e-4, 1e-5), torch.float64: (1e-10, 1e-12), torch.float16: (2e-3, 2e-3),
-       torch.bfloat16: (1.6e-2, 1.6e-2), torch.uint8: (0, 0), torch.int64: (0, 0), torch.int32: (0, 0)}
+       torch.bfloat16: (1.6e-2, 1.6e-2), torch.uint8: (0, 0), torch.int8: (0, 0), torch.int16: (0, 0),
+       torch.int32: (0, 0), torch.int64: (0, 0), torch.bool: (0, 0)}
 
 
 class V:
@@ -60,6 +61,8 @@ def enc_tensor(t):
     t = t.contiguous()
     dt = str(t.dtype).replace("torch.", "")
     data = (t.float() if t.dtype in LOWP else t).flatten().tolist()
+    if t.dtype == torch.int64:  # beyond 2^53 as strings, so JSON keeps every bit
+        return {"dtype": dt, "shape": list(t.shape), "data": [v if abs(v) <= 2 ** 53 else str(v) for v in data]}
     digits = 17 if t.dtype == torch.float64 else 9
     return {"dtype": dt, "shape": list(t.shape), "data": [num(v, digits) for v in data]}
 
@@ -95,7 +98,7 @@ class Fixture:
 
     def rnd(self, shape, dtype=torch.float32, lo=-1.0, hi=1.0):
         x = torch.rand(tuple(shape), generator=self.g, dtype=torch.float64) * (hi - lo) + lo
-        if dtype in (torch.uint8, torch.int64, torch.int32):
+        if dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
             return x.round().to(dtype)
         return x.to(dtype)
 
@@ -167,6 +170,15 @@ def conv_cases():
     fx.case("conv_transpose2d", [V(r((3, 5, 4), f)), V(r((3, 2, 3, 3), f))], {"stride": 2}, tag="unbatched_t")
     fx.case("conv_transpose2d", [V(x), V(r((5, 1, 3, 3), f)), V(r((5,), f))], {"groups": 5, "padding": 1}, tag="depthwise_t")
     fx.case("conv_transpose1d", [V(r((2, 3, 6), f)), V(r((3, 4, 1), f))], {"stride": 2, "output_padding": 1}, tag="pointwise_t")
+    # integer convolution: exact, wrapping in the dtype (uint8/int8 sums overflow here on purpose)
+    for idt, lo, hi in ((torch.int64, -50, 50), (torch.int32, -50, 50), (torch.int16, -20, 20), (torch.int8, -9, 9), (torch.uint8, 0, 15)):
+        t = str(idt)[6:]
+        xi = r((2, 4, 6, 7), idt, lo, hi)
+        fx.case("conv2d", [V(xi), V(r((3, 4, 3, 3), idt, lo, hi)), V(r((3,), idt, lo, hi))], {"padding": 1}, tag=f"{t}_int")
+        fx.case("conv2d", [V(xi), V(r((4, 1, 3, 2), idt, lo, hi))], {"groups": 4, "stride": [2, 1]}, tag=f"{t}_int_depthwise")
+    fx.case("conv3d", [V(r((1, 2, 3, 4, 5), torch.int64, -9, 9)), V(r((2, 2, 2, 2, 2), torch.int64, -9, 9))], {"padding": 1}, tag="int64_3d")
+    fx.case("conv_transpose2d", [V(r((1, 4, 3, 4), torch.int64, -9, 9)), V(r((4, 2, 3, 3), torch.int64, -9, 9)), V(r((4,), torch.int64, -9, 9))], {"stride": 2, "groups": 2}, tag="int64_t")
+    fx.case("conv1d", [V(r((1, 2, 8), torch.int64, -2 ** 40, 2 ** 40)), V(r((1, 2, 3), torch.int64, -2 ** 20, 2 ** 20))], tag="int64_beyond_2^53")
     # errors (PyTorch's messages are recorded; the test checks the call throws)
     e = dict(error=True)
     fx.case("conv2d", [V(r((4, 9), f)), V(r((6, 4, 3, 3), f))], tag="err_rank", **e)
@@ -192,6 +204,8 @@ def conv_cases():
     fx.case("conv_transpose2d", [V(r((1, 4, 1, 1), f)), V(r((4, 3, 3, 3), f))], {"padding": 2}, tag="err_t_too_small", **e)
     fx.case("conv_transpose2d", [V(r((2, 4, 9, 8), f)), V(r((4, 3, 3, 3), f)), V(r((4,), f))], tag="err_t_bias", **e)
     fx.case("conv_transpose2d", [V(r((2, 4, 9, 8), f)), V(r((4, 3, 3, 3), f))], {"groups": 3}, tag="err_t_groups", **e)
+    fx.case("conv_transpose2d", [V(r((1, 4, 3, 3), torch.int32)), V(r((4, 3, 3, 3), torch.int32))], tag="err_t_int32", **e)
+    fx.case("conv2d", [V(r((1, 4, 3, 3), f) > 0), V(r((4, 4, 3, 3), f) > 0)], tag="err_bool", **e)
     fx.write()
 
 
