@@ -140,34 +140,299 @@ function softmaxRow(buf: Float64Array, n: number, log: boolean, safe: boolean): 
   for (let j = 0; j < n; j++) buf[j] = buf[j]! * inv;
 }
 
+// ---- WebAssembly SIMD rows (float32 arithmetic, float64 sums) ----------------------------------------
+//
+// Scalar JavaScript spends ~20 ns per Math.exp; a 128-bit SIMD module (assembled here byte by byte; V8
+// compiles it to SSE/AVX) does four float32 exps in a few ns. Rows whose input and output are float32 or
+// half types go through it: the row is copied into the module's memory as float32, padded to a multiple
+// of 16 with -inf (exp gives 0, the max is unchanged), and processed in place. exp is Cephes' expf
+// (~1 ulp); sums accumulate in float64, like the scalar path.
+
+const uleb = (v: number): number[] => { const o: number[] = []; do { let b = v & 0x7f; v >>>= 7; if (v) b |= 0x80; o.push(b); } while (v); return o; };
+const sleb = (v: number): number[] => {
+  const o: number[] = [];
+  for (;;) { const b = v & 0x7f; v >>= 7; if ((v === 0 && !(b & 0x40)) || (v === -1 && b & 0x40)) { o.push(b); return o; } o.push(b | 0x80); }
+};
+const vec = (items: number[][]): number[] => [...uleb(items.length), ...items.flat()];
+const section = (id: number, body: number[]): number[] => [id, ...uleb(body.length), ...body];
+const bytesOf = (a: Float32Array | Float64Array | Int32Array): number[] => Array.from(new Uint8Array(a.buffer));
+
+/** A function body under construction: params, then `nLocals` v128 locals; emits a stack-machine program. */
+class Fn {
+  readonly c: number[] = [];
+  constructor(readonly nParams: number, public nV = 0) {}
+  v(): number { return this.nParams + this.nV++; }
+  e(...b: number[]): this { this.c.push(...b); return this; }
+  get(l: number): this { return this.e(0x20, ...uleb(l)); }
+  set(l: number): this { return this.e(0x21, ...uleb(l)); }
+  op(code: number, ...imm: number[]): this { return this.e(0xfd, ...uleb(code), ...imm); }
+  f32s(x: number): this { return this.op(0x0c, ...bytesOf(new Float32Array([x, x, x, x]))); }
+  f64s(x: number): this { return this.op(0x0c, ...bytesOf(new Float64Array([x, x]))); }
+  i32s(x: number): this { return this.op(0x0c, ...bytesOf(new Int32Array([x, x, x, x]))); }
+  load(p: number): this { return this.get(p).op(0x00, 4, 0); }
+  f32(x: number): this { return this.e(0x43, ...bytesOf(new Float32Array([x]))); }
+  /** for (p = param0; p < param0 + 4·param1; p += step) body() — p is an i32 local. */
+  rows(p: number, body: () => void, step = 16): this {
+    this.get(0).set(p);
+    this.e(0x02, 0x40, 0x03, 0x40).get(p).get(0).get(1).e(0x41, ...sleb(2), 0x74, 0x6a, 0x4f, 0x0d, 1);
+    body();
+    return this.get(p).e(0x41, ...sleb(step), 0x6a).set(p).e(0x0c, 0, 0x0b, 0x0b);
+  }
+  /** The encoded body: v128 locals first (indices from nParams, as v() hands them out), then nI32 i32 locals. */
+  body(nI32: number): number[] {
+    const locals = vec([...(this.nV ? [[...uleb(this.nV), 0x7b]] : []), [...uleb(nI32), 0x7f]]);
+    const b = [...locals, ...this.c, 0x0b];
+    return [...uleb(b.length), ...b];
+  }
+}
+
+// SIMD opcodes used below.
+const F32X4 = { add: 0xe4, sub: 0xe5, mul: 0xe6, max: 0xe9, pmax: 0xeb, ne: 0x42, eq: 0x41, nearest: 0x6a, splat: 0x13, lane: 0x1f };
+const V128 = { and: 0x4e, or: 0x50, anyTrue: 0x53 };
+const F64X2 = { add: 0xf0, sub: 0xf1, mul: 0xf2, splat: 0x14, lane: 0x21, promote: 0x5f, demote: 0x5e };
+const I32X4 = { add: 0xae, sub: 0xb1, shl: 0xab, shr: 0xac, truncSat: 0xf8 };
+const SHUFFLE = 0x0d, HI_TO_LO = [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7], JOIN_LO = [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23];
+const CEPHES_P = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
+
+/**
+ * Leaves exp(t + lo) of the v128 locals t, lo (float32 lanes; t <= 0 or NaN, lo a tiny correction) on
+ * the stack; kf, r: scratch locals.
+ */
+function emitExp(f: Fn, t: number, lo: number, kf: number, r: number): void {
+  const MAGIC = 12582912; // 1.5·2^23: adding it rounds to an integer held in the low mantissa bits
+  f.get(t).f32s(-110).op(F32X4.pmax).set(t); // below -110 exp is 0 in float32; pmax(NaN, c) keeps the NaN
+  f.get(t).f32s(Math.LOG2E).op(F32X4.mul).f32s(MAGIC).op(F32X4.add).set(kf); // kf = k + MAGIC, k = round(t·log2 e)
+  f.get(t).get(kf).f32s(MAGIC).op(F32X4.sub).set(r); // r = k (as a float) for the reduction
+  f.get(r).f32s(0.693359375).op(F32X4.mul).op(F32X4.sub).get(r).f32s(-2.12194440e-4).op(F32X4.mul).op(F32X4.sub);
+  f.get(lo).op(F32X4.add).set(r); // r = t - k·ln2 + lo (Cody-Waite: the first product is exact)
+  f.f32s(CEPHES_P[0]!);
+  for (const c of CEPHES_P.slice(1)) f.get(r).op(F32X4.mul).f32s(c).op(F32X4.add);
+  f.get(r).get(r).op(F32X4.mul).op(F32X4.mul).get(r).op(F32X4.add).f32s(1).op(F32X4.add);
+  // times 2^k as 2^(k>>1) · 2^(k - (k>>1)): k down to -159 (subnormal results) keeps both factors normal
+  f.get(kf).i32s(0x4b400000).op(I32X4.sub).set(kf); // the integer k from the bits
+  f.get(kf).e(0x41, 1).op(I32X4.shr).set(r);
+  f.get(r).i32s(127).op(I32X4.add).e(0x41, 23).op(I32X4.shl).op(F32X4.mul);
+  f.get(kf).get(r).op(I32X4.sub).i32s(127).op(I32X4.add).e(0x41, 23).op(I32X4.shl).op(F32X4.mul);
+}
+
+/** t = x + nm rounded, lo = its exact rounding error (TwoSum; NaN errors, from infinities, become 0). */
+function emitTwoSum(f: Fn, x: number, nm: number, t: number, lo: number, bb: number): void {
+  f.get(x).get(nm).op(F32X4.add).set(t);
+  f.get(t).get(x).op(F32X4.sub).set(bb);
+  f.get(x).get(t).get(bb).op(F32X4.sub).op(F32X4.sub).get(nm).get(bb).op(F32X4.sub).op(F32X4.add).set(lo);
+  f.get(lo).get(lo).get(lo).op(F32X4.eq).op(V128.and).set(lo);
+}
+
+/**
+ * Exports (rows at byte address p, n4 floats, n4 a multiple of 16):
+ *   max(p, n4) -> f32                max of the row (NaN if any)
+ *   expsum(p, n4, m: f32, store) -> f64   sum of exp(x - m); with store, x = exp(x - m) in place
+ *   scale(p, n4, s: f32)             x = x · s
+ *   sub(p, n4, c: f64)               x = float32(x - c), the difference taken in float64
+ */
+function softmaxModule(): Uint8Array<ArrayBuffer> {
+  const I32 = 0x7f, F32 = 0x7d, F64 = 0x7c;
+  const fns: { type: number[]; body: number[]; name: string }[] = [];
+  { // max: pmax (one instruction, no NaN rule) in 4 independent chains; NaN lanes flagged separately
+    const f = new Fn(2); const acc = [f.v(), f.v(), f.v(), f.v()], nan = f.v(), v = f.v(), p = 2 + f.nV;
+    for (const a of acc) f.f32s(-Infinity).set(a);
+    f.i32s(0).set(nan);
+    f.rows(p, () => {
+      acc.forEach((a, k) => {
+        f.get(p).op(0x00, 4, 16 * k).set(v);
+        f.get(a).get(v).op(F32X4.pmax).set(a);
+        f.get(nan).get(v).get(v).op(F32X4.ne).op(V128.or).set(nan);
+      });
+    }, 64);
+    f.get(acc[0]!).get(acc[1]!).op(F32X4.pmax).get(acc[2]!).get(acc[3]!).op(F32X4.pmax).op(F32X4.pmax).set(v);
+    f.get(v).op(F32X4.lane, 0).get(v).op(F32X4.lane, 1).e(0x97).get(v).op(F32X4.lane, 2).get(v).op(F32X4.lane, 3).e(0x97, 0x97);
+    f.f32(NaN).get(nan).op(V128.anyTrue).e(0x45, 0x1b); // select(max, NaN, !anyNaN)
+    fns.push({ name: 'max', type: [0x60, ...vec([[I32], [I32]]), ...vec([[F32]])], body: f.body(1) });
+  }
+  { // expsum: two vectors per step, x - m taken exactly (TwoSum) so large logits lose nothing
+    const f = new Fn(4); const nm = f.v(), s0 = f.v(), s1 = f.v();
+    const lanes = [0, 1].map(() => ({ x: f.v(), t: f.v(), lo: f.v(), kf: f.v(), r: f.v(), e: f.v() }));
+    const p = 4 + f.nV;
+    f.f32s(0).get(2).op(F32X4.splat).op(F32X4.sub).set(nm).f64s(0).set(s0).f64s(0).set(s1);
+    f.rows(p, () => {
+      lanes.forEach((l, k) => {
+        f.get(p).op(0x00, 4, 16 * k).set(l.x);
+        emitTwoSum(f, l.x, nm, l.t, l.lo, l.r);
+        emitExp(f, l.t, l.lo, l.kf, l.r);
+        f.set(l.e);
+      });
+      f.get(3).e(0x04, 0x40); // if (store) write the exps back
+      lanes.forEach((l, k) => f.get(p).get(l.e).op(0x0b, 4, 16 * k));
+      f.e(0x0b);
+      for (const l of lanes) {
+        f.get(s0).get(l.e).op(F64X2.promote).op(F64X2.add).set(s0);
+        f.get(s1).get(l.e).get(l.e).op(SHUFFLE, ...HI_TO_LO).op(F64X2.promote).op(F64X2.add).set(s1);
+      }
+    }, 32);
+    f.get(s0).get(s1).op(F64X2.add).set(s0).get(s0).op(F64X2.lane, 0).get(s0).op(F64X2.lane, 1).e(0xa0);
+    fns.push({ name: 'expsum', type: [0x60, ...vec([[I32], [I32], [F32], [I32]]), ...vec([[F64]])], body: f.body(1) });
+  }
+  { // scale
+    const f = new Fn(3); const sv = f.v(), p = 3 + f.nV;
+    f.get(2).op(F32X4.splat).set(sv).rows(p, () => f.get(p).load(p).get(sv).op(F32X4.mul).op(0x0b, 4, 0));
+    fns.push({ name: 'scale', type: [0x60, ...vec([[I32], [I32], [F32]]), 0], body: f.body(1) });
+  }
+  { // sub
+    const f = new Fn(3); const cv = f.v(), x = f.v(), p = 3 + f.nV;
+    f.get(2).op(F64X2.splat).set(cv).rows(p, () => {
+      f.load(p).set(x).get(p);
+      f.get(x).op(F64X2.promote).get(cv).op(F64X2.sub).op(F64X2.demote);
+      f.get(x).get(x).op(SHUFFLE, ...HI_TO_LO).op(F64X2.promote).get(cv).op(F64X2.sub).op(F64X2.demote);
+      f.op(SHUFFLE, ...JOIN_LO).op(0x0b, 4, 0);
+    });
+    fns.push({ name: 'sub', type: [0x60, ...vec([[I32], [I32], [F64]]), 0], body: f.body(1) });
+  }
+  { // moments: sums of (x - k) and (x - k)^2 in float64 (the row padded with k adds nothing)
+    const f = new Fn(3); const kv = f.v(), x = f.v(), d = f.v(), a = [f.v(), f.v()], q = [f.v(), f.v()], p = 3 + f.nV;
+    f.get(2).op(F64X2.splat).set(kv);
+    for (const l of [...a, ...q]) f.f64s(0).set(l);
+    f.rows(p, () => {
+      f.load(p).set(x);
+      [0, 1].forEach((h) => {
+        f.get(x);
+        if (h) f.get(x).op(SHUFFLE, ...HI_TO_LO);
+        f.op(F64X2.promote).get(kv).op(F64X2.sub).set(d);
+        f.get(a[h]!).get(d).op(F64X2.add).set(a[h]!);
+        f.get(q[h]!).get(d).get(d).op(F64X2.mul).op(F64X2.add).set(q[h]!);
+      });
+    });
+    for (const u of [a, q]) f.get(u[0]!).get(u[1]!).op(F64X2.add).set(d).get(d).op(F64X2.lane, 0).get(d).op(F64X2.lane, 1).e(0xa0);
+    fns.push({ name: 'moments', type: [0x60, ...vec([[I32], [I32], [F64]]), ...vec([[F64], [F64]])], body: f.body(1) });
+  }
+  { // norm: x = float32(((x - mean)·rstd)·w + b), in float64; w and b are rows at byte addresses wp, bp
+    const f = new Fn(6); const mv = f.v(), rv = f.v(), x = f.v(), w = f.v(), b = f.v(), p = 6 + f.nV, o = p + 1;
+    f.get(2).op(F64X2.splat).set(mv).get(3).op(F64X2.splat).set(rv);
+    f.rows(p, () => {
+      f.load(p).set(x);
+      f.get(p).get(0).e(0x6b).set(o); // o = offset within the row
+      f.get(o).get(4).e(0x6a).op(0x00, 4, 0).set(w).get(o).get(5).e(0x6a).op(0x00, 4, 0).set(b);
+      f.get(p);
+      [0, 1].forEach((h) => {
+        const half = (v: number): void => { f.get(v); if (h) f.get(v).op(SHUFFLE, ...HI_TO_LO); f.op(F64X2.promote); };
+        half(x); f.get(mv).op(F64X2.sub).get(rv).op(F64X2.mul);
+        half(w); f.op(F64X2.mul);
+        half(b); f.op(F64X2.add).op(F64X2.demote);
+      });
+      f.op(SHUFFLE, ...JOIN_LO).op(0x0b, 4, 0);
+    });
+    fns.push({ name: 'norm', type: [0x60, ...vec([[I32], [I32], [F64], [F64], [I32], [I32]]), 0], body: f.body(2) });
+  }
+  return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
+    ...section(1, vec(fns.map((f) => f.type))),
+    ...section(3, vec(fns.map((_, i) => uleb(i)))),
+    ...section(5, vec([[0x00, 1]])), // memory: 1 page to start, grown on demand
+    ...section(7, vec([[...uleb(3), ...Buffer.from('mem'), 0x02, 0], ...fns.map((f, i) => [...uleb(f.name.length), ...Buffer.from(f.name), 0x00, ...uleb(i)])])),
+    ...section(10, vec(fns.map((f) => f.body))),
+  ]);
+}
+
+interface SimdRows {
+  moments(p: number, n4: number, k: number): [number, number];
+  norm(p: number, n4: number, mean: number, rstd: number, wp: number, bp: number): void;
+  max(p: number, n4: number): number;
+  expsum(p: number, n4: number, m: number, store: number): number;
+  scale(p: number, n4: number, s: number): void;
+  sub(p: number, n4: number, c: number): void;
+  mem: WebAssembly.Memory;
+}
+let simdState: SimdRows | null | undefined;
+/** The module, or null where WebAssembly SIMD is unavailable (the scalar path runs then). */
+function simdRows(): SimdRows | null {
+  if (simdState === undefined) {
+    try {
+      const inst = new WebAssembly.Instance(new WebAssembly.Module(softmaxModule()));
+      const x = inst.exports as unknown as SimdRows & { mem: WebAssembly.Memory };
+      simdState = { moments: x.moments, norm: x.norm, max: x.max, expsum: x.expsum, scale: x.scale, sub: x.sub, mem: x.mem };
+    } catch (e) {
+      simdState = null;
+      process.stderr.write(`nbxtensor: WebAssembly SIMD softmax unavailable (${(e as Error).message}); using scalar JavaScript\n`);
+    }
+  }
+  return simdState;
+}
+/** A float32 view of the module memory, floats [at, at + n) (the memory grows as needed). */
+function simdRow(s: SimdRows, n: number, at = 0): Float32Array {
+  const need = (at + n) * 4 - s.mem.buffer.byteLength;
+  if (need > 0) s.mem.grow(Math.ceil(need / 65536));
+  return new Float32Array(s.mem.buffer, at * 4, n);
+}
+
+/** Reads n elements of a float32/float16/bfloat16 ref into dst (float32; exact). */
+function loadRowF32(ref: StridedRef, base: number, stride: number, n: number, dst: Float32Array): void {
+  if (ref.dtype === 'float32') {
+    const f = ref.buf as Float32Array;
+    if (stride === 1) dst.set(f.subarray(base, base + n));
+    else for (let j = 0, i = base; j < n; j++, i += stride) dst[j] = f[i]!;
+    return;
+  }
+  const t = ref.dtype === 'float16' ? f16Table() : bf16Table();
+  const u = ref.buf as Uint16Array;
+  for (let j = 0, i = base; j < n; j++, i += stride) dst[j] = t[u[i]!]!;
+}
+/** Writes src[0..n) (float32) into a float32/float16/bfloat16 ref. */
+function storeRowF32(ref: StridedRef, base: number, stride: number, n: number, src: Float32Array): void {
+  if (ref.dtype === 'float32') {
+    const f = ref.buf as Float32Array;
+    if (stride === 1) f.set(src.subarray(0, n), base);
+    else for (let j = 0, i = base; j < n; j++, i += stride) f[i] = src[j]!;
+    return;
+  }
+  const enc = ref.dtype === 'float16' ? toFloat16Bits : toBFloat16Bits;
+  const u = ref.buf as Uint16Array;
+  for (let j = 0, i = base; j < n; j++, i += stride) u[i] = enc(src[j]!);
+}
+const F32ROW = new Set(['float32', 'float16', 'bfloat16']);
+
 export function cpuSoftmax(p: SoftmaxParams): void {
   const { x, out, dim, log } = p;
   const shape = x.shape;
   const n = shape.length ? shape[dim]! : 1;
   const xs = shape.length ? x.strides[dim]! : 1, os = shape.length ? out.strides[dim]! : 1;
-  const buf = scratchOf(n);
   const mask = p.mask, maskBool = mask?.dtype === 'bool';
   const ms = mask && shape.length ? mask.strides[dim]! : 0;
   const causal = !!p.causal, L = shape.length >= 2 ? shape[shape.length - 2]! : 1, c0 = p.causalOffset ?? 0;
   const mbuf = mask && !maskBool ? new Float64Array(n) : undefined;
   const strides = [x.strides, out.strides, ...(mask ? [mask.strides] : [])];
   const offsets = [x.offset, out.offset, ...(mask ? [mask.offset] : [])];
-  forRows(shape, dim, strides, offsets, (o, r) => {
-    loadRow(x, o[0]!, xs, n, buf);
-    if (p.negate) for (let j = 0; j < n; j++) buf[j] = -buf[j]!;
+  /** Negation, mask and causal mask on a loaded row. */
+  const prepare = (row: Float32Array | Float64Array, o: number[], r: number): void => {
+    if (p.negate) for (let j = 0; j < n; j++) row[j] = -row[j]!;
     if (mask) {
       if (maskBool) {
         const mb = mask.buf as Uint8Array;
-        for (let j = 0, i = o[2]!; j < n; j++, i += ms) if (mb[i] === 0) buf[j] = -Infinity;
+        for (let j = 0, i = o[2]!; j < n; j++, i += ms) if (mb[i] === 0) row[j] = -Infinity;
       } else {
         loadRow(mask, o[2]!, ms, n, mbuf!);
-        for (let j = 0; j < n; j++) buf[j] = buf[j]! + mbuf![j]!;
+        for (let j = 0; j < n; j++) row[j] = row[j]! + mbuf![j]!;
       }
     }
-    if (causal) {
-      const keep = (r % L) + c0 + 1;
-      for (let j = Math.max(keep, 0); j < n; j++) buf[j] = -Infinity;
-    }
+    if (causal) row.fill(-Infinity, Math.max((r % L) + c0 + 1, 0), n);
+  };
+  const simd = F32ROW.has(x.dtype) && F32ROW.has(out.dtype) ? simdRows() : null;
+  if (simd) {
+    const n4 = (n + 15) & ~15; // the module steps up to 16 floats at a time
+    const row = simdRow(simd, n4);
+    forRows(shape, dim, strides, offsets, (o, r) => {
+      loadRowF32(x, o[0]!, xs, n, row);
+      prepare(row, o, r);
+      row.fill(-Infinity, n, n4);
+      const m = simd.max(0, n4);
+      if (m === -Infinity) row.fill(p.safe ? 0 : NaN, 0, n); // -inf - -inf is NaN, as PyTorch
+      else if (log) simd.sub(0, n4, m + Math.log(simd.expsum(0, n4, m, 0)));
+      else simd.scale(0, n4, 1 / simd.expsum(0, n4, m, 1));
+      storeRowF32(out, o[1]!, os, n, row);
+    });
+    return;
+  }
+  const buf = scratchOf(n);
+  forRows(shape, dim, strides, offsets, (o, r) => {
+    loadRow(x, o[0]!, xs, n, buf);
+    prepare(buf, o, r);
     softmaxRow(buf, n, log, !!p.safe);
     storeRow(out, o[1]!, os, n, buf);
   });
@@ -206,43 +471,56 @@ function decodeAll(ref: StridedRef | undefined): Float64Array | undefined {
 export function cpuRowNorm(p: RowNormParams): void {
   const { x, rows, n, eps, out } = p;
   const rms = p.mode === 'rms';
-  const w = decodeAll(p.weight), b = decodeAll(p.bias);
   const groups = p.groups ?? 1, chan = p.chan ?? 1, cpg = n / chan;
-  const buf = scratchOf(n);
+  const affine = !!(p.weight || p.bias);
   const means = p.mean ? new Float64Array(rows) : undefined, vars = p.var ? new Float64Array(rows) : undefined;
-  for (let r = 0; r < rows; r++) {
-    loadRow(x, x.offset + r * n, 1, n, buf);
-    let mean = 0, v: number;
-    if (rms) {
-      let s2 = 0;
-      for (let j = 0; j < n; j++) s2 += buf[j]! * buf[j]!;
-      v = s2 / n;
-    } else {
-      // One pass, shifted by the first element: no catastrophic cancellation when |mean| >> std.
-      const k = n > 0 ? buf[0]! : 0;
+  // (mean, variance) of a row from its shifted sums: shifting by the first element avoids catastrophic
+  // cancellation when |mean| >> std; rms_norm takes the plain mean square.
+  const stats = (s1: number, s2: number, k: number): [number, number] =>
+    rms ? [0, s2 / n] : [k + s1 / n, Math.max((s2 - (s1 * s1) / n) / n, 0)];
+  const simd = F32ROW.has(x.dtype) && (!out || F32ROW.has(out.dtype)) && [p.weight, p.bias].every((t) => !t || F32ROW.has(t.dtype))
+    && (!affine || (groups === 1 && chan === 1)) ? simdRows() : null;
+  if (simd) {
+    const n16 = (n + 15) & ~15;
+    const row = simdRow(simd, n16), wrow = simdRow(simd, n16, n16), brow = simdRow(simd, n16, 2 * n16);
+    if (p.weight) loadRowF32(p.weight, p.weight.offset, 1, n, wrow); else wrow.fill(1);
+    if (p.bias) loadRowF32(p.bias, p.bias.offset, 1, n, brow); else brow.fill(0);
+    for (let r = 0; r < rows; r++) {
+      loadRowF32(x, x.offset + r * n, 1, n, row);
+      const k = rms ? 0 : row[0]!;
+      row.fill(k, n, n16); // padding equal to the shift adds nothing to the sums
+      const [s1, s2] = simd.moments(0, n16, k);
+      const [mean, v] = stats(s1, s2, k);
+      if (means) means[r] = mean;
+      if (vars) vars[r] = v;
+      if (!out) continue;
+      simd.norm(0, n16, mean, 1 / Math.sqrt(v + eps), n16 * 4, 2 * n16 * 4);
+      storeRowF32(out, out.offset + r * n, 1, n, row);
+    }
+  } else {
+    const w = decodeAll(p.weight), b = decodeAll(p.bias);
+    const buf = scratchOf(n);
+    for (let r = 0; r < rows; r++) {
+      loadRow(x, x.offset + r * n, 1, n, buf);
+      const k = rms || n === 0 ? 0 : buf[0]!;
       let s1 = 0, s2 = 0;
       for (let j = 0; j < n; j++) { const d = buf[j]! - k; s1 += d; s2 += d * d; }
-      mean = k + s1 / n;
-      v = Math.max((s2 - (s1 * s1) / n) / n, 0);
-    }
-    if (means) means[r] = mean;
-    if (vars) vars[r] = v;
-    if (!out) continue;
-    const rstd = 1 / Math.sqrt(v + eps);
-    for (let j = 0; j < n; j++) buf[j] = (buf[j]! - mean) * rstd;
-    if (w || b) {
-      const base = (r % groups) * cpg;
-      if (chan === 1) {
-        if (w) for (let j = 0; j < n; j++) buf[j] = buf[j]! * w[base + j]!;
-        if (b) for (let j = 0; j < n; j++) buf[j] = buf[j]! + b[base + j]!;
-      } else {
+      const [mean, v] = stats(s1, s2, k);
+      if (means) means[r] = mean;
+      if (vars) vars[r] = v;
+      if (!out) continue;
+      const rstd = 1 / Math.sqrt(v + eps);
+      for (let j = 0; j < n; j++) buf[j] = (buf[j]! - mean) * rstd;
+      if (affine) {
+        const base = (r % groups) * cpg;
         for (let c = 0, j = 0; c < cpg; c++) {
-          const wc = w ? w[base + c]! : 1, bc = b ? b[base + c]! : 0;
-          for (let s = 0; s < chan; s++, j++) buf[j] = buf[j]! * wc + bc;
+          for (let s = 0; s < chan; s++, j++) {
+            buf[j] = buf[j]! * (w ? w[base + c]! : 1) + (b ? b[base + c]! : 0); // chan 1: c === j
+          }
         }
       }
+      storeRow(out, out.offset + r * n, 1, n, buf);
     }
-    storeRow(out, out.offset + r * n, 1, n, buf);
   }
   if (means) storeRow(p.mean!, p.mean!.offset, 1, rows, means);
   if (vars) storeRow(p.var!, p.var!.offset, 1, rows, vars);
