@@ -134,3 +134,27 @@ test('softmax: methods, function forms and the implicit dim', () => {
   assert.throws(() => nbx.softmax(x), /missing required argument 'dim'/);
   assert.equal((nbx.softmax(x, 1, { dtype: nbx.float64 })).dt, 'float64');
 });
+
+test('float32 SIMD rows agree with the float64 path (tails, large rows, masks)', () => {
+  const F = nbx.nn.functional;
+  const close = (a: Tensor, b: Tensor, tol: number, what: string): void => {
+    const x = a.dataSync() as Float32Array, y = b.dataSync() as Float64Array;
+    for (let i = 0; i < y.length; i++) {
+      if (Number.isNaN(y[i]!) && Number.isNaN(x[i]!)) continue;
+      assert.ok(Math.abs(x[i]! - y[i]!) <= tol * (1 + Math.abs(y[i]!)), `${what}[${i}]: ${x[i]} vs ${y[i]}`);
+    }
+  };
+  for (const n of [1, 3, 16, 17, 33, 50000]) {
+    const rows = n > 1000 ? 2 : 5;
+    const base = nbx.tensor(new Float64Array(rows * n).map((_, i) => 40 * Math.sin(i * 0.7 + n))).reshape([rows, n]);
+    const x32 = base.to('float32'), x64 = x32.to('float64');
+    close(F.softmax(x32, -1) as Tensor, F.softmax(x64, -1) as Tensor, 1e-6, `softmax n=${n}`);
+    close(F.log_softmax(x32, -1) as Tensor, F.log_softmax(x64, -1) as Tensor, 1e-6, `log_softmax n=${n}`);
+    const w = nbx.tensor(new Float64Array(n).map((_, i) => Math.cos(i))), b = nbx.tensor(new Float64Array(n).map((_, i) => Math.sin(i)));
+    close(F.layer_norm(x32, [n], w.to('float32'), b.to('float32')) as Tensor, F.layer_norm(x64, [n], w, b) as Tensor, 1e-5, `layer_norm n=${n}`);
+    close(F.rms_norm(x32, [n], w.to('float32')) as Tensor, F.rms_norm(x64, [n], w) as Tensor, 1e-5, `rms_norm n=${n}`);
+  }
+  // -inf rows: NaN from softmax (as PyTorch), zeros from attention's safe softmax
+  const inf = nbx.full([2, 5], -Infinity, { dtype: 'float32' });
+  assert.ok((F.softmax(inf, -1).tolist() as number[][]).flat().every(Number.isNaN));
+});

@@ -355,11 +355,11 @@ function simdRows(): SimdRows | null {
   }
   return simdState;
 }
-/** A float32 view of the module memory, floats [at, at + n) (the memory grows as needed). */
-function simdRow(s: SimdRows, n: number, at = 0): Float32Array {
-  const need = (at + n) * 4 - s.mem.buffer.byteLength;
+/** Float32 views of the module memory, `count` consecutive rows of n floats (the memory grows first: growing detaches older views). */
+function simdRows32(s: SimdRows, n: number, count = 1): Float32Array[] {
+  const need = count * n * 4 - s.mem.buffer.byteLength;
   if (need > 0) s.mem.grow(Math.ceil(need / 65536));
-  return new Float32Array(s.mem.buffer, at * 4, n);
+  return Array.from({ length: count }, (_, i) => new Float32Array(s.mem.buffer, i * n * 4, n));
 }
 
 /** Reads n elements of a float32/float16/bfloat16 ref into dst (float32; exact). */
@@ -416,7 +416,7 @@ export function cpuSoftmax(p: SoftmaxParams): void {
   const simd = F32ROW.has(x.dtype) && F32ROW.has(out.dtype) ? simdRows() : null;
   if (simd) {
     const n4 = (n + 15) & ~15; // the module steps up to 16 floats at a time
-    const row = simdRow(simd, n4);
+    const [row] = simdRows32(simd, n4) as [Float32Array];
     forRows(shape, dim, strides, offsets, (o, r) => {
       loadRowF32(x, o[0]!, xs, n, row);
       prepare(row, o, r);
@@ -482,7 +482,7 @@ export function cpuRowNorm(p: RowNormParams): void {
     && (!affine || (groups === 1 && chan === 1)) ? simdRows() : null;
   if (simd) {
     const n16 = (n + 15) & ~15;
-    const row = simdRow(simd, n16), wrow = simdRow(simd, n16, n16), brow = simdRow(simd, n16, 2 * n16);
+    const [row, wrow, brow] = simdRows32(simd, n16, 3) as [Float32Array, Float32Array, Float32Array];
     if (p.weight) loadRowF32(p.weight, p.weight.offset, 1, n, wrow); else wrow.fill(1);
     if (p.bias) loadRowF32(p.bias, p.bias.offset, 1, n, brow); else brow.fill(0);
     for (let r = 0; r < rows; r++) {
