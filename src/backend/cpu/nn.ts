@@ -59,12 +59,13 @@ export function storeRow(ref: StridedRef, base: number, stride: number, n: numbe
 }
 
 /**
- * Calls fn(offsets, r) for every row r (C order over all dims but `dim`) with each ref's element
- * offset of that row's first element; strides[q] are ref q's strides over the same shape.
+ * Calls fn(offsets, r) for every row r (C order over all dims but `dim`, one dim or several) with each
+ * ref's element offset of that row's first element; strides[q] are ref q's strides over the same shape.
  */
-export function forRows(shape: readonly number[], dim: number, strides: readonly (readonly number[])[], offsets: readonly number[],
+export function forRows(shape: readonly number[], dim: number | readonly number[], strides: readonly (readonly number[])[], offsets: readonly number[],
   fn: (offs: number[], r: number) => void): void {
-  const dims = [...shape.keys()].filter((d) => d !== dim);
+  const skip = typeof dim === 'number' ? [dim] : dim;
+  const dims = [...shape.keys()].filter((d) => !skip.includes(d));
   let rows = 1;
   for (const d of dims) rows *= shape[d]!;
   if (rows === 0) return;
@@ -388,6 +389,29 @@ function storeRowF32(ref: StridedRef, base: number, stride: number, n: number, s
 }
 const F32ROW = new Set(['float32', 'float16', 'bfloat16']);
 
+/**
+ * Moves tc neighbouring rows (row t starts at element base + t, elements `stride` apart) between a
+ * float32/half ref and dst (row t at dst[t·ld ..]): loads, or stores when `store`.
+ */
+function tileF32(ref: StridedRef, base: number, stride: number, n: number, tc: number, dst: Float32Array, ld: number, store: boolean): void {
+  if (ref.dtype === 'float32') {
+    const f = ref.buf as Float32Array;
+    for (let j = 0, i = base; j < n; j++, i += stride) {
+      if (store) for (let t = 0; t < tc; t++) f[i + t] = dst[t * ld + j]!;
+      else for (let t = 0; t < tc; t++) dst[t * ld + j] = f[i + t]!;
+    }
+    return;
+  }
+  const u = ref.buf as Uint16Array;
+  if (store) {
+    const enc = ref.dtype === 'float16' ? toFloat16Bits : toBFloat16Bits;
+    for (let j = 0, i = base; j < n; j++, i += stride) for (let t = 0; t < tc; t++) u[i + t] = enc(dst[t * ld + j]!);
+  } else {
+    const tab = ref.dtype === 'float16' ? f16Table() : bf16Table();
+    for (let j = 0, i = base; j < n; j++, i += stride) for (let t = 0; t < tc; t++) dst[t * ld + j] = tab[u[i + t]!]!;
+  }
+}
+
 export function cpuSoftmax(p: SoftmaxParams): void {
   const { x, out, dim, log } = p;
   const shape = x.shape;
@@ -415,16 +439,41 @@ export function cpuSoftmax(p: SoftmaxParams): void {
   };
   const simd = F32ROW.has(x.dtype) && F32ROW.has(out.dtype) ? simdRows() : null;
   if (simd) {
-    const n4 = (n + 15) & ~15; // the module steps up to 16 floats at a time
-    const [row] = simdRows32(simd, n4) as [Float32Array];
+    const n16 = (n + 15) & ~15; // the module steps up to 16 floats at a time
+    /** Softmax of the row held at float offset `at` of the module memory (view: that row). */
+    const rowSoftmax = (view: Float32Array, at: number): void => {
+      view.fill(-Infinity, n, n16);
+      const m = simd.max(at * 4, n16);
+      if (m === -Infinity) view.fill(p.safe ? 0 : NaN, 0, n); // -inf - -inf is NaN, as PyTorch
+      else if (log) simd.sub(at * 4, n16, m + Math.log(simd.expsum(at * 4, n16, m, 0)));
+      else simd.scale(at * 4, n16, 1 / simd.expsum(at * 4, n16, m, 1));
+    };
+    // Along a strided dim, T neighbouring rows (adjacent in memory) are gathered together, so each step
+    // reads T contiguous elements instead of one element per cache line.
+    let inner = -1;
+    for (let d = shape.length - 1; d >= 0 && inner < 0; d--) if (d !== dim && shape[d]! > 1) inner = d;
+    if (xs !== 1 && inner >= 0 && x.strides[inner] === 1 && out.strides[inner] === 1 && !mask && !causal) {
+      const size = shape[inner]!, T = Math.max(1, Math.min(16, size, Math.floor((1 << 22) / n16)));
+      const views = simdRows32(simd, n16, T);
+      const all = new Float32Array(simd.mem.buffer, 0, T * n16);
+      forRows(shape, [dim, inner], [x.strides, out.strides], [x.offset, out.offset], (o) => {
+        for (let t0 = 0; t0 < size; t0 += T) {
+          const tc = Math.min(T, size - t0);
+          tileF32(x, o[0]! + t0, xs, n, tc, all, n16, false);
+          for (let t = 0; t < tc; t++) {
+            if (p.negate) for (let j = 0, v = views[t]!; j < n; j++) v[j] = -v[j]!;
+            rowSoftmax(views[t]!, t * n16);
+          }
+          tileF32(out, o[1]! + t0, os, n, tc, all, n16, true);
+        }
+      });
+      return;
+    }
+    const [row] = simdRows32(simd, n16) as [Float32Array];
     forRows(shape, dim, strides, offsets, (o, r) => {
       loadRowF32(x, o[0]!, xs, n, row);
       prepare(row, o, r);
-      row.fill(-Infinity, n, n4);
-      const m = simd.max(0, n4);
-      if (m === -Infinity) row.fill(p.safe ? 0 : NaN, 0, n); // -inf - -inf is NaN, as PyTorch
-      else if (log) simd.sub(0, n4, m + Math.log(simd.expsum(0, n4, m, 0)));
-      else simd.scale(0, n4, 1 / simd.expsum(0, n4, m, 1));
+      rowSoftmax(row, 0);
       storeRowF32(out, o[1]!, os, n, row);
     });
     return;
