@@ -16,7 +16,7 @@ import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.
 import { broadcastShapes, broadcastStrides, contiguousStrides, numelOf, viewStrides } from '../tensor/shape.js';
 import { def, scalarOf, type ScalarLike } from './registry.js';
 import { eye } from './creation.js';
-import { add, describe, elementwise, mul } from './elementwise.js';
+import { add, describe, deviceOf, elementwise, mul } from './elementwise.js';
 import { sum } from './reduce.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -87,6 +87,7 @@ interface Addend { input: Tensor; beta: ScalarLike }
 function product(op: string, a: Tensor, b: Tensor, alpha: ScalarLike = 1, addend?: Addend): Tensor {
   const dt = a.dt;
   checkProductDType(op, dt);
+  deviceOf(op, addend ? [a, b, addend.input] : [a, b]);
   const m = a.shape[a.ndim - 2]!, k = a.shape[a.ndim - 1]!, n = b.shape[b.ndim - 1]!;
   const batch = a.ndim === 2 && b.ndim === 2 ? [] : broadcastShapes(op, a.shape.slice(0, -2), b.shape.slice(0, -2));
   const outShape = [...batch, m, n];
@@ -418,6 +419,123 @@ function identityLike(t: Tensor): Tensor {
   const r = e.expand(t.shape as number[]).contiguous();
   e.dispose();
   return r;
+}
+
+// ---- einsum -------------------------------------------------------------------------------------
+
+/** Label ids as PyTorch orders them (implicit outputs are sorted): A-Z, then a-z, then ellipsis dims. */
+const labelId = (ch: string): number => (ch <= 'Z' ? ch.charCodeAt(0) - 65 : ch.charCodeAt(0) - 97 + 26);
+const ELL = 52;
+const labelName = (id: number): string => (id >= ELL ? '...' : String.fromCharCode(id < 26 ? 65 + id : 97 + id - 26));
+
+interface Term { t: Tensor; labels: number[] }
+
+/** Parses one side of the equation into label ids, ellipsis dims numbered from the right (ELL + k). */
+function parseTerm(op: string, text: string, ndim: number | null, maxEll: number, where: string): number[] {
+  const body = text.replace('...', '\u2026');
+  if ((body.match(/\u2026/g) ?? []).length > 1 || body.includes('.')) throw new ValueError(op, `einsum(): found more than one '...' or a stray '.' in ${where}`);
+  const letters = [...body];
+  for (const ch of letters) if (ch !== '\u2026' && !/[a-zA-Z]/.test(ch)) throw new ValueError(op, `einsum(): invalid subscript given at index ${text.indexOf(ch)} in the equation string, subscripts must be in [a-zA-Z]`);
+  const named = letters.filter((c) => c !== '\u2026').length;
+  const hasEll = letters.includes('\u2026');
+  const ell = ndim === null ? maxEll : ndim - named;
+  if (ndim !== null && (hasEll ? ell < 0 : ell !== 0)) {
+    throw new ShapeError(op, hasEll
+      ? `einsum(): the number of subscripts in the equation (${named}) is more than the number of dimensions (${ndim}) for ${where}`
+      : `einsum(): the number of subscripts in the equation (${named}) does not match the number of dimensions (${ndim}) for ${where} and no ellipsis was given`);
+  }
+  const out: number[] = [];
+  for (const ch of letters) {
+    if (ch === '\u2026') for (let e = 0; e < ell; e++) out.push(ELL + maxEll - ell + e);
+    else out.push(labelId(ch));
+  }
+  return out;
+}
+
+/** Takes the diagonal of repeated labels, so each label names one dim. */
+function distinctLabels(op: string, t: Tensor, labels: number[], index: number): Term {
+  const shape: number[] = [], strides: number[] = [], out: number[] = [];
+  labels.forEach((l, d) => {
+    const j = out.indexOf(l);
+    if (j < 0) { out.push(l); shape.push(t.shape[d]!); strides.push(t.strides[d]!); return; }
+    if (shape[j] !== t.shape[d]) {
+      throw new ShapeError(op, `einsum(): subscript ${labelName(l)} is repeated for operand ${index} but the sizes don't match, ${shape[j]} != ${t.shape[d]}`);
+    }
+    strides[j]! += t.strides[d]!;
+  });
+  return { t: out.length === labels.length ? t : t.as_strided(shape, strides, t.offset), labels: out };
+}
+
+/** Sums away the labels of `x` that `keep` does not list (dtype kept: einsum's intermediates stay in their dtype). */
+function sumAway(x: Term, keep: (l: number) => boolean, promote: boolean): Term {
+  const dims = x.labels.map((l, d) => (keep(l) ? -1 : d)).filter((d) => d >= 0);
+  if (!dims.length) return x;
+  const t = promote ? sum(x.t, dims) : sum(x.t, dims, false, { dtype: x.t.dt });
+  return { t, labels: x.labels.filter((l) => keep(l)) };
+}
+
+export const einsum = def('einsum(equation, *operands)', (x) => {
+  const op = 'einsum';
+  if (typeof x.equation !== 'string') throw new ValueError(op, `einsum(): argument 'equation' must be str, not ${describe(x.equation)}`);
+  const ops = (x.operands as unknown[]).map((t, i) => asT(op, t, `operands[${i}]`));
+  const eq = (x.equation as string).replace(/\s+/g, '');
+  const [lhs, rhs] = eq.includes('->') ? eq.split('->') as [string, string] : [eq, null];
+  const terms = lhs.split(',');
+  if (terms.length !== ops.length) {
+    throw new ValueError(op, `einsum(): ${terms.length < ops.length ? 'more operands were provided than specified in the equation' : 'fewer operands were provided than were specified in the equation'}`);
+  }
+  const maxEll = Math.max(0, ...terms.map((tm, i) => (tm.includes('...') ? ops[i]!.ndim - (tm.replace('...', '').length) : 0)));
+  let cur: Term[] = terms.map((tm, i) => distinctLabels(op, ops[i]!, parseTerm(op, tm, ops[i]!.ndim, maxEll, `operand ${i}`), i));
+  // The output: given, or the ellipsis dims then the labels seen exactly once, in label order.
+  let outLabels: number[];
+  if (rhs !== null) {
+    outLabels = parseTerm(op, rhs, null, maxEll, 'the output');
+    const seen = new Set<number>();
+    for (const l of outLabels) {
+      if (seen.has(l)) throw new ValueError(op, `einsum(): output subscript ${labelName(l)} appears more than once in the output`);
+      seen.add(l);
+      if (!cur.some((c) => c.labels.includes(l)) && l < ELL) throw new ValueError(op, `einsum(): output subscript ${labelName(l)} does not appear in the equation for any input operand`);
+    }
+  } else {
+    const count = new Map<number, number>();
+    terms.forEach((tm, i) => parseTerm(op, tm, ops[i]!.ndim, maxEll, `operand ${i}`).forEach((l) => count.set(l, (count.get(l) ?? 0) + 1)));
+    outLabels = [...count.keys()].filter((l) => l >= ELL || count.get(l) === 1).sort((p, q) => (p >= ELL) === (q >= ELL) ? p - q : p >= ELL ? -1 : 1);
+  }
+  // Every label's size: equal, or 1 (broadcast).
+  const size = new Map<number, number>();
+  cur.forEach((c, i) => c.labels.forEach((l, d) => {
+    const s = c.t.shape[d]!, have = size.get(l);
+    if (have === undefined || have === 1) size.set(l, s);
+    else if (s !== 1 && s !== have) {
+      throw new ShapeError(op, `einsum(): subscript ${labelName(l)} has size ${s} for operand ${i} which does not broadcast with previously seen size ${have}`);
+    }
+  }));
+  const inOut = (l: number): boolean => outLabels.includes(l);
+  const neededAfter = (i: number) => (l: number): boolean => inOut(l) || cur.slice(i + 1).some((c) => c.labels.includes(l));
+  if (cur.length === 1) cur[0] = sumAway(cur[0]!, inOut, true);
+  let acc = sumAway(cur[0]!, (l) => neededAfter(0)(l), false);
+  for (let i = 1; i < cur.length; i++) {
+    const keepLater = neededAfter(i);
+    const b = sumAway(cur[i]!, (l) => keepLater(l) || acc.labels.includes(l), false);
+    acc = contract(op, acc, b, keepLater, size);
+  }
+  return acc.t.permute(outLabels.map((l) => acc.labels.indexOf(l)));
+});
+
+/** One pairwise contraction: batch labels (in both, needed later), contracted (in both, not needed), then each side's own. */
+function contract(op: string, a: Term, b: Term, keep: (l: number) => boolean, size: Map<number, number>): Term {
+  if (a.t.dt !== b.t.dt) sameDType(op, a.t, b.t);
+  const batch = a.labels.filter((l) => b.labels.includes(l) && keep(l));
+  const red = a.labels.filter((l) => b.labels.includes(l) && !keep(l));
+  const left = a.labels.filter((l) => !b.labels.includes(l));
+  const right = b.labels.filter((l) => !a.labels.includes(l));
+  const arrange = (x: Term, order: number[]): Tensor =>
+    x.t.permute(order.map((l) => x.labels.indexOf(l))).expand(order.map((l) => size.get(l)!));
+  const n = (ls: number[]): number => ls.reduce((p, l) => p * size.get(l)!, 1);
+  const a3 = arrange(a, [...batch, ...left, ...red]).reshape([n(batch), n(left), n(red)]);
+  const b3 = arrange(b, [...batch, ...red, ...right]).reshape([n(batch), n(red), n(right)]);
+  const r = product(op, a3, b3);
+  return { t: r.reshape([...batch, ...left, ...right].map((l) => size.get(l)!)), labels: [...batch, ...left, ...right] };
 }
 
 // ---- torch.linalg entries -----------------------------------------------------------------------

@@ -255,6 +255,20 @@ for dt in [torch.float32, torch.float64, torch.int64, torch.int32]:
     case(M, f"linalg.matrix_power/{tag}/batched", "linalg.matrix_power", [T(r(2, 2, 2, 2)), 3])
 case(M, "linalg.matmul/bcast", "linalg.matmul", [T(rnd((2, 3, 4))), T(rnd((4,)))])
 
+# einsum: pairwise contractions, diagonals, sums, broadcasting, ellipses, implicit outputs
+for dt in [torch.float32, torch.float64, torch.float16, torch.int64]:
+    tag = str(dt)[6:]
+    r = lambda *s: rnd(s, dt, -1, 1) if dt.is_floating_point else rnd(s, dt, -3, 3)
+    for eq, shapes in [("ij,jk->ik", [(3, 4), (4, 5)]), ("ij,jk", [(3, 4), (4, 2)]), ("bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)]),
+                       ("i,j->ij", [(3,), (4,)]), ("i,i->", [(5,), (5,)]), ("ij,ij->ij", [(2, 3), (2, 3)]), ("ij,ij->i", [(2, 3), (2, 3)]),
+                       ("ii->i", [(4, 4)]), ("iij->ji", [(3, 3, 2)]), ("ij->ji", [(2, 3)]), ("ba", [(2, 3)]), ("ijk,jl,lk->il", [(2, 3, 4), (3, 5), (5, 4)]),
+                       ("...ij,...jk", [(5, 2, 3), (3, 4)]), ("bij,bjk->bik", [(1, 2, 3), (4, 3, 5)]), ("ij,jk", [(2, 1), (3, 4)]),
+                       ("Ab,bC", [(2, 3), (3, 4)]), ("ab,cd->", [(2, 3), (4, 2)]), ("i j , j k -> k i", [(2, 3), (3, 4)])]:
+        if dt == torch.int64 and len(shapes) == 1 and "->" in eq and eq.endswith("i"): pass
+        case(M, f"einsum/{tag}/{eq.replace(' ', '')}", "einsum", [eq] + [T(r(*sh)) for sh in shapes], rtol=1e-4, atol=1e-5)
+case(M, "einsum/float32/transposed_operands", "einsum", ["ij,jk->ik", T(rnd((4, 3)), [["transpose", 0, 1]]), T(rnd((5, 4)), [["transpose", 0, 1]])])
+case(M, "einsum/int32/sum_promotes", "einsum", ["ij->i", T(rnd((2, 3), torch.int32, -3, 3))])
+
 # ---------------- errors ----------------
 E = "errors"
 f32 = lambda *s: rnd(s)
@@ -317,6 +331,13 @@ errs = [
     ("trace/bool", "trace", [T(b(2, 3))], "DTypeError"),
     ("matrix_power/nonsquare", "matrix_power", [T(f32(2, 3)), 2], "ShapeError"),
     ("matrix_power/1d", "matrix_power", [T(f32(3)), 2], "ShapeError"),
+    ("einsum/unknown_output", "einsum", ["ij->k", T(f32(2, 3))], "ValueError"),
+    ("einsum/size", "einsum", ["ij,jk->ik", T(f32(2, 3)), T(f32(4, 4))], "ShapeError"),
+    ("einsum/ndim", "einsum", ["ijk->ij", T(f32(2, 3))], "ShapeError"),
+    ("einsum/repeated_output", "einsum", ["ij->ii", T(f32(2, 3))], "ValueError"),
+    ("einsum/operand_count", "einsum", ["ij,jk->ik", T(f32(2, 3))], "ValueError"),
+    ("einsum/dtype", "einsum", ["ij,jk->ik", T(f32(2, 3)), T(f64(3, 4))], "DTypeError"),
+    ("einsum/diag_size", "einsum", ["ii->i", T(f32(2, 3))], "ShapeError"),
 ]
 for name, op, args, cls in errs:
     case(E, name, op, args, error=cls)
