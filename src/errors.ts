@@ -26,6 +26,8 @@ export class DisposedError extends NbxError {}
 export class ValueError extends NbxError {}
 /** A supported operation asked for something this engine or device does not implement: never computed silently. */
 export class UnsupportedError extends NbxError {}
+/** A documented limitation of a device (float64 or int64 on WebGPU, say): the conformance runner counts it as skipped. */
+export class DeviceLimitError extends UnsupportedError {}
 /** Device memory exhausted; the message says what was requested and what to try. */
 export class OutOfMemoryError extends NbxError {}
 /** A file that breaks its format's rules (safetensors, profiles, caches). */

@@ -9,7 +9,7 @@ import { Tensor } from '../tensor/tensor.js';
 import { DType, DTYPES, dtypeName, storageFromBytes, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
 import { readNumber } from '../dtype/convert.js';
 import { SafetensorsFile } from '../io/safetensors.js';
-import { NbxError, UnsupportedError } from '../errors.js';
+import { DeviceLimitError, NbxError, UnsupportedError } from '../errors.js';
 import { Scalar } from '../ops/registry.js';
 import { fmtShape } from '../tensor/shape.js';
 
@@ -21,7 +21,7 @@ export interface CaseResult { id: string; op: string; status: 'pass' | 'fail' | 
 export interface RunOptions { device?: string; filter?: RegExp; onResult?(r: CaseResult): void }
 
 /** Marks an error as a documented limitation of a device (float64 on WebGPU, say): the case is skipped. */
-export class DeviceLimitError extends UnsupportedError {}
+export { DeviceLimitError };
 
 function decodeScalar(v: { scalar: unknown; type: string }): unknown {
   let x = v.scalar;
@@ -191,7 +191,8 @@ async function runCase(spec: CaseSpec, load: Loader, loadHost: Loader, device: s
       for (let i = 0; i < outs.length; i++) {
         const want = await loadHost(spec.out[i]!);
         let got = outs[i]!;
-        if (got.device.type !== 'cpu') got = got.to('cpu');
+        // Asynchronous readback: devices such as WebGPU cannot read back synchronously.
+        if (got.device.type !== 'cpu') got = Tensor.fromStorage(await got.dataStorage(), got.dt, got.shape, 'cpu');
         const msg = compare(got, want, spec, !!spec.complex_out);
         if (msg) return done('fail', `output ${i}: ${msg}`);
       }

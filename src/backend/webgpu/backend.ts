@@ -1,0 +1,468 @@
+/// <reference types="@webgpu/types" />
+// The WebGPU backend's core: buffers from a size-bucketed pool, an ordered list of recorded operations
+// (dispatches, copies, clears, reads, host-staged kernels, buffer releases) that is encoded into one
+// command encoder and submitted in batches, pipelines cached by program key, kernel parameters in one
+// uniform arena per batch.
+//
+// Why a recorded list rather than encoding on the spot: the device arrives asynchronously (adapters are
+// requested with promises), yet tensors are created synchronously, so work recorded before the device
+// exists simply waits for it; and host-staged kernels need the GPU's results before they run, so the
+// list is drained in order, pausing at a staged kernel until its inputs are mapped back. Nothing is
+// submitted per operation: a batch is submitted when it is large, or when something is read back.
+//
+// Ordering invariants:
+// - a released buffer returns to the pool only after the batch that released it has been submitted,
+//   so a pooled buffer is never referenced by unsubmitted work, and queue.writeBuffer into a freshly
+//   taken buffer (uploads) can never overtake earlier commands that used it;
+// - reads, staged kernels and releases are entries of the same list as dispatches, so they observe
+//   exactly the dispatches recorded before them.
+
+import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
+import type { Expr } from '../../ir/expr.js';
+import { DeviceError, DeviceFaultError, DeviceLimitError } from '../../errors.js';
+import type { Backend, StridedRef } from '../backend.js';
+import { checkWgslDType } from '../../ir/render_wgsl.js';
+import { BufferPool, sizeClass, type PoolStats } from './pool.js';
+import { chooseAdapter, env, MAP_READ, notice, profileFor, requiredLimits, STAGE_COMPUTE, USAGE, type AdapterChoice } from './gpu.js';
+import { runElementwise } from './elementwise.js';
+
+/** A tensor's device memory: `bytes` requested, `size` the pooled buffer's size. `gpu` arrives with the device. */
+export class WGBuffer {
+  gpu: GPUBuffer | null = null;
+  constructor(readonly bytes: number, readonly size: number) {}
+}
+
+/** A compute kernel: WGSL source (made once per key), its bindings and its uniform block. */
+export interface Program {
+  key: string;
+  /** One letter per storage binding after the uniform block (binding 0): r read-only, w read-write, a atomic read-write. */
+  access: string;
+  /** 32-bit words of the uniform block. */
+  words: number;
+  source(): string;
+}
+
+interface Pipeline { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout; bindBytes: number }
+
+type Op =
+  | { k: 'dispatch'; prog: Program; bufs: WGBuffer[]; u: Uint32Array; x: number; y: number; z: number }
+  | { k: 'write'; buf: WGBuffer; data: Uint8Array }
+  | { k: 'clear'; buf: WGBuffer }
+  | { k: 'copy'; src: WGBuffer; dst: WGBuffer; bytes: number }
+  | { k: 'read'; buf: WGBuffer; start: number; bytes: number; done: (r: Uint8Array | Error) => void }
+  | { k: 'host'; name: string; bufs: WGBuffer[]; run: (host: Map<WGBuffer, ArrayBuffer>) => void }
+  | { k: 'release'; buf: WGBuffer };
+
+interface ReadJob { rb: GPUBuffer; rbSize: number; bytes: number; done: (r: Uint8Array | Error) => void }
+
+/** Dispatches per submitted batch, and bytes of the uniform arena (a 256-byte block per dispatch). */
+const BATCH = 256;
+const ARENA_BYTES = 256 * 1024;
+const BLOCK = 256;
+
+const roundUp = (v: number, to: number): number => Math.ceil(v / to) * to;
+
+export interface WebGPUInfo {
+  adapter: string;
+  via: AdapterChoice['via'];
+  compatibility: boolean;
+  profile: string;
+  features: string[];
+  limits: Record<string, number>;
+  /** Threads per workgroup for elementwise and reduction kernels. */
+  wgElementwise: number;
+  wgReduce: number;
+}
+
+export class WebGPUBackend implements Backend {
+  readonly type = 'webgpu' as const;
+  /** Resolves when the device is up; work recorded before then waits for it. */
+  readonly ready: Promise<void>;
+  isReady = false;
+  device!: GPUDevice;
+  private queue!: GPUQueue;
+  pool!: BufferPool;
+  info!: WebGPUInfo;
+
+  private ops: Op[] = [];
+  private head = 0;
+  private pumping: Promise<void> | null = null;
+  private enc: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private arena!: GPUBuffer;
+  private readonly arenaData = new Uint32Array(ARENA_BYTES / 4);
+  private arenaUsed = 0;
+  private batchDispatches = 0;
+  private retired: WGBuffer[] = [];
+  private reads: ReadJob[] = [];
+  private readonly unplaced = new Set<WGBuffer>();
+  private readonly pipelines = new Map<string, Pipeline>();
+  private readonly layouts = new Map<string, GPUBindGroupLayout>();
+  private readonly readPool = new Map<number, GPUBuffer[]>();
+  private readonly scopes = new Set<Promise<unknown>>();
+  private fault: Error | null = null;
+  private initError: Error | null = null;
+  /** Counters for tests and benchmarks. */
+  readonly counters = { dispatches: 0, submits: 0, readbacks: 0, hostStaged: 0, pipelines: 0, uploads: 0 };
+
+  constructor() {
+    this.ready = this.init().catch((e: Error) => {
+      this.initError = new DeviceError('webgpu', `no WebGPU device: ${e.message}`);
+      throw this.initError;
+    });
+    this.ready.catch(() => {}); // reported to whoever waits for results
+  }
+
+  private async init(): Promise<void> {
+    const choice = await chooseAdapter();
+    const { adapter } = choice;
+    const features: GPUFeatureName[] = [];
+    if (adapter.features.has('shader-f16')) features.push('shader-f16');
+    const limits = requiredLimits(adapter);
+    this.device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits: limits });
+    this.queue = this.device.queue;
+    this.device.addEventListener('uncapturederror', (ev) => this.setFault(new DeviceFaultError('webgpu', (ev as GPUUncapturedErrorEvent).error.message)));
+    void this.device.lost.then((info) => { if (info.reason !== 'destroyed') this.setFault(new DeviceFaultError('webgpu', `device lost: ${info.message}`)); });
+    const prof = await profileFor(adapter);
+    const maxWg = Math.min(limits.maxComputeInvocationsPerWorkgroup ?? 256, limits.maxComputeWorkgroupSizeX ?? 256);
+    const pow2 = (v: number): number => 2 ** Math.floor(Math.log2(Math.max(1, v)));
+    this.info = {
+      adapter: choice.description, via: choice.via, compatibility: choice.compatibility,
+      profile: prof.family ? `${prof.family} (${prof.reason})` : `none: generic defaults (${prof.reason})`,
+      features: [...this.device.features].sort(), limits,
+      wgElementwise: pow2(Math.min(prof.elementwiseThreads ?? 256, maxWg)),
+      wgReduce: pow2(Math.min(prof.reductionThreads ?? 256, maxWg)),
+    };
+    const maxBuf = Math.min(limits.maxBufferSize ?? 2 ** 28, limits.maxStorageBufferBindingSize ?? 2 ** 27);
+    this.pool = new BufferPool((size) => this.device.createBuffer({ size, usage: USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST }), maxBuf);
+    this.arena = this.device.createBuffer({ size: ARENA_BYTES, usage: USAGE.UNIFORM | USAGE.COPY_DST });
+    this.isReady = true;
+    for (const b of this.unplaced) this.place(b);
+    this.unplaced.clear();
+  }
+
+  /** The largest tensor (bytes) a kernel can bind. */
+  get maxBinding(): number { return Math.min(this.info.limits.maxStorageBufferBindingSize ?? 2 ** 27, this.info.limits.maxBufferSize ?? 2 ** 28); }
+
+  private place(b: WGBuffer): void {
+    if (b.bytes > this.maxBinding) {
+      this.setFault(new DeviceLimitError('webgpu', `a tensor of ${b.bytes} bytes exceeds this device's largest storage binding (${this.maxBinding} bytes)`));
+    }
+    b.gpu = this.pool.take(b.size);
+  }
+
+  // ---- memory ----------------------------------------------------------------------------------
+
+  alloc(dtype: DTypeName, numel: number, zero = false): WGBuffer {
+    checkWgslDType('webgpu', dtype);
+    const bytes = numel * DTYPES[dtype].itemsize;
+    return this.allocBytes(bytes, zero);
+  }
+
+  allocBytes(bytes: number, zero = false): WGBuffer {
+    if (this.isReady && bytes > this.maxBinding) {
+      throw new DeviceLimitError('webgpu', `a tensor of ${bytes} bytes exceeds this device's largest storage binding (${this.maxBinding} bytes): WebGPU binds whole buffers`);
+    }
+    const b = new WGBuffer(bytes, this.isReady ? this.pool.classOf(bytes) : sizeClass(bytes));
+    if (this.isReady) this.place(b); else this.unplaced.add(b);
+    if (zero) this.record({ k: 'clear', buf: b });
+    return b;
+  }
+
+  free(buf: unknown): void {
+    // Released in order, like any recorded op: commands recorded earlier may still use it (even
+    // before the device exists, when every buffer gets its GPUBuffer at start-up).
+    this.record({ k: 'release', buf: buf as WGBuffer });
+  }
+
+  upload(dtype: DTypeName, data: StorageArray): WGBuffer {
+    checkWgslDType('webgpu', dtype);
+    const b = this.allocBytes(data.byteLength);
+    this.counters.uploads++;
+    if (data.byteLength === 0) return b;
+    let bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    if (bytes.byteLength % 4 !== 0) { const p = new Uint8Array(roundUp(bytes.byteLength, 4)); p.set(bytes); bytes = p; }
+    // A fresh buffer is referenced by no unsubmitted command, so writing it now is in order.
+    if (this.isReady) this.queue.writeBuffer(b.gpu!, 0, bytes as Uint8Array<ArrayBuffer>);
+    else this.record({ k: 'write', buf: b, data: bytes.buffer === data.buffer ? bytes.slice() : bytes });
+    return b;
+  }
+
+  async download(buf: unknown, dtype: DTypeName, offset: number, numel: number): Promise<StorageArray> {
+    const isz = DTYPES[dtype].itemsize;
+    const start = offset * isz, end = start + numel * isz;
+    const bytes = await this.readBytes(buf as WGBuffer, start, end - start);
+    const out = new Uint8Array(end - start);
+    out.set(bytes.subarray(start % 4, start % 4 + (end - start)));
+    const ctor = { u8: Uint8Array, i8: Int8Array, i16: Int16Array, i32: Int32Array, i64: BigInt64Array, u16: Uint16Array, f32: Float32Array, f64: Float64Array }[DTYPES[dtype].storage];
+    return new ctor(out.buffer, 0, (end - start) / ctor.BYTES_PER_ELEMENT) as StorageArray;
+  }
+
+  /** Bytes [start, start+bytes) of a buffer, 4-aligned around the range (the caller slices), after all recorded work. */
+  readBytes(buf: WGBuffer, start: number, bytes: number): Promise<Uint8Array> {
+    this.counters.readbacks++;
+    const a0 = Math.floor(start / 4) * 4, a1 = roundUp(start + bytes, 4);
+    const p = new Promise<Uint8Array>((resolve, reject) => {
+      this.record({ k: 'read', buf, start: a0, bytes: a1 - a0, done: (r) => (r instanceof Error ? reject(r) : resolve(r)) });
+    });
+    void this.flush();
+    return p;
+  }
+
+  async synchronize(): Promise<void> {
+    await this.flush();
+    await this.queue.onSubmittedWorkDone();
+    await this.settleScopes();
+    this.throwFault();
+  }
+
+  // ---- recording -------------------------------------------------------------------------------
+
+  record(op: Op): void {
+    this.ops.push(op);
+    // Long chains without readbacks: start the GPU on the first batches while the caller records more.
+    if (this.ops.length - this.head >= BATCH && this.isReady && !this.pumping && this.fault === null) {
+      if (this.drain()) this.submit();
+      else void this.flush();
+    }
+  }
+
+  dispatch(prog: Program, bufs: WGBuffer[], u: Uint32Array, threads: number, wg: number): void {
+    const groups = Math.ceil(threads / wg);
+    if (groups === 0) return;
+    const maxDim = this.isReady ? this.info.limits.maxComputeWorkgroupsPerDimension ?? 65535 : 65535;
+    const x = Math.min(groups, maxDim), y = Math.ceil(groups / x);
+    if (y > maxDim) throw new DeviceLimitError('webgpu', `${threads} threads exceed the dispatch limits (${maxDim}^2 workgroups of ${wg})`);
+    this.record({ k: 'dispatch', prog, bufs, u, x, y, z: 1 });
+  }
+
+  /** A dispatch with an explicit workgroup grid. */
+  dispatchGroups(prog: Program, bufs: WGBuffer[], u: Uint32Array, x: number, y: number, z: number): void {
+    if (x * y * z > 0) this.record({ k: 'dispatch', prog, bufs, u, x, y, z });
+  }
+
+  /** Runs `run` on the host once every recorded command before it has finished, with the buffers' bytes. */
+  host(name: string, bufs: WGBuffer[], run: (host: Map<WGBuffer, ArrayBuffer>) => void): void {
+    this.counters.hostStaged++;
+    this.record({ k: 'host', name, bufs, run });
+  }
+
+  copyBuffer(src: WGBuffer, dst: WGBuffer, bytes: number): void { this.record({ k: 'copy', src, dst, bytes: roundUp(bytes, 4) }); }
+
+  /** Submits everything recorded; resolves when the list is drained (not when the GPU is done). */
+  flush(): Promise<void> {
+    if (!this.pumping) {
+      this.pumping = this.pump().finally(() => { this.pumping = null; });
+    }
+    return this.pumping;
+  }
+
+  private async pump(): Promise<void> {
+    try { await this.ready; } catch (e) { this.failPending(e as Error); throw e; }
+    for (;;) {
+      const more = !this.drain();
+      if (!more) break;
+      const op = this.ops[this.head++] as Extract<Op, { k: 'host' }>;
+      await this.runHost(op);
+    }
+    this.submit();
+  }
+
+  /** Encodes recorded ops in order; stops before a host-staged kernel (returns false) or at the end (true). */
+  private drain(): boolean {
+    while (this.head < this.ops.length) {
+      const op = this.ops[this.head]!;
+      if (op.k === 'host') return false;
+      this.head++;
+      this.encode(op);
+    }
+    this.ops = [];
+    this.head = 0;
+    return true;
+  }
+
+  private encoder(): GPUCommandEncoder { return (this.enc ??= this.device.createCommandEncoder()); }
+  private endPass(): void { if (this.pass) { this.pass.end(); this.pass = null; } }
+
+  private encode(op: Op): void {
+    switch (op.k) {
+      case 'dispatch': {
+        const p = this.pipeline(op.prog);
+        const need = roundUp(p.bindBytes, BLOCK);
+        if (this.arenaUsed + need > ARENA_BYTES || this.batchDispatches >= BATCH) this.submit();
+        const off = this.arenaUsed;
+        this.arenaData.set(op.u, off / 4);
+        this.arenaUsed += need;
+        const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.arena, offset: off, size: p.bindBytes } }];
+        for (let i = 0; i < op.bufs.length; i++) entries.push({ binding: i + 1, resource: { buffer: op.bufs[i]!.gpu! } });
+        const bg = this.device.createBindGroup({ layout: p.layout, entries });
+        this.pass ??= this.encoder().beginComputePass();
+        this.pass.setPipeline(p.pipeline);
+        this.pass.setBindGroup(0, bg);
+        this.pass.dispatchWorkgroups(op.x, op.y, op.z);
+        this.batchDispatches++;
+        this.counters.dispatches++;
+        return;
+      }
+      case 'write':
+        // only fresh buffers are written this way (see upload): in order whenever it happens
+        this.queue.writeBuffer(op.buf.gpu!, 0, op.data as Uint8Array<ArrayBuffer>);
+        return;
+      case 'clear':
+        this.endPass();
+        this.encoder().clearBuffer(op.buf.gpu!, 0, op.buf.size);
+        return;
+      case 'copy':
+        this.endPass();
+        if (op.bytes > 0) this.encoder().copyBufferToBuffer(op.src.gpu!, 0, op.dst.gpu!, 0, op.bytes);
+        return;
+      case 'read': {
+        this.endPass();
+        const rbSize = sizeClass(op.bytes);
+        const rb = this.readPool.get(rbSize)?.pop() ?? this.device.createBuffer({ size: rbSize, usage: USAGE.MAP_READ | USAGE.COPY_DST });
+        if (op.bytes > 0) this.encoder().copyBufferToBuffer(op.buf.gpu!, op.start, rb, 0, op.bytes);
+        this.reads.push({ rb, rbSize, bytes: op.bytes, done: op.done });
+        this.submit(); // the reader is waiting: start now
+        return;
+      }
+      case 'release':
+        if (op.buf.gpu) this.retired.push(op.buf);
+        return;
+      case 'host':
+        throw new Error('webgpu: host op reached encode');
+    }
+  }
+
+  private submit(): void {
+    this.endPass();
+    if (this.enc) {
+      if (this.arenaUsed > 0) this.queue.writeBuffer(this.arena, 0, this.arenaData, 0, this.arenaUsed / 4);
+      this.queue.submit([this.enc.finish()]);
+      this.counters.submits++;
+      this.enc = null;
+    }
+    this.arenaUsed = 0;
+    this.batchDispatches = 0;
+    for (const b of this.retired) { this.pool.give(b.gpu!, b.size); b.gpu = null; }
+    this.retired = [];
+    for (const job of this.reads) this.finishRead(job);
+    this.reads = [];
+  }
+
+  private finishRead(job: ReadJob): void {
+    job.rb.mapAsync(MAP_READ, 0, job.rbSize).then(async () => {
+      const out = new Uint8Array(job.rb.getMappedRange(0, job.bytes > 0 ? job.bytes : 0).slice(0));
+      job.rb.unmap();
+      let list = this.readPool.get(job.rbSize);
+      if (!list) { list = []; this.readPool.set(job.rbSize, list); }
+      if (list.length < 4) list.push(job.rb); else job.rb.destroy();
+      await this.settleScopes();
+      const f = this.takeFault();
+      job.done(f ?? out);
+    }, (e: Error) => job.done(new DeviceFaultError('webgpu', `readback failed: ${e.message}`)));
+  }
+
+  private async runHost(op: Extract<Op, { k: 'host' }>): Promise<void> {
+    const views = new Map<WGBuffer, ArrayBuffer>();
+    const reads = op.bufs.map((b) => new Promise<Uint8Array | Error>((done) => {
+      this.encode({ k: 'read', buf: b, start: 0, bytes: roundUp(b.bytes, 4), done });
+    }));
+    const got = await Promise.all(reads);
+    for (let i = 0; i < op.bufs.length; i++) {
+      const r = got[i]!;
+      if (r instanceof Error) { this.setFault(r); return; }
+      views.set(op.bufs[i]!, r.buffer.byteLength === roundUp(op.bufs[i]!.bytes, 4) ? r.buffer as ArrayBuffer : r.slice().buffer as ArrayBuffer);
+    }
+    try {
+      op.run(views);
+    } catch (e) {
+      this.setFault(e as Error); // a data-dependent error of the kernel (an index out of range...): reported at the next read
+      return;
+    }
+    for (const [b, ab] of views) if (b.gpu && ab.byteLength > 0) this.queue.writeBuffer(b.gpu, 0, ab, 0, ab.byteLength);
+  }
+
+  // ---- pipelines -------------------------------------------------------------------------------
+
+  private layout(access: string, uniformBytes: number): GPUBindGroupLayout {
+    const key = `${access}:${uniformBytes}`;
+    let l = this.layouts.get(key);
+    if (!l) {
+      const entries: GPUBindGroupLayoutEntry[] = [{ binding: 0, visibility: STAGE_COMPUTE, buffer: { type: 'uniform', minBindingSize: uniformBytes } }];
+      for (let i = 0; i < access.length; i++) {
+        entries.push({ binding: i + 1, visibility: STAGE_COMPUTE, buffer: { type: access[i] === 'r' ? 'read-only-storage' : 'storage' } });
+      }
+      l = this.device.createBindGroupLayout({ entries });
+      this.layouts.set(key, l);
+    }
+    return l;
+  }
+
+  private pipeline(prog: Program): Pipeline {
+    let p = this.pipelines.get(prog.key);
+    if (!p) {
+      const bindBytes = roundUp(Math.max(prog.words, 4) * 4, 16);
+      const layout = this.layout(prog.access, bindBytes);
+      const code = prog.source();
+      this.device.pushErrorScope('validation');
+      const module = this.device.createShaderModule({ code });
+      const pipeline = this.device.createComputePipeline({
+        layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }), compute: { module, entryPoint: 'main' },
+      });
+      this.watch(this.device.popErrorScope().then((e) => {
+        if (e) this.setFault(new DeviceFaultError('webgpu', `kernel ${prog.key.slice(0, 120)} failed to compile: ${e.message}\n${numbered(code)}`));
+      }));
+      p = { pipeline, layout, bindBytes };
+      this.pipelines.set(prog.key, p);
+      this.counters.pipelines++;
+    }
+    return p;
+  }
+
+  private watch(p: Promise<unknown>): void {
+    this.scopes.add(p);
+    void p.finally(() => this.scopes.delete(p));
+  }
+  private async settleScopes(): Promise<void> { while (this.scopes.size) await Promise.allSettled([...this.scopes]); }
+
+  // ---- faults ----------------------------------------------------------------------------------
+
+  private setFault(e: Error): void {
+    if (!this.fault) this.fault = e;
+    else if (env('NBX_WEBGPU_DEBUG')) notice(`nbx webgpu: further error: ${e.message}`);
+  }
+  /** The pending fault, reported once (a later, independent computation may succeed). */
+  private takeFault(): Error | null { const f = this.fault; this.fault = null; return f; }
+  private throwFault(): void { const f = this.takeFault(); if (f) throw f; }
+  private failPending(e: Error): void {
+    for (let i = this.head; i < this.ops.length; i++) { const op = this.ops[i]!; if (op.k === 'read') op.done(e); }
+    this.ops = [];
+    this.head = 0;
+  }
+
+  // ---- elementwise -----------------------------------------------------------------------------
+
+  elementwise(expr: Expr, inputs: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
+    runElementwise(this, expr, inputs, params, out);
+  }
+
+  get wgElementwise(): number { return this.isReady ? this.info.wgElementwise : 256; }
+  get wgReduce(): number { return this.isReady ? this.info.wgReduce : 256; }
+
+  memoryStats(): PoolStats & WebGPUBackend['counters'] {
+    const s = this.isReady ? this.pool.stats() : { allocatedBytes: 0, cachedBytes: 0, reservedBytes: 0, peakAllocatedBytes: 0, peakReservedBytes: 0, allocations: 0, reuses: 0, created: 0, destroyed: 0, liveBuffers: 0, cachedBuffers: 0 };
+    return { ...s, ...this.counters };
+  }
+
+  emptyCache(): number {
+    if (!this.isReady) return 0;
+    let n = this.pool.emptyCache();
+    for (const [size, list] of this.readPool) { for (const b of list) { b.destroy(); n += size; } }
+    this.readPool.clear();
+    return n;
+  }
+}
+
+function numbered(code: string): string {
+  return code.split('\n').map((l, i) => `${String(i + 1).padStart(4)}  ${l}`).join('\n');
+}

@@ -1,0 +1,203 @@
+// Elementwise kernels for WebGPU: the IR rendered to WGSL by WgslRenderer, in two layouts like CUDA's:
+// flat (one dimension after `coalesce`, each input contiguous or a broadcast scalar) and strided
+// (N-d index arithmetic from the coalesced shape). Outputs of 1- and 2-byte dtypes are packed in u32
+// words, so a contiguous output is written a whole word per invocation (4 bytes or 2 halves), keeping
+// the neighbours of a partial first/last word; a strided packed output (copies into views) is written
+// with atomic and/or on its word instead.
+
+import { Expr } from '../../ir/expr.js';
+import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
+import { WGSL as R, perWord, wgslPrelude, checkWgslDType } from '../../ir/render_wgsl.js';
+import { DeviceLimitError } from '../../errors.js';
+import type { StridedRef } from '../backend.js';
+import { coalesce } from '../cpu/elementwise.js';
+import { broadcastStrides } from '../../tensor/shape.js';
+import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
+
+/** `u.w[i/4][i%4]`: word i of the uniform block. */
+export const U = (i: number): string => `u.w[${i >> 2}][${i & 3}]`;
+
+/** The kernel header: uniform block of `words` words, then the storage bindings of `access` (see Program). */
+export function header(words: number, access: string): string {
+  const lines = [`struct Params { w: array<vec4<u32>, ${Math.max(1, Math.ceil(words / 4))}> }`, '@group(0) @binding(0) var<uniform> u: Params;'];
+  for (let i = 0; i < access.length; i++) {
+    const a = access[i];
+    lines.push(`@group(0) @binding(${i + 1}) var<storage, ${a === 'r' ? 'read' : 'read_write'}> b${i + 1}: array<${a === 'a' ? 'atomic<u32>' : 'u32'}>;`);
+  }
+  return lines.join('\n');
+}
+
+/** The entry point with a flattened 2-D grid: `g` is the invocation's global index. */
+export function entry(wg: number, body: string): string {
+  return `@compute @workgroup_size(${wg})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let g = (wid.y * nwg.x + wid.x) * ${wg}u + lid;
+  ${body}
+}`;
+}
+
+/** Assembles a full module: header, helper prelude (only what the code uses), `extra` declarations, entry point. */
+export function module(words: number, access: string, wg: number, body: string, extra = '', entryCode?: string): string {
+  const main = `${extra}\n${entryCode ?? entry(wg, body)}`;
+  return `${header(words, access)}\n${wgslPrelude(main)}\n${main}\n`;
+}
+
+function paramDType(expr: Expr, slot: number): DTypeName {
+  let d: DTypeName = 'float32';
+  expr.walk((e) => { if (e.op === 'param' && e.arg === slot) d = e.dtype; });
+  return d;
+}
+
+const f32 = new Float32Array(1);
+const f32u = new Uint32Array(f32.buffer);
+/** A parameter's 32-bit word: float bits, or the two's complement of an int. */
+function paramWord(v: number | bigint, d: DTypeName): number {
+  if (typeof v === 'bigint') throw new DeviceLimitError('elementwise', `int64 parameters are not supported on webgpu: ${d}`);
+  if (DTYPES[d].kind === 'float') { f32[0] = v; return f32u[0]!; }
+  return (v | 0) >>> 0;
+}
+
+interface Layout {
+  /** coalesced rank; 0/1 with every input stride in {0, 1} is the flat kernel */
+  nd: number;
+  flat: boolean;
+  /** flat: per input, 0 (broadcast scalar) or 1 */
+  unit: number[];
+  outStrided: boolean;
+}
+
+function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, bind: number[], nIn: number, wg: number): Program {
+  const { nd, flat, unit, outStrided } = lay;
+  const k = perWord(outD);
+  const packedContig = k > 1 && !outStrided;
+  const access = (outStrided && k > 1 ? 'a' : 'w') + 'r'.repeat(nIn);
+  // uniform: [units, n, oo, w0] [shape(nd)] [out strides(nd)] per input [off, strides(nd)] params
+  let w = 4;
+  const shapeAt = w; if (!flat) w += nd;
+  const ostAt = w; if (outStrided) w += nd;
+  const inAt: number[] = [];
+  for (let s = 0; s < inD.length; s++) { inAt.push(w); w += flat ? 1 : 1 + nd; }
+  const pAt = w;
+  const nParams = expr.slots('param');
+  const words = pAt + nParams;
+  const key = `ew|${flat ? `f${unit.join('')}` : `s${nd}`}|${outStrided ? 'os' : 'oc'}|${outD}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
+  const source = (): string => {
+    const idx: string[] = [];
+    if (!flat && nd > 0) {
+      idx.push('var r = i;');
+      for (let d = nd - 1; d >= 1; d--) idx.push(`let c${d} = r % ${U(shapeAt + d)}; r = r / ${U(shapeAt + d)};`);
+      idx.push('let c0 = r;');
+    }
+    const at = (base: number, strideAt: number): string => {
+      if (nd === 0) return `${U(base)}`;
+      const terms = [...Array(nd).keys()].map((d) => `i32(c${d}) * bitcast<i32>(${U(strideAt + d)})`);
+      return `u32(i32(${U(base)}) + ${terms.join(' + ')})`;
+    };
+    for (let s = 0; s < inD.length; s++) {
+      if (flat) idx.push(`let j${s} = ${U(inAt[s]!)}${unit[s] ? ' + i' : ''};`);
+      else idx.push(`let j${s} = ${at(inAt[s]!, inAt[s]! + 1)};`);
+    }
+    const [code, res] = R.render(expr, (s, d) => R.load(d, `b${bind[s]}`, `j${s}`),
+      (s, d) => (DTYPES[d].kind === 'float' ? `bitcast<f32>(${U(pAt + s)})` : `bitcast<i32>(${U(pAt + s)})`));
+    const compute = `${idx.join('\n    ')}\n    ${code}`;
+    let body: string;
+    if (packedContig) {
+      // one word per invocation: elements w*k .. w*k+k-1 of the storage, those in [oo, oo+n) computed
+      const width = 32 / k, mask = k === 4 ? '0xffu' : '0xffffu';
+      body = `if (g >= ${U(0)}) { return; }
+  let n = ${U(1)}; let oo = ${U(2)};
+  let wi = ${U(3)} + g;
+  let base = i32(wi * ${k}u) - i32(oo);
+  var word = 0u;
+  if (base < 0 || base + ${k} > i32(n)) { word = b1[wi]; }
+  for (var q = 0u; q < ${k}u; q++) {
+    let e = base + i32(q);
+    if (e < 0 || e >= i32(n)) { continue; }
+    let i = u32(e);
+    ${compute}
+    word = (word & ~(${mask} << (q * ${width}u))) | (${R.bits(outD, res)} << (q * ${width}u));
+  }
+  b1[wi] = word;`;
+    } else {
+      const oi = outStrided ? at(2, ostAt) : `${U(2)} + i`;
+      const store = outStrided && k > 1 ? R.storeShared(outD, 'b1', 'oi', R.bits(outD, res)) : `b1[oi] = ${R.bits(outD, res)};`;
+      body = `let i = g;
+  if (i >= ${U(1)}) { return; }
+  ${compute}
+  let oi = ${oi};
+  ${store}`;
+    }
+    return module(words, access, wg, body);
+  };
+  return { key, access, words, source };
+}
+
+const cache = new Map<string, Program>();
+
+/**
+ * Evaluates `expr` for every element of `out` (any strides when `outStrided`, else contiguous from its
+ * offset), inputs broadcast to out's shape, on the recorded command list.
+ */
+export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef, outStrided = false): void {
+  for (const r of [...ins, out]) checkWgslDType('elementwise', r.dtype);
+  const shape = out.shape;
+  const n = shape.reduce((a, b) => a * b, 1);
+  if (n === 0) return;
+  const bs = ins.map((r) => broadcastStrides(r.shape, r.strides, shape));
+  let outStrides: number[] = [];
+  if (outStrided) outStrides = [...out.strides];
+  else { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
+  const { shape: cs, strides: cst } = coalesce(shape, [outStrides, ...bs]);
+  const outContig = cs.length <= 1 && (cst[0]![0] ?? 1) === 1;
+  const oStrided = outStrided && !outContig;
+  const flat = !oStrided && cs.length <= 1 && cst.slice(1).every((s) => (s[0] ?? 0) === 0 || s[0] === 1);
+  const nd = cs.length;
+
+  // Distinct input buffers get one binding each; an input in the output's buffer reads a copy taken first.
+  const outBuf = out.buf as WGBuffer;
+  const bufs: WGBuffer[] = [outBuf];
+  const bind: number[] = [];
+  let temp: WGBuffer | null = null;
+  for (const r of ins) {
+    let b = r.buf as WGBuffer;
+    if (b === outBuf) {
+      if (!temp) { temp = be.allocBytes(outBuf.bytes); be.copyBuffer(outBuf, temp, outBuf.bytes); }
+      b = temp;
+    }
+    let j = bufs.indexOf(b);
+    if (j < 0) { bufs.push(b); j = bufs.length - 1; }
+    bind.push(j + 1);
+  }
+  const wg = be.wgElementwise;
+  const lay: Layout = { nd, flat, unit: flat ? cst.slice(1).map((s) => (s[0] === 1 ? 1 : 0)) : [], outStrided: oStrided };
+  const inD = ins.map((r) => r.dtype);
+  const probe = `${flat ? `f${lay.unit.join('')}` : `s${nd}`}|${oStrided ? 'os' : 'oc'}|${out.dtype}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
+  let prog = cache.get(probe);
+  if (!prog) { prog = ewProgram(expr, inD, out.dtype, lay, bind, bufs.length - 1, wg); cache.set(probe, prog); }
+
+  const u = new Uint32Array(prog.words);
+  const k = perWord(out.dtype);
+  const packedContig = k > 1 && !oStrided;
+  const w0 = Math.floor(out.offset / k);
+  const units = packedContig ? Math.floor((out.offset + n - 1) / k) - w0 + 1 : n;
+  u[0] = units; u[1] = n; u[2] = out.offset; u[3] = w0;
+  let w = 4;
+  if (!flat) for (let d = 0; d < nd; d++) u[w++] = cs[d]!;
+  if (oStrided) for (let d = 0; d < nd; d++) u[w++] = cst[0]![d]! >>> 0;
+  for (let s = 0; s < ins.length; s++) {
+    u[w++] = ins[s]!.offset;
+    if (!flat) for (let d = 0; d < nd; d++) u[w++] = cst[s + 1]![d]! >>> 0;
+  }
+  for (let s = 0; s < params.length; s++) u[w++] = paramWord(params[s]!, paramDType(expr, s));
+  be.dispatch(prog, bufs, u, units, wg);
+  if (temp) be.free(temp);
+}
+
+/** Copies `src` into `dst` (same shape; equal dtypes or a cast; any strides, negative included). */
+export function copyStrided(be: WebGPUBackend, src: StridedRef, dst: StridedRef): void {
+  const real = (r: StridedRef): StridedRef => (DTYPES[r.dtype].kind === 'complex'
+    ? { ...r, dtype: 'float32', shape: [...r.shape, 2], strides: [...r.strides.map((s) => s * 2), 1], offset: r.offset * 2 }
+    : r);
+  const s = real(src), d = real(dst);
+  runElementwise(be, Expr.load(0, s.dtype).cast(d.dtype), [s], [], d, true);
+}

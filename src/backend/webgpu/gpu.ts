@@ -1,0 +1,104 @@
+/// <reference types="@webgpu/types" />
+// Finding a WebGPU adapter: `navigator.gpu` in browsers; in Node, Dawn through the `webgpu` package,
+// tried as Vulkan/the platform default first, then OpenGL ES (Mesa's llvmpipe on GPU-less machines,
+// which needs the "compatibility" feature level and EGL's surfaceless platform). NBX_WEBGPU_BACKEND
+// (vulkan | opengles | default) forces one. Nothing here runs until a caller asks for a device.
+
+/** GPUBufferUsage / GPUMapMode / GPUShaderStage values (the globals are not defined under Node). */
+export const USAGE = { MAP_READ: 1, MAP_WRITE: 2, COPY_SRC: 4, COPY_DST: 8, UNIFORM: 64, STORAGE: 128 } as const;
+export const MAP_READ = 1;
+export const STAGE_COMPUTE = 4;
+
+export const isNode = typeof process !== 'undefined' && !!process.versions?.node;
+export const env = (name: string): string | undefined => (isNode ? process.env[name] : undefined);
+
+/** A line on stderr (Node) or the console (browsers). */
+export function notice(msg: string): void {
+  if (isNode) process.stderr.write(`${msg}\n`);
+  else console.warn(msg);
+}
+
+export interface AdapterChoice {
+  gpu: GPU;
+  adapter: GPUAdapter;
+  /** Which path found it: 'browser', 'default' (Dawn's choice: Vulkan on Linux), 'vulkan' or 'opengles'. */
+  via: 'browser' | 'default' | 'vulkan' | 'opengles';
+  compatibility: boolean;
+  /** Adapter description as the driver states it. */
+  description: string;
+}
+
+let dawn: Promise<{ create(flags: string[]): GPU }> | undefined;
+function loadDawn(): Promise<{ create(flags: string[]): GPU }> {
+  // A computed specifier keeps browser bundlers from trying to resolve the Node-only package.
+  const name = 'webgpu';
+  return (dawn ??= import(/* @vite-ignore */ name) as Promise<{ create(flags: string[]): GPU }>);
+}
+
+export function describeAdapter(a: GPUAdapter): string {
+  const i = a.info;
+  const parts = [i.vendor, i.architecture, i.device, i.description].filter((s) => s && s.trim() !== '');
+  return [...new Set(parts)].join(' / ') || 'unnamed adapter';
+}
+
+/** Requests an adapter as configured; throws with every reason when none comes up. */
+export async function chooseAdapter(): Promise<AdapterChoice> {
+  const reasons: string[] = [];
+  if (!isNode) {
+    const gpu = (globalThis.navigator as Navigator | undefined)?.gpu;
+    if (!gpu) throw new Error('navigator.gpu is not defined (this browser has no WebGPU, or the page is not a secure context)');
+    for (const opts of [{ powerPreference: 'high-performance' }, { featureLevel: 'compatibility' }] as GPURequestAdapterOptions[]) {
+      const adapter = await gpu.requestAdapter(opts);
+      if (adapter) return { gpu, adapter, via: 'browser', compatibility: 'featureLevel' in opts, description: describeAdapter(adapter) };
+    }
+    throw new Error('navigator.gpu.requestAdapter() returned no adapter');
+  }
+  const mod = await loadDawn().catch((e: Error) => { throw new Error(`the 'webgpu' package (Dawn for Node) cannot be loaded: ${e.message}`); });
+  const forced = env('NBX_WEBGPU_BACKEND')?.toLowerCase();
+  if (forced && !['vulkan', 'opengles', 'default'].includes(forced)) {
+    throw new Error(`NBX_WEBGPU_BACKEND must be vulkan, opengles or default, got '${forced}'`);
+  }
+  const tries: ('default' | 'vulkan' | 'opengles')[] = forced ? [forced as 'default'] : ['default', 'opengles'];
+  for (const via of tries) {
+    try {
+      if (via === 'opengles') process.env.EGL_PLATFORM ??= 'surfaceless'; // headless EGL (read by Mesa)
+      const gpu = mod.create(via === 'default' ? [] : [`backend=${via}`]);
+      const compatibility = via === 'opengles';
+      const adapter = await gpu.requestAdapter(compatibility ? { featureLevel: 'compatibility' } : { powerPreference: 'high-performance' });
+      if (adapter) return { gpu, adapter, via, compatibility, description: describeAdapter(adapter) };
+      reasons.push(`${via}: no adapter`);
+    } catch (e) {
+      reasons.push(`${via}: ${(e as Error).message.split('\n')[0]}`);
+    }
+  }
+  throw new Error(`no WebGPU adapter (${reasons.join('; ')})`);
+}
+
+/** The limits kernels care about, raised to what the adapter allows (compatibility mode starts low). */
+export function requiredLimits(a: GPUAdapter): Record<string, number> {
+  const names = ['maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY',
+    'maxComputeWorkgroupStorageSize', 'maxStorageBufferBindingSize', 'maxBufferSize', 'maxStorageBuffersPerShaderStage',
+    'maxComputeWorkgroupsPerDimension', 'maxUniformBufferBindingSize', 'maxBindingsPerBindGroup'];
+  const out: Record<string, number> = {};
+  const lim = a.limits as unknown as Record<string, number>;
+  for (const n of names) if (typeof lim[n] === 'number') out[n] = lim[n]!;
+  return out;
+}
+
+/** The device profile for an adapter (Node only: profiles are YAML files), or why there is none. */
+export async function profileFor(adapter: GPUAdapter): Promise<{ family?: string; reason: string; elementwiseThreads?: number; reductionThreads?: number }> {
+  if (!isNode) return { reason: 'profiles are not loaded in browsers' };
+  try {
+    const p = await import('../../profiles/index.js');
+    const i = adapter.info;
+    const m = p.matchProfile({ vendor: i.vendor || undefined, adapterDescription: i.description || i.device || undefined,
+      adapterArchitecture: i.architecture || undefined });
+    const limits = p.limitsFromWebGPU(adapter.limits, { subgroupMinSize: (i as { subgroupMinSize?: number }).subgroupMinSize,
+      subgroupMaxSize: (i as { subgroupMaxSize?: number }).subgroupMaxSize });
+    const prof = p.withDriverLimits(m.profile, limits);
+    return { family: prof.family, reason: m.reason, elementwiseThreads: prof.defaults.elementwise.threadsPerBlock,
+      reductionThreads: prof.defaults.reduction.threadsPerBlock };
+  } catch (e) {
+    return { reason: (e as Error).message.replace(/^profiles: /, '') };
+  }
+}

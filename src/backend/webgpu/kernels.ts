@@ -1,0 +1,477 @@
+// WebGPU hand kernels under the same names and signatures as the CPU ones: 'reduce' (a workgroup per
+// row with a fixed-order tree, a thread per row for short or vertical rows, two passes for a few very
+// long rows), 'scan', 'gemm' (a tiled WGSL kernel, f32 accumulation), 'copy_strided'; every other kernel
+// runs on the host through staging, announced once per kernel, refused with NBX_WEBGPU_HOST_STAGING=0.
+
+import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
+import type { StridedRef } from '../backend.js';
+import { registerKernel, setStagingProvider, kernelCpu } from '../registry.js';
+import type { ReduceKind, RowLayout, ScanKind } from '../cpu/reduce.js';
+import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
+import { DeviceLimitError, UnsupportedError } from '../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
+import { copyStrided, module, U } from './elementwise.js';
+import { env, notice } from './gpu.js';
+
+let be: WebGPUBackend;
+export function installWebGPUKernels(backend: WebGPUBackend): void {
+  be = backend;
+  registerKernel('reduce', 'webgpu', webgpuReduce);
+  registerKernel('scan', 'webgpu', webgpuScan);
+  registerKernel('gemm', 'webgpu', webgpuGemm);
+  registerKernel('copy_strided', 'webgpu', (src: StridedRef, dst: StridedRef) => copyStrided(be, src, dst));
+  setStagingProvider('webgpu', hostStaged);
+}
+
+const programs = new Map<string, Program>();
+function program(key: string, access: string, words: number, source: () => string): Program {
+  let p = programs.get(key);
+  if (!p) { p = { key, access, words, source }; programs.set(key, p); }
+  return p;
+}
+
+const f32w = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
+const nextPow2 = (v: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, v)));
+
+/** Buffers for a dispatch: the output first, inputs after; an input sharing the output's buffer reads a copy. */
+function bindings(out: WGBuffer, ins: WGBuffer[]): { bufs: WGBuffer[]; idx: number[]; temp: WGBuffer | null } {
+  const bufs = [out];
+  const idx: number[] = [];
+  let temp: WGBuffer | null = null;
+  for (let b of ins) {
+    if (b === out) {
+      if (!temp) { temp = be.allocBytes(out.bytes); be.copyBuffer(out, temp, out.bytes); }
+      b = temp;
+    }
+    let j = bufs.indexOf(b);
+    if (j < 0) { bufs.push(b); j = bufs.length - 1; }
+    idx.push(j + 1);
+  }
+  return { bufs, idx, temp };
+}
+
+/** Statements storing compute value `v` (of compute dtype `from`) as element `idx` of binding b1 (dtype `outD`). */
+function storeOut(outD: DTypeName, from: DTypeName, idx: string, v: string): string {
+  const bits = R.bits(outD, R.castExpr(from, outD, v));
+  return perWord(outD) > 1 ? R.storeShared(outD, 'b1', idx, bits) : `b1[${idx}] = ${bits};`;
+}
+const outAccess = (outD: DTypeName): string => (perWord(outD) > 1 ? 'a' : 'w');
+
+// ---- reductions ----------------------------------------------------------------------------------
+
+interface Parts { init: string; enter: string; merge: string; final: string }
+
+/** Per kind, in the accumulator type (f32, or i32 for integer inputs): init, entry of a raw x, merge, final. */
+function reduceParts(kind: ReduceKind, isF: boolean): Parts | null {
+  const T = isF ? 'f32' : 'i32';
+  // NaN wins (the first one met), as PyTorch's max/min
+  const pick = (cmp: string): string => (isF ? `select(select(select(a, b, b ${cmp} a), b, nbx_isnan(b)), a, nbx_isnan(a))` : `select(a, b, b ${cmp} a)`);
+  switch (kind) {
+    case 'sum': case 'mean': return { init: `${T}(0)`, enter: 'x', merge: 'a + b', final: kind === 'mean' ? 'a / f32(nt)' : 'a' };
+    case 'prod': return { init: `${T}(1)`, enter: 'x', merge: 'a * b', final: 'a' };
+    case 'max': return { init: isF ? '(-nbx_inf())' : 'bitcast<i32>(0x80000000u)', enter: 'x', merge: pick('>'), final: 'a' };
+    case 'min': return { init: isF ? 'nbx_inf()' : '2147483647i', enter: 'x', merge: pick('<'), final: 'a' };
+    case 'any': return { init: `${T}(0)`, enter: `select(${T}(0), ${T}(1), x != ${T}(0))`, merge: 'max(a, b)', final: 'a' };
+    case 'all': return { init: `${T}(1)`, enter: `select(${T}(0), ${T}(1), x != ${T}(0))`, merge: 'min(a, b)', final: 'a' };
+    case 'norm': return isF ? { init: 'nbx_norm_init()', enter: 'nbx_norm_enter(x)', merge: 'nbx_norm_merge(a, b)', final: 'nbx_norm_final(a)' } : null;
+    default: return null;
+  }
+}
+
+// vector norms: p is uniform word 6
+const NORM_FNS = `fn nbx_p() -> f32 { return bitcast<f32>(${U(6)}); }
+fn nbx_norm_init() -> f32 { return select(0.0f, nbx_inf(), nbx_isinf(nbx_p()) && nbx_p() < 0.0f); }
+fn nbx_norm_enter(x: f32) -> f32 {
+  let p = nbx_p(); let ax = abs(x);
+  if (p == 2.0f) { return x * x; } if (p == 1.0f || nbx_isinf(p)) { return ax; }
+  if (p == 0.0f) { return select(0.0f, 1.0f, x != 0.0f); }
+  return nbx_pow_f(ax, p);
+}
+fn nbx_norm_merge(a: f32, b: f32) -> f32 {
+  let p = nbx_p();
+  if (nbx_isinf(p)) {
+    if (nbx_isnan(a)) { return a; } if (nbx_isnan(b)) { return b; }
+    return select(select(a, b, b < a), select(a, b, b > a), p > 0.0f);
+  }
+  return a + b;
+}
+fn nbx_norm_final(a: f32) -> f32 {
+  let p = nbx_p();
+  if (p == 2.0f) { return nbx_sqrt(a); } if (p == 1.0f || p == 0.0f || nbx_isinf(p)) { return a; }
+  return nbx_pow_f(a, 1.0f / p);
+}`;
+
+type RedMode = 'wg' | 'thread' | 'split1' | 'split2';
+
+/**
+ * uniform: [rows, n, rowStride, colStride, off, ooff, p, parts | total n]; input b2 (or partials), output
+ * b1. split1 writes raw accumulators (as u32 bits) for (row, part); split2 reduces them to the result
+ * (its n is the number of parts, word 7 the row length the mean divides by).
+ */
+function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, mode: RedMode, wg: number): Program {
+  const key = `red|${kind}|${inD}|${outD}|${mode}|${wg}`;
+  const isF = DTYPES[inD].kind === 'float';
+  const T = isF ? 'f32' : 'i32', accD: DTypeName = isF ? 'float32' : 'int32';
+  const out = mode === 'split1' ? 'w' : outAccess(outD);
+  return program(key, `${out}r`, 8, () => {
+    const load = (idx: string): string => (mode === 'split2' ? `bitcast<${T}>(b2[${idx}])` : R.load(inD, 'b2', idx));
+    const at = (j: string): string => `u32(base + i32(${j}) * cs)`;
+    const head = `let rows = ${U(0)}; let n = ${U(1)}; let rs = bitcast<i32>(${U(2)}); let cs = bitcast<i32>(${U(3)});
+  let off = ${U(4)}; let ooff = ${U(5)}; let parts = ${U(7)}; let nt = ${mode === 'split2' ? 'parts' : 'n'};`;
+    const store = (v: string): string => (mode === 'split1' ? `b1[gr] = bitcast<u32>(${v});` : storeOut(outD, accD, 'ooff + r', v));
+    // the tree over the workgroup's partials, fixed order (deterministic)
+    const tree = (v: string, merge: string): string => `sh[lid] = ${v};
+    workgroupBarrier();
+    for (var s = ${wg / 2}u; s > 0u; s >>= 1u) {
+      if (lid < s) { let a = sh[lid]; let b = sh[lid + s]; sh[lid] = ${merge}; }
+      workgroupBarrier();
+    }
+    ${v} = sh[0];
+    workgroupBarrier();`;
+    let fns = '';
+    let body: string;
+    if (kind === 'var' || kind === 'logsumexp') {
+      // two passes over the row (mean then squared deviations; max then sum of exp)
+      const first = kind === 'var' ? { init: '0.0f', step: 'acc = acc + x;', merge: 'a + b' }
+        : { init: '(-nbx_inf())', step: 'if (x > acc || nbx_isnan(x)) { acc = x; }', merge: 'select(select(a, b, b > a), select(a, b, nbx_isnan(b)), nbx_isnan(a) || nbx_isnan(b))' };
+      const second = kind === 'var' ? 'let d = x - m1; acc2 = acc2 + d * d;' : 'acc2 = acc2 + nbx_exp(x - sft);';
+      const mid = kind === 'var' ? 'let m1 = acc / f32(n);' : 'let sft = select(0.0f, acc, !nbx_isnan(acc) && !nbx_isinf(acc));';
+      const fin = kind === 'var'
+        ? `let dn = max(0.0f, f32(n) - bitcast<f32>(${U(6)})); let res = select(acc2 / dn, select(nbx_inf(), nbx_nan(), acc2 == 0.0f || nbx_isnan(acc2)), dn <= 0.0f);`
+        : 'let res = nbx_log(acc2) + sft;';
+      if (mode === 'thread') {
+        body = `${head}
+  let r = g; if (r >= rows) { return; }
+  let base = i32(off) + i32(r) * rs;
+  var acc = ${first.init};
+  for (var j = 0u; j < n; j++) { let x = ${load(at('j'))}; ${first.step} }
+  ${mid}
+  var acc2 = 0.0f;
+  for (var j = 0u; j < n; j++) { let x = ${load(at('j'))}; ${second} }
+  ${fin}
+  ${store('res')}`;
+      } else {
+        fns = `var<workgroup> sh: array<f32, ${wg}>;`;
+        body = `${head}
+  let r = wid.y * nwg.x + wid.x; if (r >= rows) { return; }
+  let base = i32(off) + i32(r) * rs;
+  var acc = ${first.init};
+  for (var j = lid; j < n; j += ${wg}u) { let x = ${load(at('j'))}; ${first.step} }
+  ${tree('acc', first.merge)}
+  ${mid}
+  var acc2 = 0.0f;
+  for (var j = lid; j < n; j += ${wg}u) { let x = ${load(at('j'))}; ${second} }
+  ${tree('acc2', 'a + b')}
+  if (lid == 0u) { ${fin} ${store('res')} }`;
+      }
+    } else {
+      const P = reduceParts(kind, isF)!;
+      fns = `fn nbx_merge(a: ${T}, b: ${T}) -> ${T} { return ${P.merge}; }
+fn nbx_enter(x: ${T}) -> ${T} { return ${mode === 'split2' ? 'x' : P.enter}; }
+${kind === 'norm' ? NORM_FNS : ''}`;
+      const fin = mode === 'split1' ? 'acc' : P.final.replace(/\ba\b/g, 'acc');
+      if (mode === 'thread') {
+        body = `${head}
+  let r = g; if (r >= rows) { return; }
+  let base = i32(off) + i32(r) * rs;
+  var acc: ${T} = ${P.init};
+  for (var j = 0u; j < n; j++) { acc = nbx_merge(acc, nbx_enter(${load(at('j'))})); }
+  ${store(fin)}`;
+      } else {
+        fns += `\nvar<workgroup> sh: array<${T}, ${wg}>;`;
+        // split1: workgroup gr handles part (gr % parts) of row (gr / parts); n is then the chunk length
+        const rowOf = mode === 'split1' ? `let gr = wid.y * nwg.x + wid.x; if (gr >= rows * parts) { return; }
+  let r = gr / parts; let part = gr % parts; let chunk = (n + parts - 1u) / parts;
+  let j0 = part * chunk; let j1 = min(n, j0 + chunk);`
+          : `let r = wid.y * nwg.x + wid.x; if (r >= rows) { return; }
+  let j0 = 0u; let j1 = n;`;
+        body = `${head}
+  ${rowOf}
+  let base = i32(off) + i32(r) * rs;
+  var acc: ${T} = ${P.init};
+  for (var j = j0 + lid; j < j1; j += ${wg}u) { acc = nbx_merge(acc, nbx_enter(${load(at('j'))})); }
+  ${tree('acc', 'nbx_merge(a, b)')}
+  if (lid == 0u) { ${store(fin)} }`;
+      }
+    }
+    return module(8, `${out}r`, wg, body, fns);
+  });
+}
+
+const SPLITTABLE = new Set<ReduceKind>(['sum', 'mean', 'prod', 'max', 'min', 'any', 'all', 'norm']);
+
+export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
+  outIndex?: StridedRef, layout?: RowLayout): void {
+  checkWgslDType(kind, input.dtype);
+  checkWgslDType(kind, out.dtype);
+  if (outIndex || kind === 'argmax' || kind === 'argmin' || kind === 'count_nonzero') {
+    throw new DeviceLimitError(kind, 'indices and counts are int64, which WGSL cannot represent');
+  }
+  const isF = DTYPES[input.dtype].kind === 'float';
+  if (!isF && (kind === 'var' || kind === 'logsumexp' || kind === 'norm')) throw new UnsupportedError(kind, `${kind} of ${input.dtype} is not supported on webgpu`);
+  const lay = layout ?? { rowStride: n, colStride: 1 };
+  const vertical = lay.rowStride === 1 && lay.colStride !== 1;
+  const wgMax = be.wgReduce;
+  const u = new Uint32Array(8);
+  u.set([rows, n, lay.rowStride | 0, lay.colStride | 0, input.offset, out.offset, f32w(params[0] ?? 0), 1]);
+  const { bufs, idx, temp } = bindings(out.buf as WGBuffer, [input.buf as WGBuffer]);
+  void idx;
+  const few = rows * 4 < 1024 && n >= 16384 && SPLITTABLE.has(kind);
+  if (few) {
+    // a few long rows: `parts` workgroups per row write partial accumulators, a second pass merges them
+    const parts = Math.min(Math.ceil(n / (wgMax * 16)), Math.ceil(2048 / rows), 1024);
+    const partial = be.allocBytes(rows * parts * 4);
+    u[7] = parts;
+    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, 'split1', wgMax), [partial, bufs[1]!], u, rows * parts * wgMax, wgMax);
+    const u2 = new Uint32Array(8);
+    u2.set([rows, parts, parts, 1, 0, out.offset, u[6]!, n]);
+    const wg2 = Math.max(32, Math.min(wgMax, nextPow2(parts)));
+    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, 'split2', wg2), [bufs[0]!, partial], u2, rows * wg2, wg2);
+    be.free(partial);
+  } else if ((vertical && rows >= 256) || (n <= 32 && rows >= 1024)) {
+    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, 'thread', 64), bufs, u, rows, 64);
+  } else {
+    const wg = Math.max(32, Math.min(wgMax, nextPow2(n)));
+    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, 'wg', wg), bufs, u, rows * wg, wg);
+  }
+  if (temp) be.free(temp);
+}
+
+// ---- scans ---------------------------------------------------------------------------------------
+
+/** uniform: [rows, n, off, ooff]; input b2 contiguous rows, output b1 contiguous rows. */
+function scanProgram(kind: ScanKind, inD: DTypeName, outD: DTypeName, mode: 'wg' | 'thread', wg: number): Program {
+  const isF = DTYPES[inD].kind === 'float';
+  const T = isF ? 'f32' : 'i32', accD: DTypeName = isF ? 'float32' : 'int32';
+  const op = kind === 'cumsum' ? '+' : '*';
+  const ident = kind === 'cumsum' ? `${T}(0)` : `${T}(1)`;
+  const access = `${outAccess(outD)}r`;
+  return program(`scan|${kind}|${inD}|${outD}|${mode}|${wg}`, access, 4, () => {
+    const head = `let rows = ${U(0)}; let n = ${U(1)}; let off = ${U(2)}; let ooff = ${U(3)};`;
+    let body: string, fns = '';
+    if (mode === 'thread') {
+      body = `${head}
+  let r = g; if (r >= rows) { return; }
+  var acc: ${T} = ${ident};
+  for (var j = 0u; j < n; j++) { acc = acc ${op} ${R.load(inD, 'b2', 'off + r * n + j')}; ${storeOut(outD, accD, 'ooff + r * n + j', 'acc')} }`;
+    } else {
+      // chunks of wg elements: Hillis-Steele in workgroup memory, plus the carry of earlier chunks
+      fns = `var<workgroup> sh: array<${T}, ${wg}>;`;
+      body = `${head}
+  let r = wid.y * nwg.x + wid.x; if (r >= rows) { return; }
+  var carry: ${T} = ${ident};
+  for (var c0 = 0u; c0 < n; c0 += ${wg}u) {
+    let j = c0 + lid;
+    var x: ${T} = ${ident};
+    if (j < n) { x = ${R.load(inD, 'b2', 'off + r * n + j')}; }
+    sh[lid] = x;
+    workgroupBarrier();
+    for (var s = 1u; s < ${wg}u; s <<= 1u) {
+      var t = sh[lid];
+      if (lid >= s) { t = sh[lid - s] ${op} t; }
+      workgroupBarrier();
+      sh[lid] = t;
+      workgroupBarrier();
+    }
+    if (j < n) { let v = carry ${op} sh[lid]; ${storeOut(outD, accD, 'ooff + r * n + j', 'v')} }
+    carry = carry ${op} sh[${wg - 1}u];
+    workgroupBarrier();
+  }`;
+    }
+    return module(4, access, wg, body, fns);
+  });
+}
+
+export function webgpuScan(kind: ScanKind, input: StridedRef, rows: number, n: number, out: StridedRef, outIndex?: StridedRef): void {
+  checkWgslDType(kind, input.dtype);
+  checkWgslDType(kind, out.dtype);
+  if (outIndex || kind === 'cummax' || kind === 'cummin') throw new DeviceLimitError(kind, 'its indices are int64, which WGSL cannot represent');
+  const u = new Uint32Array([rows, n, input.offset, out.offset]);
+  const { bufs, temp } = bindings(out.buf as WGBuffer, [input.buf as WGBuffer]);
+  if (rows >= 256 && n <= 256) {
+    be.dispatch(scanProgram(kind, input.dtype, out.dtype, 'thread', 64), bufs, u, rows, 64);
+  } else {
+    const wg = Math.max(32, Math.min(be.wgReduce, nextPow2(n)));
+    be.dispatch(scanProgram(kind, input.dtype, out.dtype, 'wg', wg), bufs, u, rows * wg, wg);
+  }
+  if (temp) be.free(temp);
+}
+
+// ---- GEMM ----------------------------------------------------------------------------------------
+
+export interface GemmParams {
+  transA: boolean; transB: boolean; m: number; n: number; k: number; alpha: number; beta: number;
+  a: StridedRef; lda: number; b: StridedRef; ldb: number; c: StridedRef; ldc: number;
+  batch?: number; strideA?: number; strideB?: number; strideC?: number;
+}
+
+interface GemmTile { TX: number; TY: number; TM: number; TNV: number; BK: number }
+
+/**
+ * C = alpha·op(A)·op(B) + beta·C, row-major. A workgroup of TX×TY threads computes a BM×BN tile
+ * (BM = TY·TM rows, BN = TX·4·TNV columns) from BK-deep slices of A and B staged in workgroup memory;
+ * each thread keeps TM×(4·TNV) accumulators as vec4s. Batches are the z dimension of the grid.
+ * uniform: [m, n, k, lda, ldb, ldc, aoff, boff, coff, sA, sB, sC, alpha, beta, batch0]
+ */
+function gemmProgram(d: DTypeName, transA: boolean, transB: boolean, t: GemmTile, bindA: number, bindB: number): Program {
+  const { TX, TY, TM, TNV, BK } = t;
+  const BM = TY * TM, BN = TX * 4 * TNV, T = TX * TY;
+  const access = `${outAccess(d)}${'r'.repeat(Math.max(bindA, bindB) - 1)}`;
+  const key = `gemm|${d}|${transA}|${transB}|${TX}x${TY}x${TM}x${TNV}x${BK}|${bindA}${bindB}`;
+  return program(key, access, 15, () => {
+    const ld = (b: number, idx: string): string => R.load(d, `b${b}`, idx);
+    const loadsA = (BM * BK) / T, loadsB = (BK * BN) / T;
+    // A tile element e: (row i, depth p); consecutive threads walk the contiguous direction
+    const aIdx = transA ? 'let i = e % BM; let p = e / BM;' : 'let p = e % BK; let i = e / BK;';
+    const aAddr = transA ? 'aoff + (k0 + p) * lda + row0 + i' : 'aoff + (row0 + i) * lda + k0 + p';
+    const bIdx = transB ? 'let p = e % BK; let j = e / BK;' : 'let j = e % BN; let p = e / BN;';
+    const bAddr = transB ? 'boff + (col0 + j) * ldb + k0 + p' : 'boff + (k0 + p) * ldb + col0 + j';
+    const accDecl = [...Array(TM * TNV).keys()].map((q) => `var acc${q} = vec4<f32>(0.0f);`).join(' ');
+    const fma: string[] = [];
+    for (let i = 0; i < TM; i++) for (let v = 0; v < TNV; v++) fma.push(`acc${i * TNV + v} += a[${i}] * bv${v};`);
+    const stores: string[] = [];
+    for (let i = 0; i < TM; i++) {
+      for (let v = 0; v < TNV; v++) {
+        for (let c = 0; c < 4; c++) {
+          stores.push(`{ let r = row0 + ty * ${TM}u + ${i}u; let cc = col0 + ${v * TX * 4}u + tx * 4u + ${c}u;
+      if (r < m && cc < n) { let ci = coff + r * ldc + cc; var val = alpha * acc${i * TNV + v}[${c}];
+        if (beta != 0.0f) { val += beta * ${perWord(d) > 1 ? R.load(d, 'nbx_c', 'ci').replace(/nbx_c\[([^\]]*)\]/g, 'atomicLoad(&b1[$1])') : ld(1, 'ci')}; }
+        ${storeOut(d, 'float32', 'ci', 'val')} } }`);
+        }
+      }
+    }
+    const fns = `const BM = ${BM}u; const BN = ${BN}u; const BK = ${BK}u;
+var<workgroup> As: array<f32, ${BK * BM}>;
+var<workgroup> Bs: array<vec4<f32>, ${(BK * BN) / 4}>;`;
+    const body = `let m = ${U(0)}; let n = ${U(1)}; let k = ${U(2)}; let lda = ${U(3)}; let ldb = ${U(4)}; let ldc = ${U(5)};
+  let z = wid.z + ${U(14)};
+  let aoff = ${U(6)} + z * ${U(9)}; let boff = ${U(7)} + z * ${U(10)}; let coff = ${U(8)} + z * ${U(11)};
+  let alpha = bitcast<f32>(${U(12)}); let beta = bitcast<f32>(${U(13)});
+  let tx = lid % ${TX}u; let ty = lid / ${TX}u;
+  let row0 = wid.y * BM; let col0 = wid.x * BN;
+  ${accDecl}
+  var a: array<f32, ${TM}>;
+  for (var k0 = 0u; k0 < k; k0 += BK) {
+    for (var t = 0u; t < ${loadsA}u; t++) {
+      let e = lid + t * ${T}u; ${aIdx}
+      var v = 0.0f;
+      if (row0 + i < m && k0 + p < k) { v = ${ld(bindA, aAddr)}; }
+      As[p * BM + i] = v;
+    }
+    for (var t = 0u; t < ${loadsB}u; t++) {
+      let e = lid + t * ${T}u; ${bIdx}
+      var v = 0.0f;
+      if (col0 + j < n && k0 + p < k) { v = ${ld(bindB, bAddr)}; }
+      Bs[(p * BN + j) / 4u][j % 4u] = v;
+    }
+    workgroupBarrier();
+    for (var p = 0u; p < BK; p++) {
+      for (var i = 0u; i < ${TM}u; i++) { a[i] = As[p * BM + ty * ${TM}u + i]; }
+      ${[...Array(TNV).keys()].map((v) => `let bv${v} = Bs[(p * BN) / 4u + ${v * TX}u + tx];`).join(' ')}
+      ${fma.join('\n      ')}
+    }
+    workgroupBarrier();
+  }
+  ${stores.join('\n  ')}`;
+    // gemm uses a 2-D tile grid plus batches in z: its own entry point
+    const entryCode = `@compute @workgroup_size(${T})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32) {
+  ${body}
+}`;
+    return module(15, access, T, '', fns, entryCode);
+  });
+}
+
+function gemmTile(m: number, n: number): GemmTile {
+  const maxT = be.isReady ? Math.min(be.info.limits.maxComputeInvocationsPerWorkgroup ?? 256, 256) : 256;
+  if (maxT >= 256 && m >= 512 && n >= 512) return { TX: 16, TY: 16, TM: 8, TNV: 2, BK: 8 }; // 128x128 tiles
+  if (maxT >= 256) return { TX: 16, TY: 16, TM: 4, TNV: 1, BK: 16 }; // 64x64
+  return { TX: 8, TY: 16, TM: 4, TNV: 1, BK: 16 }; // 64x32 for 128-thread devices
+}
+
+export function webgpuGemm(p: GemmParams): void {
+  const d = p.c.dtype;
+  if ((d !== 'float32' && d !== 'float16' && d !== 'bfloat16') || p.a.dtype !== d || p.b.dtype !== d) {
+    checkWgslDType('matmul', d);
+    throw new UnsupportedError('matmul', `webgpu GEMM takes float32, float16 or bfloat16 operands of one dtype, got ${p.a.dtype}, ${p.b.dtype} -> ${d}`);
+  }
+  const batch = p.batch ?? 1;
+  if (batch === 0 || p.m === 0 || p.n === 0) return;
+  const { bufs, idx, temp } = bindings(p.c.buf as WGBuffer, [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
+  const t = gemmTile(p.m, p.n);
+  const BM = t.TY * t.TM, BN = t.TX * 4 * t.TNV;
+  const prog = gemmProgram(d, p.transA, p.transB, t, idx[0]!, idx[1]!);
+  const gx = Math.ceil(p.n / BN), gy = Math.ceil(p.m / BM);
+  const maxDim = be.isReady ? be.info.limits.maxComputeWorkgroupsPerDimension ?? 65535 : 65535;
+  if (gx > maxDim || gy > maxDim) throw new DeviceLimitError('matmul', `a ${p.m}x${p.n} product needs more than ${maxDim} workgroups along one dimension`);
+  for (let z0 = 0; z0 < batch; z0 += maxDim) {
+    const u = new Uint32Array(15);
+    u.set([p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.a.offset, p.b.offset, p.c.offset, p.strideA ?? 0, p.strideB ?? 0, p.strideC ?? 0,
+      f32w(p.alpha), f32w(p.beta), z0]);
+    be.dispatchGroups(prog, bufs, u, gx, gy, Math.min(maxDim, batch - z0));
+  }
+  if (temp) be.free(temp);
+}
+
+// ---- host staging ----------------------------------------------------------------------------------
+
+const announced = new Set<string>();
+export const stagingStats = new Map<string, number>();
+
+function isRef(v: unknown): v is StridedRef {
+  return v !== null && typeof v === 'object' && 'buf' in v && 'dtype' in v && 'strides' in v && 'offset' in v;
+}
+
+/** Kernels whose result the caller needs synchronously (a count, sizes): they cannot be deferred. */
+const RETURNS_VALUE = new Set(['unique']);
+
+/**
+ * Runs a CPU kernel on WebGPU tensors: at its place in the command list, the buffers it touches are
+ * read back, the CPU kernel runs on the host copies, and every buffer is written back. It is recorded
+ * like a dispatch, so the caller never waits (WebGPU cannot read back synchronously); a data-dependent
+ * error of the kernel (an index out of range) surfaces at the next read. Announced once per kernel,
+ * counted in stagingStats, refused with NBX_WEBGPU_HOST_STAGING=0.
+ */
+function hostStaged(name: string): (...args: unknown[]) => unknown {
+  const cpu = kernelCpu(name);
+  return (...args: unknown[]) => {
+    if (env('NBX_WEBGPU_HOST_STAGING') === '0') throw new UnsupportedError(name, `no WebGPU kernel for '${name}' yet, and host staging is off (NBX_WEBGPU_HOST_STAGING=0)`);
+    if (RETURNS_VALUE.has(name)) throw new DeviceLimitError(name, `'${name}' returns data-dependent sizes, which needs a synchronous readback; WebGPU has none (run it on the CPU)`);
+    const bufs: WGBuffer[] = [];
+    const collect = (v: unknown, depth: number): void => {
+      if (isRef(v)) { checkWgslDType(name, v.dtype); if (!bufs.includes(v.buf as WGBuffer)) bufs.push(v.buf as WGBuffer); return; }
+      if (depth >= 2 || v === null || typeof v !== 'object' || ArrayBuffer.isView(v)) return;
+      if (Array.isArray(v)) v.forEach((x) => collect(x, depth + 1));
+      else if (Object.getPrototypeOf(v) === Object.prototype) Object.values(v).forEach((x) => collect(x, depth + 1));
+    };
+    args.forEach((a) => collect(a, 0));
+    if (!announced.has(name)) {
+      announced.add(name);
+      notice(`nbx: '${name}' has no WebGPU kernel yet; it runs on the host with copies (set NBX_WEBGPU_HOST_STAGING=0 to refuse)`);
+    }
+    stagingStats.set(name, (stagingStats.get(name) ?? 0) + 1);
+    be.host(name, bufs, (host) => {
+      const arrays = new Map<string, StorageArray>();
+      const view = (r: StridedRef): StorageArray => {
+        const ab = host.get(r.buf as WGBuffer)!;
+        const k = `${bufs.indexOf(r.buf as WGBuffer)}:${r.dtype}`;
+        let a = arrays.get(k);
+        if (!a) {
+          const ctor = { u8: Uint8Array, i8: Int8Array, i16: Int16Array, i32: Int32Array, i64: BigInt64Array, u16: Uint16Array, f32: Float32Array, f64: Float64Array }[DTYPES[r.dtype].storage];
+          a = new ctor(ab, 0, Math.floor(ab.byteLength / ctor.BYTES_PER_ELEMENT)) as StorageArray;
+          arrays.set(k, a);
+        }
+        return a;
+      };
+      const mapArg = (v: unknown, depth: number): unknown => {
+        if (isRef(v)) return { ...v, buf: view(v) };
+        if (depth >= 2 || v === null || typeof v !== 'object' || ArrayBuffer.isView(v)) return v;
+        if (Array.isArray(v)) return v.map((x) => mapArg(x, depth + 1));
+        if (Object.getPrototypeOf(v) === Object.prototype) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mapArg(x, depth + 1)]));
+        return v;
+      };
+      cpu(...args.map((a) => mapArg(a, 0)));
+    });
+    return undefined;
+  };
+}
