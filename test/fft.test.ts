@@ -130,6 +130,7 @@ test('complex views share storage; real/imag/view_as_real/view_as_complex round 
   assert.deepEqual(nbx.real(c).tolist(), [1, 2, 3]);
   assert.deepEqual(nbx.imag(c).tolist(), [4, 5, 6]);
   assert.deepEqual(nbx.imag(c.slice(0, 1)).tolist(), [5, 6]);
+  assert.deepEqual([c.real.tolist(), c.imag.tolist()], [[1, 2, 3], [4, 5, 6]]); // properties, as in PyTorch
   const back = nbx.view_as_complex(r);
   assert.equal(back.storage, c.storage); // aliasing back reuses the owner
   assert.deepEqual(c.tolist(), [[1, 4], [2, 5], [3, 6]]);

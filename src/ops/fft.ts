@@ -103,6 +103,13 @@ export const imag = def('imag(input)', (a) => {
   return aliasAs(t, realOf(t.dt), t.shape, t.strides.map((s) => s * 2), t.offset * 2 + 1);
 });
 
+// t.real / t.imag are properties in PyTorch (views, like the functions).
+for (const [name, fn] of [['real', real], ['imag', imag]] as const) {
+  if (!Object.getOwnPropertyDescriptor(Tensor.prototype, name)) {
+    Object.defineProperty(Tensor.prototype, name, { get(this: Tensor) { return fn(this); }, configurable: true });
+  }
+}
+
 /** Builds a complex tensor from per-lane expressions: lane 0 (real) and lane 1 (imaginary) of `shape`. */
 function interleave(op: string, shape: readonly number[], dt: DTypeName, device: Device, ins: Tensor[], lanes: (xs: Expr[]) => [Expr, Expr]): Tensor {
   const out = Tensor.empty(shape, complexOf(dt), device);
