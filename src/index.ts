@@ -75,7 +75,7 @@ const families = [linalgOps, shapeOps, indexingOps, sortOps, fftOps, convOps, po
 
 // ---- per-family exports: each family's owner edits only its own line(s) -------------------------
 // linalg
-export { matmul, mm, bmm, baddbmm, addbmm, addmm, addmv, addr, dot, vdot, mv, outer, ger, trace, matrix_power } from './ops/linalg.js';
+export { matmul, mm, bmm, baddbmm, addbmm, addmm, addmv, addr, dot, vdot, mv, outer, ger, trace, matrix_power, einsum } from './ops/linalg.js';
 // shape
 export {
   reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes, swapdims, t, movedim, moveaxis, narrow,
