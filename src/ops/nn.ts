@@ -511,11 +511,35 @@ function pointwiseLoss(op: string, kernelName: string, a: Record<string, unknown
   return applyReduction(loss, reduction);
 }
 
-export const mse_loss = def("nn.functional.mse_loss(input, target, size_average=None, reduce=None, reduction='mean')", (a) =>
-  pointwiseLoss('nn.functional.mse_loss', 'mse_cpu', a, reductionOf('nn.functional.mse_loss', a), (x, y) => { const d = x.sub(y); return d.mul(d); }));
+/**
+ * The optional elementwise `weight` of mse_loss, l1_loss and huber_loss (PyTorch 2.6+): same size as the
+ * input; 'mean' is sum(w·loss) / sum(w) for mse and l1, mean(w·loss) for huber.
+ */
+function weightedLoss(op: string, a: Record<string, unknown>, reduction: Reduction, loss: Tensor, meanOverWeights: boolean): Tensor {
+  const w = optT(op, a.weight, 'weight');
+  if (!w) return applyReduction(loss, reduction);
+  const input = a.input as Tensor;
+  if (w.ndim !== input.ndim || w.shape.some((d, i) => d !== input.shape[i])) throw new ValueError(op, 'Weights and input must have the same size.');
+  const wl = ew.mul(loss, w);
+  loss.dispose();
+  if (reduction !== 'mean' || !meanOverWeights) return applyReduction(wl, reduction);
+  const num = red.sum(wl), den = red.sum(w);
+  const r = ew.div(num, den);
+  for (const t of [wl, num, den]) t.dispose();
+  return r;
+}
 
-export const l1_loss = def("nn.functional.l1_loss(input, target, size_average=None, reduce=None, reduction='mean')", (a) =>
-  pointwiseLoss('nn.functional.l1_loss', 'l1_loss', a, reductionOf('nn.functional.l1_loss', a), (x, y) => x.sub(y).abs()));
+export const mse_loss = def("nn.functional.mse_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None)", (a) => {
+  const op = 'nn.functional.mse_loss', r = reductionOf(op, a);
+  const loss = pointwiseLoss(op, 'mse_cpu', a, a.weight === null ? r : 'none', (x, y) => { const d = x.sub(y); return d.mul(d); });
+  return a.weight === null ? loss : weightedLoss(op, a, r, loss, true);
+});
+
+export const l1_loss = def("nn.functional.l1_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None)", (a) => {
+  const op = 'nn.functional.l1_loss', r = reductionOf(op, a);
+  const loss = pointwiseLoss(op, 'l1_loss', a, a.weight === null ? r : 'none', (x, y) => x.sub(y).abs());
+  return a.weight === null ? loss : weightedLoss(op, a, r, loss, true);
+});
 
 export const smooth_l1_loss = def("nn.functional.smooth_l1_loss(input, target, size_average=None, reduce=None, reduction='mean', beta=1.0)", (a) => {
   const op = 'nn.functional.smooth_l1_loss';
@@ -529,14 +553,15 @@ export const smooth_l1_loss = def("nn.functional.smooth_l1_loss(input, target, s
   });
 });
 
-export const huber_loss = def("nn.functional.huber_loss(input, target, reduction='mean', delta=1.0)", (a) => {
+export const huber_loss = def("nn.functional.huber_loss(input, target, reduction='mean', delta=1.0, weight=None)", (a) => {
   const op = 'nn.functional.huber_loss';
-  const delta = num(a.delta);
+  const delta = num(a.delta), r = reductionOf(op, a);
   if (!(delta > 0)) throw new ValueError(op, 'huber_loss does not support non-positive values for delta.');
-  return pointwiseLoss(op, 'huber_cpu', a, reductionOf(op, a), (x, y, ctx) => {
+  const loss = pointwiseLoss(op, 'huber_cpu', a, a.weight === null ? r : 'none', (x, y, ctx) => {
     const z = x.sub(y).abs(), dl = ctx.param(delta, z.dtype), half = Expr.const(0.5, z.dtype);
     return Expr.where(z.lt(dl), half.mul(z).mul(z), dl.mul(z.sub(half.mul(dl))));
   });
+  return a.weight === null ? loss : weightedLoss(op, a, r, loss, false);
 });
 
 function sameSizeTarget(op: string, input: Tensor, target: Tensor, msg: string): void {
@@ -610,7 +635,7 @@ let SCORE_BLOCK = 1 << 22;
 /** Test hook: a small block size exercises the blocked paths on small inputs. Returns the previous size. */
 export function _setAttentionBlock(n: number): number { const old = SCORE_BLOCK; SCORE_BLOCK = n; return old; }
 
-export const scaled_dot_product_attention = def('nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False)', (a) => {
+export const scaled_dot_product_attention = def('nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False)', (a) => {
   const op = 'nn.functional.scaled_dot_product_attention';
   const q = asT(op, a.query, 'query'), k = asT(op, a.key, 'key'), v = asT(op, a.value, 'value');
   const mask = optT(op, a.attn_mask, 'attn_mask');

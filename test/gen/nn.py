@@ -91,6 +91,12 @@ def lowp(fn):
 FILES = {}
 
 
+def fail(msg):
+    def f(*a, **k):
+        raise RuntimeError(msg)
+    return f
+
+
 def case(file, name, op, args, kwargs=None, ref=None, rtol=1e-5, atol=1e-6, error=None, message=None, mutated=()):
     kwargs = kwargs or {}
     c = {"name": name, "op": op, "args": [enc(a, file) for a in args], "kwargs": {k: enc(v, file) for k, v in kwargs.items()}}
@@ -262,6 +268,19 @@ for red in ["mean", "sum", "none"]:
     case("loss", f"binary_cross_entropy/{red}", "nn.functional.binary_cross_entropy", [T(pr), T(tb)], {"weight": T(rnd((4,), torch.float32, 0, 2)), "reduction": red})
     case("loss", f"bce_with_logits/{red}", "nn.functional.binary_cross_entropy_with_logits", [T(a_), T(tb)], {"pos_weight": T(rnd((4,), torch.float32, 0.5, 3)), "reduction": red})
     case("loss", f"kl_div/{red}", "nn.functional.kl_div", [T(F.log_softmax(a_, 1)), T(F.softmax(b_, 1))], {"reduction": red})
+# elementwise weights (PyTorch 2.6+; torch 1.13 lacks them): references written after 2.x's Python code
+def weighted(kind):
+    def f(x, y, reduction="mean", weight=None, delta=1.0):
+        l = (x - y) ** 2 if kind == "mse" else (x - y).abs() if kind == "l1" else F.huber_loss(x, y, reduction="none", delta=delta)
+        l = l * weight
+        return l if reduction == "none" else l.sum() if reduction == "sum" else (l.mean() if kind == "huber" else l.sum() / weight.sum())
+    return f
+ww = rnd((3, 4), torch.float32, 0.1, 2.0)
+for red in ["mean", "sum", "none"]:
+    case("loss", f"mse_loss/weight_{red}", "nn.functional.mse_loss", [T(a_), T(b_)], {"reduction": red, "weight": T(ww)}, ref=weighted("mse"))
+    case("loss", f"l1_loss/weight_{red}", "nn.functional.l1_loss", [T(a_), T(b_)], {"reduction": red, "weight": T(ww)}, ref=weighted("l1"))
+    case("loss", f"huber_loss/weight_{red}", "nn.functional.huber_loss", [T(a_), T(b_)], {"reduction": red, "weight": T(ww), "delta": 0.7}, ref=weighted("huber"))
+case("loss", "err/mse_weight_size", "nn.functional.mse_loss", [T(a_), T(b_)], {"weight": T(ww[0])}, ref=fail("Weights and input must have the same size."), error="ValueError")
 case("loss", "smooth_l1_loss/beta0", "nn.functional.smooth_l1_loss", [T(a_), T(b_)], {"beta": 0.0})
 case("loss", "binary_cross_entropy/edges", "nn.functional.binary_cross_entropy", [T(torch.tensor([0.0, 1.0, 0.5, 1.0])), T(torch.tensor([0.0, 1.0, 0.3, 0.0]))])
 case("loss", "bce_with_logits/weight", "nn.functional.binary_cross_entropy_with_logits", [T(a_ * 10), T(tb)], {"weight": T(rnd((3, 1), torch.float32, 0, 2))})
@@ -282,12 +301,6 @@ case("loss", "err/mse_int", "nn.functional.mse_loss", [T(torch.tensor([1, 2])), 
 
 
 # ---------------- attention (PyTorch 2.x semantics, float64 reference) ----------------
-def fail(msg):
-    def f(*a, **k):
-        raise RuntimeError(msg)
-    return f
-
-
 def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     qd, kd, vd = q.double(), k.double(), v.double()
     if enable_gqa and kd.shape[-3] != qd.shape[-3]:
@@ -329,6 +342,8 @@ case("attention", "sdpa/gqa_kv_heads_differ", "nn.functional.scaled_dot_product_
      [T(rnd((1, 4, 3, 8), torch.float32, -1, 1)), T(rnd((1, 2, 5, 8), torch.float32, -1, 1)), T(rnd((1, 1, 5, 4), torch.float32, -1, 1))], {"enable_gqa": True, "is_causal": True}, ref=sdpa, rtol=1e-4, atol=1e-5)
 case("attention", "sdpa/float_mask_neg_inf_row", "nn.functional.scaled_dot_product_attention",
      [T(rnd((1, 2, 3, 4))), T(rnd((1, 2, 4, 4))), T(rnd((1, 2, 4, 4)))], {"attn_mask": T(torch.tensor([[0.0, 0, 0, 0], [float("-inf")] * 4, [0, float("-inf"), 0, 0]]))}, ref=sdpa, rtol=1e-4, atol=1e-5)
+case("attention", "err/sdpa_scale_positional", "nn.functional.scaled_dot_product_attention", [T(rnd((2, 3, 4))), T(rnd((2, 3, 4))), T(rnd((2, 3, 4))), None, 0.0, False, 0.5],
+     ref=fail("scale is keyword-only"), error="ValueError")
 case("attention", "err/sdpa_dtype", "nn.functional.scaled_dot_product_attention", [T(rnd((2, 3, 4))), T(rnd((2, 3, 4), torch.float64)), T(rnd((2, 3, 4)))], ref=fail("dtypes differ"), error="DTypeError")
 case("attention", "err/sdpa_causal_and_mask", "nn.functional.scaled_dot_product_attention", [T(rnd((2, 3, 4))), T(rnd((2, 3, 4))), T(rnd((2, 3, 4)))], {"attn_mask": T(torch.ones(3, 3, dtype=torch.bool)), "is_causal": True},
      ref=fail("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True"), error="ValueError")
