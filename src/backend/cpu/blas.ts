@@ -1,7 +1,7 @@
 // The system BLAS (OpenBLAS, reference CBLAS, or Apple Accelerate) through koffi, for the CPU gemm.
-// Looked up once, on first use. When none is found, or NBX_BLAS=off, the CPU kernels use their own
-// JavaScript implementation; that is announced once on stderr, and `blasInfo()` (shown by `nbx info`)
-// says which library is used or why none is.
+// Looked up once, on first use. When none is found, or NBX_BLAS=off, the CPU gemm uses its built-in
+// kernel (WebAssembly SIMD, see ./linalg.ts); that is announced once on stderr, and `blasInfo()` (shown
+// by `nbx info`) says which library is used or why none is.
 
 import koffi from 'koffi';
 
@@ -57,7 +57,7 @@ function tryLoad(): { blas: Blas | null; why: string } {
 let announced = false;
 let suspended = false;
 
-/** Tests and benchmarks: run the JavaScript kernels even though a BLAS was found (returns the previous setting). */
+/** Tests and benchmarks: run the built-in kernels even though a BLAS was found (returns the previous setting). */
 export function setBlasEnabled(on: boolean): boolean {
   const was = !suspended;
   suspended = !on;
@@ -70,7 +70,7 @@ export function getBlas(): Blas | null {
   if (!state) state = tryLoad();
   if (!state.blas && !announced) {
     announced = true;
-    process.stderr.write(`nbxtensor: ${state.why}; CPU matrix products use the JavaScript kernel\n`);
+    process.stderr.write(`nbxtensor: ${state.why}; CPU matrix products use the built-in kernel (WebAssembly SIMD, JavaScript for tiny products)\n`);
   }
   return state.blas;
 }
@@ -78,7 +78,7 @@ export function getBlas(): Blas | null {
 /** One line for `nbx info`: which library, or why none. */
 export function blasInfo(): string {
   if (!state) state = tryLoad();
-  return state.blas ? state.blas.name : `none (${state.why}); using the JavaScript gemm kernel`;
+  return state.blas ? state.blas.name : `none (${state.why}); using the built-in gemm kernel (WebAssembly SIMD on worker threads)`;
 }
 
 /**
