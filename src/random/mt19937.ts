@@ -50,7 +50,7 @@ export class MT19937 {
     this.next = 0;
   }
 
-  /** Regenerate all 624 words (PyTorch's next_state), resetting left/next. */
+  /** Regenerate all 624 words (PyTorch's next_state), resetting left/next. Branch-free twist. */
   twist(): void {
     const st = this.state;
     this.left = MT_N;
@@ -58,14 +58,14 @@ export class MT19937 {
     let kk = 0;
     for (; kk < MT_N - MT_M; kk++) {
       const u = st[kk]!, v = st[kk + 1]!;
-      st[kk] = st[kk + MT_M]! ^ (((u & UMASK) | (v & LMASK)) >>> 1) ^ ((v & 1) ? MATRIX_A : 0);
+      st[kk] = st[kk + MT_M]! ^ (((u & UMASK) | (v & LMASK)) >>> 1) ^ (-(v & 1) & MATRIX_A);
     }
     for (; kk < MT_N - 1; kk++) {
       const u = st[kk]!, v = st[kk + 1]!;
-      st[kk] = st[kk + MT_M - MT_N]! ^ (((u & UMASK) | (v & LMASK)) >>> 1) ^ ((v & 1) ? MATRIX_A : 0);
+      st[kk] = st[kk + MT_M - MT_N]! ^ (((u & UMASK) | (v & LMASK)) >>> 1) ^ (-(v & 1) & MATRIX_A);
     }
     const u = st[MT_N - 1]!, v = st[0]!;
-    st[MT_N - 1] = st[MT_M - 1]! ^ (((u & UMASK) | (v & LMASK)) >>> 1) ^ ((v & 1) ? MATRIX_A : 0);
+    st[MT_N - 1] = st[MT_M - 1]! ^ (((u & UMASK) | (v & LMASK)) >>> 1) ^ (-(v & 1) & MATRIX_A);
   }
 
   /** One 32-bit draw as an int32 bit pattern (fastest form; `>>> 0` gives the unsigned value). */
@@ -127,6 +127,34 @@ export class MT19937 {
       }
       this.next = idx;
       this.left -= take;
+      off = stop;
+    }
+  }
+
+  /**
+   * out[off .. off+n) = (random() & 0xffffff) * 2^-24 for n consecutive draws: PyTorch's float
+   * uniform_real_distribution(0, 1) in bulk (same sequence as n calls of next32()).
+   */
+  fillUniform24(out: Float32Array | Float64Array, off: number, n: number): void {
+    const st = this.state;
+    const end = off + n;
+    while (off < end) {
+      if (this.left === 1) this.twist(); // then state[0] is the next word and left stays 624
+      else this.left--;
+      // words available now: state[next] plus (left - 1) more without another twist
+      let idx = this.next;
+      const take = Math.min(this.left, end - off);
+      const stop = off + take;
+      for (let o = off; o < stop; o++) {
+        let y = st[idx++]!;
+        y ^= y >>> 11;
+        y ^= (y << 7) & 0x9d2c5680;
+        y ^= (y << 15) & 0xefc60000;
+        y ^= y >>> 18;
+        out[o] = (y & 0xffffff) * 5.9604644775390625e-8;
+      }
+      this.next = idx;
+      this.left -= take - 1;
       off = stop;
     }
   }

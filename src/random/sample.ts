@@ -21,6 +21,7 @@ import { allocStorage, type DTypeName, type StorageArray } from '../dtype/dtypes
 import { toBFloat16Bits, toFloat16Bits, fromFloat16Bits, fromBFloat16Bits } from '../dtype/convert.js';
 import type { Generator } from './generator.js';
 import * as libm from './libm.js';
+import { simdKernel, SIMD_CHUNK_BLOCKS, SIMD_BLOCK_STEP } from './simd.js';
 
 export type FloatDTypeName = 'float32' | 'float64' | 'float16' | 'bfloat16';
 
@@ -170,21 +171,19 @@ export function rand(gen: Generator, numel: number, dtype: DTypeName = 'float32'
 
 /** Fill out[off..off+n) with float32 uniforms (random() & 0xffffff) * 2^-24, in draw order. */
 function fillUniform24(eng: Generator['engine'], out: Float32Array, off: number, n: number): void {
-  const CH = 4096;
-  const buf = scratch32(Math.min(CH, n));
-  let i = 0;
-  while (i < n) {
-    const m = Math.min(CH, n - i);
-    eng.fill32(buf, 0, m);
-    for (let k = 0; k < m; k++) out[off + i + k] = (buf[k]! & 0xffffff) * TWO_M24;
-    i += m;
+  const kern = n >= 2048 ? simdKernel() : undefined;
+  if (!kern) {
+    eng.fillUniform24(out, off, n);
+    return;
   }
-}
-
-let SCRATCH = new Int32Array(0);
-function scratch32(n: number): Int32Array {
-  if (SCRATCH.length < n) SCRATCH = new Int32Array(Math.max(n, 4096));
-  return SCRATCH;
+  const CH = kern.src.length;
+  kern.loadState(eng);
+  for (let i = 0; i < n; i += CH) {
+    const m = Math.min(CH, n - i);
+    kern.uniforms(m);
+    out.set(m === CH ? kern.src : kern.src.subarray(0, m), off + i);
+  }
+  kern.saveState(eng);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -221,74 +220,164 @@ const TWO_PI_F = fr(2.0 * Math.PI);
 const FB = new Float32Array(1);
 const IB = new Int32Array(FB.buffer);
 
-/**
- * normal_fill_16_AVX2 on data[i..i+16): lanes j and j+8 become radius*cos and radius*sin.
- * Reproduces log256_ps / sincos256_ps with the FMA contractions of the shipped x86-64 binary.
- */
-function normalFill16AVX2(d: Float32Array, i: number, mean: number, std: number): void {
-  for (let j = 0; j < 8; j++) {
-    // ---- log256_ps(1 - u) ----
-    const u1 = fr(1 - d[i + j]!); // in (0, 1]
-    FB[0] = u1;
-    const bits = IB[0]!;
-    IB[0] = (bits & 0x807fffff) | 0x3f000000;
-    let x = FB[0]!; // mantissa in [0.5, 1)
-    let e = ((bits >>> 23) - 127) + 1;
-    if (x < SQRTHF) { e -= 1; x = x + x - 1; } else { x = x - 1; } // exact
-    const z = fr(x * x);
-    let y = fmaf(LP0, x, LP1);
-    y = fmaf(y, x, LP2);
-    y = fmaf(y, x, LP3);
-    y = fmaf(y, x, LP4);
-    y = fmaf(y, x, LP5);
-    y = fmaf(y, x, LP6);
-    y = fmaf(y, x, LP7);
-    y = fmaf(y, x, LP8);
-    y = fr(y * x);
-    y = fmaf(y, z, fr(e * LQ1));
-    y = fr(y - z * 0.5);
-    let lg = fr(x + y);
-    lg = fr(lg + e * LQ2); // e * LQ2 is exact
-    const radius = fr(Math.sqrt(-2 * lg));
+/** The rare tie case of a fused float multiply-add: a*b + c rounded once to float32. */
+function fmafTie(a: number, b: number, c: number): number {
+  return fmaf(a, b, c);
+}
 
-    // ---- sincos256_ps(2*pi*u2) ----
-    const ax = fr(TWO_PI_F * d[i + j + 8]!); // >= 0
-    let k = Math.trunc(fr(ax * FOPI));
-    k = (k + 1) & ~1;
-    let xr = fmaf(k, DP1, ax);
-    xr = fmaf(k, DP2, xr);
-    xr = fmaf(k, DP3, xr);
-    const zz = fr(xr * xr);
-    let yc = fmaf(zz, CC0, CC1);
-    yc = fmaf(zz, yc, CC2);
-    yc = fr(zz * yc);
-    yc = fmaf(yc, zz, -fr(zz * 0.5));
-    yc = fr(yc + 1);
-    let ys = fmaf(SC0, zz, SC1);
-    ys = fmaf(zz, ys, SC2);
-    ys = fr(zz * ys);
-    ys = fmaf(ys, xr, xr);
-    let s: number, c: number;
-    if ((k & 2) === 0) { s = 0 + ys; c = (ys - ys) + yc; } else { s = yc + 0; c = ys + (yc - yc); }
-    if (k & 4) s = -s;
-    if ((~(k - 2)) & 4) c = -c;
-    d[i + j] = fmaf(fr(radius * c), std, mean);
-    d[i + j + 8] = fmaf(fr(radius * s), std, mean);
+/**
+ * normal_fill_AVX2, pass 1 (log256_ps): for each 16-block in [start, end), lanes j < 8 get
+ * radius = sqrt(-2 * log(1 - u)). Reproduces avx_mathfun's log256_ps with the FMA contractions of
+ * the shipped x86-64 binary. The 8 polynomial FMAs are exact in double for every float uniform
+ * k * 2^-24 (checked exhaustively), so only the e*q1 step needs the tie check.
+ */
+function avx2LogPass(d: Float32Array, start: number, end: number): void {
+  let s = 0, r = 0, t = 0;
+  const fb = FB, ib = IB;
+  for (let b = start; b < end; b += 16) {
+    for (let j = b; j < b + 8; j++) {
+      const u1 = fr(1 - d[j]!); // in (0, 1]
+      fb[0] = u1;
+      const bits = ib[0]!;
+      ib[0] = (bits & 0x807fffff) | 0x3f000000;
+      let x = fb[0]!; // mantissa in [0.5, 1)
+      let e = (bits >>> 23) - 126;
+      if (x < SQRTHF) { e -= 1; x = x + x - 1; } else { x = x - 1; } // exact
+      const z = fr(x * x);
+      let y = 0;
+      y = fr(LP0 * x + LP1);
+      y = fr(y * x + LP2);
+      y = fr(y * x + LP3);
+      y = fr(y * x + LP4);
+      y = fr(y * x + LP5);
+      y = fr(y * x + LP6);
+      y = fr(y * x + LP7);
+      y = fr(y * x + LP8);
+      y = fr(y * x);
+      const eq1 = fr(e * LQ1);
+      s = y * z + eq1; r = fr(s);
+      if (r !== s) { t = s + (s - r); if (fr(t) === t) r = fmafTie(y, z, eq1); }
+      y = r;
+      y = fr(y - z * 0.5); // z * 0.5 is exact
+      let lg = fr(x + y);
+      lg = fr(lg + e * LQ2); // e * LQ2 is exact
+      d[j] = Math.sqrt(-2 * lg); // the Float32Array store rounds, as vsqrtps does
+    }
   }
 }
 
-/** PyTorch's normal_fill for float32 on x86-64 (normal_fill_AVX2). */
-function normalFillFloat32(gen: Generator, n: number, mean: number, std: number): Float32Array {
-  const d = new Float32Array(n);
-  const eng = gen.engine;
-  fillUniform24(eng, d, 0, n);
-  for (let i = 0; i + 16 <= n; i += 16) normalFill16AVX2(d, i, mean, std);
-  if (n % 16 !== 0) {
-    const b = n - 16;
-    fillUniform24(eng, d, b, 16);
-    normalFill16AVX2(d, b, mean, std);
+/**
+ * normal_fill_AVX2, pass 2 (sincos256_ps and the final fmadd): lanes j < 8 hold the radius from
+ * pass 1, lanes j + 8 the second uniform. Writes radius*cos*std + mean to j and radius*sin*std + mean
+ * to j + 8. The three Cody-Waite reduction FMAs are exact in double (checked exhaustively).
+ */
+function avx2SinCosPass(d: Float32Array, start: number, end: number, mean: number, std: number): void {
+  let s = 0, r = 0, t = 0;
+  const plain = mean === 0 && std === 1;
+  for (let b = start; b < end; b += 16) {
+    for (let j = b; j < b + 8; j++) {
+      const radius = d[j]!;
+      const ax = fr(TWO_PI_F * d[j + 8]!); // >= 0
+      let k = fr(ax * FOPI) | 0;
+      k = (k + 1) & ~1;
+      let xr = 0;
+      xr = fr(k * DP1 + ax);
+      xr = fr(k * DP2 + xr);
+      xr = fr(k * DP3 + xr);
+      const zz = fr(xr * xr);
+      let yc = 0;
+      s = zz * CC0 + CC1; r = fr(s);
+      if (r !== s) { t = s + (s - r); if (fr(t) === t) r = fmafTie(zz, CC0, CC1); }
+      yc = r;
+      s = zz * yc + CC2; r = fr(s);
+      if (r !== s) { t = s + (s - r); if (fr(t) === t) r = fmafTie(zz, yc, CC2); }
+      yc = r;
+      yc = fr(zz * yc);
+      const hz = -fr(zz * 0.5);
+      s = yc * zz + hz; r = fr(s);
+      if (r !== s) { t = s + (s - r); if (fr(t) === t) r = fmafTie(yc, zz, hz); }
+      yc = r;
+      yc = fr(yc + 1);
+      let ys = 0;
+      s = SC0 * zz + SC1; r = fr(s);
+      if (r !== s) { t = s + (s - r); if (fr(t) === t) r = fmafTie(SC0, zz, SC1); }
+      ys = r;
+      s = zz * ys + SC2; r = fr(s);
+      if (r !== s) { t = s + (s - r); if (fr(t) === t) r = fmafTie(zz, ys, SC2); }
+      ys = r;
+      ys = fr(zz * ys);
+      s = ys * xr + xr; r = fr(s);
+      if (r !== s) { t = s + (s - r); if (fr(t) === t) r = fmafTie(ys, xr, xr); }
+      ys = r;
+      let sn: number, cs: number;
+      if ((k & 2) === 0) { sn = 0 + ys; cs = (ys - ys) + yc; } else { sn = yc + 0; cs = ys + (yc - yc); }
+      if (k & 4) sn = -sn;
+      if ((~(k - 2)) & 4) cs = -cs;
+      const n1 = fr(radius * cs), n2 = fr(radius * sn);
+      if (plain) {
+        d[j] = n1 + 0; // fma(n1, 1, 0): exact, and -0 becomes +0
+        d[j + 8] = n2 + 0;
+      } else {
+        s = n1 * std + mean; r = fr(s);
+        if (r !== s) { t = s + (s - r); if (fr(t) === t) r = fmafTie(n1, std, mean); }
+        d[j] = r;
+        s = n2 * std + mean; r = fr(s);
+        if (r !== s) { t = s + (s - r); if (fr(t) === t) r = fmafTie(n2, std, mean); }
+        d[j + 8] = r;
+      }
+    }
   }
-  return d;
+}
+
+/**
+ * PyTorch's normal_fill for float32 on x86-64 (normal_fill_AVX2): all n uniforms are drawn first,
+ * every full 16-block is transformed, then the last 16 values are recomputed from 16 fresh uniforms
+ * when n is not a multiple of 16. Full blocks go through the WebAssembly SIMD kernel when available
+ * (flagged blocks, a few per million, are redone by the scalar kernel); otherwise the scalar one.
+ */
+function normalFillFloat32(gen: Generator, n: number, mean: number, std: number): Float32Array {
+  const out = new Float32Array(n);
+  const eng = gen.engine;
+  const full = n - (n % 16);
+  const plain = mean === 0 && std === 1;
+  const kern = full > 0 ? simdKernel() : undefined;
+  if (kern) {
+    const CH = SIMD_CHUNK_BLOCKS * 16;
+    kern.loadState(eng);
+    for (let off = 0; off < full; off += CH) {
+      const m = Math.min(CH, full - off);
+      const nb = m >> 4;
+      const nk = nb - (nb % SIMD_BLOCK_STEP); // blocks for the kernel; the rest go scalar
+      kern.uniforms(m);
+      kern.run(nk, mean, std, plain);
+      out.set(m === CH ? kern.dst : kern.dst.subarray(0, nk * 16), off);
+      const fl = kern.flags;
+      for (let b = 0; b < nb; b++) {
+        if (b >= nk || fl[b]) {
+          const blk = kern.src.slice(b * 16, b * 16 + 16);
+          avx2LogPass(blk, 0, 16);
+          avx2SinCosPass(blk, 0, 16, mean, std);
+          out.set(blk, off + b * 16);
+        }
+      }
+    }
+    kern.saveState(eng);
+    // the uniforms of the partial block are drawn too (and then overwritten below)
+    if (n > full) eng.fillUniform24(out, full, n - full);
+  } else {
+    fillUniform24(eng, out, 0, n);
+    // Blocks are independent, so the two passes can each sweep all full blocks.
+    avx2LogPass(out, 0, full);
+    avx2SinCosPass(out, 0, full, mean, std);
+  }
+  if (n % 16 !== 0) {
+    // PyTorch recomputes the last 16 values from 16 fresh uniforms.
+    const b = n - 16;
+    fillUniform24(eng, out, b, 16);
+    avx2LogPass(out, b, n);
+    avx2SinCosPass(out, b, n, mean, std);
+  }
+  return out;
 }
 
 /** normal_fill_16<double> (scalar template, double precision, glibc log/cos/sin). */
