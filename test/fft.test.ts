@@ -149,3 +149,16 @@ test('fft of a batch of 4096-point rows is fast', () => {
   nbx.fft.fft(x.narrow(1, 0, 4099 - 4096 + 1000)); // length 1003 = 17 * 59
   assert.ok(performance.now() - t0 < 5000, `${performance.now() - t0} ms`);
 });
+
+test("the device-neutral 'fft' kernel contract (contiguous rows) agrees with the strided CPU path", async () => {
+  const { kernel } = await import('../src/backend/registry.js');
+  const x = gen(3 * 12, 'complex128', 4).reshape(3, 12);
+  for (const [kind, n, outLen] of [['c2c', 12, 12], ['c2r', 20, 20], ['c2c', 7, 7]] as const) {
+    const out = Tensor.empty([3, outLen], kind === 'c2r' ? 'float64' : 'complex128');
+    kernel('fft', 'cpu')(x.ref(), 3, 12, out.ref(), n, kind, 1, 0.5);
+    const want = kind === 'c2r' ? nbx.fft.irfft(x, n, -1, 'forward') : nbx.fft.ifft(x, n, -1, 'forward');
+    const a = (kind === 'c2r' ? out : nbx.view_as_real(out)).dataSync() as Float64Array;
+    const b = (kind === 'c2r' ? want : nbx.view_as_real(want)).dataSync() as Float64Array;
+    for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i]! * 2 - b[i]!) < 1e-12, `${kind} ${n} [${i}]`);
+  }
+});

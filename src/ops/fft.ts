@@ -3,7 +3,7 @@
 //
 // Complex tensors store interleaved (re, im) pairs; view_as_real/real/imag are views of the same buffer
 // with a float dtype (an aliasing Storage keeps the owner alive). Every transform is a chain of 1-d
-// transforms, each along one dim of a strided input: c2c (complex to complex), r2c (real in, onesided out) and
+// transforms, each along one dim: c2c (complex to complex), r2c (real in, onesided out) and
 // c2r (onesided Hermitian in, real out), with the exponent's sign and the norm's scale as parameters.
 
 import { Tensor } from '../tensor/tensor.js';
@@ -12,9 +12,9 @@ import { DTYPES, allocStorage, dtypeName, type DTypeLike, type DTypeName } from 
 import { writeNumber } from '../dtype/convert.js';
 import { defaultFloatDType } from '../dtype/promotion.js';
 import { DTypeError, IndexError, ShapeError, ValueError } from '../errors.js';
-import { broadcastShapes, normDim } from '../tensor/shape.js';
+import { broadcastShapes, normDim, numelOf } from '../tensor/shape.js';
 import { Device, backendFor, type DeviceLike } from '../backend/backend.js';
-import { kernel } from '../backend/registry.js';
+import { hasKernel, kernel } from '../backend/registry.js';
 import type { FftKind } from '../backend/cpu/fft.js';
 import { Expr } from '../ir/expr.js';
 import { def, isScalarLike, scalarNumber, scalarOf } from './registry.js';
@@ -198,12 +198,29 @@ const checkPoints = (op: string, n: number): void => {
 /** One transform over dim `d` of `n` points (c2r: n real outputs). `sign` -1 is the forward direction. */
 function fft1(op: string, x: Tensor, d: number, n: number, kind: FftKind, sign: number, norm: unknown): Tensor {
   const scale = normScale(op, norm, n, sign < 0);
-  const real = realOf(x.dt);
-  const shape = [...x.shape];
-  shape[d] = kind === 'r2c' ? (n >> 1) + 1 : n;
-  const out = Tensor.empty(shape, kind === 'c2r' ? real : complexOf(real), x.device);
-  if (out.numel() > 0) kernel('fft', x.device, `fft.${op}`)(x.ref(), d, out.ref(), n, kind, sign, scale);
-  return out;
+  const real = realOf(x.dt), outDt = kind === 'c2r' ? real : complexOf(real);
+  const outLen = kind === 'r2c' ? (n >> 1) + 1 : n;
+  const name = `fft.${op}`;
+  // A backend with a strided kernel reads the dim in place; the others get it moved last, contiguous.
+  if (hasKernel('fft_strided', x.device.type)) {
+    const out = Tensor.empty(x.shape.map((s, i) => (i === d ? outLen : s)), outDt, x.device);
+    if (out.numel() > 0) kernel('fft_strided', x.device, name)(x.ref(), d, out.ref(), n, kind, sign, scale);
+    return out;
+  }
+  const moved = x.movedim(d, -1), mat = moved.contiguous();
+  const lead = moved.shape.slice(0, -1);
+  const out = Tensor.empty([...lead, outLen], outDt, x.device);
+  try {
+    if (out.numel() > 0) kernel('fft', x.device, name)(mat.ref(), numelOf(lead), x.shape[d]!, out.ref(), n, kind, sign, scale);
+  } finally {
+    if (mat !== moved) mat.dispose();
+    moved.dispose();
+  }
+  if (d === x.ndim - 1) return out;
+  const v = out.movedim(-1, d), c = v.contiguous();
+  if (c !== v) v.dispose();
+  out.dispose();
+  return c;
 }
 
 function lastDimOf(op: string, x: Tensor, dim: unknown): number {

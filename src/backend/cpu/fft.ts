@@ -261,7 +261,7 @@ function planFor(n: number): Plan {
  * points of a Hermitian spectrum in, n real out. `sign` is the exponent's sign (-1 forward); `scale`
  * multiplies the result. Real inputs to c2c/c2r count as complex with zero imaginary part.
  */
-export function cpuFft(input: StridedRef, dim: number, out: StridedRef, n: number, kind: FftKind, sign: number, scale: number): void {
+export function cpuFftStrided(input: StridedRef, dim: number, out: StridedRef, n: number, kind: FftKind, sign: number, scale: number): void {
   const inC = DTYPES[input.dtype].kind === 'complex', outC = DTYPES[out.dtype].kind === 'complex';
   const src = input.buf as Float64Array, dst = out.buf as Float64Array;
   const plan = planFor(n);
@@ -296,4 +296,14 @@ export function cpuFft(input: StridedRef, dim: number, out: StridedRef, n: numbe
   }
 }
 
+/**
+ * The device-neutral contract ('fft'): one transform per row of a contiguous [rows, m] operand into a
+ * contiguous [rows, outLen] output. Backends without a strided variant get their input in this layout.
+ */
+export function cpuFft(input: StridedRef, rows: number, m: number, out: StridedRef, n: number, kind: FftKind, sign: number, scale: number): void {
+  const outLen = kind === 'r2c' ? (n >> 1) + 1 : n;
+  cpuFftStrided({ ...input, shape: [rows, m], strides: [m, 1] }, 1, { ...out, shape: [rows, outLen], strides: [outLen, 1] }, n, kind, sign, scale);
+}
+
 registerKernel('fft', 'cpu', cpuFft);
+registerKernel('fft_strided', 'cpu', cpuFftStrided);
