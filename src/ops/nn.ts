@@ -15,6 +15,7 @@ import { kernel } from '../backend/registry.js';
 import { backendFor, type StridedRef } from '../backend/backend.js';
 import { Expr } from '../ir/expr.js';
 import { def, float, scalarNumber, type ScalarLike } from './registry.js';
+import { scope } from '../tensor/storage.js';
 import * as ew from './elementwise.js';
 import { describe, elementwise, resultTypeOf, type Operand } from './elementwise.js';
 import * as red from './reduce.js';
@@ -47,6 +48,10 @@ const opmath = (d: DTypeName): DTypeName => (d === 'float16' || d === 'bfloat16'
 function needFloat(op: string, kernelName: string, d: DTypeName): void {
   if (!isFloat(d) || DTYPES[d].storageOnly) throw new DTypeError(op, `"${kernelName}" not implemented for '${torchName(d)}'`);
 }
+
+/** def() whose body runs in a scope: intermediate tensors of a composite op are released on return. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const defOp = <R>(signature: string, impl: (a: any) => R): ((...args: any[]) => R) => def(signature, (a) => scope(() => impl(a)));
 
 const warned = new Set<string>();
 function warnOnce(key: string, msg: string): void {
@@ -93,7 +98,7 @@ function softmaxImpl(op: string, input: unknown, dimArg: unknown, dtype: unknown
 }
 
 const fSoftmax = (name: string, log: boolean, negate = false) =>
-  def(`nn.functional.${name}(input, dim=None, _stacklevel=3, dtype=None)`, (a) => {
+  defOp(`nn.functional.${name}(input, dim=None, _stacklevel=3, dtype=None)`, (a) => {
     const x = asT(`nn.functional.${name}`, a.input);
     const dim = a.dim === null ? implicitDim(name, x.ndim) : a.dim;
     return softmaxImpl(`nn.functional.${name}`, x, dim, a.dtype, log, negate);
@@ -103,10 +108,10 @@ export const f_softmax = fSoftmax('softmax', false);
 export const f_log_softmax = fSoftmax('log_softmax', true);
 export const softmin = fSoftmax('softmin', false, true);
 /** torch.softmax / Tensor.softmax: dim is required. */
-export const softmax = def('softmax(input, dim, dtype=None)', (a) => softmaxImpl('softmax', a.input, a.dim, a.dtype, false));
-export const log_softmax = def('log_softmax(input, dim, dtype=None)', (a) => softmaxImpl('log_softmax', a.input, a.dim, a.dtype, true));
+export const softmax = defOp('softmax(input, dim, dtype=None)', (a) => softmaxImpl('softmax', a.input, a.dim, a.dtype, false));
+export const log_softmax = defOp('log_softmax(input, dim, dtype=None)', (a) => softmaxImpl('log_softmax', a.input, a.dim, a.dtype, true));
 
-export const glu = def('nn.functional.glu(input, dim=-1)', (a) => {
+export const glu = defOp('nn.functional.glu(input, dim=-1)', (a) => {
   const op = 'nn.functional.glu';
   const x = asT(op, a.input);
   if (x.ndim === 0) throw new ShapeError(op, 'glu does not support scalars because halving size must be even');
@@ -143,19 +148,20 @@ function checkParam(op: string, p: Tensor | null, name: string, x: Tensor, ok: (
 interface RowNormCall {
   x: Tensor; rows: number; n: number; eps: number; mode: 'layer' | 'rms';
   weight?: Tensor | null; bias?: Tensor | null; groups?: number; chan?: number; outDType?: DTypeName;
-  stats?: boolean;
+  /** Also return per-row mean and biased variance (in the compute dtype); 'only': no normalized output. */
+  stats?: boolean | 'only';
 }
 /** Runs the 'row_norm' kernel on x's contiguous data; returns the normalized tensor (x's shape) and stats. */
-function rowNorm(op: string, c: RowNormCall): { out: Tensor; mean?: Tensor; var?: Tensor } {
+function rowNorm(op: string, c: RowNormCall): { out?: Tensor; mean?: Tensor; var?: Tensor } {
   const xc = c.x.contiguous();
   const w = c.weight?.contiguous(), b = c.bias?.contiguous();
-  const out = Tensor.empty(c.x.shape, c.outDType ?? c.x.dt, c.x.device);
+  const out = c.stats === 'only' ? undefined : Tensor.empty(c.x.shape, c.outDType ?? c.x.dt, c.x.device);
   const sd = opmath(c.x.dt);
   const mean = c.stats ? Tensor.empty([c.rows], sd, c.x.device) : undefined;
   const vr = c.stats ? Tensor.empty([c.rows], sd, c.x.device) : undefined;
   if (c.rows > 0 && c.n > 0) {
     kernel('row_norm', c.x.device, op)({
-      x: xc.ref(), rows: c.rows, n: c.n, eps: c.eps, mode: c.mode, out: out.ref(), weight: w?.ref(), bias: b?.ref(),
+      x: xc.ref(), rows: c.rows, n: c.n, eps: c.eps, mode: c.mode, out: out?.ref(), weight: w?.ref(), bias: b?.ref(),
       groups: c.groups ?? 1, chan: c.chan ?? 1, mean: mean?.ref(), var: vr?.ref(),
     });
   }
@@ -177,7 +183,7 @@ function trailing(op: string, x: Tensor, shape: number[]): { rows: number; n: nu
 }
 const sameShape = (shape: number[]) => (p: Tensor): boolean => p.ndim === shape.length && p.shape.every((s, i) => s === shape[i]);
 
-export const layer_norm = def('nn.functional.layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05)', (a) => {
+export const layer_norm = defOp('nn.functional.layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05)', (a) => {
   const op = 'nn.functional.layer_norm';
   const x = asT(op, a.input);
   const shape = sizeList(op, a.normalized_shape);
@@ -186,14 +192,14 @@ export const layer_norm = def('nn.functional.layer_norm(input, normalized_shape,
   const w = optT(op, a.weight, 'weight'), b = optT(op, a.bias, 'bias');
   checkParam(op, w, 'weight', x, sameShape(shape), () => `Expected weight to be of same shape as normalized_shape, but got weight of shape ${fmtShape(w!.shape)} and normalized_shape = ${fmtShape(shape)}`);
   checkParam(op, b, 'bias', x, sameShape(shape), () => `Expected bias to be of same shape as normalized_shape, but got bias of shape ${fmtShape(b!.shape)} and normalized_shape = ${fmtShape(shape)}`);
-  return rowNorm(op, { x, rows, n, eps: num(a.eps), mode: 'layer', weight: w, bias: b }).out;
+  return rowNorm(op, { x, rows, n, eps: num(a.eps), mode: 'layer', weight: w, bias: b }).out!;
 });
 
 /** torch.finfo(d).eps. */
 const finfoEps = (d: DTypeName): number => (d === 'float64' ? 2.220446049250313e-16 : d === 'float32' ? 1.1920928955078125e-7
   : d === 'float16' ? 0.0009765625 : 0.0078125);
 
-export const rms_norm = def('nn.functional.rms_norm(input, normalized_shape, weight=None, eps=None)', (a) => {
+export const rms_norm = defOp('nn.functional.rms_norm(input, normalized_shape, weight=None, eps=None)', (a) => {
   const op = 'nn.functional.rms_norm';
   const x = asT(op, a.input);
   const shape = sizeList(op, a.normalized_shape);
@@ -204,7 +210,7 @@ export const rms_norm = def('nn.functional.rms_norm(input, normalized_shape, wei
   if (w) needFloat(op, 'rms_norm', w.dt);
   // PyTorch: eps defaults to the epsilon of the type it computes in (float32 for half types).
   const eps = a.eps === null ? finfoEps(opmath(x.dt)) : num(a.eps);
-  return rowNorm(op, { x, rows, n, eps, mode: 'rms', weight: w, outDType: w ? promoteTypes(x.dt, w.dt) : x.dt }).out;
+  return rowNorm(op, { x, rows, n, eps, mode: 'rms', weight: w, outDType: w ? promoteTypes(x.dt, w.dt) : x.dt }).out!;
 });
 
 function channelParam(op: string, p: Tensor | null, name: string, x: Tensor, C: number): void {
@@ -212,7 +218,7 @@ function channelParam(op: string, p: Tensor | null, name: string, x: Tensor, C: 
     () => `Expected ${name} to be a vector of size equal to the number of channels in input, but got ${name} of shape ${fmtShape(p!.shape)} and input of shape ${fmtShape(x.shape)}`);
 }
 
-export const group_norm = def('nn.functional.group_norm(input, num_groups, weight=None, bias=None, eps=1e-05)', (a) => {
+export const group_norm = defOp('nn.functional.group_norm(input, num_groups, weight=None, bias=None, eps=1e-05)', (a) => {
   const op = 'nn.functional.group_norm';
   const x = asT(op, a.input);
   if (x.ndim < 2) throw new ShapeError(op, `Expected at least 2 dimensions for input tensor but received ${x.ndim}`);
@@ -226,7 +232,7 @@ export const group_norm = def('nn.functional.group_norm(input, num_groups, weigh
   channelParam(op, w, 'weight', x, C);
   channelParam(op, b, 'bias', x, C);
   const hw = numelOf(x.shape.slice(2));
-  return rowNorm(op, { x, rows: N * G, n: (C / G) * hw, eps: num(a.eps), mode: 'layer', weight: w, bias: b, groups: G, chan: hw }).out;
+  return rowNorm(op, { x, rows: N * G, n: (C / G) * hw, eps: num(a.eps), mode: 'layer', weight: w, bias: b, groups: G, chan: hw }).out!;
 });
 
 /** Writes `expr(target, src...)` into `target` itself (running statistics are updated in place, as PyTorch). */
@@ -259,7 +265,7 @@ function updateRunning(op: string, rm: Tensor | null, rv: Tensor | null, mean: T
   if (rv) blend(rv, vr, n > 1 ? n / (n - 1) : Infinity);
 }
 
-export const batch_norm = def('nn.functional.batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05)', (a) => {
+export const batch_norm = defOp('nn.functional.batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05)', (a) => {
   const op = 'nn.functional.batch_norm';
   const x = asT(op, a.input);
   if (x.ndim < 2) throw new ShapeError(op, `Expected 2D or higher input (got ${x.ndim}D input)`);
@@ -279,8 +285,7 @@ export const batch_norm = def('nn.functional.batch_norm(input, running_mean, run
   if (per === 1) throw new ValueError(op, `Expected more than 1 value per channel when training, got input size ${fmtShape(x.shape)}`);
   // Channel statistics: rows of the (C, N·HW) transposed copy.
   const xt = x.transpose(0, 1).contiguous();
-  const { out: scratch, mean, var: vr } = rowNorm(op, { x: xt, rows: C, n: per, eps, mode: 'layer', stats: true });
-  scratch.dispose();
+  const { mean, var: vr } = rowNorm(op, { x: xt, rows: C, n: per, eps, mode: 'layer', stats: 'only' });
   xt.dispose();
   if (a.momentum !== null) updateRunning(op, rm, rv, mean!, vr!, num(a.momentum), per);
   const y = normalizeChannels(op, x, mean!, vr!, w, b, eps);
@@ -288,7 +293,7 @@ export const batch_norm = def('nn.functional.batch_norm(input, running_mean, run
   return y;
 });
 
-export const instance_norm = def('nn.functional.instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-05)', (a) => {
+export const instance_norm = defOp('nn.functional.instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-05)', (a) => {
   const op = 'nn.functional.instance_norm';
   const x = asT(op, a.input);
   if (x.ndim < 2) throw new ShapeError(op, `Expected 2D or higher input (got ${x.ndim}D input)`);
@@ -313,10 +318,10 @@ export const instance_norm = def('nn.functional.instance_norm(input, running_mea
     updateRunning(op, rm, rv, m, v, num(a.momentum), hw);
     for (const t of [m, v, mean, vr]) t.dispose();
   }
-  return out;
+  return out!;
 });
 
-export const normalize = def('nn.functional.normalize(input, p=2.0, dim=1, eps=1e-12, out=None)', (a) => {
+export const normalize = defOp('nn.functional.normalize(input, p=2.0, dim=1, eps=1e-12, out=None)', (a) => {
   const op = 'nn.functional.normalize';
   const x = asT(op, a.input);
   if (a.out !== null) throw new UnsupportedError(op, 'the out= argument is not supported; use the returned tensor');
@@ -328,7 +333,7 @@ export const normalize = def('nn.functional.normalize(input, p=2.0, dim=1, eps=1
   return y;
 });
 
-export const _weight_norm = def('_weight_norm(v, g, dim=0)', (a) => {
+export const _weight_norm = defOp('_weight_norm(v, g, dim=0)', (a) => {
   const op = '_weight_norm';
   const v = asT(op, a.v, 'v'), g = asT(op, a.g, 'g');
   needFloat(op, 'weight_norm', v.dt);
@@ -348,7 +353,7 @@ export const _weight_norm = def('_weight_norm(v, g, dim=0)', (a) => {
   return y;
 });
 
-export const local_response_norm = def('nn.functional.local_response_norm(input, size, alpha=0.0001, beta=0.75, k=1.0)', (a) => {
+export const local_response_norm = defOp('nn.functional.local_response_norm(input, size, alpha=0.0001, beta=0.75, k=1.0)', (a) => {
   const op = 'nn.functional.local_response_norm';
   const x = asT(op, a.input);
   if (x.ndim < 3) throw new ValueError(op, `Expected 3D or higher dimensionality input (got ${x.ndim} dimensions)`);
@@ -437,13 +442,13 @@ function nllImpl(op: string, p: NllArgs, withTotal = false): { loss: Tensor; tot
   return { loss, total };
 }
 
-export const nll_loss = def('nn.functional.nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction=\'mean\')', (a) => {
+export const nll_loss = defOp('nn.functional.nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction=\'mean\')', (a) => {
   const op = 'nn.functional.nll_loss';
   return nllImpl(op, { input: asT(op, a.input), target: asT(op, a.target, 'target'), weight: optT(op, a.weight, 'weight'),
     ignoreIndex: a.ignore_index as number, reduction: reductionOf(op, a) }).loss;
 });
 
-export const cross_entropy = def('nn.functional.cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction=\'mean\', label_smoothing=0.0)', (a) => {
+export const cross_entropy = defOp('nn.functional.cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction=\'mean\', label_smoothing=0.0)', (a) => {
   const op = 'nn.functional.cross_entropy';
   const input = asT(op, a.input), target = asT(op, a.target, 'target'), weight = optT(op, a.weight, 'weight');
   const reduction = reductionOf(op, a);
@@ -453,6 +458,9 @@ export const cross_entropy = def('nn.functional.cross_entropy(input, target, wei
   needFloat(op, 'log_softmax_lastdim_kernel_impl', input.dt);
   const cd = input.ndim === 1 ? 0 : 1;
   const C = input.shape[cd]!;
+  if (weight && (weight.ndim !== 1 || weight.numel() !== C)) {
+    throw new ShapeError(op, `weight tensor should be defined either for all ${C} classes or no classes but got weight tensor of shape: ${fmtShape(weight.shape)}`);
+  }
   const lp = softmaxImpl(op, input, cd, null, true);
   const wb = weight ? weight.reshape([C, ...Array(Math.max(input.ndim - cd - 1, 0)).fill(1)]) : null;
   const probTarget = input.ndim === target.ndim && input.shape.every((s, i) => s === target.shape[i]);
@@ -460,7 +468,6 @@ export const cross_entropy = def('nn.functional.cross_entropy(input, target, wei
     // Class probabilities (PyTorch's cross_entropy_loss_prob_target).
     if (!isFloat(target.dt)) throw new DTypeError(op, `Expected floating point type for target with class probabilities, got ${torchName(target.dt)}`);
     if (ignore >= 0) throw new ValueError(op, 'ignore_index is not supported for floating point target');
-    if (weight && (weight.ndim !== 1 || weight.numel() !== C)) throw new ShapeError(op, `cross_entropy: weight tensor should be defined either for all ${C} classes or no classes but got weight tensor of shape: ${fmtShape(weight.shape)}`);
     const tgt = eps > 0 ? ew.add(ew.mul(target, float(1 - eps)), float(eps / C)) : target;
     let prod = ew.mul(lp, tgt);
     if (wb) prod = ew.mul(prod, wb);
@@ -529,19 +536,19 @@ function weightedLoss(op: string, a: Record<string, unknown>, reduction: Reducti
   return r;
 }
 
-export const mse_loss = def("nn.functional.mse_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None)", (a) => {
+export const mse_loss = defOp("nn.functional.mse_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None)", (a) => {
   const op = 'nn.functional.mse_loss', r = reductionOf(op, a);
   const loss = pointwiseLoss(op, 'mse_cpu', a, a.weight === null ? r : 'none', (x, y) => { const d = x.sub(y); return d.mul(d); });
   return a.weight === null ? loss : weightedLoss(op, a, r, loss, true);
 });
 
-export const l1_loss = def("nn.functional.l1_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None)", (a) => {
+export const l1_loss = defOp("nn.functional.l1_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None)", (a) => {
   const op = 'nn.functional.l1_loss', r = reductionOf(op, a);
   const loss = pointwiseLoss(op, 'l1_loss', a, a.weight === null ? r : 'none', (x, y) => x.sub(y).abs());
   return a.weight === null ? loss : weightedLoss(op, a, r, loss, true);
 });
 
-export const smooth_l1_loss = def("nn.functional.smooth_l1_loss(input, target, size_average=None, reduce=None, reduction='mean', beta=1.0)", (a) => {
+export const smooth_l1_loss = defOp("nn.functional.smooth_l1_loss(input, target, size_average=None, reduce=None, reduction='mean', beta=1.0)", (a) => {
   const op = 'nn.functional.smooth_l1_loss';
   const beta = num(a.beta);
   if (beta < 0) throw new ValueError(op, 'smooth_l1_loss does not support negative values for beta.');
@@ -553,7 +560,7 @@ export const smooth_l1_loss = def("nn.functional.smooth_l1_loss(input, target, s
   });
 });
 
-export const huber_loss = def("nn.functional.huber_loss(input, target, reduction='mean', delta=1.0, weight=None)", (a) => {
+export const huber_loss = defOp("nn.functional.huber_loss(input, target, reduction='mean', delta=1.0, weight=None)", (a) => {
   const op = 'nn.functional.huber_loss';
   const delta = num(a.delta), r = reductionOf(op, a);
   if (!(delta > 0)) throw new ValueError(op, 'huber_loss does not support non-positive values for delta.');
@@ -568,7 +575,7 @@ function sameSizeTarget(op: string, input: Tensor, target: Tensor, msg: string):
   if (input.ndim !== target.ndim || input.shape.some((s, i) => s !== target.shape[i])) throw new ValueError(op, msg);
 }
 
-export const binary_cross_entropy = def("nn.functional.binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction='mean')", (a) => {
+export const binary_cross_entropy = defOp("nn.functional.binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction='mean')", (a) => {
   const op = 'nn.functional.binary_cross_entropy';
   const input = asT(op, a.input), target = asT(op, a.target, 'target'), weight = optT(op, a.weight, 'weight');
   sameSizeTarget(op, input, target, `Using a target size (${fmtShape(target.shape)}) that is different to the input size (${fmtShape(input.shape)}) is deprecated. Please ensure they have the same size.`);
@@ -585,7 +592,7 @@ export const binary_cross_entropy = def("nn.functional.binary_cross_entropy(inpu
   }, weight ? [weight] : []);
 });
 
-export const binary_cross_entropy_with_logits = def("nn.functional.binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction='mean', pos_weight=None)", (a) => {
+export const binary_cross_entropy_with_logits = defOp("nn.functional.binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction='mean', pos_weight=None)", (a) => {
   const op = 'nn.functional.binary_cross_entropy_with_logits';
   const input = asT(op, a.input), target = asT(op, a.target, 'target');
   const weight = optT(op, a.weight, 'weight'), pw = optT(op, a.pos_weight, 'pos_weight');
@@ -605,7 +612,7 @@ export const binary_cross_entropy_with_logits = def("nn.functional.binary_cross_
   return applyReduction(loss, reductionOf(op, a));
 });
 
-export const kl_div = def("nn.functional.kl_div(input, target, size_average=None, reduce=None, reduction='mean', log_target=False)", (a) => {
+export const kl_div = defOp("nn.functional.kl_div(input, target, size_average=None, reduce=None, reduction='mean', log_target=False)", (a) => {
   const op = 'nn.functional.kl_div';
   let reduction: Reduction | 'batchmean';
   if (a.reduction === 'batchmean' && (a.size_average ?? null) === null && (a.reduce ?? null) === null) reduction = 'batchmean';
@@ -635,7 +642,7 @@ let SCORE_BLOCK = 1 << 22;
 /** Test hook: a small block size exercises the blocked paths on small inputs. Returns the previous size. */
 export function _setAttentionBlock(n: number): number { const old = SCORE_BLOCK; SCORE_BLOCK = n; return old; }
 
-export const scaled_dot_product_attention = def('nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False)', (a) => {
+export const scaled_dot_product_attention = defOp('nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False)', (a) => {
   const op = 'nn.functional.scaled_dot_product_attention';
   const q = asT(op, a.query, 'query'), k = asT(op, a.key, 'key'), v = asT(op, a.value, 'value');
   const mask = optT(op, a.attn_mask, 'attn_mask');
