@@ -134,7 +134,7 @@ const HI_TO_LO = [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31];
 const JOIN_LO = [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23];
 
 /** Independent 4-lane groups interleaved in the loop body (2 blocks of 16 floats = 4 groups). */
-const GROUPS = 8;
+const GROUPS = 4;
 /** Blocks handled per loop iteration. */
 export const SIMD_BLOCK_STEP = GROUPS / 2;
 
