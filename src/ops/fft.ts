@@ -111,7 +111,7 @@ for (const [name, fn] of [['real', real], ['imag', imag]] as const) {
 }
 
 /** Builds a complex tensor from per-lane expressions: lane 0 (real) and lane 1 (imaginary) of `shape`. */
-function interleave(op: string, shape: readonly number[], dt: DTypeName, device: Device, ins: Tensor[], lanes: (xs: Expr[]) => [Expr, Expr]): Tensor {
+function interleave(shape: readonly number[], dt: DTypeName, device: Device, ins: Tensor[], lanes: (xs: Expr[]) => [Expr, Expr]): Tensor {
   const out = Tensor.empty(shape, complexOf(dt), device);
   if (out.numel() === 0) return out;
   const laneMask = Tensor.fromStorage(new Uint8Array([1, 0]), 'bool', [2], device);
@@ -123,7 +123,6 @@ function interleave(op: string, shape: readonly number[], dt: DTypeName, device:
     view.dispose();
     return out;
   } finally { laneMask.dispose(); }
-  void op;
 }
 
 export const complex = def('complex(real, imag)', (a) => {
@@ -140,7 +139,7 @@ export const complex = def('complex(real, imag)', (a) => {
   const shape = broadcastShapes(op, re.shape, im.shape);
   const r1 = re.unsqueeze(-1), i1 = im.unsqueeze(-1);
   try {
-    return interleave(op, shape, re.dt, re.device, [r1, i1], ([x, y]) => [x!, y!]);
+    return interleave(shape, re.dt, re.device, [r1, i1], ([x, y]) => [x!, y!]);
   } finally { r1.dispose(); i1.dispose(); }
 });
 

@@ -126,7 +126,7 @@ export const topk = def('topk(input, k, dim=-1, largest=True, sorted=True)', (a)
 });
 
 /** A per-row selection (kthvalue, median, mode): one value and its index per row. */
-function selectImpl(op: string, kname: string, x: Tensor, dim: number, keepdim: boolean, run: (mat: Tensor, rows: number, n: number, v: Tensor, i: Tensor) => void): ValuesIndices {
+function selectImpl(op: string, x: Tensor, dim: number, keepdim: boolean, run: (mat: Tensor, rows: number, n: number, v: Tensor, i: Tensor) => void): ValuesIndices {
   const r = rowsOf(op, x, dim);
   try {
     if (r.n === 0) throw new IndexError(op, `${op}(): Expected reduction dim ${r.d} to have non-zero size.`);
@@ -135,7 +135,7 @@ function selectImpl(op: string, kname: string, x: Tensor, dim: number, keepdim: 
     if (r.rows > 0) run(r.mat, r.rows, r.n, values, indices);
     const shape = keepShape(x, r.d, keepdim);
     return valuesIndices(reshapeOwned(values, shape), reshapeOwned(indices, shape));
-  } finally { r.release(); void kname; }
+  } finally { r.release(); }
 }
 
 export const kthvalue = def('kthvalue(input, k, dim=-1, keepdim=False)', (a) => {
@@ -146,7 +146,7 @@ export const kthvalue = def('kthvalue(input, k, dim=-1, keepdim=False)', (a) => 
   const d = x.ndim === 0 ? 0 : normDim(op, intArg(op, a.dim, 'dim'), x.ndim);
   const size = x.ndim === 0 ? 1 : x.shape[d]!;
   if (size > 0 && (k < 1 || k > size)) throw new IndexError(op, `kthvalue(): selected number k out of range for dimension ${d} (k = ${k}, size ${size})`);
-  return selectImpl(op, 'kthvalue_cpu', x, d, boolArg(op, a.keepdim, 'keepdim'), (m, rows, n, v, i) =>
+  return selectImpl(op, x, d, boolArg(op, a.keepdim, 'keepdim'), (m, rows, n, v, i) =>
     kernel('kthvalue', x.device, op)(m.ref(), rows, n, k, v.ref(), i.ref()));
 });
 
@@ -162,13 +162,13 @@ function medianOp(name: 'median' | 'nanmedian') {
         return Tensor.fromStorage(data, x.dt, [], x.device);
       }
       const flat = flat1(x);
-      const r = selectImpl(name, name, flat, 0, false, (m, rows, n, v, i) => kernel('median', x.device, name)(m.ref(), rows, n, ignoreNan, v.ref(), i.ref()));
+      const r = selectImpl(name, flat, 0, false, (m, rows, n, v, i) => kernel('median', x.device, name)(m.ref(), rows, n, ignoreNan, v.ref(), i.ref()));
       if (flat !== x) flat.dispose();
       r.indices.dispose();
       return r.values;
     }
     const d = intArg(name, a.dim, 'dim');
-    return selectImpl(name, name, x, d, boolArg(name, a.keepdim, 'keepdim'), (m, rows, n, v, i) =>
+    return selectImpl(name, x, d, boolArg(name, a.keepdim, 'keepdim'), (m, rows, n, v, i) =>
       kernel('median', x.device, name)(m.ref(), rows, n, ignoreNan, v.ref(), i.ref()));
   });
 }
@@ -178,7 +178,7 @@ export const nanmedian = medianOp('nanmedian');
 export const mode = def('mode(input, dim=-1, keepdim=False)', (a) => {
   const x = asTensor('mode', a.input);
   checkDType('mode', 'mode_cpu', x, true);
-  return selectImpl('mode', 'mode_cpu', x, intArg('mode', a.dim, 'dim'), boolArg('mode', a.keepdim, 'keepdim'), (m, rows, n, v, i) =>
+  return selectImpl('mode', x, intArg('mode', a.dim, 'dim'), boolArg('mode', a.keepdim, 'keepdim'), (m, rows, n, v, i) =>
     kernel('mode', x.device, 'mode')(m.ref(), rows, n, v.ref(), i.ref()));
 });
 
