@@ -13,6 +13,7 @@ import { getKernel } from './nvrtc.js';
 import { CachingAllocator } from '../../memory/caching_allocator.js';
 import { UnsupportedError } from '../../errors.js';
 import { CudaTuning, ELEMENTWISE_SPACE } from './tuning.js';
+import { PinnedStaging } from './staging.js';
 import { bucketSize } from '../../autotune/index.js';
 
 /** A device buffer: the allocator's pointer and its size in bytes. */
@@ -28,6 +29,7 @@ export class CudaBackend implements Backend {
   readonly allocator: CachingAllocator;
   readonly smCount: number;
   readonly tuning: CudaTuning;
+  readonly staging: PinnedStaging;
   private readonly kernels = new Map<string, CudaKernel>();
 
   constructor() {
@@ -36,6 +38,7 @@ export class CudaBackend implements Backend {
     this.allocator = new CachingAllocator(this.ctx.rawAllocator());
     this.smCount = this.ctx.info.smCount;
     this.tuning = new CudaTuning(this.ctx, this.stream);
+    this.staging = new PinnedStaging(this.ctx, this.stream);
   }
 
   checkDType(op: string, d: DTypeName): void {
@@ -52,27 +55,28 @@ export class CudaBackend implements Backend {
 
   upload(dtype: DTypeName, data: StorageArray): CudaBuffer {
     const buf = this.alloc(dtype, data.length / DTYPES[dtype].lanes);
-    if (data.byteLength > 0) this.ctx.copyHtoD(buf.ptr, data, data.byteLength, this.stream);
+    if (data.byteLength > 0) this.staging.upload(buf.ptr, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     return buf;
   }
 
   /** Host bytes into a device buffer at a byte offset (streamed checkpoint loading). */
   writeBytes(buf: unknown, byteOffset: number, data: Uint8Array): void {
-    if (data.byteLength) this.ctx.copyHtoD((buf as CudaBuffer).ptr + BigInt(byteOffset), data, data.byteLength, this.stream);
+    if (data.byteLength) this.staging.upload((buf as CudaBuffer).ptr + BigInt(byteOffset), data);
   }
 
   downloadSync(buf: unknown, dtype: DTypeName, offset: number, numel: number): StorageArray {
     const host = allocStorage(dtype, numel);
     const b = buf as CudaBuffer;
-    this.stream.synchronize();
-    if (host.byteLength > 0) this.ctx.copyDtoH(host, b.ptr + BigInt(offset * DTYPES[dtype].itemsize), host.byteLength, this.stream);
-    this.stream.synchronize();
+    if (host.byteLength > 0) this.staging.downloadSync(new Uint8Array(host.buffer, host.byteOffset, host.byteLength), b.ptr + BigInt(offset * DTYPES[dtype].itemsize));
     return host;
   }
 
+  /** Waits for queued work and copies back through pinned buffers, without blocking the event loop. */
   async download(buf: unknown, dtype: DTypeName, offset: number, numel: number): Promise<StorageArray> {
-    await this.stream.synchronizeAsync(); // wait for queued work without blocking the event loop
-    return this.downloadSync(buf, dtype, offset, numel);
+    const host = allocStorage(dtype, numel);
+    const b = buf as CudaBuffer;
+    if (host.byteLength > 0) await this.staging.download(new Uint8Array(host.buffer, host.byteOffset, host.byteLength), b.ptr + BigInt(offset * DTYPES[dtype].itemsize), true);
+    return host;
   }
 
   async synchronize(): Promise<void> { await this.stream.synchronizeAsync(); }

@@ -3,7 +3,7 @@ import { registerBackendLoader, loadedBackends } from '../backend.js';
 import { CudaBackend } from './backend.js';
 import { installCudaKernels, cudaMatmulSettings, stagingStats } from './kernels.js';
 import { probeCuda } from './libs.js';
-import type { MemoryStats, TraceEntry } from '../../memory/caching_allocator.js';
+import { replayTrace, saveTrace, loadTrace, type MemoryStats, type TraceEntry } from '../../memory/caching_allocator.js';
 
 let instance: CudaBackend | null = null;
 function load(): CudaBackend {
@@ -25,6 +25,10 @@ export const cuda = {
   empty_cache(): number { return load().allocator.emptyCache(); },
   startRecording(): void { load().allocator.startRecording(); },
   stopRecording(): TraceEntry[] { return load().allocator.stopRecording(); },
+  /** Replays a recorded trace against a fresh allocator offline: peak reserved/allocated, fragmentation. */
+  replayTrace,
+  saveTrace,
+  loadTrace,
   async synchronize(): Promise<void> { if (instance) await instance.synchronize(); },
   get matmul() { return cudaMatmulSettings; },
   /** Kernels that ran through host staging in this process, and how often. */
