@@ -288,11 +288,18 @@ class WasmGemm {
         // Epilogue: C = alpha·acc + beta·C (beta = 0 never reads C, so NaN there is ignored).
         const ldAcc = nP * NR, { alpha, beta } = p;
         for (let r = 0; r < rows; r++) {
-          for (let cc = 0; cc < cols; cc++) {
-            const ci = swap ? oc + (c0 + cc) * p.ldc + r0 + r : oc + (r0 + r) * p.ldc + c0 + cc;
-            const v = alpha * V[acc + r * ldAcc + cc]!;
-            C[ci] = beta === 0 ? v : v + beta * C[ci]!;
+          const src = acc + r * ldAcc;
+          if (swap) {
+            for (let cc = 0; cc < cols; cc++) {
+              const ci = oc + (c0 + cc) * p.ldc + r0 + r, v = alpha * V[src + cc]!;
+              C[ci] = beta === 0 ? v : v + beta * C[ci]!;
+            }
+            continue;
           }
+          const dst = oc + (r0 + r) * p.ldc + c0;
+          if (alpha === 1 && beta === 0) { C.set(V.subarray(src, src + cols), dst); continue; } // a memcpy
+          if (beta === 0) for (let cc = 0; cc < cols; cc++) C[dst + cc] = alpha * V[src + cc]!;
+          else for (let cc = 0; cc < cols; cc++) C[dst + cc] = alpha * V[src + cc]! + beta * C[dst + cc]!;
         }
       }
     }
