@@ -13,6 +13,7 @@ import type { ArgType } from './driver.js';
 import { REDUCE_SPACE } from './tuning.js';
 import { bucketSize, type Config } from '../../autotune/index.js';
 import { installCudaNnKernels } from './nn_kernels.js';
+import { installCudaIndexingKernels } from './indexing_kernels.js';
 
 let be: CudaBackend;
 export function installCudaKernels(backend: CudaBackend): void {
@@ -21,6 +22,7 @@ export function installCudaKernels(backend: CudaBackend): void {
   registerKernel('scan', 'cuda', cudaScan);
   registerKernel('gemm', 'cuda', cudaGemm);
   installCudaNnKernels(backend);
+  installCudaIndexingKernels(backend);
   setStagingProvider('cuda', hostStaged);
 }
 
