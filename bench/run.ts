@@ -1,6 +1,28 @@
-// `nbx bench`: dispatches to the benchmark suites. Each measures its peer in the same run.
+// `nbx bench [cpu|cuda|webgpu|all]`: runs each benchmark script in its own process (so one's memory and
+// threads never skew another's) and prints their tables. Every script measures its peer in the same run.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+import { existsSync } from 'node:fs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const SUITES: Record<string, string[]> = {
+  cpu: ['cpu.js', 'cpu_matmul.js', 'cpu_conv.js', 'cpu_softmax.js', 'random.js', 'safetensors_load.js'],
+  cuda: ['cuda.js'],
+  webgpu: ['webgpu.js'],
+};
+
 export async function bench(args: string[]): Promise<number> {
   const which = args.find((a) => !a.startsWith('-')) ?? 'cpu';
-  if (which === 'cpu' || which === 'all') await (await import('./cpu.js')).run(args);
-  return 0;
+  const names = which === 'all' ? Object.values(SUITES).flat() : SUITES[which];
+  if (!names) { process.stderr.write(`nbx bench: unknown suite '${which}' (cpu, cuda, webgpu, all)\n`); return 2; }
+  let rc = 0;
+  for (const name of names) {
+    const file = join(here, name);
+    if (!existsSync(file)) { process.stdout.write(`\n## ${name}: not built\n`); continue; }
+    process.stdout.write(`\n## ${name.replace(/\.js$/, '')}\n\n`);
+    const r = spawnSync(process.execPath, [file, ...args.filter((a) => a.startsWith('-'))], { stdio: 'inherit' });
+    if (r.status !== 0) rc = 1;
+  }
+  return rc;
 }
