@@ -1,13 +1,23 @@
 // CPU convolution benchmark: conv2d, batch 8, 64 → 64 channels, 56×56, 3×3, padding 1, float32 (a
-// ResNet stage-1 layer), ours next to PyTorch CPU (/usr/bin/python3, whatever torch it has) measured in
-// the same run. Prints a markdown table. Run: `node dist/bench/cpu_conv.js [--reps N]`.
+// ResNet stage-1 layer) and three neighbours, ours next to PyTorch CPU (/usr/bin/python3, whatever torch
+// it has) measured in the same run. Prints a markdown table. Run: `node dist/bench/cpu_conv.js
+// [--reps N] [--threads N]`.
 //
-// Both sides time the median of N calls after warm-up, on the same inputs' shapes; PyTorch uses its
-// default thread count, which the table reports next to OpenBLAS's.
+// PyTorch runs in a helper process that times one call per request, and the two sides alternate call
+// by call, so both see the same machine load. Each side reports the best and the median wall time of N
+// calls after warm-up (GFLOP/s from the best, the robust figure on a shared machine). `--threads N`
+// runs both on N threads (OPENBLAS_NUM_THREADS, read when the BLAS is first loaded, and
+// torch.set_num_threads); the default is 1 for both, a like-for-like comparison.
 
-import { spawnSync } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import * as nbx from '../src/index.js';
 import { blasInfo } from '../src/backend/cpu/blas.js';
+
+const argv = process.argv.slice(2);
+const opt = (name: string, def: number): number => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : def);
+const THREADS = opt('--threads', 1);
+process.env.OPENBLAS_NUM_THREADS ??= String(THREADS); // before the first GEMM loads OpenBLAS
 
 interface Cfg { name: string; n: number; cin: number; cout: number; hw: number; k: number; stride: number; pad: number; groups: number }
 
@@ -23,66 +33,87 @@ const flops = (c: Cfg): number => {
   return 2 * c.n * c.cout * o * o * (c.cin / c.groups) * c.k * c.k;
 };
 
-function median(xs: number[]): number {
+interface Timing { min: number; median: number }
+function summary(xs: number[]): Timing {
   const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
+  return { min: s[0]!, median: s[Math.floor(s.length / 2)]! };
 }
 
-function ours(c: Cfg, reps: number): number {
+/** Our conv as a timed closure over fixed inputs. */
+function ours(c: Cfg): { once(): number; dispose(): void } {
   const input = nbx.tensor(Float32Array.from({ length: c.n * c.cin * c.hw * c.hw }, (_, i) => Math.sin(i))).reshape([c.n, c.cin, c.hw, c.hw]);
   const w = nbx.tensor(Float32Array.from({ length: c.cout * (c.cin / c.groups) * c.k * c.k }, (_, i) => Math.cos(i) * 0.1)).reshape([c.cout, c.cin / c.groups, c.k, c.k]);
-  const run = (): void => { nbx.conv2d(input, w, null, { stride: c.stride, padding: c.pad, groups: c.groups }).dispose(); };
-  for (let i = 0; i < 2; i++) run();
-  const times: number[] = [];
-  for (let i = 0; i < reps; i++) {
-    const t0 = performance.now();
-    run();
-    times.push(performance.now() - t0);
-  }
-  input.dispose(); w.dispose();
-  return median(times);
+  return {
+    once(): number {
+      const t0 = performance.now();
+      nbx.conv2d(input, w, null, { stride: c.stride, padding: c.pad, groups: c.groups }).dispose();
+      return performance.now() - t0;
+    },
+    dispose(): void { input.dispose(); w.dispose(); },
+  };
 }
 
-function torch(cfgs: Cfg[], reps: number): { ms: number[]; version: string; threads: number } | string {
-  const py = `
+const TORCH_WORKER = `
 import json, sys, time, torch, torch.nn.functional as F
-cfgs, reps = json.loads(sys.argv[1]), int(sys.argv[2])
-out = []
-with torch.no_grad():
-    for c in cfgs:
-        x = torch.randn(c["n"], c["cin"], c["hw"], c["hw"])
-        w = torch.randn(c["cout"], c["cin"] // c["groups"], c["k"], c["k"])
-        f = lambda: F.conv2d(x, w, None, c["stride"], c["pad"], 1, c["groups"])
-        for _ in range(2): f()
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter(); f(); ts.append((time.perf_counter() - t0) * 1000)
-        out.append(sorted(ts)[len(ts) // 2])
-print(json.dumps({"ms": out, "version": torch.__version__, "threads": torch.get_num_threads()}))
+cfgs = json.loads(sys.argv[1])
+torch.set_num_threads(int(sys.argv[2]))
+torch.set_grad_enabled(False)
+data = [(torch.randn(c["n"], c["cin"], c["hw"], c["hw"]), torch.randn(c["cout"], c["cin"] // c["groups"], c["k"], c["k"])) for c in cfgs]
+print(json.dumps({"version": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
+for line in sys.stdin:
+    k = int(line)
+    c, (x, w) = cfgs[k], data[k]
+    t0 = time.perf_counter()
+    F.conv2d(x, w, None, c["stride"], c["pad"], 1, c["groups"])
+    print((time.perf_counter() - t0) * 1000, flush=True)
 `;
-  const r = spawnSync('/usr/bin/python3', ['-c', py, JSON.stringify(cfgs), String(reps)], { encoding: 'utf8' });
-  if (r.status !== 0) return `PyTorch not measured: ${(r.stderr || r.error?.message || '').trim().split('\n').pop()}`;
-  return JSON.parse(r.stdout.trim().split('\n').pop()!) as { ms: number[]; version: string; threads: number };
+
+/** A PyTorch process answering "time config k once" requests; null (with the reason) when unavailable. */
+async function startTorch(): Promise<{ info: { version: string; threads: number }; once(k: number): Promise<number>; close(): void } | string> {
+  let proc: ChildProcessWithoutNullStreams;
+  try { proc = spawn('/usr/bin/python3', ['-c', TORCH_WORKER, JSON.stringify(CONFIGS), String(THREADS)]); } catch (e) { return `PyTorch not measured: ${(e as Error).message}`; }
+  const lines = createInterface({ input: proc.stdout })[Symbol.asyncIterator]();
+  let stderr = '';
+  proc.stderr.on('data', (d) => { stderr += String(d); });
+  proc.on('error', () => {});
+  const next = async (): Promise<string | null> => { const r = await lines.next(); return r.done ? null : r.value; };
+  const first = await next();
+  if (first === null) return `PyTorch not measured: ${stderr.trim().split('\n').pop() ?? 'python3 exited'}`;
+  return {
+    info: JSON.parse(first) as { version: string; threads: number },
+    async once(k: number): Promise<number> { proc.stdin.write(`${k}\n`); return Number(await next()); },
+    close(): void { proc.stdin.end(); },
+  };
 }
 
-export async function run(args: string[] = process.argv.slice(2)): Promise<void> {
-  const i = args.indexOf('--reps');
-  const reps = i >= 0 ? Number(args[i + 1]) : 10;
-  const mine = CONFIGS.map((c) => ours(c, reps));
-  const ref = torch(CONFIGS, reps);
-  const info = blasInfo();
+export async function run(args: string[] = argv): Promise<void> {
+  const reps = args.includes('--reps') ? Number(args[args.indexOf('--reps') + 1]) : 10;
+  const torch = await startTorch();
+  const rows: [Timing, Timing | null][] = [];
+  for (const [k, c] of CONFIGS.entries()) {
+    const mine = ours(c), a: number[] = [], b: number[] = [];
+    for (let i = 0; i < 2; i++) { mine.once(); if (typeof torch !== 'string') await torch.once(k); } // warm-up
+    for (let i = 0; i < reps; i++) {
+      a.push(mine.once());
+      if (typeof torch !== 'string') b.push(await torch.once(k));
+    }
+    mine.dispose();
+    rows.push([summary(a), b.length ? summary(b) : null]);
+  }
+  if (typeof torch !== 'string') torch.close();
   const lines = [
-    `nbxtensor CPU (BLAS: ${info}); PyTorch ${typeof ref === 'string' ? '-' : `${ref.version}, ${ref.threads} thread(s)`}; median of ${reps}`,
+    `nbxtensor CPU (BLAS: ${blasInfo()}); PyTorch ${typeof torch === 'string' ? '-' : `${torch.info.version}, ${torch.info.threads} thread(s)`}; ` +
+      `${reps} alternating timed calls each; best (median) wall ms`,
     '',
-    '| problem | GFLOP | nbx ms | nbx GFLOP/s | torch ms | torch GFLOP/s | nbx / torch time |',
+    '| problem | GFLOP | nbx ms | nbx GFLOP/s | torch ms | torch GFLOP/s | nbx / torch |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
+  const ms = (t: Timing): string => `${t.min.toFixed(2)} (${t.median.toFixed(2)})`;
   CONFIGS.forEach((c, k) => {
-    const g = flops(c) / 1e9;
-    const t = typeof ref === 'string' ? null : ref.ms[k]!;
-    lines.push(`| ${c.name} | ${g.toFixed(3)} | ${mine[k]!.toFixed(2)} | ${(g / (mine[k]! / 1e3)).toFixed(1)} | ${t === null ? '-' : t.toFixed(2)} | ${t === null ? '-' : (g / (t / 1e3)).toFixed(1)} | ${t === null ? '-' : (mine[k]! / t).toFixed(2)}× |`);
+    const g = flops(c) / 1e9, [m, t] = rows[k]!;
+    lines.push(`| ${c.name} | ${g.toFixed(3)} | ${ms(m)} | ${(g / (m.min / 1e3)).toFixed(1)} | ${t ? ms(t) : '-'} | ${t ? (g / (t.min / 1e3)).toFixed(1) : '-'} | ${t ? `${(m.min / t.min).toFixed(2)}×` : '-'} |`);
   });
-  if (typeof ref === 'string') lines.push('', ref);
+  if (typeof torch === 'string') lines.push('', torch);
   process.stdout.write(lines.join('\n') + '\n');
 }
 

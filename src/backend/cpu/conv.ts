@@ -164,7 +164,7 @@ function dot9(P: FArr, base: number, s: number, n: number, off: Int32Array, w: F
 
 /** How many kernel taps the stride-1 path materializes as shifted copies: none, each kW, or all. */
 export type ShiftMode = 'tap' | 'row' | 'all';
-let shiftMode: ShiftMode = 'row';
+let shiftMode: ShiftMode = 'tap';
 /** Benchmarks: pick the stride-1 strategy (returns the previous one). */
 export function setShiftMode(m: ShiftMode): ShiftMode { const o = shiftMode; shiftMode = m; return o; }
 

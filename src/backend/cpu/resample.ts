@@ -15,28 +15,34 @@ import { registerKernel } from '../registry.js';
 
 type Arr = { [i: number]: number; length: number };
 
-/** dst[o, j, i] = Σ_t w[j, t] · src[o, idx[j, t], i] over a [outer, n, inner] → [outer, on, inner] layout. */
+/**
+ * dst[o, j, i] = Σ_t w[j, t] · src[o, idx[j, t], i] over a [outer, n, inner] → [outer, on, inner] layout.
+ * Two and four taps (linear, cubic) are written out: V8 runs them several times faster than the loop.
+ */
 function pass(src: Arr, srcOff: number, outer: number, n: number, inner: number, t: ResampleTable, on: number, dst: Arr, dstOff: number): void {
   const { taps, index, weight } = t;
   for (let o = 0; o < outer; o++) {
+    const so = srcOff + o * n * inner;
     for (let j = 0; j < on; j++) {
       const d = dstOff + (o * on + j) * inner;
       if (weight === null) {
-        const s = srcOff + (o * n + index[j]!) * inner;
+        const s = so + index[j]! * inner;
         for (let i = 0; i < inner; i++) dst[d + i] = src[s + i]!;
-        continue;
-      }
-      if (inner === 1) {
-        const s = srcOff + o * n;
-        let acc = 0;
-        for (let q = 0; q < taps; q++) acc += src[s + index[j * taps + q]!]! * weight[j * taps + q]!;
-        dst[d] = acc;
-        continue;
-      }
-      for (let i = 0; i < inner; i++) dst[d + i] = 0;
-      for (let q = 0; q < taps; q++) {
-        const w = weight[j * taps + q]!, s = srcOff + (o * n + index[j * taps + q]!) * inner;
-        for (let i = 0; i < inner; i++) dst[d + i] += src[s + i]! * w;
+      } else if (taps === 2) {
+        const s0 = so + index[2 * j]! * inner, s1 = so + index[2 * j + 1]! * inner;
+        const w0 = weight[2 * j]!, w1 = weight[2 * j + 1]!;
+        for (let i = 0; i < inner; i++) dst[d + i] = src[s0 + i]! * w0 + src[s1 + i]! * w1;
+      } else if (taps === 4) {
+        const k = 4 * j;
+        const s0 = so + index[k]! * inner, s1 = so + index[k + 1]! * inner, s2 = so + index[k + 2]! * inner, s3 = so + index[k + 3]! * inner;
+        const w0 = weight[k]!, w1 = weight[k + 1]!, w2 = weight[k + 2]!, w3 = weight[k + 3]!;
+        for (let i = 0; i < inner; i++) dst[d + i] = src[s0 + i]! * w0 + src[s1 + i]! * w1 + src[s2 + i]! * w2 + src[s3 + i]! * w3;
+      } else {
+        for (let i = 0; i < inner; i++) {
+          let acc = 0;
+          for (let q = 0; q < taps; q++) acc += src[so + index[j * taps + q]! * inner + i]! * weight[j * taps + q]!;
+          dst[d + i] = acc;
+        }
       }
     }
   }
