@@ -98,7 +98,7 @@ export { fft, view_as_real, view_as_complex, real, imag, complex, polar, conj, c
 // conv
 export { conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d } from './ops/conv.js';
 // pool
-export { max_pool1d, max_pool2d, max_pool3d, avg_pool1d, adaptive_avg_pool1d, adaptive_max_pool1d } from './ops/pool.js';
+export { max_pool1d, max_pool2d, max_pool3d, avg_pool1d, adaptive_avg_pool1d, adaptive_max_pool1d_with_indices as adaptive_max_pool1d } from './ops/pool.js';
 // resample
 export {} from './ops/resample.js';
 // nn (normalization, softmax, losses, attention)

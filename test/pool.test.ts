@@ -29,6 +29,14 @@ test('stride defaults to the kernel size; indices are flat in the input plane', 
   assert.ok(r.values && r.indices);
 });
 
+test('torch.* forms: adaptive_max_pool1d returns (values, indices), the rest as nn.functional', () => {
+  const x = ramp([1, 2, 6]);
+  const r = nbx.adaptive_max_pool1d(x, 3);
+  assert.deepEqual(r.values.tolist(), [[[1, 3, 5], [7, 9, 11]]]);
+  assert.deepEqual(r.indices.tolist(), [[[1, 3, 5], [1, 3, 5]]]);
+  assert.deepEqual(nbx.max_pool1d(x, 2).tolist(), F.max_pool1d(x, 2).tolist());
+});
+
 test('integer max pooling is exact, int64 beyond 2^53 included', () => {
   const big = nbx.tensor([2n ** 60n + 1n, 2n ** 60n, -5n, 7n], { dtype: 'int64' }).reshape([1, 1, 4]);
   assert.deepEqual(F.max_pool1d(big, 2).tolist(), [[[2n ** 60n + 1n, 7]]]);

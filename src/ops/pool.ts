@@ -208,6 +208,8 @@ export const adaptive_avg_pool3d = def('nn.functional.adaptive_avg_pool3d(input,
 export const adaptive_max_pool1d = def('nn.functional.adaptive_max_pool1d(input, output_size, return_indices=False)', (a) => adaptive(1, 'max', a));
 export const adaptive_max_pool2d = def('nn.functional.adaptive_max_pool2d(input, output_size, return_indices=False)', (a) => adaptive(2, 'max', a));
 export const adaptive_max_pool3d = def('nn.functional.adaptive_max_pool3d(input, output_size, return_indices=False)', (a) => adaptive(3, 'max', a));
+/** torch.adaptive_max_pool1d (the top-level form) always returns (values, indices). */
+export const adaptive_max_pool1d_with_indices = def('adaptive_max_pool1d(input, output_size)', (a) => adaptive(1, 'max', { ...a, return_indices: true }));
 export const lp_pool1d = def('nn.functional.lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False)', (a) => lpPool(1, a));
 export const lp_pool2d = def('nn.functional.lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False)', (a) => lpPool(2, a));
 export const lp_pool3d = def('nn.functional.lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False)', (a) => lpPool(3, a));
