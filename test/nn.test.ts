@@ -114,13 +114,13 @@ test('attention: blocked (heads / query rows) equals unblocked', () => {
   ];
   for (const cfg of configs) {
     const full = F.scaled_dot_product_attention(q, k, v, cfg) as Tensor;
-    for (const block of [6 * 5 * 2, 5 * 4, 5, 1]) {
-      const old = _setAttentionBlock(block);
+    for (const [block, causalRows] of [[6 * 5 * 2, 4], [5 * 4, 2], [5, 1], [1, 3]] as const) {
+      const old = _setAttentionBlock(block, causalRows);
       try {
         const b = F.scaled_dot_product_attention(q, k, v, cfg) as Tensor;
         const [x, y] = [full.dataSync() as Float32Array, b.dataSync() as Float32Array];
-        for (let i = 0; i < x.length; i++) assert.ok(Math.abs(x[i]! - y[i]!) < 1e-6, `${JSON.stringify(Object.keys(cfg))} block ${block} [${i}]: ${x[i]} vs ${y[i]}`);
-      } finally { _setAttentionBlock(old); }
+        for (let i = 0; i < x.length; i++) assert.ok(Math.abs(x[i]! - y[i]!) < 1e-6, `${JSON.stringify(Object.keys(cfg))} block ${block}/${causalRows} [${i}]: ${x[i]} vs ${y[i]}`);
+      } finally { _setAttentionBlock(...old); }
     }
   }
 });

@@ -639,8 +639,14 @@ export const kl_div = defOp("nn.functional.kl_div(input, target, size_average=No
 
 /** Scores kept at once (elements): larger problems run in blocks of heads or query rows. */
 let SCORE_BLOCK = 1 << 22;
-/** Test hook: a small block size exercises the blocked paths on small inputs. Returns the previous size. */
-export function _setAttentionBlock(n: number): number { const old = SCORE_BLOCK; SCORE_BLOCK = n; return old; }
+/** Query rows per block of causal attention. */
+let CAUSAL_ROWS = 128;
+/** Test hook: small sizes exercise the blocked paths on small inputs. Returns the previous sizes. */
+export function _setAttentionBlock(scores: number, causalRows = CAUSAL_ROWS): [number, number] {
+  const old: [number, number] = [SCORE_BLOCK, CAUSAL_ROWS];
+  SCORE_BLOCK = scores; CAUSAL_ROWS = causalRows;
+  return old;
+}
 
 export const scaled_dot_product_attention = defOp('nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False)', (a) => {
   const op = 'nn.functional.scaled_dot_product_attention';
@@ -706,8 +712,11 @@ export const scaled_dot_product_attention = defOp('nn.functional.scaled_dot_prod
   if (G > 0 && L > 0 && Ev > 0) {
     const gemm = kernel('gemm', q.device, op);
     const smax = kernel('softmax', q.device, op);
-    const wholeGroups = rowsPerGroup * S <= SCORE_BLOCK;
-    const blockRows = wholeGroups ? rowsPerGroup : Math.max(1, Math.min(L, Math.floor(SCORE_BLOCK / Math.max(S, 1))));
+    // Causal attention runs in query blocks of CAUSAL_ROWS: a block needs only the keys up to its last
+    // row, which skips the masked upper triangle (about half the work for a long prefill).
+    const causal = !!a.is_causal;
+    const wholeGroups = rowsPerGroup * S <= SCORE_BLOCK && !(causal && L > CAUSAL_ROWS);
+    const blockRows = wholeGroups ? rowsPerGroup : Math.max(1, Math.min(L, causal ? CAUSAL_ROWS : L, Math.floor(SCORE_BLOCK / Math.max(S, 1))));
     const gChunk = wholeGroups ? Math.max(1, Math.min(G, Math.floor(SCORE_BLOCK / Math.max(rowsPerGroup * S, 1)))) : 1;
     const scores = Tensor.empty([gChunk * blockRows * S], cd, q.device);
     const sref = scores.ref();
@@ -721,24 +730,24 @@ export const scaled_dot_product_attention = defOp('nn.functional.scaled_dot_prod
     /** gc groups from g0; within each, heads [h0, h0+hc) of the group and query rows [l0, l0+lc). */
     const block = (g0: number, gc: number, h0: number, hc: number, l0: number, lc: number): void => {
       const rows = hc * lc, start = h0 * L + l0;
+      const n = causal ? Math.min(S, l0 + lc) : S; // keys this block can see
       const ref = (t: Tensor, off: number): StridedRef => ({ ...t.ref(), offset: t.offset + off });
-      gemm({ transA: false, transB: true, m: rows, n: S, k: E, alpha: scale, beta: 0,
-        a: ref(qc, (g0 * rowsPerGroup + start) * E), lda: Math.max(E, 1), b: ref(kc, g0 * S * E), ldb: Math.max(E, 1), c: sref, ldc: Math.max(S, 1),
-        batch: gc, strideA: rowsPerGroup * E, strideB: S * E, strideC: rows * S });
-      const sm = (off: number, count: number, m?: StridedRef): void => smax({
-        x: { ...sref, shape: [count, lc, S], strides: [lc * S, S, 1], offset: sref.offset + off },
-        out: { ...sref, shape: [count, lc, S], strides: [lc * S, S, 1], offset: sref.offset + off },
-        dim: 2, log: false, mask: m, causal: !!a.is_causal, causalOffset: l0, safe: true,
-      });
+      gemm({ transA: false, transB: true, m: rows, n, k: E, alpha: scale, beta: 0,
+        a: ref(qc, (g0 * rowsPerGroup + start) * E), lda: Math.max(E, 1), b: ref(kc, g0 * S * E), ldb: Math.max(E, 1), c: sref, ldc: Math.max(n, 1),
+        batch: gc, strideA: rowsPerGroup * E, strideB: S * E, strideC: rows * n });
+      const sm = (off: number, count: number, m?: StridedRef): void => {
+        const view = { ...sref, shape: [count, lc, n], strides: [lc * n, n, 1], offset: sref.offset + off };
+        smax({ x: view, out: view, dim: 2, log: false, mask: m, causal, causalOffset: l0, safe: true });
+      };
       if (!maskRef) sm(0, gc * hc);
       else {
         for (let i = 0; i < gc; i++) {
-          sm(i * rows * S, hc, { ...maskRef, shape: [hc, lc, S], strides: [hStride, lStride, sStride], offset: maskOffset((g0 + i) * rep + h0, l0) });
+          sm(i * rows * n, hc, { ...maskRef, shape: [hc, lc, n], strides: [hStride, lStride, sStride], offset: maskOffset((g0 + i) * rep + h0, l0) });
         }
       }
-      gemm({ transA: false, transB: false, m: rows, n: Ev, k: S, alpha: 1, beta: 0,
-        a: sref, lda: Math.max(S, 1), b: ref(vc, g0 * S * Ev), ldb: Ev, c: ref(out, (g0 * rowsPerGroup + start) * Ev), ldc: Ev,
-        batch: gc, strideA: rows * S, strideB: S * Ev, strideC: rowsPerGroup * Ev });
+      gemm({ transA: false, transB: false, m: rows, n: Ev, k: n, alpha: 1, beta: 0,
+        a: sref, lda: Math.max(n, 1), b: ref(vc, g0 * S * Ev), ldb: Ev, c: ref(out, (g0 * rowsPerGroup + start) * Ev), ldc: Ev,
+        batch: gc, strideA: rows * n, strideB: S * Ev, strideC: rowsPerGroup * Ev });
     };
     if (wholeGroups) for (let g0 = 0; g0 < G; g0 += gChunk) block(g0, Math.min(gChunk, G - g0), 0, rep, 0, L);
     else {
