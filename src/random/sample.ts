@@ -25,6 +25,16 @@ import { simdKernel, SIMD_CHUNK_BLOCKS, SIMD_BLOCK_STEP } from './simd.js';
 
 export type FloatDTypeName = 'float32' | 'float64' | 'float16' | 'bfloat16';
 
+/**
+ * Internal switch for tests against Debian's PyTorch 1.13 (the only torch on the build machine):
+ * where 1.13 and 2.x compute differently, `torch113: true` reproduces 1.13. The default (false) is
+ * PyTorch 2.x, the reference. Differences: normal_distribution<double> and exponential use
+ * log(1 - u) in 1.13 and log1p(-u) in 2.x; float16 normal_fill rounds every intermediate to half in
+ * 2.x (c10 Half math overloads) but only the stored values in 1.13; multinomial with replacement of
+ * a single sample takes the exponential (Gumbel) path in 2.x and the cumulative-sum path in 1.13.
+ */
+export const __compat = { torch113: false };
+
 const fr = Math.fround;
 const TWO_M24 = 2 ** -24;
 const TWO_M53 = 2 ** -53;
@@ -199,7 +209,7 @@ function normalDouble(gen: Generator): number {
   const eng = gen.engine;
   const u1 = eng.next53() * TWO_M53;
   const u2 = eng.next53() * TWO_M53;
-  const r = Math.sqrt(-2.0 * libm.log1p(-u2));
+  const r = Math.sqrt(-2.0 * (__compat.torch113 ? libm.log(1.0 - u2) : libm.log1p(-u2)));
   const theta = 2.0 * Math.PI * u1;
   gen.nextDoubleNormal = r * libm.sin(theta);
   return r * libm.cos(theta);
@@ -424,19 +434,35 @@ function normalFill16Reduced(d: Float64Array, i: number, mean: number, std: numb
   }
 }
 
+/** PyTorch 1.13's normal_fill_16<Half>: float intermediates, only the stored values rounded to half. */
+function normalFill16Half113(d: Float64Array, i: number, mean: number, std: number): void {
+  const twoPi = 2.0 * Math.PI;
+  for (let j = 0; j < 8; j++) {
+    const u1 = h16(1 - d[i + j]!);
+    const u2 = d[i + j + 8]!;
+    const radius = h16(fr(Math.sqrt(fr(-2 * libm.logf(u1)))));
+    const theta = h16(twoPi * u2);
+    d[i + j] = h16(fr(fr(fr(radius * libm.cosf(theta)) * std) + mean));
+    d[i + j + 8] = h16(fr(fr(fr(radius * libm.sinf(theta)) * std) + mean));
+  }
+}
+
 function normalFillReduced(gen: Generator, n: number, mean: number, std: number, half: boolean): Uint16Array {
   const rnd = half ? h16 : hbf;
+  const fill16 = half && __compat.torch113
+    ? (dd: Float64Array, ii: number, mm: number, ss: number) => normalFill16Half113(dd, ii, mm, ss)
+    : (dd: Float64Array, ii: number, mm: number, ss: number) => normalFill16Reduced(dd, ii, mm, ss, rnd);
   const bits = half ? 11 : 8;
   const mask = (1 << bits) - 1, div = 2 ** -bits;
   const eng = gen.engine;
   const d = new Float64Array(n);
   const m = rnd(mean), s = rnd(std);
   for (let i = 0; i < n; i++) d[i] = (eng.nextInt32() & mask) * div;
-  for (let i = 0; i + 16 <= n; i += 16) normalFill16Reduced(d, i, m, s, rnd);
+  for (let i = 0; i + 16 <= n; i += 16) fill16(d, i, m, s);
   if (n % 16 !== 0) {
     const b = n - 16;
     for (let i = 0; i < 16; i++) d[b + i] = (eng.nextInt32() & mask) * div;
-    normalFill16Reduced(d, b, m, s, rnd);
+    fill16(d, b, m, s);
   }
   const enc = half ? toFloat16Bits : toBFloat16Bits;
   const out = new Uint16Array(n);
@@ -806,7 +832,7 @@ function exponentialInto(gen: Generator, n: number, dtype: FloatDTypeName): Floa
   const out = new Float64Array(n);
   for (let i = 0; i < n; i++) {
     const u = eng.next53() * TWO_M53;
-    const v = -1.0 * libm.log1p(-u);
+    const v = -1.0 * (__compat.torch113 ? libm.log(1.0 - u) : libm.log1p(-u));
     out[i] = dtype === 'float64' ? v : dtype === 'float32' ? fr(v) : dtype === 'float16' ? h16(v) : hbf(v);
   }
   return out;
@@ -837,7 +863,8 @@ export function multinomial(gen: Generator, probs: Float64Array, rows: number, k
   if (out.length === 0) return out;
   const rnd = probDtype === 'float64' ? (x: number) => x : probDtype === 'float32' ? fr : probDtype === 'float16' ? h16 : hbf;
 
-  if (!replacement || numSamples === 1) {
+  // PyTorch 2.x also takes this path for a single draw with replacement; 1.13 did not.
+  if (!replacement || (numSamples === 1 && !__compat.torch113)) {
     let ok = true;
     for (let i = 0; i < probs.length; i++) { const v = probs[i]!; if (!(v >= 0 && v < Infinity)) ok = false; }
     if (!ok) throw new ValueError(op, 'probability tensor contains either `inf`, `nan` or element < 0');
