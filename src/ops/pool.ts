@@ -12,7 +12,7 @@ import { kernel } from '../backend/registry.js';
 import type { StridedRef } from '../backend/backend.js';
 import { def, Scalar } from './registry.js';
 import * as ew from './elementwise.js';
-import { valuesIndices } from './reduce.js';
+import { valuesIndices, type ValuesIndices } from './reduce.js';
 import { asTensor, computeDType, contiguousAs, intArg, narrowTo, numArg, release, to3, torchTypeName } from './conv.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -209,7 +209,7 @@ export const adaptive_max_pool1d = def('nn.functional.adaptive_max_pool1d(input,
 export const adaptive_max_pool2d = def('nn.functional.adaptive_max_pool2d(input, output_size, return_indices=False)', (a) => adaptive(2, 'max', a));
 export const adaptive_max_pool3d = def('nn.functional.adaptive_max_pool3d(input, output_size, return_indices=False)', (a) => adaptive(3, 'max', a));
 /** torch.adaptive_max_pool1d (the top-level form) always returns (values, indices). */
-export const adaptive_max_pool1d_with_indices = def('adaptive_max_pool1d(input, output_size)', (a) => adaptive(1, 'max', { ...a, return_indices: true }));
+export const adaptive_max_pool1d_with_indices = def('adaptive_max_pool1d(input, output_size)', (a) => adaptive(1, 'max', { ...a, return_indices: true }) as ValuesIndices);
 export const lp_pool1d = def('nn.functional.lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False)', (a) => lpPool(1, a));
 export const lp_pool2d = def('nn.functional.lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False)', (a) => lpPool(2, a));
 export const lp_pool3d = def('nn.functional.lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False)', (a) => lpPool(3, a));
