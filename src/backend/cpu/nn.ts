@@ -1,10 +1,11 @@
-// CPU kernels: nn. Softmax-family rows and row normalizations (layer/rms/group norm, per-row moments).
+// CPU kernels: nn. Softmax-family rows, row normalizations (layer/rms/group norm, per-row moments),
+// negative log likelihood and local response normalization.
 //
-// Every kernel walks "rows" (all positions but the reduced dim) of a strided operand with an odometer,
-// loads a row into a float64 scratch (decoding float16/bfloat16 once), computes in double, and stores
-// the row rounded once to the output dtype. So float32 and half types get PyTorch's "compute wide,
-// round once" results, and a softmax over a non-last dim needs no transposed copy: consecutive rows are
-// adjacent in memory, so the strided loads stay in cache.
+// Every kernel walks "rows" (all positions but the reduced dim) of a strided operand with an odometer and
+// loads each row into scratch memory, computes, and stores it rounded once to the output dtype, so a
+// softmax over a non-last dim needs no transposed copy. Rows of float32/float16/bfloat16 go through a
+// WebAssembly SIMD module (float32 arithmetic as PyTorch's CPU kernels, float64 sums); float64 rows,
+// and every row where SIMD is unavailable, through scalar JavaScript in double.
 
 import type { StridedRef } from '../backend.js';
 import { registerKernel } from '../registry.js';
@@ -188,10 +189,10 @@ class Fn {
 }
 
 // SIMD opcodes used below.
-const F32X4 = { add: 0xe4, sub: 0xe5, mul: 0xe6, max: 0xe9, pmax: 0xeb, ne: 0x42, eq: 0x41, nearest: 0x6a, splat: 0x13, lane: 0x1f };
+const F32X4 = { add: 0xe4, sub: 0xe5, mul: 0xe6, pmax: 0xeb, ne: 0x42, eq: 0x41, splat: 0x13, lane: 0x1f };
 const V128 = { and: 0x4e, or: 0x50, anyTrue: 0x53 };
 const F64X2 = { add: 0xf0, sub: 0xf1, mul: 0xf2, splat: 0x14, lane: 0x21, promote: 0x5f, demote: 0x5e };
-const I32X4 = { add: 0xae, sub: 0xb1, shl: 0xab, shr: 0xac, truncSat: 0xf8 };
+const I32X4 = { add: 0xae, sub: 0xb1, shl: 0xab, shr: 0xac };
 const SHUFFLE = 0x0d, HI_TO_LO = [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7], JOIN_LO = [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23];
 const CEPHES_P = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
 
@@ -363,29 +364,14 @@ function simdRows32(s: SimdRows, n: number, count = 1): Float32Array[] {
   return Array.from({ length: count }, (_, i) => new Float32Array(s.mem.buffer, i * n * 4, n));
 }
 
-/** Reads n elements of a float32/float16/bfloat16 ref into dst (float32; exact). */
-function loadRowF32(ref: StridedRef, base: number, stride: number, n: number, dst: Float32Array): void {
-  if (ref.dtype === 'float32') {
+/** Moves one row between a float32/float16/bfloat16 ref and `row` (float32): loads, or stores when `store`. */
+function rowF32(ref: StridedRef, base: number, stride: number, n: number, row: Float32Array, store: boolean): void {
+  if (ref.dtype === 'float32' && stride === 1) {
     const f = ref.buf as Float32Array;
-    if (stride === 1) dst.set(f.subarray(base, base + n));
-    else for (let j = 0, i = base; j < n; j++, i += stride) dst[j] = f[i]!;
+    if (store) f.set(row.subarray(0, n), base); else row.set(f.subarray(base, base + n));
     return;
   }
-  const t = ref.dtype === 'float16' ? f16Table() : bf16Table();
-  const u = ref.buf as Uint16Array;
-  for (let j = 0, i = base; j < n; j++, i += stride) dst[j] = t[u[i]!]!;
-}
-/** Writes src[0..n) (float32) into a float32/float16/bfloat16 ref. */
-function storeRowF32(ref: StridedRef, base: number, stride: number, n: number, src: Float32Array): void {
-  if (ref.dtype === 'float32') {
-    const f = ref.buf as Float32Array;
-    if (stride === 1) f.set(src.subarray(0, n), base);
-    else for (let j = 0, i = base; j < n; j++, i += stride) f[i] = src[j]!;
-    return;
-  }
-  const enc = ref.dtype === 'float16' ? toFloat16Bits : toBFloat16Bits;
-  const u = ref.buf as Uint16Array;
-  for (let j = 0, i = base; j < n; j++, i += stride) u[i] = enc(src[j]!);
+  tileF32(ref, base, stride, n, 1, row, n, store);
 }
 const F32ROW = new Set(['float32', 'float16', 'bfloat16']);
 
@@ -471,10 +457,10 @@ export function cpuSoftmax(p: SoftmaxParams): void {
     }
     const [row] = simdRows32(simd, n16) as [Float32Array];
     forRows(shape, dim, strides, offsets, (o, r) => {
-      loadRowF32(x, o[0]!, xs, n, row);
+      rowF32(x, o[0]!, xs, n, row, false);
       prepare(row, o, r);
       rowSoftmax(row, 0);
-      storeRowF32(out, o[1]!, os, n, row);
+      rowF32(out, o[1]!, os, n, row, true);
     });
     return;
   }
@@ -532,10 +518,10 @@ export function cpuRowNorm(p: RowNormParams): void {
   if (simd) {
     const n16 = (n + 15) & ~15;
     const [row, wrow, brow] = simdRows32(simd, n16, 3) as [Float32Array, Float32Array, Float32Array];
-    if (p.weight) loadRowF32(p.weight, p.weight.offset, 1, n, wrow); else wrow.fill(1);
-    if (p.bias) loadRowF32(p.bias, p.bias.offset, 1, n, brow); else brow.fill(0);
+    if (p.weight) rowF32(p.weight, p.weight.offset, 1, n, wrow, false); else wrow.fill(1);
+    if (p.bias) rowF32(p.bias, p.bias.offset, 1, n, brow, false); else brow.fill(0);
     for (let r = 0; r < rows; r++) {
-      loadRowF32(x, x.offset + r * n, 1, n, row);
+      rowF32(x, x.offset + r * n, 1, n, row, false);
       const k = rms ? 0 : row[0]!;
       row.fill(k, n, n16); // padding equal to the shift adds nothing to the sums
       const [s1, s2] = simd.moments(0, n16, k);
@@ -544,7 +530,7 @@ export function cpuRowNorm(p: RowNormParams): void {
       if (vars) vars[r] = v;
       if (!out) continue;
       simd.norm(0, n16, mean, 1 / Math.sqrt(v + eps), n16 * 4, 2 * n16 * 4);
-      storeRowF32(out, out.offset + r * n, 1, n, row);
+      rowF32(out, out.offset + r * n, 1, n, row, true);
     }
   } else {
     const w = decodeAll(p.weight), b = decodeAll(p.bias);
