@@ -12,11 +12,17 @@ type GemmFn = (order: number, ta: number, tb: number, m: number, n: number, k: n
   a: Float32Array | Float64Array, lda: number, b: Float32Array | Float64Array, ldb: number, beta: number,
   c: Float32Array | Float64Array, ldc: number) => void;
 
+type GemvFn = (order: number, trans: number, m: number, n: number, alpha: number, a: Float32Array | Float64Array, lda: number,
+  x: Float32Array | Float64Array, incx: number, beta: number, y: Float32Array | Float64Array, incy: number) => void;
+
 export interface Blas {
   /** The library path koffi opened, and what it says about itself where it can. */
   readonly name: string;
   readonly sgemm: GemmFn;
   readonly dgemm: GemmFn;
+  /** Matrix-vector products (null where the library lacks them): gemm packs its operands, gemv streams the matrix once. */
+  readonly sgemv: GemvFn | null;
+  readonly dgemv: GemvFn | null;
 }
 
 const CANDIDATES = process.platform === 'darwin'
@@ -39,6 +45,10 @@ function tryLoad(): { blas: Blas | null; why: string } {
         `void ${name}(int order, int transA, int transB, int m, int n, int k, ${t} alpha, void *a, int lda, void *b, int ldb, ${t} beta, void *c, int ldc)`;
       const sgemm = lib.func(proto('cblas_sgemm', 'float')) as GemmFn;
       const dgemm = lib.func(proto('cblas_dgemm', 'double')) as GemmFn;
+      const gemv = (name: string, t: string): GemvFn | null => {
+        try { return lib.func(`void ${name}(int order, int trans, int m, int n, ${t} alpha, void *a, int lda, void *x, int incx, ${t} beta, void *y, int incy)`) as GemvFn; } catch { return null; }
+      };
+      const sgemv = gemv('cblas_sgemv', 'float'), dgemv = gemv('cblas_dgemv', 'double');
       let name = path;
       try {
         const cfg = lib.func('const char *openblas_get_config()') as () => string;
@@ -46,7 +56,7 @@ function tryLoad(): { blas: Blas | null; why: string } {
         const threads = lib.func('int openblas_get_num_threads()') as () => number;
         name = `${path} (${cfg().trim()}; core ${core()}; ${threads()} threads)`;
       } catch { /* not OpenBLAS: the path is the name */ }
-      return { blas: { name, sgemm, dgemm }, why: '' };
+      return { blas: { name, sgemm, dgemm, sgemv, dgemv }, why: '' };
     } catch (e) {
       failures.push(`${path} (no cblas_sgemm/cblas_dgemm: ${(e as Error).message})`);
     }
@@ -81,6 +91,9 @@ export function blasInfo(): string {
   return state.blas ? state.blas.name : `none (${state.why}); using the built-in gemm kernel (WebAssembly SIMD on worker threads)`;
 }
 
+/** Products with at most this many rows or columns go through gemv. */
+const GEMV_MAX = 4;
+
 /**
  * Row-major C = alpha·op(A)·op(B) + beta·C through the BLAS, element offsets into each array.
  * Leading dimensions must satisfy BLAS's rules (the caller checks); subarray() keeps it copy-free.
@@ -88,7 +101,30 @@ export function blasInfo(): string {
 export function blasGemm(blas: Blas, transA: boolean, transB: boolean, m: number, n: number, k: number, alpha: number,
   A: Float32Array | Float64Array, offA: number, lda: number, B: Float32Array | Float64Array, offB: number, ldb: number,
   beta: number, C: Float32Array | Float64Array, offC: number, ldc: number): void {
-  const f = C instanceof Float32Array ? blas.sgemm : blas.dgemm;
-  f(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-    offA ? A.subarray(offA) : A, lda, offB ? B.subarray(offB) : B, ldb, beta, offC ? C.subarray(offC) : C, ldc);
+  const f32 = C instanceof Float32Array;
+  const gemv = f32 ? blas.sgemv : blas.dgemv;
+  const at = <T extends Float32Array | Float64Array>(x: T, off: number): T => (off ? x.subarray(off) as T : x);
+  const tr = (t: boolean): number => (t ? CblasTrans : CblasNoTrans);
+  // Few rows (or columns): one gemv per row streams B once each, where OpenBLAS's gemm would pack all
+  // of B first (for a 1×4096 @ 4096×4096 product, 10x slower here).
+  if (gemv && Math.min(m, n) <= GEMV_MAX) {
+    const rows = m <= n;
+    // beta = 0 must not read C (NaN there would survive a scaling by 0).
+    if (beta === 0) for (let i = 0; i < m; i++) C.fill(0, offC + i * ldc, offC + i * ldc + n);
+    if (rows) {
+      // C row i (1×n) = alpha·op(B)ᵀ·(row i of op(A)) + beta·C: op(B) is B stored k×n (ldb) or n×k.
+      for (let i = 0; i < m; i++) {
+        gemv(CblasRowMajor, tr(!transB), transB ? n : k, transB ? k : n, alpha, at(B, offB), ldb,
+          at(A, offA + (transA ? i : i * lda)), transA ? lda : 1, beta, at(C, offC + i * ldc), 1);
+      }
+    } else {
+      // C column j (m×1) = alpha·op(A)·(column j of op(B)) + beta·C.
+      for (let j = 0; j < n; j++) {
+        gemv(CblasRowMajor, tr(transA), transA ? k : m, transA ? m : k, alpha, at(A, offA), lda,
+          at(B, offB + (transB ? j * ldb : j)), transB ? 1 : ldb, beta, at(C, offC + j), ldc);
+      }
+    }
+    return;
+  }
+  (f32 ? blas.sgemm : blas.dgemm)(CblasRowMajor, tr(transA), tr(transB), m, n, k, alpha, at(A, offA), lda, at(B, offB), ldb, beta, at(C, offC), ldc);
 }
