@@ -13,6 +13,11 @@ import type { ArgType } from './driver.js';
 import { REDUCE_SPACE } from './tuning.js';
 import { bucketSize, type Config } from '../../autotune/index.js';
 import { installCudaNnKernels } from './nn_kernels.js';
+import { installCudaConvKernels } from './conv_kernels.js';
+import { installCudaPoolKernels } from './pool_kernels.js';
+import { installCudaResampleKernels } from './resample_kernels.js';
+import { installCudaFftKernels } from './fft_kernels.js';
+import { installCudaLossKernels } from './loss_kernels.js';
 import { installCudaIndexingKernels } from './indexing_kernels.js';
 
 let be: CudaBackend;
@@ -22,6 +27,11 @@ export function installCudaKernels(backend: CudaBackend): void {
   registerKernel('scan', 'cuda', cudaScan);
   registerKernel('gemm', 'cuda', cudaGemm);
   installCudaNnKernels(backend);
+  installCudaConvKernels(backend);
+  installCudaPoolKernels(backend);
+  installCudaResampleKernels(backend);
+  installCudaFftKernels(backend);
+  installCudaLossKernels(backend);
   installCudaIndexingKernels(backend);
   setStagingProvider('cuda', hostStaged);
 }

@@ -1,0 +1,54 @@
+// Compiles generated CUDA kernel sources with nvcc for sm_90 (no GPU needed): every specialization a
+// family's generators can produce, each wrapped in its own namespace (helpers may repeat) with its
+// kernel renamed, the prelude once per file; batches compile in parallel. Run after `npx tsc`.
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { tmpdir, cpus } from 'node:os';
+import { join } from 'node:path';
+import { CUDA_PRELUDE } from '../../dist/src/ir/render_c.js';
+
+function run(args) {
+  return new Promise((resolve) => {
+    const p = spawn('nvcc', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { out += d; });
+    p.on('close', (code) => resolve({ code, out }));
+  });
+}
+
+/** specs: [{ label, src, name }]. Returns the number of kernels compiled; exits non-zero on any failure. */
+export async function compileAll(family, specs, batch = 24) {
+  const dir = mkdtempSync(join(tmpdir(), `nbx_${family}_`));
+  const files = [];
+  for (let b = 0; b * batch < specs.length; b++) {
+    let all = CUDA_PRELUDE;
+    specs.slice(b * batch, (b + 1) * batch).forEach((s, j) => {
+      const i = b * batch + j;
+      const re = new RegExp(`void (__launch_bounds__\\(\\d+\\) )?${s.name}\\(`);
+      if (!re.test(s.src)) throw new Error(`${s.label}: kernel ${s.name} not found in its source`);
+      all += `\n// ${s.label}\nnamespace k${i} {\n${s.src.replace(re, (m, lb) => `void ${lb ?? ''}${s.name}_${i}(`)}\n}\n`;
+    });
+    const f = join(dir, `${family}_${b}.cu`);
+    writeFileSync(f, all);
+    files.push(f);
+  }
+  const limit = Math.max(1, cpus().length);
+  let failed = 0, next = 0;
+  const worker = async () => {
+    while (next < files.length) {
+      const f = files[next++];
+      const r = await run(['-arch=sm_90', '-cubin', '--std=c++17', '-w', '-o', f.replace(/\.cu$/, '.cubin'), f]);
+      if (r.code !== 0) { failed++; console.error(`FAILED ${f}\n${r.out.slice(0, 4000)}`); }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, files.length) }, worker));
+  console.log(`${family}: ${specs.length} kernels in ${files.length} files, ${failed ? `${failed} files FAILED` : 'all compiled'} for sm_90 (${dir})`);
+  if (failed) process.exitCode = 1;
+  return specs.length;
+}
+
+export const FLOATS = ['float32', 'float64', 'float16', 'bfloat16'];
+export const INTS = ['uint8', 'int8', 'int16', 'int32', 'int64'];
+export const IDX = ['int', 'long long'];
+export const BOOLS = [false, true];
