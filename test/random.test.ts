@@ -1,6 +1,6 @@
 // Random numbers, bit for bit against PyTorch's CPU generator:
 //  (1) every case of the PyTorch 2.11 conformance file (/work/shared/conformance/public/random.safetensors),
-//  (2) golden vectors from the local PyTorch 1.13 (test/gen/random.py -> test/fixtures/random_golden.json;
+//  (2) golden vectors from the local PyTorch 1.13 (test/gen/rng.py -> test/fixtures/random_golden.json;
 //      cases where 1.13 computes differently from 2.x run with __compat.torch113, see that file),
 //  (3) the Generator API (PyTorch's 5056-byte state layout, manual_seed, clone, fork) and errors,
 //  (4) the WebAssembly SIMD kernels against the scalar reference kernels.

@@ -888,14 +888,12 @@ export function multinomial(gen: Generator, probs: Float64Array, rows: number, k
         out[r] = BigInt(best);
         continue;
       }
+      // at::topk(q_row, numSamples): PyTorch's TopKImpl over libstdc++'s algorithms, whose
+      // ordering of ties (zero-probability categories) this reproduces.
+      const vals = Float64Array.from(q.subarray(base, base + k));
       for (let j = 0; j < k; j++) idx[j] = j;
-      const vals = q.subarray(base, base + k);
-      const sorted = Array.from(idx).sort((a, b) => {
-        const va = vals[a]!, vb = vals[b]!;
-        if (va > vb) return -1;
-        if (va < vb) return 1;
-        return a - b;
-      });
+      topkLargest(vals, idx, numSamples);
+      const sorted = idx;
       for (let s = 0; s < numSamples; s++) out[r * numSamples + s] = BigInt(sorted[s]!);
     }
     return out;
@@ -933,4 +931,180 @@ export function multinomial(gen: Generator, probs: Float64Array, rows: number, k
 /** Accumulation rounding of MultinomialKernel: the dtype itself for float/double, float for Half/BFloat16. */
 function accRound(dtype: FloatDTypeName, x: number): number {
   return dtype === 'float64' ? x : fr(x);
+}
+
+// ------------------------------------------------------------------------------------------------
+// topk as PyTorch's CPU kernel runs it (aten/src/ATen/native/TopKImpl.h, largest=true, sorted=true):
+// std::partial_sort when k * 64 <= n, else std::nth_element + std::sort of the first k - 1.
+// The libstdc++ algorithms are reproduced step for step, so ties come out in the same order.
+
+/** Elements are (vals[i], idx[i]) pairs; comp(a, b) = (isnan(a) && !isnan(b)) || a > b. */
+function topkLargest(vals: Float64Array, idx: Int32Array, k: number): void {
+  const n = vals.length;
+  const A = new StlRange(vals, idx);
+  if (k * 64 <= n) {
+    A.partialSort(0, k, n);
+  } else {
+    A.nthElement(0, k - 1, n);
+    A.sort(0, k - 1);
+  }
+}
+
+class StlRange {
+  constructor(private readonly v: Float64Array, private readonly ix: Int32Array) {}
+  private less(av: number, bv: number): boolean {
+    return (av !== av && bv === bv) || av > bv;
+  }
+  private comp(i: number, j: number): boolean { return this.less(this.v[i]!, this.v[j]!); }
+  private swap(i: number, j: number): void {
+    const v = this.v, x = this.ix;
+    const tv = v[i]!; v[i] = v[j]!; v[j] = tv;
+    const tx = x[i]!; x[i] = x[j]!; x[j] = tx;
+  }
+  private mov(dst: number, src: number): void { this.v[dst] = this.v[src]!; this.ix[dst] = this.ix[src]!; }
+
+  // ---- stl_heap.h ----
+  private pushHeap(first: number, hole: number, top: number, val: number, vix: number): void {
+    let parent = Math.floor((hole - 1) / 2);
+    while (hole > top && this.less(this.v[first + parent]!, val)) {
+      this.mov(first + hole, first + parent);
+      hole = parent;
+      parent = Math.floor((hole - 1) / 2);
+    }
+    this.v[first + hole] = val; this.ix[first + hole] = vix;
+  }
+  private adjustHeap(first: number, hole: number, len: number, val: number, vix: number): void {
+    const top = hole;
+    let second = hole;
+    while (second < Math.floor((len - 1) / 2)) {
+      second = 2 * (second + 1);
+      if (this.comp(first + second, first + second - 1)) second--;
+      this.mov(first + hole, first + second);
+      hole = second;
+    }
+    if ((len & 1) === 0 && second === Math.floor((len - 2) / 2)) {
+      second = 2 * (second + 1);
+      this.mov(first + hole, first + second - 1);
+      hole = second - 1;
+    }
+    this.pushHeap(first, hole, top, val, vix);
+  }
+  private popHeap(first: number, last: number, result: number): void {
+    const val = this.v[result]!, vix = this.ix[result]!;
+    this.mov(result, first);
+    this.adjustHeap(first, 0, last - first, val, vix);
+  }
+  private makeHeap(first: number, last: number): void {
+    const len = last - first;
+    if (len < 2) return;
+    let parent = Math.floor((len - 2) / 2);
+    for (;;) {
+      this.adjustHeap(first, parent, len, this.v[first + parent]!, this.ix[first + parent]!);
+      if (parent === 0) return;
+      parent--;
+    }
+  }
+  private sortHeap(first: number, last: number): void {
+    while (last - first > 1) {
+      last--;
+      this.popHeap(first, last, last);
+    }
+  }
+
+  // ---- stl_algo.h ----
+  private heapSelect(first: number, middle: number, last: number): void {
+    this.makeHeap(first, middle);
+    for (let i = middle; i < last; i++) if (this.comp(i, first)) this.popHeap(first, middle, i);
+  }
+  partialSort(first: number, middle: number, last: number): void {
+    this.heapSelect(first, middle, last);
+    this.sortHeap(first, middle);
+  }
+  private moveMedianToFirst(result: number, a: number, b: number, c: number): void {
+    if (this.comp(a, b)) {
+      if (this.comp(b, c)) this.swap(result, b);
+      else if (this.comp(a, c)) this.swap(result, c);
+      else this.swap(result, a);
+    } else if (this.comp(a, c)) this.swap(result, a);
+    else if (this.comp(b, c)) this.swap(result, c);
+    else this.swap(result, b);
+  }
+  private unguardedPartition(first: number, last: number, pivot: number): number {
+    for (;;) {
+      while (this.comp(first, pivot)) first++;
+      last--;
+      while (this.comp(pivot, last)) last--;
+      if (!(first < last)) return first;
+      this.swap(first, last);
+      first++;
+    }
+  }
+  private unguardedPartitionPivot(first: number, last: number): number {
+    const mid = first + Math.floor((last - first) / 2);
+    this.moveMedianToFirst(first, first + 1, mid, last - 1);
+    return this.unguardedPartition(first + 1, last, first);
+  }
+  private unguardedLinearInsert(last: number): void {
+    const val = this.v[last]!, vix = this.ix[last]!;
+    let next = last - 1;
+    while (this.less(val, this.v[next]!)) {
+      this.mov(last, next);
+      last = next;
+      next--;
+    }
+    this.v[last] = val; this.ix[last] = vix;
+  }
+  private insertionSort(first: number, last: number): void {
+    if (first === last) return;
+    for (let i = first + 1; i !== last; i++) {
+      if (this.comp(i, first)) {
+        const val = this.v[i]!, vix = this.ix[i]!;
+        for (let j = i; j > first; j--) this.mov(j, j - 1); // move_backward
+        this.v[first] = val; this.ix[first] = vix;
+      } else {
+        this.unguardedLinearInsert(i);
+      }
+    }
+  }
+  private finalInsertionSort(first: number, last: number): void {
+    if (last - first > 16) {
+      this.insertionSort(first, first + 16);
+      for (let i = first + 16; i !== last; i++) this.unguardedLinearInsert(i);
+    } else {
+      this.insertionSort(first, last);
+    }
+  }
+  private introsortLoop(first: number, last: number, depth: number): void {
+    while (last - first > 16) {
+      if (depth === 0) {
+        this.partialSort(first, last, last);
+        return;
+      }
+      depth--;
+      const cut = this.unguardedPartitionPivot(first, last);
+      this.introsortLoop(cut, last, depth);
+      last = cut;
+    }
+  }
+  sort(first: number, last: number): void {
+    if (first === last) return;
+    this.introsortLoop(first, last, (31 - Math.clz32(last - first)) * 2);
+    this.finalInsertionSort(first, last);
+  }
+  nthElement(first: number, nth: number, last: number): void {
+    if (first === last || nth === last) return;
+    let depth = (31 - Math.clz32(last - first)) * 2;
+    while (last - first > 3) {
+      if (depth === 0) {
+        this.heapSelect(first, nth + 1, last);
+        this.swap(first, nth);
+        return;
+      }
+      depth--;
+      const cut = this.unguardedPartitionPivot(first, last);
+      if (cut <= nth) first = cut;
+      else last = cut;
+    }
+    this.insertionSort(first, last);
+  }
 }

@@ -1,6 +1,6 @@
 """Golden vectors for test/random.test.ts, computed with the local PyTorch (Debian's 1.13).
 
-    /usr/bin/python3 test/gen/random.py > test/fixtures/random_golden.json
+    /usr/bin/python3 test/gen/rng.py > test/fixtures/random_golden.json
 
 Outputs of up to 64 elements are stored in full (hex of the little-endian bytes); longer ones as
 the SHA-256 of those bytes plus the first 8 elements. Tensor inputs (probabilities, dropout inputs,
@@ -164,6 +164,23 @@ for pdt in ('float32', 'float64'):
                 add({'id': f'multinomial/{pdt}/{rows}x{k}/{ns}/{repl}', 'op': 'multinomial', 'probDtype': pdt,
                      'rows': rows, 'k': k, 'numSamples': ns, 'replacement': repl, 'seed': seed,
                      'probs': raw(p_in).hex(), 'torch113': True}, out)
+
+# multinomial without replacement drawing zero-probability categories: ties in topk, ordered by
+# libstdc++'s partial_sort / nth_element / sort as PyTorch's TopKImpl calls them
+for k in (5, 40, 300):
+    for rows in (1, 2):
+        g = gen(9000 + k + rows)
+        probs = torch.zeros(rows, k)
+        for r in range(rows):
+            nz = 1 + r
+            probs[r, torch.randperm(k, generator=g)[:nz]] = torch.rand(nz, generator=g) + 0.1
+        for ns in (3, 4, k):
+            seed = 9100 + ns + k
+            p_in = probs if rows > 1 else probs[0]
+            out = torch.multinomial(p_in, ns, False, generator=gen(seed))
+            add({'id': f'multinomial/ties/{rows}x{k}/{ns}', 'op': 'multinomial', 'probDtype': 'float32', 'rows': rows,
+                 'k': k, 'numSamples': ns, 'replacement': False, 'seed': seed, 'probs': raw(p_in).hex(),
+                 'torch113': True}, out)
 
 # dropout
 for dt in ('float32', 'float64'):
