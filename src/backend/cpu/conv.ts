@@ -1,11 +1,13 @@
-// CPU kernels: convolution and transposed convolution over contiguous float32/float64 operands with
-// three spatial dims (the op layer lifts 1-D and 2-D problems). Three paths:
-//   - depthwise (one input channel per group): a direct loop, since per-group GEMMs would be tiny;
-//   - stride 1: "shifted GEMM": the zero-padded input is laid out channel-major over the whole batch, so
-//     each kernel tap is one GEMM over every output pixel at once, reading the padded input at a fixed
-//     offset (no im2col copy; a few garbage columns at the padding are computed and dropped);
-//   - otherwise im2col + GEMM per image.
-// Transposed convolution is GEMM (weightᵀ · input) + col2im. Matrix products go to the 'gemm' kernel.
+// CPU kernels: convolution and transposed convolution over contiguous operands with three spatial dims
+// (the op layer lifts 1-D and 2-D problems). Floating convolutions take one of three paths:
+//   - depthwise (one input channel per group): a direct loop over a zero-padded copy of each plane,
+//     since per-group GEMMs would be tiny;
+//   - stride 1: "shifted GEMM" (see shiftedGemm): each image is zero-padded once and every kernel tap
+//     is a GEMM reading the padded image at a fixed offset, so there is no im2col gather;
+//   - otherwise im2col + one GEMM per image (batched over groups).
+// Integer convolutions (exact, wrapping as PyTorch's integer kernels do) always take im2col with the
+// 'gemm_int' kernel. Transposed convolution is GEMM (weightᵀ · input) + col2im for every dtype.
+// Matrix products go to the 'gemm' kernel (OpenBLAS or its fallback; src/backend/cpu/linalg.ts).
 
 import type { ConvKernelParams } from '../../ops/conv.js';
 import type { StridedRef } from '../backend.js';
