@@ -30,8 +30,7 @@ export type FloatDTypeName = 'float32' | 'float64' | 'float16' | 'bfloat16';
  * where 1.13 and 2.x compute differently, `torch113: true` reproduces 1.13. The default (false) is
  * PyTorch 2.x, the reference. Differences: normal_distribution<double> and exponential use
  * log(1 - u) in 1.13 and log1p(-u) in 2.x; float16 normal_fill rounds every intermediate to half in
- * 2.x (c10 Half math overloads) but only the stored values in 1.13; multinomial with replacement of
- * a single sample takes the exponential (Gumbel) path in 2.x and the cumulative-sum path in 1.13.
+ * 2.x (c10 Half math overloads) but only the stored values in 1.13.
  */
 export const __compat = { torch113: false };
 
@@ -842,8 +841,8 @@ function exponentialInto(gen: Generator, n: number, dtype: FloatDTypeName): Floa
  * torch.multinomial(probs, numSamples, replacement) for `rows` distributions of `k` categories
  * (probs row-major, rows×k). Returns int64 indices, rows×numSamples.
  *
- * Without replacement (or numSamples == 1): q = exponential_(1) over all rows×k elements, then
- * per row the top-numSamples of probs/q (argmax for one sample), computed in `probDtype`.
+ * Without replacement: q = exponential_(1) over all rows×k elements, then per row the
+ * top-numSamples of probs/q (argmax for one sample), computed in `probDtype`.
  * With replacement: per row, the cumulative sum in probDtype normalised by its total, then for each
  * sample a 53-bit uniform located by binary search (MultinomialKernel.cpp).
  *
@@ -863,8 +862,8 @@ export function multinomial(gen: Generator, probs: Float64Array, rows: number, k
   if (out.length === 0) return out;
   const rnd = probDtype === 'float64' ? (x: number) => x : probDtype === 'float32' ? fr : probDtype === 'float16' ? h16 : hbf;
 
-  // PyTorch 2.x also takes this path for a single draw with replacement; 1.13 did not.
-  if (!replacement || (numSamples === 1 && !__compat.torch113)) {
+  // (PyTorch's MPS backend also sends numSamples == 1 with replacement here; the CPU does not.)
+  if (!replacement) {
     let ok = true;
     for (let i = 0; i < probs.length; i++) { const v = probs[i]!; if (!(v >= 0 && v < Infinity)) ok = false; }
     if (!ok) throw new ValueError(op, 'probability tensor contains either `inf`, `nan` or element < 0');

@@ -10,9 +10,7 @@ PyTorch 1.13 differs from 2.x (the reference) in two places, and the test runs t
 "torch113": true with sample.ts's __compat.torch113 switch on:
   - normal_distribution<double> (normal of < 16 values) and exponential_ (multinomial without
     replacement) use log(1 - u) in 1.13 and log1p(-u) in 2.x;
-  - float16 normal_fill (randn of >= 16 float16 values) rounds every intermediate to half in 2.x;
-  - multinomial(p, 1, replacement=True) uses the exponential (Gumbel) path in 2.x, the cumulative
-    distribution kernel in 1.13.
+  - float16 normal_fill (randn of >= 16 float16 values) rounds every intermediate to half in 2.x.
 Everything else here is computed identically by 1.13 and 2.x.
 """
 import hashlib
