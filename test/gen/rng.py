@@ -85,6 +85,23 @@ for dt in FLOATS:
             add({'id': f'normal/{dt}/{mean},{std}/{n}', 'op': 'normal', 'dtype': dt, 'n': n, 'seed': seed,
                  'mean': mean, 'std': std, 'torch113': True}, t)
 
+# a few large draws (hashed): the SIMD kernels, glibc's log/sin/cos over many arguments
+for op, dt, n, seed, args in [('randn', 'float32', 2 ** 20 + 5, 11, ()), ('randn', 'float64', 65541, 12, ()),
+                              ('normal', 'float32', 262147, 13, (2.0, 0.5)), ('rand', 'float32', 2 ** 20 + 3, 14, ()),
+                              ('rand', 'float64', 100003, 15, ()), ('randn', 'bfloat16', 70001, 16, ()),
+                              ('randn', 'float16', 70001, 17, ())]:
+    g = gen(seed)
+    if op == 'randn':
+        t = torch.randn(n, dtype=DT[dt], generator=g)
+    elif op == 'rand':
+        t = torch.rand(n, dtype=DT[dt], generator=g)
+    else:
+        t = torch.empty(n, dtype=DT[dt]).normal_(*args, generator=g)
+    c = {'id': f'big/{op}/{dt}/{n}', 'op': op, 'dtype': dt, 'n': n, 'seed': seed, 'torch113': True}
+    if args:
+        c['mean'], c['std'] = args
+    add(c, t)
+
 # normal with tensor mean / std
 for dt in ('float32', 'float64'):
     for n in (5, 16, 33):
