@@ -23,24 +23,58 @@ export interface GemmParams {
 
 type FArr = Float32Array | Float64Array;
 
-/** Reference kernel (correct for every layout); the fast paths are checked against it. */
+/**
+ * The scalar kernel, sums in double: for tiny products, and for products of at most a few rows or
+ * columns (gemv-like), which it runs without packing: dot products where op(B)'s columns are
+ * contiguous (a linear layer's weight), row updates where B's rows are. B is walked in blocks that
+ * stay in cache while every row of op(A) uses them, so a wide B is read from memory once.
+ */
 function gemmJs(p: GemmParams, A: FArr, B: FArr, C: FArr, offA: number, offB: number, offC: number): void {
   const { m, n, k, alpha, beta, lda, ldb, ldc, transA, transB } = p;
-  const row = new Float64Array(n);
-  for (let i = 0; i < m; i++) {
-    row.fill(0);
-    for (let l = 0; l < k; l++) {
-      const av = A[offA + (transA ? l * lda + i : i * lda + l)]!;
-      if (av === 0) continue;
-      if (transB) for (let j = 0; j < n; j++) row[j] += av * B[offB + j * ldb + l]!;
-      else { const bo = offB + l * ldb; for (let j = 0; j < n; j++) row[j] += av * B[bo + j]!; }
+  const acc = new Float64Array(m * n);
+  const blk = Math.max(1, Math.floor(JS_BLOCK / Math.max(1, transB ? k : n))); // B rows per block
+  if (transB) {
+    // op(A) rows contiguous (copied once when A is transposed), dotted with B's rows.
+    const a = transA ? new Float64Array(m * k) : A, lda2 = transA ? k : lda, offA2 = transA ? 0 : offA;
+    if (transA) for (let i = 0; i < m; i++) for (let l = 0; l < k; l++) a[i * k + l] = A[offA + l * lda + i]!;
+    for (let j0 = 0; j0 < n; j0 += blk) {
+      const j1 = Math.min(n, j0 + blk);
+      for (let i = 0; i < m; i++) {
+        const ao = offA2 + i * lda2;
+        for (let j = j0; j < j1; j++) {
+          const bo = offB + j * ldb;
+          let s0 = 0, s1 = 0, s2 = 0, s3 = 0, l = 0;
+          for (; l + 3 < k; l += 4) {
+            s0 += a[ao + l]! * B[bo + l]!; s1 += a[ao + l + 1]! * B[bo + l + 1]!;
+            s2 += a[ao + l + 2]! * B[bo + l + 2]!; s3 += a[ao + l + 3]! * B[bo + l + 3]!;
+          }
+          for (; l < k; l++) s0 += a[ao + l]! * B[bo + l]!;
+          acc[i * n + j] = (s0 + s1) + (s2 + s3);
+        }
+      }
     }
-    const co = offC + i * ldc;
+  } else {
+    // acc row i += op(A)[i, l] · B row l, a block of B rows at a time.
+    for (let l0 = 0; l0 < k; l0 += blk) {
+      const l1 = Math.min(k, l0 + blk);
+      for (let i = 0; i < m; i++) {
+        const ro = i * n;
+        for (let l = l0; l < l1; l++) {
+          const av = A[offA + (transA ? l * lda + i : i * lda + l)]!, bo = offB + l * ldb;
+          for (let j = 0; j < n; j++) acc[ro + j] += av * B[bo + j]!;
+        }
+      }
+    }
+  }
+  for (let i = 0; i < m; i++) {
+    const co = offC + i * ldc, ro = i * n;
     // beta == 0 overwrites C (NaN in C is ignored, as BLAS and PyTorch do).
-    if (beta === 0) for (let j = 0; j < n; j++) C[co + j] = alpha * row[j]!;
-    else for (let j = 0; j < n; j++) C[co + j] = alpha * row[j]! + beta * C[co + j]!;
+    if (beta === 0) for (let j = 0; j < n; j++) C[co + j] = alpha * acc[ro + j]!;
+    else for (let j = 0; j < n; j++) C[co + j] = alpha * acc[ro + j]! + beta * C[co + j]!;
   }
 }
+/** Elements of B per cache block in the scalar kernel (256 KiB of float32). */
+const JS_BLOCK = 65536;
 
 export function gemm(p: GemmParams): void {
   const dt = p.c.dtype;
@@ -52,8 +86,8 @@ export function gemm(p: GemmParams): void {
   if (batch === 0 || m === 0 || n === 0) return;
   const A = p.a.buf as FArr, B = p.b.buf as FArr, C = p.c.buf as FArr;
   const blas = k > 0 && blasLayoutOk(p) ? getBlas() : null;
-  // Tiny products: packing costs more than it saves.
-  const packed = !blas && k > 0 && m * n * k >= 4096 ? wasmGemm() : null;
+  // Tiny and gemv-like products: packing costs more than it saves.
+  const packed = !blas && k > 0 && m * n * k >= 4096 && Math.min(m, n) > 4 ? wasmGemm() : null;
   for (let q = 0; q < batch; q++) {
     const oa = p.a.offset + q * (p.strideA ?? 0), ob = p.b.offset + q * (p.strideB ?? 0), oc = p.c.offset + q * (p.strideC ?? 0);
     if (blas) blasGemm(blas, p.transA, p.transB, m, n, k, p.alpha, A, oa, p.lda, B, ob, p.ldb, p.beta, C, oc, p.ldc);
