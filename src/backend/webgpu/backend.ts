@@ -11,11 +11,11 @@
 // submitted per operation: a batch is submitted when it is large, or when something is read back.
 //
 // Ordering invariants:
-// - a released buffer returns to the pool only after the batch that released it has been submitted,
-//   so a pooled buffer is never referenced by unsubmitted work, and queue.writeBuffer into a freshly
-//   taken buffer (uploads) can never overtake earlier commands that used it;
-// - reads, staged kernels and releases are entries of the same list as dispatches, so they observe
-//   exactly the dispatches recorded before them.
+// - commands execute in recording order, so a freed buffer can back the next kernel output at once;
+//   uploads go through queue.writeBuffer, which overtakes unsubmitted commands, so they take only
+//   buffers whose last use has been submitted (see BufferPool);
+// - reads and staged kernels are entries of the same list as dispatches, so they observe exactly the
+//   dispatches recorded before them, and a staged kernel's write-back lands before later dispatches.
 
 import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
 import type { Expr } from '../../ir/expr.js';
@@ -29,6 +29,8 @@ import { runElementwise } from './elementwise.js';
 /** A tensor's device memory: `bytes` requested, `size` the pooled buffer's size. `gpu` arrives with the device. */
 export class WGBuffer {
   gpu: GPUBuffer | null = null;
+  /** Set when freed before the device existed: the recorded-command stamp of the free. */
+  freedAt = -1;
   constructor(readonly bytes: number, readonly size: number) {}
 }
 
@@ -50,8 +52,7 @@ type Op =
   | { k: 'clear'; buf: WGBuffer }
   | { k: 'copy'; src: WGBuffer; dst: WGBuffer; bytes: number }
   | { k: 'read'; buf: WGBuffer; start: number; bytes: number; done: (r: Uint8Array | Error) => void }
-  | { k: 'host'; name: string; bufs: WGBuffer[]; run: (host: Map<WGBuffer, ArrayBuffer>) => void }
-  | { k: 'release'; buf: WGBuffer };
+  | { k: 'host'; name: string; bufs: WGBuffer[]; run: (host: Map<WGBuffer, ArrayBuffer>) => void };
 
 interface ReadJob { rb: GPUBuffer; rbSize: number; bytes: number; done: (r: Uint8Array | Error) => void }
 
@@ -80,6 +81,8 @@ export class WebGPUBackend implements Backend {
   readonly ready: Promise<void>;
   isReady = false;
   device!: GPUDevice;
+  /** The GPU object the adapter came from: Dawn destroys its instance when this is collected. */
+  private gpu!: GPU;
   private queue!: GPUQueue;
   pool!: BufferPool;
   info!: WebGPUInfo;
@@ -93,8 +96,11 @@ export class WebGPUBackend implements Backend {
   private readonly arenaData = new Uint32Array(ARENA_BYTES / 4);
   private arenaUsed = 0;
   private batchDispatches = 0;
-  private retired: WGBuffer[] = [];
   private reads: ReadJob[] = [];
+  /** Commands recorded, encoded, and encoded-and-submitted so far (stamps for buffer reuse). */
+  private recorded = 0;
+  private encoded = 0;
+  private submitted = 0;
   private readonly unplaced = new Set<WGBuffer>();
   private readonly pipelines = new Map<string, Pipeline>();
   private readonly layouts = new Map<string, GPUBindGroupLayout>();
@@ -116,6 +122,7 @@ export class WebGPUBackend implements Backend {
   private async init(): Promise<void> {
     const choice = await chooseAdapter();
     const { adapter } = choice;
+    this.gpu = choice.gpu;
     const features: GPUFeatureName[] = [];
     if (adapter.features.has('shader-f16')) features.push('shader-f16');
     const limits = requiredLimits(adapter);
@@ -137,18 +144,20 @@ export class WebGPUBackend implements Backend {
     this.pool = new BufferPool((size) => this.device.createBuffer({ size, usage: USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST }), maxBuf);
     this.arena = this.device.createBuffer({ size: ARENA_BYTES, usage: USAGE.UNIFORM | USAGE.COPY_DST });
     this.isReady = true;
+    // every early buffer gets a fresh GPUBuffer (early uploads are writes that must not overtake others)
     for (const b of this.unplaced) this.place(b);
+    for (const b of this.unplaced) if (b.freedAt >= 0) this.pool.give(b.gpu!, b.size, b.freedAt);
     this.unplaced.clear();
   }
 
   /** The largest tensor (bytes) a kernel can bind. */
   get maxBinding(): number { return Math.min(this.info.limits.maxStorageBufferBindingSize ?? 2 ** 27, this.info.limits.maxBufferSize ?? 2 ** 28); }
 
-  private place(b: WGBuffer): void {
+  private place(b: WGBuffer, clean = false): void {
     if (b.bytes > this.maxBinding) {
       this.setFault(new DeviceLimitError('webgpu', `a tensor of ${b.bytes} bytes exceeds this device's largest storage binding (${this.maxBinding} bytes)`));
     }
-    b.gpu = this.pool.take(b.size);
+    b.gpu = this.pool.take(b.size, clean ? this.submitted : undefined);
   }
 
   // ---- memory ----------------------------------------------------------------------------------
@@ -159,25 +168,26 @@ export class WebGPUBackend implements Backend {
     return this.allocBytes(bytes, zero);
   }
 
-  allocBytes(bytes: number, zero = false): WGBuffer {
+  allocBytes(bytes: number, zero = false, clean = false): WGBuffer {
     if (this.isReady && bytes > this.maxBinding) {
       throw new DeviceLimitError('webgpu', `a tensor of ${bytes} bytes exceeds this device's largest storage binding (${this.maxBinding} bytes): WebGPU binds whole buffers`);
     }
     const b = new WGBuffer(bytes, this.isReady ? this.pool.classOf(bytes) : sizeClass(bytes));
-    if (this.isReady) this.place(b); else this.unplaced.add(b);
+    if (this.isReady) this.place(b, clean); else this.unplaced.add(b);
     if (zero) this.record({ k: 'clear', buf: b });
     return b;
   }
 
   free(buf: unknown): void {
-    // Released in order, like any recorded op: commands recorded earlier may still use it (even
-    // before the device exists, when every buffer gets its GPUBuffer at start-up).
-    this.record({ k: 'release', buf: buf as WGBuffer });
+    // Back to the pool now, stamped: commands recorded earlier still use it, and run first.
+    const b = buf as WGBuffer;
+    if (b.gpu) this.pool.give(b.gpu, b.size, this.recorded);
+    else if (b.freedAt < 0) b.freedAt = this.recorded; // placed (and given back) when the device arrives
   }
 
   upload(dtype: DTypeName, data: StorageArray): WGBuffer {
     checkWgslDType('webgpu', dtype);
-    const b = this.allocBytes(data.byteLength);
+    const b = this.allocBytes(data.byteLength, false, true);
     this.counters.uploads++;
     if (data.byteLength === 0) return b;
     let bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
@@ -220,6 +230,7 @@ export class WebGPUBackend implements Backend {
 
   record(op: Op): void {
     this.ops.push(op);
+    this.recorded++;
     // Long chains without readbacks: start the GPU on the first batches while the caller records more.
     if (this.ops.length - this.head >= BATCH && this.isReady && !this.pumping && this.fault === null) {
       if (this.drain()) this.submit();
@@ -264,6 +275,7 @@ export class WebGPUBackend implements Backend {
       if (!more) break;
       const op = this.ops[this.head++] as Extract<Op, { k: 'host' }>;
       await this.runHost(op);
+      this.encoded++; // only now: its write-back must not be overtaken by an upload into a buffer it used
     }
     this.submit();
   }
@@ -275,6 +287,7 @@ export class WebGPUBackend implements Backend {
       if (op.k === 'host') return false;
       this.head++;
       this.encode(op);
+      this.encoded++;
     }
     this.ops = [];
     this.head = 0;
@@ -325,9 +338,6 @@ export class WebGPUBackend implements Backend {
         this.submit(); // the reader is waiting: start now
         return;
       }
-      case 'release':
-        if (op.buf.gpu) this.retired.push(op.buf);
-        return;
       case 'host':
         throw new Error('webgpu: host op reached encode');
     }
@@ -343,8 +353,7 @@ export class WebGPUBackend implements Backend {
     }
     this.arenaUsed = 0;
     this.batchDispatches = 0;
-    for (const b of this.retired) { this.pool.give(b.gpu!, b.size); b.gpu = null; }
-    this.retired = [];
+    this.submitted = this.encoded;
     for (const job of this.reads) this.finishRead(job);
     this.reads = [];
   }

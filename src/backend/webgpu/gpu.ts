@@ -29,6 +29,11 @@ export interface AdapterChoice {
 }
 
 let dawn: Promise<{ create(flags: string[]): GPU }> | undefined;
+/**
+ * Every GPU object created: Dawn destroys its instance when the object is collected, and an instance
+ * collected while its event pump is scheduled crashes the process (dawn.node), so none is let go.
+ */
+const instances: GPU[] = [];
 function loadDawn(): Promise<{ create(flags: string[]): GPU }> {
   // A computed specifier keeps browser bundlers from trying to resolve the Node-only package.
   const name = 'webgpu';
@@ -63,6 +68,7 @@ export async function chooseAdapter(): Promise<AdapterChoice> {
     try {
       if (via === 'opengles') process.env.EGL_PLATFORM ??= 'surfaceless'; // headless EGL (read by Mesa)
       const gpu = mod.create(via === 'default' ? [] : [`backend=${via}`]);
+      instances.push(gpu);
       const compatibility = via === 'opengles';
       const adapter = await gpu.requestAdapter(compatibility ? { featureLevel: 'compatibility' } : { powerPreference: 'high-performance' });
       if (adapter) return { gpu, adapter, via, compatibility, description: describeAdapter(adapter) };

@@ -2,9 +2,12 @@
 // A size-bucketed pool of GPUBuffers. WebGPU has no pointers to sub-allocate from (a binding is a whole
 // buffer, or an offset aligned to 256 bytes), so a request is rounded up to a size class and served by
 // a cached buffer of that class when one is free. Size classes: multiples of 256 B up to 64 KiB, then
-// eight steps per power of two (at most 12.5% waste). Buffers come back through `give`, which the
-// backend calls only once every command that used the buffer has been submitted, so a recycled buffer
-// is never written while older work could still read it.
+// eight steps per power of two (at most 12.5% waste).
+//
+// A buffer is given back as soon as its tensor is freed, stamped with the backend's count of recorded
+// commands. Commands are executed in recording order, so a kernel output may reuse it at once (its
+// writes come after every earlier use); an upload, written through the queue ahead of unsubmitted
+// commands, takes only a buffer whose stamp is already submitted ("clean").
 
 export interface PoolStats {
   /** Bytes of buffers held by tensors. */
@@ -32,8 +35,11 @@ export function sizeClass(bytes: number): number {
   return Math.ceil(b / step) * step;
 }
 
+interface FreeBuffer { buf: GPUBuffer; at: number }
+
 export class BufferPool {
-  private readonly free = new Map<number, GPUBuffer[]>();
+  /** Per size class, in the order given back (so stamps ascend). */
+  private readonly free = new Map<number, FreeBuffer[]>();
   private readonly s: PoolStats = {
     allocatedBytes: 0, cachedBytes: 0, reservedBytes: 0, peakAllocatedBytes: 0, peakReservedBytes: 0,
     allocations: 0, reuses: 0, created: 0, destroyed: 0, liveBuffers: 0, cachedBuffers: 0,
@@ -44,9 +50,15 @@ export class BufferPool {
   /** The size a request of `bytes` occupies (its class, capped at the largest buffer the device allows). */
   classOf(bytes: number): number { return Math.min(sizeClass(bytes), Math.max(this.maxSize, Math.ceil(bytes / 4) * 4)); }
 
-  take(size: number): GPUBuffer {
+  /** A buffer of `size` bytes; with `cleanAt`, only one given back at or before that stamp. */
+  take(size: number, cleanAt?: number): GPUBuffer {
     this.s.allocations++;
-    let buf = this.free.get(size)?.pop();
+    const list = this.free.get(size);
+    let buf: GPUBuffer | undefined;
+    if (list?.length) {
+      if (cleanAt === undefined) buf = list.pop()!.buf;
+      else if (list[0]!.at <= cleanAt) buf = list.shift()!.buf;
+    }
     if (buf) {
       this.s.reuses++;
       this.s.cachedBytes -= size;
@@ -63,12 +75,12 @@ export class BufferPool {
     return buf;
   }
 
-  /** Returns a buffer none of whose uses is still unsubmitted. */
-  give(buf: GPUBuffer, size: number): void {
+  /** Takes back a buffer whose last use is recorded command number `at`. */
+  give(buf: GPUBuffer, size: number, at: number): void {
     this.s.allocatedBytes -= size;
     let list = this.free.get(size);
     if (!list) { list = []; this.free.set(size, list); }
-    list.push(buf);
+    list.push({ buf, at });
     this.s.cachedBytes += size;
     this.s.cachedBuffers++;
     this.s.reservedBytes = this.s.allocatedBytes + this.s.cachedBytes;
@@ -78,7 +90,7 @@ export class BufferPool {
   emptyCache(): number {
     let bytes = 0;
     for (const [size, list] of this.free) {
-      for (const b of list) { b.destroy(); bytes += size; this.s.destroyed++; this.s.liveBuffers--; }
+      for (const f of list) { f.buf.destroy(); bytes += size; this.s.destroyed++; this.s.liveBuffers--; }
     }
     this.free.clear();
     this.s.cachedBytes = 0;
