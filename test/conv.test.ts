@@ -8,7 +8,7 @@ import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import { DTypeError, ShapeError, ValueError } from '../src/errors.js';
 import { assertGoldens } from './conv_golden.js';
-import { setShiftMode, type ShiftMode } from '../src/backend/cpu/conv.js';
+import { setShiftMode, setSimdDepthwise, type ShiftMode } from '../src/backend/cpu/conv.js';
 
 const F = nbx.nn.functional;
 
@@ -60,11 +60,22 @@ function close(got: Tensor, want: number[][][][], tol: number): void {
 
 test('conv goldens (torch 1.13)', () => assertGoldens('conv_goldens'));
 
-test('conv goldens with every stride-1 strategy', () => {
-  for (const m of ['tap', 'all'] as ShiftMode[]) {
+test('conv goldens with every stride-1 strategy and the scalar depthwise path', () => {
+  for (const m of ['row', 'all'] as ShiftMode[]) {
     const old = setShiftMode(m);
     try { assertGoldens('conv_goldens'); } finally { setShiftMode(old); }
   }
+  const old = setSimdDepthwise(false);
+  try { assertGoldens('conv_goldens'); } finally { setSimdDepthwise(old); }
+});
+
+test('SIMD depthwise rows match the float64 direct sum (3-D, multiplier, dilation, odd widths)', () => {
+  const x = rand([1, 3, 3, 5, 11], 41), w = rand([6, 1, 2, 3, 3], 42), b = rand([6], 43);
+  const opts = { padding: [1, 1, 2], dilation: [1, 2, 1], stride: [2, 1, 1], groups: 3 };
+  const want = F.conv3d(x, w, b, opts).dataSync();
+  const got = F.conv3d(x.to('float32'), w.to('float32'), b.to('float32'), opts).dataSync();
+  assert.equal(got.length, want.length);
+  Array.from(want as Float64Array).forEach((v, i) => assert.ok(Math.abs(Number(got[i]) - v) < 1e-5 * (1 + Math.abs(v)), `${i}`));
 });
 
 test('conv2d kernel paths agree with the direct sum', () => {

@@ -105,6 +105,116 @@ function fillBias(out: Arr, outOff: number, N: number, CO: number, plane: number
   }
 }
 
+// ---- depthwise float32 rows in WebAssembly SIMD --------------------------------------------------
+//
+// run(P, O, offs, ws, T, OH, NV, rowStep, outRow, bias): for oh < OH and v < NV, the four outputs
+// O[oh·outRow + 16v ..] = bias + Σ_t ws[t] · P[oh·rowStep + 16v + offs[t] ..] (byte addresses, f32x4
+// lanes). Four adjacent outputs of one row read four adjacent inputs per tap, so unit width stride
+// only; lanes past the row end compute garbage that is never copied out. float32 arithmetic with a
+// float32 accumulator, as PyTorch's own float32 depthwise kernels.
+
+const leb = (v: number): number[] => { const o: number[] = []; do { let b = v & 0x7f; v >>>= 7; if (v) b |= 0x80; o.push(b); } while (v); return o; };
+const vec = (items: number[][]): number[] => [...leb(items.length), ...items.flat()];
+const sect = (id: number, body: number[]): number[] => [id, ...leb(body.length), ...body];
+const str = (x: string): number[] => [...leb(x.length), ...[...x].map((ch) => ch.charCodeAt(0))];
+
+function depthwiseModule(): Uint8Array<ArrayBuffer> {
+  const [P, O, OFFS, WS, T, OH, NV, STEP, OROW, BIAS] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+  const [oh, v, t, q, o, acc] = [10, 11, 12, 13, 14, 15];
+  const get = (l: number): number[] => [0x20, l], set = (l: number): number[] => [0x21, l];
+  const i32 = (x: number): number[] => [0x41, ...leb(x)]; // small non-negative constants only
+  const add = 0x6a, mul = 0x6c, ges = 0x4e, shl = 0x74;
+  /** block { loop { if (i >= n) break; body; i++; continue } } with i starting at 0. */
+  const count = (i: number, n: number, body: number[]): number[] => [
+    ...i32(0), ...set(i), 0x02, 0x40, 0x03, 0x40, ...get(i), ...get(n), ges, 0x0d, 1,
+    ...body, ...get(i), ...i32(1), add, ...set(i), 0x0c, 0, 0x0b, 0x0b,
+  ];
+  const tapBody = [
+    ...get(acc),
+    ...get(q), ...get(OFFS), ...get(t), ...i32(2), shl, add, 0x28, 2, 0, add, 0xfd, 0x00, 0, 0, // v128.load P[q + offs[t]]
+    ...get(WS), ...get(t), ...i32(2), shl, add, 0xfd, 0x09, 2, 0, // v128.load32_splat ws[t]
+    0xfd, ...leb(0xe6), 0xfd, ...leb(0xe4), ...set(acc), // acc += x * w
+  ];
+  const vecBody = [
+    ...get(q), ...get(v), ...i32(4), shl, add, ...set(q), // q advances 16 bytes per vector below
+    ...get(BIAS), 0xfd, ...leb(0x13), ...set(acc),
+    ...count(t, T, tapBody),
+    ...get(o), ...get(v), ...i32(4), shl, add, ...get(acc), 0xfd, 0x0b, 0, 0,
+    ...get(q), ...get(v), ...i32(4), shl, 0x6b, ...set(q), // restore q (i32.sub)
+  ];
+  const rowBody = [
+    ...get(P), ...get(oh), ...get(STEP), mul, add, ...set(q),
+    ...get(O), ...get(oh), ...get(OROW), mul, add, ...set(o),
+    ...count(v, NV, vecBody),
+  ];
+  const body = [...vec([[5, 0x7f], [1, 0x7b]]), ...count(oh, OH, rowBody), 0x0b];
+  return new Uint8Array([
+    0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
+    ...sect(1, vec([[0x60, ...leb(10), ...Array<number>(9).fill(0x7f), 0x7d, 0]])), // (9 × i32, f32) → ()
+    ...sect(3, vec([[0]])),
+    ...sect(5, vec([[0x00, 1]])),
+    ...sect(7, vec([[...str('run'), 0x00, 0], [...str('mem'), 0x02, 0]])),
+    ...sect(10, vec([[...leb(body.length), ...body]])),
+  ]);
+}
+
+interface DepthwiseSimd {
+  run(P: number, O: number, offs: number, ws: number, T: number, OH: number, NV: number, step: number, outRow: number, bias: number): void;
+  mem: WebAssembly.Memory;
+}
+let simd: DepthwiseSimd | null | undefined;
+/** The SIMD module, or null where WebAssembly SIMD is unavailable (the JavaScript loop runs then). */
+function depthwiseSimd(): DepthwiseSimd | null {
+  if (simd !== undefined) return simd;
+  try {
+    simd = new WebAssembly.Instance(new WebAssembly.Module(depthwiseModule())).exports as unknown as DepthwiseSimd;
+  } catch { simd = null; }
+  return simd;
+}
+
+/**
+ * float32, unit width stride: each padded plane goes into WebAssembly memory once, every output
+ * channel it feeds is computed there four pixels at a time.
+ */
+function depthwiseF32(p: ConvKernelParams, X: Float32Array, Wt: Float32Array, O: Float32Array, m: DepthwiseSimd,
+  geo: { PD: number; PH: number; PW: number; off: Int32Array }): void {
+  const [N, C, D, H, W] = p.x.shape as number[];
+  const [CO, , KD, KH, KW] = p.w.shape as number[];
+  const [, , OD, OH, OW] = p.out.shape as number[];
+  const { PD, PH, PW, off } = geo;
+  const T = KD! * KH! * KW!, mult = CO! / C!, NV = Math.ceil(OW! / 4);
+  const [sD, sH] = p.stride as [number, number, number];
+  const [pd, ph, pw] = p.padding as [number, number, number];
+  // Layout (floats): padded plane (+ slack for the last vector's overreach) | output rows | offsets | weights.
+  const plane = PD * PH * PW + PW + 8, outLen = OH! * NV * 4;
+  const bytes = (plane + outLen + 2 * T) * 4;
+  if (m.mem.buffer.byteLength < bytes) m.mem.grow(Math.ceil((bytes - m.mem.buffer.byteLength) / 65536));
+  const F = new Float32Array(m.mem.buffer), I = new Int32Array(m.mem.buffer);
+  const oBase = plane, offBase = plane + outLen, wBase = offBase + T;
+  F.fill(0, 0, plane);
+  for (let t = 0; t < T; t++) I[offBase + t] = off[t]! * 4;
+  const B = p.bias ? (p.bias.buf as FArr) : null;
+  let o = p.out.offset;
+  for (let n = 0; n < N!; n++) {
+    for (let c = 0; c < C!; c++) {
+      const src = p.x.offset + (n * C! + c) * D! * H! * W!;
+      for (let z = 0; z < D!; z++) for (let y = 0; y < H!; y++) {
+        const s0 = src + (z * H! + y) * W!;
+        F.set(X.subarray(s0, s0 + W!), ((z + pd) * PH + y + ph) * PW + pw);
+      }
+      for (let j = 0; j < mult; j++) {
+        const co = c * mult + j;
+        F.set(Wt.subarray(p.w.offset + co * T, p.w.offset + (co + 1) * T), wBase);
+        const b = B ? B[p.bias!.offset + co]! : 0;
+        for (let od = 0; od < OD!; od++) {
+          m.run(od * sD * PH * PW * 4, oBase * 4, offBase * 4, wBase * 4, T, OH!, NV, sH * PW * 4, NV * 16, b);
+          for (let y = 0; y < OH!; y++, o += OW!) O.set(F.subarray(oBase + y * NV * 4, oBase + y * NV * 4 + OW!), o);
+        }
+      }
+    }
+  }
+}
+
 /**
  * Depthwise (one input channel per group, any multiplier): each input plane is copied once into a
  * zero-padded buffer, so every output pixel is a bounds-check-free dot product over the kernel taps.
@@ -120,9 +230,11 @@ function depthwise(p: ConvKernelParams, X: FArr, Wt: FArr, O: FArr): void {
   const PD = Math.max(D! + pd, (OD! - 1) * sD + dd * (KD! - 1) + 1);
   const PH = Math.max(H! + ph, (OH! - 1) * sH + dh * (KH! - 1) + 1);
   const PW = Math.max(W! + pw, (OW! - 1) * sW + dw * (KW! - 1) + 1);
-  const P = alloc(X, PD * PH * PW);
   const off = new Int32Array(T), wt = new Float64Array(T);
   for (let kd = 0, t = 0; kd < KD!; kd++) for (let kh = 0; kh < KH!; kh++) for (let kw = 0; kw < KW!; kw++, t++) off[t] = (kd * dd * PH + kh * dh) * PW + kw * dw;
+  const m = X instanceof Float32Array && sW === 1 && simdDepthwise ? depthwiseSimd() : null;
+  if (m) return depthwiseF32(p, X as Float32Array, Wt as Float32Array, O as Float32Array, m, { PD, PH, PW, off });
+  const P = alloc(X, PD * PH * PW);
   const B = p.bias ? (p.bias.buf as FArr) : null;
   let o = p.out.offset;
   for (let n = 0; n < N!; n++) {
@@ -163,6 +275,10 @@ function dot9(P: FArr, base: number, s: number, n: number, off: Int32Array, w: F
   }
   return o;
 }
+
+let simdDepthwise = true;
+/** Tests and benchmarks: use (or not) the WebAssembly SIMD depthwise rows (returns the previous setting). */
+export function setSimdDepthwise(on: boolean): boolean { const o = simdDepthwise; simdDepthwise = on; return o; }
 
 /** How many kernel taps the stride-1 path materializes as shifted copies: none, each kW, or all. */
 export type ShiftMode = 'tap' | 'row' | 'all';
