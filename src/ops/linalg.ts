@@ -103,6 +103,7 @@ function product(op: string, a: Tensor, b: Tensor, alpha: ScalarLike = 1, addend
       const expanded = addend.input.expand(outShape);
       beta = coef(addend.beta, integral);
       c = beta === 0 ? Tensor.empty(outShape, cdt, a.device, true) : expanded.copyAs(cdt);
+      expanded.dispose();
     } else c = Tensor.empty(outShape, cdt, a.device, true);
     if (c.numel() > 0) {
       if (cdt !== dt) { a = own(a.copyAs(cdt)); b = own(b.copyAs(cdt)); }
