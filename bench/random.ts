@@ -1,64 +1,107 @@
 // Random-number benchmark: randn of 16M float32 values (PyTorch's AVX2 normal_fill, reproduced bit
 // for bit) next to torch.randn(16M) timed in the same run by /usr/bin/python3 (torch's default
-// thread count; torch's normal_fill is single-threaded). Also times rand and the raw MT19937 stream.
-// Run: npx tsc -p tsconfig.json && node dist/bench/random.js
-import { execFileSync } from 'node:child_process';
+// thread count; its normal_fill is single-threaded), plus rand.
+//
+// One Python process is kept open and the two sides alternate for several rounds, so that load from
+// other processes on the machine affects both alike; the table shows the best round of each side
+// (wall clock) and, as a load-insensitive cross-check, CPU time (process.cpuUsage / time.process_time).
+//
+// Run: npx tsc -p tsconfig.json && node dist/bench/random.js   (ROUNDS=5 REPS=3 to change)
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { loadavg } from 'node:os';
 import { Generator } from '../src/random/generator.js';
 import { rand, randn } from '../src/random/sample.js';
+import { simdKernel } from '../src/random/simd.js';
 
 const N = 1 << 24;
+const ROUNDS = Number(process.env.ROUNDS ?? 5);
+const REPS = Number(process.env.REPS ?? 3);
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
+interface Timing { wall: number; cpu: number }
 
-function timeOurs(fn: () => void, reps: number): number {
+/** Best wall time and best CPU time over `reps` calls (after one warm-up call). */
+function timeOurs(fn: () => void, reps: number): Timing {
   fn();
-  const ts: number[] = [];
+  let wall = Infinity, cpu = Infinity;
   for (let i = 0; i < reps; i++) {
+    const c0 = process.cpuUsage();
     const t0 = performance.now();
     fn();
-    ts.push(performance.now() - t0);
+    wall = Math.min(wall, performance.now() - t0);
+    const c = process.cpuUsage(c0);
+    cpu = Math.min(cpu, (c.user + c.system) / 1000);
   }
-  return median(ts);
+  return { wall, cpu };
 }
 
 const TORCH = `
-import time, json, torch
+import sys, time, json, torch
 N = 1 << 24
 torch.manual_seed(0)
-def t(f, reps):
-    f(); ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter(); f(); ts.append((time.perf_counter() - t0) * 1000)
-    ts.sort(); return ts[len(ts) // 2]
-print(json.dumps({'randn': t(lambda: torch.randn(N), REPS), 'rand': t(lambda: torch.rand(N), REPS), 'threads': torch.get_num_threads(), 'version': torch.__version__}))
+ops = {'randn': lambda: torch.randn(N), 'rand': lambda: torch.rand(N)}
+print(json.dumps({'version': torch.__version__, 'threads': torch.get_num_threads()}), flush=True)
+for line in sys.stdin:
+    op, reps = line.split()
+    f = ops[op]; f()
+    wall = cpu = float('inf')
+    for _ in range(int(reps)):
+        c0 = time.process_time(); t0 = time.perf_counter(); f()
+        wall = min(wall, (time.perf_counter() - t0) * 1000); cpu = min(cpu, (time.process_time() - c0) * 1000)
+    print(json.dumps({'wall': wall, 'cpu': cpu}), flush=True)
 `;
 
-function torchTimes(reps: number): { randn: number; rand: number; threads: number; version: string } | undefined {
+class Torch {
+  private readonly lines: AsyncIterator<string>;
+  private readonly proc;
+  constructor() {
+    this.proc = spawn('/usr/bin/python3', ['-c', TORCH], { stdio: ['pipe', 'pipe', 'inherit'] });
+    this.lines = createInterface({ input: this.proc.stdout! })[Symbol.asyncIterator]();
+  }
+  async next(): Promise<string> {
+    const r = await this.lines.next();
+    if (r.done) throw new Error('torch process ended');
+    return r.value;
+  }
+  async time(op: string, reps: number): Promise<Timing> {
+    this.proc.stdin!.write(`${op} ${reps}\n`);
+    return JSON.parse(await this.next()) as Timing;
+  }
+  close(): void { this.proc.stdin!.end(); }
+}
+
+async function main(): Promise<void> {
+  const gen = new Generator().manual_seed(0);
+  const ours: Record<string, Timing[]> = { randn: [], rand: [] };
+  const theirs: Record<string, Timing[]> = { randn: [], rand: [] };
+  let torch: Torch | undefined;
+  let info: { version: string; threads: number } | undefined;
   try {
-    const out = execFileSync('/usr/bin/python3', ['-c', TORCH.replace(/REPS/g, String(reps))], { encoding: 'utf8' });
-    return JSON.parse(out.trim().split('\n').pop()!);
+    torch = new Torch();
+    info = JSON.parse(await torch.next());
   } catch (e) {
-    console.log(`(torch not available: ${(e as Error).message.split('\n')[0]})`);
-    return undefined;
+    console.log(`(torch not available: ${(e as Error).message})`);
+    torch = undefined;
+  }
+  const fns: Record<string, () => void> = { randn: () => randn(gen, N, 'float32'), rand: () => rand(gen, N, 'float32') };
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const op of ['randn', 'rand']) {
+      ours[op]!.push(timeOurs(fns[op]!, REPS));
+      if (torch) theirs[op]!.push(await torch.time(op, REPS));
+    }
+  }
+  torch?.close();
+  const best = (ts: Timing[], k: keyof Timing) => Math.min(...ts.map((t) => t[k]));
+  console.log(`randn/rand of ${N} float32 values; best of ${ROUNDS} alternating rounds x ${REPS} reps; ` +
+    `SIMD kernel: ${simdKernel() ? 'on' : 'off'}; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}`);
+  console.log(`| op | nbxtensor ms | torch ${info?.version ?? '-'} ms (threads=${info?.threads ?? '-'}) | ratio | CPU ms nbx / torch | CPU ratio |`);
+  console.log('| --- | --- | --- | --- | --- | --- |');
+  for (const op of ['randn', 'rand']) {
+    const ow = best(ours[op]!, 'wall'), oc = best(ours[op]!, 'cpu');
+    if (!torch) { console.log(`| ${op} | ${ow.toFixed(1)} | - | - | ${oc.toFixed(1)} / - | - |`); continue; }
+    const tw = best(theirs[op]!, 'wall'), tc = best(theirs[op]!, 'cpu');
+    console.log(`| ${op} | ${ow.toFixed(1)} | ${tw.toFixed(1)} | ${(ow / tw).toFixed(2)}x | ${oc.toFixed(1)} / ${tc.toFixed(1)} | ${(oc / tc).toFixed(2)}x |`);
   }
 }
 
-const reps = Number(process.env.REPS ?? 5);
-const gen = new Generator().manual_seed(0);
-// Interleave: ours, torch, ours, so that machine load affects both sides alike.
-const o1 = { randn: timeOurs(() => randn(gen, N, 'float32'), reps), rand: timeOurs(() => rand(gen, N, 'float32'), reps) };
-const tt = torchTimes(reps);
-const o2 = { randn: timeOurs(() => randn(gen, N, 'float32'), reps), rand: timeOurs(() => rand(gen, N, 'float32'), reps) };
-const ours = { randn: Math.min(o1.randn, o2.randn), rand: Math.min(o1.rand, o2.rand) };
-const mt = timeOurs(() => { const buf = new Int32Array(4096); for (let i = 0; i < N; i += 4096) gen.engine.fill32(buf, 0, 4096); }, reps);
-
-console.log(`| op (16M float32) | nbxtensor ms | torch ${tt?.version ?? '-'} ms (threads=${tt?.threads ?? '-'}) | ratio |`);
-console.log('| --- | --- | --- | --- |');
-for (const k of ['randn', 'rand'] as const) {
-  const t = tt?.[k];
-  console.log(`| ${k} | ${ours[k].toFixed(1)} | ${t !== undefined ? t.toFixed(1) : '-'} | ${t !== undefined ? (ours[k] / t).toFixed(2) + 'x' : '-'} |`);
-}
-console.log(`| MT19937 raw 32-bit words | ${mt.toFixed(1)} | - | - |`);
+await main();
