@@ -90,7 +90,7 @@ function checkPoolDType(op: string, x: Tensor, kind: 'max' | 'avg' | 'adaptive_a
 }
 
 /** Runs a pooling kernel on x viewed as [B, D, H, W]; returns out (and indices) shaped lead + outSp. */
-function runPool(op: string, x: Tensor, d: number, lead: number[], outSp: number[], withIdx: boolean,
+function runPool(x: Tensor, d: number, lead: number[], outSp: number[], withIdx: boolean,
   call: (xr: StridedRef, out: StridedRef, idx: StridedRef | null) => void): [Tensor, Tensor | null] {
   const ct = computeDType(x.dt);
   const B = lead.reduce((a, b) => a * b, 1);
@@ -144,7 +144,7 @@ function pool(op: string, x: Tensor, d: number, kind: 'max' | 'avg', k: number[]
     const plane = x.ndim === d + 2 ? x.shape[1]! : x.shape[0]!;
     throw new ShapeError(op, `Given input size: (${[plane, ...inSp].join('x')}). Calculated output size: (${[plane, ...outSp].join('x')}). Output size is too small`);
   }
-  const [out, idx] = runPool(op, x, d, lead, outSp, withIdx, (xr, o, ir) => {
+  const [out, idx] = runPool(x, d, lead, outSp, withIdx, (xr, o, ir) => {
     const params: PoolKernelParams = {
       kind, x: xr, out: o, indices: ir, kernel: to3(k, 1), stride: to3(s, 1), padding: to3(p, 0), dilation: to3(dil, 1),
       countIncludePad, divisor,
@@ -168,7 +168,7 @@ function adaptive(d: number, kind: 'max' | 'avg', a: Record<string, unknown>): T
   if (outSp.some((o) => o < 0)) throw new ValueError(op, `${short}: elements of output_size must be greater than or equal to 0 but received {${outSp.join(', ')}}`);
   checkPoolDType(op, x, kind === 'max' ? 'adaptive_max' : 'adaptive_avg');
   const withIdx = kind === 'max' && Boolean(a.return_indices);
-  const [out, idx] = runPool(op, x, d, lead, outSp, kind === 'max', (xr, o, ir) => {
+  const [out, idx] = runPool(x, d, lead, outSp, kind === 'max', (xr, o, ir) => {
     const params: AdaptivePoolKernelParams = { kind, x: xr, out: o, indices: ir };
     kernel('adaptive_pool', x.device, op)(params);
   });
