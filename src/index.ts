@@ -75,7 +75,9 @@ const families = [linalgOps, shapeOps, indexingOps, sortOps, fftOps, convOps, po
 
 // ---- per-family exports: each family's owner edits only its own line(s) -------------------------
 // linalg
-export { matmul, mm, bmm, baddbmm, addbmm, addmm, addmv, addr, dot, vdot, mv, outer, ger, trace, matrix_power, einsum } from './ops/linalg.js';
+export {
+  matmul, mm, bmm, baddbmm, addbmm, addmm, addmv, addr, dot, vdot, mv, outer, ger, trace, matrix_power, einsum, tensordot, inner,
+} from './ops/linalg.js';
 // shape
 export {
   reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes, swapdims, t, movedim, moveaxis, narrow,
@@ -112,6 +114,7 @@ export {
 
 export const linalg: Record<string, (...args: any[]) => any> = {
   vector_norm: red.vector_norm, matmul: linalgOps.linalg_matmul, matrix_power: linalgOps.linalg_matrix_power,
+  multi_dot: linalgOps.linalg_multi_dot, vecdot: linalgOps.linalg_vecdot,
 };
 
 export const nn = {

@@ -73,8 +73,13 @@ function matLayout(rows: number, cols: number, s0: number, s1: number): Layout |
   return null;
 }
 
-/** The compute dtype of a product: float16/bfloat16 go through float32. */
-const computeDType = (d: DTypeName): DTypeName => (d === 'float16' || d === 'bfloat16' ? 'float32' : d);
+/**
+ * The compute dtype of a product: on the CPU float16/bfloat16 go through float32 (widened for BLAS,
+ * rounded once); GPU GEMMs (cuBLASLt) take half types natively, accumulating in float32.
+ */
+const NATIVE_HALF_GEMM = new Set(['cuda']);
+const computeDType = (d: DTypeName, device?: { type: string }): DTypeName =>
+  (d === 'float16' || d === 'bfloat16') && !(device && NATIVE_HALF_GEMM.has(device.type)) ? 'float32' : d;
 
 interface Addend { input: Tensor; beta: ScalarLike }
 
@@ -91,7 +96,7 @@ function product(op: string, a: Tensor, b: Tensor, alpha: ScalarLike = 1, addend
   const m = a.shape[a.ndim - 2]!, k = a.shape[a.ndim - 1]!, n = b.shape[b.ndim - 1]!;
   const batch = a.ndim === 2 && b.ndim === 2 ? [] : broadcastShapes(op, a.shape.slice(0, -2), b.shape.slice(0, -2));
   const outShape = [...batch, m, n];
-  const cdt = computeDType(dt);
+  const cdt = computeDType(dt, a.device);
   const integral = !isFloat(dt);
   const owned: Tensor[] = [];
   const own = (t: Tensor): Tensor => { owned.push(t); return t; };
@@ -422,6 +427,90 @@ function identityLike(t: Tensor): Tensor {
   return r;
 }
 
+// ---- tensordot, inner, multi_dot, vecdot --------------------------------------------------------
+
+/** Contracts dims `da` of a with dims `db` of b (in pairs): one (free a)×K @ K×(free b) product. */
+function tensordotImpl(op: string, a: Tensor, b: Tensor, da: number[], db: number[]): Tensor {
+  if (da.length !== db.length) throw new ShapeError(op, `both dimension lists should have same length, got ${da.length} and ${db.length}`);
+  const na = da.map((d) => normAxis(op, d, a.ndim)), nbd = db.map((d) => normAxis(op, d, b.ndim));
+  na.forEach((d, i) => {
+    if (a.shape[d] !== b.shape[nbd[i]!]) {
+      throw new ShapeError(op, `contracted dimensions need to match, but first has size ${a.shape[d]} in dim ${da[i]} and second has size ${b.shape[nbd[i]!]} in dim ${db[i]}`);
+    }
+  });
+  if (a.dt !== b.dt) sameDType(op, a, b);
+  const freeA = [...Array(a.ndim).keys()].filter((d) => !na.includes(d)), freeB = [...Array(b.ndim).keys()].filter((d) => !nbd.includes(d));
+  const K = numelOf(na.map((d) => a.shape[d]!));
+  const a2 = a.permute([...freeA, ...na]).reshape([numelOf(freeA.map((d) => a.shape[d]!)), K]);
+  const b2 = b.permute([...nbd, ...freeB]).reshape([K, numelOf(freeB.map((d) => b.shape[d]!))]);
+  return product(op, a2, b2).reshape([...freeA.map((d) => a.shape[d]!), ...freeB.map((d) => b.shape[d]!)]);
+}
+
+function normAxis(op: string, d: number, ndim: number): number {
+  if (d < -ndim || d >= ndim) throw new ShapeError(op, `Dimension out of range (expected to be in range of [${-ndim}, ${ndim - 1}], but got ${d})`);
+  return d < 0 ? d + ndim : d;
+}
+
+export const tensordot = def('tensordot(a, b, dims=2)', (x) => {
+  const a = asT('tensordot', x.a, 'a'), b = asT('tensordot', x.b, 'b');
+  const dims = x.dims as number | (number | number[])[];
+  if (typeof dims === 'number') {
+    if (dims < 0) throw new ValueError('tensordot', `tensordot expects dims >= 0, but got dims=${dims}`);
+    if (dims > a.ndim || dims > b.ndim) throw new ShapeError('tensordot', `tensordot expects dims < ndim_a or ndim_b, but got dims=${dims}`);
+    return tensordotImpl('tensordot', a, b, [...Array(dims).keys()].map((i) => a.ndim - dims + i), [...Array(dims).keys()]);
+  }
+  if (!Array.isArray(dims) || dims.length !== 2) throw new ValueError('tensordot', `tensordot expects dims to be an int or a pair of dim lists, got ${describe(dims)}`);
+  const list = (v: number | number[]): number[] => (typeof v === 'number' ? [v] : v);
+  return tensordotImpl('tensordot', a, b, list(dims[0]!), list(dims[1]!));
+});
+
+export const inner = def('inner(input, other)', (x) => {
+  const a = asT('inner', x.input, 'input'), b = asT('inner', x.other, 'other');
+  if (a.ndim === 0 || b.ndim === 0) return mul(a, b);
+  if (a.shape[a.ndim - 1] !== b.shape[b.ndim - 1]) {
+    throw new ShapeError('inner', `inner() the last dimension must match on both input tensors but got shapes [${a.shape.join(', ')}] and [${b.shape.join(', ')}]`);
+  }
+  return tensordotImpl('inner', a, b, [-1], [-1]);
+});
+
+export const linalg_multi_dot = def('linalg.multi_dot(tensors)', (x) => {
+  const op = 'linalg.multi_dot';
+  const ts = (x.tensors as unknown[]).map((t, i) => asT(op, t, `tensors[${i}]`));
+  if (ts.length < 2) throw new ValueError(op, `multi_dot(): expected at least 2 tensors but got ${ts.length}`);
+  ts.forEach((t, i) => {
+    const end = i === 0 || i === ts.length - 1;
+    if (end ? t.ndim < 1 || t.ndim > 2 : t.ndim !== 2) {
+      throw new ShapeError(op, i === 0 ? `multi_dot(): the first tensor must be 1D or 2D but got ${t.ndim}D`
+        : i === ts.length - 1 ? `multi_dot(): the last tensor must be 1D or 2D but got ${t.ndim}D` : `multi_dot(): tensor ${i} must be 2D but got ${t.ndim}D`);
+    }
+    if (t.dt !== ts[0]!.dt) throw new DTypeError(op, `multi_dot(): all tensors must have be the same dtype but tensor 0 is ${cname(ts[0]!.dt)} and tensor ${i} ${cname(t.dt)}`);
+  });
+  const first = ts[0]!, last = ts[ts.length - 1]!;
+  const mats = ts.map((t, i) => (t.ndim === 2 ? t : i === 0 ? t.unsqueeze(0) : t.unsqueeze(1)));
+  for (let i = 1; i < mats.length; i++) {
+    if (mats[i - 1]!.shape[1] !== mats[i]!.shape[0]) {
+      throw new ShapeError(op, `multi_dot(): tensors ${i - 1} and ${i} with shapes [${ts[i - 1]!.shape.join(', ')}] and [${ts[i]!.shape.join(', ')}] cannot be multiplied`);
+    }
+  }
+  let r = mats[0]!;
+  for (let i = 1; i < mats.length; i++) { const next = product(op, r, mats[i]!); if (i > 1) r.dispose(); r = next; }
+  if (first.ndim === 1 && last.ndim === 1) return r.reshape([]);
+  if (first.ndim === 1) return r.squeeze(0);
+  if (last.ndim === 1) return r.squeeze(1);
+  return r;
+});
+
+export const linalg_vecdot = def('linalg.vecdot(x, y, *, dim=-1)', (a) => {
+  const op = 'linalg.vecdot';
+  const x = asT(op, a.x, 'x'), y = asT(op, a.y, 'y');
+  if (x.dt !== y.dt) throw new DTypeError(op, `linalg.vecdot: Expected x and y to have the same dtype, but found x of type ${sname(x.dt)} and y of type ${sname(y.dt)} instead`);
+  if (!isFloat(x.dt)) throw new DTypeError(op, `linalg.vecdot: Expected a floating point or complex tensor as input. Got ${sname(x.dt)}`);
+  const p = mul(x, y);
+  const r = sum(p, a.dim as number, false, { dtype: p.dt });
+  p.dispose();
+  return r;
+});
+
 // ---- einsum -------------------------------------------------------------------------------------
 
 /** Label ids as PyTorch orders them (implicit outputs are sorted): A-Z, then a-z, then ellipsis dims. */
@@ -548,6 +637,6 @@ export const linalg_matmul = def('linalg.matmul(input, other)', (x) =>
 export const functional: Record<string, Fn> = { linear };
 /** Tensor methods of this family (tensor as first argument). */
 export const methods: Record<string, Fn> = {
-  matmul, mm, bmm, baddbmm, addbmm, addmm, addmv, addr, dot, vdot, mv, outer, ger, trace, matrix_power,
+  matmul, mm, bmm, baddbmm, addbmm, addmm, addmv, addr, dot, vdot, mv, outer, ger, trace, matrix_power, inner,
   __matmul__: matmul, __rmatmul__: (self: Tensor, other: Tensor) => matmul(other, self),
 };

@@ -80,12 +80,14 @@ def val(v):
 
 def lowp(fn):
     """Runs fn; float16/bfloat16 inputs PyTorch 1.13 cannot handle on CPU run in float32, rounded once."""
+    def flat(v): return [x for a in v for x in (a if isinstance(a, (list, tuple)) else [a])]
+    def up(a):
+        if isinstance(a, (list, tuple)): return [up(x) for x in a]
+        return a.float() if isinstance(a, torch.Tensor) and a.dtype in LOWP else a
     def run(*args, **kw):
-        lp = [a.dtype for a in list(args) + list(kw.values()) if isinstance(a, torch.Tensor) and a.dtype in LOWP]
+        lp = [a.dtype for a in flat(list(args) + list(kw.values())) if isinstance(a, torch.Tensor) and a.dtype in LOWP]
         if not lp: return fn(*args, **kw)
-        up = [a.float() if isinstance(a, torch.Tensor) and a.dtype in LOWP else a for a in args]
-        kw2 = {k: (x.float() if isinstance(x, torch.Tensor) and x.dtype in LOWP else x) for k, x in kw.items()}
-        return fn(*up, **kw2).to(lp[0])
+        return fn(*[up(a) for a in args], **{k: up(x) for k, x in kw.items()}).to(lp[0])
     return run
 
 
@@ -269,6 +271,21 @@ for dt in [torch.float32, torch.float64, torch.float16, torch.int64]:
 case(M, "einsum/float32/transposed_operands", "einsum", ["ij,jk->ik", T(rnd((4, 3)), [["transpose", 0, 1]]), T(rnd((5, 4)), [["transpose", 0, 1]])])
 case(M, "einsum/int32/sum_promotes", "einsum", ["ij->i", T(rnd((2, 3), torch.int32, -3, 3))])
 
+# tensordot, inner, linalg.multi_dot, linalg.vecdot
+for dt in [torch.float32, torch.float64, torch.float16, torch.int64]:
+    tag = str(dt)[6:]
+    r = lambda *s: rnd(s, dt, -1, 1) if dt.is_floating_point else rnd(s, dt, -3, 3)
+    case(M, f"tensordot/{tag}/int_dims", "tensordot", [T(r(2, 3, 4)), T(r(3, 4, 5))], {"dims": 2})
+    case(M, f"tensordot/{tag}/list_dims", "tensordot", [T(r(2, 3, 4)), T(r(4, 5, 2))], {"dims": [[0, 2], [2, 0]]})
+    case(M, f"tensordot/{tag}/outer", "tensordot", [T(r(2, 3)), T(r(4,))], {"dims": 0})
+    case(M, f"inner/{tag}/nd", "inner", [T(r(2, 3)), T(r(4, 5, 3))])
+    case(M, f"inner/{tag}/scalar", "inner", [T(r(2, 3)), T(r())])
+    case(M, f"linalg.multi_dot/{tag}/vec_ends", "linalg.multi_dot", [[T(r(3)), T(r(3, 4)), T(r(4, 2)), T(r(2))]])
+    case(M, f"linalg.multi_dot/{tag}/mats", "linalg.multi_dot", [[T(r(2, 3)), T(r(3, 4)), T(r(4, 5))]])
+    if dt.is_floating_point:
+        case(M, f"linalg.vecdot/{tag}/bcast", "linalg.vecdot", [T(r(2, 3)), T(r(3))])
+        case(M, f"linalg.vecdot/{tag}/dim0", "linalg.vecdot", [T(r(4, 3)), T(r(4, 3))], {"dim": 0})
+
 # ---------------- errors ----------------
 E = "errors"
 f32 = lambda *s: rnd(s)
@@ -338,6 +355,16 @@ errs = [
     ("einsum/operand_count", "einsum", ["ij,jk->ik", T(f32(2, 3))], "ValueError"),
     ("einsum/dtype", "einsum", ["ij,jk->ik", T(f32(2, 3)), T(f64(3, 4))], "DTypeError"),
     ("einsum/diag_size", "einsum", ["ii->i", T(f32(2, 3))], "ShapeError"),
+    ("tensordot/size", "tensordot", [T(f32(2, 3)), T(f32(4, 5))], "ShapeError"),
+    ("tensordot/dtype", "tensordot", [T(f32(2, 3)), T(f64(3, 4)), 1], "DTypeError"),
+    ("inner/size", "inner", [T(f32(2, 3)), T(f32(4))], "ShapeError"),
+    ("linalg.multi_dot/one", "linalg.multi_dot", [[T(f32(3, 4))]], "ValueError"),
+    ("linalg.multi_dot/shape", "linalg.multi_dot", [[T(f32(2, 3)), T(f32(4, 4))]], "ShapeError"),
+    ("linalg.multi_dot/dtype", "linalg.multi_dot", [[T(f32(2, 3)), T(f64(3, 4))]], "DTypeError"),
+    ("linalg.multi_dot/3d", "linalg.multi_dot", [[T(f32(2, 3, 1)), T(f32(1, 4))]], "ShapeError"),
+    ("linalg.vecdot/dtype", "linalg.vecdot", [T(f32(2, 3)), T(f64(3))], "DTypeError"),
+    ("linalg.vecdot/int", "linalg.vecdot", [T(rnd((2, 3), torch.int32, -3, 3)), T(rnd((3,), torch.int32, -3, 3))], "DTypeError"),
+    ("linalg.vecdot/size", "linalg.vecdot", [T(f32(2, 3)), T(f32(4))], "ShapeError"),
 ]
 for name, op, args, cls in errs:
     case(E, name, op, args, error=cls)
