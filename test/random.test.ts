@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { DTypeError, NbxError, ValueError } from '../src/errors.js';
+import { DTypeError, NbxError, UnsupportedError, ValueError } from '../src/errors.js';
 import type { DTypeName, StorageArray } from '../src/dtype/dtypes.js';
 import { CPU_STATE_BYTES, DEFAULT_RNG_SEED, Generator, defaultGenerator, manual_seed } from '../src/random/generator.js';
 import { MT19937 } from '../src/random/mt19937.js';
@@ -304,7 +304,8 @@ test('Generator: manual_seed takes PyTorch seeds; errors; seed(); clone', () => 
   assert.equal(g.manualSeed(2n ** 63n).initial_seed(), 2n ** 63n);
   assert.throws(() => g.manual_seed(2n ** 64n), ValueError);
   assert.throws(() => g.manual_seed(1.5), ValueError);
-  assert.throws(() => new Generator({ device: 'cuda' }), ValueError);
+  assert.throws(() => new Generator({ device: 'cuda' }), UnsupportedError);
+  assert.equal(new Generator({ device: 'cpu' }).device, 'cpu');
   const s = g.seed();
   assert.equal(typeof s, 'bigint');
   assert.equal(g.initial_seed(), s);

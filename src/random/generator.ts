@@ -25,7 +25,7 @@
 // seed, key) without drawing from or otherwise touching this generator, so the default stream's
 // numbers are identical whether or not forks are made. See `fork` for the derivation.
 
-import { ValueError } from '../errors.js';
+import { UnsupportedError, ValueError } from '../errors.js';
 import { MT19937, MT_N, toUint64 } from './mt19937.js';
 
 /** sizeof(CPUGeneratorImplState) in PyTorch. */
@@ -99,8 +99,8 @@ export class Generator {
   constructor(opts: GeneratorOptions = {}) {
     const device = opts.device ?? 'cpu';
     if (device !== 'cpu' && !device.startsWith('cpu:')) {
-      // Device generators (CUDA Philox) are not implemented; refuse rather than silently differ.
-      throw new ValueError('Generator', `only CPU generators are supported (got device '${device}')`);
+      // Device generators (CUDA's Philox streams) are not implemented: refuse rather than differ.
+      throw new UnsupportedError('Generator', `only CPU generators (MT19937) are implemented; got device '${device}'`);
     }
     this.device = 'cpu';
     this.engine = new MT19937(DEFAULT_RNG_SEED);

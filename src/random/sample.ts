@@ -56,44 +56,8 @@ export function fmaf(a: number, b: number, c: number): number {
   return (err > 0) === (t > r) ? t : r;
 }
 
-const SPLIT = 134217729; // 2^27 + 1
-const F64 = new Float64Array(1);
-const U32 = new Uint32Array(F64.buffer);
-
-/** Correctly rounded double fma(a, b, c) (round-to-odd emulation, Boldo & Melquiond). */
-export function fma(a: number, b: number, c: number): number {
-  const p = a * b;
-  if (!Number.isFinite(p) || !Number.isFinite(c) || a === 0 || b === 0) return p + c;
-  // TwoProduct (Dekker/Veltkamp): p + e = a*b exactly (barring under/overflow).
-  let t = SPLIT * a;
-  const ah = t - (t - a), al = a - ah;
-  t = SPLIT * b;
-  const bh = t - (t - b), bl = b - bh;
-  const e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
-  // TwoSum(c, p) = (sh, sl)
-  const sh = c + p;
-  const bv = sh - c;
-  const sl = (c - (sh - bv)) + (p - bv);
-  // v = RO(sl + e): round to odd
-  const v0 = sl + e;
-  const bv2 = v0 - sl;
-  const err = (sl - (v0 - bv2)) + (e - bv2);
-  let v = v0;
-  if (err !== 0) {
-    F64[0] = v0;
-    if ((U32[0]! & 1) === 0) {
-      // move one ulp toward the exact value
-      if ((err > 0) === (v0 > 0) || v0 === 0) {
-        if (v0 === 0) v = err > 0 ? Number.MIN_VALUE : -Number.MIN_VALUE;
-        else { U32[0] = (U32[0]! + 1) >>> 0; if (U32[0] === 0) U32[1] = U32[1]! + 1; v = F64[0]!; }
-      } else {
-        if (U32[0] === 0) { U32[1] = U32[1]! - 1; U32[0] = 0xffffffff; } else U32[0] = U32[0]! - 1;
-        v = F64[0]!;
-      }
-    }
-  }
-  return sh + v;
-}
+/** Correctly rounded double fma (glibc-exact paths need it): see libm.ts. */
+const fma = libm.fma;
 
 /** Round a number to float16 and back (c10::Half arithmetic: compute in float, round to half). */
 const h16 = (x: number): number => fromFloat16Bits(toFloat16Bits(x));
@@ -229,10 +193,8 @@ const TWO_PI_F = fr(2.0 * Math.PI);
 const FB = new Float32Array(1);
 const IB = new Int32Array(FB.buffer);
 
-/** The rare tie case of a fused float multiply-add: a*b + c rounded once to float32. */
-function fmafTie(a: number, b: number, c: number): number {
-  return fmaf(a, b, c);
-}
+/** The rare tie case of the inlined float FMAs below: a*b + c rounded once to float32. */
+const fmafTie = fmaf;
 
 /**
  * normal_fill_AVX2, pass 1 (log256_ps): for each 16-block in [start, end), lanes j < 8 get
@@ -507,15 +469,19 @@ export function randn(gen: Generator, numel: number, dtype: DTypeName = 'float32
 }
 
 /**
- * torch.normal with tensor arguments (Distributions.cpp normal_out_impl): the output is filled with
- * normal_(0, 1) (the same draws as randn of `numel`), then `output.mul_(std).add_(mean)` — two
- * separately rounded tensor ops in the output dtype (reduced floats compute each op in float and
- * round back). `means`/`stds` are either scalars or arrays of `numel` values (already broadcast).
+ * torch.normal with tensor arguments (DistributionTemplates.h normal_out_impl). `means`/`stds` are
+ * numbers or arrays of `numel` values (already broadcast; length 1 also accepted):
+ * - (Tensor mean, float std): output.normal_(0, std), then output.add_(mean);
+ * - (float mean, Tensor std) and (Tensor mean, Tensor std): output.normal_(0, 1), then
+ *   output.mul_(std).add_(mean), a float mean being a 0-dim tensor of the output dtype;
+ * - (float, float): the same as normal().
+ * Each tensor op rounds once in the output dtype (float16/bfloat16 compute in float).
  */
 export function normalTensor(gen: Generator, means: Float64Array | number, stds: Float64Array | number, numel: number, dtype: DTypeName = 'float32'): StorageArray {
   const op = 'normal';
   checkNumel(op, numel);
   checkFloatDType(op, dtype);
+  if (typeof means === 'number' && typeof stds === 'number') return normal(gen, numel, dtype, means, stds);
   const meanArr = typeof means === 'number' ? undefined : means;
   const stdArr = typeof stds === 'number' ? undefined : stds;
   if (meanArr && meanArr.length !== numel && meanArr.length !== 1) throw new ValueError(op, `mean has ${meanArr.length} elements, expected ${numel} (broadcast first)`);
@@ -525,34 +491,29 @@ export function normalTensor(gen: Generator, means: Float64Array | number, stds:
   } else if (!((stds as number) >= 0)) {
     throw new ValueError(op, `normal expects std >= 0.0, but found std ${stds}`);
   }
-  const z = normal(gen, numel, dtype, 0, 1);
   const meanAt = (i: number): number => (meanArr ? meanArr[meanArr.length === 1 ? 0 : i]! : (means as number));
-  const stdAt = (i: number): number => (stdArr ? stdArr[stdArr.length === 1 ? 0 : i]! : (stds as number));
+  const stdAt = (i: number): number => stdArr![stdArr!.length === 1 ? 0 : i]!;
+  // round a value to the dtype (tensor operands hold values of the dtype)
+  const cast = dtype === 'float64' ? (x: number) => x : dtype === 'float32' ? fr : dtype === 'float16' ? h16 : hbf;
+  const z = stdArr ? normal(gen, numel, dtype, 0, 1) : normal(gen, numel, dtype, 0, stds as number);
+  const scaled = (v: number, i: number) => (stdArr ? cast(v * cast(stdAt(i))) : v);
   switch (dtype) {
     case 'float32': {
       const o = z as Float32Array;
-      for (let i = 0; i < numel; i++) o[i] = fr(fr(o[i]! * fr(stdAt(i))) + fr(meanAt(i)));
+      for (let i = 0; i < numel; i++) o[i] = fr(scaled(o[i]!, i) + fr(meanAt(i)));
       return o;
     }
     case 'float64': {
       const o = z as Float64Array;
-      for (let i = 0; i < numel; i++) o[i] = o[i]! * stdAt(i) + meanAt(i);
+      for (let i = 0; i < numel; i++) o[i] = scaled(o[i]!, i) + meanAt(i);
       return o;
     }
     case 'float16':
     case 'bfloat16': {
-      const half = dtype === 'float16';
-      const dec = half ? fromFloat16Bits : fromBFloat16Bits;
-      const enc = half ? toFloat16Bits : toBFloat16Bits;
-      const rnd = half ? h16 : hbf;
-      // Tensor operands are already of the dtype; a Python-scalar operand is used as float (opmath).
-      const sv = (i: number): number => (stdArr ? rnd(stdAt(i)) : fr(stdAt(i)));
-      const mv = (i: number): number => (meanArr ? rnd(meanAt(i)) : fr(meanAt(i)));
+      const dec = dtype === 'float16' ? fromFloat16Bits : fromBFloat16Bits;
+      const enc = dtype === 'float16' ? toFloat16Bits : toBFloat16Bits;
       const o = z as Uint16Array;
-      for (let i = 0; i < numel; i++) {
-        const a = rnd(fr(dec(o[i]!) * sv(i)));
-        o[i] = enc(fr(a + mv(i)));
-      }
+      for (let i = 0; i < numel; i++) o[i] = enc(fr(scaled(dec(o[i]!), i) + cast(meanAt(i))));
       return o;
     }
   }
