@@ -8,7 +8,11 @@
 // grid_sample's coordinate math runs in the kernel ('grid_sample'), since it depends on the grid values.
 
 import { Tensor } from '../tensor/tensor.js';
-import { DTYPES } from '../dtype/dtypes.js';
+import { DTYPES, allocStorage, type DTypeName } from '../dtype/dtypes.js';
+import type { Device } from '../backend/backend.js';
+import { linspace } from './creation.js';
+import { mul, div } from './elementwise.js';
+import { matmul } from './linalg.js';
 import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import { fmtShape } from '../tensor/shape.js';
 import { kernel } from '../backend/registry.js';
@@ -353,7 +357,62 @@ export const grid_sample = def('nn.functional.grid_sample(input, grid, mode=\'bi
   return narrowTo(result, x.dt);
 });
 
+// ---- affine_grid ---------------------------------------------------------------------------------
+
+const AG = 'nn.functional.affine_grid';
+
+/** linspace_from_neg_one: pixel centres in [-1, 1] (corners when align_corners), in theta's dtype. */
+function unitRange(n: number, alignCorners: boolean, dtype: DTypeName, device: Device): Tensor {
+  if (n <= 1) return Tensor.fromStorage(allocStorage(dtype, 1), dtype, [1], device);
+  const r = linspace(-1, 1, n, { dtype, device });
+  if (alignCorners) return r;
+  const m = mul(r, n - 1), q = div(m, n); // two roundings, as PyTorch's range * (n - 1) / n
+  r.dispose(); m.dispose();
+  return q;
+}
+
+/** The sampling grid of an affine transform: base grid of pixel coordinates times thetaᵀ. */
+export const affine_grid = def('nn.functional.affine_grid(theta, size, align_corners=None)', (a) => {
+  const theta = asTensor(AG, a.theta, 'theta');
+  const ac = Boolean(a.align_corners ?? false);
+  if (DTYPES[theta.dt].kind !== 'float') throw new ValueError(AG, `Expected theta to have floating point type, but got ${theta.dt}`);
+  const size = (a.size as unknown[]).map((v) => Number(v instanceof Scalar ? v.value : v));
+  const k = size.length - 2;
+  if (k !== 2 && k !== 3) throw new UnsupportedError(AG, `affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, respectively. Got size ${fmtShape(size)}.`);
+  if (theta.ndim !== 3 || theta.shape[1] !== k || theta.shape[2] !== k + 1) {
+    throw new ShapeError(AG, `Expected a batch of ${k}D affine matrices of shape Nx${k}x${k + 1} for size ${fmtShape(size)}. Got ${fmtShape(theta.shape)}.`);
+  }
+  const sp = size.slice(2);
+  if (!(ac && Math.min(...sp) === 1) && Math.min(...size) <= 0) throw new ValueError(AG, `Expected non-zero, positive output size. Got ${fmtShape(size)}`);
+  if (theta.shape[0] !== size[0]) throw new ShapeError(AG, `affine_grid: theta has batch size ${theta.shape[0]} but size asks for ${size[0]}`);
+  // Base grid [1, prod(sp), k + 1]: (x, y[, z], 1) per output pixel, x varying fastest.
+  const ranges = sp.map((n) => unitRange(n, ac, theta.dt, theta.device));
+  const vals = ranges.map((r) => r.dataSync());
+  ranges.forEach((r) => r.dispose());
+  const npix = sp.reduce((u, v) => u * v, 1);
+  // Built in float64 from values that theta's dtype holds exactly, so the cast back is exact.
+  const base = new Float64Array(npix * (k + 1));
+  for (let q = 0; q < npix; q++) {
+    let rest = q;
+    for (let d = k - 1; d >= 0; d--) { // output coordinate j is spatial dim k-1-j: x runs along W
+      const n = sp[d]!, i = rest % n;
+      rest = Math.floor(rest / n);
+      base[q * (k + 1) + (k - 1 - d)] = Number(vals[d]![i]);
+    }
+    base[q * (k + 1) + k] = 1;
+  }
+  const base64 = Tensor.fromStorage(base, 'float64', [1, npix, k + 1], theta.device);
+  const baseT = base64.to(theta.dt);
+  if (baseT !== base64) base64.dispose();
+  const tt = theta.transpose(1, 2);
+  const g = matmul(baseT, tt);
+  baseT.dispose(); tt.dispose();
+  const r = g.reshape([size[0]!, ...sp, k]);
+  if (r !== g) g.dispose();
+  return r;
+});
+
 /** nbx.nn.functional.X entries of this family. */
-export const functional: Record<string, Fn> = { interpolate, upsample, upsample_nearest, upsample_bilinear, grid_sample };
+export const functional: Record<string, Fn> = { interpolate, upsample, upsample_nearest, upsample_bilinear, grid_sample, affine_grid };
 /** Tensor methods of this family (tensor as first argument). */
 export const methods: Record<string, Fn> = {};

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Goldens for nn.functional.interpolate / grid_sample (test/fixtures/resample_goldens.json), torch 1.13 CPU.
+"""Goldens for nn.functional.interpolate / grid_sample / affine_grid (test/fixtures/resample_goldens.json), torch 1.13.
 
     /usr/bin/python3 test/gen/resample.py
 
@@ -82,6 +82,15 @@ def resample_cases():
     fx.case("upsample", [V(x4)], {"scale_factor": Fl(2.0), "mode": "bilinear", "align_corners": True}, tag="alias")
     fx.case("upsample_bilinear", [V(x4)], {"size": [5, 7]}, tag="alias_bilinear")
     fx.case("upsample_nearest", [V(x4)], {"scale_factor": 3}, tag="alias_nearest")
+    # affine_grid, and grid_sample on it
+    for ac in (False, True):
+        th = r((2, 2, 3), f, -1.2, 1.2)
+        fx.case("affine_grid", [V(th), [2, 3, 4, 5]], {"align_corners": ac}, tag=f"2d_{ac}")
+        fx.case("affine_grid", [V(r((1, 3, 4), torch.float64, -1.2, 1.2)), [1, 2, 3, 4, 2]], {"align_corners": ac}, tag=f"3d_{ac}")
+        fx.case("affine_grid", [V(th), [2, 1, 1, 3]], {"align_corners": ac}, tag=f"unit_{ac}")
+    fx.case("affine_grid", [V(r((2, 2, 3), f)), [2, 3, 4]], tag="err_size_len", error=True)
+    fx.case("affine_grid", [V(r((2, 3, 3), f)), [2, 3, 4, 5]], tag="err_theta_shape", error=True)
+    fx.case("affine_grid", [V(r((2, 2, 3), torch.int64)), [2, 3, 4, 5]], tag="err_theta_int", error=True)
     e = dict(error=True)
     fx.case("interpolate", [V(x4)], {"size": 3, "scale_factor": Fl(2.0)}, tag="err_both", **e)
     fx.case("interpolate", [V(x4)], tag="err_neither", **e)
