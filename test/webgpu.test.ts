@@ -89,6 +89,12 @@ it('computes elementwise ops across dtypes, including packed bytes and halves, a
     }
     if (d !== 'bool' && d !== 'uint8') await same(nbx.abs(up(a)), nbx.abs(a), 0, `abs ${d}`);
   }
+  // long flat operands take the 16-byte path (mixed with a half input, a broadcast scalar, a misaligned view)
+  const x = data(4100, 'float32', 3), h = data(4100, 'float16', 4), one = nbx.tensor(2.5);
+  await same(nbx.add(nbx.mul(up(x), up(h)), up(one)), nbx.add(nbx.mul(x, h), one), 1e-6, 'vec4 path');
+  await same(nbx.where(nbx.gt(up(x), 0), up(x), up(h)) as T, nbx.where(nbx.gt(x, 0), x, h) as T, 1e-6, 'vec4 where');
+  await same(nbx.exp(up(x).slice(0, 1, 4097)), nbx.exp(x.slice(0, 1, 4097)), 2e-6, 'misaligned');
+  await same(nbx.mul(up(x).to('int32'), 3), nbx.mul(x.to('int32'), 3), 0, 'vec4 int32');
   // integer semantics: wrap-around, floor division and modulo by negatives, shifts
   const i8 = nbx.tensor([127, -128, 100, -7, 7, 0], { dtype: nbx.int8 });
   const j8 = nbx.tensor([1, -1, 100, 2, -2, 3], { dtype: nbx.int8 });

@@ -37,7 +37,7 @@ export class WGBuffer {
 /** A compute kernel: WGSL source (made once per key), its bindings and its uniform block. */
 export interface Program {
   key: string;
-  /** One letter per storage binding after the uniform block (binding 0): r read-only, w read-write, a atomic read-write. */
+  /** One letter per storage binding after the uniform block (binding 0): r read-only, w read-write, a atomic read-write (v, x: r, w as vec4 arrays). */
   access: string;
   /** 32-bit words of the uniform block. */
   words: number;
@@ -192,9 +192,17 @@ export class WebGPUBackend implements Backend {
     if (data.byteLength === 0) return b;
     let bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
     if (bytes.byteLength % 4 !== 0) { const p = new Uint8Array(roundUp(bytes.byteLength, 4)); p.set(bytes); bytes = p; }
-    // A fresh buffer is referenced by no unsubmitted command, so writing it now is in order.
-    if (this.isReady) this.queue.writeBuffer(b.gpu!, 0, bytes as Uint8Array<ArrayBuffer>);
-    else this.record({ k: 'write', buf: b, data: bytes.buffer === data.buffer ? bytes.slice() : bytes });
+    // A clean buffer is referenced by no unsubmitted command, so writing it now is in order.
+    if (!this.isReady) this.record({ k: 'write', buf: b, data: bytes.buffer === data.buffer ? bytes.slice() : bytes });
+    else if (!(bytes.buffer instanceof ArrayBuffer)) {
+      // Dawn takes no SharedArrayBuffer (large CPU tensors live in one): through a bounce buffer
+      const chunk = new Uint8Array(Math.min(bytes.byteLength, 1 << 24));
+      for (let o = 0; o < bytes.byteLength; o += chunk.byteLength) {
+        const part = bytes.subarray(o, o + chunk.byteLength);
+        chunk.set(part);
+        this.queue.writeBuffer(b.gpu!, o, chunk, 0, part.byteLength);
+      }
+    } else this.queue.writeBuffer(b.gpu!, 0, bytes as Uint8Array<ArrayBuffer>);
     return b;
   }
 
@@ -399,7 +407,7 @@ export class WebGPUBackend implements Backend {
     if (!l) {
       const entries: GPUBindGroupLayoutEntry[] = [{ binding: 0, visibility: STAGE_COMPUTE, buffer: { type: 'uniform', minBindingSize: uniformBytes } }];
       for (let i = 0; i < access.length; i++) {
-        entries.push({ binding: i + 1, visibility: STAGE_COMPUTE, buffer: { type: access[i] === 'r' ? 'read-only-storage' : 'storage' } });
+        entries.push({ binding: i + 1, visibility: STAGE_COMPUTE, buffer: { type: access[i] === 'r' || access[i] === 'v' ? 'read-only-storage' : 'storage' } });
       }
       l = this.device.createBindGroupLayout({ entries });
       this.layouts.set(key, l);

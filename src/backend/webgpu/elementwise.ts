@@ -17,12 +17,16 @@ import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
 /** `u.w[i/4][i%4]`: word i of the uniform block. */
 export const U = (i: number): string => `u.w[${i >> 2}][${i & 3}]`;
 
-/** The kernel header: uniform block of `words` words, then the storage bindings of `access` (see Program). */
+/**
+ * The kernel header: uniform block of `words` words, then the storage bindings of `access` (see
+ * Program): r/w read-only/read-write array<u32>, v/x the same as array<vec4<u32>>, a atomic<u32>.
+ */
 export function header(words: number, access: string): string {
   const lines = [`struct Params { w: array<vec4<u32>, ${Math.max(1, Math.ceil(words / 4))}> }`, '@group(0) @binding(0) var<uniform> u: Params;'];
   for (let i = 0; i < access.length; i++) {
-    const a = access[i];
-    lines.push(`@group(0) @binding(${i + 1}) var<storage, ${a === 'r' ? 'read' : 'read_write'}> b${i + 1}: array<${a === 'a' ? 'atomic<u32>' : 'u32'}>;`);
+    const a = access[i]!;
+    const type = a === 'a' ? 'atomic<u32>' : a === 'v' || a === 'x' ? 'vec4<u32>' : 'u32';
+    lines.push(`@group(0) @binding(${i + 1}) var<storage, ${a === 'r' || a === 'v' ? 'read' : 'read_write'}> b${i + 1}: array<${type}>;`);
   }
   return lines.join('\n');
 }
@@ -64,13 +68,17 @@ interface Layout {
   /** flat: per input, 0 (broadcast scalar) or 1 */
   unit: number[];
   outStrided: boolean;
+  /** flat, 4-byte output: four elements per invocation through 16-byte loads and stores */
+  vec: boolean;
 }
 
 function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, bind: number[], nIn: number, wg: number): Program {
-  const { nd, flat, unit, outStrided } = lay;
+  const { nd, flat, unit, outStrided, vec } = lay;
   const k = perWord(outD);
   const packedContig = k > 1 && !outStrided;
-  const access = (outStrided && k > 1 ? 'a' : 'w') + 'r'.repeat(nIn);
+  // with `vec`, buffers of 4-byte dtypes are bound as vec4 arrays
+  const vecBind = new Set(vec ? bind.filter((_, s) => perWord(inD[s]!) === 1) : []);
+  const access = (vec ? 'x' : outStrided && k > 1 ? 'a' : 'w') + [...Array(nIn).keys()].map((i) => (vecBind.has(i + 2) ? 'v' : 'r')).join('');
   // uniform: [units, n, oo, w0] [shape(nd)] [out strides(nd)] per input [off, strides(nd)] params
   let w = 4;
   const shapeAt = w; if (!flat) w += nd;
@@ -80,8 +88,34 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
   const pAt = w;
   const nParams = expr.slots('param');
   const words = pAt + nParams;
-  const key = `ew|${flat ? `f${unit.join('')}` : `s${nd}`}|${outStrided ? 'os' : 'oc'}|${outD}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
+  const key = `ew|${vec ? 'v' : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${outStrided ? 'os' : 'oc'}|${outD}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
+  const param = (s: number, d: DTypeName): string => (DTYPES[d].kind === 'float' ? `bitcast<f32>(${U(pAt + s)})` : `bitcast<i32>(${U(pAt + s)})`);
+  const vecSource = (): string => {
+    // invocation g: elements 4g .. 4g+3; unit-stride 4-byte inputs as one vec4 each, others per lane
+    const pre: string[] = [];
+    for (let s = 0; s < inD.length; s++) {
+      if (unit[s] && vecBind.has(bind[s]!)) pre.push(`let v${s} = b${bind[s]}[(${U(inAt[s]!)} >> 2u) + g];`);
+    }
+    const lanes = [0, 1, 2, 3].map((l) => {
+      const [code, res] = R.render(expr, (s, d) => {
+        if (vecBind.has(bind[s]!)) {
+          if (unit[s]) return d === 'int32' ? `bitcast<i32>(v${s}[${l}])` : `bitcast<f32>(v${s}[${l}])`;
+          const j = U(inAt[s]!);
+          return d === 'int32' ? `bitcast<i32>(b${bind[s]}[${j} >> 2u][${j} & 3u])` : `bitcast<f32>(b${bind[s]}[${j} >> 2u][${j} & 3u])`;
+        }
+        return R.load(d, `b${bind[s]}`, unit[s] ? `(${U(inAt[s]!)} + 4u * g + ${l}u)` : U(inAt[s]!));
+      }, param);
+      return `{\n    ${code}\n    r[${l}] = ${R.bits(outD, res)};\n  }`;
+    });
+    const body = `if (g >= ${U(0)}) { return; }
+  ${pre.join('\n  ')}
+  var r: vec4<u32>;
+  ${lanes.join('\n  ')}
+  b1[(${U(2)} >> 2u) + g] = r;`;
+    return module(words, access, wg, body);
+  };
   const source = (): string => {
+    if (vec) return vecSource();
     const idx: string[] = [];
     if (!flat && nd > 0) {
       idx.push('var r = i;');
@@ -97,8 +131,7 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
       if (flat) idx.push(`let j${s} = ${U(inAt[s]!)}${unit[s] ? ' + i' : ''};`);
       else idx.push(`let j${s} = ${at(inAt[s]!, inAt[s]! + 1)};`);
     }
-    const [code, res] = R.render(expr, (s, d) => R.load(d, `b${bind[s]}`, `j${s}`),
-      (s, d) => (DTYPES[d].kind === 'float' ? `bitcast<f32>(${U(pAt + s)})` : `bitcast<i32>(${U(pAt + s)})`));
+    const [code, res] = R.render(expr, (s, d) => R.load(d, `b${bind[s]}`, `j${s}`), param);
     const compute = `${idx.join('\n    ')}\n    ${code}`;
     let body: string;
     if (packedContig) {
@@ -169,9 +202,15 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
     bind.push(j + 1);
   }
   const wg = be.wgElementwise;
-  const lay: Layout = { nd, flat, unit: flat ? cst.slice(1).map((s) => (s[0] === 1 ? 1 : 0)) : [], outStrided: oStrided };
+  const unit = flat ? cst.slice(1).map((s) => (s[0] === 1 ? 1 : 0)) : [];
   const inD = ins.map((r) => r.dtype);
-  const probe = `${flat ? `f${lay.unit.join('')}` : `s${nd}`}|${oStrided ? 'os' : 'oc'}|${out.dtype}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
+  // 16-byte accesses: a flat 4-byte output, n and every 4-byte unit-stride offset multiples of 4, and no
+  // buffer read as both a 4-byte and a packed dtype
+  const vec = flat && !oStrided && perWord(out.dtype) === 1 && n % 4 === 0 && out.offset % 4 === 0 && n >= 1024
+    && ins.every((r, s) => perWord(r.dtype) !== 1 || !unit[s] || r.offset % 4 === 0)
+    && bind.every((b, s) => bind.every((b2, t) => b2 !== b || (perWord(inD[s]!) === 1) === (perWord(inD[t]!) === 1)));
+  const lay: Layout = { nd, flat, unit, outStrided: oStrided, vec };
+  const probe = `${vec ? 'v' : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${oStrided ? 'os' : 'oc'}|${out.dtype}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
   let prog = cache.get(probe);
   if (!prog) { prog = ewProgram(expr, inD, out.dtype, lay, bind, bufs.length - 1, wg); cache.set(probe, prog); }
 
@@ -179,7 +218,7 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
   const k = perWord(out.dtype);
   const packedContig = k > 1 && !oStrided;
   const w0 = Math.floor(out.offset / k);
-  const units = packedContig ? Math.floor((out.offset + n - 1) / k) - w0 + 1 : n;
+  const units = vec ? n / 4 : packedContig ? Math.floor((out.offset + n - 1) / k) - w0 + 1 : n;
   u[0] = units; u[1] = n; u[2] = out.offset; u[3] = w0;
   let w = 4;
   if (!flat) for (let d = 0; d < nd; d++) u[w++] = cs[d]!;
