@@ -1,4 +1,5 @@
-// A WebAssembly SIMD kernel for PyTorch's AVX2 normal_fill (float32 randn/normal of >= 16 values).
+// WebAssembly SIMD kernels: PyTorch's AVX2 normal_fill (float32 randn/normal of >= 16 values) and
+// the MT19937 stream of float32 uniforms that feeds it (also used by rand).
 //
 // The scalar TypeScript kernel in sample.ts is the reference; this one computes the same bits four
 // lanes at a time, because the emulation of PyTorch's fused multiply-adds (float FMA = exact double
@@ -11,11 +12,14 @@
 //   For the others the kernel flags a block when the double sum lands exactly halfway between two
 //   floats (where double rounding could differ from a true FMA); sample.ts recomputes flagged blocks
 //   with the scalar kernel. That happens for a few blocks per million.
+// - The MT19937 twist runs 4 words at a time (the recurrence reads words >= 4 positions away), the
+//   tempering and the (y & 0xffffff) * 2^-24 conversion likewise; the engine's state is copied in
+//   and out around each batch, so the stream is the JS engine's, word for word.
 //
-import type { MT19937 } from './mt19937.js';
-
 // The module is assembled here, byte by byte, so no build step or binary blob is needed. If the
-// platform lacks WebAssembly SIMD, `simdKernel()` returns undefined and the scalar kernel is used.
+// platform lacks WebAssembly SIMD, `simdKernel()` returns undefined and the scalar kernels are used.
+
+import type { MT19937 } from './mt19937.js';
 
 // ---- constants ---------------------------------------------------------------------------------
 
