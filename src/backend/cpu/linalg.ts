@@ -370,19 +370,28 @@ function packPanels(V: FArr, base: number, X: FArr, off: number, ld: number, tra
     for (let q = 0; q < nP; q++) {
       const dst = blk + q * W * kc, w = Math.min(W, rows - q * W), rb = r0 + q * W;
       if (w < W) V.fill(0, dst, dst + W * kc);
-      if (trans) {
-        // element (r, p) at p·ld + r: consecutive r are contiguous
-        for (let pp = 0; pp < kc; pp++) {
-          const src = off + (p0 + pp) * ld + rb, d = dst + pp * W;
-          for (let r = 0; r < w; r++) V[d + r] = X[src + r]!;
-        }
-      } else {
-        for (let r = 0; r < w; r++) {
-          const src = off + (rb + r) * ld + p0, d = dst + r;
-          for (let pp = 0; pp < kc; pp++) V[d + pp * W] = X[src + pp]!;
-        }
-      }
+      if (trans) packStrips(V, dst, X, off + p0 * ld + rb, ld, 1, kc, W, w);
+      else packStrips(V, dst, X, off + rb * ld + p0, 1, ld, kc, W, w);
     }
+  }
+}
+
+/**
+ * One panel: for each of kc steps p, W values X[src + p·sp + r·sr] (r < w) to V[dst + p·W + r].
+ * Full 4- and 8-wide panels are unrolled: the generic loop costs twice as much per element.
+ */
+function packStrips(V: FArr, dst: number, X: FArr, src: number, sp: number, sr: number, kc: number, W: number, w: number): void {
+  if (w === 4 && W === 4) {
+    for (let p = 0, s = src, d = dst; p < kc; p++, s += sp, d += 4) {
+      V[d] = X[s]!; V[d + 1] = X[s + sr]!; V[d + 2] = X[s + 2 * sr]!; V[d + 3] = X[s + 3 * sr]!;
+    }
+  } else if (w === 8 && W === 8) {
+    for (let p = 0, s = src, d = dst; p < kc; p++, s += sp, d += 8) {
+      V[d] = X[s]!; V[d + 1] = X[s + sr]!; V[d + 2] = X[s + 2 * sr]!; V[d + 3] = X[s + 3 * sr]!;
+      V[d + 4] = X[s + 4 * sr]!; V[d + 5] = X[s + 5 * sr]!; V[d + 6] = X[s + 6 * sr]!; V[d + 7] = X[s + 7 * sr]!;
+    }
+  } else {
+    for (let p = 0; p < kc; p++) for (let r = 0; r < w; r++) V[dst + p * W + r] = X[src + p * sp + r * sr]!;
   }
 }
 
