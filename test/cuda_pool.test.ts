@@ -4,8 +4,10 @@
 // windows (global pooling, big kernels), and lp_pool / area interpolation built on them.
 import { test } from 'node:test';
 import * as nbx from '../src/index.js';
-import type { Tensor } from '../src/tensor/tensor.js';
-import { FLOAT_DTYPES, check, noStaging, rand, skip } from './cuda_compare.js';
+import { Tensor } from '../src/tensor/tensor.js';
+import { kernel } from '../src/backend/registry.js';
+import type { StridedRef } from '../src/backend/backend.js';
+import { FLOAT_DTYPES, check, noStaging, rand, same, skip } from './cuda_compare.js';
 
 const F = nbx.nn.functional;
 
@@ -92,4 +94,37 @@ test('adaptive pooling 1-3d, lp_pool, area interpolation', { skip }, () => {
   check('lp_pool2d', (a) => F.lp_pool2d!(a, 2, 3, { stride: 2 }), [rand([2, 3, 9, 8], 26, 0, 1)], [1e-4, 1e-5]);
   check('area', (a) => F.interpolate!(a, { size: [4, 3], mode: 'area' }), [rand([2, 3, 9, 8], 27)]);
   noStaging(['adaptive_pool']);
+});
+
+test('pool kernels take float16 / bfloat16 operands natively', { skip }, () => {
+  // The op layer widens half inputs to float32; the kernels also take them directly ([B, D, H, W] refs).
+  const as4 = (t: Tensor): StridedRef => {
+    const shape = [t.shape[0]! * t.shape[1]!, 1, t.shape[2]!, t.shape[3]!];
+    return { ...t.ref(), shape, strides: [shape[2]! * shape[3]!, shape[2]! * shape[3]!, shape[3]!, 1] };
+  };
+  for (const dt of ['float16', 'bfloat16'] as const) {
+    const x = special([2, 3, 20, 18], 40).to(dt);
+    const cases: [string, Record<string, unknown>, (a: Tensor) => unknown][] = [
+      ['max', { kind: 'max', kernel: [1, 3, 3], stride: [1, 2, 2], padding: [0, 1, 1], dilation: [1, 1, 1], countIncludePad: true, divisor: null },
+        (a) => F.max_pool2d!(a, 3, { stride: 2, padding: 1, return_indices: true })],
+      ['max warp', { kind: 'max', kernel: [1, 12, 12], stride: [1, 4, 4], padding: [0, 6, 6], dilation: [1, 1, 1], countIncludePad: true, divisor: null },
+        (a) => F.max_pool2d!(a, 12, { stride: 4, padding: 6, return_indices: true })],
+      ['avg', { kind: 'avg', kernel: [1, 3, 2], stride: [1, 2, 1], padding: [0, 1, 1], dilation: [1, 1, 1], countIncludePad: false, divisor: null },
+        (a) => F.avg_pool2d!(a, [3, 2], { stride: [2, 1], padding: 1, count_include_pad: false })],
+      ['avg warp', { kind: 'avg', kernel: [1, 12, 12], stride: [1, 4, 4], padding: [0, 6, 6], dilation: [1, 1, 1], countIncludePad: true, divisor: null },
+        (a) => F.avg_pool2d!(a, 12, { stride: 4, padding: 6 })],
+    ];
+    for (const [name, p, f] of cases) {
+      const r = f(x.to('float32')) as Tensor | Tensor[];
+      const [v, idx] = Array.isArray(r) ? r : [r, null];
+      const want = v!.to(dt);
+      const gx = x.to('cuda'), out = Tensor.empty(want.shape, dt, 'cuda'), gi = idx ? Tensor.empty(idx.shape, 'int64', 'cuda') : null;
+      kernel('pool', 'cuda')({ ...p, x: as4(gx), out: as4(out), indices: gi ? as4(gi) : null });
+      same(`${name} ${dt} (direct kernel)`, idx ? [want, idx] : want, gi ? [out, gi] : out);
+    }
+    const want = F.adaptive_avg_pool2d!(x.to('float32'), [1, 3]).to(dt) as Tensor;
+    const gx = x.to('cuda'), out = Tensor.empty(want.shape, dt, 'cuda');
+    kernel('adaptive_pool', 'cuda')({ kind: 'avg', x: as4(gx), out: as4(out), indices: null });
+    same(`adaptive avg ${dt} (direct kernel)`, want, out);
+  }
 });
