@@ -188,7 +188,7 @@ function runGolden(c: GCase): StorageArray | Float64Array {
     case 'randint': return randint(gen, n, dt, BigInt(c.low!), BigInt(c.high!));
     case 'randperm': return randperm(gen, n, dt);
     case 'bernoulliScalar': return bernoulliScalar(gen, n, dt, c.p!);
-    case 'bernoulliTensor': return bernoulliTensor(gen, floatsFrom(c.probs!, dt), dt);
+    case 'bernoulliTensor': return bernoulliTensor(gen, floatsFrom(c.probs!, c.probDtype ?? dt), dt, c.probDtype ?? dt);
     case 'multinomial':
       return multinomial(gen, floatsFrom(c.probs!, c.probDtype!), c.rows!, c.k!, c.numSamples!, c.replacement!, c.probDtype!);
     case 'dropout': {

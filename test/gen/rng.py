@@ -165,6 +165,14 @@ for dt in ('float32', 'float64', 'bfloat16'):
         add({'id': f'bernoulliTensor/{dt}/{n}', 'op': 'bernoulliTensor', 'dtype': dt, 'n': n, 'seed': 400 + n,
              'probs': raw(probs).hex()}, out)
 
+# Tensor.bernoulli_(p) with p of another dtype than self (the p dtype picks the uniform width)
+for out_dt, p_dt in [('float64', 'float32'), ('float32', 'float64'), ('int64', 'float32'), ('bool', 'float64')]:
+    n = 100
+    probs = torch.rand(n, generator=gen(310)).to(DT[p_dt])
+    out = torch.empty(n, dtype=DT[out_dt]).bernoulli_(probs, generator=gen(410))
+    add({'id': f'bernoulliTensor/{out_dt}<-{p_dt}/{n}', 'op': 'bernoulliTensor', 'dtype': out_dt, 'probDtype': p_dt,
+         'n': n, 'seed': 410, 'probs': raw(probs).hex()}, out)
+
 # multinomial
 for pdt in ('float32', 'float64'):
     for rows in (1, 3):
