@@ -32,6 +32,15 @@ const flat = (buf: Arr, dtype: string, offset = 0): StridedRef =>
 function alloc<T extends Arr>(like: T, n: number): T {
   return new (like.constructor as new (n: number) => T)(n);
 }
+/**
+ * dst[d..d+n) = src[s..s+n). Image rows are short: a loop beats subarray() + set(), whose view object
+ * per row costs more than the copy and feeds the garbage collector.
+ */
+function copyRow(dst: FArr, d: number, src: FArr, s: number, n: number): void {
+  if (n >= 256) { dst.set(src.subarray(s, s + n), d); return; }
+  for (let i = 0; i < n; i++) dst[d + i] = src[s + i]!;
+}
+
 /** The zero of an array's element type (BigInt64Array takes 0n). */
 const zeroOf = (a: Arr): number => (a instanceof BigInt64Array ? 0n : 0) as number;
 
@@ -200,15 +209,15 @@ function depthwiseF32(p: ConvKernelParams, X: Float32Array, Wt: Float32Array, O:
       const src = p.x.offset + (n * C! + c) * D! * H! * W!;
       for (let z = 0; z < D!; z++) for (let y = 0; y < H!; y++) {
         const s0 = src + (z * H! + y) * W!;
-        F.set(X.subarray(s0, s0 + W!), ((z + pd) * PH + y + ph) * PW + pw);
+        copyRow(F, ((z + pd) * PH + y + ph) * PW + pw, X, s0, W!);
       }
       for (let j = 0; j < mult; j++) {
         const co = c * mult + j;
-        F.set(Wt.subarray(p.w.offset + co * T, p.w.offset + (co + 1) * T), wBase);
+        copyRow(F, wBase, Wt, p.w.offset + co * T, T);
         const b = B ? B[p.bias!.offset + co]! : 0;
         for (let od = 0; od < OD!; od++) {
           m.run(od * sD * PH * PW * 4, oBase * 4, offBase * 4, wBase * 4, T, OH!, NV, sH * PW * 4, NV * 16, b);
-          for (let y = 0; y < OH!; y++, o += OW!) O.set(F.subarray(oBase + y * NV * 4, oBase + y * NV * 4 + OW!), o);
+          for (let y = 0; y < OH!; y++, o += OW!) copyRow(O, o, F, oBase + y * NV * 4, OW!);
         }
       }
     }
@@ -242,7 +251,7 @@ function depthwise(p: ConvKernelParams, X: FArr, Wt: FArr, O: FArr): void {
       const src = p.x.offset + (n * C! + c) * D! * H! * W!;
       for (let z = 0; z < D!; z++) for (let y = 0; y < H!; y++) {
         const s0 = src + (z * H! + y) * W!;
-        P.set(X.subarray(s0, s0 + W!), ((z + pd) * PH + y + ph) * PW + pw);
+        copyRow(P, ((z + pd) * PH + y + ph) * PW + pw, X, s0, W!);
       }
       for (let j = 0; j < mult; j++) {
         const co = c * mult + j;
@@ -318,12 +327,14 @@ function shiftedGemm(p: ConvKernelParams, X: FArr, O: FArr): void {
   // Weights per GEMM b: WT[b][co][ci·nS + s] = w[co, ci, tap(s + b)].
   const Wt = p.w.buf as FArr;
   const WT = alloc(X, Bo.length * CO! * K);
-  Bo.forEach((b, bi) => {
-    for (let co = 0; co < CO!; co++) for (let ci = 0; ci < CIg!; ci++) for (let si = 0; si < nS; si++) {
-      const [kd, kh, kw] = [b[0]! + S[si]![0]!, b[1]! + S[si]![1]!, b[2]! + S[si]![2]!];
-      WT[(bi * CO! + co) * K + ci * nS + si] = Wt[p.w.offset + (co * CIg! + ci) * taps + (kd * KH! + kh) * KW! + kw]!;
+  for (let bi = 0; bi < Bo.length; bi++) {
+    for (let si = 0; si < nS; si++) {
+      const tap = ((Bo[bi]![0]! + S[si]![0]!) * KH! + Bo[bi]![1]! + S[si]![1]!) * KW! + Bo[bi]![2]! + S[si]![2]!;
+      for (let co = 0; co < CO!; co++) {
+        for (let ci = 0; ci < CIg!; ci++) WT[(bi * CO! + co) * K + ci * nS + si] = Wt[p.w.offset + (co * CIg! + ci) * taps + tap]!;
+      }
     }
-  });
+  }
   const P = alloc(X, C! * L); // zero padding stays zero: only the interior is rewritten per image
   const Q = nS === 1 ? P : alloc(X, C! * nS * L);
   const R = alloc(X, CO! * span);
@@ -334,12 +345,12 @@ function shiftedGemm(p: ConvKernelParams, X: FArr, O: FArr): void {
       const src = p.x.offset + (n * C! + c) * D! * H! * W!;
       for (let z = 0; z < D!; z++) for (let y = 0; y < H!; y++) {
         const s0 = src + (z * H! + y) * W!;
-        P.set(X.subarray(s0, s0 + W!), c * L + ((z + pd) * PH + y + ph) * PW + pw);
+        copyRow(P, c * L + ((z + pd) * PH + y + ph) * PW + pw, X, s0, W!);
       }
       if (Q !== P) {
         S.forEach(([kd, kh, kw], si) => {
           const off = tapOff(kd!, kh!, kw!), row = (c * nS + si) * L;
-          Q.set(P.subarray(c * L + off, (c + 1) * L), row);
+          copyRow(Q, row, P, c * L + off, L - off);
           Q.fill(0, row + L - off, row + L);
         });
       }
@@ -357,7 +368,7 @@ function shiftedGemm(p: ConvKernelParams, X: FArr, O: FArr): void {
       for (let z = 0; z < OD!; z++) {
         for (let y = 0; y < OH!; y++, o += OW!) {
           const s0 = co * span + (z * PH + y) * PW;
-          if (b === 0) O.set(R.subarray(s0, s0 + OW!), o);
+          if (b === 0) copyRow(O, o, R, s0, OW!);
           else for (let x = 0; x < OW!; x++) O[o + x] = R[s0 + x]! + b;
         }
       }
