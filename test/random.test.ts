@@ -161,6 +161,7 @@ interface GCase {
 interface Golden {
   torch: string;
   cases: GCase[];
+  inputs: Record<string, string>;
   states: { seed: number | string; draws: string[]; state_sha256: string; state?: string; after_randn64_5: string }[];
   default_state_sha256: string;
   sequence: { seed: number; steps: { op: string; dtype: DTypeName; n: number; out: string }[] };
@@ -189,8 +190,10 @@ function runGolden(c: GCase): StorageArray | Float64Array {
     case 'randperm': return randperm(gen, n, dt);
     case 'bernoulliScalar': return bernoulliScalar(gen, n, dt, c.p!);
     case 'bernoulliTensor': return bernoulliTensor(gen, floatsFrom(c.probs!, c.probDtype ?? dt), dt, c.probDtype ?? dt);
-    case 'multinomial':
-      return multinomial(gen, floatsFrom(c.probs!, c.probDtype!), c.rows!, c.k!, c.numSamples!, c.replacement!, c.probDtype!);
+    case 'multinomial': {
+      const probs = c.probs!.startsWith('@') ? golden.inputs[c.probs!]! : c.probs!;
+      return multinomial(gen, floatsFrom(probs, c.probDtype!), c.rows!, c.k!, c.numSamples!, c.replacement!, c.probDtype!);
+    }
     case 'dropout': {
       const x = floatsFrom(c.input!, dt);
       const mask = dropoutMask(gen, n, dt, c.p!);

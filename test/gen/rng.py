@@ -4,7 +4,7 @@
 
 Outputs of up to 64 elements are stored in full (hex of the little-endian bytes); longer ones as
 the SHA-256 of those bytes plus the first 8 elements. Tensor inputs (probabilities, dropout inputs,
-normal's mean/std tensors) are stored in full.
+normal's mean/std tensors) are stored in full; a value '@k' refers to the shared table 'inputs'.
 
 PyTorch 1.13 differs from 2.x (the reference) in two places, and the test runs the cases marked
 "torch113": true with sample.ts's __compat.torch113 switch on:
@@ -47,6 +47,18 @@ def gen(seed):
 
 
 cases = []
+inputs = {}  # shared tensor inputs: '@k' -> hex
+
+
+def ref(t):
+    """Store an input tensor once; cases refer to it as '@k'."""
+    h = raw(t).hex()
+    for k, v in inputs.items():
+        if v == h:
+            return k
+    k = f'@{len(inputs)}'
+    inputs[k] = h
+    return k
 
 
 def add(case, out):
@@ -186,7 +198,7 @@ for pdt in ('float32', 'float64'):
                 out = torch.multinomial(p_in, ns, repl, generator=gen(seed))
                 add({'id': f'multinomial/{pdt}/{rows}x{k}/{ns}/{repl}', 'op': 'multinomial', 'probDtype': pdt,
                      'rows': rows, 'k': k, 'numSamples': ns, 'replacement': repl, 'seed': seed,
-                     'probs': raw(p_in).hex(), 'torch113': True}, out)
+                     'probs': ref(p_in), 'torch113': True}, out)
 
 # multinomial without replacement drawing zero-probability categories: ties in topk, ordered by
 # libstdc++'s partial_sort / nth_element / sort as PyTorch's TopKImpl calls them
@@ -202,7 +214,7 @@ for k in (5, 40, 300):
             p_in = probs if rows > 1 else probs[0]
             out = torch.multinomial(p_in, ns, False, generator=gen(seed))
             add({'id': f'multinomial/ties/{rows}x{k}/{ns}', 'op': 'multinomial', 'probDtype': 'float32', 'rows': rows,
-                 'k': k, 'numSamples': ns, 'replacement': False, 'seed': seed, 'probs': raw(p_in).hex(),
+                 'k': k, 'numSamples': ns, 'replacement': False, 'seed': seed, 'probs': ref(p_in),
                  'torch113': True}, out)
 
 # dropout
@@ -259,6 +271,7 @@ glob = raw(torch.randn(40)).hex()
 json.dump({
     'torch': torch.__version__,
     'cases': cases,
+    'inputs': inputs,
     'states': states,
     'default_state_sha256': default_state,
     'sequence': {'seed': 2024, 'steps': seq},
