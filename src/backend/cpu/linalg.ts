@@ -216,9 +216,10 @@ type RunFn = (pa: number, pb: number, pc: number, nI: number, nJ: number, kc: nu
 
 /**
  * The shared control block: [generation, finished helpers, next unit], then the task: [kind (0 f32,
- * 1 f64), pa, pb, pc, mP, nP, k, ldc, threads] (byte addresses, panel counts, depth, C row bytes).
+ * 1 f64), pa, pb, pc, mP, nP, k, ldc, threads] (byte addresses, panel counts, depth, C row bytes),
+ * then a failure word a helper raises.
  */
-const CTRL_WORDS = 12;
+const CTRL_WORDS = 13;
 
 /**
  * A thread's part of a product. The tiles are cut into units along A panels or B panels (whichever
@@ -266,17 +267,23 @@ class WasmGemm {
     if (this.workers) return this.workers;
     const cores = Math.max(1, Math.min(Number(process.env.NBX_NUM_THREADS) || availableParallelism(), availableParallelism(), 16));
     this.workers = [];
+    // A helper that cannot instantiate still checks in (the callers' threads take every unit); one that
+    // fails inside a unit raises the failure word, and the call throws rather than return a partial C.
     const src = `
       const { workerData } = require('node:worker_threads');
       const { modules, memory, ctrl, consts } = workerData;
-      const runs = modules.map((m) => new WebAssembly.Instance(m, { e: { m: memory } }).exports.run);
-      const runShare = ${runShare.toString()};
       const c = new Int32Array(ctrl);
+      let runs = null;
+      try { runs = modules.map((m) => new WebAssembly.Instance(m, { e: { m: memory } }).exports.run); } catch (e) { console.error('nbxtensor gemm worker:', e); }
+      const runShare = ${runShare.toString()};
       let gen = 0;
       for (;;) {
         Atomics.wait(c, 0, gen);
         gen = Atomics.load(c, 0);
-        try { const [MR, NR, lane] = consts[c[3]]; runShare(runs[c[3]], c, ${KC}, ${MC}, ${NC}, MR, NR, lane); } catch (e) { console.error('nbxtensor gemm worker:', e); }
+        if (runs) {
+          try { const [MR, NR, lane] = consts[c[3]]; runShare(runs[c[3]], c, ${KC}, ${MC}, ${NC}, MR, NR, lane); }
+          catch (e) { Atomics.store(c, ${CTRL_WORDS - 1}, 1); console.error('nbxtensor gemm worker:', e); }
+        }
         Atomics.add(c, 1, 1);
         Atomics.notify(c, 1);
       }`;
@@ -349,6 +356,7 @@ class WasmGemm {
     if (helpers.length) { Atomics.add(ctl, 0, 1); Atomics.notify(ctl, 0); }
     runShare(run, ctl, KC, MC, NC, MR, NR, lane);
     for (let done = Atomics.load(ctl, 1); done < helpers.length; done = Atomics.load(ctl, 1)) Atomics.wait(ctl, 1, done, 1000);
+    if (Atomics.exchange(ctl, CTRL_WORDS - 1, 0)) throw new Error('gemm: a worker thread failed (see its message above)');
   }
 }
 
