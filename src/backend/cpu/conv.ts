@@ -32,6 +32,23 @@ const flat = (buf: Arr, dtype: string, offset = 0): StridedRef =>
 function alloc<T extends Arr>(like: T, n: number): T {
   return new (like.constructor as new (n: number) => T)(n);
 }
+
+/**
+ * Scratch buffers reused across calls (one per role and element type): a fresh multi-megabyte array
+ * per call costs page faults and zeroing comparable to the copies it holds. Contents are stale unless
+ * `zero`; buffers above SCRATCH_MAX bytes are not kept.
+ */
+const scratchPool = new Map<string, Arr>();
+const SCRATCH_MAX = 64 << 20;
+function scratch<T extends Arr>(role: string, like: T, n: number, zero = false): T {
+  const bytes = n * (like as Float32Array).BYTES_PER_ELEMENT;
+  if (bytes > SCRATCH_MAX) return alloc(like, n);
+  const key = `${role}:${like.constructor.name}`;
+  let buf = scratchPool.get(key) as T | undefined;
+  if (!buf || buf.length < n) { buf = alloc(like, n); scratchPool.set(key, buf); }
+  else if (zero) (buf as Float64Array).fill(zeroOf(like), 0, n);
+  return (buf.length === n ? buf : buf.subarray(0, n)) as T;
+}
 /**
  * dst[d..d+n) = src[s..s+n). Image rows are short: a loop beats subarray() + set(), whose view object
  * per row costs more than the copy and feeds the garbage collector.
@@ -243,7 +260,7 @@ function depthwise(p: ConvKernelParams, X: FArr, Wt: FArr, O: FArr): void {
   for (let kd = 0, t = 0; kd < KD!; kd++) for (let kh = 0; kh < KH!; kh++) for (let kw = 0; kw < KW!; kw++, t++) off[t] = (kd * dd * PH + kh * dh) * PW + kw * dw;
   const m = X instanceof Float32Array && sW === 1 && simdDepthwise ? depthwiseSimd() : null;
   if (m) return depthwiseF32(p, X as Float32Array, Wt as Float32Array, O as Float32Array, m, { PD, PH, PW, off });
-  const P = alloc(X, PD * PH * PW);
+  const P = scratch('pad', X, PD * PH * PW, true);
   const B = p.bias ? (p.bias.buf as FArr) : null;
   let o = p.out.offset;
   for (let n = 0; n < N!; n++) {
@@ -326,7 +343,7 @@ function shiftedGemm(p: ConvKernelParams, X: FArr, O: FArr): void {
   const nS = S.length, K = CIg! * nS;
   // Weights per GEMM b: WT[b][co][ci·nS + s] = w[co, ci, tap(s + b)].
   const Wt = p.w.buf as FArr;
-  const WT = alloc(X, Bo.length * CO! * K);
+  const WT = scratch('weights', X, Bo.length * CO! * K);
   for (let bi = 0; bi < Bo.length; bi++) {
     for (let si = 0; si < nS; si++) {
       const tap = ((Bo[bi]![0]! + S[si]![0]!) * KH! + Bo[bi]![1]! + S[si]![1]!) * KW! + Bo[bi]![2]! + S[si]![2]!;
@@ -335,9 +352,9 @@ function shiftedGemm(p: ConvKernelParams, X: FArr, O: FArr): void {
       }
     }
   }
-  const P = alloc(X, C! * L); // zero padding stays zero: only the interior is rewritten per image
-  const Q = nS === 1 ? P : alloc(X, C! * nS * L);
-  const R = alloc(X, CO! * span);
+  const P = scratch('pad', X, C! * L, true); // the padding stays zero: only the interior is rewritten per image
+  const Q = nS === 1 ? P : scratch('shifted', X, C! * nS * L);
+  const R = scratch('result', X, CO! * span);
   const B = p.bias ? (p.bias.buf as FArr) : null;
   const dt = p.x.dtype;
   for (let n = 0; n < N!; n++) {
@@ -384,7 +401,7 @@ function im2colGemm(p: ConvKernelParams, X: Arr, O: Arr): void {
   const G = p.groups, COg = CO! / G, K = CIg! * KD! * KH! * KW!, cols = OD! * OH! * OW!;
   if (p.bias) fillBias(O, p.out.offset, N!, CO!, cols, p.bias); // else beta = 0 overwrites
   const pointwise = KD! * KH! * KW! === 1 && p.stride.every((s) => s === 1) && p.padding.every((q) => q === 0);
-  const col = pointwise ? null : alloc(X, C! * KD! * KH! * KW! * cols);
+  const col = pointwise ? null : scratch('col', X, C! * KD! * KH! * KW! * cols);
   const geo: Geometry = { C: C!, D: D!, H: H!, W: W!, KD: KD!, KH: KH!, KW: KW!, OD: OD!, OH: OH!, OW: OW!, s: p.stride, p: p.padding, d: p.dilation };
   const dt = p.x.dtype;
   for (let n = 0; n < N!; n++) {
@@ -422,7 +439,7 @@ export function cpuConvTranspose(p: ConvKernelParams): void {
   const G = p.groups, CIg = C! / G, taps = KD! * KH! * KW!, cols = ID! * IH! * IW!, plane = OD! * OH! * OW!;
   fillBias(O, p.out.offset, N!, CO!, plane, p.bias);
   if (plane === 0 || N === 0 || CIg === 0 || cols === 0) return;
-  const col = alloc(X, CO! * taps * cols);
+  const col = scratch('col', X, CO! * taps * cols);
   const geo: Geometry = { C: CO!, D: OD!, H: OH!, W: OW!, KD: KD!, KH: KH!, KW: KW!, OD: ID!, OH: IH!, OW: IW!, s: p.stride, p: p.padding, d: p.dilation };
   const dt = p.x.dtype;
   for (let n = 0; n < N!; n++) {
