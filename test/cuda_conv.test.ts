@@ -8,6 +8,7 @@ import { Tensor } from '../src/tensor/tensor.js';
 import { kernel } from '../src/backend/registry.js';
 import type { StridedRef } from '../src/backend/backend.js';
 import type { ConvKernelParams } from '../src/ops/conv.js';
+import { setConvColumnBudget } from '../src/backend/cuda/conv_kernels.js';
 import { FLOAT_DTYPES, check, noStaging, rand, same, skip } from './cuda_compare.js';
 
 const F = nbx.nn.functional;
@@ -60,6 +61,15 @@ test('conv_transpose: GEMM + gather col2im, output_padding, groups, dilation, th
     check(`convT3d ${dt}`, (a, w) => F.conv_transpose3d!(a, w, null, { stride: 2, padding: [0, 1, 1], groups: 2 }), [rand([1, 2, 3, 3, 4], 23, -1, 1, dt), rand([2, 2, 2, 3, 3], 24, -0.5, 0.5, dt)], tol(dt));
   }
   noStaging(['conv_transpose']);
+});
+
+test('conv: column buffers in chunks of images (small budget)', { skip }, () => {
+  const old = setConvColumnBudget(3000);
+  try {
+    check('chunked conv', (a, w, b) => F.conv2d!(a, w, b, { padding: 1, groups: 2 }), [rand([5, 4, 6, 7], 45), rand([6, 2, 3, 3], 46), rand([6], 47)], [1e-4, 1e-4]);
+    check('chunked conv g1', (a, w) => F.conv2d!(a, w, null, { stride: 2 }), [rand([7, 3, 8, 8], 48), rand([4, 3, 3, 3], 49)], [1e-4, 1e-4]);
+    check('chunked convT', (a, w, b) => F.conv_transpose2d!(a, w, b, { stride: 2, groups: 2 }), [rand([5, 4, 4, 5], 50), rand([4, 3, 3, 3], 51), rand([6], 52)], [1e-4, 1e-4]);
+  } finally { setConvColumnBudget(old); }
 });
 
 test('conv: non-contiguous inputs, empty batch, unbatched input, batch larger than groups', { skip }, () => {

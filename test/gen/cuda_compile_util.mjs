@@ -17,8 +17,22 @@ function run(args) {
   });
 }
 
-/** specs: [{ label, src, name }]. Returns the number of kernels compiled; exits non-zero on any failure. */
+/** The launcher's argument types (sig) must match the kernel's C parameters one for one. */
+export function checkSignature(s) {
+  const m = new RegExp(`void (?:__launch_bounds__\\(\\d+\\) )?${s.name}\\(`).exec(s.src);
+  let i = m.index + m[0].length, depth = 1, params = '';
+  for (; depth > 0; i++) { const c = s.src[i]; if (c === '(') depth++; if (c === ')') depth--; if (depth > 0) params += c; }
+  const kinds = params.split(',').map((p) => p.trim()).filter(Boolean).map((p) => {
+    if (p.includes('*')) return 'ptr';
+    const t = p.replace(/\b(const|__restrict__)\b/g, '').trim().split(/\s+/).slice(0, -1).join(' ');
+    return { int: 'i32', unsigned: 'u32', 'unsigned int': 'u32', 'long long': 'i64', 'unsigned long long': 'u64', float: 'f32', double: 'f64' }[t] ?? `?${t}`;
+  });
+  if (kinds.join() !== s.sig.join()) throw new Error(`${s.label}: signature [${s.sig.join()}] does not match the kernel's parameters [${kinds.join()}]`);
+}
+
+/** specs: [{ label, src, name, sig }]. Returns the number of kernels compiled; exits non-zero on any failure. */
 export async function compileAll(family, specs, batch = 24) {
+  for (const s of specs) checkSignature(s);
   const dir = mkdtempSync(join(tmpdir(), `nbx_${family}_`));
   const files = [];
   for (let b = 0; b * batch < specs.length; b++) {

@@ -26,7 +26,9 @@ export function installCudaConvKernels(backend: CudaBackend): void {
 }
 
 /** Column buffers are split into chunks of images so a temporary stays under this many bytes. */
-const COL_BUDGET_BYTES = 256 * 2 ** 20;
+let colBudget = 256 * 2 ** 20;
+/** Tests and benchmarks: sets the column-buffer budget in bytes; returns the previous one. */
+export function setConvColumnBudget(bytes: number): number { const o = colBudget; colBudget = bytes; return o; }
 
 const I32 = (n: number): 'int' | 'long long' => (n < 2 ** 31 - 1 ? 'int' : 'long long');
 /** The accumulator of direct kernels: float for float32 and the half types (as GPU convolutions do), double for float64. */
@@ -175,7 +177,7 @@ function fillBias(out: StridedRef, bias: StridedRef | null, N: number, CO: numbe
 
 /** Images per chunk so that a per-image temporary of `perImage` elements stays under the budget. */
 const chunkOf = (N: number, perImage: number, dtype: DTypeName): number =>
-  Math.max(1, Math.min(N, Math.floor(COL_BUDGET_BYTES / Math.max(1, perImage * DTYPES[dtype].itemsize))));
+  Math.max(1, Math.min(N, Math.floor(colBudget / Math.max(1, perImage * DTYPES[dtype].itemsize))));
 
 export function cudaConv(p: ConvKernelParams): void {
   const { x, w, out, bias } = p;
