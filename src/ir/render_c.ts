@@ -214,6 +214,13 @@ export class CudaRenderer extends CLikeRenderer {
 /** Device functions the CUDA kernels call. Kept in one place, compiled into every module (NVRTC caches them). */
 export const CUDA_PRELUDE = String.raw`
 typedef unsigned long long u64;
+// NVRTC has no <math.h>: the macros kernels use
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
 __device__ __forceinline__ float nbx_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short nbx_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ __forceinline__ unsigned short nbx_f2bf(float f) {

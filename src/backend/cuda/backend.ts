@@ -163,13 +163,14 @@ export function flatSource(expr: Expr, ins: StridedRef[], out: StridedRef, V: nu
     const [code, res] = R.render(expr, (s, d) => R.load(d, `v${s}`, 'j'), (s) => `p${s}`);
     body = `const ${I} nv = n / ${V};
   for (${I} q = blockIdx.x * (${I})blockDim.x + threadIdx.x; q < nv; q += (${I})gridDim.x * blockDim.x) {
-    ${ins.map((r, s) => `uint4 r${s} = *reinterpret_cast<const uint4*>(in${s} + o${s} + q * ${V}); const ${R.storageType(r.dtype)}* v${s} = reinterpret_cast<const ${R.storageType(r.dtype)}*>(&r${s});`).join('\n    ')}
-    uint4 ro; ${R.storageType(out.dtype)}* vo = reinterpret_cast<${R.storageType(out.dtype)}*>(&ro);
+    ${ins.map((r, s) => `const uint4 r${s} = *reinterpret_cast<const uint4*>(in${s} + o${s} + q * ${V}); const ${R.storageType(r.dtype)} v${s}[${V}] = { ${unpack(r.dtype, `r${s}`, V)} };`).join('\n    ')}
+    ${R.storageType(out.dtype)} vo[${V}]; uint4 ro;
     #pragma unroll
     for (int j = 0; j < ${V}; j++) {
       ${code}
       ${R.store(out.dtype, 'vo', 'j', res)}
     }
+    ${pack(out.dtype, 'vo', 'ro', V)}
     *reinterpret_cast<uint4*>(out + oo + q * ${V}) = ro;
   }
   for (${I} i = nv * ${V} + blockIdx.x * (${I})blockDim.x + threadIdx.x; i < n; i += (${I})gridDim.x * blockDim.x) {
@@ -182,6 +183,38 @@ export function flatSource(expr: Expr, ins: StridedRef[], out: StridedRef, V: nu
   ${body}
 }`;
   return { src, name: 'ew', sig };
+}
+
+// 16-byte vectors as explicit bit fields: the elements live in registers (no address-taken arrays,
+// which would push sub-word elements to local memory).
+const WORDS = ['x', 'y', 'z', 'w'];
+export function unpack(d: DTypeName, r: string, V: number): string {
+  const size = DTYPES[d].itemsize, T = R.storageType(d);
+  return [...Array(V).keys()].map((j) => {
+    if (size === 8) {
+      const lo = `${r}.${WORDS[2 * j]}`, hi = `${r}.${WORDS[2 * j + 1]}`;
+      return d === 'float64' ? `__hiloint2double((int)${hi}, (int)${lo})` : `(${T})(((unsigned long long)${hi} << 32) | ${lo})`;
+    }
+    const per = 4 / size, word = `${r}.${WORDS[Math.floor(j / per)]}`, shift = 8 * size * (j % per);
+    if (size === 4) return d === 'float32' ? `__uint_as_float(${word})` : `(${T})${word}`;
+    return `(${T})(${word} >> ${shift})`;
+  }).join(', ');
+}
+function pack(d: DTypeName, v: string, r: string, V: number): string {
+  const size = DTYPES[d].itemsize;
+  const bits = (j: number): string => (d === 'float32' ? `__float_as_uint(${v}[${j}])` : d === 'float64' ? '' : `(unsigned)(${size === 4 ? `${v}[${j}]` : `(${size === 1 ? 'unsigned char' : 'unsigned short'})${v}[${j}]`})`);
+  const out: string[] = [];
+  for (let w = 0; w < 4; w++) {
+    if (size === 8) {
+      const j = w >> 1;
+      const u = d === 'float64' ? `(unsigned long long)__double_as_longlong(${v}[${j}])` : `(unsigned long long)${v}[${j}]`;
+      out.push(`${r}.${WORDS[w]} = (unsigned)(${u}${w % 2 ? ' >> 32' : ''});`);
+      continue;
+    }
+    const per = 4 / size;
+    out.push(`${r}.${WORDS[w]} = ${[...Array(per).keys()].map((k) => `(${bits(w * per + k)} << ${8 * size * k})`).join(' | ')};`);
+  }
+  return out.join(' ');
 }
 
 export function stridedSource(expr: Expr, ins: StridedRef[], out: StridedRef, nd: number, pTypes: string[], idx32: boolean) {

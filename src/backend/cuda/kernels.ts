@@ -6,19 +6,19 @@ import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js
 import type { StridedRef } from '../backend.js';
 import { registerKernel, setStagingProvider, kernelCpu } from '../registry.js';
 import type { ReduceKind, RowLayout, ScanKind } from '../cpu/reduce.js';
-import { R, type CudaBackend, type CudaBuffer } from './backend.js';
+import { R, unpack, type CudaBackend, type CudaBuffer } from './backend.js';
 import { gemm as ltGemm } from './cublaslt.js';
 import { UnsupportedError } from '../../errors.js';
 import type { ArgType } from './driver.js';
 import { REDUCE_SPACE } from './tuning.js';
 import { bucketSize, type Config } from '../../autotune/index.js';
 import { installCudaNnKernels } from './nn_kernels.js';
+import { installCudaIndexingKernels } from './indexing_kernels.js';
 import { installCudaConvKernels } from './conv_kernels.js';
 import { installCudaPoolKernels } from './pool_kernels.js';
 import { installCudaResampleKernels } from './resample_kernels.js';
 import { installCudaFftKernels } from './fft_kernels.js';
 import { installCudaLossKernels } from './loss_kernels.js';
-import { installCudaIndexingKernels } from './indexing_kernels.js';
 
 let be: CudaBackend;
 export function installCudaKernels(backend: CudaBackend): void {
@@ -27,12 +27,12 @@ export function installCudaKernels(backend: CudaBackend): void {
   registerKernel('scan', 'cuda', cudaScan);
   registerKernel('gemm', 'cuda', cudaGemm);
   installCudaNnKernels(backend);
+  installCudaIndexingKernels(backend);
   installCudaConvKernels(backend);
   installCudaPoolKernels(backend);
   installCudaResampleKernels(backend);
   installCudaFftKernels(backend);
   installCudaLossKernels(backend);
-  installCudaIndexingKernels(backend);
   setStagingProvider('cuda', hostStaged);
 }
 
@@ -159,8 +159,24 @@ export function reduceSource(kind: ReduceKind, inD: DTypeName, outD: DTypeName, 
   }
   const P = reduceParts(kind, accT, isF)!;
   const init = P.init === 'x0' ? load('off + r * rs') : P.init;
+  const step = (x: string): string => `{ ${accT} x = ${x}; ${accT} b = ${P.enter}; ${accT} a = acc; acc = ${P.merge}; }`;
+  const VEC = 16 / DTYPES[inD].itemsize;
+  // contiguous, 16-byte aligned rows: one 16-byte load per thread per step (half types need it to
+  // reach full bandwidth); the scalar loop covers the rest. Same order every run for a given shape.
   body = `${accT} acc = ${init}; const ${accT} acc_id = acc;
-    for (long long j = threadIdx.x; j < n; j += blockDim.x) { ${accT} x = ${load('off + r * rs + j * cs')}; ${accT} b = ${P.enter}; ${accT} a = acc; acc = ${P.merge}; }
+    const long long base = off + r * rs;
+    long long j0 = 0;
+    if (cs == 1 && (base % ${VEC}) == 0 && (((unsigned long long)in) & 15) == 0) {
+      const uint4* p4 = reinterpret_cast<const uint4*>(in + base);
+      const long long nv = n / ${VEC};
+      for (long long q = threadIdx.x; q < nv; q += blockDim.x) {
+        const uint4 w = p4[q]; const ${IN} e[${VEC}] = { ${unpack(inD, 'w', VEC)} };
+        #pragma unroll
+        for (int k = 0; k < ${VEC}; k++) ${step(`((${accT})${R.load(inD, 'e', 'k')})`)}
+      }
+      j0 = nv * ${VEC};
+    }
+    for (long long j = j0 + threadIdx.x; j < n; j += blockDim.x) ${step(load('base + j * cs'))}
     ${blockReduce('acc', P.merge, accT)}
     if (threadIdx.x == 0) { ${accT} a = acc; ${store(P.final)} }`;
   return `${norm}${head} {
@@ -173,10 +189,50 @@ export function reduceSource(kind: ReduceKind, inD: DTypeName, outD: DTypeName, 
 
 const RED_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f64'];
 
+/** Kinds whose partial results over chunks combine with a (possibly different) second kind. */
+function secondStage(kind: ReduceKind, params: number[]): ReduceKind | null {
+  switch (kind) {
+    case 'sum': case 'prod': case 'max': case 'min': case 'any': case 'all': case 'mean': return kind; // mean of equal-size chunk means
+    case 'count_nonzero': return 'sum';
+    case 'norm': return params[0] === 0 ? 'sum' : 'norm';
+    default: return null;
+  }
+}
+
+/** A divisor of n in [lo, hi], preferring large ones; 0 if none. */
+function divisorIn(n: number, lo: number, hi: number): number {
+  for (let g = Math.min(hi, n); g >= lo; g--) if (n % g === 0) return g;
+  return 0;
+}
+
+/**
+ * A few long rows (a full reduction, say) would leave most SMs idle with a block per row: split each
+ * row into G equal chunks, reduce chunks into a temporary (float64 for floats), then reduce the
+ * partials. G depends only on the shape and the SM count, so the order (and the result) is fixed.
+ */
+function splitReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef, lay: RowLayout): boolean {
+  const second = secondStage(kind, params);
+  if (!second || lay.colStride !== 1 || lay.rowStride !== n || n < (1 << 16) || rows >= be.smCount) return false;
+  const target = Math.max(2, Math.floor((be.smCount * 8) / rows));
+  const G = divisorIn(n, Math.max(2, Math.floor(target / 4)), target);
+  if (!G || n / G < 1024) return false;
+  const isF = DTYPES[input.dtype].kind === 'float';
+  const tmpD: DTypeName = kind === 'max' || kind === 'min' || kind === 'any' || kind === 'all' ? out.dtype
+    : kind === 'count_nonzero' ? 'int64' : isF ? 'float64' : out.dtype === 'int64' ? 'int64' : 'float64';
+  const tmp = be.alloc(tmpD, rows * G);
+  const tmpRef: StridedRef = { buf: tmp, dtype: tmpD, shape: [rows * G], strides: [1], offset: 0 };
+  try {
+    cudaReduce(kind, input, rows * G, n / G, params, tmpRef, undefined, { rowStride: n / G, colStride: 1 });
+    cudaReduce(second, tmpRef, rows, G, params, out, undefined, { rowStride: G, colStride: 1 });
+  } finally { be.free(tmp); } // stream-ordered: the allocator hands it out again only to later work
+  return true;
+}
+
 export function cudaReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
   outIndex?: StridedRef, layout?: RowLayout): void {
   be.checkDType(kind, input.dtype);
   const lay = layout ?? { rowStride: n, colStride: 1 };
+  if (!outIndex && splitReduce(kind, input, rows, n, params, out, lay)) return;
   const vertical = lay.rowStride === 1 && lay.colStride !== 1 && rows >= 1024;
   const mode = vertical ? 'vertical' : 'row';
   const key = `red:${kind}:${input.dtype}:${out.dtype}:${!!outIndex}:${mode}`;
