@@ -5,7 +5,8 @@
 //
 // PyTorch runs in a helper process that times one call per request, and the two sides alternate call
 // by call, so both see the same machine load. Each side reports the best and the median wall time of N
-// calls after warm-up (GFLOP/s from the best, the robust figure on a shared machine). `--threads N`
+// calls after warm-up (GFLOP/s from the best wall time), and the best CPU time (all threads of the
+// process), which other processes on a shared machine disturb much less than wall time. `--threads N`
 // runs both on N threads (OPENBLAS_NUM_THREADS, read when the BLAS is first loaded, and
 // torch.set_num_threads); the default is 1 for both, a like-for-like comparison.
 
@@ -33,21 +34,24 @@ const flops = (c: Cfg): number => {
   return 2 * c.n * c.cout * o * o * (c.cin / c.groups) * c.k * c.k;
 };
 
-interface Timing { min: number; median: number }
-function summary(xs: number[]): Timing {
-  const s = [...xs].sort((a, b) => a - b);
-  return { min: s[0]!, median: s[Math.floor(s.length / 2)]! };
+interface Timing { min: number; median: number; cpu: number }
+function summary(xs: Sample[]): Timing {
+  const s = xs.map((x) => x.wall).sort((a, b) => a - b);
+  return { min: s[0]!, median: s[Math.floor(s.length / 2)]!, cpu: Math.min(...xs.map((x) => x.cpu)) };
 }
 
+interface Sample { wall: number; cpu: number }
+
 /** Our conv as a timed closure over fixed inputs. */
-function ours(c: Cfg): { once(): number; dispose(): void } {
+function ours(c: Cfg): { once(): Sample; dispose(): void } {
   const input = nbx.tensor(Float32Array.from({ length: c.n * c.cin * c.hw * c.hw }, (_, i) => Math.sin(i))).reshape([c.n, c.cin, c.hw, c.hw]);
   const w = nbx.tensor(Float32Array.from({ length: c.cout * (c.cin / c.groups) * c.k * c.k }, (_, i) => Math.cos(i) * 0.1)).reshape([c.cout, c.cin / c.groups, c.k, c.k]);
   return {
-    once(): number {
-      const t0 = performance.now();
+    once(): Sample {
+      const c0 = process.cpuUsage(), t0 = performance.now();
       nbx.conv2d(input, w, null, { stride: c.stride, padding: c.pad, groups: c.groups }).dispose();
-      return performance.now() - t0;
+      const wall = performance.now() - t0, u = process.cpuUsage(c0);
+      return { wall, cpu: (u.user + u.system) / 1000 };
     },
     dispose(): void { input.dispose(); w.dispose(); },
   };
@@ -63,13 +67,14 @@ print(json.dumps({"version": torch.__version__, "threads": torch.get_num_threads
 for line in sys.stdin:
     k = int(line)
     c, (x, w) = cfgs[k], data[k]
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     F.conv2d(x, w, None, c["stride"], c["pad"], 1, c["groups"])
-    print((time.perf_counter() - t0) * 1000, flush=True)
+    t1, c1 = time.perf_counter(), time.process_time()
+    print(json.dumps({"wall": (t1 - t0) * 1000, "cpu": (c1 - c0) * 1000}), flush=True)
 `;
 
 /** A PyTorch process answering "time config k once" requests; null (with the reason) when unavailable. */
-async function startTorch(): Promise<{ info: { version: string; threads: number }; once(k: number): Promise<number>; close(): void } | string> {
+async function startTorch(): Promise<{ info: { version: string; threads: number }; once(k: number): Promise<Sample>; close(): void } | string> {
   let proc: ChildProcessWithoutNullStreams;
   try { proc = spawn('/usr/bin/python3', ['-c', TORCH_WORKER, JSON.stringify(CONFIGS), String(THREADS)]); } catch (e) { return `PyTorch not measured: ${(e as Error).message}`; }
   const lines = createInterface({ input: proc.stdout })[Symbol.asyncIterator]();
@@ -81,7 +86,7 @@ async function startTorch(): Promise<{ info: { version: string; threads: number 
   if (first === null) return `PyTorch not measured: ${stderr.trim().split('\n').pop() ?? 'python3 exited'}`;
   return {
     info: JSON.parse(first) as { version: string; threads: number },
-    async once(k: number): Promise<number> { proc.stdin.write(`${k}\n`); return Number(await next()); },
+    async once(k: number): Promise<Sample> { proc.stdin.write(`${k}\n`); return JSON.parse((await next()) ?? 'null') as Sample; },
     close(): void { proc.stdin.end(); },
   };
 }
@@ -91,7 +96,7 @@ export async function run(args: string[] = argv): Promise<void> {
   const torch = await startTorch();
   const rows: [Timing, Timing | null][] = [];
   for (const [k, c] of CONFIGS.entries()) {
-    const mine = ours(c), a: number[] = [], b: number[] = [];
+    const mine = ours(c), a: Sample[] = [], b: Sample[] = [];
     for (let i = 0; i < 2; i++) { mine.once(); if (typeof torch !== 'string') await torch.once(k); } // warm-up
     for (let i = 0; i < reps; i++) {
       a.push(mine.once());
@@ -103,15 +108,16 @@ export async function run(args: string[] = argv): Promise<void> {
   if (typeof torch !== 'string') torch.close();
   const lines = [
     `nbxtensor CPU (BLAS: ${blasInfo()}); PyTorch ${typeof torch === 'string' ? '-' : `${torch.info.version}, ${torch.info.threads} thread(s)`}; ` +
-      `${reps} alternating timed calls each; best (median) wall ms`,
+      `${reps} alternating timed calls each; ms = best (median) wall time, CPU = best CPU time of the process`,
     '',
-    '| problem | GFLOP | nbx ms | nbx GFLOP/s | torch ms | torch GFLOP/s | nbx / torch |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| problem | GFLOP | nbx ms | nbx GFLOP/s | nbx CPU ms | torch ms | torch GFLOP/s | torch CPU ms | nbx / torch (wall) |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   const ms = (t: Timing): string => `${t.min.toFixed(2)} (${t.median.toFixed(2)})`;
   CONFIGS.forEach((c, k) => {
     const g = flops(c) / 1e9, [m, t] = rows[k]!;
-    lines.push(`| ${c.name} | ${g.toFixed(3)} | ${ms(m)} | ${(g / (m.min / 1e3)).toFixed(1)} | ${t ? ms(t) : '-'} | ${t ? (g / (t.min / 1e3)).toFixed(1) : '-'} | ${t ? `${(m.min / t.min).toFixed(2)}×` : '-'} |`);
+    lines.push(`| ${c.name} | ${g.toFixed(3)} | ${ms(m)} | ${(g / (m.min / 1e3)).toFixed(1)} | ${m.cpu.toFixed(1)} | ${t ? ms(t) : '-'} | ` +
+      `${t ? (g / (t.min / 1e3)).toFixed(1) : '-'} | ${t ? t.cpu.toFixed(1) : '-'} | ${t ? `${(m.min / t.min).toFixed(2)}×` : '-'} |`);
   });
   if (typeof torch === 'string') lines.push('', torch);
   process.stdout.write(lines.join('\n') + '\n');
