@@ -182,6 +182,9 @@ inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f;
 inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
 inline double __longlong_as_double(long long u) { double f; memcpy(&f, &u, 8); return f; }
 inline long long __double_as_longlong(double f) { long long u; memcpy(&u, &f, 8); return u; }
+inline double __hiloint2double(int hi, int lo) { unsigned long long u = ((unsigned long long)(unsigned)hi << 32) | (unsigned)lo; double d; memcpy(&d, &u, 8); return d; }
+inline int __double2hiint(double d) { unsigned long long u; memcpy(&u, &d, 8); return (int)(u >> 32); }
+inline int __double2loint(double d) { unsigned long long u; memcpy(&u, &d, 8); return (int)(unsigned)u; }
 inline float __double2float_rz(double x) {
   float f = (float)x;
   if (std::isfinite(x) && std::fabs((double)f) > std::fabs(x)) f = std::nextafter(f, 0.0f);
