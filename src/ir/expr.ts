@@ -94,12 +94,21 @@ export class Expr {
     fn(this);
   }
 
-  /** Highest load/param slot + 1. */
-  slots(kind: 'load' | 'param'): number {
-    let n = 0;
-    this.walk((e) => { if (e.op === kind) n = Math.max(n, e.arg + 1); });
-    return n;
+  private _slots?: { load: number; param: number; paramDTypes: DTypeName[] };
+  /** Slot counts and parameter dtypes, computed once per node (kernel launchers ask on every call). */
+  private slotInfo(): { load: number; param: number; paramDTypes: DTypeName[] } {
+    if (this._slots) return this._slots;
+    const info = { load: 0, param: 0, paramDTypes: [] as DTypeName[] };
+    this.walk((e) => {
+      if (e.op === 'load') info.load = Math.max(info.load, e.arg + 1);
+      if (e.op === 'param') { info.param = Math.max(info.param, e.arg + 1); info.paramDTypes[e.arg] = e.dtype; }
+    });
+    return (this._slots = info);
   }
+  /** Highest load/param slot + 1. */
+  slots(kind: 'load' | 'param'): number { return this.slotInfo()[kind]; }
+  /** The dtype of each parameter slot. */
+  paramDTypes(): readonly DTypeName[] { return this.slotInfo().paramDTypes; }
 }
 
 export const isIntDType = (d: DTypeName): boolean => DTYPES[d].kind === 'int' || d === 'bool';

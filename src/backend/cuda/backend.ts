@@ -99,7 +99,8 @@ export class CudaBackend implements Backend {
   gridFor(work: number, block: number, waves = 16): number { return Math.max(1, Math.min(Math.ceil(work / block), this.smCount * waves)); }
 
   elementwise(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
-    for (const r of [...ins, out]) this.checkDType('elementwise', r.dtype);
+    for (const r of ins) this.checkDType('elementwise', r.dtype);
+    this.checkDType('elementwise', out.dtype);
     const shape = out.shape;
     const n = shape.reduce((a, b) => a * b, 1);
     if (n === 0) return;
@@ -108,8 +109,7 @@ export class CudaBackend implements Backend {
     { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
     const { shape: cs, strides: cst } = coalesce(shape, [outStrides, ...bs]);
     const flat = cs.length <= 1 && cst.slice(1).every((s) => (s[0] ?? 1) === 1);
-    const paramSlots = expr.slots('param');
-    const pTypes = [...Array(paramSlots).keys()].map((s) => R.paramType(paramDType(expr, s)));
+    const pTypes = expr.paramDTypes().map((d) => R.paramType(d));
     const ptrs = [out.buf, ...ins.map((r) => r.buf)].map((b) => (b as CudaBuffer).ptr);
     const sizes = [out.dtype, ...ins.map((r) => r.dtype)].map((d) => DTYPES[d].itemsize);
     const maxItem = Math.max(...sizes);
@@ -138,11 +138,6 @@ export class CudaBackend implements Backend {
   }
 }
 
-function paramDType(expr: Expr, slot: number): DTypeName {
-  let d: DTypeName = 'float32';
-  expr.walk((e) => { if (e.op === 'param' && e.arg === slot) d = e.dtype; });
-  return d;
-}
 
 const cParam = (t: string): string => ({ f32: 'float', f64: 'double', i32: 'int', i64: 'long long' } as Record<string, string>)[t]!;
 
