@@ -16,7 +16,7 @@ import type { GemmParams } from '../cpu/linalg.js';
 import { kernel, registerKernel } from '../registry.js';
 import { R, type CudaBackend, type CudaBuffer } from './backend.js';
 import type { ArgType } from './driver.js';
-import { FLOATS, basePtr, numel, requireDType } from './kernel_util.js';
+import { FLOATS, basePtr, indexType, numel, requireDType } from './kernel_util.js';
 
 let be: CudaBackend;
 export function installCudaConvKernels(backend: CudaBackend): void {
@@ -30,7 +30,6 @@ let colBudget = 256 * 2 ** 20;
 /** Tests and benchmarks: sets the column-buffer budget in bytes; returns the previous one. */
 export function setConvColumnBudget(bytes: number): number { const o = colBudget; colBudget = bytes; return o; }
 
-const I32 = (n: number): 'int' | 'long long' => (n < 2 ** 31 - 1 ? 'int' : 'long long');
 /** The accumulator of direct kernels: float for float32 and the half types (as GPU convolutions do), double for float64. */
 const accOf = (d: DTypeName): string => (d === 'float64' ? 'double' : 'float');
 
@@ -170,7 +169,7 @@ const geomArgs = (C: number, D: number, H: number, W: number, k: number[], o: nu
 function fillBias(out: StridedRef, bias: StridedRef | null, N: number, CO: number, plane: number): void {
   const total = N * CO * plane;
   if (total === 0) return;
-  const I = I32(total);
+  const I = indexType(total);
   const k = be.kernel(`conv_fill:${out.dtype}:${I}:${!!bias}`, () => fillBiasSource(out.dtype, I, !!bias));
   be.launch(k, be.gridFor(total, 256), 256, [basePtr(out), basePtr(bias), out.offset, bias?.offset ?? 0, total, CO, plane]);
 }
@@ -191,7 +190,7 @@ export function cudaConv(p: ConvKernelParams): void {
   const dt = x.dtype;
   const kk = [KD!, KH!, KW!], oo = [OD!, OH!, OW!];
   if (CIg === 1 && G === C) {
-    const total = N! * CO! * cols, I = I32(Math.max(total, numel(x.shape)));
+    const total = N! * CO! * cols, I = indexType(Math.max(total, numel(x.shape)));
     const k = be.kernel(`conv_dw:${dt}:${I}:${!!bias}`, () => depthwiseSource(dt, I, !!bias));
     be.launch(k, be.gridFor(total, 256), 256, [basePtr(x), basePtr(w), basePtr(bias), basePtr(out), x.offset, w.offset, bias?.offset ?? 0, out.offset,
       total, CO!, CO! / C!, ...geomArgs(C!, D!, H!, W!, kk, oo, p)]);
@@ -213,7 +212,7 @@ export function cudaConv(p: ConvKernelParams): void {
   try {
     for (let n0 = 0; n0 < N!; n0 += Nc) {
       const nc = Math.min(Nc, N! - n0);
-      const total = nc * perImage, I = I32(Math.max(total, numel(x.shape)));
+      const total = nc * perImage, I = indexType(Math.max(total, numel(x.shape)));
       const k = be.kernel(`conv_im2col:${dt}:${I}`, () => im2colSource(dt, I));
       be.launch(k, be.gridFor(total, 256), 256, [basePtr(x), (col as CudaBuffer).ptr, x.offset + n0 * C! * D! * H! * W!, total, ...geomArgs(C!, D!, H!, W!, kk, oo, p)]);
       groupedGemm(false, COg, cols, K, wS, { ref: flatRef(col, dt), ld: cols, group: K * cols, image: perImage }, outS(n0 * CO! * cols), G, nc, beta);
@@ -246,7 +245,7 @@ export function cudaConvTranspose(p: ConvKernelParams): void {
     for (let n0 = 0; n0 < N!; n0 += Nc) {
       const nc = Math.min(Nc, N! - n0);
       groupedGemm(true, COg! * taps, cols, CIg, wS, xS(n0 * C! * cols), { ref: flatRef(col, dt), ld: cols, group: COg! * taps * cols, image: perImage }, G, nc, 0);
-      const total = nc * CO! * plane, I = I32(Math.max(total, nc * perImage));
+      const total = nc * CO! * plane, I = indexType(Math.max(total, nc * perImage));
       const k = be.kernel(`conv_col2im:${dt}:${I}:${!!bias}`, () => col2imSource(dt, I, !!bias));
       be.launch(k, be.gridFor(total, 256), 256, [(col as CudaBuffer).ptr, basePtr(bias), basePtr(out), bias?.offset ?? 0, out.offset + n0 * CO! * plane, total,
         CO!, ID!, IH!, IW!, OD!, OH!, OW!, KD!, KH!, KW!, ...p.stride, ...p.padding, ...p.dilation]);

@@ -47,5 +47,8 @@ export function storeD(d: DTypeName, ptr: string, idx: string, v: string): strin
   return R.store(d, ptr, idx, v);
 }
 
-/** The integer type kernels index with: 32-bit when every index fits. */
-export const indexType = (maxIndex: number): string => (maxIndex < 2 ** 31 - 1 ? 'int' : 'long long');
+/**
+ * The integer type kernels index with: 32-bit when every index fits, with headroom for a grid-stride
+ * loop's last step (index + grid size) so the loop variable cannot overflow.
+ */
+export const indexType = (maxIndex: number): 'int' | 'long long' => (maxIndex < 2 ** 31 - 2 ** 26 ? 'int' : 'long long');

@@ -16,7 +16,7 @@ import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } f
 import { registerKernel } from '../registry.js';
 import { R, type CudaBackend, type CudaBuffer } from './backend.js';
 import type { ArgType } from './driver.js';
-import { FLOATS, INTS, NARROW_SRC, basePtr, loadD, numel, requireDType, storeD } from './kernel_util.js';
+import { FLOATS, INTS, NARROW_SRC, basePtr, indexType, loadD, numel, requireDType, storeD } from './kernel_util.js';
 
 let be: CudaBackend;
 export function installCudaResampleKernels(backend: CudaBackend): void {
@@ -29,7 +29,6 @@ export function installCudaResampleKernels(backend: CudaBackend): void {
 const FUSED_TAPS = 64;
 
 const gridLoop = (I: string): string => `for (${I} i = blockIdx.x * (${I})blockDim.x + threadIdx.x; i < total; i += (${I})gridDim.x * blockDim.x)`;
-const I32 = (n: number): string => (n < 2 ** 31 - 1 ? 'int' : 'long long');
 
 const TABLE_ARGS = 'int tD, int tH, int tW, int wD, int wH, int wW, int iD, int iH, int iW';
 const TABLE_SIG: ArgType[] = Array<ArgType>(9).fill('i32');
@@ -136,7 +135,7 @@ export function cudaInterpolate(p: InterpolateKernelParams): void {
   const tables = be.upload('uint8', bytes) as CudaBuffer;
   const wPtr = tables.ptr, iPtr = tables.ptr + BigInt(weightBytes);
   try {
-    const I = I32(Math.max(total, numel(x.shape)));
+    const I = indexType(Math.max(total, numel(x.shape)));
     if (gather) {
       const k = be.kernel(`interp_gather:${x.dtype}:${I}`, () => gatherSource(x.dtype, I));
       be.launch(k, be.gridFor(total, 256), 256, [basePtr(x), basePtr(out), iPtr, x.offset, out.offset, total, D!, H!, W!, OD!, OH!, OW!, ...iOff]);
@@ -162,7 +161,7 @@ export function cudaInterpolate(p: InterpolateKernelParams): void {
         const count = outer * on * inner;
         const t = p.dims[d]!;
         const dst = last ? { ptr: basePtr(out), off: out.offset, dtype: out.dtype } : { ptr: (scratch[scratch.push(be.alloc('float64', count) as CudaBuffer) - 1]!).ptr, off: 0, dtype: 'float64' as DTypeName };
-        const PI = I32(Math.max(count, outer * n * inner));
+        const PI = indexType(Math.max(count, outer * n * inner));
         const k = be.kernel(`interp_pass:${src.dtype}:${dst.dtype}:${t.weight !== null}:${PI}`, () => passSource(src.dtype, dst.dtype, t.weight !== null, PI));
         be.launch(k, be.gridFor(count, 256), 256, [src.ptr, dst.ptr, wPtr, iPtr, src.off, dst.off, count, n, on, inner, t.taps, wOff[d]!, iOff[d]!]);
         src = dst;
