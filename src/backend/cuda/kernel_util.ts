@@ -9,13 +9,9 @@ import { R, type CudaBuffer } from './backend.js';
 
 /** The buffer's base pointer (kernels add the element offset themselves), 0 for an absent ref. */
 export const basePtr = (r: StridedRef | null | undefined): bigint => (r ? (r.buf as CudaBuffer).ptr : 0n);
-/** A pointer to the ref's first element (for libraries such as cuBLASLt). */
-export const elemPtr = (r: StridedRef | null | undefined): bigint =>
-  (r ? (r.buf as CudaBuffer).ptr + BigInt(r.offset * DTYPES[r.dtype].itemsize) : 0n);
 
 export const numel = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 export const isFloat = (d: DTypeName): boolean => DTYPES[d].kind === 'float' && !DTYPES[d].storageOnly;
-export const isInt = (d: DTypeName): boolean => DTYPES[d].kind === 'int';
 
 /** A typed refusal naming the kernel, the dtype it got and the ones it takes. */
 export function requireDType(op: string, d: DTypeName, ok: readonly DTypeName[]): void {

@@ -11,7 +11,7 @@
 // explicitly rounded, non-fused operations), since coordinates decide which pixels are read; a thread
 // owns a grid point and loops over channels (coalesced stores across grid points).
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
+import type { DTypeName } from '../../dtype/dtypes.js';
 import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../ops/resample.js';
 import { registerKernel } from '../registry.js';
 import { R, type CudaBackend, type CudaBuffer } from './backend.js';
@@ -308,5 +308,4 @@ export function cudaGridSample(p: GridSampleKernelParams): void {
   const key = `grid_sample:${x.dtype}:${p.spatial}:${p.mode}:${p.padding}:${p.alignCorners}`;
   const k = be.kernel(key, () => gridSampleSource(x.dtype, p.spatial, p.mode, p.padding, p.alignCorners));
   be.launch(k, be.gridFor(points, 256), 256, [basePtr(x), basePtr(grid), basePtr(out), x.offset, grid.offset, out.offset, points, C!, D!, H!, W!, oplane]);
-  void DTYPES;
 }
