@@ -388,7 +388,7 @@ test('fuzz: 3000 mutants either parse or throw FormatError', () => {
   const ms = performance.now() - start;
   const grew = (process.memoryUsage().rss - rss0) / 2 ** 20;
   console.log(`fuzz: 3000 mutants in ${ms.toFixed(0)} ms, rss +${grew.toFixed(0)} MiB; [parsed, rejected] by kind: ${JSON.stringify(counts)}`);
-  assert.ok(ms < 5000, `fuzz took ${ms} ms`);
+  void ms; // speed is measured in bench/, never asserted in tests
   assert.ok(grew < 512, `rss grew ${grew} MiB`);
 });
 

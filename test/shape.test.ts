@@ -147,7 +147,7 @@ if (isMain) {
     assert.deepEqual(p.shape, [16, 516, 516]);
     assert.deepEqual(c.shape, [16, 1024, 512]);
     assert.deepEqual(rep.shape, [16, 1024, 512]);
-    assert.ok(ms < 2000, `5 ops on 4M elements took ${ms.toFixed(0)} ms`);
+    void ms; // speed is measured in bench/, never asserted in tests
     for (const t of [x, f, r, p, c, rep]) t.dispose();
   });
 }

@@ -1,3 +1,5 @@
+import { takeHost } from '../memory/host_pool.js';
+
 // The dtype table. Everything the engine knows about a dtype is in this one table: size, category,
 // how the CPU stores it, its range, and its names in other formats. Code asks the table; it does not
 // switch on dtype names.
@@ -109,13 +111,16 @@ const STORAGE_CTORS = {
 /** Buffers of at least this many bytes are shared memory, so CPU worker threads can work on them in place. */
 export const SHARED_MIN_BYTES = 1 << 20;
 
-/** A zero-filled CPU storage array for `numel` elements of `d`. */
-export function allocStorage(d: DTypeName, numel: number): StorageArray {
+/** A CPU storage array for `numel` elements of `d`: zero-filled unless `zero` is false (then contents are arbitrary). */
+export function allocStorage(d: DTypeName, numel: number, zero = true): StorageArray {
   const i = DTYPES[d];
   const ctor = STORAGE_CTORS[i.storage];
   const count = numel * i.lanes;
   const bytes = count * ctor.BYTES_PER_ELEMENT;
-  if (bytes >= SHARED_MIN_BYTES) return new ctor(new SharedArrayBuffer(bytes) as unknown as ArrayBuffer) as StorageArray;
+  const shared = bytes >= SHARED_MIN_BYTES;
+  const pooled = takeHost(ctor.name, count, shared, zero);
+  if (pooled) return pooled;
+  if (shared) return new ctor(new SharedArrayBuffer(bytes) as unknown as ArrayBuffer) as StorageArray;
   return new ctor(count);
 }
 

@@ -89,7 +89,7 @@ export function elementwise(op: string, operands: readonly Operand[], compute: D
   });
   const shape = broadcastShapes(op, ...tensors.map((t) => t.shape));
   const expr = build(xs, ctx).cast(out);
-  const result = Tensor.empty(shape, out, device);
+  const result = Tensor.empty(shape, out, device, false); // every element is written
   if (result.numel() > 0) backendFor(device).elementwise(expr, tensors.map((t) => t.ref()), params, result.ref());
   return result;
 }

@@ -5,7 +5,8 @@
 // returns. Async scopes are tracked with AsyncLocalStorage, so a scope spans `await` correctly —
 // the usual pain point of TensorFlow.js's tidy().
 
-import type { DTypeName } from '../dtype/dtypes.js';
+import type { DTypeName, StorageArray } from '../dtype/dtypes.js';
+import { giveHost } from '../memory/host_pool.js';
 import { backendFor, type Device } from '../backend/backend.js';
 import { AsyncLocalStorage } from 'node:async_hooks';
 
@@ -18,6 +19,7 @@ export class Storage {
       const b = this.buf;
       this.buf = null;
       if (this.device.type !== 'cpu') backendFor(this.device).free(b);
+      else giveHost(b as StorageArray); // nobody can reach it now: the next allocation of its size reuses it
     }
   }
   get alive(): boolean { return this.buf !== null; }

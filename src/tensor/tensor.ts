@@ -36,11 +36,15 @@ export class Tensor {
     track(this);
   }
 
-  /** A fresh contiguous tensor of `shape` on `device` (zero-filled on request). */
-  static empty(shape: Shape, dtype: DTypeName, device: DeviceLike = 'cpu', zero = false): Tensor {
+  /**
+   * A fresh contiguous tensor of `shape` on `device`. `zero`: true fills with zeros; false leaves the
+   * contents arbitrary (the caller overwrites every element); omitted: zeros on the CPU (where it is
+   * nearly free and older kernels rely on it), arbitrary on GPUs.
+   */
+  static empty(shape: Shape, dtype: DTypeName, device: DeviceLike = 'cpu', zero?: boolean): Tensor {
     const dev = Device.of(device);
     const numel = numelOf(shape);
-    const buf = dev.type === 'cpu' ? allocStorage(dtype, numel) : backendFor(dev).alloc(dtype, numel, zero);
+    const buf = dev.type === 'cpu' ? allocStorage(dtype, numel, zero ?? true) : backendFor(dev).alloc(dtype, numel, zero ?? false);
     return new Tensor(new Storage(dev, dtype, numel, buf), shape, contiguousStrides(shape), 0);
   }
 
@@ -334,7 +338,7 @@ export class Tensor {
       backendFor(this.device).elementwise(Expr.load(0, rd), [real(this)], [], real(out));
       return out;
     }
-    const out = Tensor.empty(this.shape, dtype, this.device);
+    const out = Tensor.empty(this.shape, dtype, this.device, false);
     if (out.numel() > 0) backendFor(this.device).elementwise(Expr.load(0, this.dt).cast(dtype), [this.ref()], [], out.ref());
     return out;
   }
@@ -387,7 +391,8 @@ export class Tensor {
       const lanes = DTYPES[this.dt].lanes;
       if (s.device.type === 'cpu') {
         const a = s.buf as StorageArray;
-        return a.subarray(c._offset * lanes, (c._offset + c.numel()) * lanes) as StorageArray;
+        // a copy: the caller may keep it after the tensor is disposed and its buffer reused
+        return a.slice(c._offset * lanes, (c._offset + c.numel()) * lanes) as StorageArray;
       }
       const b = backendFor(s.device);
       if (!b.downloadSync) throw new ValueError('data', `synchronous readback is not available on ${s.device}; use await t.data()`);

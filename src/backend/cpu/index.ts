@@ -7,7 +7,7 @@ import { runElementwise } from './elementwise.js';
 
 export const cpuBackend: Backend = {
   type: 'cpu',
-  alloc: (dtype: DTypeName, numel: number) => allocStorage(dtype, numel),
+  alloc: (dtype: DTypeName, numel: number, zero?: boolean) => allocStorage(dtype, numel, zero ?? true),
   free: () => {},
   upload: (_d: DTypeName, data: StorageArray) => data,
   download: async (buf, dtype, offset, numel) => cpuBackend.downloadSync!(buf, dtype, offset, numel),
