@@ -1,9 +1,8 @@
 // CPU benchmark: softmax over the last dim and layer_norm of a (4096, 4096) float32 matrix, next to
 // PyTorch CPU (/usr/bin/python3, Debian's torch 1.13) and numpy (exp/sum formulation) measured in the
 // same run. Prints a markdown table: milliseconds (best of 7 for every implementation: the least
-// disturbed run on a shared machine) and GB/s (bytes read + written). "kernel only" reuses one output
-// tensor, so it excludes the first-touch page faults of a fresh 64 MiB output that the op pays
-// (PyTorch's allocator hands back recently freed, already mapped memory).
+// disturbed run on a shared machine) and GB/s (bytes read + written). "kernel only" runs the kernel into
+// one reused output tensor: the op's extra time is allocating and first touching a fresh 64 MiB output.
 // Run: node dist/bench/cpu_softmax.js   (or as part of `nbx bench cpu`)
 import { execFileSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
