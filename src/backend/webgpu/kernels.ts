@@ -101,24 +101,31 @@ fn nbx_norm_final(a: f32) -> f32 {
   return nbx_pow_f(a, 1.0f / p);
 }`;
 
-type RedMode = 'wg' | 'thread' | 'split1' | 'split2';
+/**
+ * How a reduction kernel covers the rows: a workgroup per row (a fixed-order tree over its threads) or
+ * a thread per row (short or vertical rows); `phase` splits long rows in two passes: 'partial' reduces
+ * part `part` of row r into a raw accumulator, 'merge' reduces those (its n is the number of parts, word 7
+ * the row length a mean divides by). `vec`: 16-byte loads along contiguous rows of a 4-byte dtype.
+ */
+interface RedPlan { mode: 'wg' | 'thread'; phase: 'full' | 'partial' | 'merge'; vec: boolean; wg: number }
 
 /**
- * uniform: [rows, n, rowStride, colStride, off, ooff, p, parts | total n]; input b2 (or partials), output
- * b1. split1 writes raw accumulators (as u32 bits) for (row, part); split2 reduces them to the result
- * (its n is the number of parts, word 7 the row length the mean divides by).
+ * uniform: [rows, n, rowStride, colStride, off, ooff, p, parts | total n]; input b2, output b1. Partials
+ * are laid out [rows, parts] by workgroups and [parts, rows] by threads (so both passes read coalesced).
  */
-function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, mode: RedMode, wg: number): Program {
-  const key = `red|${kind}|${inD}|${outD}|${mode}|${wg}`;
+function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, plan: RedPlan): Program {
+  const { mode, phase, vec, wg } = plan;
+  const key = `red|${kind}|${inD}|${outD}|${mode}|${phase}|${vec}|${wg}`;
   const isF = DTYPES[inD].kind === 'float';
   const T = isF ? 'f32' : 'i32', accD: DTypeName = isF ? 'float32' : 'int32';
-  const out = mode === 'split1' ? 'w' : outAccess(outD);
-  return program(key, `${out}r`, 8, () => {
-    const load = (idx: string): string => (mode === 'split2' ? `bitcast<${T}>(b2[${idx}])` : R.load(inD, 'b2', idx));
+  const out = phase === 'partial' ? 'w' : outAccess(outD);
+  const access = `${out}${vec ? 'v' : 'r'}`;
+  return program(key, access, 8, () => {
+    const load = (idx: string): string => (phase === 'merge' ? `bitcast<${T}>(b2[${idx}])` : R.load(inD, 'b2', idx));
     const at = (j: string): string => `u32(base + i32(${j}) * cs)`;
     const head = `let rows = ${U(0)}; let n = ${U(1)}; let rs = bitcast<i32>(${U(2)}); let cs = bitcast<i32>(${U(3)});
-  let off = ${U(4)}; let ooff = ${U(5)}; let parts = ${U(7)}; let nt = ${mode === 'split2' ? 'parts' : 'n'};`;
-    const store = (v: string): string => (mode === 'split1' ? `b1[gr] = bitcast<u32>(${v});` : storeOut(outD, accD, 'ooff + r', v));
+  let off = ${U(4)}; let ooff = ${U(5)}; let parts = ${U(7)}; let nt = ${phase === 'merge' ? 'parts' : 'n'};`;
+    const store = (v: string): string => (phase === 'partial' ? `b1[pi] = bitcast<u32>(${v});` : storeOut(outD, accD, 'ooff + r', v));
     // the tree over the workgroup's partials, fixed order (deterministic)
     const tree = (v: string, merge: string): string => `sh[lid] = ${v};
     workgroupBarrier();
@@ -139,15 +146,16 @@ function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, mode: 
       const fin = kind === 'var'
         ? `let dn = max(0.0f, f32(n) - bitcast<f32>(${U(6)})); let res = select(acc2 / dn, select(nbx_inf(), nbx_nan(), acc2 == 0.0f || nbx_isnan(acc2)), dn <= 0.0f);`
         : 'let res = nbx_log(acc2) + sft;';
+      const rowLoop = (j0: string, step: string, stmt: string): string => `for (var j = ${j0}; j < n; j += ${step}) { let x = ${load(at('j'))}; ${stmt} }`;
       if (mode === 'thread') {
         body = `${head}
   let r = g; if (r >= rows) { return; }
   let base = i32(off) + i32(r) * rs;
   var acc = ${first.init};
-  for (var j = 0u; j < n; j++) { let x = ${load(at('j'))}; ${first.step} }
+  ${rowLoop('0u', '1u', first.step)}
   ${mid}
   var acc2 = 0.0f;
-  for (var j = 0u; j < n; j++) { let x = ${load(at('j'))}; ${second} }
+  ${rowLoop('0u', '1u', second)}
   ${fin}
   ${store('res')}`;
       } else {
@@ -156,49 +164,52 @@ function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, mode: 
   let r = wid.y * nwg.x + wid.x; if (r >= rows) { return; }
   let base = i32(off) + i32(r) * rs;
   var acc = ${first.init};
-  for (var j = lid; j < n; j += ${wg}u) { let x = ${load(at('j'))}; ${first.step} }
+  ${rowLoop('lid', `${wg}u`, first.step)}
   ${tree('acc', first.merge)}
   ${mid}
   var acc2 = 0.0f;
-  for (var j = lid; j < n; j += ${wg}u) { let x = ${load(at('j'))}; ${second} }
+  ${rowLoop('lid', `${wg}u`, second)}
   ${tree('acc2', 'a + b')}
   if (lid == 0u) { ${fin} ${store('res')} }`;
       }
     } else {
       const P = reduceParts(kind, isF)!;
       fns = `fn nbx_merge(a: ${T}, b: ${T}) -> ${T} { return ${P.merge}; }
-fn nbx_enter(x: ${T}) -> ${T} { return ${mode === 'split2' ? 'x' : P.enter}; }
+fn nbx_enter(x: ${T}) -> ${T} { return ${phase === 'merge' ? 'x' : P.enter}; }
 ${kind === 'norm' ? NORM_FNS : ''}`;
-      const fin = mode === 'split1' ? 'acc' : P.final.replace(/\ba\b/g, 'acc');
-      if (mode === 'thread') {
-        body = `${head}
-  let r = g; if (r >= rows) { return; }
-  let base = i32(off) + i32(r) * rs;
-  var acc: ${T} = ${P.init};
-  for (var j = 0u; j < n; j++) { acc = nbx_merge(acc, nbx_enter(${load(at('j'))})); }
-  ${store(fin)}`;
-      } else {
-        fns += `\nvar<workgroup> sh: array<${T}, ${wg}>;`;
-        // split1: workgroup gr handles part (gr % parts) of row (gr / parts); n is then the chunk length
-        const rowOf = mode === 'split1' ? `let gr = wid.y * nwg.x + wid.x; if (gr >= rows * parts) { return; }
-  let r = gr / parts; let part = gr % parts; let chunk = (n + parts - 1u) / parts;
-  let j0 = part * chunk; let j1 = min(n, j0 + chunk);`
-          : `let r = wid.y * nwg.x + wid.x; if (r >= rows) { return; }
+      const fin = phase === 'partial' ? 'acc' : P.final.replace(/\ba\b/g, 'acc');
+      // which (row, part) this invocation or workgroup reduces, over columns [j0, j1)
+      const id = mode === 'thread' ? 'g' : 'wid.y * nwg.x + wid.x';
+      const where = phase === 'partial'
+        ? `let gi = ${id}; if (gi >= rows * parts) { return; }
+  let r = ${mode === 'thread' ? 'gi % rows' : 'gi / parts'}; let part = ${mode === 'thread' ? 'gi / rows' : 'gi % parts'};
+  let pi = ${mode === 'thread' ? 'part * rows + r' : 'r * parts + part'};
+  let chunk = ${vec ? '(((n + parts - 1u) / parts) + 3u) & ~3u' : '(n + parts - 1u) / parts'};
+  let j0 = min(n, part * chunk); let j1 = min(n, j0 + chunk);`
+        : `let r = ${id}; if (r >= rows) { return; }
   let j0 = 0u; let j1 = n;`;
-        body = `${head}
-  ${rowOf}
+      const enter = (x: string): string => `acc = nbx_merge(acc, nbx_enter(${x}));`;
+      const lanes = (v: string): string => [0, 1, 2, 3].map((l) => enter(`bitcast<${T}>(${v}[${l}])`)).join(' ');
+      const first = mode === 'thread' ? '' : 'lid', step = mode === 'thread' ? '1u' : `${wg}u`;
+      const loop = vec
+        ? `let vb = u32(base) >> 2u;
+  for (var j = j0 / 4u${first ? ` + ${first}` : ''}; j < j1 / 4u; j += ${step}) { let v = b2[vb + j]; ${lanes('v')} }`
+        : `for (var j = j0${first ? ` + ${first}` : ''}; j < j1; j += ${step}) { ${enter(load(at('j')))} }`;
+      if (mode === 'wg') fns += `\nvar<workgroup> sh: array<${T}, ${wg}>;`;
+      body = `${head}
+  ${where}
   let base = i32(off) + i32(r) * rs;
   var acc: ${T} = ${P.init};
-  for (var j = j0 + lid; j < j1; j += ${wg}u) { acc = nbx_merge(acc, nbx_enter(${load(at('j'))})); }
-  ${tree('acc', 'nbx_merge(a, b)')}
-  if (lid == 0u) { ${store(fin)} }`;
-      }
+  ${loop}
+  ${mode === 'wg' ? `${tree('acc', 'nbx_merge(a, b)')}\n  if (lid == 0u) { ${store(fin)} }` : store(fin)}`;
     }
-    return module(8, `${out}r`, wg, body, fns);
+    return module(8, access, wg, body, fns);
   });
 }
 
 const SPLITTABLE = new Set<ReduceKind>(['sum', 'mean', 'prod', 'max', 'min', 'any', 'all', 'norm']);
+/** Invocations that keep a large GPU busy; fewer rows than this are split into parts. */
+const BUSY_THREADS = 1 << 17;
 
 export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
   outIndex?: StridedRef, layout?: RowLayout): void {
@@ -210,29 +221,32 @@ export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, 
   const isF = DTYPES[input.dtype].kind === 'float';
   if (!isF && (kind === 'var' || kind === 'logsumexp' || kind === 'norm')) throw new UnsupportedError(kind, `${kind} of ${input.dtype} is not supported on webgpu`);
   const lay = layout ?? { rowStride: n, colStride: 1 };
-  const vertical = lay.rowStride === 1 && lay.colStride !== 1;
   const wgMax = be.wgReduce;
-  const u = new Uint32Array(8);
-  u.set([rows, n, lay.rowStride | 0, lay.colStride | 0, input.offset, out.offset, f32w(params[0] ?? 0), 1]);
-  const { bufs, idx, temp } = bindings(out.buf as WGBuffer, [input.buf as WGBuffer]);
-  void idx;
-  const few = rows * 4 < 1024 && n >= 16384 && SPLITTABLE.has(kind);
-  if (few) {
-    // a few long rows: `parts` workgroups per row write partial accumulators, a second pass merges them
-    const parts = Math.min(Math.ceil(n / (wgMax * 16)), Math.ceil(2048 / rows), 1024);
-    const partial = be.allocBytes(rows * parts * 4);
-    u[7] = parts;
-    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, 'split1', wgMax), [partial, bufs[1]!], u, rows * parts * wgMax, wgMax);
-    const u2 = new Uint32Array(8);
-    u2.set([rows, parts, parts, 1, 0, out.offset, u[6]!, n]);
-    const wg2 = Math.max(32, Math.min(wgMax, nextPow2(parts)));
-    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, 'split2', wg2), [bufs[0]!, partial], u2, rows * wg2, wg2);
-    be.free(partial);
-  } else if ((vertical && rows >= 256) || (n <= 32 && rows >= 1024)) {
-    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, 'thread', 64), bufs, u, rows, 64);
+  const splittable = SPLITTABLE.has(kind);
+  const { bufs, temp } = bindings(out.buf as WGBuffer, [input.buf as WGBuffer]);
+  const u = new Uint32Array([rows, n, lay.rowStride | 0, lay.colStride | 0, input.offset, out.offset, f32w(params[0] ?? 0), 1]);
+  // thread per row for vertical layouts (consecutive threads read consecutive rows) and tiny rows
+  const byThread = (lay.rowStride === 1 && lay.colStride !== 1 && rows >= 64) || (n <= 32 && rows >= 1024);
+  const vec = !byThread && splittable && perWord(input.dtype) === 1 && lay.colStride === 1 && n % 4 === 0
+    && lay.rowStride % 4 === 0 && input.offset % 4 === 0;
+  const wgFor = (len: number): number => Math.max(32, Math.min(wgMax, nextPow2(vec ? len / 4 : len)));
+  // parts per row when the rows alone cannot keep the device busy
+  const parts = !splittable ? 1 : byThread
+    ? Math.min(Math.ceil(BUSY_THREADS / rows), Math.floor(n / 16))
+    : Math.min(Math.ceil(BUSY_THREADS / (rows * wgMax)), Math.floor(n / (wgMax * 16)), 1024);
+  if (parts <= 1) {
+    const plan: RedPlan = { mode: byThread ? 'thread' : 'wg', phase: 'full', vec, wg: byThread ? 64 : wgFor(n) };
+    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, plan), bufs, u, byThread ? rows : rows * plan.wg, plan.wg);
   } else {
-    const wg = Math.max(32, Math.min(wgMax, nextPow2(n)));
-    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, 'wg', wg), bufs, u, rows * wg, wg);
+    u[7] = parts;
+    const partial = be.allocBytes(rows * parts * 4);
+    const p1: RedPlan = { mode: byThread ? 'thread' : 'wg', phase: 'partial', vec, wg: byThread ? 64 : wgMax };
+    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, p1), [partial, bufs[1]!], u, rows * parts * (byThread ? 1 : wgMax), p1.wg);
+    // merge: partials [parts, rows] (thread plan, vertical again) or [rows, parts]
+    const u2 = byThread ? new Uint32Array([rows, parts, 1, rows, 0, out.offset, u[6]!, n]) : new Uint32Array([rows, parts, parts, 1, 0, out.offset, u[6]!, n]);
+    const p2: RedPlan = byThread ? { mode: 'thread', phase: 'merge', vec: false, wg: 64 } : { mode: 'wg', phase: 'merge', vec: false, wg: Math.max(32, Math.min(wgMax, nextPow2(parts))) };
+    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, p2), [bufs[0]!, partial], u2, byThread ? rows : rows * p2.wg, p2.wg);
+    be.free(partial);
   }
   if (temp) be.free(temp);
 }
@@ -327,8 +341,11 @@ function gemmProgram(d: DTypeName, transA: boolean, transB: boolean, t: GemmTile
     const bIdx = transB ? 'let p = e % BK; let j = e / BK;' : 'let j = e % BN; let p = e / BN;';
     const bAddr = transB ? 'boff + (col0 + j) * ldb + k0 + p' : 'boff + (k0 + p) * ldb + col0 + j';
     const accDecl = [...Array(TM * TNV).keys()].map((q) => `var acc${q} = vec4<f32>(0.0f);`).join(' ');
+    // one BK step: TM/4 vec4 reads of A (broadcast across the row of threads), TNV vec4 reads of B
+    const aReads = [...Array(TM / 4).keys()].map((q) => `let av${q} = As[(p * BM) / 4u + ty * ${TM / 4}u + ${q}u];`).join(' ');
+    const bReads = [...Array(TNV).keys()].map((v) => `let bv${v} = Bs[(p * BN) / 4u + ${v * TX}u + tx];`).join(' ');
     const fma: string[] = [];
-    for (let i = 0; i < TM; i++) for (let v = 0; v < TNV; v++) fma.push(`acc${i * TNV + v} += a[${i}] * bv${v};`);
+    for (let i = 0; i < TM; i++) for (let v = 0; v < TNV; v++) fma.push(`acc${i * TNV + v} += av${i >> 2}[${i & 3}] * bv${v};`);
     const stores: string[] = [];
     for (let i = 0; i < TM; i++) {
       for (let v = 0; v < TNV; v++) {
@@ -341,7 +358,7 @@ function gemmProgram(d: DTypeName, transA: boolean, transB: boolean, t: GemmTile
       }
     }
     const fns = `const BM = ${BM}u; const BN = ${BN}u; const BK = ${BK}u;
-var<workgroup> As: array<f32, ${BK * BM}>;
+var<workgroup> As: array<vec4<f32>, ${(BK * BM) / 4}>;
 var<workgroup> Bs: array<vec4<f32>, ${(BK * BN) / 4}>;`;
     const body = `let m = ${U(0)}; let n = ${U(1)}; let k = ${U(2)}; let lda = ${U(3)}; let ldb = ${U(4)}; let ldc = ${U(5)};
   let z = wid.z + ${U(14)};
@@ -350,13 +367,12 @@ var<workgroup> Bs: array<vec4<f32>, ${(BK * BN) / 4}>;`;
   let tx = lid % ${TX}u; let ty = lid / ${TX}u;
   let row0 = wid.y * BM; let col0 = wid.x * BN;
   ${accDecl}
-  var a: array<f32, ${TM}>;
   for (var k0 = 0u; k0 < k; k0 += BK) {
     for (var t = 0u; t < ${loadsA}u; t++) {
       let e = lid + t * ${T}u; ${aIdx}
       var v = 0.0f;
       if (row0 + i < m && k0 + p < k) { v = ${ld(bindA, aAddr)}; }
-      As[p * BM + i] = v;
+      As[(p * BM + i) / 4u][i % 4u] = v;
     }
     for (var t = 0u; t < ${loadsB}u; t++) {
       let e = lid + t * ${T}u; ${bIdx}
@@ -366,8 +382,8 @@ var<workgroup> Bs: array<vec4<f32>, ${(BK * BN) / 4}>;`;
     }
     workgroupBarrier();
     for (var p = 0u; p < BK; p++) {
-      for (var i = 0u; i < ${TM}u; i++) { a[i] = As[p * BM + ty * ${TM}u + i]; }
-      ${[...Array(TNV).keys()].map((v) => `let bv${v} = Bs[(p * BN) / 4u + ${v * TX}u + tx];`).join(' ')}
+      ${aReads}
+      ${bReads}
       ${fma.join('\n      ')}
     }
     workgroupBarrier();
@@ -384,7 +400,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
 
 function gemmTile(m: number, n: number): GemmTile {
   const maxT = be.isReady ? Math.min(be.info.limits.maxComputeInvocationsPerWorkgroup ?? 256, 256) : 256;
-  if (maxT >= 256 && m >= 512 && n >= 512) return { TX: 16, TY: 16, TM: 8, TNV: 2, BK: 8 }; // 128x128 tiles
+  if (maxT >= 256 && m >= 512 && n >= 512) return { TX: 16, TY: 16, TM: 8, TNV: 2, BK: 16 }; // 128x128 tiles
   if (maxT >= 256) return { TX: 16, TY: 16, TM: 4, TNV: 1, BK: 16 }; // 64x64
   return { TX: 8, TY: 16, TM: 4, TNV: 1, BK: 16 }; // 64x32 for 128-thread devices
 }
