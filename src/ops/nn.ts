@@ -91,7 +91,7 @@ function softmaxImpl(op: string, input: unknown, dimArg: unknown, dtype: unknown
   needFloat(op, log ? 'log_softmax_lastdim_kernel_impl' : 'softmax_lastdim_kernel_impl', out);
   // PyTorch casts the input to `dtype` first; reading it directly is the same when the cast is exact.
   const src = exactWiden(x.dt, out) ? x : x.copyAs(out);
-  const result = Tensor.empty(x.shape, out, x.device);
+  const result = Tensor.empty(x.shape, out, x.device, false);
   if (result.numel() > 0) kernel('softmax', x.device, op)({ x: src.ref(), out: result.ref(), dim, log, negate });
   release(src, x);
   return result;
@@ -155,11 +155,11 @@ interface RowNormCall {
 function rowNorm(op: string, c: RowNormCall): { out?: Tensor; mean?: Tensor; var?: Tensor } {
   const xc = c.x.contiguous();
   const w = c.weight?.contiguous(), b = c.bias?.contiguous();
-  const out = c.stats === 'only' ? undefined : Tensor.empty(c.x.shape, c.outDType ?? c.x.dt, c.x.device);
+  const out = c.stats === 'only' ? undefined : Tensor.empty(c.x.shape, c.outDType ?? c.x.dt, c.x.device, false);
   const sd = opmath(c.x.dt);
-  const mean = c.stats ? Tensor.empty([c.rows], sd, c.x.device) : undefined;
-  const vr = c.stats ? Tensor.empty([c.rows], sd, c.x.device) : undefined;
-  if (c.rows > 0 && c.n > 0) {
+  const mean = c.stats ? Tensor.empty([c.rows], sd, c.x.device, false) : undefined;
+  const vr = c.stats ? Tensor.empty([c.rows], sd, c.x.device, false) : undefined;
+  if (c.rows > 0) { // n = 0 gives NaN statistics, as PyTorch
     kernel('row_norm', c.x.device, op)({
       x: xc.ref(), rows: c.rows, n: c.n, eps: c.eps, mode: c.mode, out: out?.ref(), weight: w?.ref(), bias: b?.ref(),
       groups: c.groups ?? 1, chan: c.chan ?? 1, mean: mean?.ref(), var: vr?.ref(),
@@ -360,7 +360,7 @@ export const local_response_norm = defOp('nn.functional.local_response_norm(inpu
   needFloat(op, 'local_response_norm', x.dt);
   const size = a.size as number;
   if (!Number.isInteger(size) || size <= 0) throw new ValueError(op, `size must be a positive integer, got ${String(a.size)}`);
-  const out = Tensor.empty(x.shape, x.dt, x.device);
+  const out = Tensor.empty(x.shape, x.dt, x.device, false);
   if (out.numel() > 0) {
     kernel('local_response_norm', x.device, op)({ x: x.ref(), out: out.ref(), dim: 1, size, alpha: num(a.alpha), beta: num(a.beta), k: num(a.k) });
   }
@@ -422,8 +422,8 @@ function nllImpl(op: string, p: NllArgs, withTotal = false): { loss: Tensor; tot
   const { input, target, weight } = p;
   const { N, C, D } = nllGeometry(op, input, target, weight);
   const x = input.contiguous(), t = target.contiguous(), w = weight?.contiguous();
-  const loss = Tensor.empty(p.reduction === 'none' ? target.shape : [], input.dt, input.device);
-  const sums = Tensor.empty([2], opmath(input.dt), input.device);
+  const loss = Tensor.empty(p.reduction === 'none' ? target.shape : [], input.dt, input.device, false);
+  const sums = Tensor.empty([2], opmath(input.dt), input.device, false);
   const none = p.reduction === 'none';
   kernel('nll_loss', input.device, op)({ input: x.ref(), target: t.ref(), weight: w?.ref(), N, C, D, ignoreIndex: p.ignoreIndex,
     out: none ? loss.ref() : undefined, sums: sums.ref() });
@@ -698,7 +698,7 @@ export const scaled_dot_product_attention = defOp('nn.functional.scaled_dot_prod
   const qc = dense(q, rep > 1 ? [...outer, Hq, L, E] : [...outer, L, E], cd);
   const kc = dense(kk, [...outer, ...headDims, S, E], cd);
   const vc = dense(vv, [...outer, ...headDims, S, Ev], cd);
-  const out = Tensor.empty(outShape, cd, q.device);
+  const out = Tensor.empty(outShape, cd, q.device, false);
   // The mask broadcast to the full score shape (..., Hq, L, S), read through its strides.
   const scoreShape = [...outShape.slice(0, -1), S];
   let maskRef: StridedRef | undefined, maskStrides: number[] = [];
@@ -718,7 +718,7 @@ export const scaled_dot_product_attention = defOp('nn.functional.scaled_dot_prod
     const wholeGroups = rowsPerGroup * S <= SCORE_BLOCK && !(causal && L > CAUSAL_ROWS);
     const blockRows = wholeGroups ? rowsPerGroup : Math.max(1, Math.min(L, causal ? CAUSAL_ROWS : L, Math.floor(SCORE_BLOCK / Math.max(S, 1))));
     const gChunk = wholeGroups ? Math.max(1, Math.min(G, Math.floor(SCORE_BLOCK / Math.max(rowsPerGroup * S, 1)))) : 1;
-    const scores = Tensor.empty([gChunk * blockRows * S], cd, q.device);
+    const scores = Tensor.empty([gChunk * blockRows * S], cd, q.device, false);
     const sref = scores.ref();
     const hStride = maskStrides[scoreShape.length - 3] ?? 0, lStride = maskStrides[scoreShape.length - 2] ?? 0, sStride = maskStrides[scoreShape.length - 1] ?? 0;
     /** Mask offset of head-row (flat index over the score shape's leading dims) `hr`, query row l0. */
