@@ -57,7 +57,8 @@ const warned = new Set<string>();
 function warnOnce(key: string, msg: string): void {
   if (warned.has(key)) return;
   warned.add(key);
-  process.emitWarning(msg, 'UserWarning');
+  const proc = (globalThis as { process?: { emitWarning?: (m: string, t: string) => void } }).process;
+  if (proc?.emitWarning) proc.emitWarning(msg, 'UserWarning'); else console.warn(`UserWarning: ${msg}`); // (browsers)
 }
 
 /** A contiguous tensor of `shape` in `dtype`: `t` itself when it already is one, else an expanded copy. */

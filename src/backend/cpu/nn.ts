@@ -158,6 +158,8 @@ const sleb = (v: number): number[] => {
 const vec = (items: number[][]): number[] => [...uleb(items.length), ...items.flat()];
 const section = (id: number, body: number[]): number[] => [id, ...uleb(body.length), ...body];
 const bytesOf = (a: Float32Array | Float64Array | Int32Array): number[] => Array.from(new Uint8Array(a.buffer));
+/** An export name (ASCII), length-prefixed. */
+const name = (s: string): number[] => [...uleb(s.length), ...Array.from(s, (c) => c.charCodeAt(0))];
 
 /** A function body under construction: params, then `nLocals` v128 locals; emits a stack-machine program. */
 class Fn {
@@ -328,7 +330,7 @@ function softmaxModule(): Uint8Array<ArrayBuffer> {
     ...section(1, vec(fns.map((f) => f.type))),
     ...section(3, vec(fns.map((_, i) => uleb(i)))),
     ...section(5, vec([[0x00, 1]])), // memory: 1 page to start, grown on demand
-    ...section(7, vec([[...uleb(3), ...Buffer.from('mem'), 0x02, 0], ...fns.map((f, i) => [...uleb(f.name.length), ...Buffer.from(f.name), 0x00, ...uleb(i)])])),
+    ...section(7, vec([[...name('mem'), 0x02, 0], ...fns.map((f, i) => [...name(f.name), 0x00, ...uleb(i)])])),
     ...section(10, vec(fns.map((f) => f.body))),
   ]);
 }
@@ -352,7 +354,7 @@ function simdRows(): SimdRows | null {
       simdState = { moments: x.moments, norm: x.norm, max: x.max, expsum: x.expsum, scale: x.scale, sub: x.sub, mem: x.mem };
     } catch (e) {
       simdState = null;
-      process.stderr.write(`nbxtensor: WebAssembly SIMD softmax unavailable (${(e as Error).message}); using scalar JavaScript\n`);
+      console.warn(`nbxtensor: WebAssembly SIMD rows unavailable (${(e as Error).message}); using scalar JavaScript`);
     }
   }
   return simdState;
