@@ -180,6 +180,7 @@ export function transposeSource(isz: number, nb: number) {
   const long long ta = (A + 31) / 32, tb = (B + 31) / 32, total = nbatch * ta * tb;
   for (long long t = blockIdx.x; t < total; t += gridDim.x) {
     const long long bt = t / (ta * tb), rt = t % (ta * tb), ia = rt % ta, ib = rt / ta;
+    (void)bt;
     long long d_off = d0, s_off = s0_;
     ${decompose(nb, ['d', 's'], 'long long', 'bt')}
     const long long a = ia * 32 + tx;
@@ -216,6 +217,8 @@ export function cudaCopyStrided(src: StridedRef, dst: StridedRef): void {
   const n = numelOf(dst.shape);
   if (n === 0) return;
   const isz = DTYPES[dst.dtype].itemsize;
+  // The op layer casts first (as for the CPU kernel); bits are copied by element size, so sizes must agree.
+  if (DTYPES[src.dtype].itemsize !== isz) throw new UnsupportedError('copy_strided', `cuda copy_strided copies one dtype, got ${src.dtype} into ${dst.dtype}`);
   const { shape, strides } = coalesce(dst.shape, [[...dst.strides], [...src.strides]]);
   copyPlanned({ shape, ds: strides[0]!, ss: strides[1]!, doff: dst.offset, soff: src.offset, isz }, ptr(dst), ptr(src));
 }
@@ -382,8 +385,9 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) scatter_col(${p.text}) {
  *  'write' lets only that writer copy its value (overwrite: last write in index order wins);
  *  'count' counts contributions per slot, checking indices (integer mean / include_self=False);
  *  'atomic' combines integer values with a compare-and-swap loop (exact in any order).
+ * `check`: this pass is the first, so it records out-of-range indices.
  */
-export function scatterParallelSource(pass: 'win' | 'write' | 'count' | 'atomic', d: DTypeName, indexT: string, nd: number, mode: ScatterMode, wrap: boolean) {
+export function scatterParallelSource(pass: 'win' | 'write' | 'count' | 'atomic', d: DTypeName, indexT: string, nd: number, mode: ScatterMode, wrap: boolean, check: boolean) {
   const a = scatterArith(d, mode);
   const T = pass === 'write' ? RAW[DTYPES[d].itemsize]! : a.T;
   const p = new Params().ptr(T, 'out').ptr(`const ${indexT}`, 'index').ptr(`const ${T}`, 'src').ptr('unsigned long long', 'err').ptr('unsigned', 'slots')
@@ -396,7 +400,6 @@ export function scatterParallelSource(pass: 'win' | 'write' | 'count' | 'atomic'
     default: body = `long long x = ${a.load('src', 's_off')}; ${a.alpha}
       nbx_atomic_combine(&out[t], x);`;
   }
-  const check = pass === 'win' || pass === 'count';
   const src = `${pass === 'atomic' ? atomicCombineSource(d, mode) : ''}
 extern "C" __global__ void __launch_bounds__(${BLOCK}) scatter_par(${p.text}) {
   ${gridLoop('unsigned', 'i', 'n')} {
@@ -484,15 +487,15 @@ export function cudaScatter(out: StridedRef, dim: number, index: StridedRef, src
     const nd = shape.length;
     if (nd > 12) throw new UnsupportedError(op, `cuda scatter supports up to 12 dimensions after merging contiguous ones, got ${nd}`);
     const slots = be.alloc('int32', outN, true);
-    const run = (pass: 'win' | 'write' | 'count' | 'atomic'): void => {
-      const k = be.kernel(`scatter:par:${pass}:${d}:${iT}:${nd}:${mode}:${wrap}`, () => scatterParallelSource(pass, d, iT, nd, mode, wrap));
+    const run = (pass: 'win' | 'write' | 'count' | 'atomic', check: boolean): void => {
+      const k = be.kernel(`scatter:par:${pass}:${d}:${iT}:${nd}:${mode}:${wrap}:${check}`, () => scatterParallelSource(pass, d, iT, nd, mode, wrap, check));
       be.launch(k, be.gridFor(n, BLOCK), BLOCK, [ptr(out), ptr(index), ptr(src), err, slots.ptr, n, size, dstride, out.offset, out.offset, index.offset, src.offset,
         alphaF, alphaI, ...dimArgs(shape, strides)]);
     };
-    if (mode === 'none') { run('win'); run('write'); } else {
-      if (track) run('count');
+    if (mode === 'none') { run('win', true); run('write', false); } else {
+      if (track) run('count', true);
       if (!includeSelf) finish('identity', d, mode, includeSelf, out, slots, outN);
-      run('atomic');
+      run('atomic', !track);
       if (mode === 'mean') finish('mean', d, mode, includeSelf, out, slots, outN);
     }
     be.free(slots);
@@ -693,9 +696,10 @@ export function cudaNonzero(input: StridedRef, out: StridedRef): void {
   const params = new Params().ptr(`const ${T}`, 'x').ptr('long long', 'out').i64('x0', 'o0').dims(nd, ['x']);
   const spec: Compaction = {
     key: `nonzero:${input.dtype}:${nd}`, params,
-    pre: `long long x_off = x0; long long cc[${nd}]; ${decompose(nd, ['x'], 'unsigned long long', 'i', 'cc')}`,
+    pre: `long long x_off = x0; ${decompose(nd, ['x'], 'unsigned long long', 'i')}`,
     flag: nonzeroTest(input.dtype, 'x', 'x_off'),
-    emit: [...Array(nd).keys()].map((q) => `out[o0 + pos * ${nd} + ${q}] = cc[${q}];`).join(' '),
+    emit: `long long cc[${nd}]; { ${decompose(nd, [], 'unsigned long long', 'i', 'cc')} }
+      ${[...Array(nd).keys()].map((q) => `out[o0 + pos * ${nd} + ${q}] = cc[${q}];`).join(' ')}`,
   };
   const { offsets } = runCompaction(spec, n, [ptr(input), ptr(out), input.offset, out.offset, ...dimArgs(input.shape, [input.strides])]);
   be.free(offsets);

@@ -233,14 +233,6 @@ template <typename I, typename L> __device__ void nbx_partial_sort(I* a, long lo
   nbx_heap_select(a, first, middle, last, less);
   nbx_sort_heap(a, first, middle, less);
 }
-// partial_sort(iota(n), 0, k, n) keeping only the heap a[0, k): the tail a[i] = i is read once, in order, and
-// what pop_heap writes there is never read again.
-template <typename I, typename L> __device__ void nbx_partial_sort_iota(I* h, long long k, long long n, const L& less) {
-  for (long long j = 0; j < k; j++) h[j] = (I)j;
-  nbx_make_heap(h, 0, k, less);
-  for (long long i = k; i < n; i++) if (less((I)i, h[0])) nbx_adjust_heap(h, 0, 0, k, (I)i, less);
-  nbx_sort_heap(h, 0, k, less);
-}
 __device__ __forceinline__ int nbx_lg(long long n) { return 63 - __clzll(n); }
 template <typename I, typename L> __device__ void nbx_std_sort(I* a, long long first, long long last, const L& less) {
   if (first == last) return;
@@ -440,17 +432,13 @@ export function emulateSource(d: DTypeName, kind: Emu, ignoreNan: boolean) {
     case 'sort': body = `long long* a = indices + xoff + r * n; for (long long j = 0; j < n; j++) a[j] = j;
       KeyLess less{p, flip}; nbx_std_sort(a, 0, n, less);
       for (long long j = 0; j < n; j++) values[voff + r * n + j] = p[a[j]];`; break;
-    // opt: bit 0 sorted; partial_sort when k * 64 <= n, else nth_element (+ sort of the first k - 1)
+    // k * 64 > n: nth_element, then (opt bit 0: sorted) std::sort of the first k - 1 (else topkReplaySource)
     case 'topk': body = `KeyLess less{p, flip};
       long long* h = indices + xoff + r * kk;
-      if (kk * 64 <= n) nbx_partial_sort_iota(h, kk, n, less);
-      else {
-        ${iota}
-        nbx_nth_element(a, 0, kk - 1, n, less);
-        if (opt & 1) nbx_std_sort(a, 0, kk - 1, less);
-        for (long long j = 0; j < kk; j++) h[j] = a[j];
-      }
-      for (long long j = 0; j < kk; j++) values[voff + r * kk + j] = p[h[j]];`; break;
+      ${iota}
+      nbx_nth_element(a, 0, kk - 1, n, less);
+      if (opt & 1) nbx_std_sort(a, 0, kk - 1, less);
+      for (long long j = 0; j < kk; j++) { h[j] = a[j]; values[voff + r * kk + j] = p[a[j]]; }`; break;
     case 'kth': body = `${iota} KeyGreater gt{p, flip}; nbx_quick_select(a, n, kk - 1, gt);
       values[voff + r] = p[a[kk - 1]]; indices[xoff + r] = a[kk - 1];`; break;
     case 'median': body = `${iota} MedianLess less{p, flip};
@@ -477,6 +465,55 @@ extern "C" __global__ void __launch_bounds__(64) sort_emulate(${p.text}) {
   }
 }`;
   return { src, name: 'sort_emulate', sig: p.sig };
+}
+
+/**
+ * topk's replay when k * 64 <= n (ATen's partial_sort: a heap of the first k, then each later element in
+ * order replaces the top when better). The top only ever improves, so an element that does not beat the
+ * top at the start of its chunk never enters: the block tests a chunk in parallel and thread 0 applies the
+ * exact heap steps to the survivors, in order. Long vocabulary rows with ties stay fast.
+ */
+export function topkReplaySource(d: DTypeName) {
+  const T = R.storageType(d), K = keyT(d);
+  const p = new Params().ptr(`const ${T}`, 'in').ptr(T, 'values').ptr('long long', 'indices').ptr('const int', 'flags').ptr('int', 'scratch')
+    .i64('rows', 'n', 'ioff', 'voff', 'xoff', 'kk', 'flip_').i32('opt');
+  const src = `${KEYS}${STD_ALGOS}${comparators(d)}
+extern "C" __global__ void __launch_bounds__(256) sort_topk_replay(${p.text}) {
+  __shared__ int cand[256];
+  __shared__ int ws[8];
+  __shared__ long long top;
+  const ${K} flip = (${K})flip_;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  (void)scratch; (void)opt;
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    if (flags[r] == 0) continue;
+    const ${T}* p = in + ioff + r * n;
+    const KeyLess less{p, flip};
+    long long* h = indices + xoff + r * kk;
+    if (threadIdx.x == 0) { for (long long j = 0; j < kk; j++) h[j] = j; nbx_make_heap(h, 0, kk, less); }
+    __syncthreads();
+    for (long long c0 = kk; c0 < n; c0 += blockDim.x) {
+      if (threadIdx.x == 0) top = h[0];
+      __syncthreads();
+      const long long i = c0 + threadIdx.x;
+      const bool f = i < n && less(i, top);
+      const unsigned bal = __ballot_sync(0xffffffffu, f);
+      if (lane == 0) ws[warp] = __popc(bal);
+      __syncthreads();
+      int before = 0, total = 0;
+      for (int w = 0; w < (int)(blockDim.x >> 5); w++) { before += w < warp ? ws[w] : 0; total += ws[w]; }
+      if (f) cand[before + __popc(bal & ((1u << lane) - 1u))] = (int)i;
+      __syncthreads();
+      if (threadIdx.x == 0) for (int q = 0; q < total; q++) { const long long c = cand[q]; if (less(c, h[0])) nbx_adjust_heap(h, 0, 0, kk, c, less); }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) nbx_sort_heap(h, 0, kk, less);
+    __syncthreads();
+    for (long long j = threadIdx.x; j < kk; j += blockDim.x) values[voff + r * kk + j] = p[h[j]];
+    __syncthreads();
+  }
+}`;
+  return { src, name: 'sort_topk_replay', sig: p.sig };
 }
 
 // ---- launch plans --------------------------------------------------------------------------------------
@@ -563,9 +600,14 @@ function sortedRows(b: Omit<BlockRun, 'from' | 'select' | 'nv' | 'segs' | 'L' | 
 
 function runEmulation(d: DTypeName, kind: Emu, ignoreNan: boolean, input: StridedRef, values: StridedRef, indices: StridedRef,
   flags: CudaBuffer | null, scratch: CudaBuffer | null, rows: number, n: number, kk: number, flip: bigint, opt: number): void {
+  const args = [ptr(input), ptr(values), ptr(indices), bp(flags), bp(scratch), rows, n, at(input), values.offset, indices.offset, kk, flip, opt];
+  if (kind === 'topk' && kk * 64 <= n) {
+    const k = be.kernel(`sort:topk_replay:${d}`, () => topkReplaySource(d));
+    be.launch(k, Math.min(rows, be.smCount * 8), 256, args);
+    return;
+  }
   const k = be.kernel(`sort:emu:${d}:${kind}:${ignoreNan}`, () => emulateSource(d, kind, ignoreNan));
-  be.launch(k, Math.max(1, Math.min(Math.ceil(rows / 64), be.smCount * 16)), 64, [ptr(input), ptr(values), ptr(indices), bp(flags), bp(scratch),
-    rows, n, at(input), values.offset, indices.offset, kk, flip, opt]);
+  be.launch(k, Math.max(1, Math.min(Math.ceil(rows / 64), be.smCount * 16)), 64, args);
 }
 
 // ---- kernels -------------------------------------------------------------------------------------
