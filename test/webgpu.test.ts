@@ -239,23 +239,45 @@ it('refuses int64/float64 with DeviceLimitError and synchronous reads with a cle
   assert.throws(() => g.dataSync(), (e: unknown) => e instanceof ValueError && /await t\.data\(\)/.test((e as Error).message));
 });
 
+it('runs softmax (masks, causal, log) and layer/RMS/group norm kernels like the CPU', async () => {
+  const x = data(2 * 3 * 5 * 7, 'float32', 20).reshape([2, 3, 5, 7]);
+  const F = nbx.nn.functional;
+  for (const dim of [3, 1, 0]) {
+    await same(F.softmax!(up(x), { dim }), F.softmax!(x, { dim }), 1e-6, `softmax dim ${dim}`);
+    await same(F.log_softmax!(up(x), { dim }), F.log_softmax!(x, { dim }), 1e-6, `log_softmax dim ${dim}`);
+  }
+  const h = x.to('float16');
+  await same(F.softmax!(up(h), { dim: -1 }), F.softmax!(h, { dim: -1 }), 0, 'softmax float16');
+  const q = data(2 * 4 * 8, 'float32', 21).reshape([2, 4, 8]), kk = data(2 * 6 * 8, 'float32', 22).reshape([2, 6, 8]), v = data(2 * 6 * 8, 'float32', 23).reshape([2, 6, 8]);
+  const mask = data(4 * 6, 'bool', 24).reshape([4, 6]);
+  const sdpa = F.scaled_dot_product_attention!;
+  await same(sdpa(up(q), up(kk), up(v), { is_causal: true }), sdpa(q, kk, v, { is_causal: true }), 1e-5, 'attention causal');
+  await same(sdpa(up(q), up(kk), up(v), { attn_mask: up(mask) }), sdpa(q, kk, v, { attn_mask: mask }), 1e-5, 'attention bool mask');
+  const rows = data(6 * 32, 'float32', 25).reshape([6, 32]), w = data(32, 'float32', 26), b = data(32, 'float32', 27);
+  await same(F.layer_norm!(up(rows), [32], { weight: up(w), bias: up(b) }), F.layer_norm!(rows, [32], { weight: w, bias: b }), 1e-5, 'layer_norm');
+  await same(F.rms_norm!(up(rows), [32], { weight: up(w) }), F.rms_norm!(rows, [32], { weight: w }), 1e-5, 'rms_norm');
+  const img = data(2 * 6 * 5, 'float32', 28).reshape([2, 6, 5]);
+  await same(F.group_norm!(up(img), 3, { weight: up(w.slice(0, 0, 6)), bias: up(b.slice(0, 0, 6)) }), F.group_norm!(img, 3, { weight: w.slice(0, 0, 6), bias: b.slice(0, 0, 6) }), 1e-5, 'group_norm');
+});
+
 it('runs kernels without a WebGPU version through announced host staging, refusable', async () => {
-  const x = data(24, 'float32', 18).reshape([4, 6]);
-  await same(nbx.softmax(up(x), 1), nbx.softmax(x, 1), 1e-6, 'softmax (staged)');
-  assert.ok((nbx.webgpu.hostStagingStats().softmax ?? 0) >= 1);
+  const x = data(24, 'float32', 18).reshape([2, 2, 6]);
+  const pool = (t: T): T => nbx.max_pool1d(t, 2) as T; // 'pool' has no WebGPU kernel
+  await same(pool(up(x)), pool(x), 0, 'max_pool1d (staged)');
+  assert.ok((nbx.webgpu.hostStagingStats().pool ?? 0) >= 1);
   // staged work stays in order with the dispatches around it
-  const y = nbx.mul(nbx.softmax(nbx.add(up(x), 1), 0), 2);
-  await same(y, nbx.mul(nbx.softmax(nbx.add(x, 1), 0), 2), 1e-6, 'staged in a chain');
+  const y = nbx.mul(pool(nbx.add(up(x), 1)), 2);
+  await same(y, nbx.mul(pool(nbx.add(x, 1)), 2), 1e-6, 'staged in a chain');
   // buffers freed while a staged kernel is pending: a kernel output may reuse them (it runs later),
   // an upload may not (it would land before the staged kernel's write-back)
-  const gx = up(x), s = nbx.softmax(gx, 1);
+  const gx = up(x), s = pool(gx);
   gx.dispose();
-  const k = nbx.mul(up(x), 3), u = up(nbx.full([4, 6], 7.5));
-  await same(s, nbx.softmax(x, 1), 1e-6, 'staged, input freed');
+  const k = nbx.mul(up(x), 3), u = up(nbx.full([2, 2, 6], 7.5));
+  await same(s, pool(x), 0, 'staged, input freed');
   await same(k, nbx.mul(x, 3), 0, 'reused buffer');
-  await same(u, nbx.full([4, 6], 7.5), 0, 'upload while staging');
+  await same(u, nbx.full([2, 2, 6], 7.5), 0, 'upload while staging');
   process.env.NBX_WEBGPU_HOST_STAGING = '0';
   try {
-    assert.throws(() => nbx.softmax(up(x), 1), (e: unknown) => e instanceof UnsupportedError && /NBX_WEBGPU_HOST_STAGING/.test((e as Error).message));
+    assert.throws(() => pool(up(x)), (e: unknown) => e instanceof UnsupportedError && /NBX_WEBGPU_HOST_STAGING/.test((e as Error).message));
   } finally { delete process.env.NBX_WEBGPU_HOST_STAGING; }
 });

@@ -135,7 +135,7 @@ export class WebGPUBackend implements Backend {
     const pow2 = (v: number): number => 2 ** Math.floor(Math.log2(Math.max(1, v)));
     this.info = {
       adapter: choice.description, via: choice.via, compatibility: choice.compatibility,
-      profile: prof.family ? `${prof.family} (${prof.reason})` : `none: generic defaults (${prof.reason})`,
+      profile: prof.family ? `${prof.family} (${prof.reason})` : `none, generic defaults (${prof.reason})`,
       features: [...this.device.features].sort(), limits,
       wgElementwise: pow2(Math.min(prof.elementwiseThreads ?? 256, maxWg)),
       wgReduce: pow2(Math.min(prof.reductionThreads ?? 256, maxWg)),
@@ -427,7 +427,8 @@ export class WebGPUBackend implements Backend {
         layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }), compute: { module, entryPoint: 'main' },
       });
       this.watch(this.device.popErrorScope().then((e) => {
-        if (e) this.setFault(new DeviceFaultError('webgpu', `kernel ${prog.key.slice(0, 120)} failed to compile: ${e.message}\n${numbered(code)}`));
+        // the cause, reported ahead of the "invalid pipeline" errors it leads to
+        if (e) this.setFault(new DeviceFaultError('webgpu', `kernel ${prog.key.slice(0, 120)} failed to compile: ${e.message}\n${numbered(code)}`), true);
       }));
       p = { pipeline, layout, bindBytes };
       this.pipelines.set(prog.key, p);
@@ -444,8 +445,8 @@ export class WebGPUBackend implements Backend {
 
   // ---- faults ----------------------------------------------------------------------------------
 
-  private setFault(e: Error): void {
-    if (!this.fault) this.fault = e;
+  private setFault(e: Error, cause = false): void {
+    if (!this.fault || cause) this.fault = e;
     else if (env('NBX_WEBGPU_DEBUG')) notice(`nbx webgpu: further error: ${e.message}`);
   }
   /** The pending fault, reported once (a later, independent computation may succeed). */

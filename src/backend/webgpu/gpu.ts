@@ -105,6 +105,7 @@ export async function profileFor(adapter: GPUAdapter): Promise<{ family?: string
     return { family: prof.family, reason: m.reason, elementwiseThreads: prof.defaults.elementwise.threadsPerBlock,
       reductionThreads: prof.defaults.reduction.threadsPerBlock };
   } catch (e) {
-    return { reason: (e as Error).message.replace(/^profiles: /, '') };
+    const msg = (e as Error).message.replace(/^profiles: /, '');
+    return { reason: /vendor cannot be told|has no profiles/.test(msg) ? 'the adapter is not a GPU family with a profile (nvidia, amd, apple)' : msg };
   }
 }

@@ -1,7 +1,8 @@
 // WebGPU hand kernels under the same names and signatures as the CPU ones: 'reduce' (a workgroup per
 // row with a fixed-order tree, a thread per row for short or vertical rows, two passes for a few very
-// long rows), 'scan', 'gemm' (a tiled WGSL kernel, f32 accumulation), 'copy_strided'; every other kernel
-// runs on the host through staging, announced once per kernel, refused with NBX_WEBGPU_HOST_STAGING=0.
+// long rows), 'scan', 'gemm' (a tiled WGSL kernel, f32 accumulation), 'copy_strided', and 'softmax' /
+// 'row_norm' (nn_kernels.ts); every other kernel runs on the host through staging, announced once per
+// kernel, refused with NBX_WEBGPU_HOST_STAGING=0.
 
 import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
 import type { StridedRef } from '../backend.js';
@@ -12,6 +13,8 @@ import { DeviceLimitError, UnsupportedError } from '../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
 import { copyStrided, module, U } from './elementwise.js';
 import { env, notice } from './gpu.js';
+import { webgpuRowNorm, webgpuSoftmax } from './nn_kernels.js';
+import type { RowNormParams, SoftmaxParams } from '../cpu/nn.js';
 
 let be: WebGPUBackend;
 export function installWebGPUKernels(backend: WebGPUBackend): void {
@@ -20,6 +23,8 @@ export function installWebGPUKernels(backend: WebGPUBackend): void {
   registerKernel('scan', 'webgpu', webgpuScan);
   registerKernel('gemm', 'webgpu', webgpuGemm);
   registerKernel('copy_strided', 'webgpu', (src: StridedRef, dst: StridedRef) => copyStrided(be, src, dst));
+  registerKernel('softmax', 'webgpu', (p: SoftmaxParams) => webgpuSoftmax(be, p));
+  registerKernel('row_norm', 'webgpu', (p: RowNormParams) => webgpuRowNorm(be, p));
   setStagingProvider('webgpu', hostStaged);
 }
 

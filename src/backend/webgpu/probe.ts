@@ -12,7 +12,7 @@ export async function probeWebGPU(): Promise<WebGPUProbe> {
     const prof = await profileFor(c.adapter);
     const f16 = c.adapter.features.has('shader-f16') ? ', shader-f16' : '';
     const via = c.via === 'browser' ? 'navigator.gpu' : `Dawn ${c.via === 'default' ? 'default backend' : c.via}${c.compatibility ? ', compatibility mode' : ''}`;
-    const profile = prof.family ? `device profile ${prof.family}` : `no device profile (generic defaults: ${prof.reason})`;
+    const profile = prof.family ? `device profile ${prof.family}` : `no device profile, generic defaults (${prof.reason})`;
     return { available: true, description: `${c.description} (${via}${f16}); ${profile}` };
   } catch (e) {
     return { available: false, reason: (e as Error).message };
