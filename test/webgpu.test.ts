@@ -260,6 +260,23 @@ it('runs softmax (masks, causal, log) and layer/RMS/group norm kernels like the 
   await same(F.group_norm!(up(img), 3, { weight: up(w.slice(0, 0, 6)), bias: up(b.slice(0, 0, 6)) }), F.group_norm!(img, 3, { weight: w.slice(0, 0, 6), bias: b.slice(0, 0, 6) }), 1e-5, 'group_norm');
 });
 
+it('convolves like the CPU: strides, padding, dilation, groups, transposed, 1-D to 3-D', async () => {
+  const F = nbx.nn.functional;
+  const x = data(2 * 4 * 9 * 8, 'float32', 30).reshape([2, 4, 9, 8]);
+  const w = data(6 * 2 * 3 * 3, 'float32', 31).reshape([6, 2, 3, 3]), b = data(6, 'float32', 32);
+  const o = { stride: [2, 1], padding: [1, 2], dilation: [1, 2], groups: 2 };
+  await same(F.conv2d!(up(x), up(w), up(b), o), F.conv2d!(x, w, b, o), 1e-5, 'conv2d');
+  const wt = data(4 * 3 * 3 * 2, 'float32', 33).reshape([4, 3, 3, 2]);
+  const ot = { stride: [2, 3], padding: [1, 0], output_padding: [1, 2], groups: 2 };
+  await same(F.conv_transpose2d!(up(x), up(wt), null, ot), F.conv_transpose2d!(x, wt, null, ot), 1e-5, 'conv_transpose2d');
+  const x1 = data(3 * 5 * 20, 'float32', 34).reshape([3, 5, 20]), w1 = data(5 * 1 * 4, 'float32', 35).reshape([5, 1, 4]);
+  await same(F.conv1d!(up(x1), up(w1), null, { groups: 5, padding: 'same' }), F.conv1d!(x1, w1, null, { groups: 5, padding: 'same' }), 1e-5, 'depthwise conv1d');
+  const xh = x.to('bfloat16'), whh = w.to('bfloat16');
+  await same(F.conv2d!(up(xh), up(whh), null, { groups: 2 }), F.conv2d!(xh, whh, null, { groups: 2 }), 1e-2, 'conv2d bfloat16');
+  const x3 = data(1 * 2 * 4 * 5 * 6, 'float32', 36).reshape([1, 2, 4, 5, 6]), w3 = data(3 * 2 * 2 * 2 * 2, 'float32', 37).reshape([3, 2, 2, 2, 2]);
+  await same(F.conv3d!(up(x3), up(w3), null, { stride: 2 }), F.conv3d!(x3, w3, null, { stride: 2 }), 1e-5, 'conv3d');
+});
+
 it('runs kernels without a WebGPU version through announced host staging, refusable', async () => {
   const x = data(24, 'float32', 18).reshape([2, 2, 6]);
   const pool = (t: T): T => nbx.max_pool1d(t, 2) as T; // 'pool' has no WebGPU kernel
