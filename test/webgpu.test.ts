@@ -277,11 +277,27 @@ it('convolves like the CPU: strides, padding, dilation, groups, transposed, 1-D 
   await same(F.conv3d!(up(x3), up(w3), null, { stride: 2 }), F.conv3d!(x3, w3, null, { stride: 2 }), 1e-5, 'conv3d');
 });
 
+it('pools like the CPU: max (dilation, padding, NaN), average (count_include_pad, divisor), adaptive', async () => {
+  const F = nbx.nn.functional;
+  const x = data(2 * 3 * 9 * 10, 'float32', 40).reshape([2, 3, 9, 10]);
+  const cases: [string, (t: T) => T][] = [
+    ['max_pool2d', (t) => F.max_pool2d!(t, 3, { stride: 2, padding: 1, dilation: 2 })],
+    ['max_pool2d ceil', (t) => F.max_pool2d!(t, [2, 3], { stride: [2, 2], ceil_mode: true })],
+    ['avg_pool2d', (t) => F.avg_pool2d!(t, 3, { stride: 2, padding: 1 })],
+    ['avg_pool2d no pad count', (t) => F.avg_pool2d!(t, 3, { stride: 2, padding: 1, count_include_pad: false, ceil_mode: true })],
+    ['avg_pool2d divisor', (t) => F.avg_pool2d!(t, 2, { divisor_override: 3 })],
+    ['adaptive_avg_pool2d', (t) => F.adaptive_avg_pool2d!(t, [4, 3])],
+  ];
+  for (const [name, f] of cases) await same(f(up(x)), f(x), 1e-6, name);
+  const nan = nbx.tensor([[[1, NaN, 3, 4]]]);
+  await same(nbx.max_pool1d(up(nan), 2) as T, nbx.max_pool1d(nan, 2) as T, 0, 'max_pool NaN');
+});
+
 it('runs kernels without a WebGPU version through announced host staging, refusable', async () => {
   const x = data(24, 'float32', 18).reshape([2, 2, 6]);
-  const pool = (t: T): T => nbx.max_pool1d(t, 2) as T; // 'pool' has no WebGPU kernel
-  await same(pool(up(x)), pool(x), 0, 'max_pool1d (staged)');
-  assert.ok((nbx.webgpu.hostStagingStats().pool ?? 0) >= 1);
+  const pool = (t: T): T => nbx.nn.functional.interpolate!(t, { scale_factor: 2, mode: 'linear' }) as T; // no WebGPU kernel
+  await same(pool(up(x)), pool(x), 0, 'interpolate (staged)');
+  assert.ok((nbx.webgpu.hostStagingStats().interpolate ?? 0) >= 1);
   // staged work stays in order with the dispatches around it
   const y = nbx.mul(pool(nbx.add(up(x), 1)), 2);
   await same(y, nbx.mul(pool(nbx.add(x, 1)), 2), 1e-6, 'staged in a chain');

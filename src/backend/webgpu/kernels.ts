@@ -13,7 +13,7 @@ import { DeviceLimitError, UnsupportedError } from '../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
 import { copyStrided, module, U } from './elementwise.js';
 import { env, notice } from './gpu.js';
-import { webgpuConv, webgpuConvSupports, webgpuRowNorm, webgpuSoftmax, type ConvParams } from './nn_kernels.js';
+import { webgpuConv, webgpuConvSupports, webgpuPool, webgpuPoolSupports, webgpuRowNorm, webgpuSoftmax, type ConvParams, type PoolParams } from './nn_kernels.js';
 import type { RowNormParams, SoftmaxParams } from '../cpu/nn.js';
 
 let be: WebGPUBackend;
@@ -25,6 +25,13 @@ export function installWebGPUKernels(backend: WebGPUBackend): void {
   registerKernel('copy_strided', 'webgpu', (src: StridedRef, dst: StridedRef) => copyStrided(be, src, dst));
   registerKernel('softmax', 'webgpu', (p: SoftmaxParams) => webgpuSoftmax(be, p));
   registerKernel('row_norm', 'webgpu', (p: RowNormParams) => webgpuRowNorm(be, p));
+  for (const [name, adaptive] of [['pool', false], ['adaptive_pool', true]] as const) {
+    let staged: ((...a: unknown[]) => unknown) | undefined;
+    registerKernel(name, 'webgpu', (p: PoolParams) => {
+      if (webgpuPoolSupports(p)) webgpuPool(be, p, adaptive);
+      else (staged ??= hostStaged(name))(p); // integer pooling
+    });
+  }
   for (const [name, transposed] of [['conv', false], ['conv_transpose', true]] as const) {
     let staged: ((...a: unknown[]) => unknown) | undefined;
     registerKernel(name, 'webgpu', (p: ConvParams) => {
