@@ -27,6 +27,8 @@ function pool(): Worker[] {
   for (let i = 0; i < n; i++) {
     const w = new Worker(new URL('./worker.js', import.meta.url));
     w.unref(); // never keeps the process alive
+    // a worker that dies (or never starts) must fail the waiting call, not hang it
+    w.on('error', (e) => { process.stderr.write(`nbx cpu worker failed: ${e.message}\n`); Atomics.store(signal, 1, 1); Atomics.add(signal, 0, 1 << 20); Atomics.notify(signal, 0); workers = null; });
     workers.push(w);
   }
   return workers;
@@ -50,7 +52,11 @@ export function parallelFlat(key: string, src: string, out: unknown, ins: unknow
     posted++;
   }
   makeCached(key, src)(out, ins, params, Math.min(n, chunk), 0, [], offs);
-  while (Atomics.load(signal, 0) < posted) Atomics.wait(signal, 0, Atomics.load(signal, 0), 1000);
+  const t0 = Date.now();
+  while (Atomics.load(signal, 0) < posted) {
+    Atomics.wait(signal, 0, Atomics.load(signal, 0), 1000);
+    if (Date.now() - t0 > 120_000) throw new Error('elementwise workers did not answer within 120 s');
+  }
   if (Atomics.load(signal, 1) !== 0) { Atomics.store(signal, 1, 0); throw new Error('elementwise worker failed (see stderr)'); }
   return true;
 }

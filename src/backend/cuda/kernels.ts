@@ -7,7 +7,7 @@ import type { StridedRef } from '../backend.js';
 import { registerKernel, setStagingProvider, kernelCpu } from '../registry.js';
 import type { ReduceKind, RowLayout, ScanKind } from '../cpu/reduce.js';
 import { R, unpack, type CudaBackend, type CudaBuffer } from './backend.js';
-import { gemm as ltGemm } from './cublaslt.js';
+import { gemm as ltGemm, CublasLt } from './cublaslt.js';
 import { UnsupportedError } from '../../errors.js';
 import type { ArgType } from './driver.js';
 import { REDUCE_SPACE } from './tuning.js';
@@ -26,6 +26,7 @@ export function installCudaKernels(backend: CudaBackend): void {
   registerKernel('reduce', 'cuda', cudaReduce);
   registerKernel('scan', 'cuda', cudaScan);
   registerKernel('gemm', 'cuda', cudaGemm);
+  registerKernel('gemm_int', 'cuda', cudaGemmInt);
   installCudaNnKernels(backend);
   installCudaIndexingKernels(backend);
   installCudaConvKernels(backend);
@@ -212,7 +213,7 @@ function divisorIn(n: number, lo: number, hi: number): number {
  */
 function splitReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef, lay: RowLayout): boolean {
   const second = secondStage(kind, params);
-  if (!second || lay.colStride !== 1 || lay.rowStride !== n || n < (1 << 16) || rows >= be.smCount) return false;
+  if (!second || lay.colStride !== 1 || (rows > 1 && lay.rowStride !== n) || n < (1 << 16) || rows >= be.smCount) return false;
   const target = Math.max(2, Math.floor((be.smCount * 8) / rows));
   const G = divisorIn(n, Math.max(2, Math.floor(target / 4)), target);
   if (!G || n / G < 1024) return false;
@@ -287,7 +288,18 @@ export interface GemmParams {
 /** Whether float32 GEMMs may use TF32 tensor cores (off by default, as torch.backends.cuda.matmul.allow_tf32). */
 export const cudaMatmulSettings = { allowTF32: false };
 
+/** cuBLASLt's scratch space: without one its heuristics only offer slower algorithms (32 MiB as NVIDIA recommends for Hopper). */
+let workspaceReady = false;
+function ensureWorkspace(): void {
+  if (workspaceReady) return;
+  const bytes = 32 << 20;
+  const ws = be.alloc('uint8', bytes) as CudaBuffer;
+  CublasLt.get(be.ctx).setDefaultWorkspace({ ptr: ws.ptr, bytes });
+  workspaceReady = true;
+}
+
 export function cudaGemm(p: GemmParams): void {
+  ensureWorkspace();
   const d = p.c.dtype;
   if (d !== 'float32' && d !== 'float16' && d !== 'bfloat16' && d !== 'float64') throw new UnsupportedError('matmul', `cuda GEMM supports float32, float64, float16 and bfloat16, got ${d}`);
   const isz = DTYPES[d].itemsize;
@@ -298,6 +310,44 @@ export function cudaGemm(p: GemmParams): void {
     batch: p.batch ?? 1, strideA: p.strideA, strideB: p.strideB, strideC: p.strideC,
     bias: p.bias ? at(p.bias) : undefined, allowTF32: cudaMatmulSettings.allowTF32,
   } as Parameters<typeof ltGemm>[0]);
+}
+
+/**
+ * Integer products (PyTorch computes them exactly with wrap-around; cuBLAS has no integer GEMM for
+ * these dtypes): one thread per output element, 64-bit unsigned accumulation, so the result is the
+ * CPU's modulo 2^64 and then the dtype's width.
+ */
+export function gemmIntSource(d: DTypeName) {
+  const T = R.storageType(d);
+  const src = `extern "C" __global__ void gemm_int(const ${T}* __restrict__ A, const ${T}* __restrict__ B, ${T}* __restrict__ C,
+  long long m, long long n, long long k, int ta, int tb, long long lda, long long ldb, long long ldc,
+  long long oa, long long ob, long long oc, long long sa, long long sb, long long sc, long long batch, long long alpha, long long beta) {
+  const long long total = batch * m * n;
+  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total; t += (long long)gridDim.x * blockDim.x) {
+    const long long q = t / (m * n), i = (t / n) % m, j = t % n;
+    const ${T}* a = A + oa + q * sa; const ${T}* b = B + ob + q * sb;
+    unsigned long long acc = 0;
+    for (long long l = 0; l < k; l++) {
+      const long long x = (long long)a[ta ? l * lda + i : i * lda + l], y = (long long)b[tb ? j * ldb + l : l * ldb + j];
+      acc += (unsigned long long)x * (unsigned long long)y;
+    }
+    ${T}* c = C + oc + q * sc + i * ldc + j;
+    unsigned long long r = (unsigned long long)alpha * acc;
+    if (beta != 0) r += (unsigned long long)beta * (unsigned long long)(long long)*c;
+    *c = (${T})r;
+  }
+}`;
+  return { src, name: 'gemm_int', sig: ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i32', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64'] as ArgType[] };
+}
+
+export function cudaGemmInt(p: GemmParams): void {
+  const d = p.c.dtype;
+  be.checkDType('matmul', d);
+  const batch = p.batch ?? 1;
+  if (batch === 0 || p.m === 0 || p.n === 0) return;
+  const k = be.kernel(`gemm_int:${d}`, () => gemmIntSource(d));
+  be.launch(k, be.gridFor(batch * p.m * p.n, 256), 256, [ptr(p.a), ptr(p.b), ptr(p.c), p.m, p.n, p.k, p.transA ? 1 : 0, p.transB ? 1 : 0,
+    p.lda, p.ldb, p.ldc, p.a.offset, p.b.offset, p.c.offset, p.strideA ?? 0, p.strideB ?? 0, p.strideC ?? 0, batch, Math.trunc(p.alpha), Math.trunc(p.beta)]);
 }
 
 // ---- host staging ----------------------------------------------------------------------------------
