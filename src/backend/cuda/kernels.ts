@@ -300,6 +300,14 @@ function ensureWorkspace(): void {
 
 export function cudaGemm(p: GemmParams): void {
   ensureWorkspace();
+  if (p.k === 0 && p.beta === 0) {
+    // an empty inner dimension: C = 0 (cuBLASLt refuses k = 0)
+    const isz = DTYPES[p.c.dtype].itemsize, batch = p.batch ?? 1;
+    const dense = p.ldc === p.n && (batch === 1 || p.strideC === p.m * p.n);
+    if (!dense) throw new UnsupportedError('matmul', 'k = 0 with a strided output is not supported on cuda');
+    if (p.m * p.n * batch > 0) be.ctx.memsetD8(ptr(p.c) + BigInt(p.c.offset * isz), 0, p.m * p.n * batch * isz, be.stream);
+    return;
+  }
   const d = p.c.dtype;
   if (d !== 'float32' && d !== 'float16' && d !== 'bfloat16' && d !== 'float64') throw new UnsupportedError('matmul', `cuda GEMM supports float32, float64, float16 and bfloat16, got ${d}`);
   const isz = DTYPES[d].itemsize;
