@@ -86,7 +86,7 @@ export class CudaBackend implements Backend {
     let k = this.kernels.get(key);
     if (!k) {
       const { src, name, sig } = make();
-      k = getKernel(this.ctx, `${CUDA_PRELUDE}\n${src}`, name, sig, { options: ['--std=c++17'] });
+      k = getKernel(this.ctx, `${CUDA_PRELUDE}\n${src}`, name, sig, { options: ['--std=c++17'], includeCudaHeaders: false }); // no headers: portable cache keys
       this.kernels.set(key, k);
     }
     return k;

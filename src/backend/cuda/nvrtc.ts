@@ -14,6 +14,7 @@
 //   the disk cache off.
 
 import { createHash } from 'node:crypto';
+import { packageRoot } from '../../profiles/root.js';
 import { existsSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -111,6 +112,11 @@ export function cacheRoot(): string {
   if (env.NBX_CACHE_DIR) return env.NBX_CACHE_DIR;
   const xdg = env.XDG_CACHE_HOME || join(homedir(), '.cache');
   return join(xdg, 'nbxtensor');
+}
+
+/** Kernels compiled on known cards, shipped in the package (src/backend/cuda/shipped-kernels). */
+export function shippedKernelDir(): string {
+  return join(packageRoot(), 'src', 'backend', 'cuda', 'shipped-kernels');
 }
 
 /** Folder of compiled kernels. */
@@ -389,8 +395,14 @@ export class Nvrtc {
     try {
       buf = readFileSync(file);
     } catch {
-      stats.diskMisses++;
-      return null;
+      // Kernels precompiled for known cards ship with the package (read-only, same key scheme):
+      // a first run compiles nothing for the common operations.
+      try {
+        buf = readFileSync(join(shippedKernelDir(), `${p.key}.nbxmod`));
+      } catch {
+        stats.diskMisses++;
+        return null;
+      }
     }
     const dec = decodeCacheFile(buf);
     if (!dec || dec.meta.arch !== p.arch || dec.meta.kind !== p.kind) {
