@@ -22,8 +22,8 @@ export const WGSL_DTYPES: ReadonlySet<DTypeName> = new Set<DTypeName>(['bool', '
 
 /** Why a dtype cannot live on WebGPU (for error messages). */
 export function wgslDTypeLimit(d: DTypeName): string {
-  if (d === 'int64') return 'WGSL has no 64-bit integer type (cast to int32 on the CPU first, or keep the tensor on the CPU)';
-  if (d === 'float64' || d === 'complex128') return 'WGSL has no 64-bit float type (use float32, or keep the tensor on the CPU)';
+  if (d === 'int64') return 'WGSL has no 64-bit integer type; int64 tensors (indices included) stay on the CPU, or are cast to int32 there';
+  if (d === 'float64' || d === 'complex128') return 'WGSL has no 64-bit float type; use float32, or keep the tensor on the CPU';
   return `dtype ${d} has no WGSL representation`;
 }
 

@@ -21,7 +21,8 @@ import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js
 import type { Expr } from '../../ir/expr.js';
 import { DeviceError, DeviceFaultError, DeviceLimitError } from '../../errors.js';
 import type { Backend, StridedRef } from '../backend.js';
-import { checkWgslDType } from '../../ir/render_wgsl.js';
+import { checkWgslDType, WGSL_DTYPES } from '../../ir/render_wgsl.js';
+import { OPS } from '../../ops/registry.js';
 import { BufferPool, sizeClass, type PoolStats } from './pool.js';
 import { chooseAdapter, env, MAP_READ, notice, profileFor, requiredLimits, STAGE_COMPUTE, USAGE, type AdapterChoice } from './gpu.js';
 import { runElementwise } from './elementwise.js';
@@ -163,7 +164,7 @@ export class WebGPUBackend implements Backend {
   // ---- memory ----------------------------------------------------------------------------------
 
   alloc(dtype: DTypeName, numel: number, zero = false): WGBuffer {
-    checkWgslDType('webgpu', dtype);
+    if (!WGSL_DTYPES.has(dtype)) checkWgslDType(callerOp(), dtype);
     const bytes = numel * DTYPES[dtype].itemsize;
     return this.allocBytes(bytes, zero);
   }
@@ -186,7 +187,7 @@ export class WebGPUBackend implements Backend {
   }
 
   upload(dtype: DTypeName, data: StorageArray): WGBuffer {
-    checkWgslDType('webgpu', dtype);
+    if (!WGSL_DTYPES.has(dtype)) checkWgslDType(callerOp(), dtype);
     const b = this.allocBytes(data.byteLength, false, true);
     this.counters.uploads++;
     if (data.byteLength === 0) return b;
@@ -479,6 +480,27 @@ export class WebGPUBackend implements Backend {
     this.readPool.clear();
     return n;
   }
+}
+
+/**
+ * The user-facing operation that asked for memory (for error messages): the outermost frame of the
+ * call stack naming a declared operation, a function called through the package's namespace
+ * (`nbx.zeros` shows as Module.zeros), or a Tensor conversion method. 'webgpu' when none is found.
+ */
+function callerOp(): string {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 40;
+  const stack = new Error().stack ?? '';
+  Error.stackTraceLimit = limit;
+  const short = new Map([...OPS.keys()].map((k) => [k.split('.').pop()!, k]));
+  let found = 'webgpu';
+  for (const m of stack.matchAll(/at (?:(Module|Object|Tensor)\.)?([\w$]+) /g)) {
+    const [, owner, name] = m;
+    if (owner === 'Tensor' && ['to', 'cuda', 'float', 'half', 'double', 'long', 'int', 'bool', 'type_as'].includes(name!)) found = `Tensor.${name}`;
+    else if (short.has(name!) && owner !== 'Tensor') found = short.get(name!)!;
+    else if (owner === 'Module') found = name!;
+  }
+  return found;
 }
 
 function numbered(code: string): string {
