@@ -103,7 +103,9 @@ export class WebGPUBackend implements Backend {
   private encoded = 0;
   private submitted = 0;
   private readonly unplaced = new Set<WGBuffer>();
+  /** Pipelines by program key (no source generation on a hit), and by WGSL source (programs that render alike share one). */
   private readonly pipelines = new Map<string, Pipeline>();
+  private readonly bySource = new Map<string, Pipeline>();
   private readonly layouts = new Map<string, GPUBindGroupLayout>();
   private readonly readPool = new Map<number, GPUBuffer[]>();
   private readonly scopes = new Set<Promise<unknown>>();
@@ -420,8 +422,10 @@ export class WebGPUBackend implements Backend {
     let p = this.pipelines.get(prog.key);
     if (!p) {
       const bindBytes = roundUp(Math.max(prog.words, 4) * 4, 16);
-      const layout = this.layout(prog.access, bindBytes);
       const code = prog.source();
+      const same = this.bySource.get(`${prog.access}|${code}`);
+      if (same) { this.pipelines.set(prog.key, same); return same; }
+      const layout = this.layout(prog.access, bindBytes);
       this.device.pushErrorScope('validation');
       const module = this.device.createShaderModule({ code });
       const pipeline = this.device.createComputePipeline({
@@ -433,6 +437,7 @@ export class WebGPUBackend implements Backend {
       }));
       p = { pipeline, layout, bindBytes };
       this.pipelines.set(prog.key, p);
+      this.bySource.set(`${prog.access}|${code}`, p);
       this.counters.pipelines++;
     }
     return p;

@@ -361,7 +361,8 @@ function gemmProgram(d: DTypeName, transA: boolean, transB: boolean, t: GemmTile
     const bAddr = transB ? 'boff + (col0 + j) * ldb + k0 + p' : 'boff + (k0 + p) * ldb + col0 + j';
     const accDecl = [...Array(TM * TNV).keys()].map((q) => `var acc${q} = vec4<f32>(0.0f);`).join(' ');
     // one BK step: TM/4 vec4 reads of A (broadcast across the row of threads), TNV vec4 reads of B
-    const aReads = [...Array(TM / 4).keys()].map((q) => `let av${q} = As[(p * BM) / 4u + ty * ${TM / 4}u + ${q}u];`).join(' ');
+    // A is stored k-major with rows padded by 4 floats: the transposing stores then spread over the banks
+    const aReads = [...Array(TM / 4).keys()].map((q) => `let av${q} = As[(p * AP) / 4u + ty * ${TM / 4}u + ${q}u];`).join(' ');
     const bReads = [...Array(TNV).keys()].map((v) => `let bv${v} = Bs[(p * BN) / 4u + ${v * TX}u + tx];`).join(' ');
     const fma: string[] = [];
     for (let i = 0; i < TM; i++) for (let v = 0; v < TNV; v++) fma.push(`acc${i * TNV + v} += av${i >> 2}[${i & 3}] * bv${v};`);
@@ -376,8 +377,8 @@ function gemmProgram(d: DTypeName, transA: boolean, transB: boolean, t: GemmTile
         }
       }
     }
-    const fns = `const BM = ${BM}u; const BN = ${BN}u; const BK = ${BK}u;
-var<workgroup> As: array<vec4<f32>, ${(BK * BM) / 4}>;
+    const fns = `const BM = ${BM}u; const BN = ${BN}u; const BK = ${BK}u; const AP = ${BM + 4}u;
+var<workgroup> As: array<vec4<f32>, ${(BK * (BM + 4)) / 4}>;
 var<workgroup> Bs: array<vec4<f32>, ${(BK * BN) / 4}>;`;
     const body = `let m = ${U(0)}; let n = ${U(1)}; let k = ${U(2)}; let lda = ${U(3)}; let ldb = ${U(4)}; let ldc = ${U(5)};
   let z = wid.z + ${U(14)};
@@ -391,7 +392,7 @@ var<workgroup> Bs: array<vec4<f32>, ${(BK * BN) / 4}>;`;
       let e = lid + t * ${T}u; ${aIdx}
       var v = 0.0f;
       if (row0 + i < m && k0 + p < k) { v = ${ld(bindA, aAddr)}; }
-      As[(p * BM + i) / 4u][i % 4u] = v;
+      As[(p * AP + i) / 4u][i % 4u] = v;
     }
     for (var t = 0u; t < ${loadsB}u; t++) {
       let e = lid + t * ${T}u; ${bIdx}
