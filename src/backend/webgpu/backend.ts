@@ -45,7 +45,7 @@ export interface Program {
   source(): string;
 }
 
-interface Pipeline { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout; bindBytes: number }
+interface Pipeline { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout; layoutKey: string; bindBytes: number }
 
 type Op =
   | { k: 'dispatch'; prog: Program; bufs: WGBuffer[]; u: Uint32Array; x: number; y: number; z: number }
@@ -107,6 +107,9 @@ export class WebGPUBackend implements Backend {
   private readonly pipelines = new Map<string, Pipeline>();
   private readonly bySource = new Map<string, Pipeline>();
   private readonly layouts = new Map<string, GPUBindGroupLayout>();
+  private readonly bindGroups = new Map<string, GPUBindGroup>();
+  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
+  private lastBufferId = 0;
   private readonly readPool = new Map<number, GPUBuffer[]>();
   private readonly scopes = new Set<Promise<unknown>>();
   private fault: Error | null = null;
@@ -317,12 +320,9 @@ export class WebGPUBackend implements Backend {
         const off = this.arenaUsed;
         this.arenaData.set(op.u, off / 4);
         this.arenaUsed += need;
-        const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.arena, offset: off, size: p.bindBytes } }];
-        for (let i = 0; i < op.bufs.length; i++) entries.push({ binding: i + 1, resource: { buffer: op.bufs[i]!.gpu! } });
-        const bg = this.device.createBindGroup({ layout: p.layout, entries });
         this.pass ??= this.encoder().beginComputePass();
         this.pass.setPipeline(p.pipeline);
-        this.pass.setBindGroup(0, bg);
+        this.pass.setBindGroup(0, this.bindGroup(p, op.bufs), [off]);
         this.pass.dispatchWorkgroups(op.x, op.y, op.z);
         this.batchDispatches++;
         this.counters.dispatches++;
@@ -404,11 +404,34 @@ export class WebGPUBackend implements Backend {
 
   // ---- pipelines -------------------------------------------------------------------------------
 
+  /**
+   * The bind group of a pipeline layout and buffers, cached: the parameters' offset in the arena is a
+   * dynamic offset, so a chain of ops over the same (pooled) buffers reuses its bind groups.
+   */
+  private bindGroup(p: Pipeline, bufs: WGBuffer[]): GPUBindGroup {
+    let key = `${p.layoutKey}`;
+    for (const b of bufs) key += `|${this.bufferId(b.gpu!)}`;
+    let bg = this.bindGroups.get(key);
+    if (!bg) {
+      const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.arena, offset: 0, size: p.bindBytes } }];
+      for (let i = 0; i < bufs.length; i++) entries.push({ binding: i + 1, resource: { buffer: bufs[i]!.gpu! } });
+      bg = this.device.createBindGroup({ layout: p.layout, entries });
+      if (this.bindGroups.size >= 8192) this.bindGroups.clear();
+      this.bindGroups.set(key, bg);
+    }
+    return bg;
+  }
+  private bufferId(b: GPUBuffer): number {
+    let id = this.bufferIds.get(b);
+    if (id === undefined) { id = ++this.lastBufferId; this.bufferIds.set(b, id); }
+    return id;
+  }
+
   private layout(access: string, uniformBytes: number): GPUBindGroupLayout {
     const key = `${access}:${uniformBytes}`;
     let l = this.layouts.get(key);
     if (!l) {
-      const entries: GPUBindGroupLayoutEntry[] = [{ binding: 0, visibility: STAGE_COMPUTE, buffer: { type: 'uniform', minBindingSize: uniformBytes } }];
+      const entries: GPUBindGroupLayoutEntry[] = [{ binding: 0, visibility: STAGE_COMPUTE, buffer: { type: 'uniform', hasDynamicOffset: true, minBindingSize: uniformBytes } }];
       for (let i = 0; i < access.length; i++) {
         entries.push({ binding: i + 1, visibility: STAGE_COMPUTE, buffer: { type: access[i] === 'r' || access[i] === 'v' ? 'read-only-storage' : 'storage' } });
       }
@@ -435,7 +458,7 @@ export class WebGPUBackend implements Backend {
         // the cause, reported ahead of the "invalid pipeline" errors it leads to
         if (e) this.setFault(new DeviceFaultError('webgpu', `kernel ${prog.key.slice(0, 120)} failed to compile: ${e.message}\n${numbered(code)}`), true);
       }));
-      p = { pipeline, layout, bindBytes };
+      p = { pipeline, layout, layoutKey: `${prog.access}:${bindBytes}`, bindBytes };
       this.pipelines.set(prog.key, p);
       this.bySource.set(`${prog.access}|${code}`, p);
       this.counters.pipelines++;
@@ -480,6 +503,7 @@ export class WebGPUBackend implements Backend {
 
   emptyCache(): number {
     if (!this.isReady) return 0;
+    this.bindGroups.clear();
     let n = this.pool.emptyCache();
     for (const [size, list] of this.readPool) { for (const b of list) { b.destroy(); n += size; } }
     this.readPool.clear();

@@ -22,7 +22,7 @@ export interface AdapterChoice {
   gpu: GPU;
   adapter: GPUAdapter;
   /** Which path found it: 'browser', 'default' (Dawn's choice: Vulkan on Linux), 'vulkan' or 'opengles'. */
-  via: 'browser' | 'default' | 'vulkan' | 'opengles';
+  via: 'browser' | 'default' | 'vulkan' | 'opengles' | 'null';
   compatibility: boolean;
   /** Adapter description as the driver states it. */
   description: string;
@@ -59,11 +59,12 @@ export async function chooseAdapter(): Promise<AdapterChoice> {
     throw new Error('navigator.gpu.requestAdapter() returned no adapter');
   }
   const mod = await loadDawn().catch((e: Error) => { throw new Error(`the 'webgpu' package (Dawn for Node) cannot be loaded: ${e.message}`); });
+  // 'null' is Dawn's backend that executes nothing: for measuring host-side overhead only
   const forced = env('NBX_WEBGPU_BACKEND')?.toLowerCase();
-  if (forced && !['vulkan', 'opengles', 'default'].includes(forced)) {
+  if (forced && !['vulkan', 'opengles', 'default', 'null'].includes(forced)) {
     throw new Error(`NBX_WEBGPU_BACKEND must be vulkan, opengles or default, got '${forced}'`);
   }
-  const tries: ('default' | 'vulkan' | 'opengles')[] = forced ? [forced as 'default'] : ['default', 'opengles'];
+  const tries = (forced ? [forced] : ['default', 'opengles']) as AdapterChoice['via'][];
   for (const via of tries) {
     try {
       if (via === 'opengles') process.env.EGL_PLATFORM ??= 'surfaceless'; // headless EGL (read by Mesa)
