@@ -7,6 +7,7 @@ import { WebGPUBackend, type WebGPUInfo } from './backend.js';
 import { installWebGPUKernels, stagingStats } from './kernels.js';
 import { probeWebGPU, type WebGPUProbe } from './probe.js';
 import type { PoolStats } from './pool.js';
+import { Tensor } from '../../tensor/tensor.js';
 
 let instance: WebGPUBackend | null = null;
 function load(): WebGPUBackend {
@@ -33,6 +34,10 @@ export const webgpu = {
   async synchronize(): Promise<void> { if (instance) await instance.synchronize(); },
   /** Kernels that ran through host staging in this process, and how often. */
   hostStagingStats(): Record<string, number> { return Object.fromEntries(stagingStats); },
+  /** `t.to('cpu')` for WebGPU tensors, which cannot be read back synchronously. */
+  async toCpu(t: Tensor): Promise<Tensor> {
+    return t.device.type === 'cpu' ? t : Tensor.fromStorage(await t.dataStorage(), t.dt, t.shape, 'cpu');
+  },
   backend(): WebGPUBackend { return load(); },
   loaded(): boolean { return loadedBackends().some((b) => b.type === 'webgpu'); },
 };
