@@ -1,8 +1,9 @@
 /// <reference types="@webgpu/types" />
 // The WebGPU backend's core: buffers from a size-bucketed pool, an ordered list of recorded operations
-// (dispatches, copies, clears, reads, host-staged kernels, buffer releases) that is encoded into one
-// command encoder and submitted in batches, pipelines cached by program key, kernel parameters in one
-// uniform arena per batch.
+// (dispatches, copies, clears, reads, host-staged kernels) that is encoded into one command encoder and
+// submitted in batches, pipelines cached by program key and by source, kernel parameters in one uniform
+// arena per batch (bound at a dynamic offset, so bind groups are cached too). Synchronous readback
+// does not exist on WebGPU: `downloadSync` is left undefined and the core says to `await t.data()`.
 //
 // Why a recorded list rather than encoding on the spot: the device arrives asynchronously (adapters are
 // requested with promises), yet tensors are created synchronously, so work recorded before the device
