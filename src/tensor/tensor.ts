@@ -5,7 +5,7 @@
 import { DType, DTYPES, allocStorage, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
 import { readNumber } from '../dtype/convert.js';
 import { Device, backendFor, type DeviceLike, type StridedRef } from '../backend/backend.js';
-import { DisposedError, IndexError, ShapeError, ValueError } from '../errors.js';
+import { DeviceLimitError, DisposedError, IndexError, ShapeError, ValueError } from '../errors.js';
 import { Expr } from '../ir/expr.js';
 import { Storage, finalizer, track } from './storage.js';
 import {
@@ -395,7 +395,9 @@ export class Tensor {
         return a.slice(c._offset * lanes, (c._offset + c.numel()) * lanes) as StorageArray;
       }
       const b = backendFor(s.device);
-      if (!b.downloadSync) throw new ValueError('data', `synchronous readback is not available on ${s.device}; use await t.data()`);
+      if (!b.downloadSync) {
+        throw new DeviceLimitError('data', `synchronous readback is not available on ${s.device} (WebGPU can only map buffers asynchronously): use await t.data(), or move the tensor to the cpu first`);
+      }
       return b.downloadSync(s.buf, this.dt, c._offset, c.numel());
     } finally { if (c !== this) c.dispose(); }
   }
