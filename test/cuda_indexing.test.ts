@@ -183,6 +183,7 @@ export const indexingChecks: Record<string, Check> = {
     compare(dev, 'gather out of range', (t: Tensor, i: Tensor) => nbx.gather(t, 1, i), rand([3, 4], 'float32'), Tensor.fromStorage(BigInt64Array.from([0n, 4n, 1n, 1n, 9n, 3n]), 'int64', [3, 2]));
     compare(dev, 'index_select negative', (t: Tensor, i: Tensor) => nbx.index_select(t, 0, i), rand([3, 4], 'float32'), Tensor.fromStorage(BigInt64Array.from([0n, -1n]), 'int64', [2]));
     compare(dev, 'take out of range', (t: Tensor, i: Tensor) => nbx.take(t, i), rand([3, 4], 'float32'), Tensor.fromStorage(BigInt64Array.from([0n, -13n]), 'int64', [2]));
+    compare(dev, 'index_select wide rows out of range', (t: Tensor, i: Tensor) => nbx.index_select(t, 0, i), rand([4, 16], 'float32'), Tensor.fromStorage(BigInt64Array.from([0n, 3n, 5n, 1n]), 'int64', [4]));
     compare(dev, 'embedding out of range', (t: Tensor, i: Tensor) => nbx.nn.functional.embedding(i, t), rand([10, 4], 'float32'), Tensor.fromStorage(BigInt64Array.from([0n, 11n]), 'int64', [1, 2]));
   },
   'scatter: every reduction and dtype, duplicates, include_self, both paths': (dev) => {
@@ -227,6 +228,14 @@ export const indexingChecks: Record<string, Check> = {
       compare(dev, `${dt} index_put mask`, (a: Tensor, m: Tensor, v: Tensor) => nbx.index_put(a, [m], v), x, rand([6, 5], 'bool', { seed: 6 }), rand([], dt, { seed: 7 }));
       compare(dev, `${dt} index_put columns`, (a: Tensor, b: Tensor, v: Tensor) => nbx.index_put(a, [null, b], v, true), x, idx([7], -5, 5, 8), rand([6, 7], dt, { seed: 9 }));
       compare(dev, `${dt} masked_scatter`, (a: Tensor, m: Tensor, s: Tensor) => nbx.masked_scatter(a, m, s), x, rand([5], 'bool', { seed: 10 }), rand([40], dt, { seed: 11 }));
+    }
+    // rows of whole 16-byte words: the overwrite moves wide words (KV-cache style writes)
+    for (const dt of ['bfloat16', 'float32', 'int64', 'uint8'] as DTypeName[]) {
+      const cache = rand([2, 12, 32], dt);
+      compare(dev, `${dt} index_put rows`, (a: Tensor, b: Tensor, v: Tensor) => nbx.index_put(a, [null, b], v), cache, idx([3], 0, 12, 15), rand([2, 3, 32], dt, { seed: 16 }));
+      compare(dev, `${dt} index_copy rows`, (a: Tensor, b: Tensor, v: Tensor) => nbx.index_copy(a, 1, b, v), cache, idx([5], 0, 12, 17), rand([2, 5, 32], dt, { seed: 18 }));
+      compare(dev, `${dt} index_put rows out of range`, (a: Tensor, b: Tensor, v: Tensor) => nbx.index_put(a, [null, b], v), cache,
+        Tensor.fromStorage(BigInt64Array.from([1n, 12n, 3n]), 'int64', [3]), rand([2, 3, 32], dt, { seed: 19 }));
     }
     const big = rand([sz(200000, 3000)], 'float32');
     compare(dev, 'index_put into a long vector (one column)', (a: Tensor, b: Tensor, v: Tensor) => nbx.index_put(a, [b], v), big, idx([sz(50000, 1000)], 0, sz(200000, 3000), 13), rand([sz(50000, 1000)], 'float32', { seed: 14 }));

@@ -26,7 +26,7 @@ export function sortSpecializations() {
     }
     for (const epi of ['sort', 'topk', 'kth', 'median']) for (const ign of epi === 'median' ? [false, true] : [false]) out.push(SORT.finalSource(d, epi, ign));
     for (const kind of ['sort', 'topk', 'kth', 'median', 'mode']) out.push(SORT.emulateSource(d, kind, kind === 'median'));
-    out.push(SORT.topkReplaySource(d));
+    out.push(SORT.topkReplaySource(d), SORT.sortReplaySource(d));
     if (d !== 'bool') for (const o of ['int32', 'int64']) for (const s of [false, true]) out.push(SORT.searchsortedSource(d, o, s));
     for (const step of FLOATS.includes(d) ? ['exotic', 'emulate', 'groups'] : ['emulate', 'groups']) for (const r1 of [true, false]) out.push(SORT.uniqueSource(d, step, r1));
   }

@@ -143,10 +143,13 @@ export function elementAt(r: StridedRef, pos: number): number {
 function outOfBounds(op: string, v: number, dim: number, size: number): never {
   throw new IndexError(op, `index ${v} is out of bounds for dimension ${dim} with size ${size}`);
 }
-/** After a launch that checks `index` (one value per position): raise for the first failing position. */
-function raiseIfBad(op: string, index: StridedRef, dim: number, size: number): void {
+/**
+ * After a launch that checks `index` (one value per position): raise for the first failing position. With
+ * rows moved as words of `f` elements, a recorded position is a word; its first element has the same index.
+ */
+function raiseIfBad(op: string, index: StridedRef, dim: number, size: number, f = 1): void {
   const pos = errPos();
-  if (pos >= 0) outOfBounds(op, elementAt(index, pos), dim, size);
+  if (pos >= 0) outOfBounds(op, elementAt(index, pos * f), dim, size);
 }
 
 /** The index check as C: wraps a negative value when `wrap`, else records `pos` (if given) and runs `fail`. */
@@ -196,20 +199,33 @@ export function transposeSource(isz: number, nb: number) {
 
 interface CopyPlan { shape: number[]; ds: number[]; ss: number[]; doff: number; soff: number; isz: number }
 
-/** Rows contiguous on both sides become rows of wider words (up to 16 bytes) where sizes, strides and offsets allow. */
-function widen(c: CopyPlan, dptr: bigint, sptr: bigint): CopyPlan {
-  const nd = c.shape.length;
-  if (nd === 0 || c.ds[nd - 1] !== 1 || c.ss[nd - 1] !== 1) return c;
+/** An operand whose elements move as raw words: its strides (in elements), offset and base pointer. */
+interface WideOperand { strides: number[]; offset: number; ptr: bigint }
+
+/**
+ * How many elements of `isz` bytes move as one word (up to 16 bytes) when the last dim is contiguous in every
+ * data operand and constant (stride 0) in every `fixed` one (an index), and sizes, the data operands' other
+ * strides, offsets and base pointers and the element counts in `extra` all divide by it. 1: no widening.
+ */
+export function widenFactor(isz: number, shape: readonly number[], data: WideOperand[], fixed: number[][], extra: number[] = []): number {
+  const nd = shape.length;
+  if (nd === 0 || data.some((o) => o.strides[nd - 1] !== 1) || fixed.some((st) => st[nd - 1] !== 0)) return 1;
   for (const w of [16, 8, 4, 2]) {
-    if (w <= c.isz || w % c.isz) continue;
-    const f = w / c.isz;
-    const ok = c.shape[nd - 1]! % f === 0 && c.doff % f === 0 && c.soff % f === 0 && dptr % BigInt(w) === 0n && sptr % BigInt(w) === 0n
-      && c.ds.every((s, d) => d === nd - 1 || s % f === 0) && c.ss.every((s, d) => d === nd - 1 || s % f === 0);
-    if (!ok) continue;
-    const div = (st: number[]): number[] => st.map((s, d) => (d === nd - 1 ? 1 : s / f));
-    return { shape: [...c.shape.slice(0, -1), c.shape[nd - 1]! / f], ds: div(c.ds), ss: div(c.ss), doff: c.doff / f, soff: c.soff / f, isz: w };
+    if (w <= isz || w % isz) continue;
+    const f = w / isz;
+    if (shape[nd - 1]! % f || extra.some((e) => e % f)) continue;
+    if (data.every((o) => o.offset % f === 0 && o.ptr % BigInt(w) === 0n && o.strides.every((s, d) => d === nd - 1 || s % f === 0))) return f;
   }
-  return c;
+  return 1;
+}
+/** Strides in units of f-element words (the last dim, contiguous, keeps stride 1). */
+const widenStrides = (st: number[], f: number): number[] => (f === 1 ? st : st.map((s, d) => (d === st.length - 1 ? 1 : s / f)));
+
+function widen(c: CopyPlan, dptr: bigint, sptr: bigint): CopyPlan {
+  const f = widenFactor(c.isz, c.shape, [{ strides: c.ds, offset: c.doff, ptr: dptr }, { strides: c.ss, offset: c.soff, ptr: sptr }], []);
+  if (f === 1) return c;
+  const nd = c.shape.length;
+  return { shape: [...c.shape.slice(0, -1), c.shape[nd - 1]! / f], ds: widenStrides(c.ds, f), ss: widenStrides(c.ss, f), doff: c.doff / f, soff: c.soff / f, isz: c.isz * f };
 }
 
 /** dst[i] = src[i] for every index i of their (equal) shape; equal dtypes, raw bits. */
@@ -279,19 +295,24 @@ export function gatherSource(isz: number, indexT: string, nd: number, wrap: bool
 export function cudaGather(input: StridedRef, dim: number, index: StridedRef, out: StridedRef, op: string, wrap = false): void {
   const n = numelOf(index.shape);
   if (n === 0) return;
-  const isz = DTYPES[input.dtype].itemsize;
   const size = input.shape[dim] ?? 1, dstride = input.strides[dim] ?? 0;
   const inSt = input.strides.map((s, d) => (d === dim ? 0 : s));
   const { shape, strides } = coalesce(index.shape, [[...out.strides], inSt, [...index.strides]]);
   const nd = shape.length;
   if (nd > 12) throw new UnsupportedError(op, `cuda gather supports up to 12 dimensions after merging contiguous ones, got ${nd}`);
-  const idx32 = n < 2 ** 32;
+  // rows (embedding, index_select) move as wide words; the index is constant along them
+  const f = widenFactor(DTYPES[input.dtype].itemsize, shape, [{ strides: strides[0]!, offset: out.offset, ptr: ptr(out) },
+    { strides: strides[1]!, offset: input.offset, ptr: ptr(input) }], [strides[2]!], [dstride]);
+  const isz = DTYPES[input.dtype].itemsize * f;
+  const wshape = f === 1 ? shape : [...shape.slice(0, -1), shape[nd - 1]! / f];
+  const wn = n / f;
+  const idx32 = wn < 2 ** 32;
   const iT = indexCType(index.dtype);
   const k = be.kernel(`gather:${isz}:${iT}:${nd}:${wrap}:${idx32}`, () => gatherSource(isz, iT, nd, wrap, idx32));
   const err = errWord();
-  be.launch(k, be.gridFor(n, BLOCK), BLOCK, [ptr(out), ptr(input), ptr(index), err, n, size, dstride, out.offset, input.offset, index.offset,
-    ...dimArgs(shape, strides)]);
-  raiseIfBad(op, index, dim, size);
+  be.launch(k, be.gridFor(wn, BLOCK), BLOCK, [ptr(out), ptr(input), ptr(index), err, wn, size, dstride / f, out.offset / f, input.offset / f, index.offset,
+    ...dimArgs(wshape, [widenStrides(strides[0]!, f), widenStrides(strides[1]!, f), strides[2]!])]);
+  raiseIfBad(op, index, dim, size, f);
 }
 
 // ---- scatter ---------------------------------------------------------------------------------------
@@ -507,10 +528,18 @@ export function cudaScatter(out: StridedRef, dim: number, index: StridedRef, src
     const nd = shape.length;
     if (nd > 9) throw new UnsupportedError(op, `cuda scatter supports up to 9 dimensions besides 'dim' after merging contiguous ones, got ${nd}`);
     const cnt = track ? be.alloc('int32', outN, true) : null;
-    const idx32 = C < 2 ** 32;
-    const k = be.kernel(`scatter:col:${d}:${iT}:${nd}:${mode}:${includeSelf}:${wrap}:${idx32}`, () => scatterColumnSource(d, iT, nd, mode, includeSelf, wrap, idx32));
-    be.launch(k, be.gridFor(C, BLOCK), BLOCK, [ptr(out), ptr(index), ptr(src), err, cnt?.ptr ?? 0n, C, m, size, dstride, out.offset, out.offset,
-      index.offset, src.offset, index.strides[dim] ?? 0, src.strides[dim] ?? 0, pos[dim] ?? 0, alphaF, alphaI, ...dimArgs(shape, strides)]);
+    // overwriting rows (index_put, index_copy): wide words where rows are contiguous and the index constant along them
+    const istep = index.strides[dim] ?? 0, sstep = src.strides[dim] ?? 0;
+    const f = mode !== 'none' ? 1 : widenFactor(DTYPES[d].itemsize, shape, [{ strides: strides[0]!, offset: out.offset, ptr: ptr(out) },
+      { strides: strides[2]!, offset: src.offset, ptr: ptr(src) }], [strides[1]!], [dstride, sstep]);
+    const wshape = f === 1 ? shape : [...shape.slice(0, -1), shape[nd - 1]! / f];
+    const wst = f === 1 ? strides : [widenStrides(strides[0]!, f), strides[1]!, widenStrides(strides[2]!, f), strides[3]!.map((s, k) => (k === nd - 1 ? s * f : s))];
+    const dt: DTypeName = f === 1 ? d : (({ 2: 'int16', 4: 'int32', 8: 'int64', 16: 'complex128' } as Record<number, DTypeName>)[DTYPES[d].itemsize * f]!);
+    const wC = C / f;
+    const idx32 = wC < 2 ** 32;
+    const k = be.kernel(`scatter:col:${dt}:${iT}:${nd}:${mode}:${includeSelf}:${wrap}:${idx32}`, () => scatterColumnSource(dt, iT, nd, mode, includeSelf, wrap, idx32));
+    be.launch(k, be.gridFor(wC, BLOCK), BLOCK, [ptr(out), ptr(index), ptr(src), err, cnt?.ptr ?? 0n, wC, m, size, dstride / f, out.offset / f, out.offset / f,
+      index.offset, src.offset / f, istep, sstep / f, pos[dim] ?? 0, alphaF, alphaI, ...dimArgs(wshape, wst)]);
     if (mode === 'mean') finish('mean', d, mode, includeSelf, out, cnt!, outN);
     if (cnt) be.free(cnt);
   }

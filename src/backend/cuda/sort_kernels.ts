@@ -322,7 +322,7 @@ function epilogue(epi: Epi, d: DTypeName, ignoreNan: boolean): string {
     case 'kth': return `if (j == 0) { const long long q = kk - 1; const unsigned id = ib[q]; ${put('r', 'id')}
         if ((q > 0 && kb[q - 1] == kb[q]) || (q + 1 < nv && kb[q + 1] == kb[q])) flags[r] = 1; }`;
     default: return `if (j == 0) {
-        long long nan = 0;
+        long long nan = 0; (void)kb;
         ${isF(d) ? `{ long long lo = 0, hi = nv; while (lo < hi) { const long long mid = (lo + hi) >> 1; if (kb[mid] == (${K})~(${K})0) hi = mid; else lo = mid + 1; } nan = nv - lo; }` : ''}
         unsigned id;
         ${ignoreNan ? `if (nan == nv) { flags[r] = 1; id = ib[0]; } else id = ib[(nv - nan - 1) / 2];` : 'id = nan > 0 ? ib[nv - nan] : ib[(nv - 1) / 2];'}
@@ -366,6 +366,7 @@ extern "C" __global__ void __launch_bounds__(1024) sort_block(${p.text}) {
       const long long s = s0 + g;
       if (s >= nseg) continue;
       const long long r = s / segs, c = s - r * segs;
+      (void)c;
       const ${K}* kb = sk + g * L;
       const unsigned* ib = sid + g * L;
       ${epilogue(epi, d, ignoreNan)}
@@ -458,6 +459,7 @@ export function emulateSource(d: DTypeName, kind: Emu, ignoreNan: boolean) {
   const src = `${KEYS}${STD_ALGOS}${comparators(d)}
 extern "C" __global__ void __launch_bounds__(64) sort_emulate(${p.text}) {
   const ${K} flip = (${K})flip_;
+  (void)flip;
   ${gridLoop('long long', 'r', 'rows')} {
     if (flags && flags[r] == 0) continue;
     const ${T}* p = in + ioff + r * n;
@@ -514,6 +516,37 @@ extern "C" __global__ void __launch_bounds__(256) sort_topk_replay(${p.text}) {
   }
 }`;
   return { src, name: 'sort_topk_replay', sig: p.sig };
+}
+
+/**
+ * sort's replay for rows that fit a tile: the block computes the row's keys into shared memory, one thread
+ * runs std::sort on shared-memory ids comparing shared-memory keys (the same comparisons, much closer
+ * memory), then the block writes the row.
+ */
+export function sortReplaySource(d: DTypeName) {
+  const T = R.storageType(d), K = keyT(d);
+  const p = new Params().ptr(`const ${T}`, 'in').ptr(T, 'values').ptr('long long', 'indices').ptr('const int', 'flags').ptr('int', 'scratch')
+    .i64('rows', 'n', 'ioff', 'voff', 'xoff', 'kk', 'flip_').i32('opt');
+  const src = `${KEYS}${STD_ALGOS}
+struct SmemLess { const ${K}* k; __device__ bool operator()(int x, int y) const { return k[x] < k[y]; } };
+extern "C" __global__ void __launch_bounds__(256) sort_replay(${p.text}) {
+  extern __shared__ __align__(16) unsigned char smem_[];
+  ${K}* sk = (${K}*)smem_;
+  int* sid = (int*)(sk + n);
+  const ${K} flip = (${K})flip_;
+  (void)scratch; (void)kk; (void)opt;
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    if (flags[r] == 0) continue;
+    const ${T}* p = in + ioff + r * n;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) { sk[j] = ${keyExpr(d, 'p', 'j')} ^ flip; sid[j] = j; }
+    __syncthreads();
+    if (threadIdx.x == 0) nbx_std_sort(sid, 0, n, SmemLess{sk});
+    __syncthreads();
+    for (int j = threadIdx.x; j < n; j += blockDim.x) { const int id = sid[j]; values[voff + r * n + j] = p[id]; indices[xoff + r * n + j] = id; }
+    __syncthreads();
+  }
+}`;
+  return { src, name: 'sort_replay', sig: p.sig };
 }
 
 // ---- launch plans --------------------------------------------------------------------------------------
@@ -601,6 +634,13 @@ function sortedRows(b: Omit<BlockRun, 'from' | 'select' | 'nv' | 'segs' | 'L' | 
 function runEmulation(d: DTypeName, kind: Emu, ignoreNan: boolean, input: StridedRef, values: StridedRef, indices: StridedRef,
   flags: CudaBuffer | null, scratch: CudaBuffer | null, rows: number, n: number, kk: number, flip: bigint, opt: number): void {
   const args = [ptr(input), ptr(values), ptr(indices), bp(flags), bp(scratch), rows, n, at(input), values.offset, indices.offset, kk, flip, opt];
+  if (kind === 'sort' && n <= maxTile(d)) {
+    const k = be.kernel(`sort:sort_replay:${d}`, () => sortReplaySource(d));
+    const smem = n * ((wide(d) ? 8 : 4) + 4);
+    if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
+    be.launch(k, Math.min(rows, be.smCount * 8), 256, args, smem);
+    return;
+  }
   if (kind === 'topk' && kk * 64 <= n) {
     const k = be.kernel(`sort:topk_replay:${d}`, () => topkReplaySource(d));
     be.launch(k, Math.min(rows, be.smCount * 8), 256, args);
