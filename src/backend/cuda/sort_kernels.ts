@@ -322,7 +322,7 @@ function epilogue(epi: Epi, d: DTypeName, ignoreNan: boolean): string {
     case 'kth': return `if (j == 0) { const long long q = kk - 1; const unsigned id = ib[q]; ${put('r', 'id')}
         if ((q > 0 && kb[q - 1] == kb[q]) || (q + 1 < nv && kb[q + 1] == kb[q])) flags[r] = 1; }`;
     default: return `if (j == 0) {
-        long long nan = 0; (void)kb;
+        long long nan = 0; (void)kb[0];
         ${isF(d) ? `{ long long lo = 0, hi = nv; while (lo < hi) { const long long mid = (lo + hi) >> 1; if (kb[mid] == (${K})~(${K})0) hi = mid; else lo = mid + 1; } nan = nv - lo; }` : ''}
         unsigned id;
         ${ignoreNan ? `if (nan == nv) { flags[r] = 1; id = ib[0]; } else id = ib[(nv - nan - 1) / 2];` : 'id = nan > 0 ? ib[nv - nan] : ib[(nv - 1) / 2];'}
@@ -353,6 +353,7 @@ extern "C" __global__ void __launch_bounds__(1024) sort_block(${p.text}) {
   ${K}* sk = (${K}*)smem_;
   unsigned* sid = (unsigned*)(sk + rpb * L);
   const ${K} flip = (${K})flip_;
+  (void)flip;
   const long long nseg = rows * segs;
   for (long long s0 = (long long)blockIdx.x * rpb; s0 < nseg; s0 += (long long)gridDim.x * rpb) {
     for (int e = threadIdx.x; e < rpb * L; e += blockDim.x) {
