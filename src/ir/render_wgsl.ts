@@ -48,6 +48,12 @@ export class WgslRenderer extends CLikeRenderer {
     if (e.op === 'sub' && a[0] === a[1] && DTYPES[e.dtype].kind === 'float') {
       return `select(0.0f, nbx_nan(), nbx_isnan(${a[0]}) || nbx_isinf(${a[0]}))`;
     }
+    // GPUs may flush subnormals to zero in comparisons (NVIDIA over Vulkan does): decide the sign of a
+    // float from its bits so sign() of a subnormal stays +-1, as on the CPU.
+    if (e.op === 'sign' && DTYPES[e.src[0]!.dtype].kind === 'float') {
+      const x = a[0]!;
+      return `select(select(1.0f, -1.0f, (bitcast<u32>(${x}) & 0x80000000u) != 0u), 0.0f, (bitcast<u32>(${x}) & 0x7fffffffu) == 0u || nbx_isnan(${x}))`;
+    }
     return super.node(e, a);
   }
 
@@ -109,7 +115,8 @@ export class WgslRenderer extends CLikeRenderer {
     checkWgslDType('webgpu kernel', from);
     checkWgslDType('webgpu kernel', to);
     const fromF = DTYPES[from].kind === 'float';
-    if (to === 'bool') return fromF ? `select(0i, 1i, ${x} != 0.0f)` : `select(0i, 1i, ${x} != 0i)`;
+    // from the bits: a subnormal is true even where the GPU flushes it to zero in a comparison
+    if (to === 'bool') return fromF ? `select(0i, 1i, (bitcast<u32>(${x}) & 0x7fffffffu) != 0u)` : `select(0i, 1i, ${x} != 0i)`;
     const asF = fromF ? x : `f32(${x})`;
     switch (to) {
       case 'float32': return asF;
