@@ -9,7 +9,7 @@ for (const dtype of ['float32', 'bfloat16', 'float16']) {
     for (const f of [(x) => nbx.add(x, 1), (x) => nbx.mul(x, 0.5), (x) => nbx.sub(x, 1), (x) => nbx.div(x, 2)]) f(a).dispose();
     for (const f of [nbx.exp, nbx.log, nbx.sqrt, nbx.rsqrt, nbx.tanh, nbx.sigmoid, nbx.neg, nbx.abs, nbx.sin, nbx.cos, nbx.erf, nbx.log1p,
       F.gelu, (x) => F.gelu(x, { approximate: 'tanh' }), F.silu, F.relu, F.softplus, F.mish]) f(a).dispose();
-    nbx.where(nbx.gt(a, 0), a, b).dispose(); nbx.clamp(a, -1, 1).dispose(); a.to('float32').dispose(); a.to('bfloat16').dispose(); a.to('float16').dispose();
+    nbx.where(nbx.gt(a, 0), a, b).dispose(); nbx.clamp(a, -1, 1).dispose(); for (const d of ['float32', 'bfloat16', 'float16']) if (d !== dtype) a.to(d).dispose();
     a.dispose(); b.dispose();
   }
   const m = nbx.ones([1024, 4096], { device: 'cuda', dtype });

@@ -25,32 +25,32 @@ export const UNARY_PRIMS: readonly UnaryPrim[] = ['neg', 'abs', 'floor', 'ceil',
 export const BINARY_PRIMS: readonly BinaryPrim[] = ['add', 'sub', 'mul', 'div', 'floordiv', 'truncdiv', 'mod', 'fmod', 'pow',
   'atan2', 'max', 'min', 'lt', 'le', 'gt', 'ge', 'eq', 'ne', 'and', 'or', 'xor', 'shl', 'shr', 'copysign', 'hypot'];
 
-const INTERN = new Map<string, string>();
+/** Every distinct node, by structure: building an expression that exists returns the existing node. */
+const NODES = new Map<string, Expr>();
 
 const BOOL_RESULT = new Set<Prim>(['lt', 'le', 'gt', 'ge', 'eq', 'ne', 'isnan', 'isinf', 'not']);
 
 export class Expr {
-  private _key?: string;
+  /** A structural key: equal keys render to equal code (params are slots, so values are not in it). */
+  readonly key!: string;
   constructor(
     readonly op: Prim,
     readonly dtype: DTypeName,
     readonly src: readonly Expr[] = [],
     /** load/param: the slot index; const: the value. */
     readonly arg: number = 0,
-  ) {}
-
-  /**
-   * A structural key: equal keys render to equal code (params are slots, so values are not in it).
-   * Nodes are hash-consed: the key is a short id from a global table keyed by (op, dtype, arg, child
-   * ids), so computing it is O(1) per node and kernel-cache lookups stay cheap on the hot path.
-   */
-  get key(): string {
-    if (this._key !== undefined) return this._key;
-    const arg = this.op === 'const' ? (Object.is(this.arg, -0) ? '-0' : String(this.arg)) : this.op === 'load' || this.op === 'param' ? String(this.arg) : '';
-    const sig = `${this.op}:${this.dtype}:${arg}(${this.src.map((c) => c.key).join(',')})`;
-    let id = INTERN.get(sig);
-    if (id === undefined) { id = `e${INTERN.size}`; INTERN.set(sig, id); }
-    return (this._key = id);
+  ) {
+    // Hash-consing: a node is identified by (op, dtype, arg, child ids), so an op that builds the same
+    // expression on every call gets the same objects back, with their memoised keys, slot counts and
+    // compiled kernels — the elementwise hot path does no tree walks after the first call.
+    const a = op === 'const' ? (Object.is(arg, -0) ? '-0' : String(arg)) : op === 'load' || op === 'param' ? String(arg) : '';
+    let sig = `${op}:${dtype}:${a}(`;
+    for (let i = 0; i < src.length; i++) sig += (i ? ',' : '') + src[i]!.key;
+    sig += ')';
+    const existing = NODES.get(sig);
+    if (existing) return existing;
+    (this as { key: string }).key = `e${NODES.size}`;
+    NODES.set(sig, this);
   }
 
   // Builders. Operands of binary ops must already share a dtype; `cast` converts explicitly.

@@ -12,7 +12,7 @@ import { CudaContext, type CudaKernel, type Stream, type ArgType, type KernelArg
 import { getKernel } from './nvrtc.js';
 import { CachingAllocator } from '../../memory/caching_allocator.js';
 import { UnsupportedError } from '../../errors.js';
-import { CudaTuning, ELEMENTWISE_SPACE } from './tuning.js';
+import { CudaTuning, ELEMENTWISE_SPACE, TUNE_MIN_ELEMENTS } from './tuning.js';
 import { PinnedStaging } from './staging.js';
 import { bucketSize } from '../../autotune/index.js';
 
@@ -99,45 +99,72 @@ export class CudaBackend implements Backend {
   gridFor(work: number, block: number, waves = 16): number { return Math.max(1, Math.min(Math.ceil(work / block), this.smCount * waves)); }
 
   elementwise(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
-    for (const r of ins) this.checkDType('elementwise', r.dtype);
-    this.checkDType('elementwise', out.dtype);
     const shape = out.shape;
-    const n = shape.reduce((a, b) => a * b, 1);
+    let n = 1;
+    for (let d = 0; d < shape.length; d++) n *= shape[d]!;
     if (n === 0) return;
-    const bs = ins.map((r) => broadcastStrides(r.shape, r.strides, shape));
-    const outStrides: number[] = [];
-    { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
-    const { shape: cs, strides: cst } = coalesce(shape, [outStrides, ...bs]);
-    const flat = cs.length <= 1 && cst.slice(1).every((s) => (s[0] ?? 1) === 1);
-    const pTypes = expr.paramDTypes().map((d) => R.paramType(d));
-    const ptrs = [out.buf, ...ins.map((r) => r.buf)].map((b) => (b as CudaBuffer).ptr);
-    const sizes = [out.dtype, ...ins.map((r) => r.dtype)].map((d) => DTYPES[d].itemsize);
-    const maxItem = Math.max(...sizes);
-    // 16-byte vector access when every operand is contiguous, the same width, and aligned.
-    const V = 16 / maxItem;
-    const aligned = flat && sizes.every((s) => s === maxItem) && [out.offset, ...ins.map((r) => r.offset)].every((o) => o % V === 0) && V > 1;
+    // The expression carries every dtype (loads and the final cast), so its key names the kernel.
+    // Fast path: all inputs contiguous with out's shape: no stride analysis at all.
+    let flat = true;
+    for (const r of ins) if (!contiguousLike(r, shape)) { flat = false; break; }
+    let cs: number[] = [], cst: number[][] = [];
+    if (!flat) {
+      for (const r of ins) this.checkDType('elementwise', r.dtype);
+      const outStrides: number[] = [];
+      { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
+      ({ shape: cs, strides: cst } = coalesce(shape, [outStrides, ...ins.map((r) => broadcastStrides(r.shape, r.strides, shape))]));
+      flat = cs.length <= 1 && cst.slice(1).every((st) => (st[0] ?? 1) === 1);
+    }
     const idx32 = n < 2 ** 31;
-    const dtypes = `${out.dtype}<-${ins.map((r) => r.dtype).join(',')}`;
-    // tuning key: operand count and widest element, not exact dtypes (configs transfer across dtypes)
-    const tuneKey = `${ins.length}in:${maxItem}B`;
     if (flat) {
-      const key = `ew:${aligned ? `v${V}` : 'flat'}:${idx32}:${dtypes}:${expr.key}`;
-      const k = this.kernel(key, () => flatSource(expr, ins, out, aligned ? V : 1, pTypes, idx32));
-      const args = [...ptrs, n, out.offset, ...ins.map((r) => r.offset), ...params];
-      const work = Math.ceil(n / (aligned ? V : 1));
+      let maxItem = DTYPES[out.dtype].itemsize, same = true, offOk = true;
+      for (const r of ins) { const z = DTYPES[r.dtype].itemsize; if (z !== maxItem) { same = false; maxItem = Math.max(maxItem, z); } }
+      // 16-byte vector access when every operand is contiguous, the same width, and aligned.
+      const V = 16 / maxItem;
+      if (same && V > 1) { if (out.offset % V) offOk = false; for (const r of ins) if (r.offset % V) offOk = false; }
+      const aligned = same && V > 1 && offOk;
+      const mode = aligned ? `v${V}` : 'flat';
+      const k = this.kernel(`ew:${mode}:${idx32}:${expr.key}`, () => {
+        for (const r of ins) this.checkDType('elementwise', r.dtype);
+        this.checkDType('elementwise', out.dtype);
+        return flatSource(expr, ins, out, aligned ? V : 1, expr.paramDTypes().map((d) => R.paramType(d)), idx32);
+      });
+      const args: KernelArg[] = [(out.buf as CudaBuffer).ptr];
+      for (const r of ins) args.push((r.buf as CudaBuffer).ptr);
+      args.push(n, out.offset);
+      for (const r of ins) args.push(r.offset);
+      for (const p of params) args.push(p);
+      const work = aligned ? Math.ceil(n / V) : n;
+      if (n < TUNE_MIN_ELEMENTS) { this.launch(k, this.gridFor(work, EW_DEFAULT.threads, EW_DEFAULT.waves), EW_DEFAULT.threads, args); return; }
       const run = (c: { threads: number; waves: number }): void => this.launch(k, this.gridFor(work, c.threads, c.waves), c.threads, args);
-      run(this.tuning.pick(ELEMENTWISE_SPACE, `${aligned ? `v${V}` : 'flat'}:${bucketSize(n)}`, tuneKey, n, EW_DEFAULT, run as never) as never);
+      run(this.tuning.pick(ELEMENTWISE_SPACE, `${mode}:${bucketSize(n)}`, `${ins.length}in:${maxItem}B`, n, EW_DEFAULT, run as never) as never);
       return;
     }
     const nd = cs.length;
-    const key = `ew:nd${nd}:${idx32}:${dtypes}:${expr.key}`;
-    const k = this.kernel(key, () => stridedSource(expr, ins, out, nd, pTypes, idx32));
-    const args = [...ptrs, n, out.offset, ...cs, ...ins.flatMap((r, i) => [r.offset, ...cst[i + 1]!]), ...params];
+    const maxItem = Math.max(DTYPES[out.dtype].itemsize, ...ins.map((r) => DTYPES[r.dtype].itemsize));
+    const k = this.kernel(`ew:nd${nd}:${idx32}:${expr.key}`, () => {
+      this.checkDType('elementwise', out.dtype);
+      return stridedSource(expr, ins, out, nd, expr.paramDTypes().map((d) => R.paramType(d)), idx32);
+    });
+    const args = [...[out, ...ins].map((r) => (r.buf as CudaBuffer).ptr), n, out.offset, ...cs, ...ins.flatMap((r, i) => [r.offset, ...cst[i + 1]!]), ...params];
     const run = (c: { threads: number; waves: number }): void => this.launch(k, this.gridFor(n, c.threads, c.waves), c.threads, args);
-    run(this.tuning.pick(ELEMENTWISE_SPACE, `nd${nd}:${bucketSize(n)}`, tuneKey, n, EW_DEFAULT, run as never) as never);
+    run(this.tuning.pick(ELEMENTWISE_SPACE, `nd${nd}:${bucketSize(n)}`, `${ins.length}in:${maxItem}B`, n, EW_DEFAULT, run as never) as never);
   }
 }
 
+
+/** A contiguous operand whose shape is exactly `shape`. */
+function contiguousLike(r: StridedRef, shape: readonly number[]): boolean {
+  if (r.shape.length !== shape.length) return false;
+  let acc = 1;
+  for (let d = shape.length - 1; d >= 0; d--) {
+    const z = shape[d]!;
+    if (r.shape[d] !== z) return false;
+    if (z !== 1 && r.strides[d] !== acc) return false;
+    acc *= z;
+  }
+  return true;
+}
 
 const cParam = (t: string): string => ({ f32: 'float', f64: 'double', i32: 'int', i64: 'long long' } as Record<string, string>)[t]!;
 
