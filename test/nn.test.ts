@@ -5,12 +5,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import * as nbx from '../src/index.js';
+import { decodeArg, makeTensor, numOf, resolveOp as resolve, type Enc, type Num } from './golden.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { _setAttentionBlock } from '../src/ops/nn.js';
 
-type Num = number | string;
-interface Enc { shape: number[]; dtype: DTypeName; data: Num[] }
 interface Case {
   name: string; op: string; args: unknown[]; kwargs: Record<string, unknown>;
   out?: Enc[]; rtol?: number; atol?: number; error?: string; message?: string; torch_message?: string;
@@ -21,42 +20,9 @@ interface Fixture { tensors: Record<string, Enc>; cases: Case[] }
 const dir = new URL('../../test/fixtures/', import.meta.url);
 const fixtures = readdirSync(dir).filter((f) => /^nn_.*\.json$/.test(f)).sort();
 
-const numOf = (v: Num): number => (v === 'nan' ? NaN : v === 'inf' ? Infinity : v === '-inf' ? -Infinity : (v as number));
 
-function make(e: Enc): Tensor {
-  let t: Tensor;
-  if (e.dtype === 'int64') t = nbx.tensor(new BigInt64Array(e.data.map((v) => BigInt(v as number))));
-  else if (e.dtype === 'uint8' || e.dtype === 'bool') t = nbx.tensor(new Uint8Array(e.data as number[])).to(e.dtype);
-  else if (e.dtype === 'int32') t = nbx.tensor(new Int32Array(e.data as number[]));
-  else t = nbx.tensor(new Float64Array(e.data.map(numOf))).to(e.dtype);
-  return t.reshape(e.shape);
-}
 
-function decode(v: unknown, fx: Fixture): unknown {
-  if (v === null || typeof v !== 'object') return v;
-  if (Array.isArray(v)) return v.map((x) => decode(x, fx));
-  const o = v as Record<string, unknown>;
-  if ('tensor' in o) {
-    let t = make(fx.tensors[o.tensor as string]!);
-    for (const [k, ...r] of (o.view as unknown[][]) ?? []) {
-      if (k === 'transpose') t = t.transpose(r[0] as number, r[1] as number);
-      else if (k === 'permute') t = t.permute(r[0] as number[]);
-      else if (k === 'slice') t = t.slice(r[0] as number, r[1] as number, r[2] as number, r[3] as number);
-      else if (k === 'expand') t = t.expand(r[0] as number[]);
-    }
-    return t;
-  }
-  if ('dtype' in o) return nbx.DType.all[o.dtype as DTypeName];
-  if ('float' in o) return nbx.float(numOf(o.float as Num));
-  return v;
-}
 
-function resolve(op: string): (...a: unknown[]) => unknown {
-  let f: unknown = nbx;
-  for (const p of op.split('.')) f = (f as Record<string, unknown>)[p];
-  assert.equal(typeof f, 'function', `nbx.${op} is not a function`);
-  return f as (...a: unknown[]) => unknown;
-}
 
 function assertClose(got: Tensor, want: Enc, rtol: number, atol: number, what: string): void {
   assert.equal(got.dt, want.dtype, `${what}: dtype`);
@@ -76,8 +42,8 @@ for (const file of fixtures) {
     const failures: string[] = [];
     for (const c of fx.cases) {
       nbx.scope(() => {
-        const args = c.args.map((a) => decode(a, fx));
-        const kw = Object.fromEntries(Object.entries(c.kwargs).map(([k, v]) => [k, decode(v, fx)]));
+        const args = c.args.map((a) => decodeArg(a, fx.tensors));
+        const kw = Object.fromEntries(Object.entries(c.kwargs).map(([k, v]) => [k, decodeArg(v, fx.tensors)]));
         const call = (): unknown => resolve(c.op)(...args, ...(Object.keys(kw).length ? [kw] : []));
         try {
           if (c.error) {

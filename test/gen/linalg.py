@@ -11,6 +11,8 @@ import json, math, os, sys
 import numpy as np
 import torch
 import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_common import T, enc_tensor, num  # noqa: E402
 
 G = torch.Generator().manual_seed(4321)
 LOWP = (torch.float16, torch.bfloat16)
@@ -23,36 +25,10 @@ def rnd(shape, dtype=torch.float32, lo=-1.0, hi=1.0):
     return (torch.rand(shape, generator=G, dtype=torch.float64) * (hi - lo) + lo).to(dtype)
 
 
-def num(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-    return v
 
 
-class T:
-    """A tensor argument: stored contiguous, then view steps (as the conformance format)."""
-    def __init__(self, base, view=None):
-        self.base, self.view = base.contiguous(), view or []
-
-    def value(self):
-        x = self.base
-        for s in self.view:
-            if s[0] == "transpose": x = x.transpose(s[1], s[2])
-            elif s[0] == "permute": x = x.permute(*s[1])
-            elif s[0] == "slice":
-                idx = [slice(None)] * x.dim(); idx[s[1]] = slice(s[2], s[3], s[4]); x = x[tuple(idx)]
-            elif s[0] == "expand": x = x.expand(*s[1])
-        return x
 
 
-def enc_tensor(t):
-    t = t.detach().contiguous()
-    vals = t.to(torch.float64).flatten().tolist() if t.dtype.is_floating_point else t.flatten().tolist()
-    if t.dtype in (torch.float32, torch.float16, torch.bfloat16):  # shortest text that round-trips in float32
-        vals = [float(str(np.float32(v))) for v in vals]
-    if t.dtype == torch.int64: vals = [str(v) for v in vals]  # exact beyond 2^53
-    if t.dtype == torch.bool: vals = [int(v) for v in vals]
-    return {"shape": list(t.shape), "dtype": str(t.dtype)[6:], "data": [num(v) for v in vals]}
 
 
 TENSORS = {}  # file -> {name: (tensor, encoding)}

@@ -1,0 +1,51 @@
+// Shared by the golden tests (test/gen/*.py write the fixtures): tensors and arguments decoded from
+// JSON, and the op looked up by its PyTorch name.
+import assert from 'node:assert/strict';
+import * as nbx from '../src/index.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+import type { DTypeName } from '../src/dtype/dtypes.js';
+
+export type Num = number | string;
+export interface Enc { shape: number[]; dtype: DTypeName; data: Num[] }
+
+/** 'nan', 'inf', '-inf' as numbers; numbers as themselves. */
+export const numOf = (v: Num): number => (v === 'nan' ? NaN : v === 'inf' ? Infinity : v === '-inf' ? -Infinity : Number(v));
+
+/** A stored tensor (values as JSON numbers; int64 exact). */
+export function makeTensor(e: Enc): Tensor {
+  let t: Tensor;
+  if (e.dtype === 'int64') t = nbx.tensor(new BigInt64Array(e.data.map((v) => BigInt(v))));
+  else if (e.dtype === 'uint8' || e.dtype === 'bool') t = nbx.tensor(new Uint8Array(e.data as number[])).to(e.dtype);
+  else if (e.dtype === 'int32' || e.dtype === 'int16' || e.dtype === 'int8') t = nbx.tensor(new Int32Array(e.data as number[])).to(e.dtype);
+  else t = nbx.tensor(new Float64Array(e.data.map(numOf))).to(e.dtype);
+  return t.reshape(e.shape);
+}
+
+/** A case argument: {tensor, view}, {dtype}, {float}, {bool}, arrays of those, or a plain value. */
+export function decodeArg(v: unknown, tensors: Record<string, Enc>): unknown {
+  if (v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) return v.map((x) => decodeArg(x, tensors));
+  const o = v as Record<string, unknown>;
+  if ('tensor' in o) {
+    let t = makeTensor(tensors[o.tensor as string]!);
+    for (const [k, ...r] of (o.view as unknown[][]) ?? []) {
+      if (k === 'transpose') t = t.transpose(r[0] as number, r[1] as number);
+      else if (k === 'permute') t = t.permute(r[0] as number[]);
+      else if (k === 'slice') t = t.slice(r[0] as number, r[1] as number, r[2] as number, r[3] as number);
+      else if (k === 'expand') t = t.expand(r[0] as number[]);
+    }
+    return t;
+  }
+  if ('dtype' in o) return nbx.DType.all[o.dtype as DTypeName];
+  if ('float' in o) return nbx.float(numOf(o.float as Num));
+  if ('bool' in o) return o.bool as boolean;
+  return v;
+}
+
+/** nbx.X / nbx.nn.functional.X for a dotted PyTorch name. */
+export function resolveOp(op: string): (...a: unknown[]) => unknown {
+  let f: unknown = nbx;
+  for (const p of op.split('.')) f = (f as Record<string, unknown>)[p];
+  assert.equal(typeof f, 'function', `nbx.${op} is not a function`);
+  return f as (...a: unknown[]) => unknown;
+}
