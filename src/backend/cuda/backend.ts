@@ -141,6 +141,21 @@ export class CudaBackend implements Backend {
       return;
     }
     const nd = cs.length;
+    // A 2-d problem where some input runs down the columns (a transpose): stage those inputs through
+    // shared-memory tiles, so both their reads and the output's writes are coalesced.
+    const transposed = nd === 2 ? ins.map((_, i) => cst[i + 1]![0] === 1 && cst[i + 1]![1] !== 1 && cst[i + 1]![1] !== 0) : [];
+    if (transposed.some((t) => t) && cs[0]! >= 32 && cs[1]! >= 32) {
+      const tkey = transposed.map((t) => (t ? 'T' : 'n')).join('');
+      const k = this.kernel(`ew:tile:${tkey}:${idx32}:${expr.key}`, () => {
+        this.checkDType('elementwise', out.dtype);
+        return tiledSource(expr, ins, out, transposed, expr.paramDTypes().map((d) => R.paramType(d)));
+      });
+      const [rows, cols] = cs as [number, number];
+      const args = [...[out, ...ins].map((r) => (r.buf as CudaBuffer).ptr), rows, cols, out.offset, ...ins.flatMap((r, i) => [r.offset, cst[i + 1]![0]!, cst[i + 1]![1]!]), ...params];
+      const gx = Math.ceil(cols / 32), gy = Math.min(Math.ceil(rows / 32), 65535);
+      this.ctx.launch(k, [gx, gy], [32, 8], args, 0, this.stream);
+      return;
+    }
     const maxItem = Math.max(DTYPES[out.dtype].itemsize, ...ins.map((r) => DTYPES[r.dtype].itemsize));
     const k = this.kernel(`ew:nd${nd}:${idx32}:${expr.key}`, () => {
       this.checkDType('elementwise', out.dtype);
@@ -152,6 +167,41 @@ export class CudaBackend implements Backend {
   }
 }
 
+
+/**
+ * The 2-d tiled kernel: a 32x32 tile per block (32x8 threads). Inputs marked `transposed` are read
+ * down their contiguous dimension into shared memory, then every thread computes along the output's
+ * rows; other inputs are read directly (row-contiguous or broadcast).
+ */
+export function tiledSource(expr: Expr, ins: StridedRef[], out: StridedRef, transposed: boolean[], pTypes: string[]) {
+  const args = [`${R.storageType(out.dtype)}* __restrict__ out`, ...ins.map((r, i) => `const ${R.storageType(r.dtype)}* __restrict__ in${i}`),
+    'long long rows', 'long long cols', 'long long oo', ...ins.flatMap((_, i) => [`long long o${i}`, `long long sr${i}`, `long long sc${i}`]),
+    ...pTypes.map((t, i) => `${cParam(t)} p${i}`)];
+  const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', 'i64', ...ins.flatMap(() => ['i64', 'i64', 'i64'] as ArgType[]), ...(pTypes as ArgType[])];
+  const [code, res] = R.render(expr, (s, d) => (transposed[s] ? `tile${s}[i][threadIdx.x]` : R.load(d, `in${s}`, `o${s} + r * sr${s} + c * sc${s}`)), (s) => `p${s}`);
+  const tiles = ins.map((r, s) => (transposed[s] ? `__shared__ ${R.computeType(r.dtype)} tile${s}[32][33];` : '')).join(' ');
+  // load: thread (x, y) reads rows r0+x (contiguous for a transposed input) of columns c0+y, c0+y+8, ...
+  const loads = ins.map((r, s) => (transposed[s] ? `for (int i = threadIdx.y; i < 32; i += 8) { const long long r = r0 + threadIdx.x, c = c0 + i;
+        if (r < rows && c < cols) tile${s}[threadIdx.x][i] = ${R.load(r.dtype, `in${s}`, `o${s} + r * sr${s} + c * sc${s}`)}; }` : '')).join('\n      ');
+  const src = `extern "C" __global__ void __launch_bounds__(256) ew(${args.join(', ')}) {
+  ${tiles}
+  const long long c0 = (long long)blockIdx.x * 32;
+  for (long long rt = blockIdx.y; rt * 32 < rows; rt += gridDim.y) {
+    const long long r0 = rt * 32;
+    ${loads}
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += 8) {
+      const long long r = r0 + i, c = c0 + threadIdx.x;
+      if (r < rows && c < cols) {
+        ${code}
+        ${R.store(out.dtype, 'out', 'oo + r * cols + c', res)}
+      }
+    }
+    __syncthreads();
+  }
+}`;
+  return { src, name: 'ew', sig };
+}
 
 /** A contiguous operand whose shape is exactly `shape`. */
 function contiguousLike(r: StridedRef, shape: readonly number[]): boolean {
