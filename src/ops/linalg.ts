@@ -104,6 +104,19 @@ function product(op: string, a: Tensor, b: Tensor, alpha: ScalarLike = 1, addend
     // C starts as the broadcast input (cast to the compute dtype) or fresh.
     let beta = 0;
     let c: Tensor;
+    // CUDA: a row bias (linear's) rides in the GEMM's epilogue instead of being copied into C first.
+    const epilogueBias = addend && a.device.type === 'cuda' && !integral && coef(addend.beta, integral) === 1 && addend.input.ndim === 1
+      && addend.input.shape[0] === n && addend.input.dt === cdt && addend.input.strides[0] === 1 && n > 1 && k > 0 ? addend.input : null;
+    if (epilogueBias) {
+      c = Tensor.empty(outShape, cdt, a.device);
+      if (c.numel() > 0) {
+        if (cdt !== dt) { a = own(a.copyAs(cdt)); b = own(b.copyAs(cdt)); }
+        gemmStrided(op, a, b, c, coef(alpha, integral), 0, m, k, n, batch, integral, own, epilogueBias);
+      }
+      if (cdt === dt) return c;
+      owned.push(c);
+      return c.copyAs(dt);
+    }
     if (addend) {
       const expanded = addend.input.expand(outShape);
       beta = coef(addend.beta, integral);
@@ -122,7 +135,7 @@ function product(op: string, a: Tensor, b: Tensor, alpha: ScalarLike = 1, addend
 
 /** Calls the gemm kernel for c (contiguous, batch..×m×n) = alpha·a@b + beta·c, folding batch dims into as few calls as the strides allow. */
 function gemmStrided(op: string, a: Tensor, b: Tensor, c: Tensor, alpha: number, beta: number, m: number, k: number, n: number,
-  batch: number[], integral: boolean, own: (t: Tensor) => Tensor): void {
+  batch: number[], integral: boolean, own: (t: Tensor) => Tensor, bias: Tensor | null = null): void {
   const st = (t: Tensor, i: number): number => t.strides[t.ndim + i]!;
   let la = matLayout(m, k, st(a, -2), st(a, -1));
   if (!la) { a = own(a.contiguous()); la = matLayout(m, k, st(a, -2), st(a, -1))!; }
@@ -131,10 +144,11 @@ function gemmStrided(op: string, a: Tensor, b: Tensor, c: Tensor, alpha: number,
   const gemm = kernel(integral ? 'gemm_int' : 'gemm', a.device, op);
   const ra = a.ref(), rb = b.ref(), rc = c.ref();
   // One literal with every field (object spreads here cost V8 microseconds per call).
+  const rbias = bias?.ref();
   const call = (rows: number, lda: number, offA: number, offB: number, offC: number, count: number, strideA: number, strideB: number, strideC: number): void =>
     gemm({
       transA: la.trans, transB: lb.trans, m: rows, n, k, alpha, beta, a: at(ra, offA), lda, b: at(rb, offB), ldb: lb.ld,
-      c: at(rc, offC), ldc: n, batch: count, strideA, strideB, strideC,
+      c: at(rc, offC), ldc: n, batch: count, strideA, strideB, strideC, ...(rbias ? { bias: rbias } : {}),
     });
 
   if (batch.length === 0) { call(m, la.ld, 0, 0, 0, 1, 0, 0, 0); return; }
