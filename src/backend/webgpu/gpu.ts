@@ -98,7 +98,7 @@ export async function profileFor(adapter: GPUAdapter): Promise<{ family?: string
   try {
     const p = await import('../../profiles/index.js');
     const i = adapter.info;
-    const m = p.matchProfile({ vendor: i.vendor || undefined, adapterDescription: i.description || i.device || undefined,
+    const m = p.matchProfile({ vendor: i.vendor || undefined, adapterDescription: [i.architecture, i.device, i.description].filter(Boolean).join(' ') || undefined, // Dawn puts the card's name in architecture/device on some drivers,
       adapterArchitecture: i.architecture || undefined });
     const limits = p.limitsFromWebGPU(adapter.limits, { subgroupMinSize: (i as { subgroupMinSize?: number }).subgroupMinSize,
       subgroupMaxSize: (i as { subgroupMaxSize?: number }).subgroupMaxSize });
