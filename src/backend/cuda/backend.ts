@@ -20,7 +20,6 @@ import { bucketSize } from '../../autotune/index.js';
 export interface CudaBuffer { ptr: bigint; bytes: number }
 
 export const R = new CudaRenderer();
-const EW_DEFAULT = { threads: 256, waves: 16 };
 
 export class CudaBackend implements Backend {
   readonly type = 'cuda' as const;
@@ -30,6 +29,7 @@ export class CudaBackend implements Backend {
   readonly smCount: number;
   readonly tuning: CudaTuning;
   readonly staging: PinnedStaging;
+  private readonly ewDefault: { threads: number; waves: number };
   private readonly kernels = new Map<string, CudaKernel>();
 
   constructor() {
@@ -38,6 +38,8 @@ export class CudaBackend implements Backend {
     this.allocator = new CachingAllocator(this.ctx.rawAllocator());
     this.smCount = this.ctx.info.smCount;
     this.tuning = new CudaTuning(this.ctx, this.stream);
+    // the untuned launch shape comes from the device profile (threads per block), not from code
+    this.ewDefault = { threads: this.tuning.profile.defaults.elementwise.threadsPerBlock, waves: 16 };
     this.staging = new PinnedStaging(this.ctx, this.stream);
   }
 
@@ -135,9 +137,9 @@ export class CudaBackend implements Backend {
       for (const r of ins) args.push(r.offset);
       for (const p of params) args.push(p);
       const work = aligned ? Math.ceil(n / V) : n;
-      if (n < TUNE_MIN_ELEMENTS) { this.launch(k, this.gridFor(work, EW_DEFAULT.threads, EW_DEFAULT.waves), EW_DEFAULT.threads, args); return; }
+      if (n < TUNE_MIN_ELEMENTS) { this.launch(k, this.gridFor(work, this.ewDefault.threads, this.ewDefault.waves), this.ewDefault.threads, args); return; }
       const run = (c: { threads: number; waves: number }): void => this.launch(k, this.gridFor(work, c.threads, c.waves), c.threads, args);
-      run(this.tuning.pick(ELEMENTWISE_SPACE, `${mode}:${bucketSize(n)}`, `${ins.length}in:${maxItem}B`, n, EW_DEFAULT, run as never) as never);
+      run(this.tuning.pick(ELEMENTWISE_SPACE, `${mode}:${bucketSize(n)}`, `${ins.length}in:${maxItem}B`, n, this.ewDefault, run as never) as never);
       return;
     }
     const nd = cs.length;
@@ -163,7 +165,7 @@ export class CudaBackend implements Backend {
     });
     const args = [...[out, ...ins].map((r) => (r.buf as CudaBuffer).ptr), n, out.offset, ...cs, ...ins.flatMap((r, i) => [r.offset, ...cst[i + 1]!]), ...params];
     const run = (c: { threads: number; waves: number }): void => this.launch(k, this.gridFor(n, c.threads, c.waves), c.threads, args);
-    run(this.tuning.pick(ELEMENTWISE_SPACE, `nd${nd}:${bucketSize(n)}`, `${ins.length}in:${maxItem}B`, n, EW_DEFAULT, run as never) as never);
+    run(this.tuning.pick(ELEMENTWISE_SPACE, `nd${nd}:${bucketSize(n)}`, `${ins.length}in:${maxItem}B`, n, this.ewDefault, run as never) as never);
   }
 }
 
