@@ -58,6 +58,11 @@ function copyRow(dst: FArr, d: number, src: FArr, s: number, n: number): void {
   for (let i = 0; i < n; i++) dst[d + i] = src[s + i]!;
 }
 
+/** Copies one D×H×W input plane starting at `src` into a zero-padded PD×PH×PW buffer at (pd, ph, pw). */
+function padPlane(dst: FArr, X: FArr, src: number, D: number, H: number, W: number, PH: number, PW: number, pd: number, ph: number, pw: number): void {
+  for (let z = 0; z < D; z++) for (let y = 0; y < H; y++) copyRow(dst, ((z + pd) * PH + y + ph) * PW + pw, X, src + (z * H + y) * W, W);
+}
+
 /** The zero of an array's element type (BigInt64Array takes 0n). */
 const zeroOf = (a: Arr): number => (a instanceof BigInt64Array ? 0n : 0) as number;
 
@@ -223,11 +228,7 @@ function depthwiseF32(p: ConvKernelParams, X: Float32Array, Wt: Float32Array, O:
   let o = p.out.offset;
   for (let n = 0; n < N!; n++) {
     for (let c = 0; c < C!; c++) {
-      const src = p.x.offset + (n * C! + c) * D! * H! * W!;
-      for (let z = 0; z < D!; z++) for (let y = 0; y < H!; y++) {
-        const s0 = src + (z * H! + y) * W!;
-        copyRow(F, ((z + pd) * PH + y + ph) * PW + pw, X, s0, W!);
-      }
+      padPlane(F, X, p.x.offset + (n * C! + c) * D! * H! * W!, D!, H!, W!, PH, PW, pd, ph, pw);
       for (let j = 0; j < mult; j++) {
         const co = c * mult + j;
         copyRow(F, wBase, Wt, p.w.offset + co * T, T);
@@ -265,11 +266,7 @@ function depthwise(p: ConvKernelParams, X: FArr, Wt: FArr, O: FArr): void {
   let o = p.out.offset;
   for (let n = 0; n < N!; n++) {
     for (let c = 0; c < C!; c++) {
-      const src = p.x.offset + (n * C! + c) * D! * H! * W!;
-      for (let z = 0; z < D!; z++) for (let y = 0; y < H!; y++) {
-        const s0 = src + (z * H! + y) * W!;
-        copyRow(P, ((z + pd) * PH + y + ph) * PW + pw, X, s0, W!);
-      }
+      padPlane(P, X, p.x.offset + (n * C! + c) * D! * H! * W!, D!, H!, W!, PH, PW, pd, ph, pw);
       for (let j = 0; j < mult; j++) {
         const co = c * mult + j;
         for (let t = 0; t < T; t++) wt[t] = Wt[p.w.offset + co * T + t]!;
