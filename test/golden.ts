@@ -1,6 +1,7 @@
 // Shared by the golden tests (test/gen/*.py write the fixtures): tensors and arguments decoded from
 // JSON, and the op looked up by its PyTorch name.
 import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
 import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
@@ -48,4 +49,18 @@ export function resolveOp(op: string): (...a: unknown[]) => unknown {
   for (const p of op.split('.')) f = (f as Record<string, unknown>)[p];
   assert.equal(typeof f, 'function', `nbx.${op} is not a function`);
   return f as (...a: unknown[]) => unknown;
+}
+
+/** One golden case as the generators write it. */
+export interface GoldenCase {
+  name: string; op: string; args: unknown[]; kwargs: Record<string, unknown>;
+  out?: Enc[]; rtol?: number; atol?: number; error?: string; message?: string; torch_message?: string;
+  mutated?: { arg: number; want: Enc }[];
+}
+export interface GoldenFixture { tensors: Record<string, Enc>; cases: GoldenCase[] }
+
+/** The fixture files of a family: test/fixtures/<prefix>_*.json, sorted. */
+export function goldenFiles(prefix: string): { dir: URL; files: string[] } {
+  const dir = new URL('../../test/fixtures/', import.meta.url);
+  return { dir, files: readdirSync(dir).filter((f) => f.startsWith(`${prefix}_`) && f.endsWith('.json')).sort() };
 }

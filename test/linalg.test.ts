@@ -8,24 +8,16 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import * as nbx from '../src/index.js';
 import { decodeArg, makeTensor, numOf, resolveOp as resolve, type Enc, type Num } from './golden.js';
+import { goldenFiles, type GoldenCase, type GoldenFixture } from './golden.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { kernel } from '../src/backend/registry.js';
 import { blasInfo, setBlasEnabled } from '../src/backend/cpu/blas.js';
 import type { GemmParams } from '../src/backend/cpu/linalg.js';
 
-interface Case {
-  name: string; op: string; args: unknown[]; kwargs: Record<string, unknown>;
-  out?: Enc[]; rtol?: number; atol?: number; error?: string; torch_message?: string;
-}
-interface Fixture { tensors: Record<string, Enc>; cases: Case[] }
-
-const dir = new URL('../../test/fixtures/', import.meta.url);
-const fixtures = readdirSync(dir).filter((f) => /^linalg_.*\.json$/.test(f)).sort();
-
-
-
-
+type Case = GoldenCase;
+type Fixture = GoldenFixture;
+const { dir, files: fixtures } = goldenFiles('linalg');
 
 function assertClose(got: Tensor, want: Enc, rtol: number, atol: number, what: string): void {
   assert.equal(got.dt, want.dtype, `${what}: dtype`);

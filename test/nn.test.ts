@@ -6,23 +6,14 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import * as nbx from '../src/index.js';
 import { decodeArg, makeTensor, numOf, resolveOp as resolve, type Enc, type Num } from './golden.js';
+import { goldenFiles, type GoldenCase, type GoldenFixture } from './golden.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { _setAttentionBlock } from '../src/ops/nn.js';
 
-interface Case {
-  name: string; op: string; args: unknown[]; kwargs: Record<string, unknown>;
-  out?: Enc[]; rtol?: number; atol?: number; error?: string; message?: string; torch_message?: string;
-  mutated?: { arg: number; want: Enc }[];
-}
-interface Fixture { tensors: Record<string, Enc>; cases: Case[] }
-
-const dir = new URL('../../test/fixtures/', import.meta.url);
-const fixtures = readdirSync(dir).filter((f) => /^nn_.*\.json$/.test(f)).sort();
-
-
-
-
+type Case = GoldenCase;
+type Fixture = GoldenFixture;
+const { dir, files: fixtures } = goldenFiles('nn');
 
 function assertClose(got: Tensor, want: Enc, rtol: number, atol: number, what: string): void {
   assert.equal(got.dt, want.dtype, `${what}: dtype`);
