@@ -22,7 +22,7 @@ export function takeHost(ctorName: string, length: number, shared: boolean, zero
   if (!a) { hostPoolStats.misses++; return undefined; }
   pooledBytes -= a.byteLength;
   hostPoolStats.hits++;
-  if (zero) (a as Uint8Array).fill(0 as never);
+  if (zero) { if (a instanceof BigInt64Array) a.fill(0n); else (a as Uint8Array).fill(0); }
   return a;
 }
 

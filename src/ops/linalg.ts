@@ -120,9 +120,9 @@ function product(op: string, a: Tensor, b: Tensor, alpha: ScalarLike = 1, addend
     if (addend) {
       const expanded = addend.input.expand(outShape);
       beta = coef(addend.beta, integral);
-      c = beta === 0 ? Tensor.empty(outShape, cdt, a.device) : expanded.copyAs(cdt); // zeros on the CPU; GPU GEMMs ignore C when beta = 0
+      c = beta === 0 ? Tensor.empty(outShape, cdt, a.device, false) : expanded.copyAs(cdt); // every gemm kernel overwrites C when beta = 0
       expanded.dispose();
-    } else c = Tensor.empty(outShape, cdt, a.device);
+    } else c = Tensor.empty(outShape, cdt, a.device, false); // every gemm kernel overwrites C when beta = 0
     if (c.numel() > 0) {
       if (cdt !== dt) { a = own(a.copyAs(cdt)); b = own(b.copyAs(cdt)); }
       gemmStrided(op, a, b, c, coef(alpha, integral), beta, m, k, n, batch, integral, own);
