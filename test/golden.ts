@@ -64,3 +64,11 @@ export function goldenFiles(prefix: string): { dir: URL; files: string[] } {
   const dir = new URL('../../test/fixtures/', import.meta.url);
   return { dir, files: readdirSync(dir).filter((f) => f.startsWith(`${prefix}_`) && f.endsWith('.json')).sort() };
 }
+
+/** The call a golden case describes (its decoded arguments applied to the op, options object last) and those arguments. */
+export function caseCall(c: GoldenCase, tensors: Record<string, Enc>): { call: () => unknown; args: unknown[] } {
+  const args = c.args.map((a) => decodeArg(a, tensors));
+  const kw = Object.fromEntries(Object.entries(c.kwargs).map(([k, v]) => [k, decodeArg(v, tensors)]));
+  const fn = resolveOp(c.op);
+  return { call: () => fn(...args, ...(Object.keys(kw).length ? [kw] : [])), args };
+}

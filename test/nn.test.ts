@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import * as nbx from '../src/index.js';
 import { decodeArg, makeTensor, numOf, resolveOp as resolve, type Enc, type Num } from './golden.js';
-import { goldenFiles, type GoldenCase, type GoldenFixture } from './golden.js';
+import { caseCall, goldenFiles, type GoldenCase, type GoldenFixture } from './golden.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { _setAttentionBlock } from '../src/ops/nn.js';
@@ -33,9 +33,7 @@ for (const file of fixtures) {
     const failures: string[] = [];
     for (const c of fx.cases) {
       nbx.scope(() => {
-        const args = c.args.map((a) => decodeArg(a, fx.tensors));
-        const kw = Object.fromEntries(Object.entries(c.kwargs).map(([k, v]) => [k, decodeArg(v, fx.tensors)]));
-        const call = (): unknown => resolve(c.op)(...args, ...(Object.keys(kw).length ? [kw] : []));
+        const { call, args } = caseCall(c, fx.tensors);
         try {
           if (c.error) {
             let err: unknown;

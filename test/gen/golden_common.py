@@ -35,3 +35,10 @@ def enc_tensor(t):
     if t.dtype == torch.int64: vals = [str(v) for v in vals]  # exact beyond 2^53
     if t.dtype == torch.bool: vals = [int(v) for v in vals]
     return {"shape": list(t.shape), "dtype": str(t.dtype)[6:], "data": [num(v) for v in vals]}
+
+
+def val(v):
+    """The PyTorch value of an argument: T becomes its view, lists of T their views."""
+    if isinstance(v, T): return v.value()
+    if isinstance(v, (list, tuple)) and v and isinstance(v[0], T): return [val(x) for x in v]
+    return v

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from golden_common import T, enc_tensor, num  # noqa: E402
+from golden_common import T, enc_tensor, num, val  # noqa: E402
 
 G = torch.Generator().manual_seed(1234)
 LOWP = (torch.float16, torch.bfloat16)
@@ -45,10 +45,6 @@ def enc(v, file=None):
     return v
 
 
-def val(v):
-    if isinstance(v, T): return v.value()
-    if isinstance(v, (list, tuple)) and v and isinstance(v[0], T): return [val(x) for x in v]
-    return v
 
 
 def lowp(fn):
