@@ -1,4 +1,4 @@
-import { takeHost } from '../memory/host_pool.js';
+import { takeHost, takeSmallHost } from '../memory/host_pool.js';
 
 // The dtype table. Everything the engine knows about a dtype is in this one table: size, category,
 // how the CPU stores it, its range, and its names in other formats. Code asks the table; it does not
@@ -112,11 +112,15 @@ const STORAGE_CTORS = {
 export const SHARED_MIN_BYTES = 1 << 20;
 
 /** A CPU storage array for `numel` elements of `d`: zero-filled unless `zero` is false (then contents are arbitrary). */
+/** Below this size host buffers come from the small-buffer free lists (see memory/host_pool.ts). */
+const SMALL_POOL_BYTES = 64 << 10;
+
 export function allocStorage(d: DTypeName, numel: number, zero = true): StorageArray {
   const i = DTYPES[d];
   const ctor = STORAGE_CTORS[i.storage];
   const count = numel * i.lanes;
   const bytes = count * ctor.BYTES_PER_ELEMENT;
+  if (bytes < SMALL_POOL_BYTES) return takeSmallHost(ctor, count, zero) ?? new ctor(count);
   const shared = bytes >= SHARED_MIN_BYTES;
   const pooled = takeHost(ctor.name, count, shared, zero);
   if (pooled) return pooled;

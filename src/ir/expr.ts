@@ -25,14 +25,68 @@ export const UNARY_PRIMS: readonly UnaryPrim[] = ['neg', 'abs', 'floor', 'ceil',
 export const BINARY_PRIMS: readonly BinaryPrim[] = ['add', 'sub', 'mul', 'div', 'floordiv', 'truncdiv', 'mod', 'fmod', 'pow',
   'atan2', 'max', 'min', 'lt', 'le', 'gt', 'ge', 'eq', 'ne', 'and', 'or', 'xor', 'shl', 'shr', 'copysign', 'hypot'];
 
-/** Every distinct node, by structure: building an expression that exists returns the existing node. */
-const NODES = new Map<string, Expr>();
-
 const BOOL_RESULT = new Set<Prim>(['lt', 'le', 'gt', 'ge', 'eq', 'ne', 'isnan', 'isinf', 'not']);
 
+/**
+ * Hash-consing: a node is identified by (op, dtype, arg, children), so an op that builds the same
+ * expression on every call gets the same objects back, with their memoised keys, slot counts and
+ * compiled kernels — the elementwise hot path does no tree walks after the first call. Lookups use
+ * numeric keys (strings would be hashed afresh on every call): interior nodes are interned in their
+ * first child's `parents` map under (op, dtype, second child), `where` one level deeper under its
+ * third child; load/param leaves under (op, dtype, slot); constants per dtype under their value.
+ */
+const PRIM_CODE = new Map<Prim, number>(
+  [...UNARY_PRIMS, ...BINARY_PRIMS, 'where', 'load', 'param', 'const', 'cast'].map((p, i) => [p as Prim, i]));
+const DTYPE_CODE = new Map<DTypeName, number>(Object.keys(DTYPES).map((d, i) => [d as DTypeName, i]));
+const ID_SPACE = 2 ** 26; // node ids below this keep (op, dtype, id) keys exact in a double
+const LEAVES = new Map<number, Expr>();
+const CONSTS = new Map<number, Map<number, Expr>>(); // dtype code → value → node (-0 keyed apart: Maps equate ±0)
+let nodeCount = 0;
+
+function intern(op: Prim, dtype: DTypeName, src: readonly Expr[], arg: number): Expr {
+  const head = PRIM_CODE.get(op)! * 64 + DTYPE_CODE.get(dtype)!;
+  let table: Map<number, Expr>;
+  let k: number;
+  if (src.length === 0) {
+    if (op === 'const') {
+      const ck = Object.is(arg, -0) ? -1 - head : head;
+      let t = CONSTS.get(ck);
+      if (t === undefined) CONSTS.set(ck, (t = new Map()));
+      table = t;
+      k = arg;
+    } else {
+      table = LEAVES;
+      k = head * ID_SPACE + arg;
+    }
+  } else {
+    const first = src[0]!;
+    const parents = first.parents ?? ((first as { parents: Map<number, unknown> }).parents = new Map());
+    k = head * ID_SPACE + (src.length > 1 ? src[1]!.id + 1 : 0);
+    if (src.length <= 2) table = parents as Map<number, Expr>;
+    else {
+      let t = parents.get(k) as Map<number, Expr> | undefined;
+      if (t === undefined) parents.set(k, (t = new Map()));
+      table = t;
+      k = src[2]!.id;
+    }
+  }
+  let e = table.get(k);
+  if (e === undefined) table.set(k, (e = new Expr(op, dtype, src, arg)));
+  return e;
+}
+
+const NO_SRC: readonly Expr[] = [];
+
 export class Expr {
+  /** A process-unique id; `key` is its string form (equal keys render to equal code). */
+  readonly id: number;
   /** A structural key: equal keys render to equal code (params are slots, so values are not in it). */
-  readonly key!: string;
+  readonly key: string;
+  /** Interior nodes whose first child is this one (see intern). */
+  readonly parents?: Map<number, unknown>;
+  /** Backend caches (compiled kernels) attached to the node, by backend-chosen name. */
+  readonly memo: Record<string, unknown> = {};
+  /** Internal: build nodes with the static builders, which intern them. */
   constructor(
     readonly op: Prim,
     readonly dtype: DTypeName,
@@ -40,33 +94,25 @@ export class Expr {
     /** load/param: the slot index; const: the value. */
     readonly arg: number = 0,
   ) {
-    // Hash-consing: a node is identified by (op, dtype, arg, child ids), so an op that builds the same
-    // expression on every call gets the same objects back, with their memoised keys, slot counts and
-    // compiled kernels — the elementwise hot path does no tree walks after the first call.
-    const a = op === 'const' ? (Object.is(arg, -0) ? '-0' : String(arg)) : op === 'load' || op === 'param' ? String(arg) : '';
-    let sig = `${op}:${dtype}:${a}(`;
-    for (let i = 0; i < src.length; i++) sig += (i ? ',' : '') + src[i]!.key;
-    sig += ')';
-    const existing = NODES.get(sig);
-    if (existing) return existing;
-    (this as { key: string }).key = `e${NODES.size}`;
-    NODES.set(sig, this);
+    this.id = nodeCount++;
+    if (this.id >= ID_SPACE) throw new Error('IR: too many distinct expression nodes');
+    this.key = `e${this.id}`;
   }
 
   // Builders. Operands of binary ops must already share a dtype; `cast` converts explicitly.
-  static load(slot: number, dtype: DTypeName): Expr { return new Expr('load', dtype, [], slot); }
-  static param(slot: number, dtype: DTypeName): Expr { return new Expr('param', dtype, [], slot); }
-  static const(value: number, dtype: DTypeName): Expr { return new Expr('const', dtype, [], value); }
-  cast(to: DTypeName): Expr { return to === this.dtype ? this : new Expr('cast', to, [this]); }
-  un(op: UnaryPrim): Expr { return new Expr(op, BOOL_RESULT.has(op) ? 'bool' : this.dtype, [this]); }
+  static load(slot: number, dtype: DTypeName): Expr { return intern('load', dtype, NO_SRC, slot); }
+  static param(slot: number, dtype: DTypeName): Expr { return intern('param', dtype, NO_SRC, slot); }
+  static const(value: number, dtype: DTypeName): Expr { return intern('const', dtype, NO_SRC, value); }
+  cast(to: DTypeName): Expr { return to === this.dtype ? this : intern('cast', to, [this], 0); }
+  un(op: UnaryPrim): Expr { return intern(op, BOOL_RESULT.has(op) ? 'bool' : this.dtype, [this], 0); }
   bin(op: BinaryPrim, other: Expr | number): Expr {
     const o = typeof other === 'number' ? Expr.const(other, this.dtype) : other;
     if (o.dtype !== this.dtype) throw new Error(`IR: ${op} of ${this.dtype} and ${o.dtype}`);
-    return new Expr(op, BOOL_RESULT.has(op) ? 'bool' : this.dtype, [this, o]);
+    return intern(op, BOOL_RESULT.has(op) ? 'bool' : this.dtype, [this, o], 0);
   }
   static where(c: Expr, a: Expr, b: Expr): Expr {
     if (a.dtype !== b.dtype) throw new Error(`IR: where of ${a.dtype} and ${b.dtype}`);
-    return new Expr('where', a.dtype, [c.dtype === 'bool' ? c : c.cast('bool'), a, b]);
+    return intern('where', a.dtype, [c.dtype === 'bool' ? c : c.cast('bool'), a, b], 0);
   }
 
   add(o: Expr | number): Expr { return this.bin('add', o); }

@@ -2,6 +2,10 @@
 // on first touch (often more than the operation that fills it); disposed CPU tensors hand their
 // buffers back here and the next allocation of the same size takes one. Bounded (NBX_HOST_POOL_MB,
 // default 256); buffers taken for a zero-filled tensor are cleared first.
+//
+// Small buffers (< 64 KiB) have their own free lists, keyed by constructor and length without
+// building strings: a loop of small ops then allocates no typed arrays at all (a fresh 128-byte
+// Float32Array is an off-heap allocation plus GC bookkeeping, which dominated a 32-element add).
 
 import type { StorageArray } from '../dtype/dtypes.js';
 
@@ -13,6 +17,20 @@ let pooledBytes = 0;
 export const hostPoolStats = { hits: 0, misses: 0, returned: 0 };
 
 const keyOf = (ctorName: string, length: number, shared: boolean): string => `${ctorName}:${length}:${shared ? 's' : 'p'}`;
+
+const SMALL_PER_LENGTH = 32;
+const SMALL_LIMIT_BYTES = 16 << 20;
+const small = new Map<unknown, Map<number, StorageArray[]>>(); // constructor → length → free arrays
+let smallBytes = 0;
+
+/** A pooled small array (byteLength < 64 KiB) of this constructor and length, or undefined. */
+export function takeSmallHost(ctor: unknown, length: number, zero: boolean): StorageArray | undefined {
+  const a = small.get(ctor)?.get(length)?.pop();
+  if (a === undefined) return undefined;
+  smallBytes -= a.byteLength;
+  if (zero) { if (a instanceof BigInt64Array) a.fill(0n); else (a as Uint8Array).fill(0); }
+  return a;
+}
 
 /** A pooled array of this constructor and length, or undefined. */
 export function takeHost(ctorName: string, length: number, shared: boolean, zero: boolean): StorageArray | undefined {
@@ -28,7 +46,18 @@ export function takeHost(ctorName: string, length: number, shared: boolean, zero
 
 /** Returns a buffer nobody references any more (its storage was released). */
 export function giveHost(a: StorageArray): void {
-  if (a.byteLength < MIN_BYTES || a.byteOffset !== 0 || a.byteLength !== a.buffer.byteLength) return; // only whole buffers
+  if (a.byteOffset !== 0 || a.byteLength !== a.buffer.byteLength) return; // only whole buffers
+  if (a.byteLength < MIN_BYTES) {
+    if (a.byteLength === 0 || smallBytes + a.byteLength > SMALL_LIMIT_BYTES || a.buffer instanceof SharedArrayBuffer) return;
+    let byLen = small.get(a.constructor);
+    if (!byLen) { byLen = new Map(); small.set(a.constructor, byLen); }
+    let list = byLen.get(a.length);
+    if (!list) { list = []; byLen.set(a.length, list); }
+    if (list.length >= SMALL_PER_LENGTH) return;
+    list.push(a);
+    smallBytes += a.byteLength;
+    return;
+  }
   if (pooledBytes + a.byteLength > limitBytes()) return;
   const k = keyOf(a.constructor.name, a.length, a.buffer instanceof SharedArrayBuffer);
   let list = free.get(k);
@@ -39,4 +68,4 @@ export function giveHost(a: StorageArray): void {
   hostPoolStats.returned++;
 }
 
-export function clearHostPool(): void { free.clear(); pooledBytes = 0; }
+export function clearHostPool(): void { free.clear(); pooledBytes = 0; small.clear(); smallBytes = 0; }

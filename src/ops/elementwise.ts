@@ -3,7 +3,7 @@
 
 import { Expr } from '../ir/expr.js';
 import { Tensor } from '../tensor/tensor.js';
-import { backendFor, type Device } from '../backend/backend.js';
+import { backendFor, type Device, type StridedRef } from '../backend/backend.js';
 import { DTYPES, isFloat, type DTypeName } from '../dtype/dtypes.js';
 import { defaultFloatDType, promoteTypes, resultType, toFloatingDType, type Participant } from '../dtype/promotion.js';
 import { encodeNumber, roundTo } from '../dtype/convert.js';
@@ -26,7 +26,16 @@ export function describe(x: unknown): string {
   return typeof x === 'object' ? (x as object).constructor?.name ?? 'object' : `${typeof x} ${String(x)}`;
 }
 
-export const resultTypeOf = (...xs: Operand[]): DTypeName => resultType(xs.map(participant));
+export function resultTypeOf(...xs: Operand[]): DTypeName {
+  // Fast path: tensors of one dtype (promotion is the identity then, whatever their ranks).
+  const x0 = xs[0];
+  if (x0 instanceof Tensor) {
+    let same = true;
+    for (let i = 1; i < xs.length; i++) { const x = xs[i]; if (!(x instanceof Tensor) || x.dt !== x0.dt) { same = false; break; } }
+    if (same) return x0.dt;
+  }
+  return resultType(xs.map(participant));
+}
 
 export function deviceOf(op: string, xs: readonly unknown[]): Device {
   let dev: Device | undefined;
@@ -69,29 +78,37 @@ export function elementwise(op: string, operands: readonly Operand[], compute: D
   build: (xs: Expr[], ctx: EwContext) => Expr): Tensor {
   const device = deviceOf(op, operands);
   if (device === undefined) throw new ValueError(op, 'needs at least one tensor operand');
-  for (const d of [compute, out]) {
-    if (DTYPES[d].storageOnly) throw new DTypeError(op, `"${op}" is not implemented for '${d}' (float8 types are storage only: convert with .to() first)`);
-    if (DTYPES[d].kind === 'complex') throw new DTypeError(op, `"${op}" is not implemented for complex tensors yet`);
-  }
+  checkComputable(op, compute);
+  if (out !== compute) checkComputable(op, out);
+  // This is the hot path of every small op: plain loops, no per-call closures beyond `ctx`.
   const tensors: Tensor[] = [];
+  const refs: StridedRef[] = [];
   const params: (number | bigint)[] = [];
   const ctx: EwContext = {
     param: (v, dtype) => { params.push(scalarValue(v, dtype)); return Expr.param(params.length - 1, dtype); },
     const: (v, dtype) => Expr.const(v, dtype),
   };
-  const xs = operands.map((x) => {
+  const xs: Expr[] = [];
+  for (let i = 0; i < operands.length; i++) {
+    const x = operands[i]!;
     if (x instanceof Tensor) {
       if (DTYPES[x.dt].storageOnly) throw new DTypeError(op, `"${op}" is not implemented for '${x.dt}' (float8 types are storage only: convert with .to() first)`);
+      xs.push(Expr.load(tensors.length, x.dt).cast(compute));
       tensors.push(x);
-      return Expr.load(tensors.length - 1, x.dt).cast(compute);
-    }
-    return ctx.param(x, compute);
-  });
-  const shape = broadcastShapes(op, ...tensors.map((t) => t.shape));
+      refs.push(x.ref());
+    } else xs.push(ctx.param(x, compute));
+  }
+  const shape = tensors.length === 1 ? tensors[0]!.shape : broadcastShapes(op, ...tensors.map((t) => t.shape));
   const expr = build(xs, ctx).cast(out);
   const result = Tensor.empty(shape, out, device, false); // every element is written
-  if (result.numel() > 0) backendFor(device).elementwise(expr, tensors.map((t) => t.ref()), params, result.ref());
+  if (result.numel() > 0) backendFor(device).elementwise(expr, refs, params, result.ref());
   return result;
+}
+
+function checkComputable(op: string, d: DTypeName): void {
+  const info = DTYPES[d];
+  if (info.storageOnly) throw new DTypeError(op, `"${op}" is not implemented for '${d}' (float8 types are storage only: convert with .to() first)`);
+  if (info.kind === 'complex') throw new DTypeError(op, `"${op}" is not implemented for complex tensors yet`);
 }
 
 // ---- dtype rules ---------------------------------------------------------------------------------

@@ -81,31 +81,33 @@ export const isOptions = (v: unknown): v is Record<string, unknown> =>
 
 /** Binds positional args and a trailing options object to the signature's names. */
 export function bind(info: OpInfo, args: readonly unknown[]): Record<string, unknown> {
-  let pos = args;
-  let opts: Record<string, unknown> = {};
-  if (pos.length && isOptions(pos[pos.length - 1])) {
-    opts = pos[pos.length - 1] as Record<string, unknown>;
-    pos = pos.slice(0, -1);
-  }
+  // Runs on every call of every operation: index arithmetic instead of slicing, no key scan without options.
+  let npos = args.length;
+  let opts: Record<string, unknown> | undefined;
+  if (npos && isOptions(args[npos - 1])) opts = args[--npos] as Record<string, unknown>;
   const out: Record<string, unknown> = {};
   let i = 0;
-  for (const p of info.params) {
+  const params = info.params;
+  for (let q = 0; q < params.length; q++) {
+    const p = params[q]!;
     if (p.variadic) {
-      const rest = pos.slice(i);
-      i = pos.length;
+      const rest = args.slice(i, npos);
+      i = npos;
       out[p.name] = rest.length === 1 && Array.isArray(rest[0]) ? rest[0] : rest;
       continue;
     }
-    if (!p.kwOnly && i < pos.length) {
-      if (p.name in opts) throw new ValueError(info.name, `${info.name}() got multiple values for argument '${p.name}'`);
-      out[p.name] = pos[i++];
-    } else if (p.name in opts && opts[p.name] !== undefined) out[p.name] = opts[p.name];
+    if (!p.kwOnly && i < npos) {
+      if (opts !== undefined && p.name in opts) throw new ValueError(info.name, `${info.name}() got multiple values for argument '${p.name}'`);
+      out[p.name] = args[i++];
+    } else if (opts !== undefined && p.name in opts && opts[p.name] !== undefined) out[p.name] = opts[p.name];
     else if (p.required) throw new ValueError(info.name, `${info.name}() missing required argument '${p.name}' (signature: ${info.signature})`);
     else out[p.name] = p.def;
   }
-  if (i < pos.length) throw new ValueError(info.name, `${info.name}() takes ${i} positional arguments but ${pos.length} were given (signature: ${info.signature})`);
-  for (const k of Object.keys(opts)) {
-    if (!info.params.some((p) => p.name === k)) throw new ValueError(info.name, `${info.name}() got an unexpected keyword argument '${k}' (signature: ${info.signature})`);
+  if (i < npos) throw new ValueError(info.name, `${info.name}() takes ${i} positional arguments but ${npos} were given (signature: ${info.signature})`);
+  if (opts !== undefined) {
+    for (const k of Object.keys(opts)) {
+      if (!params.some((p) => p.name === k)) throw new ValueError(info.name, `${info.name}() got an unexpected keyword argument '${k}' (signature: ${info.signature})`);
+    }
   }
   return out;
 }

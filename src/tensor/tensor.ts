@@ -26,13 +26,16 @@ export class Tensor {
   private _storage: Storage | null;
 
   /** Internal: use the creation functions (nbx.tensor, nbx.zeros, ...). */
-  constructor(storage: Storage, shape: Shape, strides: readonly number[], offset: number) {
+  constructor(storage: Storage, shape: Shape, strides: readonly number[], offset: number, owned = false) {
     this._storage = storage.retain();
-    this.shape = Object.freeze([...shape]);
-    this._strides = Object.freeze([...strides]);
+    // `owned`: the caller made fresh arrays for this tensor alone, so they need no defensive copy.
+    this.shape = Object.freeze(owned ? shape as number[] : [...shape]);
+    this._strides = Object.freeze(owned ? strides as number[] : [...strides]);
     this._offset = offset;
     this.dt = storage.dtype;
-    finalizer.register(this, storage, this);
+    // GC safety net for device memory only: a CPU buffer is reclaimed by the GC with its tensor anyway,
+    // and registering every small CPU result costs more than the op itself.
+    if (storage.device.type !== 'cpu') finalizer.register(this, storage, this);
     track(this);
   }
 
@@ -45,7 +48,7 @@ export class Tensor {
     const dev = Device.of(device);
     const numel = numelOf(shape);
     const buf = dev.type === 'cpu' ? allocStorage(dtype, numel, zero ?? true) : backendFor(dev).alloc(dtype, numel, zero ?? false);
-    return new Tensor(new Storage(dev, dtype, numel, buf), shape, contiguousStrides(shape), 0);
+    return new Tensor(new Storage(dev, dtype, numel, buf), shape.slice(), contiguousStrides(shape), 0, true);
   }
 
   /** Wraps host storage (already in the engine's storage convention) as a contiguous CPU tensor, moved to `device`. */

@@ -37,31 +37,58 @@ export function coalesce(shape: readonly number[], strides: number[][]): { shape
   return { shape: outShape, strides: outStrides };
 }
 
-const cache = new Map<string, { fn: Kernel; src: string; key: string }>();
+const cache = new Map<string, CompiledKernel>();
+interface CompiledKernel { fn: Kernel; src: string; key: string; inDTypes: readonly string[]; outDType: string }
 
 /** Compiles (or finds) the kernel; flat kernels run elements [inner, n) so threads can split them. */
-function compile(expr: Expr, ins: StridedRef[], out: StridedRef, flat: boolean): { fn: Kernel; src: string; key: string } {
+function compile(expr: Expr, ins: StridedRef[], out: StridedRef, flat: boolean): CompiledKernel {
+  // Fast path: the kernel memoised on the (interned) expression node, checked against the operand dtypes.
+  const memoKey = flat ? 'cpuFlat' : 'cpuStrided';
+  const m = expr.memo[memoKey] as CompiledKernel | undefined;
+  if (m !== undefined && m.outDType === out.dtype && m.inDTypes.length === ins.length) {
+    let same = true;
+    for (let i = 0; i < ins.length; i++) if (m.inDTypes[i] !== ins[i]!.dtype) { same = false; break; }
+    if (same) return m;
+  }
   const key = `${expr.key}|${ins.map((r) => r.dtype).join(',')}|${out.dtype}|${flat}`;
-  const hit = cache.get(key);
-  if (hit) return hit;
-  const loads = (slot: number): string => renderLoad(ins[slot]!.dtype, `a${slot}`, flat ? `i+o${slot}` : `j${slot}`);
-  const [body, res] = renderExpr(expr, loads, (s) => `p${s}`);
-  const params = [...Array(expr.slots('param')).keys()].map((s) => `const p${s}=params[${s}];`).join('');
-  const store = renderStore(out.dtype, 'out', flat ? 'i' : 'oi', res);
-  let src: string;
-  if (flat) {
-    src = `${ins.map((_, s) => `const a${s}=ins[${s}],o${s}=offs[${s}+1];`).join('')}${params}
+  let entry = cache.get(key);
+  if (!entry) {
+    const loads = (slot: number): string => renderLoad(ins[slot]!.dtype, `a${slot}`, flat ? `i+o${slot}` : `j${slot}`);
+    const [body, res] = renderExpr(expr, loads, (s) => `p${s}`);
+    const params = [...Array(expr.slots('param')).keys()].map((s) => `const p${s}=params[${s}];`).join('');
+    const store = renderStore(out.dtype, 'out', flat ? 'i' : 'oi', res);
+    let src: string;
+    if (flat) {
+      src = `${ins.map((_, s) => `const a${s}=ins[${s}],o${s}=offs[${s}+1];`).join('')}${params}
       for(let i=inner;i<n;i++){${body}${store};}`;
-  } else {
-    // n = outer count; each outer step the caller-provided offsets advance (odometer below).
-    src = `${ins.map((_, s) => `const a${s}=ins[${s}],s${s}=is[${s}+1];`).join('')}${params}
+    } else {
+      // n = outer count; each outer step the caller-provided offsets advance (odometer below).
+      src = `${ins.map((_, s) => `const a${s}=ins[${s}],s${s}=is[${s}+1];`).join('')}${params}
       let oi=offs[0];${ins.map((_, s) => `let j${s}=offs[${s}+1];`).join('')}
       for(let i=0;i<inner;i++){${body}${store};oi++;${ins.map((_, s) => `j${s}+=s${s};`).join('')}}`;
+    }
+    entry = { fn: makeKernel(src), src, key, inDTypes: ins.map((r) => r.dtype), outDType: out.dtype };
+    cache.set(key, entry);
   }
-  const entry = { fn: makeKernel(src), src, key };
-  cache.set(key, entry);
+  (expr.memo as Record<string, unknown>)[memoKey] = entry;
   return entry;
 }
+
+/** True when `r` is a dense, contiguous operand of exactly `n` elements laid out like a fresh output. */
+function denseLike(r: StridedRef, shape: readonly number[]): boolean {
+  const s = r.shape, st = r.strides;
+  if (s.length !== shape.length) return false;
+  let acc = 1;
+  for (let d = s.length - 1; d >= 0; d--) {
+    const sz = s[d]!;
+    if (sz !== shape[d]) return false;
+    if (sz !== 1 && st[d] !== acc) return false;
+    acc *= sz;
+  }
+  return true;
+}
+
+const EMPTY: number[] = [];
 
 /** Runs `expr` over `out` (contiguous, fresh) with inputs broadcast to out's shape. */
 export function runElementwise(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
@@ -70,6 +97,18 @@ export function runElementwise(expr: Expr, ins: StridedRef[], params: (number | 
   if (n === 0) return;
   const lanesOut = DTYPES[out.dtype].lanes;
   if (lanesOut !== 1) throw new Error('runElementwise: complex operands must be passed as real views');
+  // The common case (every operand dense and shaped like the output) skips stride coalescing.
+  let dense = true;
+  for (let i = 0; i < ins.length; i++) if (!denseLike(ins[i]!, shape)) { dense = false; break; }
+  if (dense) {
+    const k = compile(expr, ins, out, true);
+    const inArrs: unknown[] = [];
+    const offs = [out.offset];
+    for (let i = 0; i < ins.length; i++) { inArrs.push(ins[i]!.buf); offs.push(ins[i]!.offset); }
+    if (n >= PARALLEL_MIN && parallelFlat(k.key, k.src, out.buf, inArrs, params, n, offs)) return;
+    k.fn(out.buf, inArrs, params, n, 0, EMPTY, offs);
+    return;
+  }
   const bs = ins.map((r) => broadcastStrides(r.shape, r.strides, shape));
   const outStrides: number[] = [];
   { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
