@@ -15,10 +15,13 @@ import { copyStrided, module, U } from './elementwise.js';
 import { env, notice } from './gpu.js';
 import { webgpuConv, webgpuConvSupports, webgpuPool, webgpuPoolSupports, webgpuRowNorm, webgpuSoftmax, type ConvParams, type PoolParams } from './nn_kernels.js';
 import type { RowNormParams, SoftmaxParams } from '../cpu/nn.js';
+import { installWebGPUIndexingKernels } from './indexing_kernels.js';
+import { installWebGPUFftKernels } from './fft_kernels.js';
 
 let be: WebGPUBackend;
 export function installWebGPUKernels(backend: WebGPUBackend): void {
   be = backend;
+  installWebGPUFftKernels(backend);
   registerKernel('reduce', 'webgpu', webgpuReduce);
   registerKernel('scan', 'webgpu', webgpuScan);
   registerKernel('gemm', 'webgpu', webgpuGemm);
@@ -39,6 +42,7 @@ export function installWebGPUKernels(backend: WebGPUBackend): void {
       else (staged ??= hostStaged(name))(p); // integer convolutions
     });
   }
+  installWebGPUIndexingKernels(be);
   setStagingProvider('webgpu', hostStaged);
 }
 
