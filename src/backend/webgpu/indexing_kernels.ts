@@ -1,0 +1,350 @@
+// WebGPU kernels of the indexing family, with the CPU kernels' signatures and semantics
+// (src/backend/cpu/indexing.ts), ported from the CUDA ones (src/backend/cuda/indexing_kernels.ts):
+//   gather          a thread per index position.
+//   scatter         deterministic, bit-identical in order to the CPU: an output slot is written only by
+//                   the index positions of one "column" (every coordinate but `dim`), so a thread per
+//                   column applies them in index order (overwrite: the last write wins; reductions in
+//                   order; mean counts in a scratch word per slot, divided by the same thread).
+//   linear_index    a thread per position (int32 output: WGSL has no int64).
+//   nonzero, masked_select, masked_scatter: stream compaction (per-workgroup counts, a one-workgroup
+//                   scan, an ordered emit), positions row-major as on the CPU.
+// Index values are int32 (WGSL has no int64; an int64 index tensor cannot live on webgpu at all).
+// Index errors: WebGPU cannot read back synchronously, so a kernel records the first failing position
+// (atomicMax of ~pos, as CUDA), a one-thread pass of the same kernel fetches that position's index value,
+// and a host step after them raises the CPU kernel's IndexError: like any device fault it surfaces at the
+// next read (`await t.data()`), as host staging did. Packed 8/16-bit outputs are written through atomic
+// and/or on their word (neighbouring elements belong to other threads).
+
+import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
+import type { StridedRef } from '../backend.js';
+import { registerKernel } from '../registry.js';
+import type { ScatterMode, ScatterOptions } from '../cpu/indexing.js';
+import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
+import { DeviceLimitError, IndexError, UnsupportedError } from '../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
+import { module, U } from './elementwise.js';
+
+let be: WebGPUBackend;
+export function installWebGPUIndexingKernels(backend: WebGPUBackend): void {
+  be = backend;
+  registerKernel('gather', 'webgpu', webgpuGather);
+  registerKernel('scatter', 'webgpu', webgpuScatter);
+  registerKernel('linear_index', 'webgpu', webgpuLinearIndex);
+  registerKernel('nonzero', 'webgpu', webgpuNonzero);
+  registerKernel('masked_select', 'webgpu', webgpuMaskedSelect);
+  registerKernel('masked_scatter', 'webgpu', webgpuMaskedScatter);
+}
+
+// ---- helpers shared with resample_kernels.ts and int_kernels.ts ------------------------------------
+
+const programs = new Map<string, Program>();
+/** A cached program (the source is made once, when the backend first compiles it). */
+export function program(key: string, access: string, words: number, source: () => string): Program {
+  let p = programs.get(key);
+  if (!p) { p = { key, access, words, source }; programs.set(key, p); }
+  return p;
+}
+export const f32w = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
+export const numelOf = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
+export const isFloat = (d: DTypeName): boolean => DTYPES[d].kind === 'float';
+/** The binding letter of a written operand: atomic words when 1/2-byte elements share a word. */
+export const outAccess = (d: DTypeName): string => (perWord(d) > 1 ? 'a' : 'w');
+/** Statements storing compute value `v` (f32 for floats, i32 otherwise) as element `idx` of binding `buf` of dtype d. */
+export const storeVal = (d: DTypeName, buf: string, idx: string, v: string): string => {
+  const bits = R.bits(d, v);
+  return perWord(d) > 1 ? R.storeShared(d, buf, idx, bits) : `${buf}[${idx}] = ${bits};`;
+};
+/** The compute value of element `idx` (a plain name) of a writable binding `buf` (atomic when packed). */
+export const loadOut = (d: DTypeName, buf: string, idx: string): string =>
+  (perWord(d) > 1 ? R.load(d, 'nbx_o', idx).replace(/nbx_o\[([^\]]*)\]/g, `atomicLoad(&${buf}[$1])`) : R.load(d, buf, idx));
+/** The raw storage bits (u32, low bits) of element `idx` of read-only binding `buf`. */
+export const rawLoad = (d: DTypeName, buf: string, idx: string): string => {
+  const k = perWord(d);
+  if (k === 1) return `${buf}[${idx}]`;
+  return k === 2 ? `((${buf}[(${idx}) >> 1u] >> (((${idx}) & 1u) * 16u)) & 0xffffu)` : `((${buf}[(${idx}) >> 2u] >> (((${idx}) & 3u) * 8u)) & 0xffu)`;
+};
+export const rawStore = (d: DTypeName, buf: string, idx: string, bits: string): string =>
+  (perWord(d) > 1 ? R.storeShared(d, buf, idx, bits) : `${buf}[${idx}] = ${bits};`);
+
+/**
+ * The buffers of a dispatch: the written ones first (distinct), then the read ones; a read operand in a
+ * written buffer reads a copy taken first (WebGPU forbids a writable binding aliasing another binding).
+ * `done()` frees the copies after the dispatches are recorded.
+ */
+export function bindAll(written: WGBuffer[], read: WGBuffer[]): { bufs: WGBuffer[]; done: () => void } {
+  const temps = new Map<WGBuffer, WGBuffer>();
+  const bufs = [...written];
+  for (const b of read) {
+    if (!written.includes(b)) { bufs.push(b); continue; }
+    let t = temps.get(b);
+    if (!t) { t = be.allocBytes(b.bytes); be.copyBuffer(b, t, b.bytes); temps.set(b, t); }
+    bufs.push(t);
+  }
+  return { bufs, done: () => { for (const t of temps.values()) be.free(t); } };
+}
+
+/**
+ * WGSL turning row-major position `lin` over nd dims into offsets: dim d's size is uniform word
+ * at + d*per, operand q's stride (elements, signed) word at + d*per + 1 + q; adds coord*stride to the
+ * i32 variables `vars[q]` (declared by the caller). With `coords`, coordinate d goes to `coords[d]`.
+ */
+export function decompose(nd: number, at: number, per: number, vars: string[], lin: string, coords?: string): string {
+  if (nd === 0) return '';
+  const parts = [`var nbx_r = ${lin};`];
+  for (let d = nd - 1; d >= 0; d--) {
+    const w = at + d * per;
+    parts.push(`{ let c = ${d > 0 ? `nbx_r % ${U(w)}; nbx_r = nbx_r / ${U(w)};` : 'nbx_r;'} ${vars.map((v, q) => `${v} += i32(c) * bitcast<i32>(${U(w + 1 + q)});`).join(' ')}${coords ? ` ${coords}[${d}] = c;` : ''} }`);
+  }
+  return parts.join('\n  ');
+}
+/** Uniform words for `decompose`: per dim, its size then each operand's stride. */
+export const dimWords = (shape: readonly number[], strides: readonly (readonly number[])[]): number[] =>
+  shape.flatMap((s, d) => [s, ...strides.map((st) => st[d]! >>> 0)]);
+
+/** Complex tensors move as pairs of float32 words: strides and offsets in words, the dtype float32. */
+function lanesOf(r: StridedRef): StridedRef {
+  if (DTYPES[r.dtype].lanes === 1) return r;
+  return { ...r, dtype: 'float32', strides: r.strides.map((s) => s * 2), offset: r.offset * 2 };
+}
+
+// ---- index errors ------------------------------------------------------------------------------------
+
+/** A cleared error record: [~first failing position (0: none), that position's index value]. */
+const errBuffer = (): WGBuffer => be.allocBytes(8, true);
+/** WGSL recording failing position `pos` (a u32 expression) in binding `buf`. */
+export const recordErr = (buf: string, pos: string): string => `atomicMax(&${buf}[0], ~(${pos}));`;
+
+/**
+ * After the checking dispatches: a host step that raises `error(value)` if a position failed (the error
+ * reaches the caller at the next read, as every WebGPU fault), then frees the record.
+ */
+function raiseLater(op: string, err: WGBuffer, error: (value: number) => Error): void {
+  be.host(op, [err], (host) => {
+    const w = new Int32Array(host.get(err)!, 0, 2);
+    if (w[0] !== 0) throw error(w[1]!);
+  });
+  be.free(err);
+}
+const outOfBounds = (op: string, dim: number, size: number) => (v: number): Error =>
+  new IndexError(op, `index ${v} is out of bounds for dimension ${dim} with size ${size}`);
+
+function checkIndexDType(op: string, r: StridedRef): void {
+  checkWgslDType(op, r.dtype);
+  if (r.dtype !== 'int32') throw new UnsupportedError(op, `webgpu index tensors are int32 (int64 cannot live on webgpu), got ${r.dtype}`);
+}
+/** WGSL: check/wrap index `v` (a var) against `size`; on failure record `pos` and run `fail`. */
+const checkIndex = (v: string, size: string, wrap: string, pos: string, fail: string): string =>
+  `if (${v} < 0 || ${v} >= ${size}) { if (${wrap} && ${v} < 0 && ${v} >= -${size}) { ${v} += ${size}; } else {
+    if (report) { if (~atomicLoad(&err[0]) == ${pos}) { atomicStore(&err[1], bitcast<u32>(${v})); } } else { ${recordErr('err', pos)} } ${fail} } }`;
+/**
+ * The report-pass flag (uniform word `w`): the kernel is re-run after the main pass to fetch the failed
+ * position's index value; with `one`, by a single thread placed at that position.
+ */
+const reportHead = (w: number, lin: string, one = true): string => `let report = ${U(w)} != 0u;
+  var nbx_pos = ${lin};
+  if (report) { let e = atomicLoad(&err[0]); if (e == 0u${one ? ` || ${lin} != 0u) { return; } nbx_pos = ~e; }` : ') { return; } }'}`;
+
+// ---- gather ------------------------------------------------------------------------------------------
+
+/**
+ * out[p] = x[p with p[dim] := index[p]]. uniform: [total, size, dimStride, xoff, ioff, ooff, wrap, report]
+ * then per dim [size, x stride (0 along dim), index stride, out stride]. b1 out, b2 err, b3 x, b4 index.
+ */
+function gatherProgram(d: DTypeName, lanes: number, nd: number, wg: number): Program {
+  const words = 8 + 4 * nd;
+  const access = `${outAccess(d)}arr`;
+  return program(`ix.gather|${d}|${lanes}|${nd}|${wg}`, access, words, () => {
+    const body = `${reportHead(7, 'g')}
+  if (nbx_pos >= ${U(0)}) { return; }
+  var xo = i32(${U(3)}); var io = i32(${U(4)}); var oo = i32(${U(5)});
+  ${decompose(nd, 8, 4, ['xo', 'io', 'oo'], 'nbx_pos')}
+  let size = i32(${U(1)});
+  var v = bitcast<i32>(b4[u32(io)]);
+  ${checkIndex('v', 'size', `(${U(6)} != 0u)`, 'nbx_pos', 'return;')}
+  if (report) { return; }
+  let src = u32(xo + v * bitcast<i32>(${U(2)}));
+  ${[...Array(lanes).keys()].map((l) => { const o = `u32(oo) + ${l}u`, s = `src + ${l}u`; return rawStore(d, 'b1', o, rawLoad(d, 'b3', s)); }).join('\n  ')}`;
+    return module(words, access, wg, body, '').replace(/\bb2\b/g, 'err');
+  });
+}
+
+export function webgpuGather(input: StridedRef, dim: number, index: StridedRef, out: StridedRef, op: string, wrap = false): void {
+  checkWgslDType(op, input.dtype); checkWgslDType(op, out.dtype); checkIndexDType(op, index);
+  const total = numelOf(index.shape);
+  if (total === 0) return;
+  const lanes = DTYPES[input.dtype].lanes;
+  const x = lanesOf(input), o = lanesOf(out);
+  const size = input.shape[dim] ?? 1;
+  const nd = index.shape.length;
+  const xs = x.strides.map((s, k) => (k === dim ? 0 : s));
+  const u = new Uint32Array([total, size, (x.strides[dim] ?? 0) >>> 0, x.offset, index.offset, o.offset, wrap ? 1 : 0, 0,
+    ...dimWords(index.shape, [xs, index.strides, o.strides])]);
+  const err = errBuffer();
+  const { bufs, done } = bindAll([out.buf as WGBuffer, err], [input.buf as WGBuffer, index.buf as WGBuffer]);
+  const prog = gatherProgram(x.dtype, lanes, nd, be.wgElementwise);
+  be.dispatch(prog, bufs, u, total, be.wgElementwise);
+  const u2 = u.slice(); u2[7] = 1;
+  be.dispatch(prog, bufs, u2, 1, be.wgElementwise);
+  done();
+  raiseLater(op, err, outOfBounds(op, dim, size));
+}
+
+// ---- scatter -----------------------------------------------------------------------------------------
+
+/**
+ * A thread per column (index positions sharing every coordinate but `dim`), applying its m positions in
+ * order. uniform: [cols, m, size, outDimStride, ooff, ioff, soff, iDimStride, sDimStride, posDimStride,
+ * includeSelf, wrap, alpha bits, report] then per other dim [size, out, index, src, position strides].
+ * b1 out, b2 err, b3 counts (mean / include_self=False; a stand-in otherwise), b4 index, b5 src.
+ */
+function scatterProgram(d: DTypeName, lanes: number, mode: ScatterMode, track: boolean, nd: number, wg: number): Program {
+  const words = 14 + 5 * nd;
+  const access = `${outAccess(d)}awrr`;
+  return program(`ix.scatter|${d}|${lanes}|${mode}|${track}|${nd}|${wg}`, access, words, () => {
+    const F = isFloat(d), T = F ? 'f32' : 'i32';
+    const isBool = d === 'bool';
+    let combine: string;
+    switch (mode) {
+      case 'sum': case 'mean': combine = isBool ? 'select(0i, 1i, c != 0i || v != 0i)' : 'c + v'; break;
+      case 'prod': combine = isBool ? 'select(0i, 1i, c != 0i && v != 0i)' : 'c * v'; break;
+      case 'amax': combine = F ? 'select(select(c, v, c < v), v, nbx_isnan(v))' : 'select(c, v, v > c)'; break;
+      case 'amin': combine = F ? 'select(select(c, v, c > v), v, nbx_isnan(v))' : 'select(c, v, v < c)'; break;
+      default: combine = 'v';
+    }
+    const alpha = F ? `bitcast<f32>(${U(12)})` : `bitcast<i32>(${U(12)})`;
+    const apply = mode === 'none'
+      ? [...Array(lanes).keys()].map((l) => rawStore(d, 'b1', `t + ${l}u`, rawLoad(d, 'b5', `s + ${l}u`))).join(' ')
+      : `var v: ${T} = ${R.load(d, 'b5', 's')};
+      ${mode === 'sum' && !isBool ? `v = v * ${alpha};` : ''}
+      var first = false;
+      ${track ? `let ci = t - ${U(4)}; let n = b3[ci]; b3[ci] = n + 1u; first = n == 0u && ${U(10)} == 0u;` : ''}
+      let c: ${T} = ${loadOut(d, 'b1', 't')};
+      let r: ${T} = select(${combine}, v, first);
+      ${storeVal(d, 'b1', 't', 'r')}`;
+    // mean: each slot of the column divided by its count (plus itself when included); ints floor-divide
+    const finish = mode !== 'mean' ? '' : `for (var j = 0i; j < size; j++) {
+    let t = u32(oo + j * ods); let n = b3[t - ${U(4)}];
+    if (n == 0u) { continue; }
+    let q = ${T}(n + select(0u, 1u, ${U(10)} != 0u));
+    let a: ${T} = ${loadOut(d, 'b1', 't')};
+    ${F ? 'let r = a / q;' : 'var r = a / q; if (a % q != 0i && a < 0i) { r -= 1i; }'}
+    ${storeVal(d, 'b1', 't', 'r')}
+  }`;
+    const body = `${reportHead(13, 'g', false)}
+  let cols = ${U(0)}; let m = ${U(1)}; let size = i32(${U(2)}); let ods = bitcast<i32>(${U(3)});
+  let isd = bitcast<i32>(${U(7)}); let ssd = bitcast<i32>(${U(8)}); let psd = ${U(9)};
+  let col = nbx_pos;
+  if (col >= cols) { return; }
+  var oo = i32(${U(4)}); var io = i32(${U(5)}); var so = i32(${U(6)}); var po = 0i;
+  ${decompose(nd, 14, 5, ['oo', 'io', 'so', 'po'], 'col')}
+  for (var k = 0u; k < m; k++) {
+    var v0 = bitcast<i32>(b4[u32(io + i32(k) * isd)]);
+    ${checkIndex('v0', 'size', `(${U(11)} != 0u)`, 'u32(po) + k * psd', 'return;')}
+    if (report) { continue; }
+    let t = u32(oo + v0 * ods); let s = u32(so + i32(k) * ssd);
+    { ${apply} }
+  }
+  if (report) { return; }
+  ${finish}`;
+    return module(words, access, wg, body, '').replace(/\bb2\b/g, 'err');
+  });
+}
+
+/**
+ * In-place scatter into `out` (a fresh contiguous tensor): see the CPU kernel. A failing position is
+ * reported in row-major order of `index` (the CPU's first error).
+ */
+export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, src: StridedRef, mode: ScatterMode, opts: ScatterOptions): void {
+  const { op, includeSelf = true, wrap = false } = opts;
+  checkWgslDType(op, out.dtype); checkWgslDType(op, src.dtype); checkIndexDType(op, index);
+  const lanes = DTYPES[out.dtype].lanes;
+  if (lanes !== 1 && mode !== 'none') throw new UnsupportedError(op, `reduction '${mode}' is not supported for complex tensors`);
+  if (numelOf(index.shape) === 0) return;
+  const o = lanesOf(out), s = lanesOf(src);
+  const size = out.shape[dim] ?? 1, m = index.shape[dim] ?? 1;
+  const others = [...Array(index.shape.length).keys()].filter((k) => k !== dim);
+  const pos = index.shape.map((_, k) => numelOf(index.shape.slice(k + 1)));
+  const sub = (st: readonly number[]): number[] => others.map((k) => st[k]!);
+  const cols = numelOf(sub(index.shape));
+  const track = !includeSelf || mode === 'mean';
+  const alpha = Number(opts.alpha ?? 1);
+  const u = new Uint32Array([cols, m, size, (o.strides[dim] ?? 0) >>> 0, o.offset, index.offset, s.offset, (index.strides[dim] ?? 0) >>> 0,
+    (s.strides[dim] ?? 0) >>> 0, pos[dim] ?? 0, includeSelf ? 1 : 0, wrap ? 1 : 0, isFloat(out.dtype) ? f32w(alpha) : alpha | 0, 0,
+    ...dimWords(sub(index.shape), [sub(o.strides), sub(index.strides), sub(s.strides), sub(pos)])]);
+  const err = errBuffer();
+  const counts = be.allocBytes(track ? numelOf(out.shape) * 4 : 4, track);
+  const { bufs, done } = bindAll([out.buf as WGBuffer, err, counts], [index.buf as WGBuffer, src.buf as WGBuffer]);
+  const wg = 64;
+  const prog = scatterProgram(o.dtype, lanes, mode, track, others.length, wg);
+  be.dispatch(prog, bufs, u, cols, wg);
+  // the report pass: every column re-checks its indices (no writes) and the failed position stores its value
+  const u2 = u.slice(); u2[13] = 1;
+  be.dispatch(prog, bufs, u2, cols, wg);
+  done();
+  be.free(counts);
+  raiseLater(op, err, outOfBounds(op, dim, size));
+}
+
+// ---- linear_index ------------------------------------------------------------------------------------
+
+/** uniform: [n, ooff, report, 0] then per index [off, size, mult] then per dim [size, out stride, index strides...]. */
+function linearIndexProgram(K: number, nd: number, wg: number): Program {
+  const words = 4 + 3 * K + (1 + 1 + K) * nd;
+  const access = `wa${'r'.repeat(K)}`;
+  return program(`ix.linidx|${K}|${nd}|${wg}`, access, words, () => {
+    const vars = ['oo', ...[...Array(K).keys()].map((q) => `x${q}`)];
+    const body = `${reportHead(2, 'g')}
+  if (nbx_pos >= ${U(0)}) { return; }
+  var oo = i32(${U(1)}); ${[...Array(K).keys()].map((q) => `var x${q} = i32(${U(4 + 3 * q)});`).join(' ')}
+  ${decompose(nd, 4 + 3 * K, 2 + K, vars, 'nbx_pos')}
+  var lin = 0i;
+  ${[...Array(K).keys()].map((q) => `{ var v = bitcast<i32>(b${3 + q}[u32(x${q})]); let size = i32(${U(5 + 3 * q)});
+    ${checkIndex('v', 'size', 'true', 'nbx_pos', 'return;')}
+    lin += v * i32(${U(6 + 3 * q)}); }`).join('\n  ')}
+  if (report) { return; }
+  b1[u32(oo)] = bitcast<u32>(lin);`;
+    return module(words, access, wg, body, '').replace(/\bb2\b/g, 'err');
+  });
+}
+
+/** out[p] = sum_k wrap(indices[k][p]) * prod(sizes[k+1:]); int32 output (the op layer's int64 cannot live on webgpu). */
+export function webgpuLinearIndex(indices: StridedRef[], sizes: number[], out: StridedRef, op: string, dims: number[]): void {
+  checkWgslDType(op, out.dtype);
+  for (const r of indices) checkIndexDType(op, r);
+  if (out.dtype !== 'int32') throw new DeviceLimitError(op, `webgpu linear indices are int32, got ${out.dtype}`);
+  const n = numelOf(out.shape);
+  if (n === 0) return;
+  const K = indices.length;
+  const mult = sizes.map((_, k) => numelOf(sizes.slice(k + 1)));
+  const u = new Uint32Array([n, out.offset, 0, 0, ...indices.flatMap((r, q) => [r.offset, sizes[q]!, mult[q]!]),
+    ...dimWords(out.shape, [out.strides, ...indices.map((r) => r.strides)])]);
+  const err = errBuffer();
+  const { bufs, done } = bindAll([out.buf as WGBuffer, err], indices.map((r) => r.buf as WGBuffer));
+  const wg = be.wgElementwise;
+  const prog = linearIndexProgram(K, out.shape.length, wg);
+  be.dispatch(prog, bufs, u, n, wg);
+  const u2 = u.slice(); u2[2] = 1;
+  be.dispatch(prog, bufs, u2, 1, wg);
+  done();
+  // the first failing index of the position names its dim; the value recorded is that index's
+  be.host(op, [err], (host) => {
+    const w = new Int32Array(host.get(err)!, 0, 2);
+    if (w[0] === 0) return;
+    const v = w[1]!;
+    const q = sizes.findIndex((s) => !(v >= -s && v < s));
+    throw new IndexError(op, `index ${v} is out of bounds for dimension ${dims[Math.max(q, 0)]} with size ${sizes[Math.max(q, 0)]}`);
+  });
+  be.free(err);
+}
+
+// ---- stream compaction: nonzero, masked_select, masked_scatter ----------------------------------------
+
+function webgpuNonzero(_input: StridedRef, out: StridedRef): void {
+  throw new DeviceLimitError('nonzero', `nonzero returns int64 coordinates (and a data-dependent size), which webgpu cannot hold: got ${out.dtype} output`);
+}
+function webgpuMaskedSelect(_input: StridedRef, _mask: StridedRef, _out: StridedRef): void {
+  throw new UnsupportedError('masked_select', 'no WebGPU kernel for masked_select yet');
+}
+function webgpuMaskedScatter(_out: StridedRef, _mask: StridedRef, _source: StridedRef): void {
+  throw new UnsupportedError('masked_scatter', 'no WebGPU kernel for masked_scatter yet');
+}
