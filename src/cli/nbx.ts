@@ -26,6 +26,11 @@ const HELP = `nbx — nbxtensor command line
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
+  if (cmd !== undefined && (rest.includes('--help') || rest.includes('-h'))) {
+    const line = HELP.split('\n').filter((l) => l.trimStart().startsWith(`nbx ${cmd}`));
+    process.stdout.write(line.length ? `usage:\n${HELP.split('\n').slice(HELP.split('\n').indexOf(line[0]!)).join('\n').split(/\n  nbx /)[0]}\n` : HELP);
+    return 0;
+  }
   switch (cmd) {
     case 'info': return (await import('./info.js')).info(packageVersion(), rest);
     case 'conformance': return conformance(rest);
@@ -65,6 +70,14 @@ async function conformance(args: string[]): Promise<number> {
 }
 
 main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (e: unknown) => {
-  process.stderr.write(`nbx: ${e instanceof Error ? e.stack ?? e.message : String(e)}\n`);
+  // A bad command line is the user's to fix: say what was wrong and show the usage, without a stack.
+  const code = (e as { code?: string }).code;
+  if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS')) {
+    process.stderr.write(`nbx: ${(e as Error).message}\n\n${HELP}`);
+    process.exitCode = 2;
+    return;
+  }
+  const debug = process.env.NBX_DEBUG === '1';
+  process.stderr.write(`nbx: ${e instanceof Error ? (debug ? e.stack ?? e.message : `${e.name}: ${e.message}`) : String(e)}${debug ? '' : '\n(set NBX_DEBUG=1 for the stack trace)'}\n`);
   process.exitCode = 1;
 });
