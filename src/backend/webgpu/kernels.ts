@@ -16,6 +16,7 @@ import { env, notice } from './gpu.js';
 import { webgpuConv, webgpuConvSupports, webgpuPool, webgpuPoolSupports, webgpuRowNorm, webgpuSoftmax, type ConvParams, type PoolParams } from './nn_kernels.js';
 import type { RowNormParams, SoftmaxParams } from '../cpu/nn.js';
 import { installWebGPUIndexingKernels } from './indexing_kernels.js';
+import { installWebGPUResampleKernels } from './resample_kernels.js';
 import { installWebGPUFftKernels } from './fft_kernels.js';
 
 let be: WebGPUBackend;
@@ -43,6 +44,7 @@ export function installWebGPUKernels(backend: WebGPUBackend): void {
     });
   }
   installWebGPUIndexingKernels(be);
+  installWebGPUResampleKernels(be);
   setStagingProvider('webgpu', hostStaged);
 }
 

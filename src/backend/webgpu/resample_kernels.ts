@@ -1,0 +1,350 @@
+// WebGPU kernels 'interpolate' and 'grid_sample' (src/backend/cpu/resample.ts), and the remaining
+// per-element nn kernels 'nll_loss' and 'local_response_norm' (src/backend/cpu/nn.ts), ported from the
+// CUDA ones (src/backend/cuda/{resample,loss}_kernels.ts). WGSL has no double: sums run in f32 (the
+// CPU's run in double and round once), so results agree within float32 rounding, not bit for bit.
+//
+// interpolate applies the op layer's per-dim tables (one upload: f32 weights, then int32 indices). Pure
+// gathers (nearest) copy storage bits, so uint8 stays exact; otherwise a thread per output element sums
+// D over H over W taps, innermost W first, the nesting of the CPU's separable passes.
+// grid_sample repeats the CPU's coordinate math step by step in f32 (coordinates decide which pixels are
+// read); a thread owns a grid point and loops over the channels.
+// nll_loss: one workgroup, a fixed-order tree (reproducible sums); local_response_norm: a thread per
+// element summing its channel window.
+
+import type { DTypeName } from '../../dtype/dtypes.js';
+import type { StridedRef } from '../backend.js';
+import { registerKernel } from '../registry.js';
+import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../ops/resample.js';
+import type { LrnParams, NllParams } from '../cpu/nn.js';
+import { WGSL as R, checkWgslDType } from '../../ir/render_wgsl.js';
+import { IndexError, UnsupportedError } from '../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
+import { module, U } from './elementwise.js';
+import { bindAll, decompose, dimWords, f32w, isFloat, numelOf, outAccess, program, rawLoad, rawStore, recordErr, storeVal } from './indexing_kernels.js';
+
+let be: WebGPUBackend;
+export function installWebGPUResampleKernels(backend: WebGPUBackend): void {
+  be = backend;
+  registerKernel('interpolate', 'webgpu', webgpuInterpolate);
+  registerKernel('grid_sample', 'webgpu', webgpuGridSample);
+  registerKernel('nll_loss', 'webgpu', webgpuNllLoss);
+  registerKernel('local_response_norm', 'webgpu', webgpuLocalResponseNorm);
+}
+
+const requireFloat = (op: string, r: StridedRef | undefined): void => {
+  if (!r) return;
+  checkWgslDType(op, r.dtype);
+  if (!isFloat(r.dtype)) throw new UnsupportedError(op, `webgpu ${op} takes float tensors, got ${r.dtype}`);
+};
+
+// ---- interpolate -------------------------------------------------------------------------------------
+
+/**
+ * uniform: [total, D, H, W, OD, OH, OW, tD, tH, tW, wD, wH, wW, iD, iH, iW, xoff, ooff] (wX / iX: word
+ * offsets of each dim's weights/indices in the table buffer b3). b1 out, b2 x, b3 tables.
+ * `weighted[d]` false: that dim is a plain gather (no multiply, as the CPU skips it); all false: bits copied.
+ */
+function interpProgram(inD: DTypeName, outD: DTypeName, weighted: boolean[], wg: number): Program {
+  const gather = weighted.every((w) => !w);
+  const access = `${outAccess(outD)}rr`;
+  return program(`rs.interp|${inD}|${outD}|${weighted.join('')}|${wg}`, access, 18, () => {
+    const names = ['total', 'D', 'H', 'W', 'OD', 'OH', 'OW', 'tD', 'tH', 'tW', 'wD', 'wH', 'wW', 'iD', 'iH', 'iW', 'xoff', 'ooff'];
+    const decl = names.map((n, i) => `let ${n} = ${U(i)};`).join(' ');
+    const ix = (w: string): string => `bitcast<i32>(b3[${w}])`;
+    const wt = (w: string): string => `bitcast<f32>(b3[${w}])`;
+    const head = `${decl}
+  if (g >= total) { return; }
+  var q = g; let ox = q % OW; q /= OW; let oy = q % OH; q /= OH; let oz = q % OD; let b = q / OD;
+  let xb = xoff + b * D * H * W;`;
+    if (gather) {
+      return module(18, access, wg, `${head}
+  let src = xb + (u32(${ix('iD + oz')}) * H + u32(${ix('iH + oy')})) * W + u32(${ix('iW + ox')});
+  ${rawStore(outD, 'b1', 'ooff + g', rawLoad(inD, 'b2', 'src'))}`);
+    }
+    const level = (d: number, inner: string, acc: string): string => (weighted[d]
+      ? `${acc} = ${acc} + ${inner} * ${wt(`w${'DHW'[d]} + o${'zyx'[d]} * t${'DHW'[d]} + q${'zyx'[d]}`)};`
+      : `${acc} = ${inner};`);
+    return module(18, access, wg, `${head}
+  var sD = 0.0f;
+  for (var qz = 0u; qz < tD; qz++) {
+    let zr = u32(${ix('iD + oz * tD + qz')}) * H;
+    var sH = 0.0f;
+    for (var qy = 0u; qy < tH; qy++) {
+      let row = xb + (zr + u32(${ix('iH + oy * tH + qy')})) * W;
+      var sW = 0.0f;
+      for (var qx = 0u; qx < tW; qx++) { let v = ${R.castExpr(inD, 'float32', R.load(inD, 'b2', `row + u32(${ix('iW + ox * tW + qx')})`))}; ${level(2, 'v', 'sW')} }
+      ${level(1, 'sW', 'sH')}
+    }
+    ${level(0, 'sH', 'sD')}
+  }
+  ${storeVal(outD, 'b1', 'ooff + g', R.castExpr('float32', outD, 'sD'))}`);
+  });
+}
+
+export function webgpuInterpolate(p: InterpolateKernelParams): void {
+  const { x, out } = p;
+  const dims = p.dims as [ResampleTable, ResampleTable, ResampleTable];
+  const weighted = dims.map((t) => t.weight !== null);
+  checkWgslDType('interpolate', x.dtype); checkWgslDType('interpolate', out.dtype);
+  if (weighted.some(Boolean)) requireFloat('interpolate', x);
+  const total = numelOf(out.shape);
+  if (total === 0) return;
+  const [, D, H, W] = x.shape as number[];
+  const [, OD, OH, OW] = out.shape as number[];
+  // one table buffer: every dim's f32 weights, then its int32 indices (in words)
+  const words: number[] = [];
+  const f32 = new Float32Array(1), u32v = new Uint32Array(f32.buffer);
+  const wOff: number[] = [], iOff: number[] = [];
+  for (const t of dims) {
+    wOff.push(words.length);
+    if (t.weight) for (const w of t.weight) { f32[0] = w; words.push(u32v[0]!); }
+    iOff.push(words.length);
+    for (const i of t.index) words.push(i >>> 0);
+  }
+  const tables = be.upload('int32', Int32Array.from(words, (w) => w | 0)) as WGBuffer;
+  const u = new Uint32Array([total, D!, H!, W!, OD!, OH!, OW!, ...dims.map((t) => t.taps), ...wOff, ...iOff, x.offset, out.offset]);
+  const { bufs, done } = bindAll([out.buf as WGBuffer], [x.buf as WGBuffer, tables]);
+  const wg = be.wgElementwise;
+  be.dispatch(interpProgram(x.dtype, out.dtype, weighted, wg), bufs, u, total, wg);
+  done();
+  be.free(tables);
+}
+
+// ---- grid_sample -------------------------------------------------------------------------------------
+
+/** WGSL functions of one axis (unnormalize, then the padding rule), in f32 as the CPU's float32 path. */
+function axisFns(ax: string, size: string, vec: boolean, ac: boolean, pad: GridSampleKernelParams['padding']): string {
+  const S = `f32(${size})`;
+  let unnorm: string, reflect: string;
+  if (vec) {
+    // GridSamplerKernel.cpp ComputeLocationBase
+    unnorm = ac ? `(g + 1.0f) * (f32(${size} - 1u) / 2.0f)` : `(g + 1.0f) * (${S} / 2.0f) - 0.5f`;
+    const tw = ac ? `f32((${size} - 1u) * 2u)` : `f32(${size} * 2u)`, low = ac ? '0.0f' : '-0.5f';
+    reflect = `let tw = ${tw}; if (tw == 0.0f) { return 0.0f; }
+  let a = abs(v - ${low}); let flips = trunc(a / tw); let extra = a - flips * tw;
+  return nbx_jmin(extra, tw - extra) + ${low};`;
+  } else {
+    // GridSampler.h grid_sampler_unnormalize / reflect_coordinates
+    unnorm = ac ? `((g + 1.0f) / 2.0f) * f32(${size} - 1u)` : `((g + 1.0f) * ${S} - 1.0f) / 2.0f`;
+    const [lo2, hi2] = ac ? ['0.0f', `f32(2u * (${size} - 1u))`] : ['-1.0f', `f32(2u * ${size}) - 1.0f`];
+    reflect = `let lo2 = ${lo2}; let hi2 = ${hi2}; if (lo2 == hi2) { return 0.0f; }
+  let mn = lo2 / 2.0f; let span = (hi2 - lo2) / 2.0f;
+  let a = abs(v - mn); let flips = floor(a / span); let extra = a - span * flips;
+  return select(span - extra + mn, extra + mn, flips - 2.0f * floor(flips * 0.5f) == 0.0f);`;
+  }
+  const clip = (v: string): string => `nbx_jmin(f32(${size} - 1u), nbx_jmax(${v}, 0.0f))`;
+  const bound = pad === 'border' ? clip('v') : pad === 'reflection' ? clip(`reflect_${ax}(v)`) : 'v';
+  return `fn unnorm_${ax}(g: f32) -> f32 { return ${unnorm}; }
+fn reflect_${ax}(v: f32) -> f32 { ${reflect} }
+fn bound_${ax}(v: f32) -> f32 { return ${bound}; }`;
+}
+
+/** uniform: [points, C, D, H, W, oplane, xoff, goff, ooff]. b1 out, b2 x, b3 grid. */
+function gridSampleProgram(d: DTypeName, spatial: 2 | 3, mode: GridSampleKernelParams['mode'], pad: GridSampleKernelParams['padding'], ac: boolean, wg: number): Program {
+  const access = `${outAccess(d)}rr`;
+  return program(`rs.grid|${d}|${spatial}|${mode}|${pad}|${ac}|${wg}`, access, 9, () => {
+    const vec = spatial === 2;
+    const fns = `fn nbx_jmin(a: f32, b: f32) -> f32 { if (nbx_isnan(a) || nbx_isnan(b)) { return a + b; } return select(b, a, a < b); }
+fn nbx_jmax(a: f32, b: f32) -> f32 { if (nbx_isnan(a) || nbx_isnan(b)) { return a + b; } return select(b, a, a > b); }
+fn sz_W() -> u32 { return ${U(4)}; } fn sz_H() -> u32 { return ${U(3)}; } fn sz_D() -> u32 { return ${U(2)}; }
+${axisFns('X', 'sz_W()', vec, ac, pad)}
+${axisFns('Y', 'sz_H()', vec, ac, pad)}
+${axisFns('Z', 'sz_D()', vec, ac, pad)}
+fn inside(z: f32, y: f32, x: f32) -> bool { return x >= 0.0f && x < f32(sz_W()) && y >= 0.0f && y < f32(sz_H()) && z >= 0.0f && z < f32(sz_D()); }`;
+    const x = (idx: string): string => R.castExpr(d, 'float32', R.load(d, 'b2', idx));
+    const accumulate = (nt: number): string => `for (var c = 0u; c < C; c++) {
+    let xc = xb + c * plane;
+    var acc = 0.0f;
+    for (var t = 0u; t < ${nt}u; t++) { if (offs[t] >= 0) { acc = acc + ${x('xc + u32(offs[t])')} * ws[t]; } }
+    ${storeVal(d, 'b1', 'obase + c * oplane', R.castExpr('float32', d, 'acc'))}
+  }`;
+    let body: string;
+    if (mode === 'bicubic') {
+      const cub1 = (v: string): string => `((1.25f * ${v} - 2.25f) * ${v} * ${v} + 1.0f)`;
+      const cub2 = (v: string): string => `(((-0.75f * ${v} + 3.75f) * ${v} - 6.0f) * ${v} + 3.0f)`;
+      const coeffs = (c: string, t: string): string => `var ${c}: array<f32, 4>; { let tt = ${t}; let x2 = 1.0f - tt; ${c}[0] = ${cub2('(tt + 1.0f)')}; ${c}[1] = ${cub1('tt')}; ${c}[2] = ${cub1('x2')}; ${c}[3] = ${cub2('(x2 + 1.0f)')}; }`;
+      body = `let x = unnorm_X(gx); let y = unnorm_Y(gy);
+  let ix = floor(x); let iy = floor(y);
+  ${coeffs('cx', 'x - ix')}
+  ${coeffs('cy', 'y - iy')}
+  var offs: array<i32, 16>; var ws: array<f32, 16>;
+  for (var a = 0; a < 4; a++) { for (var bb = 0; bb < 4; bb++) {
+    let sx = trunc(bound_X(ix - 1.0f + f32(a))); let sy = trunc(bound_Y(iy - 1.0f + f32(bb)));
+    offs[a * 4 + bb] = select(-1, i32(sy) * i32(W) + i32(sx), inside(0.0f, sy, sx));
+    ws[a * 4 + bb] = cx[a] * cy[bb];
+  } }
+  ${accumulate(16)}`;
+    } else if (mode === 'nearest') {
+      body = `let x = bound_X(unnorm_X(gx)); let y = bound_Y(unnorm_Y(gy)); let z = ${spatial === 3 ? 'bound_Z(unnorm_Z(gz))' : '0.0f'};
+  let ix = round(x); let iy = round(y); let iz = round(z);
+  let ok = inside(iz, iy, ix);
+  var off = 0u; if (ok) { off = (u32(iz) * H + u32(iy)) * W + u32(ix); }
+  for (var c = 0u; c < C; c++) {
+    var v = 0.0f;
+    if (ok) { v = ${x('xb + c * plane + off')}; }
+    ${storeVal(d, 'b1', 'obase + c * oplane', R.castExpr('float32', d, 'v'))}
+  }`;
+    } else if (spatial === 2) {
+      body = `let x = bound_X(unnorm_X(gx)); let y = bound_Y(unnorm_Y(gy));
+  let x0 = floor(x); let y0 = floor(y);
+  let wx = x - x0; let ex = 1.0f - wx; let ny = y - y0; let sy = 1.0f - ny;
+  var cyv = array<f32, 4>(y0, y0, y0 + 1.0f, y0 + 1.0f); var cxv = array<f32, 4>(x0, x0 + 1.0f, x0, x0 + 1.0f);
+  var ws = array<f32, 4>(sy * ex, sy * wx, ny * ex, ny * wx);
+  var offs: array<i32, 4>;
+  for (var t = 0u; t < 4u; t++) { offs[t] = select(-1, i32(cyv[t]) * i32(W) + i32(cxv[t]), inside(0.0f, cyv[t], cxv[t])); }
+  ${accumulate(4)}`;
+    } else {
+      body = `let x = bound_X(unnorm_X(gx)); let y = bound_Y(unnorm_Y(gy)); let z = bound_Z(unnorm_Z(gz));
+  let x0 = floor(x); let y0 = floor(y); let z0 = floor(z);
+  var offs: array<i32, 8>; var ws: array<f32, 8>;
+  for (var dz = 0u; dz < 2u; dz++) { for (var dy = 0u; dy < 2u; dy++) { for (var dx = 0u; dx < 2u; dx++) {
+    let fx = select(x0 + 1.0f - x, x - x0, dx == 1u); let fy = select(y0 + 1.0f - y, y - y0, dy == 1u); let fz = select(z0 + 1.0f - z, z - z0, dz == 1u);
+    let cz = z0 + f32(dz); let cy = y0 + f32(dy); let cx = x0 + f32(dx);
+    let t = (dz * 2u + dy) * 2u + dx;
+    offs[t] = select(-1, (i32(cz) * i32(H) + i32(cy)) * i32(W) + i32(cx), inside(cz, cy, cx));
+    ws[t] = (fx * fy) * fz;
+  } } }
+  ${accumulate(8)}`;
+    }
+    const g = (k: number): string => R.castExpr(d, 'float32', R.load(d, 'b3', `gp + ${k}u`));
+    return module(9, access, wg, `let points = ${U(0)}; let C = ${U(1)}; let D = ${U(2)}; let H = ${U(3)}; let W = ${U(4)}; let oplane = ${U(5)};
+  if (g >= points) { return; }
+  let plane = D * H * W;
+  let n = g / oplane; let q = g % oplane;
+  let gp = ${U(7)} + g * ${spatial}u;
+  let gx = ${g(0)}; let gy = ${g(1)}; let gz = ${spatial === 3 ? g(2) : '0.0f'};
+  let xb = ${U(6)} + n * C * plane;
+  let obase = ${U(8)} + n * C * oplane + q;
+  ${body}`, fns);
+  });
+}
+
+export function webgpuGridSample(p: GridSampleKernelParams): void {
+  const { x, grid, out } = p;
+  for (const r of [x, grid, out]) requireFloat('grid_sample', r);
+  const [N, C, D, H, W] = x.shape as number[];
+  const [, OD, OH, OW] = grid.shape as number[];
+  const oplane = OD! * OH! * OW!, points = N! * oplane;
+  if (points === 0 || C === 0) return;
+  const u = new Uint32Array([points, C!, D!, H!, W!, oplane, x.offset, grid.offset, out.offset]);
+  const { bufs, done } = bindAll([out.buf as WGBuffer], [x.buf as WGBuffer, grid.buf as WGBuffer]);
+  const wg = be.wgElementwise;
+  be.dispatch(gridSampleProgram(x.dtype, p.spatial, p.mode, p.padding, p.alignCorners, wg), bufs, u, points, wg);
+  done();
+}
+
+// ---- nll_loss ----------------------------------------------------------------------------------------
+
+/**
+ * One workgroup: thread lid takes items lid, lid + wg, ... (a fixed order), then two trees. uniform:
+ * [items, C, D, ignore, xoff, toff, woff, ooff, soff, has (weight 1, out 2, sums 4), report].
+ * b1 out, b2 sums, b3 err, b4 input, b5 target, b6 weight.
+ */
+function nllProgram(xd: DTypeName, td: DTypeName, wd: DTypeName, od: DTypeName, sd: DTypeName, wg: number): Program {
+  const access = `${outAccess(od)}${outAccess(sd)}arrr`;
+  return program(`rs.nll|${xd}|${td}|${wd}|${od}|${sd}|${wg}`, access, 11, () => {
+    const tree = (v: string): string => `sh[lid] = ${v};
+  workgroupBarrier();
+  for (var s = ${wg / 2}u; s > 0u; s >>= 1u) { if (lid < s) { sh[lid] = sh[lid] + sh[lid + s]; } workgroupBarrier(); }
+  ${v} = sh[0];
+  workgroupBarrier();`;
+    const target = (k: string): string => R.load(td, 'b5', `${U(5)} + ${k}`);
+    const body = `let items = ${U(0)}; let C = i32(${U(1)}); let D = ${U(2)}; let ignore = bitcast<i32>(${U(3)}); let has = ${U(9)};
+  if (${U(10)} != 0u) {
+    // report pass: the failed item's target value
+    if (lid == 0u) { let e = atomicLoad(&b3[0]); if (e != 0u) { atomicStore(&b3[1], bitcast<u32>(${target('(~e)')})); } }
+    return;
+  }
+  var sum = 0.0f; var wsum = 0.0f;
+  for (var k = lid; k < items; k += ${wg}u) {
+    let t = ${target('k')};
+    // ignored (and failing) items: a zero loss, as the CPU's zero-filled losses
+    if (t == ignore || t < 0 || t >= C) {
+      if (t != ignore) { ${recordErr('b3', 'k')} }
+      if ((has & 2u) != 0u) { ${storeVal(od, 'b1', `${U(7)} + k`, R.castExpr('float32', od, '0.0f'))} }
+      continue;
+    }
+    let i = k / D; let dd = k % D;
+    let v = ${R.castExpr(xd, 'float32', R.load(xd, 'b4', `${U(4)} + (i * u32(C) + u32(t)) * D + dd`))};
+    var wt = 1.0f;
+    if ((has & 1u) != 0u) { wt = ${R.castExpr(wd, 'float32', R.load(wd, 'b6', `${U(6)} + u32(t)`))}; }
+    let l = -wt * v;
+    if ((has & 2u) != 0u) { ${storeVal(od, 'b1', `${U(7)} + k`, R.castExpr('float32', od, 'l'))} }
+    sum = sum + l; wsum = wsum + wt;
+  }
+  ${tree('sum')}
+  ${tree('wsum')}
+  if (lid == 0u && (has & 4u) != 0u) {
+    ${storeVal(sd, 'b2', `${U(8)}`, R.castExpr('float32', sd, 'sum'))}
+    ${storeVal(sd, 'b2', `${U(8)} + 1u`, R.castExpr('float32', sd, 'wsum'))}
+  }`;
+    return module(11, access, wg, body, `var<workgroup> sh: array<f32, ${wg}>;`);
+  });
+}
+
+export function webgpuNllLoss(p: NllParams): void {
+  const { input, target, N, C, D } = p;
+  for (const r of [input, p.weight, p.out, p.sums]) requireFloat('nll_loss', r);
+  checkWgslDType('nll_loss', target.dtype);
+  const items = N * D;
+  const scratch: WGBuffer[] = [];
+  const own = (r: StridedRef | undefined): WGBuffer => (r ? r.buf as WGBuffer : (scratch.push(be.allocBytes(8)), scratch[scratch.length - 1]!));
+  const err = be.allocBytes(8, true);
+  const has = (p.weight ? 1 : 0) | (p.out ? 2 : 0) | (p.sums ? 4 : 0);
+  const u = new Uint32Array([items, C, D, p.ignoreIndex >>> 0, input.offset, target.offset, p.weight?.offset ?? 0, p.out?.offset ?? 0,
+    p.sums?.offset ?? 0, has, 0]);
+  const outs = [own(p.out), own(p.sums), err];
+  const { bufs, done } = bindAll(outs, [input.buf as WGBuffer, target.buf as WGBuffer, (p.weight ?? input).buf as WGBuffer]);
+  const wg = be.wgReduce;
+  const prog = nllProgram(input.dtype, target.dtype, p.weight?.dtype ?? 'float32', p.out?.dtype ?? 'float32', p.sums?.dtype ?? 'float32', wg);
+  be.dispatch(prog, bufs, u, wg, wg);
+  const u2 = u.slice(); u2[10] = 1;
+  be.dispatch(prog, bufs, u2, wg, wg);
+  done();
+  for (const s of scratch) be.free(s);
+  be.host('nll_loss', [err], (host) => {
+    const w = new Int32Array(host.get(err)!, 0, 2);
+    if (w[0] !== 0) throw new IndexError('nll_loss', `Target ${w[1]} is out of bounds.`);
+  });
+  be.free(err);
+}
+
+// ---- local response normalization ----------------------------------------------------------------------
+
+/**
+ * y = x / (k + alpha/size · Σ x² over channels [c - size/2, c + (size-1)/2])^beta, a thread per element.
+ * uniform: [total, n (channels), lo, hi, alpha, beta, k, size, xoff, ooff, xs (channel stride of x)] then
+ * per dim [size, x stride, out stride]. b1 out, b2 x.
+ */
+function lrnProgram(xd: DTypeName, od: DTypeName, nd: number, dim: number, wg: number): Program {
+  const words = 11 + 3 * nd;
+  const access = `${outAccess(od)}r`;
+  return program(`rs.lrn|${xd}|${od}|${nd}|${dim}|${wg}`, access, words, () => {
+    const x = (idx: string): string => R.castExpr(xd, 'float32', R.load(xd, 'b2', idx));
+    const body = `if (g >= ${U(0)}) { return; }
+  var xo = i32(${U(8)}); var oo = i32(${U(9)}); var cc: array<u32, ${nd}>;
+  ${decompose(nd, 11, 3, ['xo', 'oo'], 'g', 'cc')}
+  let c = i32(cc[${dim}]); let n = i32(${U(1)}); let xs = bitcast<i32>(${U(10)});
+  let j0 = max(0, c - i32(${U(2)})); let j1 = min(n - 1, c + i32(${U(3)}));
+  var s = 0.0f;
+  for (var j = j0; j <= j1; j++) { let v = ${x('u32(xo + (j - c) * xs)')}; s = s + v * v; }
+  let alpha = bitcast<f32>(${U(4)}); let beta = bitcast<f32>(${U(5)}); let kk = bitcast<f32>(${U(6)});
+  let y = ${x('u32(xo)')} / nbx_pow_f(kk + (alpha * s) / f32(${U(7)}), beta);
+  ${storeVal(od, 'b1', 'u32(oo)', R.castExpr('float32', od, 'y'))}`;
+    return module(words, access, wg, body);
+  });
+}
+
+export function webgpuLocalResponseNorm(p: LrnParams): void {
+  const { x, out, dim, size } = p;
+  requireFloat('local_response_norm', x); requireFloat('local_response_norm', out);
+  const total = numelOf(x.shape);
+  if (total === 0) return;
+  const n = x.shape[dim]!;
+  const u = new Uint32Array([total, n, Math.floor(size / 2), Math.floor((size - 1) / 2), f32w(p.alpha), f32w(p.beta), f32w(p.k), size,
+    x.offset, out.offset, x.strides[dim]! >>> 0, ...dimWords(x.shape, [x.strides, out.strides])]);
+  const { bufs, done } = bindAll([out.buf as WGBuffer], [x.buf as WGBuffer]);
+  const wg = be.wgElementwise;
+  be.dispatch(lrnProgram(x.dtype, out.dtype, x.shape.length, dim, wg), bufs, u, total, wg);
+  done();
+}
