@@ -25,7 +25,7 @@ import type { Backend, StridedRef } from '../backend.js';
 import { checkWgslDType, WGSL_DTYPES } from '../../ir/render_wgsl.js';
 import { OPS } from '../../ops/registry.js';
 import { BufferPool, sizeClass, type PoolStats } from './pool.js';
-import { chooseAdapter, env, MAP_READ, notice, profileFor, requiredLimits, STAGE_COMPUTE, USAGE, type AdapterChoice } from './gpu.js';
+import { adapterIdentity, chooseAdapter, dawnToggles, env, MAP_READ, notice, profileFor, requiredLimits, STAGE_COMPUTE, subgroupMatrixConfigs, USAGE, WANTED_FEATURES, type AdapterChoice, type SubgroupMatrixConfig } from './gpu.js';
 import { runElementwise } from './elementwise.js';
 
 /** A tensor's device memory: `bytes` requested, `size` the pooled buffer's size. `gpu` arrives with the device. */
@@ -75,6 +75,15 @@ export interface WebGPUInfo {
   /** Threads per workgroup for elementwise and reduction kernels. */
   wgElementwise: number;
   wgReduce: number;
+  /** Dawn's adapter info (vendor, architecture, device, description, subgroup sizes). */
+  identity: Record<string, string | number>;
+  /** Every feature the adapter offers, and the Dawn toggles the instance was created with. */
+  adapterFeatures: string[];
+  toggles: string[];
+  /** Subgroup-matrix shapes the adapter offers (usable when the device has the feature). */
+  subgroupMatrixConfigs: SubgroupMatrixConfig[];
+  /** The autotune cache's device key: 'webgpu' and the adapter's identity. */
+  tuneKey: string;
 }
 
 export class WebGPUBackend implements Backend {
@@ -94,6 +103,8 @@ export class WebGPUBackend implements Backend {
   private pumping: Promise<void> | null = null;
   private enc: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
+  /** The pipeline last set on `pass` (a chain of one op sets it once per pass). */
+  private passPipeline: GPUComputePipeline | null = null;
   private arena!: GPUBuffer;
   private readonly arenaData = new Uint32Array(ARENA_BYTES / 4);
   private arenaUsed = 0;
@@ -115,6 +126,8 @@ export class WebGPUBackend implements Backend {
   private readonly scopes = new Set<Promise<unknown>>();
   private fault: Error | null = null;
   private initError: Error | null = null;
+  /** Async checks run once the device exists, before anything is encoded (kernels register them). */
+  readonly initHooks: ((be: WebGPUBackend) => Promise<void>)[] = [];
   /** Counters for tests and benchmarks. */
   readonly counters = { dispatches: 0, submits: 0, readbacks: 0, hostStaged: 0, pipelines: 0, uploads: 0 };
 
@@ -130,10 +143,11 @@ export class WebGPUBackend implements Backend {
     const choice = await chooseAdapter();
     const { adapter } = choice;
     this.gpu = choice.gpu;
-    const features: GPUFeatureName[] = [];
-    if (adapter.features.has('shader-f16')) features.push('shader-f16');
+    const features = WANTED_FEATURES.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
     const limits = requiredLimits(adapter);
-    this.device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits: limits });
+    // an experimental feature the adapter lists may still be refused (Dawn guards some behind toggles)
+    this.device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits: limits })
+      .catch(() => adapter.requestDevice({ requiredFeatures: features.filter((f) => f === 'shader-f16'), requiredLimits: limits }));
     this.queue = this.device.queue;
     this.device.addEventListener('uncapturederror', (ev) => this.setFault(new DeviceFaultError('webgpu', (ev as GPUUncapturedErrorEvent).error.message)));
     void this.device.lost.then((info) => { if (info.reason !== 'destroyed') this.setFault(new DeviceFaultError('webgpu', `device lost: ${info.message}`)); });
@@ -146,10 +160,15 @@ export class WebGPUBackend implements Backend {
       features: [...this.device.features].sort(), limits,
       wgElementwise: pow2(Math.min(prof.elementwiseThreads ?? 256, maxWg)),
       wgReduce: pow2(Math.min(prof.reductionThreads ?? 256, maxWg)),
+      identity: adapterIdentity(adapter), adapterFeatures: [...adapter.features].sort(), toggles: choice.via === 'browser' ? [] : dawnToggles(),
+      subgroupMatrixConfigs: subgroupMatrixConfigs(adapter),
+      tuneKey: tuneKeyOf(adapter),
     };
     const maxBuf = Math.min(limits.maxBufferSize ?? 2 ** 28, limits.maxStorageBufferBindingSize ?? 2 ** 27);
     this.pool = new BufferPool((size) => this.device.createBuffer({ size, usage: USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST }), maxBuf);
     this.arena = this.device.createBuffer({ size: ARENA_BYTES, usage: USAGE.UNIFORM | USAGE.COPY_DST });
+    // kernels' start-up checks (e.g. compiling the subgroup-matrix GEMM), before any work is encoded
+    for (const hook of this.initHooks) await hook(this).catch((e: Error) => notice(`nbx webgpu: start-up check failed: ${e.message}`));
     this.isReady = true;
     // every early buffer gets a fresh GPUBuffer (early uploads are writes that must not overtake others)
     for (const b of this.unplaced) this.place(b);
@@ -310,7 +329,7 @@ export class WebGPUBackend implements Backend {
   }
 
   private encoder(): GPUCommandEncoder { return (this.enc ??= this.device.createCommandEncoder()); }
-  private endPass(): void { if (this.pass) { this.pass.end(); this.pass = null; } }
+  private endPass(): void { if (this.pass) { this.pass.end(); this.pass = null; this.passPipeline = null; } }
 
   private encode(op: Op): void {
     switch (op.k) {
@@ -322,7 +341,7 @@ export class WebGPUBackend implements Backend {
         this.arenaData.set(op.u, off / 4);
         this.arenaUsed += need;
         this.pass ??= this.encoder().beginComputePass();
-        this.pass.setPipeline(p.pipeline);
+        if (this.passPipeline !== p.pipeline) { this.pass.setPipeline(p.pipeline); this.passPipeline = p.pipeline; }
         this.pass.setBindGroup(0, this.bindGroup(p, op.bufs), [off]);
         this.pass.dispatchWorkgroups(op.x, op.y, op.z);
         this.batchDispatches++;
@@ -531,6 +550,13 @@ function callerOp(): string {
     else if (owner === 'Module') found = name!;
   }
   return found;
+}
+
+/** "webgpu|<vendor>|<architecture>|<device>|<description>" (empty parts dropped; '|' in a part becomes '/'). */
+function tuneKeyOf(a: GPUAdapter): string {
+  const i = a.info;
+  const parts = [i.vendor, i.architecture, i.device, i.description].map((x) => (x ?? '').trim().replace(/\|/g, '/')).filter((x) => x !== '');
+  return ['webgpu', ...(parts.length ? parts : ['unnamed adapter'])].join('|');
 }
 
 function numbered(code: string): string {

@@ -46,6 +46,20 @@ export function describeAdapter(a: GPUAdapter): string {
   return [...new Set(parts)].join(' / ') || 'unnamed adapter';
 }
 
+/**
+ * Dawn toggles for `create`: `vulkan_enable_f16_on_nvidia` (Dawn withholds shader-f16 on NVIDIA's
+ * Vulkan driver unless asked; without it f16 subgroup matrices are unusable there), `allow_unsafe_apis`
+ * with NBX_WEBGPU_SUBGROUP_MATRIX=1 (the GEMM's tensor-core path), plus any in NBX_WEBGPU_DAWN_TOGGLES
+ * (comma-separated). NBX_WEBGPU_F16=0 leaves the f16 toggle off.
+ */
+export function dawnToggles(): string[] {
+  const t = env('NBX_WEBGPU_F16') === '0' ? [] : ['vulkan_enable_f16_on_nvidia'];
+  // Dawn offers subgroup matrices only with its unsafe APIs allowed: opt-in until verified on each card
+  if (env('NBX_WEBGPU_SUBGROUP_MATRIX') === '1') t.push('allow_unsafe_apis');
+  for (const x of (env('NBX_WEBGPU_DAWN_TOGGLES') ?? '').split(',')) if (x.trim()) t.push(x.trim());
+  return t.length ? [`enable-dawn-features=${t.join(',')}`] : [];
+}
+
 /** Requests an adapter as configured; throws with every reason when none comes up. */
 export async function chooseAdapter(): Promise<AdapterChoice> {
   const reasons: string[] = [];
@@ -68,7 +82,7 @@ export async function chooseAdapter(): Promise<AdapterChoice> {
   for (const via of tries) {
     try {
       if (via === 'opengles') process.env.EGL_PLATFORM ??= 'surfaceless'; // headless EGL (read by Mesa)
-      const gpu = mod.create(via === 'default' ? [] : [`backend=${via}`]);
+      const gpu = mod.create([...(via === 'default' ? [] : [`backend=${via}`]), ...dawnToggles()]);
       instances.push(gpu);
       const compatibility = via === 'opengles';
       const adapter = await gpu.requestAdapter(compatibility ? { featureLevel: 'compatibility' } : { powerPreference: 'high-performance' });
@@ -85,10 +99,36 @@ export async function chooseAdapter(): Promise<AdapterChoice> {
 export function requiredLimits(a: GPUAdapter): Record<string, number> {
   const names = ['maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY',
     'maxComputeWorkgroupStorageSize', 'maxStorageBufferBindingSize', 'maxBufferSize', 'maxStorageBuffersPerShaderStage',
-    'maxComputeWorkgroupsPerDimension', 'maxUniformBufferBindingSize', 'maxBindingsPerBindGroup'];
+    'maxComputeWorkgroupsPerDimension', 'maxUniformBufferBindingSize', 'maxBindingsPerBindGroup',
+    'maxComputeWorkgroupSizeZ', 'maxDynamicUniformBuffersPerPipelineLayout'];
   const out: Record<string, number> = {};
   const lim = a.limits as unknown as Record<string, number>;
   for (const n of names) if (typeof lim[n] === 'number') out[n] = lim[n]!;
+  return out;
+}
+
+/** Optional features the kernels use, requested when the adapter offers them. */
+export const WANTED_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query', 'chromium-experimental-subgroup-matrix'] as const;
+
+/** One subgroup-matrix shape the adapter offers (Dawn's GPUSubgroupMatrixConfig). */
+export interface SubgroupMatrixConfig { componentType: string; resultComponentType: string; M: number; N: number; K: number }
+
+/** The adapter's subgroup-matrix configurations (empty when it has none). */
+export function subgroupMatrixConfigs(a: GPUAdapter): SubgroupMatrixConfig[] {
+  const list = (a.info as unknown as { subgroupMatrixConfigs?: Iterable<SubgroupMatrixConfig> }).subgroupMatrixConfigs;
+  if (!list) return [];
+  return [...list].map((c) => ({ componentType: String(c.componentType), resultComponentType: String(c.resultComponentType), M: c.M, N: c.N, K: c.K }));
+}
+
+/** Adapter identity as Dawn reports it (vendor, architecture, device, description, subgroup sizes). */
+export function adapterIdentity(a: GPUAdapter): Record<string, string | number> {
+  const i = a.info as unknown as Record<string, unknown>;
+  const out: Record<string, string | number> = {};
+  for (const k of ['vendor', 'architecture', 'device', 'description', 'subgroupMinSize', 'subgroupMaxSize', 'isFallbackAdapter']) {
+    const v = i[k];
+    if (typeof v === 'string' || typeof v === 'number') out[k] = v;
+    else if (typeof v === 'boolean') out[k] = String(v);
+  }
   return out;
 }
 

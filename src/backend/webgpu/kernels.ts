@@ -13,6 +13,7 @@ import { DeviceLimitError, UnsupportedError } from '../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
 import { copyStrided, module, U } from './elementwise.js';
 import { env, notice } from './gpu.js';
+import { smmProgram, validateSmm } from './gemm_smm.js';
 import { webgpuConv, webgpuConvSupports, webgpuPool, webgpuPoolSupports, webgpuRowNorm, webgpuSoftmax, type ConvParams, type PoolParams } from './nn_kernels.js';
 import type { RowNormParams, SoftmaxParams } from '../cpu/nn.js';
 import { installWebGPUIndexingKernels } from './indexing_kernels.js';
@@ -22,6 +23,7 @@ import { installWebGPUFftKernels } from './fft_kernels.js';
 let be: WebGPUBackend;
 export function installWebGPUKernels(backend: WebGPUBackend): void {
   be = backend;
+  backend.initHooks.push(validateSmm);
   installWebGPUFftKernels(backend);
   registerKernel('reduce', 'webgpu', webgpuReduce);
   registerKernel('scan', 'webgpu', webgpuScan);
@@ -440,9 +442,11 @@ export function webgpuGemm(p: GemmParams): void {
   const batch = p.batch ?? 1;
   if (batch === 0 || p.m === 0 || p.n === 0) return;
   const { bufs, idx, temp } = bindings(p.c.buf as WGBuffer, [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
+  // tensor cores (subgroup matrices) where the device has a validated plan and the product is not tiny
+  const smm = p.m * p.n * p.k >= 1 << 18 ? smmProgram(d, p.transA, p.transB, idx[0]!, idx[1]!) : null;
   const t = gemmTile(p.m, p.n);
-  const BM = t.TY * t.TM, BN = t.TX * 4 * t.TNV;
-  const prog = gemmProgram(d, p.transA, p.transB, t, idx[0]!, idx[1]!);
+  const BM = smm ? smm.BM : t.TY * t.TM, BN = smm ? smm.BN : t.TX * 4 * t.TNV;
+  const prog = smm ? smm.prog : gemmProgram(d, p.transA, p.transB, t, idx[0]!, idx[1]!);
   const gx = Math.ceil(p.n / BN), gy = Math.ceil(p.m / BM);
   const maxDim = be.isReady ? be.info.limits.maxComputeWorkgroupsPerDimension ?? 65535 : 65535;
   if (gx > maxDim || gy > maxDim) throw new DeviceLimitError('matmul', `a ${p.m}x${p.n} product needs more than ${maxDim} workgroups along one dimension`);
