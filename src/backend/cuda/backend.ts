@@ -15,6 +15,7 @@ import { UnsupportedError } from '../../errors.js';
 import { CudaTuning, ELEMENTWISE_SPACE, TUNE_MIN_ELEMENTS } from './tuning.js';
 import { PinnedStaging } from './staging.js';
 import { bucketSize } from '../../autotune/index.js';
+import { LaunchBatch } from './launch_batch.js';
 
 /** A device buffer: the allocator's pointer and its size in bytes. */
 export interface CudaBuffer { ptr: bigint; bytes: number }
@@ -31,6 +32,8 @@ export class CudaBackend implements Backend {
   readonly staging: PinnedStaging;
   private readonly ewDefault: { threads: number; waves: number };
   private readonly kernels = new Map<string, CudaKernel>();
+  /** Small elementwise ops queue here and launch together (launch_batch.ts); null when NBX_CUDA_BATCH=0. */
+  readonly batch: LaunchBatch | null;
 
   constructor() {
     this.ctx = CudaContext.get(0);
@@ -41,6 +44,7 @@ export class CudaBackend implements Backend {
     // the untuned launch shape comes from the device profile (threads per block), not from code
     this.ewDefault = { threads: this.tuning.profile.defaults.elementwise.threadsPerBlock, waves: 16 };
     this.staging = new PinnedStaging(this.ctx, this.stream);
+    this.batch = LaunchBatch.create(this);
   }
 
   checkDType(op: string, d: DTypeName): void {
@@ -101,6 +105,8 @@ export class CudaBackend implements Backend {
   gridFor(work: number, block: number, waves = 16): number { return Math.max(1, Math.min(Math.ceil(work / block), this.smCount * waves)); }
 
   elementwise(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
+    // small ops: a command of the launch batch instead of a launch of their own
+    if (this.batch !== null && this.batch.tryElementwise(expr, ins, params, out)) return;
     const shape = out.shape;
     let n = 1;
     for (let d = 0; d < shape.length; d++) n *= shape[d]!;

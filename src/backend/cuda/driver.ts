@@ -490,6 +490,13 @@ export class CudaContext {
   private readonly out64 = new BigUint64Array(1);
   private readonly out64b = new BigUint64Array(1);
   private readonly out32 = new Int32Array(1);
+  /**
+   * Work queued on the host that must reach the stream before anything else touches the stream or
+   * device memory (the launch batch, launch_batch.ts): set while a batch is pending, null otherwise.
+   * Every driver call of this context (enter()), every read of Stream.handle and every event call
+   * runs it first, so no other work can overtake the batch.
+   */
+  pending: (() => void) | null = null;
 
   private constructor(device: number) {
     const f = fns();
@@ -525,9 +532,18 @@ export class CudaContext {
   }
 
   private enter(call: string): CuFns {
+    if (this.pending !== null) this.flushPending();
     if (poisoned) throwPoisoned(call);
     if (currentCtx !== this) this.makeCurrent();
     return (driver as Driver).fns;
+  }
+
+  /** Submit the pending launch batch (see `pending`); cleared first, so a failing flush is not retried forever. */
+  flushPending(): void {
+    const f = this.pending;
+    if (f === null) return;
+    this.pending = null;
+    f();
   }
 
   // --- memory ---
@@ -661,6 +677,7 @@ export class CudaContext {
    * Host cost: writing the arguments into the shared native parameter block and one FFI call.
    */
   launch(kernel: CudaKernel, grid: Dim3, block: Dim3, args: readonly KernelArg[], sharedMem = 0, stream?: Stream): void {
+    if (this.pending !== null) this.flushPending();
     if (poisoned) throwPoisoned(`cuLaunchKernel(${kernel.name})`);
     if (currentCtx !== this) this.makeCurrent();
     const pb = params ?? (params = new ParamBlock());
@@ -720,6 +737,39 @@ export class CudaContext {
   }
 }
 
+export interface ParamBuffer {
+  /** Native address of the parameter bytes. */
+  readonly ptr: bigint;
+  /** void*[1] holding `ptr`: the kernelParams of a kernel whose only parameter is this buffer. */
+  readonly pointers: bigint;
+  readonly bytes: number;
+  /** The bytes themselves (zero-copy view). */
+  readonly buffer: ArrayBuffer;
+}
+
+/** A natively allocated block for one by-value kernel parameter of `bytes` bytes (a struct). */
+export function allocParamBuffer(bytes: number): ParamBuffer {
+  const ptr = koffi.alloc('uint64_t', Math.ceil(bytes / 8)) as bigint;
+  const pointers = koffi.alloc('uint64_t', 1) as bigint;
+  new BigUint64Array(koffi.view(pointers, 8))[0] = ptr;
+  return { ptr, pointers, bytes, buffer: koffi.view(ptr, Math.ceil(bytes / 8) * 8) };
+}
+
+/**
+ * Launch a kernel whose single by-value parameter lives in `pb` on `stream`'s raw handle: the
+ * launch batch's own submission, which must not trigger the pending-flush hook (it is the flush).
+ * `label` names the work for fault reports (recentKernels).
+ */
+export function launchParamBuffer(kernel: CudaKernel, block: number, pb: ParamBuffer, stream: Stream, label: string): void {
+  if (poisoned) throwPoisoned(`cuLaunchKernel(${label})`);
+  const ctx = stream.ctx;
+  if (currentCtx !== ctx) ctx.makeCurrent();
+  recentKernels[recentIdx] = label;
+  recentIdx = (recentIdx + 1) % RECENT;
+  const r = (driver as Driver).fns.cuLaunchKernel(kernel.handle, 1, 1, 1, block, 1, 1, 0, stream.raw, pb.pointers, null);
+  if (r !== 0) throw makeError(r, `cuLaunchKernel(${label}, grid=[1,1,1], block=[${block},1,1])`);
+}
+
 function hostArg(buf: ArrayBufferView | PinnedBuffer, bytes: number | undefined): { p: ArrayBufferView | bigint; n: number } {
   if ('ptr' in buf && typeof buf.ptr === 'bigint') {
     const pb = buf as PinnedBuffer;
@@ -735,19 +785,30 @@ function hostArg(buf: ArrayBufferView | PinnedBuffer, bytes: number | undefined)
 
 export class Stream {
   readonly ctx: CudaContext;
-  /** CUstream; 0n is the legacy NULL stream. */
-  readonly handle: bigint;
+  /** CUstream without the flush: only for the launch batch's own submission. */
+  readonly raw: bigint;
   private readonly owned: boolean;
   private destroyed = false;
 
   constructor(ctx: CudaContext, handle: bigint, owned: boolean) {
     this.ctx = ctx;
-    this.handle = handle;
+    this.raw = handle;
     this.owned = owned;
+  }
+
+  /**
+   * CUstream; 0n is the legacy NULL stream. Reading it submits the context's pending launch batch
+   * first, so any work enqueued with it (libraries included) runs after everything queued before.
+   */
+  get handle(): bigint {
+    const c = this.ctx;
+    if (c.pending !== null) c.flushPending();
+    return this.raw;
   }
 
   /** Block until all work queued on the stream is done. */
   synchronize(): void {
+    this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuStreamSynchronize');
     if (this.handle === 0n) this.ctx.makeCurrent(); // the NULL stream is the current context's
     check(fns().cuStreamSynchronize(this.handle), 'cuStreamSynchronize');
@@ -755,6 +816,7 @@ export class Stream {
 
   /** True when all work queued on the stream is done. */
   query(): boolean {
+    this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuStreamQuery');
     if (this.handle === 0n) this.ctx.makeCurrent();
     const r = fns().cuStreamQuery(this.handle);
@@ -770,6 +832,7 @@ export class Stream {
 
   /** Make future work on this stream wait for `event`. */
   waitEvent(event: CudaEvent): void {
+    this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuStreamWaitEvent');
     check(fns().cuStreamWaitEvent(this.handle, event.handle, 0), 'cuStreamWaitEvent');
   }
@@ -794,6 +857,7 @@ export class CudaEvent {
   }
 
   record(stream?: Stream): this {
+    if (this.ctx.pending !== null) this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuEventRecord');
     this.ctx.makeCurrent();
     check(fns().cuEventRecord(this.handle, stream ? stream.handle : null), 'cuEventRecord');
@@ -802,6 +866,7 @@ export class CudaEvent {
 
   /** True when the work captured by the last record() is complete. */
   query(): boolean {
+    if (this.ctx.pending !== null) this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuEventQuery');
     const r = fns().cuEventQuery(this.handle);
     if (r === 0) return true;
@@ -810,6 +875,7 @@ export class CudaEvent {
   }
 
   synchronize(): void {
+    if (this.ctx.pending !== null) this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuEventSynchronize');
     check(fns().cuEventSynchronize(this.handle), 'cuEventSynchronize');
   }
@@ -821,6 +887,7 @@ export class CudaEvent {
 
   /** Milliseconds between `start` (recorded earlier) and this event; both must have completed. */
   elapsedSince(start: CudaEvent): number {
+    if (this.ctx.pending !== null) this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuEventElapsedTime');
     check(fns().cuEventElapsedTime(CudaEvent.ms, start.handle, this.handle), 'cuEventElapsedTime');
     return CudaEvent.ms[0]!;
@@ -829,6 +896,7 @@ export class CudaEvent {
   destroy(): void {
     if (this.destroyed) return;
     this.destroyed = true;
+    this.ctx.flushPending();
     if (poisoned) return;
     check(fns().cuEventDestroy(this.handle), 'cuEventDestroy');
   }

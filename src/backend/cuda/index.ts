@@ -34,5 +34,7 @@ export const cuda = {
   /** Kernels that ran through host staging in this process, and how often. */
   hostStagingStats(): Record<string, number> { return Object.fromEntries(stagingStats); },
   backend(): CudaBackend { return load(); },
+  /** Launch batching of small elementwise ops (launch_batch.ts): batches, commands, direct launches; null when NBX_CUDA_BATCH=0. */
+  batchStats(): Record<string, number> | null { const b = load().batch; return b ? { ...b.stats } : null; },
   loaded(): boolean { return loadedBackends().some((b) => b.type === 'cuda'); },
 };

@@ -130,7 +130,9 @@ API CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsi
 
 // ---- NVRTC: g++ against emu_rt.h ----
 struct Prog { std::string src, name, log, image; };
-API int nvrtcVersion(int* a, int* b) { *a = 13; *b = 0; return 0; }
+// A version no real toolkit reports: cache keys include it, so the shipped sm_90 CUBINs
+// (src/backend/cuda/shipped-kernels) never match an emulated compile.
+API int nvrtcVersion(int* a, int* b) { *a = 13; *b = 97; return 0; }
 API int nvrtcGetNumSupportedArchs(int* n) { *n = 3; return 0; }
 API int nvrtcGetSupportedArchs(int* a) { a[0] = 80; a[1] = 89; a[2] = 90; return 0; }
 API const char* nvrtcGetErrorString(int r) { return r == 0 ? "NVRTC_SUCCESS" : r == 6 ? "NVRTC_ERROR_COMPILATION" : "NVRTC_ERROR_EMU"; }
