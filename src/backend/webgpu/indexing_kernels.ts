@@ -191,38 +191,45 @@ export function webgpuGather(input: StridedRef, dim: number, index: StridedRef, 
 
 // ---- scatter -----------------------------------------------------------------------------------------
 
+const MODES: ScatterMode[] = ['none', 'sum', 'prod', 'mean', 'amax', 'amin'];
+
 /**
  * A thread per column (index positions sharing every coordinate but `dim`), applying its m positions in
- * order. uniform: [cols, m, size, outDimStride, ooff, ioff, soff, iDimStride, sDimStride, posDimStride,
- * includeSelf, wrap, alpha bits, report] then per other dim [size, out, index, src, position strides].
- * b1 out, b2 err, b3 counts (mean / include_self=False; a stand-in otherwise), b4 index, b5 src.
+ * order. The reduction is a uniform (one pipeline per dtype and rank: compiling is the slow part).
+ * uniform: [cols, m, size, outDimStride, ooff, ioff, soff, iDimStride, sDimStride, posDimStride,
+ * includeSelf, wrap, alpha bits, report, mode (index in MODES), track] then per other dim [size, out,
+ * index, src, position strides]. b1 out, b2 err, b3 counts (mean / include_self=False; a stand-in
+ * otherwise), b4 index, b5 src.
  */
-function scatterProgram(d: DTypeName, lanes: number, mode: ScatterMode, track: boolean, nd: number, wg: number): Program {
-  const words = 14 + 5 * nd;
+function scatterProgram(d: DTypeName, lanes: number, nd: number, wg: number): Program {
+  const words = 16 + 5 * nd;
   const access = `${outAccess(d)}awrr`;
-  return program(`ix.scatter|${d}|${lanes}|${mode}|${track}|${nd}|${wg}`, access, words, () => {
+  return program(`ix.scatter|${d}|${lanes}|${nd}|${wg}`, access, words, () => {
     const F = isFloat(d), T = F ? 'f32' : 'i32';
     const isBool = d === 'bool';
-    let combine: string;
-    switch (mode) {
-      case 'sum': case 'mean': combine = isBool ? 'select(0i, 1i, c != 0i || v != 0i)' : 'c + v'; break;
-      case 'prod': combine = isBool ? 'select(0i, 1i, c != 0i && v != 0i)' : 'c * v'; break;
-      case 'amax': combine = F ? 'select(select(c, v, c < v), v, nbx_isnan(v))' : 'select(c, v, v > c)'; break;
-      case 'amin': combine = F ? 'select(select(c, v, c > v), v, nbx_isnan(v))' : 'select(c, v, v < c)'; break;
-      default: combine = 'v';
-    }
+    const fns = lanes > 1 ? '' : `fn nbx_combine(mode: u32, c: ${T}, v: ${T}) -> ${T} {
+  switch (mode) {
+    case 1u, 3u: { return ${isBool ? 'select(0i, 1i, c != 0i || v != 0i)' : 'c + v'}; }
+    case 2u: { return ${isBool ? 'select(0i, 1i, c != 0i && v != 0i)' : 'c * v'}; }
+    case 4u: { return ${F ? 'select(select(c, v, c < v), v, nbx_isnan(v))' : 'select(c, v, v > c)'}; }
+    case 5u: { return ${F ? 'select(select(c, v, c > v), v, nbx_isnan(v))' : 'select(c, v, v < c)'}; }
+    default: { return v; }
+  }
+}`;
     const alpha = F ? `bitcast<f32>(${U(12)})` : `bitcast<i32>(${U(12)})`;
-    const apply = mode === 'none'
-      ? [...Array(lanes).keys()].map((l) => rawStore(d, 'b1', `t + ${l}u`, rawLoad(d, 'b5', `s + ${l}u`))).join(' ')
-      : `var v: ${T} = ${R.load(d, 'b5', 's')};
-      ${mode === 'sum' && !isBool ? `v = v * ${alpha};` : ''}
+    const raw = [...Array(lanes).keys()].map((l) => rawStore(d, 'b1', `t + ${l}u`, rawLoad(d, 'b5', `s + ${l}u`))).join(' ');
+    const apply = lanes > 1 ? raw : `if (mode == 0u) { ${raw} } else {
+      var v: ${T} = ${R.load(d, 'b5', 's')};
+      ${isBool ? '' : `if (mode == 1u) { v = v * ${alpha}; }`}
       var first = false;
-      ${track ? `let ci = t - ${U(4)}; let n = b3[ci]; b3[ci] = n + 1u; first = n == 0u && ${U(10)} == 0u;` : ''}
+      if (track) { let ci = t - ${U(4)}; let n = b3[ci]; b3[ci] = n + 1u; first = n == 0u && ${U(10)} == 0u; }
       let c: ${T} = ${loadOut(d, 'b1', 't')};
-      let r: ${T} = select(${combine}, v, first);
-      ${storeVal(d, 'b1', 't', 'r')}`;
+      let r: ${T} = select(nbx_combine(mode, c, v), v, first);
+      ${storeVal(d, 'b1', 't', 'r')}
+    }`;
     // mean: each slot of the column divided by its count (plus itself when included); ints floor-divide
-    const finish = mode !== 'mean' ? '' : `for (var j = 0i; j < size; j++) {
+    const finish = lanes > 1 ? '' : `if (mode != 3u) { return; }
+  for (var j = 0i; j < size; j++) {
     let t = u32(oo + j * ods); let n = b3[t - ${U(4)}];
     if (n == 0u) { continue; }
     let q = ${T}(n + select(0u, 1u, ${U(10)} != 0u));
@@ -233,20 +240,21 @@ function scatterProgram(d: DTypeName, lanes: number, mode: ScatterMode, track: b
     const body = `${reportHead(13, 'g', false)}
   let cols = ${U(0)}; let m = ${U(1)}; let size = i32(${U(2)}); let ods = bitcast<i32>(${U(3)});
   let isd = bitcast<i32>(${U(7)}); let ssd = bitcast<i32>(${U(8)}); let psd = ${U(9)};
+  let mode = ${U(14)}; let track = ${U(15)} != 0u;
   let col = nbx_pos;
   if (col >= cols) { return; }
   var oo = i32(${U(4)}); var io = i32(${U(5)}); var so = i32(${U(6)}); var po = 0i;
-  ${decompose(nd, 14, 5, ['oo', 'io', 'so', 'po'], 'col')}
+  ${decompose(nd, 16, 5, ['oo', 'io', 'so', 'po'], 'col')}
   for (var k = 0u; k < m; k++) {
     var v0 = bitcast<i32>(b4[u32(io + i32(k) * isd)]);
     ${checkIndex('v0', 'size', `(${U(11)} != 0u)`, 'u32(po) + k * psd', 'return;')}
     if (report) { continue; }
     let t = u32(oo + v0 * ods); let s = u32(so + i32(k) * ssd);
-    { ${apply} }
+    ${apply}
   }
   if (report) { return; }
   ${finish}`;
-    return module(words, access, wg, body, '').replace(/\bb2\b/g, 'err');
+    return module(words, access, wg, body, fns).replace(/\bb2\b/g, 'err');
   });
 }
 
@@ -270,12 +278,12 @@ export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, s
   const alpha = Number(opts.alpha ?? 1);
   const u = new Uint32Array([cols, m, size, (o.strides[dim] ?? 0) >>> 0, o.offset, index.offset, s.offset, (index.strides[dim] ?? 0) >>> 0,
     (s.strides[dim] ?? 0) >>> 0, pos[dim] ?? 0, includeSelf ? 1 : 0, wrap ? 1 : 0, isFloat(out.dtype) ? f32w(alpha) : alpha | 0, 0,
-    ...dimWords(sub(index.shape), [sub(o.strides), sub(index.strides), sub(s.strides), sub(pos)])]);
+    MODES.indexOf(mode), track ? 1 : 0, ...dimWords(sub(index.shape), [sub(o.strides), sub(index.strides), sub(s.strides), sub(pos)])]);
   const err = errBuffer();
   const counts = be.allocBytes(track ? numelOf(out.shape) * 4 : 4, track);
   const { bufs, done } = bindAll([out.buf as WGBuffer, err, counts], [index.buf as WGBuffer, src.buf as WGBuffer]);
   const wg = 64;
-  const prog = scatterProgram(o.dtype, lanes, mode, track, others.length, wg);
+  const prog = scatterProgram(o.dtype, lanes, others.length, wg);
   be.dispatch(prog, bufs, u, cols, wg);
   // the report pass: every column re-checks its indices (no writes) and the failed position stores its value
   const u2 = u.slice(); u2[13] = 1;

@@ -112,45 +112,51 @@ export function webgpuInterpolate(p: InterpolateKernelParams): void {
 
 // ---- grid_sample -------------------------------------------------------------------------------------
 
-/** WGSL functions of one axis (unnormalize, then the padding rule), in f32 as the CPU's float32 path. */
-function axisFns(ax: string, size: string, vec: boolean, ac: boolean, pad: GridSampleKernelParams['padding']): string {
-  const S = `f32(${size})`;
+/**
+ * WGSL coordinate functions (unnormalize, then the padding rule) in f32, as the CPU's float32 path;
+ * align_corners (uniform word 9) and the padding mode (word 10: zeros, border, reflection) are uniforms.
+ */
+function coordFns(vec: boolean): string {
   let unnorm: string, reflect: string;
   if (vec) {
     // GridSamplerKernel.cpp ComputeLocationBase
-    unnorm = ac ? `(g + 1.0f) * (f32(${size} - 1u) / 2.0f)` : `(g + 1.0f) * (${S} / 2.0f) - 0.5f`;
-    const tw = ac ? `f32((${size} - 1u) * 2u)` : `f32(${size} * 2u)`, low = ac ? '0.0f' : '-0.5f';
-    reflect = `let tw = ${tw}; if (tw == 0.0f) { return 0.0f; }
-  let a = abs(v - ${low}); let flips = trunc(a / tw); let extra = a - flips * tw;
-  return nbx_jmin(extra, tw - extra) + ${low};`;
+    unnorm = 'if (ac) { return (g + 1.0f) * (f32(size - 1u) / 2.0f); } return (g + 1.0f) * (f32(size) / 2.0f) - 0.5f;';
+    reflect = `let tw = select(f32(size * 2u), f32((size - 1u) * 2u), ac); let low = select(-0.5f, 0.0f, ac);
+  if (tw == 0.0f) { return 0.0f; }
+  let a = abs(v - low); let flips = trunc(a / tw); let extra = a - flips * tw;
+  return nbx_jmin(extra, tw - extra) + low;`;
   } else {
     // GridSampler.h grid_sampler_unnormalize / reflect_coordinates
-    unnorm = ac ? `((g + 1.0f) / 2.0f) * f32(${size} - 1u)` : `((g + 1.0f) * ${S} - 1.0f) / 2.0f`;
-    const [lo2, hi2] = ac ? ['0.0f', `f32(2u * (${size} - 1u))`] : ['-1.0f', `f32(2u * ${size}) - 1.0f`];
-    reflect = `let lo2 = ${lo2}; let hi2 = ${hi2}; if (lo2 == hi2) { return 0.0f; }
+    unnorm = 'if (ac) { return ((g + 1.0f) / 2.0f) * f32(size - 1u); } return ((g + 1.0f) * f32(size) - 1.0f) / 2.0f;';
+    reflect = `let lo2 = select(-1.0f, 0.0f, ac); let hi2 = select(f32(2u * size) - 1.0f, f32(2u * (size - 1u)), ac);
+  if (lo2 == hi2) { return 0.0f; }
   let mn = lo2 / 2.0f; let span = (hi2 - lo2) / 2.0f;
   let a = abs(v - mn); let flips = floor(a / span); let extra = a - span * flips;
   return select(span - extra + mn, extra + mn, flips - 2.0f * floor(flips * 0.5f) == 0.0f);`;
   }
-  const clip = (v: string): string => `nbx_jmin(f32(${size} - 1u), nbx_jmax(${v}, 0.0f))`;
-  const bound = pad === 'border' ? clip('v') : pad === 'reflection' ? clip(`reflect_${ax}(v)`) : 'v';
-  return `fn unnorm_${ax}(g: f32) -> f32 { return ${unnorm}; }
-fn reflect_${ax}(v: f32) -> f32 { ${reflect} }
-fn bound_${ax}(v: f32) -> f32 { return ${bound}; }`;
+  const axes = [['X', 4], ['Y', 3], ['Z', 2]].map(([ax, w]) => `fn unnorm_${ax}(g: f32) -> f32 { return nbx_unnorm(g, ${U(w as number)}); }
+fn bound_${ax}(v: f32) -> f32 { return nbx_bound(v, ${U(w as number)}); }`).join('\n');
+  return `fn nbx_jmin(a: f32, b: f32) -> f32 { if (nbx_isnan(a) || nbx_isnan(b)) { return a + b; } return select(b, a, a < b); }
+fn nbx_jmax(a: f32, b: f32) -> f32 { if (nbx_isnan(a) || nbx_isnan(b)) { return a + b; } return select(b, a, a > b); }
+fn nbx_unnorm(g: f32, size: u32) -> f32 { let ac = ${U(9)} != 0u; ${unnorm} }
+fn nbx_reflect(v: f32, size: u32) -> f32 { let ac = ${U(9)} != 0u; ${reflect} }
+fn nbx_clip(v: f32, size: u32) -> f32 { return nbx_jmin(f32(size - 1u), nbx_jmax(v, 0.0f)); }
+fn nbx_bound(v: f32, size: u32) -> f32 {
+  let pad = ${U(10)};
+  if (pad == 1u) { return nbx_clip(v, size); }
+  if (pad == 2u) { return nbx_clip(nbx_reflect(v, size), size); }
+  return v;
+}
+${axes}
+fn inside(z: f32, y: f32, x: f32) -> bool { return x >= 0.0f && x < f32(${U(4)}) && y >= 0.0f && y < f32(${U(3)}) && z >= 0.0f && z < f32(${U(2)}); }`;
 }
 
-/** uniform: [points, C, D, H, W, oplane, xoff, goff, ooff]. b1 out, b2 x, b3 grid. */
-function gridSampleProgram(d: DTypeName, spatial: 2 | 3, mode: GridSampleKernelParams['mode'], pad: GridSampleKernelParams['padding'], ac: boolean, wg: number): Program {
+/** uniform: [points, C, D, H, W, oplane, xoff, goff, ooff, alignCorners, padding]. b1 out, b2 x, b3 grid. */
+function gridSampleProgram(d: DTypeName, spatial: 2 | 3, mode: GridSampleKernelParams['mode'], wg: number): Program {
   const access = `${outAccess(d)}rr`;
-  return program(`rs.grid|${d}|${spatial}|${mode}|${pad}|${ac}|${wg}`, access, 9, () => {
+  return program(`rs.grid|${d}|${spatial}|${mode}|${wg}`, access, 11, () => {
     const vec = spatial === 2;
-    const fns = `fn nbx_jmin(a: f32, b: f32) -> f32 { if (nbx_isnan(a) || nbx_isnan(b)) { return a + b; } return select(b, a, a < b); }
-fn nbx_jmax(a: f32, b: f32) -> f32 { if (nbx_isnan(a) || nbx_isnan(b)) { return a + b; } return select(b, a, a > b); }
-fn sz_W() -> u32 { return ${U(4)}; } fn sz_H() -> u32 { return ${U(3)}; } fn sz_D() -> u32 { return ${U(2)}; }
-${axisFns('X', 'sz_W()', vec, ac, pad)}
-${axisFns('Y', 'sz_H()', vec, ac, pad)}
-${axisFns('Z', 'sz_D()', vec, ac, pad)}
-fn inside(z: f32, y: f32, x: f32) -> bool { return x >= 0.0f && x < f32(sz_W()) && y >= 0.0f && y < f32(sz_H()) && z >= 0.0f && z < f32(sz_D()); }`;
+    const fns = coordFns(spatial === 2);
     const x = (idx: string): string => R.castExpr(d, 'float32', R.load(d, 'b2', idx));
     const accumulate = (nt: number): string => `for (var c = 0u; c < C; c++) {
     let xc = xb + c * plane;
@@ -207,7 +213,7 @@ fn inside(z: f32, y: f32, x: f32) -> bool { return x >= 0.0f && x < f32(sz_W()) 
   ${accumulate(8)}`;
     }
     const g = (k: number): string => R.castExpr(d, 'float32', R.load(d, 'b3', `gp + ${k}u`));
-    return module(9, access, wg, `let points = ${U(0)}; let C = ${U(1)}; let D = ${U(2)}; let H = ${U(3)}; let W = ${U(4)}; let oplane = ${U(5)};
+    return module(11, access, wg, `let points = ${U(0)}; let C = ${U(1)}; let D = ${U(2)}; let H = ${U(3)}; let W = ${U(4)}; let oplane = ${U(5)};
   if (g >= points) { return; }
   let plane = D * H * W;
   let n = g / oplane; let q = g % oplane;
@@ -226,10 +232,11 @@ export function webgpuGridSample(p: GridSampleKernelParams): void {
   const [, OD, OH, OW] = grid.shape as number[];
   const oplane = OD! * OH! * OW!, points = N! * oplane;
   if (points === 0 || C === 0) return;
-  const u = new Uint32Array([points, C!, D!, H!, W!, oplane, x.offset, grid.offset, out.offset]);
+  const u = new Uint32Array([points, C!, D!, H!, W!, oplane, x.offset, grid.offset, out.offset, p.alignCorners ? 1 : 0,
+    ['zeros', 'border', 'reflection'].indexOf(p.padding)]);
   const { bufs, done } = bindAll([out.buf as WGBuffer], [x.buf as WGBuffer, grid.buf as WGBuffer]);
   const wg = be.wgElementwise;
-  be.dispatch(gridSampleProgram(x.dtype, p.spatial, p.mode, p.padding, p.alignCorners, wg), bufs, u, points, wg);
+  be.dispatch(gridSampleProgram(x.dtype, p.spatial, p.mode, wg), bufs, u, points, wg);
   done();
 }
 

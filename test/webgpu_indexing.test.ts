@@ -1,0 +1,219 @@
+// WebGPU's native indexing, resampling, loss and integer kernels against the CPU backend (the reference)
+// on random inputs: gather/scatter (every reduction, every dtype, strided views, empty tensors,
+// out-of-range indices raising IndexError at the next read), interpolate, grid_sample, nll_loss,
+// local_response_norm, integer conv/pool/GEMM. Index tensors are int32 (int64 cannot live on webgpu).
+// Host staging is refused here, so each kernel must be native. Without an adapter every test is skipped,
+// with a message saying so.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as nbx from '../src/index.js';
+import { Tensor } from '../src/tensor/tensor.js';
+import { kernel } from '../src/backend/registry.js';
+import { DeviceLimitError, IndexError } from '../src/errors.js';
+import type { DTypeName } from '../src/dtype/dtypes.js';
+import type { StridedRef } from '../src/backend/backend.js';
+
+process.env.NBX_WEBGPU_HOST_STAGING = '0';
+const probe = await nbx.webgpu.probe();
+const skip = probe.available ? false : `no WebGPU adapter (${probe.reason})`;
+if (skip) process.stdout.write(`# webgpu indexing tests NOT RUN: ${skip}. gather/scatter/resample/loss/integer kernel tests were skipped.\n`);
+const it = (name: string, fn: () => Promise<void>): void => { test(name, { skip }, fn); };
+
+type T = Tensor;
+const G = 'webgpu';
+const up = (t: T): T => t.to(G);
+const F = nbx.nn.functional as unknown as Record<string, (...a: unknown[]) => T>;
+
+let seed = 12345;
+const rand = (): number => { seed = (seed * 1664525 + 1013904223) % 4294967296; return seed / 4294967296; };
+/** Random values suiting `dtype` (small integers for ints, so products stay exact in float32 too). */
+function data(shape: number[], dtype: DTypeName, lo = -4, hi = 4): T {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const v = Array.from({ length: n }, () => {
+    const r = rand();
+    if (dtype === 'bool') return r > 0.5 ? 1 : 0;
+    if (dtype === 'uint8') return Math.floor(r * 256);
+    if (dtype === 'int8') return Math.floor(r * 256) - 128;
+    if (dtype === 'int16') return Math.floor(r * 65536) - 32768;
+    if (dtype === 'int32') return Math.floor(r * 2e6) - 1e6;
+    return Math.round((lo + r * (hi - lo)) * 1000) / 1000;
+  });
+  const t = nbx.tensor(v, { dtype: nbx.float32 }).reshape(shape);
+  return dtype === 'float32' ? t : t.to(dtype);
+}
+const ints = (shape: number[], lo: number, hi: number): T =>
+  nbx.tensor(Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => lo + Math.floor(rand() * (hi - lo))), { dtype: nbx.int32 }).reshape(shape);
+
+/** GPU result equals the CPU's: exactly, or within rtol (relative, floor 1) for floats. */
+async function same(gpu: T, cpu: T, rtol = 0, what = ''): Promise<void> {
+  assert.equal(gpu.device.type, 'webgpu', `${what}: on ${gpu.device}`);
+  assert.equal(gpu.dt, cpu.dt, `${what}: dtype`);
+  assert.deepEqual([...gpu.shape], [...cpu.shape], `${what}: shape`);
+  const g = await gpu.data(), c = cpu.dataSync();
+  const lanes = cpu.dt === 'complex64' ? 2 : 1;
+  for (let i = 0; i < c.length; i++) {
+    const x = Number(g[i]), y = Number(c[i]);
+    if (Number.isNaN(y)) { assert.ok(Number.isNaN(x), `${what}[${i}]: got ${x}, want NaN`); continue; }
+    if (rtol === 0 || !Number.isFinite(y)) assert.ok(x === y, `${what}[${Math.floor(i / lanes)}]: got ${x}, want ${y}`);
+    else assert.ok(Math.abs(x - y) <= rtol * Math.max(1, Math.abs(y)), `${what}[${i}]: got ${x}, want ${y} (rtol ${rtol})`);
+  }
+}
+/** The error a pending result raises when read. */
+async function raises(t: () => T, cls: new (...a: never[]) => Error, msg: RegExp): Promise<void> {
+  await assert.rejects(async () => { await t().data(); }, (e: Error) => e instanceof cls && msg.test(e.message));
+}
+
+const DTYPES: DTypeName[] = ['float32', 'float16', 'bfloat16', 'int32', 'int16', 'int8', 'uint8', 'bool'];
+
+it('index_select / embedding gather every dtype from strided views with int32 indices', async () => {
+  for (const d of DTYPES) {
+    const x = data([5, 7], d).t(); // a transposed (strided) view
+    const idx = ints([9], 0, 7);
+    for (const dim of [0, 1]) {
+      const i = dim === 0 ? idx : ints([4], 0, 5);
+      await same(nbx.index_select(up(x), dim, up(i)), nbx.index_select(x, dim, i), 0, `index_select ${d} dim ${dim}`);
+    }
+    await same(nbx.index_select(up(x), 0, up(ints([0], 0, 1))), nbx.index_select(x, 0, ints([0], 0, 1)), 0, `empty ${d}`);
+  }
+  const w = data([10, 6], 'float32'), ids = ints([3, 4], 0, 10);
+  await same(F.embedding!(up(ids), up(w)), F.embedding!(ids, w), 0, 'embedding');
+  // a complex table moves as pairs of words
+  const c = nbx.complex(data([4, 3], 'float32'), data([4, 3], 'float32'));
+  await same(nbx.index_select(up(c), 0, up(nbx.tensor([3, 0, 3], { dtype: nbx.int32 }))), nbx.index_select(c, 0, nbx.tensor([3, 0, 3], { dtype: nbx.int32 })), 0, 'complex64');
+});
+
+it('gather kernel: any index strides, negative indices wrapped for take, out of range raising IndexError', async () => {
+  const x = data([4, 6, 5], 'float32');
+  const idx = ints([5, 4, 3], -6, 6).permute([1, 0, 2]); // [4, 5, 3], strided
+  for (const wrap of [false, true]) {
+    const run = (xx: T, ii: T, dev: string): T => {
+      const out = Tensor.empty([4, 5, 3], 'float32', dev === 'cpu' ? xx.device : up(Tensor.empty([1], 'float32')).device);
+      const i = wrap ? ii : nbx.remainder(ii, 6);
+      kernel('gather', xx.device, 'gather')(xx.ref(), 1, i.ref(), out.ref(), 'gather', wrap);
+      return out;
+    };
+    await same(run(up(x), up(idx), G), run(x, idx, 'cpu'), 0, `gather wrap=${wrap}`);
+  }
+  await raises(() => nbx.index_select(up(x), 2, up(nbx.tensor([1, 5, 0], { dtype: nbx.int32 }))), IndexError, /index 5 is out of bounds for dimension 2 with size 5/);
+  await raises(() => nbx.index_select(up(x), 0, up(nbx.tensor([1, -1], { dtype: nbx.int32 }))), IndexError, /index -1 is out of bounds for dimension 0 with size 4/);
+  // the device keeps working after a reported error
+  await same(nbx.index_select(up(x), 0, up(nbx.tensor([3], { dtype: nbx.int32 }))), nbx.index_select(x, 0, nbx.tensor([3], { dtype: nbx.int32 })), 0, 'after error');
+});
+
+it('int64 indices stay a device limit (WGSL has no 64-bit integers)', async () => {
+  assert.throws(() => up(nbx.tensor([0, 1])), DeviceLimitError);
+});
+
+/** scatter through the kernel on both devices: out (cloned), int32 index, src. */
+function scatterBoth(x: T, dim: number, idx: T, src: T, mode: string, opts: Record<string, unknown>): [T, T] {
+  const run = (xx: T, ii: T, ss: T): T => {
+    const out = xx.clone();
+    kernel('scatter', xx.device, 'scatter')(out.ref(), dim, ii.ref(), ss.ref(), mode, { op: 'scatter', ...opts });
+    return out;
+  };
+  return [run(up(x), up(idx), up(src)), run(x, idx, src)];
+}
+
+it('scatter: overwrite (last write wins) and every reduction, include_self, across dtypes', async () => {
+  for (const d of DTYPES) {
+    const x = data([4, 5], d), src = data([6, 5], d);
+    const idx = ints([6, 5], 0, 4);
+    const modes = d === 'bool' ? ['none', 'sum', 'prod', 'amax', 'amin'] : ['none', 'sum', 'prod', 'mean', 'amax', 'amin'];
+    for (const mode of modes) {
+      for (const includeSelf of [true, false]) {
+        const [g, c] = scatterBoth(x, 0, idx, src, mode, { includeSelf });
+        await same(g, c, d === 'float32' ? 1e-6 : d === 'float16' || d === 'bfloat16' ? 1e-2 : 0, `scatter ${d} ${mode} self=${includeSelf}`);
+      }
+    }
+  }
+  // along the last dim, a strided index and source, an empty index
+  const x = data([3, 8], 'float32'), src = data([5, 3], 'float32').t(), idx = ints([5, 3], 0, 8).t();
+  for (const mode of ['none', 'sum', 'amax']) {
+    const [g, c] = scatterBoth(x, 1, idx, src, mode, {});
+    await same(g, c, 1e-6, `scatter dim 1 ${mode}`);
+  }
+  const [g0, c0] = scatterBoth(x, 1, ints([3, 0], 0, 1), data([3, 0], 'float32'), 'sum', {});
+  await same(g0, c0, 0, 'empty index');
+  // int32 exact wrap-around of sums and products
+  const big = nbx.tensor([[2147483000, -2147483000, 65536]], { dtype: nbx.int32 });
+  const [gs, cs] = scatterBoth(big, 0, nbx.tensor([[0, 0, 0], [0, 0, 0]], { dtype: nbx.int32 }), nbx.tensor([[1000, -1000, 65536], [7, 7, 3]], { dtype: nbx.int32 }), 'sum', {});
+  await same(gs, cs, 0, 'int32 wrap sum');
+  const [gp, cp] = scatterBoth(big, 0, nbx.tensor([[0, 0, 0]], { dtype: nbx.int32 }), nbx.tensor([[3, 5, 65536]], { dtype: nbx.int32 }), 'prod', {});
+  await same(gp, cp, 0, 'int32 wrap prod');
+});
+
+it('index_add with int32 indices and alpha; out-of-range scatter indices raise IndexError', async () => {
+  for (const d of ['float32', 'int32', 'int8', 'float16'] as DTypeName[]) {
+    const x = data([5, 4], d), src = data([5, 3], d), idx = nbx.tensor([1, 1, 3], { dtype: nbx.int32 });
+    await same(nbx.index_add(up(x), 1, up(idx), up(src), { alpha: 2 }), nbx.index_add(x, 1, idx, src, { alpha: 2 }), d === 'float16' ? 1e-2 : 1e-6, `index_add ${d}`);
+  }
+  const x = data([5, 4], 'float32');
+  await raises(() => nbx.index_add(up(x), 0, up(nbx.tensor([0, 5], { dtype: nbx.int32 })), up(data([2, 4], 'float32'))), IndexError,
+    /index 5 is out of bounds for dimension 0 with size 5/);
+  const g = up(x).clone();
+  kernel('scatter', G, 'scatter')(g.ref(), 0, up(nbx.tensor([[0, 1, 2, 3], [4, 9, 0, -2]], { dtype: nbx.int32 })).ref(), up(data([2, 4], 'float32')).ref(), 'sum', { op: 'scatter' });
+  await raises(() => g, IndexError, /index 9 is out of bounds for dimension 0 with size 5/); // row-major first failure
+});
+
+it('interpolate: every mode, align_corners, antialias, 3-D/4-D/5-D, uint8 nearest exact', async () => {
+  const cases: [number[], Record<string, unknown>][] = [
+    [[2, 3, 9], { scale_factor: 2.5, mode: 'linear' }],
+    [[2, 3, 9], { size: 4, mode: 'nearest' }],
+    [[1, 2, 7, 6], { size: [11, 4], mode: 'bilinear', align_corners: true }],
+    [[1, 2, 7, 6], { size: [3, 13], mode: 'bilinear', align_corners: false }],
+    [[1, 2, 7, 6], { size: [10, 9], mode: 'bicubic', align_corners: false }],
+    [[1, 2, 12, 10], { size: [5, 4], mode: 'bilinear', antialias: true }],
+    [[1, 2, 12, 10], { size: [5, 3], mode: 'bicubic', antialias: true }],
+    [[1, 2, 7, 6], { scale_factor: 1.7, mode: 'nearest-exact' }],
+    [[1, 2, 4, 5, 3], { size: [6, 3, 7], mode: 'trilinear', align_corners: true }],
+    [[1, 2, 4, 5, 3], { scale_factor: 2, mode: 'nearest' }],
+    [[2, 3, 8, 8], { size: [3, 5], mode: 'area' }],
+  ];
+  for (const [shape, kw] of cases) {
+    const x = data(shape, 'float32');
+    await same(F.interpolate!(up(x), kw), F.interpolate!(x, kw), 2e-5, `interpolate ${JSON.stringify(kw)}`);
+  }
+  const u8 = data([1, 3, 5, 7], 'uint8');
+  await same(F.interpolate!(up(u8), { size: [9, 4], mode: 'nearest' }), F.interpolate!(u8, { size: [9, 4], mode: 'nearest' }), 0, 'uint8 nearest');
+  const h = data([1, 2, 5, 6], 'float16');
+  await same(F.interpolate!(up(h), { size: [8, 8], mode: 'bilinear' }), F.interpolate!(h, { size: [8, 8], mode: 'bilinear' }), 1e-2, 'float16 bilinear');
+});
+
+it('grid_sample: modes x padding x align_corners, 4-D and 5-D, grid points outside', async () => {
+  const x4 = data([2, 3, 5, 6], 'float32'), g4 = data([2, 4, 7, 2], 'float32', -1.3, 1.3);
+  const x5 = data([1, 2, 3, 4, 5], 'float32'), g5 = data([1, 2, 3, 4, 3], 'float32', -1.3, 1.3);
+  for (const mode of ['bilinear', 'nearest', 'bicubic']) {
+    for (const padding_mode of ['zeros', 'border', 'reflection']) {
+      for (const align_corners of [false, true]) {
+        const kw = { mode, padding_mode, align_corners };
+        await same(F.grid_sample!(up(x4), up(g4), kw), F.grid_sample!(x4, g4, kw), 1e-4, `grid_sample 4-D ${JSON.stringify(kw)}`);
+        if (mode !== 'bicubic') await same(F.grid_sample!(up(x5), up(g5), kw), F.grid_sample!(x5, g5, kw), 1e-4, `grid_sample 5-D ${JSON.stringify(kw)}`);
+      }
+    }
+  }
+});
+
+it('nll_loss (uint8 targets): weights, ignore_index, reductions, spatial; bad targets raise', async () => {
+  const x = F.log_softmax!(data([6, 5, 3], 'float32'), 1), t = nbx.tensor([[0, 4, 2], [1, 1, 3], [4, 0, 0], [2, 2, 2], [3, 1, 0], [0, 4, 1]], { dtype: nbx.uint8 });
+  const w = data([5], 'float32', 0.1, 2);
+  for (const reduction of ['none', 'mean', 'sum']) {
+    for (const kw of [{}, { weight: w }, { ignore_index: 2 }, { weight: w, ignore_index: 4 }]) {
+      const gk = 'weight' in kw ? { ...kw, weight: up(w), reduction } : { ...kw, reduction };
+      await same(F.nll_loss!(up(x), up(t), gk), F.nll_loss!(x, t, { ...kw, reduction }), 1e-5, `nll_loss ${reduction} ${Object.keys(kw)}`);
+    }
+  }
+  const bad = nbx.tensor([[0, 7, 2], [1, 1, 3], [4, 0, 0], [2, 2, 2], [3, 1, 0], [0, 4, 1]], { dtype: nbx.uint8 });
+  await raises(() => F.nll_loss!(up(x), up(bad)), IndexError, /Target 7 is out of bounds/);
+});
+
+it('local_response_norm over strided 3-D/4-D inputs', async () => {
+  for (const [shape, size] of [[[2, 7, 5], 3], [[2, 6, 4, 3], 4], [[1, 3, 2, 2], 9]] as [number[], number][]) {
+    const x = data(shape, 'float32');
+    await same(F.local_response_norm!(up(x), size, { alpha: 0.3, beta: 0.75, k: 2 }), F.local_response_norm!(x, size, { alpha: 0.3, beta: 0.75, k: 2 }), 1e-5, `lrn ${shape}`);
+  }
+  const x = data([3, 5, 4, 2], 'float32').permute([0, 1, 3, 2]);
+  await same(F.local_response_norm!(up(x), 3), F.local_response_norm!(x, 3), 1e-5, 'lrn strided');
+});
+
+void (null as unknown as StridedRef);
