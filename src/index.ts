@@ -96,7 +96,7 @@ export {
   searchsorted, bucketize,
 } from './ops/sort.js';
 // fft (the nbx.fft namespace object is exported from ./ops/fft.js as `fft`)
-export { fft, view_as_real, view_as_complex, real, imag, complex, polar, conj, conj_physical } from './ops/fft.js';
+export { fft, view_as_real, view_as_complex, real, imag, complex, polar, conj, conj_physical, angle } from './ops/fft.js';
 // conv
 export { conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d } from './ops/conv.js';
 // pool

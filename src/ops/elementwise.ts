@@ -111,6 +111,22 @@ function checkComputable(op: string, d: DTypeName): void {
   if (info.kind === 'complex') throw new DTypeError(op, `"${op}" is not implemented for complex tensors yet`);
 }
 
+// ---- complex operands ------------------------------------------------------------------------------
+
+/**
+ * Complex arithmetic is defined with the complex family (ops/fft.ts), which registers a handler per
+ * operation here; an elementwise op whose result type is complex goes to it, or is refused by name.
+ */
+export type ComplexHandler = (op: string, operands: Operand[], args: Record<string, unknown>) => Tensor;
+const complexHandlers = new Map<string, ComplexHandler>();
+export function registerComplexOp(name: string, handler: ComplexHandler): void { complexHandlers.set(name, handler); }
+function complexOp(op: string, operands: Operand[], args: Record<string, unknown>): Tensor {
+  const h = complexHandlers.get(op);
+  if (!h) throw new DTypeError(op, `"${op}" is not implemented for complex tensors yet (complex tensors support add, sub, mul, div, neg, abs, angle, sum, conj, real/imag views)`);
+  return h(op, operands, args);
+}
+const isComplexDT = (d: DTypeName): boolean => DTYPES[d].kind === 'complex';
+
 // ---- dtype rules ---------------------------------------------------------------------------------
 
 const floatOnly = (op: string, d: DTypeName): void => {
@@ -137,6 +153,7 @@ function unaryFloat(sig: string, build: UnaryBuild, opts: { floatInputOnly?: boo
   const name = sig.slice(0, sig.indexOf('('));
   return def(sig, (a) => {
     const x = asTensor(name, a.input);
+    if (isComplexDT(x.dt)) return complexOp(name, [x], a);
     if (opts.floatInputOnly) floatOnly(name, x.dt);
     const out = toFloatingDType(x.dt);
     return elementwise(name, [x], out, out, ([e], ctx) => build(e!, ctx, a));
@@ -148,6 +165,7 @@ function unarySame(sig: string, build: UnaryBuild, check?: (op: string, d: DType
   const name = sig.slice(0, sig.indexOf('('));
   return def(sig, (a) => {
     const x = asTensor(name, a.input);
+    if (isComplexDT(x.dt)) return complexOp(name, [x], a);
     check?.(name, x.dt);
     return elementwise(name, [x], x.dt, x.dt, ([e], ctx) => build(e!, ctx, a));
   });
@@ -293,6 +311,7 @@ function binary(sig: string, build: BinaryBuild, opts: {
     const x = a.input as Operand, y = a[otherName] as Operand;
     checkOperands(name, x, y);
     const common = resultTypeOf(x, y);
+    if (isComplexDT(common)) return complexOp(name, [x, y], a);
     const compute = opts.compute ? opts.compute(common, name) : common;
     opts.check?.(name, compute, x, y);
     const out = opts.out === 'bool' ? 'bool' : compute;
@@ -325,6 +344,10 @@ export const div = def('div(input, other, *, rounding_mode=None)', (a) => {
   checkOperands('div', x, y);
   const common = resultTypeOf(x, y);
   const mode = a.rounding_mode as string | null;
+  if (isComplexDT(common)) {
+    if (mode !== null) throw new DTypeError('div', `div with rounding_mode='${mode}' is not supported for complex inputs`);
+    return complexOp('div', [x, y], a);
+  }
   if (mode === null) return elementwise('div', [x, y], floatCompute(common), floatCompute(common), ([ex, ey]) => ex!.div(ey!));
   if (mode !== 'trunc' && mode !== 'floor') throw new ValueError('div', `div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '${mode}'`);
   const d = common === 'bool' ? 'int64' : common;

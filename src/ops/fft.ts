@@ -18,7 +18,8 @@ import { hasKernel, kernel } from '../backend/registry.js';
 import type { FftKind } from '../backend/cpu/fft.js';
 import { Expr } from '../ir/expr.js';
 import { def, isScalarLike, scalarNumber, scalarOf } from './registry.js';
-import { describe, mul, cos as cosOp, sin as sinOp } from './elementwise.js';
+import { describe, mul, cos as cosOp, sin as sinOp, hypot, atan2, registerComplexOp, resultTypeOf, type Operand } from './elementwise.js';
+import { isScalarLike as isScalar } from './registry.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
@@ -167,6 +168,107 @@ export const conj_physical = def('conj_physical(input)', (a) => {
   } finally { v.dispose(); }
 });
 export const conj = (input: Tensor): Tensor => conj_physical(input);
+
+// ---- complex arithmetic ---------------------------------------------------------------------------
+// add/sub/mul/div/neg run as one kernel over the float pair view of the output: a [2] lane mask picks
+// the real-part or imaginary-part formula, and each complex operand is read as two broadcast views
+// (its real and imaginary lanes). abs and angle compose hypot/atan2 on the real/imag views.
+
+/** The real and imaginary lanes of complex `t` as [..., 1] float views (broadcast against [..., 2]). */
+function lanes(t: Tensor): [Tensor, Tensor] {
+  const rv = realView(t);
+  try { return [rv.narrow(-1, 0, 1), rv.narrow(-1, 1, 1)]; } finally { rv.dispose(); }
+}
+
+type LaneExprs = { re: Expr; im: Expr };
+function complexKernel(op: string, operands: Operand[], cdt: DTypeName,
+  formula: (xs: LaneExprs[], param: (v: number) => Expr) => [Expr, Expr]): Tensor {
+  const rd = realOf(cdt);
+  const tensors = operands.filter((x): x is Tensor => x instanceof Tensor);
+  const device = tensors[0]!.device;
+  if (tensors.some((t) => t.device !== device)) throw new ValueError(op, `Expected all tensors to be on the same device, but found ${tensors.map((t) => t.device).join(' and ')}`);
+  const shape = broadcastShapes(op, ...tensors.map((t) => t.shape));
+  const out = Tensor.empty(shape, cdt, device, false);
+  if (out.numel() === 0) return out;
+  const owned: Tensor[] = [];
+  const refs = [Tensor.fromStorage(new Uint8Array([1, 0]), 'bool', [2], device)];
+  owned.push(refs[0]!);
+  const params: number[] = [];
+  const param = (v: number): Expr => { params.push(v); return Expr.param(params.length - 1, rd); };
+  try {
+    const xs: LaneExprs[] = operands.map((x) => {
+      if (!(x instanceof Tensor)) {
+        const v = scalarNumber(x as never);
+        return { re: param(v), im: Expr.const(0, rd) };
+      }
+      const c = x.dt === cdt ? x : x.copyAs(cdt);
+      if (c !== x) owned.push(c);
+      const [re, im] = lanes(c);
+      owned.push(re, im);
+      refs.push(re, im);
+      return { re: Expr.load(refs.length - 2, rd), im: Expr.load(refs.length - 1, rd) };
+    });
+    const [re, im] = formula(xs, param);
+    const ov = realView(out);
+    owned.push(ov);
+    backendFor(device).elementwise(Expr.where(Expr.load(0, 'bool'), re, im), refs.map((t) => t.ref()), params, ov.ref());
+    return out;
+  } finally { for (const t of owned) t.dispose(); }
+}
+
+const alphaOf = (op: string, a: Record<string, unknown>): number => {
+  const al = a.alpha ?? 1;
+  if (!isScalar(al)) throw new ValueError(op, `${op}(): argument 'alpha' must be Number, not ${describe(al)}`);
+  return scalarNumber(al);
+};
+
+function complexBinary(op: string, operands: Operand[], a: Record<string, unknown>): Tensor {
+  const cdt = resultTypeOf(...operands);
+  const alpha = op === 'add' || op === 'sub' ? alphaOf(op, a) : 1;
+  return complexKernel(op, operands, cdt, ([x, y], param) => {
+    const yr = alpha === 1 ? y!.re : y!.re.mul(param(alpha)), yi = alpha === 1 ? y!.im : y!.im.mul(param(alpha));
+    const { re: xr, im: xi } = x!;
+    switch (op) {
+      case 'add': return [xr.add(yr), xi.add(yi)];
+      case 'sub': return [xr.sub(yr), xi.sub(yi)];
+      case 'mul': return [xr.mul(yr).sub(xi.mul(yi)), xr.mul(yi).add(xi.mul(yr))];
+      default: {
+        // div as c10::complex does it (Smith's scaling, numpy's order): no overflow of c² + d².
+        const c = yr, d = yi;
+        const big = c.abs().ge(d.abs());
+        const r1 = d.div(c), s1 = c.add(d.mul(r1)).un('recip');
+        const r2 = c.div(d), s2 = d.add(c.mul(r2)).un('recip');
+        const zero = c.abs().eq(0).bin('and', d.abs().eq(0));
+        const re = Expr.where(big, Expr.where(zero, xr.div(c.abs()), xr.add(xi.mul(r1)).mul(s1)), xr.mul(r2).add(xi).mul(s2));
+        const im = Expr.where(big, Expr.where(zero, xi.div(d.abs()), xi.sub(xr.mul(r1)).mul(s1)), xi.mul(r2).sub(xr).mul(s2));
+        return [re, im];
+      }
+    }
+  });
+}
+for (const op of ['add', 'sub', 'mul', 'div']) registerComplexOp(op, complexBinary);
+registerComplexOp('neg', (op, [x]) => complexKernel(op, [x!], (x as Tensor).dt, ([v]) => [v!.re.neg(), v!.im.neg()]));
+registerComplexOp('abs', (_op, [x]) => {
+  const re = real(x), im = imag(x);
+  try { return hypot(re, im); } finally { re.dispose(); im.dispose(); }
+});
+
+/** torch.angle: atan2(imag, real) for complex input; for real input π where negative, 0 elsewhere, NaN kept. */
+export const angle = def('angle(input)', (a) => {
+  const t = asTensor('angle', a.input);
+  if (isC(t)) {
+    const re = real(t), im = imag(t);
+    try { return atan2(im, re); } finally { re.dispose(); im.dispose(); }
+  }
+  if (t.dt === 'bool') throw new DTypeError('angle', '"angle_cpu" not implemented for \'Bool\'');
+  const fd = DTYPES[t.dt].kind === 'float' ? t.dt : defaultFloatDType;
+  const out = Tensor.empty(t.shape, fd, t.device, false);
+  if (out.numel() > 0) {
+    const x = Expr.load(0, t.dt).cast(fd);
+    backendFor(t.device).elementwise(Expr.where(x.un('isnan'), x, Expr.where(x.lt(0), Expr.const(Math.PI, fd), Expr.const(0, fd))), [t.ref()], [], out.ref());
+  }
+  return out;
+});
 
 // ---- 1-d transforms -------------------------------------------------------------------------------
 
@@ -357,4 +459,4 @@ export const fft = {
 /** nbx.nn.functional.X entries of this family. */
 export const functional: Record<string, Fn> = {};
 /** Tensor methods of this family (tensor as first argument). */
-export const methods: Record<string, Fn> = { conj, conj_physical };
+export const methods: Record<string, Fn> = { conj, conj_physical, angle };

@@ -331,14 +331,30 @@ export class Tensor {
 
   /** Copies into a new contiguous tensor of `dtype` (a cast when it differs) on the same device. */
   copyAs(dtype: DTypeName = this.dt): Tensor {
-    if (DTYPES[this.dt].kind === 'complex' || DTYPES[dtype].kind === 'complex') {
-      if (this.dt !== dtype) throw new ValueError('to', `casting ${this.dt} to ${dtype} is not supported`);
-      // complex: copy both lanes through a real view.
-      const out = Tensor.empty(this.shape, dtype, this.device);
-      const real = (t: Tensor): StridedRef => ({ ...t.ref(), dtype: DTYPES[dtype].storage === 'f32' ? 'float32' : 'float64',
+    const srcC = DTYPES[this.dt].kind === 'complex', dstC = DTYPES[dtype].kind === 'complex';
+    if (srcC || dstC) {
+      // Complex values are (re, im) pairs: every cast runs on float views of the pairs.
+      const out = Tensor.empty(this.shape, dtype, this.device, false);
+      if (out.numel() === 0) return out;
+      const realDt = (d: DTypeName): DTypeName => (DTYPES[d].storage === 'f32' ? 'float32' : 'float64');
+      const pairs = (t: Tensor, d: DTypeName): StridedRef => ({ ...t.ref(), dtype: realDt(d),
         shape: [...t.shape, 2], strides: [...t.strides.map((s) => s * 2), 1], offset: t.offset * 2 });
-      const rd = real(this).dtype;
-      backendFor(this.device).elementwise(Expr.load(0, rd), [real(this)], [], real(out));
+      const be = backendFor(this.device);
+      if (srcC && dstC) {
+        be.elementwise(Expr.load(0, realDt(this.dt)).cast(realDt(dtype)), [pairs(this, this.dt)], [], pairs(out, dtype));
+      } else if (dstC) {
+        // real → complex: the value in lane 0, zero in lane 1 (a [2] lane mask selects).
+        const rd = realDt(dtype);
+        const lane = Tensor.fromStorage(new Uint8Array([1, 0]), 'bool', [2], this.device);
+        try {
+          const x: StridedRef = { ...this.ref(), shape: [...this.shape, 1], strides: [...this._strides, 0] };
+          be.elementwise(Expr.where(Expr.load(0, 'bool'), Expr.load(1, this.dt).cast(rd), Expr.const(0, rd)), [lane.ref(), x], [], pairs(out, dtype));
+        } finally { lane.dispose(); }
+      } else {
+        // complex → real keeps the real part, as PyTorch does (it warns that the imaginary part is discarded).
+        const re: StridedRef = { ...this.ref(), dtype: realDt(this.dt), strides: this._strides.map((s) => s * 2), offset: this._offset * 2 };
+        be.elementwise(Expr.load(0, realDt(this.dt)).cast(dtype), [re], [], out.ref());
+      }
       return out;
     }
     const out = Tensor.empty(this.shape, dtype, this.device, false);
@@ -416,11 +432,13 @@ export class Tensor {
   async data(): Promise<StorageArray> { return toValues(this.dt, await this.dataStorage()); }
   dataSync(): StorageArray { return toValues(this.dt, this.dataStorageSync()); }
 
-  item(): number | boolean | bigint {
+  item(): number | boolean | bigint | [number, number] {
     if (this.numel() !== 1) throw new ValueError('item', `a Tensor with ${this.numel()} elements cannot be converted to Scalar`);
     const a = this.dataStorageSync();
     if (this.dt === 'bool') return a[0] !== 0;
     if (this.dt === 'int64') { const v = (a as BigInt64Array)[0]!; return Number.isSafeInteger(Number(v)) ? Number(v) : v; }
+    // JavaScript has no complex numbers: a complex element is its [re, im] pair, as in tolist().
+    if (DTYPES[this.dt].kind === 'complex') return [(a as Float32Array)[0]!, (a as Float32Array)[1]!];
     return readNumber(this.dt, a, 0);
   }
 
