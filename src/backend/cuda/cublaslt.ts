@@ -16,8 +16,9 @@
 // (the attribute enums carry explicit values that have not changed since CUDA 11).
 
 import { DeviceError, UnsupportedError, ValueError } from '../../errors.js';
-import { CudaContext, Stream, contextPoisoned } from './driver.js';
+import { CudaContext, Stream, contextPoisoned, type CudaEvent } from './driver.js';
 import { loadCudaLibrary } from './libs.js';
+import { autotuneMode, bucketSize, defaultCache, deviceKey, tuneSync, type Config, type TuneKey } from '../../autotune/index.js';
 
 // cudaDataType_t (library_types.h)
 export const CUDA_R_32F = 0;
@@ -68,6 +69,15 @@ export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5; // uint32, default 
 export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6;
 export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7;
 export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8;
+
+// cublasLtMatmulAlgoConfigAttributes_t (read back to describe a chosen algorithm; all uint32 but ID int32)
+export const CUBLASLT_ALGO_CONFIG_ID = 0;
+export const CUBLASLT_ALGO_CONFIG_TILE_ID = 1;
+export const CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 2;
+export const CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME = 3;
+export const CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING = 4;
+export const CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION = 5;
+export const CUBLASLT_ALGO_CONFIG_STAGES_ID = 6;
 
 /** sizeof(cublasLtMatmulHeuristicResult_t): algo (uint64_t[8]) + size_t workspaceSize + int state + float wavesCount + int reserved[4]. */
 export const HEURISTIC_RESULT_BYTES = 96;
@@ -180,6 +190,8 @@ interface LtFns {
     results: Uint8Array,
     returned: Int32Array,
   ): number;
+  cublasLtMatmulAlgoCheck(h: bigint, desc: bigint, a: bigint, b: bigint, c: bigint, d: bigint, algo: Uint8Array, result: Uint8Array): number;
+  cublasLtMatmulAlgoConfigGetAttribute(algo: Uint8Array, attr: number, buf: ArrayBufferView, size: number, written: BigUint64Array): number;
   cublasLtMatmul(
     h: bigint,
     desc: bigint,
@@ -212,14 +224,34 @@ interface Plan {
   wavesCount: number;
   hasBias: boolean;
   lastBias: bigint;
+  /** Where the algorithm came from: heuristic #0, a cache entry, or a sweep now. */
+  source: 'default' | 'cache' | 'shipped' | 'sweep';
+  config: Config;
 }
+
+/** One heuristic result: the algorithm blob, the workspace it needs, and its readable configuration. */
+interface Candidate {
+  algo: Uint8Array;
+  workspace: number;
+  waves: number;
+  config: Config;
+}
+
+/** Autotune cache kernel name of cuBLASLt algorithm choices. */
+export const GEMM_TUNE_NAME = 'cuda.gemm.cublaslt';
+/** Heuristic results a sweep times. */
+export const GEMM_CANDIDATES = 16;
+/** Products with fewer multiply-adds keep heuristic #0 (their time is launch overhead, whatever the algorithm). */
+export const GEMM_TUNE_MIN_MACS = 1 << 24;
+
+const hex = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('hex');
+const unhex = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, 'hex'));
 
 /** Largest power of two (≤ 256) dividing the address (256 for 0). */
 export function pointerAlignment(p: bigint): number {
-  if (p === 0n) return 256;
-  let a = 1;
-  while (a < 256 && (p & BigInt(a * 2 - 1)) === 0n) a *= 2;
-  return a;
+  // one BigInt operation: this runs for every pointer of every GEMM call (the plan key)
+  const low = Number(BigInt.asUintN(8, p));
+  return low === 0 ? 256 : low & -low;
 }
 
 /** The cuBLASLt column-major problem for a row-major GEMM (exported for tests: no GPU needed). */
@@ -316,6 +348,8 @@ export interface CublasLtStats {
   planHits: number;
   planMisses: number;
   heuristicMs: number;
+  /** Plans whose algorithm was chosen by timing candidates in this process. */
+  sweeps: number;
 }
 
 let instance: CublasLt | null = null;
@@ -339,7 +373,10 @@ export class CublasLt {
   private readonly i64 = new BigInt64Array(1);
   private readonly u64 = new BigUint64Array(1);
   private readonly out = new BigUint64Array(1);
-  readonly stats: CublasLtStats = { gemms: 0, planHits: 0, planMisses: 0, heuristicMs: 0 };
+  readonly stats: CublasLtStats = { gemms: 0, planHits: 0, planMisses: 0, heuristicMs: 0, sweeps: 0 };
+  private devKey?: string;
+  private evStart?: CudaEvent;
+  private evEnd?: CudaEvent;
 
   constructor(ctx: CudaContext) {
     this.ctx = ctx;
@@ -362,12 +399,19 @@ export class CublasLt {
       cublasLtMatmulPreferenceDestroy: lib.func('cublasLtMatmulPreferenceDestroy', 'int', [P]),
       cublasLtMatmulPreferenceSetAttribute: lib.func('cublasLtMatmulPreferenceSetAttribute', 'int', [P, 'int', P, 'size_t']),
       cublasLtMatmulAlgoGetHeuristic: lib.func('cublasLtMatmulAlgoGetHeuristic', 'int', [P, P, P, P, P, P, P, 'int', P, P]),
+      cublasLtMatmulAlgoCheck: lib.func('cublasLtMatmulAlgoCheck', 'int', [P, P, P, P, P, P, P, P]),
+      cublasLtMatmulAlgoConfigGetAttribute: lib.func('cublasLtMatmulAlgoConfigGetAttribute', 'int', [P, 'int', P, 'size_t', P]),
       cublasLtMatmul: lib.func('cublasLtMatmul', 'int', [P, P, P, P, P, P, P, P, P, P, P, P, P, P, 'size_t', P]),
     } as unknown as LtFns;
     this.version = Number(this.f.cublasLtGetVersion());
     ctx.makeCurrent();
     this.check(this.f.cublasLtCreate(this.out), 'cublasLtCreate');
     this.handle = this.out[0]!;
+  }
+
+  /** The process-wide handle if one was created (tests, diagnostics). */
+  static current(): CublasLt | null {
+    return instance;
   }
 
   /** The process-wide handle, bound to `ctx` (created on first use). */
@@ -420,8 +464,9 @@ export class CublasLt {
     return l;
   }
 
-  private makePlan(key: string, g: ReturnType<typeof normalizeGemmArgs>, wsBytes: number): Plan {
+  private makePlan(key: string, g: ReturnType<typeof normalizeGemmArgs>, ws: GemmWorkspace | null, stream: Stream | bigint | null): Plan {
     const t0 = performance.now();
+    const wsBytes = ws ? ws.bytes : 0;
     const dt = DTYPE_INFO[g.dtype].cuda;
     const f64 = g.dtype === 'float64';
     const compute = f64 ? CUBLAS_COMPUTE_64F : g.dtype === 'float32' && g.allowTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -453,7 +498,8 @@ export class CublasLt {
       created.push({ kind: 'pref', h: pref });
       this.u64[0] = BigInt(wsBytes);
       this.check(this.f.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, this.u64, 8), 'PreferenceSetAttribute(MAX_WORKSPACE_BYTES)');
-      // cuBLASLt's A is our B and vice versa; C and D share the output pointer's alignment.
+      // Declared alignments (cuBLASLt assumes 256 bytes otherwise and would refuse or misuse vector
+      // loads): cuBLASLt's A is our B and vice versa; C and D share the output pointer's alignment.
       const aligns: [number, number][] = [
         [CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, pointerAlignment(g.B)],
         [CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, pointerAlignment(g.A)],
@@ -464,29 +510,30 @@ export class CublasLt {
         this.u32[0] = v;
         this.check(this.f.cublasLtMatmulPreferenceSetAttribute(pref, attr, this.u32, 4), `PreferenceSetAttribute(${attr})`);
       }
-      const requested = 4;
+      const requested = GEMM_CANDIDATES;
       const results = new Uint8Array(HEURISTIC_RESULT_BYTES * requested);
       const returned = new Int32Array(1);
       const s = this.f.cublasLtMatmulAlgoGetHeuristic(this.handle, desc, aDesc, bDesc, cDesc, cDesc, pref, requested, results, returned);
       const describe = `${g.dtype} m=${g.m} n=${g.n} k=${g.k} transA=${g.transA} transB=${g.transB} lda=${g.lda} ldb=${g.ldb} ldc=${g.ldc} batch=${g.batch}${g.bias !== null ? ' +bias' : ''} workspace=${wsBytes}`;
       this.check(s, 'cublasLtMatmulAlgoGetHeuristic', describe);
-      const dv = new DataView(results.buffer);
-      let pick = -1;
-      for (let i = 0; i < returned[0]!; i++) {
-        if (dv.getInt32(i * HEURISTIC_RESULT_BYTES + HEUR_STATE_OFFSET, true) === 0) {
-          pick = i;
-          break;
-        }
-      }
-      if (pick < 0) throw new UnsupportedError('cublasLt.gemm', `no cuBLASLt algorithm for ${describe}`);
-      const off = pick * HEURISTIC_RESULT_BYTES;
-      const algo = results.slice(off, off + ALGO_BYTES);
-      const workspaceNeeded = Number(dv.getBigUint64(off + HEUR_WORKSPACE_OFFSET, true));
-      const wavesCount = dv.getFloat32(off + HEUR_WAVES_OFFSET, true);
       this.f.cublasLtMatmulPreferenceDestroy(pref);
       created.pop();
+      const dv = new DataView(results.buffer);
+      const cands: Candidate[] = [];
+      for (let i = 0; i < returned[0]!; i++) {
+        const off = i * HEURISTIC_RESULT_BYTES;
+        if (dv.getInt32(off + HEUR_STATE_OFFSET, true) !== 0) continue;
+        const algo = results.slice(off, off + ALGO_BYTES);
+        cands.push({ algo, workspace: Number(dv.getBigUint64(off + HEUR_WORKSPACE_OFFSET, true)), waves: dv.getFloat32(off + HEUR_WAVES_OFFSET, true), config: this.algoConfig(algo) });
+      }
+      if (cands.length === 0) throw new UnsupportedError('cublasLt.gemm', `no cuBLASLt algorithm for ${describe}`);
       this.stats.heuristicMs += performance.now() - t0;
-      return { key, desc, aDesc, bDesc, cDesc, algo, workspaceNeeded, wavesCount, hasBias: g.bias !== null, lastBias: g.bias ?? 0n };
+      const plan: Plan = {
+        key, desc, aDesc, bDesc, cDesc, algo: cands[0]!.algo, workspaceNeeded: cands[0]!.workspace, wavesCount: cands[0]!.waves,
+        hasBias: g.bias !== null, lastBias: g.bias ?? 0n, source: 'default', config: cands[0]!.config,
+      };
+      this.select(plan, g, cands, ws, stream);
+      return plan;
     } catch (e) {
       for (const c of created.reverse()) {
         if (c.kind === 'desc') this.f.cublasLtMatmulDescDestroy(c.h);
@@ -495,6 +542,110 @@ export class CublasLt {
       }
       throw e;
     }
+  }
+
+  /**
+   * The algorithm's readable configuration plus its 64-byte blob (hex). The blob is what runs: it is
+   * valid across processes for the same cuBLASLt version and card, which the tune key carries.
+   */
+  private algoConfig(algo: Uint8Array): Config {
+    const get = (attr: number): number => {
+      this.u32[0] = 0;
+      return this.f.cublasLtMatmulAlgoConfigGetAttribute(algo, attr, this.u32, 4, this.out) === 0 ? this.u32[0]! | 0 : -1;
+    };
+    return {
+      algo: hex(algo), id: get(CUBLASLT_ALGO_CONFIG_ID), tile: get(CUBLASLT_ALGO_CONFIG_TILE_ID), stages: get(CUBLASLT_ALGO_CONFIG_STAGES_ID),
+      splitK: get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM), reduction: get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+      swizzle: get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), custom: get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+    };
+  }
+
+  /** The autotune key of a plan: shape bucket, dtype, layouts, epilogue, cuBLASLt version; the card is the device key. */
+  tuneKey(g: ReturnType<typeof normalizeGemmArgs>): TuneKey {
+    const info = this.ctx.info;
+    this.devKey ??= deviceKey({ name: info.name, arch: `sm_${info.cc[0]}${info.cc[1]}` });
+    const shape = `${bucketSize(g.m)}x${bucketSize(g.n)}x${bucketSize(g.k)}${g.batch > 1 ? `x${bucketSize(g.batch)}` : ''}`;
+    const dtype = `${g.dtype}.${g.transA ? 'T' : 'N'}${g.transB ? 'T' : 'N'}${g.bias !== null ? '.bias' : ''}${g.allowTF32 ? '.tf32' : ''}.lt${this.version}`;
+    return { shape, dtype, device: this.devKey };
+  }
+
+  /**
+   * Picks the plan's algorithm among the heuristic's candidates (see the file comment): NBX_AUTOTUNE=off
+   * keeps heuristic #0; otherwise a cached choice (user, then shipped) wins; on a miss in mode full,
+   * every candidate is timed with CUDA events on the call's own operands and the fastest is stored.
+   * A sweep needs a Stream, beta = 0 (C is not an input, so timing runs may overwrite it) and a
+   * product big enough for the algorithm to matter; otherwise only the caches are consulted.
+   */
+  private select(plan: Plan, g: ReturnType<typeof normalizeGemmArgs>, cands: Candidate[], ws: GemmWorkspace | null, stream: Stream | bigint | null): void {
+    const mode = autotuneMode();
+    if (mode === 'off') return;
+    const key = this.tuneKey(g);
+    // A choice cached for another size of this bucket joins the candidates when cuBLASLt accepts it here.
+    const hit = defaultCache().lookup(GEMM_TUNE_NAME, key);
+    const cachedAlgo = hit?.entry.config.algo;
+    if (typeof cachedAlgo === 'string' && !cands.some((c) => c.config.algo === cachedAlgo)) {
+      const algo = unhex(cachedAlgo);
+      const res = new Uint8Array(HEURISTIC_RESULT_BYTES);
+      if (algo.length === ALGO_BYTES && this.f.cublasLtMatmulAlgoCheck(this.handle, plan.desc, plan.aDesc, plan.bDesc, plan.cDesc, plan.cDesc, algo, res) === 0) {
+        const need = Number(new DataView(res.buffer).getBigUint64(HEUR_WORKSPACE_OFFSET, true));
+        if (need <= (ws?.bytes ?? 0)) cands.push({ algo, workspace: need, waves: 0, config: hit!.entry.config });
+      }
+    }
+    const macs = g.m * g.n * g.k * g.batch;
+    const canTime = stream instanceof Stream && g.beta === 0 && macs >= GEMM_TUNE_MIN_MACS && cands.length > 1;
+    const byAlgo = new Map(cands.map((c) => [c.config.algo as string, c]));
+    const time = (cfg: Config): number => {
+      const c = byAlgo.get(cfg.algo as string)!;
+      const st = stream as Stream;
+      this.evStart ??= this.ctx.createEvent({ timing: true });
+      this.evEnd ??= this.ctx.createEvent({ timing: true });
+      this.evStart.record(st);
+      const s = this.matmul(plan, c.algo, g, ws, st.handle);
+      this.evEnd.record(st);
+      this.evEnd.synchronize();
+      this.check(s, 'cublasLtMatmul', `timing algorithm ${String(cfg.id)} tile ${String(cfg.tile)} for ${key.shape} ${key.dtype}`);
+      return this.evEnd.elapsedSince(this.evStart);
+    };
+    const kernel = { name: GEMM_TUNE_NAME, defaultConfig: cands[0]!.config };
+    const r = tuneSync(kernel, key, cands.map((c) => c.config), time, { mode: canTime ? mode : 'cached', deviceLabel: this.ctx.info.name });
+    if (r.source === 'sweep') this.stats.sweeps++;
+    const pick = byAlgo.get(r.config.algo as string) ?? cands[0]!;
+    plan.algo = pick.algo;
+    plan.workspaceNeeded = pick.workspace;
+    plan.wavesCount = pick.waves;
+    plan.config = pick.config;
+    plan.source = r.source;
+  }
+
+  /** One cublasLtMatmul call with the plan's descriptors and `algo`; returns the status. */
+  private matmul(plan: Plan, algo: Uint8Array, g: ReturnType<typeof normalizeGemmArgs>, ws: GemmWorkspace | null, stream: bigint | null): number {
+    const f64 = g.dtype === 'float64';
+    if (f64) {
+      this.alpha64[0] = g.alpha;
+      this.beta64[0] = g.beta;
+    } else {
+      this.alpha[0] = g.alpha;
+      this.beta[0] = g.beta;
+    }
+    this.ctx.makeCurrent();
+    return this.f.cublasLtMatmul(
+      this.handle,
+      plan.desc,
+      f64 ? (this.alpha64 as unknown as Float32Array) : this.alpha,
+      g.B,
+      plan.aDesc,
+      g.A,
+      plan.bDesc,
+      f64 ? (this.beta64 as unknown as Float32Array) : this.beta,
+      g.C,
+      plan.cDesc,
+      g.D,
+      plan.cDesc,
+      algo,
+      ws && ws.bytes > 0 ? ws.ptr : null,
+      ws ? ws.bytes : 0,
+      stream,
+    );
   }
 
   /** Row-major GEMM (see GemmArgs and the file comment). Asynchronous on args.stream. */
@@ -508,7 +659,7 @@ export class CublasLt {
     }
     const ws = args.workspace ?? this.defaultWorkspace;
     const wsBytes = ws ? ws.bytes : 0;
-    const align = (x: bigint): number => pointerAlignment(x);
+    const align = pointerAlignment;
     const key =
       `${g.dtype}|${g.transA ? 1 : 0}${g.transB ? 1 : 0}|${g.m}|${g.n}|${g.k}|${g.lda}|${g.ldb}|${g.ldc}|${g.batch}|` +
       `${g.batch > 1 ? `${g.strideA}|${g.strideB}|${g.strideC}` : '-'}|${g.bias !== null ? align(g.bias) : 0}|${g.allowTF32 ? 1 : 0}|${wsBytes}|` +
@@ -518,7 +669,7 @@ export class CublasLt {
       this.stats.planHits++;
     } else {
       this.stats.planMisses++;
-      plan = this.makePlan(key, g, wsBytes);
+      plan = this.makePlan(key, g, ws, args.stream ?? null);
       this.plans.set(key, plan);
     }
     if (plan.hasBias && plan.lastBias !== g.bias) {
@@ -526,33 +677,15 @@ export class CublasLt {
       this.setDesc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, this.u64, 'BIAS_POINTER');
       plan.lastBias = g.bias!;
     }
-    this.alpha[0] = g.alpha;
-    this.beta[0] = g.beta;
-    this.alpha64[0] = g.alpha;
-    this.beta64[0] = g.beta;
-    const f64 = g.dtype === 'float64';
     const stream = args.stream == null ? null : typeof args.stream === 'bigint' ? args.stream : args.stream.handle;
-    this.ctx.makeCurrent();
-    const s = this.f.cublasLtMatmul(
-      this.handle,
-      plan.desc,
-      f64 ? (this.alpha64 as unknown as Float32Array) : this.alpha,
-      g.B,
-      plan.aDesc,
-      g.A,
-      plan.bDesc,
-      f64 ? (this.beta64 as unknown as Float32Array) : this.beta,
-      g.C,
-      plan.cDesc,
-      g.D,
-      plan.cDesc,
-      plan.algo,
-      ws && ws.bytes > 0 ? ws.ptr : null,
-      wsBytes,
-      stream,
-    );
-    this.check(s, 'cublasLtMatmul', `${g.dtype} m=${g.m} n=${g.n} k=${g.k} batch=${g.batch}`);
+    const s = this.matmul(plan, plan.algo, g, ws, stream);
+    if (s !== 0) this.check(s, 'cublasLtMatmul', `${g.dtype} m=${g.m} n=${g.n} k=${g.k} batch=${g.batch}`);
     this.stats.gemms++;
+  }
+
+  /** The cached plans' algorithm choices (tests, diagnostics). */
+  planChoices(): { key: string; source: Plan['source']; config: Config }[] {
+    return [...this.plans.values()].map((p) => ({ key: p.key, source: p.source, config: p.config }));
   }
 
   /** Number of cached (shape, dtype, layout) plans. */

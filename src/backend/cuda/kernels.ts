@@ -19,6 +19,7 @@ import { installCudaPoolKernels } from './pool_kernels.js';
 import { installCudaResampleKernels } from './resample_kernels.js';
 import { installCudaFftKernels } from './fft_kernels.js';
 import { installCudaLossKernels } from './loss_kernels.js';
+import { cudaGemv } from './gemv_kernels.js';
 
 let be: CudaBackend;
 export function installCudaKernels(backend: CudaBackend): void {
@@ -310,6 +311,13 @@ export function cudaGemm(p: GemmParams): void {
   }
   const d = p.c.dtype;
   if (d !== 'float32' && d !== 'float16' && d !== 'bfloat16' && d !== 'float64') throw new UnsupportedError('matmul', `cuda GEMM supports float32, float64, float16 and bfloat16, got ${d}`);
+  // m ≤ 16 (or mv's n ≤ 16): the weight-streaming GEMV kernel unless the tuner measured cuBLASLt faster
+  if ((p.m <= 16 || p.n <= 16) && d !== 'float64' && (p.batch ?? 1) === 1 && cudaGemv(be, p, () => cublasGemm(p))) return;
+  cublasGemm(p);
+}
+
+function cublasGemm(p: GemmParams): void {
+  const d = p.c.dtype as 'float32' | 'float16' | 'bfloat16' | 'float64';
   const isz = DTYPES[d].itemsize;
   const at = (r: StridedRef): bigint => ptr(r) + BigInt(r.offset * isz);
   ltGemm({
@@ -317,7 +325,7 @@ export function cudaGemm(p: GemmParams): void {
     A: at(p.a), lda: p.lda, B: at(p.b), ldb: p.ldb, C: at(p.c), ldc: p.ldc, alpha: p.alpha, beta: p.beta,
     batch: p.batch ?? 1, strideA: p.strideA, strideB: p.strideB, strideC: p.strideC,
     bias: p.bias ? at(p.bias) : undefined, allowTF32: cudaMatmulSettings.allowTF32,
-  } as Parameters<typeof ltGemm>[0]);
+  });
 }
 
 /**

@@ -83,8 +83,10 @@ API CUresult cuEventDestroy_v2(void*) { return 0; }
 API CUresult cuEventRecord(void*, void*) { return 0; }
 API CUresult cuEventQuery(void*) { return 0; }
 API CUresult cuEventSynchronize(void*) { return 0; }
-API CUresult cuEventElapsedTime_v2(float* ms, void*, void*) { *ms = 1.0f; return 0; }
-API CUresult cuEventElapsedTime(float* ms, void*, void*) { *ms = 1.0f; return 0; }
+// varying (deterministic) times, so autotune sweeps do not always keep their first candidate
+static unsigned emu_ticks;
+API CUresult cuEventElapsedTime_v2(float* ms, void*, void*) { *ms = 1.0f + 0.125f * (float)(emu_ticks++ % 7); return 0; }
+API CUresult cuEventElapsedTime(float* ms, void*, void*) { *ms = 1.0f + 0.125f * (float)(emu_ticks++ % 7); return 0; }
 
 // ---- modules: a "CUBIN" is "EMUCUBIN <path of a shared object>" ----
 typedef void (*launch_fn)(unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void**);
@@ -242,11 +244,21 @@ API int cublasLtMatmulPreferenceCreate(Pref** p) { *p = new Pref{0}; return 0; }
 API int cublasLtMatmulPreferenceDestroy(Pref* p) { delete p; return 0; }
 API int cublasLtMatmulPreferenceSetAttribute(Pref* p, int attr, const void* buf, size_t) { if (attr == 1) p->ws = *(const uint64_t*)buf; return 0; }
 API int cublasLtMatmulAlgoGetHeuristic(void*, Desc*, Layout*, Layout*, Layout*, Layout*, Pref*, int req, unsigned char* res, int* ret) {
+  // three candidate "algorithms" (byte 1 tells them apart), so algorithm sweeps have something to choose
   if (req < 1) return 7;
   memset(res, 0, 96 * req);
-  res[0] = 42;
-  *(float*)(res + 76) = 1.0f;
-  *ret = 1; return 0;
+  const int n = req < 3 ? req : 3;
+  for (int i = 0; i < n; i++) { res[96 * i] = 42; res[96 * i + 1] = (unsigned char)i; *(float*)(res + 96 * i + 76) = 1.0f; }
+  *ret = n; return 0;
+}
+API int cublasLtMatmulAlgoCheck(void*, Desc*, Layout*, Layout*, Layout*, Layout*, const unsigned char* algo, unsigned char* res) {
+  if (!algo || algo[0] != 42) return 15;
+  memset(res, 0, 96); memcpy(res, algo, 64); return 0;
+}
+API int cublasLtMatmulAlgoConfigGetAttribute(const unsigned char* algo, int attr, void* buf, size_t n, size_t* written) {
+  if (n < 4) return 7;
+  const uint32_t v = attr == 0 ? algo[1] : attr == 2 ? 1u : 0u;
+  memcpy(buf, &v, 4); if (written) *written = 4; return 0;
 }
 static double h2d(uint16_t h) { _Float16 f; memcpy(&f, &h, 2); return (double)f; }
 static uint16_t f2h(double v) { _Float16 f = (_Float16)(float)v; uint16_t h; memcpy(&h, &f, 2); return h; }

@@ -1,0 +1,344 @@
+// Small-M GEMM (m ≤ 16 rows, or n ≤ 16 columns as in mv) on CUDA: a GEMV-style kernel that streams
+// the weight once with 16-byte loads. At these shapes the product is bound by reading the weight
+// (32 MB for a 4096² bf16 matrix, ~7 µs at the H200's HBM bandwidth); cuBLASLt's tensor-core tiles
+// are 64+ rows tall, and for m ≤ 16 it pays for tiles it mostly leaves empty plus a split-K pass.
+//
+// The problem is normalised to  O[i, j] = alpha · Σ_l X[i, l] · W(l, j)  (+ beta · O[i, j] + bias[j])
+// for i < m ≤ 16 rows of a small operand X and the big operand W in one of two layouts:
+//   'nk'  W(l, j) at W[j·ldw + l]  (linear's weight [N, K]; mv's matrix): a warp owns `cols` outputs
+//         columns and its lanes stride K with vector loads; one butterfly of warp shuffles per output.
+//   'kn'  W(l, j) at W[l·ldw + j]  (x @ w with w row-major [K, N]): a thread owns CV adjacent columns
+//         (one vector load per row), the 8 warps of a block take interleaved rows of a K chunk and meet
+//         in shared memory; K chunks (grid.y) write float partials that a second kernel sums in order.
+// Accumulation is float32 and every sum has a fixed order for a given shape and SM count (no atomics),
+// so results are identical run to run. Rows, strides and pointers that do not allow vector loads take
+// the scalar loop of the same kernel.
+//
+// Choice against cuBLASLt: by measurement through the autotuner (space 'cuda.gemv.nk' / 'cuda.gemv.kn',
+// knob `impl`), timed on the call's own operands when beta = 0; the default (NBX_AUTOTUNE=off, tiny
+// problems, beta ≠ 0 before a measurement exists) is this kernel. `impl` moves bits (a different
+// summation order than cuBLASLt's); `cols` does not (each column's sum is the same warp's, whatever
+// the number of columns per warp).
+
+import { DTYPES } from '../../dtype/dtypes.js';
+import type { StridedRef } from '../backend.js';
+import { R, unpack, type CudaBackend, type CudaBuffer } from './backend.js';
+import type { ArgType } from './driver.js';
+import { defineSpace, bucketSize, type Config } from '../../autotune/index.js';
+
+/** Largest small dimension (rows of X) this path takes. */
+export const GEMV_MAX_ROWS = 16;
+const WARPS = 8;
+const THREADS = WARPS * 32;
+
+export type GemvDType = 'float32' | 'float16' | 'bfloat16';
+export type GemvLayout = 'nk' | 'kn';
+
+export const GEMV_NK_SPACE = defineSpace({
+  name: 'cuda.gemv.nk',
+  knobs: [
+    { name: 'impl', values: ['gemv', 'cublaslt'], movesBits: true, doc: 'this kernel or cuBLASLt' },
+    { name: 'cols', values: [1, 2, 4], movesBits: false, doc: 'output columns per warp' },
+  ],
+  defaultConfig: { impl: 'gemv', cols: 2 },
+  resources: () => ({ threads: THREADS }),
+  constraint: (cfg) => (cfg.impl === 'cublaslt' && cfg.cols !== 2 ? 'cols means nothing to cuBLASLt' : undefined),
+});
+
+export const GEMV_KN_SPACE = defineSpace({
+  name: 'cuda.gemv.kn',
+  knobs: [{ name: 'impl', values: ['gemv', 'cublaslt'], movesBits: true, doc: 'this kernel or cuBLASLt' }],
+  defaultConfig: { impl: 'gemv' },
+  resources: () => ({ threads: THREADS, sharedMemoryBytes: 32 * 1024 }),
+});
+
+/** Rows rounded up to the kernel's compile-time row count. */
+export const rowsFor = (m: number): number => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : m <= 8 ? 8 : 16);
+/** Elements per 16-byte vector. */
+const vecOf = (d: GemvDType): number => 16 / DTYPES[d].itemsize;
+/** 'kn': adjacent columns per thread, keeping MR × CV ≤ 32 accumulators. */
+export const knColumns = (d: GemvDType, mr: number): number => Math.min(vecOf(d), 32 / mr);
+const vecType = (bytes: number): string => (bytes === 16 ? 'uint4' : bytes === 8 ? 'uint2' : 'unsigned');
+
+const HEAD = (d: GemvDType, name: string, extra: string): string => {
+  const T = R.storageType(d);
+  return `extern "C" __global__ void __launch_bounds__(${THREADS}) ${name}(const ${T}* __restrict__ X, const ${T}* __restrict__ W, ${T}* __restrict__ O,
+  const ${T}* __restrict__ bias, ${extra}int m, long long n, long long k, long long xsi, long long xsl, long long ldw, long long osi, long long osj,
+  float alpha, float beta, int vec`;
+};
+
+/** alpha·acc (+ beta·O) (+ bias[j]), rounded once into O[o]. */
+const epilogue = (d: GemvDType, acc: string, o: string, j: string): string =>
+  `{ float v_ = alpha * (${acc}); if (beta != 0.f) v_ += beta * ${R.load(d, 'O', o)}; if (bias) v_ += ${R.load(d, 'bias', j)}; ${R.store(d, 'O', o, 'v_')} }`;
+
+/** Source of the 'nk' kernel for MR rows and `cols` columns per warp. */
+export function gemvNkSource(d: GemvDType, mr: number, cols: number): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d), V = vecOf(d), VT = vecType(16);
+  const src = `${HEAD(d, 'gemv_nk', '')}) {
+  const int lane = threadIdx.x & 31;
+  const long long j0 = ((long long)blockIdx.x * ${WARPS} + (threadIdx.x >> 5)) * ${cols};
+  if (j0 >= n) return; // uniform per warp
+  float acc[${mr}][${cols}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int c = 0; c < ${cols}; c++) acc[i][c] = 0.f;
+  }
+  if (vec) {
+    const long long kv = k / ${V};
+    for (long long q = lane; q < kv; q += 32) {
+      float w[${cols}][${V}];
+      #pragma unroll
+      for (int c = 0; c < ${cols}; c++) {
+        const long long j = j0 + c < n ? j0 + c : n - 1; // past the end: a repeated load, never stored
+        const ${VT} u = *reinterpret_cast<const ${VT}*>(W + j * ldw + q * ${V});
+        const ${T} e[${V}] = { ${unpack(d, 'u', V)} };
+        #pragma unroll
+        for (int t = 0; t < ${V}; t++) w[c][t] = ${R.load(d, 'e', 't')};
+      }
+      #pragma unroll
+      for (int i = 0; i < ${mr}; i++) {
+        if (i < m) {
+          const ${VT} u = *reinterpret_cast<const ${VT}*>(X + i * xsi + q * ${V});
+          const ${T} e[${V}] = { ${unpack(d, 'u', V)} };
+          #pragma unroll
+          for (int t = 0; t < ${V}; t++) {
+            const float x = ${R.load(d, 'e', 't')};
+            #pragma unroll
+            for (int c = 0; c < ${cols}; c++) acc[i][c] = fmaf(x, w[c][t], acc[i][c]);
+          }
+        }
+      }
+    }
+  } else {
+    for (long long l = lane; l < k; l += 32) {
+      float w[${cols}];
+      #pragma unroll
+      for (int c = 0; c < ${cols}; c++) { const long long j = j0 + c < n ? j0 + c : n - 1; w[c] = ${R.load(d, 'W', 'j * ldw + l')}; }
+      #pragma unroll
+      for (int i = 0; i < ${mr}; i++) {
+        if (i < m) {
+          const float x = ${R.load(d, 'X', 'i * xsi + l * xsl')};
+          #pragma unroll
+          for (int c = 0; c < ${cols}; c++) acc[i][c] = fmaf(x, w[c], acc[i][c]);
+        }
+      }
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int c = 0; c < ${cols}; c++) {
+      #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[i][c] += __shfl_xor_sync(0xffffffffu, acc[i][c], o);
+    }
+  }
+  if (lane == 0) {
+    #pragma unroll
+    for (int c = 0; c < ${cols}; c++) {
+      const long long j = j0 + c;
+      if (j < n) {
+        #pragma unroll
+        for (int i = 0; i < ${mr}; i++) if (i < m) ${epilogue(d, 'acc[i][c]', 'i * osi + j * osj', 'j')}
+      }
+    }
+  }
+}`;
+  return { src, name: 'gemv_nk', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
+}
+
+/** Source of the 'kn' kernel for MR rows (CV adjacent columns per thread) and its partial-sum finisher. */
+export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d), CV = knColumns(d, mr), VB = CV * DTYPES[d].itemsize, VT = vecType(VB);
+  const span = 32 * CV;
+  const src = `${HEAD(d, 'gemv_kn', 'float* __restrict__ P, long long kchunk, ')}) {
+  __shared__ float red[${WARPS}][${mr}][${span}];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long jb = (long long)blockIdx.x * ${span}, j = jb + lane * ${CV};
+  const long long l0 = (long long)blockIdx.y * kchunk, l1 = l0 + kchunk < k ? l0 + kchunk : k;
+  float acc[${mr}][${CV}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int c = 0; c < ${CV}; c++) acc[i][c] = 0.f;
+  }
+  if (j < n) {
+    #pragma unroll 4
+    for (long long l = l0 + warp; l < l1; l += ${WARPS}) {
+      float w[${CV}];
+      if (vec) {
+        const ${VT} u = *reinterpret_cast<const ${VT}*>(W + l * ldw + j);
+        const ${T} e[${CV}] = { ${unpack(d, 'u', CV)} };
+        #pragma unroll
+        for (int c = 0; c < ${CV}; c++) w[c] = ${R.load(d, 'e', 'c')};
+      } else {
+        #pragma unroll
+        for (int c = 0; c < ${CV}; c++) w[c] = j + c < n ? ${R.load(d, 'W', 'l * ldw + j + c')} : 0.f;
+      }
+      #pragma unroll
+      for (int i = 0; i < ${mr}; i++) {
+        if (i < m) {
+          const float x = ${R.load(d, 'X', 'i * xsi + l * xsl')};
+          #pragma unroll
+          for (int c = 0; c < ${CV}; c++) acc[i][c] = fmaf(x, w[c], acc[i][c]);
+        }
+      }
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int c = 0; c < ${CV}; c++) red[warp][i][lane * ${CV} + c] = acc[i][c];
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < ${mr * span}; t += ${THREADS}) {
+    const int i = t / ${span}, cc = t % ${span};
+    const long long jj = jb + cc;
+    if (i < m && jj < n) {
+      float s = 0.f;
+      #pragma unroll
+      for (int w = 0; w < ${WARPS}; w++) s += red[w][i][cc];
+      if (gridDim.y == 1) ${epilogue(d, 's', 'i * osi + jj * osj', 'jj')}
+      else P[((long long)blockIdx.y * m + i) * n + jj] = s;
+    }
+  }
+}`;
+  return { src, name: 'gemv_kn', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
+}
+
+/** Sums the 'kn' kernel's K-chunk partials in chunk order and applies the epilogue. */
+export function gemvFinSource(d: GemvDType): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d);
+  const src = `extern "C" __global__ void gemv_fin(const float* __restrict__ P, ${T}* __restrict__ O, const ${T}* __restrict__ bias,
+  int m, long long n, int splits, long long osi, long long osj, float alpha, float beta) {
+  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < (long long)m * n; t += (long long)gridDim.x * blockDim.x) {
+    const long long i = t / n, j = t % n;
+    float s = 0.f;
+    for (int y = 0; y < splits; y++) s += P[((long long)y * m + i) * n + j];
+    ${epilogue(d, 's', 'i * osi + j * osj', 'j')}
+  }
+}`;
+  return { src, name: 'gemv_fin', sig: ['ptr', 'ptr', 'ptr', 'i32', 'i64', 'i32', 'i64', 'i64', 'f32', 'f32'] };
+}
+
+/** The GEMM parameters the 'gemm' kernel receives (the CPU kernel's contract). */
+export interface GemvGemmParams {
+  transA: boolean; transB: boolean; m: number; n: number; k: number; alpha: number; beta: number;
+  a: StridedRef; lda: number; b: StridedRef; ldb: number; c: StridedRef; ldc: number;
+  batch?: number; bias?: StridedRef;
+}
+
+/** A normalised small-M problem (element strides; byte addresses with the refs' offsets applied). */
+export interface GemvProblem {
+  dtype: GemvDType; layout: GemvLayout; m: number; n: number; k: number;
+  X: bigint; xsi: number; xsl: number; W: bigint; ldw: number; O: bigint; osi: number; osj: number;
+  bias: bigint; alpha: number; beta: number;
+}
+
+const addr = (r: StridedRef): bigint => (r.buf as CudaBuffer).ptr + BigInt(r.offset * DTYPES[r.dtype].itemsize);
+
+/**
+ * The GEMV form of a GEMM, or null when it has none: one matrix, float32/float16/bfloat16, and m ≤ 16
+ * (X = A, W = B) or else n ≤ 16 without a bias (the transposed problem: X = Bᵀ, W = Aᵀ, as in mv).
+ */
+export function gemvProblem(p: GemvGemmParams): GemvProblem | null {
+  const d = p.c.dtype;
+  if ((p.batch ?? 1) !== 1 || p.k < 1 || p.m < 1 || p.n < 1) return null;
+  if (d !== 'float32' && d !== 'float16' && d !== 'bfloat16') return null;
+  const bias = p.bias ? addr(p.bias) : 0n;
+  if (p.m <= GEMV_MAX_ROWS) {
+    return {
+      dtype: d, layout: p.transB ? 'nk' : 'kn', m: p.m, n: p.n, k: p.k,
+      X: addr(p.a), xsi: p.transA ? 1 : p.lda, xsl: p.transA ? p.lda : 1,
+      W: addr(p.b), ldw: p.ldb, O: addr(p.c), osi: p.ldc, osj: 1, bias, alpha: p.alpha, beta: p.beta,
+    };
+  }
+  if (p.n <= GEMV_MAX_ROWS && !p.bias) {
+    return {
+      dtype: d, layout: p.transA ? 'kn' : 'nk', m: p.n, n: p.m, k: p.k,
+      X: addr(p.b), xsi: p.transB ? p.ldb : 1, xsl: p.transB ? 1 : p.ldb,
+      W: addr(p.a), ldw: p.lda, O: addr(p.c), osi: 1, osj: p.ldc, bias: 0n, alpha: p.alpha, beta: p.beta,
+    };
+  }
+  return null;
+}
+
+const aligned16 = (p: bigint): boolean => (Number(BigInt.asUintN(4, p)) === 0);
+
+/** Whether the vector path's loads are all aligned and in bounds. */
+export function gemvVectorOk(g: GemvProblem): boolean {
+  const isz = DTYPES[g.dtype].itemsize;
+  if (g.layout === 'nk') {
+    const V = vecOf(g.dtype);
+    return g.k % V === 0 && g.ldw % V === 0 && aligned16(g.W) && g.xsl === 1 && (g.m === 1 || g.xsi % V === 0) && aligned16(g.X);
+  }
+  const CV = knColumns(g.dtype, rowsFor(g.m)), bytes = CV * isz;
+  return g.n % CV === 0 && g.ldw % CV === 0 && Number(BigInt.asUintN(8, g.W)) % bytes === 0;
+}
+
+/** 'kn': K chunks (grid.y) so that about four blocks per SM are in flight; 1 when the columns alone fill the card. */
+export function knSplit(g: GemvProblem, smCount: number): { gx: number; gy: number; kchunk: number } {
+  const span = 32 * knColumns(g.dtype, rowsFor(g.m));
+  const gx = Math.ceil(g.n / span);
+  const want = Math.max(1, Math.min(Math.ceil((4 * smCount) / gx), Math.ceil(g.k / 64)));
+  const kchunk = Math.ceil(Math.ceil(g.k / want) / WARPS) * WARPS;
+  return { gx, gy: Math.ceil(g.k / kchunk), kchunk };
+}
+
+/** Launches the GEMV kernel for `g` (config: the tuner's `cols` for 'nk'). */
+export function launchGemv(be: CudaBackend, g: GemvProblem, cfg: Config): void {
+  const mr = rowsFor(g.m), vec = gemvVectorOk(g) ? 1 : 0;
+  if (g.layout === 'nk') {
+    const cols = Math.min(cfg.cols as number ?? 2, 32 / mr);
+    const k = be.kernel(`gemv_nk:${g.dtype}:${mr}:${cols}`, () => gemvNkSource(g.dtype, mr, cols));
+    be.launch(k, Math.ceil(g.n / (WARPS * cols)), THREADS,
+      [g.X, g.W, g.O, g.bias, g.m, g.n, g.k, g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec]);
+    return;
+  }
+  const k = be.kernel(`gemv_kn:${g.dtype}:${mr}`, () => gemvKnSource(g.dtype, mr));
+  const { gx, gy, kchunk } = knSplit(g, be.smCount);
+  const part = gy > 1 ? be.alloc('float32', gy * g.m * g.n) : null;
+  try {
+    be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, part ? part.ptr : 0n, kchunk, g.m, g.n, g.k, g.xsi, g.xsl, g.ldw,
+      g.osi, g.osj, g.alpha, g.beta, vec], 0, be.stream);
+    if (part) {
+      const fin = be.kernel(`gemv_fin:${g.dtype}`, () => gemvFinSource(g.dtype));
+      be.launch(fin, be.gridFor(g.m * g.n, 256, 4), 256, [part.ptr, g.O, g.bias, g.m, g.n, gy, g.osi, g.osj, g.alpha, g.beta]);
+    }
+  } finally {
+    if (part) be.free(part); // stream-ordered: reused only by later work
+  }
+}
+
+/**
+ * Runs the small-M GEMM here when it has a GEMV form and the tuner (or the default) picks this kernel;
+ * false sends the caller to cuBLASLt. `viaCublas` runs the cuBLASLt path (timed as the alternative).
+ */
+export function cudaGemv(be: CudaBackend, p: GemvGemmParams, viaCublas: () => void): boolean {
+  const g = gemvProblem(p);
+  if (!g) return false;
+  const space = g.layout === 'nk' ? GEMV_NK_SPACE : GEMV_KN_SPACE;
+  const fallback = space.defaultConfig;
+  // Timing runs overwrite O, so only a beta = 0 call may measure; others use what is cached, else the default.
+  const cfg = g.beta !== 0
+    ? fallback
+    : be.tuning.pick(space, `${rowsFor(g.m)}x${bucketSize(g.n)}x${bucketSize(g.k)}`, `${g.dtype}${g.bias ? '.bias' : ''}`, g.n * g.k, fallback,
+      (c) => (c.impl === 'cublaslt' ? viaCublas() : launchGemv(be, g, c)));
+  if (cfg.impl === 'cublaslt') return false;
+  launchGemv(be, g, cfg);
+  return true;
+}
+
+/** Every kernel specialization the generators can produce (the nvcc compile script). */
+export function allGemvSources(): { label: string; src: string; name: string; sig: ArgType[] }[] {
+  const out: { label: string; src: string; name: string; sig: ArgType[] }[] = [];
+  for (const d of ['float32', 'float16', 'bfloat16'] as GemvDType[]) {
+    for (const mr of [1, 2, 4, 8, 16]) {
+      for (const cols of [1, 2, 4]) if (mr * cols <= 32) out.push({ label: `nk:${d}:${mr}:${cols}`, ...gemvNkSource(d, mr, cols) });
+      out.push({ label: `kn:${d}:${mr}`, ...gemvKnSource(d, mr) });
+    }
+    out.push({ label: `fin:${d}`, ...gemvFinSource(d) });
+  }
+  return out;
+}
+
