@@ -18,6 +18,7 @@ import { webgpuConv, webgpuConvSupports, webgpuPool, webgpuPoolSupports, webgpuR
 import type { RowNormParams, SoftmaxParams } from '../cpu/nn.js';
 import { installWebGPUIndexingKernels } from './indexing_kernels.js';
 import { installWebGPUResampleKernels } from './resample_kernels.js';
+import { installWebGPUIntKernels } from './int_kernels.js';
 import { installWebGPUFftKernels } from './fft_kernels.js';
 
 let be: WebGPUBackend;
@@ -35,18 +36,19 @@ export function installWebGPUKernels(backend: WebGPUBackend): void {
     let staged: ((...a: unknown[]) => unknown) | undefined;
     registerKernel(name, 'webgpu', (p: PoolParams) => {
       if (webgpuPoolSupports(p)) webgpuPool(be, p, adaptive);
-      else (staged ??= hostStaged(name))(p); // integer pooling
+      else (staged ??= hostStaged(name))(p); // pooling with indices (int64), mixed dtypes
     });
   }
   for (const [name, transposed] of [['conv', false], ['conv_transpose', true]] as const) {
     let staged: ((...a: unknown[]) => unknown) | undefined;
     registerKernel(name, 'webgpu', (p: ConvParams) => {
       if (webgpuConvSupports(p)) webgpuConv(be, p, transposed);
-      else (staged ??= hostStaged(name))(p); // integer convolutions
+      else (staged ??= hostStaged(name))(p); // strided or mixed-dtype operands, float8
     });
   }
   installWebGPUIndexingKernels(be);
   installWebGPUResampleKernels(be);
+  installWebGPUIntKernels(be);
   setStagingProvider('webgpu', hostStaged);
 }
 

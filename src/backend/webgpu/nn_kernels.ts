@@ -24,6 +24,9 @@ const store = (d: DTypeName, buf: string, idx: string, v: string): string => {
   const bits = R.bits(d, R.castExpr('float32', d, v));
   return perWord(d) > 1 ? R.storeShared(d, buf, idx, bits) : `${buf}[${idx}] = ${bits};`;
 };
+/** Stores i32 value `v` as integer dtype d (the store wraps it, as C and PyTorch's integer kernels). */
+const storeInt = (d: DTypeName, buf: string, idx: string, v: string): string =>
+  (perWord(d) > 1 ? R.storeShared(d, buf, idx, R.bits(d, v)) : `${buf}[${idx}] = ${R.bits(d, v)};`);
 const checkFloat = (op: string, r: StridedRef | undefined): void => {
   if (!r) return;
   checkWgslDType(op, r.dtype);
@@ -207,7 +210,8 @@ export function webgpuRowNorm(be: WebGPUBackend, p: RowNormParams): void {
 
 /**
  * Direct convolution (and its transpose): a thread per output element, summing over the group's input
- * channels and the kernel taps in float32. Operands are contiguous [N, C, D, H, W] (1-D/2-D as 3-D).
+ * channels and the kernel taps in float32, or for integers in i32 (exact modulo 2^32, then wrapped to
+ * the dtype by the store: the CPU's exact, wrapping integer convolution). Operands are contiguous [N, C, D, H, W] (1-D/2-D as 3-D).
  * uniform: [total, N, C, D, H, W, CO, KD, KH, KW, OD, OH, OW, sD, sH, sW, pD, pH, pW, dD, dH, dW, groups,
  * xoff, woff, boff, ooff, hasBias]
  */
@@ -220,6 +224,7 @@ function convProgram(d: DTypeName, transposed: boolean, wg: number): Program {
     const decl = names.map((nm, i) => V(nm, i)).join(' ');
     const x = (idx: string): string => R.load(d, 'b2', idx);
     const w = (idx: string): string => R.load(d, 'b3', idx);
+    const isF = DTYPES[d].kind === 'float';
     // conv: input position = out * stride - pad + k * dilation; transpose: out = in * stride - pad + k * dilation
     const inner = transposed
       ? `let COg = CO / groups; let grp = co / COg; let col = co % COg;
@@ -242,10 +247,10 @@ function convProgram(d: DTypeName, transposed: boolean, wg: number): Program {
   var q = g;
   let ox = q % OW; q /= OW; let oy = q % OH; q /= OH; let oz = q % OD; q /= OD; let co = q % CO; let n = q / CO;
   let Cg = C / groups;
-  var acc = 0.0f;
+  var acc = ${isF ? '0.0f' : '0i'};
   if (hasBias != 0u) { acc = ${R.load(d, 'b4', 'boff + co')}; }
   ${inner}
-  ${store(d, 'b1', 'ooff + g', 'acc')}`;
+  ${isF ? store(d, 'b1', 'ooff + g', 'acc') : storeInt(d, 'b1', 'ooff + g', 'acc')}`;
     return module(28, access, wg, body);
   });
 }
@@ -258,12 +263,12 @@ export interface ConvParams {
 /** Whether the WebGPU convolution takes these operands (float, contiguous): else the caller stages it. */
 export function webgpuConvSupports(p: ConvParams): boolean {
   const contiguous = (r: StridedRef): boolean => r.strides.every((s, i) => s === r.shape.slice(i + 1).reduce((a, b) => a * b, 1));
-  return [p.x, p.w, p.out, ...(p.bias ? [p.bias] : [])].every((r) => DTYPES[r.dtype].kind === 'float' && r.dtype === p.x.dtype
-    && perWord(r.dtype) <= 2 && (r === p.bias || contiguous(r)));
+  return [p.x, p.w, p.out, ...(p.bias ? [p.bias] : [])].every((r) => ((DTYPES[r.dtype].kind === 'float' && perWord(r.dtype) <= 2)
+    || DTYPES[r.dtype].kind === 'int') && r.dtype === p.x.dtype && (r === p.bias || contiguous(r)));
 }
 
 export function webgpuConv(be: WebGPUBackend, p: ConvParams, transposed: boolean): void {
-  for (const r of [p.x, p.w, p.out, p.bias ?? undefined]) checkFloat('conv', r);
+  for (const r of [p.x, p.w, p.out, p.bias ?? undefined]) if (r) checkWgslDType('conv', r.dtype);
   const [N, C, D, H, W] = p.x.shape as number[];
   const [, , KD, KH, KW] = p.w.shape as number[];
   const [, CO, OD, OH, OW] = p.out.shape as number[];
@@ -309,17 +314,23 @@ function poolProgram(d: DTypeName, kind: 'max' | 'avg', wg: number): Program {
       : `b${L} = min(a${L} + i32(k${L}), i32(${n} + p${L})); sz${L} = b${L} - a${L}; a${L} = max(a${L}, 0); b${L} = min(b${L}, i32(${n}));`}
   }`;
     const x = R.load(d, 'b2', 'base + u32((z * i32(H) + y) * i32(W) + xx)');
+    const isF = DTYPES[d].kind === 'float';
+    // integers: the max starts at the dtype's minimum (also the CPU's value for an empty window); the
+    // average sums in i32 and truncates toward zero, as the CPU's store of acc / divisor
+    const info = DTYPES[d];
+    const lowest = isF ? '-nbx_inf()' : info.min === -2147483648 ? 'bitcast<i32>(0x80000000u)' : `${info.min}i`;
     const reduce = kind === 'max'
-      ? `var best = -nbx_inf();
+      ? `var best = ${lowest};
   for (var z = aD; z < bD; z += stD) { for (var y = aH; y < bH; y += stH) { for (var xx = aW; xx < bW; xx += stW) {
-    let v = ${x}; if (v > best || nbx_isnan(v)) { best = v; } } } }
+    let v = ${x}; if (v > best${isF ? ' || nbx_isnan(v)' : ''}) { best = v; } } } }
   let res = best;`
-      : `var acc = 0.0f;
+      : `var acc = ${isF ? '0.0f' : '0i'};
   for (var z = aD; z < bD; z++) { for (var y = aH; y < bH; y++) { for (var xx = aW; xx < bW; xx++) { acc += ${x}; } } }
   let count = f32(max(bD - aD, 0) * max(bH - aH, 0) * max(bW - aW, 0));
   var dv = select(count, f32(szD * szH * szW), cip != 0u && adaptive == 0u);
   if (hasDiv != 0u) { dv = bitcast<f32>(divbits); }
-  let res = select(acc / dv, 0.0f, aD >= bD || aH >= bH || aW >= bW);`;
+  let empty = aD >= bD || aH >= bH || aW >= bW;
+  let res = ${isF ? 'select(acc / dv, 0.0f, empty)' : 'select(acc / max(i32(dv), 1i), 0i, empty)'};`;
     const body = `${decl}
   if (g >= total) { return; }
   var q = g;
@@ -329,7 +340,7 @@ function poolProgram(d: DTypeName, kind: 'max' | 'avg', wg: number): Program {
   ${dim('H', 'oh', 'H')}
   ${dim('W', 'ow', 'W')}
   ${reduce}
-  ${store(d, 'b1', 'ooff + g', 'res')}`;
+  ${isF ? store(d, 'b1', 'ooff + g', 'res') : storeInt(d, 'b1', 'ooff + g', 'res')}`;
     return module(26, access, wg, body);
   });
 }
@@ -339,10 +350,10 @@ export interface PoolParams {
   kernel?: number[]; stride?: number[]; padding?: number[]; dilation?: number[]; countIncludePad?: boolean; divisor?: number | null;
 }
 
-export const webgpuPoolSupports = (p: PoolParams): boolean => !p.indices && DTYPES[p.x.dtype].kind === 'float' && p.x.dtype === p.out.dtype;
+export const webgpuPoolSupports = (p: PoolParams): boolean => !p.indices && ['float', 'int'].includes(DTYPES[p.x.dtype].kind) && p.x.dtype === p.out.dtype;
 
 export function webgpuPool(be: WebGPUBackend, p: PoolParams, adaptive: boolean): void {
-  checkFloat('pool', p.x); checkFloat('pool', p.out);
+  checkWgslDType('pool', p.x.dtype); checkWgslDType('pool', p.out.dtype);
   const [B, D, H, W] = p.x.shape as number[];
   const [, OD, OH, OW] = p.out.shape as number[];
   const total = B! * OD! * OH! * OW!;

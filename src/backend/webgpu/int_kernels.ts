@@ -1,0 +1,64 @@
+// WebGPU 'gemm_int' (src/backend/cpu/linalg.ts gemmInt): integer products, exact modulo 2^32 in i32
+// arithmetic (WGSL's i32 wraps), then wrapped to the output dtype by its store, which equals the CPU's
+// exact result wrapped to the dtype for int32/int16/int8/uint8 (int64 cannot live on webgpu). A thread
+// per output element, as CUDA's gemm_int. Integer convolution and pooling are in nn_kernels.ts.
+
+import type { DTypeName } from '../../dtype/dtypes.js';
+import type { StridedRef } from '../backend.js';
+import { registerKernel } from '../registry.js';
+import type { GemmParams } from './kernels.js';
+import { WGSL as R, checkWgslDType } from '../../ir/render_wgsl.js';
+import { UnsupportedError } from '../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
+import { module, U } from './elementwise.js';
+import { bindAll, isFloat, loadOut, outAccess, program, storeVal } from './indexing_kernels.js';
+
+let be: WebGPUBackend;
+export function installWebGPUIntKernels(backend: WebGPUBackend): void {
+  be = backend;
+  registerKernel('gemm_int', 'webgpu', webgpuGemmInt);
+}
+
+/**
+ * uniform: [total, m, n, k, transA, transB, lda, ldb, ldc, aoff, boff, coff, sA, sB, sC, alpha, beta].
+ * b1 C, b2 A, b3 B.
+ */
+function gemmIntProgram(d: DTypeName, ad: DTypeName, bd: DTypeName, wg: number): Program {
+  const access = `${outAccess(d)}rr`;
+  return program(`int.gemm|${d}|${ad}|${bd}|${wg}`, access, 17, () => {
+    const names = ['total', 'm', 'n', 'k', 'tA', 'tB', 'lda', 'ldb', 'ldc', 'aoff', 'boff', 'coff', 'sA', 'sB', 'sC'];
+    const body = `${names.map((nm, i) => `let ${nm} = ${U(i)};`).join(' ')}
+  let alpha = bitcast<i32>(${U(15)}); let beta = bitcast<i32>(${U(16)});
+  if (g >= total) { return; }
+  let j = g % n; let i = (g / n) % m; let z = g / (m * n);
+  let oa = aoff + z * sA; let ob = boff + z * sB;
+  var acc = 0i;
+  for (var l = 0u; l < k; l++) {
+    let ia = oa + select(i * lda + l, l * lda + i, tA != 0u);
+    let ib = ob + select(l * ldb + j, j * ldb + l, tB != 0u);
+    acc += ${R.load(ad, 'b2', 'ia')} * ${R.load(bd, 'b3', 'ib')};
+  }
+  let ci = coff + z * sC + i * ldc + j;
+  var r = alpha * acc;
+  if (beta != 0i) { r += beta * ${loadOut(d, 'b1', 'ci')}; }
+  ${storeVal(d, 'b1', 'ci', 'r')}`;
+    return module(17, access, wg, body);
+  });
+}
+
+export function webgpuGemmInt(p: GemmParams): void {
+  const d = p.c.dtype;
+  for (const r of [p.a, p.b, p.c] as StridedRef[]) {
+    checkWgslDType('matmul', r.dtype);
+    if (isFloat(r.dtype) || r.dtype === 'complex64') throw new UnsupportedError('matmul', `webgpu gemm_int takes integer operands, got ${r.dtype}`);
+  }
+  const batch = p.batch ?? 1;
+  const total = batch * p.m * p.n;
+  if (total === 0) return;
+  const u = new Uint32Array([total, p.m, p.n, p.k, p.transA ? 1 : 0, p.transB ? 1 : 0, p.lda, p.ldb, p.ldc, p.a.offset, p.b.offset, p.c.offset,
+    p.strideA ?? 0, p.strideB ?? 0, p.strideC ?? 0, Math.trunc(p.alpha) >>> 0, Math.trunc(p.beta) >>> 0]);
+  const { bufs, done } = bindAll([p.c.buf as WGBuffer], [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
+  const wg = be.wgElementwise;
+  be.dispatch(gemmIntProgram(d, p.a.dtype, p.b.dtype, wg), bufs, u, total, wg);
+  done();
+}
