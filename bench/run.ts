@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 const here = dirname(fileURLToPath(import.meta.url));
 const SUITES: Record<string, string[]> = {
   cpu: ['cpu.js', 'cpu_matmul.js', 'cpu_conv.js', 'cpu_softmax.js', 'random.js', 'safetensors_load.js'],
-  cuda: ['cuda.js'],
+  cuda: ['cuda.js', 'cuda_norm.js', 'cuda_coldstart.js'],
   webgpu: ['webgpu.js'],
 };
 
