@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One device call of a working session: runs the named parts and leaves logs under $OUT (tarred).
+#   bash scripts/gpu-session.sh PART...   parts: launch suites norm batch gemm ew webgpu wgsl tests conf
+# Needs .gpu/ from ../shared/device/pack.sh plus .gpu/gen.py (the suite generator) and .gpu/launch_cost
+# (gcc -O2 -o .gpu/launch_cost scripts/native/launch_cost.c -ldl). Each part has a time limit; a failing part does not stop the others. Summary in $OUT/summary.txt.
+set -u
+source .gpu/bootstrap.sh
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export OUT
+st() { local n=$1 to=$2; shift 2; local t0=$(date +%s); echo "== $n: $*" >> "$OUT/summary.txt"; timeout "$to" "$@" > "$OUT/$n.log" 2>&1; echo "$n rc=$? $(( $(date +%s) - t0 ))s" >> "$OUT/summary.txt"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv > "$OUT/gpu.txt" 2>&1
+for part in "$@"; do
+  case $part in
+    launch) st launch 60 .gpu/launch_cost; st host-fresh 60 node scripts/host-profile.mjs cuda ;;
+    suites)
+      for s in "11 2" "23 3"; do set -- $s
+        st gen$1 120 python3 .gpu/gen.py /tmp/suite$1 --seed $1 --scale $2
+        st conf$1-cpu 120 node dist/src/cli/nbx.js conformance /tmp/suite$1 --device cpu
+        st conf$1-cuda 150 node dist/src/cli/nbx.js conformance /tmp/suite$1 --device cuda
+      done ;;
+    norm) st norm 120 node dist/bench/cuda_norm.js ;;
+    batch) [ -f scripts/gpu-batch.sh ] && st batch 120 bash scripts/gpu-batch.sh ;;
+    gemm) [ -f scripts/gpu-gemm.sh ] && st gemm 180 bash scripts/gpu-gemm.sh ;;
+    ew) [ -f scripts/gpu-ew.sh ] && st ew 150 bash scripts/gpu-ew.sh ;;
+    webgpu) [ -f scripts/gpu-webgpu.sh ] && st webgpu 180 bash scripts/gpu-webgpu.sh ;;
+    wgsl) for s in wgsl-sort wgsl-index; do [ -f scripts/gpu-$s.sh ] && st $s 90 bash scripts/gpu-$s.sh; done ;;
+    conf)
+      st conf-cuda 150 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda
+      st conf-cuda-native 150 env NBX_CUDA_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda
+      st conf-webgpu 150 env NBX_WEBGPU_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device webgpu ;;
+    tests) st tests 420 node --test --test-concurrency=4 dist/test/ ;;
+    bench) st bench-cuda 200 node dist/bench/cuda.js; st cold 90 node dist/bench/cuda_coldstart.js ;;
+  esac
+done
+(cd "$OUT" && find . -name '*.log' -o -name '*.json' -o -name '*.txt' | tar czf logs.tgz -T - 2>/dev/null)
+cat "$OUT/summary.txt"
+for f in "$OUT"/*.log; do echo "---- $(basename $f)"; tail -n 25 "$f"; done 2>/dev/null | head -c 9000
