@@ -3,17 +3,10 @@
 // Run: node dist/bench/cuda_norm.js
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
+import { timeCuda as timeGpu } from './gpu_timing.js';
 
 const R = 8192, C = 8192;
 const F = nbx.nn.functional as unknown as Record<string, (...a: unknown[]) => nbx.Tensor>;
-
-async function timeGpu(fn: () => void, reps: number): Promise<number> {
-  fn(); await nbx.cuda.synchronize();
-  const t0 = performance.now();
-  for (let i = 0; i < reps; i++) fn();
-  await nbx.cuda.synchronize();
-  return (performance.now() - t0) / 1000 / reps;
-}
 
 const PEER = String.raw`
 import torch, json, time
