@@ -1,93 +1,216 @@
-// WebGPU benchmarks: fused elementwise a*x+b and a row reduction (GB/s), float32 GEMM (TFLOP/s), and the
-// per-operation cost of a dependent chain of small ops (µs/op, amortized by command batching; next to
-// it, the same ops each followed by a readback, i.e. one submit + wait round trip per op).
-// Sizes: 1 GiB operands and a 4096^3 GEMM, reduced to the device's largest storage binding; --quick
-// (or a software adapter such as llvmpipe) uses small sizes for a smoke run.
-// Run: node dist/bench/webgpu.js [--quick]
+// WebGPU benchmarks next to the CUDA backend and PyTorch measured in the same run: elementwise a*x+b
+// and a+b and reductions over 1 GiB (GB/s), float32/float16 GEMM 4096^3 (TFLOP/s), and the per-op cost
+// of a dependent chain of 1,000 small adds (µs/op, amortized by command batching).
+// Before timing it prints what a repeat needs to explain a slow run: the adapter's identity, features
+// and subgroup-matrix configurations, the Dawn toggles, the limits requested, the GEMM path, and per
+// benchmark the warm-up state (first call incl. pipeline compile vs steady state, pipelines built).
+// With --check it first compares GEMMs against the CPU on several shapes (non-multiples of the tile,
+// transposed operands, both dtypes) and prints the worst relative error per shape.
+// --quick (or a software adapter such as llvmpipe) uses small sizes. --no-peers skips CUDA and PyTorch.
+// Run: node dist/bench/webgpu.js [--quick] [--check] [--no-peers]
+import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
 import { elementwise } from '../src/ops/elementwise.js';
 import type { Tensor } from '../src/tensor/tensor.js';
+import { smmStatus } from '../src/backend/webgpu/gemm_smm.js';
 
 const GiB = 2 ** 30;
+type Dev = 'webgpu' | 'cuda';
+const out = (s: string): void => { process.stdout.write(`${s}\n`); };
 
-async function timeGpu(fn: () => void, reps: number): Promise<number> {
-  fn();
-  await nbx.webgpu.synchronize();
-  const t0 = performance.now();
-  for (let i = 0; i < reps; i++) fn();
-  await nbx.webgpu.synchronize();
-  return (performance.now() - t0) / 1000 / reps;
+async function sync(dev: Dev): Promise<void> {
+  if (dev === 'webgpu') await nbx.webgpu.synchronize();
+  else await (nbx as unknown as { cuda: { synchronize(): Promise<void> } }).cuda.synchronize();
 }
 
-/** a*x + b as one kernel (a, b are kernel parameters). */
+/** Seconds per call: the first call (compiles) timed alone, then `reps` calls after a second warm-up. */
+async function timeOn(dev: Dev, fn: () => void, reps: number): Promise<{ s: number; firstMs: number }> {
+  const t0 = performance.now();
+  fn(); await sync(dev);
+  const firstMs = performance.now() - t0;
+  fn(); await sync(dev);
+  const t1 = performance.now();
+  for (let i = 0; i < reps; i++) fn();
+  await sync(dev);
+  return { s: (performance.now() - t1) / 1000 / reps, firstMs };
+}
+
 const axpb = (x: Tensor, a: number, b: number): Tensor =>
-  elementwise('axpb', [x, a, b], 'float32', 'float32', ([v, p, q]) => v!.mul(p!).add(q!));
+  elementwise('axpb', [x, a, b], x.dt, x.dt, ([v, p, q]) => v!.mul(p!).add(q!));
+
+const PEER = String.raw`
+import torch, json, sys, time
+q = '--quick' in sys.argv
+out = {}
+def t(fn, reps):
+    fn(); torch.cuda.synchronize()
+    s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps): fn()
+    e.record(); torch.cuda.synchronize()
+    return s.elapsed_time(e) / 1000 / reps
+G = (64 << 20) if q else (1 << 30)
+for dt, name in ((torch.float32, 'f32'), (torch.float16, 'f16')):
+    n = G // dt.itemsize
+    x = torch.rand(n, device='cuda', dtype=dt); y = torch.rand(n, device='cuda', dtype=dt); o = torch.empty_like(x)
+    out['axpb ' + name] = 2 * G / t(lambda: torch.add(torch.mul(x, 1.5, out=o), 0.25, out=o), 20)
+    out['add ' + name] = 3 * G / t(lambda: torch.add(x, y, out=o), 20)
+    X = x.view(-1, 16384)
+    out['sum rows ' + name] = G / t(lambda: X.sum(-1), 20)
+    out['sum cols ' + name] = G / t(lambda: X.sum(0), 20)
+    out['sum all ' + name] = G / t(lambda: x.sum(), 20)
+    del x, y, o, X
+M = 512 if q else 4096
+for dt, name in ((torch.float32, 'f32'), (torch.float16, 'f16')):
+    a = torch.rand(M, M, device='cuda', dtype=dt); b = torch.rand(M, M, device='cuda', dtype=dt)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    out['gemm ' + name] = 2 * M**3 / t(lambda: a @ b, 10)
+s = torch.ones(256, device='cuda')
+def chain():
+    y = s
+    for _ in range(1000): y = torch.add(y, 1)
+    torch.cuda.synchronize()
+chain(); t0 = time.perf_counter(); chain()
+out['chain'] = (time.perf_counter() - t0) / 1000 * 1e6
+print(json.dumps(out))
+`;
+
+interface Row { name: string; size: string; unit: string; gpu: number; cuda?: number; torch?: number; first?: string }
+
+async function suite(dev: Dev, quick: boolean, bytes: number, rows: Map<string, Row>, put: (r: Row, v: number, first?: number) => void): Promise<void> {
+  const fmt = (b: number): string => (b >= GiB ? `${b / GiB} GiB` : `${b / 2 ** 20} MiB`);
+  const reps = quick ? 5 : 20;
+  for (const [dt, name, isz] of [['float32', 'f32', 4], ['float16', 'f16', 2]] as const) {
+    const n = bytes / isz;
+    const x = nbx.rand([n], { dtype: dt, device: dev }), y = nbx.rand([n], { dtype: dt, device: dev });
+    await sync(dev);
+    const gb = async (key: string, label: string, moved: number, fn: () => void): Promise<void> => {
+      const t = await timeOn(dev, fn, reps);
+      const r = rows.get(key) ?? { name: label, size: fmt(bytes), unit: 'GB/s', gpu: NaN };
+      rows.set(key, r);
+      put(r, moved / t.s / 1e9, t.firstMs);
+    };
+    await gb(`axpb ${name}`, `a*x+b fused (${name})`, 2 * bytes, () => axpb(x, 1.5, 0.25).dispose());
+    await gb(`add ${name}`, `a+b (${name})`, 3 * bytes, () => nbx.add(x, y).dispose());
+    const X = x.view(-1, 16384);
+    await gb(`sum rows ${name}`, `sum(dim=-1) [${n / 16384}, 16384] (${name})`, bytes, () => nbx.sum(X, -1).dispose());
+    await gb(`sum cols ${name}`, `sum(dim=0) [${n / 16384}, 16384] (${name})`, bytes, () => nbx.sum(X, 0).dispose());
+    await gb(`sum all ${name}`, `sum() (${name})`, bytes, () => nbx.sum(x).dispose());
+    x.dispose(); y.dispose();
+  }
+  const M = quick ? 512 : 4096;
+  for (const [dt, name] of [['float32', 'f32'], ['float16', 'f16']] as const) {
+    const A = nbx.rand([M, M], { dtype: dt, device: dev }), B = nbx.rand([M, M], { dtype: dt, device: dev });
+    const t = await timeOn(dev, () => nbx.matmul(A, B).dispose(), quick ? 3 : 10);
+    const key = `gemm ${name}`;
+    const r = rows.get(key) ?? { name: `GEMM ${M}^3 (${name})`, size: `${M}^3`, unit: 'TFLOP/s', gpu: NaN };
+    rows.set(key, r);
+    put(r, 2 * M ** 3 / t.s / 1e12, t.firstMs);
+    A.dispose(); B.dispose();
+  }
+  // per-op cost: a dependent chain of 1000 small adds, one readback at the end
+  const small = nbx.ones([256], { device: dev });
+  const chain = async (ops: number): Promise<number> => {
+    let v = nbx.mul(small, 1);
+    await v.data();
+    const t0 = performance.now();
+    for (let i = 0; i < ops; i++) { const z = nbx.add(v, 1); v.dispose(); v = z; }
+    await v.data();
+    const us = (performance.now() - t0) * 1000 / ops;
+    v.dispose();
+    return us;
+  };
+  await chain(100);
+  const runs = [await chain(1000), await chain(1000), await chain(1000)];
+  const r = rows.get('chain') ?? { name: 'dependent chain of 1000 small adds (best of 3)', size: '256 f32', unit: 'µs/op', gpu: NaN };
+  rows.set('chain', r);
+  put(r, Math.min(...runs));
+  small.dispose();
+}
+
+/** GEMM against the CPU: worst |gpu - cpu| / (|cpu| + 1) per shape. */
+async function check(): Promise<boolean> {
+  let ok = true;
+  const shapes: [number, number, number, boolean, boolean][] = [
+    [64, 64, 64, false, false], [100, 37, 129, false, false], [257, 300, 130, false, true], [513, 77, 1000, true, false],
+    [1024, 1024, 1024, false, false], [1000, 1030, 517, true, true], [4096, 256, 4096, false, false],
+  ];
+  for (const dt of ['float32', 'float16'] as const) {
+    for (const [m, k, n, ta, tb] of shapes) {
+      const a = nbx.sub(nbx.rand(ta ? [k, m] : [m, k], { dtype: 'float32' }), 0.5), b = nbx.sub(nbx.rand(tb ? [n, k] : [k, n], { dtype: 'float32' }), 0.5);
+      const ac = a.copyAs(dt), bc = b.copyAs(dt);
+      const A = ta ? ac.t() : ac, B = tb ? bc.t() : bc;
+      const want = nbx.matmul(A.copyAs('float32'), B.copyAs('float32')).dataSync() as Float32Array;
+      const Ag = ac.to('webgpu'), Bg = bc.to('webgpu');
+      const got = Float32Array.from(await nbx.matmul(ta ? Ag.t() : Ag, tb ? Bg.t() : Bg).copyAs('float32').data() as Float32Array);
+      let worst = 0;
+      for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!) / (Math.abs(want[i]!) + 1));
+      const tol = dt === 'float16' ? 2e-2 : 2e-3;
+      const pass = Number.isFinite(worst) && worst <= tol;
+      ok &&= pass;
+      out(`check GEMM ${dt} m=${m} k=${k} n=${n} transA=${ta} transB=${tb}: worst rel err ${worst.toExponential(2)} (tol ${tol}) ${pass ? 'ok' : 'FAIL'}`);
+    }
+  }
+  return ok;
+}
 
 export async function run(args: string[] = []): Promise<void> {
+  const tStart = performance.now();
   const info = await nbx.webgpu.init();
+  const initMs = performance.now() - tStart;
   const soft = /llvmpipe|swiftshader|lavapipe|software/i.test(info.adapter);
   const quick = args.includes('--quick') || soft;
   const maxBind = Math.min(info.limits.maxStorageBufferBindingSize ?? GiB, info.limits.maxBufferSize ?? GiB);
   const bytes = Math.min(quick ? 64 * 2 ** 20 : GiB, 2 ** Math.floor(Math.log2(maxBind)));
-  const n = bytes / 4;
-  const rows: [string, string, string, string][] = [];
-  const fmtBytes = (b: number): string => (b >= GiB ? `${b / GiB} GiB` : `${b / 2 ** 20} MiB`);
 
-  // elementwise: read x, write the result
-  const x = nbx.sin(nbx.arange(n, { dtype: 'float32', device: 'webgpu' }));
-  const reps = quick ? 5 : 20;
-  const tEw = await timeGpu(() => axpb(x, 1.5, 0.25).dispose(), reps);
-  rows.push(['elementwise a*x+b (f32, fused)', fmtBytes(bytes), (2 * bytes / tEw / 1e9).toFixed(1), 'GB/s']);
-  const tEw2 = await timeGpu(() => { const t = nbx.mul(x, 1.5); nbx.add(t, 0.25).dispose(); t.dispose(); }, reps);
-  rows.push(['elementwise mul then add (f32, 2 kernels)', fmtBytes(bytes), (4 * bytes / tEw2 / 1e9).toFixed(1), 'GB/s']);
+  out(`WebGPU: ${info.adapter} (${info.via}${info.compatibility ? ', compatibility' : ''}); device up in ${initMs.toFixed(0)} ms`);
+  out(`adapter info: ${JSON.stringify(info.identity)}`);
+  out(`profile: ${info.profile}`);
+  out(`Dawn toggles: ${info.toggles.join(' ') || '(none)'}`);
+  out(`adapter features: ${info.adapterFeatures.join(' ')}`);
+  out(`device features: ${info.features.join(' ')}`);
+  out(`limits requested: ${JSON.stringify(info.limits)}`);
+  out(`subgroup matrix configs: ${JSON.stringify(info.subgroupMatrixConfigs)}`);
+  out(`GEMM subgroup-matrix path: ${smmStatus.reason}; ${JSON.stringify(smmStatus.plans)}`);
+  out(`workgroups: elementwise ${info.wgElementwise}, reduction ${info.wgReduce}; autotune key ${info.tuneKey}; NBX_AUTOTUNE=${process.env.NBX_AUTOTUNE ?? '(unset: full)'}`);
+  out(`sizes: ${bytes / 2 ** 20} MiB operands${quick ? ' (quick)' : ''}; largest binding ${maxBind / 2 ** 20} MiB\n`);
 
-  // row reduction: sum over the last dim of a [rows, 16384] matrix
-  const cols = 16384, r = n / cols;
-  const X = x.view(r, cols);
-  const tRed = await timeGpu(() => nbx.sum(X, -1).dispose(), reps);
-  rows.push([`row reduction sum(dim=-1) [${r}, ${cols}] f32`, fmtBytes(bytes), (bytes / tRed / 1e9).toFixed(1), 'GB/s']);
-  const tCol = await timeGpu(() => nbx.sum(X, 0).dispose(), reps);
-  rows.push([`column reduction sum(dim=0) [${r}, ${cols}] f32`, fmtBytes(bytes), (bytes / tCol / 1e9).toFixed(1), 'GB/s']);
-  const tAll = await timeGpu(() => nbx.sum(x).dispose(), reps);
-  rows.push(['full reduction sum() f32', fmtBytes(bytes), (bytes / tAll / 1e9).toFixed(1), 'GB/s']);
-  x.dispose();
+  if (args.includes('--check')) {
+    const ok = await check();
+    out(`GEMM check: ${ok ? 'all ok' : 'FAILURES'}\n`);
+  }
 
-  // GEMM
-  const M = quick ? 512 : 4096;
-  const A = nbx.sin(nbx.arange(M * M, { dtype: 'float32', device: 'webgpu' })).view(M, M);
-  const B = nbx.cos(nbx.arange(M * M, { dtype: 'float32', device: 'webgpu' })).view(M, M);
-  const tMm = await timeGpu(() => nbx.matmul(A, B).dispose(), quick ? 3 : 10);
-  rows.push([`GEMM f32 ${M}x${M}x${M}`, `${M}^3`, (2 * M ** 3 / tMm / 1e12).toFixed(3), 'TFLOP/s']);
-  A.dispose(); B.dispose();
-
-  // per-op cost: a dependent chain of 1000 small ops, one readback at the end
-  const small = nbx.ones([256], { device: 'webgpu' });
-  const chain = async (ops: number, readEach: boolean): Promise<number> => {
-    let y = nbx.mul(small, 1);
-    await y.data();
-    const t0 = performance.now();
-    for (let i = 0; i < ops; i++) {
-      const z = nbx.add(y, 1);
-      y.dispose();
-      y = z;
-      if (readEach) await y.data();
-    }
-    await y.data();
-    const us = (performance.now() - t0) * 1000 / ops;
-    y.dispose();
-    return us;
-  };
-  await chain(50, false);
-  rows.push(['dependent chain of 1000 small adds, batched', '256 f32', (await chain(1000, false)).toFixed(1), 'µs/op']);
-  rows.push(['the same with a readback after every op', '256 f32', (await chain(100, true)).toFixed(1), 'µs/op']);
-  small.dispose();
-
+  const rows = new Map<string, Row>();
+  const pipes0 = nbx.webgpu.memoryStats().pipelines;
+  await suite('webgpu', quick, bytes, rows, (r, v, first) => { r.gpu = v; if (first !== undefined) r.first = `${first.toFixed(0)} ms`; });
   const s = nbx.webgpu.memoryStats();
-  process.stdout.write(`WebGPU: ${info.adapter} (${info.via}${info.compatibility ? ', compatibility' : ''}); profile ${info.profile}\n`);
-  process.stdout.write(`workgroups: elementwise ${info.wgElementwise}, reduction ${info.wgReduce}; largest binding ${fmtBytes(maxBind)}${quick ? '; quick sizes' : ''}\n\n`);
-  const lines = ['| benchmark | size | result | unit |', '| --- | --- | ---: | --- |', ...rows.map((r) => `| ${r.join(' | ')} |`)];
-  process.stdout.write(`${lines.join('\n')}\n\n`);
-  process.stdout.write(`${s.dispatches} dispatches in ${s.submits} submits; ${s.pipelines} pipelines; pool: ${s.created} buffers created, ${s.reuses}/${s.allocations} allocations reused\n`);
+  nbx.webgpu.emptyCache();
+
+  const peers = !args.includes('--no-peers') && !soft;
+  if (peers) {
+    try {
+      const cudaOk = (nbx as unknown as { cuda?: { is_available?: () => boolean } }).cuda?.is_available?.();
+      if (cudaOk) await suite('cuda', quick, bytes, rows, (r, v) => { r.cuda = v; });
+      else out('CUDA backend: not available');
+    } catch (e) { out(`CUDA backend failed: ${(e as Error).message.split('\n')[0]}`); }
+    try {
+      const peer = JSON.parse(execFileSync('python3', ['-c', PEER, ...(quick ? ['--quick'] : [])], { encoding: 'utf8', maxBuffer: 1 << 20 })) as Record<string, number>;
+      for (const [k, r] of rows) {
+        const v = peer[k];
+        if (v !== undefined) r.torch = r.unit === 'GB/s' ? v / 1e9 : r.unit === 'TFLOP/s' ? v / 1e12 : v;
+      }
+    } catch (e) { out(`PyTorch peer failed: ${(e as Error).message.slice(0, 300)}`); }
+  }
+
+  const f = (v: number | undefined): string => (v === undefined || Number.isNaN(v) ? '—' : v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) : v.toFixed(3));
+  const ratio = (r: Row, peer?: number): string => {
+    if (peer === undefined || Number.isNaN(peer) || Number.isNaN(r.gpu)) return '—';
+    return `${((r.unit === 'µs/op' ? peer / r.gpu : r.gpu / peer) * 100).toFixed(0)}%`;
+  };
+  out('| benchmark | size | unit | WebGPU | CUDA backend | PyTorch | WebGPU/CUDA | WebGPU/PyTorch | first call |');
+  out('| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const r of rows.values()) out(`| ${r.name} | ${r.size} | ${r.unit} | ${f(r.gpu)} | ${f(r.cuda)} | ${f(r.torch)} | ${ratio(r, r.cuda)} | ${ratio(r, r.torch)} | ${r.first ?? ''} |`);
+  out(`\nWebGPU: ${s.dispatches} dispatches in ${s.submits} submits; ${s.pipelines - pipes0} pipelines built during the run; pool: ${s.created} buffers created, ${s.reuses}/${s.allocations} allocations reused; peak ${(s.peakReservedBytes / GiB).toFixed(2)} GiB reserved`);
 }
 
 if (process.argv[1]?.endsWith('webgpu.js')) run(process.argv.slice(2)).catch((e) => { console.error(e); process.exitCode = 1; });

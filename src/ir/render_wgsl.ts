@@ -145,6 +145,26 @@ export class WgslRenderer extends CLikeRenderer {
     }
   }
 
+  /**
+   * The compute value of the element of dtype `d` held in u32 `word` at position `part` (0 .. 4/itemsize-1,
+   * a number or a u32 expression): what `load` does once the word is fetched (16-byte loads fetch 4 words).
+   */
+  fromWord(d: DTypeName, word: string, part: number | string): string {
+    const p = typeof part === 'number' ? `${part}u` : `(${part})`;
+    switch (d) {
+      case 'float32': case 'complex64': return `bitcast<f32>(${word})`;
+      case 'int32': return `bitcast<i32>(${word})`;
+      case 'bool': case 'uint8': return `i32((${word} >> (${p} * 8u)) & 0xffu)`;
+      case 'int8': return `(bitcast<i32>(${word} << ((3u - ${p}) * 8u)) >> 24u)`;
+      case 'int16': return `(bitcast<i32>(${word} << ((1u - ${p}) * 16u)) >> 16u)`;
+      case 'float16': return `nbx_h2f((${word} >> (${p} * 16u)) & 0xffffu)`;
+      case 'bfloat16': return `bitcast<f32>(((${word} >> (${p} * 16u)) & 0xffffu) << 16u)`;
+      case 'float8_e4m3fn': return `nbx_e4m3_to_f((${word} >> (${p} * 8u)) & 0xffu)`;
+      case 'float8_e5m2': return `nbx_e5m2_to_f((${word} >> (${p} * 8u)) & 0xffu)`;
+      default: checkWgslDType('webgpu kernel', d); throw new Error(`render_wgsl: no load for ${d}`);
+    }
+  }
+
   /** The storage bits (u32, only the low itemsize*8 bits set) of compute value `v` stored as dtype `d`. */
   bits(d: DTypeName, v: string): string {
     switch (d) {

@@ -27,6 +27,7 @@ import { OPS } from '../../ops/registry.js';
 import { BufferPool, sizeClass, type PoolStats } from './pool.js';
 import { adapterIdentity, chooseAdapter, dawnToggles, env, MAP_READ, notice, profileFor, requiredLimits, STAGE_COMPUTE, subgroupMatrixConfigs, USAGE, WANTED_FEATURES, type AdapterChoice, type SubgroupMatrixConfig } from './gpu.js';
 import { runElementwise } from './elementwise.js';
+import { WebGPUTuning } from './tuning.js';
 
 /** A tensor's device memory: `bytes` requested, `size` the pooled buffer's size. `gpu` arrives with the device. */
 export class WGBuffer {
@@ -54,7 +55,8 @@ type Op =
   | { k: 'clear'; buf: WGBuffer }
   | { k: 'copy'; src: WGBuffer; dst: WGBuffer; bytes: number }
   | { k: 'read'; buf: WGBuffer; start: number; bytes: number; done: (r: Uint8Array | Error) => void }
-  | { k: 'host'; name: string; bufs: WGBuffer[]; run: (host: Map<WGBuffer, ArrayBuffer>) => void };
+  | { k: 'host'; name: string; bufs: WGBuffer[]; run: (host: Map<WGBuffer, ArrayBuffer>) => void }
+  | { k: 'stamp'; set: GPUQuerySet; index: number; resolve?: GPUBuffer; read?: GPUBuffer };
 
 interface ReadJob { rb: GPUBuffer; rbSize: number; bytes: number; done: (r: Uint8Array | Error) => void }
 
@@ -97,6 +99,8 @@ export class WebGPUBackend implements Backend {
   private queue!: GPUQueue;
   pool!: BufferPool;
   info!: WebGPUInfo;
+  /** Launch configurations (autotuned, cached per adapter); set when the device is up. */
+  tuning: WebGPUTuning | null = null;
 
   private ops: Op[] = [];
   private head = 0;
@@ -167,6 +171,7 @@ export class WebGPUBackend implements Backend {
     const maxBuf = Math.min(limits.maxBufferSize ?? 2 ** 28, limits.maxStorageBufferBindingSize ?? 2 ** 27);
     this.pool = new BufferPool((size) => this.device.createBuffer({ size, usage: USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST }), maxBuf);
     this.arena = this.device.createBuffer({ size: ARENA_BYTES, usage: USAGE.UNIFORM | USAGE.COPY_DST });
+    this.tuning = new WebGPUTuning(this);
     // kernels' start-up checks (e.g. compiling the subgroup-matrix GEMM), before any work is encoded
     for (const hook of this.initHooks) await hook(this).catch((e: Error) => notice(`nbx webgpu: start-up check failed: ${e.message}`));
     this.isReady = true;
@@ -292,6 +297,12 @@ export class WebGPUBackend implements Backend {
     this.record({ k: 'host', name, bufs, run });
   }
 
+  /**
+   * A GPU timestamp into `set[index]` at this point of the command list (an empty pass that writes it);
+   * with `resolve` and `read`, both stamps (0 and 1) are then resolved and copied into `read` (16 bytes).
+   */
+  timestamp(set: GPUQuerySet, index: number, resolve?: GPUBuffer, read?: GPUBuffer): void { this.record({ k: 'stamp', set, index, resolve, read }); }
+
   copyBuffer(src: WGBuffer, dst: WGBuffer, bytes: number): void { this.record({ k: 'copy', src, dst, bytes: roundUp(bytes, 4) }); }
 
   /** Submits everything recorded; resolves when the list is drained (not when the GPU is done). */
@@ -367,6 +378,16 @@ export class WebGPUBackend implements Backend {
         if (op.bytes > 0) this.encoder().copyBufferToBuffer(op.buf.gpu!, op.start, rb, 0, op.bytes);
         this.reads.push({ rb, rbSize, bytes: op.bytes, done: op.done });
         this.submit(); // the reader is waiting: start now
+        return;
+      }
+      case 'stamp': {
+        this.endPass();
+        const writes: GPUComputePassTimestampWrites = op.resolve ? { querySet: op.set, endOfPassWriteIndex: op.index } : { querySet: op.set, beginningOfPassWriteIndex: op.index };
+        this.encoder().beginComputePass({ timestampWrites: writes }).end();
+        if (op.resolve && op.read) {
+          this.encoder().resolveQuerySet(op.set, 0, 2, op.resolve, 0);
+          this.encoder().copyBufferToBuffer(op.resolve, 0, op.read, 0, 16);
+        }
         return;
       }
       case 'host':

@@ -13,6 +13,7 @@ import type { StridedRef } from '../backend.js';
 import { coalesce } from '../cpu/elementwise.js';
 import { broadcastStrides } from '../../tensor/shape.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
+import { elementwiseConfig, registerTuneProblem } from './tuning.js';
 
 /** `u.w[i/4][i%4]`: word i of the uniform block. */
 export const U = (i: number): string => `u.w[${i >> 2}][${i & 3}]`;
@@ -68,18 +69,23 @@ interface Layout {
   /** flat: per input, 0 (broadcast scalar) or 1 */
   unit: number[];
   outStrided: boolean;
-  /** flat, 4-byte output: four elements per invocation through 16-byte loads and stores */
-  vec: boolean;
+  /**
+   * flat 16-byte accesses: each invocation computes whole vec4<u32>s of the output (4 words: 4 floats,
+   * 8 halves, 16 bytes), `vpt` of them, a grid-stride apart; unit-stride inputs share the output's
+   * elements per word and are read as vec4s too. 0: not vectorized.
+   */
+  vpt: number;
 }
 
 function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, bind: number[], nIn: number, wg: number): Program {
-  const { nd, flat, unit, outStrided, vec } = lay;
+  const { nd, flat, unit, outStrided, vpt } = lay;
+  const vec = vpt > 0;
   const k = perWord(outD);
   const packedContig = k > 1 && !outStrided;
-  // with `vec`, buffers of 4-byte dtypes are bound as vec4 arrays
-  const vecBind = new Set(vec ? bind.filter((_, s) => perWord(inD[s]!) === 1) : []);
+  // with `vec`, the buffers of unit-stride inputs are bound as vec4 arrays
+  const vecBind = new Set(vec ? bind.filter((_, s) => unit[s]) : []);
   const access = (vec ? 'x' : outStrided && k > 1 ? 'a' : 'w') + [...Array(nIn).keys()].map((i) => (vecBind.has(i + 2) ? 'v' : 'r')).join('');
-  // uniform: [units, n, oo, w0] [shape(nd)] [out strides(nd)] per input [off, strides(nd)] params
+  // uniform: [units, n, oo, w0 | grid stride] [shape(nd)] [out strides(nd)] per input [off, strides(nd)] params
   let w = 4;
   const shapeAt = w; if (!flat) w += nd;
   const ostAt = w; if (outStrided) w += nd;
@@ -88,30 +94,36 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
   const pAt = w;
   const nParams = expr.slots('param');
   const words = pAt + nParams;
-  const key = `ew|${vec ? 'v' : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${outStrided ? 'os' : 'oc'}|${outD}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
+  const key = `ew|${vec ? `v${vpt}` : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${outStrided ? 'os' : 'oc'}|${outD}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
   const param = (s: number, d: DTypeName): string => (DTYPES[d].kind === 'float' ? `bitcast<f32>(${U(pAt + s)})` : `bitcast<i32>(${U(pAt + s)})`);
   const vecSource = (): string => {
-    // invocation g: elements 4g .. 4g+3; unit-stride 4-byte inputs as one vec4 each, others per lane
+    // vector vi: output elements E*vi .. E*vi+E-1 (E = 4 words of k elements), element l in word l/k at part l%k
+    const E = 4 * k, width = 32 / k;
     const pre: string[] = [];
-    for (let s = 0; s < inD.length; s++) {
-      if (unit[s] && vecBind.has(bind[s]!)) pre.push(`let v${s} = b${bind[s]}[(${U(inAt[s]!)} >> 2u) + g];`);
-    }
-    const lanes = [0, 1, 2, 3].map((l) => {
+    for (let s = 0; s < inD.length; s++) if (unit[s]) pre.push(`let v${s} = b${bind[s]}[(${U(inAt[s]!)} / ${E}u) + vi];`);
+    const lanes: string[] = [];
+    for (let l = 0; l < E; l++) {
+      const wd = Math.floor(l / k), part = l % k;
       const [code, res] = R.render(expr, (s, d) => {
-        if (vecBind.has(bind[s]!)) {
-          if (unit[s]) return d === 'int32' ? `bitcast<i32>(v${s}[${l}])` : `bitcast<f32>(v${s}[${l}])`;
-          const j = U(inAt[s]!);
-          return d === 'int32' ? `bitcast<i32>(b${bind[s]}[${j} >> 2u][${j} & 3u])` : `bitcast<f32>(b${bind[s]}[${j} >> 2u][${j} & 3u])`;
-        }
-        return R.load(d, `b${bind[s]}`, unit[s] ? `(${U(inAt[s]!)} + 4u * g + ${l}u)` : U(inAt[s]!));
+        if (unit[s]) return R.fromWord(d, `v${s}[${wd}]`, part);
+        const j = U(inAt[s]!);
+        if (!vecBind.has(bind[s]!)) return R.load(d, `b${bind[s]}`, j);
+        // a broadcast scalar in a buffer bound as vec4s: its word, then its part
+        const ks = perWord(d);
+        const word = ks === 1 ? j : `(${j} / ${ks}u)`;
+        return R.fromWord(d, `b${bind[s]}[${word} >> 2u][${word} & 3u]`, ks === 1 ? 0 : `${j} % ${ks}u`);
       }, param);
-      return `{\n    ${code}\n    r[${l}] = ${R.bits(outD, res)};\n  }`;
-    });
-    const body = `if (g >= ${U(0)}) { return; }
-  ${pre.join('\n  ')}
-  var r: vec4<u32>;
-  ${lanes.join('\n  ')}
-  b1[(${U(2)} >> 2u) + g] = r;`;
+      lanes.push(k === 1 ? `{\n      ${code}\n      r[${wd}] = ${R.bits(outD, res)};\n    }`
+        : `{\n      ${code}\n      r[${wd}] = r[${wd}] | (${R.bits(outD, res)} << ${part * width}u);\n    }`);
+    }
+    const body = `for (var q = 0u; q < ${vpt}u; q++) {
+    let vi = g + q * ${U(3)};
+    if (vi >= ${U(0)}) { return; }
+    ${pre.join('\n    ')}
+    var r = vec4<u32>(0u);
+    ${lanes.join('\n    ')}
+    b1[(${U(2)} / ${E}u) + vi] = r;
+  }`;
     return module(words, access, wg, body);
   };
   const source = (): string => {
@@ -171,7 +183,8 @@ const cache = new Map<string, Program>();
  * Evaluates `expr` for every element of `out` (any strides when `outStrided`, else contiguous from its
  * offset), inputs broadcast to out's shape, on the recorded command list.
  */
-export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef, outStrided = false): void {
+export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef, outStrided = false,
+  force?: { wg: number; vpt: number }): void {
   for (const r of [...ins, out]) checkWgslDType('elementwise', r.dtype);
   const shape = out.shape;
   const n = shape.reduce((a, b) => a * b, 1);
@@ -201,25 +214,26 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
     if (j < 0) { bufs.push(b); j = bufs.length - 1; }
     bind.push(j + 1);
   }
-  const wg = be.wgElementwise;
   const unit = flat ? cst.slice(1).map((s) => (s[0] === 1 ? 1 : 0)) : [];
   const inD = ins.map((r) => r.dtype);
-  // 16-byte accesses: a flat 4-byte output, n and every 4-byte unit-stride offset multiples of 4, and no
-  // buffer read as both a 4-byte and a packed dtype
-  const vec = flat && !oStrided && perWord(out.dtype) === 1 && n % 4 === 0 && out.offset % 4 === 0 && n >= 1024
-    && ins.every((r, s) => perWord(r.dtype) !== 1 || !unit[s] || r.offset % 4 === 0)
-    && bind.every((b, s) => bind.every((b2, t) => b2 !== b || (perWord(inD[s]!) === 1) === (perWord(inD[t]!) === 1)));
-  const lay: Layout = { nd, flat, unit, outStrided: oStrided, vec };
-  const probe = `${vec ? 'v' : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${oStrided ? 'os' : 'oc'}|${out.dtype}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
+  // 16-byte accesses: a flat output whose n and offset are whole vectors (E elements), every unit-stride
+  // input of the output's element width with a whole-vector offset, and none in a buffer read otherwise
+  const k = perWord(out.dtype), E = 4 * k;
+  const vec = flat && !oStrided && n % E === 0 && out.offset % E === 0 && n >= 1024
+    && ins.every((r, s) => !unit[s] || (perWord(r.dtype) === k && r.offset % E === 0));
+  const cfg = vec ? force ?? elementwiseConfig(be, n, out.dtype) : { wg: be.wgElementwise, vpt: 0 };
+  const wg = cfg.wg;
+  const lay: Layout = { nd, flat, unit, outStrided: oStrided, vpt: vec ? cfg.vpt : 0 };
+  const probe = `${vec ? `v${cfg.vpt}` : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${oStrided ? 'os' : 'oc'}|${out.dtype}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
   let prog = cache.get(probe);
   if (!prog) { prog = ewProgram(expr, inD, out.dtype, lay, bind, bufs.length - 1, wg); cache.set(probe, prog); }
 
   const u = new Uint32Array(prog.words);
-  const k = perWord(out.dtype);
   const packedContig = k > 1 && !oStrided;
   const w0 = Math.floor(out.offset / k);
-  const units = vec ? n / 4 : packedContig ? Math.floor((out.offset + n - 1) / k) - w0 + 1 : n;
-  u[0] = units; u[1] = n; u[2] = out.offset; u[3] = w0;
+  const units = vec ? n / E : packedContig ? Math.floor((out.offset + n - 1) / k) - w0 + 1 : n;
+  const threads = vec ? Math.ceil(units / cfg.vpt) : units;
+  u[0] = units; u[1] = n; u[2] = out.offset; u[3] = vec ? threads : w0;
   let w = 4;
   if (!flat) for (let d = 0; d < nd; d++) u[w++] = cs[d]!;
   if (oStrided) for (let d = 0; d < nd; d++) u[w++] = cst[0]![d]! >>> 0;
@@ -228,7 +242,7 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
     if (!flat) for (let d = 0; d < nd; d++) u[w++] = cst[s + 1]![d]! >>> 0;
   }
   for (let s = 0; s < params.length; s++) u[w++] = paramWord(params[s]!, paramDType(expr, s));
-  be.dispatch(prog, bufs, u, units, wg);
+  be.dispatch(prog, bufs, u, threads, wg);
   if (temp) be.free(temp);
 }
 
@@ -240,3 +254,15 @@ export function copyStrided(be: WebGPUBackend, src: StridedRef, dst: StridedRef)
   const s = real(src), d = real(dst);
   runElementwise(be, Expr.load(0, s.dtype).cast(d.dtype), [s], [], d, true);
 }
+
+// The autotuner's scratch problem: a + b over `size` contiguous elements of `dtype` (16-byte path).
+registerTuneProblem('webgpu.elementwise', (be, size, dtype) => {
+  const bytes = size * DTYPES[dtype].itemsize;
+  const a = be.allocBytes(bytes, true), b = be.allocBytes(bytes, true), o = be.allocBytes(bytes);
+  const ref = (buf: WGBuffer): StridedRef => ({ buf, dtype, shape: [size], strides: [1], offset: 0 });
+  const expr = Expr.load(0, dtype).add(Expr.load(1, dtype));
+  return {
+    run: (cfg) => runElementwise(be, expr, [ref(a), ref(b)], [], ref(o), false, { wg: cfg.wg as number, vpt: cfg.vpt as number }),
+    dispose: () => { be.free(a); be.free(b); be.free(o); },
+  };
+});

@@ -1,0 +1,159 @@
+// Launch configurations of the WebGPU kernels, autotuned like CUDA's (src/backend/cuda/tuning.ts): a
+// space per kernel (workgroup size × vectors per invocation for elementwise, workgroup size for
+// reductions, the tile of the f32 GEMM), the persistent cache of src/autotune keyed by the adapter
+// ("webgpu|<vendor>|<architecture>|<device>|<description>"), NBX_AUTOTUNE=off|cached|full.
+//
+// WebGPU records work synchronously but can only time it asynchronously, so a kernel's configuration
+// is looked up synchronously (memo, user cache, shipped cache) and a miss in mode `full` uses the
+// default now and queues a sweep that runs in the background on the backend's own scratch tensors of
+// the same size bucket and dtype (never the caller's buffers); later calls use its result.
+// `settled()` waits for queued sweeps (benchmarks call it after a warm-up). Each candidate is timed
+// with timestamp queries when the device has them (the span of a batch of its dispatches), else the
+// wall clock of a batch and a wait. The first sweep of a process says so once on stderr (the tuner).
+
+import { defineSpace, prune, tune, autotuneMode, bucketSize, configKey, defaultCache, type Config, type ConfigSpace } from '../../autotune/index.js';
+import type { DTypeName } from '../../dtype/dtypes.js';
+import type { WebGPUBackend } from './backend.js';
+
+/** Problems below this many elements keep the default (their time is dispatch overhead). */
+export const TUNE_MIN_ELEMENTS = 1 << 16;
+
+export const EW_SPACE = defineSpace({
+  name: 'webgpu.elementwise',
+  knobs: [
+    { name: 'wg', values: [64, 128, 256, 512], movesBits: false, doc: 'invocations per workgroup' },
+    { name: 'vpt', values: [1, 2, 4], movesBits: false, doc: '16-byte vectors per invocation (a grid stride apart)' },
+  ],
+  defaultConfig: { wg: 256, vpt: 1 },
+  resources: (cfg) => ({ threads: cfg.wg as number }),
+});
+
+export const REDUCE_SPACE = defineSpace({
+  name: 'webgpu.reduce',
+  knobs: [{ name: 'wg', values: [64, 128, 256, 512, 1024], movesBits: true, doc: 'invocations per workgroup (the reduction tree)' }],
+  defaultConfig: { wg: 256 },
+  resources: (cfg) => ({ threads: cfg.wg as number, sharedMemoryBytes: 4 * (cfg.wg as number) }),
+});
+
+export const GEMM_SPACE = defineSpace({
+  name: 'webgpu.gemm',
+  knobs: [{ name: 'tile', values: ['64x32', '64x64', '128x64', '128x128'], movesBits: false, doc: 'output tile of the f32-accumulating tiled kernel (BM x BN)' }],
+  defaultConfig: { tile: '128x128' },
+  resources: (cfg) => {
+    const [bm, bn] = String(cfg.tile).split('x').map(Number) as [number, number];
+    return { threads: bm === 64 && bn === 32 ? 128 : 256, sharedMemoryBytes: 16 * (bm + 4 + bn) * 4 };
+  },
+});
+
+/** A scratch problem of a space at (size bucket, dtype): `run(cfg)` records one dispatch. */
+export interface TuneProblem { run(cfg: Config): void; dispose(): void }
+/** Builds the scratch problem of a kernel (registered by the kernel's module, so no import cycle). */
+export type ProblemMaker = (be: WebGPUBackend, size: number, dtype: DTypeName) => TuneProblem;
+const makers = new Map<string, ProblemMaker>();
+export function registerTuneProblem(space: string, make: ProblemMaker): void { makers.set(space, make); }
+
+export class WebGPUTuning {
+  private readonly memo = new Map<string, Config>();
+  private readonly fits = new Map<string, Config[]>();
+  private readonly pending = new Map<string, Promise<void>>();
+  private chain: Promise<void> = Promise.resolve();
+  private query: { set: GPUQuerySet; resolve: GPUBuffer; read: GPUBuffer } | null = null;
+
+  constructor(private readonly be: WebGPUBackend) {}
+
+  /** The candidates that fit this device (workgroup size and workgroup memory limits). */
+  private fit(space: ConfigSpace): Config[] {
+    let c = this.fits.get(space.name);
+    if (!c) {
+      const lim = this.be.info.limits;
+      const maxT = Math.min(lim.maxComputeInvocationsPerWorkgroup ?? 256, lim.maxComputeWorkgroupSizeX ?? 256);
+      const smem = lim.maxComputeWorkgroupStorageSize ?? 16384;
+      c = prune(space, { maxThreadsPerBlock: maxT, sharedMemoryPerBlock: smem, sharedMemoryPerBlockOptin: smem, registersPerBlock: 1 << 30,
+        registersPerThread: 1 << 30, warpSize: 32, maxPipelineStages: 1 }).kept;
+      this.fits.set(space.name, c);
+    }
+    return c;
+  }
+
+  /**
+   * The configuration of `space` for a problem of `size` elements of `dtype`: memo, then the caches;
+   * `fallback` (the untuned default) for small problems, in mode off, or while a sweep is pending.
+   */
+  config(space: ConfigSpace, size: number, dtype: DTypeName, fallback: Config): Config {
+    if (size < TUNE_MIN_ELEMENTS || !this.be.isReady) return fallback;
+    const shape = String(bucketSize(size));
+    const mk = `${space.name}|${shape}|${dtype}`;
+    const hit = this.memo.get(mk);
+    if (hit) return hit;
+    const mode = autotuneMode();
+    if (mode === 'off') { this.memo.set(mk, fallback); return fallback; }
+    const cands = this.fit(space);
+    const key = { shape, dtype, device: this.be.info.tuneKey };
+    const cached = defaultCache().lookup(space.name, key);
+    const ok = (c: Config): Config | undefined => cands.find((x) => configKey(x) === configKey(c));
+    const found = cached && ok(cached.entry.config);
+    if (found) { this.memo.set(mk, found); return found; }
+    if (mode === 'cached' || !makers.has(space.name) || cands.length === 0) { this.memo.set(mk, fallback); return fallback; }
+    if (!this.pending.has(mk)) {
+      const bucket = bucketSize(size);
+      const job = this.chain.then(() => this.sweep(space, bucket, dtype, fallback, cands, key, mk)).catch(() => { this.memo.set(mk, fallback); });
+      this.chain = job;
+      this.pending.set(mk, job);
+    }
+    return fallback;
+  }
+
+  /** Resolves when every queued sweep has finished. */
+  async settled(): Promise<void> {
+    while (this.pending.size) await Promise.allSettled([...this.pending.values()]);
+  }
+
+  private async sweep(space: ConfigSpace, bucket: number, dtype: DTypeName, fallback: Config, cands: Config[],
+    key: { shape: string; dtype: string; device: string }, mk: string): Promise<void> {
+    // after the caller's current recording (the sweep's dispatches then follow it in order)
+    await new Promise((r) => setTimeout(r, 0));
+    let problem: TuneProblem | undefined;
+    try {
+      problem = makers.get(space.name)!(this.be, bucket, dtype);
+      const res = await tune({ name: space.name, knobs: space.knobs, defaultConfig: fallback }, key, cands,
+        (cfg) => this.time(() => problem!.run(cfg)), { deviceLabel: this.be.info.adapter, warmup: 1, reps: 3 });
+      this.memo.set(mk, res.config);
+    } finally {
+      problem?.dispose();
+      this.pending.delete(mk);
+    }
+  }
+
+  /** Milliseconds per run of `record`: timestamp queries around a batch when available, else the wall clock. */
+  private async time(record: () => void): Promise<number> {
+    const reps = 8;
+    await this.be.synchronize();
+    if (this.be.device.features.has('timestamp-query')) {
+      const q = (this.query ??= {
+        set: this.be.device.createQuerySet({ type: 'timestamp', count: 2 }),
+        resolve: this.be.device.createBuffer({ size: 16, usage: 0x0200 | 0x0004 }), // QUERY_RESOLVE | COPY_SRC
+        read: this.be.device.createBuffer({ size: 16, usage: 0x0001 | 0x0008 }), // MAP_READ | COPY_DST
+      });
+      this.be.timestamp(q.set, 0);
+      for (let i = 0; i < reps; i++) record();
+      this.be.timestamp(q.set, 1, q.resolve, q.read);
+      await this.be.synchronize();
+      await q.read.mapAsync(1);
+      const t = new BigInt64Array(q.read.getMappedRange().slice(0));
+      q.read.unmap();
+      const ns = Number(t[1]! - t[0]!);
+      if (ns > 0) return ns / 1e6 / reps;
+    }
+    const t0 = performance.now();
+    for (let i = 0; i < reps; i++) record();
+    await this.be.synchronize();
+    return (performance.now() - t0) / reps;
+  }
+}
+
+/** Elementwise launch configuration for a vectorized problem of n elements. */
+export function elementwiseConfig(be: WebGPUBackend, n: number, dtype: DTypeName): { wg: number; vpt: number } {
+  const fallback = { wg: be.wgElementwise, vpt: 1 };
+  const c = be.tuning ? be.tuning.config(EW_SPACE, n, dtype, fallback) : fallback;
+  return { wg: c.wg as number, vpt: c.vpt as number };
+}
