@@ -1,7 +1,8 @@
 // The demo page: a few operations on navigator.gpu through nbxtensor's WebGPU backend, each checked
 // against the CPU backend and timed (first run includes shader compilation). Without a WebGPU adapter
 // the same operations run on the CPU. The outcome is also left in window.__nbxDemo for tests.
-import * as nbx from '../dist/src/index.js';
+import './shims/globals.js'; // Node's process and Buffer, before the package loads
+import * as nbx from 'nbxtensor';
 
 const state = { done: false, device: 'cpu', adapter: null, webgpuError: null, ops: [], error: null };
 window.__nbxDemo = state;

@@ -1,13 +1,19 @@
-// Loads the demo page in headless Chromium (playwright-core, Debian's /usr/bin/chromium) and checks
-// what it computed: on WebGPU when the browser gets an adapter, else the page's CPU path (and says so).
-// Runs twice: with the flags of a GPU-less CI machine (--disable-gpu), then asking Chromium for
-// WebGPU on its software Vulkan (SwiftShader), which exercises the WebGPU path without a GPU.
-//   node demo/test.mjs            (after `npm run build`)
-import { mkdtempSync, rmSync } from 'node:fs';
+// Builds the demo page with Vite (demo/vite.config.mjs → demo/dist), serves the bundle with Vite's
+// preview server (cross-origin isolated, as configured there), loads it in headless Chromium
+// (playwright-core, Debian's /usr/bin/chromium) and checks what it computed: on WebGPU when the
+// browser gets an adapter, else the page's CPU path (and says so, with the reason).
+// Runs twice: with the flags of a GPU-less CI machine (--disable-gpu: no adapter, the CPU path), then
+// asking Chromium for WebGPU on its software Vulkan (SwiftShader), which runs the WebGPU path without a GPU.
+//   npm run build && node demo/test.mjs
+// Without Chromium, Vite or playwright-core it says "demo test NOT RUN" and why, and exits 0.
+// CHROMIUM=<path> picks the browser; NBX_DEMO_TIMEOUT=<ms> bounds each page run (default 180000).
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { serve } from './server.mjs';
+import { fileURLToPath } from 'node:url';
 
+const here = (p) => fileURLToPath(new URL(p, import.meta.url));
+const configFile = here('./vite.config.mjs');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const BASE = ['--headless', '--no-sandbox', '--disable-quic', '--no-first-run', '--disable-background-networking',
   '--disable-component-update', '--disable-sync'];
@@ -15,19 +21,31 @@ const RUNS = [
   { name: 'CI flags (--disable-gpu)', args: [...BASE, '--disable-gpu'] },
   { name: 'WebGPU on SwiftShader', args: [...BASE, '--enable-unsafe-webgpu', '--enable-unsafe-swiftshader', '--use-angle=swiftshader', '--enable-features=Vulkan', '--use-vulkan=swiftshader'] },
 ];
+const say = (s) => process.stdout.write(`${s}\n`);
+const notRun = (why) => { say(`demo test NOT RUN: ${why}`); process.exit(0); };
 
-let chromium;
-try { ({ chromium } = await import('playwright-core')); } catch {
-  process.stdout.write('demo test NOT RUN: playwright-core is not installed (npm install -D playwright-core)\n');
-  process.exit(0);
+// the tools are optional (devDependencies and a system browser): without one, skip visibly
+let chromium, vite;
+try { ({ chromium } = await import('playwright-core')); } catch { notRun('playwright-core is not installed (npm install -D playwright-core)'); }
+try { vite = await import('vite'); } catch { notRun('vite is not installed (npm install -D vite)'); }
+if (!existsSync(CHROMIUM)) notRun(`no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM=<path>)`);
+if (!existsSync(here('../dist/src/index.js'))) {
+  say('demo test FAILED: dist/src/index.js is missing: run `npm run build` first (the page bundles the compiled package)');
+  process.exit(1);
 }
 
-const server = await serve(0);
-const url = `http://127.0.0.1:${server.address().port}/demo/`;
+let t = performance.now();
+await vite.build({ configFile, logLevel: 'warn' });
+say(`built demo/dist with Vite ${vite.version} in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+const server = await vite.preview({ configFile, logLevel: 'warn', preview: { host: '127.0.0.1', port: 0, open: false } });
+const url = `http://127.0.0.1:${server.httpServer.address().port}/`;
+
 let failed = false;
 for (const run of RUNS) {
+  say(`\n## ${run.name}`);
   const profile = mkdtempSync(join(tmpdir(), 'nbx-chromium-'));
   let browser;
+  t = performance.now();
   try {
     // playwright sets --user-data-dir itself from the persistent context's directory
     browser = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: run.args, timeout: 60000 });
@@ -39,24 +57,27 @@ for (const run of RUNS) {
     try {
       await page.waitForFunction(() => window.__nbxDemo?.done === true, null, { timeout: Number(process.env.NBX_DEMO_TIMEOUT ?? 180000) });
     } catch (e) { throw new Error(`${e.message.split('\n')[0]}\n${logs.slice(-20).join('\n')}`); }
-    const r = await page.evaluate(() => window.__nbxDemo);
-    process.stdout.write(`\n## ${run.name}\n`);
-    if (r.error) { failed = true; process.stdout.write(`page error: ${r.error}\n${logs.join('\n')}\n`); continue; }
-    process.stdout.write(r.device === 'webgpu' ? `WebGPU adapter: ${r.adapter}\n`
-      : `no WebGPU adapter in this browser (${r.webgpuError}): checked the page's CPU path instead\n`);
+    const r = await page.evaluate(() => ({ ...window.__nbxDemo, isolated: window.crossOriginIsolated }));
+    // the preview server's COOP/COEP headers (vite.config.mjs) are what give the page SharedArrayBuffer
+    if (!r.isolated) { failed = true; say('FAIL the page is not cross-origin isolated (COOP/COEP headers missing)'); }
+    if (r.error) { failed = true; say(`page error: ${r.error}\n${logs.join('\n')}`); continue; }
+    say(r.device === 'webgpu' ? `path: WebGPU (the browser gave an adapter: ${r.adapter})`
+      : `path: CPU (no WebGPU adapter in this browser: ${r.webgpuError}), so the page's CPU path was checked instead`);
     for (const op of r.ops) {
       const vs = op.maxError === undefined ? '' : ` (max rel. error vs CPU ${op.maxError.toExponential(1)})`;
-      process.stdout.write(`  ${op.ok ? 'ok  ' : 'FAIL'} ${op.name} [${op.device}] ${op.ms.toFixed(1)} ms: ${op.preview}${vs}\n`);
+      say(`  ${op.ok ? 'ok  ' : 'FAIL'} ${op.name} [${op.device}] ${op.ms.toFixed(1)} ms: ${op.preview}${vs}`);
       if (!op.ok) failed = true;
     }
-    if (r.ops.length < 7) { failed = true; process.stdout.write(`only ${r.ops.length} operations ran\n`); }
+    if (r.ops.length < 7) { failed = true; say(`FAIL only ${r.ops.length} operations ran`); }
+    say(`(${((performance.now() - t) / 1000).toFixed(1)} s in the browser)`);
   } catch (e) {
     failed = true;
-    process.stdout.write(`\n## ${run.name}\nbrowser run failed: ${e.message}\n`);
+    say(`browser run failed: ${e.message}`);
   } finally {
     await browser?.close();
     rmSync(profile, { recursive: true, force: true });
   }
 }
-server.close();
+await server.close();
+say(failed ? '\ndemo test FAILED' : '\ndemo test passed');
 process.exitCode = failed ? 1 : 0;
