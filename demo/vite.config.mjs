@@ -38,8 +38,9 @@ export default defineConfig({
     sourcemap: true,
     // one chunk holds the whole package (CPU, WebGPU and the CUDA backend's code): large by design
     chunkSizeWarningLimit: 4096,
-    // the WebGPU backend imports device profiles lazily, the CUDA backend eagerly: one chunk either way
-    rolldownOptions: { checks: { ineffectiveDynamicImport: false } },
+    // the WebGPU backend imports device profiles lazily, the CUDA backend eagerly (one chunk either way);
+    // bundler self-timing notes are noise on a busy machine
+    rolldownOptions: { checks: { ineffectiveDynamicImport: false, pluginTimings: false } },
   },
   server: { headers: isolation },
   preview: { headers: isolation },
