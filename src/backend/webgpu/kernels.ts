@@ -20,12 +20,14 @@ import { installWebGPUIndexingKernels } from './indexing_kernels.js';
 import { installWebGPUResampleKernels } from './resample_kernels.js';
 import { installWebGPUIntKernels } from './int_kernels.js';
 import { installWebGPUFftKernels } from './fft_kernels.js';
+import { installWebGPUSortKernels } from './sort_kernels.js';
 
 let be: WebGPUBackend;
 export function installWebGPUKernels(backend: WebGPUBackend): void {
   be = backend;
   backend.initHooks.push(validateSmm);
   installWebGPUFftKernels(backend);
+  installWebGPUSortKernels(backend);
   registerKernel('reduce', 'webgpu', webgpuReduce);
   registerKernel('scan', 'webgpu', webgpuScan);
   registerKernel('gemm', 'webgpu', webgpuGemm);
