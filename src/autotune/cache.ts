@@ -216,6 +216,11 @@ export interface AutotuneCacheOptions {
 
 const warnedPaths = new Set<string>();
 
+/** The shipped directory, or null where the package has no root on disk (a bundled browser build). */
+function shippedDirIfAny(): string | null {
+  try { return shippedCacheDir(); } catch { return null; }
+}
+
 export class AutotuneCache {
   readonly dir: string;
   /** The user cache file. */
@@ -230,7 +235,7 @@ export class AutotuneCache {
   constructor(opts: AutotuneCacheOptions = {}) {
     this.dir = opts.dir ?? defaultCacheDir();
     this.path = join(this.dir, CACHE_FILE);
-    this.shippedDir = opts.shippedDir === undefined ? shippedCacheDir() : opts.shippedDir;
+    this.shippedDir = opts.shippedDir === undefined ? shippedDirIfAny() : opts.shippedDir;
     this.stderr = opts.stderr ?? process.stderr;
   }
 
