@@ -9,6 +9,8 @@ import { Tensor } from '../src/tensor/tensor.js';
 import { DeviceLimitError, UnsupportedError, ValueError } from '../src/errors.js';
 import { copyInto } from '../src/ops/shape.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
+import type { StridedRef } from '../src/backend/backend.js';
+import { kernel, registerKernel } from '../src/backend/registry.js';
 
 const probe = await nbx.webgpu.probe();
 const skip = probe.available ? false : `no WebGPU adapter (${probe.reason})`;
@@ -298,9 +300,18 @@ it('pools like the CPU: max (dilation, padding, NaN), average (count_include_pad
 
 it('runs kernels without a WebGPU version through announced host staging, refusable', async () => {
   const x = data(24, 'float32', 18).reshape([2, 2, 6]);
-  const pool = (t: T): T => nbx.nn.functional.interpolate!(t, { scale_factor: 2, mode: 'linear' }) as T; // no WebGPU kernel
-  await same(pool(up(x)), pool(x), 0, 'interpolate (staged)');
-  assert.ok((nbx.webgpu.hostStagingStats().interpolate ?? 0) >= 1);
+  // a kernel with no WebGPU version, registered for this test only: out = 2x + 1 (contiguous float32)
+  registerKernel('test_staged', 'cpu', (a: StridedRef, o: StridedRef) => {
+    const src = a.buf as Float32Array, dst = o.buf as Float32Array;
+    for (let i = 0; i < a.shape.reduce((p, q) => p * q, 1); i++) dst[o.offset + i] = src[a.offset + i]! * 2 + 1;
+  });
+  const pool = (t: T): T => {
+    const out = Tensor.empty(t.shape, t.dt, t.device);
+    kernel('test_staged', t.device, 'test_staged')(t.ref(), out.ref());
+    return out;
+  };
+  await same(pool(up(x)), pool(x), 0, 'test_staged (staged)');
+  assert.ok((nbx.webgpu.hostStagingStats().test_staged ?? 0) >= 1);
   // staged work stays in order with the dispatches around it
   const y = nbx.mul(pool(nbx.add(up(x), 1)), 2);
   await same(y, nbx.mul(pool(nbx.add(x, 1)), 2), 1e-6, 'staged in a chain');

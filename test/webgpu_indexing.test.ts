@@ -216,4 +216,34 @@ it('local_response_norm over strided 3-D/4-D inputs', async () => {
   await same(F.local_response_norm!(up(x), 3), F.local_response_norm!(x, 3), 1e-5, 'lrn strided');
 });
 
+it('masked_select / masked_scatter / nonzero kernels: row-major compaction over strided and broadcast operands', async () => {
+  // (int8 and the other 1- and 4-byte dtypes run the same programs as bool and float32: raw bits)
+  for (const d of ['float32', 'float16', 'bool', 'complex64'] as DTypeName[]) {
+    for (const shape of d === 'float32' ? [[3, 5, 4], [70, 81]] : [[70, 81]]) {
+      const x = d === 'complex64' ? nbx.complex(data(shape, 'float32'), data(shape, 'float32')) : data(shape, d);
+      const xs = x.ndim === 3 ? x.permute([2, 0, 1]) : x.t(); // strided views
+      const mask = nbx.gt(data([...xs.shape.slice(0, -1), 1], 'float32'), 0).expand(xs.shape as number[]); // broadcast (stride 0)
+      const count = Number(nbx.count_nonzero(mask).item());
+      const sel = (xx: T, mm: T): T => {
+        const out = Tensor.empty([count], xx.dt, xx.device);
+        kernel('masked_select', xx.device, 'masked_select')(xx.ref(), mm.ref(), out.ref());
+        return out;
+      };
+      await same(sel(up(xs), up(mask)), sel(xs, mask), 0, `masked_select ${d} ${shape}`);
+      const src = d === 'complex64' ? nbx.complex(data([count + 3], 'float32'), data([count + 3], 'float32')) : data([count + 3], d);
+      const sc = (xx: T, mm: T, ss: T): T => {
+        const out = xx.clone();
+        kernel('masked_scatter', xx.device, 'masked_scatter')(out.ref(), mm.ref(), ss.ref());
+        return out;
+      };
+      await same(sc(up(xs), up(mask), up(src)), sc(xs, mask, src), 0, `masked_scatter ${d} ${shape}`);
+      // nonzero: int32 coordinates on webgpu, int64 on the CPU
+      const nz = nbx.nonzero(xs) as T;
+      const gout = Tensor.empty([nz.shape[0]!, xs.ndim], 'int32', up(xs).device);
+      kernel('nonzero', G, 'nonzero')(up(xs).ref(), gout.ref());
+      await same(gout, nz.to('int32'), 0, `nonzero ${d} ${shape}`);
+    }
+  }
+});
+
 void (null as unknown as StridedRef);

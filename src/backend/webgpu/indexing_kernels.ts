@@ -106,6 +106,8 @@ function lanesOf(r: StridedRef): StridedRef {
   if (DTYPES[r.dtype].lanes === 1) return r;
   return { ...r, dtype: 'float32', strides: r.strides.map((s) => s * 2), offset: r.offset * 2 };
 }
+/** The dtype whose bits a raw copy moves (one program per element size, not per dtype). */
+const rawDType = (d: DTypeName): DTypeName => ({ 1: 'uint8', 2: 'int16', 4: 'int32' } as Record<number, DTypeName>)[DTYPES[d].itemsize] ?? d;
 
 // ---- index errors ------------------------------------------------------------------------------------
 
@@ -347,12 +349,148 @@ export function webgpuLinearIndex(indices: StridedRef[], sizes: number[], out: S
 
 // ---- stream compaction: nonzero, masked_select, masked_scatter ----------------------------------------
 
-function webgpuNonzero(_input: StridedRef, out: StridedRef): void {
-  throw new DeviceLimitError('nonzero', `nonzero returns int64 coordinates (and a data-dependent size), which webgpu cannot hold: got ${out.dtype} output`);
+/**
+ * A data-dependent selection over positions i in [0, n) (row-major over `shape`), as CUDA's: `flag`
+ * (WGSL bool) says whether position i is selected, `emit` runs for it with `pos` = how many selected
+ * positions precede it. Three passes: per-workgroup counts over chunks, a one-workgroup exclusive scan,
+ * and an ordered emit (each chunk in tiles of wg, a workgroup scan per tile), so positions come out
+ * row-major. `pre` computes the i32 offsets `vars` (and with `coords`, coordinate array `cc`).
+ * uniform: [n, chunk, B, 0, offsets of vars..., extra words...] then per dim [size, strides of vars].
+ * Bindings: b1 out (written), b2 scratch [counts(B), offsets(B + 1)], then the read operands.
+ */
+interface Compaction { key: string; outAccess: string; reads: string; vars: string[]; extra: number; coords: boolean; flag: string; emit: string }
+
+function compactionProgram(c: Compaction, nd: number, pass: 'count' | 'emit', wg: number): Program {
+  const at = 4 + c.vars.length + c.extra;
+  const words = at + (1 + c.vars.length) * nd;
+  const access = `${c.outAccess}w${c.reads}`;
+  return program(`ix.compact|${c.key}|${nd}|${pass}|${wg}`, access, words, () => {
+    const pre = `${c.vars.map((v, q) => `var ${v} = i32(${U(4 + q)});`).join(' ')}${c.coords ? ` var cc: array<u32, ${Math.max(nd, 1)}>;` : ''}
+    ${decompose(nd, at, 1 + c.vars.length, c.vars, 'i', c.coords ? 'cc' : undefined)}`;
+    const head = `let n = ${U(0)}; let chunk = ${U(1)}; let B = ${U(2)};
+  let wi = wid.y * nwg.x + wid.x;
+  let start = wi * chunk; let end = min(start + chunk, n);`;
+    const fns = `var<workgroup> sh: array<u32, ${wg}>;`;
+    const body = pass === 'count' ? `${head}
+  var cnt = 0u;
+  if (wi < B) { for (var i = start + lid; i < end; i += ${wg}u) { ${pre} if (${c.flag}) { cnt++; } } }
+  sh[lid] = cnt;
+  workgroupBarrier();
+  for (var s = ${wg / 2}u; s > 0u; s >>= 1u) { if (lid < s) { sh[lid] = sh[lid] + sh[lid + s]; } workgroupBarrier(); }
+  if (lid == 0u && wi < B) { b2[wi] = sh[0]; }`
+      : `${head}
+  if (wi >= B) { return; }
+  var base = b2[B + wi];
+  for (var t0 = start; t0 < end; t0 += ${wg}u) {
+    let i = t0 + lid;
+    var f = false;
+    if (i < end) { ${pre} f = ${c.flag}; }
+    sh[lid] = select(0u, 1u, f);
+    workgroupBarrier();
+    for (var s = 1u; s < ${wg}u; s <<= 1u) {
+      var t = sh[lid];
+      if (lid >= s) { t = t + sh[lid - s]; }
+      workgroupBarrier();
+      sh[lid] = t;
+      workgroupBarrier();
+    }
+    if (f) { let pos = base + sh[lid] - 1u; ${pre} ${c.emit} }
+    base = base + sh[${wg - 1}u];
+    workgroupBarrier();
+  }`;
+    return module(words, access, wg, body, fns);
+  });
 }
-function webgpuMaskedSelect(_input: StridedRef, _mask: StridedRef, _out: StridedRef): void {
-  throw new UnsupportedError('masked_select', 'no WebGPU kernel for masked_select yet');
+
+/** One workgroup: b1[B + b] = sum of b1[0..b) (exclusive), b1[2B] = the total. uniform: [B]. */
+function blockScanProgram(wg: number): Program {
+  return program(`ix.compact.scan|${wg}`, 'w', 4, () => module(4, 'w', wg, `let B = ${U(0)};
+  var carry = 0u;
+  for (var b0 = 0u; b0 < B; b0 += ${wg}u) {
+    let b = b0 + lid;
+    var v = 0u; if (b < B) { v = b1[b]; }
+    sh[lid] = v;
+    workgroupBarrier();
+    for (var s = 1u; s < ${wg}u; s <<= 1u) {
+      var t = sh[lid];
+      if (lid >= s) { t = t + sh[lid - s]; }
+      workgroupBarrier();
+      sh[lid] = t;
+      workgroupBarrier();
+    }
+    if (b < B) { b1[B + b] = carry + sh[lid] - v; }
+    carry = carry + sh[${wg - 1}u];
+    workgroupBarrier();
+  }
+  if (lid == 0u) { b1[2u * B] = carry; }`, `var<workgroup> sh: array<u32, ${wg}>;`));
 }
-function webgpuMaskedScatter(_out: StridedRef, _mask: StridedRef, _source: StridedRef): void {
-  throw new UnsupportedError('masked_scatter', 'no WebGPU kernel for masked_scatter yet');
+
+/** Runs the three passes over n positions; `u` holds the words after [n, chunk, B, 0]. */
+function runCompaction(c: Compaction, shape: readonly number[], words: number[], out: WGBuffer, reads: WGBuffer[]): void {
+  const n = numelOf(shape);
+  if (n === 0) return;
+  const wg = Math.min(256, be.wgReduce);
+  const B = Math.max(1, Math.min(Math.ceil(n / wg), 4096));
+  const chunk = Math.ceil(n / B / wg) * wg;
+  const blocks = Math.ceil(n / chunk);
+  const scratch = be.allocBytes((2 * blocks + 1) * 4);
+  const u = new Uint32Array([n, chunk, blocks, 0, ...words]);
+  const { bufs, done } = bindAll([out, scratch], reads);
+  const nd = shape.length;
+  be.dispatch(compactionProgram(c, nd, 'count', wg), bufs, u, blocks * wg, wg);
+  be.dispatch(blockScanProgram(wg), [scratch], new Uint32Array([blocks, 0, 0, 0]), wg, wg);
+  be.dispatch(compactionProgram(c, nd, 'emit', wg), bufs, u, blocks * wg, wg);
+  done();
+  be.free(scratch);
+}
+
+/** The bits that make an element non-zero (NaN is; -0.0 is not): all but a float's sign. */
+const nonzeroMask = (d: DTypeName): string => (d === 'float32' || d === 'complex64' ? '0x7fffffffu' : d === 'float16' || d === 'bfloat16' ? '0x7fffu'
+  : d === 'float8_e4m3fn' || d === 'float8_e5m2' ? '0x7fu' : '0xffffffffu');
+/** WGSL: whether element `idx` of read binding `buf` (dtype d) is non-zero, from its bits. */
+function nonzeroTest(d: DTypeName, lanes: number, buf: string, idx: string): string {
+  const bits = (i: string): string => `(${rawLoad(lanes > 1 ? 'float32' : rawDType(d), buf, i)} & ${nonzeroMask(d)}) != 0u`;
+  return lanes > 1 ? `(${bits(`u32(${idx})`)} || ${bits(`u32(${idx}) + 1u`)})` : bits(`u32(${idx})`);
+}
+
+/** Coordinates of the non-zero elements of `input`, row-major, into out [count, ndim] (int32: webgpu has no int64). */
+function webgpuNonzero(input: StridedRef, out: StridedRef): void {
+  checkWgslDType('nonzero', input.dtype);
+  checkWgslDType('nonzero', out.dtype);
+  if (out.dtype !== 'int32') throw new DeviceLimitError('nonzero', `webgpu nonzero coordinates are int32, got ${out.dtype}`);
+  const nd = input.shape.length;
+  if (nd === 0 || numelOf(input.shape) === 0) return;
+  const lanes = DTYPES[input.dtype].lanes, x = lanesOf(input);
+  const c: Compaction = {
+    key: `nonzero|${DTYPES[input.dtype].itemsize}|${lanes}|${nonzeroMask(input.dtype)}`, outAccess: 'w', reads: 'r', vars: ['xo'], extra: 1, coords: true,
+    flag: nonzeroTest(input.dtype, lanes, 'b3', 'xo'),
+    emit: [...Array(nd).keys()].map((q) => `b1[${U(5)} + pos * ${nd}u + ${q}u] = cc[${q}];`).join(' '),
+  };
+  runCompaction(c, input.shape, [x.offset, out.offset, ...dimWords(input.shape, [x.strides])], out.buf as WGBuffer, [input.buf as WGBuffer]);
+}
+
+/** Elements of `input` where `mask` (same shape, broadcast strides) is set, row-major, into 1-D contiguous `out`. */
+function webgpuMaskedSelect(input: StridedRef, mask: StridedRef, out: StridedRef): void {
+  for (const r of [input, mask, out]) checkWgslDType('masked_select', r.dtype);
+  const lanes = DTYPES[input.dtype].lanes, x = lanesOf({ ...input, dtype: rawDType(input.dtype) }), o = lanesOf(out);
+  const c: Compaction = {
+    key: `mselect|${x.dtype}|${lanes}|${mask.dtype}`, outAccess: outAccess(x.dtype), reads: 'rr', vars: ['xo', 'mo'], extra: 1, coords: false,
+    flag: `${rawLoad(mask.dtype, 'b4', 'u32(mo)')} != 0u`,
+    emit: [...Array(lanes).keys()].map((l) => rawStore(x.dtype, 'b1', `${U(6)} + pos * ${lanes}u + ${l}u`, rawLoad(x.dtype, 'b3', `u32(xo) + ${l}u`))).join(' '),
+  };
+  runCompaction(c, input.shape, [x.offset, mask.offset, o.offset, ...dimWords(input.shape, [x.strides, mask.strides])], out.buf as WGBuffer,
+    [input.buf as WGBuffer, mask.buf as WGBuffer]);
+}
+
+/** Writes consecutive elements of contiguous `source` into `out` where `mask` is set (row-major). */
+function webgpuMaskedScatter(out: StridedRef, mask: StridedRef, source: StridedRef): void {
+  for (const r of [out, mask, source]) checkWgslDType('masked_scatter', r.dtype);
+  const lanes = DTYPES[out.dtype].lanes, o = lanesOf({ ...out, dtype: rawDType(out.dtype) }), src = lanesOf(source);
+  const c: Compaction = {
+    key: `mscatter|${o.dtype}|${lanes}|${mask.dtype}`, outAccess: outAccess(o.dtype), reads: 'rr', vars: ['oo', 'mo'], extra: 1, coords: false,
+    flag: `${rawLoad(mask.dtype, 'b3', 'u32(mo)')} != 0u`,
+    emit: [...Array(lanes).keys()].map((l) => rawStore(o.dtype, 'b1', `u32(oo) + ${l}u`, rawLoad(o.dtype, 'b4', `${U(6)} + pos * ${lanes}u + ${l}u`))).join(' '),
+  };
+  runCompaction(c, out.shape, [o.offset, mask.offset, src.offset, ...dimWords(out.shape, [o.strides, mask.strides])], out.buf as WGBuffer,
+    [mask.buf as WGBuffer, source.buf as WGBuffer]);
 }
