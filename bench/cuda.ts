@@ -8,7 +8,7 @@ import * as nbx from '../src/index.js';
 
 const quick = process.argv.includes('--quick');
 const onlyAt = process.argv.indexOf('--only');
-const only = onlyAt >= 0 ? process.argv[onlyAt + 1] ?? '' : '';
+const only = onlyAt >= 0 ? process.argv[onlyAt + 1] ?? '' : ''; // --only ew: the elementwise and reduction rows alone
 const GiB = 1 << 30;
 
 type Row = { name: string; unit: string; ours: number; torch: number; higherIsBetter: boolean };
@@ -63,6 +63,10 @@ for dt, name in ((torch.float32, 'f32'), (torch.bfloat16, 'bf16')):
     r = 16384; c = n // r
     A = a.view(r, c); row = torch.randn(c, device=dev, dtype=dt)
     out['add broadcast row ' + name] = 2 * n * dt.itemsize / t(lambda: torch.add(A, row), 20)
+    col = torch.randn(r, 1, device=dev, dtype=dt)
+    out['add broadcast col ' + name] = 2 * n * dt.itemsize / t(lambda: torch.add(A, col), 20)
+    s0 = torch.tensor(1.5, device=dev, dtype=dt)
+    out['mul 0-d tensor ' + name] = 2 * n * dt.itemsize / t(lambda: torch.mul(a, s0), 20)
     B = b.view(c, r)
     out['add transposed ' + name] = 3 * n * dt.itemsize / t(lambda: torch.add(A, B.t()), 20)
     out['sum rows ' + name] = n * dt.itemsize / t(lambda: A.sum(-1), 20)
@@ -90,13 +94,17 @@ export async function run(args: string[] = []): Promise<void> {
       const r = 16384, c = n / r;
       const A = a.view(r, c), row = nbx.ones([c], { device: 'cuda', dtype: dt });
       gb(`add broadcast row ${name}`, 2 * n * isz, await timeGpu(() => nbx.add(A, row).dispose(), 20));
+      const col = nbx.ones([r, 1], { device: 'cuda', dtype: dt }), s0 = nbx.full([], 1.5, { device: 'cuda', dtype: dt });
+      gb(`add broadcast col ${name}`, 2 * n * isz, await timeGpu(() => nbx.add(A, col).dispose(), 20));
+      gb(`mul 0-d tensor ${name}`, 2 * n * isz, await timeGpu(() => nbx.mul(a, s0).dispose(), 20));
       const B = b.view(c, r);
       gb(`add transposed ${name}`, 3 * n * isz, await timeGpu(() => nbx.add(A, B.t()).dispose(), 20));
       gb(`sum rows ${name}`, n * isz, await timeGpu(() => nbx.sum(A, -1).dispose(), 20));
       gb(`sum all ${name}`, n * isz, await timeGpu(() => nbx.sum(a).dispose(), 20));
-      a.dispose(); b.dispose(); row.dispose();
+      a.dispose(); b.dispose(); row.dispose(); col.dispose(); s0.dispose();
     }
   }
+  if (only === 'ew') { print(rows); return; }
   await gemmRows(rows, peer);
   if (only === 'gemm') { print(rows); return; }
   const s = nbx.ones([32], { device: 'cuda' });

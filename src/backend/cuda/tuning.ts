@@ -8,7 +8,7 @@
 // so results can differ in the last bits between configurations (never between runs of one
 // configuration); the elementwise knobs never change results.
 
-import { defineSpace, prune, tuneSync, deviceKey, bucketSize, type Config, type ConfigSpace } from '../../autotune/index.js';
+import { defineSpace, prune, tuneSync, autotuneMode, deviceKey, bucketSize, type Config, type ConfigSpace } from '../../autotune/index.js';
 import { matchProfile, withDriverLimits, type DeviceProfile } from '../../profiles/index.js';
 import type { CudaContext, CudaEvent, Stream } from './driver.js';
 
@@ -26,6 +26,26 @@ export const ELEMENTWISE_SPACE = defineSpace({
   defaultConfig: { threads: 256, waves: 16 },
   resources: (cfg) => ({ threads: threads(cfg) }),
 });
+
+/**
+ * The one-pass contiguous kernel and the rows x vectors broadcast kernel (ew_kernels.ts): threads per
+ * block, 16-byte vectors per thread, and whether the streamed operands use evict-first (`cs`) accesses.
+ * The default is PyTorch's vectorized_elementwise_kernel shape (128 threads, one vector each).
+ */
+function vectorSpace(name: string): ConfigSpace {
+  return defineSpace({
+    name,
+    knobs: [
+      { name: 'threads', values: [128, 256, 512], movesBits: false, doc: 'threads per block' },
+      { name: 'unroll', values: [1, 2, 4], movesBits: false, doc: '16-byte vectors per thread (all loads issued before the arithmetic)' },
+      { name: 'hint', values: ['none', 'cs'], movesBits: false, doc: 'cache hint of the streamed loads and stores: none, or cs (evict first)' },
+    ],
+    defaultConfig: { threads: 128, unroll: 1, hint: 'none' },
+    resources: (cfg) => ({ threads: threads(cfg) }),
+  });
+}
+export const EW_FLAT_SPACE = vectorSpace('cuda.ew_flat');
+export const EW_BCAST_SPACE = vectorSpace('cuda.ew_bcast');
 
 /** Row-kernel spaces (reduce, softmax, row_norm): one block per row, `threads` per block. */
 function rowSpace(name: string): ConfigSpace {
@@ -78,15 +98,18 @@ export class CudaTuning {
   /**
    * The configuration for `space` at (shape, dtype): memoised, else the tuner's answer. `run(cfg)`
    * launches the kernel once with a configuration; `size` below TUNE_MIN_ELEMENTS returns `fallback`.
+   * `run` null (the launch must not be repeated, e.g. an in-place update): the caches only, no sweep.
    */
-  pick(space: ConfigSpace, shape: string, dtype: string, size: number, fallback: Config, run: (cfg: Config) => void): Config {
+  pick(space: ConfigSpace, shape: string, dtype: string, size: number, fallback: Config, run: ((cfg: Config) => void) | null): Config {
     if (size < TUNE_MIN_ELEMENTS) return fallback;
     const mk = `${space.name}|${shape}|${dtype}`;
     const hit = this.memo.get(mk);
     if (hit) return hit;
     const kernel = { name: space.name, knobs: space.knobs, defaultConfig: fallback };
     const cands = this.fit(space);
-    const res = tuneSync(kernel, { shape, dtype, device: this.deviceKey }, cands, (cfg) => this.time(cfg, run), { deviceLabel: this.ctx.info.name });
+    const key = { shape, dtype, device: this.deviceKey };
+    if (run === null) return tuneSync(kernel, key, cands, () => 0, { mode: autotuneMode() === 'off' ? 'off' : 'cached' }).config;
+    const res = tuneSync(kernel, key, cands, (cfg) => this.time(cfg, run), { deviceLabel: this.ctx.info.name });
     this.memo.set(mk, res.config);
     return res.config;
   }

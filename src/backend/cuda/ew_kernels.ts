@@ -1,0 +1,404 @@
+// Elementwise CUDA kernels: source generation for each operand layout, and the dispatcher behind
+// CudaBackend.elementwise. Every kernel renders the same IR expression with CudaRenderer; they differ
+// only in how elements are addressed:
+//   flat   every operand contiguous with the output: one pass, `unroll` 16-byte vectors per thread
+//          (block b covers vectors [b*T*U, (b+1)*T*U), thread t the vectors t, t+T, ...: coalesced),
+//          no grid-stride loop, the tail (< one vector) done by block 0.
+//   bcast  after coalescing, at most 3 dims and every input either contiguous along the innermost
+//          dim or constant along it (broadcast row vectors, columns, scalars, expanded views): rows
+//          times vectors, no division per element (one per row for 3 dims), operands constant over
+//          the rows read through the read-only cache, per-row values loaded once per row.
+//   tile   2-d with a transposed input: shared-memory tiles (both sides coalesced).
+//   nd     anything else: the linear index decomposed per element.
+// Vectors: V = 16 / (widest itemsize) elements, so the widest operand moves 16 bytes per access and
+// narrower ones 8/4/2/1; used when every vector-accessed operand's offset (and row pitch) is a
+// multiple of V. Launch shapes come from the autotuner (tuning.ts: EW_FLAT_SPACE, EW_BCAST_SPACE).
+
+import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
+import type { Expr } from '../../ir/expr.js';
+import { CudaRenderer } from '../../ir/render_c.js';
+import type { StridedRef } from '../backend.js';
+import { coalesce } from '../cpu/elementwise.js';
+import { broadcastStrides } from '../../tensor/shape.js';
+import type { ArgType, KernelArg } from './driver.js';
+import type { CudaBackend, CudaBuffer } from './backend.js';
+import { bucketSize, type Config } from '../../autotune/index.js';
+import { ELEMENTWISE_SPACE, EW_BCAST_SPACE, EW_FLAT_SPACE, TUNE_MIN_ELEMENTS } from './tuning.js';
+
+export const R = new CudaRenderer();
+
+export const cParam = (t: string): string => ({ f32: 'float', f64: 'double', i32: 'int', i64: 'long long' } as Record<string, string>)[t]!;
+const paramDecls = (pTypes: string[]): string[] => pTypes.map((t, i) => `${cParam(t)} p${i}`);
+
+// ---- vectors as explicit bit fields ------------------------------------------------------------
+// The elements live in registers (no address-taken arrays, which would push sub-word elements to
+// local memory). A vector of V elements of dtype d is a container of V * itemsize bytes.
+
+const WORDS = ['x', 'y', 'z', 'w'];
+const CONTAINER: Record<number, string> = { 16: 'uint4', 8: 'uint2', 4: 'unsigned', 2: 'unsigned short', 1: 'unsigned char' };
+function word(r: string, bytes: number, w: number): string { return bytes >= 8 ? `${r}.${WORDS[w]}` : r; }
+
+/** Storage-typed element expressions of a container `r` holding V elements of `d`. */
+function unpackN(d: DTypeName, r: string, V: number): string[] {
+  const size = DTYPES[d].itemsize, T = R.storageType(d), bytes = V * size;
+  return [...Array(V).keys()].map((j) => {
+    if (size === 8) {
+      const lo = word(r, bytes, 2 * j), hi = word(r, bytes, 2 * j + 1);
+      return d === 'float64' ? `__hiloint2double((int)${hi}, (int)${lo})` : `(${T})(((unsigned long long)${hi} << 32) | ${lo})`;
+    }
+    const per = Math.min(4, bytes) / size, w = word(r, bytes, Math.floor(j / per)), shift = 8 * size * (j % per);
+    if (size === 4) return d === 'float32' ? `__uint_as_float(${w})` : `(${T})${w}`;
+    return `(${T})(${w} >> ${shift})`;
+  });
+}
+
+/** The existing 16-byte form (also used by the reduction kernels). */
+export function unpack(d: DTypeName, r: string, V: number): string { return unpackN(d, r, V).join(', '); }
+
+/** Statements filling container `r` from the storage-typed array `v` of V elements of `d`. */
+function packN(d: DTypeName, v: string, r: string, V: number): string {
+  const size = DTYPES[d].itemsize, bytes = V * size;
+  const bits = (j: number): string => (d === 'float32' ? `__float_as_uint(${v}[${j}])` : size === 4 ? `(unsigned)${v}[${j}]`
+    : `(unsigned)(${size === 1 ? 'unsigned char' : 'unsigned short'})${v}[${j}]`);
+  if (size === 8) {
+    const out: string[] = [];
+    for (let j = 0; j < V; j++) {
+      const u = d === 'float64' ? `(unsigned long long)__double_as_longlong(${v}[${j}])` : `(unsigned long long)${v}[${j}]`;
+      out.push(`${word(r, bytes, 2 * j)} = (unsigned)${u}; ${word(r, bytes, 2 * j + 1)} = (unsigned)(${u} >> 32);`);
+    }
+    return out.join(' ');
+  }
+  if (bytes < 4) return `${r} = (${CONTAINER[bytes]})(${[...Array(V).keys()].map((j) => `(${bits(j)} << ${8 * size * j})`).join(' | ')});`;
+  const per = 4 / size, out: string[] = [];
+  for (let w = 0; w < bytes / 4; w++) out.push(`${word(r, bytes, w)} = ${[...Array(per).keys()].map((k) => `(${bits(w * per + k)} << ${8 * size * k})`).join(' | ')};`);
+  return out.join(' ');
+}
+
+/**
+ * Cache-hinted 16-byte accesses: `cs` streams (evict-first: each byte is touched once), `nc` reads
+ * through the read-only (texture) path for operands many threads re-read. Plain C on the CUDA
+ * emulator, which compiles kernels with the host compiler.
+ */
+const VEC_HELPERS = String.raw`
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ uint4 nbx_ld_cs(const void* p) { uint4 r; asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p)); return r; }
+__device__ __forceinline__ uint4 nbx_ld_nc(const void* p) { uint4 r; asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p)); return r; }
+__device__ __forceinline__ void nbx_st_cs(void* p, uint4 v) { asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory"); }
+#else
+__device__ __forceinline__ uint4 nbx_ld_cs(const void* p) { return *reinterpret_cast<const uint4*>(p); }
+__device__ __forceinline__ uint4 nbx_ld_nc(const void* p) { return *reinterpret_cast<const uint4*>(p); }
+__device__ __forceinline__ void nbx_st_cs(void* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
+#endif
+`;
+
+export type CacheHint = 'none' | 'cs';
+
+interface VecPlan {
+  expr: Expr; ins: StridedRef[]; out: StridedRef; V: number; U: number; hint: CacheHint;
+  /** Element index (in storage elements) of vector u's first element, for input s and for the output. */
+  inIdx: (s: number, u: number) => string; outIdx: (u: number) => string;
+  /** Vector u is in range / all U vectors are. */
+  guard: (u: number) => string; full: string;
+  /** Inputs whose value is one per row (already loaded into `w<s>`), by slot. */
+  rowValue?: boolean[];
+  /** Inputs read through the read-only cache. */
+  readOnly?: boolean[];
+}
+
+/**
+ * U vectors per thread: when all are in range, every load is issued before any arithmetic (memory
+ * parallelism); otherwise each vector is guarded.
+ */
+function vecBody(p: VecPlan): string {
+  const { expr, ins, out, V, U, hint } = p;
+  const OT = R.storageType(out.dtype), obytes = V * DTYPES[out.dtype].itemsize;
+  const load = (s: number, u: number): string => {
+    if (p.rowValue?.[s]) return '';
+    const r = ins[s]!, T = R.storageType(r.dtype), bytes = V * DTYPES[r.dtype].itemsize, ptr = `in${s} + ${p.inIdx(s, u)}`;
+    if (V === 1) return `const ${T} v${s}_${u}[1] = { ${p.readOnly?.[s] ? `__ldg(${ptr})` : `in${s}[${p.inIdx(s, u)}]`} };`;
+    const ld = bytes === 16 && p.readOnly?.[s] ? `nbx_ld_nc(${ptr})` : bytes === 16 && hint === 'cs' ? `nbx_ld_cs(${ptr})` : `*reinterpret_cast<const ${CONTAINER[bytes]}*>(${ptr})`;
+    return `const ${CONTAINER[bytes]} r${s}_${u} = ${ld}; const ${T} v${s}_${u}[${V}] = { ${unpackN(r.dtype, `r${s}_${u}`, V).join(', ')} };`;
+  };
+  const compute = (u: number): string => {
+    const [code, res] = R.render(expr, (s, d) => (p.rowValue?.[s] ? `w${s}` : R.load(d, `v${s}_${u}`, 'j')), (s) => `p${s}`);
+    const st = V === 1 ? `${R.store(out.dtype, 'out', p.outIdx(u), res)}` : `${R.store(out.dtype, `vo${u}`, 'j', res)}`;
+    if (V === 1) return `{ const int j = 0; (void)j;\n      ${code}\n      ${st} }`;
+    const optr = `out + ${p.outIdx(u)}`;
+    const stv = obytes === 16 && hint === 'cs' ? `nbx_st_cs(${optr}, ro${u});` : `*reinterpret_cast<${CONTAINER[obytes]}*>(${optr}) = ro${u};`;
+    return `{ ${OT} vo${u}[${V}]; ${CONTAINER[obytes]} ro${u};
+      #pragma unroll
+      for (int j = 0; j < ${V}; j++) {
+        ${code}
+        ${st}
+      }
+      ${packN(out.dtype, `vo${u}`, `ro${u}`, V)}
+      ${stv} }`;
+  };
+  const us = [...Array(U).keys()];
+  const loads = (u: number): string => ins.map((_, s) => load(s, u)).filter((x) => x).join(' ');
+  if (U === 1) return `if (${p.guard(0)}) {\n      ${loads(0)}\n      ${compute(0)}\n    }`;
+  return `if (${p.full}) {
+      ${us.map(loads).join('\n      ')}
+      ${us.map(compute).join('\n      ')}
+    } else {
+      ${us.map((u) => `if (${p.guard(u)}) {\n        ${loads(u)}\n        ${compute(u)}\n      }`).join('\n      ')}
+    }`;
+}
+
+const inDecls = (ins: StridedRef[]): string[] => ins.map((r, i) => `const ${R.storageType(r.dtype)}* __restrict__ in${i}`);
+
+/**
+ * Contiguous operands: a one-pass grid of T-thread blocks, each thread U vectors of V elements.
+ * Args: out, in..., n, oo, o_i..., params.
+ */
+export function flatSource(expr: Expr, ins: StridedRef[], out: StridedRef, V: number, U: number, T: number, hint: CacheHint, idx32: boolean, pTypes: string[]) {
+  const I = idx32 ? 'int' : 'long long';
+  const args = [`${R.storageType(out.dtype)}* __restrict__ out`, ...inDecls(ins), 'long long n_', 'long long oo', ...ins.map((_, i) => `long long o${i}`), ...paramDecls(pTypes)];
+  const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', ...ins.map(() => 'i64' as ArgType), ...(pTypes as ArgType[])];
+  const body = vecBody({ expr, ins, out, V, U, hint, inIdx: (s, u) => `o${s} + q${u} * ${V}`, outIdx: (u) => `oo + q${u} * ${V}`,
+    guard: (u) => `q${u} < nv`, full: `q${U - 1} < nv` });
+  const [tcode, tres] = R.render(expr, (s, d) => R.load(d, `in${s}`, `o${s} + i`), (s) => `p${s}`);
+  const tail = V === 1 ? '' : `if (blockIdx.x == 0 && (${I})threadIdx.x < n - nv * ${V}) {
+    const ${I} i = nv * ${V} + threadIdx.x;
+    ${tcode}
+    ${R.store(out.dtype, 'out', 'oo + i', tres)}
+  }`;
+  const src = `${VEC_HELPERS}
+extern "C" __global__ void __launch_bounds__(${T}) ew(${args.join(', ')}) {
+  const ${I} n = (${I})n_, nv = n / ${V};
+  const ${I} q0 = (${I})blockIdx.x * ${T * U} + threadIdx.x;
+  ${[...Array(U).keys()].slice(1).map((u) => `const ${I} q${u} = q0 + ${u * T};`).join(' ')}
+  ${body}
+  ${tail}
+}`;
+  return { src, name: 'ew', sig };
+}
+
+/**
+ * Rows x columns (up to 3 dims: rows = D0 * D1). Input s is contiguous along the row
+ * (`perRow[s]` false: vectors) or one value per row (`perRow[s]` true); `readOnly[s]` reads it
+ * through the read-only cache (the operand is constant over the rows, so it is small and re-read).
+ * A block of T threads is TX = 2^txlog threads along the row times T / TX rows; the 2-d block grid
+ * is flattened (gx blocks per row band) so the launch stays 1-d.
+ * Args: out, in..., C, D1, rows, gx, txlog, oo, (o_i, a_i, b_i)..., params;
+ * input s's element (r0, r1, c) is at o_s + r0 * a_s + r1 * b_s + c * (perRow ? 0 : 1).
+ */
+export function bcastSource(expr: Expr, ins: StridedRef[], out: StridedRef, perRow: boolean[], readOnly: boolean[], three: boolean,
+  V: number, U: number, T: number, hint: CacheHint, idx32: boolean, pTypes: string[]) {
+  const I = idx32 ? 'int' : 'long long';
+  const args = [`${R.storageType(out.dtype)}* __restrict__ out`, ...inDecls(ins), 'long long C_', 'long long D1_', 'long long rows_', 'int gx', 'int txlog', 'long long oo',
+    ...ins.flatMap((_, i) => [`long long o${i}`, `long long a${i}`, `long long b${i}`]), ...paramDecls(pTypes)];
+  const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', 'i64', 'i32', 'i32', 'i64', ...ins.flatMap(() => ['i64', 'i64', 'i64'] as ArgType[]), ...(pTypes as ArgType[])];
+  const body = vecBody({ expr, ins, out, V, U, hint, inIdx: (s, u) => `e${s} + q${u} * ${V}`, outIdx: (u) => `eo + q${u} * ${V}`,
+    guard: (u) => `q${u} < cv`, full: `q${U - 1} < cv`, rowValue: perRow, readOnly });
+  const rowVals = ins.map((r, s) => (perRow[s] ? `const ${R.storageType(r.dtype)} w${s}s[1] = { ${readOnly[s] ? `__ldg(in${s} + e${s})` : `in${s}[e${s}]`} }; const ${R.computeType(r.dtype)} w${s} = ${R.load(r.dtype, `w${s}s`, '0')};` : '')).filter((x) => x);
+  const src = `${VEC_HELPERS}
+extern "C" __global__ void __launch_bounds__(${T}) ew(${args.join(', ')}) {
+  const ${I} C = (${I})C_, rows = (${I})rows_, cv = C / ${V};
+  ${three ? `const ${I} D1 = (${I})D1_;` : '(void)D1_;'}
+  const int tx = threadIdx.x & ((1 << txlog) - 1), ty = threadIdx.x >> txlog, TX = 1 << txlog, TY = ${T} >> txlog;
+  const int bx = blockIdx.x % gx, by = blockIdx.x / gx, gy = gridDim.x / gx;
+  const ${I} q0 = (${I})bx * (TX * ${U}) + tx;
+  ${[...Array(U).keys()].slice(1).map((u) => `const ${I} q${u} = q0 + ${u} * TX;`).join(' ')}
+  for (${I} r = (${I})by * TY + ty; r < rows; r += (${I})gy * TY) {
+    ${three ? `const ${I} r0 = r / D1, r1 = r - r0 * D1;` : `const ${I} r1 = r;`}
+    const long long eo = oo + (long long)r * C;
+    ${ins.map((_, s) => `const long long e${s} = o${s} + ${three ? `r0 * a${s} + ` : ''}r1 * b${s};`).join(' ')}
+    ${rowVals.join('\n    ')}
+    ${body}
+  }
+}`;
+  return { src, name: 'ew', sig };
+}
+
+/**
+ * The 2-d tiled kernel: a 32x32 tile per block (32x8 threads). Inputs marked `transposed` are read
+ * down their contiguous dimension into shared memory, then every thread computes along the output's
+ * rows; other inputs are read directly (row-contiguous or broadcast).
+ */
+export function tiledSource(expr: Expr, ins: StridedRef[], out: StridedRef, transposed: boolean[], pTypes: string[]) {
+  const args = [`${R.storageType(out.dtype)}* __restrict__ out`, ...inDecls(ins),
+    'long long rows', 'long long cols', 'long long oo', ...ins.flatMap((_, i) => [`long long o${i}`, `long long sr${i}`, `long long sc${i}`]), ...paramDecls(pTypes)];
+  const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', 'i64', ...ins.flatMap(() => ['i64', 'i64', 'i64'] as ArgType[]), ...(pTypes as ArgType[])];
+  const [code, res] = R.render(expr, (s, d) => (transposed[s] ? `tile${s}[i][threadIdx.x]` : R.load(d, `in${s}`, `o${s} + r * sr${s} + c * sc${s}`)), (s) => `p${s}`);
+  const tiles = ins.map((r, s) => (transposed[s] ? `__shared__ ${R.computeType(r.dtype)} tile${s}[32][33];` : '')).join(' ');
+  // load: thread (x, y) reads rows r0+x (contiguous for a transposed input) of columns c0+y, c0+y+8, ...
+  const loads = ins.map((r, s) => (transposed[s] ? `for (int i = threadIdx.y; i < 32; i += 8) { const long long r = r0 + threadIdx.x, c = c0 + i;
+        if (r < rows && c < cols) tile${s}[threadIdx.x][i] = ${R.load(r.dtype, `in${s}`, `o${s} + r * sr${s} + c * sc${s}`)}; }` : '')).join('\n      ');
+  const src = `extern "C" __global__ void __launch_bounds__(256) ew(${args.join(', ')}) {
+  ${tiles}
+  const long long c0 = (long long)blockIdx.x * 32;
+  for (long long rt = blockIdx.y; rt * 32 < rows; rt += gridDim.y) {
+    const long long r0 = rt * 32;
+    ${loads}
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += 8) {
+      const long long r = r0 + i, c = c0 + threadIdx.x;
+      if (r < rows && c < cols) {
+        ${code}
+        ${R.store(out.dtype, 'out', 'oo + r * cols + c', res)}
+      }
+    }
+    __syncthreads();
+  }
+}`;
+  return { src, name: 'ew', sig };
+}
+
+/** Any strides: the linear output index decomposed into coordinates per element (grid-stride). */
+export function stridedSource(expr: Expr, ins: StridedRef[], out: StridedRef, nd: number, pTypes: string[], idx32: boolean) {
+  const I = idx32 ? 'int' : 'long long';
+  const dims = [...Array(nd).keys()];
+  const args = [`${R.storageType(out.dtype)}* __restrict__ out`, ...inDecls(ins),
+    'long long n_', 'long long oo', ...dims.map((d) => `long long s${d}`),
+    ...ins.flatMap((_, i) => [`long long o${i}`, ...dims.map((d) => `long long st${i}_${d}`)]), ...paramDecls(pTypes)];
+  const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', ...dims.map(() => 'i64' as ArgType),
+    ...ins.flatMap(() => ['i64' as ArgType, ...dims.map(() => 'i64' as ArgType)]), ...(pTypes as ArgType[])];
+  const [code, res] = R.render(expr, (s, d) => R.load(d, `in${s}`, `j${s}`), (s) => `p${s}`);
+  // decompose the linear output index into coordinates, innermost first
+  const decompose = dims.slice().reverse().map((d) => `{ const ${I} c = rem % (${I})s${d}; rem /= (${I})s${d}; ${ins.map((_, i) => `j${i} += c * (${I})st${i}_${d};`).join(' ')} }`).join('\n      ');
+  const src = `extern "C" __global__ void __launch_bounds__(1024) ew(${args.join(', ')}) {
+  const ${I} n = (${I})n_;
+  for (${I} i = blockIdx.x * (${I})blockDim.x + threadIdx.x; i < n; i += (${I})gridDim.x * blockDim.x) {
+    ${I} rem = i; ${ins.map((_, i) => `${I} j${i} = (${I})o${i};`).join(' ')}
+    ${decompose}
+    ${code}
+    ${R.store(out.dtype, 'out', 'oo + i', res)}
+  }
+}`;
+  return { src, name: 'ew', sig };
+}
+
+// ---- dispatch ------------------------------------------------------------------------------------
+
+/** A contiguous operand whose shape is exactly `shape`. */
+function contiguousLike(r: StridedRef, shape: readonly number[]): boolean {
+  if (r.shape.length !== shape.length) return false;
+  let acc = 1;
+  for (let d = shape.length - 1; d >= 0; d--) {
+    const z = shape[d]!;
+    if (r.shape[d] !== z) return false;
+    if (z !== 1 && r.strides[d] !== acc) return false;
+    acc *= z;
+  }
+  return true;
+}
+
+/** Tests and measurements: force one configuration of the flat and broadcast kernels (null: tuned). */
+export const ewOverride: { config: Config | null } = { config: null };
+
+const ptrOf = (r: StridedRef): bigint => (r.buf as CudaBuffer).ptr;
+
+/**
+ * The tuned configuration, or, when the output shares a buffer with an input (an in-place update:
+ * timing candidates would apply it repeatedly), a cached one without measuring.
+ */
+function pickConfig(be: CudaBackend, space: typeof EW_FLAT_SPACE, shape: string, dtype: string, n: number, aliased: boolean, run: (c: Config) => void): Config {
+  if (ewOverride.config) return ewOverride.config;
+  const fallback = space.defaultConfig;
+  if (n < TUNE_MIN_ELEMENTS) return fallback;
+  return be.tuning.pick(space, shape, dtype, n, fallback, aliased ? null : run);
+}
+
+/** Evaluates `expr` into every element of `out` (contiguous), inputs broadcast to out's shape. */
+export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
+  const shape = out.shape;
+  let n = 1;
+  for (let d = 0; d < shape.length; d++) n *= shape[d]!;
+  if (n === 0) return;
+  // The expression carries every dtype (loads and the final cast), so its key names the kernel.
+  // Fast path: all inputs contiguous with out's shape: no stride analysis at all.
+  let flat = true;
+  for (const r of ins) if (!contiguousLike(r, shape)) { flat = false; break; }
+  let cs: number[] = [], cst: number[][] = [];
+  if (!flat) {
+    for (const r of ins) be.checkDType('elementwise', r.dtype);
+    const outStrides: number[] = [];
+    { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
+    ({ shape: cs, strides: cst } = coalesce(shape, [outStrides, ...ins.map((r) => broadcastStrides(r.shape, r.strides, shape))]));
+    flat = cs.length <= 1 && cst.slice(1).every((st) => (st[0] ?? 1) === 1);
+  }
+  const idx32 = n < 2 ** 31;
+  const outPtr = ptrOf(out);
+  const aliased = ins.some((r) => ptrOf(r) === outPtr);
+  let maxItem = DTYPES[out.dtype].itemsize;
+  for (const r of ins) maxItem = Math.max(maxItem, DTYPES[r.dtype].itemsize);
+  const V0 = 16 / maxItem;
+  const pTypes = (): string[] => expr.paramDTypes().map((d) => R.paramType(d));
+  const checkOut = (): void => { for (const r of ins) be.checkDType('elementwise', r.dtype); be.checkDType('elementwise', out.dtype); };
+  const dkey = `${ins.length}in:${maxItem}B`;
+
+  if (flat) {
+    // 16-byte vectors (for the widest operand) when every offset is a multiple of V.
+    const V = V0 > 1 && out.offset % V0 === 0 && ins.every((r) => r.offset % V0 === 0) ? V0 : 1;
+    const args: KernelArg[] = [outPtr];
+    for (const r of ins) args.push(ptrOf(r));
+    args.push(n, out.offset);
+    for (const r of ins) args.push(r.offset);
+    for (const p of params) args.push(p);
+    const work = Math.ceil(n / V);
+    const run = (c: Config): void => {
+      const T = c.threads as number, U = c.unroll as number, hint = c.hint as CacheHint;
+      const k = be.kernel(`ew:f${V}:${T}:${U}:${hint}:${idx32}:${expr.key}`, () => { checkOut(); return flatSource(expr, ins, out, V, U, T, hint, idx32, pTypes()); });
+      be.launch(k, Math.max(1, Math.ceil(work / (T * U))), T, args);
+    };
+    run(pickConfig(be, EW_FLAT_SPACE, `${V > 1 ? 'v' : 's'}:${bucketSize(n)}`, dkey, n, aliased, run));
+    return;
+  }
+
+  const nd = cs.length;
+  const inner = (i: number): number => cst[i + 1]![nd - 1]!;
+  if (nd <= 3 && ins.every((_, i) => inner(i) === 0 || inner(i) === 1)) {
+    const C = cs[nd - 1]!, D1 = nd >= 2 ? cs[nd - 2]! : 1, rows = n / C, three = nd === 3;
+    const perRow = ins.map((_, i) => inner(i) === 0);
+    const rowStrides = ins.map((_, i) => (nd === 3 ? [cst[i + 1]![0]!, cst[i + 1]![1]!] : nd === 2 ? [0, cst[i + 1]![0]!] : [0, 0]));
+    // constant over the rows (a row vector, a scalar): small and re-read by every row, so read-only cached
+    const readOnly = ins.map((r, i) => rows > 1 && rowStrides[i]!.every((s) => s === 0) && ptrOf(r) !== outPtr);
+    const vecOk = V0 > 1 && C % V0 === 0 && out.offset % V0 === 0 &&
+      ins.every((r, i) => perRow[i] || (r.offset % V0 === 0 && rowStrides[i]!.every((s) => s % V0 === 0)));
+    const V = vecOk ? V0 : 1;
+    const cv = C / V;
+    const args: KernelArg[] = [outPtr];
+    for (const r of ins) args.push(ptrOf(r));
+    const head = args.length;
+    const tail: KernelArg[] = [out.offset];
+    ins.forEach((r, i) => tail.push(r.offset, rowStrides[i]![0]!, rowStrides[i]![1]!));
+    for (const p of params) tail.push(p);
+    const tkey = `${perRow.map((p, i) => (p ? 'r' : readOnly[i] ? 'c' : 'v')).join('')}${three ? '3' : ''}`;
+    const run = (c: Config): void => {
+      const T = c.threads as number, hint = c.hint as CacheHint;
+      // threads along the row: enough to cover it (a power of two up to T), the rest of the block on more rows
+      let txlog = 0;
+      while ((1 << txlog) < T && (1 << txlog) < cv) txlog++;
+      const TX = 1 << txlog, TY = T / TX;
+      let U = c.unroll as number;
+      while (U > 1 && TX * (U / 2) >= cv) U /= 2; // no unrolled vectors that no row has
+      const gx = Math.ceil(cv / (TX * U));
+      const gy = Math.max(1, Math.min(Math.ceil(rows / TY), Math.floor(0x7fffffff / gx), 1 << 20));
+      const k = be.kernel(`ew:b${V}:${tkey}:${T}:${U}:${hint}:${idx32}:${expr.key}`, () => { checkOut(); return bcastSource(expr, ins, out, perRow, readOnly, three, V, U, T, hint, idx32, pTypes()); });
+      const a = args.slice(0, head);
+      a.push(C, D1, rows, gx, txlog, ...tail);
+      be.launch(k, gx * gy, T, a);
+    };
+    run(pickConfig(be, EW_BCAST_SPACE, `${V > 1 ? 'v' : 's'}:${bucketSize(n)}`, dkey, n, aliased, run));
+    return;
+  }
+
+  // A 2-d problem where some input runs down the columns (a transpose): stage those inputs through
+  // shared-memory tiles, so both their reads and the output's writes are coalesced.
+  const transposed = nd === 2 ? ins.map((_, i) => cst[i + 1]![0] === 1 && cst[i + 1]![1] !== 1 && cst[i + 1]![1] !== 0) : [];
+  if (transposed.some((t) => t) && cs[0]! >= 32 && cs[1]! >= 32) {
+    const tkey = transposed.map((t) => (t ? 'T' : 'n')).join('');
+    const k = be.kernel(`ew:tile:${tkey}:${idx32}:${expr.key}`, () => { checkOut(); return tiledSource(expr, ins, out, transposed, pTypes()); });
+    const [rows, cols] = cs as [number, number];
+    const args = [...[out, ...ins].map(ptrOf), rows, cols, out.offset, ...ins.flatMap((r, i) => [r.offset, cst[i + 1]![0]!, cst[i + 1]![1]!]), ...params];
+    const gx = Math.ceil(cols / 32), gy = Math.min(Math.ceil(rows / 32), 65535);
+    be.ctx.launch(k, [gx, gy], [32, 8], args, 0, be.stream);
+    return;
+  }
+  const k = be.kernel(`ew:nd${nd}:${idx32}:${expr.key}`, () => { checkOut(); return stridedSource(expr, ins, out, nd, pTypes(), idx32); });
+  const args = [...[out, ...ins].map(ptrOf), n, out.offset, ...cs, ...ins.flatMap((r, i) => [r.offset, ...cst[i + 1]!]), ...params];
+  const def = { threads: be.tuning.profile.defaults.elementwise.threadsPerBlock, waves: 16 };
+  const run = (c: Config): void => { const t = c.threads as number; be.launch(k, be.gridFor(n, t, c.waves as number), t, args); };
+  run(n < TUNE_MIN_ELEMENTS ? def : be.tuning.pick(ELEMENTWISE_SPACE, `nd${nd}:${bucketSize(n)}`, dkey, n, def, aliased ? null : run));
+}
