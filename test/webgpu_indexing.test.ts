@@ -246,4 +246,52 @@ it('masked_select / masked_scatter / nonzero kernels: row-major compaction over 
   }
 });
 
-void (null as unknown as StridedRef);
+const INTS: DTypeName[] = ['int32', 'int16', 'int8', 'uint8'];
+
+it('integer matmul wraps like the CPU (batched, transposed, every int dtype)', async () => {
+  for (const d of INTS) {
+    const a = data([3, 5, 7], d), b = data([3, 7, 4], d);
+    await same(nbx.matmul(up(a), up(b)), nbx.matmul(a, b), 0, `bmm ${d}`);
+    await same(nbx.matmul(up(b).transpose(1, 2), up(a).transpose(1, 2)), nbx.matmul(b.transpose(1, 2), a.transpose(1, 2)), 0, `bmm^T ${d}`);
+  }
+  const big = nbx.tensor([[2000000000, 7], [-5, 2000000000]], { dtype: nbx.int32 });
+  await same(nbx.matmul(up(big), up(big)), nbx.matmul(big, big), 0, 'int32 overflow wraps');
+});
+
+/** A conv/pool kernel run on both devices over fresh outputs. */
+function kernelBoth(name: string, shape: number[], dtype: DTypeName, make: (dev: 'cpu' | 'webgpu') => Record<string, unknown>): [T, T] {
+  const run = (dev: 'cpu' | 'webgpu'): T => {
+    const out = Tensor.empty(shape, dtype, dev === 'cpu' ? nbx.zeros([1]).device : up(nbx.zeros([1])).device);
+    kernel(name, out.device, name)({ ...make(dev), out: out.ref() });
+    return out;
+  };
+  return [run('webgpu'), run('cpu')];
+}
+
+it('integer convolution, transposed convolution and pooling (exact, wrapping; averages truncate)', async () => {
+  const F2 = F;
+  for (const d of INTS) {
+    // (transposed output 18x15: output_padding 1 on the 17x14 of the formula)
+    const x = data([2, 4, 9, 8], d), w = data([6, 2, 3, 3], d), bias = data([6], d);
+    const kw = { stride: 2, padding: 1, dilation: [1, 2], groups: 2 };
+    await same(F2.conv2d!(up(x), up(w), up(bias), kw), F2.conv2d!(x, w, bias, kw), 0, `conv2d ${d}`);
+    await same(F2.max_pool2d!(up(x), 3, { stride: 2, padding: 1, dilation: 2 }), F2.max_pool2d!(x, 3, { stride: 2, padding: 1, dilation: 2 }), 0, `max_pool2d ${d}`);
+    // the kernels directly where the op layer refuses integers (transposed conv, averages, adaptive)
+    const x5 = x.reshape([2, 4, 1, 9, 8]), wt = data([4, 3, 1, 3, 2], d);
+    const on = (t: T, dev: string): StridedRef => (dev === 'cpu' ? t : up(t)).ref();
+    const [gt, ct] = kernelBoth('conv_transpose', [2, 3, 1, 18, 15], d, (dev) => ({ x: on(x5, dev), w: on(wt, dev), bias: null,
+      stride: [1, 2, 2], padding: [0, 1, 1], dilation: [1, 1, 1], groups: 1 }));
+    await same(gt, ct, 0, `conv_transpose ${d}`);
+    const x4 = x.reshape([8, 1, 9, 8]);
+    for (const cip of [false, true]) {
+      const [ga, ca] = kernelBoth('pool', [8, 1, 5, 4], d, (dev) => ({ kind: 'avg', x: on(x4, dev), indices: null, kernel: [1, 3, 3],
+        stride: [1, 2, 2], padding: [0, 1, 1], dilation: [1, 1, 1], countIncludePad: cip, divisor: null }));
+      await same(ga, ca, 0, `avg_pool ${d} count_include_pad=${cip}`);
+    }
+    for (const kind of ['avg', 'max']) {
+      const [gp, cp] = kernelBoth('adaptive_pool', [8, 1, 4, 3], d, (dev) => ({ kind, x: on(x4, dev), indices: null }));
+      await same(gp, cp, 0, `adaptive ${kind} ${d}`);
+    }
+  }
+});
+
