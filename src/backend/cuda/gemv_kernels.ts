@@ -9,7 +9,8 @@
 //         columns and its lanes stride K with vector loads; one butterfly of warp shuffles per output.
 //   'kn'  W(l, j) at W[l·ldw + j]  (x @ w with w row-major [K, N]): a thread owns CV adjacent columns
 //         (one vector load per row), the 8 warps of a block take interleaved rows of a K chunk and meet
-//         in shared memory; K chunks (grid.y) write float partials that a second kernel sums in order.
+//         in shared memory; K chunks (grid.y) write float partials, and the last block of a column tile
+//         to finish (elected by a counter) sums them in chunk order: one launch, no reduction atomics.
 // Accumulation is float32 and every sum has a fixed order for a given shape and SM count (no atomics),
 // so results are identical run to run. Rows, strides and pointers that do not allow vector loads take
 // the scalar loop of the same kernel.
@@ -151,7 +152,7 @@ export function gemvNkSource(d: GemvDType, mr: number, cols: number): { src: str
 export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(d), CV = knColumns(d, mr), VB = CV * DTYPES[d].itemsize, VT = vecType(VB);
   const span = 32 * CV;
-  const src = `${HEAD(d, 'gemv_kn', 'float* __restrict__ P, long long kchunk, ')}) {
+  const src = `${HEAD(d, 'gemv_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ')}) {
   __shared__ float red[${WARPS}][${mr}][${span}];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long jb = (long long)blockIdx.x * ${span}, j = jb + lane * ${CV};
@@ -202,23 +203,28 @@ export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: str
       else P[((long long)blockIdx.y * m + i) * n + jj] = s;
     }
   }
-}`;
-  return { src, name: 'gemv_kn', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
-}
-
-/** Sums the 'kn' kernel's K-chunk partials in chunk order and applies the epilogue. */
-export function gemvFinSource(d: GemvDType): { src: string; name: string; sig: ArgType[] } {
-  const T = R.storageType(d);
-  const src = `extern "C" __global__ void gemv_fin(const float* __restrict__ P, ${T}* __restrict__ O, const ${T}* __restrict__ bias,
-  int m, long long n, int splits, long long osi, long long osj, float alpha, float beta) {
-  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < (long long)m * n; t += (long long)gridDim.x * blockDim.x) {
-    const long long i = t / n, j = t % n;
-    float s = 0.f;
-    for (int y = 0; y < splits; y++) s += P[((long long)y * m + i) * n + j];
-    ${epilogue(d, 's', 'i * osi + j * osj', 'j')}
+  if (gridDim.y == 1) return;
+  // K chunks: the last block of this column tile to finish sums every chunk's partial in chunk order
+  // (the counter only elects that block; the sums never depend on arrival order), then re-arms it.
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&cnt[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int t = threadIdx.x; t < ${mr * span}; t += ${THREADS}) {
+    const int i = t / ${span}, cc = t % ${span};
+    const long long jj = jb + cc;
+    if (i < m && jj < n) {
+      float s = 0.f;
+      for (int y = 0; y < (int)gridDim.y; y++) s += __ldcg(P + ((long long)y * m + i) * n + jj);
+      ${epilogue(d, 's', 'i * osi + jj * osj', 'jj')}
+    }
   }
+  if (threadIdx.x == 0) cnt[blockIdx.x] = 0u;
 }`;
-  return { src, name: 'gemv_fin', sig: ['ptr', 'ptr', 'ptr', 'i32', 'i64', 'i32', 'i64', 'i64', 'f32', 'f32'] };
+  return { src, name: 'gemv_kn', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
 }
 
 /** The GEMM parameters the 'gemm' kernel receives (the CPU kernel's contract). */
@@ -297,17 +303,26 @@ export function launchGemv(be: CudaBackend, g: GemvProblem, cfg: Config): void {
   }
   const k = be.kernel(`gemv_kn:${g.dtype}:${mr}`, () => gemvKnSource(g.dtype, mr));
   const { gx, gy, kchunk } = knSplit(g, be.smCount);
-  const part = gy > 1 ? be.alloc('float32', gy * g.m * g.n) : null;
-  try {
-    be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, part ? part.ptr : 0n, kchunk, g.m, g.n, g.k, g.xsi, g.xsl, g.ldw,
-      g.osi, g.osj, g.alpha, g.beta, vec], 0, be.stream);
-    if (part) {
-      const fin = be.kernel(`gemv_fin:${g.dtype}`, () => gemvFinSource(g.dtype));
-      be.launch(fin, be.gridFor(g.m * g.n, 256, 4), 256, [part.ptr, g.O, g.bias, g.m, g.n, gy, g.osi, g.osj, g.alpha, g.beta]);
-    }
-  } finally {
-    if (part) be.free(part); // stream-ordered: reused only by later work
+  const ws = gy > 1 ? workspace(be, gy * g.m * g.n, gx) : null;
+  be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
+    g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], 0, be.stream);
+}
+
+/**
+ * The 'kn' kernel's K-chunk partials and per-column-tile counters: kept per backend and grown on
+ * demand (no allocation per call). Counters start at zero and every launch leaves them at zero; launches
+ * on the backend's one stream never overlap, so one set serves every call.
+ */
+const workspaces = new WeakMap<CudaBackend, { part: CudaBuffer; cnt: CudaBuffer; partN: number; cntN: number }>();
+function workspace(be: CudaBackend, partN: number, cntN: number): { part: CudaBuffer; cnt: CudaBuffer } {
+  let w = workspaces.get(be);
+  if (!w || w.partN < partN || w.cntN < cntN) {
+    if (w) { be.free(w.part); be.free(w.cnt); } // stream-ordered: reused only by later work
+    const pn = Math.max(partN, w?.partN ?? 0, 1 << 16), cn = Math.max(cntN, w?.cntN ?? 0, 1024);
+    w = { part: be.alloc('float32', pn), cnt: be.alloc('int32', cn, true), partN: pn, cntN: cn };
+    workspaces.set(be, w);
   }
+  return w;
 }
 
 /**
@@ -337,7 +352,6 @@ export function allGemvSources(): { label: string; src: string; name: string; si
       for (const cols of [1, 2, 4]) if (mr * cols <= 32) out.push({ label: `nk:${d}:${mr}:${cols}`, ...gemvNkSource(d, mr, cols) });
       out.push({ label: `kn:${d}:${mr}`, ...gemvKnSource(d, mr) });
     }
-    out.push({ label: `fin:${d}`, ...gemvFinSource(d) });
   }
   return out;
 }

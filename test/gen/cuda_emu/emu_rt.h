@@ -236,6 +236,7 @@ inline double max(double a, double b) { return std::fmax(a, b); }
 
 // atomics: blocks and fibers run on one OS thread, so plain read-modify-write is atomic
 template <class T> T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
+template <class T> T __ldcg(const T* p) { return *p; }
 template <class T> T atomicSub(T* p, T v) { T o = *p; *p = o - v; return o; }
 template <class T> T atomicMax(T* p, T v) { T o = *p; if (v > o) *p = v; return o; }
 template <class T> T atomicMin(T* p, T v) { T o = *p; if (v < o) *p = v; return o; }
@@ -243,3 +244,35 @@ template <class T> T atomicExch(T* p, T v) { T o = *p; *p = v; return o; }
 template <class T> T atomicCAS(T* p, T c, T v) { T o = *p; if (o == c) *p = v; return o; }
 template <class T> T atomicOr(T* p, T v) { T o = *p; *p = o | v; return o; }
 template <class T> T atomicAnd(T* p, T v) { T o = *p; *p = o & v; return o; }
+
+// ---- tensor-core primitives, scalar (attention kernels: `#ifdef NBX_EMU` picks these over inline PTX) ----
+#define NBX_EMU 1
+inline float emu_b16f(unsigned short h, bool bf) { return bf ? __uint_as_float((unsigned)h << 16) : emu_h2f(h); }
+/** ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lanes 8i..8i+7 give the row addresses of matrix i. */
+inline void emu_ldmatrix_x4(unsigned (&r)[4], const void* p, bool trans) {
+  const unsigned lane = emu::lin_tid() & 31;
+  for (int i = 0; i < 4; i++) {
+    if (!trans) {
+      const char* row = (const char*)emu::shfl((uintptr_t)p, i * 8 + (int)(lane >> 2));
+      memcpy(&r[i], row + (lane & 3) * 4, 4);
+    } else {
+      const unsigned short* r0 = (const unsigned short*)emu::shfl((uintptr_t)p, i * 8 + 2 * (int)(lane & 3));
+      const unsigned short* r1 = (const unsigned short*)emu::shfl((uintptr_t)p, i * 8 + 2 * (int)(lane & 3) + 1);
+      r[i] = (unsigned)r0[lane >> 2] | ((unsigned)r1[lane >> 2] << 16);
+    }
+  }
+}
+/** mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: fragments as in the PTX ISA (groupID = lane/4, tid in group = lane%4). */
+inline void emu_mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1, bool bf) {
+  const unsigned lane = emu::lin_tid() & 31, g = lane >> 2, t = lane & 3;
+  double acc[4] = {c[0], c[1], c[2], c[3]};
+  for (int k = 0; k < 16; k++) {
+    const int hi = k >= 8, kl = k & 7, sh = (k & 1) * 16;
+    const unsigned ra0 = emu::shfl(a[hi * 2], (int)(g * 4) + kl / 2), ra1 = emu::shfl(a[hi * 2 + 1], (int)(g * 4) + kl / 2);
+    const unsigned rb0 = emu::shfl(hi ? b1 : b0, (int)(2 * t) * 4 + kl / 2), rb1 = emu::shfl(hi ? b1 : b0, (int)(2 * t + 1) * 4 + kl / 2);
+    const float x0 = emu_b16f((unsigned short)(ra0 >> sh), bf), x1 = emu_b16f((unsigned short)(ra1 >> sh), bf);
+    const float y0 = emu_b16f((unsigned short)(rb0 >> sh), bf), y1 = emu_b16f((unsigned short)(rb1 >> sh), bf);
+    acc[0] += (double)x0 * y0; acc[1] += (double)x0 * y1; acc[2] += (double)x1 * y0; acc[3] += (double)x1 * y1;
+  }
+  for (int i = 0; i < 4; i++) c[i] = (float)acc[i];
+}
