@@ -144,11 +144,11 @@ function gemmStrided(op: string, a: Tensor, b: Tensor, c: Tensor, alpha: number,
   const gemm = kernel(integral ? 'gemm_int' : 'gemm', a.device, op);
   const ra = a.ref(), rb = b.ref(), rc = c.ref();
   // One literal with every field (object spreads here cost V8 microseconds per call).
-  const rbias = bias?.ref();
+  const rbias = bias ? bias.ref() : undefined; // undefined: every gemm kernel reads `bias` only when set
   const call = (rows: number, lda: number, offA: number, offB: number, offC: number, count: number, strideA: number, strideB: number, strideC: number): void =>
     gemm({
       transA: la.trans, transB: lb.trans, m: rows, n, k, alpha, beta, a: at(ra, offA), lda, b: at(rb, offB), ldb: lb.ld,
-      c: at(rc, offC), ldc: n, batch: count, strideA, strideB, strideC, ...(rbias ? { bias: rbias } : {}),
+      c: at(rc, offC), ldc: n, batch: count, strideA, strideB, strideC, bias: rbias,
     });
 
   if (batch.length === 0) { call(m, la.ld, 0, 0, 0, 1, 0, 0, 0); return; }
@@ -192,7 +192,8 @@ function gemmStrided(op: string, a: Tensor, b: Tensor, c: Tensor, alpha: number,
 }
 
 /** A StridedRef moved by `delta` elements. */
-const at = (r: StridedRef, delta: number): StridedRef => ({ buf: r.buf, dtype: r.dtype, shape: r.shape, strides: r.strides, offset: r.offset + delta });
+const at = (r: StridedRef, delta: number): StridedRef =>
+  delta === 0 ? r : { buf: r.buf, dtype: r.dtype, shape: r.shape, strides: r.strides, offset: r.offset + delta };
 
 // ---- matmul and its 1-D forms ------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@
 import { DTYPES } from '../../dtype/dtypes.js';
 import type { StridedRef } from '../backend.js';
 import { R, unpack, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { ArgType } from './driver.js';
+import type { ArgType, CudaKernel } from './driver.js';
 import { defineSpace, bucketSize, type Config } from '../../autotune/index.js';
 
 /** Largest small dimension (rows of X) this path takes. */
@@ -241,7 +241,7 @@ export interface GemvProblem {
   bias: bigint; alpha: number; beta: number;
 }
 
-const addr = (r: StridedRef): bigint => (r.buf as CudaBuffer).ptr + BigInt(r.offset * DTYPES[r.dtype].itemsize);
+const addr = (r: StridedRef): bigint => (r.offset === 0 ? (r.buf as CudaBuffer).ptr : (r.buf as CudaBuffer).ptr + BigInt(r.offset * DTYPES[r.dtype].itemsize));
 
 /**
  * The GEMV form of a GEMM, or null when it has none: one matrix, float32/float16/bfloat16, and m ≤ 16
@@ -295,17 +295,32 @@ export function knSplit(g: GemvProblem, smCount: number): { gx: number; gy: numb
 export function launchGemv(be: CudaBackend, g: GemvProblem, cfg: Config): void {
   const mr = rowsFor(g.m), vec = gemvVectorOk(g) ? 1 : 0;
   if (g.layout === 'nk') {
-    const cols = Math.min(cfg.cols as number ?? 2, 32 / mr);
-    const k = be.kernel(`gemv_nk:${g.dtype}:${mr}:${cols}`, () => gemvNkSource(g.dtype, mr, cols));
+    const cols = Math.min((cfg.cols as number | undefined) ?? 2, 32 / mr);
+    const k = kernelFor(be, g.dtype, mr, cols);
     be.launch(k, Math.ceil(g.n / (WARPS * cols)), THREADS,
       [g.X, g.W, g.O, g.bias, g.m, g.n, g.k, g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec]);
     return;
   }
-  const k = be.kernel(`gemv_kn:${g.dtype}:${mr}`, () => gemvKnSource(g.dtype, mr));
+  const k = kernelFor(be, g.dtype, mr, 0);
   const { gx, gy, kchunk } = knSplit(g, be.smCount);
   const ws = gy > 1 ? workspace(be, gy * g.m * g.n, gx) : null;
   be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
     g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], 0, be.stream);
+}
+
+/** Compiled kernels by (dtype, rows, cols; cols 0 = 'kn'), without building the backend's string key per call. */
+const kernels = new WeakMap<CudaBackend, Map<number, CudaKernel>>();
+const DT_CODE: Record<GemvDType, number> = { float32: 0, float16: 1, bfloat16: 2 };
+function kernelFor(be: CudaBackend, d: GemvDType, mr: number, cols: number): CudaKernel {
+  let m = kernels.get(be);
+  if (!m) kernels.set(be, (m = new Map()));
+  const code = (DT_CODE[d] * 32 + mr) * 8 + cols;
+  let k = m.get(code);
+  if (!k) {
+    k = cols === 0 ? be.kernel(`gemv_kn:${d}:${mr}`, () => gemvKnSource(d, mr)) : be.kernel(`gemv_nk:${d}:${mr}:${cols}`, () => gemvNkSource(d, mr, cols));
+    m.set(code, k);
+  }
+  return k;
 }
 
 /**
@@ -332,16 +347,29 @@ function workspace(be: CudaBackend, partN: number, cntN: number): { part: CudaBu
 export function cudaGemv(be: CudaBackend, p: GemvGemmParams, viaCublas: () => void): boolean {
   const g = gemvProblem(p);
   if (!g) return false;
-  const space = g.layout === 'nk' ? GEMV_NK_SPACE : GEMV_KN_SPACE;
-  const fallback = space.defaultConfig;
-  // Timing runs overwrite O, so only a beta = 0 call may measure; others use what is cached, else the default.
-  const cfg = g.beta !== 0
-    ? fallback
-    : be.tuning.pick(space, `${rowsFor(g.m)}x${bucketSize(g.n)}x${bucketSize(g.k)}`, `${g.dtype}${g.bias ? '.bias' : ''}`, g.n * g.k, fallback,
-      (c) => (c.impl === 'cublaslt' ? viaCublas() : launchGemv(be, g, c)));
+  const cfg = g.beta !== 0 ? (g.layout === 'nk' ? GEMV_NK_SPACE : GEMV_KN_SPACE).defaultConfig : choose(be, g, viaCublas);
   if (cfg.impl === 'cublaslt') return false;
   launchGemv(be, g, cfg);
   return true;
+}
+
+/** Recent decisions by problem, compared field by field: a model's few shapes skip the string keys. */
+interface Decision { dtype: GemvDType; layout: GemvLayout; mr: number; n: number; k: number; bias: boolean; cfg: Config }
+const recent: Decision[] = [];
+
+/**
+ * The tuner's choice for a beta = 0 problem (timing runs overwrite O, so only those may measure;
+ * beta ≠ 0 takes the default): memoised per exact (n, k) and row bucket.
+ */
+function choose(be: CudaBackend, g: GemvProblem, viaCublas: () => void): Config {
+  const mr = rowsFor(g.m), bias = g.bias !== 0n;
+  for (const r of recent) if (r.n === g.n && r.k === g.k && r.mr === mr && r.dtype === g.dtype && r.layout === g.layout && r.bias === bias) return r.cfg;
+  const space = g.layout === 'nk' ? GEMV_NK_SPACE : GEMV_KN_SPACE;
+  const cfg = be.tuning.pick(space, `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, `${g.dtype}${bias ? '.bias' : ''}`, g.n * g.k, space.defaultConfig,
+    (c) => (c.impl === 'cublaslt' ? viaCublas() : launchGemv(be, g, c)));
+  if (recent.length >= 16) recent.shift();
+  recent.push({ dtype: g.dtype, layout: g.layout, mr, n: g.n, k: g.k, bias, cfg });
+  return cfg;
 }
 
 /** Every kernel specialization the generators can produce (the nvcc compile script). */
