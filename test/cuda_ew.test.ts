@@ -2,7 +2,6 @@
 // rows x vectors broadcast, tiled transpose, N-d) against the CPU, across dtypes, odd sizes, unaligned
 // offsets, sliced rows, mixed operand widths, and launch configurations (threads, vectors per thread,
 // cache hints). Runs only where a CUDA device (or the emulator, test/gen/cuda_emu.mjs) is present.
-// NBX_EW_CONFIGS=all tries every configuration of the space (slow on the emulator).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
@@ -11,14 +10,19 @@ import { ewOverride } from '../src/backend/cuda/ew_kernels.js';
 import { EW_FLAT_SPACE } from '../src/backend/cuda/tuning.js';
 import { enumerate, type Config } from '../src/autotune/index.js';
 
+// Small ops would run as commands of the launch batch (launch_batch.ts); these tests are about the
+// standalone kernels, so batching is off unless the caller sets NBX_CUDA_BATCH.
+process.env.NBX_CUDA_BATCH ??= '0';
 const probe = probeCuda();
 const skip = probe.available ? false : `no CUDA device (${probe.reason}): CUDA elementwise tests not run`;
 if (skip) console.log(`# SKIP cuda elementwise tests: ${probe.reason}`);
 
 type DT = nbx.Tensor['dt'];
 const DTYPES: DT[] = ['float32', 'float16', 'bfloat16', 'float64', 'int64', 'int32', 'int16', 'int8', 'uint8', 'bool'];
+// NBX_EW_CONFIGS: all (every configuration), default (the tuned or default one only: the emulator),
+// unset: that one and one with every path (unrolled, hinted).
 const CONFIGS: (Config | null)[] = process.env.NBX_EW_CONFIGS === 'all' ? enumerate(EW_FLAT_SPACE)
-  : [null, { threads: 256, unroll: 4, hint: 'cs' }]; // the tuned or default one, and one with every path (unrolled, hinted)
+  : process.env.NBX_EW_CONFIGS === 'default' ? [null] : [null, { threads: 256, unroll: 4, hint: 'cs' }];
 
 /** Deterministic values of `dt` (negative, fractional, large for the type). */
 function data(n: number, dt: DT, seed = 0): nbx.Tensor {

@@ -115,7 +115,8 @@ function vecBody(p: VecPlan): string {
   const load = (s: number, u: number): string => {
     if (p.rowValue?.[s]) return '';
     const r = ins[s]!, T = R.storageType(r.dtype), bytes = V * DTYPES[r.dtype].itemsize, ptr = `in${s} + ${p.inIdx(s, u)}`;
-    if (V === 1) return `const ${T} v${s}_${u}[1] = { ${p.readOnly?.[s] ? `__ldg(${ptr})` : `in${s}[${p.inIdx(s, u)}]`} };`;
+    // single elements: const __restrict__ already makes them read-only-cache loads (LDG.E.CONSTANT)
+    if (V === 1) return `const ${T} v${s}_${u}[1] = { in${s}[${p.inIdx(s, u)}] };`;
     const ld = bytes === 16 && p.readOnly?.[s] ? `nbx_ld_nc(${ptr})` : bytes === 16 && hint === 'cs' ? `nbx_ld_cs(${ptr})` : `*reinterpret_cast<const ${CONTAINER[bytes]}*>(${ptr})`;
     return `const ${CONTAINER[bytes]} r${s}_${u} = ${ld}; const ${T} v${s}_${u}[${V}] = { ${unpackN(r.dtype, `r${s}_${u}`, V).join(', ')} };`;
   };
@@ -176,8 +177,10 @@ extern "C" __global__ void __launch_bounds__(${T}) ew(${args.join(', ')}) {
 
 /**
  * Rows x columns (up to 3 dims: rows = D0 * D1). Input s is contiguous along the row
- * (`perRow[s]` false: vectors) or one value per row (`perRow[s]` true); `readOnly[s]` reads it
- * through the read-only cache (the operand is constant over the rows, so it is small and re-read).
+ * (`perRow[s]` false: vectors) or one value per row (`perRow[s]` true); `readOnly[s]` reads its
+ * 16-byte vectors through the read-only cache (ld.global.nc: the operand is constant over the rows, so
+ * small and re-read; never the streaming hint). Single elements need no hint: const __restrict__
+ * pointers already load through that cache.
  * A block of T threads is TX = 2^txlog threads along the row times T / TX rows; the 2-d block grid
  * is flattened (gx blocks per row band) so the launch stays 1-d.
  * Args: out, in..., C, D1, rows, gx, txlog, oo, (o_i, a_i, b_i)..., params;
@@ -191,7 +194,7 @@ export function bcastSource(expr: Expr, ins: StridedRef[], out: StridedRef, perR
   const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', 'i64', 'i32', 'i32', 'i64', ...ins.flatMap(() => ['i64', 'i64', 'i64'] as ArgType[]), ...(pTypes as ArgType[])];
   const body = vecBody({ expr, ins, out, V, U, hint, inIdx: (s, u) => `e${s} + q${u} * ${V}`, outIdx: (u) => `eo + q${u} * ${V}`,
     guard: (u) => `q${u} < cv`, full: `q${U - 1} < cv`, rowValue: perRow, readOnly });
-  const rowVals = ins.map((r, s) => (perRow[s] ? `const ${R.storageType(r.dtype)} w${s}s[1] = { ${readOnly[s] ? `__ldg(in${s} + e${s})` : `in${s}[e${s}]`} }; const ${R.computeType(r.dtype)} w${s} = ${R.load(r.dtype, `w${s}s`, '0')};` : '')).filter((x) => x);
+  const rowVals = ins.map((r, s) => (perRow[s] ? `const ${R.storageType(r.dtype)} w${s}s[1] = { in${s}[e${s}] }; const ${R.computeType(r.dtype)} w${s} = ${R.load(r.dtype, `w${s}s`, '0')};` : '')).filter((x) => x);
   const src = `${VEC_HELPERS}
 extern "C" __global__ void __launch_bounds__(${T}) ew(${args.join(', ')}) {
   const ${I} C = (${I})C_, rows = (${I})rows_, cv = C / ${V};
@@ -318,7 +321,9 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
     ({ shape: cs, strides: cst } = coalesce(shape, [outStrides, ...ins.map((r) => broadcastStrides(r.shape, r.strides, shape))]));
     flat = cs.length <= 1 && cst.slice(1).every((st) => (st[0] ?? 1) === 1);
   }
-  const idx32 = n < 2 ** 31;
+  // 32-bit indices where every index a kernel forms stays below 2^31 (the vector kernels' block and
+  // row strides may step past n by up to n)
+  const idx32 = n < 2 ** 30;
   const outPtr = ptrOf(out);
   const aliased = ins.some((r) => ptrOf(r) === outPtr);
   let maxItem = DTYPES[out.dtype].itemsize;
