@@ -45,6 +45,11 @@ const PARAM_BYTES_LARGE = 32764;
 const MAX_KINDS = 256;
 /** Direct launches of kinds outside the module before it is rebuilt (grows with the module). */
 const REBUILD_AFTER = 32;
+/**
+ * Direct launches of one kind before it is a candidate for the module: kinds that run once or twice
+ * (a test suite, a warm-up) never cost a compile; a loop's kinds qualify within a few iterations.
+ */
+const MIN_USES = 4;
 
 const P_F32 = 0, P_F64 = 1, P_I32 = 2, P_I64 = 3;
 
@@ -61,7 +66,7 @@ interface Kind {
   readonly body: string;
   /** For fault reports: root op and dtype. */
   readonly label: string;
-  /** Commands batched with this kind (ranks kinds when MAX_KINDS is exceeded). */
+  /** Times it ran (batched or not; ranks kinds when MAX_KINDS is exceeded). */
   uses: number;
   /** The flush number it was last added in (builds the list of kinds for a fault report). */
   mark: number;
@@ -110,7 +115,10 @@ export class LaunchBatch {
   private batchKinds: Kind[] = [];
   private readonly seen: Kind[] = [];
   private misses = 0;
-  private rebuildAt = REBUILD_AFTER;
+  private rebuildAt: number;
+  private readonly minUses: number;
+  /** Kinds that reached minUses since the last rebuild. */
+  private candidates = 0;
   private scheduled = false;
   /** The current batch module's source (for compile checks with nvcc). */
   source = '';
@@ -143,6 +151,9 @@ export class LaunchBatch {
     // Up to 8 elements per thread: a larger op would spend more GPU time in one block than a
     // full-grid launch costs, and its host cost is small next to its memory traffic anyway.
     this.maxNumel = 8 * this.threads;
+    // knobs for tests: NBX_CUDA_BATCH_REBUILD_AFTER=1 NBX_CUDA_BATCH_MIN_USES=1 batch every kind at once
+    this.rebuildAt = Number(env.NBX_CUDA_BATCH_REBUILD_AFTER) || REBUILD_AFTER;
+    this.minUses = Number(env.NBX_CUDA_BATCH_MIN_USES) || MIN_USES;
     let nvrtcOk = false;
     try {
       const v = Nvrtc.get().version;
@@ -202,8 +213,9 @@ export class LaunchBatch {
     if (k === undefined) k = byMask[mask] = this.makeKind(expr, ins, out, mask);
     if (k === null) return false;
     if (k.index < 0) {
-      if (++this.misses < this.rebuildAt || !this.rebuild()) { this.stats.direct++; return false; }
-      if (k.index < 0) { this.stats.direct++; return false; }
+      if (++k.uses === this.minUses) this.candidates++;
+      if (++this.misses < this.rebuildAt || this.candidates === 0 || !this.rebuild() || k.index < 0) { this.stats.direct++; return false; }
+      k.uses--; // counted again below
     }
     // write the command
     let p = this.pos;
@@ -298,7 +310,8 @@ export class LaunchBatch {
   /** Rebuild the module with every kind seen so far; false when nothing changed. */
   private rebuild(): boolean {
     this.misses = 0;
-    let kinds = this.seen.slice();
+    this.candidates = 0;
+    let kinds = this.seen.filter((k) => k.uses >= this.minUses);
     if (kinds.length > MAX_KINDS) kinds = kinds.sort((a, b) => b.uses - a.uses).slice(0, MAX_KINDS);
     // sorted by code: the same set of kinds gives the same source (disk cache) in every process
     kinds.sort((a, b) => (a.body < b.body ? -1 : a.body > b.body ? 1 : 0));
@@ -345,7 +358,7 @@ extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${name}_t b) {
     this.kLarge = kl;
     this.stats.rebuilds++;
     this.stats.kinds = kinds.length;
-    this.rebuildAt = Math.max(REBUILD_AFTER, kinds.length);
+    this.rebuildAt = Math.max(this.rebuildAt, kinds.length);
     return true;
   }
 }
