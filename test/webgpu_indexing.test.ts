@@ -127,6 +127,23 @@ it('scatter: overwrite (last write wins) and every reduction, include_self, acro
       }
     }
   }
+  // few long columns: the parallel passes (last writer wins; integer reductions through atomics)
+  for (const d of ['float32', 'int32', 'int8', 'int16', 'uint8', 'bool'] as DTypeName[]) {
+    const x = data([9, 3], d), src = data([200, 3], d), idx = ints([200, 3], -9, 9);
+    const modes = d === 'float32' ? ['none'] : d === 'bool' ? ['none', 'sum', 'prod', 'amax', 'amin'] : ['none', 'sum', 'prod', 'mean', 'amax', 'amin'];
+    for (const mode of modes) {
+      for (const includeSelf of mode === 'none' ? [true] : [true, false]) {
+        const [g, c] = scatterBoth(x, 0, idx, src, mode, { includeSelf, wrap: true });
+        await same(g, c, 0, `parallel scatter ${d} ${mode} self=${includeSelf}`);
+      }
+    }
+  }
+  const [ga, ca] = scatterBoth(data([9, 3], 'int16'), 0, ints([200, 3], 0, 9), data([200, 3], 'int16'), 'sum', { alpha: 3 });
+  await same(ga, ca, 0, 'parallel scatter alpha');
+  const bad = up(data([9, 3], 'int32'));
+  kernel('scatter', G, 'scatter')(bad.ref(), 0, up(nbx.tensor([...Array(99).fill(1), 12, 13, 0].map((v) => [v, 0, 0]), { dtype: nbx.int32 })).ref(),
+    up(data([102, 3], 'int32')).ref(), 'sum', { op: 'scatter' });
+  await raises(() => bad, IndexError, /index 12 is out of bounds for dimension 0 with size 9/);
   // along the last dim, a strided index and source, an empty index
   const x = data([3, 8], 'float32'), src = data([5, 3], 'float32').t(), idx = ints([5, 3], 0, 8).t();
   for (const mode of ['none', 'sum', 'amax']) {

@@ -195,6 +195,20 @@ export function webgpuGather(input: StridedRef, dim: number, index: StridedRef, 
 
 const MODES: ScatterMode[] = ['none', 'sum', 'prod', 'mean', 'amax', 'amin'];
 
+/** WGSL `nbx_combine(mode, cur, v)` in the compute type of d: the CPU's combineNum (mode: index in MODES). */
+function combineFn(d: DTypeName): string {
+  const F = isFloat(d), T = F ? 'f32' : 'i32', isBool = d === 'bool';
+  return `fn nbx_combine(mode: u32, c: ${T}, v: ${T}) -> ${T} {
+  switch (mode) {
+    case 1u, 3u: { return ${isBool ? 'select(0i, 1i, c != 0i || v != 0i)' : 'c + v'}; }
+    case 2u: { return ${isBool ? 'select(0i, 1i, c != 0i && v != 0i)' : 'c * v'}; }
+    case 4u: { return ${F ? 'select(select(c, v, c < v), v, nbx_isnan(v))' : 'select(c, v, v > c)'}; }
+    case 5u: { return ${F ? 'select(select(c, v, c > v), v, nbx_isnan(v))' : 'select(c, v, v < c)'}; }
+    default: { return v; }
+  }
+}`;
+}
+
 /**
  * A thread per column (index positions sharing every coordinate but `dim`), applying its m positions in
  * order. The reduction is a uniform (one pipeline per dtype and rank: compiling is the slow part).
@@ -209,15 +223,7 @@ function scatterProgram(d: DTypeName, lanes: number, nd: number, wg: number): Pr
   return program(`ix.scatter|${d}|${lanes}|${nd}|${wg}`, access, words, () => {
     const F = isFloat(d), T = F ? 'f32' : 'i32';
     const isBool = d === 'bool';
-    const fns = lanes > 1 ? '' : `fn nbx_combine(mode: u32, c: ${T}, v: ${T}) -> ${T} {
-  switch (mode) {
-    case 1u, 3u: { return ${isBool ? 'select(0i, 1i, c != 0i || v != 0i)' : 'c + v'}; }
-    case 2u: { return ${isBool ? 'select(0i, 1i, c != 0i && v != 0i)' : 'c * v'}; }
-    case 4u: { return ${F ? 'select(select(c, v, c < v), v, nbx_isnan(v))' : 'select(c, v, v > c)'}; }
-    case 5u: { return ${F ? 'select(select(c, v, c > v), v, nbx_isnan(v))' : 'select(c, v, v < c)'}; }
-    default: { return v; }
-  }
-}`;
+    const fns = lanes > 1 ? '' : combineFn(d);
     const alpha = F ? `bitcast<f32>(${U(12)})` : `bitcast<i32>(${U(12)})`;
     const raw = [...Array(lanes).keys()].map((l) => rawStore(d, 'b1', `t + ${l}u`, rawLoad(d, 'b5', `s + ${l}u`))).join(' ');
     const apply = lanes > 1 ? raw : `if (mode == 0u) { ${raw} } else {
@@ -260,6 +266,118 @@ function scatterProgram(d: DTypeName, lanes: number, nd: number, wg: number): Pr
   });
 }
 
+const PASS = { win: 0, write: 1, count: 2, identity: 3, atomic: 4, mean: 5 };
+
+/**
+ * The parallel passes for few long columns (as CUDA's), a thread per index position i (row-major) or,
+ * for 'identity'/'mean', per output slot:
+ *   win       records the last writer of each slot (atomicMax of i + 1): overwrite is last-write-wins;
+ *   write     the recorded writer copies its value;
+ *   count     contributions per slot (mean, include_self=False);
+ *   identity  slots with contributions start from the reduction's identity (include_self=False);
+ *   atomic    integer values combined by a compare-exchange loop on the word (exact in any order);
+ *   mean      slots divided by their count, floor division.
+ * The first pass reading the indices records failures (`check`); later ones skip them.
+ * uniform: [n, size, ooff, ioff, soff, outDimStride, wrap, alpha, mode, includeSelf, pass, report, outN,
+ * check] then per index dim [size, out (0 along dim), index, src strides]. b1 out (atomic words), b2 err,
+ * b3 slots, b4 index, b5 src.
+ */
+function scatterParallelProgram(d: DTypeName, lanes: number, nd: number, wg: number): Program {
+  const words = 14 + 4 * nd;
+  const access = 'aaarr';
+  return program(`ix.scatterp|${d}|${lanes}|${nd}|${wg}`, access, words, () => {
+    const k = perWord(d), sh = k === 4 ? 2 : k === 2 ? 1 : 0, width = 32 / k, mask = k === 4 ? '0xffu' : k === 2 ? '0xffffu' : '0xffffffffu';
+    const isInt = !isFloat(d) && lanes === 1;
+    const lane = (word: string, idx: string): string => R.load(d, 'nbx_w', idx).replace(/nbx_w\[[^\]]*\]/g, word);
+    const info = DTYPES[d];
+    const lo = info.min === -2147483648 ? 'bitcast<i32>(0x80000000u)' : `${info.min ?? 0}i`;
+    const identity = `select(select(select(${lo}, ${info.max ?? 1}i, mode == 5u), 1i, mode == 2u), 0i, mode == 1u || mode == 3u)`;
+    const raw = [...Array(lanes).keys()].map((l) => R.storeShared(d, 'b1', `t + ${l}u`, rawLoad(d, 'b5', `so + ${l}u`))).join(' ');
+    const atomic = !isInt ? '' : `var v: i32 = ${R.load(d, 'b5', 'so')};
+      if (mode == 1u) { v = v * bitcast<i32>(${U(7)}); }
+      let wi = t >> ${sh}u; let shift = (t & ${k - 1}u) * ${width}u;
+      var old = atomicLoad(&b1[wi]);
+      loop {
+        let nv = ${R.bits(d, `nbx_combine(mode, ${lane('old', 't')}, v)`)};
+        let r = atomicCompareExchangeWeak(&b1[wi], old, ${k === 1 ? 'nv' : `(old & ~(${mask} << shift)) | (nv << shift)`});
+        if (r.exchanged) { break; }
+        old = r.old_value;
+      }`;
+    const slotPass = !isInt ? '' : `if (ps == ${PASS.identity}u || ps == ${PASS.mean}u) {
+    if (g >= ${U(12)}) { return; }
+    let n = atomicLoad(&b3[g]);
+    if (n == 0u) { return; }
+    let t = ${U(2)} + g;
+    var r = ${identity};
+    if (ps == ${PASS.mean}u) {
+      let q = i32(n + select(0u, 1u, ${U(9)} != 0u));
+      let a = ${lane('atomicLoad(&b1[t >> ' + sh + 'u])', 't')};
+      r = a / q; if (a % q != 0i && a < 0i) { r -= 1i; }
+    }
+    ${R.storeShared(d, 'b1', 't', R.bits(d, 'r'))}
+    return;
+  }`;
+    const body = `let ps = ${U(10)}; let report = ${U(11)} != 0u; let mode = ${U(8)};
+  ${slotPass}
+  if (report && atomicLoad(&err[0]) == 0u) { return; }
+  let i = g;
+  if (i >= ${U(0)}) { return; }
+  var oo = i32(${U(2)}); var io = i32(${U(3)}); var so_ = i32(${U(4)});
+  ${decompose(nd, 14, 4, ['oo', 'io', 'so_'], 'i')}
+  let size = i32(${U(1)});
+  var v0 = bitcast<i32>(b4[u32(io)]);
+  if (v0 < 0 || v0 >= size) { if (${U(6)} != 0u && v0 < 0 && v0 >= -size) { v0 += size; } else {
+    if (report) { if (~atomicLoad(&err[0]) == i) { atomicStore(&err[1], bitcast<u32>(v0)); } }
+    else if (${U(13)} != 0u) { ${recordErr('err', 'i')} }
+    return;
+  } }
+  if (report) { return; }
+  let t = u32(oo + v0 * bitcast<i32>(${U(5)})); let so = u32(so_);
+  switch (ps) {
+    case ${PASS.win}u: { atomicMax(&b3[t - ${U(2)}], i + 1u); }
+    case ${PASS.write}u: { if (atomicLoad(&b3[t - ${U(2)}]) == i + 1u) { ${raw} } }
+    case ${PASS.count}u: { atomicAdd(&b3[t - ${U(2)}], 1u); }
+    case ${PASS.atomic}u: { ${atomic} }
+    default: {}
+  }`;
+    return module(words, access, wg, body, isInt ? combineFn(d) : '').replace(/\bb2\b/g, 'err');
+  });
+}
+
+/** Whether the parallel passes apply: few long columns, a contiguous output, overwrite or an integer reduction. */
+function parallelScatter(out: StridedRef, cols: number, m: number, mode: ScatterMode): boolean {
+  const contiguous = out.strides.every((st, k) => st === numelOf(out.shape.slice(k + 1)) || out.shape[k] === 1);
+  return contiguous && cols < 2048 && m >= 32 && (mode === 'none' || (!isFloat(out.dtype) && DTYPES[out.dtype].lanes === 1));
+}
+
+function runParallelScatter(out: StridedRef, o: StridedRef, s: StridedRef, dim: number, index: StridedRef, mode: ScatterMode, lanes: number,
+  includeSelf: boolean, wrap: boolean, alpha: number, err: WGBuffer): void {
+  const n = numelOf(index.shape), outN = numelOf(out.shape);
+  const track = !includeSelf || mode === 'mean';
+  const size = out.shape[dim] ?? 1;
+  const os = o.strides.map((st, k) => (k === dim ? 0 : st));
+  const base = [n, size, o.offset, index.offset, s.offset, (o.strides[dim] ?? 0) >>> 0, wrap ? 1 : 0, alpha | 0, MODES.indexOf(mode), includeSelf ? 1 : 0];
+  const dims = dimWords(index.shape, [os, index.strides, s.strides]);
+  const slots = be.allocBytes(Math.max(outN, 1) * 4, true);
+  const { bufs, done } = bindAll([out.buf as WGBuffer, err, slots], [index.buf as WGBuffer, s.buf as WGBuffer]);
+  const wg = be.wgElementwise;
+  const prog = scatterParallelProgram(o.dtype, lanes, index.shape.length, wg);
+  let first = true;
+  const run = (pass: number, threads: number, report = false): void => {
+    be.dispatch(prog, bufs, new Uint32Array([...base, pass, report ? 1 : 0, outN, first ? 1 : 0, ...dims]), threads, wg);
+    if (pass !== PASS.identity && pass !== PASS.mean) first = false;
+  };
+  if (mode === 'none') { run(PASS.win, n); run(PASS.write, n); } else {
+    if (track) run(PASS.count, n);
+    if (!includeSelf) run(PASS.identity, outN);
+    run(PASS.atomic, n);
+    if (mode === 'mean') run(PASS.mean, outN);
+  }
+  run(PASS.win, n, true); // the report pass (writes nothing)
+  done();
+  be.free(slots);
+}
+
 /**
  * In-place scatter into `out` (a fresh contiguous tensor): see the CPU kernel. A failing position is
  * reported in row-major order of `index` (the CPU's first error).
@@ -282,6 +400,11 @@ export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, s
     (s.strides[dim] ?? 0) >>> 0, pos[dim] ?? 0, includeSelf ? 1 : 0, wrap ? 1 : 0, isFloat(out.dtype) ? f32w(alpha) : alpha | 0, 0,
     MODES.indexOf(mode), track ? 1 : 0, ...dimWords(sub(index.shape), [sub(o.strides), sub(index.strides), sub(s.strides), sub(pos)])]);
   const err = errBuffer();
+  if (parallelScatter(out, cols, m, mode)) {
+    runParallelScatter(out, o, s, dim, index, mode, lanes, includeSelf, wrap, alpha, err);
+    raiseLater(op, err, outOfBounds(op, dim, size));
+    return;
+  }
   const counts = be.allocBytes(track ? numelOf(out.shape) * 4 : 4, track);
   const { bufs, done } = bindAll([out.buf as WGBuffer, err, counts], [index.buf as WGBuffer, src.buf as WGBuffer]);
   const wg = 64;
