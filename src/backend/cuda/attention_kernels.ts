@@ -1,0 +1,527 @@
+// Fused scaled-dot-product attention on CUDA, registered as the 'attention' kernel (called by
+// nn.functional.scaled_dot_product_attention for the cases `fusedAttentionCase` in src/ops/nn.ts admits).
+//
+// Two kernels, neither materialises the L x S score matrix:
+// * prefill (FlashAttention-2 style): float16/bfloat16, head dim 64/128. A block owns BLOCK_M query rows
+//   of one (batch, head); each warp 16 rows. K/V tiles of BLOCK_N keys stream through shared memory
+//   (cp.async, XOR-swizzled 16-byte chunks, optionally double-buffered); Q·Kᵀ and P·V run on tensor
+//   cores through `mma.sync.m16n8k16` (fragments by `ldmatrix`), fp32 accumulators, fp32 online-softmax
+//   statistics in base 2 (scale·log2(e) folded into the scores). P is rounded to the input dtype for
+//   P·V, as FlashAttention does.
+// * decode (flash-decoding, L·rep ≤ a few rows per KV head, S long): float16/bfloat16/float32. Blocks
+//   over KV chunks; each group of lanes owns one key at a time (16-byte loads of K and V rows), keeps
+//   its own (max, sum, acc) in registers, groups merge in shared memory, then a second small kernel
+//   merges the chunks' partials. Query heads sharing a KV head (GQA) share one read of K/V.
+// Masks: bool (true = keep) or additive float, any broadcast strides over (batch, head, L, S); causal
+// is top-left aligned (key j visible to row i iff j ≤ i, PyTorch's tril(diagonal=0)). A row that sees
+// no key gives 0, as the composed path's safe softmax (PyTorch ≥ 2.5 math/flash behaviour).
+//
+// Knobs that move bits: BLOCK_N (prefill: where the running max is rescaled) and the decode chunk size
+// and thread count (the order partial sums merge). BLOCK_M and stages never change results.
+
+import type { DTypeName } from '../../dtype/dtypes.js';
+import type { StridedRef } from '../backend.js';
+import { registerKernel } from '../registry.js';
+import { R, type CudaBackend, type CudaBuffer } from './backend.js';
+import type { ArgType } from './driver.js';
+import { UnsupportedError } from '../../errors.js';
+import { defineSpace, prune, tuneSync, bucketSize, type Config, type ConfigSpace } from '../../autotune/index.js';
+import { attentionTileCeiling } from '../../profiles/index.js';
+
+/** Parameters of the 'attention' kernel (device-neutral: StridedRefs + numbers). */
+export interface AttentionParams {
+  /** [B, H, L, D]; last stride 1. */
+  q: StridedRef;
+  /** [B, H / rep, S, D]; last stride 1. */
+  k: StridedRef;
+  v: StridedRef;
+  /** [B, H, L, D] (written). */
+  out: StridedRef;
+  /** [B, H, L, S] with broadcast strides: bool (true = keep) or additive float. */
+  mask?: StridedRef;
+  causal: boolean;
+  scale: number;
+  /** Query heads per key/value head (GQA), 1 without grouping. */
+  rep: number;
+}
+
+/** Query rows per KV head at or below which the decode kernel runs (else prefill). */
+export const DECODE_MAX_ROWS = 16;
+const HEAD_DIMS = [64, 128];
+
+let be: CudaBackend;
+export function installCudaAttentionKernels(backend: CudaBackend): void {
+  be = backend;
+  registerKernel('attention', 'cuda', cudaAttention);
+}
+
+const ptr = (r: StridedRef | undefined): bigint => (r ? (r.buf as CudaBuffer).ptr : 0n);
+const esize = (d: DTypeName): number => (d === 'float32' ? 4 : 2);
+type MaskKind = 'none' | 'bool' | DTypeName;
+
+// ---- shared device helpers -----------------------------------------------------------------------
+
+/** Tensor-core and async-copy primitives; under the host emulator (NBX_EMU) scalar versions from emu_rt.h. */
+function primitives(bf16: boolean): string {
+  const ty = bf16 ? 'bf16' : 'f16';
+  return String.raw`
+typedef unsigned short u16;
+typedef unsigned int u32;
+#ifdef NBX_EMU
+__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) { if (ok) memcpy(dst, src, 16); else memset(dst, 0, 16); }
+__device__ __forceinline__ void cp_commit() {}
+template <int N> __device__ __forceinline__ void cp_wait() {}
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], const void* p) { emu_ldmatrix_x4(r, p, false); }
+__device__ __forceinline__ void ldsm4t(u32 (&r)[4], const void* p) { emu_ldmatrix_x4(r, p, true); }
+__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) { emu_mma16816(c, a, b0, b1, ${bf16}); }
+__device__ __forceinline__ u32 pack2(float lo, float hi) { return (u32)${bf16 ? 'nbx_f2bf' : 'nbx_f2h'}(lo) | ((u32)${bf16 ? 'nbx_f2bf' : 'nbx_f2h'}(hi) << 16); }
+#else
+__device__ __forceinline__ u32 smem_u32(const void* p) { u32 r; asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p)); return r; }
+// 16 bytes global → shared; ok false: zero fill (src-size 0, nothing read)
+__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N)); }
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm4t(u32 (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
+// D = A·B + D, A 16x16 (row), B 16x8 (col), fp32 accumulators
+__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${ty}.${ty}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// two floats → packed pair (lo in the low half), round to nearest even
+__device__ __forceinline__ u32 pack2(float lo, float hi) { u32 r; asm("cvt.rn.${ty}x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
+#endif
+`;
+}
+
+/** The mask term for score element (row, col) added to `x` (already in log2 units). */
+function maskTerm(mask: MaskKind, x: string, idx: string): string {
+  if (mask === 'none') return '';
+  if (mask === 'bool') return `if (mb[${idx}] == 0) ${x} = -INFINITY;`;
+  return `${x} += (float)${R.load(mask, 'mb', idx)} * 1.4426950408889634f;`;
+}
+
+// ---- prefill ---------------------------------------------------------------------------------------
+
+export interface PrefillConfig { blockM: number; blockN: number; stages: number }
+
+export const prefillSmem = (D: number, c: PrefillConfig): number => 2 * D * (c.blockM + 2 * c.stages * c.blockN);
+
+export function prefillSource(dt: DTypeName, D: number, c: PrefillConfig, mask: MaskKind): { src: string; name: string; sig: ArgType[] } {
+  if (dt !== 'float16' && dt !== 'bfloat16') throw new UnsupportedError('attention', `prefill kernel takes float16/bfloat16, got ${dt}`);
+  const { blockM: BM, blockN: BN, stages: ST } = c;
+  const NW = BM / 16;
+  const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
+  const src = `${primitives(dt === 'bfloat16')}
+constexpr int D_ = ${D};
+constexpr int CH = D_ / 8;
+// element index of 16-byte chunk c of row r in a [rows][D_] tile: chunks XOR-swizzled by row (ldmatrix without bank conflicts)
+__device__ __forceinline__ int swz(int r, int c) { return r * D_ + ((c ^ (r & 7)) << 3); }
+
+extern "C" __global__ void __launch_bounds__(${NW * 32}) attn_fwd(
+  const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V, u16* __restrict__ O, const ${MT}* __restrict__ MK,
+  long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
+  long long vo, long long vsb, long long vsh, long long vsl, long long oo, long long osb, long long osh, long long osl,
+  long long mo, long long msb, long long msh, long long msl, long long mss,
+  int H, int rep, int L, int S, int BH, int ntiles, float sl2, int causal) {
+  extern __shared__ __align__(16) u16 smem[];
+  u16* sQ = smem;
+  u16* sK = smem + ${BM} * D_;
+  u16* sV = sK + ${ST * BN} * D_;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tg = lane & 3;
+  // heaviest (causal: last) query tiles first
+  const int z = blockIdx.x % BH, mt = ntiles - 1 - blockIdx.x / BH;
+  const int b = z / H, h = z % H, hk = h / rep, m0 = mt * ${BM};
+  const u16* qb = Q + qo + b * qsb + h * qsh;
+  const u16* kb = K + ko + b * ksb + hk * ksh;
+  const u16* vb = V + vo + b * vsb + hk * vsh;
+  const ${MT}* mb = MK + mo + b * msb + h * msh;
+  for (int c = tid; c < ${BM} * CH; c += ${NW * 32}) {
+    const int r = c / CH, ch = c % CH; const bool ok = m0 + r < L;
+    cp16(sQ + swz(r, ch), qb + (ok ? (long long)(m0 + r) * qsl : 0LL) + ch * 8, ok);
+  }
+  const int nEnd = causal ? min(S, m0 + ${BM}) : S;
+  const int nt = (nEnd + ${BN - 1}) / ${BN};
+  auto loadKV = [&](int t, int st) {
+    const int n0 = t * ${BN};
+    for (int c = tid; c < ${BN} * CH; c += ${NW * 32}) {
+      const int r = c / CH, ch = c % CH; const bool ok = n0 + r < S;
+      const long long rr = ok ? (long long)(n0 + r) : 0LL;
+      cp16(sK + st * ${BN} * D_ + swz(r, ch), kb + rr * ksl + ch * 8, ok);
+      cp16(sV + st * ${BN} * D_ + swz(r, ch), vb + rr * vsl + ch * 8, ok);
+    }
+  };
+  if (nt > 0) loadKV(0, 0);
+  cp_commit();
+  float oacc[D_ / 8][4];
+  #pragma unroll
+  for (int i = 0; i < D_ / 8; i++) { oacc[i][0] = 0.f; oacc[i][1] = 0.f; oacc[i][2] = 0.f; oacc[i][3] = 0.f; }
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+  u32 qf[D_ / 16][4];
+  const int rowA = m0 + warp * 16 + g; // this thread's rows: rowA, rowA + 8
+  for (int t = 0; t < nt; t++) {
+    const int st = ${ST === 2 ? 't & 1' : '0'};
+    ${ST === 2
+    ? `if (t + 1 < nt) { loadKV(t + 1, (t + 1) & 1); cp_commit(); cp_wait<1>(); } else cp_wait<0>();`
+    : `if (t > 0) { loadKV(t, 0); cp_commit(); } cp_wait<0>();`}
+    __syncthreads();
+    if (t == 0) {
+      #pragma unroll
+      for (int kk = 0; kk < D_ / 16; kk++) ldsm4(qf[kk], sQ + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
+    }
+    const u16* sk = sK + st * ${BN} * D_;
+    const u16* sv = sV + st * ${BN} * D_;
+    const int n0 = t * ${BN};
+    float s[${BN / 8}][4];
+    #pragma unroll
+    for (int j = 0; j < ${BN / 8}; j++) {
+      s[j][0] = 0.f; s[j][1] = 0.f; s[j][2] = 0.f; s[j][3] = 0.f;
+      #pragma unroll
+      for (int kk = 0; kk < D_ / 16; kk += 2) {
+        u32 bk[4]; ldsm4(bk, sk + swz(j * 8 + (lane & 7), 2 * kk + (lane >> 3)));
+        mma16816(s[j], qf[kk], bk[0], bk[1]);
+        mma16816(s[j], qf[kk + 1], bk[2], bk[3]);
+      }
+    }
+    // scale (log2 units), masks
+    const bool edge = n0 + ${BN} > S || (causal && n0 + ${BN} - 1 > m0 + warp * 16);
+    #pragma unroll
+    for (int j = 0; j < ${BN / 8}; j++) {
+      #pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int row = rowA + (e >> 1) * 8, col = n0 + j * 8 + tg * 2 + (e & 1);
+        float x = s[j][e] * sl2;
+        ${mask === 'none' ? '' : `if (row < L && col < S) { const long long mi = (long long)row * msl + (long long)col * mss; ${maskTerm(mask, 'x', 'mi')} }`}
+        if (edge && (col >= S || (causal && col > row))) x = -INFINITY;
+        s[j][e] = x;
+      }
+    }
+    // online softmax over this tile, rows rowA (e = 0,1) and rowA + 8 (e = 2,3); 4 lanes share a row
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+      float mx = mrow[r];
+      #pragma unroll
+      for (int j = 0; j < ${BN / 8}; j++) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mu = mx == -INFINITY ? 0.f : mx;
+      const float corr = exp2f(mrow[r] - mu);
+      mrow[r] = mx;
+      float ls = 0.f;
+      #pragma unroll
+      for (int j = 0; j < ${BN / 8}; j++) {
+        const float p0 = exp2f(s[j][2 * r] - mu), p1 = exp2f(s[j][2 * r + 1] - mu);
+        s[j][2 * r] = p0; s[j][2 * r + 1] = p1; ls += p0 + p1;
+      }
+      lrow[r] = lrow[r] * corr + ls;
+      #pragma unroll
+      for (int i = 0; i < D_ / 8; i++) { oacc[i][2 * r] *= corr; oacc[i][2 * r + 1] *= corr; }
+    }
+    // O += P·V: the score accumulators are already in the A-fragment layout
+    #pragma unroll
+    for (int kk = 0; kk < ${BN / 16}; kk++) {
+      const u32 a[4] = { pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
+                         pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]) };
+      #pragma unroll
+      for (int c = 0; c < D_ / 8; c += 2) {
+        u32 bv[4]; ldsm4t(bv, sv + swz(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c + (lane >> 4)));
+        mma16816(oacc[c], a, bv[0], bv[1]);
+        mma16816(oacc[c + 1], a, bv[2], bv[3]);
+      }
+    }
+    __syncthreads();
+  }
+  cp_wait<0>();
+  #pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float l = lrow[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f; // a row that sees no key: 0
+    const int row = rowA + r * 8;
+    if (row < L) {
+      u16* orow = O + oo + b * osb + h * osh + (long long)row * osl;
+      #pragma unroll
+      for (int i = 0; i < D_ / 8; i++) *(u32*)(orow + i * 8 + tg * 2) = pack2(oacc[i][2 * r] * inv, oacc[i][2 * r + 1] * inv);
+    }
+  }
+}`;
+  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
+  return { src, name: 'attn_fwd', sig };
+}
+
+// ---- decode ----------------------------------------------------------------------------------------
+
+export interface DecodeConfig { chunk: number; threads: number }
+/** Query rows one decode block holds in registers (more rows: more blocks along grid z). */
+export const DECODE_ROWS = 4;
+/** Keys a lane group loads before computing (loads in flight). */
+const DECODE_UNROLL = 4;
+
+/** Element i (an expression) of a 16-byte vector held as four 32-bit words `w`, as float. */
+function elem(dt: DTypeName, w: string, i: string): string {
+  if (dt === 'float32') return `__uint_as_float(${w}[${i}])`;
+  const half = `((${w}[(${i}) >> 1] >> (((${i}) & 1) * 16)) & 0xffffu)`;
+  return dt === 'bfloat16' ? `__uint_as_float(${half} << 16)` : `nbx_h2f((unsigned short)${half})`;
+}
+
+export function decodeSource(dt: DTypeName, D: number, threads: number, mask: MaskKind): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(dt);
+  const VEC = 16 / esize(dt), LPK = D / VEC, KPW = 32 / LPK, NG = (threads / 32) * KPW, RB = DECODE_ROWS, U = DECODE_UNROLL;
+  const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
+  const load16 = (dst: string, p: string): string => `{ const uint4 v_ = *(const uint4*)(${p}); ${dst}[0] = v_.x; ${dst}[1] = v_.y; ${dst}[2] = v_.z; ${dst}[3] = v_.w; }`;
+  const src = `typedef unsigned int u32;
+// grid (chunks, KV heads x batch, row groups); block: lane groups of ${LPK} lanes, one key each
+extern "C" __global__ void __launch_bounds__(${threads}) attn_dec(
+  const ${T}* __restrict__ Q, const ${T}* __restrict__ K, const ${T}* __restrict__ V, ${T}* __restrict__ O, const ${MT}* __restrict__ MK,
+  float* __restrict__ pml, float* __restrict__ pacc,
+  long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
+  long long vo, long long vsb, long long vsh, long long vsl, long long oo, long long osb, long long osh, long long osl,
+  long long mo, long long msb, long long msh, long long msl, long long mss,
+  int HK, int rep, int L, int S, int z0, int chunk, float sl2, int causal) {
+  __shared__ float sm_m[${NG}][${RB}], sm_s[${NG}][${RB}];
+  const ${MT}* mb = MK;
+  __shared__ float sm_acc[${NG}][${RB}][${D}];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kg = lane / ${LPK}, li = lane % ${LPK};
+  const int grp = warp * ${KPW} + kg;
+  const int z = z0 + blockIdx.y, b = z / HK, hk = z % HK, nrows = rep * L, r0 = blockIdx.z * ${RB};
+  const int c0 = blockIdx.x * chunk, c1 = min(S, c0 + chunk);
+  float q[${RB}][${VEC}], m[${RB}], s[${RB}], acc[${RB}][${VEC}];
+  int lr[${RB}]; long long mrow[${RB}]; bool rok[${RB}];
+  #pragma unroll
+  for (int r = 0; r < ${RB}; r++) {
+    const int rr = r0 + r; rok[r] = rr < nrows;
+    const int hh = hk * rep + (rok[r] ? rr / L : 0), l = rok[r] ? rr % L : 0;
+    lr[r] = l; mrow[r] = mo + b * msb + hh * msh + (long long)l * msl;
+    u32 w[4]; ${load16('w', `Q + qo + b * qsb + hh * qsh + (long long)l * qsl + li * ${VEC}`)}
+    #pragma unroll
+    for (int i = 0; i < ${VEC}; i++) { q[r][i] = ${elem(dt, 'w', 'i')} * sl2; acc[r][i] = 0.f; }
+    m[r] = -INFINITY; s[r] = 0.f;
+  }
+  const ${T}* kb = K + ko + b * ksb + hk * ksh + li * ${VEC};
+  const ${T}* vb = V + vo + b * vsb + hk * vsh + li * ${VEC};
+  for (int j0 = c0 + warp * ${KPW}; j0 < c1; j0 += ${NG * U}) {
+    u32 kw[${U}][4], vw[${U}][4];
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const int j = j0 + u * ${NG} + kg;
+      if (j < c1) { ${load16('kw[u]', 'kb + (long long)j * ksl')} ${load16('vw[u]', 'vb + (long long)j * vsl')} }
+      else { kw[u][0] = kw[u][1] = kw[u][2] = kw[u][3] = 0u; vw[u][0] = vw[u][1] = vw[u][2] = vw[u][3] = 0u; }
+    }
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const int j = j0 + u * ${NG} + kg;
+      float kf[${VEC}], vf[${VEC}];
+      #pragma unroll
+      for (int i = 0; i < ${VEC}; i++) { kf[i] = ${elem(dt, 'kw[u]', 'i')}; vf[i] = ${elem(dt, 'vw[u]', 'i')}; }
+      #pragma unroll
+      for (int r = 0; r < ${RB}; r++) {
+        float d = 0.f;
+        #pragma unroll
+        for (int i = 0; i < ${VEC}; i++) d += q[r][i] * kf[i];
+        #pragma unroll
+        for (int o = ${LPK / 2}; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        float x = d;
+        if (j >= c1 || !rok[r] || (causal && j > lr[r])) x = -INFINITY;
+        ${mask === 'none' ? '' : `else { const long long mi = mrow[r] + (long long)j * mss; ${maskTerm(mask, 'x', 'mi')} }`}
+        const float mn = fmaxf(m[r], x), mu = mn == -INFINITY ? 0.f : mn;
+        const float corr = exp2f(m[r] - mu), p = exp2f(x - mu);
+        m[r] = mn; s[r] = s[r] * corr + p;
+        #pragma unroll
+        for (int i = 0; i < ${VEC}; i++) acc[r][i] = acc[r][i] * corr + p * vf[i];
+      }
+    }
+  }
+  // merge the lane groups of the block (fixed order)
+  #pragma unroll
+  for (int r = 0; r < ${RB}; r++) {
+    if (li == 0) { sm_m[grp][r] = m[r]; sm_s[grp][r] = s[r]; }
+    #pragma unroll
+    for (int i = 0; i < ${VEC}; i++) sm_acc[grp][r][li * ${VEC} + i] = acc[r][i];
+  }
+  __syncthreads();
+  const int nch = gridDim.x;
+  for (int e = threadIdx.x; e < ${RB * D}; e += ${threads}) {
+    const int r = e / ${D}, d = e % ${D}, rr = r0 + r;
+    if (rr >= nrows) continue;
+    float M = -INFINITY;
+    for (int gi = 0; gi < ${NG}; gi++) M = fmaxf(M, sm_m[gi][r]);
+    const float mu = M == -INFINITY ? 0.f : M;
+    float sum = 0.f, a = 0.f;
+    for (int gi = 0; gi < ${NG}; gi++) { const float f = exp2f(sm_m[gi][r] - mu); sum += sm_s[gi][r] * f; a += sm_acc[gi][r][d] * f; }
+    if (nch == 1) {
+      const int hh = hk * rep + rr / L, l = rr % L;
+      ${R.store(dt, 'O', 'oo + b * osb + hh * osh + (long long)l * osl + d', 'sum > 0.f ? a / sum : 0.f')}
+    } else {
+      const long long pi = ((long long)z * nrows + rr) * nch + blockIdx.x; // partial (z, row, chunk)
+      if (d == 0) { pml[2 * pi] = M; pml[2 * pi + 1] = sum; }
+      pacc[pi * ${D} + d] = a;
+    }
+  }
+}
+`;
+  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
+  return { src, name: 'attn_dec', sig };
+}
+export function decodeReduceSource(dt: DTypeName, D: number): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(dt);
+  const src = `// merges the chunks' partials of one (z, row): block of D threads
+extern "C" __global__ void attn_dec_reduce(const float* __restrict__ pml, const float* __restrict__ pacc, ${T}* __restrict__ O,
+  long long oo, long long osb, long long osh, long long osl, int HK, int rep, int L, int nch) {
+  const int nrows = rep * L, zr = blockIdx.x, z = zr / nrows, rr = zr % nrows, d = threadIdx.x;
+  const int b = z / HK, hk = z % HK, hh = hk * rep + rr / L, l = rr % L;
+  const long long p0 = (long long)zr * nch;
+  float M = -INFINITY;
+  for (int c = 0; c < nch; c++) M = fmaxf(M, pml[2 * (p0 + c)]);
+  const float mu = M == -INFINITY ? 0.f : M;
+  float sum = 0.f, a = 0.f;
+  for (int c = 0; c < nch; c++) { const float f = exp2f(pml[2 * (p0 + c)] - mu); sum += pml[2 * (p0 + c) + 1] * f; a += pacc[(p0 + c) * ${D} + d] * f; }
+  ${R.store(dt, 'O', 'oo + b * osb + hh * osh + (long long)l * osl + d', 'sum > 0.f ? a / sum : 0.f')}
+}`;
+  return { src, name: 'attn_dec_reduce', sig: ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i32', 'i32', 'i32', 'i32'] };
+}
+
+// ---- tuning ------------------------------------------------------------------------------------------
+
+interface AttnProblem { D: number }
+
+/** Prefill tiles: BLOCK_M (warps = BLOCK_M / 16), BLOCK_N, K/V stages; pruned by the profile's attention tile ceiling and shared memory. */
+export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
+  name: 'cuda.attention',
+  knobs: [
+    { name: 'blockM', values: [64, 128], movesBits: false, doc: 'query rows per block (16 per warp)' },
+    { name: 'blockN', values: [32, 64, 128], movesBits: true, doc: 'keys per K/V tile (where the running max is rescaled)' },
+    { name: 'stages', values: [1, 2], movesBits: false, doc: 'K/V tiles in flight (cp.async double buffering)' },
+  ],
+  defaultConfig: { blockM: 128, blockN: 64, stages: 2 },
+  sharedMemoryOptIn: true,
+  resources: (c, p) => ({ threads: (c.blockM as number) * 2, sharedMemoryBytes: prefillSmem(p.D, c as unknown as PrefillConfig), stages: c.stages as number }),
+});
+
+/** Decode: keys per block (the split-KV chunk) and threads per block. */
+export const DECODE_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
+  name: 'cuda.attention_decode',
+  knobs: [
+    { name: 'chunk', values: [256, 512, 1024, 2048, 4096], movesBits: true, doc: 'keys per block (split-KV chunk; partials merge in a second kernel)' },
+    { name: 'threads', values: [64, 128, 256], movesBits: true, doc: 'threads per block (lane groups merged in a fixed order)' },
+  ],
+  defaultConfig: { chunk: 1024, threads: 128 },
+  resources: (c, p) => ({ threads: c.threads as number, sharedMemoryBytes: decodeSmem(p.D, 'float32', c.threads as number) }),
+});
+function decodeSmem(D: number, dt: DTypeName, threads: number): number {
+  const NG = (threads / 32) * (32 / (D / (16 / esize(dt))));
+  return NG * DECODE_ROWS * (D + 2) * 4;
+}
+
+/** Launch counts (tests check that the fused kernels ran). */
+export const attentionStats = { prefill: 0, decode: 0 };
+/** Test/bench hook: force a configuration (empty: tune as usual). */
+let forced: { prefill?: Config; decode?: Config } = {};
+export function _forceAttentionConfig(f: { prefill?: Config; decode?: Config }): void { forced = f; }
+
+const candidates = new Map<string, Config[]>();
+/** The space's candidates for head dim D that fit this device's limits and its attention tile ceiling. */
+function fit(space: ConfigSpace<AttnProblem>, D: number): Config[] {
+  const key = `${space.name}:${D}`;
+  let c = candidates.get(key);
+  if (!c) {
+    const profile = be.tuning.profile;
+    c = prune(space, profile.limits, { problem: { D } }).kept;
+    if (space === PREFILL_SPACE) {
+      const ceil = attentionTileCeiling(profile, D);
+      c = c.filter((x) => (x.blockM as number) <= ceil.blockM && (x.blockN as number) <= ceil.blockN);
+    }
+    candidates.set(key, c);
+  }
+  return c;
+}
+
+let events: { start: ReturnType<CudaBackend['ctx']['createEvent']>; end: ReturnType<CudaBackend['ctx']['createEvent']> } | undefined;
+function timeRun(cfg: Config, run: (cfg: Config) => void): number {
+  events ??= { start: be.ctx.createEvent({ timing: true }), end: be.ctx.createEvent({ timing: true }) };
+  events.start.record(be.stream);
+  run(cfg);
+  events.end.record(be.stream);
+  events.end.synchronize();
+  return events.end.elapsedSince(events.start);
+}
+
+/** Problems below this many score elements run the default configuration (launch-bound). */
+const TUNE_MIN_SCORES = 1 << 22;
+
+function pick(space: ConfigSpace<AttnProblem>, D: number, shape: string, dtype: string, work: number, fallback: Config, run: (cfg: Config) => void): Config {
+  const f = space === PREFILL_SPACE ? forced.prefill : forced.decode;
+  if (f) return f;
+  const cands = fit(space, D);
+  const fb = cands.find((c) => Object.keys(fallback).every((k) => c[k] === fallback[k])) ?? cands[0];
+  if (!fb) throw new UnsupportedError('attention', `no ${space.name} configuration fits this device for head dim ${D}`);
+  if (work < TUNE_MIN_SCORES) return fb;
+  const kernel = { name: space.name, knobs: space.knobs, defaultConfig: fb };
+  return tuneSync(kernel, { shape, dtype, device: be.tuning.deviceKey }, cands, (c) => timeRun(c, run), { deviceLabel: be.ctx.info.name }).config;
+}
+
+// ---- launcher ------------------------------------------------------------------------------------------
+
+/** Strides of a 4-D ref as kernel arguments (elements). */
+const st4 = (r: StridedRef | undefined): number[] => (r ? [r.offset, r.strides[0]!, r.strides[1]!, r.strides[2]!] : [0, 0, 0, 0]);
+
+export function cudaAttention(p: AttentionParams): void {
+  const { q, k, v, out, mask, causal, rep } = p;
+  const dt = q.dtype;
+  const [B, H, L, D] = q.shape as [number, number, number, number];
+  const S = k.shape[2]!;
+  if (!HEAD_DIMS.includes(D)) throw new UnsupportedError('attention', `cuda attention kernel takes head dims ${HEAD_DIMS.join(', ')}, got ${D}`);
+  if (dt !== 'float16' && dt !== 'bfloat16' && dt !== 'float32') throw new UnsupportedError('attention', `cuda attention kernel does not support dtype ${dt}`);
+  if (B * H * L === 0) return;
+  const maskKind: MaskKind = mask ? (mask.dtype === 'bool' ? 'bool' : mask.dtype) : 'none';
+  const sl2 = p.scale * Math.LOG2E;
+  const HK = H / rep;
+  const rows = rep * L;
+  const maskArgs = mask ? [mask.offset, mask.strides[0]!, mask.strides[1]!, mask.strides[2]!, mask.strides[3]!] : [0, 0, 0, 0, 0];
+  const common = [...st4(q), ...st4(k), ...st4(v), ...st4(out), ...maskArgs];
+  if (rows <= DECODE_MAX_ROWS || dt === 'float32') {
+    if (dt === 'float32' && rows > DECODE_MAX_ROWS) throw new UnsupportedError('attention', `cuda attention kernel runs float32 only for decode (≤ ${DECODE_MAX_ROWS} query rows per KV head), got ${rows}`);
+    const Se = causal ? Math.min(S, L) : S; // top-left causal: no row sees a key past L - 1
+    const Z = B * HK, zg = Math.ceil(rows / DECODE_ROWS);
+    const run = (c: Config): void => {
+      const threads = c.threads as number, chunk = Math.min(c.chunk as number, Math.max(Se, 1));
+      const nch = Math.max(1, Math.ceil(Se / chunk));
+      const kd = be.kernel(`attn_dec:${dt}:${D}:${threads}:${maskKind}`, () => decodeSource(dt, D, threads, maskKind));
+      let pml: CudaBuffer | null = null, pacc: CudaBuffer | null = null;
+      if (nch > 1) { pml = be.alloc('float32', Z * rows * nch * 2); pacc = be.alloc('float32', Z * rows * nch * D); }
+      for (let z0 = 0; z0 < Z; z0 += 65535) {
+        const zc = Math.min(65535, Z - z0);
+        be.ctx.launch(kd, [nch, zc, zg], threads, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), pml?.ptr ?? 0n, pacc?.ptr ?? 0n,
+          ...common, HK, rep, L, Se, z0, chunk, sl2, causal ? 1 : 0], 0, be.stream);
+      }
+      if (pml && pacc) {
+        const kr = be.kernel(`attn_dec_reduce:${dt}:${D}`, () => decodeReduceSource(dt, D));
+        be.launch(kr, Z * rows, D, [pml.ptr, pacc.ptr, ptr(out), ...st4(out), HK, rep, L, nch]);
+        be.free(pml); be.free(pacc);
+      }
+    };
+    // default chunk: about four blocks per SM over the whole problem
+    const want = Math.max(1, Math.ceil((be.smCount * 4) / (Z * zg)));
+    const chunk = [256, 512, 1024, 2048, 4096].find((c) => Math.ceil(Se / c) <= want) ?? 256;
+    attentionStats.decode++;
+    run(pick(DECODE_SPACE, D, `D${D}:r${bucketSize(rows)}:S${bucketSize(Se)}:Z${bucketSize(Z)}:${maskKind}`, dt, Z * rows * Se, { chunk, threads: 128 }, run));
+    return;
+  }
+  const run = (c: Config): void => {
+    const cfg = c as unknown as PrefillConfig;
+    const kf = be.kernel(`attn_fwd:${dt}:${D}:${cfg.blockM}:${cfg.blockN}:${cfg.stages}:${maskKind}`, () => prefillSource(dt, D, cfg, maskKind));
+    const smem = prefillSmem(D, cfg);
+    if (smem > 48 * 1024) kf.setMaxDynamicSharedMemory(smem);
+    const ntiles = Math.ceil(L / cfg.blockM);
+    be.launch(kf, ntiles * B * H, cfg.blockM * 2, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, H, rep, L, S, B * H, ntiles, sl2, causal ? 1 : 0], smem);
+  };
+  attentionStats.prefill++;
+  const work = B * H * L * S / (causal ? 2 : 1);
+  run(pick(PREFILL_SPACE, D, `D${D}:L${bucketSize(L)}:S${bucketSize(S)}:BH${bucketSize(B * H)}:${causal ? 'causal' : maskKind}`, dt, work, PREFILL_SPACE.defaultConfig, run));
+}

@@ -1,0 +1,100 @@
+// Fused CUDA scaled_dot_product_attention ('attention' kernel: prefill on tensor cores, split-KV decode)
+// against the CPU composed path (skipped without a CUDA device; runs under the emulator too:
+// node test/gen/cuda_emu.mjs node --test dist/test/cuda_attention.test.js). Covers float16/bfloat16
+// (and float32 decode), head dims 64/128, causal with L = S, L < S, L > S, bool masks with fully
+// masked rows, additive float masks broadcast over batch/heads, GQA, scale, strided (transposed) and
+// 2-D/3-D inputs, decode with one and several KV chunks, and every prefill tile configuration.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as nbx from '../src/index.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+import type { DTypeName } from '../src/dtype/dtypes.js';
+import { check, rand, skip } from './cuda_compare.js';
+import { attentionStats, _forceAttentionConfig, PREFILL_SPACE, DECODE_SPACE } from '../src/backend/cuda/attention_kernels.js';
+import { enumerate } from '../src/autotune/index.js';
+
+const F = nbx.nn.functional;
+const sdpa = (...a: unknown[]): Tensor => (F.scaled_dot_product_attention as (...x: unknown[]) => Tensor)(...a);
+const HALF: DTypeName[] = ['float16', 'bfloat16'];
+// fused kernels round P to the input dtype for P·V (FlashAttention does too): a little above tolFor's
+const tol = (dt: DTypeName): [number, number] => (dt === 'bfloat16' ? [2e-2, 2e-2] : dt === 'float16' ? [4e-3, 4e-3] : [1e-4, 1e-4]);
+
+/** Runs `f` and asserts it launched the fused kernel of `kind`. */
+function fused(kind: 'prefill' | 'decode', label: string, f: (...xs: Tensor[]) => unknown, ins: Tensor[], dt: DTypeName): void {
+  const before = attentionStats[kind];
+  check(label, f, ins, tol(dt));
+  assert.ok(attentionStats[kind] > before, `${label}: the fused ${kind} kernel did not run`);
+}
+
+function qkv(B: number, H: number, Hk: number, L: number, S: number, D: number, dt: DTypeName, seed: number): Tensor[] {
+  return [rand([B, H, L, D], seed, -1, 1, dt), rand([B, Hk, S, D], seed + 1, -1, 1, dt), rand([B, Hk, S, D], seed + 2, -1, 1, dt)];
+}
+
+test('attention prefill: dtypes, head dims, causal (L = S, L < S, L > S), scale', { skip }, () => {
+  for (const dt of HALF) for (const D of [64, 128]) {
+    fused('prefill', `plain ${dt} D${D}`, (q, k, v) => sdpa(q, k, v), qkv(2, 3, 3, 37, 53, D, dt, 1), dt);
+    fused('prefill', `causal L=S ${dt} D${D}`, (q, k, v) => sdpa(q, k, v, { is_causal: true }), qkv(1, 2, 2, 70, 70, D, dt, 2), dt);
+    fused('prefill', `causal L<S ${dt} D${D}`, (q, k, v) => sdpa(q, k, v, { is_causal: true }), qkv(1, 2, 2, 20, 90, D, dt, 3), dt);
+    fused('prefill', `causal L>S ${dt} D${D}`, (q, k, v) => sdpa(q, k, v, { is_causal: true, scale: 0.3 }), qkv(1, 1, 1, 80, 24, D, dt, 4), dt);
+  }
+});
+
+test('attention prefill: bool mask (fully masked rows), float mask broadcast, GQA, strided and 2-D/3-D inputs', { skip }, () => {
+  for (const dt of HALF) {
+    const D = 64, L = 33, S = 45;
+    const keep = nbx.gt(rand([L, S], 9), -0.3) as Tensor;
+    const rows = nbx.arange(L).view(L, 1);
+    const boolMask = nbx.logical_and(keep, nbx.ne(rows, 5)) as Tensor; // row 5 sees no key → 0
+    fused('prefill', `bool mask ${dt}`, (q, k, v, m) => sdpa(q, k, v, m), [...qkv(2, 2, 2, L, S, D, dt, 10), boolMask], dt);
+    fused('prefill', `float mask f32 ${dt}`, (q, k, v, m) => sdpa(q, k, v, m), [...qkv(2, 3, 3, L, S, D, dt, 11), rand([1, 3, L, S], 12, -3, 1)], dt);
+    fused('prefill', `float mask ${dt}`, (q, k, v, m) => sdpa(q, k, v, m), [...qkv(2, 3, 3, L, S, D, dt, 13), rand([2, 1, 1, S], 14, -3, 1, dt)], dt);
+    fused('prefill', `gqa ${dt}`, (q, k, v) => sdpa(q, k, v, { enable_gqa: true, is_causal: true }), qkv(2, 6, 2, 40, 40, 128, dt, 15), dt);
+    // q/k/v as transposes of [B, L, H, D] (projection layout), k/v narrowed
+    const t = (x: Tensor): Tensor => x.transpose(1, 2);
+    const [q, k, v] = [rand([2, 30, 4, 64], 16, -1, 1, dt), rand([2, 50, 4, 64], 17, -1, 1, dt), rand([2, 50, 4, 64], 18, -1, 1, dt)];
+    fused('prefill', `strided ${dt}`, (a, b, c) => sdpa(t(a), t(b).narrow(2, 3, 41), t(c).narrow(2, 3, 41)), [q, k, v], dt);
+    fused('prefill', `2-D ${dt}`, (a, b, c) => sdpa(a, b, c), [rand([29, 64], 19, -1, 1, dt), rand([31, 64], 20, -1, 1, dt), rand([31, 64], 21, -1, 1, dt)], dt);
+    fused('prefill', `3-D broadcast k/v ${dt}`, (a, b, c) => sdpa(a, b, c), [rand([3, 25, 128], 22, -1, 1, dt), rand([1, 27, 128], 23, -1, 1, dt), rand([1, 27, 128], 24, -1, 1, dt)], dt);
+  }
+});
+
+test('attention prefill: every tile configuration gives the same answer', { skip }, () => {
+  try {
+    for (const c of enumerate(PREFILL_SPACE)) {
+      _forceAttentionConfig({ prefill: c });
+      for (const dt of HALF) {
+        fused('prefill', `cfg ${JSON.stringify(c)} ${dt}`, (q, k, v) => sdpa(q, k, v, { is_causal: true }), qkv(1, 2, 2, 150, 150, 128, dt, 30), dt);
+      }
+    }
+  } finally { _forceAttentionConfig({}); }
+});
+
+test('attention decode: one/several chunks, GQA row groups, masks, causal, float32', { skip }, () => {
+  for (const dt of [...HALF, 'float32'] as DTypeName[]) for (const D of [64, 128]) {
+    fused('decode', `decode 1x300 ${dt} D${D}`, (q, k, v) => sdpa(q, k, v), qkv(2, 2, 2, 1, 300, D, dt, 40), dt);
+    fused('decode', `decode gqa rep4 L2 ${dt} D${D}`, (q, k, v) => sdpa(q, k, v, { enable_gqa: true }), qkv(1, 8, 2, 2, 777, D, dt, 41), dt);
+  }
+  for (const dt of [...HALF, 'float32'] as DTypeName[]) {
+    const [q, k, v] = qkv(1, 2, 2, 3, 600, 64, dt, 42);
+    fused('decode', `decode bool mask ${dt}`, (a, b, c, m) => sdpa(a, b, c, m), [q!, k!, v!, nbx.gt(rand([3, 600], 43), 0.2) as Tensor], dt);
+    fused('decode', `decode float mask ${dt}`, (a, b, c, m) => sdpa(a, b, c, m), [q!, k!, v!, rand([1, 2, 1, 600], 44, -2, 2)], dt);
+    fused('decode', `decode causal ${dt}`, (a, b, c) => sdpa(a, b, c, { is_causal: true }), [q!, k!, v!], dt);
+    const none = nbx.zeros([3, 600], { dtype: 'bool' });
+    fused('decode', `decode all masked ${dt}`, (a, b, c, m) => sdpa(a, b, c, m), [q!, k!, v!, none], dt);
+  }
+  try {
+    for (const c of enumerate(DECODE_SPACE)) {
+      _forceAttentionConfig({ decode: c });
+      fused('decode', `decode cfg ${JSON.stringify(c)}`, (q, k, v) => sdpa(q, k, v), qkv(1, 2, 2, 1, 3000, 128, 'bfloat16', 45), 'bfloat16');
+    }
+  } finally { _forceAttentionConfig({}); }
+});
+
+test('attention: cases outside the fused kernels take the composed path', { skip }, () => {
+  const p0 = attentionStats.prefill, d0 = attentionStats.decode;
+  check('f64', (q, k, v) => sdpa(q, k, v), qkv(1, 2, 2, 20, 20, 64, 'float64', 50));
+  check('D 32', (q, k, v) => sdpa(q, k, v), qkv(1, 2, 2, 20, 20, 32, 'float16', 51), tol('float16'));
+  check('f32 prefill', (q, k, v) => sdpa(q, k, v), qkv(1, 2, 2, 40, 20, 64, 'float32', 52));
+  assert.equal(attentionStats.prefill, p0);
+  assert.equal(attentionStats.decode, d0);
+});
