@@ -101,6 +101,30 @@ it('gather kernel: any index strides, negative indices wrapped for take, out of 
   await same(nbx.index_select(up(x), 0, up(nbx.tensor([3], { dtype: nbx.int32 }))), nbx.index_select(x, 0, nbx.tensor([3], { dtype: nbx.int32 })), 0, 'after error');
 });
 
+it('linear_index kernel: int32 linear indices (negative wrapped), broadcast index views, errors name the dim', async () => {
+  const sizes = [4, 7, 3], dims = [0, 2, 3];
+  const a = ints([5, 1], -4, 4), b = ints([1, 6], -7, 7), c = ints([5, 6], 0, 3);
+  const B = [5, 6];
+  const view = (t: T): StridedRef => { const r = t.ref(); return { ...r, shape: B, strides: t.shape.map((s, k) => (s === 1 ? 0 : r.strides[k]!)) }; };
+  const cpu = Tensor.empty(B, 'int64', a.device);
+  kernel('linear_index', 'cpu', 'index_put')([a, b, c].map(view), sizes, cpu.ref(), 'index_put', dims);
+  const gpu = Tensor.empty(B, 'int32', up(a).device);
+  kernel('linear_index', G, 'index_put')([up(a), up(b), up(c)].map(view), sizes, gpu.ref(), 'index_put', dims);
+  await same(gpu, cpu.to('int32'), 0, 'linear_index');
+  const bad = Tensor.empty([2], 'int32', up(a).device);
+  const i0 = up(nbx.tensor([1, 2], { dtype: nbx.int32 })), i1 = up(nbx.tensor([0, 9], { dtype: nbx.int32 }));
+  kernel('linear_index', G, 'index_put')([i0.ref(), i1.ref()], [4, 7], bad.ref(), 'index_put', [1, 2]);
+  await raises(() => bad, IndexError, /index 9 is out of bounds for dimension 2 with size 7/);
+});
+
+it('empty inputs: nothing dispatched, CPU-equal results', async () => {
+  const x = F.log_softmax!(data([0, 5], 'float32'), 1), t = nbx.tensor([], { dtype: nbx.uint8 });
+  for (const reduction of ['none', 'sum', 'mean']) await same(F.nll_loss!(up(x), up(t), { reduction }), F.nll_loss!(x, t, { reduction }), 0, `nll_loss empty ${reduction}`);
+  const g = data([1, 0, 3, 2], 'float32'), xi = data([1, 2, 4, 4], 'float32');
+  await same(F.grid_sample!(up(xi), up(g), { align_corners: false }), F.grid_sample!(xi, g, { align_corners: false }), 0, 'grid_sample empty grid');
+  await same(nbx.index_add(up(data([0, 3], 'float32')), 1, up(ints([2], 0, 3)), up(data([0, 2], 'float32'))), nbx.index_add(data([0, 3], 'float32'), 1, ints([2], 0, 3), data([0, 2], 'float32')), 0, 'index_add empty');
+});
+
 it('int64 indices stay a device limit (WGSL has no 64-bit integers)', async () => {
   assert.throws(() => up(nbx.tensor([0, 1])), DeviceLimitError);
 });

@@ -111,8 +111,8 @@ const rawDType = (d: DTypeName): DTypeName => ({ 1: 'uint8', 2: 'int16', 4: 'int
 
 // ---- index errors ------------------------------------------------------------------------------------
 
-/** A cleared error record: [~first failing position (0: none), that position's index value]. */
-const errBuffer = (): WGBuffer => be.allocBytes(8, true);
+/** A cleared error record: [~first failing position (0: none), its index value, which index (linear_index), 0]. */
+const errBuffer = (): WGBuffer => be.allocBytes(16, true);
 /** WGSL recording failing position `pos` (a u32 expression) in binding `buf`. */
 export const recordErr = (buf: string, pos: string): string => `atomicMax(&${buf}[0], ~(${pos}));`;
 
@@ -432,7 +432,7 @@ function linearIndexProgram(K: number, nd: number, wg: number): Program {
   ${decompose(nd, 4 + 3 * K, 2 + K, vars, 'nbx_pos')}
   var lin = 0i;
   ${[...Array(K).keys()].map((q) => `{ var v = bitcast<i32>(b${3 + q}[u32(x${q})]); let size = i32(${U(5 + 3 * q)});
-    ${checkIndex('v', 'size', 'true', 'nbx_pos', 'return;')}
+    ${checkIndex('v', 'size', 'true', 'nbx_pos', `if (report) { atomicStore(&err[2], ${q}u); } return;`)}
     lin += v * i32(${U(6 + 3 * q)}); }`).join('\n  ')}
   if (report) { return; }
   b1[u32(oo)] = bitcast<u32>(lin);`;
@@ -461,11 +461,10 @@ export function webgpuLinearIndex(indices: StridedRef[], sizes: number[], out: S
   done();
   // the first failing index of the position names its dim; the value recorded is that index's
   be.host(op, [err], (host) => {
-    const w = new Int32Array(host.get(err)!, 0, 2);
+    const w = new Int32Array(host.get(err)!, 0, 3);
     if (w[0] === 0) return;
-    const v = w[1]!;
-    const q = sizes.findIndex((s) => !(v >= -s && v < s));
-    throw new IndexError(op, `index ${v} is out of bounds for dimension ${dims[Math.max(q, 0)]} with size ${sizes[Math.max(q, 0)]}`);
+    const q = w[2]!; // the position's first index out of range, as the CPU checks them in order
+    throw new IndexError(op, `index ${w[1]} is out of bounds for dimension ${dims[q]} with size ${sizes[q]}`);
   });
   be.free(err);
 }
