@@ -12,6 +12,24 @@
 // A bias epilogue adds a vector of length rows(D') = n broadcast over the m columns of D',
 // i.e. bias[j] is added to C[i][j] for every row i: exactly Linear's  y = x Wᵀ + b.
 //
+// Algorithm choice (per plan, i.e. per exact shape/layout/alignment, once per process): cuBLASLt's
+// heuristic is asked for its top GEMM_CANDIDATES algorithms; its first pick is not always the fastest
+// (bf16 8192³ ran at 60–109% of PyTorch across processes with it). With NBX_AUTOTUNE=off the first
+// one runs; otherwise the autotune cache decides (user cache, then src/autotune/shipped), and on a
+// miss in mode full each candidate is timed with CUDA events on the call's own operands (warmup 2,
+// median of 5) and the fastest is stored: kernel 'cuda.gemm.cublaslt', shape bucket m×n×k(×batch),
+// "dtype" = dtype.layouts[.bias][.tf32].lt<cuBLASLt version>, device key = card. The stored config
+// is the 64-byte cublasLtMatmulAlgo_t (hex; valid for the same cuBLASLt version and card, hence both
+// in the key) plus its readable id/tile/stages/splitK/reduction/swizzle/custom attributes. A cached
+// algorithm from another size of the bucket is used only if cublasLtMatmulAlgoCheck accepts it here.
+// Sweeps need beta = 0 (C is not an input, so timing runs may overwrite it), a Stream, and at least
+// GEMM_TUNE_MIN_MACS multiply-adds; other plans consult the caches only.
+// Bits: algorithms differ in summation order (tile K order, and split-K (splitK > 1) with its
+// reduction scheme adds partial sums in another order), so a different choice can change results in
+// the last bits; one choice gives the same bits run to run (cuBLAS's reproducibility rule: same
+// version, architecture and SM count). The choice itself can differ between machines whose caches
+// differ: NBX_AUTOTUNE=off (heuristic #0) or a shipped cache pins it.
+//
 // Enum values below come from cublasLt.h / cublas_api.h / library_types.h of CUDA 12 and 13
 // (the attribute enums carry explicit values that have not changed since CUDA 11).
 
@@ -227,6 +245,8 @@ interface Plan {
   /** Where the algorithm came from: heuristic #0, a cache entry, or a sweep now. */
   source: 'default' | 'cache' | 'shipped' | 'sweep';
   config: Config;
+  /** How many algorithms were there to choose from. */
+  candidates: number;
 }
 
 /** One heuristic result: the algorithm blob, the workspace it needs, and its readable configuration. */
@@ -530,7 +550,7 @@ export class CublasLt {
       this.stats.heuristicMs += performance.now() - t0;
       const plan: Plan = {
         key, desc, aDesc, bDesc, cDesc, algo: cands[0]!.algo, workspaceNeeded: cands[0]!.workspace, wavesCount: cands[0]!.waves,
-        hasBias: g.bias !== null, lastBias: g.bias ?? 0n, source: 'default', config: cands[0]!.config,
+        hasBias: g.bias !== null, lastBias: g.bias ?? 0n, source: 'default', config: cands[0]!.config, candidates: cands.length,
       };
       this.select(plan, g, cands, ws, stream);
       return plan;
@@ -615,6 +635,7 @@ export class CublasLt {
     plan.wavesCount = pick.waves;
     plan.config = pick.config;
     plan.source = r.source;
+    plan.candidates = cands.length;
   }
 
   /** One cublasLtMatmul call with the plan's descriptors and `algo`; returns the status. */
@@ -684,8 +705,8 @@ export class CublasLt {
   }
 
   /** The cached plans' algorithm choices (tests, diagnostics). */
-  planChoices(): { key: string; source: Plan['source']; config: Config }[] {
-    return [...this.plans.values()].map((p) => ({ key: p.key, source: p.source, config: p.config }));
+  planChoices(): { key: string; source: Plan['source']; config: Config; candidates: number }[] {
+    return [...this.plans.values()].map((p) => ({ key: p.key, source: p.source, config: p.config, candidates: p.candidates }));
   }
 
   /** Number of cached (shape, dtype, layout) plans. */
