@@ -28,6 +28,7 @@ const t0 = performance.now();
 for (const dt of ['float32', 'bfloat16']) {
   for (let k = lo; k <= hi; k++) {
     const n = 2 ** k;
+    try {
     const a = nbx.ones([n], { ...dev, dtype: dt }), b = nbx.ones([n], { ...dev, dtype: dt }), c = nbx.ones([n], { ...dev, dtype: 'bool' });
     nbx.mul(a, 2).dispose(); // flat v 1in
     nbx.add(a, b).dispose(); // flat v 2in
@@ -40,6 +41,7 @@ for (const dt of ['float32', 'bfloat16']) {
     nbx.add(a.view(R, C).narrow(1, 0, C - 1), row.narrow(0, 0, C - 1)).dispose(); // bcast s 2in (odd rows)
     await nbx.cuda.synchronize();
     a.dispose(); b.dispose(); c.dispose(); row.dispose();
+    } catch (e) { console.error(`sweep ${dt} 2^${k} failed: ${e?.stack ?? e}`); }
   }
   console.log(`sweep ${dt}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 }
@@ -52,32 +54,36 @@ async function time(fn, reps = 10) {
   await nbx.cuda.synchronize();
   return (performance.now() - s) / 1000 / reps;
 }
-const lines = ['| variant | ' + ['add f32', 'row f32', 'col f32', 'add bf16', 'row bf16', 'col bf16'].join(' | ') + ' |', '| --- |' + ' ---: |'.repeat(6)];
-const results = new Map();
-const tensors = {};
-for (const dt of ['float32', 'bfloat16']) {
-  const isz = dt === 'float32' ? 4 : 2, n = (1 << 30) / (2 * isz) / shrink, r = 16384 / Math.sqrt(shrink);
-  tensors[dt] = { isz, n, a: nbx.ones([n], { ...dev, dtype: dt }), b: nbx.ones([n], { ...dev, dtype: dt }), row: nbx.ones([n / r], { ...dev, dtype: dt }), col: nbx.ones([r, 1], { ...dev, dtype: dt }), r };
-}
-for (const cfg of [null, ...enumerate(EW_FLAT_SPACE)]) {
-  ewOverride.config = cfg;
-  const cells = [];
+async function variants() {
+  const lines = ['| variant | ' + ['add f32', 'row f32', 'col f32', 'add bf16', 'row bf16', 'col bf16'].join(' | ') + ' |', '| --- |' + ' ---: |'.repeat(6)];
+  const results = new Map();
+  const tensors = {};
   for (const dt of ['float32', 'bfloat16']) {
-    const { isz, n, a, b, row, col, r } = tensors[dt];
-    const A = a.view(r, n / r);
-    cells.push(3 * n * isz / await time(() => nbx.add(a, b).dispose()) / 1e9);
-    cells.push(2 * n * isz / await time(() => nbx.add(A, row).dispose()) / 1e9);
-    cells.push(2 * n * isz / await time(() => nbx.add(A, col).dispose()) / 1e9);
+    const isz = dt === 'float32' ? 4 : 2, n = (1 << 30) / (2 * isz) / shrink, r = 16384 / Math.sqrt(shrink);
+    tensors[dt] = { isz, n, a: nbx.ones([n], { ...dev, dtype: dt }), b: nbx.ones([n], { ...dev, dtype: dt }), row: nbx.ones([n / r], { ...dev, dtype: dt }), col: nbx.ones([r, 1], { ...dev, dtype: dt }), r };
   }
-  const name = cfg ? configKey(cfg) : 'tuned (this cache)';
-  results.set(name, cells);
-  lines.push(`| ${name} | ${cells.map((x) => x.toFixed(0)).join(' | ')} |`);
+  for (const cfg of [null, ...enumerate(EW_FLAT_SPACE)]) {
+    ewOverride.config = cfg;
+    const cells = [];
+    for (const dt of ['float32', 'bfloat16']) {
+      const { isz, n, a, b, row, col, r } = tensors[dt];
+      const A = a.view(r, n / r);
+      cells.push(3 * n * isz / await time(() => nbx.add(a, b).dispose()) / 1e9);
+      cells.push(2 * n * isz / await time(() => nbx.add(A, row).dispose()) / 1e9);
+      cells.push(2 * n * isz / await time(() => nbx.add(A, col).dispose()) / 1e9);
+    }
+    const name = cfg ? configKey(cfg) : 'tuned (this cache)';
+    results.set(name, cells);
+    lines.push(`| ${name} | ${cells.map((x) => x.toFixed(0)).join(' | ')} |`);
+  }
+  ewOverride.config = null;
+  const best = [0, 1, 2, 3, 4, 5].map((i) => [...results.entries()].filter(([k]) => !k.startsWith('tuned')).sort((x, y) => y[1][i] - x[1][i])[0]);
+  lines.push(`| best per column | ${best.map(([k, v], i) => `${v[i].toFixed(0)} ${k}`).join(' | ')} |`);
+  console.log(`\nGB/s per launch configuration (1 GiB per operand pair; ${((performance.now() - t0) / 1000).toFixed(1)} s so far)\n${lines.join('\n')}`);
+  writeFileSync(join(outDir, 'variants.md'), `${lines.join('\n')}\n`);
+  for (const t of Object.values(tensors)) { t.a.dispose(); t.b.dispose(); t.row.dispose(); t.col.dispose(); }
 }
-ewOverride.config = null;
-const best = [0, 1, 2, 3, 4, 5].map((i) => [...results.entries()].filter(([k]) => !k.startsWith('tuned')).sort((x, y) => y[1][i] - x[1][i])[0]);
-lines.push(`| best per column | ${best.map(([k, v], i) => `${v[i].toFixed(0)} ${k}`).join(' | ')} |`);
-console.log(`\nGB/s per launch configuration (1 GiB per operand pair; ${((performance.now() - t0) / 1000).toFixed(1)} s so far)\n${lines.join('\n')}`);
-writeFileSync(join(outDir, 'variants.md'), `${lines.join('\n')}\n`);
+try { await variants(); } catch (e) { ewOverride.config = null; console.error(`variant timing failed: ${e?.stack ?? e}`); }
 
 // ---- 3. shipped entries -----------------------------------------------------------------------------
 const cachePath = join(cacheDir, 'autotune.json');
@@ -97,5 +103,12 @@ for (const [devKey, kernels] of Object.entries(fresh.entries)) {
     for (const [k, e] of Object.entries(kernels[name])) if (/:(134217728|268435456)\|/.test(k)) console.log(`${name} ${k}: ${configKey(e.config)} ${e.timeMs.toFixed(3)} ms`);
   }
 }
+// cuda.elementwise now tunes only the N-d kernel: its old contiguous keys (v4/v8/flat) are unused
+let dropped = 0;
+for (const kernels of Object.values(shipped.entries)) {
+  const ew = kernels['cuda.elementwise'];
+  if (ew) for (const k of Object.keys(ew)) if (!k.startsWith('nd')) { delete ew[k]; dropped++; }
+}
+console.log(`${dropped} unused cuda.elementwise entries (contiguous keys of the old kernel) dropped`);
 writeFileSync(join(outDir, 'nvidia-h200-sm_90.json'), JSON.stringify(shipped, null, 1));
 console.log(`\n${added} entries of cuda.ew_flat / cuda.ew_bcast merged into ${join(outDir, 'nvidia-h200-sm_90.json')} (copy to ${shippedPath}); ${((performance.now() - t0) / 1000).toFixed(1)} s`);
