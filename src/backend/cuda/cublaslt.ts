@@ -264,6 +264,15 @@ export const GEMM_CANDIDATES = 16;
 /** Products with fewer multiply-adds keep heuristic #0 (their time is launch overhead, whatever the algorithm). */
 export const GEMM_TUNE_MIN_MACS = 1 << 24;
 
+/** A binding, or a stand-in returning `status` when the library lacks the symbol. */
+function optional<F>(bind: () => F, status: number): F {
+  try {
+    return bind();
+  } catch {
+    return (() => status) as F;
+  }
+}
+
 const hex = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('hex');
 const unhex = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, 'hex'));
 
@@ -419,8 +428,10 @@ export class CublasLt {
       cublasLtMatmulPreferenceDestroy: lib.func('cublasLtMatmulPreferenceDestroy', 'int', [P]),
       cublasLtMatmulPreferenceSetAttribute: lib.func('cublasLtMatmulPreferenceSetAttribute', 'int', [P, 'int', P, 'size_t']),
       cublasLtMatmulAlgoGetHeuristic: lib.func('cublasLtMatmulAlgoGetHeuristic', 'int', [P, P, P, P, P, P, P, 'int', P, P]),
-      cublasLtMatmulAlgoCheck: lib.func('cublasLtMatmulAlgoCheck', 'int', [P, P, P, P, P, P, P, P]),
-      cublasLtMatmulAlgoConfigGetAttribute: lib.func('cublasLtMatmulAlgoConfigGetAttribute', 'int', [P, 'int', P, 'size_t', P]),
+      // optional (every cuBLASLt since 10.1 has them; test doubles may not): without them, algorithms
+      // are described by their blob alone and cached choices are reused only for sizes that list them
+      cublasLtMatmulAlgoCheck: optional(() => lib.func('cublasLtMatmulAlgoCheck', 'int', [P, P, P, P, P, P, P, P]), 15),
+      cublasLtMatmulAlgoConfigGetAttribute: optional(() => lib.func('cublasLtMatmulAlgoConfigGetAttribute', 'int', [P, 'int', P, 'size_t', P]), 15),
       cublasLtMatmul: lib.func('cublasLtMatmul', 'int', [P, P, P, P, P, P, P, P, P, P, P, P, P, P, 'size_t', P]),
     } as unknown as LtFns;
     this.version = Number(this.f.cublasLtGetVersion());
