@@ -256,10 +256,10 @@ export function copyStrided(be: WebGPUBackend, src: StridedRef, dst: StridedRef)
 }
 
 // The autotuner's scratch problem: a + b over `size` contiguous elements of `dtype` (16-byte path).
-registerTuneProblem('webgpu.elementwise', (be, size, dtype) => {
-  const bytes = size * DTYPES[dtype].itemsize;
+registerTuneProblem('webgpu.elementwise', (be, [size], dtype) => {
+  const bytes = size! * DTYPES[dtype].itemsize;
   const a = be.allocBytes(bytes, true), b = be.allocBytes(bytes, true), o = be.allocBytes(bytes);
-  const ref = (buf: WGBuffer): StridedRef => ({ buf, dtype, shape: [size], strides: [1], offset: 0 });
+  const ref = (buf: WGBuffer): StridedRef => ({ buf, dtype, shape: [size!], strides: [1], offset: 0 });
   const expr = Expr.load(0, dtype).add(Expr.load(1, dtype));
   return {
     run: (cfg) => runElementwise(be, expr, [ref(a), ref(b)], [], ref(o), false, { wg: cfg.wg as number, vpt: cfg.vpt as number }),

@@ -14,6 +14,7 @@ import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
 import { copyStrided, module, U } from './elementwise.js';
 import { env, notice } from './gpu.js';
 import { smmProgram, validateSmm } from './gemm_smm.js';
+import { gemmConfig, reduceConfig, registerTuneProblem } from './tuning.js';
 import { webgpuConv, webgpuConvSupports, webgpuPool, webgpuPoolSupports, webgpuRowNorm, webgpuSoftmax, type ConvParams, type PoolParams } from './nn_kernels.js';
 import type { RowNormParams, SoftmaxParams } from '../cpu/nn.js';
 import { installWebGPUIndexingKernels } from './indexing_kernels.js';
@@ -238,6 +239,21 @@ ${kind === 'norm' ? NORM_FNS : ''}`;
   });
 }
 
+/** The autotuner's candidate while it times one (see the scratch problem below). */
+let forcedReduceWg: number | undefined;
+// The autotuner's scratch reduction: sum over the rows of a contiguous [rows, n] matrix.
+registerTuneProblem('webgpu.reduce', (b, [rows, n], d) => {
+  const input = b.allocBytes(rows! * n! * DTYPES[d].itemsize, true), out = b.allocBytes(rows! * DTYPES[d].itemsize);
+  const ref = (buf: WGBuffer, shape: number[]): StridedRef => ({ buf, dtype: d, shape, strides: shape.length === 2 ? [shape[1]!, 1] : [1], offset: 0 });
+  return {
+    run: (cfg) => {
+      forcedReduceWg = cfg.wg as number;
+      try { webgpuReduce('sum', ref(input, [rows!, n!]), rows!, n!, [], ref(out, [rows!])); } finally { forcedReduceWg = undefined; }
+    },
+    dispose: () => { b.free(input); b.free(out); },
+  };
+});
+
 const SPLITTABLE = new Set<ReduceKind>(['sum', 'mean', 'prod', 'max', 'min', 'any', 'all', 'norm']);
 /** Invocations that keep a large GPU busy; fewer rows than this are split into parts. */
 const BUSY_THREADS = 1 << 17;
@@ -252,7 +268,7 @@ export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, 
   const isF = DTYPES[input.dtype].kind === 'float';
   if (!isF && (kind === 'var' || kind === 'logsumexp' || kind === 'norm')) throw new UnsupportedError(kind, `${kind} of ${input.dtype} is not supported on webgpu`);
   const lay = layout ?? { rowStride: n, colStride: 1 };
-  const wgMax = be.wgReduce;
+  const wgMax = forcedReduceWg ?? reduceConfig(be, rows, n, input.dtype);
   const splittable = SPLITTABLE.has(kind);
   const { bufs, temp } = bindings(out.buf as WGBuffer, [input.buf as WGBuffer]);
   const u = new Uint32Array([rows, n, lay.rowStride | 0, lay.colStride | 0, input.offset, out.offset, f32w(params[0] ?? 0), 1]);
@@ -430,14 +446,33 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
   });
 }
 
-function gemmTile(m: number, n: number): GemmTile {
+/** The tiles of the tiled GEMM by name (BM x BN), the autotuner's knob. */
+const GEMM_TILES: Record<string, GemmTile> = {
+  '128x128': { TX: 16, TY: 16, TM: 8, TNV: 2, BK: 16 },
+  '128x64': { TX: 16, TY: 16, TM: 8, TNV: 1, BK: 16 },
+  '64x64': { TX: 16, TY: 16, TM: 4, TNV: 1, BK: 16 },
+  '64x32': { TX: 8, TY: 16, TM: 4, TNV: 1, BK: 16 }, // for 128-invocation devices
+};
+
+function gemmTile(m: number, n: number, k: number, d: DTypeName): GemmTile {
   const maxT = be.isReady ? Math.min(be.info.limits.maxComputeInvocationsPerWorkgroup ?? 256, 256) : 256;
-  if (maxT >= 256 && m >= 512 && n >= 512) return { TX: 16, TY: 16, TM: 8, TNV: 2, BK: 16 }; // 128x128 tiles
-  if (maxT >= 256) return { TX: 16, TY: 16, TM: 4, TNV: 1, BK: 16 }; // 64x64
-  return { TX: 8, TY: 16, TM: 4, TNV: 1, BK: 16 }; // 64x32 for 128-thread devices
+  const fallback = maxT < 256 ? '64x32' : m >= 512 && n >= 512 ? '128x128' : '64x64';
+  return GEMM_TILES[maxT < 256 ? fallback : gemmConfig(be, m, n, k, d, fallback)] ?? GEMM_TILES[fallback]!;
 }
 
-export function webgpuGemm(p: GemmParams): void {
+// The autotuner's scratch GEMM: C[m, n] = A[m, k] B[k, n] at the bucket's sizes (tiled kernel only).
+registerTuneProblem('webgpu.gemm', (b, [m, n, k], d) => {
+  const isz = DTYPES[d].itemsize;
+  const A = b.allocBytes(m! * k! * isz, true), B = b.allocBytes(k! * n! * isz, true), C = b.allocBytes(m! * n! * isz);
+  const ref = (buf: WGBuffer, shape: number[]): StridedRef => ({ buf, dtype: d, shape, strides: [shape[1]!, 1], offset: 0 });
+  const prm = { transA: false, transB: false, m: m!, n: n!, k: k!, alpha: 1, beta: 0, a: ref(A, [m!, k!]), lda: k!, b: ref(B, [k!, n!]), ldb: n!, c: ref(C, [m!, n!]), ldc: n! };
+  return { run: (cfg) => gemmRun(prm, GEMM_TILES[cfg.tile as string]!), dispose: () => { b.free(A); b.free(B); b.free(C); } };
+});
+
+export function webgpuGemm(p: GemmParams): void { gemmRun(p); }
+
+/** The GEMM; `tile` forces the tiled kernel with that tile (the autotuner's candidates). */
+function gemmRun(p: GemmParams, tile?: GemmTile): void {
   const d = p.c.dtype;
   if ((d !== 'float32' && d !== 'float16' && d !== 'bfloat16') || p.a.dtype !== d || p.b.dtype !== d) {
     checkWgslDType('matmul', d);
@@ -447,8 +482,8 @@ export function webgpuGemm(p: GemmParams): void {
   if (batch === 0 || p.m === 0 || p.n === 0) return;
   const { bufs, idx, temp } = bindings(p.c.buf as WGBuffer, [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
   // tensor cores (subgroup matrices) where the device has a validated plan and the product is not tiny
-  const smm = p.m * p.n * p.k >= 1 << 18 ? smmProgram(d, p.transA, p.transB, idx[0]!, idx[1]!) : null;
-  const t = gemmTile(p.m, p.n);
+  const smm = !tile && p.m * p.n * p.k >= 1 << 18 ? smmProgram(d, p.transA, p.transB, idx[0]!, idx[1]!) : null;
+  const t = tile ?? gemmTile(p.m, p.n, p.k, d);
   const BM = smm ? smm.BM : t.TY * t.TM, BN = smm ? smm.BN : t.TX * 4 * t.TNV;
   const prog = smm ? smm.prog : gemmProgram(d, p.transA, p.transB, t, idx[0]!, idx[1]!);
   const gx = Math.ceil(p.n / BN), gy = Math.ceil(p.m / BM);

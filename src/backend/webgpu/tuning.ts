@@ -11,7 +11,7 @@
 // with timestamp queries when the device has them (the span of a batch of its dispatches), else the
 // wall clock of a batch and a wait. The first sweep of a process says so once on stderr (the tuner).
 
-import { defineSpace, prune, tune, autotuneMode, bucketSize, configKey, defaultCache, type Config, type ConfigSpace } from '../../autotune/index.js';
+import { defineSpace, prune, tune, autotuneMode, bucketSize, configKey, defaultCache, shapeBucket, type Config, type ConfigSpace } from '../../autotune/index.js';
 import type { DTypeName } from '../../dtype/dtypes.js';
 import type { WebGPUBackend } from './backend.js';
 
@@ -45,10 +45,10 @@ export const GEMM_SPACE = defineSpace({
   },
 });
 
-/** A scratch problem of a space at (size bucket, dtype): `run(cfg)` records one dispatch. */
+/** A scratch problem of a space at (shape bucket, dtype): `run(cfg)` records one dispatch. */
 export interface TuneProblem { run(cfg: Config): void; dispose(): void }
-/** Builds the scratch problem of a kernel (registered by the kernel's module, so no import cycle). */
-export type ProblemMaker = (be: WebGPUBackend, size: number, dtype: DTypeName) => TuneProblem;
+/** Builds the scratch problem of a kernel (registered by the kernel's module, so no import cycle); `shape` is bucketed. */
+export type ProblemMaker = (be: WebGPUBackend, shape: number[], dtype: DTypeName) => TuneProblem;
 const makers = new Map<string, ProblemMaker>();
 export function registerTuneProblem(space: string, make: ProblemMaker): void { makers.set(space, make); }
 
@@ -76,12 +76,13 @@ export class WebGPUTuning {
   }
 
   /**
-   * The configuration of `space` for a problem of `size` elements of `dtype`: memo, then the caches;
-   * `fallback` (the untuned default) for small problems, in mode off, or while a sweep is pending.
+   * The configuration of `space` for a problem of `dims` (e.g. [n], [rows, cols], [m, n, k]) of `dtype`:
+   * memo, then the caches; `fallback` (the untuned default) for small problems (fewer than
+   * TUNE_MIN_ELEMENTS in `size`), in mode off, or while a sweep is pending.
    */
-  config(space: ConfigSpace, size: number, dtype: DTypeName, fallback: Config): Config {
+  config(space: ConfigSpace, dims: number[], dtype: DTypeName, fallback: Config, size = dims.reduce((a, b) => a * b, 1)): Config {
     if (size < TUNE_MIN_ELEMENTS || !this.be.isReady) return fallback;
-    const shape = String(bucketSize(size));
+    const shape = shapeBucket(dims);
     const mk = `${space.name}|${shape}|${dtype}`;
     const hit = this.memo.get(mk);
     if (hit) return hit;
@@ -95,7 +96,7 @@ export class WebGPUTuning {
     if (found) { this.memo.set(mk, found); return found; }
     if (mode === 'cached' || !makers.has(space.name) || cands.length === 0) { this.memo.set(mk, fallback); return fallback; }
     if (!this.pending.has(mk)) {
-      const bucket = bucketSize(size);
+      const bucket = dims.map(bucketSize);
       const job = this.chain.then(() => this.sweep(space, bucket, dtype, fallback, cands, key, mk)).catch(() => { this.memo.set(mk, fallback); });
       this.chain = job;
       this.pending.set(mk, job);
@@ -108,7 +109,7 @@ export class WebGPUTuning {
     while (this.pending.size) await Promise.allSettled([...this.pending.values()]);
   }
 
-  private async sweep(space: ConfigSpace, bucket: number, dtype: DTypeName, fallback: Config, cands: Config[],
+  private async sweep(space: ConfigSpace, bucket: number[], dtype: DTypeName, fallback: Config, cands: Config[],
     key: { shape: string; dtype: string; device: string }, mk: string): Promise<void> {
     // after the caller's current recording (the sweep's dispatches then follow it in order)
     await new Promise((r) => setTimeout(r, 0));
@@ -154,6 +155,18 @@ export class WebGPUTuning {
 /** Elementwise launch configuration for a vectorized problem of n elements. */
 export function elementwiseConfig(be: WebGPUBackend, n: number, dtype: DTypeName): { wg: number; vpt: number } {
   const fallback = { wg: be.wgElementwise, vpt: 1 };
-  const c = be.tuning ? be.tuning.config(EW_SPACE, n, dtype, fallback) : fallback;
+  const c = be.tuning ? be.tuning.config(EW_SPACE, [n], dtype, fallback) : fallback;
   return { wg: c.wg as number, vpt: c.vpt as number };
+}
+
+/** Workgroup size of the row reductions for [rows, n] (the tree's width: it can move bits). */
+export function reduceConfig(be: WebGPUBackend, rows: number, n: number, dtype: DTypeName): number {
+  const fallback = { wg: be.wgReduce };
+  return (be.tuning ? be.tuning.config(REDUCE_SPACE, [rows, n], dtype, fallback) : fallback).wg as number;
+}
+
+/** Output tile (BM x BN) of the tiled GEMM for m x n x k. */
+export function gemmConfig(be: WebGPUBackend, m: number, n: number, k: number, dtype: DTypeName, fallback: string): string {
+  const f = { tile: fallback };
+  return (be.tuning ? be.tuning.config(GEMM_SPACE, [m, n, k], dtype, f) : f).tile as string;
 }
