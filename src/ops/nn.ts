@@ -11,7 +11,7 @@ import { DTYPES, dtypeName, isFloat, type DTypeLike, type DTypeName } from '../d
 import { promoteTypes } from '../dtype/promotion.js';
 import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import { broadcastShapes, broadcastStrides, fmtShape, normDim, numelOf } from '../tensor/shape.js';
-import { kernel } from '../backend/registry.js';
+import { hasKernel, kernel } from '../backend/registry.js';
 import { backendFor, type StridedRef } from '../backend/backend.js';
 import { Expr } from '../ir/expr.js';
 import { def, float, scalarNumber, type ScalarLike } from './registry.js';
@@ -649,6 +649,74 @@ export function _setAttentionBlock(scores: number, causalRows = CAUSAL_ROWS): [n
   return old;
 }
 
+/**
+ * The rule for the fused 'attention' kernel (src/backend/cuda/attention_kernels.ts): head dim 64 or 128
+ * (query/key and value alike); float16/bfloat16 for any length, float32 only for decode (at most
+ * FUSED_DECODE_ROWS query rows per key/value head); bool or float masks; GQA with equal key/value heads.
+ * Anything else (float64, other head dims, empty inputs) takes the composed path.
+ */
+const FUSED_HEAD_DIMS = [64, 128];
+const FUSED_DECODE_ROWS = 16;
+
+/** Merges the leading dims of a view into one (stride of the merged dim), or null when their strides do not allow it. */
+function mergedStride(shape: readonly number[], strides: readonly number[], n: number): number | null {
+  let st: number | null = null, span = 1;
+  for (let d = n - 1; d >= 0; d--) {
+    if (shape[d] === 1) continue;
+    if (st === null) st = strides[d]!;
+    else if (strides[d] !== st * span) return null;
+    span *= shape[d]!;
+  }
+  return st ?? 0;
+}
+
+function fusedAttention(op: string, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | undefined, causal: boolean, scale: number, gqa: boolean): Tensor | null {
+  if (!hasKernel('attention', q.device.type)) return null;
+  const dt = q.dt, nd = (t: Tensor, i: number): number => t.shape[t.ndim - i]!;
+  const L = nd(q, 2), E = nd(q, 1), S = nd(k, 2);
+  if (!FUSED_HEAD_DIMS.includes(E) || nd(v, 1) !== E || L === 0 || S === 0) return null;
+  if (dt !== 'float16' && dt !== 'bfloat16' && dt !== 'float32') return null;
+  // heads: grouped (enable_gqa with 3-D+ inputs) or matmul-style broadcast of all leading dims
+  let outer: number[], H: number, Hk: number, noHeads = false;
+  const grouped = gqa && q.ndim >= 3 && k.ndim >= 3 && v.ndim >= 3;
+  if (grouped) {
+    H = nd(q, 3); Hk = nd(k, 3);
+    if (nd(v, 3) !== Hk || H % Hk !== 0) return null;
+    outer = broadcastShapes(op, q.shape.slice(0, -3), k.shape.slice(0, -3), v.shape.slice(0, -3));
+  } else {
+    const full = broadcastShapes(op, q.shape.slice(0, -2), k.shape.slice(0, -2), v.shape.slice(0, -2));
+    outer = full.slice(0, -1); H = Hk = full.length ? full[full.length - 1]! : 1; noHeads = full.length === 0;
+  }
+  const rep = H / Hk;
+  if (dt === 'float32' && rep * L > FUSED_DECODE_ROWS) return null;
+  const B = numelOf(outer), nO = outer.length;
+  const scoreShape = [...outer, H, L, S];
+  const vec = 16 / DTYPES[dt].itemsize; // the kernels load 16-byte vectors of rows
+  const temps: Tensor[] = [];
+  /** `t` expanded to [...outer, heads, rows, E] as a 4-D ref [B, heads, rows, E]: a view when strides allow, else a contiguous copy. */
+  const ref4 = (t: Tensor, heads: number, rows: number): StridedRef => {
+    let te = t.expand([...outer, heads, rows, E]);
+    const aligned = (x: Tensor): boolean => x.strides[nO + 2] === 1 && x.offset % vec === 0 && x.strides.slice(0, nO + 2).every((s) => s % vec === 0);
+    let sb = mergedStride(te.shape, te.strides, nO);
+    if (sb === null || !aligned(te)) { te = te.contiguous(); temps.push(te); sb = mergedStride(te.shape, te.strides, nO)!; }
+    return { ...te.ref(), shape: [B, heads, rows, E], strides: [sb, te.strides[nO]!, te.strides[nO + 1]!, 1] };
+  };
+  const out = Tensor.empty([...outer, H, L, E], dt, q.device, false);
+  let maskRef: StridedRef | undefined;
+  if (mask) {
+    if (mask.ndim > scoreShape.length) return null; // the composed path raises the error
+    broadcastShapes(op, mask.shape, scoreShape);
+    let ms = broadcastStrides(mask.shape, mask.strides, scoreShape);
+    let sb = mergedStride(scoreShape, ms, nO);
+    let mt = mask;
+    if (sb === null) { mt = mask.expand(scoreShape).contiguous(); temps.push(mt); ms = [...mt.strides]; sb = mergedStride(scoreShape, ms, nO)!; }
+    maskRef = { ...mt.ref(), shape: [B, H, L, S], strides: [sb, ms[nO]!, ms[nO + 1]!, ms[nO + 2]!] };
+  }
+  kernel('attention', q.device, op)({ q: ref4(q, H, L), k: ref4(k, Hk, S), v: ref4(v, Hk, S), out: { ...out.ref(), shape: [B, H, L, E], strides: [H * L * E, L * E, E, 1] }, mask: maskRef, causal, scale, rep });
+  for (const t of temps) t.dispose();
+  return noHeads ? out.view([L, E]) : out; // 2-D inputs: no head dim in the output
+}
+
 export const scaled_dot_product_attention = defOp('nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False)', (a) => {
   const op = 'nn.functional.scaled_dot_product_attention';
   const q = asT(op, a.query, 'query'), k = asT(op, a.key, 'key'), v = asT(op, a.value, 'value');
@@ -672,6 +740,10 @@ export const scaled_dot_product_attention = defOp('nn.functional.scaled_dot_prod
   if (Ek !== E) throw new ShapeError(op, `query and key must have the same embedding dim, got ${E} and ${Ek} (shapes ${fmtShape(q.shape)}, ${fmtShape(k.shape)})`);
   if (Sv !== S) throw new ShapeError(op, `key and value must have the same sequence length, got ${S} and ${Sv} (shapes ${fmtShape(k.shape)}, ${fmtShape(v.shape)})`);
   const scale = a.scale === null ? 1 / Math.sqrt(E) : num(a.scale);
+
+  // A device's fused kernel ('attention': no L×S score matrix) where it covers the case, else the composed path.
+  const fused = fusedAttention(op, q, k, v, mask ?? undefined, !!a.is_causal, scale, !!a.enable_gqa);
+  if (fused) return fused;
 
   // Grouped-query attention: query heads h = g·rep + r share key/value head g. The rep·L query rows of a
   // group are contiguous, so each group is one (rep·L × E)·(E × S) product: no key/value repeat.

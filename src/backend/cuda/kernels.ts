@@ -19,6 +19,7 @@ import { installCudaPoolKernels } from './pool_kernels.js';
 import { installCudaResampleKernels } from './resample_kernels.js';
 import { installCudaFftKernels } from './fft_kernels.js';
 import { installCudaLossKernels } from './loss_kernels.js';
+import { installCudaAttentionKernels } from './attention_kernels.js';
 import { cudaGemv } from './gemv_kernels.js';
 
 let be: CudaBackend;
@@ -35,6 +36,7 @@ export function installCudaKernels(backend: CudaBackend): void {
   installCudaResampleKernels(backend);
   installCudaFftKernels(backend);
   installCudaLossKernels(backend);
+  installCudaAttentionKernels(backend);
   setStagingProvider('cuda', hostStaged);
 }
 

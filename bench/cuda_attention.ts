@@ -1,0 +1,68 @@
+// Fused scaled_dot_product_attention on the CUDA backend against PyTorch's SDPA in the same run:
+// prefill (causal and not, bf16/f16, head dim 128/64) in TFLOP/s (causal counts half the L x S
+// products, as FlashAttention does) and decode (1 query row, long KV) in GB/s of K/V read.
+// Run: node dist/bench/cuda_attention.js   (NBX_CACHE_DIR=<fresh dir> to watch the tuning sweep)
+import { execFileSync } from 'node:child_process';
+import * as nbx from '../src/index.js';
+import { timeCuda } from './gpu_timing.js';
+
+const F = nbx.nn.functional as unknown as Record<string, (...a: unknown[]) => nbx.Tensor>;
+
+interface Case { name: string; B: number; H: number; Hk: number; L: number; S: number; D: number; causal: boolean; dt: 'bfloat16' | 'float16'; decode: boolean }
+const CASES: Case[] = [
+  { name: 'prefill causal B4 H32 L4096 D128', B: 4, H: 32, Hk: 32, L: 4096, S: 4096, D: 128, causal: true, dt: 'bfloat16', decode: false },
+  { name: 'prefill B4 H32 L4096 D128', B: 4, H: 32, Hk: 32, L: 4096, S: 4096, D: 128, causal: false, dt: 'bfloat16', decode: false },
+  { name: 'prefill causal B8 H16 L1024 D128 (mid)', B: 8, H: 16, Hk: 16, L: 1024, S: 1024, D: 128, causal: true, dt: 'bfloat16', decode: false },
+  { name: 'prefill causal B4 H32 L2048 D64 f16', B: 4, H: 32, Hk: 32, L: 2048, S: 2048, D: 64, causal: true, dt: 'float16', decode: false },
+  { name: 'prefill causal GQA B4 H32/8 L4096 D128', B: 4, H: 32, Hk: 8, L: 4096, S: 4096, D: 128, causal: true, dt: 'bfloat16', decode: false },
+  { name: 'decode B1 H32 S32768 D128', B: 1, H: 32, Hk: 32, L: 1, S: 32768, D: 128, causal: false, dt: 'bfloat16', decode: true },
+  { name: 'decode B4 H32 S32768 D128', B: 4, H: 32, Hk: 32, L: 1, S: 32768, D: 128, causal: false, dt: 'bfloat16', decode: true },
+  { name: 'decode GQA B4 H32/8 S32768 D128', B: 4, H: 32, Hk: 8, L: 1, S: 32768, D: 128, causal: false, dt: 'bfloat16', decode: true },
+  { name: 'decode B8 H32 S4096 D128 (mid)', B: 8, H: 32, Hk: 32, L: 1, S: 4096, D: 128, causal: false, dt: 'bfloat16', decode: true },
+];
+
+const flops = (c: Case): number => 4 * c.B * c.H * c.L * c.S * c.D / (c.causal ? 2 : 1);
+const kvBytes = (c: Case): number => 2 * c.B * c.Hk * c.S * c.D * 2;
+const rate = (c: Case, s: number): string => (c.decode ? `${(kvBytes(c) / s / 1e9).toFixed(0)} GB/s` : `${(flops(c) / s / 1e12).toFixed(1)} TFLOP/s`);
+
+const PEER = String.raw`
+import torch, json, time, sys
+import torch.nn.functional as F
+cases = json.loads(sys.argv[1])
+def t(fn, reps):
+    fn(); torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps): fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / reps
+out = {}
+for c in cases:
+    dt = torch.bfloat16 if c['dt'] == 'bfloat16' else torch.float16
+    q = torch.randn(c['B'], c['H'], c['L'], c['D'], device='cuda', dtype=dt)
+    k = torch.randn(c['B'], c['Hk'], c['S'], c['D'], device='cuda', dtype=dt)
+    v = torch.randn(c['B'], c['Hk'], c['S'], c['D'], device='cuda', dtype=dt)
+    g = c['Hk'] != c['H']
+    out[c['name']] = t(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=c['causal'], enable_gqa=g), 20 if c['decode'] else 10)
+print(json.dumps(out))
+`;
+
+let peer: Record<string, number> = {};
+try { peer = JSON.parse(execFileSync('python3', ['-c', PEER, JSON.stringify(CASES)], { encoding: 'utf8' })) as Record<string, number>; } catch (e) { process.stderr.write(`PyTorch peer failed: ${(e as Error).message.slice(0, 300)}\n`); }
+
+const lines = ['| attention (bf16 unless noted) | nbx | PyTorch SDPA | nbx vs PyTorch |', '| --- | ---: | ---: | ---: |'];
+for (const c of CASES) {
+  const o = { device: 'cuda', dtype: c.dt };
+  const q = nbx.randn([c.B, c.H, c.L, c.D], o), k = nbx.randn([c.B, c.Hk, c.S, c.D], o), v = nbx.randn([c.B, c.Hk, c.S, c.D], o);
+  let line: string;
+  try {
+    const s = await timeCuda(() => F.scaled_dot_product_attention!(q, k, v, { is_causal: c.causal, enable_gqa: c.Hk !== c.H }).dispose(), c.decode ? 20 : 10);
+    const p = peer[c.name];
+    line = `| ${c.name} | ${rate(c, s)} | ${p ? rate(c, p) : '-'} | ${p ? `${((p / s) * 100).toFixed(1)}%` : '-'} |`;
+  } catch (e) {
+    line = `| ${c.name} | FAILED: ${(e as Error).message.slice(0, 200).replace(/\|/g, '/')} | | |`;
+  }
+  lines.push(line);
+  process.stderr.write(`${line}\n`);
+  q.dispose(); k.dispose(); v.dispose();
+}
+process.stdout.write(`${lines.join('\n')}\n`);
