@@ -27,9 +27,9 @@ st() { # name timeout command...: runs, logs to $L/name.log, records rc and seco
 EW='^(Tensor.masked_fill|Tensor.to|abs|add|addcdiv|addcmul|atan2|bitwise_and|bitwise_left_shift|bitwise_not|bitwise_or|bitwise_right_shift|bitwise_xor|ceil|clamp|clamp_min|copysign|cos|div|eq|erf|exp|exp2|expm1|floor|floor_divide|fmod|ge|gt|hypot|isfinite|isinf|isnan|isneginf|isposinf|le|lerp|log|log1p|logical_and|logical_not|logical_or|logical_xor|lt|maximum|minimum|mul|nan_to_num|ne|neg|nn.functional.celu|nn.functional.elu|nn.functional.gelu|nn.functional.hardsigmoid|nn.functional.hardswish|nn.functional.hardtanh|nn.functional.leaky_relu|nn.functional.logsigmoid|nn.functional.mish|nn.functional.relu|nn.functional.selu|nn.functional.silu|nn.functional.softplus|nn.functional.threshold|pow|reciprocal|remainder|round|rsqrt|sigmoid|sign|sin|sqrt|square|sub|tan|tanh|trunc|where|xlogy)/'
 
 SECONDS=0
-st sweep 40 node scripts/ew-sweep.mjs "$L"
+st sweep 35 node scripts/ew-sweep.mjs "$L"
 st bench1 25 node dist/bench/cuda.js --only ew
-st tests 30 node --test dist/test/cuda_ew.test.js
+st tests 40 node --test dist/test/cuda_ew.test.js
 st conf 20 env NBX_CUDA_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda --filter "$EW"
 if (( SECONDS < 88 )); then st bench2 $(( 116 - SECONDS )) node dist/bench/cuda.js --only ew; else echo "bench2 skipped (${SECONDS}s used)" | tee -a "$L/summary.txt"; fi
 
