@@ -137,7 +137,7 @@ fn nbx_norm_final(a: f32) -> f32 {
  * How a reduction kernel covers the rows: a workgroup per row (a fixed-order tree over its threads) or
  * a thread per row (short or vertical rows); `phase` splits long rows in two passes: 'partial' reduces
  * part `part` of row r into a raw accumulator, 'merge' reduces those (its n is the number of parts, word 7
- * the row length a mean divides by). `vec`: 16-byte loads along contiguous rows of a 4-byte dtype.
+ * the row length a mean divides by). `vec`: 16-byte loads along contiguous rows (4 words of any dtype).
  */
 interface RedPlan { mode: 'wg' | 'thread'; phase: 'full' | 'partial' | 'merge'; vec: boolean; wg: number }
 
@@ -147,6 +147,7 @@ interface RedPlan { mode: 'wg' | 'thread'; phase: 'full' | 'partial' | 'merge'; 
  */
 function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, plan: RedPlan): Program {
   const { mode, phase, vec, wg } = plan;
+  const k = perWord(inD), E = 4 * k;
   const key = `red|${kind}|${inD}|${outD}|${mode}|${phase}|${vec}|${wg}`;
   const isF = DTYPES[inD].kind === 'float';
   const T = isF ? 'f32' : 'i32', accD: DTypeName = isF ? 'float32' : 'int32';
@@ -216,16 +217,17 @@ ${kind === 'norm' ? NORM_FNS : ''}`;
         ? `let gi = ${id}; if (gi >= rows * parts) { return; }
   let r = ${mode === 'thread' ? 'gi % rows' : 'gi / parts'}; let part = ${mode === 'thread' ? 'gi / rows' : 'gi % parts'};
   let pi = ${mode === 'thread' ? 'part * rows + r' : 'r * parts + part'};
-  let chunk = ${vec ? '(((n + parts - 1u) / parts) + 3u) & ~3u' : '(n + parts - 1u) / parts'};
+  let chunk = ${vec ? `(((n + parts - 1u) / parts) + ${E - 1}u) & ~${E - 1}u` : '(n + parts - 1u) / parts'};
   let j0 = min(n, part * chunk); let j1 = min(n, j0 + chunk);`
         : `let r = ${id}; if (r >= rows) { return; }
   let j0 = 0u; let j1 = n;`;
       const enter = (x: string): string => `acc = nbx_merge(acc, nbx_enter(${x}));`;
-      const lanes = (v: string): string => [0, 1, 2, 3].map((l) => enter(`bitcast<${T}>(${v}[${l}])`)).join(' ');
+      // a vec4<u32> holds E elements: element l in word l/k at part l%k
+      const lanes = (v: string): string => [...Array(E).keys()].map((l) => enter(R.fromWord(inD, `${v}[${Math.floor(l / k)}]`, l % k))).join(' ');
       const first = mode === 'thread' ? '' : 'lid', step = mode === 'thread' ? '1u' : `${wg}u`;
       const loop = vec
-        ? `let vb = u32(base) >> 2u;
-  for (var j = j0 / 4u${first ? ` + ${first}` : ''}; j < j1 / 4u; j += ${step}) { let v = b2[vb + j]; ${lanes('v')} }`
+        ? `let vb = u32(base) / ${E}u;
+  for (var j = j0 / ${E}u${first ? ` + ${first}` : ''}; j < j1 / ${E}u; j += ${step}) { let v = b2[vb + j]; ${lanes('v')} }`
         : `for (var j = j0${first ? ` + ${first}` : ''}; j < j1; j += ${step}) { ${enter(load(at('j')))} }`;
       if (mode === 'wg') fns += `\nvar<workgroup> sh: array<${T}, ${wg}>;`;
       body = `${head}
@@ -274,9 +276,10 @@ export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, 
   const u = new Uint32Array([rows, n, lay.rowStride | 0, lay.colStride | 0, input.offset, out.offset, f32w(params[0] ?? 0), 1]);
   // thread per row for vertical layouts (consecutive threads read consecutive rows) and tiny rows
   const byThread = (lay.rowStride === 1 && lay.colStride !== 1 && rows >= 64) || (n <= 32 && rows >= 1024);
-  const vec = !byThread && splittable && perWord(input.dtype) === 1 && lay.colStride === 1 && n % 4 === 0
-    && lay.rowStride % 4 === 0 && input.offset % 4 === 0;
-  const wgFor = (len: number): number => Math.max(32, Math.min(wgMax, nextPow2(vec ? len / 4 : len)));
+  // 16-byte loads along contiguous rows: E elements of any width (4 floats, 8 halves, 16 bytes) per load
+  const E = 4 * perWord(input.dtype);
+  const vec = !byThread && splittable && lay.colStride === 1 && n % E === 0 && lay.rowStride % E === 0 && input.offset % E === 0;
+  const wgFor = (len: number): number => Math.max(32, Math.min(wgMax, nextPow2(vec ? len / E : len)));
   // parts per row when the rows alone cannot keep the device busy
   const parts = !splittable ? 1 : byThread
     ? Math.min(Math.ceil(BUSY_THREADS / rows), Math.floor(n / 16))
