@@ -30,8 +30,8 @@ SECONDS=0
 st sweep 35 node scripts/ew-sweep.mjs "$L"
 st bench1 25 node dist/bench/cuda.js --only ew
 st tests 40 node --test dist/test/cuda_ew.test.js
-st conf 20 env NBX_CUDA_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda --filter "$EW"
-if (( SECONDS < 88 )); then st bench2 $(( 116 - SECONDS )) node dist/bench/cuda.js --only ew; else echo "bench2 skipped (${SECONDS}s used)" | tee -a "$L/summary.txt"; fi
+st conf $(( SECONDS < 80 ? 110 - SECONDS : 30 )) env NBX_CUDA_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda --filter "$EW"
+if (( SECONDS < 85 )); then st bench2 $(( 116 - SECONDS )) node dist/bench/cuda.js --only ew; else echo "bench2 skipped (${SECONDS}s used)" | tee -a "$L/summary.txt"; fi
 
 echo "== summary"; cat "$L/summary.txt"
 echo "== sweep (tail)"; tail -n 30 "$L/sweep.log"
