@@ -4,13 +4,17 @@
 //   scatter         deterministic, bit-identical in order to the CPU: an output slot is written only by
 //                   the index positions of one "column" (every coordinate but `dim`), so a thread per
 //                   column applies them in index order (overwrite: the last write wins; reductions in
-//                   order; mean counts in a scratch word per slot, divided by the same thread).
+//                   order; mean counts in a scratch word per slot, divided by the same thread). Few long
+//                   columns take parallel passes: last-writer-wins through atomicMax of the position
+//                   (overwrite), integer reductions through compare-exchange (exact in any order).
 //   linear_index    a thread per position (int32 output: WGSL has no int64).
 //   nonzero, masked_select, masked_scatter: stream compaction (per-workgroup counts, a one-workgroup
-//                   scan, an ordered emit), positions row-major as on the CPU.
+//                   scan, an ordered emit), positions row-major as on the CPU. (The op layer sizes their
+//                   outputs from an int64 count read back synchronously, so on webgpu it stops before
+//                   them with DeviceLimitError; the kernels serve callers that know the count.)
 // Index values are int32 (WGSL has no int64; an int64 index tensor cannot live on webgpu at all).
 // Index errors: WebGPU cannot read back synchronously, so a kernel records the first failing position
-// (atomicMax of ~pos, as CUDA), a one-thread pass of the same kernel fetches that position's index value,
+// (atomicMax of ~pos, as CUDA), a report pass of the same kernel stores that position's index value,
 // and a host step after them raises the CPU kernel's IndexError: like any device fault it surfaces at the
 // next read (`await t.data()`), as host staging did. Packed 8/16-bit outputs are written through atomic
 // and/or on their word (neighbouring elements belong to other threads).
