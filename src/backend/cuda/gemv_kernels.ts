@@ -87,7 +87,8 @@ export function gemvNkSource(d: GemvDType, mr: number, cols: number): { src: str
   }
   if (vec) {
     const long long kv = k / ${V};
-    for (long long q = lane; q < kv; q += 32) {
+    #pragma unroll 2
+    for (long long q = lane; q < kv; q += 32) { // unrolled: more 16-byte loads in flight per lane
       float w[${cols}][${V}];
       #pragma unroll
       for (int c = 0; c < ${cols}; c++) {
