@@ -7,7 +7,7 @@
 
 import { Expr } from '../../ir/expr.js';
 import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import { WGSL as R, perWord, wgslPrelude, checkWgslDType } from '../../ir/render_wgsl.js';
+import { WGSL as R, perWord, wgslPrelude, checkWgslDType, WGSL_DTYPES } from '../../ir/render_wgsl.js';
 import { DeviceLimitError } from '../../errors.js';
 import type { StridedRef } from '../backend.js';
 import { coalesce } from '../cpu/elementwise.js';
@@ -179,21 +179,47 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
 
 const cache = new Map<string, Program>();
 
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+/** Row-major contiguous (dimensions of size 1 may have any stride). */
+function isContiguous(shape: readonly number[], strides: readonly number[]): boolean {
+  let acc = 1;
+  for (let d = shape.length - 1; d >= 0; d--) {
+    if (shape[d] !== 1 && strides[d] !== acc) return false;
+    acc *= shape[d]!;
+  }
+  return true;
+}
+
 /**
  * Evaluates `expr` for every element of `out` (any strides when `outStrided`, else contiguous from its
  * offset), inputs broadcast to out's shape, on the recorded command list.
  */
 export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef, outStrided = false,
   force?: { wg: number; vpt: number }): void {
-  for (const r of [...ins, out]) checkWgslDType('elementwise', r.dtype);
+  checkWgslDType('elementwise', out.dtype);
+  for (const r of ins) if (!WGSL_DTYPES.has(r.dtype)) checkWgslDType('elementwise', r.dtype);
   const shape = out.shape;
-  const n = shape.reduce((a, b) => a * b, 1);
+  let n = 1;
+  for (const d of shape) n *= d;
   if (n === 0) return;
-  const bs = ins.map((r) => broadcastStrides(r.shape, r.strides, shape));
-  let outStrides: number[] = [];
-  if (outStrided) outStrides = [...out.strides];
-  else { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
-  const { shape: cs, strides: cst } = coalesce(shape, [outStrides, ...bs]);
+  // the common case of small op chains without the general broadcast/coalesce work: every input one
+  // element or contiguous at out's shape, out contiguous
+  let cs: number[], cst: number[][];
+  const quick = !outStrided && ins.every((r) => r.strides.every((st, d) => r.shape[d] === 1) || (sameShape(r.shape, shape) && isContiguous(r.shape, r.strides)));
+  if (quick) {
+    cs = [n];
+    cst = [[1], ...ins.map((r) => [r.shape.length === shape.length && n > 1 && !r.shape.every((d) => d === 1) ? 1 : 0])];
+  } else {
+    const bs = ins.map((r) => broadcastStrides(r.shape, r.strides, shape));
+    let outStrides: number[] = [];
+    if (outStrided) outStrides = [...out.strides];
+    else { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
+    ({ shape: cs, strides: cst } = coalesce(shape, [outStrides, ...bs]));
+  }
   const outContig = cs.length <= 1 && (cst[0]![0] ?? 1) === 1;
   const oStrided = outStrided && !outContig;
   const flat = !oStrided && cs.length <= 1 && cst.slice(1).every((s) => (s[0] ?? 0) === 0 || s[0] === 1);
