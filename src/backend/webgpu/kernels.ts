@@ -258,7 +258,7 @@ registerTuneProblem('webgpu.reduce', (b, [rows, n], d) => {
 
 const SPLITTABLE = new Set<ReduceKind>(['sum', 'mean', 'prod', 'max', 'min', 'any', 'all', 'norm']);
 /** Invocations that keep a large GPU busy; fewer rows than this are split into parts. */
-const BUSY_THREADS = 1 << 17;
+const BUSY_THREADS = 1 << 19; // an H200 holds 132 SMs x 2048 resident invocations: fill it twice over
 
 export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
   outIndex?: StridedRef, layout?: RowLayout): void {
