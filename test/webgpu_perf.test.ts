@@ -1,0 +1,109 @@
+// WebGPU fast paths (issue #8): 16-byte elementwise and reduction accesses for every element width,
+// with offsets and broadcast scalars, against the CPU; launch configuration lookup (NBX_AUTOTUNE=off
+// gives the default, the cache key names the adapter); and the subgroup-matrix GEMM's WGSL, compiled
+// on Dawn's null backend (which accepts the feature) so its spelling is checked even without a GPU.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as nbx from '../src/index.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+import type { DTypeName } from '../src/dtype/dtypes.js';
+import { EW_SPACE, TUNE_MIN_ELEMENTS } from '../src/backend/webgpu/tuning.js';
+import { smmSource, type SmmPlan } from '../src/backend/webgpu/gemm_smm.js';
+
+// no background sweeps (nor cache writes) from a test run
+process.env.NBX_AUTOTUNE ??= 'off';
+const probe = await nbx.webgpu.probe();
+const skip = probe.available ? false : `no WebGPU adapter (${probe.reason})`;
+if (skip) process.stdout.write(`# webgpu_perf tests NOT RUN: ${skip}\n`);
+const it = (name: string, fn: () => Promise<void>): void => { test(name, { skip }, fn); };
+
+/** Values suited to `dtype`, deterministic. */
+function data(n: number, dtype: DTypeName): Tensor {
+  const v: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const r = ((i * 2654435761) % 4294967296) / 4294967296;
+    v.push(dtype === 'bool' ? (r > 0.5 ? 1 : 0) : dtype === 'uint8' ? Math.floor(r * 256) : dtype === 'int8' ? Math.floor(r * 256) - 128
+      : dtype.startsWith('int') ? Math.floor(r * 2000) - 1000 : Math.round((r * 8 - 4) * 1000) / 1000);
+  }
+  return nbx.tensor(v, { dtype });
+}
+
+async function same(got: Tensor, want: Tensor, what: string, tol = 0): Promise<void> {
+  const g = Float64Array.from(await got.copyAs('float32').data() as Float32Array), w = Float64Array.from(want.copyAs('float32').dataSync() as Float32Array);
+  assert.equal(g.length, w.length, `${what}: length`);
+  for (let i = 0; i < w.length; i++) {
+    const ok = Number.isNaN(w[i]!) ? Number.isNaN(g[i]!) : Math.abs(g[i]! - w[i]!) <= tol * (Math.abs(w[i]!) + 1);
+    assert.ok(ok, `${what}[${i}]: got ${g[i]}, want ${w[i]}`);
+  }
+}
+
+it('16-byte elementwise path: every element width, offset views, broadcast scalars, casts', async () => {
+  for (const dt of ['float32', 'float16', 'bfloat16', 'int8', 'uint8', 'int16', 'int32'] as DTypeName[]) {
+    for (const [n, off] of [[4096, 0], [4096, 32], [2048, 16], [3000, 0]] as const) {
+      const base = data(n + off + 64, dt);
+      const a = base.narrow(0, off, n), b = nbx.flip(base, [0]).narrow(0, off, n);
+      const ag = base.to('webgpu').narrow(0, off, n), bg = nbx.flip(base, [0]).to('webgpu').narrow(0, off, n);
+      const s = nbx.full([1], 3, { dtype: dt });
+      await same(nbx.add(ag, bg), nbx.add(a, b), `${dt} add n=${n} off=${off}`);
+      await same(nbx.mul(ag, s.to('webgpu')), nbx.mul(a, s), `${dt} mul by a 1-element tensor`);
+      await same(nbx.where(nbx.gt(ag, bg), ag, bg) as Tensor, nbx.where(nbx.gt(a, b), a, b) as Tensor, `${dt} where`);
+      await same(ag.copyAs('float32'), a.copyAs('float32'), `${dt} cast to float32`);
+    }
+  }
+});
+
+it('16-byte reductions along rows: every element width, offsets, split rows', async () => {
+  for (const dt of ['float32', 'float16', 'bfloat16', 'int8', 'int32'] as DTypeName[]) {
+    for (const [r, c, off] of [[4, 4096, 0], [3, 1024, 16], [1, 1 << 17, 0], [64, 96, 32]] as const) {
+      const base = data(r * c + off, dt);
+      const x = base.narrow(0, off, r * c).view(r, c), xg = base.to('webgpu').narrow(0, off, r * c).view(r, c);
+      await same(nbx.amax(xg, -1), nbx.amax(x, -1), `${dt} amax [${r}, ${c}] off=${off}`);
+      if (dt.startsWith('f') || dt === 'bfloat16') {
+        const tol = dt === 'float32' ? 1e-4 : 1e-2;
+        await same(nbx.sum(xg, -1), nbx.sum(x, -1), `${dt} sum [${r}, ${c}] off=${off}`, tol);
+        await same(nbx.sum(xg), nbx.sum(x), `${dt} sum all [${r}, ${c}]`, tol);
+      }
+    }
+  }
+});
+
+it('launch configurations: NBX_AUTOTUNE=off gives the default; the cache key names the backend and adapter', async () => {
+  const info = await nbx.webgpu.init();
+  assert.match(info.tuneKey, /^webgpu\|/);
+  assert.ok(!/\|\|/.test(info.tuneKey), 'no empty parts');
+  const be = nbx.webgpu.backend();
+  const saved = process.env.NBX_AUTOTUNE;
+  process.env.NBX_AUTOTUNE = 'off';
+  try {
+    const cfg = be.tuning!.config(EW_SPACE, [TUNE_MIN_ELEMENTS * 4], 'int16', { wg: 128, vpt: 2 });
+    assert.deepEqual(cfg, { wg: 128, vpt: 2 });
+    assert.deepEqual(be.tuning!.config(EW_SPACE, [16], 'int16', { wg: 64, vpt: 1 }), { wg: 64, vpt: 1 }, 'small problems are not tuned');
+  } finally {
+    if (saved === undefined) delete process.env.NBX_AUTOTUNE; else process.env.NBX_AUTOTUNE = saved;
+  }
+});
+
+test('subgroup-matrix GEMM WGSL compiles (Dawn null backend)', async (t) => {
+  let dev: GPUDevice | undefined;
+  try {
+    const { create } = await import('webgpu' as string) as { create(flags: string[]): GPU };
+    const gpu = create(['backend=null', 'enable-dawn-features=allow_unsafe_apis']);
+    const a = await gpu.requestAdapter();
+    if (a?.features.has('chromium-experimental-subgroup-matrix' as GPUFeatureName) && a.features.has('shader-f16')) {
+      dev = await a.requestDevice({ requiredFeatures: ['chromium-experimental-subgroup-matrix', 'subgroups', 'shader-f16'] as GPUFeatureName[] });
+    }
+  } catch { /* no Dawn here */ }
+  if (!dev) { t.skip('Dawn null backend with subgroup matrices not available'); return; }
+  for (const [d, ct, M, N, K] of [['float32', 'f32', 8, 8, 8], ['float16', 'f16', 16, 16, 16], ['bfloat16', 'f32', 16, 8, 8]] as const) {
+    const plan: SmmPlan = { cfg: { componentType: ct, resultComponentType: 'f32', M, N, K }, ct, rt: 'f32', sg: 32,
+      TM: Math.max(1, Math.floor(32 / M)), TN: Math.max(1, Math.floor(32 / N)), BK: 32 };
+    for (const [ta, tb] of [[false, false], [true, false], [false, true], [true, true]] as const) {
+      const code = smmSource(d, ta, tb, plan, 2, 3, d === 'float32' ? 'wrr' : 'arr');
+      const info = await dev.createShaderModule({ code }).getCompilationInfo();
+      const msgs = info.messages.filter((m) => m.type !== 'info').map((m) => `${m.type} ${m.lineNum}:${m.linePos} ${m.message}`);
+      assert.deepEqual(msgs, [], `${d} transA=${ta} transB=${tb}`);
+    }
+  }
+  dev.destroy();
+});
