@@ -258,6 +258,12 @@ export class WebGPUBackend implements Backend {
     return p;
   }
 
+  /** Waits for everything recorded so far to finish on the GPU, leaving any fault for the user's next read. */
+  async idle(): Promise<void> {
+    await this.flush();
+    await this.queue.onSubmittedWorkDone();
+  }
+
   async synchronize(): Promise<void> {
     await this.flush();
     await this.queue.onSubmittedWorkDone();

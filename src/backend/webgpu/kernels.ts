@@ -486,9 +486,9 @@ function gemmRun(p: GemmParams, tile?: GemmTile): void {
   const { bufs, idx, temp } = bindings(p.c.buf as WGBuffer, [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
   // tensor cores (subgroup matrices) where the device has a validated plan and the product is not tiny
   const smm = !tile && p.m * p.n * p.k >= 1 << 18 ? smmProgram(d, p.transA, p.transB, idx[0]!, idx[1]!) : null;
-  const t = tile ?? gemmTile(p.m, p.n, p.k, d);
-  const BM = smm ? smm.BM : t.TY * t.TM, BN = smm ? smm.BN : t.TX * 4 * t.TNV;
-  const prog = smm ? smm.prog : gemmProgram(d, p.transA, p.transB, t, idx[0]!, idx[1]!);
+  const t = smm ? null : tile ?? gemmTile(p.m, p.n, p.k, d);
+  const BM = t ? t.TY * t.TM : smm!.BM, BN = t ? t.TX * 4 * t.TNV : smm!.BN;
+  const prog = t ? gemmProgram(d, p.transA, p.transB, t, idx[0]!, idx[1]!) : smm!.prog;
   const gx = Math.ceil(p.n / BN), gy = Math.ceil(p.m / BM);
   const maxDim = be.isReady ? be.info.limits.maxComputeWorkgroupsPerDimension ?? 65535 : 65535;
   if (gx > maxDim || gy > maxDim) throw new DeviceLimitError('matmul', `a ${p.m}x${p.n} product needs more than ${maxDim} workgroups along one dimension`);

@@ -128,7 +128,7 @@ export class WebGPUTuning {
   /** Milliseconds per run of `record`: timestamp queries around a batch when available, else the wall clock. */
   private async time(record: () => void): Promise<number> {
     const reps = 8;
-    await this.be.synchronize();
+    await this.be.idle();
     if (this.be.device.features.has('timestamp-query')) {
       const q = (this.query ??= {
         set: this.be.device.createQuerySet({ type: 'timestamp', count: 2 }),
@@ -138,7 +138,7 @@ export class WebGPUTuning {
       this.be.timestamp(q.set, 0);
       for (let i = 0; i < reps; i++) record();
       this.be.timestamp(q.set, 1, q.resolve, q.read);
-      await this.be.synchronize();
+      await this.be.idle();
       await q.read.mapAsync(1);
       const t = new BigInt64Array(q.read.getMappedRange().slice(0));
       q.read.unmap();
@@ -147,7 +147,7 @@ export class WebGPUTuning {
     }
     const t0 = performance.now();
     for (let i = 0; i < reps; i++) record();
-    await this.be.synchronize();
+    await this.be.idle();
     return (performance.now() - t0) / reps;
   }
 }
