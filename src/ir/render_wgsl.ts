@@ -5,7 +5,9 @@
 //   packed four to a word, int16/float16/bfloat16 halves packed two to a word (little-endian, so the
 //   buffer's bytes equal the host storage's bytes and uploads/downloads are plain copies);
 // - float16/bfloat16/float8 compute in f32 and are rounded by exact integer code (no shader-f16 needed);
-// - int64/float64/complex128 cannot be represented: DeviceLimitError, never a silent dtype change.
+// - int64 is emulated exactly: vec2<u32> values, two words of storage (src/ir/wgsl_int64.ts); hand
+//   kernels that do not handle it refuse it (checkWgslDType without `int64`) with DeviceLimitError;
+// - float64/complex128 cannot be represented: DeviceLimitError, never a silent dtype change.
 //
 // WGSL also lets implementations assume floats are finite, and its builtins are loosely specified
 // (sin is only 2^-11 accurate, atan2 4096 ulp, log/sqrt undefined below zero), so NaN/Inf tests are bit
@@ -15,20 +17,22 @@ import { DTYPES, type DTypeName } from '../dtype/dtypes.js';
 import { DeviceLimitError } from '../errors.js';
 import { CLikeRenderer, type Capabilities } from './render_c.js';
 import type { Expr } from './expr.js';
+import { i64FromF32, i64FromI32, i64Literal, i64Node, i64ToBool, i64ToF32, i64ToI32, INT64_PRELUDE } from './wgsl_int64.js';
 
 /** dtypes WebGPU tensors can hold; the others raise DeviceLimitError. */
-export const WGSL_DTYPES: ReadonlySet<DTypeName> = new Set<DTypeName>(['bool', 'uint8', 'int8', 'int16', 'int32', 'float16',
+export const WGSL_DTYPES: ReadonlySet<DTypeName> = new Set<DTypeName>(['bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'float16',
   'bfloat16', 'float32', 'float8_e4m3fn', 'float8_e5m2', 'complex64']);
 
 /** Why a dtype cannot live on WebGPU (for error messages). */
 export function wgslDTypeLimit(d: DTypeName): string {
-  if (d === 'int64') return 'WGSL has no 64-bit integer type; int64 tensors (indices included) stay on the CPU, or are cast to int32 there';
+  if (d === 'int64') return 'WGSL has no 64-bit integer type and this kernel does not emulate int64 (elementwise ops, copies, casts, reductions, scans and index inputs/outputs do); cast to int32, or run it on the CPU';
   if (d === 'float64' || d === 'complex128') return 'WGSL has no 64-bit float type; use float32, or keep the tensor on the CPU';
   return `dtype ${d} has no WGSL representation`;
 }
 
-export function checkWgslDType(op: string, d: DTypeName): void {
-  if (!WGSL_DTYPES.has(d)) throw new DeviceLimitError(op, `${d} is not supported on webgpu: ${wgslDTypeLimit(d)}`);
+/** Raises DeviceLimitError for dtypes webgpu cannot hold, and for int64 unless the caller emulates it (`int64`). */
+export function checkWgslDType(op: string, d: DTypeName, int64 = false): void {
+  if (!WGSL_DTYPES.has(d) || (d === 'int64' && !int64)) throw new DeviceLimitError(op, `${d} is not supported on webgpu: ${wgslDTypeLimit(d)}`);
 }
 
 /** Elements of dtype `d` in one 32-bit storage word (4 for bytes, 2 for halves, 1 otherwise). */
@@ -43,6 +47,7 @@ export class WgslRenderer extends CLikeRenderer {
   readonly caps: Capabilities = { dtypes: WGSL_DTYPES };
 
   override node(e: Expr, a: string[]): string {
+    if (e.src[0]?.dtype === 'int64' && e.op !== 'cast') return i64Node(e, a);
     // Shader compilers may assume finite floats and fold x - x to 0 (Mesa does): keep NaN/Inf - x = NaN,
     // which isfinite's `x - x == 0` relies on.
     if (e.op === 'sub' && a[0] === a[1] && DTYPES[e.dtype].kind === 'float') {
@@ -58,7 +63,8 @@ export class WgslRenderer extends CLikeRenderer {
   }
 
   computeType(d: DTypeName): string {
-    checkWgslDType('webgpu kernel', d);
+    checkWgslDType('webgpu kernel', d, true);
+    if (d === 'int64') return 'vec2<u32>';
     return DTYPES[d].kind === 'float' ? 'f32' : 'i32';
   }
   literal(v: number, d: DTypeName): string {
@@ -74,7 +80,8 @@ export class WgslRenderer extends CLikeRenderer {
       const s = `${f.toPrecision(9)}f`;
       return f < 0 ? `(${s})` : s;
     }
-    checkWgslDType('webgpu kernel', d);
+    checkWgslDType('webgpu kernel', d, true);
+    if (d === 'int64') return i64Literal(v);
     const i = Math.trunc(v) | 0;
     if (i === -2147483648) return 'bitcast<i32>(0x80000000u)';
     return i < 0 ? `(${i}i)` : `${i}i`;
@@ -108,13 +115,19 @@ export class WgslRenderer extends CLikeRenderer {
   declare(name: string, type: string, value: string): string { return `let ${name}: ${type} = ${value};`; }
   helper(name: string, d: DTypeName, args: string[]): string {
     checkWgslDType('webgpu kernel', d);
-    return `nbx_${name}_${DTYPES[d].kind === 'float' ? 'f' : 'i'}(${args.join(', ')})`;
+    return `nbx_${name}_${DTYPES[d].kind === 'float' ? 'f' : d === 'int64' ? 'l' : 'i'}(${args.join(', ')})`;
   }
   castExpr(from: DTypeName, to: DTypeName, x: string): string {
     if (from === to) return x;
-    checkWgslDType('webgpu kernel', from);
-    checkWgslDType('webgpu kernel', to);
+    checkWgslDType('webgpu kernel', from, true);
+    checkWgslDType('webgpu kernel', to, true);
     const fromF = DTYPES[from].kind === 'float';
+    if (to === 'int64') return fromF ? i64FromF32(x) : i64FromI32(x);
+    if (from === 'int64') {
+      if (to === 'bool') return i64ToBool(x);
+      if (DTYPES[to].kind === 'float') return this.castExpr('float32', to, i64ToF32(x));
+      return this.castExpr('int32', to, i64ToI32(x));
+    }
     // from the bits: a subnormal is true even where the GPU flushes it to zero in a comparison
     if (to === 'bool') return fromF ? `select(0i, 1i, (bitcast<u32>(${x}) & 0x7fffffffu) != 0u)` : `select(0i, 1i, ${x} != 0i)`;
     const asF = fromF ? x : `f32(${x})`;
@@ -134,6 +147,7 @@ export class WgslRenderer extends CLikeRenderer {
     switch (d) {
       case 'float32': case 'complex64': return `bitcast<f32>(${buf}[${idx}])`;
       case 'int32': return `bitcast<i32>(${buf}[${idx}])`;
+      case 'int64': return `vec2<u32>(${buf}[2u * (${idx})], ${buf}[2u * (${idx}) + 1u])`;
       case 'bool': case 'uint8': return `i32((${buf}[(${idx}) >> 2u] >> (((${idx}) & 3u) * 8u)) & 0xffu)`;
       case 'int8': return `(bitcast<i32>(${buf}[(${idx}) >> 2u] << ((3u - ((${idx}) & 3u)) * 8u)) >> 24u)`;
       case 'int16': return `(bitcast<i32>(${buf}[(${idx}) >> 1u] << ((1u - ((${idx}) & 1u)) * 16u)) >> 16u)`;
@@ -181,6 +195,15 @@ export class WgslRenderer extends CLikeRenderer {
   }
 
   /**
+   * A statement storing compute value `v` of dtype `d` at element `idx` of `buf` (array<u32>), for
+   * dtypes of whole words (4 bytes, or int64's two words); narrower ones need `storeShared`.
+   */
+  store(d: DTypeName, buf: string, idx: string, v: string): string {
+    if (d !== 'int64') return `${buf}[${idx}] = ${this.bits(d, v)};`;
+    return `{ let nbx_v = ${v}; let nbx_i = 2u * (${idx}); ${buf}[nbx_i] = nbx_v.x; ${buf}[nbx_i + 1u] = nbx_v.y; }`;
+  }
+
+  /**
    * Statements storing bits `b` (from `bits`) at element `idx` of `buf`, safe when other invocations
    * write neighbouring elements of the same word: `buf` must then be an array<atomic<u32>>.
    */
@@ -198,6 +221,7 @@ export const WGSL = new WgslRenderer();
 // ---- the prelude: helper functions, emitted only when the kernel uses them -----------------------
 
 const PRELUDE: Record<string, string> = {
+  ...INT64_PRELUDE,
   nbx_nan: `var<private> nbx_nan_bits: u32 = 0x7fc00000u;
 fn nbx_nan() -> f32 { return bitcast<f32>(nbx_nan_bits); }`,
   nbx_inf: `var<private> nbx_inf_bits: u32 = 0x7f800000u;

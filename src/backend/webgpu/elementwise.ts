@@ -8,7 +8,7 @@
 import { Expr } from '../../ir/expr.js';
 import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
 import { WGSL as R, perWord, wgslPrelude, checkWgslDType, WGSL_DTYPES } from '../../ir/render_wgsl.js';
-import { DeviceLimitError } from '../../errors.js';
+import { i64Words } from '../../ir/wgsl_int64.js';
 import type { StridedRef } from '../backend.js';
 import { coalesce } from '../cpu/elementwise.js';
 import { broadcastStrides } from '../../tensor/shape.js';
@@ -47,17 +47,19 @@ export function module(words: number, access: string, wg: number, body: string, 
   return `${header(words, access)}\n${wgslPrelude(main)}\n${main}\n`;
 }
 
-function paramDType(expr: Expr, slot: number): DTypeName {
-  let d: DTypeName = 'float32';
-  expr.walk((e) => { if (e.op === 'param' && e.arg === slot) d = e.dtype; });
-  return d;
+/** Uniform word of each parameter slot after the first (int64 parameters take two words), and the total. */
+function paramLayout(expr: Expr): { at: number[]; words: number } {
+  const at: number[] = [];
+  let w = 0;
+  for (const d of expr.paramDTypes()) { at.push(w); w += d === 'int64' ? 2 : 1; }
+  return { at, words: w };
 }
 
 const f32 = new Float32Array(1);
 const f32u = new Uint32Array(f32.buffer);
-/** A parameter's 32-bit word: float bits, or the two's complement of an int. */
+/** A parameter's 32-bit word: float bits, or the two's complement of an int (int64: see i64Words). */
 function paramWord(v: number | bigint, d: DTypeName): number {
-  if (typeof v === 'bigint') throw new DeviceLimitError('elementwise', `int64 parameters are not supported on webgpu: ${d}`);
+  if (typeof v === 'bigint') v = Number(BigInt.asIntN(32, v));
   if (DTYPES[d].kind === 'float') { f32[0] = v; return f32u[0]!; }
   return (v | 0) >>> 0;
 }
@@ -92,10 +94,14 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
   const inAt: number[] = [];
   for (let s = 0; s < inD.length; s++) { inAt.push(w); w += flat ? 1 : 1 + nd; }
   const pAt = w;
-  const nParams = expr.slots('param');
-  const words = pAt + nParams;
+  const pl = paramLayout(expr);
+  const words = pAt + pl.words;
   const key = `ew|${vec ? `v${vpt}` : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${outStrided ? 'os' : 'oc'}|${outD}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
-  const param = (s: number, d: DTypeName): string => (DTYPES[d].kind === 'float' ? `bitcast<f32>(${U(pAt + s)})` : `bitcast<i32>(${U(pAt + s)})`);
+  const param = (s: number, d: DTypeName): string => {
+    const at = pAt + pl.at[s]!;
+    if (d === 'int64') return `vec2<u32>(${U(at)}, ${U(at + 1)})`;
+    return DTYPES[d].kind === 'float' ? `bitcast<f32>(${U(at)})` : `bitcast<i32>(${U(at)})`;
+  };
   const vecSource = (): string => {
     // vector vi: output elements E*vi .. E*vi+E-1 (E = 4 words of k elements), element l in word l/k at part l%k
     const E = 4 * k, width = 32 / k;
@@ -165,7 +171,7 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
   b1[wi] = word;`;
     } else {
       const oi = outStrided ? at(2, ostAt) : `${U(2)} + i`;
-      const store = outStrided && k > 1 ? R.storeShared(outD, 'b1', 'oi', R.bits(outD, res)) : `b1[oi] = ${R.bits(outD, res)};`;
+      const store = outStrided && k > 1 ? R.storeShared(outD, 'b1', 'oi', R.bits(outD, res)) : R.store(outD, 'b1', 'oi', res);
       body = `let i = g;
   if (i >= ${U(1)}) { return; }
   ${compute}
@@ -200,7 +206,7 @@ function isContiguous(shape: readonly number[], strides: readonly number[]): boo
  */
 export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef, outStrided = false,
   force?: { wg: number; vpt: number }): void {
-  checkWgslDType('elementwise', out.dtype);
+  checkWgslDType('elementwise', out.dtype, true);
   for (const r of ins) if (!WGSL_DTYPES.has(r.dtype)) checkWgslDType('elementwise', r.dtype);
   const shape = out.shape;
   let n = 1;
@@ -245,8 +251,9 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
   // 16-byte accesses: a flat output whose n and offset are whole vectors (E elements), every unit-stride
   // input of the output's element width with a whole-vector offset, and none in a buffer read otherwise
   const k = perWord(out.dtype), E = 4 * k;
-  const vec = flat && !oStrided && n % E === 0 && out.offset % E === 0 && n >= 1024
-    && ins.every((r, s) => !unit[s] || (perWord(r.dtype) === k && r.offset % E === 0));
+  // (int64, two words an element, is never vectorized)
+  const vec = flat && !oStrided && n % E === 0 && out.offset % E === 0 && n >= 1024 && out.dtype !== 'int64'
+    && ins.every((r, s) => r.dtype !== 'int64' && (!unit[s] || (perWord(r.dtype) === k && r.offset % E === 0)));
   const cfg = vec ? force ?? elementwiseConfig(be, n, out.dtype) : { wg: be.wgElementwise, vpt: 0 };
   const wg = cfg.wg;
   const lay: Layout = { nd, flat, unit, outStrided: oStrided, vpt: vec ? cfg.vpt : 0 };
@@ -267,7 +274,11 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
     u[w++] = ins[s]!.offset;
     if (!flat) for (let d = 0; d < nd; d++) u[w++] = cst[s + 1]![d]! >>> 0;
   }
-  for (let s = 0; s < params.length; s++) u[w++] = paramWord(params[s]!, paramDType(expr, s));
+  const pds = expr.paramDTypes();
+  for (let s = 0; s < params.length; s++) {
+    const d = pds[s] ?? 'float32';
+    if (d === 'int64') { const [lo, hi] = i64Words(params[s]!); u[w++] = lo; u[w++] = hi; } else u[w++] = paramWord(params[s]!, d);
+  }
   be.dispatch(prog, bufs, u, threads, wg);
   if (temp) be.free(temp);
 }
