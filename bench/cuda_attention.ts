@@ -13,7 +13,6 @@ const CASES: Case[] = [
   { name: 'prefill causal B4 H32 L4096 D128', B: 4, H: 32, Hk: 32, L: 4096, S: 4096, D: 128, causal: true, dt: 'bfloat16', decode: false },
   { name: 'prefill B4 H32 L4096 D128', B: 4, H: 32, Hk: 32, L: 4096, S: 4096, D: 128, causal: false, dt: 'bfloat16', decode: false },
   { name: 'prefill causal B8 H16 L1024 D128 (mid)', B: 8, H: 16, Hk: 16, L: 1024, S: 1024, D: 128, causal: true, dt: 'bfloat16', decode: false },
-  { name: 'prefill causal B4 H32 L2048 D64 f16', B: 4, H: 32, Hk: 32, L: 2048, S: 2048, D: 64, causal: true, dt: 'float16', decode: false },
   { name: 'prefill causal GQA B4 H32/8 L4096 D128', B: 4, H: 32, Hk: 8, L: 4096, S: 4096, D: 128, causal: true, dt: 'bfloat16', decode: false },
   { name: 'decode B1 H32 S32768 D128', B: 1, H: 32, Hk: 32, L: 1, S: 32768, D: 128, causal: false, dt: 'bfloat16', decode: true },
   { name: 'decode B4 H32 S32768 D128', B: 4, H: 32, Hk: 32, L: 1, S: 32768, D: 128, causal: false, dt: 'bfloat16', decode: true },

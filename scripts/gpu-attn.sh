@@ -19,12 +19,19 @@ st() {
   local rc=$?
   printf '%s rc=%d %.1fs\n' "$n" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$S"
 }
-if [ ! -f dist/src/cli/nbx.js ] || [ ! -f dist/test/cuda_attention.test.js ] || [ ! -f dist/bench/cuda_attention.js ]; then st build 120 npx tsc -p tsconfig.json; fi
+stale=0
+for f in src/backend/cuda/attention_kernels src/ops/nn test/cuda_attention bench/cuda_attention; do
+  [ -f "dist/$f.js" ] && [ ! "$f.ts" -nt "dist/$f.js" ] || stale=1
+done
+if [ ! -f dist/src/cli/nbx.js ] || [ $stale = 1 ]; then st build 120 npx tsc -p tsconfig.json; fi
 export NBX_CUDA_HOST_STAGING=0
-st test 75 node --test dist/test/cuda_attention.test.js
-st conf 30 node dist/src/cli/nbx.js conformance test/conformance --device cuda --filter 'attention|softmax'
+# one fresh cache for the whole run: compiled kernels are shared by the steps, and autotune.json ends
+# up holding exactly the sweeps of this run
 TUNE=/tmp/nbx-attn-tune; rm -rf "$TUNE"; mkdir -p "$TUNE"
-NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=full st bench 100 node dist/bench/cuda_attention.js
+export NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=full
+st test 60 node --test dist/test/cuda_attention.test.js
+st conf 20 node dist/src/cli/nbx.js conformance test/conformance --device cuda --filter 'attention|softmax'
+st bench 70 node dist/bench/cuda_attention.js
 cp "$TUNE/autotune.json" "$L/attention-autotune.json" 2>/dev/null || echo "no autotune.json written" | tee -a "$S"
 {
   echo "== tests"; grep -E '^# (tests|pass|fail|skip)|^not ok|SKIP' "$L/test.log" | head -20

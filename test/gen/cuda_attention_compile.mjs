@@ -14,8 +14,8 @@ for (const D of [64, 128]) {
     }
   }
   for (const dt of ['float16', 'bfloat16', 'float32']) {
-    for (const t of DECODE_SPACE.knobs.find((k) => k.name === 'threads').values) for (const m of masks(dt)) {
-      specs.push({ label: `dec ${dt} D${D} t${t} ${m}`, ...decodeSource(dt, D, t, m) });
+    for (const t of DECODE_SPACE.knobs.find((k) => k.name === 'threads').values) for (const m of masks(dt)) for (const rb of [1, 2, 4]) {
+      specs.push({ label: `dec ${dt} D${D} t${t} ${m} rb${rb}`, ...decodeSource(dt, D, t, m, rb) });
     }
     specs.push({ label: `dec_reduce ${dt} D${D}`, ...decodeReduceSource(dt, D) });
   }

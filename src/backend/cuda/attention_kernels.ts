@@ -75,7 +75,10 @@ __device__ __forceinline__ void ldsm4(u32 (&r)[4], const void* p) { emu_ldmatrix
 __device__ __forceinline__ void ldsm4t(u32 (&r)[4], const void* p) { emu_ldmatrix_x4(r, p, true); }
 __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) { emu_mma16816(c, a, b0, b1, ${bf16}); }
 __device__ __forceinline__ u32 pack2(float lo, float hi) { return (u32)${bf16 ? 'nbx_f2bf' : 'nbx_f2h'}(lo) | ((u32)${bf16 ? 'nbx_f2bf' : 'nbx_f2h'}(hi) << 16); }
+__device__ __forceinline__ float fexp2(float x) { return exp2f(x); }
 #else
+// 2^x, one MUFU instruction (-inf → 0); arguments are ≤ 0 here
+__device__ __forceinline__ float fexp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 __device__ __forceinline__ u32 smem_u32(const void* p) { u32 r; asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p)); return r; }
 // 16 bytes global → shared; ok false: zero fill (src-size 0, nothing read)
 __device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
@@ -135,8 +138,9 @@ extern "C" __global__ void __launch_bounds__(${NW * 32}) attn_fwd(
   u16* sK = smem + ${BM} * D_;
   u16* sV = sK + ${ST * BN} * D_;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tg = lane & 3;
-  // heaviest (causal: last) query tiles first
-  const int z = blockIdx.x % BH, mt = ntiles - 1 - blockIdx.x / BH;
+  // consecutive blocks: the query tiles of one (batch, head), heaviest (causal: last) first, so the
+  // blocks running together share K/V in L2
+  const int z = blockIdx.x / ntiles, mt = ntiles - 1 - blockIdx.x % ntiles;
   const int b = z / H, h = z % H, hk = h / rep, m0 = mt * ${BM};
   const u16* qb = Q + qo + b * qsb + h * qsh;
   const u16* kb = K + ko + b * ksb + hk * ksh;
@@ -211,12 +215,12 @@ extern "C" __global__ void __launch_bounds__(${NW * 32}) attn_fwd(
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float mu = mx == -INFINITY ? 0.f : mx;
-      const float corr = exp2f(mrow[r] - mu);
+      const float corr = fexp2(mrow[r] - mu);
       mrow[r] = mx;
       float ls = 0.f;
       #pragma unroll
       for (int j = 0; j < ${BN / 8}; j++) {
-        const float p0 = exp2f(s[j][2 * r] - mu), p1 = exp2f(s[j][2 * r + 1] - mu);
+        const float p0 = fexp2(s[j][2 * r] - mu), p1 = fexp2(s[j][2 * r + 1] - mu);
         s[j][2 * r] = p0; s[j][2 * r + 1] = p1; ls += p0 + p1;
       }
       lrow[r] = lrow[r] * corr + ls;
@@ -271,9 +275,12 @@ function elem(dt: DTypeName, w: string, i: string): string {
   return dt === 'bfloat16' ? `__uint_as_float(${half} << 16)` : `nbx_h2f((unsigned short)${half})`;
 }
 
-export function decodeSource(dt: DTypeName, D: number, threads: number, mask: MaskKind): { src: string; name: string; sig: ArgType[] } {
+/** Rows held per decode block for `rows` query rows per KV head: a power of two up to DECODE_ROWS. */
+export const decodeRowBlock = (rows: number): number => Math.min(DECODE_ROWS, 2 ** Math.ceil(Math.log2(Math.max(rows, 1))));
+
+export function decodeSource(dt: DTypeName, D: number, threads: number, mask: MaskKind, RB = DECODE_ROWS): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(dt);
-  const VEC = 16 / esize(dt), LPK = D / VEC, KPW = 32 / LPK, NG = (threads / 32) * KPW, RB = DECODE_ROWS, U = DECODE_UNROLL;
+  const VEC = 16 / esize(dt), LPK = D / VEC, KPW = 32 / LPK, NG = (threads / 32) * KPW, U = DECODE_UNROLL;
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
   const load16 = (dst: string, p: string): string => `{ const uint4 v_ = *(const uint4*)(${p}); ${dst}[0] = v_.x; ${dst}[1] = v_.y; ${dst}[2] = v_.z; ${dst}[3] = v_.w; }`;
   const src = `typedef unsigned int u32;
@@ -488,11 +495,12 @@ export function cudaAttention(p: AttentionParams): void {
   if (rows <= DECODE_MAX_ROWS || dt === 'float32') {
     if (dt === 'float32' && rows > DECODE_MAX_ROWS) throw new UnsupportedError('attention', `cuda attention kernel runs float32 only for decode (≤ ${DECODE_MAX_ROWS} query rows per KV head), got ${rows}`);
     const Se = causal ? Math.min(S, L) : S; // top-left causal: no row sees a key past L - 1
-    const Z = B * HK, zg = Math.ceil(rows / DECODE_ROWS);
+    const rb = decodeRowBlock(rows);
+    const Z = B * HK, zg = Math.ceil(rows / rb);
     const run = (c: Config): void => {
       const threads = c.threads as number, chunk = Math.min(c.chunk as number, Math.max(Se, 1));
       const nch = Math.max(1, Math.ceil(Se / chunk));
-      const kd = be.kernel(`attn_dec:${dt}:${D}:${threads}:${maskKind}`, () => decodeSource(dt, D, threads, maskKind));
+      const kd = be.kernel(`attn_dec:${dt}:${D}:${threads}:${maskKind}:${rb}`, () => decodeSource(dt, D, threads, maskKind, rb));
       let pml: CudaBuffer | null = null, pacc: CudaBuffer | null = null;
       if (nch > 1) { pml = be.alloc('float32', Z * rows * nch * 2); pacc = be.alloc('float32', Z * rows * nch * D); }
       for (let z0 = 0; z0 < Z; z0 += 65535) {
