@@ -265,6 +265,7 @@ export class WebGPUBackend implements Backend {
   }
 
   async synchronize(): Promise<void> {
+    await this.tuning?.settled(); // a queued autotune sweep is work recorded earlier too
     await this.flush();
     await this.queue.onSubmittedWorkDone();
     await this.settleScopes();
