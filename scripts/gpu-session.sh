@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # One device call of a working session: runs the named parts and leaves logs under $OUT (tarred).
-#   bash scripts/gpu-session.sh PART...   parts: launch suites norm batch gemm ew webgpu wgsl tests conf
+#   bash scripts/gpu-session.sh PART...   parts: launch suites norm batch gemm ew attn webgpu wgsl cold shipped tests conf bench
 # Needs .gpu/ from ../shared/device/pack.sh plus .gpu/gen.py (the suite generator) and .gpu/launch_cost
 # (gcc -O2 -o .gpu/launch_cost scripts/native/launch_cost.c -ldl). Each part has a time limit; a failing part does not stop the others. Summary in $OUT/summary.txt.
 set -u
 source .gpu/bootstrap.sh
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# Parts write under a work folder (the device tool returns at most 8 files from $OUT): at the end it is
+# tarred into $OUT/all.tgz, next to summary.txt and the shipped H200 autotune file as it stands.
+RET=${OUT:-/tmp/out}; mkdir -p "$RET"
+OUT=/tmp/session-work; rm -rf "$OUT"; mkdir -p "$OUT"
 export OUT
 st() { local n=$1 to=$2; shift 2; local t0=$(date +%s); echo "== $n: $*" >> "$OUT/summary.txt"; timeout "$to" "$@" > "$OUT/$n.log" 2>&1; echo "$n rc=$? $(( $(date +%s) - t0 ))s" >> "$OUT/summary.txt"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv > "$OUT/gpu.txt" 2>&1
@@ -20,10 +23,23 @@ for part in "$@"; do
       done ;;
     norm) st norm 120 node dist/bench/cuda_norm.js ;;
     batch) [ -f scripts/gpu-batch.sh ] && st batch 120 bash scripts/gpu-batch.sh ;;
-    gemm) [ -f scripts/gpu-gemm.sh ] && st gemm 180 bash scripts/gpu-gemm.sh ;;
-    ew) [ -f scripts/gpu-ew.sh ] && st ew 150 bash scripts/gpu-ew.sh ;;
+    gemm) [ -f scripts/gpu-gemm.sh ] && st gemm 180 bash scripts/gpu-gemm.sh
+      # the shipped file with the measured GEMM choices merged in, used by later parts of this call
+      [ -f "$OUT/gemm/nvidia-h200-sm_90.json" ] && cp "$OUT/gemm/nvidia-h200-sm_90.json" src/autotune/shipped/nvidia-h200-sm_90.json ;;
+    ew) [ -f scripts/gpu-ew.sh ] && st ew 150 bash scripts/gpu-ew.sh
+      [ -f "$OUT/ew/nvidia-h200-sm_90.json" ] && cp "$OUT/ew/nvidia-h200-sm_90.json" src/autotune/shipped/nvidia-h200-sm_90.json ;;
+    attn) [ -f scripts/gpu-attn.sh ] && st attn 180 bash scripts/gpu-attn.sh ;;
     webgpu) [ -f scripts/gpu-webgpu.sh ] && st webgpu 180 bash scripts/gpu-webgpu.sh ;;
-    wgsl) for s in wgsl-sort wgsl-index; do [ -f scripts/gpu-$s.sh ] && st $s 90 bash scripts/gpu-$s.sh; done ;;
+    wgsl) for s in wgsl-sort wgsl-index wgsl-int64; do [ -f scripts/gpu-$s.sh ] && st $s 90 bash scripts/gpu-$s.sh; done ;;
+    cold)
+      # precompile the cold-start chain's kernels into a fresh cache, ship them, then measure cold vs warm
+      rm -rf /tmp/ship; st warm-chain 120 env NBX_CACHE_DIR=/tmp/ship node dist/bench/cuda_coldstart.js --child
+      if ls /tmp/ship/nvrtc/*.nbxmod >/dev/null 2>&1; then
+        (cd /tmp/ship/nvrtc && tar czf "$OUT/shipped-kernels.tgz" *.nbxmod)
+        rm -f src/backend/cuda/shipped-kernels/*.nbxmod; cp /tmp/ship/nvrtc/*.nbxmod src/backend/cuda/shipped-kernels/
+      fi
+      [ -f /tmp/ship/autotune.json ] && cp /tmp/ship/autotune.json "$OUT/cold-autotune.json"
+      st cold 120 node dist/bench/cuda_coldstart.js ;;
     conf)
       st conf-cuda 150 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda
       st conf-cuda-native 150 env NBX_CUDA_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda
@@ -32,6 +48,9 @@ for part in "$@"; do
     bench) st bench-cuda 200 node dist/bench/cuda.js; st cold 90 node dist/bench/cuda_coldstart.js ;;
   esac
 done
-(cd "$OUT" && find . -name '*.log' -o -name '*.json' -o -name '*.txt' | tar czf logs.tgz -T - 2>/dev/null)
+cp src/autotune/shipped/nvidia-h200-sm_90.json "$RET/shipped-h200.json"
+[ -f "$OUT/shipped-kernels.tgz" ] && cp "$OUT/shipped-kernels.tgz" "$RET/"
+tar czf "$RET/all.tgz" -C "$OUT" . 2>/dev/null
+cp "$OUT/summary.txt" "$RET/summary.txt"
 cat "$OUT/summary.txt"
-for f in "$OUT"/*.log; do echo "---- $(basename $f)"; tail -n 25 "$f"; done 2>/dev/null | head -c 9000
+for f in "$OUT"/*.log; do echo "---- $(basename $f)"; tail -n 20 "$f"; done 2>/dev/null | tail -c 9000
