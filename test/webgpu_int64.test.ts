@@ -113,3 +113,64 @@ it('int64 casts: large values, -2^63, float truncation, bool, int32 sign extensi
   await check('slice step', [big], (t) => t.slice(1, 0, 5, 2).contiguous());
   await check('cat', [big, big], (p, q) => nbx.cat([p, q.t()], 1));
 });
+
+it('int64 index inputs: gather, index_select, embedding, take, index_put, scatter, masked ops; beyond int32 is an IndexError', async () => {
+  const x = nbx.arange(0, 24, 1, { dtype: nbx.float32 }).reshape([4, 6]);
+  const xl = i64(EDGE.slice(0, 24), [4, 6]);
+  const idx = i64([3n, 0n, 3n, 2n, 2n, 1n], [6]);
+  await check('index_select', [x, idx], (t, i) => nbx.index_select(t, 0, i));
+  await check('index_select int64 data', [xl, idx], (t, i) => nbx.index_select(t, 1, i));
+  await check('gather', [xl, i64([0n, 5n, 2n, 1n, 1n, 0n, 4n, 3n], [4, 2])], (t, i) => nbx.gather(t, 1, i));
+  await check('embedding', [i64([1n, 3n, 0n, 3n], [2, 2]), x], (i, w) => nbx.nn.functional.embedding(i, w));
+  await check('take', [xl, i64([0n, 23n, -24n, 7n])], (t, i) => nbx.take(t, i));
+  await check('take_along_dim', [xl, i64([0n, 5n, 2n, 1n], [4, 1])], (t, i) => nbx.take_along_dim(t, i, 1));
+  await check('index_add', [x, i64([3n, 0n, 3n]), nbx.ones([3, 6])], (t, i, s) => nbx.index_add(t, 0, i, s));
+  await check('index_put', [xl, i64([0n, 3n]), i64([5n, -7n])], (t, i, v) => nbx.index_put(t, [i], v.reshape([2, 1])));
+  await check('scatter int64 data', [xl, i64([3n, 0n, 1n, 2n, 0n, 3n], [1, 6]), i64([MIN, MAX, 5n, 6n, 7n, 8n], [1, 6])],
+    (t, i, s) => nbx.scatter(t, 0, i, s));
+  await check('scatter_add int64 index', [x, i64([3n, 0n, 1n, 2n, 0n, 3n], [1, 6]), nbx.ones([1, 6])], (t, i, s) => nbx.scatter_add(t, 0, i, s));
+  const m = nbx.gt(nbx.remainder(nbx.arange(0, 24, 1), 3), 0).reshape([4, 6]);
+  await check('masked_select int64', [xl, m], (t, k) => nbx.masked_select(t, k));
+  await check('masked_fill int64', [xl, m], (t, k) => nbx.masked_fill(t, k, -(2 ** 40)));
+  // out of range, including values that only differ from a valid one in the high word
+  for (const bad of [4n, -5n, 2n ** 32n + 1n, -(2n ** 32n) + 1n, MIN, MAX]) {
+    const r = nbx.index_select(x.to(G), 0, i64([0n, bad]).to(G));
+    await assert.rejects(r.data(), (e: unknown) => e instanceof IndexError && new RegExp(`index ${bad} is out of bounds`).test((e as Error).message), `index ${bad}`);
+    assert.throws(() => nbx.index_select(x, 0, i64([0n, bad])), IndexError);
+  }
+  await assert.rejects(nbx.gather(x.to(G), 1, i64([2n ** 31n], [1, 1]).to(G)).data(), IndexError);
+  await assert.rejects(nbx.scatter(x.to(G), 1, i64([-(2n ** 40n)], [1, 1]).to(G), x.to(G)).data(), IndexError);
+});
+
+it('int64 index outputs: sort, topk, kthvalue, argmax/argmin, max with indices, nonzero, searchsorted, arange/randint', async () => {
+  const x = nbx.tensor([[3, 1, 2, 2, 9, -4, 0, 7], [5, 5, 1, -1, 8, 0, 2, 2]], { dtype: nbx.float32 });
+  await check('sort', [x], (t) => nbx.sort(t, { dim: 1, stable: true }).indices);
+  await check('argsort', [x], (t) => nbx.argsort(t, { dim: 1, descending: true }));
+  await check('topk', [x], (t) => nbx.topk(t, 3).indices);
+  await check('kthvalue', [x], (t) => nbx.kthvalue(t, 2, 1).indices);
+  await check('median', [x], (t) => nbx.median(t, 1).indices);
+  await check('argmax', [x], (t) => nbx.argmax(t, { dim: 1 }));
+  await check('argmin', [x], (t) => nbx.argmin(t));
+  await check('max dim', [x], (t) => nbx.max(t, 0).indices);
+  await check('searchsorted', [nbx.tensor([1, 3, 5, 7], { dtype: nbx.float32 }), x], (b, t) => nbx.searchsorted(b, t));
+  await check('arange', [x], (t) => nbx.arange(-3, 2 ** 33, 2 ** 31, { device: t.device }));
+  const nz = nbx.nonzero(nbx.tensor([[0, 1], [2, 0]]).to(G)) as T;
+  assert.deepEqual([...await nz.data()], [0n, 1n, 1n, 0n]);
+});
+
+it('int64 reductions and scans: sum/prod/min/max/cumsum of integers accumulate in int64, exactly', async () => {
+  const xl = i64(EDGE.slice(0, 24), [4, 6]);
+  const xi = nbx.tensor([[2 ** 31 - 1, 2 ** 31 - 1, 5, -3], [-(2 ** 31), -1, 7, 1]], { dtype: nbx.int32 });
+  for (const [name, f] of [
+    ['sum', (t: T) => nbx.sum(t)], ['sum dim', (t: T) => nbx.sum(t, 1)], ['sum dim0', (t: T) => nbx.sum(t, 0)], ['prod dim', (t: T) => nbx.prod(t, 1)],
+    ['amax', (t: T) => nbx.amax(t, 1)], ['amin', (t: T) => nbx.amin(t, 0)], ['cumsum', (t: T) => nbx.cumsum(t, 1)], ['cumprod', (t: T) => nbx.cumprod(t, 0)],
+  ] as [string, (t: T) => T][]) {
+    await check(`${name} int64`, [xl], f);
+    await check(`${name} int32`, [xi], f);
+  }
+  await check('sum bool', [nbx.tensor([true, false, true])], (t) => nbx.sum(t));
+  // a long row (several workgroups' worth, carries between the words)
+  const long = i64(Array.from({ length: 5000 }, (_, i) => BigInt(i) * 3000000007n - 2n ** 40n));
+  await check('sum long', [long], (t) => nbx.sum(t));
+  await check('cumsum long', [long], (t) => nbx.cumsum(t, 0));
+});

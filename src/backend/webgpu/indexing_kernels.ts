@@ -7,12 +7,15 @@
 //                   order; mean counts in a scratch word per slot, divided by the same thread). Few long
 //                   columns take parallel passes: last-writer-wins through atomicMax of the position
 //                   (overwrite), integer reductions through compare-exchange (exact in any order).
-//   linear_index    a thread per position (int32 output: WGSL has no int64).
+//   linear_index    a thread per position.
 //   nonzero, masked_select, masked_scatter: stream compaction (per-workgroup counts, a one-workgroup
 //                   scan, an ordered emit), positions row-major as on the CPU. (The op layer sizes their
-//                   outputs from an int64 count read back synchronously, so on webgpu it stops before
-//                   them with DeviceLimitError; the kernels serve callers that know the count.)
-// Index values are int32 (WGSL has no int64; an int64 index tensor cannot live on webgpu at all).
+//                   outputs from a count read back synchronously, so on webgpu it stops before them
+//                   with DeviceLimitError; the kernels serve callers that know the count.)
+// Index tensors are int32 or int64 (PyTorch's default; two words, see src/ir/wgsl_int64.ts): an index is
+// read as an i32 with a range flag (`loadIndex`: one outside int32 is out of range for any tensor a
+// binding can hold, the CPU's IndexError), and index outputs are written sign-extended (`storeIndex`).
+// int64 data moves as pairs of words, like complex64 (`lanesOf`); scatter reductions of int64 refuse.
 // Index errors: WebGPU cannot read back synchronously, so a kernel records the first failing position
 // (atomicMax of ~pos, as CUDA), a report pass of the same kernel stores that position's index value,
 // and a host step after them raises the CPU kernel's IndexError: like any device fault it surfaces at the
@@ -105,8 +108,11 @@ export function decompose(nd: number, at: number, per: number, vars: string[], l
 export const dimWords = (shape: readonly number[], strides: readonly (readonly number[])[]): number[] =>
   shape.flatMap((s, d) => [s, ...strides.map((st) => st[d]! >>> 0)]);
 
-/** Complex tensors move as pairs of float32 words: strides and offsets in words, the dtype float32. */
+/** Words an element moves as: 2 for complex64 and int64, else 1. */
+const lanesIn = (d: DTypeName): number => (d === 'int64' ? 2 : DTYPES[d].lanes);
+/** Complex and int64 tensors move as pairs of 32-bit words: strides and offsets in words, the dtype float32 / int32. */
 function lanesOf(r: StridedRef): StridedRef {
+  if (r.dtype === 'int64') return { ...r, dtype: 'int32', strides: r.strides.map((s) => s * 2), offset: r.offset * 2 };
   if (DTYPES[r.dtype].lanes === 1) return r;
   return { ...r, dtype: 'float32', strides: r.strides.map((s) => s * 2), offset: r.offset * 2 };
 }
@@ -115,7 +121,7 @@ const rawDType = (d: DTypeName): DTypeName => ({ 1: 'uint8', 2: 'int16', 4: 'int
 
 // ---- index errors ------------------------------------------------------------------------------------
 
-/** A cleared error record: [~first failing position (0: none), its index value, which index (linear_index), 0]. */
+/** A cleared error record: [~first failing position (0: none), its index value's low word, which index (linear_index), high word]. */
 const errBuffer = (): WGBuffer => be.allocBytes(16, true);
 /** WGSL recording failing position `pos` (a u32 expression) in binding `buf`. */
 export const recordErr = (buf: string, pos: string): string => `atomicMax(&${buf}[0], ~(${pos}));`;
@@ -124,24 +130,39 @@ export const recordErr = (buf: string, pos: string): string => `atomicMax(&${buf
  * After the checking dispatches: a host step that raises `error(value)` if a position failed (the error
  * reaches the caller at the next read, as every WebGPU fault), then frees the record.
  */
-function raiseLater(op: string, err: WGBuffer, error: (value: number) => Error): void {
+function raiseLater(op: string, err: WGBuffer, error: (value: bigint) => Error): void {
   be.host(op, [err], (host) => {
-    const w = new Int32Array(host.get(err)!, 0, 2);
-    if (w[0] !== 0) throw error(w[1]!);
+    const w = new Int32Array(host.get(err)!, 0, 4);
+    if (w[0] !== 0) throw error(recordedIndex(w));
   });
   be.free(err);
 }
-const outOfBounds = (op: string, dim: number, size: number) => (v: number): Error =>
+/** The failing index value of an error record (words 1 and 3). */
+const recordedIndex = (w: Int32Array): bigint => (BigInt(w[3]!) << 32n) | BigInt(w[1]! >>> 0);
+const outOfBounds = (op: string, dim: number, size: number) => (v: bigint): Error =>
   new IndexError(op, `index ${v} is out of bounds for dimension ${dim} with size ${size}`);
 
-function checkIndexDType(op: string, r: StridedRef): void {
-  checkWgslDType(op, r.dtype);
-  if (r.dtype !== 'int32') throw new UnsupportedError(op, `webgpu index tensors are int32 (int64 cannot live on webgpu), got ${r.dtype}`);
+/** Index tensors: int32 or int64. */
+export function checkIndexDType(op: string, r: StridedRef): void {
+  if (r.dtype !== 'int32' && r.dtype !== 'int64') throw new UnsupportedError(op, `webgpu index tensors are int32 or int64, got ${r.dtype}`);
 }
-/** WGSL: check/wrap index `v` (a var) against `size`; on failure record `pos` and run `fail`. */
+/**
+ * WGSL declaring `var v: i32`, index element `idx` (a u32 expression) of binding `buf` of dtype `d`
+ * (int32 or int64), and `v_hi`, its high word (the sign extension of an int32): see `fitsI32`.
+ */
+export const loadIndex = (d: DTypeName, buf: string, idx: string, v: string): string => (d === 'int64'
+  ? `let ${v}_at = 2u * (${idx}); var ${v} = bitcast<i32>(${buf}[${v}_at]); let ${v}_hi = ${buf}[${v}_at + 1u];`
+  : `var ${v} = bitcast<i32>(${buf}[${idx}]); let ${v}_hi = select(0u, 0xffffffffu, ${v} < 0i);`);
+/** WGSL: whether the index `v` read by loadIndex is an int32 (else out of range for any tensor a binding holds). */
+export const fitsI32 = (v: string): string => `(${v}_hi == select(0u, 0xffffffffu, ${v} < 0i))`;
+/** A statement storing i32 `v` as element `idx` of index binding `buf` of dtype `d` (int64: sign-extended). */
+export const storeIndex = (d: DTypeName, buf: string, idx: string, v: string): string => (d === 'int64'
+  ? `{ let nbx_j = 2u * (${idx}); let nbx_x: i32 = ${v}; ${buf}[nbx_j] = bitcast<u32>(nbx_x); ${buf}[nbx_j + 1u] = select(0u, 0xffffffffu, nbx_x < 0i); }`
+  : `${buf}[${idx}] = bitcast<u32>(${v});`);
+/** WGSL: check/wrap index `v` (from loadIndex) against `size`; on failure record `pos` and run `fail`. */
 const checkIndex = (v: string, size: string, wrap: string, pos: string, fail: string): string =>
-  `if (${v} < 0 || ${v} >= ${size}) { if (${wrap} && ${v} < 0 && ${v} >= -${size}) { ${v} += ${size}; } else {
-    if (report) { if (~atomicLoad(&err[0]) == ${pos}) { atomicStore(&err[1], bitcast<u32>(${v})); } } else { ${recordErr('err', pos)} } ${fail} } }`;
+  `if (!${fitsI32(v)} || ${v} < 0 || ${v} >= ${size}) { if (${wrap} && ${fitsI32(v)} && ${v} < 0 && ${v} >= -${size}) { ${v} += ${size}; } else {
+    if (report) { if (~atomicLoad(&err[0]) == ${pos}) { atomicStore(&err[1], bitcast<u32>(${v})); atomicStore(&err[3], ${v}_hi); } } else { ${recordErr('err', pos)} } ${fail} } }`;
 /**
  * The report-pass flag (uniform word `w`): the kernel is re-run after the main pass to fetch the failed
  * position's index value; with `one`, by a single thread placed at that position.
@@ -156,16 +177,16 @@ const reportHead = (w: number, lin: string, one = true): string => `let report =
  * out[p] = x[p with p[dim] := index[p]]. uniform: [total, size, dimStride, xoff, ioff, ooff, wrap, report]
  * then per dim [size, x stride (0 along dim), index stride, out stride]. b1 out, b2 err, b3 x, b4 index.
  */
-function gatherProgram(d: DTypeName, lanes: number, nd: number, wg: number): Program {
+function gatherProgram(d: DTypeName, id: DTypeName, lanes: number, nd: number, wg: number): Program {
   const words = 8 + 4 * nd;
   const access = `${outAccess(d)}arr`;
-  return program(`ix.gather|${d}|${lanes}|${nd}|${wg}`, access, words, () => {
+  return program(`ix.gather|${d}|${id}|${lanes}|${nd}|${wg}`, access, words, () => {
     const body = `${reportHead(7, 'g')}
   if (nbx_pos >= ${U(0)}) { return; }
   var xo = i32(${U(3)}); var io = i32(${U(4)}); var oo = i32(${U(5)});
   ${decompose(nd, 8, 4, ['xo', 'io', 'oo'], 'nbx_pos')}
   let size = i32(${U(1)});
-  var v = bitcast<i32>(b4[u32(io)]);
+  ${loadIndex(id, 'b4', 'u32(io)', 'v')}
   ${checkIndex('v', 'size', `(${U(6)} != 0u)`, 'nbx_pos', 'return;')}
   if (report) { return; }
   let src = u32(xo + v * bitcast<i32>(${U(2)}));
@@ -175,10 +196,10 @@ function gatherProgram(d: DTypeName, lanes: number, nd: number, wg: number): Pro
 }
 
 export function webgpuGather(input: StridedRef, dim: number, index: StridedRef, out: StridedRef, op: string, wrap = false): void {
-  checkWgslDType(op, input.dtype); checkWgslDType(op, out.dtype); checkIndexDType(op, index);
+  checkWgslDType(op, input.dtype, true); checkWgslDType(op, out.dtype, true); checkIndexDType(op, index);
   const total = numelOf(index.shape);
   if (total === 0) return;
-  const lanes = DTYPES[input.dtype].lanes;
+  const lanes = lanesIn(input.dtype);
   const x = lanesOf(input), o = lanesOf(out);
   const size = input.shape[dim] ?? 1;
   const nd = index.shape.length;
@@ -187,7 +208,7 @@ export function webgpuGather(input: StridedRef, dim: number, index: StridedRef, 
     ...dimWords(index.shape, [xs, index.strides, o.strides])]);
   const err = errBuffer();
   const { bufs, done } = bindAll([out.buf as WGBuffer, err], [input.buf as WGBuffer, index.buf as WGBuffer]);
-  const prog = gatherProgram(x.dtype, lanes, nd, be.wgElementwise);
+  const prog = gatherProgram(x.dtype, index.dtype, lanes, nd, be.wgElementwise);
   be.dispatch(prog, bufs, u, total, be.wgElementwise);
   const u2 = u.slice(); u2[7] = 1;
   be.dispatch(prog, bufs, u2, 1, be.wgElementwise);
@@ -221,10 +242,10 @@ function combineFn(d: DTypeName): string {
  * index, src, position strides]. b1 out, b2 err, b3 counts (mean / include_self=False; a stand-in
  * otherwise), b4 index, b5 src.
  */
-function scatterProgram(d: DTypeName, lanes: number, nd: number, wg: number): Program {
+function scatterProgram(d: DTypeName, id: DTypeName, lanes: number, nd: number, wg: number): Program {
   const words = 16 + 5 * nd;
   const access = `${outAccess(d)}awrr`;
-  return program(`ix.scatter|${d}|${lanes}|${nd}|${wg}`, access, words, () => {
+  return program(`ix.scatter|${d}|${id}|${lanes}|${nd}|${wg}`, access, words, () => {
     const F = isFloat(d), T = F ? 'f32' : 'i32';
     const isBool = d === 'bool';
     const fns = lanes > 1 ? '' : combineFn(d);
@@ -258,7 +279,7 @@ function scatterProgram(d: DTypeName, lanes: number, nd: number, wg: number): Pr
   var oo = i32(${U(4)}); var io = i32(${U(5)}); var so = i32(${U(6)}); var po = 0i;
   ${decompose(nd, 16, 5, ['oo', 'io', 'so', 'po'], 'col')}
   for (var k = 0u; k < m; k++) {
-    var v0 = bitcast<i32>(b4[u32(io + i32(k) * isd)]);
+    ${loadIndex(id, 'b4', 'u32(io + i32(k) * isd)', 'v0')}
     ${checkIndex('v0', 'size', `(${U(11)} != 0u)`, 'u32(po) + k * psd', 'return;')}
     if (report) { continue; }
     let t = u32(oo + v0 * ods); let s = u32(so + i32(k) * ssd);
@@ -286,10 +307,10 @@ const PASS = { win: 0, write: 1, count: 2, identity: 3, atomic: 4, mean: 5 };
  * check] then per index dim [size, out (0 along dim), index, src strides]. b1 out (atomic words), b2 err,
  * b3 slots, b4 index, b5 src.
  */
-function scatterParallelProgram(d: DTypeName, lanes: number, nd: number, wg: number): Program {
+function scatterParallelProgram(d: DTypeName, id: DTypeName, lanes: number, nd: number, wg: number): Program {
   const words = 14 + 4 * nd;
   const access = 'aaarr';
-  return program(`ix.scatterp|${d}|${lanes}|${nd}|${wg}`, access, words, () => {
+  return program(`ix.scatterp|${d}|${id}|${lanes}|${nd}|${wg}`, access, words, () => {
     const k = perWord(d), sh = k === 4 ? 2 : k === 2 ? 1 : 0, width = 32 / k, mask = k === 4 ? '0xffu' : k === 2 ? '0xffffu' : '0xffffffffu';
     const isInt = !isFloat(d) && lanes === 1;
     const lane = (word: string, idx: string): string => R.load(d, 'nbx_w', idx).replace(/nbx_w\[[^\]]*\]/g, word);
@@ -329,9 +350,9 @@ function scatterParallelProgram(d: DTypeName, lanes: number, nd: number, wg: num
   var oo = i32(${U(2)}); var io = i32(${U(3)}); var so_ = i32(${U(4)});
   ${decompose(nd, 14, 4, ['oo', 'io', 'so_'], 'i')}
   let size = i32(${U(1)});
-  var v0 = bitcast<i32>(b4[u32(io)]);
-  if (v0 < 0 || v0 >= size) { if (${U(6)} != 0u && v0 < 0 && v0 >= -size) { v0 += size; } else {
-    if (report) { if (~atomicLoad(&err[0]) == i) { atomicStore(&err[1], bitcast<u32>(v0)); } }
+  ${loadIndex(id, 'b4', 'u32(io)', 'v0')}
+  if (!${fitsI32('v0')} || v0 < 0 || v0 >= size) { if (${U(6)} != 0u && ${fitsI32('v0')} && v0 < 0 && v0 >= -size) { v0 += size; } else {
+    if (report) { if (~atomicLoad(&err[0]) == i) { atomicStore(&err[1], bitcast<u32>(v0)); atomicStore(&err[3], v0_hi); } }
     else if (${U(13)} != 0u) { ${recordErr('err', 'i')} }
     return;
   } }
@@ -365,7 +386,7 @@ function runParallelScatter(out: StridedRef, o: StridedRef, s: StridedRef, dim: 
   const slots = be.allocBytes(Math.max(outN, 1) * 4, true);
   const { bufs, done } = bindAll([out.buf as WGBuffer, err, slots], [index.buf as WGBuffer, s.buf as WGBuffer]);
   const wg = be.wgElementwise;
-  const prog = scatterParallelProgram(o.dtype, lanes, index.shape.length, wg);
+  const prog = scatterParallelProgram(o.dtype, index.dtype, lanes, index.shape.length, wg);
   let first = true;
   const run = (pass: number, threads: number, report = false): void => {
     be.dispatch(prog, bufs, new Uint32Array([...base, pass, report ? 1 : 0, outN, first ? 1 : 0, ...dims]), threads, wg);
@@ -388,8 +409,9 @@ function runParallelScatter(out: StridedRef, o: StridedRef, s: StridedRef, dim: 
  */
 export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, src: StridedRef, mode: ScatterMode, opts: ScatterOptions): void {
   const { op, includeSelf = true, wrap = false } = opts;
-  checkWgslDType(op, out.dtype); checkWgslDType(op, src.dtype); checkIndexDType(op, index);
-  const lanes = DTYPES[out.dtype].lanes;
+  checkWgslDType(op, out.dtype, true); checkWgslDType(op, src.dtype, true); checkIndexDType(op, index);
+  const lanes = lanesIn(out.dtype);
+  if (out.dtype === 'int64' && mode !== 'none') throw new DeviceLimitError(op, `webgpu scatter reduction '${mode}' of int64 values is not emulated (WGSL has no 64-bit atomics); int64 scatter without reduction, or int32 values, work`);
   if (lanes !== 1 && mode !== 'none') throw new UnsupportedError(op, `reduction '${mode}' is not supported for complex tensors`);
   if (numelOf(index.shape) === 0) return;
   const o = lanesOf(out), s = lanesOf(src);
@@ -412,7 +434,7 @@ export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, s
   const counts = be.allocBytes(track ? numelOf(out.shape) * 4 : 4, track);
   const { bufs, done } = bindAll([out.buf as WGBuffer, err, counts], [index.buf as WGBuffer, src.buf as WGBuffer]);
   const wg = 64;
-  const prog = scatterProgram(o.dtype, lanes, others.length, wg);
+  const prog = scatterProgram(o.dtype, index.dtype, lanes, others.length, wg);
   be.dispatch(prog, bufs, u, cols, wg);
   // the report pass: every column re-checks its indices (no writes) and the failed position stores its value
   const u2 = u.slice(); u2[13] = 1;
@@ -425,30 +447,30 @@ export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, s
 // ---- linear_index ------------------------------------------------------------------------------------
 
 /** uniform: [n, ooff, report, 0] then per index [off, size, mult] then per dim [size, out stride, index strides...]. */
-function linearIndexProgram(K: number, nd: number, wg: number): Program {
+function linearIndexProgram(od: DTypeName, ids: DTypeName[], nd: number, wg: number): Program {
+  const K = ids.length;
   const words = 4 + 3 * K + (1 + 1 + K) * nd;
   const access = `wa${'r'.repeat(K)}`;
-  return program(`ix.linidx|${K}|${nd}|${wg}`, access, words, () => {
+  return program(`ix.linidx|${od}|${ids.join(',')}|${nd}|${wg}`, access, words, () => {
     const vars = ['oo', ...[...Array(K).keys()].map((q) => `x${q}`)];
     const body = `${reportHead(2, 'g')}
   if (nbx_pos >= ${U(0)}) { return; }
   var oo = i32(${U(1)}); ${[...Array(K).keys()].map((q) => `var x${q} = i32(${U(4 + 3 * q)});`).join(' ')}
   ${decompose(nd, 4 + 3 * K, 2 + K, vars, 'nbx_pos')}
   var lin = 0i;
-  ${[...Array(K).keys()].map((q) => `{ var v = bitcast<i32>(b${3 + q}[u32(x${q})]); let size = i32(${U(5 + 3 * q)});
+  ${[...Array(K).keys()].map((q) => `{ ${loadIndex(ids[q]!, `b${3 + q}`, `u32(x${q})`, 'v')} let size = i32(${U(5 + 3 * q)});
     ${checkIndex('v', 'size', 'true', 'nbx_pos', `if (report) { atomicStore(&err[2], ${q}u); } return;`)}
     lin += v * i32(${U(6 + 3 * q)}); }`).join('\n  ')}
   if (report) { return; }
-  b1[u32(oo)] = bitcast<u32>(lin);`;
+  ${storeIndex(od, 'b1', 'u32(oo)', 'lin')}`;
     return module(words, access, wg, body, '').replace(/\bb2\b/g, 'err');
   });
 }
 
-/** out[p] = sum_k wrap(indices[k][p]) * prod(sizes[k+1:]); int32 output (the op layer's int64 cannot live on webgpu). */
+/** out[p] = sum_k wrap(indices[k][p]) * prod(sizes[k+1:]); int32 or int64 output. */
 export function webgpuLinearIndex(indices: StridedRef[], sizes: number[], out: StridedRef, op: string, dims: number[]): void {
-  checkWgslDType(op, out.dtype);
   for (const r of indices) checkIndexDType(op, r);
-  if (out.dtype !== 'int32') throw new DeviceLimitError(op, `webgpu linear indices are int32, got ${out.dtype}`);
+  checkIndexDType(op, out);
   const n = numelOf(out.shape);
   if (n === 0) return;
   const K = indices.length;
@@ -458,17 +480,17 @@ export function webgpuLinearIndex(indices: StridedRef[], sizes: number[], out: S
   const err = errBuffer();
   const { bufs, done } = bindAll([out.buf as WGBuffer, err], indices.map((r) => r.buf as WGBuffer));
   const wg = be.wgElementwise;
-  const prog = linearIndexProgram(K, out.shape.length, wg);
+  const prog = linearIndexProgram(out.dtype, indices.map((r) => r.dtype), out.shape.length, wg);
   be.dispatch(prog, bufs, u, n, wg);
   const u2 = u.slice(); u2[2] = 1;
   be.dispatch(prog, bufs, u2, 1, wg);
   done();
   // the first failing index of the position names its dim; the value recorded is that index's
   be.host(op, [err], (host) => {
-    const w = new Int32Array(host.get(err)!, 0, 3);
+    const w = new Int32Array(host.get(err)!, 0, 4);
     if (w[0] === 0) return;
     const q = w[2]!; // the position's first index out of range, as the CPU checks them in order
-    throw new IndexError(op, `index ${w[1]} is out of bounds for dimension ${dims[q]} with size ${sizes[q]}`);
+    throw new IndexError(op, `index ${recordedIndex(w)} is out of bounds for dimension ${dims[q]} with size ${sizes[q]}`);
   });
   be.free(err);
 }
@@ -579,26 +601,25 @@ function nonzeroTest(d: DTypeName, lanes: number, buf: string, idx: string): str
   return lanes > 1 ? `(${bits(`u32(${idx})`)} || ${bits(`u32(${idx}) + 1u`)})` : bits(`u32(${idx})`);
 }
 
-/** Coordinates of the non-zero elements of `input`, row-major, into out [count, ndim] (int32: webgpu has no int64). */
+/** Coordinates of the non-zero elements of `input`, row-major, into out [count, ndim] (int32 or int64). */
 function webgpuNonzero(input: StridedRef, out: StridedRef): void {
-  checkWgslDType('nonzero', input.dtype);
-  checkWgslDType('nonzero', out.dtype);
-  if (out.dtype !== 'int32') throw new DeviceLimitError('nonzero', `webgpu nonzero coordinates are int32, got ${out.dtype}`);
+  checkWgslDType('nonzero', input.dtype, true);
+  checkIndexDType('nonzero', out);
   const nd = input.shape.length;
   if (nd === 0 || numelOf(input.shape) === 0) return;
-  const lanes = DTYPES[input.dtype].lanes, x = lanesOf(input);
+  const lanes = lanesIn(input.dtype), x = lanesOf(input);
   const c: Compaction = {
-    key: `nonzero|${DTYPES[input.dtype].itemsize}|${lanes}|${nonzeroMask(input.dtype)}`, outAccess: 'w', reads: 'r', vars: ['xo'], extra: 1, coords: true,
+    key: `nonzero|${DTYPES[input.dtype].itemsize}|${lanes}|${nonzeroMask(input.dtype)}|${out.dtype}`, outAccess: 'w', reads: 'r', vars: ['xo'], extra: 1, coords: true,
     flag: nonzeroTest(input.dtype, lanes, 'b3', 'xo'),
-    emit: [...Array(nd).keys()].map((q) => `b1[${U(5)} + pos * ${nd}u + ${q}u] = cc[${q}];`).join(' '),
+    emit: [...Array(nd).keys()].map((q) => storeIndex(out.dtype, 'b1', `${U(5)} + pos * ${nd}u + ${q}u`, `i32(cc[${q}])`)).join(' '),
   };
   runCompaction(c, input.shape, [x.offset, out.offset, ...dimWords(input.shape, [x.strides])], out.buf as WGBuffer, [input.buf as WGBuffer]);
 }
 
 /** Elements of `input` where `mask` (same shape, broadcast strides) is set, row-major, into 1-D contiguous `out`. */
 function webgpuMaskedSelect(input: StridedRef, mask: StridedRef, out: StridedRef): void {
-  for (const r of [input, mask, out]) checkWgslDType('masked_select', r.dtype);
-  const lanes = DTYPES[input.dtype].lanes, x = lanesOf({ ...input, dtype: rawDType(input.dtype) }), o = lanesOf(out);
+  for (const r of [input, mask, out]) checkWgslDType('masked_select', r.dtype, true);
+  const lanes = lanesIn(input.dtype), x = lanesOf({ ...input, dtype: rawDType(input.dtype) }), o = lanesOf(out);
   const c: Compaction = {
     key: `mselect|${x.dtype}|${lanes}|${mask.dtype}`, outAccess: outAccess(x.dtype), reads: 'rr', vars: ['xo', 'mo'], extra: 1, coords: false,
     flag: `${rawLoad(mask.dtype, 'b4', 'u32(mo)')} != 0u`,
@@ -610,8 +631,8 @@ function webgpuMaskedSelect(input: StridedRef, mask: StridedRef, out: StridedRef
 
 /** Writes consecutive elements of contiguous `source` into `out` where `mask` is set (row-major). */
 function webgpuMaskedScatter(out: StridedRef, mask: StridedRef, source: StridedRef): void {
-  for (const r of [out, mask, source]) checkWgslDType('masked_scatter', r.dtype);
-  const lanes = DTYPES[out.dtype].lanes, o = lanesOf({ ...out, dtype: rawDType(out.dtype) }), src = lanesOf(source);
+  for (const r of [out, mask, source]) checkWgslDType('masked_scatter', r.dtype, true);
+  const lanes = lanesIn(out.dtype), o = lanesOf({ ...out, dtype: rawDType(out.dtype) }), src = lanesOf(source);
   const c: Compaction = {
     key: `mscatter|${o.dtype}|${lanes}|${mask.dtype}`, outAccess: outAccess(o.dtype), reads: 'rr', vars: ['oo', 'mo'], extra: 1, coords: false,
     flag: `${rawLoad(mask.dtype, 'b3', 'u32(mo)')} != 0u`,

@@ -13,8 +13,8 @@
 //    flagged on the device and a replay kernel runs the exact libstdc++ / TH algorithm the CPU runs on
 //    that row (one invocation per row; unflagged rows return at once).
 //
-// WGSL has no 64-bit integers: index outputs must be int32 (the op layer's int64 indices raise
-// DeviceLimitError before a kernel runs; these kernels serve callers that pass int32 index tensors).
+// Index outputs are int32 or int64 (PyTorch's; written sign-extended, two words: storeIndex). Values
+// are sorted by 32-bit keys: int64 values refuse with DeviceLimitError (see checkWgslDType).
 // 'unique' has data-dependent output sizes, which needs a synchronous readback WebGPU does not have:
 // it raises DeviceLimitError, as host staging did.
 
@@ -26,6 +26,7 @@ import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
 import { DeviceLimitError, UnsupportedError } from '../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
 import { module, U } from './elementwise.js';
+import { checkIndexDType, storeIndex } from './indexing_kernels.js';
 
 let be: WebGPUBackend;
 export function installWebGPUSortKernels(backend: WebGPUBackend): void {
@@ -44,11 +45,8 @@ function checkSortable(op: string, d: DTypeName): void {
   checkWgslDType(op, d);
   if (!SORTABLE.has(d)) throw new UnsupportedError(op, `webgpu ${op} supports bool, integer and real floating dtypes, got ${d}`);
 }
-/** Index outputs: int32 only (int64 raises DeviceLimitError, as everywhere on WebGPU). */
-function checkIndices(op: string, r: StridedRef): void {
-  checkWgslDType(op, r.dtype);
-  if (r.dtype !== 'int32') throw new UnsupportedError(op, `webgpu ${op} writes int32 indices, got an index tensor of ${r.dtype}`);
-}
+/** Index outputs: int32 or int64. */
+const checkIndices = checkIndexDType;
 const isF = (d: DTypeName): boolean => DTYPES[d].kind === 'float';
 const nextPow2 = (v: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, v)));
 const prevPow2 = (v: number): number => 2 ** Math.floor(Math.log2(Math.max(1, v)));
@@ -359,10 +357,10 @@ ${STD_ALGOS}`;
  * Values and indices out: for each (row, j < m) the id from the replayed row (flagged) or the sorted
  * one. uniform [rows, n, m, L, ioff, voff, xoff]; b1 values, b2 indices, b3 input, b4 flags, b5 scratch, b6 sorted ids.
  */
-function gatherProgram(d: DTypeName): Program {
+function gatherProgram(d: DTypeName, id: DTypeName): Program {
   const k = perWord(d);
   const access = `${k > 1 ? 'a' : 'w'}wrrrr`;
-  return program(`sort_gather|${d}`, access, 8, () => {
+  return program(`sort_gather|${d}|${id}`, access, 8, () => {
     const width = 32 / k, mask = k === 1 ? '0xffffffffu' : k === 2 ? '0xffffu' : '0xffu';
     const copy = k === 1 ? 'b1[vo] = b3[si];'
       : R.storeShared(d, 'b1', 'vo', `((b3[si / ${k}u] >> ((si % ${k}u) * ${width}u)) & ${mask})`);
@@ -372,7 +370,7 @@ function gatherProgram(d: DTypeName): Program {
   if (b4[r] != 0u) { id = b5[r * n + j]; } else { id = b6[r * ${U(3)} + j]; }
   let si = ${U(4)} + r * n + id; let vo = ${U(5)} + g;
   ${copy}
-  b2[${U(6)} + g] = id;`);
+  ${storeIndex(id, 'b2', `${U(6)} + g`, 'i32(id)')}`);
   });
 }
 
@@ -423,7 +421,7 @@ function finish(kind: ReplayKind, input: StridedRef, rows: number, n: number, m:
     be.dispatch(replayProgram(kind, input.dtype), [scratch, flags, s.keys, s.sk, s.sid],
       new Uint32Array([rows, n, s.L, k, sorted ? 1 : 0, ignoreNan ? 1 : 0, 0, 0]), rows, WG);
   }
-  be.dispatch(gatherProgram(input.dtype), [values.buf as WGBuffer, indices.buf as WGBuffer, input.buf as WGBuffer, flags, scratch, s.sid],
+  be.dispatch(gatherProgram(input.dtype, indices.dtype), [values.buf as WGBuffer, indices.buf as WGBuffer, input.buf as WGBuffer, flags, scratch, s.sid],
     new Uint32Array([rows, n, m, s.L, input.offset, values.offset, indices.offset, 0]), rows * m, WG);
   for (const b of new Set([scratch, flags, s.keys, s.sk, s.sid])) be.free(b);
 }
@@ -509,9 +507,9 @@ export function webgpuMode(input: StridedRef, rows: number, n: number, values: S
 
 // ---- searchsorted ------------------------------------------------------------------------------------
 
-/** uniform [bRows, nb, rows, ni, boff, ioff, ooff, right]; b1 out (int32), b2 boundaries, b3 input. */
-function searchsortedProgram(d: DTypeName): Program {
-  return program(`searchsorted|${d}`, 'wrr', 8, () => {
+/** uniform [bRows, nb, rows, ni, boff, ioff, ooff, right]; b1 out (int32 / int64 `od`), b2 boundaries, b3 input. */
+function searchsortedProgram(d: DTypeName, od: DTypeName): Program {
+  return program(`searchsorted|${d}|${od}`, 'wrr', 8, () => {
     // floats compare by order keys (no flushing of subnormals), NaN compares false either way
     const val = (buf: string, idx: string): string => (isF(d) ? `${R.load(d, buf, idx)}` : R.load(d, buf, idx));
     const ge = isF(d) ? 'fn ge(a: f32, b: f32) -> bool { return !nbx_isnan(a) && !nbx_isnan(b) && okey_f(a) >= okey_f(b); }\nfn gt(a: f32, b: f32) -> bool { return !nbx_isnan(a) && !nbx_isnan(b) && okey_f(a) > okey_f(b); }'
@@ -527,7 +525,7 @@ function searchsortedProgram(d: DTypeName): Program {
     // lower bound: first boundary >= v; upper: first boundary > v (NaN compares false: goes right)
     if (select(!ge(m, v), !gt(m, v), right)) { lo = mid + 1u; } else { hi = mid; }
   }
-  b1[${U(6)} + g] = lo;`, `${KEYS}\n${ge}`);
+  ${storeIndex(od, 'b1', `${U(6)} + g`, 'i32(lo)')}`, `${KEYS}\n${ge}`);
   });
 }
 
@@ -536,10 +534,9 @@ export function webgpuSearchsorted(boundaries: StridedRef, bRows: number, nb: nu
   checkSortable('searchsorted', input.dtype);
   checkSortable('searchsorted', boundaries.dtype);
   checkIndices('searchsorted', out);
-  if (sorter) checkWgslDType('searchsorted', sorter.dtype); // int64: DeviceLimitError
   if (sorter) throw new UnsupportedError('searchsorted', 'webgpu searchsorted takes no sorter');
   if (rows * ni === 0) return;
-  be.dispatch(searchsortedProgram(input.dtype), [out.buf as WGBuffer, boundaries.buf as WGBuffer, input.buf as WGBuffer],
+  be.dispatch(searchsortedProgram(input.dtype, out.dtype), [out.buf as WGBuffer, boundaries.buf as WGBuffer, input.buf as WGBuffer],
     new Uint32Array([bRows, nb, rows, ni, boundaries.offset, input.offset, out.offset, right ? 1 : 0]), rows * ni, WG);
 }
 
