@@ -29,9 +29,9 @@ export NBX_CUDA_HOST_STAGING=0
 # up holding exactly the sweeps of this run
 TUNE=/tmp/nbx-attn-tune; rm -rf "$TUNE"; mkdir -p "$TUNE"
 export NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=full
-st test 60 node --test dist/test/cuda_attention.test.js
-st conf 20 node dist/src/cli/nbx.js conformance test/conformance --device cuda --filter 'attention|softmax'
-st bench 70 node dist/bench/cuda_attention.js
+st test 70 node --test dist/test/cuda_attention.test.js
+st conf 15 node dist/src/cli/nbx.js conformance test/conformance --device cuda --filter 'attention|softmax'
+st bench 60 node dist/bench/cuda_attention.js
 cp "$TUNE/autotune.json" "$L/attention-autotune.json" 2>/dev/null || echo "no autotune.json written" | tee -a "$S"
 {
   echo "== tests"; grep -E '^# (tests|pass|fail|skip)|^not ok|SKIP' "$L/test.log" | head -20
