@@ -22,6 +22,7 @@ import { installWebGPUResampleKernels } from './resample_kernels.js';
 import { installWebGPUIntKernels } from './int_kernels.js';
 import { installWebGPUFftKernels } from './fft_kernels.js';
 import { installWebGPUSortKernels } from './sort_kernels.js';
+import { int64Reduction, int64Scan, webgpuReduceInt64, webgpuScanInt64 } from './int64_kernels.js';
 
 let be: WebGPUBackend;
 export function installWebGPUKernels(backend: WebGPUBackend): void {
@@ -262,11 +263,10 @@ const BUSY_THREADS = 1 << 19; // an H200 holds 132 SMs x 2048 resident invocatio
 
 export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
   outIndex?: StridedRef, layout?: RowLayout): void {
+  // int64 accumulators, values or indices: emulated (int64_kernels.ts)
+  if (int64Reduction(kind, input, out, outIndex)) { webgpuReduceInt64(be, kind, input, rows, n, out, outIndex, layout); return; }
   checkWgslDType(kind, input.dtype);
   checkWgslDType(kind, out.dtype);
-  if (outIndex || kind === 'argmax' || kind === 'argmin' || kind === 'count_nonzero') {
-    throw new DeviceLimitError(kind, 'indices and counts are int64, which WGSL cannot represent');
-  }
   const isF = DTYPES[input.dtype].kind === 'float';
   if (!isF && (kind === 'var' || kind === 'logsumexp' || kind === 'norm')) throw new UnsupportedError(kind, `${kind} of ${input.dtype} is not supported on webgpu`);
   const lay = layout ?? { rowStride: n, colStride: 1 };
@@ -347,9 +347,9 @@ function scanProgram(kind: ScanKind, inD: DTypeName, outD: DTypeName, mode: 'wg'
 }
 
 export function webgpuScan(kind: ScanKind, input: StridedRef, rows: number, n: number, out: StridedRef, outIndex?: StridedRef): void {
+  if (int64Scan(kind, input, out, outIndex)) { webgpuScanInt64(be, kind, input, rows, n, out, outIndex); return; }
   checkWgslDType(kind, input.dtype);
   checkWgslDType(kind, out.dtype);
-  if (outIndex || kind === 'cummax' || kind === 'cummin') throw new DeviceLimitError(kind, 'its indices are int64, which WGSL cannot represent');
   const u = new Uint32Array([rows, n, input.offset, out.offset]);
   const { bufs, temp } = bindings(out.buf as WGBuffer, [input.buf as WGBuffer]);
   if (rows >= 256 && n <= 256) {
@@ -527,7 +527,7 @@ function hostStaged(name: string): (...args: unknown[]) => unknown {
     if (RETURNS_VALUE.has(name)) throw new DeviceLimitError(name, `'${name}' returns data-dependent sizes, which needs a synchronous readback; WebGPU has none (run it on the CPU)`);
     const bufs: WGBuffer[] = [];
     const collect = (v: unknown, depth: number): void => {
-      if (isRef(v)) { checkWgslDType(name, v.dtype); if (!bufs.includes(v.buf as WGBuffer)) bufs.push(v.buf as WGBuffer); return; }
+      if (isRef(v)) { checkWgslDType(name, v.dtype, true); if (!bufs.includes(v.buf as WGBuffer)) bufs.push(v.buf as WGBuffer); return; }
       if (depth >= 2 || v === null || typeof v !== 'object' || ArrayBuffer.isView(v)) return;
       if (Array.isArray(v)) v.forEach((x) => collect(x, depth + 1));
       else if (Object.getPrototypeOf(v) === Object.prototype) Object.values(v).forEach((x) => collect(x, depth + 1));
