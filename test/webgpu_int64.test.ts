@@ -132,6 +132,9 @@ it('int64 index inputs: gather, index_select, embedding, take, index_put, scatte
   await check('scatter_add int64 index', [x, i64([3n, 0n, 1n, 2n, 0n, 3n], [1, 6]), nbx.ones([1, 6])], (t, i, s) => nbx.scatter_add(t, 0, i, s));
   const m = nbx.gt(nbx.remainder(nbx.arange(0, 24, 1), 3), 0).reshape([4, 6]);
   await check('masked_fill int64', [xl, m], (t, k) => nbx.masked_fill(t, k, -(2 ** 40)));
+  await check('cross_entropy int64 target', [x, i64([5n, 0n, -100n, 3n])], (t, y) => nbx.nn.functional.cross_entropy(t, y));
+  await assert.rejects(nbx.nn.functional.nll_loss(x.to(G), i64([1n, 2n ** 32n + 1n, 0n, 0n]).to(G)).data(),
+    (e: unknown) => e instanceof IndexError && /Target 4294967297 is out of bounds/.test((e as Error).message));
   // out of range, including values that only differ from a valid one in the high word
   for (const bad of [4n, -5n, 2n ** 32n + 1n, -(2n ** 32n) + 1n, MIN, MAX]) {
     const r = nbx.index_select(x.to(G), 0, i64([0n, bad]).to(G));

@@ -20,7 +20,7 @@ import { WGSL as R, checkWgslDType } from '../../ir/render_wgsl.js';
 import { IndexError, UnsupportedError } from '../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
 import { module, U } from './elementwise.js';
-import { bindAll, decompose, dimWords, f32w, isFloat, numelOf, outAccess, program, rawLoad, rawStore, recordErr, storeVal } from './indexing_kernels.js';
+import { bindAll, checkIndexDType, decompose, dimWords, f32w, fitsI32, isFloat, loadIndex, numelOf, outAccess, program, rawLoad, rawStore, recordErr, storeVal } from './indexing_kernels.js';
 
 let be: WebGPUBackend;
 export function installWebGPUResampleKernels(backend: WebGPUBackend): void {
@@ -255,19 +255,21 @@ function nllProgram(xd: DTypeName, td: DTypeName, wd: DTypeName, od: DTypeName, 
   for (var s = ${wg / 2}u; s > 0u; s >>= 1u) { if (lid < s) { sh[lid] = sh[lid] + sh[lid + s]; } workgroupBarrier(); }
   ${v} = sh[0];
   workgroupBarrier();`;
-    const target = (k: string): string => R.load(td, 'b5', `${U(5)} + ${k}`);
+    // int32 or int64 targets (read as i32 with a range flag: one beyond int32 is out of bounds)
+    const target = (k: string, v: string): string => loadIndex(td, 'b5', `${U(5)} + ${k}`, v);
     const body = `let items = ${U(0)}; let C = i32(${U(1)}); let D = ${U(2)}; let ignore = bitcast<i32>(${U(3)}); let has = ${U(9)};
   if (${U(10)} != 0u) {
     // report pass: the failed item's target value
-    if (lid == 0u) { let e = atomicLoad(&b3[0]); if (e != 0u) { atomicStore(&b3[1], bitcast<u32>(${target('(~e)')})); } }
+    if (lid == 0u) { let e = atomicLoad(&b3[0]); if (e != 0u) { ${target('(~e)', 'tf')} atomicStore(&b3[1], bitcast<u32>(tf)); atomicStore(&b3[3], tf_hi); } }
     return;
   }
   var sum = 0.0f; var wsum = 0.0f;
   for (var k = lid; k < items; k += ${wg}u) {
-    let t = ${target('k')};
+    ${target('k', 't')}
     // ignored (and failing) items: a zero loss, as the CPU's zero-filled losses
-    if (t == ignore || t < 0 || t >= C) {
-      if (t != ignore) { ${recordErr('b3', 'k')} }
+    let tok = ${fitsI32('t')};
+    if (!tok || t == ignore || t < 0 || t >= C) {
+      if (!tok || t != ignore) { ${recordErr('b3', 'k')} }
       if ((has & 2u) != 0u) { ${storeVal(od, 'b1', `${U(7)} + k`, R.castExpr('float32', od, '0.0f'))} }
       continue;
     }
@@ -292,11 +294,11 @@ function nllProgram(xd: DTypeName, td: DTypeName, wd: DTypeName, od: DTypeName, 
 export function webgpuNllLoss(p: NllParams): void {
   const { input, target, N, C, D } = p;
   for (const r of [input, p.weight, p.out, p.sums]) requireFloat('nll_loss', r);
-  checkWgslDType('nll_loss', target.dtype);
+  checkIndexDType('nll_loss', target);
   const items = N * D;
   const scratch: WGBuffer[] = [];
   const own = (r: StridedRef | undefined): WGBuffer => (r ? r.buf as WGBuffer : (scratch.push(be.allocBytes(8)), scratch[scratch.length - 1]!));
-  const err = be.allocBytes(8, true);
+  const err = be.allocBytes(16, true);
   const has = (p.weight ? 1 : 0) | (p.out ? 2 : 0) | (p.sums ? 4 : 0);
   const u = new Uint32Array([items, C, D, p.ignoreIndex >>> 0, input.offset, target.offset, p.weight?.offset ?? 0, p.out?.offset ?? 0,
     p.sums?.offset ?? 0, has, 0]);
@@ -310,8 +312,8 @@ export function webgpuNllLoss(p: NllParams): void {
   done();
   for (const s of scratch) be.free(s);
   be.host('nll_loss', [err], (host) => {
-    const w = new Int32Array(host.get(err)!, 0, 2);
-    if (w[0] !== 0) throw new IndexError('nll_loss', `Target ${w[1]} is out of bounds.`);
+    const w = new Int32Array(host.get(err)!, 0, 4);
+    if (w[0] !== 0) throw new IndexError('nll_loss', `Target ${(BigInt(w[3]!) << 32n) | BigInt(w[1]! >>> 0)} is out of bounds.`);
   });
   be.free(err);
 }
