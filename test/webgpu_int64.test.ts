@@ -156,6 +156,19 @@ it('int64 index outputs: sort, topk, kthvalue, argmax/argmin, max with indices, 
   await check('argmin', [x], (t) => nbx.argmin(t));
   await check('max dim', [x], (t) => nbx.max(t, 0).indices);
   await check('searchsorted', [nbx.tensor([1, 3, 5, 7], { dtype: nbx.float32 }), x], (b, t) => nbx.searchsorted(b, t));
+  // int64 values (keys from their dense rank): ties, values equal in one word only, both extremes
+  const v = [MIN, MAX, 0n, -1n, 2n ** 32n, 1n, 2n ** 32n, -(2n ** 32n), 0x7fffffff80000000n, 5n, 0n, MIN, 2n ** 53n + 1n, 2n ** 53n, -1n, 7n];
+  const xl = i64(v.concat(v.slice().reverse()), [2, 16]);
+  for (const [name, f] of [
+    ['sort', (t: T) => nbx.sort(t, { dim: 1 }).values], ['sort idx', (t: T) => nbx.sort(t, { dim: 1 }).indices],
+    ['sort stable desc', (t: T) => nbx.sort(t, { dim: 1, descending: true, stable: true }).indices],
+    ['sort desc values', (t: T) => nbx.sort(t, { dim: 1, descending: true }).values], ['argsort dim0', (t: T) => nbx.argsort(t, { dim: 0 })],
+    ['topk', (t: T) => nbx.topk(t, 5).indices], ['topk smallest', (t: T) => nbx.topk(t, 4, { largest: false }).values],
+    ['kthvalue', (t: T) => nbx.kthvalue(t, 3).indices], ['median', (t: T) => nbx.median(t, 1).indices], ['mode', (t: T) => nbx.mode(t, 1).indices],
+    ['mode values', (t: T) => nbx.mode(t, 1).values], ['argmax', (t: T) => nbx.argmax(t, { dim: 1 })], ['argmin', (t: T) => nbx.argmin(t, { dim: 0 })],
+    ['cummax', (t: T) => nbx.cummax(t, 1).indices], ['cummin', (t: T) => nbx.cummin(t, 1).values],
+  ] as [string, (t: T) => T][]) await check(`${name} int64`, [xl], f);
+  await check('searchsorted int64', [i64([MIN, -5n, 0n, 2n ** 32n, 2n ** 40n, MAX]), i64(v)], (b, t) => nbx.searchsorted(b, t, { right: true }));
   await check('arange', [x], (t) => nbx.arange(-3, 2 ** 33, 2 ** 31, { device: t.device }));
   // nonzero's op sizes its output from a synchronous count (none on WebGPU): its kernel, int64 coordinates
   const nz = Tensor.empty([2, 2], 'int64', G);

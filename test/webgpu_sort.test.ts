@@ -147,13 +147,10 @@ it('searchsorted and bucketize with int32 outputs match the CPU (NaN, ties, righ
   await sameData(nbx.searchsorted(up(b), 0.5, { out_int32: true }), nbx.searchsorted(b, 0.5, { out_int32: true }), 'scalar input');
 });
 
-it('keeps the contract: int64 values and unique raise DeviceLimitError; long replays are refused on llvmpipe', async () => {
+it('keeps the contract: unique raises DeviceLimitError; long replays are refused on llvmpipe', async () => {
   const x = up(rowsOf(2, 8, 'float32', true));
-  // (int64 index outputs are emulated: see webgpu_int64.test.ts)
-  const xl = up(nbx.tensor([[3, 1, 2]]));
-  for (const f of [() => nbx.unique(x), () => nbx.sort(xl), () => nbx.topk(xl, 2)]) {
-    assert.throws(f, (e: unknown) => e instanceof DeviceLimitError);
-  }
+  // (int64 values and index outputs are emulated: see webgpu_int64.test.ts)
+  assert.throws(() => nbx.unique(x), (e: unknown) => e instanceof DeviceLimitError);
   assert.throws(() => kernel('unique', G, 'unique')(x.ref(), 16, 1, false), (e: unknown) => e instanceof DeviceLimitError);
   const info = await nbx.webgpu.init();
   if (/llvmpipe|lavapipe/i.test(info.adapter)) {

@@ -152,7 +152,7 @@ export function checkIndexDType(op: string, r: StridedRef): void {
  */
 export const loadIndex = (d: DTypeName, buf: string, idx: string, v: string): string => (d === 'int64'
   ? `let ${v}_at = 2u * (${idx}); var ${v} = bitcast<i32>(${buf}[${v}_at]); let ${v}_hi = ${buf}[${v}_at + 1u];`
-  : `var ${v} = bitcast<i32>(${buf}[${idx}]); let ${v}_hi = select(0u, 0xffffffffu, ${v} < 0i);`);
+  : `var ${v}: i32 = ${R.load(d, buf, idx)}; let ${v}_hi = select(0u, 0xffffffffu, ${v} < 0i);`);
 /** WGSL: whether the index `v` read by loadIndex is an int32 (else out of range for any tensor a binding holds). */
 export const fitsI32 = (v: string): string => `(${v}_hi == select(0u, 0xffffffffu, ${v} < 0i))`;
 /** A statement storing i32 `v` as element `idx` of index binding `buf` of dtype `d` (int64: sign-extended). */

@@ -20,7 +20,7 @@ import { WGSL as R, checkWgslDType } from '../../ir/render_wgsl.js';
 import { IndexError, UnsupportedError } from '../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
 import { module, U } from './elementwise.js';
-import { bindAll, checkIndexDType, decompose, dimWords, f32w, fitsI32, isFloat, loadIndex, numelOf, outAccess, program, rawLoad, rawStore, recordErr, storeVal } from './indexing_kernels.js';
+import { bindAll, decompose, dimWords, f32w, fitsI32, isFloat, loadIndex, numelOf, outAccess, program, rawLoad, rawStore, recordErr, storeVal } from './indexing_kernels.js';
 
 let be: WebGPUBackend;
 export function installWebGPUResampleKernels(backend: WebGPUBackend): void {
@@ -294,7 +294,7 @@ function nllProgram(xd: DTypeName, td: DTypeName, wd: DTypeName, od: DTypeName, 
 export function webgpuNllLoss(p: NllParams): void {
   const { input, target, N, C, D } = p;
   for (const r of [input, p.weight, p.out, p.sums]) requireFloat('nll_loss', r);
-  checkIndexDType('nll_loss', target);
+  if (target.dtype !== 'int64') checkWgslDType('nll_loss', target.dtype);
   const items = N * D;
   const scratch: WGBuffer[] = [];
   const own = (r: StridedRef | undefined): WGBuffer => (r ? r.buf as WGBuffer : (scratch.push(be.allocBytes(8)), scratch[scratch.length - 1]!));

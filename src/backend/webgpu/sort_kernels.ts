@@ -13,8 +13,9 @@
 //    flagged on the device and a replay kernel runs the exact libstdc++ / TH algorithm the CPU runs on
 //    that row (one invocation per row; unflagged rows return at once).
 //
-// Index outputs are int32 or int64 (PyTorch's; written sign-extended, two words: storeIndex). Values
-// are sorted by 32-bit keys: int64 values refuse with DeviceLimitError (see checkWgslDType).
+// Index outputs are int32 or int64 (PyTorch's; written sign-extended, two words: storeIndex). int64
+// values get 32-bit keys too: their dense rank in the row (`int64RankKeys`: two stable passes, low words
+// then high words, and a scan of the value changes), after which every kernel runs as for int32.
 // 'unique' has data-dependent output sizes, which needs a synchronous readback WebGPU does not have:
 // it raises DeviceLimitError, as host staging did.
 
@@ -40,9 +41,9 @@ export function installWebGPUSortKernels(backend: WebGPUBackend): void {
   registerKernel('unique', 'webgpu', webgpuUnique);
 }
 
-const SORTABLE = new Set<DTypeName>(['bool', 'uint8', 'int8', 'int16', 'int32', 'float16', 'bfloat16', 'float32']);
+const SORTABLE = new Set<DTypeName>(['bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'float16', 'bfloat16', 'float32']);
 function checkSortable(op: string, d: DTypeName): void {
-  checkWgslDType(op, d);
+  checkWgslDType(op, d, true);
   if (!SORTABLE.has(d)) throw new UnsupportedError(op, `webgpu ${op} supports bool, integer and real floating dtypes, got ${d}`);
 }
 /** Index outputs: int32 or int64. */
@@ -362,7 +363,8 @@ function gatherProgram(d: DTypeName, id: DTypeName): Program {
   const access = `${k > 1 ? 'a' : 'w'}wrrrr`;
   return program(`sort_gather|${d}|${id}`, access, 8, () => {
     const width = 32 / k, mask = k === 1 ? '0xffffffffu' : k === 2 ? '0xffffu' : '0xffu';
-    const copy = k === 1 ? 'b1[vo] = b3[si];'
+    const copy = d === 'int64' ? 'b1[2u * vo] = b3[2u * si]; b1[2u * vo + 1u] = b3[2u * si + 1u];'
+      : k === 1 ? 'b1[vo] = b3[si];'
       : R.storeShared(d, 'b1', 'vo', `((b3[si / ${k}u] >> ((si % ${k}u) * ${width}u)) & ${mask})`);
     return module(8, access, WG, `let n = ${U(1)}; let m = ${U(2)}; if (g >= ${U(0)} * m) { return; }
   let r = g / m; let j = g % m;
@@ -387,8 +389,14 @@ interface Rows { keys: WGBuffer; sk: WGBuffer; sid: WGBuffer; L: number }
 /** Row keys, then every row's stable (key, id) order, padded to L (a power of two) per row. */
 function sortedRows(input: StridedRef, rows: number, n: number, flip: boolean, sort = true): Rows {
   const keys = be.allocBytes(rows * n * 4);
-  be.dispatch(keysProgram(input.dtype), [keys, input.buf as WGBuffer], new Uint32Array([rows * n, input.offset, flip ? 0xffffffff : 0, 0]), rows * n, WG);
+  if (input.dtype === 'int64') int64RankKeys(input, rows, n, flip, keys);
+  else be.dispatch(keysProgram(input.dtype), [keys, input.buf as WGBuffer], new Uint32Array([rows * n, input.offset, flip ? 0xffffffff : 0, 0]), rows * n, WG);
   if (!sort) return { keys, sk: keys, sid: keys, L: n };
+  return { keys, ...sortKeys(keys, rows, n) };
+}
+
+/** Every row's stable (key, id) order of [rows, n] u32 keys, padded to L (a power of two) per row. */
+function sortKeys(keys: WGBuffer, rows: number, n: number): { sk: WGBuffer; sid: WGBuffer; L: number } {
   const L = nextPow2(n);
   const sk = be.allocBytes(rows * L * 4), sid = be.allocBytes(rows * L * 4);
   be.dispatch(pairsProgram(), [sk, sid, keys], new Uint32Array([rows, n, L, 0]), rows * L, WG);
@@ -404,7 +412,60 @@ function sortedRows(input: StridedRef, rows: number, n: number, flip: boolean, s
     }
     local('merge', size);
   }
-  return { keys, sk, sid, L };
+  return { sk, sid, L };
+}
+
+/**
+ * int64 values' keys: each element's dense rank among its row's distinct values (order and equality
+ * kept, complemented when `flip`). Stable sorts by the low words (unsigned), then by the high words
+ * (signed) give the order; a workgroup per row scans where the value changes along it.
+ */
+function int64RankKeys(input: StridedRef, rows: number, n: number, flip: boolean, keys: WGBuffer): void {
+  const x = input.buf as WGBuffer;
+  const u = new Uint32Array([rows * n, input.offset, 0, 0]);
+  be.dispatch(program('sort_keys64|lo', 'wr', 4, () => module(4, 'wr', WG, `if (g >= ${U(0)}) { return; }
+  b1[g] = b2[2u * (${U(1)} + g)];`)), [keys, x], u, rows * n, WG);
+  const p1 = sortKeys(keys, rows, n);
+  // high-word keys in pass-1 order; sorting them stably sorts by (high, low)
+  be.dispatch(program('sort_keys64|hi', 'wrr', 4, () => module(4, 'wrr', WG, `if (g >= ${U(0)}) { return; }
+  let n = ${U(2)}; let L = ${U(3)}; let id = b3[(g / n) * L + g % n];
+  b1[g] = b2[2u * (${U(1)} + (g / n) * n + id) + 1u] ^ 0x80000000u;`)), [keys, x, p1.sid], new Uint32Array([rows * n, input.offset, n, p1.L]), rows * n, WG);
+  const p2 = sortKeys(keys, rows, n);
+  const T = Math.min(256, be.wgReduce);
+  const rank = program(`sort_rank64|${T}`, 'wrrr', 8, () => module(8, 'wrrr', T, '', `var<workgroup> sh: array<u32, ${T}>;`, `@compute @workgroup_size(${T})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let rows = ${U(0)}; let n = ${U(1)}; let L = ${U(2)}; let xo = ${U(3)}; let flip = ${U(4)};
+  let r = wid.y * nwg.x + wid.x; if (r >= rows) { return; }
+  var carry = 0u;
+  for (var c0 = 0u; c0 < n; c0 += ${T}u) {
+    let q = c0 + lid;
+    var id = 0u; var start = 0u;
+    if (q < n) {
+      id = b3[r * L + b4[r * L + q]];
+      let v = vec2<u32>(b2[2u * (xo + r * n + id)], b2[2u * (xo + r * n + id) + 1u]);
+      if (q == 0u) { start = 1u; } else {
+        let pid = b3[r * L + b4[r * L + q - 1u]];
+        let pv = vec2<u32>(b2[2u * (xo + r * n + pid)], b2[2u * (xo + r * n + pid) + 1u]);
+        start = select(0u, 1u, any(v != pv));
+      }
+    }
+    sh[lid] = start;
+    workgroupBarrier();
+    for (var s = 1u; s < ${T}u; s <<= 1u) {
+      var t = sh[lid];
+      if (lid >= s) { t = t + sh[lid - s]; }
+      workgroupBarrier();
+      sh[lid] = t;
+      workgroupBarrier();
+    }
+    if (q < n) { b1[r * n + id] = (carry + sh[lid] - 1u) ^ flip; }
+    carry = carry + sh[${T - 1}u];
+    workgroupBarrier();
+  }
+}`));
+  be.dispatchGroups(rank, [keys, x, p1.sid, p2.sid], new Uint32Array([rows, n, p1.L, input.offset, flip ? 0xffffffff : 0, 0, 0, 0]),
+    Math.min(rows, 65535), Math.ceil(rows / 65535), 1);
+  for (const b of [p1.sk, p1.sid, p2.sk, p2.sid]) be.free(b);
 }
 
 /** Flags (zeroed), set where sorted positions [j0, j1] hold equal neighbouring keys. */
@@ -513,6 +574,7 @@ function searchsortedProgram(d: DTypeName, od: DTypeName): Program {
     // floats compare by order keys (no flushing of subnormals), NaN compares false either way
     const val = (buf: string, idx: string): string => (isF(d) ? `${R.load(d, buf, idx)}` : R.load(d, buf, idx));
     const ge = isF(d) ? 'fn ge(a: f32, b: f32) -> bool { return !nbx_isnan(a) && !nbx_isnan(b) && okey_f(a) >= okey_f(b); }\nfn gt(a: f32, b: f32) -> bool { return !nbx_isnan(a) && !nbx_isnan(b) && okey_f(a) > okey_f(b); }'
+      : d === 'int64' ? 'fn ge(a: vec2<u32>, b: vec2<u32>) -> bool { return !nbx_lt_l(a, b); }\nfn gt(a: vec2<u32>, b: vec2<u32>) -> bool { return nbx_lt_l(b, a); }'
       : 'fn ge(a: i32, b: i32) -> bool { return a >= b; }\nfn gt(a: i32, b: i32) -> bool { return a > b; }';
     return module(8, 'wrr', WG, `let nb = ${U(1)}; let ni = ${U(3)}; if (g >= ${U(2)} * ni) { return; }
   let r = g / ni; let br = select(r, 0u, ${U(0)} == 1u); let right = ${U(7)} != 0u;
