@@ -64,6 +64,8 @@ it('int64 arithmetic, comparisons, bitwise ops and shifts are exact (wraparound 
   await check('mul scalar', [x], (t) => nbx.mul(t, -3));
   await check('where', [a, b], (p, q) => nbx.where(nbx.lt(p, q), p, q) as T);
   await check('clamp', [x], (t) => nbx.clamp(t, -(2n ** 35n), 2n ** 33n));
+  await check('matmul (wraps mod 2^64)', [i64(EDGE.slice(0, 24), [4, 6]), i64(EDGE.slice(1, 19), [6, 3])], nbx.matmul);
+  await check('matmul batched', [i64(EDGE.slice(0, 12), [2, 2, 3]), i64(EDGE.slice(5, 11), [3, 2])], nbx.matmul);
 });
 
 it('int64 division: floor/trunc/remainder/fmod exact, INT64_MIN / -1 wraps; division by zero gives 0 on WebGPU', async () => {

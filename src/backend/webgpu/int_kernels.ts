@@ -1,7 +1,8 @@
 // WebGPU 'gemm_int' (src/backend/cpu/linalg.ts gemmInt): integer products, exact modulo 2^32 in i32
 // arithmetic (WGSL's i32 wraps), then wrapped to the output dtype by its store, which equals the CPU's
-// exact result wrapped to the dtype for int32/int16/int8/uint8 (int64 cannot live on webgpu). A thread
-// per output element, as CUDA's gemm_int. Integer convolution and pooling are in nn_kernels.ts.
+// exact result wrapped to the dtype for int32/int16/int8/uint8; with an int64 operand or output, in
+// emulated int64 (src/ir/wgsl_int64.ts), exact modulo 2^64 as the CPU. A thread per output element, as
+// CUDA's gemm_int. Integer convolution and pooling are in nn_kernels.ts.
 
 import type { DTypeName } from '../../dtype/dtypes.js';
 import type { StridedRef } from '../backend.js';
@@ -27,21 +28,33 @@ function gemmIntProgram(d: DTypeName, ad: DTypeName, bd: DTypeName, wg: number):
   const access = `${outAccess(d)}rr`;
   return program(`int.gemm|${d}|${ad}|${bd}|${wg}`, access, 17, () => {
     const names = ['total', 'm', 'n', 'k', 'tA', 'tB', 'lda', 'ldb', 'ldc', 'aoff', 'boff', 'coff', 'sA', 'sB', 'sC'];
+    const wide = [d, ad, bd].includes('int64');
+    // int64: acc = sum a*b, r = alpha*acc + beta*c, all in vec2<u32> words
+    const L = (x: DTypeName, v: string): string => R.castExpr(x, 'int64', v);
+    const math = wide ? {
+      init: 'vec2<u32>(0u)', step: `acc = nbx_add_l(acc, nbx_mul_l(${L(ad, R.load(ad, 'b2', 'ia'))}, ${L(bd, R.load(bd, 'b3', 'ib'))}));`,
+      res: `var r = nbx_mul_l(nbx_i2l(alpha), acc);
+  if (beta != 0i) { r = nbx_add_l(r, nbx_mul_l(nbx_i2l(beta), ${L(d, loadOut(d, 'b1', 'ci'))})); }
+  ${d === 'int64' ? R.store(d, 'b1', 'ci', 'r') : storeVal(d, 'b1', 'ci', R.castExpr('int64', d, 'r'))}`,
+    } : {
+      init: '0i', step: `acc += ${R.load(ad, 'b2', 'ia')} * ${R.load(bd, 'b3', 'ib')};`,
+      res: `var r = alpha * acc;
+  if (beta != 0i) { r += beta * ${loadOut(d, 'b1', 'ci')}; }
+  ${storeVal(d, 'b1', 'ci', 'r')}`,
+    };
     const body = `${names.map((nm, i) => `let ${nm} = ${U(i)};`).join(' ')}
   let alpha = bitcast<i32>(${U(15)}); let beta = bitcast<i32>(${U(16)});
   if (g >= total) { return; }
   let j = g % n; let i = (g / n) % m; let z = g / (m * n);
   let oa = aoff + z * sA; let ob = boff + z * sB;
-  var acc = 0i;
+  var acc = ${math.init};
   for (var l = 0u; l < k; l++) {
     let ia = oa + select(i * lda + l, l * lda + i, tA != 0u);
     let ib = ob + select(l * ldb + j, j * ldb + l, tB != 0u);
-    acc += ${R.load(ad, 'b2', 'ia')} * ${R.load(bd, 'b3', 'ib')};
+    ${math.step}
   }
   let ci = coff + z * sC + i * ldc + j;
-  var r = alpha * acc;
-  if (beta != 0i) { r += beta * ${loadOut(d, 'b1', 'ci')}; }
-  ${storeVal(d, 'b1', 'ci', 'r')}`;
+  ${math.res}`;
     return module(17, access, wg, body);
   });
 }
@@ -49,7 +62,7 @@ function gemmIntProgram(d: DTypeName, ad: DTypeName, bd: DTypeName, wg: number):
 export function webgpuGemmInt(p: GemmParams): void {
   const d = p.c.dtype;
   for (const r of [p.a, p.b, p.c] as StridedRef[]) {
-    checkWgslDType('matmul', r.dtype);
+    checkWgslDType('matmul', r.dtype, true);
     if (isFloat(r.dtype) || r.dtype === 'complex64') throw new UnsupportedError('matmul', `webgpu gemm_int takes integer operands, got ${r.dtype}`);
   }
   const batch = p.batch ?? 1;
