@@ -131,6 +131,13 @@ it('int64 index inputs: gather, index_select, embedding, take, index_put, scatte
   await check('index_put', [xl, i64([0n, 3n]), i64([5n, -7n])], (t, i, v) => nbx.index_put(t, [i], v.reshape([2, 1])));
   await check('scatter int64 data', [xl, i64([3n, 0n, 1n, 2n, 0n, 3n], [1, 6]), i64([MIN, MAX, 5n, 6n, 7n, 8n], [1, 6])],
     (t, i, s) => nbx.scatter(t, 0, i, s));
+  const si = i64([3n, 0n, 1n, 3n, 0n, 3n, 2n, 2n, 0n, 1n, 1n, 3n], [2, 6]), sv = i64(EDGE.slice(6, 18), [2, 6]);
+  for (const reduce of ['sum', 'prod', 'mean', 'amax', 'amin']) {
+    for (const include_self of [true, false]) {
+      await check(`scatter_reduce int64 ${reduce} ${include_self}`, [xl, si, sv], (t, i, v) => nbx.scatter_reduce(t, 0, i, v, reduce, { include_self }));
+    }
+  }
+  await check('index_add int64', [xl, i64([3n, 0n, 3n]), i64(EDGE.slice(3, 21), [3, 6])], (t, i, v) => nbx.index_add(t, 0, i, v, { alpha: -3 }));
   await check('scatter_add int64 index', [x, i64([3n, 0n, 1n, 2n, 0n, 3n], [1, 6]), nbx.ones([1, 6])], (t, i, s) => nbx.scatter_add(t, 0, i, s));
   const m = nbx.gt(nbx.remainder(nbx.arange(0, 24, 1), 3), 0).reshape([4, 6]);
   await check('masked_fill int64', [xl, m], (t, k) => nbx.masked_fill(t, k, -(2 ** 40)));

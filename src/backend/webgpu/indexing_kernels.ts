@@ -15,7 +15,8 @@
 // Index tensors are int32 or int64 (PyTorch's default; two words, see src/ir/wgsl_int64.ts): an index is
 // read as an i32 with a range flag (`loadIndex`: one outside int32 is out of range for any tensor a
 // binding can hold, the CPU's IndexError), and index outputs are written sign-extended (`storeIndex`).
-// int64 data moves as pairs of words, like complex64 (`lanesOf`); scatter reductions of int64 refuse.
+// int64 data moves as pairs of words, like complex64 (`lanesOf`); scatter reductions of int64 values
+// combine them in emulated int64 on the one-thread-per-column path (no 64-bit atomics in WGSL).
 // Index errors: WebGPU cannot read back synchronously, so a kernel records the first failing position
 // (atomicMax of ~pos, as CUDA), a report pass of the same kernel stores that position's index value,
 // and a host step after them raises the CPU kernel's IndexError: like any device fault it surfaces at the
@@ -222,6 +223,17 @@ const MODES: ScatterMode[] = ['none', 'sum', 'prod', 'mean', 'amax', 'amin'];
 
 /** WGSL `nbx_combine(mode, cur, v)` in the compute type of d: the CPU's combineNum (mode: index in MODES). */
 function combineFn(d: DTypeName): string {
+  if (d === 'int64') {
+    return `fn nbx_combine(mode: u32, c: vec2<u32>, v: vec2<u32>) -> vec2<u32> {
+  switch (mode) {
+    case 1u, 3u: { return nbx_add_l(c, v); }
+    case 2u: { return nbx_mul_l(c, v); }
+    case 4u: { return select(c, v, nbx_lt_l(c, v)); }
+    case 5u: { return select(c, v, nbx_lt_l(v, c)); }
+    default: { return v; }
+  }
+}`;
+  }
   const F = isFloat(d), T = F ? 'f32' : 'i32', isBool = d === 'bool';
   return `fn nbx_combine(mode: u32, c: ${T}, v: ${T}) -> ${T} {
   switch (mode) {
@@ -246,29 +258,31 @@ function scatterProgram(d: DTypeName, id: DTypeName, lanes: number, nd: number, 
   const words = 16 + 5 * nd;
   const access = `${outAccess(d)}awrr`;
   return program(`ix.scatter|${d}|${id}|${lanes}|${nd}|${wg}`, access, words, () => {
-    const F = isFloat(d), T = F ? 'f32' : 'i32';
+    // int64 reductions compute in emulated int64 (vec2<u32>)
+    const F = isFloat(d), W = d === 'int64', T = F ? 'f32' : W ? 'vec2<u32>' : 'i32';
     const isBool = d === 'bool';
     const fns = lanes > 1 ? '' : combineFn(d);
-    const alpha = F ? `bitcast<f32>(${U(12)})` : `bitcast<i32>(${U(12)})`;
+    const alpha = F ? `bitcast<f32>(${U(12)})` : W ? `nbx_i2l(bitcast<i32>(${U(12)}))` : `bitcast<i32>(${U(12)})`;
+    const put = (v: string): string => (W ? R.store(d, 'b1', 't', v) : storeVal(d, 'b1', 't', v));
     const raw = [...Array(lanes).keys()].map((l) => rawStore(d, 'b1', `t + ${l}u`, rawLoad(d, 'b5', `s + ${l}u`))).join(' ');
     const apply = lanes > 1 ? raw : `if (mode == 0u) { ${raw} } else {
       var v: ${T} = ${R.load(d, 'b5', 's')};
-      ${isBool ? '' : `if (mode == 1u) { v = v * ${alpha}; }`}
+      ${isBool ? '' : `if (mode == 1u) { v = ${W ? `nbx_mul_l(v, ${alpha})` : `v * ${alpha}`}; }`}
       var first = false;
       if (track) { let ci = t - ${U(4)}; let n = b3[ci]; b3[ci] = n + 1u; first = n == 0u && ${U(10)} == 0u; }
       let c: ${T} = ${loadOut(d, 'b1', 't')};
       let r: ${T} = select(nbx_combine(mode, c, v), v, first);
-      ${storeVal(d, 'b1', 't', 'r')}
+      ${put('r')}
     }`;
     // mean: each slot of the column divided by its count (plus itself when included); ints floor-divide
     const finish = lanes > 1 ? '' : `if (mode != 3u) { return; }
   for (var j = 0i; j < size; j++) {
     let t = u32(oo + j * ods); let n = b3[t - ${U(4)}];
     if (n == 0u) { continue; }
-    let q = ${T}(n + select(0u, 1u, ${U(10)} != 0u));
+    let q = ${W ? 'nbx_i2l(i32' : T}(n + select(0u, 1u, ${U(10)} != 0u))${W ? ')' : ''};
     let a: ${T} = ${loadOut(d, 'b1', 't')};
-    ${F ? 'let r = a / q;' : 'var r = a / q; if (a % q != 0i && a < 0i) { r -= 1i; }'}
-    ${storeVal(d, 'b1', 't', 'r')}
+    ${F ? 'let r = a / q;' : W ? 'let r = nbx_ifloordiv_l(a, q);' : 'var r = a / q; if (a % q != 0i && a < 0i) { r -= 1i; }'}
+    ${put('r')}
   }`;
     const body = `${reportHead(13, 'g', false)}
   let cols = ${U(0)}; let m = ${U(1)}; let size = i32(${U(2)}); let ods = bitcast<i32>(${U(3)});
@@ -410,11 +424,12 @@ function runParallelScatter(out: StridedRef, o: StridedRef, s: StridedRef, dim: 
 export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, src: StridedRef, mode: ScatterMode, opts: ScatterOptions): void {
   const { op, includeSelf = true, wrap = false } = opts;
   checkWgslDType(op, out.dtype, true); checkWgslDType(op, src.dtype, true); checkIndexDType(op, index);
-  const lanes = lanesIn(out.dtype);
-  if (out.dtype === 'int64' && mode !== 'none') throw new DeviceLimitError(op, `webgpu scatter reduction '${mode}' of int64 values is not emulated (WGSL has no 64-bit atomics); int64 scatter without reduction, or int32 values, work`);
+  // int64 reductions combine whole int64 values (one thread per column: WGSL has no 64-bit atomics)
+  const reduce64 = out.dtype === 'int64' && mode !== 'none';
+  const lanes = reduce64 ? 1 : lanesIn(out.dtype);
   if (lanes !== 1 && mode !== 'none') throw new UnsupportedError(op, `reduction '${mode}' is not supported for complex tensors`);
   if (numelOf(index.shape) === 0) return;
-  const o = lanesOf(out), s = lanesOf(src);
+  const o = reduce64 ? out : lanesOf(out), s = reduce64 ? src : lanesOf(src);
   const size = out.shape[dim] ?? 1, m = index.shape[dim] ?? 1;
   const others = [...Array(index.shape.length).keys()].filter((k) => k !== dim);
   const pos = index.shape.map((_, k) => numelOf(index.shape.slice(k + 1)));
@@ -426,7 +441,7 @@ export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, s
     (s.strides[dim] ?? 0) >>> 0, pos[dim] ?? 0, includeSelf ? 1 : 0, wrap ? 1 : 0, isFloat(out.dtype) ? f32w(alpha) : alpha | 0, 0,
     MODES.indexOf(mode), track ? 1 : 0, ...dimWords(sub(index.shape), [sub(o.strides), sub(index.strides), sub(s.strides), sub(pos)])]);
   const err = errBuffer();
-  if (parallelScatter(out, cols, m, mode)) {
+  if (!reduce64 && parallelScatter(out, cols, m, mode)) {
     runParallelScatter(out, o, s, dim, index, mode, lanes, includeSelf, wrap, alpha, err);
     raiseLater(op, err, outOfBounds(op, dim, size));
     return;
