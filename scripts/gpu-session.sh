@@ -10,11 +10,18 @@ source .gpu/bootstrap.sh
 RET=${OUT:-/tmp/out}; mkdir -p "$RET"
 OUT=/tmp/session-work; rm -rf "$OUT"; mkdir -p "$OUT"
 export OUT
-st() { local n=$1 to=$2; shift 2; local t0=$(date +%s); echo "== $n: $*" >> "$OUT/summary.txt"; timeout "$to" "$@" > "$OUT/$n.log" 2>&1; echo "$n rc=$? $(( $(date +%s) - t0 ))s" >> "$OUT/summary.txt"; }
+# Each step runs under a hard limit (SIGKILL 5 s after SIGTERM), and leaves no process behind: a part's
+# stray node process would otherwise share the GPU with the next part and skew its timings.
+st() {
+  local n=$1 to=$2; shift 2; local t0=$(date +%s); echo "== $n: $*" >> "$OUT/summary.txt"
+  timeout -k 5 "$to" "$@" > "$OUT/$n.log" 2>&1; local rc=$?
+  pkill -9 -x node 2>/dev/null; sleep 0.5
+  echo "$n rc=$rc $(( $(date +%s) - t0 ))s; GPU apps after: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | wc -l)" >> "$OUT/summary.txt"
+}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv > "$OUT/gpu.txt" 2>&1
 for part in "$@"; do
   case $part in
-    launch) st launch 60 .gpu/launch_cost; st host-fresh 60 node scripts/host-profile.mjs cuda ;;
+    launch) st launch 60 .gpu/launch_cost; st host-fresh 40 node scripts/host-profile.mjs cuda ;;
     suites)
       for s in "11 2" "23 3"; do set -- $s
         st gen$1 120 python3 .gpu/gen.py /tmp/suite$1 --seed $1 --scale $2
@@ -29,7 +36,7 @@ for part in "$@"; do
     ew) [ -f scripts/gpu-ew.sh ] && st ew 150 bash scripts/gpu-ew.sh
       [ -f "$OUT/ew/nvidia-h200-sm_90.json" ] && cp "$OUT/ew/nvidia-h200-sm_90.json" src/autotune/shipped/nvidia-h200-sm_90.json ;;
     attn) [ -f scripts/gpu-attn.sh ] && st attn 180 bash scripts/gpu-attn.sh ;;
-    webgpu) [ -f scripts/gpu-webgpu.sh ] && st webgpu 180 bash scripts/gpu-webgpu.sh ;;
+    webgpu) [ -f scripts/gpu-webgpu.sh ] && st webgpu 170 bash scripts/gpu-webgpu.sh ;;
     wgsl) for s in wgsl-sort wgsl-index wgsl-int64; do [ -f scripts/gpu-$s.sh ] && st $s 90 bash scripts/gpu-$s.sh; done ;;
     cold)
       # precompile the cold-start chain's kernels into a fresh cache, ship them, then measure cold vs warm
