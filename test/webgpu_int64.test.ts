@@ -79,6 +79,19 @@ it('int64 division: floor/trunc/remainder/fmod exact, INT64_MIN / -1 wraps; divi
   await check('div trunc', [p, q], (x, y) => nbx.div(x, y, { rounding_mode: 'trunc' }));
   await check('div floor', [p, q], (x, y) => nbx.div(x, y, { rounding_mode: 'floor' }));
   await check('pow', [i64([3n, -3n, 2n, -1n, 1n, 7n, MIN, 5n]), i64([40n, 39n, 63n, -5n, -2n, 0n, 1n, 27n])], nbx.pow);
+  // random magnitudes from 1 to 64 bits (divisors of every size: the long division's paths)
+  let seed = 12345n;
+  const rnd = (): bigint => {
+    seed = (seed * 6364136223846793005n + 1442695040888963407n) & (2n ** 64n - 1n);
+    const bits = BigInt(Number(seed >> 58n) + 1);
+    return BigInt.asIntN(64, (seed * 0x9e3779b97f4a7c15n) & ((1n << bits) - 1n)) * (seed & 1n ? -1n : 1n) || 3n;
+  };
+  const ra = i64(Array.from({ length: 3000 }, rnd)), rb = i64(Array.from({ length: 3000 }, rnd));
+  for (const [name, f] of [['floor_divide', nbx.floor_divide], ['remainder', nbx.remainder], ['fmod', nbx.fmod], ['mul', nbx.mul],
+    ['div trunc', (x: T, y: T) => nbx.div(x, y, { rounding_mode: 'trunc' })], ['lt', nbx.lt], ['sub', nbx.sub]] as [string, (x: T, y: T) => T][]) {
+    await check(`random ${name}`, [ra, rb], f);
+  }
+  await check('random to float32', [ra], (t) => t.to('float32'));
   const gmin = await nbx.floor_divide(i64([MIN]).to(G), i64([-1n]).to(G)).data();
   assert.equal(gmin[0], MIN);
   // by zero: the CPU raises ZeroDivisionError, a WebGPU kernel cannot: 0, as for int32 on WebGPU
