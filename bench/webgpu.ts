@@ -1,21 +1,28 @@
 // WebGPU benchmarks next to the CUDA backend and PyTorch measured in the same run: elementwise a*x+b
-// and a+b and reductions over 1 GiB (GB/s), float32/float16 GEMM 4096^3 (TFLOP/s), and the per-op cost
-// of a dependent chain of 1,000 small adds (µs/op, amortized by command batching).
+// and a+b and reductions over 1 GiB (GB/s), float32/float16 GEMM 4096^3 (TFLOP/s: the tiled kernels
+// always, the subgroup-matrix f16 kernel too when enabled), and the per-op cost of a dependent chain of
+// 1,000 small adds (µs/op, amortized by command batching).
 // Before timing it prints what a repeat needs to explain a slow run: the adapter's identity, features
-// and subgroup-matrix configurations, the Dawn toggles, the limits requested, the GEMM path, and per
-// benchmark the warm-up state (first call incl. pipeline compile vs steady state, pipelines built).
+// and subgroup-matrix configurations, the Dawn toggles, the limits requested, the GEMM path, where the
+// launch configurations come from (shipped/user cache), and per benchmark the first call (incl.
+// pipeline compile). Every row is printed the moment it is measured ("row ..." lines, with the seconds
+// since start) and each phase says how long it took, so a run cut short by a timeout still has numbers.
 // With --check it first compares GEMMs against the CPU on several shapes (non-multiples of the tile,
-// transposed operands, both dtypes) and prints the worst relative error per shape.
-// --quick (or a software adapter such as llvmpipe) uses small sizes. --no-peers skips CUDA and PyTorch.
-// Run: node dist/bench/webgpu.js [--quick] [--check] [--no-peers]
+// transposed operands, both dtypes, both f16 paths) and prints the worst relative error per shape.
+// --quick (or a software adapter such as llvmpipe) uses small sizes. --no-peers skips CUDA and
+// PyTorch; --no-cuda / --no-torch skip one of them. Peers run fewer repetitions (a short part).
+// Run: node dist/bench/webgpu.js [--quick] [--check] [--no-peers] [--no-cuda] [--no-torch]
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
 import { elementwise } from '../src/ops/elementwise.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { smmStatus } from '../src/backend/webgpu/gemm_smm.js';
+import { hasSmmPlan, smmStatus, useSubgroupMatrix } from '../src/backend/webgpu/gemm_smm.js';
+import { defaultCache, shapeBucket } from '../src/autotune/index.js';
 
 const GiB = 2 ** 30;
 type Dev = 'webgpu' | 'cuda';
+const T0 = performance.now();
+const secs = (): string => ((performance.now() - T0) / 1000).toFixed(1);
 const out = (s: string): void => { process.stdout.write(`${s}\n`); };
 
 async function sync(dev: Dev): Promise<void> {
@@ -37,8 +44,24 @@ async function timeOn(dev: Dev, fn: () => void, reps: number): Promise<{ s: numb
   return { s: (performance.now() - t1) / 1000 / reps, firstMs };
 }
 
+/** Runs one phase, printing its duration; a failure is printed and the run goes on. */
+async function phase(name: string, fn: () => Promise<void>): Promise<void> {
+  const t = performance.now();
+  out(`== [${secs()} s] ${name}`);
+  try { await fn(); } catch (e) { out(`${name} FAILED: ${(e as Error).message.split('\n')[0]}`); }
+  out(`== ${name}: ${((performance.now() - t) / 1000).toFixed(1)} s`);
+}
+
 const axpb = (x: Tensor, a: number, b: number): Tensor =>
   elementwise('axpb', [x, a, b], x.dt, x.dt, ([v, p, q]) => v!.mul(p!).add(q!));
+
+/** A device tensor of n elements all `v`, made on the device (a host fill of 1 GiB takes many seconds). */
+function filledOn(dev: Dev, n: number, v: number, dtype: 'float32' | 'float16'): Tensor {
+  const z = nbx.zeros([n], { dtype, device: dev });
+  const x = nbx.add(z, v);
+  z.dispose();
+  return x;
+}
 
 const PEER = String.raw`
 import torch, json, sys, time
@@ -55,43 +78,42 @@ G = (64 << 20) if q else (1 << 30)
 for dt, name in ((torch.float32, 'f32'), (torch.float16, 'f16')):
     n = G // dt.itemsize
     x = torch.rand(n, device='cuda', dtype=dt); y = torch.rand(n, device='cuda', dtype=dt); o = torch.empty_like(x)
-    out['axpb ' + name] = 2 * G / t(lambda: torch.add(torch.mul(x, 1.5, out=o), 0.25, out=o), 20)
-    out['add ' + name] = 3 * G / t(lambda: torch.add(x, y, out=o), 20)
+    out['axpb ' + name] = 2 * G / t(lambda: torch.add(torch.mul(x, 1.5, out=o), 0.25, out=o), 5)
+    out['add ' + name] = 3 * G / t(lambda: torch.add(x, y, out=o), 5)
     X = x.view(-1, 16384)
-    out['sum rows ' + name] = G / t(lambda: X.sum(-1), 20)
-    out['sum cols ' + name] = G / t(lambda: X.sum(0), 20)
-    out['sum all ' + name] = G / t(lambda: x.sum(), 20)
+    out['sum rows ' + name] = G / t(lambda: X.sum(-1), 5)
+    out['sum cols ' + name] = G / t(lambda: X.sum(0), 5)
+    out['sum all ' + name] = G / t(lambda: x.sum(), 5)
     del x, y, o, X
 M = 512 if q else 4096
+torch.backends.cuda.matmul.allow_tf32 = False
 for dt, name in ((torch.float32, 'f32'), (torch.float16, 'f16')):
     a = torch.rand(M, M, device='cuda', dtype=dt); b = torch.rand(M, M, device='cuda', dtype=dt)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    out['gemm ' + name] = 2 * M**3 / t(lambda: a @ b, 10)
+    out['gemm ' + name] = 2 * M**3 / t(lambda: a @ b, 5)
 s = torch.ones(256, device='cuda')
 def chain():
     y = s
     for _ in range(1000): y = torch.add(y, 1)
     torch.cuda.synchronize()
-chain(); t0 = time.perf_counter(); chain()
+chain(); chain(); t0 = time.perf_counter(); chain()
 out['chain'] = (time.perf_counter() - t0) / 1000 * 1e6
 print(json.dumps(out))
 `;
 
-interface Row { name: string; size: string; unit: string; gpu: number; cuda?: number; torch?: number; first?: string }
+interface Row { name: string; size: string; unit: string; gpu: number; cuda?: number; torch?: number; first?: string; peer?: string }
+/** Records one measurement (value in the row's unit) for the device being measured. */
+type Put = (key: string, row: Omit<Row, 'gpu'>, v: number, firstMs?: number) => void;
 
-async function suite(dev: Dev, quick: boolean, bytes: number, rows: Map<string, Row>, put: (r: Row, v: number, first?: number) => void): Promise<void> {
+async function suite(dev: Dev, quick: boolean, bytes: number, put: Put, reps: { bw: number; gemm: number }): Promise<void> {
   const fmt = (b: number): string => (b >= GiB ? `${b / GiB} GiB` : `${b / 2 ** 20} MiB`);
-  const reps = quick ? 5 : 20;
   for (const [dt, name, isz] of [['float32', 'f32', 4], ['float16', 'f16', 2]] as const) {
     const n = bytes / isz;
-    // filled on the device (a host RNG over 1 GiB would take seconds); values do not matter to bandwidth
-    const x = nbx.full([n], 0.5, { dtype: dt, device: dev }), y = nbx.full([n], 0.25, { dtype: dt, device: dev });
+    // filled on the device; values do not matter to bandwidth
+    const x = filledOn(dev, n, 0.5, dt), y = filledOn(dev, n, 0.25, dt);
     await sync(dev);
     const gb = async (key: string, label: string, moved: number, fn: () => void): Promise<void> => {
-      const t = await timeOn(dev, fn, reps);
-      const r = rows.get(key) ?? { name: label, size: fmt(bytes), unit: 'GB/s', gpu: NaN };
-      rows.set(key, r);
-      put(r, moved / t.s / 1e9, t.firstMs);
+      const t = await timeOn(dev, fn, reps.bw);
+      put(key, { name: label, size: fmt(bytes), unit: 'GB/s' }, moved / t.s / 1e9, t.firstMs);
     };
     await gb(`axpb ${name}`, `a*x+b fused (${name})`, 2 * bytes, () => axpb(x, 1.5, 0.25).dispose());
     await gb(`add ${name}`, `a+b (${name})`, 3 * bytes, () => nbx.add(x, y).dispose());
@@ -102,14 +124,20 @@ async function suite(dev: Dev, quick: boolean, bytes: number, rows: Map<string, 
     x.dispose(); y.dispose();
   }
   const M = quick ? 512 : 4096;
-  for (const [dt, name] of [['float32', 'f32'], ['float16', 'f16']] as const) {
-    const A = nbx.rand([M, M], { dtype: dt, device: dev }), B = nbx.rand([M, M], { dtype: dt, device: dev });
-    const t = await timeOn(dev, () => nbx.matmul(A, B).dispose(), quick ? 3 : 10);
-    const key = `gemm ${name}`;
-    const r = rows.get(key) ?? { name: `GEMM ${M}^3 (${name})`, size: `${M}^3`, unit: 'TFLOP/s', gpu: NaN };
-    rows.set(key, r);
-    put(r, 2 * M ** 3 / t.s / 1e12, t.firstMs);
-    A.dispose(); B.dispose();
+  // WebGPU: the tiled kernels, then the subgroup-matrix one where a plan was validated (f16 on the H200)
+  const variants: [string, string, 'float32' | 'float16', boolean][] = [['gemm f32', 'f32', 'float32', false], ['gemm f16', 'f16', 'float16', false]];
+  if (dev === 'webgpu') for (const d of ['float32', 'float16'] as const) if (hasSmmPlan(d)) variants.push([`gemm ${d === 'float32' ? 'f32' : 'f16'} smm`, d === 'float32' ? 'f32' : 'f16', d, true]);
+  for (const [key, name, dt, smm] of variants) {
+    const was = dev === 'webgpu' ? useSubgroupMatrix(smm) : false;
+    try {
+      const A = nbx.rand([M, M], { dtype: dt, device: dev }), B = nbx.rand([M, M], { dtype: dt, device: dev });
+      const t = await timeOn(dev, () => nbx.matmul(A, B).dispose(), reps.gemm);
+      const label = dev !== 'webgpu' ? `GEMM ${M}^3 (${name})` : `GEMM ${M}^3 (${name}, ${smm ? 'subgroup matrix' : 'tiled'})`;
+      put(key, { name: label, size: `${M}^3`, unit: 'TFLOP/s', peer: `gemm ${name}` }, 2 * M ** 3 / t.s / 1e12, t.firstMs);
+      A.dispose(); B.dispose();
+    } finally {
+      if (dev === 'webgpu') useSubgroupMatrix(was);
+    }
   }
   // per-op cost: a dependent chain of 1000 small adds, one readback at the end
   const small = nbx.ones([256], { device: dev });
@@ -123,50 +151,72 @@ async function suite(dev: Dev, quick: boolean, bytes: number, rows: Map<string, 
     v.dispose();
     return us;
   };
-  await chain(100);
+  await chain(1000); await chain(1000); // the JIT warms up on the recording path first
   const runs = [await chain(1000), await chain(1000), await chain(1000)];
-  const r = rows.get('chain') ?? { name: 'dependent chain of 1000 small adds (best of 3)', size: '256 f32', unit: 'µs/op', gpu: NaN };
-  rows.set('chain', r);
-  put(r, Math.min(...runs));
+  put('chain', { name: 'dependent chain of 1000 small adds (best of 3)', size: '256 f32', unit: 'µs/op' }, Math.min(...runs));
   small.dispose();
 }
 
-/** GEMM against the CPU: worst |gpu - cpu| / (|cpu| + 1) per shape. */
+/** GEMM against the CPU: worst |gpu - cpu| / (|cpu| + 1) per shape, on each path this device has. */
 async function check(): Promise<boolean> {
   let ok = true;
   const shapes: [number, number, number, boolean, boolean][] = [
     [64, 64, 64, false, false], [100, 37, 129, false, false], [257, 300, 130, false, true], [513, 77, 1000, true, false],
     [1024, 1024, 1024, false, false], [1000, 1030, 517, true, true], [2048, 64, 1536, false, false],
   ];
-  for (const dt of ['float32', 'float16'] as const) {
-    for (const [m, k, n, ta, tb] of shapes) {
-      const a = nbx.sub(nbx.rand(ta ? [k, m] : [m, k], { dtype: 'float32' }), 0.5), b = nbx.sub(nbx.rand(tb ? [n, k] : [k, n], { dtype: 'float32' }), 0.5);
-      const ac = a.copyAs(dt), bc = b.copyAs(dt);
-      const A = ta ? ac.t() : ac, B = tb ? bc.t() : bc;
-      const want = nbx.matmul(A.copyAs('float32'), B.copyAs('float32')).dataSync() as Float32Array;
-      const Ag = ac.to('webgpu'), Bg = bc.to('webgpu');
-      const got = Float32Array.from(await nbx.matmul(ta ? Ag.t() : Ag, tb ? Bg.t() : Bg).copyAs('float32').data() as Float32Array);
-      let worst = 0;
-      for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!) / (Math.abs(want[i]!) + 1));
-      const tol = dt === 'float16' ? 2e-2 : 2e-3;
-      const pass = Number.isFinite(worst) && worst <= tol;
-      ok &&= pass;
-      out(`check GEMM ${dt} m=${m} k=${k} n=${n} transA=${ta} transB=${tb}: worst rel err ${worst.toExponential(2)} (tol ${tol}) ${pass ? 'ok' : 'FAIL'}`);
+  const paths: ['float32' | 'float16', boolean][] = [['float32', false], ['float16', false]];
+  for (const d of ['float32', 'float16'] as const) if (hasSmmPlan(d)) paths.push([d, true]);
+  for (const [dt, smm] of paths) {
+    const was = useSubgroupMatrix(smm);
+    try {
+      for (const [m, k, n, ta, tb] of shapes) {
+        const a = nbx.sub(nbx.rand(ta ? [k, m] : [m, k], { dtype: 'float32' }), 0.5), b = nbx.sub(nbx.rand(tb ? [n, k] : [k, n], { dtype: 'float32' }), 0.5);
+        const ac = a.copyAs(dt), bc = b.copyAs(dt);
+        const A = ta ? ac.t() : ac, B = tb ? bc.t() : bc;
+        const want = nbx.matmul(A.copyAs('float32'), B.copyAs('float32')).dataSync() as Float32Array;
+        const Ag = ac.to('webgpu'), Bg = bc.to('webgpu');
+        const got = Float32Array.from(await nbx.matmul(ta ? Ag.t() : Ag, tb ? Bg.t() : Bg).copyAs('float32').data() as Float32Array);
+        let worst = 0;
+        for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!) / (Math.abs(want[i]!) + 1));
+        const tol = dt === 'float16' ? 2e-2 : 2e-3;
+        const pass = Number.isFinite(worst) && worst <= tol;
+        ok &&= pass;
+        out(`check GEMM ${dt} ${smm ? 'subgroup-matrix' : 'tiled'} m=${m} k=${k} n=${n} transA=${ta} transB=${tb}: worst rel err ${worst.toExponential(2)} (tol ${tol}) ${pass ? 'ok' : 'FAIL'}`);
+      }
+    } finally {
+      useSubgroupMatrix(was);
     }
   }
   return ok;
 }
 
+/** Where the launch configuration of the benchmarks' big problems comes from (shipped file, user cache, or none: the default). */
+function tuneSources(key: string, bytes: number, M: number): string {
+  const cache = defaultCache();
+  const parts: string[] = [];
+  const q = (space: string, dims: number[], dtype: string): void => {
+    const hit = cache.lookup(space, { shape: shapeBucket(dims), dtype, device: key });
+    parts.push(`${space.replace('webgpu.', '')} ${dims.join('x')} ${dtype}: ${hit ? `${JSON.stringify(hit.entry.config)} from ${hit.source} (${hit.file.split('/').pop()})` : 'default'}`);
+  };
+  for (const [dt, isz] of [['float32', 4], ['float16', 2]] as const) {
+    q('webgpu.elementwise', [bytes / isz], dt);
+    q('webgpu.reduce', [bytes / isz / 16384, 16384], dt);
+    q('webgpu.reduce', [1, bytes / isz], dt);
+  }
+  q('webgpu.gemm', [M, M, M], 'float32');
+  return parts.join('; ');
+}
+
 export async function run(args: string[] = []): Promise<void> {
-  const tStart = performance.now();
   const info = await nbx.webgpu.init();
-  const initMs = performance.now() - tStart;
+  const initMs = performance.now() - T0;
   const soft = /llvmpipe|swiftshader|lavapipe|software/i.test(info.adapter);
   // a software adapter's sweeps take minutes: a smoke run there uses what is cached unless told otherwise
   if (soft && !process.env.NBX_AUTOTUNE) process.env.NBX_AUTOTUNE = 'cached';
   const quick = args.includes('--quick') || soft;
   const maxBind = Math.min(info.limits.maxStorageBufferBindingSize ?? GiB, info.limits.maxBufferSize ?? GiB);
   const bytes = Math.min(quick ? 64 * 2 ** 20 : GiB, 2 ** Math.floor(Math.log2(maxBind)));
+  const M = quick ? 512 : 4096;
 
   out(`WebGPU: ${info.adapter} (${info.via}${info.compatibility ? ', compatibility' : ''}); device up in ${initMs.toFixed(0)} ms`);
   out(`adapter info: ${JSON.stringify(info.identity)}`);
@@ -178,44 +228,67 @@ export async function run(args: string[] = []): Promise<void> {
   out(`subgroup matrix configs: ${JSON.stringify(info.subgroupMatrixConfigs)}`);
   out(`GEMM subgroup-matrix path: ${smmStatus.reason}; ${JSON.stringify(smmStatus.plans)}`);
   out(`workgroups: elementwise ${info.wgElementwise}, reduction ${info.wgReduce}; autotune key ${info.tuneKey}; NBX_AUTOTUNE=${process.env.NBX_AUTOTUNE ?? '(unset: full)'}`);
+  out(`launch configurations: ${tuneSources(info.tuneKey, bytes, M)}`);
   out(`sizes: ${bytes / 2 ** 20} MiB operands${quick ? ' (quick)' : ''}; largest binding ${maxBind / 2 ** 20} MiB\n`);
 
   if (args.includes('--check')) {
-    const ok = await check();
-    out(`GEMM check: ${ok ? 'all ok' : 'FAILURES'}\n`);
+    await phase('GEMM check against the CPU', async () => {
+      const ok = await check();
+      out(`GEMM check: ${ok ? 'all ok' : 'FAILURES'}`);
+    });
   }
 
   const rows = new Map<string, Row>();
+  const f = (v: number | undefined): string => (v === undefined || Number.isNaN(v) ? '—' : v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) : v.toFixed(3));
+  /** Stores a value in the row (made on first sight) and prints it at once. */
+  const putter = (who: 'gpu' | 'cuda' | 'torch'): Put => (key, row, v, firstMs) => {
+    let r = rows.get(key);
+    if (!r) { r = { ...row, gpu: NaN }; rows.set(key, r); }
+    r[who] = v;
+    if (who === 'gpu' && firstMs !== undefined) r.first = `${firstMs.toFixed(0)} ms`;
+    out(`row [${secs()} s] ${who === 'gpu' ? 'WebGPU' : who === 'cuda' ? 'CUDA backend' : 'PyTorch'} | ${r.name} | ${r.size} | ${f(v)} ${r.unit}${firstMs !== undefined ? ` | first call ${firstMs.toFixed(0)} ms` : ''}`);
+  };
   const pipes0 = nbx.webgpu.memoryStats().pipelines;
-  await suite('webgpu', quick, bytes, rows, (r, v, first) => { r.gpu = v; if (first !== undefined) r.first = `${first.toFixed(0)} ms`; });
+  await phase('WebGPU benchmarks', () => suite('webgpu', quick, bytes, putter('gpu'), { bw: quick ? 5 : 10, gemm: quick ? 3 : 5 }));
   const s = nbx.webgpu.memoryStats();
   nbx.webgpu.emptyCache();
+  await nbx.webgpu.synchronize();
 
   const peers = !args.includes('--no-peers') && !soft;
-  if (peers) {
-    try {
+  if (peers && !args.includes('--no-cuda')) {
+    await phase('CUDA backend (short)', async () => {
       const cudaOk = (nbx as unknown as { cuda?: { is_available?: () => boolean } }).cuda?.is_available?.();
-      if (cudaOk) await suite('cuda', quick, bytes, rows, (r, v) => { r.cuda = v; });
-      else out('CUDA backend: not available');
-    } catch (e) { out(`CUDA backend failed: ${(e as Error).message.split('\n')[0]}`); }
-    try {
-      const peer = JSON.parse(execFileSync('python3', ['-c', PEER, ...(quick ? ['--quick'] : [])], { encoding: 'utf8', maxBuffer: 1 << 20 })) as Record<string, number>;
+      if (!cudaOk) { out('CUDA backend: not available'); return; }
+      // the CUDA backend fills the rows WebGPU made; its GEMM figure serves both f16 rows
+      const put = putter('cuda');
+      await suite('cuda', quick, bytes, (key, row, v) => {
+        for (const [k, r] of rows) if (k !== key && row.peer !== undefined && r.peer === row.peer) put(k, r, v);
+        put(key, row, v);
+      }, { bw: 3, gemm: 3 });
+      (nbx as unknown as { cuda?: { emptyCache?: () => void } }).cuda?.emptyCache?.();
+    });
+  }
+  if (peers && !args.includes('--no-torch')) {
+    await phase('PyTorch (short)', async () => {
+      const peer = JSON.parse(execFileSync('python3', ['-c', PEER, ...(quick ? ['--quick'] : [])], { encoding: 'utf8', maxBuffer: 1 << 20, timeout: 60_000 })) as Record<string, number>;
+      const put = putter('torch');
       for (const [k, r] of rows) {
-        const v = peer[k];
-        if (v !== undefined) r.torch = r.unit === 'GB/s' ? v / 1e9 : r.unit === 'TFLOP/s' ? v / 1e12 : v;
+        const v = peer[r.peer ?? k];
+        if (v !== undefined) put(k, r, r.unit === 'GB/s' ? v / 1e9 : r.unit === 'TFLOP/s' ? v / 1e12 : v);
       }
-    } catch (e) { out(`PyTorch peer failed: ${(e as Error).message.slice(0, 300)}`); }
+    });
   }
 
-  const f = (v: number | undefined): string => (v === undefined || Number.isNaN(v) ? '—' : v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) : v.toFixed(3));
   const ratio = (r: Row, peer?: number): string => {
     if (peer === undefined || Number.isNaN(peer) || Number.isNaN(r.gpu)) return '—';
     return `${((r.unit === 'µs/op' ? peer / r.gpu : r.gpu / peer) * 100).toFixed(0)}%`;
   };
+  out(`\n[${secs()} s] summary`);
   out('| benchmark | size | unit | WebGPU | CUDA backend | PyTorch | WebGPU/CUDA | WebGPU/PyTorch | first call |');
   out('| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const r of rows.values()) out(`| ${r.name} | ${r.size} | ${r.unit} | ${f(r.gpu)} | ${f(r.cuda)} | ${f(r.torch)} | ${ratio(r, r.cuda)} | ${ratio(r, r.torch)} | ${r.first ?? ''} |`);
   out(`\nWebGPU: ${s.dispatches} dispatches in ${s.submits} submits; ${s.pipelines - pipes0} pipelines built during the run; pool: ${s.created} buffers created, ${s.reuses}/${s.allocations} allocations reused; peak ${(s.peakReservedBytes / GiB).toFixed(2)} GiB reserved`);
+  out(`total ${secs()} s`);
 }
 
-if (process.argv[1]?.endsWith('webgpu.js')) run(process.argv.slice(2)).catch((e) => { console.error(e); process.exitCode = 1; });
+if (process.argv[1]?.endsWith('webgpu.js')) run(process.argv.slice(2)).then(() => process.exit(process.exitCode ?? 0), (e) => { console.error(e); process.exit(1); });

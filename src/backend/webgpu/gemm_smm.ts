@@ -128,7 +128,7 @@ const programs = new Map<string, Program>();
 
 /** The subgroup-matrix program for these operands, or null when this device has no validated plan. */
 export function smmProgram(d: DTypeName, transA: boolean, transB: boolean, bindA: number, bindB: number): { prog: Program; BM: number; BN: number } | null {
-  const p = plans.get(d);
+  const p = smmStatus.enabled ? plans.get(d) : undefined;
   if (!p) return null;
   const access = `${perWord(d) > 1 ? 'a' : 'w'}${'r'.repeat(Math.max(bindA, bindB) - 1)}`;
   const key = `smm|${d}|${transA}|${transB}|${p.cfg.M}x${p.cfg.N}x${p.cfg.K}|${p.ct}>${p.rt}|${p.TM}x${p.TN}x${p.BK}|${bindA}${bindB}`;
@@ -141,11 +141,25 @@ export function smmProgram(d: DTypeName, transA: boolean, transB: boolean, bindA
 }
 
 /**
+ * Turns the validated subgroup-matrix plans on or off for later GEMMs (benchmarks measure both
+ * paths in one process); returns whether they were on. Without validated plans it stays off.
+ */
+export function useSubgroupMatrix(on: boolean): boolean {
+  const was = smmStatus.enabled;
+  smmStatus.enabled = on && plans.size > 0;
+  return was;
+}
+
+/** Whether a validated subgroup-matrix plan exists for operands of `d`. */
+export function hasSmmPlan(d: DTypeName): boolean { return plans.has(d); }
+
+/**
  * At device start: for each operand dtype with a matching configuration, compiles the kernel (all four
  * transpositions) and keeps the plan only if every pipeline builds without error.
  */
 export async function validateSmm(be: WebGPUBackend): Promise<void> {
   plans.clear();
+  smmStatus.enabled = false;
   smmStatus.plans = {};
   if (env('NBX_WEBGPU_SUBGROUP_MATRIX') !== '1') { smmStatus.reason = 'off (opt in with NBX_WEBGPU_SUBGROUP_MATRIX=1)'; return; }
   if (!be.device.features.has('chromium-experimental-subgroup-matrix' as GPUFeatureName)) {
