@@ -213,4 +213,19 @@ it('int64 reductions and scans: sum/prod/min/max/cumsum of integers accumulate i
   const long = i64(Array.from({ length: 5000 }, (_, i) => BigInt(i) * 3000000007n - 2n ** 40n));
   await check('sum long', [long], (t) => nbx.sum(t));
   await check('cumsum long', [long], (t) => nbx.cumsum(t, 0));
+  // the kernel's plans: rows split into parts (few long rows), a thread per row (short rows, dim 0)
+  const wide = i64(Array.from({ length: 2 * 20000 }, (_, i) => BigInt((i * 7919) % 10007) * 2n ** 33n - 2n ** 45n), [2, 20000]);
+  const tall = i64(Array.from({ length: 300 * 10 }, (_, i) => BigInt((i * 31) % 97) - 40n), [300, 10]);
+  const f32 = nbx.tensor(Array.from({ length: 2 * 20000 }, (_, i) => ((i * 7919) % 10007) / 7 - 600), { dtype: nbx.float32 }).reshape([2, 20000]);
+  for (const [name, t] of [['wide', wide], ['tall', tall], ['tall t', tall.t()], ['wide f32', f32], ['tall f32', f32.reshape([4000, 10])],
+    ['cols f32', f32.reshape([400, 100])]] as [string, T][]) {
+    await check(`argmax ${name}`, [t], (x) => nbx.argmax(x, { dim: 1 }));
+    await check(`argmin dim0 ${name}`, [t], (x) => nbx.argmin(x, { dim: 0 }));
+    await check(`max dim0 ${name}`, [t], (x) => nbx.max(x, 0).indices);
+    if (t.dtype.name === 'int64') {
+      await check(`sum ${name}`, [t], (x) => nbx.sum(x, 1));
+      await check(`sum dim0 ${name}`, [t], (x) => nbx.sum(x, 0));
+      await check(`amin ${name}`, [t], (x) => nbx.amin(x, 1));
+    }
+  }
 });

@@ -17,7 +17,7 @@ import type { StridedRef } from '../backend.js';
 import type { ReduceKind, RowLayout, ScanKind } from '../cpu/reduce.js';
 import { WGSL as R, perWord } from '../../ir/render_wgsl.js';
 import { DeviceLimitError } from '../../errors.js';
-import type { WebGPUBackend, WGBuffer } from './backend.js';
+import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
 import { module, U } from './elementwise.js';
 import { bindAll, program, storeIndex } from './indexing_kernels.js';
 
@@ -79,6 +79,10 @@ function accParts(kind: ReduceKind, inD: DTypeName): [DTypeName, string, (x: str
   }
 }
 
+type Phase = 'full' | 'partial' | 'merge';
+/** Invocations that keep a large GPU busy: fewer rows than this are split into parts (two passes). */
+const BUSY = 1 << 17;
+
 export function webgpuReduceInt64(be: WebGPUBackend, kind: ReduceKind, input: StridedRef, rows: number, n: number, out: StridedRef,
   outIndex?: StridedRef, layout?: RowLayout): void {
   const inD = input.dtype, outD = out.dtype;
@@ -88,53 +92,96 @@ export function webgpuReduceInt64(be: WebGPUBackend, kind: ReduceKind, input: St
   if (!pair && (!acc || (kind === 'max' || kind === 'min') && inD !== 'int64')) {
     throw new DeviceLimitError(kind, `webgpu ${kind} of ${inD} into ${outD} is not emulated in int64`);
   }
-  const isMax = kind === 'argmax' || kind === 'max';
-  const idxD = kind === 'argmax' || kind === 'argmin' ? outD : outIndex?.dtype ?? 'int64';
-  const acc2 = pair ? `${access(kind === 'argmax' || kind === 'argmin' ? 'int32' : outD)}w` : access(outD);
-  const acs = `${acc2}r`;
-  const key = `i64red|${kind}|${inD}|${outD}|${idxD}|${pair}`;
-  const prog = program(key, acs, 8, () => {
-    const head = `let rows = ${U(0)}; let n = ${U(1)}; let rs = bitcast<i32>(${U(2)}); let cs = bitcast<i32>(${U(3)});
-  let r = wid.y * nwg.x + wid.x; if (r >= rows) { return; }
-  let base = i32(${U(4)}) + i32(r) * rs;`;
-    const x = R.load(inD, pair ? 'b3' : 'b2', 'u32(base + i32(j) * cs)');
-    const tree = (merge: string): string => `workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
-    if (lid < s) { ${merge} }
-    workgroupBarrier();
-  }`;
-    if (pair) {
-      const T = ctype(inD);
-      const fns = `var<workgroup> sv: array<${T}, ${WG}>;\nvar<workgroup> si: array<u32, ${WG}>;\n${betterFn(inD, isMax, false)}`;
-      const write = kind === 'argmax' || kind === 'argmin'
-        ? storeIndex(outD, 'b1', `${U(5)} + r`, 'i32(si[0])')
-        : `${storeAny(outD, inD, 'b1', `${U(5)} + r`, 'sv[0]')} ${storeIndex(idxD, 'b2', `${U(6)} + r`, 'i32(si[0])')}`;
-      const body = `${head}
-  var bv: ${T} = ${R.literal(0, inD)}; var bi = ${EMPTY};
-  for (var j = lid; j < n; j += ${WG}u) { let v: ${T} = ${x}; if (better(bv, bi, v, j)) { bv = v; bi = j; } }
-  sv[lid] = bv; si[lid] = bi;
-  ${tree('if (better(sv[lid], si[lid], sv[lid + s], si[lid + s])) { sv[lid] = sv[lid + s]; si[lid] = si[lid + s]; }')}
-  if (lid == 0u) { ${write} }`;
-      return module(8, acs, WG, '', fns, entryOf(body));
-    }
-    const [aD, init, enter, merge] = acc!;
-    const T = ctype(aD);
-    const fns = `var<workgroup> sh: array<${T}, ${WG}>;\nfn nbx_merge(a: ${T}, b: ${T}) -> ${T} { return ${merge}; }`;
-    const body = `${head}
-  var acc: ${T} = ${init};
-  for (var j = lid; j < n; j += ${WG}u) { acc = nbx_merge(acc, ${enter(x)}); }
-  sh[lid] = acc;
-  ${tree('sh[lid] = nbx_merge(sh[lid], sh[lid + s]);')}
-  if (lid == 0u) { ${storeAny(outD, aD, 'b1', `${U(5)} + r`, 'sh[0]')} }`;
-    return module(8, acs, WG, '', fns, entryOf(body));
-  });
+  const arg = kind === 'argmax' || kind === 'argmin';
+  const idxD = arg ? outD : outIndex?.dtype ?? 'int64';
+  // a thread per row for vertical layouts and many short rows (serial loops kept short for llvmpipe's
+  // iteration cap), else a workgroup per row, split into parts when the rows alone leave the GPU idle
+  const vertical = lay.rowStride === 1 && lay.colStride !== 1 && rows >= 64;
+  const thread = (vertical || (n <= 64 && rows >= 256)) && n <= 16384;
+  const parts = thread ? 1 : Math.max(1, Math.min(Math.ceil(BUSY / (rows * WG)), Math.floor(n / (WG * 16)), 1024));
+  const u = new Uint32Array([rows, n, lay.rowStride | 0, lay.colStride | 0, input.offset, out.offset, outIndex?.offset ?? 0, parts]);
+  const prog = (phase: Phase): Program => reduceProgram(kind, inD, outD, idxD, pair, acc, phase, thread);
   // argmax/argmin have no second output: a scratch word takes its binding
   const second = pair ? (outIndex ? outIndex.buf as WGBuffer : be.allocBytes(16)) : null;
-  const { bufs, done } = bindAll(second ? [out.buf as WGBuffer, second] : [out.buf as WGBuffer], [input.buf as WGBuffer]);
-  be.dispatchGroups(prog, bufs, new Uint32Array([rows, n, lay.rowStride | 0, lay.colStride | 0, input.offset, out.offset, outIndex?.offset ?? 0, 0]),
-    ...grid(be, rows));
+  const outs = second ? [out.buf as WGBuffer, second] : [out.buf as WGBuffer];
+  let src = input.buf as WGBuffer, partial: WGBuffer | null = null;
+  if (parts > 1) {
+    partial = be.allocBytes(rows * parts * 16);
+    be.dispatchGroups(prog('partial'), [partial, src], u, ...grid(be, rows * parts));
+    src = partial;
+  }
+  const { bufs, done } = bindAll(outs, [src]);
+  if (thread) be.dispatch(prog('full'), bufs, u, rows, 64);
+  else be.dispatchGroups(prog(parts > 1 ? 'merge' : 'full'), bufs, u, ...grid(be, rows));
   done();
+  if (partial) be.free(partial);
   if (second && !outIndex) be.free(second);
+}
+
+/**
+ * The reduction program. A state is (sv, si): the accumulator, or the best value and its index. 'full'
+ * reduces whole rows, 'partial' part `gi % parts` of row `gi / parts` into a record of 4 words (value
+ * bits in two, index), 'merge' a row's records. uniform: [rows, n, rs, cs, off, ooff, iooff, parts];
+ * bindings: out (b1), index out (b2, pair kinds), input or records (last).
+ */
+function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, idxD: DTypeName, pair: boolean,
+  acc: ReturnType<typeof accParts>, phase: Phase, thread: boolean): Program {
+  const arg = kind === 'argmax' || kind === 'argmin';
+  const acs = phase === 'partial' ? 'wr' : pair ? `${arg ? 'w' : access(outD)}wr` : `${access(outD)}r`;
+  const inb = `b${acs.length}`;
+  const key = `i64red|${kind}|${inD}|${outD}|${idxD}|${pair}|${phase}|${thread}`;
+  return program(key, acs, 8, () => {
+    const aD = pair ? inD : acc![0];
+    const T = ctype(aD);
+    const toW = (v: string): string => (T === 'vec2<u32>' ? v : `vec2<u32>(bitcast<u32>(${v}), 0u)`);
+    const fromW = (w: string): string => (T === 'vec2<u32>' ? w : `bitcast<${T}>((${w}).x)`);
+    const init = pair ? `var sv: ${T} = ${R.literal(0, inD)}; var si = ${EMPTY};` : `var sv: ${T} = ${acc![1]}; var si = 0u;`;
+    const merge = (v: string, i: string): string => (pair ? `if (better(sv, si, ${v}, ${i})) { sv = ${v}; si = ${i}; }` : `sv = nbx_merge(sv, ${v});`);
+    const x = R.load(inD, inb, 'u32(base + i32(j) * cs)');
+    const enter = pair ? `{ let v: ${T} = ${x}; ${merge('v', 'j')} }` : `sv = nbx_merge(sv, ${acc![2](x)});`;
+    const fns = pair ? betterFn(inD, kind === 'argmax' || kind === 'max', false) : `fn nbx_merge(a: ${T}, b: ${T}) -> ${T} { return ${acc![3]}; }`;
+    const wgMem = thread ? '' : `var<workgroup> wv: array<${T}, ${WG}>;\nvar<workgroup> wi: array<u32, ${WG}>;`;
+    const id = thread ? 'g' : 'wid.y * nwg.x + wid.x';
+    const first = thread ? '' : ' + lid', step = thread ? '1u' : `${WG}u`;
+    let where: string, loop: string;
+    if (phase === 'merge') {
+      where = `let r = ${id}; if (r >= rows) { return; }`;
+      loop = `for (var q = 0u${first}; q < parts; q += ${step}) {
+    let at = 4u * (r * parts + q);
+    let v: ${T} = ${fromW(`vec2<u32>(${inb}[at], ${inb}[at + 1u])`)}; let i = ${inb}[at + 2u];
+    ${merge('v', 'i')}
+  }`;
+    } else {
+      where = phase === 'partial'
+        ? `let gi = ${id}; if (gi >= rows * parts) { return; }
+  let r = gi / parts; let part = gi % parts; let chunk = (n + parts - 1u) / parts;
+  let j0 = min(n, part * chunk); let j1 = min(n, j0 + chunk);`
+        : `let r = ${id}; if (r >= rows) { return; }
+  let j0 = 0u; let j1 = n;`;
+      loop = `let base = i32(${U(4)}) + i32(r) * rs;
+  for (var j = j0${first}; j < j1; j += ${step}) { ${enter} }`;
+    }
+    const tree = thread ? '' : `wv[lid] = sv; wi[lid] = si;
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+    if (lid < s) { sv = wv[lid]; si = wi[lid]; ${merge('wv[lid + s]', 'wi[lid + s]')} wv[lid] = sv; wi[lid] = si; }
+    workgroupBarrier();
+  }
+  if (lid != 0u) { return; }
+  sv = wv[0]; si = wi[0];`;
+    let write: string;
+    if (phase === 'partial') write = `let w = ${toW('sv')}; let at = 4u * gi; b1[at] = w.x; b1[at + 1u] = w.y; b1[at + 2u] = si;`;
+    else if (arg) write = storeIndex(outD, 'b1', `${U(5)} + r`, 'i32(si)');
+    else if (pair) write = `${storeAny(outD, inD, 'b1', `${U(5)} + r`, 'sv')} ${storeIndex(idxD, 'b2', `${U(6)} + r`, 'i32(si)')}`;
+    else write = storeAny(outD, aD, 'b1', `${U(5)} + r`, 'sv');
+    const body = `let rows = ${U(0)}; let n = ${U(1)}; let rs = bitcast<i32>(${U(2)}); let cs = bitcast<i32>(${U(3)}); let parts = ${U(7)};
+  ${where}
+  ${init}
+  ${loop}
+  ${tree}
+  ${write}`;
+    return thread ? module(8, acs, 64, body, fns) : module(8, acs, WG, '', `${fns}\n${wgMem}`, entryOf(body));
+  });
 }
 
 /** Workgroups for `rows` rows, as a 2-D grid within the per-dimension limit. */
