@@ -8,7 +8,11 @@ import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
-import { EW_SPACE, TUNE_MIN_ELEMENTS } from '../src/backend/webgpu/tuning.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EW_SPACE, GEMM_SPACE, REDUCE_SPACE, TUNE_MIN_ELEMENTS, tuneKeyOf } from '../src/backend/webgpu/tuning.js';
+import { AutotuneCache, configKey, enumerate, shapeBucket } from '../src/autotune/index.js';
 import { smmSource, type SmmPlan } from '../src/backend/webgpu/gemm_smm.js';
 
 // no background sweeps (nor cache writes) from a test run
@@ -81,6 +85,38 @@ it('launch configurations: NBX_AUTOTUNE=off gives the default; the cache key nam
     assert.deepEqual(be.tuning!.config(EW_SPACE, [16], 'int16', { wg: 64, vpt: 1 }), { wg: 64, vpt: 1 }, 'small problems are not tuned');
   } finally {
     if (saved === undefined) delete process.env.NBX_AUTOTUNE; else process.env.NBX_AUTOTUNE = saved;
+  }
+});
+
+test('shipped H200 (Vulkan) launch configurations: the key the backend computes for that adapter finds them', () => {
+  // the adapter as Dawn reports it on the H200 (run 1's probe)
+  const h200 = { vendor: 'nvidia', architecture: '', device: 'nvidia-h200', description: 'NVIDIA: 580.159.04 580.159.4.0' };
+  const key = tuneKeyOf(h200);
+  assert.equal(key, 'webgpu|nvidia|nvidia-h200|driver NVIDIA: 580.159.04 580.159.4.0');
+  assert.equal(tuneKeyOf({ vendor: '', architecture: '', device: '', description: 'Apple M2' }), 'webgpu|Apple M2', 'a description that names the card stays as is');
+  const dir = mkdtempSync(join(tmpdir(), 'nbx-tune-')); // an empty user cache: only shipped entries
+  try {
+    const cache = new AutotuneCache({ dir });
+    const hit = cache.lookup(EW_SPACE.name, { shape: shapeBucket([2 ** 28]), dtype: 'float32', device: key });
+    assert.ok(hit, '1 GiB float32 elementwise entry');
+    assert.equal(hit.source, 'shipped');
+    assert.match(hit.file, /webgpu-nvidia-h200-vulkan\.json$/);
+    // another driver version: the entries still apply (matched without the driver part)
+    const other = cache.lookup(REDUCE_SPACE.name, { shape: shapeBucket([16384, 16384]), dtype: 'float32', device: tuneKeyOf({ ...h200, description: 'NVIDIA: 590.1.2 590.1.2.0' }) });
+    assert.equal(other?.source, 'shipped');
+    assert.equal(cache.lookup(GEMM_SPACE.name, { shape: shapeBucket([4096, 4096, 4096]), dtype: 'float32', device: key })?.source, 'shipped');
+    // every shipped configuration is a candidate of its space (else the backend ignores it)
+    for (const space of [EW_SPACE, REDUCE_SPACE, GEMM_SPACE]) {
+      const cands = new Set(enumerate(space).map(configKey));
+      for (const [dims, dtype] of [[[2 ** 16], 'float32'], [[2 ** 28], 'float32'], [[2 ** 29], 'float16'], [[1, 2 ** 26], 'float32'], [[4096, 16384], 'float32'], [[1024, 1024, 1024], 'float32']] as const) {
+        const e = cache.lookup(space.name, { shape: shapeBucket([...dims]), dtype, device: key });
+        if (e) assert.ok(cands.has(configKey(e.entry.config)), `${space.name} ${dims} ${dtype}: ${JSON.stringify(e.entry.config)}`);
+      }
+    }
+    // a different card does not pick them up
+    assert.equal(cache.lookup(EW_SPACE.name, { shape: shapeBucket([2 ** 28]), dtype: 'float32', device: tuneKeyOf({ ...h200, device: 'nvidia-a100' }) }), undefined);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

@@ -27,7 +27,7 @@ import { OPS } from '../../ops/registry.js';
 import { BufferPool, sizeClass, type PoolStats } from './pool.js';
 import { adapterIdentity, chooseAdapter, dawnToggles, env, MAP_READ, notice, profileFor, requiredLimits, STAGE_COMPUTE, subgroupMatrixConfigs, USAGE, WANTED_FEATURES, type AdapterChoice, type SubgroupMatrixConfig } from './gpu.js';
 import { runElementwise } from './elementwise.js';
-import { WebGPUTuning } from './tuning.js';
+import { tuneKeyOf, WebGPUTuning } from './tuning.js';
 
 /** A tensor's device memory: `bytes` requested, `size` the pooled buffer's size. `gpu` arrives with the device. */
 export class WGBuffer {
@@ -166,7 +166,7 @@ export class WebGPUBackend implements Backend {
       wgReduce: pow2(Math.min(prof.reductionThreads ?? 256, maxWg)),
       identity: adapterIdentity(adapter), adapterFeatures: [...adapter.features].sort(), toggles: choice.via === 'browser' ? [] : dawnToggles(),
       subgroupMatrixConfigs: subgroupMatrixConfigs(adapter),
-      tuneKey: tuneKeyOf(adapter),
+      tuneKey: tuneKeyOf(adapter.info),
     };
     const maxBuf = Math.min(limits.maxBufferSize ?? 2 ** 28, limits.maxStorageBufferBindingSize ?? 2 ** 27);
     this.pool = new BufferPool((size) => this.device.createBuffer({ size, usage: USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST }), maxBuf);
@@ -578,13 +578,6 @@ function callerOp(): string {
     else if (owner === 'Module') found = name!;
   }
   return found;
-}
-
-/** "webgpu|<vendor>|<architecture>|<device>|<description>" (empty parts dropped; '|' in a part becomes '/'). */
-function tuneKeyOf(a: GPUAdapter): string {
-  const i = a.info;
-  const parts = [i.vendor, i.architecture, i.device, i.description].map((x) => (x ?? '').trim().replace(/\|/g, '/')).filter((x) => x !== '');
-  return ['webgpu', ...(parts.length ? parts : ['unnamed adapter'])].join('|');
 }
 
 function numbered(code: string): string {

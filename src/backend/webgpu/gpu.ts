@@ -50,14 +50,16 @@ export function describeAdapter(a: GPUAdapter): string {
  * Dawn toggles for `create`: `vulkan_enable_f16_on_nvidia` (Dawn withholds shader-f16 on NVIDIA's
  * Vulkan driver unless asked; without it f16 subgroup matrices are unusable there), `allow_unsafe_apis`
  * with NBX_WEBGPU_SUBGROUP_MATRIX=1 (the GEMM's tensor-core path), plus any in NBX_WEBGPU_DAWN_TOGGLES
- * (comma-separated). NBX_WEBGPU_F16=0 leaves the f16 toggle off.
+ * (comma-separated). NBX_WEBGPU_F16=0 leaves the f16 toggle off. `timestamp_quantization` is disabled:
+ * Dawn rounds timestamps down to 2^16 ns by default (a browser's guard against timing attacks, moot in
+ * a Node process with its own clocks), which made the autotuner's small-problem timings noise.
  */
 export function dawnToggles(): string[] {
   const t = env('NBX_WEBGPU_F16') === '0' ? [] : ['vulkan_enable_f16_on_nvidia'];
   // Dawn offers subgroup matrices only with its unsafe APIs allowed: opt-in until verified on each card
   if (env('NBX_WEBGPU_SUBGROUP_MATRIX') === '1') t.push('allow_unsafe_apis');
   for (const x of (env('NBX_WEBGPU_DAWN_TOGGLES') ?? '').split(',')) if (x.trim()) t.push(x.trim());
-  return t.length ? [`enable-dawn-features=${t.join(',')}`] : [];
+  return [...(t.length ? [`enable-dawn-features=${t.join(',')}`] : []), 'disable-dawn-features=timestamp_quantization'];
 }
 
 /** Requests an adapter as configured; throws with every reason when none comes up. */

@@ -1,7 +1,7 @@
 // Launch configurations of the WebGPU kernels, autotuned like CUDA's (src/backend/cuda/tuning.ts): a
 // space per kernel (workgroup size × vectors per invocation for elementwise, workgroup size for
 // reductions, the tile of the f32 GEMM), the persistent cache of src/autotune keyed by the adapter
-// ("webgpu|<vendor>|<architecture>|<device>|<description>"), NBX_AUTOTUNE=off|cached|full.
+// (`tuneKeyOf`: "webgpu|<vendor>|<architecture>|<device>|driver <description>"), NBX_AUTOTUNE=off|cached|full.
 //
 // WebGPU records work synchronously but can only time it asynchronously, so a kernel's configuration
 // is looked up synchronously (memo, user cache, shipped cache) and a miss in mode `full` uses the
@@ -51,6 +51,20 @@ export interface TuneProblem { run(cfg: Config): void; dispose(): void }
 export type ProblemMaker = (be: WebGPUBackend, shape: number[], dtype: DTypeName) => TuneProblem;
 const makers = new Map<string, ProblemMaker>();
 export function registerTuneProblem(space: string, make: ProblemMaker): void { makers.set(space, make); }
+
+/**
+ * The cache's device key of an adapter: "webgpu|<vendor>|<architecture>|<device>|driver <description>", empty
+ * parts dropped, '|' in a part made '/'. When the adapter names its device, the description is the
+ * driver's (Dawn on Vulkan: "NVIDIA: 580.159.04 580.159.4.0") and is marked "driver ...", so entries
+ * shipped for one driver serve the card under another (the cache's match without the driver part).
+ */
+export function tuneKeyOf(info: { vendor?: string; architecture?: string; device?: string; description?: string }): string {
+  const clean = (x: string | undefined): string => (x ?? '').trim().replace(/\|/g, '/');
+  const parts = [info.vendor, info.architecture, info.device].map(clean).filter((x) => x !== '');
+  const desc = clean(info.description);
+  if (desc) parts.push(clean(info.device) ? `driver ${desc}` : desc);
+  return ['webgpu', ...(parts.length ? parts : ['unnamed adapter'])].join('|');
+}
 
 export class WebGPUTuning {
   private readonly memo = new Map<string, Config>();
@@ -125,11 +139,27 @@ export class WebGPUTuning {
     }
   }
 
-  /** Milliseconds per run of `record`: timestamp queries around a batch when available, else the wall clock. */
+  /**
+   * Milliseconds per run of `record`: timestamp queries around a batch when available, else the wall
+   * clock. A batch shorter than 1 ms is measured again with enough runs to last about 1 ms, so a coarse
+   * timer (Dawn's timestamp quantization where it is on, the wall clock's wait) does not decide.
+   */
   private async time(record: () => void): Promise<number> {
-    const reps = 8;
+    let reps = 8;
+    for (let attempt = 0; ; attempt++) {
+      const ms = await this.batch(record, reps);
+      if (ms >= 1 || attempt === 1 || reps >= MAX_REPS) {
+        if (ms > 0) return ms / reps;
+        return (await this.batch(record, reps, true)) / reps; // the timestamps did not move: the wall clock
+      }
+      reps = Math.min(MAX_REPS, Math.ceil(reps * (ms > 0 ? 1.2 / ms : MAX_REPS)));
+    }
+  }
+
+  /** Milliseconds for `reps` runs of `record` (0 when the timestamps did not move). */
+  private async batch(record: () => void, reps: number, wall = false): Promise<number> {
     await this.be.idle();
-    if (this.be.device.features.has('timestamp-query')) {
+    if (!wall && this.be.device.features.has('timestamp-query')) {
       const q = (this.query ??= {
         set: this.be.device.createQuerySet({ type: 'timestamp', count: 2 }),
         resolve: this.be.device.createBuffer({ size: 16, usage: 0x0200 | 0x0004 }), // QUERY_RESOLVE | COPY_SRC
@@ -142,15 +172,17 @@ export class WebGPUTuning {
       await q.read.mapAsync(1);
       const t = new BigInt64Array(q.read.getMappedRange().slice(0));
       q.read.unmap();
-      const ns = Number(t[1]! - t[0]!);
-      if (ns > 0) return ns / 1e6 / reps;
+      return Math.max(0, Number(t[1]! - t[0]!) / 1e6);
     }
     const t0 = performance.now();
     for (let i = 0; i < reps; i++) record();
     await this.be.idle();
-    return (performance.now() - t0) / reps;
+    return performance.now() - t0;
   }
 }
+
+/** Most runs in one timed batch (tiny kernels: about 1 ms of them). */
+const MAX_REPS = 1024;
 
 /** Elementwise launch configuration for a vectorized problem of n elements. */
 export function elementwiseConfig(be: WebGPUBackend, n: number, dtype: DTypeName): { wg: number; vpt: number } {
