@@ -222,10 +222,13 @@ it('int64 reductions and scans: sum/prod/min/max/cumsum of integers accumulate i
     await check(`argmax ${name}`, [t], (x) => nbx.argmax(x, { dim: 1 }));
     await check(`argmin dim0 ${name}`, [t], (x) => nbx.argmin(x, { dim: 0 }));
     await check(`max dim0 ${name}`, [t], (x) => nbx.max(x, 0).indices);
+    await check(`cummax ${name}`, [t], (x) => nbx.cummax(x, 1).indices);
     if (t.dtype.name === 'int64') {
       await check(`sum ${name}`, [t], (x) => nbx.sum(x, 1));
       await check(`sum dim0 ${name}`, [t], (x) => nbx.sum(x, 0));
       await check(`amin ${name}`, [t], (x) => nbx.amin(x, 1));
+      await check(`cumsum ${name}`, [t], (x) => nbx.cumsum(x, 1));
+      await check(`cummin ${name}`, [t], (x) => nbx.cummin(x, 1).values);
     }
   }
 });

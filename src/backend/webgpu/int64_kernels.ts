@@ -202,10 +202,24 @@ export function webgpuScanInt64(be: WebGPUBackend, kind: ScanKind, input: Stride
   if (pair && !outIndex) throw new DeviceLimitError(kind, `webgpu ${kind} needs its index output`);
   if (!pair && outD !== 'int64') throw new DeviceLimitError(kind, `webgpu ${kind} of ${inD} into ${outD} is not emulated in int64`);
   const acs = `${access(outD)}${pair ? 'w' : ''}r`;
-  const key = `i64scan|${kind}|${inD}|${outD}|${outIndex?.dtype ?? ''}`;
+  // many short rows: a thread per row, in order
+  const thread = rows >= 256 && n <= 256;
+  const key = `i64scan|${kind}|${inD}|${outD}|${outIndex?.dtype ?? ''}|${thread}`;
   const prog = program(key, acs, 8, () => {
     const inb = pair ? 'b3' : 'b2';
     const x = R.load(inD, inb, `${U(2)} + r * n + j`);
+    if (thread) {
+      const T = ctype(pair ? inD : 'int64');
+      const step = pair
+        ? `let xv: ${T} = ${x}; if (better(cv, ci, xv, j)) { cv = xv; ci = j; }
+    ${storeAny(outD, inD, 'b1', `${U(3)} + r * n + j`, 'cv')} ${storeIndex(outIndex!.dtype, 'b2', `${U(4)} + r * n + j`, 'i32(ci)')}`
+        : `cv = ${kind === 'cumsum' ? 'nbx_add_l' : 'nbx_mul_l'}(cv, ${R.castExpr(inD, 'int64', x)}); ${R.store('int64', 'b1', `${U(3)} + r * n + j`, 'cv')}`;
+      return module(8, acs, 64, `let rows = ${U(0)}; let n = ${U(1)}; let r = g; if (r >= rows) { return; }
+  var cv: ${T} = ${pair ? R.literal(0, inD) : kind === 'cumsum' ? 'vec2<u32>(0u)' : 'vec2<u32>(1u, 0u)'}; var ci = ${EMPTY};
+  for (var j = 0u; j < n; j++) {
+    ${step}
+  }`, pair ? betterFn(inD, kind === 'cummax', true) : '');
+    }
     const head = `let rows = ${U(0)}; let n = ${U(1)};
   let r = wid.y * nwg.x + wid.x; if (r >= rows) { return; }`;
     const hs = (combine: string): string => `workgroupBarrier();
@@ -254,6 +268,7 @@ export function webgpuScanInt64(be: WebGPUBackend, kind: ScanKind, input: Stride
   });
   const written = [out.buf as WGBuffer, ...(pair ? [outIndex!.buf as WGBuffer] : [])];
   const { bufs, done } = bindAll(written, [input.buf as WGBuffer]);
-  be.dispatchGroups(prog, bufs, new Uint32Array([rows, n, input.offset, out.offset, outIndex?.offset ?? 0, 0, 0, 0]), ...grid(be, rows));
+  const u = new Uint32Array([rows, n, input.offset, out.offset, outIndex?.offset ?? 0, 0, 0, 0]);
+  if (thread) be.dispatch(prog, bufs, u, rows, 64); else be.dispatchGroups(prog, bufs, u, ...grid(be, rows));
   done();
 }
