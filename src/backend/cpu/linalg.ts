@@ -10,6 +10,7 @@ import { registerKernel } from '../registry.js';
 import { blasGemm, getBlas } from './blas.js';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { threadCount } from './threads.js';
 import v8 from 'node:v8';
 
 export interface GemmParams {
@@ -268,7 +269,7 @@ class WasmGemm {
   /** Helper threads (created on the first large product): one per further core, NBX_NUM_THREADS caps the total. */
   private helpers(): Worker[] {
     if (this.workers) return this.workers;
-    const cores = Math.max(1, Math.min(Number(process.env.NBX_NUM_THREADS) || availableParallelism(), availableParallelism(), 16));
+    const cores = Math.min(threadCount(), availableParallelism());
     this.workers = [];
     // A helper that cannot instantiate still checks in (the callers' threads take every unit); one that
     // fails inside a unit raises the failure word, and the call throws rather than return a partial C.

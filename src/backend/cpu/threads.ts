@@ -15,8 +15,9 @@ export function makeKernel(src: string): any {
 }
 
 let workers: Worker[] | null = null;
-const threadCount = (): number => {
-  const env = Number(process.env.NBX_CPU_THREADS);
+/** CPU threads for elementwise work: NBX_NUM_THREADS (as the GEMM's helpers; NBX_CPU_THREADS is an older alias), else the cores, ≤ 16. */
+export const threadCount = (): number => {
+  const env = Number(process.env.NBX_NUM_THREADS ?? process.env.NBX_CPU_THREADS);
   return Number.isInteger(env) && env > 0 ? env : Math.max(1, Math.min(availableParallelism(), 16));
 };
 
