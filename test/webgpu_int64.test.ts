@@ -9,7 +9,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
-import { IndexError } from '../src/errors.js';
+import { DeviceLimitError, IndexError } from '../src/errors.js';
+import { Expr } from '../src/ir/expr.js';
+import { backendFor } from '../src/backend/backend.js';
 import { kernel } from '../src/backend/registry.js';
 
 process.env.NBX_WEBGPU_HOST_STAGING = '0';
@@ -64,6 +66,10 @@ it('int64 arithmetic, comparisons, bitwise ops and shifts are exact (wraparound 
   await check('mul scalar', [x], (t) => nbx.mul(t, -3));
   await check('where', [a, b], (p, q) => nbx.where(nbx.lt(p, q), p, q) as T);
   await check('clamp', [x], (t) => nbx.clamp(t, -(2n ** 35n), 2n ** 33n));
+  // a float primitive on int64 (the op layer never builds one): a typed error naming it, before any kernel
+  const o = Tensor.empty([3], 'int64', G);
+  assert.throws(() => backendFor(o.device).elementwise(Expr.load(0, 'int64').un('sqrt'), [i64([1n, 4n, 9n]).to(G).ref()], [], o.ref()),
+    (e: unknown) => e instanceof DeviceLimitError && /'sqrt' on int64/.test((e as Error).message));
   await check('matmul (wraps mod 2^64)', [i64(EDGE.slice(0, 24), [4, 6]), i64(EDGE.slice(1, 19), [6, 3])], nbx.matmul);
   await check('matmul batched', [i64(EDGE.slice(0, 12), [2, 2, 3]), i64(EDGE.slice(5, 11), [3, 2])], nbx.matmul);
 });

@@ -8,6 +8,7 @@
 // shader invocation after ~65,535 loop iterations, far above that.
 
 import type { Expr } from './expr.js';
+import { DeviceLimitError } from '../errors.js';
 
 /** Literal of an int64 value (a JS number: consts of the IR; or a bigint). */
 export function i64Literal(v: number | bigint): string {
@@ -19,6 +20,17 @@ export function i64Literal(v: number | bigint): string {
 export function i64Words(v: number | bigint): [number, number] {
   const b = BigInt.asUintN(64, typeof v === 'bigint' ? v : BigInt(Math.trunc(v)));
   return [Number(b & 0xffffffffn), Number(b >> 32n)];
+}
+
+const INT64_PRIMS = new Set(['neg', 'abs', 'floor', 'ceil', 'trunc', 'rint', 'sign', 'isnan', 'isinf', 'not', 'bnot', 'add', 'sub', 'mul',
+  'div', 'floordiv', 'truncdiv', 'mod', 'fmod', 'pow', 'max', 'min', 'lt', 'le', 'gt', 'ge', 'eq', 'ne', 'and', 'or', 'xor', 'shl', 'shr', 'cast']);
+/** Raises DeviceLimitError (before any kernel is recorded) if `e` applies a primitive to int64 that is not emulated. */
+export function checkInt64Expr(e: Expr): void {
+  e.walk((n) => {
+    if (n.src[0]?.dtype === 'int64' && !INT64_PRIMS.has(n.op)) {
+      throw new DeviceLimitError('elementwise', `the IR primitive '${n.op}' on int64 is not emulated on webgpu (cast to float32 first)`);
+    }
+  });
 }
 
 /**
@@ -58,7 +70,8 @@ export function i64Node(e: Expr, a: string[]): string {
     case 'xor': return `(${x} ^ ${y})`;
     case 'shl': return `nbx_shl_l(${x}, ${y})`;
     case 'shr': return `nbx_shr_l(${x}, ${y})`;
-    default: throw new Error(`render_wgsl: no int64 rule for ${e.op}`);
+    // float functions of int64 operands (the op layer casts ints to float before them)
+    default: throw new DeviceLimitError('elementwise', `the IR primitive '${e.op}' on int64 is not emulated on webgpu (cast to float32 first)`);
   }
 }
 

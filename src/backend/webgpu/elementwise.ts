@@ -8,7 +8,7 @@
 import { Expr } from '../../ir/expr.js';
 import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
 import { WGSL as R, perWord, wgslPrelude, checkWgslDType, WGSL_DTYPES } from '../../ir/render_wgsl.js';
-import { i64Words } from '../../ir/wgsl_int64.js';
+import { checkInt64Expr, i64Words } from '../../ir/wgsl_int64.js';
 import type { StridedRef } from '../backend.js';
 import { coalesce } from '../cpu/elementwise.js';
 import { broadcastStrides } from '../../tensor/shape.js';
@@ -259,7 +259,11 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
   const lay: Layout = { nd, flat, unit, outStrided: oStrided, vpt: vec ? cfg.vpt : 0 };
   const probe = `${vec ? `v${cfg.vpt}` : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${oStrided ? 'os' : 'oc'}|${out.dtype}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
   let prog = cache.get(probe);
-  if (!prog) { prog = ewProgram(expr, inD, out.dtype, lay, bind, bufs.length - 1, wg); cache.set(probe, prog); }
+  if (!prog) {
+    try { checkInt64Expr(expr); } catch (e) { if (temp) be.free(temp); throw e; }
+    prog = ewProgram(expr, inD, out.dtype, lay, bind, bufs.length - 1, wg);
+    cache.set(probe, prog);
+  }
 
   const u = new Uint32Array(prog.words);
   const packedContig = k > 1 && !oStrided;
