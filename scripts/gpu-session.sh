@@ -45,14 +45,17 @@ for part in "$@"; do
         (cd /tmp/ship/nvrtc && tar czf "$OUT/shipped-kernels.tgz" *.nbxmod)
         rm -f src/backend/cuda/shipped-kernels/*.nbxmod; cp /tmp/ship/nvrtc/*.nbxmod src/backend/cuda/shipped-kernels/
       fi
-      [ -f /tmp/ship/autotune.json ] && cp /tmp/ship/autotune.json "$OUT/cold-autotune.json"
+      # and the chain's measured configurations, so the first process of the measurement sweeps nothing
+      [ -f /tmp/ship/autotune.json ] && cp /tmp/ship/autotune.json "$OUT/cold-autotune.json" && \
+        node scripts/merge-autotune.mjs src/autotune/shipped/nvidia-h200-sm_90.json src/autotune/shipped/nvidia-h200-sm_90.json /tmp/ship/autotune.json >> "$OUT/summary.txt"
       st cold 120 node dist/bench/cuda_coldstart.js ;;
     conf)
       st conf-cuda 150 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda
       st conf-cuda-native 150 env NBX_CUDA_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda
       st conf-webgpu 150 env NBX_WEBGPU_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device webgpu ;;
-    tests) st tests 420 node --test --test-concurrency=4 dist/test/ ;;
-    bench) st bench-cuda 200 node dist/bench/cuda.js; st cold 90 node dist/bench/cuda_coldstart.js ;;
+    tests) st tests 330 node --test --test-concurrency=6 dist/test/ ;;
+    bench) st bench-cuda 150 node dist/bench/cuda.js; st bench-attn 90 node dist/bench/cuda_attention.js ;;
+    bench-webgpu) st bench-webgpu 120 node dist/bench/webgpu.js ;;
   esac
 done
 cp src/autotune/shipped/nvidia-h200-sm_90.json "$RET/shipped-h200.json"
