@@ -202,6 +202,12 @@ it('int64 index outputs: sort, topk, kthvalue, argmax/argmin, max with indices, 
   const nz = Tensor.empty([2, 2], 'int64', G);
   kernel('nonzero', G, 'nonzero')(nbx.tensor([[0, 1], [2, 0]]).to(G).ref(), nz.ref());
   assert.deepEqual([...await nz.data()], [0n, 1n, 1n, 0n]);
+  const nz64 = Tensor.empty([3, 1], 'int64', G); // int64 input: non-zero in either word
+  kernel('nonzero', G, 'nonzero')(i64([0n, 2n ** 40n, 0n, -1n, 5n, 0n]).to(G).ref(), nz64.ref());
+  assert.deepEqual([...await nz64.data()], [1n, 3n, 4n]);
+  // a long row: global bitonic merges, the rank scan over many chunks
+  const longRow = i64(Array.from({ length: 3000 }, (_, i) => BigInt((i * 7919) % 1009) * 2n ** 36n - BigInt(i % 3)), [1, 3000]);
+  await check('sort long int64 stable', [longRow], (t) => nbx.sort(t, { dim: 1, stable: true }).indices);
 });
 
 it('int64 reductions and scans: sum/prod/min/max/cumsum of integers accumulate in int64, exactly', async () => {
