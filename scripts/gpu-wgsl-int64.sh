@@ -4,7 +4,7 @@
 # cases against the CPU), the sort/indexing kernel tests (int64 index I/O), the whole WebGPU conformance
 # suite (expected: no int64 skips left, 0 failures), and timings of int64 kernels against int32 and the
 # CPU. Run from the repo root with .gpu/bootstrap.sh sourced and $OUT set; logs in $OUT/wgsl-int64/
-# (summary.txt first). About 20-40 s on the H200 (at most 65 s: every step has a timeout).
+# (summary.txt first). About 20-40 s on the H200 (at most 60 s: every step has a timeout).
 set -u
 OUT=${OUT:-/tmp/out}
 L="$OUT/wgsl-int64"; mkdir -p "$L"
@@ -20,8 +20,8 @@ st() {
   printf '%s rc=%d %.1fs\n' "$n" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$S"
 }
 if [ ! -f dist/src/cli/nbx.js ] || [ ! -f dist/test/webgpu_int64.test.js ]; then st build 120 npx tsc -p tsconfig.json; fi
-st test 20 node --test dist/test/webgpu_int64.test.js dist/test/webgpu_sort.test.js dist/test/webgpu_indexing.test.js
-st conf 20 node dist/src/cli/nbx.js conformance test/conformance --device webgpu
+st test 25 node --test dist/test/webgpu_int64.test.js dist/test/webgpu_sort.test.js dist/test/webgpu_indexing.test.js
+st conf 15 node dist/src/cli/nbx.js conformance test/conformance --device webgpu
 
 # timings: WebGPU (synchronized) against int32 on WebGPU and against the CPU, same data
 cat > "$L/bench.mjs" <<'EOF'
@@ -58,7 +58,7 @@ for (const [name, f] of [['sum dim1', (x) => nbx.sum(x, 1)], ['sum all', (x) => 
 console.log('host staging used:', JSON.stringify(nbx.webgpu.hostStagingStats()));
 EOF
 sed -i "s#@REPO@#$PWD#g" "$L/bench.mjs"
-st bench 25 node "$L/bench.mjs"
+st bench 20 node "$L/bench.mjs"
 {
   echo "== tests"; grep -E '^# (tests|pass|fail|skip)|^not ok|NOT RUN' "$L/test.log"
   echo "== conformance (all, webgpu)"; grep -E '^FAIL' "$L/conf.log" | head -20; grep -E "passed, .* failed" "$L/conf.log"
