@@ -5,10 +5,10 @@
 // broadcasts) are appended instead as commands to a host-side batch, and a flush submits the whole
 // batch as ONE launch of a "batch kernel":
 //
-// * The command list travels BY VALUE as the kernel's only parameter (`struct { u64 w[NW]; }`):
-//   no device buffer, no copy, no event. Parameter space is 4 KiB everywhere and 32764 bytes on
-//   compute capability >= 7.0 with a CUDA >= 12.1 driver and NVRTC; two variants are compiled (the
-//   small one is used when the commands fit, so the driver copies less).
+// * The command list travels BY VALUE as the kernel's only parameter (`struct { u64 w[512]; }`):
+//   no device buffer, no copy, no event. 4 KiB of parameters is accepted everywhere and holds ~120
+//   commands of a binary op, so one launch's host cost (~5 µs) spreads to < 0.05 µs per op; the
+//   32 KiB parameter space of newer drivers would save little and double the compile (one variant).
 // * Command layout (8-byte words): header {u32 kind, u32 numel}, the output pointer, one pointer per
 //   input (element offsets folded in), one word per scalar parameter. Its length is known from the
 //   kind, so the kernel walks the list without lengths.
@@ -17,10 +17,17 @@
 //   and reused inside one batch, which the caching allocator allows) are correct.
 // * Each distinct expression (an interned Expr + which inputs are single-element broadcasts) is a
 //   "kind": a __device__ function rendered by the same CudaRenderer as the standalone kernels, and
-//   the batch kernel switches on the kind. The module is compiled for a SET of kinds: kinds not in the
-//   current module launch directly (as without batching); after `rebuildAfter` such direct launches,
-//   the module is rebuilt with every kind seen so far (sorted by their code, so the next process hits
-//   the disk cache), and the threshold grows with the module so recompiles stay rare.
+//   the batch kernel switches on the kind. The module is compiled for a SET of kinds (sorted by their
+//   code, so the next process hits the disk cache); kinds not in it launch directly, as without
+//   batching.
+// * Rebuild policy (bounded compile cost): a kind is a candidate once it ran MIN_USES times; every
+//   direct launch of a candidate ("hot miss") is host time batching would have saved (~MISS_US). A
+//   rebuild is considered after REBUILD_AFTER (+ module size) hot misses, and happens only if its
+//   estimated NVRTC time (measured ms per kind) fits the compile allowance: COMPILE_BUDGET_MS per
+//   process plus what the hot misses so far cost. So a loop's few kinds join within a few dozen
+//   iterations, while a program of many one-off kinds (a test suite) spends at most about the budget
+//   plus the host time the misses cost anyway. When the allowance does not cover every candidate,
+//   the module keeps the most used kinds.
 //
 // Safety: the batch sits in front of the stream. CudaContext.pending is set while commands are
 // queued, and every driver call of the context, every read of Stream.handle (so cuBLASLt and every
@@ -33,23 +40,28 @@ import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
 import type { Expr } from '../../ir/expr.js';
 import { CUDA_PRELUDE } from '../../ir/render_c.js';
 import type { StridedRef } from '../backend.js';
-import { allocParamBuffer, driverVersion, launchParamBuffer, type CudaContext, type CudaKernel, type ParamBuffer, type Stream } from './driver.js';
-import { getKernel, Nvrtc } from './nvrtc.js';
+import { allocParamBuffer, launchParamBuffer, type CudaContext, type CudaKernel, type ParamBuffer, type Stream } from './driver.js';
+import { loadSource } from './nvrtc.js';
 import { R, type CudaBuffer } from './backend.js';
 
 /** Parameter space every architecture and driver accepts (bytes). */
-const PARAM_BYTES_SMALL = 4096;
-/** Parameter space on compute capability >= 7.0 with CUDA >= 12.1 (driver and NVRTC). */
-const PARAM_BYTES_LARGE = 32764;
-/** Kinds compiled into one module at most: beyond that, new kinds keep launching directly. */
+const PARAM_BYTES = 4096;
+/** Kinds compiled into one module at most. */
 const MAX_KINDS = 256;
-/** Direct launches of kinds outside the module before it is rebuilt (grows with the module). */
+/** Hot misses (direct launches of candidate kinds) before a rebuild is considered (+ module size). */
 const REBUILD_AFTER = 32;
 /**
  * Direct launches of one kind before it is a candidate for the module: kinds that run once or twice
  * (a test suite, a warm-up) never cost a compile; a loop's kinds qualify within a few iterations.
  */
 const MIN_USES = 4;
+/** Host time a direct launch costs more than a batch command (µs): what one hot miss is worth. */
+const MISS_US = 4;
+/** Module compile time (ms) a process may spend before rebuilds must be paid for by hot misses. */
+const COMPILE_BUDGET_MS = 1500;
+/** Estimated compile time of a module: fixed part, and per kind until measured (NVRTC, -O3). */
+const COMPILE_BASE_MS = 25;
+const COMPILE_MS_PER_KIND = 4;
 
 const P_F32 = 0, P_F64 = 1, P_I32 = 2, P_I64 = 3;
 
@@ -83,6 +95,12 @@ export interface LaunchBatchStats {
   rebuilds: number;
   /** Kinds in the current batch module. */
   kinds: number;
+  /** Kinds compiled over all rebuilds (a kind counts again in every module it is part of). */
+  compiledKinds: number;
+  /** Milliseconds spent building modules (NVRTC compile, or disk-cache read, plus module load). */
+  compileMs: number;
+  /** Rebuilds not done (or done with fewer kinds) because the compile allowance did not cover them. */
+  deferred: number;
 }
 
 interface BackendLike {
@@ -94,7 +112,7 @@ export class LaunchBatch {
   /** Largest op (elements) that is batched: see create(). */
   readonly maxNumel: number;
   readonly threads: number;
-  readonly stats: LaunchBatchStats = { batches: 0, commands: 0, direct: 0, rebuilds: 0, kinds: 0 };
+  readonly stats: LaunchBatchStats = { batches: 0, commands: 0, direct: 0, rebuilds: 0, kinds: 0, compiledKinds: 0, compileMs: 0, deferred: 0 };
   private readonly ctx: CudaContext;
   private readonly stream: Stream;
   private readonly pb: ParamBuffer;
@@ -104,21 +122,23 @@ export class LaunchBatch {
   private readonly f64: Float64Array;
   private readonly u64: BigUint64Array;
   private readonly i64: BigInt64Array;
-  /** Capacity in words of the large / small variants (word 0 holds the command count). */
-  private readonly capWords: number;
-  private readonly smallWords: number;
-  private kSmall: CudaKernel | null = null;
-  private kLarge: CudaKernel | null = null;
+  /** Capacity in words of the parameter block (word 0 holds the command count). */
+  private readonly capWords = PARAM_BYTES / 8;
+  private kernel: CudaKernel | null = null;
   private pos = 1;
   private count = 0;
   private flushNo = 1;
   private batchKinds: Kind[] = [];
   private readonly seen: Kind[] = [];
-  private misses = 0;
+  /** Hot misses since the last rebuild (attempt), and in all. */
+  private hotMisses = 0;
+  private hotMissesTotal = 0;
   private rebuildAt: number;
+  private readonly rebuildAfter: number;
   private readonly minUses: number;
-  /** Kinds that reached minUses since the last rebuild. */
-  private candidates = 0;
+  private readonly budgetMs: number;
+  /** Measured compile ms per kind (the estimate until a module was really compiled). */
+  private msPerKind = COMPILE_MS_PER_KIND;
   private scheduled = false;
   /** The current batch module's source (for compile checks with nvcc). */
   source = '';
@@ -151,20 +171,12 @@ export class LaunchBatch {
     // Up to 8 elements per thread: a larger op would spend more GPU time in one block than a
     // full-grid launch costs, and its host cost is small next to its memory traffic anyway.
     this.maxNumel = 8 * this.threads;
-    // knobs for tests: NBX_CUDA_BATCH_REBUILD_AFTER=1 NBX_CUDA_BATCH_MIN_USES=1 batch every kind at once
-    this.rebuildAt = Number(env.NBX_CUDA_BATCH_REBUILD_AFTER) || REBUILD_AFTER;
+    // knobs (tests, experiments): NBX_CUDA_BATCH_REBUILD_AFTER=1 NBX_CUDA_BATCH_MIN_USES=1 batch every
+    // kind at once; NBX_CUDA_BATCH_COMPILE_MS sets the compile budget (ms per process)
+    this.rebuildAfter = this.rebuildAt = Number(env.NBX_CUDA_BATCH_REBUILD_AFTER) || REBUILD_AFTER;
     this.minUses = Number(env.NBX_CUDA_BATCH_MIN_USES) || MIN_USES;
-    let nvrtcOk = false;
-    try {
-      const v = Nvrtc.get().version;
-      nvrtcOk = v[0] > 12 || (v[0] === 12 && v[1] >= 1);
-    } catch {
-      nvrtcOk = false;
-    }
-    const large = info.cc[0] >= 7 && driverVersion() >= 12010 && nvrtcOk;
-    const bytes = large ? PARAM_BYTES_LARGE : PARAM_BYTES_SMALL;
-    this.capWords = Math.floor(bytes / 8);
-    this.smallWords = Math.floor(PARAM_BYTES_SMALL / 8);
+    const budget = Number(env.NBX_CUDA_BATCH_COMPILE_MS);
+    this.budgetMs = env.NBX_CUDA_BATCH_COMPILE_MS !== undefined && budget >= 0 ? budget : COMPILE_BUDGET_MS;
     this.pb = allocParamBuffer(this.capWords * 8);
     const ab = this.pb.buffer;
     this.u32 = new Uint32Array(ab);
@@ -180,6 +192,8 @@ export class LaunchBatch {
         /* exiting: a failure here has nobody to report to */
       }
     });
+    // NBX_CUDA_BATCH_STATS=1: the counters on stderr at exit (rebuilds and compile time of a run)
+    if (env.NBX_CUDA_BATCH_STATS === '1') process.on('exit', () => process.stderr.write(`nbx launch batch: ${JSON.stringify(this.stats)}\n`));
   }
 
   /** Queue a small elementwise op (see add); false when it must launch directly. */
@@ -212,10 +226,11 @@ export class LaunchBatch {
     let k = byMask[mask];
     if (k === undefined) k = byMask[mask] = this.makeKind(expr, ins, out, mask);
     if (k === null) return false;
-    if (k.index < 0) {
-      if (++k.uses === this.minUses) this.candidates++;
-      if (++this.misses < this.rebuildAt || this.candidates === 0 || !this.rebuild() || k.index < 0) { this.stats.direct++; return false; }
-      k.uses--; // counted again below
+    k.uses++;
+    // a hot miss may rebuild the module (see the policy at the top); then this op joins the batch
+    if (k.index < 0 && (k.uses < this.minUses || ++this.hotMisses < this.rebuildAt || !this.rebuild() || k.index < 0)) {
+      this.stats.direct++;
+      return false;
     }
     // write the command
     let p = this.pos;
@@ -245,7 +260,6 @@ export class LaunchBatch {
     }
     this.pos = p;
     this.count++;
-    k.uses++;
     if (k.mark !== this.flushNo) { k.mark = this.flushNo; this.batchKinds.push(k); }
     return true;
   }
@@ -257,7 +271,7 @@ export class LaunchBatch {
     if (count === 0) return;
     this.u32[0] = count;
     this.u32[1] = 0;
-    const k = (this.pos <= this.smallWords ? this.kSmall : this.kLarge)!;
+    const k = this.kernel!;
     const label = `ew_batch(${count} ops: ${this.batchKinds.map((x) => x.label).join(', ')})`;
     this.count = 0;
     this.pos = 1;
@@ -307,23 +321,41 @@ export class LaunchBatch {
     return k;
   }
 
-  /** Rebuild the module with every kind seen so far; false when nothing changed. */
+  /**
+   * Rebuild the module with the most used candidate kinds the compile allowance covers; false when
+   * the module would not change (nothing new, or nothing new affordable).
+   */
   private rebuild(): boolean {
-    this.misses = 0;
-    this.candidates = 0;
-    let kinds = this.seen.filter((k) => k.uses >= this.minUses);
-    if (kinds.length > MAX_KINDS) kinds = kinds.sort((a, b) => b.uses - a.uses).slice(0, MAX_KINDS);
+    this.hotMissesTotal += this.hotMisses;
+    this.hotMisses = 0;
+    const st = this.stats;
+    const allowance = this.budgetMs + (this.hotMissesTotal * MISS_US) / 1000 - st.compileMs;
+    const afford = Math.min(MAX_KINDS, Math.floor((allowance - COMPILE_BASE_MS) / this.msPerKind));
+    const all = this.seen.filter((k) => k.uses >= this.minUses);
+    let kinds = all;
+    if (kinds.length > afford) {
+      // the most used kinds (current module members first among equals: no churn)
+      kinds = [...all].sort((a, b) => b.uses - a.uses || b.index - a.index).slice(0, Math.max(afford, 0));
+      st.deferred++;
+      // look again once the hot misses have paid for one more kind
+      this.rebuildAt = Math.max(this.rebuildAfter, Math.ceil(((COMPILE_BASE_MS + this.msPerKind * (kinds.length + 1) - allowance) * 1000) / MISS_US));
+    } else {
+      this.rebuildAt = this.rebuildAfter + all.length;
+    }
+    if (kinds.length === 0 || kinds.every((k) => k.index >= 0)) return false;
+    this.flush(); // queued commands use the old module's kind numbers
     // sorted by code: the same set of kinds gives the same source (disk cache) in every process
     kinds.sort((a, b) => (a.body < b.body ? -1 : a.body > b.body ? 1 : 0));
-    if (kinds.length === this.stats.kinds && kinds.every((k) => k.index >= 0)) return false;
-    this.flush(); // queued commands use the old module's kind numbers
     const cases = kinds.map((k, i) => {
       const a = ['n'];
       for (let j = 1; j < k.words; j++) a.push(`b.w[p + ${j}]`);
       return `case ${i}: ewb${i}(${a.join(', ')}); p += ${k.words}; break;`;
     }).join('\n      ');
-    const variant = (name: string, words: number): string => `struct ${name}_t { unsigned long long w[${words}]; };
-extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${name}_t b) {
+    const src = [
+      CUDA_PRELUDE,
+      ...kinds.map((k, i) => `__device__ __forceinline__ void ewb${i}${k.body}`),
+      `struct ew_batch_t { unsigned long long w[${this.capWords}]; };
+extern "C" __global__ void __launch_bounds__(1024) ew_batch(const ew_batch_t b) {
   const int count = (int)(unsigned)b.w[0];
   int p = 1;
   for (int c = 0; c < count; c++) {
@@ -335,30 +367,29 @@ extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${name}_t b) {
     }
     __syncthreads();
   }
-}`;
-    const src = [
-      CUDA_PRELUDE,
-      ...kinds.map((k, i) => `__device__ __forceinline__ void ewb${i}${k.body}`),
-      variant('ew_batch_s', this.smallWords),
-      ...(this.capWords > this.smallWords ? [variant('ew_batch_l', this.capWords)] : []),
+}`,
     ].join('\n');
-    const opts = { options: ['--std=c++17'], includeCudaHeaders: false };
-    let ks: CudaKernel, kl: CudaKernel;
+    const t0 = performance.now();
+    let kernel: CudaKernel;
+    let compiledMs = 0;
     try {
-      ks = getKernel(this.ctx, src, 'ew_batch_s', [], opts);
-      kl = this.capWords > this.smallWords ? getKernel(this.ctx, src, 'ew_batch_l', [], opts) : ks;
+      const { module, compiled } = loadSource(this.ctx, src, { options: ['--std=c++17'], includeCudaHeaders: false, name: 'ew_batch' });
+      kernel = module.getFunction('ew_batch', []);
+      if (compiled.from === 'compiled') compiledMs = compiled.compileMs;
     } catch (e) {
       this.rebuildAt = Infinity; // a generator bug: report it once, then keep launching directly
       throw e;
     }
+    st.compileMs += performance.now() - t0;
+    // refine the estimate from a real compile (cache hits say nothing about compile speed)
+    if (compiledMs > 0) this.msPerKind = Math.max(0.25, (compiledMs - COMPILE_BASE_MS) / kinds.length);
     for (const k of this.seen) k.index = -1;
     kinds.forEach((k, i) => { k.index = i; });
     this.source = src;
-    this.kSmall = ks;
-    this.kLarge = kl;
-    this.stats.rebuilds++;
-    this.stats.kinds = kinds.length;
-    this.rebuildAt = Math.max(this.rebuildAt, kinds.length);
+    this.kernel = kernel;
+    st.rebuilds++;
+    st.kinds = kinds.length;
+    st.compiledKinds += kinds.length;
     return true;
   }
 }
