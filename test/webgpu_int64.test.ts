@@ -1,6 +1,6 @@
 // int64 on WebGPU (exact emulation: vec2<u32> values, two storage words) against the CPU backend
 // (BigInt64Array, the reference): arithmetic edge cases (wraparound, INT64_MIN / -1, shifts >= 64, values
-// beyond 2^53), division by zero (0 on WebGPU, as for int32 there; the CPU raises), casts of large values,
+// beyond 2^53), division by zero (the CPU's ZeroDivisionError, at the next read), casts of large values,
 // mixed int64/float promotion, index inputs beyond int32 range (IndexError), sort/topk/argmax with int64
 // outputs, integer reductions and scans. Host staging is refused, so every kernel is native. Without an
 // adapter every test is skipped, with a message saying so.
@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
-import { DeviceLimitError, IndexError } from '../src/errors.js';
+import { DeviceLimitError, IndexError, ValueError } from '../src/errors.js';
 import { Expr } from '../src/ir/expr.js';
 import { backendFor } from '../src/backend/backend.js';
 import { kernel } from '../src/backend/registry.js';
@@ -74,7 +74,7 @@ it('int64 arithmetic, comparisons, bitwise ops and shifts are exact (wraparound 
   await check('matmul batched', [i64(EDGE.slice(0, 12), [2, 2, 3]), i64(EDGE.slice(5, 11), [3, 2])], nbx.matmul);
 });
 
-it('int64 division: floor/trunc/remainder/fmod exact, INT64_MIN / -1 wraps; division by zero gives 0 on WebGPU', async () => {
+it('int64 division: floor/trunc/remainder/fmod exact, INT64_MIN / -1 wraps; division by zero raises ZeroDivisionError', async () => {
   const [a, b] = pairs(EDGE.filter((v) => v !== 0n).concat([0n]).filter((_, i, arr) => i < arr.length));
   // divisors without zero (the CPU raises for it)
   const nz = EDGE.filter((v) => v !== 0n);
@@ -100,11 +100,14 @@ it('int64 division: floor/trunc/remainder/fmod exact, INT64_MIN / -1 wraps; divi
   await check('random to float32', [ra], (t) => t.to('float32'));
   const gmin = await nbx.floor_divide(i64([MIN]).to(G), i64([-1n]).to(G)).data();
   assert.equal(gmin[0], MIN);
-  // by zero: the CPU raises ZeroDivisionError, a WebGPU kernel cannot: 0, as for int32 on WebGPU
-  assert.throws(() => nbx.floor_divide(i64([5n]), i64([0n])).dataSync());
-  for (const f of [nbx.floor_divide, nbx.remainder, nbx.fmod]) {
-    assert.deepEqual([...await f(i64([5n, MIN]).to(G), i64([0n, 0n]).to(G)).data()], [0n, 0n]);
+  // by zero: the CPU's ZeroDivisionError, raised at the next read (a kernel cannot raise); a later
+  // computation is unaffected
+  for (const f of [nbx.floor_divide, nbx.remainder, nbx.fmod, (x: T, y: T) => nbx.div(x, y, { rounding_mode: 'trunc' })]) {
+    assert.throws(() => f(i64([5n, MIN]), i64([1n, 0n])), (e: unknown) => e instanceof ValueError && /ZeroDivisionError/.test((e as Error).message));
+    await assert.rejects(f(i64([5n, MIN]).to(G), i64([1n, 0n]).to(G)).data(), (e: unknown) => e instanceof ValueError && /ZeroDivisionError/.test((e as Error).message));
   }
+  await assert.rejects(nbx.eq(nbx.floor_divide(i64(Array(2048).fill(5n)).to(G), 0), 1).data(), ValueError);
+  assert.deepEqual([...await nbx.floor_divide(i64([7n]).to(G), i64([2n]).to(G)).data()], [3n]);
   void a; void b;
 });
 

@@ -3,9 +3,10 @@
 // the same 8 bytes as every other backend, so uploads, downloads and safetensors are plain copies.
 // Every IR primitive on int64 renders as a call to a helper below (emitted only when a kernel uses it),
 // with the CPU backend's (BigInt64Array) semantics: wraparound, shifts >= 64, INT64_MIN / -1 = INT64_MIN.
-// Integer division by zero gives 0, as for int32 on WebGPU and CUDA (a GPU kernel cannot raise; the
-// CPU raises ZeroDivisionError). Long division is 64 shift-subtract steps per element: llvmpipe stops a
-// shader invocation after ~65,535 loop iterations, far above that.
+// Integer division by zero raises the CPU's ZeroDivisionError: a kernel cannot raise, so the helpers set
+// a flag (`nbx_divzero`) that the elementwise kernel stores to an error word, and a host step after it
+// raises at the next read, like an index error (the result holds 0 there). Long division is 64
+// shift-subtract steps per element: llvmpipe stops a shader invocation after ~65,535 loop iterations.
 
 import type { Expr } from './expr.js';
 import { DeviceLimitError } from '../errors.js';
@@ -24,6 +25,18 @@ export function i64Words(v: number | bigint): [number, number] {
 
 const INT64_PRIMS = new Set(['neg', 'abs', 'floor', 'ceil', 'trunc', 'rint', 'sign', 'isnan', 'isinf', 'not', 'bnot', 'add', 'sub', 'mul',
   'div', 'floordiv', 'truncdiv', 'mod', 'fmod', 'pow', 'max', 'min', 'lt', 'le', 'gt', 'ge', 'eq', 'ne', 'and', 'or', 'xor', 'shl', 'shr', 'cast']);
+const DIVIDES = new Set(['div', 'floordiv', 'truncdiv', 'mod', 'fmod']);
+/** Whether `e` divides int64 values (its kernel then reports division by zero through an error word). */
+export function int64Divides(e: Expr): boolean {
+  const memo = e.memo as { i64div?: boolean };
+  if (memo.i64div === undefined) {
+    let found = false;
+    e.walk((n) => { if (n.src[1]?.dtype === 'int64' && DIVIDES.has(n.op)) found = true; });
+    memo.i64div = found;
+  }
+  return memo.i64div;
+}
+
 /** Raises DeviceLimitError (before any kernel is recorded) if `e` applies a primitive to int64 that is not emulated. */
 export function checkInt64Expr(e: Expr): void {
   e.walk((n) => {
@@ -84,6 +97,7 @@ export const i64ToBool = (x: string): string => `select(0i, 1i, any((${x}) != ve
 
 /** Helper functions (name → WGSL), merged into the WGSL prelude. */
 export const INT64_PRELUDE: Record<string, string> = {
+  nbx_divzero: 'var<private> nbx_divzero: bool = false;',
   nbx_i2l: 'fn nbx_i2l(x: i32) -> vec2<u32> { return vec2<u32>(bitcast<u32>(x), select(0u, 0xffffffffu, x < 0i)); }',
   nbx_isneg_l: 'fn nbx_isneg_l(a: vec2<u32>) -> bool { return (a.y >> 31u) != 0u; }',
   nbx_add_l: `fn nbx_add_l(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
@@ -145,17 +159,17 @@ export const INT64_PRELUDE: Record<string, string> = {
 }`,
   // C division on magnitudes (|INT64_MIN| = 2^63 as unsigned): quotient truncated, remainder with a's sign
   nbx_itruncdiv_l: `fn nbx_itruncdiv_l(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
-  if (all(b == vec2<u32>(0u))) { return vec2<u32>(0u); }
+  if (all(b == vec2<u32>(0u))) { nbx_divzero = true; return vec2<u32>(0u); }
   let q = nbx_udivmod_l(nbx_abs_l(a), nbx_abs_l(b)).xy;
   return select(q, nbx_neg_l(q), nbx_isneg_l(a) != nbx_isneg_l(b));
 }`,
   nbx_ifmod_l: `fn nbx_ifmod_l(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
-  if (all(b == vec2<u32>(0u))) { return vec2<u32>(0u); }
+  if (all(b == vec2<u32>(0u))) { nbx_divzero = true; return vec2<u32>(0u); }
   let r = nbx_udivmod_l(nbx_abs_l(a), nbx_abs_l(b)).zw;
   return select(r, nbx_neg_l(r), nbx_isneg_l(a));
 }`,
   nbx_ifloordiv_l: `fn nbx_ifloordiv_l(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
-  if (all(b == vec2<u32>(0u))) { return vec2<u32>(0u); }
+  if (all(b == vec2<u32>(0u))) { nbx_divzero = true; return vec2<u32>(0u); }
   let qr = nbx_udivmod_l(nbx_abs_l(a), nbx_abs_l(b));
   var q = select(qr.xy, nbx_neg_l(qr.xy), nbx_isneg_l(a) != nbx_isneg_l(b));
   if (any(qr.zw != vec2<u32>(0u)) && nbx_isneg_l(a) != nbx_isneg_l(b)) { q = nbx_sub_l(q, vec2<u32>(1u, 0u)); }

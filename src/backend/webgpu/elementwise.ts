@@ -8,7 +8,8 @@
 import { Expr } from '../../ir/expr.js';
 import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
 import { WGSL as R, perWord, wgslPrelude, checkWgslDType, WGSL_DTYPES } from '../../ir/render_wgsl.js';
-import { checkInt64Expr, i64Words } from '../../ir/wgsl_int64.js';
+import { checkInt64Expr, i64Words, int64Divides } from '../../ir/wgsl_int64.js';
+import { ValueError } from '../../errors.js';
 import type { StridedRef } from '../backend.js';
 import { coalesce } from '../cpu/elementwise.js';
 import { broadcastStrides } from '../../tensor/shape.js';
@@ -86,7 +87,10 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
   const packedContig = k > 1 && !outStrided;
   // with `vec`, the buffers of unit-stride inputs are bound as vec4 arrays
   const vecBind = new Set(vec ? bind.filter((_, s) => unit[s]) : []);
-  const access = (vec ? 'x' : outStrided && k > 1 ? 'a' : 'w') + [...Array(nIn).keys()].map((i) => (vecBind.has(i + 2) ? 'v' : 'r')).join('');
+  // int64 division: a last binding, the error word division by zero sets (see wgsl_int64.ts)
+  const zdiv = int64Divides(expr);
+  const access = (vec ? 'x' : outStrided && k > 1 ? 'a' : 'w') + [...Array(nIn).keys()].map((i) => (vecBind.has(i + 2) ? 'v' : 'r')).join('') + (zdiv ? 'a' : '');
+  const flagZero = zdiv ? `\n  if (nbx_divzero) { atomicStore(&b${access.length}[0], 1u); }` : '';
   // uniform: [units, n, oo, w0 | grid stride] [shape(nd)] [out strides(nd)] per input [off, strides(nd)] params
   let w = 4;
   const shapeAt = w; if (!flat) w += nd;
@@ -168,7 +172,7 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
     ${compute}
     word = (word & ~(${mask} << (q * ${width}u))) | (${R.bits(outD, res)} << (q * ${width}u));
   }
-  b1[wi] = word;`;
+  b1[wi] = word;${flagZero}`;
     } else {
       const oi = outStrided ? at(2, ostAt) : `${U(2)} + i`;
       const store = outStrided && k > 1 ? R.storeShared(outD, 'b1', 'oi', R.bits(outD, res)) : R.store(outD, 'b1', 'oi', res);
@@ -176,7 +180,7 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
   if (i >= ${U(1)}) { return; }
   ${compute}
   let oi = ${oi};
-  ${store}`;
+  ${store}${flagZero}`;
     }
     return module(words, access, wg, body);
   };
@@ -253,7 +257,7 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
   const k = perWord(out.dtype), E = 4 * k;
   // (int64, two words an element, is never vectorized)
   const vec = flat && !oStrided && n % E === 0 && out.offset % E === 0 && n >= 1024 && out.dtype !== 'int64'
-    && ins.every((r, s) => r.dtype !== 'int64' && (!unit[s] || (perWord(r.dtype) === k && r.offset % E === 0)));
+    && ins.every((r, s) => r.dtype !== 'int64' && (!unit[s] || (perWord(r.dtype) === k && r.offset % E === 0))) && !int64Divides(expr);
   const cfg = vec ? force ?? elementwiseConfig(be, n, out.dtype) : { wg: be.wgElementwise, vpt: 0 };
   const wg = cfg.wg;
   const lay: Layout = { nd, flat, unit, outStrided: oStrided, vpt: vec ? cfg.vpt : 0 };
@@ -283,8 +287,15 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
     const d = pds[s] ?? 'float32';
     if (d === 'int64') { const [lo, hi] = i64Words(params[s]!); u[w++] = lo; u[w++] = hi; } else u[w++] = paramWord(params[s]!, d);
   }
+  const zdiv = prog.access.length > bufs.length ? be.allocBytes(16, true) : null;
+  if (zdiv) bufs.push(zdiv);
   be.dispatch(prog, bufs, u, threads, wg);
   if (temp) be.free(temp);
+  if (zdiv) {
+    // as the CPU's integer division: raised at the next read (a kernel cannot raise)
+    be.host('div', [zdiv], (host) => { if (new Uint32Array(host.get(zdiv)!, 0, 1)[0] !== 0) throw new ValueError('div', 'ZeroDivisionError: integer division or modulo by zero'); });
+    be.free(zdiv);
+  }
 }
 
 /** Copies `src` into `dst` (same shape; equal dtypes or a cast; any strides, negative included). */
