@@ -192,6 +192,28 @@ async function check(): Promise<boolean> {
   return ok;
 }
 
+/** float16 on the 16-byte paths (hardware unpack): every bit pattern through add/mul and row max/min, bit-exact vs the CPU. */
+async function checkHalf(): Promise<boolean> {
+  const bits = new Uint16Array(65536).map((_, i) => i);
+  const a = nbx.Tensor.fromStorage(bits, 'float16', [65536], 'cpu'), b = nbx.flip(a, [0]).contiguous();
+  const ag = a.to('webgpu'), bg = b.to('webgpu');
+  const isNaN16 = (h: number): boolean => (h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0;
+  const cases: [string, (p: Tensor, q: Tensor) => Tensor][] = [['add', (p, q) => nbx.add(p, q)], ['mul', (p, q) => nbx.mul(p, q)],
+    ['amax rows', (p) => nbx.amax(p.view(256, 256), -1)], ['amin rows', (p) => nbx.amin(p.view(256, 256), -1)]];
+  let ok = true;
+  for (const [name, f] of cases) {
+    const got = Uint16Array.from(await f(ag, bg).dataStorage() as Uint16Array), want = f(a, b).dataStorageSync() as Uint16Array;
+    let bad = 0, first = '';
+    for (let i = 0; i < want.length; i++) {
+      if (isNaN16(want[i]!) ? isNaN16(got[i]!) : got[i] === want[i]) continue;
+      if (!bad++) first = ` (first at ${i}: got 0x${got[i]!.toString(16)}, want 0x${want[i]!.toString(16)})`;
+    }
+    ok &&= bad === 0;
+    out(`check float16 ${name} over all 65536 bit patterns: ${bad === 0 ? 'exact ok' : `${bad} differ${first} FAIL`}`);
+  }
+  return ok;
+}
+
 /** Where the launch configuration of the benchmarks' big problems comes from (shipped file, user cache, or none: the default). */
 function tuneSources(key: string, bytes: number, M: number): string {
   const cache = defaultCache();
@@ -234,9 +256,11 @@ export async function run(args: string[] = []): Promise<void> {
   out(`sizes: ${bytes / 2 ** 20} MiB operands${quick ? ' (quick)' : ''}; largest binding ${maxBind / 2 ** 20} MiB\n`);
 
   if (args.includes('--check')) {
-    await phase('GEMM check against the CPU', async () => {
+    await phase('GEMM and float16 checks against the CPU', async () => {
       const ok = await check();
       out(`GEMM check: ${ok ? 'all ok' : 'FAILURES'}`);
+      const half = await checkHalf();
+      out(`float16 check: ${half ? 'all ok' : 'FAILURES'}`);
     });
   }
 

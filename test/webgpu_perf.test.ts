@@ -57,6 +57,24 @@ it('16-byte elementwise path: every element width, offset views, broadcast scala
   }
 });
 
+it('float16 on the 16-byte paths: all 65536 bit patterns (subnormals, -0, inf, NaN) exact against the CPU', async () => {
+  const bits = new Uint16Array(65536).map((_, i) => i);
+  const a = nbx.Tensor.fromStorage(bits, 'float16', [65536], 'cpu'), b = nbx.flip(a, [0]).contiguous();
+  const ag = a.to('webgpu'), bg = b.to('webgpu');
+  const isNaN16 = (h: number): boolean => (h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0;
+  const exact = (got: Uint16Array, want: Uint16Array, what: string): void => {
+    for (let i = 0; i < want.length; i++) {
+      if (isNaN16(want[i]!)) assert.ok(isNaN16(got[i]!), `${what}[${i}]: got ${got[i]!.toString(16)}, want NaN`);
+      else assert.equal(got[i], want[i], `${what}[${i}] (${bits[i]!.toString(16)}): got ${got[i]!.toString(16)}, want ${want[i]!.toString(16)}`);
+    }
+  };
+  const ops: [string, (p: Tensor, q: Tensor) => Tensor][] = [['add', (p, q) => nbx.add(p, q)], ['mul', (p, q) => nbx.mul(p, q)], ['neg', (p) => nbx.neg(p)]];
+  for (const [name, f] of ops) exact(Uint16Array.from(await f(ag, bg).dataStorage() as Uint16Array), f(a, b).dataStorageSync() as Uint16Array, name);
+  const r = a.view(256, 256), rg = ag.view(256, 256);
+  exact(Uint16Array.from(await nbx.amax(rg, -1).dataStorage() as Uint16Array), nbx.amax(r, -1).dataStorageSync() as Uint16Array, 'amax rows');
+  exact(Uint16Array.from(await nbx.amin(rg, -1).dataStorage() as Uint16Array), nbx.amin(r, -1).dataStorageSync() as Uint16Array, 'amin rows');
+});
+
 it('16-byte reductions along rows: every element width, offsets, split rows', async () => {
   for (const dt of ['float32', 'float16', 'bfloat16', 'int8', 'int32'] as DTypeName[]) {
     for (const [r, c, off] of [[4, 4096, 0], [3, 1024, 16], [1, 1 << 17, 0], [64, 96, 32]] as const) {

@@ -48,6 +48,15 @@ export function module(words: number, access: string, wg: number, body: string, 
   return `${header(words, access)}\n${wgslPrelude(main)}\n${main}\n`;
 }
 
+/**
+ * Element `part` (a constant) of a u32 word as its compute value (R.fromWord): float16 through the
+ * unpack2x16float builtin, an exact conversion in hardware, where the bit-level nbx_h2f made 16-byte
+ * float16 kernels ALU-bound (1 GiB a+b ran at 64% of float32's bandwidth on the H200).
+ */
+export function wordLane(d: DTypeName, word: string, part: number): string {
+  return d === 'float16' ? `unpack2x16float(${word})[${part}]` : R.fromWord(d, word, part);
+}
+
 /** Uniform word of each parameter slot after the first (int64 parameters take two words), and the total. */
 function paramLayout(expr: Expr): { at: number[]; words: number } {
   const at: number[] = [];
@@ -115,7 +124,7 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
     for (let l = 0; l < E; l++) {
       const wd = Math.floor(l / k), part = l % k;
       const [code, res] = R.render(expr, (s, d) => {
-        if (unit[s]) return R.fromWord(d, `v${s}[${wd}]`, part);
+        if (unit[s]) return wordLane(d, `v${s}[${wd}]`, part);
         const j = U(inAt[s]!);
         if (!vecBind.has(bind[s]!)) return R.load(d, `b${bind[s]}`, j);
         // a broadcast scalar in a buffer bound as vec4s: its word, then its part

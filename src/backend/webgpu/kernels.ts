@@ -11,7 +11,7 @@ import type { ReduceKind, RowLayout, ScanKind } from '../cpu/reduce.js';
 import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
 import { DeviceLimitError, UnsupportedError } from '../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { copyStrided, module, U } from './elementwise.js';
+import { copyStrided, module, U, wordLane } from './elementwise.js';
 import { env, notice } from './gpu.js';
 import { smmProgram, validateSmm } from './gemm_smm.js';
 import { gemmConfig, reduceConfig, registerTuneProblem } from './tuning.js';
@@ -224,7 +224,7 @@ ${kind === 'norm' ? NORM_FNS : ''}`;
   let j0 = 0u; let j1 = n;`;
       const enter = (x: string): string => `acc = nbx_merge(acc, nbx_enter(${x}));`;
       // a vec4<u32> holds E elements: element l in word l/k at part l%k
-      const lanes = (v: string): string => [...Array(E).keys()].map((l) => enter(R.fromWord(inD, `${v}[${Math.floor(l / k)}]`, l % k))).join(' ');
+      const lanes = (v: string): string => [...Array(E).keys()].map((l) => enter(wordLane(inD, `${v}[${Math.floor(l / k)}]`, l % k))).join(' ');
       const first = mode === 'thread' ? '' : 'lid', step = mode === 'thread' ? '1u' : `${wg}u`;
       const loop = vec
         ? `let vb = u32(base) / ${E}u;
