@@ -6,8 +6,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
 import { probeCuda } from '../src/backend/cuda/libs.js';
-import { ewOverride } from '../src/backend/cuda/ew_kernels.js';
-import { EW_FLAT_SPACE } from '../src/backend/cuda/tuning.js';
+import { ewOverride, flatGeometry, bcastGeometry, MAX_GRID_X, IDX32_LIMIT } from '../src/backend/cuda/ew_kernels.js';
+import { EW_FLAT_SPACE, EW_TUNE_MIN_ELEMENTS, EW_STREAM_ELEMENTS, ewCandidates } from '../src/backend/cuda/tuning.js';
 import { enumerate, type Config } from '../src/autotune/index.js';
 
 // Small ops would run as commands of the launch batch (launch_batch.ts); these tests are about the
@@ -113,8 +113,109 @@ test('other layouts still right: transposed tiles and N-d strides', { skip }, ()
   }
 });
 
-test('tuned path (sizes past the tuning threshold)', { skip }, () => {
-  const n = 3 * 21851;
+test('tuned path (sizes past the tuning threshold: a sweep on a fresh cache)', { skip }, () => {
+  const n = EW_TUNE_MIN_ELEMENTS + 5, r = (EW_TUNE_MIN_ELEMENTS / 64) + 1;
   same('add f32 tuned', (a, b) => nbx.add(a!, b!), data(n, 'float32'), data(n, 'float32', 1));
-  same('add bf16 row tuned', (a, b) => nbx.add(a!.reshape(n / 3, 3).t().contiguous().reshape(3, n / 3), b!), data(n, 'bfloat16'), data(n / 3, 'bfloat16', 1));
+  same('where bf16 tuned', (c, a, b) => nbx.where(c!, a!, b!) as nbx.Tensor, data(r * 64, 'bool'), data(r * 64, 'bfloat16'), data(r * 64, 'bfloat16', 1));
+  same('add bf16 row tuned', (a, b) => nbx.add(a!.reshape(r, 64), b!), data(r * 64, 'bfloat16'), data(64, 'bfloat16', 1));
+  same('add bf16 odd rows tuned', (a, b) => nbx.add(a!.reshape(r, 64).narrow(1, 0, 63), b!), data(r * 64, 'bfloat16'), data(63, 'bfloat16', 1));
+});
+
+// Run 1 on the H200 (issue #7) stalled in the bfloat16 part of the sweep: the sweep's shape classes in
+// bfloat16, each under every configuration (where with a bool condition: 8-byte bool vectors next to
+// 16-byte bf16 ones; unaligned; row vectors; expand copies; odd row lengths).
+test('the sweep\'s shape classes in bfloat16, every configuration', { skip }, () => {
+  try {
+    for (const c of enumerate(EW_FLAT_SPACE)) {
+      ewOverride.config = c;
+      const n = 4096, C = 256, R = n / C, cfg = JSON.stringify(c);
+      const a = data(n, 'bfloat16'), b = data(n, 'bfloat16', 1), cond = data(n, 'bool', 2), row = data(C, 'bfloat16', 3);
+      same(`mul ${cfg}`, (x) => nbx.mul(x!, 2), a);
+      same(`where ${cfg}`, (k, x, y) => nbx.where(k!, x!, y!) as nbx.Tensor, cond, a, b);
+      same(`unaligned ${cfg}`, (x, y) => nbx.add(x!.narrow(0, 1, n - 1), y!.narrow(0, 1, n - 1)), a, b);
+      same(`row ${cfg}`, (x, w) => nbx.add(x!.view(R, C), w!), a, row);
+      same(`expand ${cfg}`, (w) => w!.reshape(1, C).expand(R, C).contiguous(), row);
+      same(`odd rows ${cfg}`, (x, w) => nbx.add(x!.view(R, C).narrow(1, 0, C - 1), w!.narrow(0, 0, C - 1)), a, row);
+    }
+  } finally { ewOverride.config = null; }
+});
+
+// ---- launch geometry (no GPU): the kernels' index math, replayed in JS ------------------------------
+
+const SHAPES: [number, number][] = [];
+for (const T of [128, 256, 512, 1024]) for (const U of [1, 2, 4]) SHAPES.push([T, U]);
+
+/** Every element written exactly once by the flat kernel's threads (flatSource's index math). */
+function replayFlat(n: number, V: number, T: number, U: number): void {
+  const g = flatGeometry(n, V, T, U), hits = new Uint8Array(n);
+  for (let b = 0; b < g.grid; b++) for (let t = 0; t < T; t++) {
+    for (let u = 0; u < U; u++) { const q = b * T * U + t + u * T; if (q < g.nv) for (let j = 0; j < V; j++) hits[q * V + j]!++; }
+    if (b === 0 && t < n - g.nv * V) hits[g.nv * V + t]!++;
+  }
+  const bad = hits.findIndex((h) => h !== 1);
+  assert.equal(bad, -1, `flat n=${n} V=${V} T=${T} U=${U}: element ${bad} written ${hits[bad]} times`);
+}
+
+/** Every element written exactly once by the broadcast kernel (bcastSource's index math), loops bounded. */
+function replayBcast(C: number, rows: number, V: number, T: number, U0: number): void {
+  const g = bcastGeometry(C, rows, V, T, U0), cv = C / V, hits = new Uint8Array(C * rows);
+  for (let blk = 0; blk < g.grid; blk++) for (let t = 0; t < T; t++) {
+    const tx = t & (g.TX - 1), ty = t >> g.txlog, bx = blk % g.gx, by = Math.floor(blk / g.gx), gy = g.grid / g.gx;
+    let trips = 0;
+    for (let r = by * g.TY + ty; r < rows; r += gy * g.TY) {
+      assert.ok(++trips <= rows, 'row loop runs away');
+      for (let u = 0; u < g.U; u++) { const q = bx * g.TX * g.U + tx + u * g.TX; if (q < cv) for (let j = 0; j < V; j++) hits[r * C + q * V + j]!++; }
+    }
+  }
+  const bad = hits.findIndex((h) => h !== 1);
+  assert.equal(bad, -1, `bcast C=${C} rows=${rows} V=${V} T=${T} U=${U0}: element ${bad} written ${hits[bad]} times`);
+}
+
+test('launch geometry: small problems replayed thread by thread (each element exactly once)', () => {
+  for (const [T, U] of SHAPES) {
+    for (const V of [1, 2, 4, 8, 16]) for (const n of [1, V - 1, V, V + 1, 3 * V * T * U - 1, 3 * V * T * U + V + 7, 5000]) if (n > 0) replayFlat(n, V, T, U);
+    for (const [C, rows] of [[1, 1], [1, 700], [8, 1], [16, 33], [4095, 3], [4096, 5], [64, 300], [2000, 2], [40000, 2]] as [number, number][]) {
+      for (const V of [1, 2, 4, 8, 16]) if (C % V === 0) replayBcast(C, rows, V, T, U);
+    }
+  }
+});
+
+test('launch geometry: every size to 2^34, every configuration (bounds, coverage, 32-bit indices)', () => {
+  const sizes: number[] = [];
+  for (let k = 0; k <= 34; k++) sizes.push(2 ** k, 2 ** k + 1, Math.max(1, 2 ** k - 1), 3 * 2 ** k + 7);
+  for (const [T, U] of SHAPES) for (const V of [1, 2, 4, 8, 16]) {
+    for (const n of sizes) {
+      const g = flatGeometry(n, V, T, U);
+      assert.ok(g.grid >= 1 && g.grid <= MAX_GRID_X && Number.isInteger(g.grid), `flat grid ${g.grid}`);
+      assert.ok(g.grid * T * U >= g.nv && (g.grid === 1 || (g.grid - 1) * T * U < g.nv), `flat n=${n}: grid ${g.grid} does not fit ${g.nv} vectors`);
+      assert.ok(g.tail < V && g.tail <= T && g.nv * V + g.tail === n, `flat n=${n}: tail ${g.tail}`);
+      // 32-bit kernels: the largest vector index any thread forms, times V, and the tail's index
+      if (n < IDX32_LIMIT) assert.ok(g.grid * T * U * V + V < 2 ** 31, `flat n=${n} V=${V} T=${T} U=${U}: index overflows 32 bits`);
+    }
+    for (const C of [V, 3 * V, 4095 * V, 4096, 70001 * V, 2 ** 20, 2 ** 27, 2 ** 31 + V]) {
+      if (C % V) continue;
+      for (const rows of [1, 2, 3, 16384, 2 ** 20 + 3, 2 ** 24, 2 ** 30 + 1]) {
+        if (C * rows > 2 ** 36) continue;
+        const g = bcastGeometry(C, rows, V, T, U), cv = C / V;
+        assert.ok(g.TX * g.TY === T && g.TX === 2 ** g.txlog && g.U >= 1 && g.U <= U, `bcast shape ${JSON.stringify(g)}`);
+        assert.ok(g.gx * g.TX * g.U >= cv && (g.gx === 1 || (g.gx - 1) * g.TX * g.U < cv), `bcast C=${C}: gx ${g.gx}`);
+        assert.ok(g.gy >= 1 && g.grid === g.gx * g.gy && g.grid <= MAX_GRID_X, `bcast grid ${g.grid}`);
+        const stride = g.gy * g.TY, trips = Math.ceil(rows / stride);
+        assert.ok(stride > 0 && trips <= Math.ceil(rows / g.TY), `bcast rows=${rows}: row loop stride ${stride}`);
+        if (C * rows < IDX32_LIMIT) {
+          assert.ok((trips + 1) * stride < 2 ** 31, `bcast C=${C} rows=${rows}: row index overflows 32 bits`);
+          assert.ok(g.gx * g.TX * g.U * V < 2 ** 31, `bcast C=${C}: column index overflows 32 bits`);
+        }
+      }
+    }
+  }
+  assert.throws(() => flatGeometry(2 ** 45, 1, 128, 1), /more than a launch may have/);
+});
+
+test('sweep candidates: few below the streaming size, the default always among them', () => {
+  const all = enumerate(EW_FLAT_SPACE);
+  assert.ok(all.length <= 12, `${all.length} candidates: a sweep must stay cheap`);
+  const small = ewCandidates(all, EW_TUNE_MIN_ELEMENTS), big = ewCandidates(all, EW_STREAM_ELEMENTS);
+  assert.ok(small.length <= 4 && big.length <= 8 && big.length > small.length, `${small.length} / ${big.length} candidates`);
+  for (const cs of [small, big]) assert.ok(cs.some((c) => JSON.stringify(c) === JSON.stringify(EW_FLAT_SPACE.defaultConfig)));
 });

@@ -23,7 +23,8 @@ import { broadcastStrides } from '../../tensor/shape.js';
 import type { ArgType, KernelArg } from './driver.js';
 import type { CudaBackend, CudaBuffer } from './backend.js';
 import { bucketSize, type Config } from '../../autotune/index.js';
-import { ELEMENTWISE_SPACE, EW_BCAST_SPACE, EW_FLAT_SPACE, TUNE_MIN_ELEMENTS } from './tuning.js';
+import { ELEMENTWISE_SPACE, EW_BCAST_SPACE, EW_FLAT_SPACE, EW_SWEEP, EW_TUNE_MIN_ELEMENTS, ewCandidates } from './tuning.js';
+import { UnsupportedError } from '../../errors.js';
 
 export const R = new CudaRenderer();
 
@@ -148,14 +149,32 @@ function vecBody(p: VecPlan): string {
 
 const inDecls = (ins: StridedRef[]): string[] => ins.map((r, i) => `const ${R.storageType(r.dtype)}* __restrict__ in${i}`);
 
+/** One launch configuration of a vector kernel: threads per block, vectors per thread, cache hint. */
+export type VecShape = readonly [T: number, U: number, hint: CacheHint];
+/** A configuration's kernel name inside a sweep module (every candidate in one module). */
+export const shapeName = ([T, U, hint]: VecShape): string => `ew_${T}_${U}_${hint}`;
+
+/** A module: the vector helpers once, then each kernel. */
+const vecModule = (kernels: string[]): string => `${VEC_HELPERS}\n${kernels.join('\n')}`;
+
 /**
  * Contiguous operands: a one-pass grid of T-thread blocks, each thread U vectors of V elements.
  * Args: out, in..., n, oo, o_i..., params.
  */
 export function flatSource(expr: Expr, ins: StridedRef[], out: StridedRef, V: number, U: number, T: number, hint: CacheHint, idx32: boolean, pTypes: string[]) {
-  const I = idx32 ? 'int' : 'long long';
+  return flatModule(expr, ins, out, V, [[T, U, hint]], idx32, pTypes, 'ew');
+}
+
+/** Flat kernels for several configurations in one module (named by shapeName; `name` when there is one). */
+export function flatModule(expr: Expr, ins: StridedRef[], out: StridedRef, V: number, shapes: readonly VecShape[], idx32: boolean, pTypes: string[], name?: string) {
   const args = [`${R.storageType(out.dtype)}* __restrict__ out`, ...inDecls(ins), 'long long n_', 'long long oo', ...ins.map((_, i) => `long long o${i}`), ...paramDecls(pTypes)];
   const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', ...ins.map(() => 'i64' as ArgType), ...(pTypes as ArgType[])];
+  const kernels = shapes.map((sh) => flatKernel(expr, ins, out, V, sh, idx32, args, name ?? shapeName(sh)));
+  return { src: vecModule(kernels), name: name ?? shapeName(shapes[0]!), sig };
+}
+
+function flatKernel(expr: Expr, ins: StridedRef[], out: StridedRef, V: number, [T, U, hint]: VecShape, idx32: boolean, args: string[], name: string): string {
+  const I = idx32 ? 'int' : 'long long';
   const body = vecBody({ expr, ins, out, V, U, hint, inIdx: (s, u) => `o${s} + q${u} * ${V}`, outIdx: (u) => `oo + q${u} * ${V}`,
     guard: (u) => `q${u} < nv`, full: `q${U - 1} < nv` });
   const [tcode, tres] = R.render(expr, (s, d) => R.load(d, `in${s}`, `o${s} + i`), (s) => `p${s}`);
@@ -164,15 +183,13 @@ export function flatSource(expr: Expr, ins: StridedRef[], out: StridedRef, V: nu
     ${tcode}
     ${R.store(out.dtype, 'out', 'oo + i', tres)}
   }`;
-  const src = `${VEC_HELPERS}
-extern "C" __global__ void __launch_bounds__(${T}) ew(${args.join(', ')}) {
+  return `extern "C" __global__ void __launch_bounds__(${T}) ${name}(${args.join(', ')}) {
   const ${I} n = (${I})n_, nv = n / ${V};
   const ${I} q0 = (${I})blockIdx.x * ${T * U} + threadIdx.x;
   ${[...Array(U).keys()].slice(1).map((u) => `const ${I} q${u} = q0 + ${u * T};`).join(' ')}
   ${body}
   ${tail}
 }`;
-  return { src, name: 'ew', sig };
 }
 
 /**
@@ -188,15 +205,26 @@ extern "C" __global__ void __launch_bounds__(${T}) ew(${args.join(', ')}) {
  */
 export function bcastSource(expr: Expr, ins: StridedRef[], out: StridedRef, perRow: boolean[], readOnly: boolean[], three: boolean,
   V: number, U: number, T: number, hint: CacheHint, idx32: boolean, pTypes: string[]) {
-  const I = idx32 ? 'int' : 'long long';
+  return bcastModule(expr, ins, out, perRow, readOnly, three, V, [[T, U, hint]], idx32, pTypes, 'ew');
+}
+
+/** Broadcast kernels for several configurations in one module (named by shapeName; `name` when there is one). */
+export function bcastModule(expr: Expr, ins: StridedRef[], out: StridedRef, perRow: boolean[], readOnly: boolean[], three: boolean,
+  V: number, shapes: readonly VecShape[], idx32: boolean, pTypes: string[], name?: string) {
   const args = [`${R.storageType(out.dtype)}* __restrict__ out`, ...inDecls(ins), 'long long C_', 'long long D1_', 'long long rows_', 'int gx', 'int txlog', 'long long oo',
     ...ins.flatMap((_, i) => [`long long o${i}`, `long long a${i}`, `long long b${i}`]), ...paramDecls(pTypes)];
   const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', 'i64', 'i32', 'i32', 'i64', ...ins.flatMap(() => ['i64', 'i64', 'i64'] as ArgType[]), ...(pTypes as ArgType[])];
+  const kernels = shapes.map((sh) => bcastKernel(expr, ins, out, perRow, readOnly, three, V, sh, idx32, args, name ?? shapeName(sh)));
+  return { src: vecModule(kernels), name: name ?? shapeName(shapes[0]!), sig };
+}
+
+function bcastKernel(expr: Expr, ins: StridedRef[], out: StridedRef, perRow: boolean[], readOnly: boolean[], three: boolean,
+  V: number, [T, U, hint]: VecShape, idx32: boolean, args: string[], name: string): string {
+  const I = idx32 ? 'int' : 'long long';
   const body = vecBody({ expr, ins, out, V, U, hint, inIdx: (s, u) => `e${s} + q${u} * ${V}`, outIdx: (u) => `eo + q${u} * ${V}`,
     guard: (u) => `q${u} < cv`, full: `q${U - 1} < cv`, rowValue: perRow, readOnly });
   const rowVals = ins.map((r, s) => (perRow[s] ? `const ${R.storageType(r.dtype)} w${s}s[1] = { in${s}[e${s}] }; const ${R.computeType(r.dtype)} w${s} = ${R.load(r.dtype, `w${s}s`, '0')};` : '')).filter((x) => x);
-  const src = `${VEC_HELPERS}
-extern "C" __global__ void __launch_bounds__(${T}) ew(${args.join(', ')}) {
+  return `extern "C" __global__ void __launch_bounds__(${T}) ${name}(${args.join(', ')}) {
   const ${I} C = (${I})C_, rows = (${I})rows_, cv = C / ${V};
   ${three ? `const ${I} D1 = (${I})D1_;` : '(void)D1_;'}
   const int tx = threadIdx.x & ((1 << txlog) - 1), ty = threadIdx.x >> txlog, TX = 1 << txlog, TY = ${T} >> txlog;
@@ -211,7 +239,6 @@ extern "C" __global__ void __launch_bounds__(${T}) ew(${args.join(', ')}) {
     ${body}
   }
 }`;
-  return { src, name: 'ew', sig };
 }
 
 /**
@@ -292,15 +319,77 @@ export const ewOverride: { config: Config | null } = { config: null };
 
 const ptrOf = (r: StridedRef): bigint => (r.buf as CudaBuffer).ptr;
 
+// ---- launch geometry -----------------------------------------------------------------------------
+// Pure functions of the problem and the configuration (no device), so tests can check termination,
+// coverage and index ranges for every configuration at sizes no test could run.
+
+/** Largest gridDim.x of a launch. */
+export const MAX_GRID_X = 2 ** 31 - 1;
+/** Row bands of the broadcast kernel at most (rows beyond loop inside the kernel). */
+export const MAX_ROW_BANDS = 1 << 20;
+/** Indices stay 32-bit below this many elements (every index a vector kernel forms is < 2^31). */
+export const IDX32_LIMIT = 2 ** 30;
+
+export interface FlatGeometry { grid: number; nv: number; tail: number }
+
+/**
+ * The flat kernel over `n` elements in vectors of V: `nv` full vectors, T * U of them per block, the
+ * `tail` (< V <= 16 <= T elements) done by block 0's first threads.
+ */
+export function flatGeometry(n: number, V: number, T: number, U: number): FlatGeometry {
+  const nv = Math.floor(n / V), tail = n - nv * V;
+  const grid = Math.max(1, Math.ceil(nv / (T * U)));
+  if (grid > MAX_GRID_X) throw new UnsupportedError('elementwise', `${n} elements need ${grid} blocks of ${T * U} vectors, more than a launch may have (${MAX_GRID_X})`);
+  return { grid, nv, tail };
+}
+
+export interface BcastGeometry { txlog: number; TX: number; TY: number; U: number; gx: number; gy: number; grid: number }
+
+/**
+ * The broadcast kernel over `rows` rows of `C` elements in vectors of V: TX = 2^txlog threads along
+ * a row (enough to cover it, at most T) times TY = T / TX rows per block; U shrinks so no unrolled
+ * vector lies past every row's end; gx blocks along a row, gy row bands, each band stepping by gy * TY
+ * rows (the kernel's only loop: its stride is never 0).
+ */
+export function bcastGeometry(C: number, rows: number, V: number, T: number, U0: number): BcastGeometry {
+  const cv = C / V;
+  let txlog = 0;
+  while ((1 << txlog) < T && (1 << txlog) < cv) txlog++;
+  const TX = 1 << txlog, TY = T / TX;
+  let U = U0;
+  while (U > 1 && TX * (U / 2) >= cv) U /= 2;
+  const gx = Math.ceil(cv / (TX * U));
+  if (gx > MAX_GRID_X) throw new UnsupportedError('elementwise', `rows of ${C} elements need ${gx} blocks each, more than a launch may have (${MAX_GRID_X})`);
+  const gy = Math.max(1, Math.min(Math.ceil(rows / TY), Math.floor(MAX_GRID_X / gx), MAX_ROW_BANDS));
+  return { txlog, TX, TY, U, gx, gy, grid: gx * gy };
+}
+
+const shapeOf = (c: Config): VecShape => [c.threads as number, c.unroll as number, c.hint as CacheHint];
+
 /**
  * The tuned configuration, or, when the output shares a buffer with an input (an in-place update:
- * timing candidates would apply it repeatedly), a cached one without measuring.
+ * timing candidates would apply it repeatedly), a cached one without measuring. While a sweep runs,
+ * `sweep.shapes` holds every candidate, so the first candidate's kernel compiles all of them in one
+ * module (one NVRTC compile per sweep instead of one per candidate).
  */
-function pickConfig(be: CudaBackend, space: typeof EW_FLAT_SPACE, shape: string, dtype: string, n: number, aliased: boolean, run: (c: Config) => void): Config {
+function pickConfig(be: CudaBackend, space: typeof EW_FLAT_SPACE, shape: string, dtype: string, n: number, aliased: boolean,
+  run: (c: Config) => void, sweep: { shapes: Config[] | null }): Config {
   if (ewOverride.config) return ewOverride.config;
   const fallback = space.defaultConfig;
-  if (n < TUNE_MIN_ELEMENTS) return fallback;
-  return be.tuning.pick(space, shape, dtype, n, fallback, aliased ? null : run);
+  if (n < EW_TUNE_MIN_ELEMENTS) return fallback;
+  const opts = { ...EW_SWEEP, candidates: (fit: readonly Config[]) => (sweep.shapes = ewCandidates(fit, n)) };
+  try {
+    return be.tuning.pick(space, shape, dtype, n, fallback, aliased ? null : run, opts);
+  } finally {
+    sweep.shapes = null;
+  }
+}
+
+/** Distinct kernel shapes of a list of configurations (after `norm`, e.g. the broadcast kernel's U cap). */
+function distinct(cfgs: readonly Config[], norm: (s: VecShape) => VecShape): VecShape[] {
+  const seen = new Map<string, VecShape>();
+  for (const c of cfgs) { const sh = norm(shapeOf(c)); seen.set(shapeName(sh), sh); }
+  return [...seen.values()];
 }
 
 /** Evaluates `expr` into every element of `out` (contiguous), inputs broadcast to out's shape. */
@@ -321,9 +410,7 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
     ({ shape: cs, strides: cst } = coalesce(shape, [outStrides, ...ins.map((r) => broadcastStrides(r.shape, r.strides, shape))]));
     flat = cs.length <= 1 && cst.slice(1).every((st) => (st[0] ?? 1) === 1);
   }
-  // 32-bit indices where every index a kernel forms stays below 2^31 (the vector kernels' block and
-  // row strides may step past n by up to n)
-  const idx32 = n < 2 ** 30;
+  const idx32 = n < IDX32_LIMIT;
   const outPtr = ptrOf(out);
   const aliased = ins.some((r) => ptrOf(r) === outPtr);
   let maxItem = DTYPES[out.dtype].itemsize;
@@ -332,6 +419,7 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
   const pTypes = (): string[] => expr.paramDTypes().map((d) => R.paramType(d));
   const checkOut = (): void => { for (const r of ins) be.checkDType('elementwise', r.dtype); be.checkDType('elementwise', out.dtype); };
   const dkey = `${ins.length}in:${maxItem}B`;
+  const sweep: { shapes: Config[] | null } = { shapes: null };
 
   if (flat) {
     // 16-byte vectors (for the widest operand) when every offset is a multiple of V.
@@ -341,13 +429,17 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
     args.push(n, out.offset);
     for (const r of ins) args.push(r.offset);
     for (const p of params) args.push(p);
-    const work = Math.ceil(n / V);
     const run = (c: Config): void => {
-      const T = c.threads as number, U = c.unroll as number, hint = c.hint as CacheHint;
-      const k = be.kernel(`ew:f${V}:${T}:${U}:${hint}:${idx32}:${expr.key}`, () => { checkOut(); return flatSource(expr, ins, out, V, U, T, hint, idx32, pTypes()); });
-      be.launch(k, Math.max(1, Math.ceil(work / (T * U))), T, args);
+      const sh = shapeOf(c), [T, U] = sh;
+      const { grid } = flatGeometry(n, V, T, U);
+      const k = be.kernel(`ew:f${V}:${T}:${U}:${sh[2]}:${idx32}:${expr.key}`, () => {
+        checkOut();
+        if (!sweep.shapes) return flatSource(expr, ins, out, V, U, T, sh[2], idx32, pTypes());
+        return { ...flatModule(expr, ins, out, V, distinct(sweep.shapes, (x) => x), idx32, pTypes()), name: shapeName(sh) };
+      });
+      be.launch(k, grid, T, args);
     };
-    run(pickConfig(be, EW_FLAT_SPACE, `${V > 1 ? 'v' : 's'}:${bucketSize(n)}`, dkey, n, aliased, run));
+    run(pickConfig(be, EW_FLAT_SPACE, `${V > 1 ? 'v' : 's'}:${bucketSize(n)}`, dkey, n, aliased, run, sweep));
     return;
   }
 
@@ -362,7 +454,6 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
     const vecOk = V0 > 1 && C % V0 === 0 && out.offset % V0 === 0 &&
       ins.every((r, i) => perRow[i] || (r.offset % V0 === 0 && rowStrides[i]!.every((s) => s % V0 === 0)));
     const V = vecOk ? V0 : 1;
-    const cv = C / V;
     const args: KernelArg[] = [outPtr];
     for (const r of ins) args.push(ptrOf(r));
     const head = args.length;
@@ -370,22 +461,22 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
     ins.forEach((r, i) => tail.push(r.offset, rowStrides[i]![0]!, rowStrides[i]![1]!));
     for (const p of params) tail.push(p);
     const tkey = `${perRow.map((p, i) => (p ? 'r' : readOnly[i] ? 'c' : 'v')).join('')}${three ? '3' : ''}`;
+    // the kernel's U: capped by the row length (no unrolled vector that no row has)
+    const capU = ([T, U, h]: VecShape): VecShape => [T, bcastGeometry(C, rows, V, T, U).U, h];
     const run = (c: Config): void => {
-      const T = c.threads as number, hint = c.hint as CacheHint;
-      // threads along the row: enough to cover it (a power of two up to T), the rest of the block on more rows
-      let txlog = 0;
-      while ((1 << txlog) < T && (1 << txlog) < cv) txlog++;
-      const TX = 1 << txlog, TY = T / TX;
-      let U = c.unroll as number;
-      while (U > 1 && TX * (U / 2) >= cv) U /= 2; // no unrolled vectors that no row has
-      const gx = Math.ceil(cv / (TX * U));
-      const gy = Math.max(1, Math.min(Math.ceil(rows / TY), Math.floor(0x7fffffff / gx), 1 << 20));
-      const k = be.kernel(`ew:b${V}:${tkey}:${T}:${U}:${hint}:${idx32}:${expr.key}`, () => { checkOut(); return bcastSource(expr, ins, out, perRow, readOnly, three, V, U, T, hint, idx32, pTypes()); });
+      const [T, U0, hint] = shapeOf(c);
+      const g = bcastGeometry(C, rows, V, T, U0), sh: VecShape = [T, g.U, hint];
+      const k = be.kernel(`ew:b${V}:${tkey}:${T}:${g.U}:${hint}:${idx32}:${expr.key}`, () => {
+        checkOut();
+        if (!sweep.shapes) return bcastSource(expr, ins, out, perRow, readOnly, three, V, g.U, T, hint, idx32, pTypes());
+        return { ...bcastModule(expr, ins, out, perRow, readOnly, three, V, distinct(sweep.shapes, capU), idx32, pTypes()), name: shapeName(sh) };
+      });
       const a = args.slice(0, head);
-      a.push(C, D1, rows, gx, txlog, ...tail);
-      be.launch(k, gx * gy, T, a);
+      a.push(C, D1, rows, g.gx, g.txlog, ...tail);
+      be.launch(k, g.grid, T, a);
     };
-    run(pickConfig(be, EW_BCAST_SPACE, `${V > 1 ? 'v' : 's'}:${bucketSize(n)}`, dkey, n, aliased, run));
+    // the key names the layout (row vector, column, scalar, 3-d; one row): each is a different kernel
+    run(pickConfig(be, EW_BCAST_SPACE, `${V > 1 ? 'v' : 's'}${tkey}${rows === 1 ? '1' : ''}:${bucketSize(n)}`, dkey, n, aliased, run, sweep));
     return;
   }
 
@@ -405,5 +496,6 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
   const args = [...[out, ...ins].map(ptrOf), n, out.offset, ...cs, ...ins.flatMap((r, i) => [r.offset, ...cst[i + 1]!]), ...params];
   const def = { threads: be.tuning.profile.defaults.elementwise.threadsPerBlock, waves: 16 };
   const run = (c: Config): void => { const t = c.threads as number; be.launch(k, be.gridFor(n, t, c.waves as number), t, args); };
-  run(n < TUNE_MIN_ELEMENTS ? def : be.tuning.pick(ELEMENTWISE_SPACE, `nd${nd}:${bucketSize(n)}`, dkey, n, def, aliased ? null : run));
+  // one kernel for every configuration (threads and waves are launch parameters): a sweep compiles nothing
+  run(n < EW_TUNE_MIN_ELEMENTS ? def : be.tuning.pick(ELEMENTWISE_SPACE, `nd${nd}:${bucketSize(n)}`, dkey, n, def, aliased ? null : run, EW_SWEEP));
 }

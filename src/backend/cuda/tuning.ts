@@ -30,13 +30,14 @@ export const ELEMENTWISE_SPACE = defineSpace({
 /**
  * The one-pass contiguous kernel and the rows x vectors broadcast kernel (ew_kernels.ts): threads per
  * block, 16-byte vectors per thread, and whether the streamed operands use evict-first (`cs`) accesses.
- * The default is PyTorch's vectorized_elementwise_kernel shape (128 threads, one vector each).
+ * The default is PyTorch's vectorized_elementwise_kernel shape (128 threads, one vector each): it is
+ * what runs untuned, so it must be good on its own.
  */
 function vectorSpace(name: string): ConfigSpace {
   return defineSpace({
     name,
     knobs: [
-      { name: 'threads', values: [128, 256, 512], movesBits: false, doc: 'threads per block' },
+      { name: 'threads', values: [128, 256], movesBits: false, doc: 'threads per block' },
       { name: 'unroll', values: [1, 2, 4], movesBits: false, doc: '16-byte vectors per thread (all loads issued before the arithmetic)' },
       { name: 'hint', values: ['none', 'cs'], movesBits: false, doc: 'cache hint of the streamed loads and stores: none, or cs (evict first)' },
     ],
@@ -46,6 +47,35 @@ function vectorSpace(name: string): ConfigSpace {
 }
 export const EW_FLAT_SPACE = vectorSpace('cuda.ew_flat');
 export const EW_BCAST_SPACE = vectorSpace('cuda.ew_bcast');
+
+/**
+ * The vector kernels sweep only where the launch shape can matter: below this many elements a launch
+ * is a few microseconds whatever its shape (and a sweep would cost more than it ever saves).
+ */
+export const EW_TUNE_MIN_ELEMENTS = 1 << 20;
+/** Operands of at least this many elements stream through L2 (50 MiB on an H200): cache hints and 4 vectors per thread are worth trying. */
+export const EW_STREAM_ELEMENTS = 1 << 24;
+/**
+ * A cheap sweep (issue #7: a first run must not stall on tuning): every candidate compiles into ONE
+ * module (ew_kernels.ts), then one warm-up and the median of three launches each.
+ */
+export const EW_SWEEP = { warmup: 1, reps: 3 } as const;
+
+/**
+ * The candidates of a vector-kernel sweep at `n` elements: below EW_STREAM_ELEMENTS threads x 1-2
+ * vectors (4); from there every unroll without hints and 4 vectors with the evict-first hint (8). A
+ * sweep module of 8 kernels is one NVRTC compile of about a second.
+ */
+export function ewCandidates(fit: readonly Config[], n: number): Config[] {
+  return fit.filter((c) => (n >= EW_STREAM_ELEMENTS ? c.hint === 'none' || c.unroll === 4 : c.hint === 'none' && (c.unroll as number) <= 2));
+}
+
+/** Options of CudaTuning.pick: a subset of the space's candidates, and the sweep's repetitions. */
+export interface PickOptions {
+  candidates?: (fit: readonly Config[]) => Config[];
+  warmup?: number;
+  reps?: number;
+}
 
 /** Row-kernel spaces (reduce, softmax, row_norm): one block per row, `threads` per block. */
 function rowSpace(name: string): ConfigSpace {
@@ -83,7 +113,7 @@ export class CudaTuning {
   }
 
   /** The space's candidates that fit this device's limits (pruned once per space). */
-  private fit(space: ConfigSpace): Config[] {
+  fit(space: ConfigSpace): Config[] {
     let c = this.candidates.get(space.name);
     if (!c) { c = prune(space, this.profile.limits).kept; this.candidates.set(space.name, c); }
     return c;
@@ -100,16 +130,16 @@ export class CudaTuning {
    * launches the kernel once with a configuration; `size` below TUNE_MIN_ELEMENTS returns `fallback`.
    * `run` null (the launch must not be repeated, e.g. an in-place update): the caches only, no sweep.
    */
-  pick(space: ConfigSpace, shape: string, dtype: string, size: number, fallback: Config, run: ((cfg: Config) => void) | null): Config {
+  pick(space: ConfigSpace, shape: string, dtype: string, size: number, fallback: Config, run: ((cfg: Config) => void) | null, opts: PickOptions = {}): Config {
     if (size < TUNE_MIN_ELEMENTS) return fallback;
     const mk = `${space.name}|${shape}|${dtype}`;
     const hit = this.memo.get(mk);
     if (hit) return hit;
     const kernel = { name: space.name, knobs: space.knobs, defaultConfig: fallback };
-    const cands = this.fit(space);
+    const cands = opts.candidates ? opts.candidates(this.fit(space)) : this.fit(space);
     const key = { shape, dtype, device: this.deviceKey };
     if (run === null) return tuneSync(kernel, key, cands, () => 0, { mode: autotuneMode() === 'off' ? 'off' : 'cached' }).config;
-    const res = tuneSync(kernel, key, cands, (cfg) => this.time(cfg, run), { deviceLabel: this.ctx.info.name });
+    const res = tuneSync(kernel, key, cands, (cfg) => this.time(cfg, run), { deviceLabel: this.ctx.info.name, warmup: opts.warmup, reps: opts.reps });
     this.memo.set(mk, res.config);
     return res.config;
   }
