@@ -38,9 +38,16 @@ for (const dt of ['float32', 'bfloat16']) {
       const z = (shape, d = dt) => nbx.zeros(shape, { ...dev, dtype: d });
       const a = z([n]), b = z([n]), cond = z([n], 'bool'), row = z([c]), col = z([r, 1]), s0 = z([]);
       const A = a.view(r, c);
-      // contiguous add, row vector, column, 0-d tensor, where(bool, x, y)
-      for (const f of [() => nbx.add(a, b), () => nbx.add(A, row), () => nbx.add(A, col), () => nbx.mul(a, s0), () => nbx.where(cond, a, b)]) f().dispose();
-      await nbx.cuda.synchronize();
+      // contiguous add, row vector, column, 0-d tensor, where(bool, x, y); each op announced before it
+      // runs and synchronized after, so a stall names its op (run 1 stalled without saying where)
+      const ops = { add: () => nbx.add(a, b), row: () => nbx.add(A, row), col: () => nbx.add(A, col), '0-d': () => nbx.mul(a, s0), where: () => nbx.where(cond, a, b) };
+      for (const [name, f] of Object.entries(ops)) {
+        const t2 = performance.now();
+        process.stdout.write(`  ${dt} n=${n} ${name} ... `);
+        f().dispose();
+        await nbx.cuda.synchronize();
+        process.stdout.write(`${(performance.now() - t2).toFixed(0)} ms\n`);
+      }
       for (const t of [a, b, cond, row, col, s0]) t.dispose();
       console.log(`sweep ${dt} n=${n}: ${((performance.now() - t1) / 1000).toFixed(2)} s (${secs()} s so far)`);
     } catch (e) { console.error(`sweep ${dt} n=${n} failed: ${e?.stack ?? e}`); }

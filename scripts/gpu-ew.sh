@@ -37,7 +37,7 @@ wait
 echo "total ${SECONDS}s" | tee -a "$L/summary.txt"
 
 echo "== summary"; cat "$L/summary.txt"
-echo "== sweep"; grep -E "^sweep|failed|entries" "$L/sweep.log"; [ -f "$L/variants.md" ] && cat "$L/variants.md"
+echo "== sweep"; grep -vE "^\|" "$L/sweep.log" | tail -n 30; [ -f "$L/variants.md" ] && cat "$L/variants.md"
 echo "== bench"; grep -E "^\|" "$L/bench.log" || tail -n 20 "$L/bench.log"
 echo "== tests"; grep -E "^# (tests|pass|fail|skip)|^not ok" "$L/tests.log"
 echo "== conformance"; tail -n 3 "$L/conf.log"
