@@ -11,10 +11,11 @@
 // 3. Writes OUTDIR/nvidia-h200-sm_90.json: the shipped file (src/autotune/shipped/) with the new
 //    entries merged in (old contiguous cuda.elementwise keys dropped: nothing looks them up), and
 //    OUTDIR/autotune.json: the raw cache of this run.
-import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { readFileSync, writeFileSync, existsSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import * as nbx from '../dist/src/index.js';
 import { configKey } from '../dist/src/autotune/index.js';
+import { CudaBackend } from '../dist/src/backend/cuda/backend.js';
 
 const outDir = process.argv[2] ?? '.';
 const cacheDir = process.env.NBX_CACHE_DIR;
@@ -25,6 +26,16 @@ const shrink = Number(process.env.EW_SWEEP_SHRINK ?? 1);
 const dev = { device: 'cuda' };
 const t0 = performance.now();
 const secs = () => ((performance.now() - t0) / 1000).toFixed(1);
+
+// OUTDIR/launches.log: every launch (kernel, grid, block, arguments) written before it is submitted,
+// synchronously: the tuner synchronizes after each candidate, so after a stall the last line names
+// the kernel and the arguments it never finished with.
+const trace = openSync(join(outDir, 'launches.log'), 'w');
+const launch = CudaBackend.prototype.launch;
+CudaBackend.prototype.launch = function (k, grid, block, args, smem) {
+  writeSync(trace, `${secs()}s ${k.name} grid ${grid} block ${block} args ${args.map(String).join(',')}\n`);
+  return launch.call(this, k, grid, block, args, smem);
+};
 
 // ---- 1. the sweep --------------------------------------------------------------------------------
 let stopped = false;

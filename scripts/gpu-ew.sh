@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Elementwise kernels on the H200 (issue #7: contiguous and broadcast bandwidth vs PyTorch), in < 90 s.
 # Run from the repo root after `source .gpu/bootstrap.sh` and `npx tsc`, with $OUT set; logs under $OUT/ew/.
-#   1. sweep (<= 28 s): the benchmark's cuda.ew_flat / cuda.ew_bcast keys plus 2^20..2^26, fresh
+#   1. sweep (<= 28 s; launches.log: every launch, written before it is submitted): the benchmark's cuda.ew_flat / cuda.ew_bcast keys plus 2^20..2^26, fresh
 #      NBX_CACHE_DIR, the cheap sweep a user's first run does; writes $OUT/ew/nvidia-h200-sm_90.json =
 #      src/autotune/shipped/nvidia-h200-sm_90.json + the new entries (copy it there), variants.md
 #      (every candidate's GB/s per key) and the raw autotune.json
@@ -38,6 +38,7 @@ echo "total ${SECONDS}s" | tee -a "$L/summary.txt"
 
 echo "== summary"; cat "$L/summary.txt"
 echo "== sweep"; grep -vE "^\|" "$L/sweep.log" | tail -n 30; [ -f "$L/variants.md" ] && cat "$L/variants.md"
+echo "== last launches of the sweep (a stall: the last line is the kernel that never finished)"; tail -n 4 "$L/launches.log" | cut -c1-400
 echo "== bench"; grep -E "^\|" "$L/bench.log" || tail -n 20 "$L/bench.log"
 echo "== tests"; grep -E "^# (tests|pass|fail|skip)|^not ok" "$L/tests.log"
 echo "== conformance"; tail -n 3 "$L/conf.log"
