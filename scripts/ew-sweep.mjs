@@ -2,7 +2,7 @@
 //   NBX_CACHE_DIR=$(mktemp -d) NBX_AUTOTUNE=full node scripts/ew-sweep.mjs OUTDIR
 // 1. Sweeps (the way a user's first run does: CudaTuning's cheap sweep, every candidate in one module)
 //    the keys of cuda.ew_flat and cuda.ew_bcast that the benchmark hits, for float32 and bfloat16:
-//    contiguous add, add of a row vector, of a column, mul by a 0-d tensor, where(bool, x, y), at the
+//    contiguous add, x * 2, add of a row vector, of a column, mul by a 0-d tensor, where(bool, x, y), at the
 //    benchmark's size (1 GiB per operand pair) and at 2^20, 2^22, 2^24, 2^26 elements. Operands are
 //    zeros (a device memset: no host fill). Stops early (and still writes everything) past
 //    EW_SWEEP_BUDGET_S seconds (default 25).
@@ -49,9 +49,9 @@ for (const dt of ['float32', 'bfloat16']) {
       const z = (shape, d = dt) => nbx.zeros(shape, { ...dev, dtype: d });
       const a = z([n]), b = z([n]), cond = z([n], 'bool'), row = z([c]), col = z([r, 1]), s0 = z([]);
       const A = a.view(r, c);
-      // contiguous add, row vector, column, 0-d tensor, where(bool, x, y); each op announced before it
+      // contiguous add, x * 2 (one input), row vector, column, 0-d tensor, where(bool, x, y); each op announced before it
       // runs and synchronized after, so a stall names its op (run 1 stalled without saying where)
-      const ops = { add: () => nbx.add(a, b), row: () => nbx.add(A, row), col: () => nbx.add(A, col), '0-d': () => nbx.mul(a, s0), where: () => nbx.where(cond, a, b) };
+      const ops = { add: () => nbx.add(a, b), scale: () => nbx.mul(a, 2), row: () => nbx.add(A, row), col: () => nbx.add(A, col), '0-d': () => nbx.mul(a, s0), where: () => nbx.where(cond, a, b) };
       for (const [name, f] of Object.entries(ops)) {
         const t2 = performance.now();
         process.stdout.write(`  ${dt} n=${n} ${name} ... `);
