@@ -3,8 +3,12 @@
 // GEMM rows: both sides are timed the same way, wall clock over back-to-back calls then one synchronize
 // (so host cost per call counts on both sides), on random data (all-ones inputs draw less power and
 // clock higher); the 8192³ figure is the best of three trials of 20 calls.
+// --only gemm --peer FILE: PyTorch's GEMM figures from FILE when it exists, else measured and written
+// there (three bench processes share one peer run); --peer-only stops after that.
 import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import * as nbx from '../src/index.js';
+import { CublasLt } from '../src/backend/cuda/cublaslt.js';
 
 const quick = process.argv.includes('--quick');
 const onlyAt = process.argv.indexOf('--only');
@@ -92,6 +96,15 @@ function pyPeer(src: string): Record<string, number> {
   try { return JSON.parse(execFileSync('python3', ['-c', src, ...(quick ? ['--quick'] : []), ...(only === 'gemm' ? ['--only-gemm'] : [])], { encoding: 'utf8' })) as Record<string, number>; } catch (e) { process.stderr.write(`PyTorch peer failed: ${(e as Error).message.slice(0, 300)}\n`); return {}; }
 }
 
+/** The GEMM peer's figures: read from --peer FILE when it exists, else measured (and written there). */
+function gemmPeer(): Record<string, number> {
+  const at = process.argv.indexOf('--peer'), file = at >= 0 ? process.argv[at + 1] : undefined;
+  if (file && existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>;
+  const p = pyPeer(PEER);
+  if (file && Object.keys(p).length > 0) writeFileSync(file, JSON.stringify(p));
+  return p;
+}
+
 async function hostCostRow(peer: Record<string, number>): Promise<Row> {
   const s = nbx.ones([32], { device: 'cuda' });
   const loop = (): void => { for (let i = 0; i < 1000; i++) nbx.add(s, s).dispose(); };
@@ -109,7 +122,8 @@ async function hostCostRow(peer: Record<string, number>): Promise<Row> {
 
 export async function run(args: string[] = []): Promise<void> {
   const rows: Row[] = [];
-  const peer: Record<string, number> = { ...(only === 'host' ? {} : pyPeer(PEER)), ...(only === 'gemm' ? {} : pyPeer(PEER_HOST)) };
+  const peer: Record<string, number> = { ...(only === 'host' ? {} : only === 'gemm' ? gemmPeer() : pyPeer(PEER)), ...(only === 'gemm' ? {} : pyPeer(PEER_HOST)) };
+  if (process.argv.includes('--peer-only')) { process.stdout.write(`${JSON.stringify(peer)}\n`); return; }
   if (only === 'host') { rows.push(await hostCostRow(peer)); print(rows); return; }
   const gb = (name: string, bytes: number, s: number): void => { rows.push({ name, unit: 'GB/s', ours: bytes / s / 1e9, torch: (peer[name] ?? NaN) / 1e9, higherIsBetter: true }); };
   if (only !== 'gemm') {
@@ -175,11 +189,19 @@ async function gemmRows(rows: Row[], peer: Record<string, number>): Promise<void
   for (let i = 0; i < 3; i++) matmul(x, y).dispose(); // the first call may sweep cuBLASLt's algorithms
   const s = await best(() => matmul(x, y).dispose(), 20);
   rows.push({ name: `gemm bf16 ${M}^3`, unit: 'TFLOP/s', ours: 2 * M ** 3 / s / 1e12, torch: peer[`gemm bf16 ${M}^3`] ?? NaN, higherIsBetter: true });
+  // diagnostics: one call at a time (as the tuner times it) vs back to back; the plan that ran
+  let one = Infinity;
+  for (let i = 0; i < 5; i++) one = Math.min(one, await wall(() => matmul(x, y).dispose(), 1));
+  rows.push({ name: `gemm bf16 ${M}^3 one call, synchronized`, unit: 'TFLOP/s', ours: 2 * M ** 3 / one / 1e12, torch: NaN, higherIsBetter: true });
+  for (const p of CublasLt.current()?.planChoices() ?? []) {
+    if (p.key.startsWith(`bfloat16|00|${M}|${M}|${M}|`)) process.stdout.write(`# plan ${M}^3: ${p.source} of ${p.candidates}, id ${String(p.config.id)} tile ${String(p.config.tile)} stages ${String(p.config.stages)} splitK ${String(p.config.splitK)} swizzle ${String(p.config.swizzle)} custom ${String(p.config.custom)}\n`);
+  }
   x.dispose(); y.dispose();
   const w = randn([4096, 4096], 'bfloat16');
   for (const m of [1, 4, 16]) {
     const xa = randn([m, 4096], 'bfloat16');
-    for (let i = 0; i < 3; i++) { matmul(xa, w).dispose(); linear(xa, w).dispose(); }
+    // the first calls sweep; then enough calls for V8 to optimise the host path (a model's steady state)
+    for (let i = 0; i < 50; i++) { matmul(xa, w).dispose(); linear(xa, w).dispose(); }
     let name = `gemm bf16 m=${m} n=k=4096 (us)`;
     rows.push({ name, unit: 'µs', ours: (await best(() => matmul(xa, w).dispose(), 200)) * 1e6, torch: peer[name] ?? NaN, higherIsBetter: false });
     name = `linear bf16 m=${m} 4096->4096 (us)`;
@@ -188,7 +210,7 @@ async function gemmRows(rows: Row[], peer: Record<string, number>): Promise<void
   }
   w.dispose();
   const xf = randn([1, 4096], 'float32'), wf = randn([4096, 4096], 'float32');
-  for (let i = 0; i < 3; i++) matmul(xf, wf).dispose();
+  for (let i = 0; i < 50; i++) matmul(xf, wf).dispose();
   const name = 'gemm f32 m=1 n=k=4096 (us)';
   rows.push({ name, unit: 'µs', ours: (await best(() => matmul(xf, wf).dispose(), 200)) * 1e6, torch: peer[name] ?? NaN, higherIsBetter: false });
   xf.dispose(); wf.dispose();

@@ -19,7 +19,7 @@ function run(args) {
 
 /** The launcher's argument types (sig) must match the kernel's C parameters one for one. */
 export function checkSignature(s) {
-  const m = new RegExp(`void (?:__launch_bounds__\\(\\d+\\) )?${s.name}\\(`).exec(s.src);
+  const m = new RegExp(`void (?:__launch_bounds__\\(\\d+(?:, *\\d+)?\\) )?${s.name}\\(`).exec(s.src);
   let i = m.index + m[0].length, depth = 1, params = '';
   for (; depth > 0; i++) { const c = s.src[i]; if (c === '(') depth++; if (c === ')') depth--; if (depth > 0) params += c; }
   const kinds = params.split(',').map((p) => p.trim()).filter(Boolean).map((p) => {
@@ -39,7 +39,7 @@ export async function compileAll(family, specs, batch = 24) {
     let all = CUDA_PRELUDE;
     specs.slice(b * batch, (b + 1) * batch).forEach((s, j) => {
       const i = b * batch + j;
-      const re = new RegExp(`void (__launch_bounds__\\(\\d+\\) )?${s.name}\\(`);
+      const re = new RegExp(`void (__launch_bounds__\\(\\d+(?:, *\\d+)?\\) )?${s.name}\\(`);
       if (!re.test(s.src)) throw new Error(`${s.label}: kernel ${s.name} not found in its source`);
       all += `\n// ${s.label}\nnamespace k${i} {\n${s.src.replace(re, (m, lb) => `void ${lb ?? ''}${s.name}_${i}(`)}\n}\n`;
     });

@@ -14,11 +14,12 @@
 //
 // Algorithm choice (per plan, i.e. per exact shape/layout/alignment, once per process): cuBLASLt's
 // heuristic is asked for its top GEMM_CANDIDATES algorithms; its first pick is not always the fastest
-// (bf16 8192³ ran at 60–109% of PyTorch across processes with it). With NBX_AUTOTUNE=off the first
-// one runs; otherwise the autotune cache decides (user cache, then src/autotune/shipped), and on a
-// miss in mode full each candidate is timed with CUDA events on the call's own operands (warmup 2,
-// median of 5) and the fastest is stored: kernel 'cuda.gemm.cublaslt', shape bucket m×n×k(×batch),
-// "dtype" = dtype.layouts[.bias][.tf32].lt<cuBLASLt version>, device key = card. The stored config
+// (bf16 8192³ ran at 60–109% of PyTorch across processes with it); large products also get the first
+// four again with CTA swizzling on (GEMM_SWIZZLE_MIN_MACS). With NBX_AUTOTUNE=off the first one runs;
+// otherwise the autotune cache decides (user cache, then src/autotune/shipped), and on a miss in mode
+// full each candidate is timed with CUDA events on the call's own operands (warmup 2, median of 5
+// samples, a sample being several calls back to back: gemmTimingCalls) and the fastest is stored:
+// kernel 'cuda.gemm.cublaslt', shape bucket m×n×k(×batch), "dtype" = dtype.layouts[.bias][.tf32].lt<cuBLASLt version>, device key = card. The stored config
 // is the 64-byte cublasLtMatmulAlgo_t (hex; valid for the same cuBLASLt version and card, hence both
 // in the key) plus its readable id/tile/stages/splitK/reduction/swizzle/custom attributes. A cached
 // algorithm from another size of the bucket is used only if cublasLtMatmulAlgoCheck accepts it here.
@@ -210,6 +211,7 @@ interface LtFns {
   ): number;
   cublasLtMatmulAlgoCheck(h: bigint, desc: bigint, a: bigint, b: bigint, c: bigint, d: bigint, algo: Uint8Array, result: Uint8Array): number;
   cublasLtMatmulAlgoConfigGetAttribute(algo: Uint8Array, attr: number, buf: ArrayBufferView, size: number, written: BigUint64Array): number;
+  cublasLtMatmulAlgoConfigSetAttribute(algo: Uint8Array, attr: number, buf: ArrayBufferView, size: number): number;
   cublasLtMatmul(
     h: bigint,
     desc: bigint,
@@ -261,8 +263,22 @@ interface Candidate {
 export const GEMM_TUNE_NAME = 'cuda.gemm.cublaslt';
 /** Heuristic results a sweep times. */
 export const GEMM_CANDIDATES = 16;
+/** Products from this many multiply-adds (≈ 2048³) also time swizzled variants of the first candidates. */
+export const GEMM_SWIZZLE_MIN_MACS = 2 ** 33;
 /** Products with fewer multiply-adds keep heuristic #0 (their time is launch overhead, whatever the algorithm). */
 export const GEMM_TUNE_MIN_MACS = 1 << 24;
+
+/**
+ * Calls per timing sample of a cuBLASLt sweep, run back to back between two events (the sample is their
+ * time divided). Small products: a call alone between events on an idle GPU also counts the host's
+ * work before its launch(es), which back to back overlaps the previous kernel, as in a model. Large
+ * ones (milliseconds): several calls in a row hold the card at its sustained clock and power, where
+ * algorithms rank differently than from a cold start (bf16 8192³: 1370 µs timed alone, 6% slower
+ * per call back to back for the algorithm chosen that way).
+ */
+export function gemmTimingCalls(macs: number): number {
+  return macs >= 2 ** 36 ? 4 : 10;
+}
 
 /** A binding, or a stand-in returning `status` when the library lacks the symbol. */
 function optional<F>(bind: () => F, status: number): F {
@@ -432,6 +448,7 @@ export class CublasLt {
       // are described by their blob alone and cached choices are reused only for sizes that list them
       cublasLtMatmulAlgoCheck: optional(() => lib.func('cublasLtMatmulAlgoCheck', 'int', [P, P, P, P, P, P, P, P]), 15),
       cublasLtMatmulAlgoConfigGetAttribute: optional(() => lib.func('cublasLtMatmulAlgoConfigGetAttribute', 'int', [P, 'int', P, 'size_t', P]), 15),
+      cublasLtMatmulAlgoConfigSetAttribute: optional(() => lib.func('cublasLtMatmulAlgoConfigSetAttribute', 'int', [P, 'int', P, 'size_t']), 15),
       cublasLtMatmul: lib.func('cublasLtMatmul', 'int', [P, P, P, P, P, P, P, P, P, P, P, P, P, P, 'size_t', P]),
     } as unknown as LtFns;
     this.version = Number(this.f.cublasLtGetVersion());
@@ -623,19 +640,22 @@ export class CublasLt {
       }
     }
     const macs = g.m * g.n * g.k * g.batch;
+    if (macs >= GEMM_SWIZZLE_MIN_MACS) this.swizzled(plan, cands, ws);
     const canTime = stream instanceof Stream && g.beta === 0 && macs >= GEMM_TUNE_MIN_MACS && cands.length > 1;
     const byAlgo = new Map(cands.map((c) => [c.config.algo as string, c]));
+    const calls = gemmTimingCalls(macs);
     const time = (cfg: Config): number => {
       const c = byAlgo.get(cfg.algo as string)!;
       const st = stream as Stream;
       this.evStart ??= this.ctx.createEvent({ timing: true });
       this.evEnd ??= this.ctx.createEvent({ timing: true });
       this.evStart.record(st);
-      const s = this.matmul(plan, c.algo, g, ws, st.handle);
+      let s = 0;
+      for (let i = 0; i < calls && s === 0; i++) s = this.matmul(plan, c.algo, g, ws, st.handle);
       this.evEnd.record(st);
       this.evEnd.synchronize();
       this.check(s, 'cublasLtMatmul', `timing algorithm ${String(cfg.id)} tile ${String(cfg.tile)} for ${key.shape} ${key.dtype}`);
-      return this.evEnd.elapsedSince(this.evStart);
+      return this.evEnd.elapsedSince(this.evStart) / calls;
     };
     const kernel = { name: GEMM_TUNE_NAME, defaultConfig: cands[0]!.config };
     const r = tuneSync(kernel, key, cands.map((c) => c.config), time, { mode: canTime ? mode : 'cached', deviceLabel: this.ctx.info.name });
@@ -647,6 +667,28 @@ export class CublasLt {
     plan.config = pick.config;
     plan.source = r.source;
     plan.candidates = cands.length;
+  }
+
+  /**
+   * Large products: the heuristic's first candidates again with CTA swizzling on (where cuBLASLt accepts
+   * it for this problem). Its candidates all come with swizzling off; swizzled rasterisation makes CTAs
+   * that run together share operand tiles in L2, less DRAM traffic for the same work.
+   */
+  private swizzled(plan: Plan, cands: Candidate[], ws: GemmWorkspace | null): void {
+    const have = new Set(cands.map((c) => c.config.algo as string));
+    const res = new Uint8Array(HEURISTIC_RESULT_BYTES);
+    for (const c of cands.slice(0, 4)) {
+      if (c.config.swizzle !== 0) continue;
+      const algo = c.algo.slice();
+      this.u32[0] = 1;
+      if (this.f.cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, this.u32, 4) !== 0) continue;
+      if (this.f.cublasLtMatmulAlgoCheck(this.handle, plan.desc, plan.aDesc, plan.bDesc, plan.cDesc, plan.cDesc, algo, res) !== 0) continue;
+      const need = Number(new DataView(res.buffer).getBigUint64(HEUR_WORKSPACE_OFFSET, true));
+      const config = this.algoConfig(algo);
+      if (need > (ws?.bytes ?? 0) || have.has(config.algo as string) || config.swizzle !== 1) continue;
+      have.add(config.algo as string);
+      cands.push({ algo, workspace: need, waves: c.waves, config });
+    }
   }
 
   /** One cublasLtMatmul call with the plan's descriptors and `algo`; returns the status. */

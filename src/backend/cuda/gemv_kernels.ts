@@ -24,8 +24,9 @@
 import { DTYPES } from '../../dtype/dtypes.js';
 import type { StridedRef } from '../backend.js';
 import { R, unpack, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { ArgType, CudaKernel } from './driver.js';
-import { defineSpace, bucketSize, type Config } from '../../autotune/index.js';
+import type { ArgType, CudaEvent, CudaKernel } from './driver.js';
+import { defineSpace, bucketSize, prune, tuneSync, type Config } from '../../autotune/index.js';
+import { TUNE_MIN_ELEMENTS } from './tuning.js';
 
 /** Largest small dimension (rows of X) this path takes. */
 export const GEMV_MAX_ROWS = 16;
@@ -61,9 +62,9 @@ const vecOf = (d: GemvDType): number => 16 / DTYPES[d].itemsize;
 export const knColumns = (d: GemvDType, mr: number): number => Math.min(vecOf(d), 32 / mr);
 const vecType = (bytes: number): string => (bytes === 16 ? 'uint4' : bytes === 8 ? 'uint2' : 'unsigned');
 
-const HEAD = (d: GemvDType, name: string, extra: string): string => {
+const HEAD = (d: GemvDType, name: string, extra: string, minBlocks = 1): string => {
   const T = R.storageType(d);
-  return `extern "C" __global__ void __launch_bounds__(${THREADS}) ${name}(const ${T}* __restrict__ X, const ${T}* __restrict__ W, ${T}* __restrict__ O,
+  return `extern "C" __global__ void __launch_bounds__(${THREADS}${minBlocks > 1 ? `, ${minBlocks}` : ''}) ${name}(const ${T}* __restrict__ X, const ${T}* __restrict__ W, ${T}* __restrict__ O,
   const ${T}* __restrict__ bias, ${extra}int m, long long n, long long k, long long xsi, long long xsl, long long ldw, long long osi, long long osj,
   float alpha, float beta, int vec`;
 };
@@ -72,9 +73,35 @@ const HEAD = (d: GemvDType, name: string, extra: string): string => {
 const epilogue = (d: GemvDType, acc: string, o: string, j: string): string =>
   `{ float v_ = alpha * (${acc}); if (beta != 0.f) v_ += beta * ${R.load(d, 'O', o)}; if (bias) v_ += ${R.load(d, 'bias', j)}; ${R.store(d, 'O', o, 'v_')} }`;
 
+/** 'nk': vector steps per lane whose loads (cols each) are issued before their arithmetic: 4 to 8 loads in flight, fewer for many rows (registers). */
+export const nkUnroll = (mr: number, cols: number): number => (mr <= 2 ? Math.max(2, 8 / cols) : mr <= 4 ? Math.max(1, 4 / cols) : mr <= 8 ? Math.max(1, 2 / cols) : 1);
+
 /** Source of the 'nk' kernel for MR rows and `cols` columns per warp. */
 export function gemvNkSource(d: GemvDType, mr: number, cols: number): { src: string; name: string; sig: ArgType[] } {
-  const T = R.storageType(d), V = vecOf(d), VT = vecType(16);
+  const T = R.storageType(d), V = vecOf(d), VT = vecType(16), U = nkUnroll(mr, cols);
+  // one vector step: W's vectors u[c] (vector index q) times X's rows into the accumulators
+  const nkStep = (u: string, q: string): string => `{
+        float w[${cols}][${V}];
+        #pragma unroll
+        for (int c = 0; c < ${cols}; c++) {
+          const ${T} e[${V}] = { ${unpack(d, `${u}[c]`, V)} };
+          #pragma unroll
+          for (int t = 0; t < ${V}; t++) w[c][t] = ${R.load(d, 'e', 't')};
+        }
+        #pragma unroll
+        for (int i = 0; i < ${mr}; i++) {
+          if (i < m) {
+            const ${VT} ux = *reinterpret_cast<const ${VT}*>(X + i * xsi + (${q}) * ${V});
+            const ${T} e[${V}] = { ${unpack(d, 'ux', V)} };
+            #pragma unroll
+            for (int t = 0; t < ${V}; t++) {
+              const float x = ${R.load(d, 'e', 't')};
+              #pragma unroll
+              for (int c = 0; c < ${cols}; c++) acc[i][c] = fmaf(x, w[c][t], acc[i][c]);
+            }
+          }
+        }
+      }`;
   const src = `${HEAD(d, 'gemv_nk', '')}) {
   const int lane = threadIdx.x & 31;
   const long long j0 = ((long long)blockIdx.x * ${WARPS} + (threadIdx.x >> 5)) * ${cols};
@@ -86,31 +113,31 @@ export function gemvNkSource(d: GemvDType, mr: number, cols: number): { src: str
     for (int c = 0; c < ${cols}; c++) acc[i][c] = 0.f;
   }
   if (vec) {
+    // lane q takes vectors q, q + 32, ... in increasing order (the summation order); ${U} of them per
+    // column are loaded before their arithmetic (more 16-byte loads in flight per lane)
     const long long kv = k / ${V};
-    #pragma unroll 2
-    for (long long q = lane; q < kv; q += 32) { // unrolled: more 16-byte loads in flight per lane
-      float w[${cols}][${V}];
+    long long q = lane;
+    for (; q + ${(U - 1) * 32} < kv; q += ${U * 32}) {
+      ${VT} u[${U}][${cols}];
       #pragma unroll
-      for (int c = 0; c < ${cols}; c++) {
-        const long long j = j0 + c < n ? j0 + c : n - 1; // past the end: a repeated load, never stored
-        const ${VT} u = *reinterpret_cast<const ${VT}*>(W + j * ldw + q * ${V});
-        const ${T} e[${V}] = { ${unpack(d, 'u', V)} };
+      for (int r = 0; r < ${U}; r++) {
         #pragma unroll
-        for (int t = 0; t < ${V}; t++) w[c][t] = ${R.load(d, 'e', 't')};
-      }
-      #pragma unroll
-      for (int i = 0; i < ${mr}; i++) {
-        if (i < m) {
-          const ${VT} u = *reinterpret_cast<const ${VT}*>(X + i * xsi + q * ${V});
-          const ${T} e[${V}] = { ${unpack(d, 'u', V)} };
-          #pragma unroll
-          for (int t = 0; t < ${V}; t++) {
-            const float x = ${R.load(d, 'e', 't')};
-            #pragma unroll
-            for (int c = 0; c < ${cols}; c++) acc[i][c] = fmaf(x, w[c][t], acc[i][c]);
-          }
+        for (int c = 0; c < ${cols}; c++) {
+          const long long j = j0 + c < n ? j0 + c : n - 1; // past the end: a repeated load, never stored
+          u[r][c] = *reinterpret_cast<const ${VT}*>(W + j * ldw + (q + r * 32) * ${V});
         }
       }
+      #pragma unroll
+      for (int r = 0; r < ${U}; r++) ${nkStep('u[r]', `q + r * 32`)}
+    }
+    for (; q < kv; q += 32) {
+      ${VT} u1[${cols}];
+      #pragma unroll
+      for (int c = 0; c < ${cols}; c++) {
+        const long long j = j0 + c < n ? j0 + c : n - 1;
+        u1[c] = *reinterpret_cast<const ${VT}*>(W + j * ldw + q * ${V});
+      }
+      ${nkStep('u1', 'q')}
     }
   } else {
     for (long long l = lane; l < k; l += 32) {
@@ -149,11 +176,26 @@ export function gemvNkSource(d: GemvDType, mr: number, cols: number): { src: str
   return { src, name: 'gemv_nk', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
 }
 
+/** 'kn': rows of W whose loads a thread issues before using any (loads in flight vs registers: x values are MR per row). */
+export const knUnroll = (mr: number): number => (mr <= 2 ? 8 : mr <= 4 ? 4 : 2);
+
 /** Source of the 'kn' kernel for MR rows (CV adjacent columns per thread) and its partial-sum finisher. */
 export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: string; sig: ArgType[] } {
-  const T = R.storageType(d), CV = knColumns(d, mr), VB = CV * DTYPES[d].itemsize, VT = vecType(VB);
+  const T = R.storageType(d), CV = knColumns(d, mr), VB = CV * DTYPES[d].itemsize, VT = vecType(VB), U = knUnroll(mr);
   const span = 32 * CV;
-  const src = `${HEAD(d, 'gemv_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ')}) {
+  // one row l of W (already loaded as u) into the accumulators
+  const fmaRow = (u: string, l: string): string => `{
+          const ${T} e[${CV}] = { ${unpack(d, u, CV)} };
+          #pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            if (i < m) {
+              const float x = ${R.load(d, 'X', `i * xsi + (${l}) * xsl`)};
+              #pragma unroll
+              for (int c = 0; c < ${CV}; c++) acc[i][c] = fmaf(x, ${R.load(d, 'e', 'c')}, acc[i][c]);
+            }
+          }
+        }`;
+  const src = `${HEAD(d, 'gemv_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ', 2)}) {
   __shared__ float red[${WARPS}][${mr}][${span}];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long jb = (long long)blockIdx.x * ${span}, j = jb + lane * ${CV};
@@ -165,24 +207,30 @@ export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: str
     for (int c = 0; c < ${CV}; c++) acc[i][c] = 0.f;
   }
   if (j < n) {
-    #pragma unroll 4
-    for (long long l = l0 + warp; l < l1; l += ${WARPS}) {
-      float w[${CV}];
-      if (vec) {
-        const ${VT} u = *reinterpret_cast<const ${VT}*>(W + l * ldw + j);
-        const ${T} e[${CV}] = { ${unpack(d, 'u', CV)} };
+    // warp w takes rows l0 + w, l0 + w + ${WARPS}, ... in increasing order (the summation order);
+    // ${U} rows' loads are issued before their arithmetic, so each thread keeps ${U * VB} bytes in flight
+    long long l = l0 + warp;
+    if (vec) {
+      for (; l + ${(U - 1) * WARPS} < l1; l += ${U * WARPS}) {
+        ${VT} u[${U}];
         #pragma unroll
-        for (int c = 0; c < ${CV}; c++) w[c] = ${R.load(d, 'e', 'c')};
-      } else {
+        for (int r = 0; r < ${U}; r++) u[r] = *reinterpret_cast<const ${VT}*>(W + (l + r * ${WARPS}) * ldw + j);
         #pragma unroll
-        for (int c = 0; c < ${CV}; c++) w[c] = j + c < n ? ${R.load(d, 'W', 'l * ldw + j + c')} : 0.f;
+        for (int r = 0; r < ${U}; r++) ${fmaRow('u[r]', `l + r * ${WARPS}`)}
       }
-      #pragma unroll
-      for (int i = 0; i < ${mr}; i++) {
-        if (i < m) {
-          const float x = ${R.load(d, 'X', 'i * xsi + l * xsl')};
-          #pragma unroll
-          for (int c = 0; c < ${CV}; c++) acc[i][c] = fmaf(x, w[c], acc[i][c]);
+      for (; l < l1; l += ${WARPS}) {
+        const ${VT} u1 = *reinterpret_cast<const ${VT}*>(W + l * ldw + j);
+        ${fmaRow('u1', 'l')}
+      }
+    } else {
+      for (; l < l1; l += ${WARPS}) {
+        #pragma unroll
+        for (int i = 0; i < ${mr}; i++) {
+          if (i < m) {
+            const float x = ${R.load(d, 'X', 'i * xsi + l * xsl')};
+            #pragma unroll
+            for (int c = 0; c < ${CV}; c++) if (j + c < n) acc[i][c] = fmaf(x, ${R.load(d, 'W', 'l * ldw + j + c')}, acc[i][c]);
+          }
         }
       }
     }
@@ -214,12 +262,23 @@ export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: str
   __syncthreads();
   if (!last) return;
   __threadfence();
+  const long long ps = (long long)m * n;
+  const int gy = (int)gridDim.y;
   for (int t = threadIdx.x; t < ${mr * span}; t += ${THREADS}) {
     const int i = t / ${span}, cc = t % ${span};
     const long long jj = jb + cc;
     if (i < m && jj < n) {
+      const float* p = P + (long long)i * n + jj;
       float s = 0.f;
-      for (int y = 0; y < (int)gridDim.y; y++) s += __ldcg(P + ((long long)y * m + i) * n + jj);
+      int y = 0;
+      for (; y + 8 <= gy; y += 8) { // eight loads in flight, then added in chunk order
+        float v[8];
+        #pragma unroll
+        for (int q = 0; q < 8; q++) v[q] = __ldcg(p + (y + q) * ps);
+        #pragma unroll
+        for (int q = 0; q < 8; q++) s += v[q];
+      }
+      for (; y < gy; y++) s += __ldcg(p + y * ps);
       ${epilogue(d, 's', 'i * osi + jj * osj', 'jj')}
     }
   }
@@ -283,12 +342,15 @@ export function gemvVectorOk(g: GemvProblem): boolean {
   return g.n % CV === 0 && g.ldw % CV === 0 && Number(BigInt.asUintN(8, g.W)) % bytes === 0;
 }
 
-/** 'kn': K chunks (grid.y) so that about four blocks per SM are in flight; 1 when the columns alone fill the card. */
+/**
+ * 'kn': K chunks (grid.y) so that about four blocks per SM are in flight (1 when the columns alone fill
+ * the card); a chunk is a whole number of the warps' unrolled row batches, so no warp ends in the tail loop.
+ */
 export function knSplit(g: GemvProblem, smCount: number): { gx: number; gy: number; kchunk: number } {
-  const span = 32 * knColumns(g.dtype, rowsFor(g.m));
+  const mr = rowsFor(g.m), span = 32 * knColumns(g.dtype, mr), unit = WARPS * knUnroll(mr);
   const gx = Math.ceil(g.n / span);
-  const want = Math.max(1, Math.min(Math.ceil((4 * smCount) / gx), Math.ceil(g.k / 64)));
-  const kchunk = Math.ceil(Math.ceil(g.k / want) / WARPS) * WARPS;
+  const want = Math.max(1, Math.min(Math.ceil((4 * smCount) / gx), Math.ceil(g.k / unit)));
+  const kchunk = Math.ceil(Math.ceil(g.k / want) / unit) * unit;
   return { gx, gy: Math.ceil(g.k / kchunk), kchunk };
 }
 
@@ -358,19 +420,48 @@ export function cudaGemv(be: CudaBackend, p: GemvGemmParams, viaCublas: () => vo
 interface Decision { dtype: GemvDType; layout: GemvLayout; mr: number; n: number; k: number; bias: boolean; cfg: Config }
 const recent: Decision[] = [];
 
+/** Calls per timing sample: back to back between two events, as a model issues them. */
+export const GEMV_TIMING_CALLS = 10;
+
 /**
  * The tuner's choice for a beta = 0 problem (timing runs overwrite O, so only those may measure;
  * beta ≠ 0 takes the default): memoised per exact (n, k) and row bucket.
+ *
+ * Timing: one sample is GEMV_TIMING_CALLS calls back to back between two events, divided. A single call
+ * between events on an idle GPU also counts the host's work before the launch (everything the call does
+ * in JavaScript, still unoptimised during a sweep, plus the driver's launch cost; cuBLASLt's split-K
+ * algorithms launch twice): cuBLASLt's 1×4096×4096 plan timed 21.6 µs in its own sweep (a bare
+ * cublasLtMatmul between the events) but 37 µs through the whole GEMM call here. Back to back, the host
+ * work of one call overlaps the previous call's kernel, so a sample measures what a model sees: the
+ * kernel time when the GPU is the bottleneck, the host cost per call when the host is.
  */
 function choose(be: CudaBackend, g: GemvProblem, viaCublas: () => void): Config {
   const mr = rowsFor(g.m), bias = g.bias !== 0n;
   for (const r of recent) if (r.n === g.n && r.k === g.k && r.mr === mr && r.dtype === g.dtype && r.layout === g.layout && r.bias === bias) return r.cfg;
   const space = g.layout === 'nk' ? GEMV_NK_SPACE : GEMV_KN_SPACE;
-  const cfg = be.tuning.pick(space, `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, `${g.dtype}${bias ? '.bias' : ''}`, g.n * g.k, space.defaultConfig,
-    (c) => (c.impl === 'cublaslt' ? viaCublas() : launchGemv(be, g, c)));
+  let cfg = space.defaultConfig;
+  if (g.n * g.k >= TUNE_MIN_ELEMENTS) {
+    const run = (c: Config): void => (c.impl === 'cublaslt' ? viaCublas() : launchGemv(be, g, c));
+    const key = { shape: `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, dtype: `${g.dtype}${bias ? '.bias' : ''}`, device: be.tuning.deviceKey };
+    const cands = prune(space, be.tuning.profile.limits).kept;
+    cfg = tuneSync({ name: space.name, knobs: space.knobs, defaultConfig: space.defaultConfig }, key, cands,
+      (c) => timeBackToBack(be, () => run(c), GEMV_TIMING_CALLS), { deviceLabel: be.ctx.info.name }).config;
+  }
   if (recent.length >= 16) recent.shift();
   recent.push({ dtype: g.dtype, layout: g.layout, mr, n: g.n, k: g.k, bias, cfg });
   return cfg;
+}
+
+const events = new WeakMap<CudaBackend, { start: CudaEvent; end: CudaEvent }>();
+/** Milliseconds per call of `calls` back-to-back runs of `fn` on the backend's stream (CUDA events). */
+export function timeBackToBack(be: CudaBackend, fn: () => void, calls: number): number {
+  let ev = events.get(be);
+  if (!ev) events.set(be, (ev = { start: be.ctx.createEvent({ timing: true }), end: be.ctx.createEvent({ timing: true }) }));
+  ev.start.record(be.stream);
+  for (let i = 0; i < calls; i++) fn();
+  ev.end.record(be.stream);
+  ev.end.synchronize();
+  return ev.end.elapsedSince(ev.start) / calls;
 }
 
 /** Every kernel specialization the generators can produce (the nvcc compile script). */
