@@ -192,14 +192,15 @@ async function check(): Promise<boolean> {
   return ok;
 }
 
-/** float16 on the 16-byte paths (hardware unpack): every bit pattern through add/mul and row max/min, bit-exact vs the CPU. */
+/** float16 loads through the hardware unpack: every bit pattern through add/mul and row/column max/min, bit-exact vs the CPU. */
 async function checkHalf(): Promise<boolean> {
   const bits = new Uint16Array(65536).map((_, i) => i);
   const a = nbx.Tensor.fromStorage(bits, 'float16', [65536], 'cpu'), b = nbx.flip(a, [0]).contiguous();
   const ag = a.to('webgpu'), bg = b.to('webgpu');
   const isNaN16 = (h: number): boolean => (h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0;
   const cases: [string, (p: Tensor, q: Tensor) => Tensor][] = [['add', (p, q) => nbx.add(p, q)], ['mul', (p, q) => nbx.mul(p, q)],
-    ['amax rows', (p) => nbx.amax(p.view(256, 256), -1)], ['amin rows', (p) => nbx.amin(p.view(256, 256), -1)]];
+    ['amax rows', (p) => nbx.amax(p.view(256, 256), -1)], ['amin rows', (p) => nbx.amin(p.view(256, 256), -1)],
+    ['amax columns', (p) => nbx.amax(p.view(256, 256), 0)], ['amin odd rows', (p) => nbx.amin(p.narrow(0, 3, 254 * 257).view(254, 257), -1)]];
   let ok = true;
   for (const [name, f] of cases) {
     const got = Uint16Array.from(await f(ag, bg).dataStorage() as Uint16Array), want = f(a, b).dataStorageSync() as Uint16Array;

@@ -73,6 +73,10 @@ it('float16 on the 16-byte paths: all 65536 bit patterns (subnormals, -0, inf, N
   const r = a.view(256, 256), rg = ag.view(256, 256);
   exact(Uint16Array.from(await nbx.amax(rg, -1).dataStorage() as Uint16Array), nbx.amax(r, -1).dataStorageSync() as Uint16Array, 'amax rows');
   exact(Uint16Array.from(await nbx.amin(rg, -1).dataStorage() as Uint16Array), nbx.amin(r, -1).dataStorageSync() as Uint16Array, 'amin rows');
+  // the scalar loads: columns (a thread per column) and rows of odd length at an odd offset
+  exact(Uint16Array.from(await nbx.amax(rg, 0).dataStorage() as Uint16Array), nbx.amax(r, 0).dataStorageSync() as Uint16Array, 'amax columns');
+  const o = a.narrow(0, 3, 254 * 257).view(254, 257), og = ag.narrow(0, 3, 254 * 257).view(254, 257);
+  exact(Uint16Array.from(await nbx.amin(og, -1).dataStorage() as Uint16Array), nbx.amin(o, -1).dataStorageSync() as Uint16Array, 'amin odd rows');
 });
 
 it('16-byte reductions along rows: every element width, offsets, split rows', async () => {

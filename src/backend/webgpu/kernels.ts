@@ -155,7 +155,9 @@ function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, plan: 
   const out = phase === 'partial' ? 'w' : outAccess(outD);
   const access = `${out}${vec ? 'v' : 'r'}`;
   return program(key, access, 8, () => {
-    const load = (idx: string): string => (phase === 'merge' ? `bitcast<${T}>(b2[${idx}])` : R.load(inD, 'b2', idx));
+    // float16 through the hardware unpack (exact; the bit-level conversion made column sums ALU-bound)
+    const load = (idx: string): string => (phase === 'merge' ? `bitcast<${T}>(b2[${idx}])`
+      : inD === 'float16' ? `unpack2x16float(b2[(${idx}) >> 1u])[(${idx}) & 1u]` : R.load(inD, 'b2', idx));
     const at = (j: string): string => `u32(base + i32(${j}) * cs)`;
     const head = `let rows = ${U(0)}; let n = ${U(1)}; let rs = bitcast<i32>(${U(2)}); let cs = bitcast<i32>(${U(3)});
   let off = ${U(4)}; let ooff = ${U(5)}; let parts = ${U(7)}; let nt = ${phase === 'merge' ? 'parts' : 'n'};`;
