@@ -5,8 +5,8 @@
 # a fresh autotune sweep (timestamps unquantized) into its own cache; and the WebGPU figures again with
 # those entries, without the subgroup-matrix opt-in (the default path) and without peers.
 # Run from the repo root with .gpu/bootstrap.sh sourced and $OUT set; logs in $OUT/webgpu/ (7 files).
-# About 70-100 s; every step is echoed, timed, hard-killed at its limit (timeout -k 5) and allowed to
-# fail without stopping the rest. Rows are printed as they are measured ("row ..." lines), so a step cut
+# About 60-90 s, at most ~120 s (the step limits add up to 120); every step is echoed, timed,
+# hard-killed at its limit (timeout -k 5) and allowed to fail without stopping the rest. Rows are printed as they are measured ("row ..." lines), so a step cut
 # short still leaves its numbers in its log.
 set -u
 OUT=${OUT:-/tmp/out}; W="$OUT/webgpu"; mkdir -p "$W"
@@ -28,7 +28,7 @@ gpustate() { # clocks, power state and other processes: a slow run shows here
 gpustate before > "$W/state.txt"
 
 # 1. the adapter with the backend's toggles (bench1 prints the full detail)
-step probe 15 env NBX_WEBGPU_SUBGROUP_MATRIX=1 node -e '
+step probe 10 env NBX_WEBGPU_SUBGROUP_MATRIX=1 node -e '
 import("./dist/src/index.js").then(async (nbx) => {
   const i = await nbx.webgpu.init();
   console.log(JSON.stringify({ adapter: i.adapter, via: i.via, tuneKey: i.tuneKey, toggles: i.toggles, f16: i.features.includes("shader-f16"),
@@ -38,15 +38,15 @@ import("./dist/src/index.js").then(async (nbx) => {
 
 # 2. GEMM check (tiled f32/f16 and subgroup-matrix f16 vs the CPU), then WebGPU next to the CUDA backend
 #    and PyTorch, on the shipped launch configurations (empty user cache, NBX_AUTOTUNE=cached)
-step bench1 70 env NBX_CACHE_DIR="$SHIPPED_ONLY" NBX_AUTOTUNE=cached NBX_WEBGPU_SUBGROUP_MATRIX=1 node dist/bench/webgpu.js --check
+step bench1 65 env NBX_CACHE_DIR="$SHIPPED_ONLY" NBX_AUTOTUNE=cached NBX_WEBGPU_SUBGROUP_MATRIX=1 node dist/bench/webgpu.js --check
 gpustate "after bench1" >> "$W/state.txt"
 
 # 3. a fresh sweep into an empty cache (to compare with / replace src/autotune/shipped/webgpu-nvidia-h200-vulkan.json)
-step tune 30 env NBX_CACHE_DIR="$TUNED" NBX_AUTOTUNE=full node dist/bench/webgpu_tune.js
+step tune 25 env NBX_CACHE_DIR="$TUNED" NBX_AUTOTUNE=full node dist/bench/webgpu_tune.js
 cp "$TUNED/autotune.json" "$W/webgpu-tuned.json" 2>/dev/null || echo "  no autotune.json produced" | tee -a "$W/summary.txt"
 
 # 4. the WebGPU figures again on the fresh entries, default path (no subgroup-matrix opt-in), no peers
-step bench2 25 env NBX_CACHE_DIR="$TUNED" NBX_AUTOTUNE=cached node dist/bench/webgpu.js --no-peers
+step bench2 20 env NBX_CACHE_DIR="$TUNED" NBX_AUTOTUNE=cached node dist/bench/webgpu.js --no-peers
 gpustate "after bench2" >> "$W/state.txt"
 
 echo "== total $(( $(date +%s) - T0 ))s" | tee -a "$W/summary.txt"

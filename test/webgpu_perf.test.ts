@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { EW_SPACE, GEMM_SPACE, REDUCE_SPACE, TUNE_MIN_ELEMENTS, tuneKeyOf } from '../src/backend/webgpu/tuning.js';
 import { AutotuneCache, configKey, enumerate, shapeBucket } from '../src/autotune/index.js';
 import { smmSource, type SmmPlan } from '../src/backend/webgpu/gemm_smm.js';
+import { dawnToggles } from '../src/backend/webgpu/gpu.js';
 
 // no background sweeps (nor cache writes) from a test run
 process.env.NBX_AUTOTUNE ??= 'off';
@@ -116,6 +117,7 @@ test('shipped H200 (Vulkan) launch configurations: the key the backend computes 
   const key = tuneKeyOf(h200);
   assert.equal(key, 'webgpu|nvidia|nvidia-h200|driver NVIDIA: 580.159.04 580.159.4.0');
   assert.equal(tuneKeyOf({ vendor: '', architecture: '', device: '', description: 'Apple M2' }), 'webgpu|Apple M2', 'a description that names the card stays as is');
+  assert.ok(dawnToggles().includes('disable-dawn-features=timestamp_quantization'), 'timestamps unquantized (the sweeps time microsecond kernels)');
   const dir = mkdtempSync(join(tmpdir(), 'nbx-tune-')); // an empty user cache: only shipped entries
   try {
     const cache = new AutotuneCache({ dir });
