@@ -6,8 +6,8 @@
 # those entries, without the subgroup-matrix opt-in (the default path) and without peers.
 # Run from the repo root with .gpu/bootstrap.sh sourced and $OUT set; logs in $OUT/webgpu/ (7 files).
 # About 60-90 s, at most ~120 s (the step limits add up to 120); every step is echoed, timed,
-# hard-killed at its limit (timeout -k 5) and allowed to fail without stopping the rest. Rows are printed as they are measured ("row ..." lines), so a step cut
-# short still leaves its numbers in its log.
+# hard-killed at its limit (timeout -k 5) and allowed to fail without stopping the rest. Rows are
+# printed as they are measured ("row ..." lines), so a step cut short still leaves its numbers.
 set -u
 OUT=${OUT:-/tmp/out}; W="$OUT/webgpu"; mkdir -p "$W"
 T0=$(date +%s)
