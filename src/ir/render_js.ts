@@ -95,6 +95,18 @@ export const H = {
   shl(a: number, b: number, bits: number): number { return b < 0 || b >= bits ? 0 : b >= 32 ? 0 : a << b; },
   shr(a: number, b: number, bits: number): number { return b < 0 || b >= bits ? (a < 0 ? -1 : 0) : a >> Math.min(b, 31); },
   ushr(a: number, b: number, bits: number): number { return b < 0 || b >= bits ? 0 : a >>> b; },
+  /** int64 `b` rounded to `bits` significant bits (ties to even), exactly, as a double. */
+  bigRound(b: bigint, bits: number): number {
+    const lim = 1n << BigInt(bits);
+    if (b < lim && b > -lim) return Number(b); // already exact in `bits` bits
+    const neg = b < 0n, a = neg ? -b : b;
+    const shift = BigInt(a.toString(2).length - bits);
+    let q = a >> shift;
+    const rem = a - (q << shift), half = 1n << (shift - 1n);
+    if (rem > half || (rem === half && (q & 1n) === 1n)) q += 1n;
+    const r = Number(q << shift); // ≤ bits+1 significant bits: exact
+    return neg ? -r : r;
+  },
   shl64: (a: bigint, b: bigint) => (b < 0n || b >= 64n ? 0n : BigInt.asIntN(64, a << b)),
   shr64: (a: bigint, b: bigint) => (b < 0n || b >= 64n ? (a < 0n ? -1n : 0n) : a >> b),
   nan: NaN,
@@ -195,9 +207,10 @@ export function renderCast(from: DTypeName, to: DTypeName, x: string): string {
   const num = fromBig ? `Number(${x})` : x;
   switch (to) {
     case 'float64': return num;
-    case 'float32': return fromInt ? num : `Math.fround(${num})`;
-    case 'float16': return `H.roundF16(${num})`;
-    case 'bfloat16': return `H.roundBF16(${num})`;
+    // One rounding, as PyTorch: int32 and int64 values need not fit a float32 (nor an int64 a double).
+    case 'float32': return fromBig ? `Math.fround(H.bigRound(${x},24))` : from === 'int32' ? `Math.fround(${x})` : fromInt ? num : `Math.fround(${num})`;
+    case 'float16': return `H.roundF16(${fromBig ? `H.bigRound(${x},11)` : num})`;
+    case 'bfloat16': return `H.roundBF16(${fromBig ? `H.bigRound(${x},8)` : num})`;
     case 'float8_e4m3fn': return `H.e4m3(H.encE4M3(${num}))`;
     case 'float8_e5m2': return `H.e5m2(H.encE5M2(${num}))`;
     case 'int32': return fromBig ? `Number(BigInt.asIntN(32,${x}))` : fromInt ? wrap('int32', x) : `H.toI32(${x})`;

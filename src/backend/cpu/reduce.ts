@@ -83,9 +83,10 @@ export function cpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: 
     let v: number | bigint;
     switch (kind) {
       case 'sum': case 'mean': {
-        let s = 0;
-        for (let j = b; j < e; j++) s += a[j]!;
-        if (in64 && !Number.isSafeInteger(s) && kind === 'sum') {
+        let s = 0, big = 0;
+        for (let j = b; j < e; j++) { const x = a[j]!; s += x; if (in64 && (x > big || -x > big)) big = Math.abs(x); }
+        // int64: the double sum is exact only while every partial sum stays within 2^53
+        if (in64 && kind === 'sum' && big * n > 2 ** 53) {
           let t = 0n;
           const arr = input.buf as BigInt64Array;
           for (let j = 0; j < n; j++) t += arr[at(r, j)]!;
@@ -113,7 +114,12 @@ export function cpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: 
       case 'max': case 'min': case 'argmax': case 'argmin': {
         const isMax = kind === 'max' || kind === 'argmax';
         let best = a[b]!, bi = 0;
-        if (best === best) {
+        if (in64) {
+          // compare the int64 values themselves: distinct values can be equal as doubles
+          const arr = input.buf as BigInt64Array;
+          let bb = arr[at(r, 0)]!;
+          for (let j = 1; j < n; j++) { const x = arr[at(r, j)]!; if (isMax ? x > bb : x < bb) { bb = x; bi = j; } }
+        } else if (best === best) {
           for (let j = b + 1; j < e; j++) {
             const x = a[j]!;
             if (x !== x) { best = x; bi = j - b; break; } // NaN wins, first occurrence
