@@ -58,10 +58,14 @@ const MIN_USES = 4;
 /** Host time a direct launch costs more than a batch command (µs): what one hot miss is worth. */
 const MISS_US = 4;
 /** Module compile time (ms) a process may spend before rebuilds must be paid for by hot misses. */
-const COMPILE_BUDGET_MS = 1500;
-/** Estimated compile time of a module: fixed part, and per kind until measured (NVRTC, -O3). */
-const COMPILE_BASE_MS = 25;
-const COMPILE_MS_PER_KIND = 4;
+const COMPILE_BUDGET_MS = 2000;
+/**
+ * Estimated compile time of a module: fixed part, and per kind until a compile was measured. Kinds
+ * are inlined into the batch kernel's switch, which costs tens of ms each (nvcc -cubin on a loaded
+ * 2-core host: 23 kinds 2.6 s, 256 kinds 20 s).
+ */
+const COMPILE_BASE_MS = 100;
+const COMPILE_MS_PER_KIND = 30;
 
 const P_F32 = 0, P_F64 = 1, P_I32 = 2, P_I64 = 3;
 
@@ -160,7 +164,7 @@ export class LaunchBatch {
     return new LaunchBatch(be, env);
   }
 
-  private constructor(be: BackendLike, env: Record<string, string | undefined>) {
+  protected constructor(be: BackendLike, env: Record<string, string | undefined>) {
     this.ctx = be.ctx;
     this.stream = be.stream;
     const info = be.ctx.info;
@@ -370,17 +374,14 @@ extern "C" __global__ void __launch_bounds__(1024) ew_batch(const ew_batch_t b) 
 }`,
     ].join('\n');
     const t0 = performance.now();
-    let kernel: CudaKernel;
-    let compiledMs = 0;
+    let kernel: CudaKernel, compiledMs: number;
     try {
-      const { module, compiled } = loadSource(this.ctx, src, { options: ['--std=c++17'], includeCudaHeaders: false, name: 'ew_batch' });
-      kernel = module.getFunction('ew_batch', []);
-      if (compiled.from === 'compiled') compiledMs = compiled.compileMs;
+      ({ kernel, compiledMs } = this.compile(src));
     } catch (e) {
       this.rebuildAt = Infinity; // a generator bug: report it once, then keep launching directly
       throw e;
     }
-    st.compileMs += performance.now() - t0;
+    st.compileMs += Math.max(performance.now() - t0, compiledMs);
     // refine the estimate from a real compile (cache hits say nothing about compile speed)
     if (compiledMs > 0) this.msPerKind = Math.max(0.25, (compiledMs - COMPILE_BASE_MS) / kinds.length);
     for (const k of this.seen) k.index = -1;
@@ -391,6 +392,12 @@ extern "C" __global__ void __launch_bounds__(1024) ew_batch(const ew_batch_t b) 
     st.kinds = kinds.length;
     st.compiledKinds += kinds.length;
     return true;
+  }
+
+  /** The module's kernel, and its NVRTC time (0 on a cache hit). A seam for scripts/batch-policy-sim.mjs. */
+  protected compile(src: string): { kernel: CudaKernel; compiledMs: number } {
+    const { module, compiled } = loadSource(this.ctx, src, { options: ['--std=c++17'], includeCudaHeaders: false, name: 'ew_batch' });
+    return { kernel: module.getFunction('ew_batch', []), compiledMs: compiled.from === 'compiled' ? compiled.compileMs : 0 };
   }
 }
 
