@@ -55,7 +55,7 @@ table() { # the final table of a bench log, else the rows it printed before it w
 }
 {
   cat "$W/probe.log"
-  grep -E "GEMM subgroup-matrix path|launch configurations|FAIL|GEMM check:|^== " "$W/bench1.log"
+  grep -E "GEMM subgroup-matrix path|launch configurations|FAIL|GEMM check:|float16 check:|^== " "$W/bench1.log"
   table "$W/bench1.log"
   table "$W/bench2.log" | sed 's/^/bench2 /'
   grep -E "done in" "$W/tune.log"
