@@ -77,7 +77,7 @@ export interface PickOptions {
   reps?: number;
 }
 
-/** Row-kernel spaces (reduce, softmax, row_norm): one block per row, `threads` per block. */
+/** Row-kernel space (reduce): one block per row, `threads` per block. */
 function rowSpace(name: string): ConfigSpace {
   return defineSpace({
     name,
@@ -87,8 +87,23 @@ function rowSpace(name: string): ConfigSpace {
   });
 }
 export const REDUCE_SPACE = rowSpace('cuda.reduce');
-export const SOFTMAX_SPACE = rowSpace('cuda.softmax');
-export const ROWNORM_SPACE = rowSpace('cuda.row_norm');
+/**
+ * softmax and row_norm (nn_kernels.ts): `threads` per block; a row gets a power-of-two group of them
+ * (fewer than the block for short rows, several rows per block) and is cached in registers when it
+ * fits. The group size and chunks per thread follow from threads and the row length, so `threads`
+ * reshapes the summation tree (moves bits); the vector width is fixed by the operands' alignment.
+ * Named .v2: the shipped entries of the earlier block-per-row kernels do not apply.
+ */
+function rowGroupSpace(name: string): ConfigSpace {
+  return defineSpace({
+    name,
+    knobs: [{ name: 'threads', values: [128, 256, 512, 1024], movesBits: true, doc: 'threads per block (rows spread over power-of-two groups of them)' }],
+    defaultConfig: { threads: 256 },
+    resources: (cfg) => ({ threads: threads(cfg), sharedMemoryBytes: 32 * 8 }),
+  });
+}
+export const SOFTMAX_SPACE = rowGroupSpace('cuda.softmax.v2');
+export const ROWNORM_SPACE = rowGroupSpace('cuda.row_norm.v2');
 
 export class CudaTuning {
   readonly profile: DeviceProfile;
