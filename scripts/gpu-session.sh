@@ -28,7 +28,7 @@ for part in "$@"; do
         st conf$1-cpu 120 node dist/src/cli/nbx.js conformance /tmp/suite$1 --device cpu
         st conf$1-cuda 150 node dist/src/cli/nbx.js conformance /tmp/suite$1 --device cuda
       done ;;
-    norm) st norm 120 node dist/bench/cuda_norm.js ;;
+    norm) st norm 90 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda_norm.js ;;
     batch) [ -f scripts/gpu-batch.sh ] && st batch 120 bash scripts/gpu-batch.sh ;;
     gemm) [ -f scripts/gpu-gemm.sh ] && st gemm 180 bash scripts/gpu-gemm.sh
       # the shipped file with the measured GEMM choices merged in, used by later parts of this call
@@ -54,11 +54,14 @@ for part in "$@"; do
       st conf-cuda-native 150 env NBX_CUDA_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda
       st conf-webgpu 150 env NBX_WEBGPU_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device webgpu ;;
     tests) st tests 330 node --test --test-concurrency=6 dist/test/ ;;
-    bench) st bench-cuda 150 node dist/bench/cuda.js; st bench-attn 90 node dist/bench/cuda_attention.js ;;
-    bench-webgpu) st bench-webgpu 120 node dist/bench/webgpu.js ;;
+    # the benchmarks share one cache (returned as bench-autotune.json: what they tuned, to ship)
+    bench) st bench-cuda 150 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js ;;
+    bench-attn) st bench-attn 90 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda_attention.js ;;
+    bench-webgpu) st bench-webgpu 120 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/webgpu.js ;;
   esac
 done
 cp src/autotune/shipped/nvidia-h200-sm_90.json "$RET/shipped-h200.json"
+[ -f /tmp/bench-cache/autotune.json ] && cp /tmp/bench-cache/autotune.json "$RET/bench-autotune.json"
 [ -f "$OUT/shipped-kernels.tgz" ] && cp "$OUT/shipped-kernels.tgz" "$RET/"
 tar czf "$RET/all.tgz" -C "$OUT" . 2>/dev/null
 cp "$OUT/summary.txt" "$RET/summary.txt"
