@@ -209,6 +209,14 @@ export class CachingAllocator {
   private readonly segments = new Map<bigint, Segment>();
   /** Blocks freed by the caller, waiting for events on other streams. */
   private pending: { block: Block; events: unknown[] }[] = [];
+  /**
+   * Freed small blocks by exact size (LIFO), not yet returned to their pool: a loop that frees and
+   * allocates the same sizes (small ops) skips the best-fit search, splitting and coalescing. Any
+   * other request, and every reader of the block structure (stats, snapshot, emptyCache), first
+   * drains them (really frees them, coalescing as always), so only exact-size reuse sees them.
+   */
+  private readonly quick = new Map<number, Block[]>();
+  private quickCount = 0;
 
   private allocated = 0;
   private peakAllocated = 0;
@@ -248,6 +256,16 @@ export class CachingAllocator {
     }
     if (this.pending.length > 0) this.processPending();
     const size = roundSize(bytes);
+    if (this.quickCount > 0) {
+      const q = this.quick.get(size);
+      const b = q !== undefined && q.length > 0 ? q[q.length - 1]! : undefined;
+      if (b !== undefined && b.stream === stream) {
+        q!.pop();
+        this.quickCount--;
+        return this.handOut(b, bytes);
+      }
+      this.drainQuick();
+    }
     const small = size <= SMALL_SIZE;
     const pool = this.poolFor(small, stream);
 
@@ -279,7 +297,11 @@ export class CachingAllocator {
       block.size = size;
       pool.insert(rest);
     }
+    return this.handOut(block, bytes);
+  }
 
+  /** Mark `block` allocated for a request of `bytes`: counters, active map, trace. */
+  private handOut(block: Block, bytes: number): bigint {
     block.allocated = true;
     block.requested = bytes;
     block.id = this.nextId++;
@@ -289,7 +311,7 @@ export class CachingAllocator {
     if (this.allocated > this.peakAllocated) this.peakAllocated = this.allocated;
     this.allocCount++;
     if (this.recording) {
-      this.recording.push({ op: 'alloc', id: block.id, size: bytes, stream: String(stream), t: performance.now() - this.recordT0 });
+      this.recording.push({ op: 'alloc', id: block.id, size: bytes, stream: String(block.stream), t: performance.now() - this.recordT0 });
     }
     return block.ptr;
   }
@@ -316,7 +338,27 @@ export class CachingAllocator {
       return;
     }
     block.streamUses = null;
+    if (block.small) {
+      // stays marked allocated in its segment (no coalescing) until drained or reused
+      block.requested = 0;
+      block.id = -1;
+      const q = this.quick.get(block.size);
+      if (q === undefined) this.quick.set(block.size, [block]);
+      else q.push(block);
+      this.quickCount++;
+      return;
+    }
     this.freeBlock(block);
+  }
+
+  /** Return the exact-size free lists' blocks to their pools. */
+  private drainQuick(): void {
+    if (this.quickCount === 0) return;
+    for (const q of this.quick.values()) {
+      for (const b of q) this.freeBlock(b);
+      q.length = 0;
+    }
+    this.quickCount = 0;
   }
 
   /** Declare that `ptr` is (also) used by work on `stream`; its reuse waits until that work is done. */
@@ -337,6 +379,7 @@ export class CachingAllocator {
 
   /** Release every wholly free cached segment to the raw allocator. Returns the bytes released. */
   emptyCache(): number {
+    this.drainQuick();
     this.processPending();
     let released = 0;
     for (const seg of [...this.segments.values()]) {
@@ -363,6 +406,7 @@ export class CachingAllocator {
   // statistics
 
   memoryStats(): MemoryStats {
+    this.drainQuick();
     let largest = 0;
     let freeCached = 0;
     let inactiveSplit = 0;
@@ -407,6 +451,7 @@ export class CachingAllocator {
 
   /** A snapshot of segments and their blocks (for debugging and tests). */
   snapshot(): { ptr: bigint; size: number; stream: StreamKey; pool: 'small' | 'large'; blocks: { ptr: bigint; size: number; allocated: boolean; requested: number }[] }[] {
+    this.drainQuick();
     const out = [];
     for (const seg of this.segments.values()) {
       const blocks = [];
@@ -421,6 +466,7 @@ export class CachingAllocator {
 
   /** Verify internal invariants; throws with a description when one is broken (tests). */
   checkInvariants(): void {
+    this.drainQuick();
     let reserved = 0;
     let allocated = 0;
     let freeInPools = 0;
@@ -587,6 +633,7 @@ export class CachingAllocator {
 
   /** Release every wholly free segment (all streams); used on raw OOM. */
   private releaseAllFree(): number {
+    this.drainQuick();
     let released = 0;
     for (const seg of [...this.segments.values()]) {
       const b = seg.head;
