@@ -205,7 +205,8 @@ export class CachingAllocator {
 
   private readonly smallPools = new Map<StreamKey, BlockPool>();
   private readonly largePools = new Map<StreamKey, BlockPool>();
-  private readonly active = new Map<bigint, Block>();
+  /** Active blocks by address as a number (device addresses are < 2^53; number keys hash faster than bigints). */
+  private readonly active = new Map<number, Block>();
   private readonly segments = new Map<bigint, Segment>();
   /** Blocks freed by the caller, waiting for events on other streams. */
   private pending: { block: Block; events: unknown[] }[] = [];
@@ -305,7 +306,7 @@ export class CachingAllocator {
     block.allocated = true;
     block.requested = bytes;
     block.id = this.nextId++;
-    this.active.set(block.ptr, block);
+    this.active.set(Number(block.ptr), block);
     this.allocated += block.size;
     this.requested += bytes;
     if (this.allocated > this.peakAllocated) this.peakAllocated = this.allocated;
@@ -318,11 +319,12 @@ export class CachingAllocator {
 
   /** Return a block to the cache. The pointer must come from malloc() and not be freed yet. */
   free(ptr: bigint): void {
-    const block = this.active.get(ptr);
-    if (block === undefined) {
+    const key = Number(ptr);
+    const block = this.active.get(key);
+    if (block === undefined || block.ptr !== ptr) {
       throw new ValueError('cuda.free', `0x${ptr.toString(16)} is not an active allocation of this allocator (double free?)`);
     }
-    this.active.delete(ptr);
+    this.active.delete(key);
     this.freeCount++;
     this.allocated -= block.size;
     this.requested -= block.requested;
@@ -363,8 +365,8 @@ export class CachingAllocator {
 
   /** Declare that `ptr` is (also) used by work on `stream`; its reuse waits until that work is done. */
   recordStream(ptr: bigint, stream: StreamKey): void {
-    const block = this.active.get(ptr);
-    if (block === undefined) throw new ValueError('cuda.recordStream', `0x${ptr.toString(16)} is not an active allocation`);
+    const block = this.active.get(Number(ptr));
+    if (block === undefined || block.ptr !== ptr) throw new ValueError('cuda.recordStream', `0x${ptr.toString(16)} is not an active allocation`);
     if (stream === block.stream) return;
     if (!this.events) {
       throw new ValueError('cuda.recordStream', 'this allocator was created without an events interface, so cross-stream use cannot be tracked');
@@ -374,7 +376,8 @@ export class CachingAllocator {
 
   /** Size (rounded) of an active allocation, or undefined. */
   blockSize(ptr: bigint): number | undefined {
-    return this.active.get(ptr)?.size;
+    const b = this.active.get(Number(ptr));
+    return b !== undefined && b.ptr === ptr ? b.size : undefined;
   }
 
   /** Release every wholly free cached segment to the raw allocator. Returns the bytes released. */
@@ -498,7 +501,7 @@ export class CachingAllocator {
         if (b.size <= 0 || b.size % MIN_BLOCK_SIZE !== 0) throw new Error(`invariant: bad block size ${b.size}`);
         if (b.allocated) {
           if (!pendingSet.has(b)) {
-            if (this.active.get(b.ptr) !== b) throw new Error('invariant: allocated block not in the active map');
+            if (this.active.get(Number(b.ptr)) !== b) throw new Error('invariant: allocated block not in the active map');
             allocated += b.size;
           }
         } else {
