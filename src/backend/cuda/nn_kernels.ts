@@ -290,29 +290,34 @@ export function rowNormSource(x: DTypeName, out: DTypeName | null, w: DTypeName 
     : `${param(w, 'wt', 'ww')} ${param(b, 'bs', 'bb')}
       ${storeVec(out, 'o', 'oo + e', V, (i) => `((${t(i)} - mean) * rstd${w ? ` * ww[${i}]` : ''}${b ? ` + bb[${i}]` : ''})`)}`;
   const stats2 = stats ? `if (live && lane == 0) { if (mo) { ${R.store(stats, 'mo', 'moff + r', 'mean')} } if (vo) { ${R.store(stats, 'vo', 'voff + r', 'var_')} } }` : '';
+  // layer mode sums x - x[0] (as the CPU kernel): the mean keeps its digits when |mean| >> std; the
+  // variance is then summed around that mean from the cached (or re-read) row
+  const shift = `const ${A} k = ${rms ? '0' : `live && n > 0 ? (${A})${R.load(x, 'in', 'xo')} : (${A})0`};`;
   const finish = `const ${A} rstd = (${A})1 / sqrt(var_ + (${A})eps);
     ${stats2}`;
   const body = K > 0
-    ? `${A} v[${K * V}];
+    ? `${shift}
+    ${A} v[${K * V}];
     #pragma unroll
-    for (int i = 0; i < ${K * V}; i++) v[i] = 0;
+    for (int i = 0; i < ${K * V}; i++) v[i] = k;
     if (live) {
     ${chunks(plan, () => load(vi))} }
     ${A} s = 0;
     #pragma unroll
-    for (int i = 0; i < ${K * V}; i++) s += ${rms ? 'v[i] * v[i]' : 'v[i]'};
+    for (int i = 0; i < ${K * V}; i++) s += ${rms ? 'v[i] * v[i]' : 'v[i] - k'};
     s = nbx_group_all<${A}, false, ${G}>(s, sh);
-    ${rms ? `const ${A} mean = 0, var_ = s / n;` : `const ${A} mean = s / n; ${A} q = 0;
+    ${rms ? `const ${A} mean = 0, var_ = s / n;` : `const ${A} mean = k + s / n; ${A} q = 0;
     ${chunks(plan, () => range.map((i) => `{ const ${A} d = ${vi(i)} - mean; q += d * d; }`).join(' '))}
     q = nbx_group_all<${A}, false, ${G}>(q, sh); const ${A} var_ = q / n;`}
     ${finish}
     if (live) {
     ${chunks(plan, () => writeChunk(vi))} }`
-    : `${A} s = 0, t[${V}];
+    : `${shift}
+    ${A} s = 0, t[${V}];
     if (live) {
-    ${chunks(plan, () => `${load(ti)} ${range.map((i) => `s += ${rms ? `t[${i}] * t[${i}]` : `t[${i}]`};`).join(' ')}`)} }
+    ${chunks(plan, () => `${load(ti)} ${range.map((i) => `s += ${rms ? `t[${i}] * t[${i}]` : `t[${i}] - k`};`).join(' ')}`)} }
     s = nbx_group_all<${A}, false, ${G}>(s, sh);
-    ${rms ? `const ${A} mean = 0, var_ = s / n;` : `const ${A} mean = s / n; ${A} q = 0;
+    ${rms ? `const ${A} mean = 0, var_ = s / n;` : `const ${A} mean = k + s / n; ${A} q = 0;
     if (live) {
     ${chunks(plan, () => `${load(ti)} ${range.map((i) => `{ const ${A} d = t[${i}] - mean; q += d * d; }`).join(' ')}`)} }
     q = nbx_group_all<${A}, false, ${G}>(q, sh); const ${A} var_ = q / n;`}
