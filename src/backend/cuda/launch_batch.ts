@@ -67,6 +67,8 @@ const COMPILE_BUDGET_MS = 2000;
 const COMPILE_BASE_MS = 100;
 const COMPILE_MS_PER_KIND = 30;
 
+let batchCount = 0;
+
 const P_F32 = 0, P_F64 = 1, P_I32 = 2, P_I64 = 3;
 
 /** One batchable expression specialization. */
@@ -134,6 +136,8 @@ export class LaunchBatch {
   private flushNo = 1;
   private batchKinds: Kind[] = [];
   private readonly seen: Kind[] = [];
+  /** Where this batch keeps its kinds on an (interned, shared) Expr: kind numbers are per module. */
+  private readonly memoKey = `ewb${batchCount++}`;
   /** Hot misses since the last rebuild (attempt), and in all. */
   private hotMisses = 0;
   private hotMissesTotal = 0;
@@ -225,8 +229,8 @@ export class LaunchBatch {
         mask |= 1 << s;
       }
     }
-    const memo = expr.memo as { ewb?: (Kind | null)[] };
-    const byMask = memo.ewb ?? (memo.ewb = []);
+    const memo = expr.memo as Record<string, (Kind | null)[] | undefined>;
+    const byMask = memo[this.memoKey] ?? (memo[this.memoKey] = []);
     let k = byMask[mask];
     if (k === undefined) k = byMask[mask] = this.makeKind(expr, ins, out, mask);
     if (k === null) return false;
