@@ -27,7 +27,7 @@ step() {
   echo "[$n] rc=$rc $(( $(date +%s) - t ))s$([ $rc -eq 124 ] && echo ' TIMEOUT')" >> "$S"
 }
 export NBX_CUDA_BATCH_STATS=1
-step test "$B/test.log" 25 node --test dist/test/cuda_batch.test.js
+step test "$B/test.log" 25 node --test dist/test/cuda_batch.test.js dist/test/cuda_batch_policy.test.js
 step conf-ew-on "$B/conf.log" 20 node dist/src/cli/nbx.js conformance "$CONF" --device cuda --filter "$EW"
 step profile-on "$B/host.log" 6 node scripts/host-profile.mjs cuda
 step profile-off "$B/host.log" 6 env NBX_CUDA_BATCH=0 node scripts/host-profile.mjs cuda
