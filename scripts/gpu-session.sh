@@ -28,6 +28,7 @@ for part in "$@"; do
         st conf$1-cpu 120 node dist/src/cli/nbx.js conformance /tmp/suite$1 --device cpu
         st conf$1-cuda 150 node dist/src/cli/nbx.js conformance /tmp/suite$1 --device cuda
       done ;;
+    diag) st diag 120 env NBX_CACHE_DIR=/tmp/bench-cache node scripts/diag-percall.mjs ;;
     norm) st norm 90 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda_norm.js ;;
     batch) [ -f scripts/gpu-batch.sh ] && st batch 120 bash scripts/gpu-batch.sh ;;
     gemm) [ -f scripts/gpu-gemm.sh ] && st gemm 180 bash scripts/gpu-gemm.sh
@@ -53,7 +54,7 @@ for part in "$@"; do
       st conf-cuda 150 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda
       st conf-cuda-native 150 env NBX_CUDA_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda
       st conf-webgpu 150 env NBX_WEBGPU_HOST_STAGING=0 node dist/src/cli/nbx.js conformance .gpu/conformance --device webgpu ;;
-    tests) st tests 330 node --test --test-concurrency=6 dist/test/ ;;
+    tests) st tests 280 node --test --test-concurrency=8 dist/test/ ;;
     # the benchmarks share one cache (returned as bench-autotune.json: what they tuned, to ship)
     bench) st bench-cuda 150 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js ;;
     bench-attn) st bench-attn 90 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda_attention.js ;;

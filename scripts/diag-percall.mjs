@@ -1,0 +1,34 @@
+// Where the time of a call goes on the GPU machine: host time per call (no sync), device time per call
+// (events around N back-to-back calls) and wall time per call (N calls + synchronize), for a 1 GiB add,
+// a bf16 x*2 and small-M matmuls.  node scripts/diag-percall.mjs
+import * as nbx from '../dist/src/index.js';
+const be = nbx.cuda.backend();
+async function measure(name, fn, n = 20) {
+  fn().dispose(); await nbx.cuda.synchronize();
+  const e0 = be.ctx.createEvent({ timing: true }), e1 = be.ctx.createEvent({ timing: true });
+  const t0 = performance.now();
+  e0.record(be.stream);
+  let host = 0;
+  for (let i = 0; i < n; i++) { const h = performance.now(); const r = fn(); host += performance.now() - h; r.dispose(); }
+  e1.record(be.stream);
+  await nbx.cuda.synchronize();
+  const wall = (performance.now() - t0) / n * 1000;
+  e1.synchronize();
+  const dev = e1.elapsedSince(e0) / n * 1000;
+  console.log(`${name.padEnd(34)} wall ${wall.toFixed(1).padStart(8)} us  device ${dev.toFixed(1).padStart(8)} us  host (call only) ${(host / n * 1000).toFixed(1).padStart(7)} us`);
+}
+for (const dt of ['float32', 'bfloat16']) {
+  const n = (1 << 30) / (2 * (dt === 'float32' ? 4 : 2));
+  const a = nbx.zeros([n], { device: 'cuda', dtype: dt }), b = nbx.zeros([n], { device: 'cuda', dtype: dt });
+  await measure(`add 1GiB ${dt}`, () => nbx.add(a, b));
+  await measure(`mul by 2 ${dt}`, () => nbx.mul(a, 2));
+  const o = nbx.empty([n], { device: 'cuda', dtype: dt });
+  a.dispose(); b.dispose(); o.dispose();
+}
+console.log('allocator', JSON.stringify(nbx.cuda.memoryStats()).slice(0, 400));
+for (const m of [1, 4, 16]) {
+  const x = nbx.randn([m, 4096], { dtype: 'bfloat16' }).to('cuda'), w = nbx.randn([4096, 4096], { dtype: 'bfloat16' }).to('cuda');
+  for (let i = 0; i < 50; i++) nbx.matmul(x, w).dispose();
+  await measure(`matmul m=${m} x@w bf16`, () => nbx.matmul(x, w), 200);
+  await measure(`linear m=${m} bf16`, () => nbx.nn.functional.linear(x, w), 200);
+}
