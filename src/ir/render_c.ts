@@ -62,7 +62,9 @@ export abstract class CLikeRenderer {
       case 'sub': return int ? this.wrapInt(sd, `(${x} - ${y})`) : `(${x} - ${y})`;
       case 'mul': return int ? this.wrapInt(sd, `(${x} * ${y})`) : `(${x} * ${y})`;
       case 'div': return int ? this.helper('itruncdiv', sd, [x, y]) : `(${x} / ${y})`;
-      case 'truncdiv': return int ? this.helper('itruncdiv', sd, [x, y]) : `${this.mathFn('trunc', sd)}(${x} / ${y})`;
+      // the half types' quotient is rounded to the half type before truncating, as PyTorch's Half division
+      case 'truncdiv': return int ? this.helper('itruncdiv', sd, [x, y])
+        : `${this.mathFn('trunc', sd)}(${sd === 'float16' || sd === 'bfloat16' ? this.castExpr('float32', sd, `(${x} / ${y})`) : `(${x} / ${y})`})`;
       case 'floordiv': return this.helper(int ? 'ifloordiv' : 'floordiv', sd, [x, y]);
       case 'mod': return this.helper(int ? 'imod' : 'mod', sd, [x, y]);
       case 'fmod': return int ? this.helper('ifmod', sd, [x, y]) : this.helper('fmod', sd, [x, y]);

@@ -75,6 +75,17 @@ export const H = {
     if (div - fl > 0.5) fl += 1;
     return fl;
   },
+  /** floordivF with float32 arithmetic (each step rounded), as PyTorch's float kernel computes it. */
+  floordivF32(a: number, b: number): number {
+    if (b === 0) return Math.fround(a / b);
+    const mod = a % b; // fmod is exact
+    let div = Math.fround(Math.fround(a - mod) / b);
+    if (mod !== 0 && (b < 0) !== (mod < 0)) div = Math.fround(div - 1);
+    if (div === 0) return (a / b < 0 || Object.is(a / b, -0)) ? -0 : 0;
+    let fl = Math.floor(div);
+    if (Math.fround(div - fl) > 0.5) fl += 1;
+    return fl;
+  },
   modF(a: number, b: number): number {
     let m = a % b;
     if (m !== 0 && (b < 0) !== (m < 0)) m += b;
@@ -171,8 +182,10 @@ function renderNode(e: Expr, a: string[]): string {
     case 'sub': return int ? wrap(sd, `${x}-${y}`) : `(${x}-${y})`;
     case 'mul': return big ? wrap(sd, `${x}*${y}`) : sd === 'int32' ? `Math.imul(${x},${y})` : int ? wrap(sd, `${x}*${y}`) : `(${x}*${y})`;
     case 'div': return int ? (big ? `H.idiv64(${x},${y})` : wrap(sd, `H.itdiv(${x},${y})`)) : `(${x}/${y})`;
-    case 'floordiv': return big ? `H.idiv64(${x},${y})` : int ? wrap(sd, `H.idiv(${x},${y})`) : `H.floordivF(${x},${y})`;
-    case 'truncdiv': return big ? `(${y}===0n?H.zeroDiv():BigInt.asIntN(64,${x}/${y}))` : int ? wrap(sd, `H.itdiv(${x},${y})`) : `Math.trunc(${x}/${y})`;
+    case 'floordiv': return big ? `H.idiv64(${x},${y})` : int ? wrap(sd, `H.idiv(${x},${y})`) : sd === 'float64' ? `H.floordivF(${x},${y})` : `H.floordivF32(${x},${y})`;
+    // trunc: the quotient is rounded to the operands' float type first (for the half types PyTorch's
+    // Half/BFloat16 division returns a half: 34.84375 / 3.16796875 truncs to 11); floor: float32 steps
+    case 'truncdiv': return big ? `(${y}===0n?H.zeroDiv():BigInt.asIntN(64,${x}/${y}))` : int ? wrap(sd, `H.itdiv(${x},${y})`) : sd === 'float64' ? `Math.trunc(${x}/${y})` : sd === 'float16' ? `Math.trunc(H.roundF16(${x}/${y}))` : sd === 'bfloat16' ? `Math.trunc(H.roundBF16(${x}/${y}))` : `Math.trunc(Math.fround(${x}/${y}))`;
     case 'mod': return big ? `H.imod64(${x},${y})` : int ? `H.imod(${x},${y})` : `H.modF(${x},${y})`;
     case 'fmod': return big ? `(${y}===0n?H.zeroDiv():${x}%${y})` : int ? `H.ifmod(${x},${y})` : `(${x}%${y})`;
     case 'pow': return big ? `H.ipow64(${x},${y})` : int ? wrap(sd, `H.ipow(${x},${y})`) : `H.pow(${x},${y})`;

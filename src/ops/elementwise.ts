@@ -327,8 +327,10 @@ const checkAlpha = (op: string, d: DTypeName, alpha: unknown): void => {
 };
 const withAlpha = (y: Expr, ctx: EwContext, alpha: unknown): Expr => {
   if (alpha === 1 || (alpha instanceof Scalar && Number(alpha.value) === 1)) return y;
-  // PyTorch applies alpha in the op-math type (float32 for half types).
-  return y.mul(ctx.param(alpha as ScalarLike, y.dtype));
+  // For half types PyTorch's CPU kernel rounds alpha·other to the half type before adding (checked
+  // against torch 1.13 and 2.11: add(250, -100.1, alpha=2.5) in float16 gives -0.25, not -0.3125).
+  const scaled = y.mul(ctx.param(alpha as ScalarLike, y.dtype));
+  return y.dtype === 'float16' || y.dtype === 'bfloat16' ? scaled.cast('float32').cast(y.dtype) : scaled;
 };
 
 export const add = binary('add(input, other, *, alpha=1)', (x, y, ctx, a) => (x.dtype === 'bool' ? x.bin('or', withAlpha(y, ctx, a.alpha)) : x.add(withAlpha(y, ctx, a.alpha))),
