@@ -17,6 +17,8 @@ import { registerKernel } from '../registry.js';
 import { type CudaBackend, type CudaBuffer } from './backend.js';
 import type { ArgType } from './driver.js';
 import { basePtr, requireDType } from './kernel_util.js';
+import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, remember, twiddles } from '../fft_host.js';
+export { factorize, largestPrime } from '../fft_host.js';
 
 let be: CudaBackend;
 export function installCudaFftKernels(backend: CudaBackend): void {
@@ -25,82 +27,15 @@ export function installCudaFftKernels(backend: CudaBackend): void {
 }
 
 /** Largest prime factor handled by a direct butterfly (as the CPU plan); larger ones go through Bluestein. */
-const MAX_DIRECT_PRIME = 61;
 
 // ---- host-side plans ---------------------------------------------------------------------------------
-
-/** (cos, sin) of 2π num / den, reduced to [0, π/4] by exact symmetries (as the CPU kernel's twiddles). */
-function unitRoot(num: number, den: number): [number, number] {
-  num %= den;
-  let negSin = false, negCos = false, swap = false;
-  if (2 * num > den) { num = den - num; negSin = true; }
-  if (4 * num > den) { num = den - 2 * num; den *= 2; negCos = true; }
-  if (8 * num > den) { num = den - 4 * num; den *= 4; swap = true; }
-  const a = (2 * Math.PI * num) / den;
-  let c = Math.cos(a), s = Math.sin(a);
-  if (swap) [c, s] = [s, c];
-  return [negCos ? -c : c, negSin ? -s : s];
-}
-
-/** Radices: 4s, then 2s, then odd factors (the CPU plan's order). */
-export function factorize(n: number): number[] {
-  const f: number[] = [];
-  let p = 4;
-  while (n > 1) {
-    while (n % p !== 0) {
-      p = p === 4 ? 2 : p === 2 ? 3 : p + 2;
-      if (p * p > n) p = n;
-    }
-    f.push(p);
-    n /= p;
-  }
-  return f;
-}
-
-export const largestPrime = (n: number): number => Math.max(1, ...factorize(n).map((p) => (p === 4 ? 2 : p)));
-
-/** e^{-2πik/L} for k < L, interleaved (re, im). */
-function twiddles(L: number): Float64Array {
-  const t = new Float64Array(2 * L);
-  for (let k = 0; k < L; k++) { const [c, s] = unitRoot(k, L); t[2 * k] = c; t[2 * k + 1] = -s; }
-  return t;
-}
-
-/** In-place forward radix-2 FFT of interleaved data (power-of-two length; the Bluestein chirp spectrum). */
-function hostFft2(a: Float64Array): void {
-  const n = a.length / 2;
-  for (let i = 1, j = 0; i < n; i++) {
-    let bit = n >> 1;
-    for (; j & bit; bit >>= 1) j ^= bit;
-    j ^= bit;
-    if (i < j) { [a[2 * i], a[2 * j]] = [a[2 * j]!, a[2 * i]!]; [a[2 * i + 1], a[2 * j + 1]] = [a[2 * j + 1]!, a[2 * i + 1]!]; }
-  }
-  for (let len = 2; len <= n; len <<= 1) {
-    for (let k = 0; k < len / 2; k++) {
-      const [c, s] = unitRoot(k, len);
-      const wr = c, wi = -s;
-      for (let i = k; i < n; i += len) {
-        const u = i, v = i + len / 2;
-        const tr = a[2 * v]! * wr - a[2 * v + 1]! * wi, ti = a[2 * v]! * wi + a[2 * v + 1]! * wr;
-        a[2 * v] = a[2 * u]! - tr; a[2 * v + 1] = a[2 * u + 1]! - ti;
-        a[2 * u] = a[2 * u]! + tr; a[2 * u + 1] = a[2 * u + 1]! + ti;
-      }
-    }
-  }
-}
 
 interface Plan { L: number; factors: number[]; tw: CudaBuffer; fac: CudaBuffer }
 interface Chirp { M: number; chirp: CudaBuffer; spectrum: CudaBuffer }
 
 const plans = new Map<number, Plan>();
 const chirps = new Map<number, Chirp>();
-const MAX_CACHED = 64;
 
-function remember<T>(m: Map<number, T>, key: number, v: T, release: (v: T) => void): T {
-  if (m.size >= MAX_CACHED) { const [k, old] = m.entries().next().value as [number, T]; m.delete(k); release(old); }
-  m.set(key, v);
-  return v;
-}
 
 function planFor(L: number): Plan {
   const hit = plans.get(L);
@@ -115,17 +50,7 @@ function planFor(L: number): Plan {
 function chirpFor(n: number): Chirp {
   const hit = chirps.get(n);
   if (hit) return hit;
-  let M = 1;
-  while (M < 2 * n - 1) M *= 2;
-  const w = new Float64Array(2 * n), b = new Float64Array(2 * M);
-  for (let k = 0, sq = 0; k < n; k++) {
-    const [c, s] = unitRoot(sq, 2 * n);
-    w[2 * k] = c; w[2 * k + 1] = -s;
-    b[2 * k] = c; b[2 * k + 1] = s;
-    if (k > 0) { b[2 * (M - k)] = c; b[2 * (M - k) + 1] = s; }
-    sq = (sq + 2 * k + 1) % (2 * n);
-  }
-  hostFft2(b);
+  const { M, chirp: w, spectrum: b } = bluesteinTables(n);
   const ch = { M, chirp: be.upload('float64', w) as CudaBuffer, spectrum: be.upload('float64', b) as CudaBuffer };
   return remember(chirps, n, ch, (c) => { be.free(c.chirp); be.free(c.spectrum); });
 }

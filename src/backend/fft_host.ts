@@ -1,0 +1,92 @@
+// Host-side FFT planning shared by the GPU backends' kernels (CUDA and WebGPU): radix factorisation,
+// twiddles by exact symmetries (as the CPU kernel's), and Bluestein's chirp tables. Backends upload
+// the tables in their own precision.
+
+/** Lengths whose largest prime factor exceeds this run through Bluestein's algorithm (as the CPU's plan). */
+export const MAX_DIRECT_PRIME = 61;
+/** Plans and chirps cached per backend (least recently created dropped first). */
+const MAX_CACHED = 64;
+
+/** (cos, sin) of 2π num / den, reduced to [0, π/4] by exact symmetries (as the CPU kernel's twiddles). */
+export function unitRoot(num: number, den: number): [number, number] {
+  num %= den;
+  let negSin = false, negCos = false, swap = false;
+  if (2 * num > den) { num = den - num; negSin = true; }
+  if (4 * num > den) { num = den - 2 * num; den *= 2; negCos = true; }
+  if (8 * num > den) { num = den - 4 * num; den *= 4; swap = true; }
+  const a = (2 * Math.PI * num) / den;
+  let c = Math.cos(a), s = Math.sin(a);
+  if (swap) [c, s] = [s, c];
+  return [negCos ? -c : c, negSin ? -s : s];
+}
+
+/** Radices: 4s, then 2s, then odd factors (the CPU plan's order). */
+export function factorize(n: number): number[] {
+  const f: number[] = [];
+  let p = 4;
+  while (n > 1) {
+    while (n % p !== 0) {
+      p = p === 4 ? 2 : p === 2 ? 3 : p + 2;
+      if (p * p > n) p = n;
+    }
+    f.push(p);
+    n /= p;
+  }
+  return f;
+}
+
+export const largestPrime = (n: number): number => Math.max(1, ...factorize(n).map((p) => (p === 4 ? 2 : p)));
+
+/** e^{-2πik/L} for k < L, interleaved (re, im). */
+export function twiddles(L: number): Float64Array {
+  const t = new Float64Array(2 * L);
+  for (let k = 0; k < L; k++) { const [c, s] = unitRoot(k, L); t[2 * k] = c; t[2 * k + 1] = -s; }
+  return t;
+}
+
+/** In-place forward radix-2 FFT of interleaved data (power-of-two length; the Bluestein chirp spectrum). */
+export function hostFft2(a: Float64Array): void {
+  const n = a.length / 2;
+  for (let i = 1, j = 0; i < n; i++) {
+    let bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) { [a[2 * i], a[2 * j]] = [a[2 * j]!, a[2 * i]!]; [a[2 * i + 1], a[2 * j + 1]] = [a[2 * j + 1]!, a[2 * i + 1]!]; }
+  }
+  for (let len = 2; len <= n; len <<= 1) {
+    for (let k = 0; k < len / 2; k++) {
+      const [c, s] = unitRoot(k, len);
+      const wr = c, wi = -s;
+      for (let i = k; i < n; i += len) {
+        const u = i, v = i + len / 2;
+        const tr = a[2 * v]! * wr - a[2 * v + 1]! * wi, ti = a[2 * v]! * wi + a[2 * v + 1]! * wr;
+        a[2 * v] = a[2 * u]! - tr; a[2 * v + 1] = a[2 * u + 1]! - ti;
+        a[2 * u] = a[2 * u]! + tr; a[2 * u + 1] = a[2 * u + 1]! + ti;
+      }
+    }
+  }
+}
+
+
+/** Keeps `v` under `key`, dropping (and releasing) the oldest entry beyond MAX_CACHED. */
+export function remember<T>(m: Map<number, T>, key: number, v: T, release: (v: T) => void): T {
+  if (m.size >= MAX_CACHED) { const [k, old] = m.entries().next().value as [number, T]; m.delete(k); release(old); }
+  m.set(key, v);
+  return v;
+}
+
+/** Bluestein's chirp e^{-iπk²/n} (k < n) and the FFT of its conjugate wrapped to M points (the CPU's). */
+export function bluesteinTables(n: number): { M: number; chirp: Float64Array; spectrum: Float64Array } {
+  let M = 1;
+  while (M < 2 * n - 1) M *= 2;
+  const w = new Float64Array(2 * n), b = new Float64Array(2 * M);
+  for (let k = 0, sq = 0; k < n; k++) {
+    const [c, s] = unitRoot(sq, 2 * n);
+    w[2 * k] = c; w[2 * k + 1] = -s;
+    b[2 * k] = c; b[2 * k + 1] = s;
+    if (k > 0) { b[2 * (M - k)] = c; b[2 * (M - k) + 1] = s; }
+    sq = (sq + 2 * k + 1) % (2 * n);
+  }
+  hostFft2(b);
+  return { M, chirp: w, spectrum: b };
+}
