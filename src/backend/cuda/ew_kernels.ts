@@ -432,7 +432,10 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
     const run = (c: Config): void => {
       const sh = shapeOf(c), [T, U] = sh;
       const { grid } = flatGeometry(n, V, T, U);
-      const k = be.kernel(`ew:f${V}:${T}:${U}:${sh[2]}:${idx32}:${expr.key}`, () => {
+      // A sweep's candidates come from one module under their own keys; the chosen configuration is then
+      // compiled alone, as a later process (reading the cached choice) compiles it, so the kernels a first
+      // run leaves in the cache are exactly the ones the next process needs (and what ships for cold starts).
+      const k = be.kernel(`ew:f${V}:${T}:${U}:${sh[2]}:${idx32}:${expr.key}${sweep.shapes ? ':sweep' : ''}`, () => {
         checkOut();
         if (!sweep.shapes) return flatSource(expr, ins, out, V, U, T, sh[2], idx32, pTypes());
         return { ...flatModule(expr, ins, out, V, distinct(sweep.shapes, (x) => x), idx32, pTypes()), name: shapeName(sh) };
@@ -466,7 +469,7 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
     const run = (c: Config): void => {
       const [T, U0, hint] = shapeOf(c);
       const g = bcastGeometry(C, rows, V, T, U0), sh: VecShape = [T, g.U, hint];
-      const k = be.kernel(`ew:b${V}:${tkey}:${T}:${g.U}:${hint}:${idx32}:${expr.key}`, () => {
+      const k = be.kernel(`ew:b${V}:${tkey}:${T}:${g.U}:${hint}:${idx32}:${expr.key}${sweep.shapes ? ':sweep' : ''}`, () => {
         checkOut();
         if (!sweep.shapes) return bcastSource(expr, ins, out, perRow, readOnly, three, V, g.U, T, hint, idx32, pTypes());
         return { ...bcastModule(expr, ins, out, perRow, readOnly, three, V, distinct(sweep.shapes, capU), idx32, pTypes()), name: shapeName(sh) };
