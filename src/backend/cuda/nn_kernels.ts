@@ -107,6 +107,8 @@ template <typename T, bool MAX, int G> __device__ __forceinline__ T nbx_group_al
 `;
 
 const WORD: Record<number, string> = { 2: 'unsigned short', 4: 'unsigned', 8: 'uint2', 16: 'uint4' };
+/** Suffix of the union temporaries in a kernel's source; reset per source so the text (and the NVRTC
+ *  disk-cache key) of a kernel never depends on what this process generated before. */
 let uniq = 0;
 
 /** Loads V elements of `d` at p[idx..idx+V) (aligned) into dst(i) as compute values: whole 16-byte words. */
@@ -158,6 +160,7 @@ function rowLoop(plan: RowPlan, A: string, body: string): string {
 }
 
 export function softmaxSource(x: DTypeName, out: DTypeName, mask: DTypeName | null, k: number, plan: RowPlan, log: boolean, negate: boolean, safe: boolean) {
+  uniq = 0;
   const A = x === 'float64' || out === 'float64' ? 'double' : 'float';
   const { K, V, G } = plan;
   const dims = [...Array(k).keys()];
@@ -277,6 +280,7 @@ export function cudaSoftmax(p: SoftmaxParams): void {
 }
 
 export function rowNormSource(x: DTypeName, out: DTypeName | null, w: DTypeName | null, b: DTypeName | null, stats: DTypeName | null, rms: boolean, plan: RowPlan, simpleAffine: boolean) {
+  uniq = 0;
   const A = x === 'float64' ? 'double' : 'float';
   const { K, V, G } = plan;
   const vi = (i: number): string => `v[c * ${V} + ${i}]`, ti = (i: number): string => `t[${i}]`;
