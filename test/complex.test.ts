@@ -38,3 +38,28 @@ test('casts to and from complex, angle of real input, item()', () => {
   assert.throws(() => nbx.exp(z), /exp.*not implemented for complex/);
   assert.throws(() => nbx.angle(nbx.tensor([true])), nbx.DTypeError);
 });
+
+// The same arithmetic on each GPU backend present, compared with the CPU (skipped with a message otherwise).
+const { probeCuda } = await import('../src/backend/cuda/libs.js');
+const gpus: [string, string | false][] = [
+  ['webgpu', await nbx.webgpu.probe().then((p) => (p.available ? false : `no WebGPU adapter (${p.reason})`))],
+  ['cuda', (() => { const p = probeCuda(); return p.available ? false : `no CUDA device (${p.reason})`; })()],
+];
+for (const [dev, skip] of gpus) {
+  if (skip) process.stdout.write(`# complex tests on ${dev} NOT RUN: ${skip}.\n`);
+  test(`complex arithmetic on ${dev} equals the CPU`, { skip }, async () => {
+    const z = nbx.view_as_complex(nbx.tensor([[1.5, -2], [0, 0], [3, 4], [-7, 0.25]], { dtype: 'float32' }));
+    const w = nbx.view_as_complex(nbx.tensor([[0.5, 1], [2, -3], [1e-3, 4], [0, -2]], { dtype: 'float32' }));
+    const zg = z.to(dev), wg = w.to(dev);
+    const cases: [string, (a: nbx.Tensor, b: nbx.Tensor) => nbx.Tensor][] = [
+      ['mul', (a, b) => nbx.view_as_real(nbx.mul(a, b))], ['div', (a, b) => nbx.view_as_real(nbx.div(a, b))],
+      ['sub alpha', (a, b) => nbx.view_as_real(nbx.sub(a, b, { alpha: 2 }))], ['abs', (a) => nbx.abs(a)], ['angle', (a) => nbx.angle(a)],
+    ];
+    for (const [name, f] of cases) {
+      const got = Array.from(await f(zg, wg).data() as Float32Array), want = Array.from(f(z, w).dataSync() as Float32Array);
+      // GPU division and transcendental functions may differ from the CPU in the last bits
+      got.forEach((x, i) => assert.ok(Math.abs(x - want[i]!) <= 1e-6 * (1 + Math.abs(want[i]!)), `${name}[${i}] on ${dev}: ${x} vs ${want[i]}`));
+    }
+    assert.deepEqual(Array.from(await nbx.view_as_real(nbx.tensor([1, 2], { dtype: 'float32' }).to(dev).to('complex64')).data() as Float32Array), [1, 0, 2, 0]);
+  });
+}
