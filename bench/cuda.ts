@@ -8,6 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import * as nbx from '../src/index.js';
+import { TORCH_EVENT_TIMER } from './gpu_timing.js';
 import { CublasLt } from '../src/backend/cuda/cublaslt.js';
 
 const quick = process.argv.includes('--quick');
@@ -52,13 +53,7 @@ xf = torch.randn(1, 4096, device=dev); wf = torch.randn(4096, 4096, device=dev)
 out['gemm f32 m=1 n=k=4096 (us)'] = min(wall(lambda: xf @ wf, 200) for _ in range(3)) * 1e6
 if gemm_only:
     print(json.dumps(out)); sys.exit(0)
-def t(fn, reps):
-    fn(); torch.cuda.synchronize()
-    s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(reps): fn()
-    e.record(); torch.cuda.synchronize()
-    return s.elapsed_time(e) / 1000 / reps
+${TORCH_EVENT_TIMER}
 G = 1 << 30
 for dt, name in ((torch.float32, 'f32'), (torch.bfloat16, 'bf16')):
     n = G // (2 * dt.itemsize) // (16 if q else 1)

@@ -10,3 +10,14 @@ export async function timeCuda(fn: () => void, reps: number): Promise<number> {
   await nbx.cuda.synchronize();
   return (performance.now() - t0) / 1000 / reps;
 }
+
+/** Python for the PyTorch peers: `t(fn, reps)` = seconds per call of reps back-to-back calls, CUDA events. */
+export const TORCH_EVENT_TIMER = String.raw`
+def t(fn, reps):
+    fn(); torch.cuda.synchronize()
+    s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps): fn()
+    e.record(); torch.cuda.synchronize()
+    return s.elapsed_time(e) / 1000 / reps
+`;

@@ -14,6 +14,7 @@
 // Run: node dist/bench/webgpu.js [--quick] [--check] [--no-peers] [--no-cuda] [--no-torch]
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
+import { TORCH_EVENT_TIMER } from './gpu_timing.js';
 import { elementwise } from '../src/ops/elementwise.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { hasSmmPlan, smmStatus, useSubgroupMatrix } from '../src/backend/webgpu/gemm_smm.js';
@@ -67,13 +68,7 @@ const PEER = String.raw`
 import torch, json, sys, time
 q = '--quick' in sys.argv
 out = {}
-def t(fn, reps):
-    fn(); torch.cuda.synchronize()
-    s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(reps): fn()
-    e.record(); torch.cuda.synchronize()
-    return s.elapsed_time(e) / 1000 / reps
+${TORCH_EVENT_TIMER}
 G = (64 << 20) if q else (1 << 30)
 for dt, name in ((torch.float32, 'f32'), (torch.float16, 'f16')):
     n = G // dt.itemsize

@@ -10,15 +10,7 @@ set -u
 OUT=${OUT:-/tmp/out}
 L="$OUT/attn"; mkdir -p "$L"
 S="$L/summary.txt"; : > "$S"
-# st NAME TIMEOUT CMD...: echo what runs, keep going after a failure, record rc and seconds
-st() {
-  local n=$1 to=$2; shift 2
-  local t0; t0=$(date +%s.%N)
-  echo "+ $*" | tee -a "$S"
-  timeout "$to" "$@" > "$L/$n.log" 2>&1
-  local rc=$?
-  printf '%s rc=%d %.1fs\n' "$n" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$S"
-}
+source "$(dirname "$0")/lib/step.sh"
 stale=0
 for f in src/backend/cuda/attention_kernels src/ops/nn test/cuda_attention bench/cuda_attention; do
   [ -f "dist/$f.js" ] && [ ! "$f.ts" -nt "dist/$f.js" ] || stale=1

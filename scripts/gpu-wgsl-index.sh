@@ -9,15 +9,7 @@ L="$OUT/wgsl-index"; mkdir -p "$L"
 S="$L/summary.txt"; : > "$S"
 export NBX_WEBGPU_HOST_STAGING=0 NBX_WEBGPU_BACKEND=vulkan
 FILTER='gather|scatter|index|embedding|take|masked|nonzero|interpolate|grid_sample|nll_loss|cross_entropy|local_response|conv|pool|matmul|one_hot|repeat_interleave'
-# st NAME TIMEOUT CMD...: echo what runs, keep going after a failure, record rc and seconds
-st() {
-  local n=$1 to=$2; shift 2
-  local t0; t0=$(date +%s.%N)
-  echo "+ $*" | tee -a "$S"
-  timeout "$to" "$@" > "$L/$n.log" 2>&1
-  local rc=$?
-  printf '%s rc=%d %.1fs\n' "$n" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$S"
-}
+source "$(dirname "$0")/lib/step.sh"
 if [ ! -f dist/src/cli/nbx.js ] || [ ! -f dist/test/webgpu_indexing.test.js ]; then st build 120 npx tsc -p tsconfig.json; fi
 st info 20 node dist/src/cli/nbx.js info
 st test 30 node --test dist/test/webgpu_indexing.test.js

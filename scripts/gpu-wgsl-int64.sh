@@ -10,15 +10,7 @@ OUT=${OUT:-/tmp/out}
 L="$OUT/wgsl-int64"; mkdir -p "$L"
 S="$L/summary.txt"; : > "$S"
 export NBX_WEBGPU_HOST_STAGING=0 NBX_WEBGPU_BACKEND=${NBX_WEBGPU_BACKEND:-vulkan}
-# st NAME TIMEOUT CMD...: echo what runs, keep going after a failure, record rc and seconds
-st() {
-  local n=$1 to=$2; shift 2
-  local t0; t0=$(date +%s.%N)
-  echo "+ $*" | tee -a "$S"
-  timeout "$to" "$@" > "$L/$n.log" 2>&1
-  local rc=$?
-  printf '%s rc=%d %.1fs\n' "$n" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$S"
-}
+source "$(dirname "$0")/lib/step.sh"
 if [ ! -f dist/src/cli/nbx.js ] || [ ! -f dist/test/webgpu_int64.test.js ]; then st build 120 npx tsc -p tsconfig.json; fi
 st test 25 node --test dist/test/webgpu_int64.test.js dist/test/webgpu_sort.test.js dist/test/webgpu_indexing.test.js
 st conf 15 node dist/src/cli/nbx.js conformance test/conformance --device webgpu

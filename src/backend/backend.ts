@@ -34,6 +34,22 @@ export interface StridedRef {
   offset: number;
 }
 
+/**
+ * True when `r` is laid out exactly like a fresh contiguous tensor of `shape` (size-1 dims may have any
+ * stride): every backend's elementwise fast path for operands that need no broadcasting or strides.
+ */
+export function denseAs(r: StridedRef, shape: readonly number[]): boolean {
+  if (r.shape.length !== shape.length) return false;
+  let acc = 1;
+  for (let d = shape.length - 1; d >= 0; d--) {
+    const z = shape[d]!;
+    if (r.shape[d] !== z) return false;
+    if (z !== 1 && r.strides[d] !== acc) return false;
+    acc *= z;
+  }
+  return true;
+}
+
 export interface Backend {
   readonly type: DeviceType;
   /** A buffer of `numel` elements of `dtype`; contents undefined unless `zero`. */

@@ -4,7 +4,7 @@
 
 import type { Expr } from '../../ir/expr.js';
 import { H, renderExpr, renderLoad, renderStore } from '../../ir/render_js.js';
-import type { StridedRef } from '../backend.js';
+import { denseAs, type StridedRef } from '../backend.js';
 import { broadcastStrides } from '../../tensor/shape.js';
 import { DTYPES } from '../../dtype/dtypes.js';
 
@@ -74,19 +74,6 @@ function compile(expr: Expr, ins: StridedRef[], out: StridedRef, flat: boolean):
   return entry;
 }
 
-/** True when `r` is a dense, contiguous operand of exactly `n` elements laid out like a fresh output. */
-function denseLike(r: StridedRef, shape: readonly number[]): boolean {
-  const s = r.shape, st = r.strides;
-  if (s.length !== shape.length) return false;
-  let acc = 1;
-  for (let d = s.length - 1; d >= 0; d--) {
-    const sz = s[d]!;
-    if (sz !== shape[d]) return false;
-    if (sz !== 1 && st[d] !== acc) return false;
-    acc *= sz;
-  }
-  return true;
-}
 
 const EMPTY: number[] = [];
 
@@ -99,7 +86,7 @@ export function runElementwise(expr: Expr, ins: StridedRef[], params: (number | 
   if (lanesOut !== 1) throw new Error('runElementwise: complex operands must be passed as real views');
   // The common case (every operand dense and shaped like the output) skips stride coalescing.
   let dense = true;
-  for (let i = 0; i < ins.length; i++) if (!denseLike(ins[i]!, shape)) { dense = false; break; }
+  for (let i = 0; i < ins.length; i++) if (!denseAs(ins[i]!, shape)) { dense = false; break; }
   if (dense) {
     const k = compile(expr, ins, out, true);
     const inArrs: unknown[] = [];

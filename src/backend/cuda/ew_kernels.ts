@@ -17,7 +17,7 @@
 import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
 import type { Expr } from '../../ir/expr.js';
 import { CudaRenderer } from '../../ir/render_c.js';
-import type { StridedRef } from '../backend.js';
+import { denseAs, type StridedRef } from '../backend.js';
 import { coalesce } from '../cpu/elementwise.js';
 import { broadcastStrides } from '../../tensor/shape.js';
 import type { ArgType, KernelArg } from './driver.js';
@@ -301,19 +301,6 @@ export function stridedSource(expr: Expr, ins: StridedRef[], out: StridedRef, nd
 
 // ---- dispatch ------------------------------------------------------------------------------------
 
-/** A contiguous operand whose shape is exactly `shape`. */
-function contiguousLike(r: StridedRef, shape: readonly number[]): boolean {
-  if (r.shape.length !== shape.length) return false;
-  let acc = 1;
-  for (let d = shape.length - 1; d >= 0; d--) {
-    const z = shape[d]!;
-    if (r.shape[d] !== z) return false;
-    if (z !== 1 && r.strides[d] !== acc) return false;
-    acc *= z;
-  }
-  return true;
-}
-
 /** Tests and measurements: force one configuration of the flat and broadcast kernels (null: tuned). */
 export const ewOverride: { config: Config | null } = { config: null };
 
@@ -401,7 +388,7 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
   // The expression carries every dtype (loads and the final cast), so its key names the kernel.
   // Fast path: all inputs contiguous with out's shape: no stride analysis at all.
   let flat = true;
-  for (const r of ins) if (!contiguousLike(r, shape)) { flat = false; break; }
+  for (const r of ins) if (!denseAs(r, shape)) { flat = false; break; }
   let cs: number[] = [], cst: number[][] = [];
   if (!flat) {
     for (const r of ins) be.checkDType('elementwise', r.dtype);

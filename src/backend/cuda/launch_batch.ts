@@ -39,7 +39,7 @@
 import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
 import type { Expr } from '../../ir/expr.js';
 import { CUDA_PRELUDE } from '../../ir/render_c.js';
-import type { StridedRef } from '../backend.js';
+import { denseAs, type StridedRef } from '../backend.js';
 import { allocParamBuffer, launchParamBuffer, type CudaContext, type CudaKernel, type ParamBuffer, type Stream } from './driver.js';
 import { loadSource } from './nvrtc.js';
 import { R, type CudaBuffer } from './backend.js';
@@ -224,7 +224,7 @@ export class LaunchBatch {
     let mask = 0;
     for (let s = 0; s < ins.length; s++) {
       const r = ins[s]!;
-      if (!contiguousAs(r, shape)) {
+      if (!denseAs(r, shape)) {
         if (numelOf(r.shape) !== 1) return false;
         mask |= 1 << s;
       }
@@ -411,15 +411,3 @@ function numelOf(shape: readonly number[]): number {
   return n;
 }
 
-/** A contiguous operand whose shape is exactly `shape` (size-1 dims may have any stride). */
-function contiguousAs(r: StridedRef, shape: readonly number[]): boolean {
-  if (r.shape.length !== shape.length) return false;
-  let acc = 1;
-  for (let d = shape.length - 1; d >= 0; d--) {
-    const z = shape[d]!;
-    if (r.shape[d] !== z) return false;
-    if (z !== 1 && r.strides[d] !== acc) return false;
-    acc *= z;
-  }
-  return true;
-}
