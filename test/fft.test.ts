@@ -7,6 +7,7 @@ import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import { allocStorage, type DTypeName } from '../src/dtype/dtypes.js';
 import { writeNumber } from '../src/dtype/convert.js';
+import { goldenFailures } from './golden.js';
 
 type Enc = { dtype: DTypeName; shape: number[]; data: (number | string | boolean)[]; complex?: boolean };
 type Case = { id: string; op: string; args: unknown[]; kwargs: Record<string, unknown>; out?: Enc[]; error?: boolean; tol: number; sample?: number };
@@ -67,23 +68,11 @@ function mismatch(got: Tensor, want: Enc, tol: number, sample = 1): string | und
 }
 
 test('torch.fft and complex ops match PyTorch goldens (lengths, norms, n/s/dim, dtypes, errors)', () => {
-  const failures: string[] = [];
-  for (const c of fx.cases) {
-    const fn = resolve(c.op);
-    const args = c.args.map(decode);
+  const call = (c: Case): unknown => {
     const kw = decode(c.kwargs) as Record<string, unknown>;
-    const call = (): unknown => fn(...args, ...(Object.keys(kw).length ? [kw] : []));
-    if (c.error) {
-      try { call(); failures.push(`${c.id}: expected an error`); } catch (e) {
-        if (!(e instanceof nbx.NbxError)) failures.push(`${c.id}: untyped error ${(e as Error).message}`);
-      }
-      continue;
-    }
-    let r: unknown;
-    try { r = call(); } catch (e) { failures.push(`${c.id}: threw ${(e as Error).message}`); continue; }
-    const m = mismatch(r as Tensor, c.out![0]!, c.tol, c.sample);
-    if (m) failures.push(`${c.id}: ${m}`);
-  }
+    return resolve(c.op)(...c.args.map(decode), ...(Object.keys(kw).length ? [kw] : []));
+  };
+  const failures = goldenFailures(fx.cases, call, (r, c) => mismatch(r as Tensor, c.out![0]!, c.tol, c.sample));
   assert.deepEqual(failures, []);
 });
 

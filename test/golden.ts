@@ -72,3 +72,25 @@ export function caseCall(c: GoldenCase, tensors: Record<string, Enc>): { call: (
   const fn = resolveOp(c.op);
   return { call: () => fn(...args, ...(Object.keys(kw).length ? [kw] : [])), args };
 }
+
+/**
+ * Runs golden cases and collects failures: a case that expects an error must raise a typed NbxError;
+ * any other must run, and `check` lists how its result differs from the case's outputs.
+ */
+export function goldenFailures<C extends { id: string; error?: unknown }>(cases: readonly C[], call: (c: C) => unknown,
+  check: (result: unknown, c: C) => string | undefined): string[] {
+  const failures: string[] = [];
+  for (const c of cases) {
+    if (c.error) {
+      try { call(c); failures.push(`${c.id}: expected an error`); } catch (e) {
+        if (!(e instanceof nbx.NbxError)) failures.push(`${c.id}: untyped error ${(e as Error).message}`);
+      }
+      continue;
+    }
+    let r: unknown;
+    try { r = call(c); } catch (e) { failures.push(`${c.id}: threw ${(e as Error).message}`); continue; }
+    const m = check(r, c);
+    if (m) failures.push(`${c.id}${m.startsWith(' ') ? '' : ': '}${m}`);
+  }
+  return failures;
+}

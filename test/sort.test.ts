@@ -7,6 +7,7 @@ import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import { allocStorage, type DTypeName } from '../src/dtype/dtypes.js';
 import { writeNumber } from '../src/dtype/convert.js';
+import { goldenFailures } from './golden.js';
 
 type Enc = { dtype: DTypeName; shape: number[]; data: (number | string | boolean)[] };
 type Case = { id: string; op: string; args: unknown[]; kwargs: Record<string, unknown>; out?: Enc[]; error?: boolean; exact: boolean; rtol: number; atol: number };
@@ -63,27 +64,16 @@ export function mismatch(got: Tensor, want: Enc, exact: boolean, rtol: number, a
 }
 
 test('sorting family matches PyTorch goldens (ties, NaN, dtypes, views, errors)', () => {
-  const failures: string[] = [];
-  for (const c of fx.cases) {
-    const fn = resolve(c.op);
-    const args = c.args.map(decode);
+  const call = (c: Case): unknown => {
     const kw = decode(c.kwargs) as Record<string, unknown>;
-    const call = (): unknown => fn(...args, ...(Object.keys(kw).length ? [kw] : []));
-    if (c.error) {
-      try { call(); failures.push(`${c.id}: expected an error`); } catch (e) {
-        if (!(e instanceof nbx.NbxError)) failures.push(`${c.id}: untyped error ${(e as Error).message}`);
-      }
-      continue;
-    }
-    let r: unknown;
-    try { r = call(); } catch (e) { failures.push(`${c.id}: threw ${(e as Error).message}`); continue; }
+    return resolve(c.op)(...c.args.map(decode), ...(Object.keys(kw).length ? [kw] : []));
+  };
+  const failures = goldenFailures(fx.cases, call, (r, c) => {
     const outs = r instanceof Tensor ? [r] : (r as Tensor[]);
-    if (outs.length !== c.out!.length) { failures.push(`${c.id}: ${outs.length} outputs, want ${c.out!.length}`); continue; }
-    outs.forEach((o, i) => {
-      const m = mismatch(o, c.out![i]!, c.exact, c.rtol, c.atol);
-      if (m) failures.push(`${c.id} output ${i}: ${m}`);
-    });
-  }
+    if (outs.length !== c.out!.length) return `${outs.length} outputs, want ${c.out!.length}`;
+    const bad = outs.map((o, i) => { const m = mismatch(o, c.out![i]!, c.exact, c.rtol, c.atol); return m ? ` output ${i}: ${m}` : ''; }).join('');
+    return bad || undefined;
+  });
   assert.deepEqual(failures, []);
 });
 
