@@ -10,6 +10,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import * as nbx from '../src/index.js';
 import { TORCH_EVENT_TIMER } from './gpu_timing.js';
 import { CublasLt } from '../src/backend/cuda/cublaslt.js';
+import { timeBackToBack } from '../src/backend/cuda/gemv_kernels.js';
 
 const quick = process.argv.includes('--quick');
 const onlyAt = process.argv.indexOf('--only');
@@ -18,12 +19,14 @@ const GiB = 1 << 30;
 
 type Row = { name: string; unit: string; ours: number; torch: number; higherIsBetter: boolean };
 
+/**
+ * Seconds per call of `reps` back-to-back calls timed by CUDA events around the loop: the peer's
+ * method for the elementwise and reduction rows (its `t()`), so both sides are measured alike.
+ * The allocation of our output is inside the loop (PyTorch's add writes into `out=`).
+ */
 async function timeGpu(fn: () => void, reps: number): Promise<number> {
   fn(); await nbx.cuda.synchronize();
-  const t0 = performance.now();
-  for (let i = 0; i < reps; i++) fn();
-  await nbx.cuda.synchronize();
-  return (performance.now() - t0) / 1000 / reps;
+  return timeBackToBack(nbx.cuda.backend(), fn, reps) / 1000;
 }
 
 const PEER = String.raw`
@@ -69,6 +72,7 @@ for dt, name in ((torch.float32, 'f32'), (torch.bfloat16, 'bf16')):
     B = b.view(c, r)
     out['add transposed ' + name] = 3 * n * dt.itemsize / t(lambda: torch.add(A, B.t()), 20)
     out['sum rows ' + name] = n * dt.itemsize / t(lambda: A.sum(-1), 20)
+    out['sum cols ' + name] = n * dt.itemsize / t(lambda: A.sum(0), 20)
     out['sum all ' + name] = n * dt.itemsize / t(lambda: a.sum(), 20)
 print(json.dumps(out))
 `;
@@ -131,6 +135,8 @@ export async function run(args: string[] = []): Promise<void> {
       const a = nbx.sin(nbx.arange(n, { dtype: dt, device: "cuda" }));
       const b = nbx.add(a, 1);
       gb(`add contiguous ${name}`, 3 * n * isz, await timeGpu(() => nbx.add(a, b).dispose(), 20));
+      // diagnostic: the same calls by wall clock (host cost and the final synchronize included)
+      rows.push({ name: `add contiguous ${name}, wall clock`, unit: 'GB/s', ours: 3 * n * isz / (await wall(() => nbx.add(a, b).dispose(), 20)) / 1e9, torch: NaN, higherIsBetter: true });
       const r = 16384, c = n / r;
       const A = a.view(r, c), row = nbx.ones([c], { device: 'cuda', dtype: dt });
       gb(`add broadcast row ${name}`, 2 * n * isz, await timeGpu(() => nbx.add(A, row).dispose(), 20));
@@ -140,6 +146,7 @@ export async function run(args: string[] = []): Promise<void> {
       const B = b.view(c, r);
       gb(`add transposed ${name}`, 3 * n * isz, await timeGpu(() => nbx.add(A, B.t()).dispose(), 20));
       gb(`sum rows ${name}`, n * isz, await timeGpu(() => nbx.sum(A, -1).dispose(), 20));
+      gb(`sum cols ${name}`, n * isz, await timeGpu(() => nbx.sum(A, 0).dispose(), 20));
       gb(`sum all ${name}`, n * isz, await timeGpu(() => nbx.sum(a).dispose(), 20));
       a.dispose(); b.dispose(); row.dispose(); col.dispose(); s0.dispose();
     }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call of a working session: runs the named parts and leaves logs under $OUT (tarred).
-#   bash scripts/gpu-session.sh PART...   parts: launch suites norm batch gemm ew attn webgpu wgsl cold shipped tests conf bench
+#   bash scripts/gpu-session.sh PART...   parts: launch suites suitesback norm batch gemm ew attn webgpu wgsl cold shipped tests conf bench
 # Needs .gpu/ from ../shared/device/pack.sh plus .gpu/gen.py (the suite generator) and .gpu/launch_cost
 # (gcc -O2 -o .gpu/launch_cost scripts/native/launch_cost.c -ldl). Each part has a time limit; a failing part does not stop the others. Summary in $OUT/summary.txt.
 set -u
@@ -28,6 +28,13 @@ for part in "$@"; do
         st conf$1-cpu 120 node dist/src/cli/nbx.js conformance /tmp/suite$1 --device cpu
         st conf$1-cuda 150 node dist/src/cli/nbx.js conformance /tmp/suite$1 --device cuda
       done ;;
+    suitesback)
+      # suites made by PyTorch 2.11 with other seeds and sizes, brought back (suites211.tgz) for local work
+      for s in "11 2" "23 3" "37 1" "41 2"; do set -- $s
+        st gen$1 120 python3 .gpu/gen.py /tmp/s211/seed$1 --seed $1 --scale $2
+        st conf$1-cpu 120 node dist/src/cli/nbx.js conformance /tmp/s211/seed$1 --device cpu
+      done
+      tar czf "$RET/suites211.tgz" -C /tmp/s211 . ;;
     profmm) mkdir -p /tmp/profmm && (cd /tmp/profmm && st prof-mm 60 node --cpu-prof "$OLDPWD/scripts/prof-matmul.mjs") && st prof-mm-top 20 node scripts/profile-summary.mjs /tmp/profmm ;;
     suite23) st gen23 60 python3 .gpu/gen.py /tmp/suite23 --seed 23 --scale 3; st conf23-cpu 60 node dist/src/cli/nbx.js conformance /tmp/suite23 --device cpu; st conf23-cuda 90 node dist/src/cli/nbx.js conformance /tmp/suite23 --device cuda ;;
     diag) st diag 120 env NBX_CACHE_DIR=/tmp/bench-cache node scripts/diag-percall.mjs ;;
@@ -40,6 +47,9 @@ for part in "$@"; do
       [ -f "$OUT/ew/nvidia-h200-sm_90.json" ] && cp "$OUT/ew/nvidia-h200-sm_90.json" src/autotune/shipped/nvidia-h200-sm_90.json ;;
     attn) [ -f scripts/gpu-attn.sh ] && st attn 180 bash scripts/gpu-attn.sh ;;
     webgpu) [ -f scripts/gpu-webgpu.sh ] && st webgpu 170 bash scripts/gpu-webgpu.sh ;;
+    wgsl-*|reduce|webgpu-reduce) [ -f scripts/gpu-$part.sh ] && st $part 150 bash scripts/gpu-$part.sh ;;
+    bench-ew) st bench-ew 120 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only ew ;;
+    bench-gemm) st bench-gemm 150 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only gemm ;;
     wgsl) for s in wgsl-sort wgsl-index wgsl-int64; do [ -f scripts/gpu-$s.sh ] && st $s 90 bash scripts/gpu-$s.sh; done ;;
     cold)
       # precompile the cold-start chain's kernels into a fresh cache, ship them, then measure cold vs warm
