@@ -1,5 +1,6 @@
 // Tests for the indexing family (src/ops/indexing.ts, src/backend/cpu/indexing.ts): goldens from torch
-// 1.13 (test/gen/indexing.py → test/fixtures/indexing_*.json) plus error messages and methods.
+// 1.13 (test/gen/indexing.py → test/fixtures/indexing_*.json; indexing_211.json: half-type reductions
+// from PyTorch 2.11 suites, test/gen/suite211.py) plus error messages and methods.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

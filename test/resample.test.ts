@@ -1,4 +1,5 @@
-// Resampling tests: goldens from torch 1.13 (test/gen/resample.py) plus scale-factor semantics,
+// Resampling tests: goldens from torch 1.13 (test/gen/resample.py) and, for half-type grid_sample, from
+// PyTorch 2.11 suites (test/gen/suite211.py); plus scale-factor semantics,
 // identities and typed errors.
 
 import { test } from 'node:test';
@@ -12,6 +13,8 @@ const ramp = (shape: number[], dtype: nbx.DTypeName = 'float32') =>
   nbx.arange(shape.reduce((a, b) => a * b, 1), { dtype }).reshape(shape);
 
 test('resample goldens (torch 1.13)', () => assertGoldens('resample_goldens'));
+// float16/bfloat16 grid_sample, bit for bit: PyTorch 2.x rounds every operation to the half type
+test('half grid_sample goldens (PyTorch 2.11 suites)', () => assertGoldens('resample_goldens_211'));
 
 test('the given scale_factor drives the coordinates unless recompute_scale_factor', () => {
   const x = ramp([1, 1, 1, 4]);

@@ -55,6 +55,12 @@ export interface GridSampleKernelParams {
   alignCorners: boolean;
   /** 2: the 4-D formulas of PyTorch's vectorized 2-D kernel; 3: those of its 3-D kernel. */
   spatial: 2 | 3;
+  /**
+   * The input's own dtype. PyTorch's CPU kernels run in it (Vectorized<Half/BFloat16> and c10::Half
+   * round every operation), so for float16/bfloat16 each step rounds to it although x, grid and out
+   * hold float32.
+   */
+  stepDType: DTypeName;
 }
 
 // ---- coordinate math (UpSample.h) ------------------------------------------------------------------
@@ -121,8 +127,8 @@ function linearTable(f: Round, inSize: number, outSize: number, alignCorners: bo
 }
 
 /** Keys' cubic convolution kernel on [0, 1] and [1, 2] (cubic_convolution1/2), in the compute dtype. */
-const cubic1 = (f: Round, x: number, A: number): number => f(f(f(f(f((A + 2) * x) - (A + 3)) * x) * x) + 1);
-const cubic2 = (f: Round, x: number, A: number): number => f(f(f(f(f(f(f(A * x) - 5 * A) * x) + 8 * A) * x) - 4 * A));
+export const cubic1 = (f: Round, x: number, A: number): number => f(f(f(f(f((A + 2) * x) - (A + 3)) * x) * x) + 1);
+export const cubic2 = (f: Round, x: number, A: number): number => f(f(f(f(f(f(f(A * x) - 5 * A) * x) + 8 * A) * x) - 4 * A));
 
 /** The four cubic weights for fraction t (get_cubic_upsample_coefficients). */
 export function cubicCoeffs(f: Round, t: number, A: number): [number, number, number, number] {
@@ -349,7 +355,7 @@ export const grid_sample = def('nn.functional.grid_sample(input, grid, mode=\'bi
     try {
       const params: GridSampleKernelParams = {
         x: r(xs, in5), grid: r(gs, [N, ...g3, spatial]), out: r(result, [N, C, ...g3]),
-        mode, padding: pad, alignCorners, spatial,
+        mode, padding: pad, alignCorners, spatial, stepDType: x.dt,
       };
       kernel('grid_sample', x.device, GS)(params);
     } finally { release(xs, x); release(gs, grid); }

@@ -46,6 +46,10 @@ def resample_cases():
             fx.case("interpolate", [V(x)], kw, tag=f"{t}_{tag}")
         g = r((1, 4, 5, 2), dt, -1.2, 1.2)
         g3 = r((1, 2, 3, 4, 3), dt, -1.2, 1.2)
+        if dt in (torch.float16, torch.bfloat16):
+            # PyTorch 2.x's CPU grid_sample runs in the half type itself, rounding every operation; torch
+            # 1.13 has no half kernel, so these come from 2.11 suites instead (test/gen/resample_211.py)
+            continue
         for mode in ("bilinear", "nearest", "bicubic"):
             for pad in ("zeros", "border", "reflection"):
                 for ac in (False, True):

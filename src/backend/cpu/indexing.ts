@@ -13,7 +13,7 @@
 // contiguous. Index dtypes: int64 or int32.
 
 import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
-import { f16Table, fromBFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../../dtype/convert.js';
+import { f16Table, fromBFloat16Bits, roundTo, toBFloat16Bits, toFloat16Bits } from '../../dtype/convert.js';
 import type { StridedRef } from '../backend.js';
 import { registerKernel } from '../registry.js';
 import { IndexError, ValueError } from '../../errors.js';
@@ -180,12 +180,52 @@ function scatterRow(o: Arr, tb: number, os: number, s: Arr, si: number, ss: numb
 }
 
 /**
+ * Whether PyTorch reduces this float16/bfloat16 scatter in a float32 copy of the output, rounded once
+ * at the end (cpu_scatter_gather_base_kernel's accumulation buffer, and the expanded-index path's):
+ * scatter(reduce=...), scatter_add and scatter_reduce, and index_add where it becomes a scatter_add
+ * (index_add_cpu_out: alpha 1, int64 index, a 2-d or larger self, dim first or last). Other index_add
+ * calls add per index in the half type (add_stub), as does index_put's accumulate.
+ */
+function halfReducesInFloat(out: StridedRef, dim: number, index: StridedRef, mode: ScatterMode, opts: ScatterOptions): boolean {
+  if (mode === 'none' || (out.dtype !== 'float16' && out.dtype !== 'bfloat16')) return false;
+  if (opts.op === 'scatter' || opts.op === 'scatter_add' || opts.op === 'scatter_reduce') return true;
+  const nd = out.shape.length;
+  return opts.op === 'index_add' && Number(opts.alpha ?? 1) === 1 && index.dtype === 'int64' && nd > 1 && (dim === 0 || dim === nd - 1);
+}
+
+/** A float32 copy of a float16/bfloat16 operand (same strides; the whole storage span from its offset). */
+function widened(r: StridedRef, numel: number): StridedRef {
+  const a = numAccess(r.dtype, r.buf as Arr), w = new Float32Array(numel);
+  for (let i = 0; i < numel; i++) w[i] = a.get(r.offset + i);
+  return { ...r, buf: w, dtype: 'float32', offset: 0 };
+}
+
+/**
  * In-place scatter into `out` (a fresh contiguous tensor): for every position p of `index`,
  * out[p with p[dim] := index[p]] is combined with src[p] by `mode`. 'none' overwrites (the last write
  * wins, as PyTorch's CPU); 'sum' adds alpha * src; include_self=false starts each hit position from
  * its first source value; 'mean' divides by the number of contributions (floor division for ints).
+ * float16/bfloat16 reductions round each step to the half type, or reduce in float32 and round once
+ * (see halfReducesInFloat), as PyTorch does for the op.
  */
 export function scatter(out: StridedRef, dim: number, index: StridedRef, src: StridedRef, mode: ScatterMode, opts: ScatterOptions): void {
+  if (!halfReducesInFloat(out, dim, index, mode, opts)) {
+    const counts = scatterCore(out, dim, index, src, mode, opts);
+    if (mode === 'mean') finishMean(out, counts!, opts.includeSelf ?? true);
+    return;
+  }
+  const numel = out.shape.reduce((x, y) => x * y, 1);
+  const srcSpan = src.shape.some((n) => n === 0) ? 0 : 1 + src.shape.reduce((acc, n, k) => acc + (n - 1) * Math.abs(src.strides[k]!), 0);
+  const acc = widened(out, numel);
+  const counts = scatterCore(acc, dim, index, widened(src, srcSpan), mode, opts);
+  // back to the half type, rounding once; mean then divides there (scatter_reduce divides the result)
+  const o = numAccess(out.dtype, out.buf as Arr), w = acc.buf as Float32Array;
+  for (let i = 0; i < numel; i++) o.set(out.offset + i, w[i]!);
+  if (mode === 'mean') finishMean(out, counts!, opts.includeSelf ?? true);
+}
+
+/** The scatter itself; returns the per-position contribution counts where it keeps them (mean, include_self=false). */
+function scatterCore(out: StridedRef, dim: number, index: StridedRef, src: StridedRef, mode: ScatterMode, opts: ScatterOptions): Float64Array | undefined {
   const { op, includeSelf = true, wrap = false } = opts;
   const d = out.dtype;
   const lanes = DTYPES[d].lanes;
@@ -217,9 +257,13 @@ export function scatter(out: StridedRef, dim: number, index: StridedRef, src: St
     const f = combineNum(mode, d);
     const acc = numAccess(d, o), sa = numAccess(d, s);
     const alpha = mode === 'sum' ? Number(opts.alpha ?? 1) : 1;
+    // index_add of a 1-d self multiplies in the dtype itself (source * alpha.to<scalar_t>())
+    const scalarMul = op === 'index_add' && out.shape.length === 1 && DTYPES[d].kind === 'float' && d !== 'float64';
+    const alphaD = scalarMul ? roundTo(d, alpha) : alpha;
     visit = (t, si) => {
       let v = sa.get(si);
-      if (alpha !== 1) v = d === 'int32' ? Math.imul(v, alpha) : v * alpha;
+      if (scalarMul) v = roundTo(d, v * alphaD);
+      else if (alpha !== 1) v = d === 'int32' ? Math.imul(v, alpha) : v * alpha;
       if (counts) { const c = counts[t - base]!; counts[t - base] = c + 1; if (c === 0 && !includeSelf) { acc.set(t, v); return; } }
       acc.set(t, f(acc.get(t), v));
     };
@@ -234,7 +278,7 @@ export function scatter(out: StridedRef, dim: number, index: StridedRef, src: St
     if (fast) scatterRow(o, tb, os, s, si, ss, ia, ip, is, big, w.inner, size, dimStride, plainAdd, op, dim, wrap);
     else for (let k = 0; k < w.inner; k++, tb += os, ip += is, si += ss) visit(tb + checked(op, read(ip), dim, size, wrap) * dimStride, si);
   }
-  if (mode === 'mean') finishMean(out, counts!, includeSelf);
+  return counts;
 }
 
 /** Mean: divide every position that received contributions by their count (plus itself if included). */

@@ -5,12 +5,14 @@
 // store rounds. Pure gathers (nearest) copy elements directly, which also keeps uint8 exact.
 //
 // grid_sample follows PyTorch's CPU kernels: the vectorized 2-D kernel's formulas for 4-D inputs
-// (GridSamplerKernel.cpp) and the scalar 3-D kernel's for 5-D inputs (GridSampler.cpp). Coordinates are
-// computed in the compute dtype (float32 emulated with Math.fround), because they decide which pixels
-// are read; the weighted sums run in double.
+// (GridSamplerKernel.cpp) and the scalar 3-D kernel's for 5-D inputs (GridSampler.cpp), both of which
+// run in the input's dtype (float16/bfloat16 included: every operation rounds to it). Coordinates are
+// computed in that dtype step by step, because they decide which pixels are read; see cpuGridSample.
 
 import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable, Round } from '../../ops/resample.js';
-import { cubicCoeffs } from '../../ops/resample.js';
+import { cubic1, cubic2 } from '../../ops/resample.js';
+import type { DTypeName } from '../../dtype/dtypes.js';
+import { roundTo } from '../../dtype/convert.js';
 import { registerKernel } from '../registry.js';
 
 type Arr = { [i: number]: number; length: number };
@@ -91,19 +93,28 @@ function roundEven(v: number): number {
   return r - v === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
+/**
+ * The rounding of one arithmetic step in dtype d: PyTorch's grid_sample kernels compute in the input
+ * dtype (Vectorized<Half/BFloat16> and c10::Half/BFloat16 convert each operation's float result back).
+ */
+export function stepRound(d: DTypeName): Round {
+  return d === 'float64' ? (v) => v : d === 'float16' || d === 'bfloat16' ? (v) => roundTo(d, v) : Math.fround;
+}
+
 /** Maps a normalized grid coordinate to a source coordinate along one dim of `size`. */
 interface Axis { unnormalize(g: number): number; bound(v: number): number; source(g: number): number }
 
 function axis(f: Round, size: number, padding: GridSampleKernelParams['padding'], ac: boolean, vectorized: boolean): Axis {
-  const clip = (v: number): number => Math.min(size - 1, Math.max(v, 0));
+  const maxVal = f(size - 1);
+  const clip = (v: number): number => Math.min(maxVal, Math.max(v, 0));
   let unnormalize: (g: number) => number, reflect: (v: number) => number;
   if (vectorized) {
-    // GridSamplerKernel.cpp ComputeLocationBase.
-    const scaling = f(ac ? (size - 1) / 2 : size / 2);
+    // GridSamplerKernel.cpp ComputeLocationBase (its constants are scalar_t too).
+    const scaling = f(f(ac ? size - 1 : size) / 2);
     unnormalize = ac ? (g) => f(f(g + 1) * scaling) : (g) => f(f(f(g + 1) * scaling) - 0.5);
-    const twiceSpan = ac ? (size - 1) * 2 : size * 2, low = ac ? 0 : -0.5;
+    const twiceSpan = f(f(ac ? size - 1 : size) * 2), low = ac ? 0 : -0.5;
     reflect = (v) => {
-      if (twiceSpan === 0) return 0;
+      if (ac && size <= 1) return 0;
       const a = Math.abs(f(v - low));
       const flips = Math.trunc(f(a / twiceSpan));
       const extra = f(a - f(flips * twiceSpan));
@@ -111,13 +122,13 @@ function axis(f: Round, size: number, padding: GridSampleKernelParams['padding']
     };
   } else {
     // GridSampler.h grid_sampler_unnormalize / reflect_coordinates.
-    unnormalize = ac ? (g) => f(f(f(g + 1) / 2) * (size - 1)) : (g) => f(f(f(f(g + 1) * size) - 1) / 2);
+    unnormalize = ac ? (g) => f(f(f(g + 1) / 2) * maxVal) : (g) => f(f(f(f(g + 1) * f(size)) - 1) / 2);
     const [lo2, hi2] = ac ? [0, 2 * (size - 1)] : [-1, 2 * size - 1];
+    const min = lo2 / 2, span = f(f(hi2 - lo2) / 2);
     reflect = (v) => {
       if (lo2 === hi2) return 0;
-      const min = lo2 / 2, span = (hi2 - lo2) / 2;
       const a = Math.abs(f(v - min));
-      const extra = f(a % span);
+      const extra = a % span; // fmod: exact
       const flips = Math.floor(f(a / span));
       return flips % 2 === 0 ? f(extra + min) : f(f(span - extra) + min);
     };
@@ -126,39 +137,61 @@ function axis(f: Round, size: number, padding: GridSampleKernelParams['padding']
   return { unnormalize, bound, source: (g) => bound(unnormalize(g)) };
 }
 
+/** get_cubic_coefficients of the vectorized kernel: the taps' distances are tx + 1, tx, 1 - tx, 2 - tx. */
+function gridCubicCoeffs(f: Round, t: number): [number, number, number, number] {
+  const A = -0.75;
+  return [cubic2(f, f(t + 1), A), cubic1(f, t, A), cubic1(f, f(1 - t), A), cubic2(f, f(2 - t), A)];
+}
+
+/**
+ * Coordinates and weights are computed in the step dtype (float32 emulated with Math.fround, float16/
+ * bfloat16 rounded after every operation, as PyTorch), because they decide which pixels are read. The
+ * weighted sums follow PyTorch's order; for float16/bfloat16 each product and sum rounds too, for
+ * float32/float64 they run in double (within a rounding of PyTorch's).
+ */
 export function cpuGridSample(p: GridSampleKernelParams): void {
   const X = p.x.buf as Arr, G = p.grid.buf as Arr, O = p.out.buf as Arr;
   const [N, C, D, H, W] = p.x.shape as number[];
   const [, OD, OH, OW, K] = p.grid.shape as number[];
-  const f: Round = p.x.dtype === 'float64' ? (v) => v : Math.fround;
+  const f = stepRound(p.stepDType);
+  const lowp = p.stepDType === 'float16' || p.stepDType === 'bfloat16';
+  const g: Round = lowp ? f : (v) => v; // rounding of the weighted sums
   const vec = p.spatial === 2;
   const ax = axis(f, W!, p.padding, p.alignCorners, vec), ay = axis(f, H!, p.padding, p.alignCorners, vec);
   const az = axis(f, D!, p.padding, p.alignCorners, vec);
   const plane = D! * H! * W!, outPlane = OD! * OH! * OW!;
   const inside = (z: number, y: number, x: number): boolean => x >= 0 && x < W! && y >= 0 && y < H! && z >= 0 && z < D!;
+  /** Σ v[t]·w[t] in PyTorch's order, out-of-range taps (offset -1) reading 0. */
+  const dot = (b: number, offs: number[], ws: number[], from: number, n: number): number => {
+    let acc = 0;
+    for (let t = from; t < from + n; t++) acc = g(acc + g((offs[t]! >= 0 ? X[b + offs[t]!]! : 0) * ws[t]!));
+    return acc;
+  };
   for (let n = 0; n < N!; n++) {
     for (let q = 0; q < outPlane; q++) {
-      const g = p.grid.offset + (n * outPlane + q) * K!;
-      const gx = G[g]!, gy = G[g + 1]!, gz = K === 3 ? G[g + 2]! : 0;
+      const gi = p.grid.offset + (n * outPlane + q) * K!;
+      const gx = G[gi]!, gy = G[gi + 1]!, gz = K === 3 ? G[gi + 2]! : 0;
       const xBase = p.x.offset + n * C! * plane;
       let o = p.out.offset + n * C! * outPlane + q;
       if (p.mode === 'bicubic') {
-        // Unpadded coordinate; each of the 4×4 taps is mapped through the padding rule on its own.
+        // Unpadded coordinate; each of the 4×4 taps is mapped through the padding rule on its own. Rows
+        // (x taps) are interpolated first, then the four row results along y.
         const x = ax.unnormalize(gx), y = ay.unnormalize(gy);
         const ix = Math.floor(x), iy = Math.floor(y);
-        const cx = cubicCoeffs(f, f(x - ix), -0.75), cy = cubicCoeffs(f, f(y - iy), -0.75);
+        const cx = gridCubicCoeffs(f, f(x - ix)), cy = gridCubicCoeffs(f, f(y - iy));
         const offs: number[] = [], ws: number[] = [];
-        for (let i = 0; i < 4; i++) {
-          for (let j = 0; j < 4; j++) {
-            const sx = Math.trunc(ax.bound(ix - 1 + i)), sy = Math.trunc(ay.bound(iy - 1 + j));
+        for (let j = 0; j < 4; j++) {
+          const sy = Math.trunc(ay.bound(f(iy - 1 + j)));
+          for (let i = 0; i < 4; i++) {
+            const sx = Math.trunc(ax.bound(f(ix - 1 + i)));
             offs.push(inside(0, sy, sx) ? sy * W! + sx : -1);
-            ws.push(cx[i]! * cy[j]!);
+            ws.push(cx[i]!);
           }
         }
         for (let c = 0; c < C!; c++, o += outPlane) {
           const b = xBase + c * plane;
           let acc = 0;
-          for (let t = 0; t < 16; t++) acc += (offs[t]! >= 0 ? X[b + offs[t]!]! : 0) * ws[t]!;
+          for (let j = 0; j < 4; j++) acc = g(acc + g(cy[j]! * dot(b, offs, ws, 4 * j, 4)));
           O[o] = acc;
         }
         continue;
@@ -185,12 +218,7 @@ export function cpuGridSample(p: GridSampleKernelParams): void {
           ws.push(f(f(fx * fy) * fz));
         }
       }
-      for (let c = 0; c < C!; c++, o += outPlane) {
-        const b = xBase + c * plane;
-        let acc = 0;
-        for (let t = 0; t < offs.length; t++) acc += (offs[t]! >= 0 ? X[b + offs[t]!]! : 0) * ws[t]!;
-        O[o] = acc;
-      }
+      for (let c = 0; c < C!; c++, o += outPlane) O[o] = dot(xBase + c * plane, offs, ws, 0, offs.length);
     }
   }
 }
