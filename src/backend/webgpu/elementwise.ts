@@ -15,6 +15,7 @@ import { coalesce } from '../cpu/elementwise.js';
 import { broadcastStrides } from '../../tensor/shape.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
 import { elementwiseConfig, registerTuneProblem } from './tuning.js';
+import { caps } from './caps.js';
 
 /** `u.w[i/4][i%4]`: word i of the uniform block. */
 export const U = (i: number): string => `u.w[${i >> 2}][${i & 3}]`;
@@ -121,6 +122,9 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
     const pre: string[] = [];
     for (let s = 0; s < inD.length; s++) if (unit[s]) pre.push(`let v${s} = b${bind[s]}[(${U(inAt[s]!)} / ${E}u) + vi];`);
     const lanes: string[] = [];
+    // float16 outputs: both halves of a word rounded by one pack2x16float where the device rounds it
+    // exactly (caps.ts); the bit-level nbx_f2h made 1 GiB f16 a*x+b ALU-bound (65% of the CUDA backend)
+    const hwPack = outD === 'float16' && caps.hwHalf;
     for (let l = 0; l < E; l++) {
       const wd = Math.floor(l / k), part = l % k;
       const [code, res] = R.render(expr, (s, d) => {
@@ -132,14 +136,15 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
         const word = ks === 1 ? j : `(${j} / ${ks}u)`;
         return R.fromWord(d, `b${bind[s]}[${word} >> 2u][${word} & 3u]`, ks === 1 ? 0 : `${j} % ${ks}u`);
       }, param);
-      lanes.push(k === 1 ? `{\n      ${code}\n      r[${wd}] = ${R.bits(outD, res)};\n    }`
+      if (hwPack) lanes.push(`{\n      ${code}\n      hv[${part}] = ${res};\n    }${part === 1 ? `\n    r[${wd}] = pack2x16float(hv);` : ''}`);
+      else lanes.push(k === 1 ? `{\n      ${code}\n      r[${wd}] = ${R.bits(outD, res)};\n    }`
         : `{\n      ${code}\n      r[${wd}] = r[${wd}] | (${R.bits(outD, res)} << ${part * width}u);\n    }`);
     }
     const body = `for (var q = 0u; q < ${vpt}u; q++) {
     let vi = g + q * ${U(3)};
     if (vi >= ${U(0)}) { return; }
     ${pre.join('\n    ')}
-    var r = vec4<u32>(0u);
+    var r = vec4<u32>(0u);${hwPack ? '\n    var hv = vec2<f32>(0.0f);' : ''}
     ${lanes.join('\n    ')}
     b1[(${U(2)} / ${E}u) + vi] = r;
   }`;

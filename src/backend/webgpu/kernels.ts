@@ -1,6 +1,6 @@
 // WebGPU hand kernels under the same names and signatures as the CPU ones: 'reduce' (a workgroup per
-// row with a fixed-order tree, a thread per row for short or vertical rows, two passes for a few very
-// long rows), 'scan', 'gemm' (a tiled WGSL kernel, f32 accumulation), 'copy_strided', and 'softmax' /
+// row with a fixed-order combine, a thread per row or per 16 bytes of rows for vertical layouts and
+// short rows, two passes in one command list for few long rows), 'scan', 'gemm' (a tiled WGSL kernel, f32 accumulation), 'copy_strided', and 'softmax' /
 // 'row_norm' (nn_kernels.ts); every other kernel runs on the host through staging, announced once per
 // kernel, refused with NBX_WEBGPU_HOST_STAGING=0.
 
@@ -23,11 +23,13 @@ import { installWebGPUIntKernels } from './int_kernels.js';
 import { installWebGPUFftKernels } from './fft_kernels.js';
 import { installWebGPUSortKernels } from './sort_kernels.js';
 import { int64Reduction, int64Scan, webgpuReduceInt64, webgpuScanInt64 } from './int64_kernels.js';
+import { caps, probeCaps, rawRun } from './caps.js';
 
 let be: WebGPUBackend;
 export function installWebGPUKernels(backend: WebGPUBackend): void {
   be = backend;
   backend.initHooks.push(validateSmm);
+  backend.initHooks.push((b) => probeCaps(b, checkSubgroupReduce));
   installWebGPUFftKernels(backend);
   installWebGPUSortKernels(backend);
   registerKernel('reduce', 'webgpu', webgpuReduce);
@@ -135,33 +137,54 @@ fn nbx_norm_final(a: f32) -> f32 {
 }`;
 
 /**
- * How a reduction kernel covers the rows: a workgroup per row (a fixed-order tree over its threads) or
- * a thread per row (short or vertical rows); `phase` splits long rows in two passes: 'partial' reduces
- * part `part` of row r into a raw accumulator, 'merge' reduces those (its n is the number of parts, word 7
- * the row length a mean divides by). `vec`: 16-byte loads along contiguous rows (4 words of any dtype).
+ * How a reduction kernel covers its rows (r: the output index, j: the reduced index):
+ * - 'wg': a workgroup per row (or per part of a row); its threads stride along the row, then combine
+ *   in a fixed order: subgroupShuffleXor butterflies and a serial pass over the subgroups (`sg`, where
+ *   the device's subgroups passed the start-up check, caps.ts), else a workgroup-memory tree;
+ * - 'thread': a thread per row, for vertical layouts (consecutive threads read consecutive rows, e.g.
+ *   sum(dim=0)) and tiny rows.
+ * `phase` splits long rows in two passes of one command list (no readback between): 'partial' reduces
+ * part `part` of row r into a raw f32/i32 accumulator, 'merge' reduces those (its n is the number of
+ * parts, word 7 the row length a mean divides by).
+ * `vec`: 16-byte loads (a vec4<u32>: 4 floats, 8 halves, 16 bytes). In 'wg' mode along a contiguous row
+ * (whole vectors, then the tail element by element); in 'thread' mode across rows: a thread reduces E
+ * adjacent rows (contiguous columns of the input) with E accumulators.
+ * Every thread walks its elements in a fixed order, so results do not depend on timing.
  */
-interface RedPlan { mode: 'wg' | 'thread'; phase: 'full' | 'partial' | 'merge'; vec: boolean; wg: number }
+interface RedPlan { mode: 'wg' | 'thread'; phase: 'full' | 'partial' | 'merge'; vec: boolean; wg: number; sg: boolean }
+
+/**
+ * Loads in flight per thread: the next UNROLL elements (or vectors) of a thread's own sequence are
+ * loaded together, then merged in the same order as one at a time (the bits do not move).
+ */
+const UNROLL = 4;
 
 /**
  * uniform: [rows, n, rowStride, colStride, off, ooff, p, parts | total n]; input b2, output b1. Partials
  * are laid out [rows, parts] by workgroups and [parts, rows] by threads (so both passes read coalesced).
  */
 function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, plan: RedPlan): Program {
-  const { mode, phase, vec, wg } = plan;
+  const { mode, phase, vec, wg, sg } = plan;
   const k = perWord(inD), E = 4 * k;
-  const key = `red|${kind}|${inD}|${outD}|${mode}|${phase}|${vec}|${wg}`;
+  const key = `red|${kind}|${inD}|${outD}|${mode}|${phase}|${vec}|${wg}|${sg}`;
   const isF = DTYPES[inD].kind === 'float';
   const T = isF ? 'f32' : 'i32', accD: DTypeName = isF ? 'float32' : 'int32';
   const out = phase === 'partial' ? 'w' : outAccess(outD);
   const access = `${out}${vec ? 'v' : 'r'}`;
   return program(key, access, 8, () => {
-    // float16 through the hardware unpack (exact; the bit-level conversion made column sums ALU-bound)
-    const load = (idx: string): string => (phase === 'merge' ? `bitcast<${T}>(b2[${idx}])`
-      : inD === 'float16' ? `unpack2x16float(b2[(${idx}) >> 1u])[(${idx}) & 1u]` : R.load(inD, 'b2', idx));
+    // word w of the input (b2 is an array of vec4<u32> when `vec`)
+    const word = (w: string): string => (vec ? `b2[(${w}) >> 2u][(${w}) & 3u]` : `b2[${w}]`);
+    // element e (a u32 expression); float16 through the hardware unpack (exact; the bit-level
+    // conversion made column sums ALU-bound)
+    const load = (e: string): string => {
+      if (phase === 'merge') return `bitcast<${T}>(${word(e)})`;
+      if (inD === 'float16') return `unpack2x16float(${word(`(${e}) >> 1u`)})[(${e}) & 1u]`;
+      if (!vec) return R.load(inD, 'b2', e);
+      return k === 1 ? R.fromWord(inD, word(e), 0) : R.fromWord(inD, word(`(${e}) / ${k}u`), `(${e}) % ${k}u`);
+    };
     const at = (j: string): string => `u32(base + i32(${j}) * cs)`;
     const head = `let rows = ${U(0)}; let n = ${U(1)}; let rs = bitcast<i32>(${U(2)}); let cs = bitcast<i32>(${U(3)});
   let off = ${U(4)}; let ooff = ${U(5)}; let parts = ${U(7)}; let nt = ${phase === 'merge' ? 'parts' : 'n'};`;
-    const store = (v: string): string => (phase === 'partial' ? `b1[pi] = bitcast<u32>(${v});` : storeOut(outD, accD, 'ooff + r', v));
     // the tree over the workgroup's partials, fixed order (deterministic)
     const tree = (v: string, merge: string): string => `sh[lid] = ${v};
     workgroupBarrier();
@@ -174,6 +197,7 @@ function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, plan: 
     let fns = '';
     let body: string;
     if (kind === 'var' || kind === 'logsumexp') {
+      const storeR = (v: string): string => storeOut(outD, accD, 'ooff + r', v);
       // two passes over the row (mean then squared deviations; max then sum of exp)
       const first = kind === 'var' ? { init: '0.0f', step: 'acc = acc + x;', merge: 'a + b' }
         : { init: '(-nbx_inf())', step: 'if (x > acc || nbx_isnan(x)) { acc = x; }', merge: 'select(select(a, b, b > a), select(a, b, nbx_isnan(b)), nbx_isnan(a) || nbx_isnan(b))' };
@@ -193,7 +217,7 @@ function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, plan: 
   var acc2 = 0.0f;
   ${rowLoop('0u', '1u', second)}
   ${fin}
-  ${store('res')}`;
+  ${storeR('res')}`;
       } else {
         fns = `var<workgroup> sh: array<f32, ${wg}>;`;
         body = `${head}
@@ -206,41 +230,122 @@ function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, plan: 
   var acc2 = 0.0f;
   ${rowLoop('lid', `${wg}u`, second)}
   ${tree('acc2', 'a + b')}
-  if (lid == 0u) { ${fin} ${store('res')} }`;
+  if (lid == 0u) { ${fin} ${storeR('res')} }`;
       }
     } else {
       const P = reduceParts(kind, isF)!;
       fns = `fn nbx_merge(a: ${T}, b: ${T}) -> ${T} { return ${P.merge}; }
 fn nbx_enter(x: ${T}) -> ${T} { return ${phase === 'merge' ? 'x' : P.enter}; }
 ${kind === 'norm' ? NORM_FNS : ''}`;
-      const fin = phase === 'partial' ? 'acc' : P.final.replace(/\ba\b/g, 'acc');
-      // which (row, part) this invocation or workgroup reduces, over columns [j0, j1)
-      const id = mode === 'thread' ? 'g' : 'wid.y * nwg.x + wid.x';
-      const where = phase === 'partial'
-        ? `let gi = ${id}; if (gi >= rows * parts) { return; }
+      const fin = (a: string): string => (phase === 'partial' ? a : P.final.replace(/\ba\b/g, a));
+      const enter = (acc: string, x: string): string => `${acc} = nbx_merge(${acc}, nbx_enter(${x}));`;
+      // the E elements of vec4<u32> `v` in order (float16: one unpack per word)
+      const unpack = (v: string): { decl: string; vals: string[] } => {
+        if (inD === 'float16') {
+          return { decl: [0, 1, 2, 3].map((w) => `let ${v}h${w} = unpack2x16float(${v}[${w}]);`).join(' '),
+            vals: [0, 1, 2, 3].flatMap((w) => [`${v}h${w}.x`, `${v}h${w}.y`]) };
+        }
+        return { decl: '', vals: [...Array(E).keys()].map((l) => wordLane(inD, `${v}[${Math.floor(l / k)}]`, l % k)) };
+      };
+      // `count` loads of `loadAt(q)` (q = 0..count-1), then their merges in order (into `into(lane)` for vectors)
+      const group = (count: number, loadAt: (q: number) => string, isVec: boolean, into: (lane: number) => string): string => {
+        const loads = [...Array(count).keys()].map((q) => `let x${q} = ${loadAt(q)};`);
+        const merges = [...Array(count).keys()].map((q) => {
+          if (!isVec) return enter(into(0), `x${q}`);
+          const { decl, vals } = unpack(`x${q}`);
+          return `${decl} ${vals.map((x, l) => enter(into(l), x)).join(' ')}`;
+        });
+        return `${loads.join(' ')}\n    ${merges.join('\n    ')}`;
+      };
+      const one = (): string => 'acc';
+      let loop: string, decls = `var acc: ${T} = ${P.init};`, where: string, finish: string;
+      const store = (idx: string, v: string): string => (phase === 'partial' ? `b1[${idx}] = bitcast<u32>(${v});` : storeOut(outD, accD, `ooff + ${idx}`, v));
+      if (mode === 'thread' && vec) {
+        // E adjacent rows r0 .. r0+E-1 per thread: one 16-byte load per j covers them all
+        where = `let vrows = (rows + ${E - 1}u) / ${E}u;
+  ${phase === 'partial' ? `let gi = g; if (gi >= vrows * parts) { return; }
+  let vr = gi % vrows; let part = gi / vrows;
+  let chunk = (n + parts - 1u) / parts;
+  let j0 = min(n, part * chunk); let j1 = min(n, j0 + chunk);` : `let vr = g; if (vr >= vrows) { return; }
+  let j0 = 0u; let j1 = n;`}
+  let vb = off / ${E}u + vr; let vcs = u32(cs) / ${E}u;`;
+        decls = [...Array(E).keys()].map((l) => `var a${l}: ${T} = ${P.init};`).join(' ');
+        const V = 2; // E accumulators already give each thread independent work
+        loop = `var j = j0;
+  for (; j + ${V}u <= j1; j += ${V}u) {
+    ${group(V, (q) => `b2[vb + (j + ${q}u) * vcs]`, true, (l) => `a${l}`)}
+  }
+  for (; j < j1; j++) {
+    ${group(1, () => 'b2[vb + j * vcs]', true, (l) => `a${l}`)}
+  }`;
+        finish = [...Array(E).keys()].map((l) => `{ let c = vr * ${E}u + ${l}u; if (c < rows) { ${store(phase === 'partial' ? 'part * rows + c' : 'c', fin(`a${l}`))} } }`).join('\n  ');
+      } else {
+        const id = mode === 'thread' ? 'g' : 'wid.y * nwg.x + wid.x';
+        where = phase === 'partial'
+          ? `let gi = ${id}; if (gi >= rows * parts) { return; }
   let r = ${mode === 'thread' ? 'gi % rows' : 'gi / parts'}; let part = ${mode === 'thread' ? 'gi / rows' : 'gi % parts'};
   let pi = ${mode === 'thread' ? 'part * rows + r' : 'r * parts + part'};
   let chunk = ${vec ? `(((n + parts - 1u) / parts) + ${E - 1}u) & ~${E - 1}u` : '(n + parts - 1u) / parts'};
   let j0 = min(n, part * chunk); let j1 = min(n, j0 + chunk);`
-        : `let r = ${id}; if (r >= rows) { return; }
+          : `let r = ${id}; if (r >= rows) { return; }
   let j0 = 0u; let j1 = n;`;
-      const enter = (x: string): string => `acc = nbx_merge(acc, nbx_enter(${x}));`;
-      // a vec4<u32> holds E elements: element l in word l/k at part l%k
-      const lanes = (v: string): string => [...Array(E).keys()].map((l) => enter(wordLane(inD, `${v}[${Math.floor(l / k)}]`, l % k))).join(' ');
-      const first = mode === 'thread' ? '' : 'lid', step = mode === 'thread' ? '1u' : `${wg}u`;
-      const loop = vec
-        ? `let vb = u32(base) / ${E}u;
-  for (var j = j0 / ${E}u${first ? ` + ${first}` : ''}; j < j1 / ${E}u; j += ${step}) { let v = b2[vb + j]; ${lanes('v')} }`
-        : `for (var j = j0${first ? ` + ${first}` : ''}; j < j1; j += ${step}) { ${enter(load(at('j')))} }`;
+        where += '\n  let base = i32(off) + i32(r) * rs;';
+        if (mode === 'thread') {
+          loop = `var j = j0;
+  for (; j + ${UNROLL}u <= j1; j += ${UNROLL}u) {
+    ${group(UNROLL, (q) => load(at(`j + ${q}u`)), false, one)}
+  }
+  for (; j < j1; j++) { ${enter('acc', load(at('j')))} }`;
+        } else if (vec) {
+          // whole vectors (j0 is a multiple of E), then the row's last n % E elements one by one
+          loop = `let vb = u32(base) / ${E}u; let nv = j1 / ${E}u;
+  var j = j0 / ${E}u + lid;
+  for (; j + ${(UNROLL - 1) * wg}u < nv; j += ${UNROLL * wg}u) {
+    ${group(UNROLL, (q) => `b2[vb + j + ${q * wg}u]`, true, one)}
+  }
+  for (; j < nv; j += ${wg}u) {
+    ${group(1, () => 'b2[vb + j]', true, one)}
+  }
+  for (var t = nv * ${E}u + lid; t < j1; t += ${wg}u) { ${enter('acc', load('u32(base) + t'))} }`;
+        } else {
+          loop = `var j = j0 + lid;
+  for (; j + ${(UNROLL - 1) * wg}u < j1; j += ${UNROLL * wg}u) {
+    ${group(UNROLL, (q) => load(at(`j + ${q * wg}u`)), false, one)}
+  }
+  for (; j < j1; j += ${wg}u) { ${enter('acc', load(at('j')))} }`;
+        }
+        const idx = phase === 'partial' ? 'pi' : 'r';
+        if (mode === 'thread') finish = store(idx, fin('acc'));
+        else if (sg) {
+          // butterflies within each subgroup, then subgroup 0's thread 0 merges the subgroups in order
+          finish = `var sa = acc;
+  for (var o = sgs / 2u; o > 0u; o >>= 1u) { sa = nbx_merge(sa, subgroupShuffleXor(sa, o)); }
+  if (sgid == 0u) { sh[lid / sgs] = sa; }
+  workgroupBarrier();
+  if (lid == 0u) {
+    var t = sh[0];
+    for (var s = 1u; s < ${wg}u / sgs; s++) { t = nbx_merge(t, sh[s]); }
+    ${store(idx, fin('t'))}
+  }`;
+        } else finish = `${tree('acc', 'nbx_merge(a, b)')}\n  if (lid == 0u) { ${store(idx, fin('acc'))} }`;
+      }
       if (mode === 'wg') fns += `\nvar<workgroup> sh: array<${T}, ${wg}>;`;
       body = `${head}
   ${where}
-  let base = i32(off) + i32(r) * rs;
-  var acc: ${T} = ${P.init};
+  ${decls}
   ${loop}
-  ${mode === 'wg' ? `${tree('acc', 'nbx_merge(a, b)')}\n  if (lid == 0u) { ${store(fin)} }` : store(fin)}`;
+  ${finish}`;
     }
-    return module(8, access, wg, body, fns);
+    if (!sg) return module(8, access, wg, body, fns);
+    // subgroup builtins need the extension and their own entry point; the butterflies run after loops
+    // whose trip counts differ between threads, which the uniformity analysis cannot see through
+    const entryCode = `@compute @workgroup_size(${wg})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32,
+  @builtin(subgroup_invocation_id) sgid: u32, @builtin(subgroup_size) sgs: u32) {
+  let g = (wid.y * nwg.x + wid.x) * ${wg}u + lid;
+  ${body}
+}`;
+    return `enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n${module(8, access, wg, '', fns, entryCode)}`;
   });
 }
 
@@ -262,6 +367,13 @@ registerTuneProblem('webgpu.reduce', (b, [rows, n], d) => {
 const SPLITTABLE = new Set<ReduceKind>(['sum', 'mean', 'prod', 'max', 'min', 'any', 'all', 'norm']);
 /** Invocations that keep a large GPU busy; fewer rows than this are split into parts. */
 const BUSY_THREADS = 1 << 19; // an H200 holds 132 SMs x 2048 resident invocations: fill it twice over
+/** The same for threads that each reduce E rows with 16-byte loads (they have E independent accumulators). */
+const BUSY_VEC_THREADS = 1 << 17;
+/** Most parts per row: the merge pass reads them all. */
+const MAX_PARTS = 1024;
+
+/** Whether a workgroup of `wg` threads combines through subgroups (checked at start-up; whole subgroups only). */
+const useSubgroups = (wg: number): boolean => caps.subgroups && wg >= Number(be.info.identity.subgroupMaxSize ?? Infinity);
 
 export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
   outIndex?: StridedRef, layout?: RowLayout): void {
@@ -272,37 +384,76 @@ export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, 
   const isF = DTYPES[input.dtype].kind === 'float';
   if (!isF && (kind === 'var' || kind === 'logsumexp' || kind === 'norm')) throw new UnsupportedError(kind, `${kind} of ${input.dtype} is not supported on webgpu`);
   const lay = layout ?? { rowStride: n, colStride: 1 };
+  // the stride of a dimension of one is never used: 0, so a full reduction (one row) of a contiguous
+  // tensor is a contiguous row (it fell to 4-byte loads before: 1 GiB float16 sum() ran at 14% of CUDA)
+  const rs = rows === 1 ? 0 : lay.rowStride | 0, cs = n === 1 ? 0 : lay.colStride | 0;
   const wgMax = forcedReduceWg ?? reduceConfig(be, rows, n, input.dtype);
   const splittable = SPLITTABLE.has(kind);
   const { bufs, temp } = bindings(out.buf as WGBuffer, [input.buf as WGBuffer]);
-  const u = new Uint32Array([rows, n, lay.rowStride | 0, lay.colStride | 0, input.offset, out.offset, f32w(params[0] ?? 0), 1]);
+  const u = new Uint32Array([rows, n, rs, cs, input.offset, out.offset, f32w(params[0] ?? 0), 1]);
   // thread per row for vertical layouts (consecutive threads read consecutive rows) and tiny rows
-  const byThread = (lay.rowStride === 1 && lay.colStride !== 1 && rows >= 64) || (n <= 32 && rows >= 1024);
-  // 16-byte loads along contiguous rows: E elements of any width (4 floats, 8 halves, 16 bytes) per load
+  const byThread = (rs === 1 && cs !== 1 && rows >= 64) || (n <= 32 && rows >= 1024);
+  // 16-byte loads: E elements of any width (4 floats, 8 halves, 16 bytes) per load, along a row from a
+  // 16-byte boundary, or across E adjacent rows whose columns start on 16-byte boundaries
   const E = 4 * perWord(input.dtype);
-  const vec = !byThread && splittable && lay.colStride === 1 && n % E === 0 && lay.rowStride % E === 0 && input.offset % E === 0;
+  const vec = splittable && input.offset % E === 0 && (byThread
+    ? rs === 1 && cs > 0 && cs % E === 0 && rows >= E
+    : cs === 1 && rs % E === 0 && n >= E);
+  const units = byThread && vec ? Math.ceil(rows / E) : rows; // threads per part in thread mode
   const wgFor = (len: number): number => Math.max(32, Math.min(wgMax, nextPow2(vec ? len / E : len)));
   // parts per row when the rows alone cannot keep the device busy
-  const parts = !splittable ? 1 : byThread
-    ? Math.min(Math.ceil(BUSY_THREADS / rows), Math.floor(n / 16))
-    : Math.min(Math.ceil(BUSY_THREADS / (rows * wgMax)), Math.floor(n / (wgMax * 16)), 1024);
+  const parts = !splittable ? 1 : Math.max(1, Math.min(MAX_PARTS, byThread
+    ? Math.min(Math.ceil((vec ? BUSY_VEC_THREADS : BUSY_THREADS) / units), Math.floor(n / (vec ? 64 : 16)))
+    : Math.min(Math.ceil(BUSY_THREADS / (rows * wgMax)), Math.floor(n / (wgMax * 16)))));
+  const dtypes = [kind, input.dtype, out.dtype] as const;
   if (parts <= 1) {
-    const plan: RedPlan = { mode: byThread ? 'thread' : 'wg', phase: 'full', vec, wg: byThread ? 64 : wgFor(n) };
-    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, plan), bufs, u, byThread ? rows : rows * plan.wg, plan.wg);
+    const wg = byThread ? 64 : wgFor(n);
+    const plan: RedPlan = { mode: byThread ? 'thread' : 'wg', phase: 'full', vec, wg, sg: !byThread && useSubgroups(wg) };
+    be.dispatch(reduceProgram(...dtypes, plan), bufs, u, byThread ? units : rows * wg, wg);
   } else {
     u[7] = parts;
     const partial = be.allocBytes(rows * parts * 4);
-    const p1: RedPlan = { mode: byThread ? 'thread' : 'wg', phase: 'partial', vec, wg: byThread ? 64 : wgMax };
-    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, p1), [partial, bufs[1]!], u, rows * parts * (byThread ? 1 : wgMax), p1.wg);
-    // merge: partials [parts, rows] (thread plan, vertical again) or [rows, parts]
+    const p1: RedPlan = { mode: byThread ? 'thread' : 'wg', phase: 'partial', vec, wg: byThread ? 64 : wgMax, sg: !byThread && useSubgroups(wgMax) };
+    be.dispatch(reduceProgram(...dtypes, p1), [partial, bufs[1]!], u, units * parts * (byThread ? 1 : wgMax), p1.wg);
+    // merge: partials [parts, rows] (threads: vertical again) or [rows, parts]; a thread per row only
+    // when there are enough rows, else a workgroup per row (a thread's serial loop would be long)
+    const mergeByThread = byThread && rows >= 8192;
     const u2 = byThread ? new Uint32Array([rows, parts, 1, rows, 0, out.offset, u[6]!, n]) : new Uint32Array([rows, parts, parts, 1, 0, out.offset, u[6]!, n]);
-    const p2: RedPlan = byThread ? { mode: 'thread', phase: 'merge', vec: false, wg: 64 } : { mode: 'wg', phase: 'merge', vec: false, wg: Math.max(32, Math.min(wgMax, nextPow2(parts))) };
-    be.dispatch(reduceProgram(kind, input.dtype, out.dtype, p2), [bufs[0]!, partial], u2, byThread ? rows : rows * p2.wg, p2.wg);
+    const wg2 = mergeByThread ? 64 : Math.max(32, Math.min(wgMax, nextPow2(parts)));
+    const p2: RedPlan = { mode: mergeByThread ? 'thread' : 'wg', phase: 'merge', vec: false, wg: wg2, sg: !mergeByThread && useSubgroups(wg2) };
+    be.dispatch(reduceProgram(...dtypes, p2), [bufs[0]!, partial], u2, mergeByThread ? rows : rows * wg2, wg2);
     be.free(partial);
   }
   if (temp) be.free(temp);
 }
 
+/**
+ * The start-up check of the subgroup combine (caps.ts): the real kernel (sum, 16-byte loads, a row
+ * length with a tail) over float32 and int32 data whose sums are exact in any order.
+ */
+async function checkSubgroupReduce(b: WebGPUBackend, compileOnly: boolean): Promise<string> {
+  const wg = Math.min(256, b.info.limits.maxComputeInvocationsPerWorkgroup ?? 256);
+  if (wg < Number(b.info.identity.subgroupMaxSize ?? Infinity)) return `subgroups up to ${b.info.identity.subgroupMaxSize} wide exceed a ${wg}-thread workgroup`;
+  const rows = 3, n = 5003, stride = 5008; // rows start on 16-byte boundaries, as the vector loads need
+  for (const d of ['float32', 'int32'] as const) {
+    const code = reduceProgram('sum', d, d, { mode: 'wg', phase: 'full', vec: true, wg, sg: true }).source();
+    const data = new Uint32Array(rows * stride);
+    const want = new Array<number>(rows).fill(0);
+    for (let r = 0; r < rows; r++) {
+      for (let j = 0; j < n; j++) {
+        const v = ((j * 7 + r) % 13) - 6;
+        data[r * stride + j] = d === 'float32' ? f32w(v) : v >>> 0;
+        want[r]! += v;
+      }
+    }
+    const got = await rawRun(b.device, { code, uniform: new Uint32Array([rows, n, stride, 1, 0, 0, 0, 1]),
+      buffers: [{ words: 4 }, { data, words: data.length + 4 }], groups: [rows, 1, 1], outBinding: 1 }, compileOnly);
+    if (!got) continue;
+    const vals = d === 'float32' ? [...new Float32Array(got.buffer, 0, rows)] : [...new Int32Array(got.buffer, 0, rows)];
+    if (vals.some((v, r) => v !== want[r])) return `${d} sums ${vals.join(', ')}, want ${want.join(', ')}`;
+  }
+  return '';
+}
 // ---- scans ---------------------------------------------------------------------------------------
 
 /** uniform: [rows, n, off, ooff]; input b2 contiguous rows, output b1 contiguous rows. */
