@@ -1,17 +1,15 @@
-// CUDA hand kernels registered under the same names and signatures as the CPU ones: reductions (warp
-// shuffles in a fixed order, so results are identical run to run), scans, GEMM through cuBLASLt, and
+// CUDA hand kernels registered under the same names and signatures as the CPU ones: reductions
+// (reduce_kernels.ts), scans, GEMM through cuBLASLt, and
 // host staging for kernels that have no CUDA implementation yet (announced, never silent).
 
 import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
 import type { StridedRef } from '../backend.js';
 import { registerKernel, setStagingProvider, kernelCpu } from '../registry.js';
-import type { ReduceKind, RowLayout, ScanKind } from '../cpu/reduce.js';
-import { R, unpack, type CudaBackend, type CudaBuffer } from './backend.js';
+import type { ScanKind } from '../cpu/reduce.js';
+import { R, type CudaBackend, type CudaBuffer } from './backend.js';
 import { gemm as ltGemm, CublasLt } from './cublaslt.js';
 import { UnsupportedError } from '../../errors.js';
 import type { ArgType } from './driver.js';
-import { REDUCE_SPACE } from './tuning.js';
-import { bucketSize, type Config } from '../../autotune/index.js';
 import { installCudaNnKernels } from './nn_kernels.js';
 import { installCudaIndexingKernels } from './indexing_kernels.js';
 import { installCudaConvKernels } from './conv_kernels.js';
@@ -21,11 +19,13 @@ import { installCudaFftKernels } from './fft_kernels.js';
 import { installCudaLossKernels } from './loss_kernels.js';
 import { installCudaAttentionKernels } from './attention_kernels.js';
 import { cudaGemv } from './gemv_kernels.js';
+import { installCudaReduceKernels } from './reduce_kernels.js';
+export { reduceSource, cudaReduce } from './reduce_kernels.js';
 
 let be: CudaBackend;
 export function installCudaKernels(backend: CudaBackend): void {
   be = backend;
-  registerKernel('reduce', 'cuda', cudaReduce);
+  installCudaReduceKernels(backend);
   registerKernel('scan', 'cuda', cudaScan);
   registerKernel('gemm', 'cuda', cudaGemm);
   registerKernel('gemm_int', 'cuda', cudaGemmInt);
@@ -41,214 +41,6 @@ export function installCudaKernels(backend: CudaBackend): void {
 }
 
 const ptr = (r: StridedRef): bigint => (r.buf as CudaBuffer).ptr;
-
-// ---- reductions ----------------------------------------------------------------------------------
-
-/** Per kind: accumulator init, how a raw element enters, how two accumulators merge, the final value. */
-function reduceParts(kind: ReduceKind, accT: string, isF: boolean) {
-  const NAN = accT === 'double' ? '__longlong_as_double(0x7ff8000000000000LL)' : '0';
-  const nanOr = (c: string): string => (isF ? `(isnan(x) || ${c})` : c);
-  switch (kind) {
-    case 'sum': case 'mean': return { init: '0', enter: 'x', merge: 'a + b', final: kind === 'mean' ? 'a / (double)n' : 'a' };
-    case 'prod': return { init: '1', enter: 'x', merge: 'a * b', final: 'a' };
-    case 'max': case 'min': {
-      const op = kind === 'max' ? '>' : '<';
-      return { init: isF ? 'x0' : 'x0', enter: 'x', merge: `(${isF ? 'isnan(a) ? a : isnan(b) ? b : ' : ''}(b ${op} a ? b : a))`, final: 'a', first: true, nan: NAN, nanOr };
-    }
-    case 'any': return { init: '0', enter: '(x != 0)', merge: '(a != 0 || b != 0)', final: 'a' };
-    case 'all': return { init: '1', enter: '(x != 0)', merge: '(a != 0 && b != 0)', final: 'a' };
-    case 'count_nonzero': return { init: '0', enter: '(x != 0)', merge: 'a + b', final: 'a' };
-    case 'norm': return {
-      init: 'NORM_INIT', enter: 'NORM_ENTER(x)', merge: 'NORM_MERGE(a, b)', final: 'NORM_FINAL(a)',
-    };
-    default: return null;
-  }
-}
-
-export function reduceSource(kind: ReduceKind, inD: DTypeName, outD: DTypeName, withIdx: boolean, mode: 'row' | 'vertical') {
-  const isF = DTYPES[inD].kind === 'float';
-  const accT = isF ? 'double' : 'long long';
-  const IN = R.storageType(inD), OUT = R.storageType(outD);
-  const load = (idx: string): string => `((${accT})${R.load(inD, 'in', idx)})`;
-  const store = (v: string): string => R.store(outD, 'out', 'ooff + r', outD === 'int64' ? `(long long)(${v})` : R.castExpr(isF ? 'float64' : 'int64', outD, v));
-  const argKind = kind === 'argmax' || kind === 'argmin' || withIdx;
-  const cmp = kind === 'max' || kind === 'argmax' ? '>' : '<';
-  const norm = '';
-  const head = `extern "C" __global__ void red(const ${IN}* __restrict__ in, ${OUT}* __restrict__ out, long long* __restrict__ oidx,
-  long long rows, long long n, long long rs, long long cs, long long off, long long ooff, long long ioff, double p)`;
-  // Thread-local pass, then a fixed-order tree: warp shuffles, then warp leaders through shared memory.
-  if (mode === 'vertical') {
-    // One thread per output row; consecutive threads read consecutive addresses.
-    let bodyV: string;
-    if (argKind) {
-      bodyV = `${accT} a = ${load('off + r * rs')}; long long ai = 0;
-    for (long long j = 1; j < n; j++) { ${accT} x = ${load('off + r * rs + j * cs')}; if (${isF ? 'isnan(a) ? false : isnan(x) ||' : ''} x ${cmp} a) { a = x; ai = j; } }
-    ${kind === 'argmax' || kind === 'argmin' ? R.store(outD, 'out', 'ooff + r', 'ai') : store('a')}
-    if (oidx) oidx[ioff + r] = ai;`;
-    } else if (kind === 'var' || kind === 'logsumexp') {
-      bodyV = kind === 'var'
-        ? `double s = 0; for (long long j = 0; j < n; j++) s += ${load('off + r * rs + j * cs')}; double mean = s / n; double q = 0;
-    for (long long j = 0; j < n; j++) { double d = ${load('off + r * rs + j * cs')} - mean; q += d * d; } double a = q / fmax(0.0, (double)n - p); ${store('a')}`
-        : `double m = __longlong_as_double(0xfff0000000000000LL); for (long long j = 0; j < n; j++) { double x = ${load('off + r * rs + j * cs')}; if (x > m || isnan(x)) m = x; }
-    double sh = isinf(m) ? 0.0 : m; double s = 0; for (long long j = 0; j < n; j++) s += exp(${load('off + r * rs + j * cs')} - sh); double a = log(s) + sh; ${store('a')}`;
-    } else {
-      const P = reduceParts(kind, accT, isF)!;
-      bodyV = `${accT} a = ${P.init === 'x0' ? load('off + r * rs') : P.init};
-    for (long long j = 0; j < n; j++) { ${accT} x = ${load('off + r * rs + j * cs')}; ${accT} b = ${P.enter}; a = ${P.merge}; }
-    ${store(P.final)}`;
-    }
-    return `${norm}${head} {
-  for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < rows; r += (long long)gridDim.x * blockDim.x) {
-    ${bodyV}
-  }
-}`;
-  }
-  // row mode: a block per row
-  const blockReduce = (v: string, merge: string, T: string): string => `{
-      for (int o = 16; o > 0; o >>= 1) { ${T} b = __shfl_down_sync(0xffffffffu, ${v}, o); ${T} a = ${v}; ${v} = ${merge}; }
-      if ((threadIdx.x & 31) == 0) sh_${T.replace(' ', '')}[threadIdx.x >> 5] = ${v};
-      __syncthreads();
-      if (threadIdx.x < 32) {
-        ${v} = threadIdx.x < (blockDim.x >> 5) ? sh_${T.replace(' ', '')}[threadIdx.x] : ${v}_id;
-        for (int o = 16; o > 0; o >>= 1) { ${T} b = __shfl_down_sync(0xffffffffu, ${v}, o); ${T} a = ${v}; ${v} = ${merge}; }
-        if (threadIdx.x == 0) sh_${T.replace(' ', '')}[32] = ${v};
-      }
-      __syncthreads();
-      ${v} = sh_${T.replace(' ', '')}[32];
-      __syncthreads();
-    }`;
-  let body: string;
-  if (argKind) {
-    // (value, index) pairs: NaN first, then the better value, then the lower index — deterministic.
-    const better = `(${isF ? 'isnan(bv) && !isnan(av) ? true : isnan(av) ? (isnan(bv) && bi < ai) :' : ''} (bv ${cmp} av || (bv == av && bi < ai)))`;
-    body = `${accT} av = ${load('off + r * rs')}; long long ai = 0;
-    for (long long j = threadIdx.x; j < n; j += blockDim.x) { ${accT} x = ${load('off + r * rs + j * cs')}; ${accT} bv = x; long long bi = j; if (${better}) { av = bv; ai = bi; } }
-    for (int o = 16; o > 0; o >>= 1) { ${accT} bv = __shfl_down_sync(0xffffffffu, av, o); long long bi = __shfl_down_sync(0xffffffffu, ai, o); if (${better}) { av = bv; ai = bi; } }
-    if ((threadIdx.x & 31) == 0) { shv[threadIdx.x >> 5] = av; shi[threadIdx.x >> 5] = ai; }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int w = 1; w < (blockDim.x >> 5); w++) { ${accT} bv = shv[w]; long long bi = shi[w]; av = shv[0]; ai = shi[0]; if (${better}) { shv[0] = bv; shi[0] = bi; } }
-      av = shv[0]; ai = shi[0];
-      ${kind === 'argmax' || kind === 'argmin' ? R.store(outD, 'out', 'ooff + r', 'ai') : store('av')}
-      if (oidx) oidx[ioff + r] = ai;
-    }
-    __syncthreads();`;
-    return `${head} {
-  __shared__ ${accT} shv[32]; __shared__ long long shi[32];
-  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-    ${body}
-  }
-}`;
-  }
-  if (kind === 'var' || kind === 'logsumexp') {
-    const first = kind === 'var'
-      ? `double sm = 0; for (long long j = threadIdx.x; j < n; j += blockDim.x) sm += ${load('off + r * rs + j * cs')}; double sm_id = 0;
-    ${blockReduce('sm', 'a + b', 'double')}
-    const double mean = sm / n; double q = 0, q_id = 0;
-    for (long long j = threadIdx.x; j < n; j += blockDim.x) { double d = ${load('off + r * rs + j * cs')} - mean; q += d * d; }
-    ${blockReduce('q', 'a + b', 'double')}
-    if (threadIdx.x == 0) { double v = q / fmax(0.0, (double)n - p); ${store('v')} }`
-      : `double m = __longlong_as_double(0xfff0000000000000LL), m_id = m; for (long long j = threadIdx.x; j < n; j += blockDim.x) { double x = ${load('off + r * rs + j * cs')}; if (x > m || isnan(x)) m = x; }
-    ${blockReduce('m', '(isnan(a) || b > a || isnan(b)) ? (isnan(a) ? a : b) : a', 'double')}
-    const double shf = isinf(m) ? 0.0 : m; double s = 0, s_id = 0;
-    for (long long j = threadIdx.x; j < n; j += blockDim.x) s += exp(${load('off + r * rs + j * cs')} - shf);
-    ${blockReduce('s', 'a + b', 'double')}
-    if (threadIdx.x == 0) { double v = log(s) + shf; ${store('v')} }`;
-    return `${head} {
-  __shared__ double sh_double[33];
-  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-    ${first}
-  }
-}`;
-  }
-  const P = reduceParts(kind, accT, isF)!;
-  const init = P.init === 'x0' ? load('off + r * rs') : P.init;
-  const step = (x: string): string => `{ ${accT} x = ${x}; ${accT} b = ${P.enter}; ${accT} a = acc; acc = ${P.merge}; }`;
-  const VEC = 16 / DTYPES[inD].itemsize;
-  // contiguous, 16-byte aligned rows: one 16-byte load per thread per step (half types need it to
-  // reach full bandwidth); the scalar loop covers the rest. Same order every run for a given shape.
-  body = `${accT} acc = ${init}; const ${accT} acc_id = acc;
-    const long long base = off + r * rs;
-    long long j0 = 0;
-    if (cs == 1 && (base % ${VEC}) == 0 && (((unsigned long long)in) & 15) == 0) {
-      const uint4* p4 = reinterpret_cast<const uint4*>(in + base);
-      const long long nv = n / ${VEC};
-      for (long long q = threadIdx.x; q < nv; q += blockDim.x) {
-        const uint4 w = p4[q]; const ${IN} e[${VEC}] = { ${unpack(inD, 'w', VEC)} };
-        #pragma unroll
-        for (int k = 0; k < ${VEC}; k++) ${step(`((${accT})${R.load(inD, 'e', 'k')})`)}
-      }
-      j0 = nv * ${VEC};
-    }
-    for (long long j = j0 + threadIdx.x; j < n; j += blockDim.x) ${step(load('base + j * cs'))}
-    ${blockReduce('acc', P.merge, accT)}
-    if (threadIdx.x == 0) { ${accT} a = acc; ${store(P.final)} }`;
-  return `${norm}${head} {
-  __shared__ ${accT} sh_${accT.replace(' ', '')}[33];
-  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-    ${body}
-  }
-}`;
-}
-
-const RED_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f64'];
-
-/** Kinds whose partial results over chunks combine with a (possibly different) second kind. */
-function secondStage(kind: ReduceKind, params: number[]): ReduceKind | null {
-  switch (kind) {
-    case 'sum': case 'prod': case 'max': case 'min': case 'any': case 'all': case 'mean': return kind; // mean of equal-size chunk means
-    case 'count_nonzero': return 'sum';
-    case 'norm': return params[0] === 0 ? 'sum' : 'norm';
-    default: return null;
-  }
-}
-
-/** A divisor of n in [lo, hi], preferring large ones; 0 if none. */
-function divisorIn(n: number, lo: number, hi: number): number {
-  for (let g = Math.min(hi, n); g >= lo; g--) if (n % g === 0) return g;
-  return 0;
-}
-
-/**
- * A few long rows (a full reduction, say) would leave most SMs idle with a block per row: split each
- * row into G equal chunks, reduce chunks into a temporary (float64 for floats), then reduce the
- * partials. G depends only on the shape and the SM count, so the order (and the result) is fixed.
- */
-function splitReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef, lay: RowLayout): boolean {
-  const second = secondStage(kind, params);
-  if (!second || lay.colStride !== 1 || (rows > 1 && lay.rowStride !== n) || n < (1 << 16) || rows >= be.smCount) return false;
-  const target = Math.max(2, Math.floor((be.smCount * 8) / rows));
-  const G = divisorIn(n, Math.max(2, Math.floor(target / 4)), target);
-  if (!G || n / G < 1024) return false;
-  const isF = DTYPES[input.dtype].kind === 'float';
-  const tmpD: DTypeName = kind === 'max' || kind === 'min' || kind === 'any' || kind === 'all' ? out.dtype
-    : kind === 'count_nonzero' ? 'int64' : isF ? 'float64' : out.dtype === 'int64' ? 'int64' : 'float64';
-  const tmp = be.alloc(tmpD, rows * G);
-  const tmpRef: StridedRef = { buf: tmp, dtype: tmpD, shape: [rows * G], strides: [1], offset: 0 };
-  try {
-    cudaReduce(kind, input, rows * G, n / G, params, tmpRef, undefined, { rowStride: n / G, colStride: 1 });
-    cudaReduce(second, tmpRef, rows, G, params, out, undefined, { rowStride: G, colStride: 1 });
-  } finally { be.free(tmp); } // stream-ordered: the allocator hands it out again only to later work
-  return true;
-}
-
-export function cudaReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
-  outIndex?: StridedRef, layout?: RowLayout): void {
-  be.checkDType(kind, input.dtype);
-  const lay = layout ?? { rowStride: n, colStride: 1 };
-  if (!outIndex && splitReduce(kind, input, rows, n, params, out, lay)) return;
-  const vertical = lay.rowStride === 1 && lay.colStride !== 1 && rows >= 1024;
-  const mode = vertical ? 'vertical' : 'row';
-  const key = `red:${kind}:${input.dtype}:${out.dtype}:${!!outIndex}:${mode}`;
-  const k = be.kernel(key, () => ({ src: reduceSource(kind, input.dtype, out.dtype, !!outIndex, mode), name: 'red', sig: RED_SIG }));
-  const args = [ptr(input), ptr(out), outIndex ? ptr(outIndex) : 0n, rows, n, lay.rowStride, lay.colStride,
-    input.offset, out.offset, outIndex?.offset ?? 0, params[0] ?? 0];
-  if (vertical) { be.launch(k, be.gridFor(rows, 256), 256, args); return; }
-  const run = (c: Config): void => be.launch(k, Math.min(rows, be.smCount * 32), c.threads as number, args);
-  const fallback = be.tuning.rowDefault(n);
-  const cls = kind === 'var' || kind === 'logsumexp' ? 'twopass' : outIndex || kind === 'argmax' || kind === 'argmin' ? 'arg' : 'simple';
-  run(be.tuning.pick(REDUCE_SPACE, `${cls}:${bucketSize(n)}:${bucketSize(rows)}`, `${DTYPES[input.dtype].itemsize}B`, rows * n, fallback, run));
-}
 
 // ---- scans ---------------------------------------------------------------------------------------
 

@@ -88,6 +88,33 @@ function rowSpace(name: string): ConfigSpace {
 }
 export const REDUCE_SPACE = rowSpace('cuda.reduce');
 /**
+ * The simple reductions (reduce_kernels.ts; sum/mean/prod/max/min/any/all/count_nonzero/norm).
+ * rows: threads per block (a power-of-two group of them per row, the whole block per slice when few
+ * long rows split into slices) and loads in flight per thread. cols (the kept dim contiguous, e.g. a
+ * sum over dim 0): threads per 2-D block (up to a warp along the columns, the rest along the reduced
+ * dim) and loads in flight per thread. Both reshape the combination tree (and the float pre-sums of
+ * half/float32 sums), so both move bits; the kernel of every unroll is in one module per sweep.
+ */
+export const REDUCE_ROWS_SPACE = defineSpace({
+  name: 'cuda.reduce_rows',
+  knobs: [
+    { name: 'threads', values: [64, 128, 256, 512, 1024], movesBits: true, doc: 'threads per block' },
+    { name: 'unroll', values: [1, 2, 4], movesBits: true, doc: 'loads in flight per thread (16-byte vectors when contiguous)' },
+  ],
+  defaultConfig: { threads: 256, unroll: 2 },
+  resources: (cfg) => ({ threads: threads(cfg), sharedMemoryBytes: 32 * 8 }),
+});
+export const REDUCE_COLS_SPACE = defineSpace({
+  name: 'cuda.reduce_cols',
+  knobs: [
+    { name: 'threads', values: [128, 256, 512], movesBits: true, doc: 'threads per 2-D block' },
+    { name: 'unroll', values: [1, 2, 4], movesBits: true, doc: 'reduced-dim loads in flight per thread' },
+  ],
+  defaultConfig: { threads: 256, unroll: 4 },
+  // a column vector of up to 8 accumulators of 8 bytes per thread in shared memory
+  resources: (cfg) => ({ threads: threads(cfg), sharedMemoryBytes: threads(cfg) * 64 }),
+});
+/**
  * softmax and row_norm (nn_kernels.ts): `threads` per block; a row gets a power-of-two group of them
  * (fewer than the block for short rows, several rows per block) and is cached in registers when it
  * fits. The group size and chunks per thread follow from threads and the row length, so `threads`
