@@ -8,8 +8,9 @@
 // (antialiased downscaling) run as separable passes through double scratch instead, like the CPU.
 //
 // grid_sample reproduces the CPU's coordinate math in the compute dtype step by step (float32 with
-// explicitly rounded, non-fused operations), since coordinates decide which pixels are read; a thread
-// owns a grid point and loops over channels (coalesced stores across grid points).
+// explicitly rounded, non-fused operations; for float16/bfloat16 inputs each step, the sums included,
+// also rounds to the half type, as PyTorch computes in it), since coordinates decide which pixels are
+// read; a thread owns a grid point and loops over channels (coalesced stores across grid points).
 
 import type { DTypeName } from '../../dtype/dtypes.js';
 import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../ops/resample.js';
@@ -175,15 +176,23 @@ export function cudaInterpolate(p: InterpolateKernelParams): void {
 /** A C math function for compute type S (floorf for float, floor for double). */
 const mathOf = (S: string) => (name: string): string => (S === 'float' ? `${name}f` : name);
 
-/** Coordinate helpers for compute type S (float: every step rounded, never fused; double likewise). */
-function coordHelpers(S: 'float' | 'double'): string {
+/**
+ * Coordinate helpers for compute type S (float: every step rounded, never fused; double likewise); `round`
+ * names a device function every step's result passes through (nbx_round_f16/bf16 for half inputs: PyTorch
+ * computes in the half type), or is empty.
+ */
+function coordHelpers(S: 'float' | 'double', round: string): string {
   const sfx = S === 'float' ? 'f' : 'd';
+  const q = (e: string): string => (round ? `${round}(${e})` : e);
   return `
-  auto ADD = [](${S} a, ${S} b) -> ${S} { return __${sfx}add_rn(a, b); };
-  auto SUB = [](${S} a, ${S} b) -> ${S} { return __${sfx}sub_rn(a, b); };
-  auto MUL = [](${S} a, ${S} b) -> ${S} { return __${sfx}mul_rn(a, b); };
+  auto ADD = [](${S} a, ${S} b) -> ${S} { return ${q(`__${sfx}add_rn(a, b)`)}; };
+  auto SUB = [](${S} a, ${S} b) -> ${S} { return ${q(`__${sfx}sub_rn(a, b)`)}; };
+  auto MUL = [](${S} a, ${S} b) -> ${S} { return ${q(`__${sfx}mul_rn(a, b)`)}; };
+  auto DIV = [](${S} a, ${S} b) -> ${S} { return ${q(`__${sfx}div_rn(a, b)`)}; };
+  auto Q = [](${S} a) -> ${S} { return ${q('a')}; };
   auto JMIN = [](${S} a, ${S} b) -> ${S} { return (isnan(a) || isnan(b)) ? a + b : (a < b ? a : b); };
-  auto JMAX = [](${S} a, ${S} b) -> ${S} { return (isnan(a) || isnan(b)) ? a + b : (a > b ? a : b); };`;
+  auto JMAX = [](${S} a, ${S} b) -> ${S} { return (isnan(a) || isnan(b)) ? a + b : (a > b ? a : b); };
+  (void)Q;`;
 }
 
 /** The source coordinate math of one axis (unnormalize, then the padding rule), as C lambdas. */
@@ -192,58 +201,83 @@ function axisSource(ax: string, S: string, vec: boolean, ac: boolean, pad: GridS
   const fn = mathOf(S);
   let unnorm: string, reflect: string;
   if (vec) {
+    // GridSamplerKernel.cpp ComputeLocationBase (its constants in the step dtype too)
     unnorm = ac ? `MUL(ADD(g, (${S})1), ${ax}scale)` : `SUB(MUL(ADD(g, (${S})1), ${ax}scale), (${S})0.5)`;
-    const twice = ac ? `(${S})((${size} - 1) * 2)` : `(${S})(${size} * 2)`, low = ac ? `(${S})0` : `(${S})-0.5`;
+    const twice = ac ? `MUL(Q((${S})(${size} - 1)), (${S})2)` : `MUL(Q((${S})${size}), (${S})2)`, low = ac ? `(${S})0` : `(${S})-0.5`;
     reflect = `const ${S} tw = ${twice}; if (tw == 0) return (${S})0;
-      const ${S} a = ${fn('fabs')}(SUB(v, ${low})); const ${S} flips = ${fn('trunc')}(a / tw); const ${S} extra = SUB(a, MUL(flips, tw));
+      const ${S} a = ${fn('fabs')}(SUB(v, ${low})); const ${S} flips = ${fn('trunc')}(DIV(a, tw)); const ${S} extra = SUB(a, MUL(flips, tw));
       return ADD(JMIN(extra, SUB(tw, extra)), ${low});`;
   } else {
-    unnorm = ac ? `MUL(ADD(g, (${S})1) / (${S})2, (${S})(${size} - 1))` : `SUB(MUL(ADD(g, (${S})1), (${S})${size}), (${S})1) / (${S})2`;
+    // GridSampler.h grid_sampler_unnormalize / reflect_coordinates (fmod is exact)
+    unnorm = ac ? `MUL(DIV(ADD(g, (${S})1), (${S})2), Q((${S})(${size} - 1)))` : `DIV(SUB(MUL(ADD(g, (${S})1), Q((${S})${size})), (${S})1), (${S})2)`;
     const [lo2, hi2] = ac ? ['0', `2 * (${size} - 1)`] : ['-1', `2 * ${size} - 1`];
     reflect = `if (${lo2} == ${hi2}) return (${S})0;
-      const ${S} mn = (${S})(${lo2}) / 2, span = (${S})(${hi2} - (${lo2})) / 2;
-      const ${S} a = ${fn('fabs')}(SUB(v, mn)); const ${S} extra = ${fn('fmod')}(a, span); const ${S} flips = ${fn('floor')}(a / span);
+      const ${S} mn = (${S})(${lo2}) / 2, span = DIV(Q((${S})(${hi2} - (${lo2}))), (${S})2);
+      const ${S} a = ${fn('fabs')}(SUB(v, mn)); const ${S} extra = ${fn('fmod')}(a, span); const ${S} flips = ${fn('floor')}(DIV(a, span));
       return ${fn('fmod')}(flips, (${S})2) == 0 ? ADD(extra, mn) : ADD(SUB(span, extra), mn);`;
   }
-  const clip = (v: string): string => `JMIN((${S})(${size} - 1), JMAX(${v}, (${S})0))`;
+  const clip = (v: string): string => `JMIN(Q((${S})(${size} - 1)), JMAX(${v}, (${S})0))`;
   const bound = pad === 'border' ? clip('v') : pad === 'reflection' ? clip(`${ax}reflect(v)`) : 'v';
   return `
-  const ${S} ${ax}scale = (${S})(${ac ? `(${size} - 1) / 2.0` : `${size} / 2.0`});
+  const ${S} ${ax}scale = DIV(Q((${S})${ac ? `(${size} - 1)` : size}), (${S})2);
   auto ${ax}unnorm = [&](${S} g) -> ${S} { return ${unnorm}; };
   auto ${ax}reflect = [&](${S} v) -> ${S} { ${reflect} };
   auto ${ax}bound = [&](${S} v) -> ${S} { return ${bound}; };
   (void)${ax}scale; (void)${ax}reflect;`;
 }
 
-export function gridSampleSource(dtype: DTypeName, spatial: 2 | 3, mode: GridSampleKernelParams['mode'], pad: GridSampleKernelParams['padding'], ac: boolean) {
+/**
+ * `step`: the dtype PyTorch computes in (the input's): float16/bfloat16 round every step to it, the
+ * weighted sums included; float32/float64 sum in double (the CPU's sums).
+ */
+export function gridSampleSource(dtype: DTypeName, spatial: 2 | 3, mode: GridSampleKernelParams['mode'], pad: GridSampleKernelParams['padding'], ac: boolean,
+  step: DTypeName = dtype) {
   const T = R.storageType(dtype), S = dtype === 'float64' ? 'double' : 'float';
+  const lowp = step === 'float16' || step === 'bfloat16';
+  const round = step === 'float16' ? 'nbx_round_f16' : step === 'bfloat16' ? 'nbx_round_bf16' : '';
   const fn = mathOf(S);
   const vec = spatial === 2;
   const inside = (z: string, y: string, x: string): string => `(${x} >= 0 && ${x} < W && ${y} >= 0 && ${y} < H && ${z} >= 0 && ${z} < D)`;
+  // sums: in the step dtype (rounded steps) for half inputs, else in double
+  const A = lowp ? S : 'double';
+  const add = (a: string, b: string): string => (lowp ? `ADD(${a}, ${b})` : `__dadd_rn(${a}, ${b})`);
+  const mul = (a: string, b: string): string => (lowp ? `MUL(${a}, ${b})` : `__dmul_rn(${a}, ${b})`);
+  const val = (p: string, i: string): string => (lowp ? `(${S})${R.load(dtype, p, i)}` : loadD(dtype, p, i));
+  const dot = (acc: string, from: string, nt: number): string => `${A} ${acc} = 0;
+      #pragma unroll
+      for (int t = ${from}; t < ${from} + ${nt}; t++) ${acc} = ${add(acc, mul(`offs[t] >= 0 ? ${val('xc', 'offs[t]')} : (${A})0`, 'ws[t]'))};`;
   const accumulate = (nt: number): string => `
     for (int c = 0; c < C; c++) {
       const ${T}* xc = xb + (long long)c * plane;
-      double acc = 0;
-      #pragma unroll
-      for (int t = 0; t < ${nt}; t++) acc = __dadd_rn(acc, __dmul_rn(offs[t] >= 0 ? ${loadD(dtype, 'xc', 'offs[t]')} : 0.0, ws[t]));
+      ${dot('acc', '0', nt)}
       ${storeD(dtype, 'out', 'obase + (long long)c * oplane', 'acc')}
     }`;
   let body: string;
   if (mode === 'bicubic') {
+    // get_cubic_coefficients of the vectorized kernel: distances t + 1, t, 1 - t, 2 - t; rows (x taps)
+    // first, then the four row results along y
     const cub1 = (v: string): string => `ADD(MUL(MUL(SUB(MUL((${S})1.25, ${v}), (${S})2.25), ${v}), ${v}), (${S})1)`;
     const cub2 = (v: string): string => `SUB(MUL(ADD(MUL(SUB(MUL((${S})-0.75, ${v}), (${S})-3.75), ${v}), (${S})-6), ${v}), (${S})-3)`;
-    const coeffs = (c: string, t: string): string => `${S} ${c}[4]; { const ${S} x2 = SUB((${S})1, ${t}); ${c}[0] = ${cub2(`ADD(${t}, (${S})1)`)}; ${c}[1] = ${cub1(t)}; ${c}[2] = ${cub1('x2')}; ${c}[3] = ${cub2(`ADD(x2, (${S})1)`)}; }`;
+    const coeffs = (c: string, t: string): string => `${S} ${c}[4]; { const ${S} tt = ${t}; ${c}[0] = ${cub2(`ADD(tt, (${S})1)`)}; ${c}[1] = ${cub1('tt')}; ${c}[2] = ${cub1(`SUB((${S})1, tt)`)}; ${c}[3] = ${cub2(`SUB((${S})2, tt)`)}; }`;
     body = `const ${S} x = Xunnorm(gx), y = Yunnorm(gy);
     const ${S} ix = ${fn('floor')}(x), iy = ${fn('floor')}(y);
     ${coeffs('cx', 'SUB(x, ix)')}
     ${coeffs('cy', 'SUB(y, iy)')}
-    long long offs[16]; double ws[16];
-    for (int a = 0; a < 4; a++) for (int b = 0; b < 4; b++) {
-      const ${S} sx = ${fn('trunc')}(Xbound(ix - 1 + a)), sy = ${fn('trunc')}(Ybound(iy - 1 + b));
-      offs[a * 4 + b] = ${inside('0', 'sy', 'sx')} ? (long long)sy * W + (long long)sx : -1;
-      ws[a * 4 + b] = (double)cx[a] * (double)cy[b];
+    long long offs[16]; ${A} ws[16];
+    for (int b = 0; b < 4; b++) for (int a = 0; a < 4; a++) {
+      const ${S} sx = ${fn('trunc')}(Xbound(ADD(ix, (${S})(a - 1)))), sy = ${fn('trunc')}(Ybound(ADD(iy, (${S})(b - 1))));
+      offs[b * 4 + a] = ${inside('0', 'sy', 'sx')} ? (long long)sy * W + (long long)sx : -1;
+      ws[b * 4 + a] = (${A})cx[a];
     }
-    ${accumulate(16)}`;
+    for (int c = 0; c < C; c++) {
+      const ${T}* xc = xb + (long long)c * plane;
+      ${A} acc = 0;
+      for (int b = 0; b < 4; b++) {
+        ${dot('row', 'b * 4', 4)}
+        acc = ${add('acc', mul(`(${A})cy[b]`, 'row'))};
+      }
+      ${storeD(dtype, 'out', 'obase + (long long)c * oplane', 'acc')}
+    }`;
   } else if (mode === 'nearest') {
     body = `const ${S} x = Xbound(Xunnorm(gx)), y = Ybound(Yunnorm(gy)), z = ${spatial === 3 ? 'Zbound(Zunnorm(gz))' : `(${S})0`};
     const ${S} ix = ${fn('rint')}(x), iy = ${fn('rint')}(y), iz = ${fn('rint')}(z);
@@ -258,17 +292,17 @@ export function gridSampleSource(dtype: DTypeName, spatial: 2 | 3, mode: GridSam
     body = `const ${S} x = Xbound(Xunnorm(gx)), y = Ybound(Yunnorm(gy));
     const ${S} x0 = ${fn('floor')}(x), y0 = ${fn('floor')}(y);
     const ${S} wx = SUB(x, x0), ex = SUB((${S})1, wx), ny = SUB(y, y0), sy = SUB((${S})1, ny);
-    const ${S} cyv[4] = { y0, y0, ADD(y0, (${S})1), ADD(y0, (${S})1) }, cxv[4] = { x0, ADD(x0, (${S})1), x0, ADD(x0, (${S})1) };
+    const ${S} cyv[4] = { y0, y0, y0 + 1, y0 + 1 }, cxv[4] = { x0, x0 + 1, x0, x0 + 1 };
     const ${S} wv[4] = { MUL(sy, ex), MUL(sy, wx), MUL(ny, ex), MUL(ny, wx) };
-    long long offs[4]; double ws[4];
+    long long offs[4]; ${A} ws[4];
     for (int t = 0; t < 4; t++) { offs[t] = ${inside('0', 'cyv[t]', 'cxv[t]')} ? (long long)cyv[t] * W + (long long)cxv[t] : -1; ws[t] = wv[t]; }
     ${accumulate(4)}`;
   } else {
     body = `const ${S} x = Xbound(Xunnorm(gx)), y = Ybound(Yunnorm(gy)), z = Zbound(Zunnorm(gz));
     const ${S} x0 = ${fn('floor')}(x), y0 = ${fn('floor')}(y), z0 = ${fn('floor')}(z);
-    long long offs[8]; double ws[8];
+    long long offs[8]; ${A} ws[8];
     for (int dz = 0; dz < 2; dz++) for (int dy = 0; dy < 2; dy++) for (int dx = 0; dx < 2; dx++) {
-      const ${S} fx = dx ? SUB(x, x0) : SUB(ADD(x0, (${S})1), x), fy = dy ? SUB(y, y0) : SUB(ADD(y0, (${S})1), y), fz = dz ? SUB(z, z0) : SUB(ADD(z0, (${S})1), z);
+      const ${S} fx = dx ? SUB(x, x0) : SUB(x0 + 1, x), fy = dy ? SUB(y, y0) : SUB(y0 + 1, y), fz = dz ? SUB(z, z0) : SUB(z0 + 1, z);
       const ${S} cz = z0 + dz, cy = y0 + dy, cx = x0 + dx;
       const int t = (dz * 2 + dy) * 2 + dx;
       offs[t] = ${inside('cz', 'cy', 'cx')} ? ((long long)cz * H + (long long)cy) * W + (long long)cx : -1;
@@ -281,7 +315,7 @@ extern "C" __global__ void __launch_bounds__(256) grid_sample(const ${T}* __rest
   long long xoff, long long goff, long long ooff, long long points, int C, int D, int H, int W, long long oplane) {
   const int Xsize = W, Ysize = H, Zsize = D;
   const long long plane = (long long)D * H * W;
-  ${coordHelpers(S as 'float' | 'double')}
+  ${coordHelpers(S as 'float' | 'double', round)}
   ${axisSource('X', S, vec, ac, pad)}
   ${axisSource('Y', S, vec, ac, pad)}
   ${axisSource('Z', S, vec, ac, pad)}
@@ -305,7 +339,8 @@ export function cudaGridSample(p: GridSampleKernelParams): void {
   const [, OD, OH, OW] = grid.shape as number[];
   const oplane = OD! * OH! * OW!, points = N! * oplane;
   if (points === 0 || C === 0) return;
-  const key = `grid_sample:${x.dtype}:${p.spatial}:${p.mode}:${p.padding}:${p.alignCorners}`;
-  const k = be.kernel(key, () => gridSampleSource(x.dtype, p.spatial, p.mode, p.padding, p.alignCorners));
+  const step = p.stepDType === 'float16' || p.stepDType === 'bfloat16' ? p.stepDType : x.dtype;
+  const key = `grid_sample:${x.dtype}:${step}:${p.spatial}:${p.mode}:${p.padding}:${p.alignCorners}`;
+  const k = be.kernel(key, () => gridSampleSource(x.dtype, p.spatial, p.mode, p.padding, p.alignCorners, step));
   be.launch(k, be.gridFor(points, 256), 256, [basePtr(x), basePtr(grid), basePtr(out), x.offset, grid.offset, out.offset, points, C!, D!, H!, W!, oplane]);
 }

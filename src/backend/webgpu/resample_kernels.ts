@@ -6,8 +6,9 @@
 // interpolate applies the op layer's per-dim tables (one upload: f32 weights, then int32 indices). Pure
 // gathers (nearest) copy storage bits, so uint8 stays exact; otherwise a thread per output element sums
 // D over H over W taps, innermost W first, the nesting of the CPU's separable passes.
-// grid_sample repeats the CPU's coordinate math step by step in f32 (coordinates decide which pixels are
-// read); a thread owns a grid point and loops over the channels.
+// grid_sample repeats the CPU's coordinate math step by step in f32, each step rounded to the half type
+// for float16/bfloat16 inputs as there (coordinates decide which pixels are read, and PyTorch computes
+// in the half type); a thread owns a grid point and loops over the channels.
 // nll_loss: one workgroup, a fixed-order tree (reproducible sums); local_response_norm: a thread per
 // element summing its channel window.
 
@@ -113,26 +114,39 @@ export function webgpuInterpolate(p: InterpolateKernelParams): void {
 // ---- grid_sample -------------------------------------------------------------------------------------
 
 /**
- * WGSL coordinate functions (unnormalize, then the padding rule) in f32, as the CPU's float32 path;
+ * Wraps one arithmetic step of the CPU's grid_sample (src/backend/cpu/resample.ts): plain f32 for float32
+ * inputs; for float16/bfloat16 the result rounds to the half type, as PyTorch's kernels compute in it.
+ */
+function stepOf(step: DTypeName): (e: string) => string {
+  if (step === 'float16') return (e) => `nbx_round_f16(${e})`;
+  if (step === 'bfloat16') return (e) => `nbx_round_bf16(${e})`;
+  return (e) => `(${e})`;
+}
+
+/**
+ * WGSL coordinate functions (unnormalize, then the padding rule) as the CPU's, each step through q;
  * align_corners (uniform word 9) and the padding mode (word 10: zeros, border, reflection) are uniforms.
  */
-function coordFns(vec: boolean): string {
+function coordFns(vec: boolean, q: (e: string) => string): string {
   let unnorm: string, reflect: string;
   if (vec) {
-    // GridSamplerKernel.cpp ComputeLocationBase
-    unnorm = 'if (ac) { return (g + 1.0f) * (f32(size - 1u) / 2.0f); } return (g + 1.0f) * (f32(size) / 2.0f) - 0.5f;';
-    reflect = `let tw = select(f32(size * 2u), f32((size - 1u) * 2u), ac); let low = select(-0.5f, 0.0f, ac);
+    // GridSamplerKernel.cpp ComputeLocationBase (constants in the step dtype too)
+    unnorm = `if (ac) { return ${q(`${q('g + 1.0f')} * ${q(`${q('f32(size - 1u)')} / 2.0f`)}`)}; }
+  return ${q(`${q(`${q('g + 1.0f')} * ${q(`${q('f32(size)')} / 2.0f`)}`)} - 0.5f`)};`;
+    reflect = `let tw = ${q('select(f32(size * 2u), f32((size - 1u) * 2u), ac)')}; let low = select(-0.5f, 0.0f, ac);
   if (tw == 0.0f) { return 0.0f; }
-  let a = abs(v - low); let flips = trunc(a / tw); let extra = a - flips * tw;
-  return nbx_jmin(extra, tw - extra) + low;`;
+  let a = abs(${q('v - low')}); let flips = trunc(${q('a / tw')}); let extra = ${q(`a - ${q('flips * tw')}`)};
+  return ${q(`nbx_jmin(extra, ${q('tw - extra')}) + low`)};`;
   } else {
-    // GridSampler.h grid_sampler_unnormalize / reflect_coordinates
-    unnorm = 'if (ac) { return ((g + 1.0f) / 2.0f) * f32(size - 1u); } return ((g + 1.0f) * f32(size) - 1.0f) / 2.0f;';
+    // GridSampler.h grid_sampler_unnormalize / reflect_coordinates (fmod exact, the flip parity from the
+    // rounded quotient, as there)
+    unnorm = `if (ac) { return ${q(`${q(`${q('g + 1.0f')} / 2.0f`)} * ${q('f32(size - 1u)')}`)}; }
+  return ${q(`${q(`${q(`${q('g + 1.0f')} * ${q('f32(size)')}`)} - 1.0f`)} / 2.0f`)};`;
     reflect = `let lo2 = select(-1.0f, 0.0f, ac); let hi2 = select(f32(2u * size) - 1.0f, f32(2u * (size - 1u)), ac);
   if (lo2 == hi2) { return 0.0f; }
-  let mn = lo2 / 2.0f; let span = (hi2 - lo2) / 2.0f;
-  let a = abs(v - mn); let flips = floor(a / span); let extra = a - span * flips;
-  return select(span - extra + mn, extra + mn, flips - 2.0f * floor(flips * 0.5f) == 0.0f);`;
+  let mn = lo2 / 2.0f; let span = ${q(`${q('hi2 - lo2')} / 2.0f`)};
+  let a = abs(${q('v - mn')}); let flips = floor(${q('a / span')}); let extra = a - span * floor(a / span);
+  return select(${q(`${q('span - extra')} + mn`)}, ${q('extra + mn')}, flips - 2.0f * floor(flips * 0.5f) == 0.0f);`;
   }
   const axes = [['X', 4], ['Y', 3], ['Z', 2]].map(([ax, w]) => `fn unnorm_${ax}(g: f32) -> f32 { return nbx_unnorm(g, ${U(w as number)}); }
 fn bound_${ax}(v: f32) -> f32 { return nbx_bound(v, ${U(w as number)}); }`).join('\n');
@@ -140,7 +154,7 @@ fn bound_${ax}(v: f32) -> f32 { return nbx_bound(v, ${U(w as number)}); }`).join
 fn nbx_jmax(a: f32, b: f32) -> f32 { if (nbx_isnan(a) || nbx_isnan(b)) { return a + b; } return select(b, a, a > b); }
 fn nbx_unnorm(g: f32, size: u32) -> f32 { let ac = ${U(9)} != 0u; ${unnorm} }
 fn nbx_reflect(v: f32, size: u32) -> f32 { let ac = ${U(9)} != 0u; ${reflect} }
-fn nbx_clip(v: f32, size: u32) -> f32 { return nbx_jmin(f32(size - 1u), nbx_jmax(v, 0.0f)); }
+fn nbx_clip(v: f32, size: u32) -> f32 { return nbx_jmin(${q('f32(size - 1u)')}, nbx_jmax(v, 0.0f)); }
 fn nbx_bound(v: f32, size: u32) -> f32 {
   let pad = ${U(10)};
   if (pad == 1u) { return nbx_clip(v, size); }
@@ -151,35 +165,50 @@ ${axes}
 fn inside(z: f32, y: f32, x: f32) -> bool { return x >= 0.0f && x < f32(${U(4)}) && y >= 0.0f && y < f32(${U(3)}) && z >= 0.0f && z < f32(${U(2)}); }`;
 }
 
-/** uniform: [points, C, D, H, W, oplane, xoff, goff, ooff, alignCorners, padding]. b1 out, b2 x, b3 grid. */
-function gridSampleProgram(d: DTypeName, spatial: 2 | 3, mode: GridSampleKernelParams['mode'], wg: number): Program {
+/**
+ * uniform: [points, C, D, H, W, oplane, xoff, goff, ooff, alignCorners, padding]. b1 out, b2 x, b3 grid.
+ * `step`: the dtype every step rounds to (float32: none; the sums then run in plain f32).
+ */
+function gridSampleProgram(d: DTypeName, step: DTypeName, spatial: 2 | 3, mode: GridSampleKernelParams['mode'], wg: number): Program {
   const access = `${outAccess(d)}rr`;
-  return program(`rs.grid|${d}|${spatial}|${mode}|${wg}`, access, 11, () => {
-    const vec = spatial === 2;
-    const fns = coordFns(spatial === 2);
+  return program(`rs.grid|${d}|${step}|${spatial}|${mode}|${wg}`, access, 11, () => {
+    const q = stepOf(step);
+    const fns = coordFns(spatial === 2, q);
     const x = (idx: string): string => R.castExpr(d, 'float32', R.load(d, 'b2', idx));
+    // Σ v·w in the CPU's order over taps [from, from + n), out-of-range taps (offset -1) skipped
+    const dot = (acc: string, base: string, ws: string, from: string, n: number): string => `var ${acc} = 0.0f;
+    for (var t = ${from}; t < ${from} + ${n}u; t++) { if (offs[t] >= 0) { ${acc} = ${q(`${acc} + ${q(`${x(`${base} + u32(offs[t])`)} * ${ws}[t]`)}`)}; } }`;
     const accumulate = (nt: number): string => `for (var c = 0u; c < C; c++) {
     let xc = xb + c * plane;
-    var acc = 0.0f;
-    for (var t = 0u; t < ${nt}u; t++) { if (offs[t] >= 0) { acc = acc + ${x('xc + u32(offs[t])')} * ws[t]; } }
+    ${dot('acc', 'xc', 'ws', '0u', nt)}
     ${storeVal(d, 'b1', 'obase + c * oplane', R.castExpr('float32', d, 'acc'))}
   }`;
     let body: string;
     if (mode === 'bicubic') {
-      const cub1 = (v: string): string => `((1.25f * ${v} - 2.25f) * ${v} * ${v} + 1.0f)`;
-      const cub2 = (v: string): string => `(((-0.75f * ${v} + 3.75f) * ${v} - 6.0f) * ${v} + 3.0f)`;
-      const coeffs = (c: string, t: string): string => `var ${c}: array<f32, 4>; { let tt = ${t}; let x2 = 1.0f - tt; ${c}[0] = ${cub2('(tt + 1.0f)')}; ${c}[1] = ${cub1('tt')}; ${c}[2] = ${cub1('x2')}; ${c}[3] = ${cub2('(x2 + 1.0f)')}; }`;
+      // get_cubic_coefficients of the vectorized kernel: distances t + 1, t, 1 - t, 2 - t
+      const cub1 = (v: string): string => q(`${q(`${q(`${q(`${q(`1.25f * ${v}`)} - 2.25f`)} * ${v}`)} * ${v}`)} + 1.0f`);
+      const cub2 = (v: string): string => q(`${q(`${q(`${q(`${q(`${q(`-0.75f * ${v}`)} + 3.75f`)} * ${v}`)} - 6.0f`)} * ${v}`)} + 3.0f`);
+      const coeffs = (c: string, t: string): string => `var ${c}: array<f32, 4>; { let tt = ${t}; let x1 = ${q('tt + 1.0f')}; let x2 = ${q('1.0f - tt')}; let x3 = ${q('2.0f - tt')};
+    ${c}[0] = ${cub2('x1')}; ${c}[1] = ${cub1('tt')}; ${c}[2] = ${cub1('x2')}; ${c}[3] = ${cub2('x3')}; }`;
       body = `let x = unnorm_X(gx); let y = unnorm_Y(gy);
   let ix = floor(x); let iy = floor(y);
-  ${coeffs('cx', 'x - ix')}
-  ${coeffs('cy', 'y - iy')}
+  ${coeffs('cx', q('x - ix'))}
+  ${coeffs('cy', q('y - iy'))}
   var offs: array<i32, 16>; var ws: array<f32, 16>;
-  for (var a = 0; a < 4; a++) { for (var bb = 0; bb < 4; bb++) {
-    let sx = trunc(bound_X(ix - 1.0f + f32(a))); let sy = trunc(bound_Y(iy - 1.0f + f32(bb)));
-    offs[a * 4 + bb] = select(-1, i32(sy) * i32(W) + i32(sx), inside(0.0f, sy, sx));
-    ws[a * 4 + bb] = cx[a] * cy[bb];
+  for (var j = 0; j < 4; j++) { for (var i = 0; i < 4; i++) {
+    let sx = trunc(bound_X(${q('ix + (f32(i) - 1.0f)')})); let sy = trunc(bound_Y(${q('iy + (f32(j) - 1.0f)')}));
+    offs[j * 4 + i] = select(-1, i32(sy) * i32(W) + i32(sx), inside(0.0f, sy, sx));
+    ws[j * 4 + i] = cx[i];
   } }
-  ${accumulate(16)}`;
+  for (var c = 0u; c < C; c++) {
+    let xc = xb + c * plane;
+    var acc = 0.0f;
+    for (var j = 0u; j < 4u; j++) {
+      ${dot('row', 'xc', 'ws', 'j * 4u', 4)}
+      acc = ${q(`acc + ${q('cy[j] * row')}`)};
+    }
+    ${storeVal(d, 'b1', 'obase + c * oplane', R.castExpr('float32', d, 'acc'))}
+  }`;
     } else if (mode === 'nearest') {
       body = `let x = bound_X(unnorm_X(gx)); let y = bound_Y(unnorm_Y(gy)); let z = ${spatial === 3 ? 'bound_Z(unnorm_Z(gz))' : '0.0f'};
   let ix = round(x); let iy = round(y); let iz = round(z);
@@ -193,9 +222,9 @@ function gridSampleProgram(d: DTypeName, spatial: 2 | 3, mode: GridSampleKernelP
     } else if (spatial === 2) {
       body = `let x = bound_X(unnorm_X(gx)); let y = bound_Y(unnorm_Y(gy));
   let x0 = floor(x); let y0 = floor(y);
-  let wx = x - x0; let ex = 1.0f - wx; let ny = y - y0; let sy = 1.0f - ny;
+  let wx = ${q('x - x0')}; let ex = ${q('1.0f - wx')}; let ny = ${q('y - y0')}; let sy = ${q('1.0f - ny')};
   var cyv = array<f32, 4>(y0, y0, y0 + 1.0f, y0 + 1.0f); var cxv = array<f32, 4>(x0, x0 + 1.0f, x0, x0 + 1.0f);
-  var ws = array<f32, 4>(sy * ex, sy * wx, ny * ex, ny * wx);
+  var ws = array<f32, 4>(${q('sy * ex')}, ${q('sy * wx')}, ${q('ny * ex')}, ${q('ny * wx')});
   var offs: array<i32, 4>;
   for (var t = 0u; t < 4u; t++) { offs[t] = select(-1, i32(cyv[t]) * i32(W) + i32(cxv[t]), inside(0.0f, cyv[t], cxv[t])); }
   ${accumulate(4)}`;
@@ -204,11 +233,11 @@ function gridSampleProgram(d: DTypeName, spatial: 2 | 3, mode: GridSampleKernelP
   let x0 = floor(x); let y0 = floor(y); let z0 = floor(z);
   var offs: array<i32, 8>; var ws: array<f32, 8>;
   for (var dz = 0u; dz < 2u; dz++) { for (var dy = 0u; dy < 2u; dy++) { for (var dx = 0u; dx < 2u; dx++) {
-    let fx = select(x0 + 1.0f - x, x - x0, dx == 1u); let fy = select(y0 + 1.0f - y, y - y0, dy == 1u); let fz = select(z0 + 1.0f - z, z - z0, dz == 1u);
+    let fx = select(${q('x0 + 1.0f - x')}, ${q('x - x0')}, dx == 1u); let fy = select(${q('y0 + 1.0f - y')}, ${q('y - y0')}, dy == 1u); let fz = select(${q('z0 + 1.0f - z')}, ${q('z - z0')}, dz == 1u);
     let cz = z0 + f32(dz); let cy = y0 + f32(dy); let cx = x0 + f32(dx);
     let t = (dz * 2u + dy) * 2u + dx;
     offs[t] = select(-1, (i32(cz) * i32(H) + i32(cy)) * i32(W) + i32(cx), inside(cz, cy, cx));
-    ws[t] = (fx * fy) * fz;
+    ws[t] = ${q(`${q('fx * fy')} * fz`)};
   } } }
   ${accumulate(8)}`;
     }
@@ -236,7 +265,7 @@ export function webgpuGridSample(p: GridSampleKernelParams): void {
     ['zeros', 'border', 'reflection'].indexOf(p.padding)]);
   const { bufs, done } = bindAll([out.buf as WGBuffer], [x.buf as WGBuffer, grid.buf as WGBuffer]);
   const wg = be.wgElementwise;
-  be.dispatch(gridSampleProgram(x.dtype, p.spatial, p.mode, wg), bufs, u, points, wg);
+  be.dispatch(gridSampleProgram(x.dtype, p.stepDType === 'float16' || p.stepDType === 'bfloat16' ? p.stepDType : 'float32', p.spatial, p.mode, wg), bufs, u, points, wg);
   done();
 }
 
