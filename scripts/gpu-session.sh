@@ -49,6 +49,7 @@ for part in "$@"; do
     webgpu) [ -f scripts/gpu-webgpu.sh ] && st webgpu 170 bash scripts/gpu-webgpu.sh ;;
     wgsl-*|reduce|webgpu-reduce) [ -f scripts/gpu-$part.sh ] && st $part 150 bash scripts/gpu-$part.sh ;;
     bench-ew) st bench-ew 120 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only ew ;;
+    gemv) st gemv-check 90 node test/gen/cuda_gemv_configs.mjs ;;
     bench-gemm) st bench-gemm 150 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only gemm ;;
     wgsl) for s in wgsl-sort wgsl-index wgsl-int64; do [ -f scripts/gpu-$s.sh ] && st $s 90 bash scripts/gpu-$s.sh; done ;;
     cold)

@@ -37,21 +37,28 @@ export type GemvDType = 'float32' | 'float16' | 'bfloat16';
 export type GemvLayout = 'nk' | 'kn';
 
 export const GEMV_NK_SPACE = defineSpace({
-  name: 'cuda.gemv.nk',
+  name: 'cuda.gemv.nk.v2',
   knobs: [
-    { name: 'impl', values: ['gemv', 'cublaslt'], movesBits: true, doc: 'this kernel or cuBLASLt' },
-    { name: 'cols', values: [1, 2, 4], movesBits: false, doc: 'output columns per warp' },
+    { name: 'impl', values: ['gemv', 'mma', 'cublaslt'], movesBits: true, doc: 'the FMA kernel, the tensor-core kernel (float16/bfloat16) or cuBLASLt' },
+    { name: 'cols', values: [1, 2, 4], movesBits: false, doc: "the FMA kernel's output columns per warp" },
+    { name: 'nt', values: [1, 2, 4], movesBits: false, doc: "the tensor-core kernel's 8-column tiles per warp" },
+    { name: 'split', values: [1, 2, 4], movesBits: true, doc: "the tensor-core kernel's blocks per SM (K chunks)" },
   ],
-  defaultConfig: { impl: 'gemv', cols: 2 },
-  resources: () => ({ threads: THREADS }),
-  constraint: (cfg) => (cfg.impl === 'cublaslt' && cfg.cols !== 2 ? 'cols means nothing to cuBLASLt' : undefined),
+  defaultConfig: { impl: 'gemv', cols: 2, nt: 2, split: 2 },
+  resources: () => ({ threads: THREADS, sharedMemoryBytes: 16 * 1024 }),
+  constraint: (cfg) => (cfg.impl !== 'gemv' && cfg.cols !== 2 ? 'cols is the FMA kernel\'s'
+    : cfg.impl !== 'mma' && (cfg.nt !== 2 || cfg.split !== 2) ? 'nt and split are the tensor-core kernel\'s' : undefined),
 });
 
 export const GEMV_KN_SPACE = defineSpace({
-  name: 'cuda.gemv.kn',
-  knobs: [{ name: 'impl', values: ['gemv', 'cublaslt'], movesBits: true, doc: 'this kernel or cuBLASLt' }],
-  defaultConfig: { impl: 'gemv' },
-  resources: () => ({ threads: THREADS, sharedMemoryBytes: 32 * 1024 }),
+  name: 'cuda.gemv.kn.v2',
+  knobs: [
+    { name: 'impl', values: ['gemv', 'cublaslt'], movesBits: true, doc: 'this kernel or cuBLASLt' },
+    { name: 'split', values: [2, 4, 8], movesBits: true, doc: 'blocks per SM the K chunks aim for (the chunk partials are summed in another grouping)' },
+  ],
+  defaultConfig: { impl: 'gemv', split: 4 },
+  resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
+  constraint: (cfg) => (cfg.impl === 'cublaslt' && cfg.split !== 4 ? 'split means nothing to cuBLASLt' : undefined),
 });
 
 /** Rows rounded up to the kernel's compile-time row count. */
@@ -176,71 +183,14 @@ export function gemvNkSource(d: GemvDType, mr: number, cols: number): { src: str
   return { src, name: 'gemv_nk', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
 }
 
-/** 'kn': rows of W whose loads a thread issues before using any (loads in flight vs registers: x values are MR per row). */
-export const knUnroll = (mr: number): number => (mr <= 2 ? 8 : mr <= 4 ? 4 : 2);
-
-/** Source of the 'kn' kernel for MR rows (CV adjacent columns per thread) and its partial-sum finisher. */
-export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: string; sig: ArgType[] } {
-  const T = R.storageType(d), CV = knColumns(d, mr), VB = CV * DTYPES[d].itemsize, VT = vecType(VB), U = knUnroll(mr);
-  const span = 32 * CV;
-  // one row l of W (already loaded as u) into the accumulators
-  const fmaRow = (u: string, l: string): string => `{
-          const ${T} e[${CV}] = { ${unpack(d, u, CV)} };
-          #pragma unroll
-          for (int i = 0; i < ${mr}; i++) {
-            if (i < m) {
-              const float x = ${R.load(d, 'X', `i * xsi + (${l}) * xsl`)};
-              #pragma unroll
-              for (int c = 0; c < ${CV}; c++) acc[i][c] = fmaf(x, ${R.load(d, 'e', 'c')}, acc[i][c]);
-            }
-          }
-        }`;
-  const src = `${HEAD(d, 'gemv_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ', 2)}) {
-  __shared__ float red[${WARPS}][${mr}][${span}];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long jb = (long long)blockIdx.x * ${span}, j = jb + lane * ${CV};
-  const long long l0 = (long long)blockIdx.y * kchunk, l1 = l0 + kchunk < k ? l0 + kchunk : k;
-  float acc[${mr}][${CV}];
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int c = 0; c < ${CV}; c++) acc[i][c] = 0.f;
-  }
-  if (j < n) {
-    // warp w takes rows l0 + w, l0 + w + ${WARPS}, ... in increasing order (the summation order);
-    // ${U} rows' loads are issued before their arithmetic, so each thread keeps ${U * VB} bytes in flight
-    long long l = l0 + warp;
-    if (vec) {
-      for (; l + ${(U - 1) * WARPS} < l1; l += ${U * WARPS}) {
-        ${VT} u[${U}];
-        #pragma unroll
-        for (int r = 0; r < ${U}; r++) u[r] = *reinterpret_cast<const ${VT}*>(W + (l + r * ${WARPS}) * ldw + j);
-        #pragma unroll
-        for (int r = 0; r < ${U}; r++) ${fmaRow('u[r]', `l + r * ${WARPS}`)}
-      }
-      for (; l < l1; l += ${WARPS}) {
-        const ${VT} u1 = *reinterpret_cast<const ${VT}*>(W + l * ldw + j);
-        ${fmaRow('u1', 'l')}
-      }
-    } else {
-      for (; l < l1; l += ${WARPS}) {
-        #pragma unroll
-        for (int i = 0; i < ${mr}; i++) {
-          if (i < m) {
-            const float x = ${R.load(d, 'X', 'i * xsi + l * xsl')};
-            #pragma unroll
-            for (int c = 0; c < ${CV}; c++) if (j + c < n) acc[i][c] = fmaf(x, ${R.load(d, 'W', 'l * ldw + j + c')}, acc[i][c]);
-          }
-        }
-      }
-    }
-  }
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int c = 0; c < ${CV}; c++) red[warp][i][lane * ${CV} + c] = acc[i][c];
-  }
-  __syncthreads();
+/**
+ * The end of a kernel whose warps left their partial sums in red[warp][row][column of the tile]:
+ * sums over warps in warp order, then either the epilogue (one K chunk) or the chunk's partials to P and,
+ * in the last block of the column tile to finish (elected by a counter, which it re-arms), the sum of
+ * every chunk's partial in chunk order: one launch, no reduction atomics, the same bits every run.
+ */
+function finishTile(d: GemvDType, mr: number, span: number): string {
+  return `  __syncthreads();
   for (int t = threadIdx.x; t < ${mr * span}; t += ${THREADS}) {
     const int i = t / ${span}, cc = t % ${span};
     const long long jj = jb + cc;
@@ -253,8 +203,6 @@ export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: str
     }
   }
   if (gridDim.y == 1) return;
-  // K chunks: the last block of this column tile to finish sums every chunk's partial in chunk order
-  // (the counter only elects that block; the sums never depend on arrival order), then re-arms it.
   __shared__ int last;
   __threadfence();
   __syncthreads();
@@ -282,9 +230,190 @@ export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: str
       ${epilogue(d, 's', 'i * osi + jj * osj', 'jj')}
     }
   }
-  if (threadIdx.x == 0) cnt[blockIdx.x] = 0u;
+  if (threadIdx.x == 0) cnt[blockIdx.x] = 0u;`;
+}
+
+/** 'kn': rows of W whose loads a thread issues before using any (loads in flight vs registers: x values are MR per row). */
+export const knUnroll = (mr: number): number => (mr <= 2 ? 8 : mr <= 4 ? 4 : 2);
+
+/** 'kn': rows of X's shared-memory tile (8 KB of floats), a whole number of the warps' unrolled row batches. */
+export const knTileRows = (mr: number): number => Math.max(WARPS * knUnroll(mr), 2048 / mr);
+
+/** Source of the 'kn' kernel for MR rows (CV adjacent columns per thread) and its partial-sum finisher. */
+export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d), CV = knColumns(d, mr), VB = CV * DTYPES[d].itemsize, VT = vecType(VB), U = knUnroll(mr);
+  const span = 32 * CV, TL = knTileRows(mr);
+  // one row (local index r of the tile) of W, already loaded as u, into the accumulators; X's values
+  // come from the tile in shared memory (rows past m are zeros there: no branch per row)
+  const fmaRow = (u: string, r: string): string => `{
+          const ${T} e[${CV}] = { ${unpack(d, u, CV)} };
+          #pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            const float x = xs[${r}][i];
+            #pragma unroll
+            for (int c = 0; c < ${CV}; c++) acc[i][c] = fmaf(x, ${R.load(d, 'e', 'c')}, acc[i][c]);
+          }
+        }`;
+  const src = `${HEAD(d, 'gemv_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ', 2)}) {
+  __shared__ float red[${WARPS}][${mr}][${span}];
+  __align__(16) __shared__ float xs[${TL}][${mr}];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long jb = (long long)blockIdx.x * ${span}, j = jb + lane * ${CV};
+  const long long l0 = (long long)blockIdx.y * kchunk, l1 = l0 + kchunk < k ? l0 + kchunk : k;
+  float acc[${mr}][${CV}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int c = 0; c < ${CV}; c++) acc[i][c] = 0.f;
+  }
+  // The chunk in tiles of ${TL} rows: X's tile is staged once per block in shared memory as floats
+  // (one ${mr * 4}-byte shared load per W row instead of ${mr} global loads per thread).
+  for (long long t0 = l0; t0 < l1; t0 += ${TL}) {
+    const int tn = (int)(l1 - t0 < ${TL} ? l1 - t0 : ${TL});
+    __syncthreads(); // the previous tile is consumed
+    for (int e = threadIdx.x; e < tn * ${mr}; e += ${THREADS}) {
+      const int i = e / tn, r = e - i * tn;
+      xs[r][i] = i < m ? ${R.load(d, 'X', 'i * xsi + (t0 + r) * xsl')} : 0.f;
+    }
+    __syncthreads();
+    if (j < n) {
+      // warp w takes rows w, w + ${WARPS}, ... of each tile in increasing order (the summation order);
+      // ${U} rows' loads are issued before their arithmetic, so each thread keeps ${U * VB} bytes in flight
+      int r = warp;
+      if (vec) {
+        for (; r + ${(U - 1) * WARPS} < tn; r += ${U * WARPS}) {
+          ${VT} u[${U}];
+          #pragma unroll
+          for (int q = 0; q < ${U}; q++) u[q] = *reinterpret_cast<const ${VT}*>(W + (t0 + r + q * ${WARPS}) * ldw + j);
+          #pragma unroll
+          for (int q = 0; q < ${U}; q++) ${fmaRow('u[q]', `r + q * ${WARPS}`)}
+        }
+        for (; r < tn; r += ${WARPS}) {
+          const ${VT} u1 = *reinterpret_cast<const ${VT}*>(W + (t0 + r) * ldw + j);
+          ${fmaRow('u1', 'r')}
+        }
+      } else {
+        for (; r < tn; r += ${WARPS}) {
+          #pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            const float x = xs[r][i];
+            #pragma unroll
+            for (int c = 0; c < ${CV}; c++) if (j + c < n) acc[i][c] = fmaf(x, ${R.load(d, 'W', '(t0 + r) * ldw + j + c')}, acc[i][c]);
+          }
+        }
+      }
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int c = 0; c < ${CV}; c++) red[warp][i][lane * ${CV} + c] = acc[i][c];
+  }
+${finishTile(d, mr, span)}
 }`;
   return { src, name: 'gemv_kn', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
+}
+
+// ---- the tensor-core form of 'nk' (float16/bfloat16) -----------------------------------------------
+// mma.sync m16n8k16 with X as the 16-row A operand (rows past m are zeros) and eight rows of W (eight
+// output columns) as B. The sum over k does not care which k each fragment slot holds as long as A and
+// B agree, so every lane loads 16 bytes of its X rows and 16 bytes of its W row (k = t*8 .. t*8+7 of a
+// 32-wide step, t = lane % 4) and feeds them to two MMAs: fully used 16-byte loads, no shuffles or
+// shared-memory staging. The 8 warps of a block split K (interleaved 32-wide steps), grid.y K chunks,
+// and the partials meet as in the 'kn' kernel (finishTile).
+
+/** 32-wide K steps per warp whose loads are issued before their MMAs. */
+const MMA_UNROLL = 2;
+
+/** Source of the tensor-core 'nk' kernel: MR = 8 or 16 rows, NT 8-column tiles per warp. */
+export function gemvMmaSource(d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d), U = MMA_UNROLL, bf = d === 'bfloat16';
+  const src = `#ifdef NBX_EMU
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) { emu_mma16816(c, a, b0, b1, ${bf}); }
+#else
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${bf ? 'bf16.bf16' : 'f16.f16'}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+${HEAD(d, 'gemv_mma', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ')}) {
+  __shared__ float red[${WARPS}][${mr}][${8 * nt}];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long jb = (long long)blockIdx.x * ${8 * nt};
+  const long long l0 = (long long)blockIdx.y * kchunk, l1 = l0 + kchunk < k ? l0 + kchunk : k;
+  float c[${nt}][4];
+  const ${T}* wr[${nt}];
+  #pragma unroll
+  for (int q = 0; q < ${nt}; q++) {
+    c[q][0] = c[q][1] = c[q][2] = c[q][3] = 0.f;
+    long long jn = jb + q * 8 + g;
+    if (jn > n - 1) jn = n - 1; // past the end: a repeated load, never stored
+    wr[q] = W + jn * ldw + t * 8;
+  }
+  const bool ra = g < m, rb = g + 8 < m;
+  const ${T}* xa = X + (ra ? g : 0) * xsi + t * 8;
+  const ${T}* xb = X + (rb ? g + 8 : 0) * xsi + t * 8;
+  uint4 z; z.x = z.y = z.z = z.w = 0u;
+  for (long long kk = l0 + warp * 32; kk < l1; kk += ${WARPS * 32 * U}) {
+    uint4 wv[${U}][${nt}], av[${U}], bv[${U}];
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const long long kq = kk + u * ${WARPS * 32};
+      const bool ok = kq + t * 8 < l1; // k is a multiple of 8: a vector is wholly in or out
+      #pragma unroll
+      for (int q = 0; q < ${nt}; q++) wv[u][q] = ok ? *reinterpret_cast<const uint4*>(wr[q] + kq) : z;
+      av[u] = ok && ra ? *reinterpret_cast<const uint4*>(xa + kq) : z;
+      ${mr === 16 ? 'bv[u] = ok && rb ? *reinterpret_cast<const uint4*>(xb + kq) : z;' : 'bv[u] = z;'}
+    }
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const unsigned a0[4] = { av[u].x, bv[u].x, av[u].y, bv[u].y }, a1[4] = { av[u].z, bv[u].z, av[u].w, bv[u].w };
+      #pragma unroll
+      for (int q = 0; q < ${nt}; q++) { mma16816(c[q], a0, wv[u][q].x, wv[u][q].y); mma16816(c[q], a1, wv[u][q].z, wv[u][q].w); }
+    }
+  }
+  #pragma unroll
+  for (int q = 0; q < ${nt}; q++) {
+    red[warp][g][q * 8 + t * 2] = c[q][0];
+    red[warp][g][q * 8 + t * 2 + 1] = c[q][1];
+    ${mr === 16 ? 'red[warp][g + 8][q * 8 + t * 2] = c[q][2];\n    red[warp][g + 8][q * 8 + t * 2 + 1] = c[q][3];' : ''}
+  }
+${finishTile(d, mr, 8 * nt)}
+}`;
+  return { src, name: 'gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
+}
+
+/** The tensor-core kernel's grid: 8·nt columns per block, K chunks (whole 32-wide steps of all warps) so about `perSm` blocks per SM run. */
+export function mmaSplit(g: GemvProblem, smCount: number, nt: number, perSm: number): { gx: number; gy: number; kchunk: number } {
+  const gx = Math.ceil(g.n / (8 * nt)), unit = WARPS * 32;
+  const want = Math.max(1, Math.min(Math.ceil((perSm * smCount) / gx), Math.ceil(g.k / unit)));
+  const kchunk = Math.ceil(Math.ceil(g.k / want) / unit) * unit;
+  return { gx, gy: Math.ceil(g.k / kchunk), kchunk };
+}
+
+/** Whether the tensor-core kernel takes `g`: 'nk', a half type, and the vector path's alignment. */
+export const mmaOk = (g: GemvProblem): boolean => g.layout === 'nk' && g.dtype !== 'float32' && gemvVectorOk(g);
+
+function launchMma(be: CudaBackend, g: GemvProblem, cfg: Config): void {
+  const mr = g.m <= 8 ? 8 : 16, nt = (cfg.nt as number | undefined) ?? 2;
+  const k = mmaKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt);
+  const { gx, gy, kchunk } = mmaSplit(g, be.smCount, nt, (cfg.split as number | undefined) ?? 2);
+  const ws = gy > 1 ? workspace(be, gy * g.m * g.n, gx) : null;
+  be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
+    g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, 1], 0, be.stream);
+}
+
+const mmaKernels = new WeakMap<CudaBackend, Map<number, CudaKernel>>();
+function mmaKernelFor(be: CudaBackend, d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number): CudaKernel {
+  let m = mmaKernels.get(be);
+  if (!m) mmaKernels.set(be, (m = new Map()));
+  const code = (DT_CODE[d] * 32 + mr) * 8 + nt;
+  let k = m.get(code);
+  if (!k) {
+    k = be.kernel(`gemv_mma:${d}:${mr}:${nt}`, () => gemvMmaSource(d, mr, nt));
+    m.set(code, k);
+  }
+  return k;
 }
 
 /** The GEMM parameters the 'gemm' kernel receives (the CPU kernel's contract). */
@@ -343,19 +472,20 @@ export function gemvVectorOk(g: GemvProblem): boolean {
 }
 
 /**
- * 'kn': K chunks (grid.y) so that about four blocks per SM are in flight (1 when the columns alone fill
+ * 'kn': K chunks (grid.y) so that about `perSm` blocks per SM are in flight (1 when the columns alone fill
  * the card); a chunk is a whole number of the warps' unrolled row batches, so no warp ends in the tail loop.
  */
-export function knSplit(g: GemvProblem, smCount: number): { gx: number; gy: number; kchunk: number } {
+export function knSplit(g: GemvProblem, smCount: number, perSm = 4): { gx: number; gy: number; kchunk: number } {
   const mr = rowsFor(g.m), span = 32 * knColumns(g.dtype, mr), unit = WARPS * knUnroll(mr);
   const gx = Math.ceil(g.n / span);
-  const want = Math.max(1, Math.min(Math.ceil((4 * smCount) / gx), Math.ceil(g.k / unit)));
+  const want = Math.max(1, Math.min(Math.ceil((perSm * smCount) / gx), Math.ceil(g.k / unit)));
   const kchunk = Math.ceil(Math.ceil(g.k / want) / unit) * unit;
   return { gx, gy: Math.ceil(g.k / kchunk), kchunk };
 }
 
 /** Launches the GEMV kernel for `g` (config: the tuner's `cols` for 'nk'). */
 export function launchGemv(be: CudaBackend, g: GemvProblem, cfg: Config): void {
+  if (cfg.impl === 'mma' && mmaOk(g)) { launchMma(be, g, cfg); return; }
   const mr = rowsFor(g.m), vec = gemvVectorOk(g) ? 1 : 0;
   if (g.layout === 'nk') {
     const cols = Math.min((cfg.cols as number | undefined) ?? 2, 32 / mr);
@@ -365,7 +495,7 @@ export function launchGemv(be: CudaBackend, g: GemvProblem, cfg: Config): void {
     return;
   }
   const k = kernelFor(be, g.dtype, mr, 0);
-  const { gx, gy, kchunk } = knSplit(g, be.smCount);
+  const { gx, gy, kchunk } = knSplit(g, be.smCount, (cfg.split as number | undefined) ?? 4);
   const ws = gy > 1 ? workspace(be, gy * g.m * g.n, gx) : null;
   be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
     g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], 0, be.stream);
@@ -443,7 +573,7 @@ function choose(be: CudaBackend, g: GemvProblem, viaCublas: () => void): Config 
   if (g.n * g.k >= TUNE_MIN_ELEMENTS) {
     const run = (c: Config): void => (c.impl === 'cublaslt' ? viaCublas() : launchGemv(be, g, c));
     const key = { shape: `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, dtype: `${g.dtype}${bias ? '.bias' : ''}`, device: be.tuning.deviceKey };
-    const cands = prune(space, be.tuning.profile.limits).kept;
+    const cands = prune(space, be.tuning.profile.limits).kept.filter((c) => c.impl !== 'mma' || mmaOk(g));
     cfg = tuneSync({ name: space.name, knobs: space.knobs, defaultConfig: space.defaultConfig }, key, cands,
       (c) => timeBackToBack(be, () => run(c), GEMV_TIMING_CALLS), { deviceLabel: be.ctx.info.name }).config;
   }
@@ -472,6 +602,7 @@ export function allGemvSources(): { label: string; src: string; name: string; si
       for (const cols of [1, 2, 4]) if (mr * cols <= 32) out.push({ label: `nk:${d}:${mr}:${cols}`, ...gemvNkSource(d, mr, cols) });
       out.push({ label: `kn:${d}:${mr}`, ...gemvKnSource(d, mr) });
     }
+    if (d !== 'float32') for (const mr of [8, 16] as const) for (const nt of [1, 2, 4]) out.push({ label: `mma:${d}:${mr}:${nt}`, ...gemvMmaSource(d, mr, nt) });
   }
   return out;
 }
