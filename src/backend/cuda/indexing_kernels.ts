@@ -18,7 +18,7 @@ import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
 import type { StridedRef } from '../backend.js';
 import { registerKernel } from '../registry.js';
 import { coalesce } from '../cpu/elementwise.js';
-import type { ScatterMode, ScatterOptions } from '../cpu/indexing.js';
+import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../cpu/indexing.js';
 import { R, type CudaBackend, type CudaBuffer } from './backend.js';
 import type { ArgType, KernelArg } from './driver.js';
 import { IndexError, UnsupportedError, ValueError } from '../../errors.js';
@@ -484,6 +484,8 @@ const isContiguous = (r: StridedRef): boolean => contiguousStrides(r.shape).ever
  * out[p with p[dim] := index[p]] combined with src[p] by `mode`, in index order.
  */
 export function cudaScatter(out: StridedRef, dim: number, index: StridedRef, src: StridedRef, mode: ScatterMode, opts: ScatterOptions): void {
+  // float16/bfloat16 reductions that PyTorch runs in float32 (see the CPU kernel): on float32 copies
+  if (halfReducesInFloat(out, dim, index, mode, opts)) { scatterHalfInFloat(be, cudaScatter, out, dim, index, src, mode, opts); return; }
   const { op, includeSelf = true, wrap = false } = opts;
   const d = out.dtype;
   if (DTYPES[d].lanes !== 1 && mode !== 'none') throw new ValueError(op, `reduction '${mode}' is not supported for complex tensors`);

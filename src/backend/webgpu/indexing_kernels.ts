@@ -26,7 +26,7 @@
 import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
 import type { StridedRef } from '../backend.js';
 import { registerKernel } from '../registry.js';
-import type { ScatterMode, ScatterOptions } from '../cpu/indexing.js';
+import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../cpu/indexing.js';
 import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
 import { DeviceLimitError, IndexError, UnsupportedError } from '../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
@@ -422,6 +422,8 @@ function runParallelScatter(out: StridedRef, o: StridedRef, s: StridedRef, dim: 
  * reported in row-major order of `index` (the CPU's first error).
  */
 export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, src: StridedRef, mode: ScatterMode, opts: ScatterOptions): void {
+  // float16/bfloat16 reductions that PyTorch runs in float32 (see the CPU kernel): on float32 copies
+  if (halfReducesInFloat(out, dim, index, mode, opts)) { scatterHalfInFloat(be, webgpuScatter, out, dim, index, src, mode, opts); return; }
   const { op, includeSelf = true, wrap = false } = opts;
   checkWgslDType(op, out.dtype, true); checkWgslDType(op, src.dtype, true); checkIndexDType(op, index);
   // int64 reductions combine whole int64 values (one thread per column: WGSL has no 64-bit atomics)
