@@ -22,7 +22,7 @@ import type { StridedRef } from '../backend.js';
 import { registerKernel } from '../registry.js';
 import type { ReduceKind, RowLayout } from '../cpu/reduce.js';
 import { R, unpack, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { ArgType } from './driver.js';
+import type { ArgType, CudaKernel } from './driver.js';
 import { REDUCE_SPACE, REDUCE_ROWS_SPACE, REDUCE_COLS_SPACE } from './tuning.js';
 import { bucketSize, type Config } from '../../autotune/index.js';
 
@@ -60,7 +60,11 @@ function reduceParts(kind: ReduceKind, isF: boolean, partIn = false) {
       case 'any': return { init: '0', enter: '(x != 0)', merge: '(a != 0 || b != 0)', final: 'a' };
       case 'all': return { init: '1', enter: '(x != 0)', merge: '(a != 0 && b != 0)', final: 'a' };
       case 'count_nonzero': return { init: '0', enter: '(x != 0)', merge: 'a + b', final: 'a' };
-      case 'norm': return { init: 'NORM_INIT', enter: 'NORM_ENTER(x)', merge: 'NORM_MERGE(a, b)', final: 'NORM_FINAL(a)' };
+      // p = ±inf: max/min of |x| with NaN sticking (the prelude's NORM_MERGE drops a NaN accumulator)
+      case 'norm': return {
+        init: 'NORM_INIT', enter: 'NORM_ENTER(x)', final: 'NORM_FINAL(a)',
+        merge: '(isinf(p) ? (isnan(a) ? a : (isnan(b) || (p > 0 ? b > a : b < a)) ? b : a) : a + b)',
+      };
       default: return null;
     }
   })();
@@ -377,7 +381,7 @@ export function reduceSource(kind: ReduceKind, inD: DTypeName, outD: DTypeName, 
 }`;
 }
 
-const RED_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f64'];
+export const RED_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f64'];
 
 function generalReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
   outIndex: StridedRef | undefined, lay: RowLayout): void {
@@ -394,22 +398,70 @@ function generalReduce(kind: ReduceKind, input: StridedRef, rows: number, n: num
   run(be.tuning.pick(REDUCE_SPACE, `${cls}:${bucketSize(n)}:${bucketSize(rows)}`, `${DTYPES[input.dtype].itemsize}B`, rows * n, fallback, run));
 }
 
+// ---- every specialization (nvcc check, ahead-of-time compiles) -----------------------------------
+
+/** (kind, input dtype, output dtype) as src/ops/reduce.ts calls the simple kinds (default dtypes), over `dtypes`. */
+export function simpleCombos(dtypes: readonly DTypeName[]): [ReduceKind, DTypeName, DTypeName][] {
+  const out: [ReduceKind, DTypeName, DTypeName][] = [];
+  for (const x of dtypes) {
+    const f = isFloatD(x), acc: DTypeName = f ? x : 'int64', flag: DTypeName = x === 'uint8' ? 'uint8' : 'bool';
+    out.push(['sum', x, acc], ['prod', x, acc], ['max', x, x], ['min', x, x], ['any', x, flag], ['all', x, flag], ['count_nonzero', x, 'int64']);
+    if (f) out.push(['mean', x, x], ['norm', x, x]);
+  }
+  return out;
+}
+
+/** The column vector widths a cols kernel of `d` may be compiled for. */
+export const colsVectors = (d: DTypeName): number[] => [1, 2, 4, 8].filter((V) => V <= Math.min(8, 16 / DTYPES[d].itemsize));
+
+/**
+ * Every module source the reductions compile for `dtypes` (default output dtypes): the rows and cols
+ * modules of each simple kind (first passes, passes over partials, each column vector width) and the
+ * general kernels. Labels name them; `name` is one kernel of the module.
+ */
+export function reduceModules(dtypes: readonly DTypeName[]): { label: string; src: string; name: string; sig: ArgType[] }[] {
+  const out: { label: string; src: string; name: string; sig: ArgType[] }[] = [];
+  for (const [kind, x, o] of simpleCombos(dtypes)) {
+    const pd = partDType(x);
+    out.push({ label: `rows ${kind} ${x}>${o}`, src: rowsModule(kind, x, o, false), name: 'red_u1', sig: ROWS_SIG });
+    out.push({ label: `rows partials ${kind} ${pd}>${o}`, src: rowsModule(kind, pd, o, true), name: 'red_u1', sig: ROWS_SIG });
+    for (const V of colsVectors(x)) out.push({ label: `cols ${kind} ${x}>${o} V${V}`, src: colsModule(kind, x, o, false, V), name: 'redc_u1', sig: COLS_SIG });
+    for (const V of colsVectors(pd)) out.push({ label: `cols partials ${kind} ${pd}>${o} V${V}`, src: colsModule(kind, pd, o, true, V), name: 'redc_u1', sig: COLS_SIG });
+  }
+  for (const x of dtypes) for (const mode of ['row', 'vertical'] as const) {
+    const general: [ReduceKind, DTypeName, boolean][] = [['argmax', 'int64', false], ['argmin', 'int64', false], ['max', x, true], ['min', x, true]];
+    if (isFloatD(x)) general.push(['var', x, false], ['logsumexp', x, false]);
+    for (const [kind, o, idx] of general) out.push({ label: `general ${kind}${idx ? '+indices' : ''} ${x} ${mode}`, src: reduceSource(kind, x, o, idx, mode), name: 'red', sig: RED_SIG });
+  }
+  return out;
+}
+
 // ---- launchers -----------------------------------------------------------------------------------
 
-/** Block slots of T threads the whole device holds at once. */
-function residentBlocks(T: number): number {
-  const perSM = be.tuning.profile.limits.maxThreadsPerSM ?? 2048;
-  return be.smCount * Math.max(1, Math.min(32, Math.floor(perSM / T)));
+/** Set by tests to force a configuration (null: the tuner's). */
+export const reduceOverride: { rows: Config | null; cols: Config | null } = { rows: null, cols: null };
+
+/** Blocks of T threads (using `smem` bytes of shared memory each) the whole device holds at once for kernel k. */
+function residentBlocks(k: CudaKernel, T: number, smem: number): number {
+  const lim = be.tuning.profile.limits;
+  const regs = Math.ceil(Math.max(1, k.resources().numRegs) / 8) * 8; // allocated per warp in 256-register units
+  let perSM = Math.min(32, Math.floor((lim.maxThreadsPerSM ?? 2048) / T), Math.floor((lim.registersPerSM ?? 65536) / (regs * T)));
+  if (smem > 0) perSM = Math.min(perSM, Math.floor(lim.sharedMemoryPerSM / smem));
+  return be.smCount * Math.max(1, perSM);
 }
 
 /** Where a pass reads and writes: device pointers plus element offsets. */
 interface Pass { kind: ReduceKind; inD: DTypeName; inPtr: bigint; off: number; outD: DTypeName; outPtr: bigint; ooff: number; p: number; nf: number }
 
-function rowsLaunch(ps: Pass, partIn: boolean, rows: number, n: number, rs: number, cs: number, T: number, U: number, S: number, tmp: bigint): void {
-  const k = be.kernel(`redr:${ps.kind}:${ps.inD}:${ps.outD}:${partIn}:u${U}`, () => ({ src: rowsModule(ps.kind, ps.inD, ps.outD, partIn), name: `red_u${U}`, sig: ROWS_SIG }));
-  const contiguous = cs === 1 && 16 / DTYPES[ps.inD].itemsize > 1;
-  const loads = Math.ceil(n / S / (contiguous ? 16 / DTYPES[ps.inD].itemsize : 1));
-  const gs = S > 1 ? T : groupSize(loads, T, U);
+// One module per specialization holds every unroll depth: a sweep compiles nothing more, and the
+// sources do not depend on the configuration (scripts/warm-reduce.mjs compiles them ahead).
+function rowsKernelFor(ps: Pass, partIn: boolean, U: number): CudaKernel {
+  return be.kernel(`redr:${ps.kind}:${ps.inD}:${ps.outD}:${partIn}:u${U}`, () => ({ src: rowsModule(ps.kind, ps.inD, ps.outD, partIn), name: `red_u${U}`, sig: ROWS_SIG }));
+}
+
+function rowsLaunch(k: CudaKernel, ps: Pass, rows: number, n: number, rs: number, cs: number, T: number, U: number, S: number, tmp: bigint): void {
+  const vec = cs === 1 ? 16 / DTYPES[ps.inD].itemsize : 1;
+  const gs = S > 1 ? T : groupSize(Math.ceil(n / vec), T, U);
   const items = rows * S, groups = T / gs;
   const grid = Math.max(1, Math.min(Math.ceil(items / groups), be.smCount * 256));
   be.launch(k, grid, T, [ps.inPtr, ps.outPtr, tmp, items, n, rs, cs, ps.off, ps.ooff, S, gs, ps.p, ps.nf]);
@@ -418,35 +470,42 @@ function rowsLaunch(ps: Pass, partIn: boolean, rows: number, n: number, rs: numb
 /** The rows path at configuration c: one pass, or S slices per row and a pass over their partials. */
 function rowsRun(ps: Pass, rows: number, n: number, lay: RowLayout, c: Config): void {
   const T = c.threads as number, U = c.unroll as number;
+  const k = rowsKernelFor(ps, false, U);
   const vec = lay.colStride === 1 ? 16 / DTYPES[ps.inD].itemsize : 1;
-  const S = sliceCount(rows, Math.ceil(n / vec), T, U, residentBlocks(T));
-  if (S === 1) { rowsLaunch(ps, false, rows, n, lay.rowStride, lay.colStride, T, U, 1, 0n); return; }
+  const S = sliceCount(rows, Math.ceil(n / vec), T, U, residentBlocks(k, T, 0));
+  if (S === 1) { rowsLaunch(k, ps, rows, n, lay.rowStride, lay.colStride, T, U, 1, 0n); return; }
   const pd = partDType(ps.inD), tmp = be.alloc(pd, rows * S);
   try {
-    rowsLaunch({ ...ps, outPtr: 0n, ooff: 0 }, false, rows, n, lay.rowStride, lay.colStride, T, U, S, tmp.ptr);
-    rowsLaunch({ ...ps, inD: pd, inPtr: tmp.ptr, off: 0 }, true, rows, S, S, 1, T, U, 1, 0n);
+    rowsLaunch(k, { ...ps, outPtr: 0n, ooff: 0 }, rows, n, lay.rowStride, lay.colStride, T, U, S, tmp.ptr);
+    const p2: Pass = { ...ps, inD: pd, inPtr: tmp.ptr, off: 0 };
+    rowsLaunch(rowsKernelFor(p2, true, U), p2, rows, S, S, 1, T, U, 1, 0n);
   } finally { be.free(tmp); } // stream-ordered: the allocator hands it out again only to later work
 }
 
-function colsLaunch(ps: Pass, partIn: boolean, rows: number, n: number, cs: number, g: ColsGeometry, V: number, U: number, tmp: bigint): void {
-  const k = be.kernel(`redc:${ps.kind}:${ps.inD}:${ps.outD}:${partIn}:v${V}:u${U}`, () => ({ src: colsModule(ps.kind, ps.inD, ps.outD, partIn, V), name: `redc_u${U}`, sig: COLS_SIG }));
-  const smem = g.TX * g.TY * V * 8;
-  be.ctx.launch(k, [g.gx, g.gy], [g.TX, g.TY], [ps.inPtr, ps.outPtr, tmp, rows, n, cs, ps.off, ps.ooff, g.chunk, ps.p, ps.nf], smem, be.stream);
+function colsKernelFor(ps: Pass, partIn: boolean, V: number, U: number): CudaKernel {
+  return be.kernel(`redc:${ps.kind}:${ps.inD}:${ps.outD}:${partIn}:v${V}:u${U}`, () => ({ src: colsModule(ps.kind, ps.inD, ps.outD, partIn, V), name: `redc_u${U}`, sig: COLS_SIG }));
+}
+
+function colsLaunch(k: CudaKernel, ps: Pass, rows: number, n: number, cs: number, g: ColsGeometry, V: number, tmp: bigint): void {
+  be.ctx.launch(k, [g.gx, g.gy], [g.TX, g.TY], [ps.inPtr, ps.outPtr, tmp, rows, n, cs, ps.off, ps.ooff, g.chunk, ps.p, ps.nf], g.TX * g.TY * V * 8, be.stream);
 }
 
 /** The cols path at configuration c: one pass, or grid rows over the reduced dim and a pass over their partials. */
 function colsRun(ps: Pass, rows: number, n: number, cs: number, c: Config): void {
   const T = c.threads as number, U = c.unroll as number;
   const V = colsVector(ps.inD, ps.inPtr, ps.off, cs, rows);
-  const g = colsGeometry(rows, n, V, T, U, residentBlocks(T), true);
-  if (g.gy === 1) { colsLaunch(ps, false, rows, n, cs, g, V, U, 0n); return; }
+  const k = colsKernelFor(ps, false, V, U);
+  const g = colsGeometry(rows, n, V, T, U, residentBlocks(k, T, T * V * 8), true);
+  if (g.gy === 1) { colsLaunch(k, ps, rows, n, cs, g, V, 0n); return; }
   const pd = partDType(ps.inD), tmp = be.alloc(pd, rows * g.gy);
   try {
-    colsLaunch({ ...ps, outPtr: 0n, ooff: 0 }, false, rows, n, cs, g, V, U, tmp.ptr);
+    colsLaunch(k, { ...ps, outPtr: 0n, ooff: 0 }, rows, n, cs, g, V, tmp.ptr);
+    const p2: Pass = { ...ps, inD: pd, inPtr: tmp.ptr, off: 0 };
     const V2 = colsVector(pd, tmp.ptr, 0, rows, rows);
-    colsLaunch({ ...ps, inD: pd, inPtr: tmp.ptr, off: 0 }, true, rows, g.gy, rows, colsGeometry(rows, g.gy, V2, T, U, 0, false), V2, U, 0n);
+    colsLaunch(colsKernelFor(p2, true, V2, U), p2, rows, g.gy, rows, colsGeometry(rows, g.gy, V2, T, U, 0, false), V2, 0n);
   } finally { be.free(tmp); }
 }
+
 
 export function cudaReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
   outIndex?: StridedRef, layout?: RowLayout): void {
@@ -457,11 +516,11 @@ export function cudaReduce(kind: ReduceKind, input: StridedRef, rows: number, n:
   const dkey = `${DTYPES[input.dtype].itemsize}B`;
   if (lay.rowStride === 1 && lay.colStride !== 1 && rows > 1) {
     const run = (c: Config): void => colsRun(ps, rows, n, lay.colStride, c);
-    run(be.tuning.pick(REDUCE_COLS_SPACE, `${bucketSize(n)}:${bucketSize(rows)}`, dkey, rows * n, REDUCE_COLS_SPACE.defaultConfig, run));
+    run(reduceOverride.cols ?? be.tuning.pick(REDUCE_COLS_SPACE, `${bucketSize(n)}:${bucketSize(rows)}`, dkey, rows * n, REDUCE_COLS_SPACE.defaultConfig, run));
     return;
   }
   const run = (c: Config): void => rowsRun(ps, rows, n, lay, c);
   const fallback = { threads: be.tuning.rowDefault(n).threads, unroll: 2 };
   const shape = `${lay.colStride === 1 ? 'c' : 's'}:${bucketSize(n)}:${bucketSize(rows)}`;
-  run(be.tuning.pick(REDUCE_ROWS_SPACE, shape, dkey, rows * n, fallback, run));
+  run(reduceOverride.rows ?? be.tuning.pick(REDUCE_ROWS_SPACE, shape, dkey, rows * n, fallback, run));
 }
