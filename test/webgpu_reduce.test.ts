@@ -13,7 +13,8 @@ import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
-import { caps } from '../src/backend/webgpu/caps.js';
+import { caps, halfProbe } from '../src/backend/webgpu/caps.js';
+import { toFloat16Bits } from '../src/dtype/convert.js';
 
 process.env.NBX_AUTOTUNE ??= 'off'; // no background sweeps from a test run
 const probe = await nbx.webgpu.probe();
@@ -190,6 +191,16 @@ it('float16 outputs of the 16-byte elementwise path: all 65536 bit patterns thro
   const pad = nbx.cat([ties, nbx.zeros([8 - (ties.numel() % 8)])]);
   const want = pad.copyAs('float16').dataStorageSync() as Uint16Array, got = await nbx.mul(pad.to('webgpu'), 1).copyAs('float16').dataStorage() as Uint16Array;
   assert.deepEqual([...got], [...want]);
+});
+
+test('the float16 rounding check expects what the CPU conversion gives, on ties and their neighbours', () => {
+  const { input, want } = halfProbe();
+  const f = new Float32Array(input.buffer);
+  assert.ok(input.length > 8 * 0x7c00);
+  for (let i = 0; i < input.length; i++) {
+    if (Number.isNaN(f[i]!)) assert.equal(want[i], -1);
+    else assert.equal(want[i], toFloat16Bits(f[i]!), `0x${input[i]!.toString(16)}`);
+  }
 });
 
 test('subgroup reduction kernels compile (Dawn null backend, compile only, child process)', async (t) => {

@@ -91,33 +91,35 @@ export async function rawRun(device: GPUDevice, r: RawRun, compileOnly = false):
   }
 }
 
-/** float32 bit patterns that decide whether a float32 -> float16 conversion rounds exactly as the CPU. */
-function halfProbeInputs(): Uint32Array<ArrayBuffer> {
+/**
+ * float32 bit patterns that decide whether a float32 -> float16 conversion rounds exactly as the CPU,
+ * with the float16 bits each must give (-1: any NaN): every finite half h, the tie between h and its
+ * successor (to even), one float32 ulp below it (h) and above it (h + 1), each with both signs; then the
+ * overflow threshold, infinities, NaNs and float32 subnormals.
+ */
+export function halfProbe(): { input: Uint32Array<ArrayBuffer>; want: Int32Array } {
+  const extras = [65504, 65519.99609375, 65520, 1e6, 3.4e38, Infinity, NaN, 2 ** -25, 3 * 2 ** -26, 2 ** -26, 1e-45, 1.1754942e-38];
+  const count = 0x7c00 * 8 + extras.length * 2;
+  const input = new Uint32Array(count + (count % 2)), want = new Int32Array(input.length);
   const f = new Float32Array(1), u = new Uint32Array(f.buffer);
-  const half = (h: number): number => { // exact value of a finite half (as a double)
-    const e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    return e === 0 ? m * 2 ** -24 : (1024 + m) * 2 ** (e - 25);
-  };
-  const out: number[] = [];
-  const push = (x: number): void => { f[0] = x; out.push(u[0]!, (u[0]! | 0x80000000) >>> 0); };
-  const pushBits = (b: number): void => { out.push(b >>> 0, (b | 0x80000000) >>> 0); };
+  let i = 0;
+  const put = (bits: number, h: number): void => { input[i] = bits >>> 0; want[i++] = h; input[i] = (bits | 0x80000000) >>> 0; want[i++] = h | 0x8000; };
   for (let h = 0; h < 0x7c00; h++) {
-    const lo = half(h), hi = h === 0x7bff ? 65536 : half(h + 1);
-    push(lo);
-    f[0] = (lo + hi) / 2; // the tie (exact in float32: a half has 11 significant bits)
-    const tie = u[0]!;
-    pushBits(tie);
-    if (tie > 0) pushBits(tie - 1);
-    pushBits(tie + 1);
+    // the value of h and of its successor (65536 past the largest half), exactly
+    const e = h >> 10, m = h & 0x3ff, ulp = 2 ** (Math.max(e, 1) - 25);
+    const lo = e === 0 ? m * 2 ** -24 : (1024 + m) * ulp;
+    f[0] = lo; put(u[0]!, h);
+    f[0] = lo + ulp / 2; const tie = u[0]!; // exact in float32: a half has 11 significant bits
+    put(tie, h & 1 ? h + 1 : h);
+    put(tie - 1, h);
+    put(tie + 1, h + 1);
   }
-  for (const x of [65504, 65519.99609375, 65520, 1e6, 3.4e38, Infinity]) push(x);
-  for (const b of [0x7fc00000, 0x7f800001, 0x7fffffff, 0x00000001, 0x007fffff, 0x00400000, 0x33000000, 0x33000001, 0x32ffffff]) pushBits(b);
-  if (out.length % 2) out.push(0);
-  return new Uint32Array(out);
+  for (const x of extras) { f[0] = x; put(u[0]!, Number.isNaN(x) ? -1 : toFloat16Bits(x)); }
+  return { input, want };
 }
 
 async function checkHwHalf(device: GPUDevice): Promise<string> {
-  const input = halfProbeInputs();
+  const { input, want } = halfProbe();
   const pairs = input.length / 2;
   const code = `@group(0) @binding(0) var<storage, read> src: array<u32>;
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
@@ -132,14 +134,11 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   const got = await rawRun(device, { code, buffers: [{ data: input, words: input.length }, { words: pairs }],
     groups: [Math.min(groups, 65535), Math.ceil(groups / 65535), 1], outBinding: 1 }, force);
   if (!got) return '';
-  const f = new Float32Array(input.buffer);
-  const isNaN16 = (h: number): boolean => (h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0;
   let bad = 0, first = '';
   for (let i = 0; i < input.length; i++) {
-    const h = (got[i >> 1]! >>> ((i & 1) * 16)) & 0xffff;
-    const want = toFloat16Bits(f[i]!);
-    if (Number.isNaN(f[i]!) ? isNaN16(h) : h === want) continue;
-    if (!bad++) first = `0x${input[i]!.toString(16)} -> 0x${h.toString(16)}, want 0x${want.toString(16)}`;
+    const h = (got[i >> 1]! >>> ((i & 1) * 16)) & 0xffff, w = want[i]!;
+    if (w < 0 ? (h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0 : h === w) continue;
+    if (!bad++) first = `0x${input[i]!.toString(16)} -> 0x${h.toString(16)}, want ${w < 0 ? 'NaN' : `0x${w.toString(16)}`}`;
   }
   return bad ? `${bad} of ${input.length} conversions differ (first: ${first})` : '';
 }

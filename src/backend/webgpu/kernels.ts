@@ -65,7 +65,8 @@ function program(key: string, access: string, words: number, source: () => strin
   return p;
 }
 
-const f32w = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
+const f32s = new Float32Array(1), u32s = new Uint32Array(f32s.buffer);
+const f32w = (v: number): number => { f32s[0] = v; return u32s[0]!; };
 const nextPow2 = (v: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, v)));
 
 /** Buffers for a dispatch: the output first, inputs after; an input sharing the output's buffer reads a copy. */

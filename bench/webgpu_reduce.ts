@@ -1,0 +1,152 @@
+// Issue #8's elementwise and reduction rows (a trimmed bench/webgpu.ts): a*x+b and a+b, sum(dim=-1),
+// sum(dim=0) and sum() over 1 GiB in float32 and float16, on WebGPU and on the CUDA backend of the same
+// card, with three timings per row, because a WebGPU wait costs ~0.7 ms (submit, then Dawn's
+// completion callback), which a 0.25 ms reduction does not hide:
+//   wall10  bench/webgpu.ts's figure: a warm-up, 10 calls, one wait (comparable with earlier runs);
+//   steady  enough calls for ~150 ms, one wait (what a long stream of work sees);
+//   device  WebGPU only: timestamp queries around 20 calls (the kernels' own time).
+// Ratios WebGPU/CUDA are given for wall10 and steady (the CUDA backend measured the same way) and for
+// device (WebGPU's device time against CUDA's steady wall clock, whose overhead is ~1%).
+// It prints the start-up checks (float16 rounding, subgroups) and where each launch configuration came
+// from. --quick (or a software adapter) uses 64 MiB; --no-cuda skips the CUDA part.
+// Run: node dist/bench/webgpu_reduce.js [--quick] [--no-cuda]
+import * as nbx from '../src/index.js';
+import { elementwise } from '../src/ops/elementwise.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+import { caps } from '../src/backend/webgpu/caps.js';
+import { defaultCache, shapeBucket } from '../src/autotune/index.js';
+
+type Dev = 'webgpu' | 'cuda';
+const T0 = performance.now();
+const secs = (): string => ((performance.now() - T0) / 1000).toFixed(1);
+const out = (s: string): void => { process.stdout.write(`${s}\n`); };
+
+async function sync(dev: Dev): Promise<void> {
+  if (dev === 'webgpu') await nbx.webgpu.synchronize();
+  else await nbx.cuda.synchronize();
+}
+
+/** Seconds per call over `reps` back-to-back calls closed by one wait. */
+async function wall(dev: Dev, fn: () => void, reps: number): Promise<number> {
+  const t = performance.now();
+  for (let i = 0; i < reps; i++) fn();
+  await sync(dev);
+  return (performance.now() - t) / 1000 / reps;
+}
+
+/** WebGPU device seconds per call: timestamps around `reps` calls (null without timestamp queries). */
+async function deviceTime(fn: () => void, reps: number): Promise<number | null> {
+  const be = nbx.webgpu.backend();
+  if (!be.device.features.has('timestamp-query')) return null;
+  const set = be.device.createQuerySet({ type: 'timestamp', count: 2 });
+  const resolve = be.device.createBuffer({ size: 16, usage: 0x0200 | 0x0004 }); // QUERY_RESOLVE | COPY_SRC
+  const read = be.device.createBuffer({ size: 16, usage: 0x0001 | 0x0008 }); // MAP_READ | COPY_DST
+  await be.idle();
+  be.timestamp(set, 0);
+  for (let i = 0; i < reps; i++) fn();
+  be.timestamp(set, 1, resolve, read);
+  await be.idle();
+  await read.mapAsync(1);
+  const t = new BigInt64Array(read.getMappedRange().slice(0));
+  read.unmap();
+  set.destroy(); resolve.destroy(); read.destroy();
+  return Number(t[1]! - t[0]!) / 1e9 / reps;
+}
+
+const axpb = (x: Tensor, a: number, b: number): Tensor =>
+  elementwise('axpb', [x, a, b], x.dt, x.dt, ([v, p, q]) => v!.mul(p!).add(q!));
+
+/** n elements all `v`, made on the device (a host fill of 1 GiB takes seconds). */
+function filledOn(dev: Dev, n: number, v: number, dtype: 'float32' | 'float16'): Tensor {
+  const z = nbx.zeros([n], { dtype, device: dev });
+  const x = nbx.add(z, v);
+  z.dispose();
+  return x;
+}
+
+interface Times { wall10: number; steady: number; device?: number | null; first: number }
+type Rows = Map<string, { label: string; gb: number; webgpu?: Times; cuda?: Times }>;
+
+async function suite(dev: Dev, bytes: number, rows: Rows): Promise<void> {
+  for (const [dt, name, isz] of [['float32', 'f32', 4], ['float16', 'f16', 2]] as const) {
+    const n = bytes / isz, X = (t: Tensor): Tensor => t.view(-1, 16384);
+    const x = filledOn(dev, n, 0.5, dt), y = filledOn(dev, n, 0.25, dt);
+    await sync(dev);
+    const cases: [string, string, number, () => void][] = [
+      [`axpb ${name}`, `a*x+b (${name})`, 2, () => axpb(x, 1.5, 0.25).dispose()],
+      [`add ${name}`, `a+b (${name})`, 3, () => nbx.add(x, y).dispose()],
+      [`sum rows ${name}`, `sum(dim=-1) [${n / 16384}, 16384] (${name})`, 1, () => nbx.sum(X(x), -1).dispose()],
+      [`sum cols ${name}`, `sum(dim=0) [${n / 16384}, 16384] (${name})`, 1, () => nbx.sum(X(x), 0).dispose()],
+      [`sum all ${name}`, `sum() [${n}] (${name})`, 1, () => nbx.sum(x).dispose()],
+    ];
+    for (const [key, label, moved, fn] of cases) {
+      try {
+        const t0 = performance.now();
+        fn(); await sync(dev);
+        const first = performance.now() - t0;
+        if (dev === 'webgpu') await nbx.webgpu.backend().tuning?.settled(); // a sweep the first call queued
+        fn(); await sync(dev);
+        const wall10 = await wall(dev, fn, 10);
+        const steady = await wall(dev, fn, Math.min(2000, Math.max(10, Math.ceil(0.15 / wall10))));
+        const device = dev === 'webgpu' ? await deviceTime(fn, 20) : undefined;
+        const r = rows.get(key) ?? { label, gb: (moved * bytes) / 1e9 };
+        r[dev] = { wall10, steady, device, first };
+        rows.set(key, r);
+        const bw = (s: number): string => (r.gb / s).toFixed(r.gb / s >= 100 ? 0 : 1);
+        out(`row [${secs()} s] ${dev} | ${label} | wall10 ${bw(wall10)} GB/s | steady ${bw(steady)} GB/s${device ? ` | device ${bw(device)} GB/s` : ''} | first call ${first.toFixed(0)} ms`);
+      } catch (e) {
+        out(`row ${dev} ${label} FAILED: ${(e as Error).message.split('\n')[0]}`);
+      }
+    }
+    x.dispose(); y.dispose();
+  }
+}
+
+/** Where the launch configurations of these rows come from (user cache, shipped file, or the default). */
+function tuneSources(key: string, bytes: number): string {
+  const cache = defaultCache();
+  const parts: string[] = [];
+  for (const [dt, isz] of [['float32', 4], ['float16', 2]] as const) {
+    for (const [space, dims] of [['webgpu.elementwise', [bytes / isz]], ['webgpu.reduce', [bytes / isz / 16384, 16384]], ['webgpu.reduce', [1, bytes / isz]]] as const) {
+      const hit = cache.lookup(space, { shape: shapeBucket([...dims]), dtype: dt, device: key });
+      parts.push(`${space.replace('webgpu.', '')} ${dims.join('x')} ${dt}: ${hit ? `${JSON.stringify(hit.entry.config)} (${hit.source})` : 'default'}`);
+    }
+  }
+  return parts.join('; ');
+}
+
+async function main(args: string[]): Promise<void> {
+  const info = await nbx.webgpu.init();
+  const soft = /llvmpipe|swiftshader|lavapipe|software/i.test(info.adapter);
+  if (soft && !process.env.NBX_AUTOTUNE) process.env.NBX_AUTOTUNE = 'cached';
+  const maxBind = Math.min(info.limits.maxStorageBufferBindingSize ?? 2 ** 30, info.limits.maxBufferSize ?? 2 ** 30);
+  const bytes = Math.min(args.includes('--quick') || soft ? 64 * 2 ** 20 : 2 ** 30, 2 ** Math.floor(Math.log2(maxBind)));
+  out(`WebGPU: ${info.adapter} (${info.via}); features ${info.features.join(' ')}; subgroup sizes ${info.identity.subgroupMinSize}..${info.identity.subgroupMaxSize}`);
+  out(`start-up checks: float16 rounding: ${caps.reason.hwHalf}; subgroups: ${caps.reason.subgroups}`);
+  out(`workgroups: elementwise ${info.wgElementwise}, reduction ${info.wgReduce}; NBX_AUTOTUNE=${process.env.NBX_AUTOTUNE ?? '(unset: full)'}`);
+  out(`launch configurations: ${tuneSources(info.tuneKey, bytes)}`);
+  out(`operands: ${bytes / 2 ** 20} MiB\n`);
+
+  const rows: Rows = new Map();
+  const s0 = nbx.webgpu.memoryStats();
+  await suite('webgpu', bytes, rows);
+  const s1 = nbx.webgpu.memoryStats();
+  out(`WebGPU: ${s1.dispatches - s0.dispatches} dispatches in ${s1.submits - s0.submits} submits`);
+  nbx.webgpu.emptyCache();
+  if (!args.includes('--no-cuda') && !soft) {
+    if (nbx.cuda.is_available()) { await suite('cuda', bytes, rows); nbx.cuda.emptyCache(); } else out('CUDA backend: not available');
+  }
+
+  const pct = (a?: number | null, b?: number): string => (a && b ? `${((b / a) * 100).toFixed(0)}%` : '—');
+  const gbs = (r: { gb: number }, s?: number | null): string => (s ? (r.gb / s).toFixed(r.gb / s >= 100 ? 0 : 1) : '—');
+  out(`\n[${secs()} s] summary (GB/s; ratio = WebGPU / CUDA backend; target >= 90%)`);
+  out('| benchmark | WebGPU wall10 | CUDA wall10 | ratio wall10 | WebGPU steady | CUDA steady | ratio steady | WebGPU device | device vs CUDA steady |');
+  out('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const r of rows.values()) {
+    const g = r.webgpu, c = r.cuda;
+    out(`| ${r.label} | ${gbs(r, g?.wall10)} | ${gbs(r, c?.wall10)} | ${pct(g?.wall10, c?.wall10)} | ${gbs(r, g?.steady)} | ${gbs(r, c?.steady)} | ${pct(g?.steady, c?.steady)} | ${gbs(r, g?.device)} | ${pct(g?.device, c?.steady)} |`);
+  }
+  out(`total ${secs()} s`);
+}
+
+main(process.argv.slice(2)).then(() => process.exit(process.exitCode ?? 0), (e) => { console.error(e); process.exit(1); });
