@@ -29,7 +29,7 @@ const specs = [];
 const pT = (e) => e.paramDTypes().map((d) => (d === 'float64' ? 'f64' : d.startsWith('float') || d === 'bfloat16' ? 'f32' : d === 'int64' ? 'i64' : 'i32'));
 for (const [label, e, ds, o] of exprs) {
   const ins = ds.map(ref), out = ref(o), V0 = 16 / width(ds, o);
-  for (const V of [1, V0]) for (const U of [1, 2, 4]) for (const T of [128, 512]) for (const hint of ['none', 'cs']) for (const idx32 of [true, false]) {
+  for (const V of [1, V0]) for (const U of [1, 2, 4]) for (const T of [128, 512]) for (const hint of ['none', 'cs', 'pf']) for (const idx32 of [true, false]) {
     specs.push({ label: `flat ${label} V${V} U${U} T${T} ${hint} ${idx32}`, ...flatSource(e, ins, out, V, U, T, hint, idx32, pT(e)) });
     for (const three of [false, true]) {
       const perRow = ds.map((_, i) => i === ds.length - 1 && ds.length > 1 && three);
@@ -45,6 +45,7 @@ if (!process.argv.includes('--ptx-only')) await compileAll('ew', specs, 64);
 const dir = mkdtempSync(join(tmpdir(), 'nbx_ew_ptx_'));
 const checks = [
   ['flat add f32 V4 U4 cs', flatSource(exprs[0][1], [ref('float32'), ref('float32')], ref('float32'), 4, 4, 128, 'cs', true, [])],
+  ['flat add f32 V4 U2 pf', flatSource(exprs[0][1], [ref('float32'), ref('float32')], ref('float32'), 4, 2, 128, 'pf', true, [])],
   ['flat add bf16 V8 U2', flatSource(exprs[1][1], [ref('bfloat16'), ref('bfloat16')], ref('bfloat16'), 8, 2, 128, 'none', true, [])],
   ['flat where bool f16 V8 U4', flatSource(exprs[5][1], [ref('bool'), ref('float16'), ref('float16')], ref('float16'), 8, 4, 512, 'none', true, [])],
   ['bcast row add f32 V4 U2', bcastSource(exprs[0][1], [ref('float32'), ref('float32')], ref('float32'), [false, false], [false, true], false, 4, 2, 256, 'none', true, [])],

@@ -76,7 +76,8 @@ function packN(d: DTypeName, v: string, r: string, V: number): string {
 }
 
 /**
- * Cache-hinted 16-byte accesses: `cs` streams (evict-first: each byte is touched once), `nc` reads
+ * Cache-hinted 16-byte accesses: `cs` streams (evict-first: each byte is touched once), `pf` loads with
+ * a 256-byte L2 prefetch (a DRAM burst per sector request: fewer, larger transactions), `nc` reads
  * through the read-only (texture) path for operands many threads re-read. Plain C on the CUDA
  * emulator, which compiles kernels with the host compiler.
  */
@@ -85,14 +86,16 @@ const VEC_HELPERS = String.raw`
 __device__ __forceinline__ uint4 nbx_ld_cs(const void* p) { uint4 r; asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p)); return r; }
 __device__ __forceinline__ uint4 nbx_ld_nc(const void* p) { uint4 r; asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p)); return r; }
 __device__ __forceinline__ void nbx_st_cs(void* p, uint4 v) { asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory"); }
+__device__ __forceinline__ uint4 nbx_ld_pf(const void* p) { uint4 r; asm volatile("ld.global.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p)); return r; }
 #else
 __device__ __forceinline__ uint4 nbx_ld_cs(const void* p) { return *reinterpret_cast<const uint4*>(p); }
 __device__ __forceinline__ uint4 nbx_ld_nc(const void* p) { return *reinterpret_cast<const uint4*>(p); }
 __device__ __forceinline__ void nbx_st_cs(void* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
+__device__ __forceinline__ uint4 nbx_ld_pf(const void* p) { return *reinterpret_cast<const uint4*>(p); }
 #endif
 `;
 
-export type CacheHint = 'none' | 'cs';
+export type CacheHint = 'none' | 'cs' | 'pf';
 
 interface VecPlan {
   expr: Expr; ins: StridedRef[]; out: StridedRef; V: number; U: number; hint: CacheHint;
@@ -118,7 +121,7 @@ function vecBody(p: VecPlan): string {
     const r = ins[s]!, T = R.storageType(r.dtype), bytes = V * DTYPES[r.dtype].itemsize, ptr = `in${s} + ${p.inIdx(s, u)}`;
     // single elements: const __restrict__ already makes them read-only-cache loads (LDG.E.CONSTANT)
     if (V === 1) return `const ${T} v${s}_${u}[1] = { in${s}[${p.inIdx(s, u)}] };`;
-    const ld = bytes === 16 && p.readOnly?.[s] ? `nbx_ld_nc(${ptr})` : bytes === 16 && hint === 'cs' ? `nbx_ld_cs(${ptr})` : `*reinterpret_cast<const ${CONTAINER[bytes]}*>(${ptr})`;
+    const ld = bytes === 16 && p.readOnly?.[s] ? `nbx_ld_nc(${ptr})` : bytes === 16 && hint === 'cs' ? `nbx_ld_cs(${ptr})` : bytes === 16 && hint === 'pf' ? `nbx_ld_pf(${ptr})` : `*reinterpret_cast<const ${CONTAINER[bytes]}*>(${ptr})`;
     return `const ${CONTAINER[bytes]} r${s}_${u} = ${ld}; const ${T} v${s}_${u}[${V}] = { ${unpackN(r.dtype, `r${s}_${u}`, V).join(', ')} };`;
   };
   const compute = (u: number): string => {

@@ -39,7 +39,7 @@ function vectorSpace(name: string): ConfigSpace {
     knobs: [
       { name: 'threads', values: [128, 256], movesBits: false, doc: 'threads per block' },
       { name: 'unroll', values: [1, 2, 4], movesBits: false, doc: '16-byte vectors per thread (all loads issued before the arithmetic)' },
-      { name: 'hint', values: ['none', 'cs'], movesBits: false, doc: 'cache hint of the streamed loads and stores: none, or cs (evict first)' },
+      { name: 'hint', values: ['none', 'cs', 'pf'], movesBits: false, doc: 'cache hint of the streamed loads and stores: none, cs (evict first), or pf (loads with a 256-byte L2 prefetch)' },
     ],
     defaultConfig: { threads: 128, unroll: 1, hint: 'none' },
     resources: (cfg) => ({ threads: threads(cfg) }),
@@ -63,11 +63,12 @@ export const EW_SWEEP = { warmup: 1, reps: 3 } as const;
 
 /**
  * The candidates of a vector-kernel sweep at `n` elements: below EW_STREAM_ELEMENTS threads x 1-2
- * vectors (4); from there every unroll without hints and 4 vectors with the evict-first hint (8). A
- * sweep module of 8 kernels is one NVRTC compile of about a second.
+ * vectors (4); from there every unroll without hints, 4 vectors with the evict-first hint and 2-4 with
+ * the L2 prefetch (12). A sweep module of 12 kernels is one NVRTC compile of about a second.
  */
 export function ewCandidates(fit: readonly Config[], n: number): Config[] {
-  return fit.filter((c) => (n >= EW_STREAM_ELEMENTS ? c.hint === 'none' || c.unroll === 4 : c.hint === 'none' && (c.unroll as number) <= 2));
+  return fit.filter((c) => (n >= EW_STREAM_ELEMENTS ? c.hint === 'none' || (c.hint === 'cs' && c.unroll === 4) || (c.hint === 'pf' && (c.unroll as number) >= 2)
+    : c.hint === 'none' && (c.unroll as number) <= 2));
 }
 
 /** Options of CudaTuning.pick: a subset of the space's candidates, and the sweep's repetitions. */
