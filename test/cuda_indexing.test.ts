@@ -215,6 +215,23 @@ export const indexingChecks: Record<string, Check> = {
     compare(dev, 'scatter parallel out of range', (a: Tensor, b: Tensor, c: Tensor) => nbx.scatter_add(a, 1, b, c), rand([1, 40], 'int32'),
       Tensor.fromStorage(BigInt64Array.from({ length: 300 }, (_, k) => (k === 200 || k === 250 ? 40n + BigInt(k) : BigInt(k % 40))), 'int64', [1, 300]), rand([1, 300], 'int32'));
   },
+  'half-type reductions: float32 accumulation (scatter family, index_add as scatter_add), per-add rounding (index_add, index_put)': (dev) => {
+    for (const dt of ['float16', 'bfloat16'] as DTypeName[]) {
+      const fine = { lo: -9, hi: 9, step: 1 / 256 };
+      const x = rand([5, 20], dt, fine), i = idx([5, 30], 0, 20, 13), s = rand([5, 30], dt, { ...fine, seed: 31 });
+      compare(dev, `${dt} scatter_add`, (a: Tensor, b: Tensor, c: Tensor) => nbx.scatter_add(a, 1, b, c), x, i, s);
+      compare(dev, `${dt} scatter multiply`, (a: Tensor, b: Tensor, c: Tensor) => nbx.scatter(a, 1, b, c, { reduce: 'multiply' }), x, i, rand([5, 30], dt, { lo: -2, hi: 2, step: 1 / 256, seed: 32 }));
+      for (const red of ['sum', 'mean']) {
+        for (const include_self of [true, false]) compare(dev, `${dt} scatter_reduce ${red} ${include_self}`, (a: Tensor, b: Tensor, c: Tensor) => nbx.scatter_reduce(a, 1, b, c, red, { include_self }), x, i, s);
+      }
+      const xr = rand([20, 6], dt, fine), rows = idx([40], 0, 20, 14), sr = rand([40, 6], dt, { ...fine, seed: 33 });
+      const v = rand([20], dt, fine), sv = rand([40], dt, { ...fine, seed: 34 });
+      for (const alpha of [1, 0.5]) {
+        compare(dev, `${dt} index_add dim 0 alpha ${alpha}`, (a: Tensor, b: Tensor, c: Tensor) => nbx.index_add(a, 0, b, c, { alpha }), xr, rows, sr);
+        compare(dev, `${dt} index_add 1-d alpha ${alpha}`, (a: Tensor, b: Tensor, c: Tensor) => nbx.index_add(a, 0, b, c, { alpha }), v, rows, sv);
+      }
+    }
+  },
   'index ops: index_add alpha, index_copy, index_fill, index_put, one_hot, masked_scatter': (dev) => {
     for (const dt of REAL) {
       const x = rand([6, 5], dt);

@@ -230,8 +230,35 @@ it('grid_sample: modes x padding x align_corners, 4-D and 5-D, grid points outsi
         const kw = { mode, padding_mode, align_corners };
         await same(F.grid_sample!(up(x4), up(g4), kw), F.grid_sample!(x4, g4, kw), 1e-4, `grid_sample 4-D ${JSON.stringify(kw)}`);
         if (mode !== 'bicubic') await same(F.grid_sample!(up(x5), up(g5), kw), F.grid_sample!(x5, g5, kw), 1e-4, `grid_sample 5-D ${JSON.stringify(kw)}`);
+        // half types round every step as the CPU (PyTorch computes in them): bit for bit
+        for (const d of ['float16', 'bfloat16'] as DTypeName[]) {
+          const [h4, k4, h5, k5] = [x4, g4, x5, g5].map((t) => t.to(d));
+          await same(F.grid_sample!(up(h4!), up(k4!), kw), F.grid_sample!(h4, k4, kw), 0, `grid_sample 4-D ${d} ${JSON.stringify(kw)}`);
+          if (mode !== 'bicubic') await same(F.grid_sample!(up(h5!), up(k5!), kw), F.grid_sample!(h5, k5, kw), 0, `grid_sample 5-D ${d} ${JSON.stringify(kw)}`);
+        }
       }
     }
+  }
+});
+
+it('half-type scatter reductions bit for bit: float32 accumulation (scatter family, index_add as scatter_add), per-add rounding (index_add, index_put)', async () => {
+  for (const d of ['float16', 'bfloat16'] as DTypeName[]) {
+    const x = data([5, 20], d, -9, 9), i = ints([5, 30], 0, 20).to('int64'), s = data([5, 30], d, -3, 3);
+    const xr = data([20, 6], d, -9, 9), rows = ints([40], 0, 20).to('int64'), sr = data([40, 6], d);
+    const v = data([20], d, -9, 9), sv = data([40], d);
+    const cases: [string, (...a: T[]) => T, T[]][] = [
+      ['scatter_add', (a, b, c) => nbx.scatter_add(a, 1, b, c), [x, i, s]],
+      ['scatter add', (a, b, c) => nbx.scatter(a, 1, b, c, { reduce: 'add' }), [x, i, s]],
+      ['scatter multiply', (a, b, c) => nbx.scatter(a, 1, b, c, { reduce: 'multiply' }), [x, i, s]],
+      ...['sum', 'prod', 'mean', 'amax', 'amin'].flatMap((red) => [true, false].map((include_self) =>
+        [`scatter_reduce ${red} ${include_self}`, (a: T, b: T, c: T) => nbx.scatter_reduce(a, 1, b, c, red, { include_self }), [x, i, s]] as [string, (...a: T[]) => T, T[]])),
+      ...[1, 0.5].flatMap((alpha) => [
+        [`index_add dim 0 alpha ${alpha}`, (a: T, b: T, c: T) => nbx.index_add(a, 0, b, c, { alpha }), [xr, rows, sr]],
+        [`index_add 1-d alpha ${alpha}`, (a: T, b: T, c: T) => nbx.index_add(a, 0, b, c, { alpha }), [v, rows, sv]],
+      ] as [string, (...a: T[]) => T, T[]][]),
+      ['index_put accumulate', (a, b, c, e) => nbx.index_put(a, [b, c], e, true), [x, ints([50], 0, 5).to('int64'), ints([50], 0, 20).to('int64'), data([50], d)]],
+    ];
+    for (const [what, f, args] of cases) await same(f(...args.map(up)), f(...args), 0, `${d} ${what}`);
   }
 });
 
