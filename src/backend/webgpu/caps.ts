@@ -162,7 +162,6 @@ export async function probeCaps(be: WebGPUBackend, subgroupCheck: (be: WebGPUBac
   else if (!be.device.features.has('subgroups' as GPUFeatureName)) caps.reason.subgroups = 'the device has no subgroups (workgroup-memory trees)';
   else {
     try {
-      caps.subgroups = true; // the kernel generator reads it
       const why = await subgroupCheck(be, env('NBX_WEBGPU_SUBGROUPS') === '1');
       caps.subgroups = why === '';
       caps.reason.subgroups = why === '' ? (env('NBX_WEBGPU_SUBGROUPS') === '1' ? 'forced (NBX_WEBGPU_SUBGROUPS=1, compiled only)' : 'subgroupShuffleXor combine checked') : `workgroup-memory trees: ${why}`;
