@@ -1,21 +1,24 @@
 // CUDA reductions: the 'reduce' kernel, with the CPU kernel's signature (src/backend/cpu/reduce.ts).
 // The operand is [rows, n]: element (r, j) at off + r*rowStride + j*colStride, reduced along j.
-//   rows     the simple kinds (sum/mean/prod/max/min/any/all/count_nonzero/norm) in every other layout:
-//            a power-of-two group of threads per row (several rows per block when rows are short),
-//            `unroll` loads in flight per thread (16-byte vectors when the row is contiguous and
-//            aligned). Few long rows (a full reduction) split into S interleaved slices per row, so
-//            every SM streams; a second pass combines the slices' partials.
-//   cols     the simple kinds with the kept dim contiguous (rowStride 1: a sum over dim 0): a 2-D block,
-//            TX threads along the columns each reading V adjacent columns (coalesced, vectors when
+//   rows     the simple kinds (sum/mean/prod/max/min/any/all/count_nonzero/norm) in every layout but
+//            the one below: a power-of-two group of threads per row (several rows per block when rows
+//            are short), `unroll` loads in flight per thread (16-byte vectors when the row is
+//            contiguous and aligned). Few long rows (a full reduction) split into S interleaved
+//            slices per row, a block each, so every SM streams; the last block of a row to finish
+//            combines the row's partials (same launch).
+//   cols     the simple kinds with the kept dim contiguous (rowStride 1: a sum over dim 0): 2-D blocks,
+//            TX threads along the columns each reading V adjacent columns (coalesced; vectors when
 //            aligned) times TY thread rows splitting the reduced dim, `unroll` loads in flight; few
-//            column blocks also split the reduced dim over grid rows, combined by a second pass.
+//            column blocks also split the reduced dim over grid rows, whose partials the last block
+//            of each column band combines.
 //   general  argmax/argmin, values+indices, var, logsumexp: a block per row, or one thread per column
 //            (sequential along the reduced dim) for the contiguous-kept layout with many columns.
 // Floats accumulate in double, integers in long long (int64 wraps as PyTorch's). Sums of float32,
 // float16 and bfloat16 add a vector's (or the unrolled loads') few elements in float before adding
 // them to the double accumulator: one conversion to double per vector instead of per element.
-// Every combination order depends only on the shape, the dtypes, the SM count and the launch
-// configuration, never on timing: results are identical run to run.
+// Every combination order depends only on the shape, the dtypes, the SM count, the kernel's register
+// count and the launch configuration, never on timing (which block finishes last does not matter):
+// results are identical run to run.
 
 import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
 import type { StridedRef } from '../backend.js';
@@ -46,9 +49,9 @@ const partDType = (d: DTypeName): DTypeName => (isFloatD(d) ? 'float64' : 'int64
 
 /**
  * Per kind: accumulator init (`x0`: the row's first element, for idempotent merges), how a raw element
- * enters, how two accumulators merge, the final value. Partials (`partIn`) enter as they are.
+ * enters, how two accumulators (or partials) merge, the final value.
  */
-function reduceParts(kind: ReduceKind, isF: boolean, partIn = false) {
+function reduceParts(kind: ReduceKind, isF: boolean) {
   const P = ((): { init: string; enter: string; merge: string; final: string } | null => {
     switch (kind) {
       case 'sum': case 'mean': return { init: '0', enter: 'x', merge: 'a + b', final: kind === 'mean' ? 'a / nf' : 'a' };
@@ -68,7 +71,6 @@ function reduceParts(kind: ReduceKind, isF: boolean, partIn = false) {
       default: return null;
     }
   })();
-  if (P && partIn) P.enter = 'x';
   return P;
 }
 
@@ -78,8 +80,8 @@ function stepCode(A: string, P: { enter: string; merge: string }, acc: string, v
 }
 
 /** Sums of these dtypes pre-add a few elements in float (see the header). */
-const presums = (kind: ReduceKind, inD: DTypeName, partIn: boolean): boolean =>
-  !partIn && (kind === 'sum' || kind === 'mean') && (inD === 'float32' || inD === 'float16' || inD === 'bfloat16');
+const presums = (kind: ReduceKind, inD: DTypeName): boolean =>
+  (kind === 'sum' || kind === 'mean') && (inD === 'float32' || inD === 'float16' || inD === 'bfloat16');
 
 /** Pairwise float sum of the expressions (a fixed tree). */
 function floatTree(xs: string[]): string {
@@ -93,19 +95,21 @@ const final = (outD: DTypeName, isF: boolean, idx: string, v: string): string =>
 
 // ---- rows: a thread group per (row, slice) -------------------------------------------------------
 
-export const ROWS_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i32', 'i32', 'f64', 'f64'];
+export const ROWS_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i32', 'i32', 'f64', 'f64'];
 
 /**
  * One rows kernel, unrolled U deep. Work item w = r*S + s (row r, slice s) goes to a group of gs
  * threads (a power of two; blockDim / gs groups per block); thread g of the group reads the loads
  * s*gs + g + k*S*gs, k = 0, 1, ... (16-byte vectors when the row is contiguous and aligned, then the
- * scalar rest). The group combines by warp shuffles and, above a warp, shared memory. With `tmp` the
- * accumulator goes to tmp[w] (a partial), else the final value to out[ooff + r].
- * Args: in, out, tmp, items, n, rs, cs, off, ooff, S, gs, p, nf (the element count `mean` divides by).
+ * scalar rest). The group combines by warp shuffles and, above a warp, shared memory. S = 1: the
+ * final value goes to out[ooff + r]. S > 1 (gs = blockDim: a block per slice): the partial goes to
+ * tmp[w], and the row's last block to finish (counted in cnt[r], reset to 0 after) combines the
+ * row's S partials in slice order: one launch, and the order does not depend on which block is last.
+ * Args: in, out, tmp, cnt, items, n, rs, cs, off, ooff, S, gs, p, nf (the element count `mean` divides by).
  */
-export function rowsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, partIn: boolean, U: number, name: string): string {
+export function rowsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, U: number, name: string): string {
   const isF = isFloatD(inD), A = accOf(inD), IN = R.storageType(inD), OUT = R.storageType(outD);
-  const P = reduceParts(kind, isF, partIn)!;
+  const P = reduceParts(kind, isF)!;
   const VEC = 16 / DTYPES[inD].itemsize;
   const load = (idx: string): string => `((${A})${R.load(inD, 'in', idx)})`;
   const init = P.init === 'x0' ? `(live ? ${load('base')} : (${A})0)` : P.init;
@@ -114,14 +118,27 @@ export function rowsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, pa
   const vstep = (w: string): string => {
     const e = `e_${w}`, els = [...Array(VEC).keys()].map((k) => R.load(inD, e, String(k)));
     const decl = `const ${IN} ${e}[${VEC}] = { ${unpack(inD, w, VEC)} };`;
-    if (presums(kind, inD, partIn)) return `{ ${decl} const float t = ${floatTree(els)}; acc = acc + (${A})t; }`;
+    if (presums(kind, inD)) return `{ ${decl} const float t = ${floatTree(els)}; acc = acc + (${A})t; }`;
     return `{ ${decl} ${els.map((x) => step(`((${A})${x})`)).join(' ')} }`;
   };
-  const ident = P.init === 'x0' ? `shr[grp * wpg]` : P.init;
   const merge = (v: string): string => `{ const ${A} a = acc; const ${A} b = ${v}; acc = ${P.merge}; }`;
+  // the group's combination (fixed tree); thread g == 0 ends with the group's value
+  const groupReduce = `#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) if (o < gs) ${merge(`__shfl_down_sync(0xffffffffu, acc, o)`)}
+    if (gs > 32) {
+      if ((threadIdx.x & 31) == 0) shr[threadIdx.x >> 5] = acc;
+      __syncthreads();
+      if (g < 32) {
+        acc = g < wpg ? shr[grp * wpg + g] : ${P.init === 'x0' ? 'shr[grp * wpg]' : P.init};
+        #pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ${merge(`__shfl_down_sync(0xffffffffu, acc, o)`)}
+      }
+      __syncthreads();
+    }`;
   return `extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${IN}* __restrict__ in, ${OUT}* __restrict__ out, ${A}* __restrict__ tmp,
-  long long items, long long n, long long rs, long long cs, long long off, long long ooff, int S, int gs, double p, double nf) {
+  unsigned* __restrict__ cnt, long long items, long long n, long long rs, long long cs, long long off, long long ooff, int S, int gs, double p, double nf) {
   __shared__ ${A} shr[32];
+  __shared__ int last;
   const int g = threadIdx.x & (gs - 1), grp = threadIdx.x / gs, groups = blockDim.x / gs, wpg = gs >> 5;
   const long long step = (long long)S * gs;
   for (long long w0 = (long long)blockIdx.x * groups; w0 < items; w0 += (long long)gridDim.x * groups) {
@@ -148,29 +165,29 @@ export function rowsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, pa
       }
       for (; j < n; j += step) ${step(load('base + j * cs'))}
     }
-    #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) if (o < gs) ${merge(`__shfl_down_sync(0xffffffffu, acc, o)`)}
-    if (gs > 32) {
-      if ((threadIdx.x & 31) == 0) shr[threadIdx.x >> 5] = acc;
-      __syncthreads();
-      if (g < 32) {
-        acc = g < wpg ? shr[grp * wpg + g] : ${ident};
-        #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ${merge(`__shfl_down_sync(0xffffffffu, acc, o)`)}
-      }
-      __syncthreads();
+    ${groupReduce}
+    if (S == 1) {
+      if (live && g == 0) { const ${A} a = acc; ${final(outD, isF, 'ooff + r', P.final)} }
+      continue;
     }
-    if (live && g == 0) {
-      if (tmp) tmp[w] = acc;
-      else { const ${A} a = acc; ${final(outD, isF, 'ooff + r', P.final)} }
+    if (threadIdx.x == 0) { tmp[w] = acc; __threadfence(); last = atomicAdd(cnt + r, 1u) == (unsigned)(S - 1); }
+    __syncthreads();
+    if (last) {
+      __threadfence();
+      const volatile ${A}* pr = tmp + r * S;
+      acc = ${P.init === 'x0' ? 'pr[0]' : P.init};
+      for (int i = threadIdx.x; i < S; i += blockDim.x) ${merge('pr[i]')}
+      ${groupReduce}
+      if (threadIdx.x == 0) { const ${A} a = acc; ${final(outD, isF, 'ooff + r', P.final)} cnt[r] = 0; }
     }
+    __syncthreads();
   }
 }`;
 }
 
-/** Every unroll depth of a rows kernel in one module (one compile per sweep): kernels red_u1, red_u2, red_u4. */
-export function rowsModule(kind: ReduceKind, inD: DTypeName, outD: DTypeName, partIn: boolean): string {
-  return UNROLLS.map((U) => rowsKernel(kind, inD, outD, partIn, U, `red_u${U}`)).join('\n');
+/** Every unroll depth of a rows kernel in one module (one compile; a sweep compiles nothing more): red_u1, red_u2, red_u4. */
+export function rowsModule(kind: ReduceKind, inD: DTypeName, outD: DTypeName): string {
+  return UNROLLS.map((U) => rowsKernel(kind, inD, outD, U, `red_u${U}`)).join('\n');
 }
 
 /** The group size of a row of `loads` loads at unroll U in blocks of T threads: a power of two ≤ T. */
@@ -191,24 +208,26 @@ export function sliceCount(rows: number, loads: number, T: number, U: number, re
 
 // ---- cols: 2-D blocks over the contiguous kept dim -----------------------------------------------
 
-export const COLS_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f64', 'f64'];
+export const COLS_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f64', 'f64'];
 const VTYPE: Record<number, string> = { 16: 'uint4', 8: 'uint2', 4: 'unsigned', 2: 'unsigned short' };
 
 /**
  * One cols kernel: block (bx, by) of TX x TY threads; thread (tx, ty) owns columns c0 .. c0+V-1
  * (c0 = (bx*TX + tx)*V) and the reduced indices by*chunk + ty + k*TY below (by+1)*chunk, U loads in
- * flight. The TY partials of each column merge in shared memory in ty order (fixed); with `tmp` the
- * result is the partial tmp[by*rows + col], else out[ooff + col]. Dynamic shared memory: TX*TY*V accumulators.
- * Args: in, out, tmp, rows, n, cs, off, ooff, chunk, p, nf.
+ * flight. The TY partials of each column merge in shared memory in ty order (fixed). One grid row:
+ * the final value goes to out[ooff + col]. Several: the partial goes to tmp[by*rows + col], and the
+ * last block of the column band to finish (counted in cnt[bx], reset after) merges the gridDim.y
+ * partials of each of its columns in by order. Dynamic shared memory: TX*TY*V accumulators.
+ * Args: in, out, tmp, cnt, rows, n, cs, off, ooff, chunk, p, nf.
  */
-export function colsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, partIn: boolean, V: number, U: number, name: string): string {
+export function colsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, V: number, U: number, name: string): string {
   const isF = isFloatD(inD), A = accOf(inD), IN = R.storageType(inD), OUT = R.storageType(outD);
-  const P = reduceParts(kind, isF, partIn)!;
+  const P = reduceParts(kind, isF)!;
   const VT = VTYPE[V * DTYPES[inD].itemsize];
   const load = (idx: string): string => `((${A})${R.load(inD, 'in', idx)})`;
   const us = [...Array(U).keys()], ks = [...Array(V).keys()];
-  const pre = presums(kind, inD, partIn) && U > 1;
-  // the U values x_u of column k (expressions) into acc[k]
+  const pre = presums(kind, inD) && U > 1;
+  // the U values of column k (expressions) into acc[k]
   const fold = (k: number, xs: string[]): string => (pre
     ? `acc[${k}] = acc[${k}] + (${A})(${floatTree(xs)});`
     : xs.map((x) => stepCode(A, P, `acc[${k}]`, `((${A})${x})`)).join(' '));
@@ -235,10 +254,12 @@ export function colsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, pa
       for (int k = 0; k < ${V}; k++) if (c0 + k < rows) ${stepCode(A, P, 'acc[k]', load('off + j * cs + c0 + k'))}
     }
   }`;
+  const fin = (v: string): string => `{ const ${A} a = ${v}; ${final(outD, isF, 'ooff + col', P.final)} }`;
   return `extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${IN}* __restrict__ in, ${OUT}* __restrict__ out, ${A}* __restrict__ tmp,
-  long long rows, long long n, long long cs, long long off, long long ooff, long long chunk, double p, double nf) {
+  unsigned* __restrict__ cnt, long long rows, long long n, long long cs, long long off, long long ooff, long long chunk, double p, double nf) {
   extern __shared__ __align__(16) unsigned char smraw[];
   ${A}* smc = reinterpret_cast<${A}*>(smraw);
+  __shared__ int last;
   const int TX = blockDim.x, TY = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
   const long long c0 = ((long long)blockIdx.x * TX + tx) * ${V};
   const long long jb = (long long)blockIdx.y * chunk, je = jb + chunk < n ? jb + chunk : n;
@@ -256,16 +277,32 @@ export function colsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, pa
     for (int y = 1; y < TY; y++) { const ${A} a = m; const ${A} b = smc[y * W + l]; m = ${P.merge}; }
     const long long col = (long long)blockIdx.x * W + l;
     if (col < rows) {
-      if (tmp) tmp[blockIdx.y * rows + col] = m;
-      else { const ${A} a = m; ${final(outD, isF, 'ooff + col', P.final)} }
+      if (gridDim.y == 1) ${fin('m')}
+      else tmp[blockIdx.y * rows + col] = m;
     }
   }
+  if (gridDim.y == 1) return;
+  __threadfence();
+  __syncthreads();
+  if (tx == 0 && ty == 0) last = atomicAdd(cnt + blockIdx.x, 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int l = ty * TX + tx; l < W; l += TX * TY) {
+    const long long col = (long long)blockIdx.x * W + l;
+    if (col >= rows) continue;
+    const volatile ${A}* pc = tmp + col;
+    ${A} m = pc[0];
+    for (unsigned y = 1; y < gridDim.y; y++) { const ${A} a = m; const ${A} b = pc[y * rows]; m = ${P.merge}; }
+    ${fin('m')}
+  }
+  if (tx == 0 && ty == 0) cnt[blockIdx.x] = 0;
 }`;
 }
 
-/** Every unroll depth of a cols kernel in one module: kernels redc_u1, redc_u2, redc_u4. */
-export function colsModule(kind: ReduceKind, inD: DTypeName, outD: DTypeName, partIn: boolean, V: number): string {
-  return UNROLLS.map((U) => colsKernel(kind, inD, outD, partIn, V, U, `redc_u${U}`)).join('\n');
+/** Every unroll depth of a cols kernel in one module: redc_u1, redc_u2, redc_u4. */
+export function colsModule(kind: ReduceKind, inD: DTypeName, outD: DTypeName, V: number): string {
+  return UNROLLS.map((U) => colsKernel(kind, inD, outD, V, U, `redc_u${U}`)).join('\n');
 }
 
 export interface ColsGeometry { TX: number; TY: number; gx: number; gy: number; chunk: number }
@@ -385,6 +422,7 @@ export const RED_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i6
 
 function generalReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
   outIndex: StridedRef | undefined, lay: RowLayout): void {
+  reduceStats.general++;
   const vertical = lay.rowStride === 1 && lay.colStride !== 1 && rows >= 1024;
   const mode = vertical ? 'vertical' : 'row';
   const key = `red:${kind}:${input.dtype}:${out.dtype}:${!!outIndex}:${mode}`;
@@ -416,17 +454,13 @@ export const colsVectors = (d: DTypeName): number[] => [1, 2, 4, 8].filter((V) =
 
 /**
  * Every module source the reductions compile for `dtypes` (default output dtypes): the rows and cols
- * modules of each simple kind (first passes, passes over partials, each column vector width) and the
- * general kernels. Labels name them; `name` is one kernel of the module.
+ * modules of each simple kind (each column vector width) and the general kernels. Labels name them; `name` is one kernel of the module.
  */
 export function reduceModules(dtypes: readonly DTypeName[]): { label: string; src: string; name: string; sig: ArgType[] }[] {
   const out: { label: string; src: string; name: string; sig: ArgType[] }[] = [];
   for (const [kind, x, o] of simpleCombos(dtypes)) {
-    const pd = partDType(x);
-    out.push({ label: `rows ${kind} ${x}>${o}`, src: rowsModule(kind, x, o, false), name: 'red_u1', sig: ROWS_SIG });
-    out.push({ label: `rows partials ${kind} ${pd}>${o}`, src: rowsModule(kind, pd, o, true), name: 'red_u1', sig: ROWS_SIG });
-    for (const V of colsVectors(x)) out.push({ label: `cols ${kind} ${x}>${o} V${V}`, src: colsModule(kind, x, o, false, V), name: 'redc_u1', sig: COLS_SIG });
-    for (const V of colsVectors(pd)) out.push({ label: `cols partials ${kind} ${pd}>${o} V${V}`, src: colsModule(kind, pd, o, true, V), name: 'redc_u1', sig: COLS_SIG });
+    out.push({ label: `rows ${kind} ${x}>${o}`, src: rowsModule(kind, x, o), name: 'red_u1', sig: ROWS_SIG });
+    for (const V of colsVectors(x)) out.push({ label: `cols ${kind} ${x}>${o} V${V}`, src: colsModule(kind, x, o, V), name: 'redc_u1', sig: COLS_SIG });
   }
   for (const x of dtypes) for (const mode of ['row', 'vertical'] as const) {
     const general: [ReduceKind, DTypeName, boolean][] = [['argmax', 'int64', false], ['argmin', 'int64', false], ['max', x, true], ['min', x, true]];
@@ -440,11 +474,15 @@ export function reduceModules(dtypes: readonly DTypeName[]): { label: string; sr
 
 /** Set by tests to force a configuration (null: the tuner's). */
 export const reduceOverride: { rows: Config | null; cols: Config | null } = { rows: null, cols: null };
+/** Launches per path (tests check that each path ran). */
+export const reduceStats = { rows: 0, rowsSplit: 0, cols: 0, colsSplit: 0, general: 0 };
 
 /** Blocks of T threads (using `smem` bytes of shared memory each) the whole device holds at once for kernel k. */
+const regsOf = new WeakMap<CudaKernel, number>();
 function residentBlocks(k: CudaKernel, T: number, smem: number): number {
   const lim = be.tuning.profile.limits;
-  const regs = Math.ceil(Math.max(1, k.resources().numRegs) / 8) * 8; // allocated per warp in 256-register units
+  let regs = regsOf.get(k);
+  if (regs === undefined) regsOf.set(k, (regs = Math.ceil(Math.max(1, k.resources().numRegs) / 8) * 8)); // allocated per warp in 256-register units
   let perSM = Math.min(32, Math.floor((lim.maxThreadsPerSM ?? 2048) / T), Math.floor((lim.registersPerSM ?? 65536) / (regs * T)));
   if (smem > 0) perSM = Math.min(perSM, Math.floor(lim.sharedMemoryPerSM / smem));
   return be.smCount * Math.max(1, perSM);
@@ -455,57 +493,58 @@ interface Pass { kind: ReduceKind; inD: DTypeName; inPtr: bigint; off: number; o
 
 // One module per specialization holds every unroll depth: a sweep compiles nothing more, and the
 // sources do not depend on the configuration (scripts/warm-reduce.mjs compiles them ahead).
-function rowsKernelFor(ps: Pass, partIn: boolean, U: number): CudaKernel {
-  return be.kernel(`redr:${ps.kind}:${ps.inD}:${ps.outD}:${partIn}:u${U}`, () => ({ src: rowsModule(ps.kind, ps.inD, ps.outD, partIn), name: `red_u${U}`, sig: ROWS_SIG }));
+function rowsKernelFor(ps: Pass, U: number): CudaKernel {
+  return be.kernel(`redr:${ps.kind}:${ps.inD}:${ps.outD}:u${U}`, () => ({ src: rowsModule(ps.kind, ps.inD, ps.outD), name: `red_u${U}`, sig: ROWS_SIG }));
 }
 
-function rowsLaunch(k: CudaKernel, ps: Pass, rows: number, n: number, rs: number, cs: number, T: number, U: number, S: number, tmp: bigint): void {
-  const vec = cs === 1 ? 16 / DTYPES[ps.inD].itemsize : 1;
-  const gs = S > 1 ? T : groupSize(Math.ceil(n / vec), T, U);
-  const items = rows * S, groups = T / gs;
-  const grid = Math.max(1, Math.min(Math.ceil(items / groups), be.smCount * 256));
-  be.launch(k, grid, T, [ps.inPtr, ps.outPtr, tmp, items, n, rs, cs, ps.off, ps.ooff, S, gs, ps.p, ps.nf]);
+/**
+ * Arrival counters of the split kernels (the last block of a row or column band combines the
+ * partials): zeroed once, and every kernel leaves the ones it used at zero.
+ */
+const COUNTERS = 8192;
+let counters: CudaBuffer | null = null;
+function counterBuffer(): bigint {
+  counters ??= be.alloc('int32', COUNTERS, true);
+  return counters.ptr;
 }
 
-/** The rows path at configuration c: one pass, or S slices per row and a pass over their partials. */
+/** The rows path at configuration c: one launch; with S slices per row, partials in a temporary combined by each row's last block. */
 function rowsRun(ps: Pass, rows: number, n: number, lay: RowLayout, c: Config): void {
   const T = c.threads as number, U = c.unroll as number;
-  const k = rowsKernelFor(ps, false, U);
-  const vec = lay.colStride === 1 ? 16 / DTYPES[ps.inD].itemsize : 1;
-  const S = sliceCount(rows, Math.ceil(n / vec), T, U, residentBlocks(k, T, 0));
-  if (S === 1) { rowsLaunch(k, ps, rows, n, lay.rowStride, lay.colStride, T, U, 1, 0n); return; }
-  const pd = partDType(ps.inD), tmp = be.alloc(pd, rows * S);
+  const k = rowsKernelFor(ps, U);
+  const vec = lay.colStride === 1 ? 16 / DTYPES[ps.inD].itemsize : 1, loads = Math.ceil(n / vec);
+  const S = rows <= COUNTERS ? sliceCount(rows, loads, T, U, residentBlocks(k, T, 0)) : 1;
+  const gs = S > 1 ? T : groupSize(loads, T, U);
+  const items = rows * S, groups = T / gs;
+  const grid = Math.max(1, Math.min(Math.ceil(items / groups), be.smCount * 256));
+  const tmp = S > 1 ? be.alloc(partDType(ps.inD), items) : null;
+  reduceStats[S > 1 ? 'rowsSplit' : 'rows']++;
   try {
-    rowsLaunch(k, { ...ps, outPtr: 0n, ooff: 0 }, rows, n, lay.rowStride, lay.colStride, T, U, S, tmp.ptr);
-    const p2: Pass = { ...ps, inD: pd, inPtr: tmp.ptr, off: 0 };
-    rowsLaunch(rowsKernelFor(p2, true, U), p2, rows, S, S, 1, T, U, 1, 0n);
-  } finally { be.free(tmp); } // stream-ordered: the allocator hands it out again only to later work
+    be.launch(k, grid, T, [ps.inPtr, ps.outPtr, tmp?.ptr ?? 0n, S > 1 ? counterBuffer() : 0n, items, n, lay.rowStride, lay.colStride,
+      ps.off, ps.ooff, S, gs, ps.p, ps.nf]);
+  } finally { if (tmp) be.free(tmp); } // stream-ordered: the allocator hands it out again only to later work
 }
 
-function colsKernelFor(ps: Pass, partIn: boolean, V: number, U: number): CudaKernel {
-  return be.kernel(`redc:${ps.kind}:${ps.inD}:${ps.outD}:${partIn}:v${V}:u${U}`, () => ({ src: colsModule(ps.kind, ps.inD, ps.outD, partIn, V), name: `redc_u${U}`, sig: COLS_SIG }));
+function colsKernelFor(ps: Pass, V: number, U: number): CudaKernel {
+  return be.kernel(`redc:${ps.kind}:${ps.inD}:${ps.outD}:v${V}:u${U}`, () => ({ src: colsModule(ps.kind, ps.inD, ps.outD, V), name: `redc_u${U}`, sig: COLS_SIG }));
 }
 
-function colsLaunch(k: CudaKernel, ps: Pass, rows: number, n: number, cs: number, g: ColsGeometry, V: number, tmp: bigint): void {
-  be.ctx.launch(k, [g.gx, g.gy], [g.TX, g.TY], [ps.inPtr, ps.outPtr, tmp, rows, n, cs, ps.off, ps.ooff, g.chunk, ps.p, ps.nf], g.TX * g.TY * V * 8, be.stream);
-}
-
-/** The cols path at configuration c: one pass, or grid rows over the reduced dim and a pass over their partials. */
+/** The cols path at configuration c: one launch; with grid rows over the reduced dim, partials combined by each column band's last block. */
 function colsRun(ps: Pass, rows: number, n: number, cs: number, c: Config): void {
   const T = c.threads as number, U = c.unroll as number;
   const V = colsVector(ps.inD, ps.inPtr, ps.off, cs, rows);
-  const k = colsKernelFor(ps, false, V, U);
-  const g = colsGeometry(rows, n, V, T, U, residentBlocks(k, T, T * V * 8), true);
-  if (g.gy === 1) { colsLaunch(k, ps, rows, n, cs, g, V, 0n); return; }
-  const pd = partDType(ps.inD), tmp = be.alloc(pd, rows * g.gy);
+  const k = colsKernelFor(ps, V, U);
+  const smem = T * V * 8;
+  const g = colsGeometry(rows, n, V, T, U, residentBlocks(k, T, smem), true);
+  const split = g.gy > 1 && g.gx <= COUNTERS;
+  const geo = split ? g : colsGeometry(rows, n, V, T, U, 0, false);
+  const tmp = split ? be.alloc(partDType(ps.inD), rows * g.gy) : null;
+  reduceStats[split ? 'colsSplit' : 'cols']++;
   try {
-    colsLaunch(k, { ...ps, outPtr: 0n, ooff: 0 }, rows, n, cs, g, V, tmp.ptr);
-    const p2: Pass = { ...ps, inD: pd, inPtr: tmp.ptr, off: 0 };
-    const V2 = colsVector(pd, tmp.ptr, 0, rows, rows);
-    colsLaunch(colsKernelFor(p2, true, V2, U), p2, rows, g.gy, rows, colsGeometry(rows, g.gy, V2, T, U, 0, false), V2, 0n);
-  } finally { be.free(tmp); }
+    be.ctx.launch(k, [geo.gx, geo.gy], [geo.TX, geo.TY], [ps.inPtr, ps.outPtr, tmp?.ptr ?? 0n, split ? counterBuffer() : 0n, rows, n, cs,
+      ps.off, ps.ooff, geo.chunk, ps.p, ps.nf], geo.TX * geo.TY * V * 8, be.stream);
+  } finally { if (tmp) be.free(tmp); }
 }
-
 
 export function cudaReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
   outIndex?: StridedRef, layout?: RowLayout): void {
