@@ -73,6 +73,7 @@ function layouts(base: Tensor): [string, Tensor, number | number[] | null][] {
     ['tall [8192, 64] columns', take(8192 * 64).view(8192, 64), 0],
     ['tall [600, 1001] columns (odd width)', take(600 * 1001).view(600, 1001), 0],
     ['[128, 8192] columns (split, merged a thread per column)', take(128 * 8192).view(128, 8192), 0],
+    ['[32768, 16] columns (few columns, many parts)', take(32768 * 16).view(32768, 16), 0],
     ['[100, 8193] columns (odd width, split, merged a thread per column)', take(100 * 8193).view(100, 8193), 0],
     ['[2051, 256] columns at offset 8', take(2051 * 256, 8).view(2051, 256), 0],
     ['[2051, 256] columns at offset 3 (unaligned)', take(2051 * 256, 3).view(2051, 256), 0],

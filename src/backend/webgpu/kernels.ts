@@ -370,8 +370,11 @@ const SPLITTABLE = new Set<ReduceKind>(['sum', 'mean', 'prod', 'max', 'min', 'an
 const BUSY_THREADS = 1 << 19; // an H200 holds 132 SMs x 2048 resident invocations: fill it twice over
 /** The same for threads that each reduce E rows with 16-byte loads (they have E independent accumulators). */
 const BUSY_VEC_THREADS = 1 << 17;
-/** Most parts per row: the merge pass reads them all. */
-const MAX_PARTS = 1024;
+/**
+ * Most parts per row (the merge reads them all): along rows 1024; across rows (few columns over many
+ * rows) more, since those partials are few in all and merged by a workgroup per column.
+ */
+const MAX_PARTS = 1024, MAX_PARTS_VERTICAL = 1 << 16;
 
 /** Whether a workgroup of `wg` threads combines through subgroups (checked at start-up; whole subgroups only). */
 const useSubgroups = (wg: number): boolean => caps.subgroups && wg >= Number(be.info.identity.subgroupMaxSize ?? Infinity);
@@ -403,9 +406,9 @@ export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, 
   const units = byThread && vec ? Math.ceil(rows / E) : rows; // threads per part in thread mode
   const wgFor = (len: number): number => Math.max(32, Math.min(wgMax, nextPow2(vec ? len / E : len)));
   // parts per row when the rows alone cannot keep the device busy
-  const parts = !splittable ? 1 : Math.max(1, Math.min(MAX_PARTS, byThread
-    ? Math.min(Math.ceil((vec ? BUSY_VEC_THREADS : BUSY_THREADS) / units), Math.floor(n / (vec ? 64 : 16)))
-    : Math.min(Math.ceil(BUSY_THREADS / (rows * wgMax)), Math.floor(n / (wgMax * 16)))));
+  const parts = !splittable ? 1 : Math.max(1, byThread
+    ? Math.min(MAX_PARTS_VERTICAL, Math.ceil((vec ? BUSY_VEC_THREADS : BUSY_THREADS) / units), Math.floor(n / (vec ? 64 : 16)))
+    : Math.min(MAX_PARTS, Math.ceil(BUSY_THREADS / (rows * wgMax)), Math.floor(n / (wgMax * 16))));
   const dtypes = [kind, input.dtype, out.dtype] as const;
   if (parts <= 1) {
     const wg = byThread ? 64 : wgFor(n);
