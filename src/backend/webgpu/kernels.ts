@@ -1,8 +1,8 @@
 // WebGPU hand kernels under the same names and signatures as the CPU ones: 'reduce' (a workgroup per
 // row with a fixed-order combine, a thread per row or per 16 bytes of rows for vertical layouts and
-// short rows, two passes in one command list for few long rows), 'scan', 'gemm' (a tiled WGSL kernel, f32 accumulation), 'copy_strided', and 'softmax' /
-// 'row_norm' (nn_kernels.ts); every other kernel runs on the host through staging, announced once per
-// kernel, refused with NBX_WEBGPU_HOST_STAGING=0.
+// short rows, two passes in one command list for few long rows), 'scan', 'gemm' (a tiled WGSL kernel,
+// f32 accumulation), 'copy_strided', and 'softmax' / 'row_norm' (nn_kernels.ts); every other kernel
+// runs on the host through staging, announced once per kernel, refused with NBX_WEBGPU_HOST_STAGING=0.
 
 import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
 import type { StridedRef } from '../backend.js';
