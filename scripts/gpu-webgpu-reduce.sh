@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # WebGPU reductions and float16 elementwise speed (issue #8) on the H200's Vulkan adapter (Dawn):
 #   1. test/webgpu_reduce.test.ts (every reduction plan vs the CPU, float16 outputs over all bit
-#      patterns, determinism; prints the start-up checks: hardware float16 rounding, subgroups);
+#      patterns, determinism; prints the start-up checks: hardware float16 rounding, subgroups), with
+#      test/webgpu_perf.test.ts and test/webgpu.test.ts (16-byte paths, elementwise, reductions);
 #   2. the reduction conformance cases on webgpu;
 #   3. a fresh autotune sweep (bench/webgpu_tune.ts) into an empty cache, copied to
 #      $OUT/webgpu-reduce/webgpu-reduce-autotune.json (to merge into src/autotune/shipped/
@@ -42,7 +43,7 @@ if [ ! -f dist/src/cli/nbx.js ] || [ $stale = 1 ]; then st build 45 npx tsc -p t
 TUNE=/tmp/nbx-webgpu-reduce-tune; rm -rf "$TUNE"; mkdir -p "$TUNE"
 export NBX_CUDA_HOST_STAGING=0
 
-st test 30 env NBX_AUTOTUNE=off node --test dist/test/webgpu_reduce.test.js
+st test 30 env NBX_AUTOTUNE=off node --test dist/test/webgpu_reduce.test.js dist/test/webgpu_perf.test.js dist/test/webgpu.test.js
 st conf-reduce 20 env NBX_AUTOTUNE=cached node dist/src/cli/nbx.js conformance "$CONF" --device webgpu \
   --filter '^(sum|nansum|mean|prod|amax|amin|max|min|argmax|argmin|var|std|var_mean|std_mean|logsumexp|any|all|count_nonzero|norm|linalg\.vector_norm|trace|cumsum|cumprod)/'
 st tune 25 env NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=full node dist/bench/webgpu_tune.js
