@@ -371,10 +371,10 @@ const BUSY_THREADS = 1 << 19; // an H200 holds 132 SMs x 2048 resident invocatio
 /** The same for threads that each reduce E rows with 16-byte loads (they have E independent accumulators). */
 const BUSY_VEC_THREADS = 1 << 17;
 /**
- * Most parts per row (the merge reads them all): along rows 1024; across rows (few columns over many
- * rows) more, since those partials are few in all and merged by a workgroup per column.
+ * Most parts per row (a workgroup merges them): along rows 4096 (a full reduction by workgroups of 64
+ * still fills the GPU); across rows (few columns over many rows) more, as those partials are few in all.
  */
-const MAX_PARTS = 1024, MAX_PARTS_VERTICAL = 1 << 16;
+const MAX_PARTS = 4096, MAX_PARTS_VERTICAL = 1 << 16;
 
 /** Whether a workgroup of `wg` threads combines through subgroups (checked at start-up; whole subgroups only). */
 const useSubgroups = (wg: number): boolean => caps.subgroups && wg >= Number(be.info.identity.subgroupMaxSize ?? Infinity);
