@@ -15,6 +15,7 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { caps, halfProbe } from '../src/backend/webgpu/caps.js';
 import { toFloat16Bits } from '../src/dtype/convert.js';
+import { copyInto } from '../src/ops/shape.js';
 
 process.env.NBX_AUTOTUNE ??= 'off'; // no background sweeps from a test run
 const probe = await nbx.webgpu.probe();
@@ -169,7 +170,7 @@ it('the same reduction twice gives the same bits (fixed order)', async () => {
   }
 });
 
-it('float16 outputs of the 16-byte elementwise path: all 65536 bit patterns through a*x+b, add and a cast, exact', async () => {
+it('float16 outputs (16-byte, broadcast and strided paths): all 65536 bit patterns through a*x+b, add, casts, exact', async () => {
   const info = await nbx.webgpu.init();
   process.stdout.write(`# float16 rounding: ${caps.reason.hwHalf}; subgroups: ${caps.reason.subgroups} (${info.adapter})\n`);
   const bits = new Uint16Array(65536).map((_, i) => i);
@@ -179,6 +180,9 @@ it('float16 outputs of the 16-byte elementwise path: all 65536 bit patterns thro
   const cases: [string, (p: Tensor, q: Tensor) => Tensor][] = [
     ['a*x+b', (p) => nbx.add(nbx.mul(p, 1.5), 0.25)], ['add', (p, q) => nbx.add(p, q)], ['x*x', (p) => nbx.mul(p, p)],
     ['float32 -> float16', (p, q) => nbx.mul(p.copyAs('float32'), q.copyAs('float32')).copyAs('float16')],
+    // the other output paths: broadcast (a word per invocation) and a strided output (atomic halves)
+    ['broadcast a*x', (p, q) => nbx.mul(p.view(256, 256), q.view(256, 256).narrow(1, 7, 1))],
+    ['strided output', (p) => { const o = nbx.zeros([256, 256], { dtype: nbx.float16, device: p.device }).t(); copyInto(o, nbx.mul(p.view(256, 256), 0.75)); return o; }],
   ];
   for (const [name, f] of cases) {
     const got = await f(ag, bg).dataStorage() as Uint16Array, want = f(a, b).dataStorageSync() as Uint16Array;

@@ -90,6 +90,11 @@ interface Layout {
   vpt: number;
 }
 
+/** R.bits, with float16 through pack2x16float where the start-up check found it exact (caps.ts). */
+function bitsOut(d: DTypeName, v: string): string {
+  return d === 'float16' && caps.hwHalf ? `pack2x16float(vec2<f32>(${v}, 0.0f))` : R.bits(d, v);
+}
+
 function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, bind: number[], nIn: number, wg: number): Program {
   const { nd, flat, unit, outStrided, vpt } = lay;
   const vec = vpt > 0;
@@ -184,12 +189,12 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
     if (e < 0 || e >= i32(n)) { continue; }
     let i = u32(e);
     ${compute}
-    word = (word & ~(${mask} << (q * ${width}u))) | (${R.bits(outD, res)} << (q * ${width}u));
+    word = (word & ~(${mask} << (q * ${width}u))) | (${bitsOut(outD, res)} << (q * ${width}u));
   }
   b1[wi] = word;${flagZero}`;
     } else {
       const oi = outStrided ? at(2, ostAt) : `${U(2)} + i`;
-      const store = outStrided && k > 1 ? R.storeShared(outD, 'b1', 'oi', R.bits(outD, res)) : R.store(outD, 'b1', 'oi', res);
+      const store = outStrided && k > 1 ? R.storeShared(outD, 'b1', 'oi', bitsOut(outD, res)) : R.store(outD, 'b1', 'oi', res);
       body = `let i = g;
   if (i >= ${U(1)}) { return; }
   ${compute}
