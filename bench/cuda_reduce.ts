@@ -3,15 +3,15 @@
 // [16384, m] contiguous, in float32, bfloat16 and float16, at bench/cuda.ts's size (512 MiB) and at
 // 1 GiB. Bandwidth = bytes read once. Both sides: CUDA events around 20 back-to-back calls after a
 // warm-up call (ours compiles and, on an autotune cache miss, sweeps the launch configurations).
-// Run: node dist/bench/cuda_reduce.js [--quick]
+// Run: node dist/bench/cuda_reduce.js [--quick | --mib N]
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
 import { TORCH_EVENT_TIMER } from './gpu_timing.js';
 import { timeBackToBack } from '../src/backend/cuda/gemv_kernels.js';
 
-const quick = process.argv.includes('--quick');
 const MiB = 1 << 20;
-const SIZES = quick ? [64 * MiB] : [512 * MiB, 1024 * MiB];
+const mibAt = process.argv.indexOf('--mib'); // --mib N: one size of N MiB (a quick check; the emulator)
+const SIZES = mibAt >= 0 ? [Number(process.argv[mibAt + 1]) * MiB] : process.argv.includes('--quick') ? [64 * MiB] : [512 * MiB, 1024 * MiB];
 const DTS = [['float32', 'f32', 4], ['bfloat16', 'bf16', 2], ['float16', 'f16', 2]] as const;
 const R = 16384;
 

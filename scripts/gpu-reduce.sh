@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # CUDA reductions (issue #7) on the H200: every reduction module compiled ahead in parallel (NVRTC
-# check of each specialization; fills the kernel cache the later steps use), test/cuda_reduce.test.ts
-# (CUDA vs CPU: every kind, dtype, dim and kernel path under several forced launch configurations),
-# the reduction conformance cases on cuda, then bench/cuda_reduce.ts (sum rows/cols/all in f32, bf16,
-# f16 at 512 MiB and 1 GiB against PyTorch, CUDA events on both sides) with an empty autotune cache:
-# its warm-up calls sweep the launch configurations; the picks go to $OUT/reduce/reduce-autotune.json.
+# check of each specialization; fills the kernel cache the later steps use), bench/cuda_reduce.ts (sum
+# rows/cols/all in f32, bf16, f16 at 512 MiB and 1 GiB against PyTorch, CUDA events on both sides)
+# with an empty autotune cache: its warm-up calls sweep the launch configurations, and the picks go to
+# $OUT/reduce/reduce-autotune.json; then test/cuda_reduce.test.ts (CUDA vs CPU: every kind, dtype, dim
+# and kernel path under several forced launch configurations) and the reduction conformance cases.
 # Run from the repo root with .gpu/bootstrap.sh sourced and $OUT set; logs in $OUT/reduce/ (summary.txt
 # first). Every step under a hard limit; the whole run ≤ 118 s.
 set -u
@@ -31,16 +31,17 @@ if [ ! -f dist/src/cli/nbx.js ] || [ $stale = 1 ]; then stb build 40 npx tsc -p 
 export NBX_CUDA_HOST_STAGING=0
 C=/tmp/nbx-reduce-cache; rm -rf "$C"; mkdir -p "$C"
 export NBX_CACHE_DIR="$C"
-stb warm 30 env UV_THREADPOOL_SIZE="$(nproc)" node scripts/warm-reduce.mjs --budget 22
-stb test 40 node --test dist/test/cuda_reduce.test.js
-stb conf 20 node dist/src/cli/nbx.js conformance "$CONF" --device cuda \
-  --filter '^(sum|nansum|mean|prod|amax|amin|max|min|argmax|argmin|var|std|logsumexp|norm|linalg.vector_norm|any|all|count_nonzero)'
-rm -f "$C/autotune.json" # the bench tunes from scratch (kernels stay cached)
+stb warm 25 env UV_THREADPOOL_SIZE="$(nproc)" node scripts/warm-reduce.mjs --budget 20
+# the bench first, on an empty autotune cache (its warm-up calls sweep); its picks are copied before the tests tune anything
+rm -f "$C/autotune.json"
 stb bench 40 env NBX_AUTOTUNE=full node dist/bench/cuda_reduce.js
 cp "$C/autotune.json" "$L/reduce-autotune.json" 2>/dev/null || echo "no autotune.json written" | tee -a "$S"
+stb test 45 node --test dist/test/cuda_reduce.test.js
+stb conf 20 node dist/src/cli/nbx.js conformance "$CONF" --device cuda \
+  --filter '^(sum|nansum|mean|prod|amax|amin|max|min|argmax|argmin|var|std|logsumexp|norm|linalg.vector_norm|any|all|count_nonzero)'
 {
   echo "== warm"; grep -E 'reduce modules|FAILED' "$L/warm.log" | head -12
-  echo "== tests"; grep -E '^# (tests|pass|fail|skip)|^not ok|SKIP' "$L/test.log" | head -20
+  echo "== tests"; grep -E '^# (tests|pass|fail|skip)|^not ok|SKIP|launches per path' "$L/test.log" | head -20
   grep -A14 '^not ok' "$L/test.log" | grep -E 'error|element|Error|did not' | head -20
   echo "== conformance"; grep -E '^FAIL' "$L/conf.log" | head -20; grep -E 'passed' "$L/conf.log" | tail -3
   echo "== bench"; grep -E '^\|' "$L/bench.log" | tail -20; grep -iE 'error|failed' "$L/bench.log" | head -5

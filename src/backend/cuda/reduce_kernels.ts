@@ -174,9 +174,10 @@ export function rowsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, U:
     __syncthreads();
     if (last) {
       __threadfence();
-      const volatile ${A}* pr = tmp + r * S;
-      acc = ${P.init === 'x0' ? 'pr[0]' : P.init};
-      for (int i = threadIdx.x; i < S; i += blockDim.x) ${merge('pr[i]')}
+      const ${A}* pr = tmp + r * S; // read through L2 (__ldcg): other SMs wrote them
+      acc = ${P.init === 'x0' ? '__ldcg(pr)' : P.init};
+      #pragma unroll 4
+      for (int i = threadIdx.x; i < S; i += blockDim.x) ${merge('__ldcg(pr + i)')}
       ${groupReduce}
       if (threadIdx.x == 0) { const ${A} a = acc; ${final(outD, isF, 'ooff + r', P.final)} cnt[r] = 0; }
     }
@@ -291,9 +292,10 @@ export function colsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, V:
   for (int l = ty * TX + tx; l < W; l += TX * TY) {
     const long long col = (long long)blockIdx.x * W + l;
     if (col >= rows) continue;
-    const volatile ${A}* pc = tmp + col;
-    ${A} m = pc[0];
-    for (unsigned y = 1; y < gridDim.y; y++) { const ${A} a = m; const ${A} b = pc[y * rows]; m = ${P.merge}; }
+    const ${A}* pc = tmp + col; // read through L2 (__ldcg): other SMs wrote them
+    ${A} m = __ldcg(pc);
+    #pragma unroll 4
+    for (unsigned y = 1; y < gridDim.y; y++) { const ${A} a = m; const ${A} b = __ldcg(pc + y * rows); m = ${P.merge}; }
     ${fin('m')}
   }
   if (tx == 0 && ty == 0) cnt[blockIdx.x] = 0;
