@@ -318,8 +318,11 @@ ${kind === 'norm' ? NORM_FNS : ''}`;
         const idx = phase === 'partial' ? 'pi' : 'r';
         if (mode === 'thread') finish = store(idx, fin('acc'));
         else if (sg) {
-          // butterflies within each subgroup, then subgroup 0's thread 0 merges the subgroups in order
-          finish = `var sa = acc;
+          // butterflies within each subgroup, then thread 0 merges the subgroups in order; the barrier
+          // first brings every thread out of the loops (their trip counts differ), so whole subgroups
+          // shuffle whatever the GPU's reconvergence rules
+          finish = `workgroupBarrier();
+  var sa = acc;
   for (var o = sgs / 2u; o > 0u; o >>= 1u) { sa = nbx_merge(sa, subgroupShuffleXor(sa, o)); }
   if (sgid == 0u) { sh[lid / sgs] = sa; }
   workgroupBarrier();
