@@ -16,6 +16,7 @@ import type { DTypeName } from '../src/dtype/dtypes.js';
 import { caps, halfProbe } from '../src/backend/webgpu/caps.js';
 import { toFloat16Bits } from '../src/dtype/convert.js';
 import { copyInto } from '../src/ops/shape.js';
+import { UnsupportedError } from '../src/errors.js';
 
 process.env.NBX_AUTOTUNE ??= 'off'; // no background sweeps from a test run
 const probe = await nbx.webgpu.probe();
@@ -159,6 +160,11 @@ it('integer and bool inputs: int32 / uint8 / bool sums (exact), max / min, any /
   const ones = nbx.ones([2048, 128], { dtype: nbx.bool });
   await check('all of all-true columns', ones, (t) => nbx.all(t, 0) as Tensor);
   await check('any of all-false rows', nbx.zeros([128, 8192], { dtype: nbx.bool }), (t) => nbx.any(t, 1) as Tensor);
+});
+
+it('complex inputs: a typed error naming the alternative (not a kernel compile failure)', async () => {
+  const z = nbx.complex(nbx.ones([4, 100]), nbx.ones([4, 100])).to('webgpu');
+  assert.throws(() => nbx.sum(z, 1), (e: unknown) => e instanceof UnsupportedError && /complex64 is not supported on webgpu yet.*view_as_real/.test((e as Error).message));
 });
 
 it('the same reduction twice gives the same bits (fixed order)', async () => {

@@ -389,6 +389,7 @@ export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, 
   checkWgslDType(kind, input.dtype);
   checkWgslDType(kind, out.dtype);
   const isF = DTYPES[input.dtype].kind === 'float';
+  if (DTYPES[input.dtype].kind === 'complex') throw new UnsupportedError(kind, `${kind} of ${input.dtype} is not supported on webgpu yet (reduce nbx.view_as_real(x) instead)`);
   if (!isF && (kind === 'var' || kind === 'logsumexp' || kind === 'norm')) throw new UnsupportedError(kind, `${kind} of ${input.dtype} is not supported on webgpu`);
   const lay = layout ?? { rowStride: n, colStride: 1 };
   // the stride of a dimension of one is never used: 0, so a full reduction (one row) of a contiguous
