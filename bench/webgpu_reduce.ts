@@ -8,12 +8,16 @@
 // Ratios WebGPU/CUDA are given for wall10 and steady (the CUDA backend measured the same way) and for
 // device (WebGPU's device time against CUDA's steady wall clock, whose overhead is ~1%).
 // It prints the start-up checks (float16 rounding, subgroups) and where each launch configuration came
-// from. --quick (or a software adapter) uses 64 MiB; --no-cuda skips the CUDA part.
-// Run: node dist/bench/webgpu_reduce.js [--quick] [--no-cuda]
+// from. --variants then times WebGPU rows again with one choice changed (hardware float16 rounding off,
+// subgroups off, 1/2/8 loads in flight per thread instead of 4), steady and device time, so the next
+// change can be chosen from measurements. --quick (or a software adapter) uses 64 MiB; --no-cuda skips
+// the CUDA part.
+// Run: node dist/bench/webgpu_reduce.js [--quick] [--no-cuda] [--variants]
 import * as nbx from '../src/index.js';
 import { elementwise } from '../src/ops/elementwise.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { caps } from '../src/backend/webgpu/caps.js';
+import { setReduceUnroll } from '../src/backend/webgpu/kernels.js';
 import { defaultCache, shapeBucket } from '../src/autotune/index.js';
 
 type Dev = 'webgpu' | 'cuda';
@@ -67,19 +71,23 @@ function filledOn(dev: Dev, n: number, v: number, dtype: 'float32' | 'float16'):
 interface Times { wall10: number; steady: number; device?: number | null; first: number }
 type Rows = Map<string, { label: string; gb: number; webgpu?: Times; cuda?: Times }>;
 
+/** The benchmark's operations on x, y of one dtype: [key, label, operand-sizes moved, call]. */
+function cases(x: Tensor, y: Tensor, name: string): [string, string, number, () => void][] {
+  const n = x.numel(), X = (t: Tensor): Tensor => t.view(-1, 16384);
+  return [
+    [`axpb ${name}`, `a*x+b (${name})`, 2, () => axpb(x, 1.5, 0.25).dispose()],
+    [`add ${name}`, `a+b (${name})`, 3, () => nbx.add(x, y).dispose()],
+    [`sum rows ${name}`, `sum(dim=-1) [${n / 16384}, 16384] (${name})`, 1, () => nbx.sum(X(x), -1).dispose()],
+    [`sum cols ${name}`, `sum(dim=0) [${n / 16384}, 16384] (${name})`, 1, () => nbx.sum(X(x), 0).dispose()],
+    [`sum all ${name}`, `sum() [${n}] (${name})`, 1, () => nbx.sum(x).dispose()],
+  ];
+}
+
 async function suite(dev: Dev, bytes: number, rows: Rows): Promise<void> {
   for (const [dt, name, isz] of [['float32', 'f32', 4], ['float16', 'f16', 2]] as const) {
-    const n = bytes / isz, X = (t: Tensor): Tensor => t.view(-1, 16384);
-    const x = filledOn(dev, n, 0.5, dt), y = filledOn(dev, n, 0.25, dt);
+    const x = filledOn(dev, bytes / isz, 0.5, dt), y = filledOn(dev, bytes / isz, 0.25, dt);
     await sync(dev);
-    const cases: [string, string, number, () => void][] = [
-      [`axpb ${name}`, `a*x+b (${name})`, 2, () => axpb(x, 1.5, 0.25).dispose()],
-      [`add ${name}`, `a+b (${name})`, 3, () => nbx.add(x, y).dispose()],
-      [`sum rows ${name}`, `sum(dim=-1) [${n / 16384}, 16384] (${name})`, 1, () => nbx.sum(X(x), -1).dispose()],
-      [`sum cols ${name}`, `sum(dim=0) [${n / 16384}, 16384] (${name})`, 1, () => nbx.sum(X(x), 0).dispose()],
-      [`sum all ${name}`, `sum() [${n}] (${name})`, 1, () => nbx.sum(x).dispose()],
-    ];
-    for (const [key, label, moved, fn] of cases) {
+    for (const [key, label, moved, fn] of cases(x, y, name)) {
       try {
         const t0 = performance.now();
         fn(); await sync(dev);
@@ -96,6 +104,39 @@ async function suite(dev: Dev, bytes: number, rows: Rows): Promise<void> {
         out(`row [${secs()} s] ${dev} | ${label} | wall10 ${bw(wall10)} GB/s | steady ${bw(steady)} GB/s${device ? ` | device ${bw(device)} GB/s` : ''} | first call ${first.toFixed(0)} ms`);
       } catch (e) {
         out(`row ${dev} ${label} FAILED: ${(e as Error).message.split('\n')[0]}`);
+      }
+    }
+    x.dispose(); y.dispose();
+  }
+}
+
+/** WebGPU rows again with one choice changed (steady and device time), next to the default's device time. */
+async function variants(bytes: number, rows: Rows): Promise<void> {
+  const sums = (k: string): boolean => k.startsWith('sum');
+  const list: [string, (k: string) => boolean, () => () => void][] = [
+    ['float16 rounding bit-level', (k) => /^(axpb|add) f16/.test(k), () => { const was = caps.hwHalf; caps.hwHalf = false; return () => { caps.hwHalf = was; }; }],
+    ['subgroups off', sums, () => { const was = caps.subgroups; caps.subgroups = false; return () => { caps.subgroups = was; }; }],
+    ...[1, 2, 8].map((u): [string, (k: string) => boolean, () => () => void] =>
+      [`${u} loads in flight`, (k) => /^sum (rows|all)/.test(k), () => { const was = setReduceUnroll(u); return () => { setReduceUnroll(was); }; }]),
+  ];
+  out(`\n[${secs()} s] variants (WebGPU; GB/s; "vs default" compares device times)`);
+  out('| variant | benchmark | steady | device | vs default |');
+  out('| --- | --- | ---: | ---: | ---: |');
+  for (const [dt, name, isz] of [['float32', 'f32', 4], ['float16', 'f16', 2]] as const) {
+    const x = filledOn('webgpu', bytes / isz, 0.5, dt), y = filledOn('webgpu', bytes / isz, 0.25, dt);
+    await sync('webgpu');
+    for (const [vname, pick, set] of list) {
+      for (const [key, label, moved, fn] of cases(x, y, name)) {
+        if (!pick(key)) continue;
+        const undo = set();
+        try {
+          fn(); await sync('webgpu');
+          const gb = (moved * bytes) / 1e9, steady = await wall('webgpu', fn, Math.min(2000, Math.max(10, Math.ceil(0.1 / (await wall('webgpu', fn, 5))))));
+          const device = await deviceTime(fn, 20), base = rows.get(key)?.webgpu?.device;
+          out(`| ${vname} | ${label} | ${(gb / steady).toFixed(0)} | ${device ? (gb / device).toFixed(0) : '—'} | ${device && base ? `${((base / device) * 100).toFixed(0)}%` : '—'} |`);
+        } catch (e) {
+          out(`| ${vname} | ${label} | FAILED: ${(e as Error).message.split('\n')[0]} | | |`);
+        } finally { undo(); }
       }
     }
     x.dispose(); y.dispose();
@@ -132,6 +173,7 @@ async function main(args: string[]): Promise<void> {
   await suite('webgpu', bytes, rows);
   const s1 = nbx.webgpu.memoryStats();
   out(`WebGPU: ${s1.dispatches - s0.dispatches} dispatches in ${s1.submits - s0.submits} submits`);
+  if (args.includes('--variants')) await variants(bytes, rows);
   nbx.webgpu.emptyCache();
   if (!args.includes('--no-cuda') && !soft) {
     if (nbx.cuda.is_available()) { await suite('cuda', bytes, rows); nbx.cuda.emptyCache(); } else out('CUDA backend: not available');

@@ -9,10 +9,9 @@
 #      webgpu-nvidia-h200-vulkan.json with scripts/merge-autotune.mjs);
 #   4. bench/webgpu_reduce.ts on those entries: a*x+b, a+b, sum rows / columns / all over 1 GiB,
 #      float32 and float16, WebGPU next to the CUDA backend (wall10 = bench/webgpu.ts's timing, steady,
-#      and WebGPU device time), ratios WebGPU / CUDA;
-#   5. the whole webgpu conformance suite (the float16 rounding touches every op);
-#   6. with what time is left, the WebGPU rows again with both start-up capabilities off
-#      (NBX_WEBGPU_HW_F16=0 NBX_WEBGPU_SUBGROUPS=0: bit-level float16 rounding, workgroup-memory trees).
+#      and WebGPU device time), ratios WebGPU / CUDA; with --variants, WebGPU rows again with one
+#      choice changed (bit-level float16 rounding, no subgroups, 1/2/8 loads in flight per thread);
+#   5. the whole webgpu conformance suite (the float16 rounding touches every op).
 # Run from the repo root with .gpu/bootstrap.sh sourced and $OUT set; logs in $OUT/webgpu-reduce/
 # (summary.txt first). Every step is echoed, timed, hard-killed at its limit and allowed to fail; the
 # limits shrink to what is left of 115 s.
@@ -48,9 +47,8 @@ st conf-reduce 20 env NBX_AUTOTUNE=cached node dist/src/cli/nbx.js conformance "
   --filter '^(sum|nansum|mean|prod|amax|amin|max|min|argmax|argmin|var|std|var_mean|std_mean|logsumexp|any|all|count_nonzero|norm|linalg\.vector_norm|trace|cumsum|cumprod)/'
 st tune 25 env NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=full node dist/bench/webgpu_tune.js
 cp "$TUNE/autotune.json" "$L/webgpu-reduce-autotune.json" 2>/dev/null || echo "no autotune.json written" | tee -a "$S"
-st bench 45 env NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=cached node dist/bench/webgpu_reduce.js
+st bench 55 env NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=cached node dist/bench/webgpu_reduce.js --variants
 st conf-all 45 env NBX_AUTOTUNE=cached node dist/src/cli/nbx.js conformance "$CONF" --device webgpu
-st bench-off 30 env NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=cached NBX_WEBGPU_HW_F16=0 NBX_WEBGPU_SUBGROUPS=0 node dist/bench/webgpu_reduce.js --no-cuda
 
 {
   echo "== tests"; grep -E '^# (tests|pass|fail|skip)|^not ok|float16 rounding' "$L/test.log" | head -20
@@ -60,8 +58,6 @@ st bench-off 30 env NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=cached NBX_WEBGPU_HW_F16=
   echo "== bench"; grep -E '^(WebGPU|start-up|launch|workgroups)' "$L/bench.log" | head -6
   if grep -qE '^\|' "$L/bench.log"; then grep -E '^\|' "$L/bench.log"; else grep -E '^row ' "$L/bench.log"; fi
   grep -iE 'failed|error' "$L/bench.log" | head -5
-  echo "== bench with the capabilities off (WebGPU only)"; grep -E '^start-up' "$L/bench-off.log"
-  grep -E '^row ' "$L/bench-off.log"
   echo "== tuned configs (webgpu.reduce / webgpu.elementwise)"; node -e '
     const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
     for (const [dev, ks] of Object.entries(j.entries)) for (const [k, es] of Object.entries(ks)) if (/^webgpu\.(reduce|elementwise)$/.test(k))

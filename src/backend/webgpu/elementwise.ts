@@ -88,15 +88,17 @@ interface Layout {
    * elements per word and are read as vec4s too. 0: not vectorized.
    */
   vpt: number;
+  /** float16 outputs rounded by pack2x16float (caps.hwHalf when the program was made) */
+  hwHalf: boolean;
 }
 
-/** R.bits, with float16 through pack2x16float where the start-up check found it exact (caps.ts). */
-function bitsOut(d: DTypeName, v: string): string {
-  return d === 'float16' && caps.hwHalf ? `pack2x16float(vec2<f32>(${v}, 0.0f))` : R.bits(d, v);
+/** R.bits, with float16 through pack2x16float when `hw` (the start-up check found it exact, caps.ts). */
+function bitsOut(d: DTypeName, v: string, hw: boolean): string {
+  return d === 'float16' && hw ? `pack2x16float(vec2<f32>(${v}, 0.0f))` : R.bits(d, v);
 }
 
 function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, bind: number[], nIn: number, wg: number): Program {
-  const { nd, flat, unit, outStrided, vpt } = lay;
+  const { nd, flat, unit, outStrided, vpt, hwHalf } = lay;
   const vec = vpt > 0;
   const k = perWord(outD);
   const packedContig = k > 1 && !outStrided;
@@ -115,7 +117,7 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
   const pAt = w;
   const pl = paramLayout(expr);
   const words = pAt + pl.words;
-  const key = `ew|${vec ? `v${vpt}` : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${outStrided ? 'os' : 'oc'}|${outD}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
+  const key = `ew|${vec ? `v${vpt}` : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${outStrided ? 'os' : 'oc'}|${outD}<-${inD.join(',')}|${bind.join(',')}|${wg}${hwHalf ? '|hw' : ''}|${expr.key}`;
   const param = (s: number, d: DTypeName): string => {
     const at = pAt + pl.at[s]!;
     if (d === 'int64') return `vec2<u32>(${U(at)}, ${U(at + 1)})`;
@@ -129,7 +131,7 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
     const lanes: string[] = [];
     // float16 outputs: both halves of a word rounded by one pack2x16float where the device rounds it
     // exactly (caps.ts); the bit-level nbx_f2h made 1 GiB f16 a*x+b ALU-bound (65% of the CUDA backend)
-    const hwPack = outD === 'float16' && caps.hwHalf;
+    const hwPack = outD === 'float16' && hwHalf;
     for (let l = 0; l < E; l++) {
       const wd = Math.floor(l / k), part = l % k;
       const [code, res] = R.render(expr, (s, d) => {
@@ -189,12 +191,12 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
     if (e < 0 || e >= i32(n)) { continue; }
     let i = u32(e);
     ${compute}
-    word = (word & ~(${mask} << (q * ${width}u))) | (${bitsOut(outD, res)} << (q * ${width}u));
+    word = (word & ~(${mask} << (q * ${width}u))) | (${bitsOut(outD, res, hwHalf)} << (q * ${width}u));
   }
   b1[wi] = word;${flagZero}`;
     } else {
       const oi = outStrided ? at(2, ostAt) : `${U(2)} + i`;
-      const store = outStrided && k > 1 ? R.storeShared(outD, 'b1', 'oi', bitsOut(outD, res)) : R.store(outD, 'b1', 'oi', res);
+      const store = outStrided && k > 1 ? R.storeShared(outD, 'b1', 'oi', bitsOut(outD, res, hwHalf)) : R.store(outD, 'b1', 'oi', res);
       body = `let i = g;
   if (i >= ${U(1)}) { return; }
   ${compute}
@@ -279,8 +281,9 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
     && ins.every((r, s) => r.dtype !== 'int64' && (!unit[s] || (perWord(r.dtype) === k && r.offset % E === 0))) && !int64Divides(expr);
   const cfg = vec ? force ?? elementwiseConfig(be, n, out.dtype) : { wg: be.wgElementwise, vpt: 0 };
   const wg = cfg.wg;
-  const lay: Layout = { nd, flat, unit, outStrided: oStrided, vpt: vec ? cfg.vpt : 0 };
-  const probe = `${vec ? `v${cfg.vpt}` : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${oStrided ? 'os' : 'oc'}|${out.dtype}<-${inD.join(',')}|${bind.join(',')}|${wg}|${expr.key}`;
+  const hwHalf = out.dtype === 'float16' && caps.hwHalf;
+  const lay: Layout = { nd, flat, unit, outStrided: oStrided, vpt: vec ? cfg.vpt : 0, hwHalf };
+  const probe = `${vec ? `v${cfg.vpt}` : ''}${flat ? `f${unit.join('')}` : `s${nd}`}|${oStrided ? 'os' : 'oc'}|${out.dtype}<-${inD.join(',')}|${bind.join(',')}|${wg}${hwHalf ? '|hw' : ''}|${expr.key}`;
   let prog = cache.get(probe);
   if (!prog) {
     try { checkInt64Expr(expr); } catch (e) { if (temp) be.free(temp); throw e; }

@@ -155,10 +155,12 @@ fn nbx_norm_final(a: f32) -> f32 {
 interface RedPlan { mode: 'wg' | 'thread'; phase: 'full' | 'partial' | 'merge'; vec: boolean; wg: number; sg: boolean }
 
 /**
- * Loads in flight per thread: the next UNROLL elements (or vectors) of a thread's own sequence are
- * loaded together, then merged in the same order as one at a time (the bits do not move).
+ * Loads in flight per thread: the next `unroll` elements (or vectors) of a thread's own sequence are
+ * loaded together, then merged in the same order as one at a time (the bits do not move). 4; settable
+ * for benchmarks (`setReduceUnroll`), taken when a kernel is made.
  */
-const UNROLL = 4;
+let UNROLL = 4;
+export function setReduceUnroll(u: number): number { const was = UNROLL; UNROLL = Math.max(1, Math.floor(u)); return was; }
 
 /**
  * uniform: [rows, n, rowStride, colStride, off, ooff, p, parts | total n]; input b2, output b1. Partials
@@ -166,8 +168,8 @@ const UNROLL = 4;
  */
 function reduceProgram(kind: ReduceKind, inD: DTypeName, outD: DTypeName, plan: RedPlan): Program {
   const { mode, phase, vec, wg, sg } = plan;
-  const k = perWord(inD), E = 4 * k;
-  const key = `red|${kind}|${inD}|${outD}|${mode}|${phase}|${vec}|${wg}|${sg}`;
+  const k = perWord(inD), E = 4 * k, UNR = UNROLL;
+  const key = `red|${kind}|${inD}|${outD}|${mode}|${phase}|${vec}|${wg}|${sg}|u${UNR}`;
   const isF = DTYPES[inD].kind === 'float';
   const T = isF ? 'f32' : 'i32', accD: DTypeName = isF ? 'float32' : 'int32';
   const out = phase === 'partial' ? 'w' : outAccess(outD);
@@ -293,16 +295,16 @@ ${kind === 'norm' ? NORM_FNS : ''}`;
         where += '\n  let base = i32(off) + i32(r) * rs;';
         if (mode === 'thread') {
           loop = `var j = j0;
-  for (; j + ${UNROLL}u <= j1; j += ${UNROLL}u) {
-    ${group(UNROLL, (q) => load(at(`j + ${q}u`)), false, one)}
+  for (; j + ${UNR}u <= j1; j += ${UNR}u) {
+    ${group(UNR, (q) => load(at(`j + ${q}u`)), false, one)}
   }
   for (; j < j1; j++) { ${enter('acc', load(at('j')))} }`;
         } else if (vec) {
           // whole vectors (j0 is a multiple of E), then the row's last n % E elements one by one
           loop = `let vb = u32(base) / ${E}u; let nv = j1 / ${E}u;
   var j = j0 / ${E}u + lid;
-  for (; j + ${(UNROLL - 1) * wg}u < nv; j += ${UNROLL * wg}u) {
-    ${group(UNROLL, (q) => `b2[vb + j + ${q * wg}u]`, true, one)}
+  for (; j + ${(UNR - 1) * wg}u < nv; j += ${UNR * wg}u) {
+    ${group(UNR, (q) => `b2[vb + j + ${q * wg}u]`, true, one)}
   }
   for (; j < nv; j += ${wg}u) {
     ${group(1, () => 'b2[vb + j]', true, one)}
@@ -310,8 +312,8 @@ ${kind === 'norm' ? NORM_FNS : ''}`;
   for (var t = nv * ${E}u + lid; t < j1; t += ${wg}u) { ${enter('acc', load('u32(base) + t'))} }`;
         } else {
           loop = `var j = j0 + lid;
-  for (; j + ${(UNROLL - 1) * wg}u < j1; j += ${UNROLL * wg}u) {
-    ${group(UNROLL, (q) => load(at(`j + ${q * wg}u`)), false, one)}
+  for (; j + ${(UNR - 1) * wg}u < j1; j += ${UNR * wg}u) {
+    ${group(UNR, (q) => load(at(`j + ${q * wg}u`)), false, one)}
   }
   for (; j < j1; j += ${wg}u) { ${enter('acc', load(at('j')))} }`;
         }
