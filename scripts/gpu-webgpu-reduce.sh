@@ -51,7 +51,7 @@ st bench 55 env NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=cached node dist/bench/webgpu
 st conf-all 45 env NBX_AUTOTUNE=cached node dist/src/cli/nbx.js conformance "$CONF" --device webgpu
 
 {
-  echo "== tests"; grep -E '^# (tests|pass|fail|skip)|^not ok|float16 rounding' "$L/test.log" | head -20
+  echo "== tests"; grep -E '^# (tests|pass|fail|skip)|^not ok|float16 rounding:' "$L/test.log" | head -20
   grep -A20 '^not ok' "$L/test.log" | grep -E 'error|got|Error|expected' | head -20
   echo "== conformance (reductions)"; grep -E '^FAIL' "$L/conf-reduce.log" | head -20; grep -E 'passed, .* failed' "$L/conf-reduce.log" | tail -1
   echo "== conformance (all of webgpu)"; grep -E '^FAIL' "$L/conf-all.log" | head -20; grep -E 'passed, .* failed' "$L/conf-all.log" | tail -1
