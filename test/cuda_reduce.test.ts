@@ -76,6 +76,8 @@ test('every reduction kind x dtype x dim x path, several launch configurations',
   for (const dt of DTYPES_ALL) {
     SHAPES.forEach(([shape, dims], si) => {
       for (const [kind, f] of kindsOn(dt)) {
+        // integer products run through BigInt on the CPU: small shapes only
+        if (kind === 'prod' && (dt.startsWith('int') || dt === 'uint8') && shape.reduce((a, b) => a * b, 1) > 20000) continue;
         const x = input(shape, si * 31 + kind.length, dt, kind), gx = x.to('cuda');
         for (const d of dims) checkConfigs(`${kind} ${dt} [${shape}] dim ${d}`, (t) => f(t, d), x, gx);
         x.dispose(); gx.dispose();
