@@ -63,3 +63,14 @@ for (const [dev, skip] of gpus) {
     assert.deepEqual(Array.from(await nbx.view_as_real(nbx.tensor([1, 2], { dtype: 'float32' }).to(dev).to('complex64')).data() as Float32Array), [1, 0, 2, 0]);
   });
 }
+
+test('sum and mean of complex tensors (real and imaginary parts reduced apart); other reductions refuse', () => {
+  const c = nbx.complex(nbx.arange(6, { dtype: 'float32' }).reshape([2, 3]), nbx.ones([2, 3]));
+  assert.deepEqual(nbx.sum(c).item(), [15, 6]); // torch: 15+6j
+  assert.deepEqual(nbx.sum(c.t(), 0).tolist(), [[3, 3], [12, 3]]);
+  assert.deepEqual(nbx.mean(c).item(), [2.5, 1]);
+  assert.deepEqual(nbx.sum(c, [0], { keepdim: true }).shape, [1, 3]);
+  assert.equal(nbx.sum(c, 1).dtype.name, 'complex64');
+  assert.throws(() => nbx.amax(c), /complex/);
+  assert.deepEqual(nbx.sum(c).item(), [15, 6]); // the input is intact
+});

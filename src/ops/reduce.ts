@@ -11,6 +11,7 @@ import type { ReduceKind, ScanKind } from '../backend/cpu/reduce.js';
 import { def, Scalar } from './registry.js';
 import { describe } from './elementwise.js';
 import { toFloatingDType } from '../dtype/promotion.js';
+import { view_as_real, view_as_complex } from './fft.js';
 
 export type ValuesIndices = Tensor[] & { values: Tensor; indices: Tensor };
 export const valuesIndices = (values: Tensor, indices: Tensor): ValuesIndices =>
@@ -67,6 +68,7 @@ function reduceOperand(x: Tensor, dims: number[], readAs: DTypeName) {
 function reduce(op: string, x: Tensor, dimArg: unknown, keepdim: boolean, kind: ReduceKind, readAs: DTypeName,
   outDType: DTypeName, params: number[] = [], withIndex = false): Tensor | ValuesIndices {
   const dims = normDims(op, dimArg as number | number[] | null, x.ndim);
+  if (DTYPES[x.dt].kind === 'complex') return complexReduce(op, x, dims, keepdim, kind, outDType);
   const outShape = keepdim ? x.shape.map((s, d) => (dims.includes(d) ? 1 : s)) : x.shape.filter((_, d) => !dims.includes(d));
   const rowsN = numelOf(x.shape.filter((_, d) => !dims.includes(d)));
   const nN = numelOf(dims.map((d) => x.shape[d]!));
@@ -80,6 +82,23 @@ function reduce(op: string, x: Tensor, dimArg: unknown, keepdim: boolean, kind: 
     if (rows > 0) kernel('reduce', x.device, op)(kind, ref, rows, n, params, out.ref(), idx?.ref(), layout);
     return withIndex ? valuesIndices(out, idx!) : out;
   } finally { owned?.dispose(); }
+}
+
+/**
+ * Sum and mean of a complex tensor: the same reduction over its float [..., 2] view (the real and
+ * imaginary parts are independent sums), viewed back as complex. Other reductions have no complex
+ * meaning here (PyTorch refuses max/min/argmax of complex too): a typed error.
+ */
+function complexReduce(op: string, x: Tensor, dims: number[], keepdim: boolean, kind: ReduceKind, outDType: DTypeName): Tensor {
+  const realOf: Partial<Record<DTypeName, DTypeName>> = { complex64: 'float32', complex128: 'float64' };
+  const out = realOf[outDType];
+  if ((kind !== 'sum' && kind !== 'mean') || !out) {
+    throw new DTypeError(op, `${op}(): complex input (${x.dt}${out ? '' : `, result dtype ${outDType}`}) is not supported; sum and mean take complex tensors`);
+  }
+  const parts = view_as_real(x);
+  try {
+    return view_as_complex(reduce(op, parts, dims, keepdim, kind, out, out) as Tensor);
+  } finally { parts.dispose(); }
 }
 
 const sumDType = (d: DTypeName): DTypeName => (DTYPES[d].kind === 'int' || d === 'bool' ? 'int64' : d);
