@@ -51,27 +51,24 @@ const partDType = (d: DTypeName): DTypeName => (isFloatD(d) ? 'float64' : 'int64
  * Per kind: accumulator init (`x0`: the row's first element, for idempotent merges), how a raw element
  * enters, how two accumulators (or partials) merge, the final value.
  */
-function reduceParts(kind: ReduceKind, isF: boolean) {
-  const P = ((): { init: string; enter: string; merge: string; final: string } | null => {
-    switch (kind) {
-      case 'sum': case 'mean': return { init: '0', enter: 'x', merge: 'a + b', final: kind === 'mean' ? 'a / nf' : 'a' };
-      case 'prod': return { init: '1', enter: 'x', merge: 'a * b', final: 'a' };
-      case 'max': case 'min': {
-        const op = kind === 'max' ? '>' : '<';
-        return { init: 'x0', enter: 'x', merge: `(${isF ? 'isnan(a) ? a : isnan(b) ? b : ' : ''}(b ${op} a ? b : a))`, final: 'a' };
-      }
-      case 'any': return { init: '0', enter: '(x != 0)', merge: '(a != 0 || b != 0)', final: 'a' };
-      case 'all': return { init: '1', enter: '(x != 0)', merge: '(a != 0 && b != 0)', final: 'a' };
-      case 'count_nonzero': return { init: '0', enter: '(x != 0)', merge: 'a + b', final: 'a' };
-      // p = ±inf: max/min of |x| with NaN sticking (the prelude's NORM_MERGE drops a NaN accumulator)
-      case 'norm': return {
-        init: 'NORM_INIT', enter: 'NORM_ENTER(x)', final: 'NORM_FINAL(a)',
-        merge: '(isinf(p) ? (isnan(a) ? a : (isnan(b) || (p > 0 ? b > a : b < a)) ? b : a) : a + b)',
-      };
-      default: return null;
+function reduceParts(kind: ReduceKind, isF: boolean): { init: string; enter: string; merge: string; final: string } {
+  switch (kind) {
+    case 'sum': case 'mean': return { init: '0', enter: 'x', merge: 'a + b', final: kind === 'mean' ? 'a / nf' : 'a' };
+    case 'prod': return { init: '1', enter: 'x', merge: 'a * b', final: 'a' };
+    case 'max': case 'min': {
+      const op = kind === 'max' ? '>' : '<';
+      return { init: 'x0', enter: 'x', merge: `(${isF ? 'isnan(a) ? a : isnan(b) ? b : ' : ''}(b ${op} a ? b : a))`, final: 'a' };
     }
-  })();
-  return P;
+    case 'any': return { init: '0', enter: '(x != 0)', merge: '(a != 0 || b != 0)', final: 'a' };
+    case 'all': return { init: '1', enter: '(x != 0)', merge: '(a != 0 && b != 0)', final: 'a' };
+    case 'count_nonzero': return { init: '0', enter: '(x != 0)', merge: 'a + b', final: 'a' };
+    // p = ±inf: max/min of |x| with NaN sticking (the prelude's NORM_MERGE drops a NaN accumulator)
+    case 'norm': return {
+      init: 'NORM_INIT', enter: 'NORM_ENTER(x)', final: 'NORM_FINAL(a)',
+      merge: '(isinf(p) ? (isnan(a) ? a : (isnan(b) || (p > 0 ? b > a : b < a)) ? b : a) : a + b)',
+    };
+    default: throw new Error(`reduceParts: ${kind} runs in the general kernels`);
+  }
 }
 
 /** The statement folding value `v` into accumulator `acc`. */
@@ -109,7 +106,7 @@ export const ROWS_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i64', 'i
  */
 export function rowsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, U: number, name: string): string {
   const isF = isFloatD(inD), A = accOf(inD), IN = R.storageType(inD), OUT = R.storageType(outD);
-  const P = reduceParts(kind, isF)!;
+  const P = reduceParts(kind, isF);
   const VEC = 16 / DTYPES[inD].itemsize;
   const load = (idx: string): string => `((${A})${R.load(inD, 'in', idx)})`;
   const init = P.init === 'x0' ? `(live ? ${load('base')} : (${A})0)` : P.init;
@@ -223,7 +220,7 @@ const VTYPE: Record<number, string> = { 16: 'uint4', 8: 'uint2', 4: 'unsigned', 
  */
 export function colsKernel(kind: ReduceKind, inD: DTypeName, outD: DTypeName, V: number, U: number, name: string): string {
   const isF = isFloatD(inD), A = accOf(inD), IN = R.storageType(inD), OUT = R.storageType(outD);
-  const P = reduceParts(kind, isF)!;
+  const P = reduceParts(kind, isF);
   const VT = VTYPE[V * DTYPES[inD].itemsize];
   const load = (idx: string): string => `((${A})${R.load(inD, 'in', idx)})`;
   const us = [...Array(U).keys()], ks = [...Array(V).keys()];
@@ -479,8 +476,8 @@ export const reduceOverride: { rows: Config | null; cols: Config | null } = { ro
 /** Launches per path (tests check that each path ran). */
 export const reduceStats = { rows: 0, rowsSplit: 0, cols: 0, colsSplit: 0, general: 0 };
 
-/** Blocks of T threads (using `smem` bytes of shared memory each) the whole device holds at once for kernel k. */
 const regsOf = new WeakMap<CudaKernel, number>();
+/** Blocks of T threads (using `smem` bytes of shared memory each) the whole device holds at once for kernel k. */
 function residentBlocks(k: CudaKernel, T: number, smem: number): number {
   const lim = be.tuning.profile.limits;
   let regs = regsOf.get(k);
