@@ -24,7 +24,7 @@ stb() {
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader >> "$S" 2>&1
 stale=0
-for f in src/backend/cuda/reduce_kernels src/backend/cuda/kernels src/backend/cuda/tuning test/cuda_reduce bench/cuda_reduce; do
+for f in src/backend/cuda/reduce_kernels src/backend/cuda/kernels src/backend/cuda/tuning test/cuda_reduce.test bench/cuda_reduce; do
   [ -f "dist/$f.js" ] && [ ! "$f.ts" -nt "dist/$f.js" ] || stale=1
 done
 if [ ! -f dist/src/cli/nbx.js ] || [ $stale = 1 ]; then stb build 40 npx tsc -p tsconfig.json; fi
@@ -40,12 +40,12 @@ stb test 45 node --test dist/test/cuda_reduce.test.js
 stb conf 20 node dist/src/cli/nbx.js conformance "$CONF" --device cuda \
   --filter '^(sum|nansum|mean|prod|amax|amin|max|min|argmax|argmin|var|std|logsumexp|norm|linalg.vector_norm|any|all|count_nonzero)'
 {
-  echo "== warm"; grep -E 'reduce modules|FAILED' "$L/warm.log" | head -12
+  echo "== warm"; grep -E 'reduce modules|FAILED' "$L/warm.log" | head -12; grep -q 'reduce modules' "$L/warm.log" || tail -3 "$L/warm.log"
   echo "== tests"; grep -E '^# (tests|pass|fail|skip)|^not ok|SKIP|launches per path' "$L/test.log" | head -20
   grep -A14 '^not ok' "$L/test.log" | grep -E 'error|element|Error|did not' | head -20
   echo "== conformance"; grep -E '^FAIL' "$L/conf.log" | head -20; grep -E 'passed' "$L/conf.log" | tail -3
   echo "== bench"; grep -E '^\|' "$L/bench.log" | tail -20; grep -iE 'error|failed' "$L/bench.log" | head -5
-  echo "== tuned configs"; node -e '
+  echo "== tuned configs"; [ -f "$L/reduce-autotune.json" ] && node -e '
     const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
     for (const [dev, ks] of Object.entries(j.entries)) for (const [k, es] of Object.entries(ks)) if (/reduce/.test(k))
       for (const [key, e] of Object.entries(es)) console.log(k, key, JSON.stringify(e.config), e.timeMs?.toFixed(4), "ms;", (e.tried ?? []).map((t) => `${t.config.threads}/${t.config.unroll}:${t.timeMs.toFixed(4)}`).join(" "));
