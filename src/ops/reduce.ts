@@ -86,14 +86,21 @@ function reduce(op: string, x: Tensor, dimArg: unknown, keepdim: boolean, kind: 
 
 /**
  * Sum and mean of a complex tensor: the same reduction over its float [..., 2] view (the real and
- * imaginary parts are independent sums), viewed back as complex. Other reductions have no complex
+ * imaginary parts are independent sums), viewed back as complex; any/all/count_nonzero on its truth. Other reductions have no complex
  * meaning here (PyTorch refuses max/min/argmax of complex too): a typed error.
  */
 function complexReduce(op: string, x: Tensor, dims: number[], keepdim: boolean, kind: ReduceKind, outDType: DTypeName): Tensor {
   const realOf: Partial<Record<DTypeName, DTypeName>> = { complex64: 'float32', complex128: 'float64' };
+  if (kind === 'any' || kind === 'all' || kind === 'count_nonzero') {
+    // truthiness: an element is nonzero when either part is
+    const parts = view_as_real(x);
+    const truth = reduce(op, parts, [x.ndim], false, 'any', realOf[x.dt]!, 'bool') as Tensor;
+    parts.dispose();
+    try { return reduce(op, truth, dims, keepdim, kind, 'bool', outDType) as Tensor; } finally { truth.dispose(); }
+  }
   const out = realOf[outDType];
   if ((kind !== 'sum' && kind !== 'mean') || !out) {
-    throw new DTypeError(op, `${op}(): complex input (${x.dt}${out ? '' : `, result dtype ${outDType}`}) is not supported; sum and mean take complex tensors`);
+    throw new DTypeError(op, `${op}(): complex input (${x.dt}${out ? '' : `, result dtype ${outDType}`}) is not supported; sum, mean, any, all and count_nonzero take complex tensors`);
   }
   const parts = view_as_real(x);
   try {
