@@ -29,6 +29,7 @@ stale=0
 for f in src/backend/cuda/nn_kernels src/backend/cuda/tuning src/ops/nn test/cuda_norm bench/cuda_norm; do
   [ -f "dist/$f.js" ] && [ ! "$f.ts" -nt "dist/$f.js" ] || stale=1
 done
+[ -n "${NBX_DIST_PREBUILT:-}" ] && stale=0 # the device session carries a fresh dist (no compiler there)
 if [ ! -f dist/src/cli/nbx.js ] || [ $stale = 1 ]; then st build 40 npx tsc -p tsconfig.json; fi
 export NBX_CUDA_HOST_STAGING=0
 TUNE=/tmp/nbx-norm-tune; rm -rf "$TUNE"; mkdir -p "$TUNE"

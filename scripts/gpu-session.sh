@@ -9,7 +9,7 @@ source .gpu/bootstrap.sh
 # tarred into $OUT/all.tgz, next to summary.txt and the shipped H200 autotune file as it stands.
 RET=${OUT:-/tmp/out}; mkdir -p "$RET"
 OUT=/tmp/session-work; rm -rf "$OUT"; mkdir -p "$OUT"
-export OUT
+export OUT NBX_DIST_PREBUILT=1
 # Each step runs under a hard limit (SIGKILL 5 s after SIGTERM), and leaves no process behind: a part's
 # stray node process would otherwise share the GPU with the next part and skew its timings.
 st() {
@@ -49,6 +49,7 @@ for part in "$@"; do
     webgpu) [ -f scripts/gpu-webgpu.sh ] && st webgpu 170 bash scripts/gpu-webgpu.sh ;;
     wgsl-*|reduce|webgpu-reduce) [ -f scripts/gpu-$part.sh ] && st $part 150 bash scripts/gpu-$part.sh ;;
     bench-ew) st bench-ew 120 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only ew ;;
+    conf-cuda) st conf-cuda 150 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda ;;
     gemv) st gemv-check 90 node test/gen/cuda_gemv_configs.mjs ;;
     bench-gemm) st bench-gemm 150 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only gemm ;;
     wgsl) for s in wgsl-sort wgsl-index wgsl-int64; do [ -f scripts/gpu-$s.sh ] && st $s 90 bash scripts/gpu-$s.sh; done ;;

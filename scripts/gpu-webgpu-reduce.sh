@@ -38,6 +38,7 @@ stale=0
 for f in src/backend/webgpu/kernels src/backend/webgpu/caps src/backend/webgpu/elementwise src/backend/webgpu/backend test/webgpu_reduce.test bench/webgpu_reduce; do
   [ -f "dist/$f.js" ] && [ ! "$f.ts" -nt "dist/$f.js" ] || stale=1
 done
+[ -n "${NBX_DIST_PREBUILT:-}" ] && stale=0 # the device session carries a fresh dist (no compiler there)
 if [ ! -f dist/src/cli/nbx.js ] || [ $stale = 1 ]; then st build 45 npx tsc -p tsconfig.json; fi
 TUNE=/tmp/nbx-webgpu-reduce-tune; rm -rf "$TUNE"; mkdir -p "$TUNE"
 export NBX_CUDA_HOST_STAGING=0
