@@ -205,8 +205,10 @@ async function gemmRows(rows: Row[], peer: Record<string, number>): Promise<void
   const w = randn([4096, 4096], 'bfloat16');
   for (const m of [1, 4, 16]) {
     const xa = randn([m, 4096], 'bfloat16');
-    // the first calls sweep; then enough calls for V8 to optimise the host path (a model's steady state)
-    for (let i = 0; i < 50; i++) { matmul(xa, w).dispose(); linear(xa, w).dispose(); }
+    // the first calls sweep; then enough calls for V8 to optimise the host path (a model's steady state:
+    // with 50, the first shape measured still ran partly unoptimised host code, +4-9 µs per call)
+    for (let i = 0; i < 1000; i++) { matmul(xa, w).dispose(); linear(xa, w).dispose(); }
+    await nbx.cuda.synchronize();
     let name = `gemm bf16 m=${m} n=k=4096 (us)`;
     rows.push({ name, unit: 'µs', ours: (await best(() => matmul(xa, w).dispose(), 200)) * 1e6, torch: peer[name] ?? NaN, higherIsBetter: false });
     name = `linear bf16 m=${m} 4096->4096 (us)`;
@@ -215,7 +217,8 @@ async function gemmRows(rows: Row[], peer: Record<string, number>): Promise<void
   }
   w.dispose();
   const xf = randn([1, 4096], 'float32'), wf = randn([4096, 4096], 'float32');
-  for (let i = 0; i < 50; i++) matmul(xf, wf).dispose();
+  for (let i = 0; i < 1000; i++) matmul(xf, wf).dispose();
+  await nbx.cuda.synchronize();
   const name = 'gemm f32 m=1 n=k=4096 (us)';
   rows.push({ name, unit: 'µs', ours: (await best(() => matmul(xf, wf).dispose(), 200)) * 1e6, torch: peer[name] ?? NaN, higherIsBetter: false });
   xf.dispose(); wf.dispose();

@@ -235,7 +235,8 @@ export class AutotuneCache {
   constructor(opts: AutotuneCacheOptions = {}) {
     this.dir = opts.dir ?? defaultCacheDir();
     this.path = join(this.dir, CACHE_FILE);
-    this.shippedDir = opts.shippedDir === undefined ? shippedDirIfAny() : opts.shippedDir;
+    // NBX_AUTOTUNE_SHIPPED=0: ignore the shipped measurements (to measure a known card again, for shipping)
+    this.shippedDir = opts.shippedDir === undefined ? (process.env.NBX_AUTOTUNE_SHIPPED === '0' ? null : shippedDirIfAny()) : opts.shippedDir;
     this.stderr = opts.stderr ?? process.stderr;
   }
 

@@ -15,7 +15,7 @@
 // so results are identical run to run. Rows, strides and pointers that do not allow vector loads take
 // the scalar loop of the same kernel.
 //
-// Choice against cuBLASLt: by measurement through the autotuner (space 'cuda.gemv.nk' / 'cuda.gemv.kn',
+// Choice against cuBLASLt: by measurement through the autotuner (space 'cuda.gemv.nk.v2' / 'cuda.gemv.kn.v2',
 // knob `impl`), timed on the call's own operands when beta = 0; the default (NBX_AUTOTUNE=off, tiny
 // problems, beta ≠ 0 before a measurement exists) is this kernel. `impl` moves bits (a different
 // summation order than cuBLASLt's); `cols` does not (each column's sum is the same warp's, whatever
