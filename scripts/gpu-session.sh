@@ -50,6 +50,10 @@ for part in "$@"; do
     wgsl-*|reduce|webgpu-reduce) [ -f scripts/gpu-$part.sh ] && st $part 150 bash scripts/gpu-$part.sh ;;
     bench-ew) st bench-ew 120 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only ew ;;
     conf-cuda) st conf-cuda 150 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda ;;
+    webgpu-tune)
+      # the WebGPU launch configurations measured afresh (shipped ones ignored), returned for shipping
+      rm -rf /tmp/wgtune; st webgpu-tune 100 env NBX_AUTOTUNE_SHIPPED=0 NBX_AUTOTUNE=full NBX_CACHE_DIR=/tmp/wgtune node dist/bench/webgpu_tune.js
+      [ -f /tmp/wgtune/autotune.json ] && cp /tmp/wgtune/autotune.json "$RET/webgpu-autotune.json" ;;
     gemv) st gemv-check 90 node test/gen/cuda_gemv_configs.mjs ;;
     bench-gemm) st bench-gemm 150 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only gemm ;;
     wgsl) for s in wgsl-sort wgsl-index wgsl-int64; do [ -f scripts/gpu-$s.sh ] && st $s 90 bash scripts/gpu-$s.sh; done ;;

@@ -51,14 +51,16 @@ export const GEMV_NK_SPACE = defineSpace({
 });
 
 export const GEMV_KN_SPACE = defineSpace({
-  name: 'cuda.gemv.kn.v2',
+  name: 'cuda.gemv.kn.v3',
   knobs: [
-    { name: 'impl', values: ['gemv', 'cublaslt'], movesBits: true, doc: 'this kernel or cuBLASLt' },
-    { name: 'split', values: [2, 4, 8], movesBits: true, doc: 'blocks per SM the K chunks aim for (the chunk partials are summed in another grouping)' },
+    { name: 'impl', values: ['gemv', 'mma', 'cublaslt'], movesBits: true, doc: 'the FMA kernel, the tensor-core kernel (float16/bfloat16) or cuBLASLt' },
+    { name: 'split', values: [1, 2, 4, 8], movesBits: true, doc: 'blocks per SM the K chunks aim for (the chunk partials are summed in another grouping)' },
+    { name: 'nt', values: [2, 4], movesBits: false, doc: "the tensor-core kernel's 8-column tiles per warp" },
   ],
-  defaultConfig: { impl: 'gemv', split: 4 },
+  defaultConfig: { impl: 'gemv', split: 4, nt: 2 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
-  constraint: (cfg) => (cfg.impl === 'cublaslt' && cfg.split !== 4 ? 'split means nothing to cuBLASLt' : undefined),
+  constraint: (cfg) => (cfg.impl === 'cublaslt' && (cfg.split !== 4 || cfg.nt !== 2) ? 'split and nt mean nothing to cuBLASLt'
+    : cfg.impl === 'gemv' && (cfg.nt !== 2 || cfg.split === 1) ? 'nt is the tensor-core kernel\'s' : undefined),
 });
 
 /** Rows rounded up to the kernel's compile-time row count. */
@@ -322,20 +324,36 @@ ${finishTile(d, mr, span)}
 // shared-memory staging. The 8 warps of a block split K (interleaved 32-wide steps), grid.y K chunks,
 // and the partials meet as in the 'kn' kernel (finishTile).
 
+/** mma.sync m16n8k16 (fp32 accumulators) and ldmatrix.x4.trans; scalar versions under the host emulator. */
+const mmaHelpers = (bf: boolean): string => `#ifdef NBX_EMU
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) { emu_mma16816(c, a, b0, b1, ${bf}); }
+__device__ __forceinline__ void ldsm4t(unsigned (&r)[4], const void* p) { emu_ldmatrix_x4(r, p, true); }
+#else
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${bf ? 'bf16.bf16' : 'f16.f16'}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void ldsm4t(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
+}
+#endif`;
+
+/** The C fragments of a warp's n-tiles into red[warp][row][column] (rows g and, for 16 rows, g + 8). */
+const fragsToRed = (mr: number, nt: number): string => `#pragma unroll
+  for (int q = 0; q < ${nt}; q++) {
+    red[warp][g][q * 8 + t * 2] = c[q][0];
+    red[warp][g][q * 8 + t * 2 + 1] = c[q][1];
+    ${mr === 16 ? 'red[warp][g + 8][q * 8 + t * 2] = c[q][2];\n    red[warp][g + 8][q * 8 + t * 2 + 1] = c[q][3];' : ''}
+  }`;
+
 /** 32-wide K steps per warp whose loads are issued before their MMAs. */
 const MMA_UNROLL = 2;
 
 /** Source of the tensor-core 'nk' kernel: MR = 8 or 16 rows, NT 8-column tiles per warp. */
 export function gemvMmaSource(d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(d), U = MMA_UNROLL, bf = d === 'bfloat16';
-  const src = `#ifdef NBX_EMU
-__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) { emu_mma16816(c, a, b0, b1, ${bf}); }
-#else
-__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${bf ? 'bf16.bf16' : 'f16.f16'}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-#endif
+  const src = `${mmaHelpers(bf)}
 ${HEAD(d, 'gemv_mma', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ')}) {
   __shared__ float red[${WARPS}][${mr}][${8 * nt}];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -372,45 +390,117 @@ ${HEAD(d, 'gemv_mma', 'float* __restrict__ P, unsigned* __restrict__ cnt, long l
       for (int q = 0; q < ${nt}; q++) { mma16816(c[q], a0, wv[u][q].x, wv[u][q].y); mma16816(c[q], a1, wv[u][q].z, wv[u][q].w); }
     }
   }
-  #pragma unroll
-  for (int q = 0; q < ${nt}; q++) {
-    red[warp][g][q * 8 + t * 2] = c[q][0];
-    red[warp][g][q * 8 + t * 2 + 1] = c[q][1];
-    ${mr === 16 ? 'red[warp][g + 8][q * 8 + t * 2] = c[q][2];\n    red[warp][g + 8][q * 8 + t * 2 + 1] = c[q][3];' : ''}
-  }
+  ${fragsToRed(mr, nt)}
 ${finishTile(d, mr, 8 * nt)}
 }`;
   return { src, name: 'gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
 }
 
-/** The tensor-core kernel's grid: 8·nt columns per block, K chunks (whole 32-wide steps of all warps) so about `perSm` blocks per SM run. */
-export function mmaSplit(g: GemvProblem, smCount: number, nt: number, perSm: number): { gx: number; gy: number; kchunk: number } {
-  const gx = Math.ceil(g.n / (8 * nt)), unit = WARPS * 32;
+/**
+ * The tensor-core form of 'kn' (x @ w, W row-major [K, N]): B fragments need K pairs of one column,
+ * which lie ldw apart, so each warp stages its 16 × 8·NT tile of W in its own shared memory (16-byte
+ * loads, rows padded so ldmatrix is conflict-free) and reads the fragments with ldmatrix.trans; X's A
+ * fragments are 4-byte loads (X is small and cached). Warps take interleaved 16-deep K steps, U of
+ * them loaded before any MMA; partials meet in finishTile as in the other kernels.
+ */
+export function gemvMmaKnSource(d: 'float16' | 'bfloat16', mr: 8 | 16, nt: 2 | 4): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d), U = 8 / nt, bf = d === 'bfloat16', BN = 8 * nt, PAD = BN + 8, V = BN / 8; // V: 16-byte vectors per W row
+  const src = `${mmaHelpers(bf)}
+${HEAD(d, 'gemv_mma_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ')}) {
+  __shared__ float red[${WARPS}][${mr}][${BN}];
+  __align__(16) __shared__ ${T} ws[${WARPS}][${U}][16][${PAD}];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long jb = (long long)blockIdx.x * ${BN};
+  const long long l0 = (long long)blockIdx.y * kchunk, l1 = l0 + kchunk < k ? l0 + kchunk : k;
+  float c[${nt}][4];
+  #pragma unroll
+  for (int q = 0; q < ${nt}; q++) c[q][0] = c[q][1] = c[q][2] = c[q][3] = 0.f;
+  const bool ra = g < m, rb = g + 8 < m;
+  const ${T}* xa = X + (ra ? g : 0) * xsi + t * 2;
+  const ${T}* xb = X + (rb ? g + 8 : 0) * xsi + t * 2;
+  uint4 z; z.x = z.y = z.z = z.w = 0u;
+  for (long long kk = l0 + warp * 16; kk < l1; kk += ${WARPS * 16 * U}) {
+    // this lane's 16-byte pieces of U steps' W tiles (row e / V, vector e % V), then the X fragments
+    uint4 wv[${U}][${(16 * V + 31) >> 5}];
+    unsigned xf[${U}][4];
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const long long ku = kk + u * ${WARPS * 16};
+      #pragma unroll
+      for (int h = 0; h < ${(16 * V + 31) >> 5}; h++) {
+        const int e = lane + h * 32, r = e / ${V}, v = e % ${V};
+        const long long col = jb + v * 8;
+        wv[u][h] = ${16 * V >= 32 ? '' : 'e < 16 * ' + V + ' && '}ku + r < l1 && col < n ? *reinterpret_cast<const uint4*>(W + (ku + r) * ldw + col) : z;
+      }
+      const bool lo = ku + t * 2 < l1, hi = ku + t * 2 + 8 < l1; // k is even: a pair is wholly in or out
+      xf[u][0] = ra && lo ? *reinterpret_cast<const unsigned*>(xa + ku) : 0u;
+      xf[u][1] = ${mr === 16 ? 'rb && lo ? *reinterpret_cast<const unsigned*>(xb + ku) : 0u' : '0u'};
+      xf[u][2] = ra && hi ? *reinterpret_cast<const unsigned*>(xa + ku + 8) : 0u;
+      xf[u][3] = ${mr === 16 ? 'rb && hi ? *reinterpret_cast<const unsigned*>(xb + ku + 8) : 0u' : '0u'};
+    }
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      #pragma unroll
+      for (int h = 0; h < ${(16 * V + 31) >> 5}; h++) {
+        const int e = lane + h * 32;
+        if (e < ${16 * V}) *reinterpret_cast<uint4*>(&ws[warp][u][e / ${V}][(e % ${V}) * 8]) = wv[u][h];
+      }
+    }
+    __syncwarp();
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      #pragma unroll
+      for (int p = 0; p < ${nt / 2}; p++) {
+        // matrices: k rows 0-7 / 8-15 of n-tile 2p, then of n-tile 2p + 1 (lane groups of 8 give the rows)
+        unsigned b[4];
+        const int mi = lane >> 3;
+        ldsm4t(b, &ws[warp][u][(mi & 1) * 8 + (lane & 7)][p * 16 + (mi >> 1) * 8]);
+        mma16816(c[2 * p], xf[u], b[0], b[1]);
+        mma16816(c[2 * p + 1], xf[u], b[2], b[3]);
+      }
+    }
+    __syncwarp(); // the tiles are read before the next steps overwrite them
+  }
+  ${fragsToRed(mr, nt)}
+${finishTile(d, mr, BN)}
+}`;
+  return { src, name: 'gemv_mma_kn', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
+}
+
+/** Whether the tensor-core 'kn' kernel takes `g`: a half type, whole 16-byte vectors of W, even K and 4-byte X pairs. */
+export const mmaKnOk = (g: GemvProblem): boolean => g.layout === 'kn' && g.dtype !== 'float32' && g.n % 8 === 0 && g.ldw % 8 === 0 &&
+  g.k % 2 === 0 && g.xsl === 1 && (g.m === 1 || g.xsi % 2 === 0) && aligned16(g.W) && Number(BigInt.asUintN(2, g.X)) === 0;
+
+/** The tensor-core kernels' grid: 8·nt columns per block, K chunks (whole K steps of all warps: 32 deep for 'nk', 16 for 'kn') so about `perSm` blocks per SM run. */
+export function mmaSplit(g: GemvProblem, smCount: number, nt: number, perSm: number, step = 32): { gx: number; gy: number; kchunk: number } {
+  const gx = Math.ceil(g.n / (8 * nt)), unit = WARPS * step;
   const want = Math.max(1, Math.min(Math.ceil((perSm * smCount) / gx), Math.ceil(g.k / unit)));
   const kchunk = Math.ceil(Math.ceil(g.k / want) / unit) * unit;
   return { gx, gy: Math.ceil(g.k / kchunk), kchunk };
 }
 
-/** Whether the tensor-core kernel takes `g`: 'nk', a half type, and the vector path's alignment. */
-export const mmaOk = (g: GemvProblem): boolean => g.layout === 'nk' && g.dtype !== 'float32' && gemvVectorOk(g);
+/** Whether a tensor-core kernel takes `g`: 'nk' with a half type and the vector path's alignment, or mmaKnOk. */
+export const mmaOk = (g: GemvProblem): boolean => (g.layout === 'nk' ? g.dtype !== 'float32' && gemvVectorOk(g) : mmaKnOk(g));
 
 function launchMma(be: CudaBackend, g: GemvProblem, cfg: Config): void {
-  const mr = g.m <= 8 ? 8 : 16, nt = (cfg.nt as number | undefined) ?? 2;
-  const k = mmaKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt);
-  const { gx, gy, kchunk } = mmaSplit(g, be.smCount, nt, (cfg.split as number | undefined) ?? 2);
+  const mr = g.m <= 8 ? 8 : 16, kn = g.layout === 'kn';
+  const nt = kn ? ((cfg.nt as number | undefined) ?? 2) === 4 ? 4 : 2 : (cfg.nt as number | undefined) ?? 2;
+  const k = mmaKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt, kn);
+  const { gx, gy, kchunk } = mmaSplit(g, be.smCount, nt, (cfg.split as number | undefined) ?? 2, kn ? 16 : 32);
   const ws = gy > 1 ? workspace(be, gy * g.m * g.n, gx) : null;
   be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
     g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, 1], 0, be.stream);
 }
 
 const mmaKernels = new WeakMap<CudaBackend, Map<number, CudaKernel>>();
-function mmaKernelFor(be: CudaBackend, d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number): CudaKernel {
+function mmaKernelFor(be: CudaBackend, d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number, kn: boolean): CudaKernel {
   let m = mmaKernels.get(be);
   if (!m) mmaKernels.set(be, (m = new Map()));
-  const code = (DT_CODE[d] * 32 + mr) * 8 + nt;
+  const code = ((DT_CODE[d] * 32 + mr) * 8 + nt) * 2 + Number(kn);
   let k = m.get(code);
   if (!k) {
-    k = be.kernel(`gemv_mma:${d}:${mr}:${nt}`, () => gemvMmaSource(d, mr, nt));
+    k = kn ? be.kernel(`gemv_mma_kn:${d}:${mr}:${nt}`, () => gemvMmaKnSource(d, mr, nt as 2 | 4))
+      : be.kernel(`gemv_mma:${d}:${mr}:${nt}`, () => gemvMmaSource(d, mr, nt));
     m.set(code, k);
   }
   return k;
@@ -603,6 +693,7 @@ export function allGemvSources(): { label: string; src: string; name: string; si
       out.push({ label: `kn:${d}:${mr}`, ...gemvKnSource(d, mr) });
     }
     if (d !== 'float32') for (const mr of [8, 16] as const) for (const nt of [1, 2, 4]) out.push({ label: `mma:${d}:${mr}:${nt}`, ...gemvMmaSource(d, mr, nt) });
+    if (d !== 'float32') for (const mr of [8, 16] as const) for (const nt of [2, 4] as const) out.push({ label: `mma_kn:${d}:${mr}:${nt}`, ...gemvMmaKnSource(d, mr, nt) });
   }
   return out;
 }
