@@ -17,7 +17,8 @@ async function measure(name, fn, n = 20) {
   const dev = e1.elapsedSince(e0) / n * 1000;
   console.log(`${name.padEnd(34)} wall ${wall.toFixed(1).padStart(8)} us  device ${dev.toFixed(1).padStart(8)} us  host (call only) ${(host / n * 1000).toFixed(1).padStart(7)} us`);
 }
-for (const dt of ['float32', 'bfloat16']) {
+const gemvOnly = process.argv.includes('--gemv'); // node scripts/diag-percall.mjs --gemv: the small-M rows only
+for (const dt of gemvOnly ? [] : ['float32', 'bfloat16']) {
   const n = (1 << 30) / (2 * (dt === 'float32' ? 4 : 2));
   const a = nbx.zeros([n], { device: 'cuda', dtype: dt }), b = nbx.zeros([n], { device: 'cuda', dtype: dt });
   await measure(`add 1GiB ${dt}`, () => nbx.add(a, b));
@@ -28,7 +29,16 @@ for (const dt of ['float32', 'bfloat16']) {
 console.log('allocator', JSON.stringify(nbx.cuda.memoryStats()).slice(0, 400));
 for (const m of [1, 4, 16]) {
   const x = nbx.randn([m, 4096], { dtype: 'bfloat16' }).to('cuda'), w = nbx.randn([4096, 4096], { dtype: 'bfloat16' }).to('cuda');
-  for (let i = 0; i < 50; i++) nbx.matmul(x, w).dispose();
+  for (let i = 0; i < 2000; i++) { nbx.matmul(x, w).dispose(); nbx.nn.functional.linear(x, w).dispose(); }
   await measure(`matmul m=${m} x@w bf16`, () => nbx.matmul(x, w), 200);
+  await measure(`matmul m=${m} x@w bf16 (20 calls)`, () => nbx.matmul(x, w), 20);
   await measure(`linear m=${m} bf16`, () => nbx.nn.functional.linear(x, w), 200);
+  // the kernel alone, launched as the tuner times it (no op layer, no allocation)
+  const { gemvProblem, launchGemv } = await import('../dist/src/backend/cuda/gemv_kernels.js');
+  const o = nbx.empty([m, 4096], { dtype: 'bfloat16', device: 'cuda' });
+  const g = gemvProblem({ transA: false, transB: false, m, n: 4096, k: 4096, alpha: 1, beta: 0, a: x.ref(), lda: 4096, b: w.ref(), ldb: 4096, c: o.ref(), ldc: 4096 });
+  for (const cfg of [{ impl: 'gemv', split: 2 }, { impl: 'mma', split: 2, nt: 4 }]) {
+    await measure(`launchGemv m=${m} kn ${JSON.stringify(cfg)}`, () => { launchGemv(be, g, cfg); return { dispose() {} }; }, 200);
+  }
+  o.dispose();
 }
