@@ -15,21 +15,12 @@
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
 import { TORCH_EVENT_TIMER } from './gpu_timing.js';
-import { elementwise } from '../src/ops/elementwise.js';
 import type { Tensor } from '../src/tensor/tensor.js';
+import { type Dev, secs, sinceStartMs, out, sync, axpb, filledOn, tuneSources } from './webgpu_util.js';
 import { hasSmmPlan, smmStatus, useSubgroupMatrix } from '../src/backend/webgpu/gemm_smm.js';
-import { defaultCache, shapeBucket } from '../src/autotune/index.js';
 
 const GiB = 2 ** 30;
-type Dev = 'webgpu' | 'cuda';
-const T0 = performance.now();
-const secs = (): string => ((performance.now() - T0) / 1000).toFixed(1);
-const out = (s: string): void => { process.stdout.write(`${s}\n`); };
 
-async function sync(dev: Dev): Promise<void> {
-  if (dev === 'webgpu') await nbx.webgpu.synchronize();
-  else await (nbx as unknown as { cuda: { synchronize(): Promise<void> } }).cuda.synchronize();
-}
 
 /** Seconds per call: the first call (compiles) timed alone, then `reps` calls after a second warm-up. */
 async function timeOn(dev: Dev, fn: () => void, reps: number): Promise<{ s: number; firstMs: number }> {
@@ -53,16 +44,7 @@ async function phase(name: string, fn: () => Promise<void>): Promise<void> {
   out(`== ${name}: ${((performance.now() - t) / 1000).toFixed(1)} s`);
 }
 
-const axpb = (x: Tensor, a: number, b: number): Tensor =>
-  elementwise('axpb', [x, a, b], x.dt, x.dt, ([v, p, q]) => v!.mul(p!).add(q!));
 
-/** A device tensor of n elements all `v`, made on the device (a host fill of 1 GiB takes many seconds). */
-function filledOn(dev: Dev, n: number, v: number, dtype: 'float32' | 'float16'): Tensor {
-  const z = nbx.zeros([n], { dtype, device: dev });
-  const x = nbx.add(z, v);
-  z.dispose();
-  return x;
-}
 
 const PEER = String.raw`
 import torch, json, sys, time
@@ -210,26 +192,10 @@ async function checkHalf(): Promise<boolean> {
   return ok;
 }
 
-/** Where the launch configuration of the benchmarks' big problems comes from (shipped file, user cache, or none: the default). */
-function tuneSources(key: string, bytes: number, M: number): string {
-  const cache = defaultCache();
-  const parts: string[] = [];
-  const q = (space: string, dims: number[], dtype: string): void => {
-    const hit = cache.lookup(space, { shape: shapeBucket(dims), dtype, device: key });
-    parts.push(`${space.replace('webgpu.', '')} ${dims.join('x')} ${dtype}: ${hit ? `${JSON.stringify(hit.entry.config)} from ${hit.source} (${hit.file.split('/').pop()})` : 'default'}`);
-  };
-  for (const [dt, isz] of [['float32', 4], ['float16', 2]] as const) {
-    q('webgpu.elementwise', [bytes / isz], dt);
-    q('webgpu.reduce', [bytes / isz / 16384, 16384], dt);
-    q('webgpu.reduce', [1, bytes / isz], dt);
-  }
-  q('webgpu.gemm', [M, M, M], 'float32');
-  return parts.join('; ');
-}
 
 export async function run(args: string[] = []): Promise<void> {
   const info = await nbx.webgpu.init();
-  const initMs = performance.now() - T0;
+  const initMs = sinceStartMs();
   const soft = /llvmpipe|swiftshader|lavapipe|software/i.test(info.adapter);
   // a software adapter's sweeps take minutes: a smoke run there uses what is cached unless told otherwise
   if (soft && !process.env.NBX_AUTOTUNE) process.env.NBX_AUTOTUNE = 'cached';

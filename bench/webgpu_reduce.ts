@@ -14,21 +14,12 @@
 // the CUDA part.
 // Run: node dist/bench/webgpu_reduce.js [--quick] [--no-cuda] [--variants]
 import * as nbx from '../src/index.js';
-import { elementwise } from '../src/ops/elementwise.js';
 import type { Tensor } from '../src/tensor/tensor.js';
+import { type Dev, secs, out, sync, axpb, filledOn, tuneSources } from './webgpu_util.js';
 import { caps } from '../src/backend/webgpu/caps.js';
 import { setReduceUnroll } from '../src/backend/webgpu/kernels.js';
-import { defaultCache, shapeBucket } from '../src/autotune/index.js';
 
-type Dev = 'webgpu' | 'cuda';
-const T0 = performance.now();
-const secs = (): string => ((performance.now() - T0) / 1000).toFixed(1);
-const out = (s: string): void => { process.stdout.write(`${s}\n`); };
 
-async function sync(dev: Dev): Promise<void> {
-  if (dev === 'webgpu') await nbx.webgpu.synchronize();
-  else await nbx.cuda.synchronize();
-}
 
 /** Seconds per call over `reps` back-to-back calls closed by one wait. */
 async function wall(dev: Dev, fn: () => void, reps: number): Promise<number> {
@@ -57,16 +48,7 @@ async function deviceTime(fn: () => void, reps: number): Promise<number | null> 
   return Number(t[1]! - t[0]!) / 1e9 / reps;
 }
 
-const axpb = (x: Tensor, a: number, b: number): Tensor =>
-  elementwise('axpb', [x, a, b], x.dt, x.dt, ([v, p, q]) => v!.mul(p!).add(q!));
 
-/** n elements all `v`, made on the device (a host fill of 1 GiB takes seconds). */
-function filledOn(dev: Dev, n: number, v: number, dtype: 'float32' | 'float16'): Tensor {
-  const z = nbx.zeros([n], { dtype, device: dev });
-  const x = nbx.add(z, v);
-  z.dispose();
-  return x;
-}
 
 interface Times { wall10: number; steady: number; device?: number | null; first: number }
 type Rows = Map<string, { label: string; gb: number; webgpu?: Times; cuda?: Times }>;
@@ -143,18 +125,6 @@ async function variants(bytes: number, rows: Rows): Promise<void> {
   }
 }
 
-/** Where the launch configurations of these rows come from (user cache, shipped file, or the default). */
-function tuneSources(key: string, bytes: number): string {
-  const cache = defaultCache();
-  const parts: string[] = [];
-  for (const [dt, isz] of [['float32', 4], ['float16', 2]] as const) {
-    for (const [space, dims] of [['webgpu.elementwise', [bytes / isz]], ['webgpu.reduce', [bytes / isz / 16384, 16384]], ['webgpu.reduce', [1, bytes / isz]]] as const) {
-      const hit = cache.lookup(space, { shape: shapeBucket([...dims]), dtype: dt, device: key });
-      parts.push(`${space.replace('webgpu.', '')} ${dims.join('x')} ${dt}: ${hit ? `${JSON.stringify(hit.entry.config)} (${hit.source})` : 'default'}`);
-    }
-  }
-  return parts.join('; ');
-}
 
 async function main(args: string[]): Promise<void> {
   const info = await nbx.webgpu.init();
