@@ -51,7 +51,7 @@ export const GEMV_NK_SPACE = defineSpace({
 });
 
 export const GEMV_KN_SPACE = defineSpace({
-  name: 'cuda.gemv.kn.v3',
+  name: 'cuda.gemv.kn.v4',
   knobs: [
     { name: 'impl', values: ['gemv', 'mma', 'cublaslt'], movesBits: true, doc: 'the FMA kernel, the tensor-core kernel (float16/bfloat16) or cuBLASLt' },
     { name: 'split', values: [1, 2, 4, 8], movesBits: true, doc: 'blocks per SM the K chunks aim for (the chunk partials are summed in another grouping)' },
@@ -398,17 +398,19 @@ ${finishTile(d, mr, 8 * nt)}
 
 /**
  * The tensor-core form of 'kn' (x @ w, W row-major [K, N]): B fragments need K pairs of one column,
- * which lie ldw apart, so each warp stages its 16 × 8·NT tile of W in its own shared memory (16-byte
- * loads, rows padded so ldmatrix is conflict-free) and reads the fragments with ldmatrix.trans; X's A
- * fragments are 4-byte loads (X is small and cached). Warps take interleaved 16-deep K steps, U of
- * them loaded before any MMA; partials meet in finishTile as in the other kernels.
+ * which lie ldw apart, so each warp stages its 16 × 8·NT tiles of W, one at a time, in its own shared
+ * memory (16-byte loads, rows padded so ldmatrix is conflict-free) and reads the fragments with
+ * ldmatrix.trans; X's A fragments are 4-byte loads (X is small and cached). Warps take interleaved
+ * 16-deep K steps, U = 16 / NT of them loaded into registers before any MMA (128 bytes of W in flight
+ * per lane: few steps per warp at these sizes, so each batch pays one memory latency); partials meet in
+ * finishTile as in the other kernels.
  */
 export function gemvMmaKnSource(d: 'float16' | 'bfloat16', mr: 8 | 16, nt: 2 | 4): { src: string; name: string; sig: ArgType[] } {
-  const T = R.storageType(d), U = 8 / nt, bf = d === 'bfloat16', BN = 8 * nt, PAD = BN + 8, V = BN / 8; // V: 16-byte vectors per W row
+  const T = R.storageType(d), U = 16 / nt, bf = d === 'bfloat16', BN = 8 * nt, PAD = BN + 8, V = BN / 8; // V: 16-byte vectors per W row
   const src = `${mmaHelpers(bf)}
 ${HEAD(d, 'gemv_mma_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ')}) {
   __shared__ float red[${WARPS}][${mr}][${BN}];
-  __align__(16) __shared__ ${T} ws[${WARPS}][${U}][16][${PAD}];
+  __align__(16) __shared__ ${T} ws[${WARPS}][16][${PAD}];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const long long jb = (long long)blockIdx.x * ${BN};
   const long long l0 = (long long)blockIdx.y * kchunk, l1 = l0 + kchunk < k ? l0 + kchunk : k;
@@ -438,28 +440,26 @@ ${HEAD(d, 'gemv_mma_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, lon
       xf[u][2] = ra && hi ? *reinterpret_cast<const unsigned*>(xa + ku + 8) : 0u;
       xf[u][3] = ${mr === 16 ? 'rb && hi ? *reinterpret_cast<const unsigned*>(xb + ku + 8) : 0u' : '0u'};
     }
+    // one shared tile per warp, step after step (all U steps' loads are already in flight above)
     #pragma unroll
     for (int u = 0; u < ${U}; u++) {
       #pragma unroll
       for (int h = 0; h < ${(16 * V + 31) >> 5}; h++) {
         const int e = lane + h * 32;
-        if (e < ${16 * V}) *reinterpret_cast<uint4*>(&ws[warp][u][e / ${V}][(e % ${V}) * 8]) = wv[u][h];
+        if (e < ${16 * V}) *reinterpret_cast<uint4*>(&ws[warp][e / ${V}][(e % ${V}) * 8]) = wv[u][h];
       }
-    }
-    __syncwarp();
-    #pragma unroll
-    for (int u = 0; u < ${U}; u++) {
+      __syncwarp();
       #pragma unroll
       for (int p = 0; p < ${nt / 2}; p++) {
         // matrices: k rows 0-7 / 8-15 of n-tile 2p, then of n-tile 2p + 1 (lane groups of 8 give the rows)
         unsigned b[4];
         const int mi = lane >> 3;
-        ldsm4t(b, &ws[warp][u][(mi & 1) * 8 + (lane & 7)][p * 16 + (mi >> 1) * 8]);
+        ldsm4t(b, &ws[warp][(mi & 1) * 8 + (lane & 7)][p * 16 + (mi >> 1) * 8]);
         mma16816(c[2 * p], xf[u], b[0], b[1]);
         mma16816(c[2 * p + 1], xf[u], b[2], b[3]);
       }
+      __syncwarp(); // the tile is read before the next step overwrites it
     }
-    __syncwarp(); // the tiles are read before the next steps overwrite them
   }
   ${fragsToRed(mr, nt)}
 ${finishTile(d, mr, BN)}
