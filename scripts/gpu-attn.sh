@@ -11,12 +11,8 @@ OUT=${OUT:-/tmp/out}
 L="$OUT/attn"; mkdir -p "$L"
 S="$L/summary.txt"; : > "$S"
 source "$(dirname "$0")/lib/step.sh"
-stale=0
-for f in src/backend/cuda/attention_kernels src/ops/nn test/cuda_attention bench/cuda_attention; do
-  [ -f "dist/$f.js" ] && [ ! "$f.ts" -nt "dist/$f.js" ] || stale=1
-done
-[ -n "${NBX_DIST_PREBUILT:-}" ] && stale=0 # the device session carries a fresh dist (no compiler there)
-if [ ! -f dist/src/cli/nbx.js ] || [ $stale = 1 ]; then st build 120 npx tsc -p tsconfig.json; fi
+. scripts/lib/dist.sh
+if dist_stale src/backend/cuda/attention_kernels src/ops/nn test/cuda_attention.test bench/cuda_attention; then st build 120 npx tsc -p tsconfig.json; fi
 export NBX_CUDA_HOST_STAGING=0
 # one fresh cache for the whole run: compiled kernels are shared by the steps, and autotune.json ends
 # up holding exactly the sweeps of this run

@@ -25,12 +25,8 @@ st() {
   printf '%s rc=%d %.1fs\n' "$n" "$rc" "$(echo "$(date +%s.%N) - $t" | bc)" | tee -a "$S"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader >> "$S" 2>&1
-stale=0
-for f in src/backend/cuda/nn_kernels src/backend/cuda/tuning src/ops/nn test/cuda_norm bench/cuda_norm; do
-  [ -f "dist/$f.js" ] && [ ! "$f.ts" -nt "dist/$f.js" ] || stale=1
-done
-[ -n "${NBX_DIST_PREBUILT:-}" ] && stale=0 # the device session carries a fresh dist (no compiler there)
-if [ ! -f dist/src/cli/nbx.js ] || [ $stale = 1 ]; then st build 40 npx tsc -p tsconfig.json; fi
+. scripts/lib/dist.sh
+if dist_stale src/backend/cuda/nn_kernels src/backend/cuda/tuning src/ops/nn test/cuda_norm.test bench/cuda_norm; then st build 40 npx tsc -p tsconfig.json; fi
 export NBX_CUDA_HOST_STAGING=0
 TUNE=/tmp/nbx-norm-tune; rm -rf "$TUNE"; mkdir -p "$TUNE"
 export NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=full

@@ -23,12 +23,8 @@ stb() {
   st "$n" "$to" "$@"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader >> "$S" 2>&1
-stale=0
-for f in src/backend/cuda/reduce_kernels src/backend/cuda/kernels src/backend/cuda/tuning test/cuda_reduce.test bench/cuda_reduce; do
-  [ -f "dist/$f.js" ] && [ ! "$f.ts" -nt "dist/$f.js" ] || stale=1
-done
-[ -n "${NBX_DIST_PREBUILT:-}" ] && stale=0 # the device session carries a fresh dist (no compiler there)
-if [ ! -f dist/src/cli/nbx.js ] || [ $stale = 1 ]; then stb build 40 npx tsc -p tsconfig.json; fi
+. scripts/lib/dist.sh
+if dist_stale src/backend/cuda/reduce_kernels src/backend/cuda/kernels src/backend/cuda/tuning test/cuda_reduce.test bench/cuda_reduce; then stb build 40 npx tsc -p tsconfig.json; fi
 export NBX_CUDA_HOST_STAGING=0
 C=/tmp/nbx-reduce-cache; rm -rf "$C"; mkdir -p "$C"
 export NBX_CACHE_DIR="$C"

@@ -34,12 +34,8 @@ st() { # st NAME TIMEOUT CMD...: into $L/NAME.log; rc and seconds into the summa
   printf '%s rc=%d %d.%01ds (at %ds)\n' "$n" "$rc" $((ms / 1000)) $(((ms % 1000) / 100)) $(( $(date +%s) - T0 )) | tee -a "$S"
 }
 nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu,memory.used --format=csv,noheader >> "$S" 2>&1
-stale=0
-for f in src/backend/webgpu/kernels src/backend/webgpu/caps src/backend/webgpu/elementwise src/backend/webgpu/backend test/webgpu_reduce.test bench/webgpu_reduce; do
-  [ -f "dist/$f.js" ] && [ ! "$f.ts" -nt "dist/$f.js" ] || stale=1
-done
-[ -n "${NBX_DIST_PREBUILT:-}" ] && stale=0 # the device session carries a fresh dist (no compiler there)
-if [ ! -f dist/src/cli/nbx.js ] || [ $stale = 1 ]; then st build 45 npx tsc -p tsconfig.json; fi
+. scripts/lib/dist.sh
+if dist_stale src/backend/webgpu/kernels src/backend/webgpu/caps src/backend/webgpu/elementwise src/backend/webgpu/backend test/webgpu_reduce.test bench/webgpu_reduce; then st build 45 npx tsc -p tsconfig.json; fi
 TUNE=/tmp/nbx-webgpu-reduce-tune; rm -rf "$TUNE"; mkdir -p "$TUNE"
 export NBX_CUDA_HOST_STAGING=0
 
