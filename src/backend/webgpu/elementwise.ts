@@ -340,3 +340,16 @@ registerTuneProblem('webgpu.elementwise', (be, [size], dtype) => {
     dispose: () => { be.free(a); be.free(b); be.free(o); },
   };
 });
+
+/**
+ * WGSL: an inclusive scan (Hillis-Steele) of `sh[0..n)` in workgroup memory, invocation `lid` holding
+ * element lid; `combine(earlier, later)` is the operator (the order matters for float sums). Ends on a
+ * barrier, so every invocation may read any sh[] afterwards.
+ */
+export const wgslInclusiveScan = (n: number, combine: (a: string, b: string) => string = (a, b) => `${a} + ${b}`): string => `for (var s = 1u; s < ${n}u; s <<= 1u) {
+      var t = sh[lid];
+      if (lid >= s) { t = ${combine('sh[lid - s]', 't')}; }
+      workgroupBarrier();
+      sh[lid] = t;
+      workgroupBarrier();
+    }`;

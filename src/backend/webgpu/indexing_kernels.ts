@@ -30,7 +30,7 @@ import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterO
 import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
 import { DeviceLimitError, IndexError, UnsupportedError } from '../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { module, U } from './elementwise.js';
+import { module, U, wgslInclusiveScan } from './elementwise.js';
 
 let be: WebGPUBackend;
 export function installWebGPUIndexingKernels(backend: WebGPUBackend): void {
@@ -552,13 +552,7 @@ function compactionProgram(c: Compaction, nd: number, pass: 'count' | 'emit', wg
     if (i < end) { ${pre} f = ${c.flag}; }
     sh[lid] = select(0u, 1u, f);
     workgroupBarrier();
-    for (var s = 1u; s < ${wg}u; s <<= 1u) {
-      var t = sh[lid];
-      if (lid >= s) { t = t + sh[lid - s]; }
-      workgroupBarrier();
-      sh[lid] = t;
-      workgroupBarrier();
-    }
+    ${wgslInclusiveScan(wg)}
     if (f) { let pos = base + sh[lid] - 1u; ${pre} ${c.emit} }
     base = base + sh[${wg - 1}u];
     workgroupBarrier();
@@ -576,13 +570,7 @@ function blockScanProgram(wg: number): Program {
     var v = 0u; if (b < B) { v = b1[b]; }
     sh[lid] = v;
     workgroupBarrier();
-    for (var s = 1u; s < ${wg}u; s <<= 1u) {
-      var t = sh[lid];
-      if (lid >= s) { t = t + sh[lid - s]; }
-      workgroupBarrier();
-      sh[lid] = t;
-      workgroupBarrier();
-    }
+    ${wgslInclusiveScan(wg)}
     if (b < B) { b1[B + b] = carry + sh[lid] - v; }
     carry = carry + sh[${wg - 1}u];
     workgroupBarrier();

@@ -11,7 +11,7 @@ import type { ReduceKind, RowLayout, ScanKind } from '../cpu/reduce.js';
 import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
 import { DeviceLimitError, UnsupportedError } from '../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { copyStrided, module, U, wordLane } from './elementwise.js';
+import { copyStrided, module, U, wordLane, wgslInclusiveScan } from './elementwise.js';
 import { env, notice } from './gpu.js';
 import { smmProgram, validateSmm } from './gemm_smm.js';
 import { gemmConfig, reduceConfig, registerTuneProblem } from './tuning.js';
@@ -493,13 +493,7 @@ function scanProgram(kind: ScanKind, inD: DTypeName, outD: DTypeName, mode: 'wg'
     if (j < n) { x = ${R.load(inD, 'b2', 'off + r * n + j')}; }
     sh[lid] = x;
     workgroupBarrier();
-    for (var s = 1u; s < ${wg}u; s <<= 1u) {
-      var t = sh[lid];
-      if (lid >= s) { t = sh[lid - s] ${op} t; }
-      workgroupBarrier();
-      sh[lid] = t;
-      workgroupBarrier();
-    }
+    ${wgslInclusiveScan(wg, (a, b) => `${a} ${op} ${b}`)}
     if (j < n) { let v = carry ${op} sh[lid]; ${storeOut(outD, accD, 'ooff + r * n + j', 'v')} }
     carry = carry ${op} sh[${wg - 1}u];
     workgroupBarrier();

@@ -26,7 +26,7 @@ import { registerKernel } from '../registry.js';
 import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
 import { DeviceLimitError, UnsupportedError } from '../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { module, U } from './elementwise.js';
+import { module, U, wgslInclusiveScan } from './elementwise.js';
 import { checkIndexDType, storeIndex } from './indexing_kernels.js';
 
 let be: WebGPUBackend;
@@ -451,13 +451,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     }
     sh[lid] = start;
     workgroupBarrier();
-    for (var s = 1u; s < ${T}u; s <<= 1u) {
-      var t = sh[lid];
-      if (lid >= s) { t = t + sh[lid - s]; }
-      workgroupBarrier();
-      sh[lid] = t;
-      workgroupBarrier();
-    }
+    ${wgslInclusiveScan(T)}
     if (q < n) { b1[r * n + id] = (carry + sh[lid] - 1u) ^ flip; }
     carry = carry + sh[${T - 1}u];
     workgroupBarrier();
