@@ -8,9 +8,8 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import * as nbx from '../src/index.js';
-import { TORCH_EVENT_TIMER } from './gpu_timing.js';
+import { TORCH_EVENT_TIMER, timeEvents } from './gpu_timing.js';
 import { CublasLt } from '../src/backend/cuda/cublaslt.js';
-import { timeBackToBack } from '../src/backend/cuda/gemv_kernels.js';
 
 const quick = process.argv.includes('--quick');
 const onlyAt = process.argv.indexOf('--only');
@@ -20,14 +19,11 @@ const GiB = 1 << 30;
 type Row = { name: string; unit: string; ours: number; torch: number; higherIsBetter: boolean };
 
 /**
- * Seconds per call of `reps` back-to-back calls timed by CUDA events around the loop: the peer's
- * method for the elementwise and reduction rows (its `t()`), so both sides are measured alike.
- * The allocation of our output is inside the loop (PyTorch's add writes into `out=`).
+ * The elementwise and reduction rows: CUDA events around back-to-back calls, best of three samples, on
+ * both sides (the peer's `t`). The allocation of our output is inside the loop (PyTorch's add writes
+ * into `out=`).
  */
-async function timeGpu(fn: () => void, reps: number): Promise<number> {
-  fn(); await nbx.cuda.synchronize();
-  return timeBackToBack(nbx.cuda.backend(), fn, reps) / 1000;
-}
+const timeGpu = timeEvents;
 
 const PEER = String.raw`
 import torch, time, json, sys

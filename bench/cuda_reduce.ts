@@ -6,8 +6,7 @@
 // Run: node dist/bench/cuda_reduce.js [--quick | --mib N]
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
-import { TORCH_EVENT_TIMER } from './gpu_timing.js';
-import { timeBackToBack } from '../src/backend/cuda/gemv_kernels.js';
+import { TORCH_EVENT_TIMER, timeEvents } from './gpu_timing.js';
 
 const MiB = 1 << 20;
 const mibAt = process.argv.indexOf('--mib'); // --mib N: one size of N MiB (a quick check; the emulator)
@@ -48,7 +47,7 @@ for (const bytes of SIZES) {
       const t0 = performance.now();
       fn().dispose(); await nbx.cuda.synchronize(); // compile + tune (a cache miss sweeps the launch configurations)
       const first = performance.now() - t0;
-      const s = timeBackToBack(nbx.cuda.backend(), () => fn().dispose(), 20) / 1000;
+      const s = await timeEvents(() => fn().dispose(), 20);
       const tag = `${op} ${short} ${bytes / MiB}MiB`, p = peer[tag];
       lines.push(`| ${tag} | ${(bytes / s / 1e9).toFixed(0)} | ${p ? (bytes / p / 1e9).toFixed(0) : '-'} | ${p ? `${((p / s) * 100).toFixed(1)}%` : '-'} | ${first.toFixed(0)} |`);
       process.stdout.write(`${lines[lines.length - 1]}\n`);

@@ -21,7 +21,7 @@ const gemvOnly = process.argv.includes('--gemv'); // node scripts/diag-percall.m
 for (const dt of gemvOnly ? [] : ['float32', 'bfloat16']) {
   const n = (1 << 30) / (2 * (dt === 'float32' ? 4 : 2));
   const a = nbx.zeros([n], { device: 'cuda', dtype: dt }), b = nbx.zeros([n], { device: 'cuda', dtype: dt });
-  await measure(`add 1GiB ${dt}`, () => nbx.add(a, b));
+  for (let r = 0; r < 3; r++) await measure(`add 1GiB ${dt}`, () => nbx.add(a, b));
   await measure(`mul by 2 ${dt}`, () => nbx.mul(a, 2));
   const o = nbx.empty([n], { device: 'cuda', dtype: dt });
   a.dispose(); b.dispose(); o.dispose();
@@ -37,7 +37,7 @@ for (const m of [1, 4, 16]) {
   const { gemvProblem, launchGemv } = await import('../dist/src/backend/cuda/gemv_kernels.js');
   const o = nbx.empty([m, 4096], { dtype: 'bfloat16', device: 'cuda' });
   const g = gemvProblem({ transA: false, transB: false, m, n: 4096, k: 4096, alpha: 1, beta: 0, a: x.ref(), lda: 4096, b: w.ref(), ldb: 4096, c: o.ref(), ldc: 4096 });
-  for (const cfg of [{ impl: 'gemv', split: 2 }, { impl: 'mma', split: 2, nt: 4 }]) {
+  for (const cfg of [{ impl: 'gemv', split: 2 }, { impl: 'mma', split: 2, nt: 4 }, ...[4, 8].flatMap((nt) => [1, 4, 8].flatMap((wc) => [1, 2, 4].map((split) => ({ impl: 'mmat', split, nt, wc }))))]) {
     await measure(`launchGemv m=${m} kn ${JSON.stringify(cfg)}`, () => { launchGemv(be, g, cfg); return { dispose() {} }; }, 200);
   }
   o.dispose();

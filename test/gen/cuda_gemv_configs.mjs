@@ -1,4 +1,4 @@
-// Every configuration of the small-M GEMM kernels (FMA 'nk'/'kn', tensor-core 'nk') against the CPU on
+// Every configuration of the small-M GEMM kernels (FMA 'nk'/'kn', tensor-core 'nk'/'kn'/'mmat') against the CPU on
 // awkward shapes, launched directly (not through the tuner). Under the emulator:
 //   NBX_EMU_WORK=/tmp/emu_gemv node test/gen/cuda_emu.mjs node test/gen/cuda_gemv_configs.mjs
 // On a GPU: node test/gen/cuda_gemv_configs.mjs
@@ -10,6 +10,7 @@ let bad = 0, runs = 0;
 const cfgs = [
   { impl: 'gemv', cols: 1 }, { impl: 'gemv', cols: 4 }, { impl: 'gemv', split: 2 }, { impl: 'gemv', split: 8 },
   ...[1, 2, 4].flatMap((nt) => [1, 2, 4].map((split) => ({ impl: 'mma', nt, split }))),
+  ...[4, 8].flatMap((nt) => [1, 2, 4, 8].flatMap((wc) => [1, 4].map((split) => ({ impl: 'mmat', nt, wc, split })))),
 ];
 const shapes = [[1, 64, 256], [3, 40, 264], [4, 128, 512], [8, 72, 1032], [9, 24, 2048], [16, 136, 4104], [13, 8, 8]];
 for (const dtype of ['bfloat16', 'float16', 'float32']) {
@@ -25,7 +26,8 @@ for (const dtype of ['bfloat16', 'float16', 'float32']) {
         const out = nbx.empty([m, n], { dtype, device: 'cuda' });
         const p = { transA: false, transB: layout === 'nk', m, n, k, alpha: 1, beta: 0, a: xc.ref(), lda: k, b: wc.ref(), ldb: layout === 'nk' ? k : n, c: out.ref(), ldc: n, bias: bc.ref() };
         const g = gemvProblem(p);
-        if (cfg.impl === 'mma' && !mmaOk(g)) continue;
+        if ((cfg.impl === 'mma' || cfg.impl === 'mmat') && !mmaOk(g)) continue;
+        if (cfg.impl === 'mmat' && layout !== 'kn') continue;
         launchGemv(be, g, cfg);
         const got = out.cpu().to('float64');
         const err = nbx.sub(got, want).abs().max().item(), scale = want.abs().max().item();

@@ -15,7 +15,7 @@
 // so results are identical run to run. Rows, strides and pointers that do not allow vector loads take
 // the scalar loop of the same kernel.
 //
-// Choice against cuBLASLt: by measurement through the autotuner (space 'cuda.gemv.nk.v2' / 'cuda.gemv.kn.v2',
+// Choice against cuBLASLt: by measurement through the autotuner (space 'cuda.gemv.nk.v2' / 'cuda.gemv.kn.v5',
 // knob `impl`), timed on the call's own operands when beta = 0; the default (NBX_AUTOTUNE=off, tiny
 // problems, beta ≠ 0 before a measurement exists) is this kernel. `impl` moves bits (a different
 // summation order than cuBLASLt's); `cols` does not (each column's sum is the same warp's, whatever
@@ -50,17 +50,25 @@ export const GEMV_NK_SPACE = defineSpace({
     : cfg.impl !== 'mma' && (cfg.nt !== 2 || cfg.split !== 2) ? 'nt and split are the tensor-core kernel\'s' : undefined),
 });
 
+/** 'mmat': warps side by side over columns. */
+const MMAT_WC = [1, 2, 4, 8] as const;
+
 export const GEMV_KN_SPACE = defineSpace({
-  name: 'cuda.gemv.kn.v4',
+  name: 'cuda.gemv.kn.v5',
   knobs: [
-    { name: 'impl', values: ['gemv', 'mma', 'cublaslt'], movesBits: true, doc: 'the FMA kernel, the tensor-core kernel (float16/bfloat16) or cuBLASLt' },
+    { name: 'impl', values: ['gemv', 'mma', 'mmat', 'cublaslt'], movesBits: true,
+      doc: 'the FMA kernel, the tensor-core kernels (float16/bfloat16; W through shared memory, or transposed in registers) or cuBLASLt' },
     { name: 'split', values: [1, 2, 4, 8], movesBits: true, doc: 'blocks per SM the K chunks aim for (the chunk partials are summed in another grouping)' },
-    { name: 'nt', values: [2, 4], movesBits: false, doc: "the tensor-core kernel's 8-column tiles per warp" },
+    { name: 'nt', values: [2, 4, 8], movesBits: false, doc: "the tensor-core kernels' 8-column tiles per warp (2 or 4 for 'mma', 4 or 8 for 'mmat')" },
+    { name: 'wc', values: [...MMAT_WC], movesBits: true, doc: "'mmat': warps of a block side by side over columns (the other 8 / wc split K: another summation grouping)" },
   ],
-  defaultConfig: { impl: 'gemv', split: 4, nt: 2 },
+  defaultConfig: { impl: 'gemv', split: 4, nt: 2, wc: 1 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'cublaslt' && (cfg.split !== 4 || cfg.nt !== 2) ? 'split and nt mean nothing to cuBLASLt'
-    : cfg.impl === 'gemv' && (cfg.nt !== 2 || cfg.split === 1) ? 'nt is the tensor-core kernel\'s' : undefined),
+    : cfg.impl === 'gemv' && (cfg.nt !== 2 || cfg.split === 1) ? 'nt is the tensor-core kernels\''
+    : cfg.impl === 'mma' && cfg.nt === 8 ? "'mma' takes 2 or 4 tiles"
+    : cfg.impl === 'mmat' && cfg.nt === 2 ? "'mmat' takes 4 or 8 tiles"
+    : cfg.impl !== 'mmat' && cfg.wc !== 1 ? "wc is 'mmat''s" : undefined),
 });
 
 /** Rows rounded up to the kernel's compile-time row count. */
@@ -186,12 +194,12 @@ export function gemvNkSource(d: GemvDType, mr: number, cols: number): { src: str
 }
 
 /**
- * The end of a kernel whose warps left their partial sums in red[warp][row][column of the tile]:
- * sums over warps in warp order, then either the epilogue (one K chunk) or the chunk's partials to P and,
+ * The end of a kernel whose warps left their partial sums in red[slot][row][column of the tile] (a slot
+ * per warp, or per group of warps that split K): sums over slots in order, then either the epilogue (one K chunk) or the chunk's partials to P and,
  * in the last block of the column tile to finish (elected by a counter, which it re-arms), the sum of
  * every chunk's partial in chunk order: one launch, no reduction atomics, the same bits every run.
  */
-function finishTile(d: GemvDType, mr: number, span: number): string {
+function finishTile(d: GemvDType, mr: number, span: number, slots = WARPS): string {
   return `  __syncthreads();
   for (int t = threadIdx.x; t < ${mr * span}; t += ${THREADS}) {
     const int i = t / ${span}, cc = t % ${span};
@@ -199,7 +207,7 @@ function finishTile(d: GemvDType, mr: number, span: number): string {
     if (i < m && jj < n) {
       float s = 0.f;
       #pragma unroll
-      for (int w = 0; w < ${WARPS}; w++) s += red[w][i][cc];
+      for (int w = 0; w < ${slots}; w++) s += red[w][i][cc];
       if (gridDim.y == 1) ${epilogue(d, 's', 'i * osi + jj * osj', 'jj')}
       else P[((long long)blockIdx.y * m + i) * n + jj] = s;
     }
@@ -328,6 +336,7 @@ ${finishTile(d, mr, span)}
 const mmaHelpers = (bf: boolean): string => `#ifdef NBX_EMU
 __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) { emu_mma16816(c, a, b0, b1, ${bf}); }
 __device__ __forceinline__ void ldsm4t(unsigned (&r)[4], const void* p) { emu_ldmatrix_x4(r, p, true); }
+__device__ __forceinline__ unsigned movt(unsigned a) { return emu_movmatrix_trans(a); }
 #else
 __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${bf ? 'bf16.bf16' : 'f16.f16'}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -336,6 +345,9 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], 
 __device__ __forceinline__ void ldsm4t(unsigned (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
+}
+__device__ __forceinline__ unsigned movt(unsigned a) {
+  unsigned d; asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a)); return d;
 }
 #endif`;
 
@@ -467,13 +479,95 @@ ${finishTile(d, mr, BN)}
   return { src, name: 'gemv_mma_kn', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
 }
 
+/**
+ * The tensor-core form of 'kn' without shared memory (impl 'mmat'): a lane loads 16 bytes (8 adjacent
+ * columns) of a W row, as the 'nk' kernels do, and movmatrix.trans turns each 4-byte piece into a B
+ * fragment. Lane (r = lane / 4, c = lane % 4) of a warp loads rows r and r + 8 of a 16-deep K step at
+ * columns 8c .. 8c + 7 of a 32-column group: register j of those loads, over the warp, is an 8 × 8 matrix
+ * (k rows, columns 8c' + 2j + {0, 1}); transposed, it is the B fragment of those 8 columns. The C
+ * fragments then map back to columns 8t + 2j + {0, 1}: each lane holds 8 adjacent columns per group.
+ * NT 8-column tiles per warp (4 per 32-column group); U = 32 / NT K steps loaded before any MMA
+ * (256 bytes of W in flight per lane). The block's 8 warps are WC side by side over columns (a block
+ * reads WC · 16 · NT adjacent bytes of each W row at once: whole DRAM bursts) times 8 / WC taking
+ * interleaved K steps, which meet in finishTile.
+ */
+export function gemvMmatKnSource(d: 'float16' | 'bfloat16', mr: 8 | 16, nt: 4 | 8, wc: number): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d), G = nt / 4, U = 32 / nt, bf = d === 'bfloat16', WN = 8 * nt, BN = wc * WN, WK = WARPS / wc;
+  const src = `${mmaHelpers(bf)}
+${HEAD(d, 'gemv_mmat_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ')}) {
+  __shared__ float red[${WK}][${mr}][${BN}];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int cw = warp % ${wc}, kw = warp / ${wc};
+  const long long jb = (long long)blockIdx.x * ${BN}, jw = jb + cw * ${WN};
+  const long long l0 = (long long)blockIdx.y * kchunk, l1 = l0 + kchunk < k ? l0 + kchunk : k;
+  float c[${G}][4][4];
+  #pragma unroll
+  for (int q = 0; q < ${G}; q++) {
+    #pragma unroll
+    for (int j = 0; j < 4; j++) c[q][j][0] = c[q][j][1] = c[q][j][2] = c[q][j][3] = 0.f;
+  }
+  const bool ra = g < m, rb = g + 8 < m;
+  const ${T}* xa = X + (ra ? g : 0) * xsi + t * 2;
+  const ${T}* xb = X + (rb ? g + 8 : 0) * xsi + t * 2;
+  bool colOk[${G}];
+  const ${T}* wp[${G}];
+  #pragma unroll
+  for (int q = 0; q < ${G}; q++) { const long long col = jw + q * 32 + t * 8; colOk[q] = col < n; wp[q] = W + g * ldw + (colOk[q] ? col : 0); }
+  uint4 z; z.x = z.y = z.z = z.w = 0u;
+  for (long long kk = l0 + kw * 16; kk < l1; kk += ${WK * 16 * U}) {
+    uint4 wlo[${U}][${G}], whi[${U}][${G}];
+    unsigned xf[${U}][4];
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const long long ku = kk + u * ${WK * 16};
+      const bool okLo = ku + g < l1, okHi = ku + g + 8 < l1;
+      #pragma unroll
+      for (int q = 0; q < ${G}; q++) {
+        wlo[u][q] = okLo && colOk[q] ? *reinterpret_cast<const uint4*>(wp[q] + ku * ldw) : z;
+        whi[u][q] = okHi && colOk[q] ? *reinterpret_cast<const uint4*>(wp[q] + (ku + 8) * ldw) : z;
+      }
+      const bool lo = ku + t * 2 < l1, hi = ku + t * 2 + 8 < l1; // k is even: a pair is wholly in or out
+      xf[u][0] = ra && lo ? *reinterpret_cast<const unsigned*>(xa + ku) : 0u;
+      xf[u][1] = ${mr === 16 ? 'rb && lo ? *reinterpret_cast<const unsigned*>(xb + ku) : 0u' : '0u'};
+      xf[u][2] = ra && hi ? *reinterpret_cast<const unsigned*>(xa + ku + 8) : 0u;
+      xf[u][3] = ${mr === 16 ? 'rb && hi ? *reinterpret_cast<const unsigned*>(xb + ku + 8) : 0u' : '0u'};
+    }
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      #pragma unroll
+      for (int q = 0; q < ${G}; q++) {
+        const unsigned lo4[4] = { wlo[u][q].x, wlo[u][q].y, wlo[u][q].z, wlo[u][q].w };
+        const unsigned hi4[4] = { whi[u][q].x, whi[u][q].y, whi[u][q].z, whi[u][q].w };
+        #pragma unroll
+        for (int j = 0; j < 4; j++) mma16816(c[q][j], xf[u], movt(lo4[j]), movt(hi4[j]));
+      }
+    }
+  }
+  #pragma unroll
+  for (int q = 0; q < ${G}; q++) {
+    #pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const int cc = cw * ${WN} + q * 32 + t * 8 + j * 2;
+      red[kw][g][cc] = c[q][j][0];
+      red[kw][g][cc + 1] = c[q][j][1];
+      ${mr === 16 ? 'red[kw][g + 8][cc] = c[q][j][2];\n      red[kw][g + 8][cc + 1] = c[q][j][3];' : ''}
+    }
+  }
+${finishTile(d, mr, BN, WK)}
+}`;
+  return { src, name: 'gemv_mmat_kn', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
+}
+
 /** Whether the tensor-core 'kn' kernel takes `g`: a half type, whole 16-byte vectors of W, even K and 4-byte X pairs. */
 export const mmaKnOk = (g: GemvProblem): boolean => g.layout === 'kn' && g.dtype !== 'float32' && g.n % 8 === 0 && g.ldw % 8 === 0 &&
   g.k % 2 === 0 && g.xsl === 1 && (g.m === 1 || g.xsi % 2 === 0) && aligned16(g.W) && Number(BigInt.asUintN(2, g.X)) === 0;
 
-/** The tensor-core kernels' grid: 8·nt columns per block, K chunks (whole K steps of all warps: 32 deep for 'nk', 16 for 'kn') so about `perSm` blocks per SM run. */
-export function mmaSplit(g: GemvProblem, smCount: number, nt: number, perSm: number, step = 32): { gx: number; gy: number; kchunk: number } {
-  const gx = Math.ceil(g.n / (8 * nt)), unit = WARPS * step;
+/**
+ * The tensor-core kernels' grid: `blockCols` columns per block, K chunks of whole K steps of the warps
+ * that split K (`unit` deep: 8 warps × 32 for 'nk', × 16 for 'kn') so about `perSm` blocks per SM run.
+ */
+export function mmaSplit(g: GemvProblem, smCount: number, blockCols: number, perSm: number, unit: number): { gx: number; gy: number; kchunk: number } {
+  const gx = Math.ceil(g.n / blockCols);
   const want = Math.max(1, Math.min(Math.ceil((perSm * smCount) / gx), Math.ceil(g.k / unit)));
   const kchunk = Math.ceil(Math.ceil(g.k / want) / unit) * unit;
   return { gx, gy: Math.ceil(g.k / kchunk), kchunk };
@@ -483,23 +577,30 @@ export function mmaSplit(g: GemvProblem, smCount: number, nt: number, perSm: num
 export const mmaOk = (g: GemvProblem): boolean => (g.layout === 'nk' ? g.dtype !== 'float32' && gemvVectorOk(g) : mmaKnOk(g));
 
 function launchMma(be: CudaBackend, g: GemvProblem, cfg: Config): void {
-  const mr = g.m <= 8 ? 8 : 16, kn = g.layout === 'kn';
-  const nt = kn ? ((cfg.nt as number | undefined) ?? 2) === 4 ? 4 : 2 : (cfg.nt as number | undefined) ?? 2;
-  const k = mmaKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt, kn);
-  const { gx, gy, kchunk } = mmaSplit(g, be.smCount, nt, (cfg.split as number | undefined) ?? 2, kn ? 16 : 32);
+  const mr = g.m <= 8 ? 8 : 16, kn = g.layout === 'kn', want = (cfg.nt as number | undefined) ?? 2;
+  const form: MmaForm = !kn ? 'nk' : cfg.impl === 'mmat' ? 'mmat' : 'kn';
+  const nt = form === 'nk' ? want : form === 'kn' ? (want === 4 ? 4 : 2) : want === 8 ? 8 : 4;
+  const wc = form === 'mmat' ? (cfg.wc as number | undefined) ?? 1 : 1;
+  const k = mmaKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt, form, wc);
+  const unit = form === 'nk' ? WARPS * 32 : (WARPS / wc) * 16;
+  const { gx, gy, kchunk } = mmaSplit(g, be.smCount, 8 * nt * wc, (cfg.split as number | undefined) ?? 2, unit);
   const ws = gy > 1 ? workspace(be, gy * g.m * g.n, gx) : null;
   be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
     g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, 1], 0, be.stream);
 }
 
+/** The tensor-core kernels: 'nk', 'kn' (W staged in shared memory) and 'mmat' ('kn', W transposed in registers). */
+type MmaForm = 'nk' | 'kn' | 'mmat';
+const FORM_CODE: Record<MmaForm, number> = { nk: 0, kn: 1, mmat: 2 };
 const mmaKernels = new WeakMap<CudaBackend, Map<number, CudaKernel>>();
-function mmaKernelFor(be: CudaBackend, d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number, kn: boolean): CudaKernel {
+function mmaKernelFor(be: CudaBackend, d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number, form: MmaForm, wc: number): CudaKernel {
   let m = mmaKernels.get(be);
   if (!m) mmaKernels.set(be, (m = new Map()));
-  const code = ((DT_CODE[d] * 32 + mr) * 8 + nt) * 2 + Number(kn);
+  const code = (((DT_CODE[d] * 32 + mr) * 16 + nt) * 16 + wc) * 4 + FORM_CODE[form];
   let k = m.get(code);
   if (!k) {
-    k = kn ? be.kernel(`gemv_mma_kn:${d}:${mr}:${nt}`, () => gemvMmaKnSource(d, mr, nt as 2 | 4))
+    k = form === 'kn' ? be.kernel(`gemv_mma_kn:${d}:${mr}:${nt}`, () => gemvMmaKnSource(d, mr, nt as 2 | 4))
+      : form === 'mmat' ? be.kernel(`gemv_mmat_kn:${d}:${mr}:${nt}:${wc}`, () => gemvMmatKnSource(d, mr, nt as 4 | 8, wc))
       : be.kernel(`gemv_mma:${d}:${mr}:${nt}`, () => gemvMmaSource(d, mr, nt));
     m.set(code, k);
   }
@@ -575,7 +676,7 @@ export function knSplit(g: GemvProblem, smCount: number, perSm = 4): { gx: numbe
 
 /** Launches the GEMV kernel for `g` (config: the tuner's `cols` for 'nk'). */
 export function launchGemv(be: CudaBackend, g: GemvProblem, cfg: Config): void {
-  if (cfg.impl === 'mma' && mmaOk(g)) { launchMma(be, g, cfg); return; }
+  if ((cfg.impl === 'mma' || (cfg.impl === 'mmat' && g.layout === 'kn')) && mmaOk(g)) { launchMma(be, g, cfg); return; }
   const mr = rowsFor(g.m), vec = gemvVectorOk(g) ? 1 : 0;
   if (g.layout === 'nk') {
     const cols = Math.min((cfg.cols as number | undefined) ?? 2, 32 / mr);
@@ -663,7 +764,7 @@ function choose(be: CudaBackend, g: GemvProblem, viaCublas: () => void): Config 
   if (g.n * g.k >= TUNE_MIN_ELEMENTS) {
     const run = (c: Config): void => (c.impl === 'cublaslt' ? viaCublas() : launchGemv(be, g, c));
     const key = { shape: `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, dtype: `${g.dtype}${bias ? '.bias' : ''}`, device: be.tuning.deviceKey };
-    const cands = prune(space, be.tuning.profile.limits).kept.filter((c) => c.impl !== 'mma' || mmaOk(g));
+    const cands = prune(space, be.tuning.profile.limits).kept.filter((c) => (c.impl !== 'mma' && c.impl !== 'mmat') || mmaOk(g));
     cfg = tuneSync({ name: space.name, knobs: space.knobs, defaultConfig: space.defaultConfig }, key, cands,
       (c) => timeBackToBack(be, () => run(c), GEMV_TIMING_CALLS), { deviceLabel: be.ctx.info.name }).config;
   }
@@ -694,6 +795,7 @@ export function allGemvSources(): { label: string; src: string; name: string; si
     }
     if (d !== 'float32') for (const mr of [8, 16] as const) for (const nt of [1, 2, 4]) out.push({ label: `mma:${d}:${mr}:${nt}`, ...gemvMmaSource(d, mr, nt) });
     if (d !== 'float32') for (const mr of [8, 16] as const) for (const nt of [2, 4] as const) out.push({ label: `mma_kn:${d}:${mr}:${nt}`, ...gemvMmaKnSource(d, mr, nt) });
+    if (d !== 'float32') for (const mr of [8, 16] as const) for (const nt of [4, 8] as const) for (const wc of MMAT_WC) out.push({ label: `mmat_kn:${d}:${mr}:${nt}:${wc}`, ...gemvMmatKnSource(d, mr, nt, wc) });
   }
   return out;
 }

@@ -262,6 +262,14 @@ inline void emu_ldmatrix_x4(unsigned (&r)[4], const void* p, bool trans) {
     }
   }
 }
+/** movmatrix.sync.aligned.m8n8.trans.b16: lane 4r + c holds elements (r, 2c), (r, 2c + 1); the result is the transpose's. */
+inline unsigned emu_movmatrix_trans(unsigned a) {
+  const unsigned lane = emu::lin_tid() & 31, g = lane >> 2, t = lane & 3;
+  // element (2t + e, g) of the source: lane 4 (2t + e) + g / 2, half g % 2
+  const unsigned s0 = emu::shfl(a, (int)(4 * (2 * t) + g / 2)), s1 = emu::shfl(a, (int)(4 * (2 * t + 1) + g / 2));
+  const unsigned sh = (g & 1) * 16;
+  return ((s0 >> sh) & 0xffffu) | (((s1 >> sh) & 0xffffu) << 16);
+}
 /** mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: fragments as in the PTX ISA (groupID = lane/4, tid in group = lane%4). */
 inline void emu_mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1, bool bf) {
   const unsigned lane = emu::lin_tid() & 31, g = lane >> 2, t = lane & 3;
