@@ -384,12 +384,15 @@ export const linear = def('nn.functional.linear(input, weight, bias=None)', (x) 
   const input = asT('nn.functional.linear', x.input, 'input'), weight = asT('nn.functional.linear', x.weight, 'weight');
   const bias = x.bias === null ? null : asT('nn.functional.linear', x.bias, 'bias');
   const wt = weight.t(); // PyTorch's own error for weights of more than 2 dims
-  if (input.ndim > 0 && wt.ndim === 2 && input.dt !== wt.dt) sameDType('nn.functional.linear', input, wt);
-  if (bias === null) return matmulImpl('nn.functional.linear', input, wt);
-  if (input.dt === wt.dt) inputDType('nn.functional.linear', bias, wt);
-  // Fused (bias as the gemm's C, one rounding) when the bias cannot change the result's shape.
-  if (wt.ndim === 2 && bias.ndim <= 1) return matmulImpl('nn.functional.linear', input, wt, 1, { input: bias, beta: 1 });
-  return add(matmulImpl('nn.functional.linear', input, wt), bias);
+  // the transposed view is released at once: left to the GC, a view per call is measurable host time
+  try {
+    if (input.ndim > 0 && wt.ndim === 2 && input.dt !== wt.dt) sameDType('nn.functional.linear', input, wt);
+    if (bias === null) return matmulImpl('nn.functional.linear', input, wt);
+    if (input.dt === wt.dt) inputDType('nn.functional.linear', bias, wt);
+    // Fused (bias as the gemm's C, one rounding) when the bias cannot change the result's shape.
+    if (wt.ndim === 2 && bias.ndim <= 1) return matmulImpl('nn.functional.linear', input, wt, 1, { input: bias, beta: 1 });
+    return add(matmulImpl('nn.functional.linear', input, wt), bias);
+  } finally { wt.dispose(); }
 });
 
 // ---- trace, matrix_power --------------------------------------------------------------------------
