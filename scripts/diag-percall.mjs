@@ -42,3 +42,15 @@ for (const m of [1, 4, 16]) {
   }
   o.dispose();
 }
+// registers and local memory (spills) of the tensor-core x@w kernels: occupancy decides their bandwidth
+{
+  const { gemvMmatKnSource, gemvMmaKnSource } = await import('../dist/src/backend/cuda/gemv_kernels.js');
+  for (const mr of [8, 16]) {
+    for (const nt of [4, 8]) for (const wc of [1, 2]) {
+      const r = be.kernel(`gemv_mmat_kn:bfloat16:${mr}:${nt}:${wc}`, () => gemvMmatKnSource('bfloat16', mr, nt, wc)).resources();
+      console.log(`mmat mr=${mr} nt=${nt} wc=${wc}: ${r.numRegs} regs, ${r.localBytes} B local, ${r.sharedBytes} B shared`);
+    }
+    const r = be.kernel(`gemv_mma_kn:bfloat16:${mr}:4`, () => gemvMmaKnSource('bfloat16', mr, 4)).resources();
+    console.log(`mma kn mr=${mr} nt=4: ${r.numRegs} regs, ${r.localBytes} B local`);
+  }
+}

@@ -60,7 +60,7 @@ for part in "$@"; do
     webgpu) [ -f scripts/gpu-webgpu.sh ] && st webgpu 170 bash scripts/gpu-webgpu.sh ;;
     wgsl-*|reduce|webgpu-reduce) [ -f scripts/gpu-$part.sh ] && st $part 150 bash scripts/gpu-$part.sh ;;
     bench-ew) st bench-ew 120 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only ew ;;
-    conf-cuda) st conf-cuda 150 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda ;;
+    conf-cuda) st conf-cuda 290 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda ;;
     webgpu-tune)
       # the WebGPU launch configurations measured afresh (shipped ones ignored), returned for shipping
       rm -rf /tmp/wgtune; st webgpu-tune 100 env NBX_AUTOTUNE_SHIPPED=0 NBX_AUTOTUNE=full NBX_CACHE_DIR=/tmp/wgtune node dist/bench/webgpu_tune.js

@@ -482,19 +482,35 @@ ${finishTile(d, mr, BN)}
 /**
  * The tensor-core form of 'kn' without shared memory (impl 'mmat'): a lane loads 16 bytes (8 adjacent
  * columns) of a W row, as the 'nk' kernels do, and movmatrix.trans turns each 4-byte piece into a B
- * fragment. Lane (r = lane / 4, c = lane % 4) of a warp loads rows r and r + 8 of a 16-deep K step at
- * columns 8c .. 8c + 7 of a 32-column group: register j of those loads, over the warp, is an 8 × 8 matrix
- * (k rows, columns 8c' + 2j + {0, 1}); transposed, it is the B fragment of those 8 columns. The C
- * fragments then map back to columns 8t + 2j + {0, 1}: each lane holds 8 adjacent columns per group.
- * NT 8-column tiles per warp (4 per 32-column group); U = 32 / NT K steps loaded before any MMA
- * (256 bytes of W in flight per lane). The block's 8 warps are WC side by side over columns (a block
- * reads WC · 16 · NT adjacent bytes of each W row at once: whole DRAM bursts) times 8 / WC taking
+ * fragment. Over a warp, register j of eight lanes' row loads (lane g of a group of four, c = lane % 4,
+ * columns 8c .. 8c + 7 of a 32-column group) is an 8 × 8 matrix (k rows, columns 8c' + 2j + {0, 1});
+ * transposed, it is the B fragment of those 8 columns. The C fragments then map back to columns
+ * 8t + 2j + {0, 1}: each lane holds 8 adjacent columns per group.
+ *
+ * Which k each fragment slot holds is free as long as A and B agree, so a 32-deep step is two MMAs whose
+ * B rows are chosen to make X's A fragments one 16-byte load per row: lane t takes X[row][8t .. 8t + 7],
+ * whose four pairs are a0 / a2 of the first MMA and of the second; the matching W rows of lane g are
+ * r = 8·(g / 2) + g % 2 plus 0 and 2 (first MMA, B halves) and 4 and 6 (second).
+ *
+ * NT 8-column tiles per warp (4 per 32-column group); U = 16 / NT steps loaded before any MMA (256 bytes
+ * of W in flight per lane). The block's 8 warps are WC side by side over columns times 8 / WC taking
  * interleaved K steps, which meet in finishTile.
  */
 export function gemvMmatKnSource(d: 'float16' | 'bfloat16', mr: 8 | 16, nt: 4 | 8, wc: number): { src: string; name: string; sig: ArgType[] } {
-  const T = R.storageType(d), G = nt / 4, U = 32 / nt, bf = d === 'bfloat16', WN = 8 * nt, BN = wc * WN, WK = WARPS / wc;
+  const T = R.storageType(d), G = nt / 4, U = 16 / nt, bf = d === 'bfloat16', WN = 8 * nt, BN = wc * WN, WK = WARPS / wc;
   const src = `${mmaHelpers(bf)}
-${HEAD(d, 'gemv_mmat_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ')}) {
+/** 8 elements of an X row from k0 (zeros past l1 or for a row past m); one 16-byte load when whole and aligned. */
+__device__ __forceinline__ uint4 xrow8(const ${T}* x, long long k0, long long l1, bool ok, int vec) {
+  uint4 r; r.x = r.y = r.z = r.w = 0u;
+  if (!ok || k0 >= l1) return r;
+  if (vec && k0 + 8 <= l1) return *reinterpret_cast<const uint4*>(x + k0);
+  unsigned h[8];
+  #pragma unroll
+  for (int e = 0; e < 8; e++) h[e] = k0 + e < l1 ? (unsigned)x[k0 + e] : 0u;
+  r.x = h[0] | (h[1] << 16); r.y = h[2] | (h[3] << 16); r.z = h[4] | (h[5] << 16); r.w = h[6] | (h[7] << 16);
+  return r;
+}
+${HEAD(d, 'gemv_mmat_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ', 2)}) {
   __shared__ float red[${WK}][${mr}][${BN}];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int cw = warp % ${wc}, kw = warp / ${wc};
@@ -507,39 +523,45 @@ ${HEAD(d, 'gemv_mmat_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, lo
     for (int j = 0; j < 4; j++) c[q][j][0] = c[q][j][1] = c[q][j][2] = c[q][j][3] = 0.f;
   }
   const bool ra = g < m, rb = g + 8 < m;
-  const ${T}* xa = X + (ra ? g : 0) * xsi + t * 2;
-  const ${T}* xb = X + (rb ? g + 8 : 0) * xsi + t * 2;
+  const ${T}* xa = X + (ra ? g : 0) * xsi + t * 8;
+  const ${T}* xb = X + (rb ? g + 8 : 0) * xsi + t * 8;
+  const int wr = 8 * (g >> 1) + (g & 1); // this lane's first W row of a step
   bool colOk[${G}];
   const ${T}* wp[${G}];
   #pragma unroll
-  for (int q = 0; q < ${G}; q++) { const long long col = jw + q * 32 + t * 8; colOk[q] = col < n; wp[q] = W + g * ldw + (colOk[q] ? col : 0); }
+  for (int q = 0; q < ${G}; q++) { const long long col = jw + q * 32 + t * 8; colOk[q] = col < n; wp[q] = W + wr * ldw + (colOk[q] ? col : 0); }
   uint4 z; z.x = z.y = z.z = z.w = 0u;
-  for (long long kk = l0 + kw * 16; kk < l1; kk += ${WK * 16 * U}) {
-    uint4 wlo[${U}][${G}], whi[${U}][${G}];
-    unsigned xf[${U}][4];
+  for (long long kk = l0 + kw * 32; kk < l1; kk += ${WK * 32 * U}) {
+    // W (HBM) for all U steps first; X (small, cached) step by step, so its registers live for one step:
+    // the kernel stays within 128 registers, two blocks per SM
+    uint4 wv[${U}][${G}][4];
     #pragma unroll
     for (int u = 0; u < ${U}; u++) {
-      const long long ku = kk + u * ${WK * 16};
-      const bool okLo = ku + g < l1, okHi = ku + g + 8 < l1;
+      const long long ku = kk + u * ${WK * 32};
       #pragma unroll
-      for (int q = 0; q < ${G}; q++) {
-        wlo[u][q] = okLo && colOk[q] ? *reinterpret_cast<const uint4*>(wp[q] + ku * ldw) : z;
-        whi[u][q] = okHi && colOk[q] ? *reinterpret_cast<const uint4*>(wp[q] + (ku + 8) * ldw) : z;
+      for (int h = 0; h < 4; h++) {
+        const bool ok = ku + wr + 2 * h < l1;
+        #pragma unroll
+        for (int q = 0; q < ${G}; q++) wv[u][q][h] = ok && colOk[q] ? *reinterpret_cast<const uint4*>(wp[q] + (ku + 2 * h) * ldw) : z;
       }
-      const bool lo = ku + t * 2 < l1, hi = ku + t * 2 + 8 < l1; // k is even: a pair is wholly in or out
-      xf[u][0] = ra && lo ? *reinterpret_cast<const unsigned*>(xa + ku) : 0u;
-      xf[u][1] = ${mr === 16 ? 'rb && lo ? *reinterpret_cast<const unsigned*>(xb + ku) : 0u' : '0u'};
-      xf[u][2] = ra && hi ? *reinterpret_cast<const unsigned*>(xa + ku + 8) : 0u;
-      xf[u][3] = ${mr === 16 ? 'rb && hi ? *reinterpret_cast<const unsigned*>(xb + ku + 8) : 0u' : '0u'};
     }
     #pragma unroll
     for (int u = 0; u < ${U}; u++) {
+      const long long ku = kk + u * ${WK * 32};
+      const uint4 x0 = xrow8(xa, ku, l1 - t * 8, ra, vec); // xa is already t * 8 along
+      const uint4 x1 = ${mr === 16 ? 'xrow8(xb, ku, l1 - t * 8, rb, vec)' : 'z'};
+      const unsigned aA[4] = { x0.x, x1.x, x0.y, x1.y }, aB[4] = { x0.z, x1.z, x0.w, x1.w };
       #pragma unroll
       for (int q = 0; q < ${G}; q++) {
-        const unsigned lo4[4] = { wlo[u][q].x, wlo[u][q].y, wlo[u][q].z, wlo[u][q].w };
-        const unsigned hi4[4] = { whi[u][q].x, whi[u][q].y, whi[u][q].z, whi[u][q].w };
+        const unsigned r0[4] = { wv[u][q][0].x, wv[u][q][0].y, wv[u][q][0].z, wv[u][q][0].w };
+        const unsigned r1[4] = { wv[u][q][1].x, wv[u][q][1].y, wv[u][q][1].z, wv[u][q][1].w };
+        const unsigned r2[4] = { wv[u][q][2].x, wv[u][q][2].y, wv[u][q][2].z, wv[u][q][2].w };
+        const unsigned r3[4] = { wv[u][q][3].x, wv[u][q][3].y, wv[u][q][3].z, wv[u][q][3].w };
         #pragma unroll
-        for (int j = 0; j < 4; j++) mma16816(c[q][j], xf[u], movt(lo4[j]), movt(hi4[j]));
+        for (int j = 0; j < 4; j++) {
+          mma16816(c[q][j], aA, movt(r0[j]), movt(r1[j]));
+          mma16816(c[q][j], aB, movt(r2[j]), movt(r3[j]));
+        }
       }
     }
   }
@@ -582,11 +604,14 @@ function launchMma(be: CudaBackend, g: GemvProblem, cfg: Config): void {
   const nt = form === 'nk' ? want : form === 'kn' ? (want === 4 ? 4 : 2) : want === 8 ? 8 : 4;
   const wc = form === 'mmat' ? (cfg.wc as number | undefined) ?? 1 : 1;
   const k = mmaKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt, form, wc);
-  const unit = form === 'nk' ? WARPS * 32 : (WARPS / wc) * 16;
+  // K steps: 32 deep ('nk', 'mmat') or 16 ('kn'), taken by the warps that split K
+  const unit = form === 'nk' ? WARPS * 32 : form === 'kn' ? WARPS * 16 : (WARPS / wc) * 32;
   const { gx, gy, kchunk } = mmaSplit(g, be.smCount, 8 * nt * wc, (cfg.split as number | undefined) ?? 2, unit);
   const ws = gy > 1 ? workspace(be, gy * g.m * g.n, gx) : null;
+  // 'mmat' reads X rows 16 bytes at a time where they are aligned so
+  const vec = form !== 'mmat' || (aligned16(g.X) && (g.m === 1 || g.xsi % 8 === 0)) ? 1 : 0;
   be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
-    g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, 1], 0, be.stream);
+    g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], 0, be.stream);
 }
 
 /** The tensor-core kernels: 'nk', 'kn' (W staged in shared memory) and 'mmat' ('kn', W transposed in registers). */
