@@ -24,6 +24,7 @@ import type { StridedRef } from '../backend.js';
 import { registerKernel } from '../registry.js';
 import { R, type CudaBackend, type CudaBuffer } from './backend.js';
 import type { ArgType } from './driver.js';
+import { CP_ASYNC_DEVICE, CP_ASYNC_EMU } from './kernel_util.js';
 import { UnsupportedError } from '../../errors.js';
 import { defineSpace, prune, tuneSync, bucketSize, type Config, type ConfigSpace } from '../../autotune/index.js';
 import { attentionTileCeiling } from '../../profiles/index.js';
@@ -68,9 +69,7 @@ function primitives(bf16: boolean): string {
 typedef unsigned short u16;
 typedef unsigned int u32;
 #ifdef NBX_EMU
-__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) { if (ok) memcpy(dst, src, 16); else memset(dst, 0, 16); }
-__device__ __forceinline__ void cp_commit() {}
-template <int N> __device__ __forceinline__ void cp_wait() {}
+${CP_ASYNC_EMU}
 __device__ __forceinline__ void ldsm4(u32 (&r)[4], const void* p) { emu_ldmatrix_x4(r, p, false); }
 __device__ __forceinline__ void ldsm4t(u32 (&r)[4], const void* p) { emu_ldmatrix_x4(r, p, true); }
 __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) { emu_mma16816(c, a, b0, b1, ${bf16}); }
@@ -80,12 +79,7 @@ __device__ __forceinline__ float fexp2(float x) { return exp2f(x); }
 // 2^x, one MUFU instruction (-inf → 0); arguments are ≤ 0 here
 __device__ __forceinline__ float fexp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 __device__ __forceinline__ u32 smem_u32(const void* p) { u32 r; asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p)); return r; }
-// 16 bytes global → shared; ok false: zero fill (src-size 0, nothing read)
-__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N)); }
+${CP_ASYNC_DEVICE}
 __device__ __forceinline__ void ldsm4(u32 (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
 }

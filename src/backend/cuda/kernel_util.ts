@@ -48,3 +48,16 @@ export function storeD(d: DTypeName, ptr: string, idx: string, v: string): strin
  * loop's last step (index + grid size) so the loop variable cannot overflow.
  */
 export const indexType = (maxIndex: number): 'int' | 'long long' => (maxIndex < 2 ** 31 - 2 ** 26 ? 'int' : 'long long');
+
+/**
+ * cp.async: 16 bytes global → shared (`ok` false: zero fill, nothing read), commit a group, wait until
+ * at most N groups are pending. CP_ASYNC_EMU is the host emulator's form (a plain copy; nothing pends).
+ */
+export const CP_ASYNC_DEVICE = String.raw`__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N)); }`;
+export const CP_ASYNC_EMU = String.raw`__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) { if (ok) memcpy(dst, src, 16); else memset(dst, 0, 16); }
+__device__ __forceinline__ void cp_commit() {}
+template <int N> __device__ __forceinline__ void cp_wait() {}`;
