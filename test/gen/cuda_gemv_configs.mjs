@@ -9,6 +9,7 @@ const be = nbx.cuda.backend();
 let bad = 0, runs = 0;
 const cfgs = [
   { impl: 'gemv', cols: 1 }, { impl: 'gemv', cols: 4 }, { impl: 'gemv', split: 2 }, { impl: 'gemv', split: 8 },
+  { impl: 'gemv', split: 2, stages: 8 }, { impl: 'gemv', split: 4, stages: 16 },
   ...[1, 2, 4].flatMap((nt) => [1, 2, 4].map((split) => ({ impl: 'mma', nt, split }))),
   ...[4, 8].flatMap((nt) => [1, 2].flatMap((wc) => [1, 4].flatMap((split) => [0, 4, 8].filter((st) => nt * st < 64).map((stages) => ({ impl: 'mmat', nt, wc, split, stages }))))),
 ];

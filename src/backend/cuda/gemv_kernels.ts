@@ -15,7 +15,7 @@
 // so results are identical run to run. Rows, strides and pointers that do not allow vector loads take
 // the scalar loop of the same kernel.
 //
-// Choice against cuBLASLt: by measurement through the autotuner (space 'cuda.gemv.nk.v2' / 'cuda.gemv.kn.v5',
+// Choice against cuBLASLt: by measurement through the autotuner (space 'cuda.gemv.nk.v2' / 'cuda.gemv.kn.v6',
 // knob `impl`), timed on the call's own operands when beta = 0; the default (NBX_AUTOTUNE=off, tiny
 // problems, beta ≠ 0 before a measurement exists) is this kernel. `impl` moves bits (a different
 // summation order than cuBLASLt's); `cols` does not (each column's sum is the same warp's, whatever
@@ -57,27 +57,31 @@ const MMAT_WC = [1, 2] as const;
 const mmatRingBytes = (nt: number, stages: number): number => stages * 4 * (nt / 4) * THREADS * 16;
 
 export const GEMV_KN_SPACE = defineSpace({
-  name: 'cuda.gemv.kn.v5',
+  name: 'cuda.gemv.kn.v6',
   knobs: [
     { name: 'impl', values: ['gemv', 'mma', 'mmat', 'cublaslt'], movesBits: true,
       doc: 'the FMA kernel, the tensor-core kernels (float16/bfloat16; W through shared memory, or transposed in registers) or cuBLASLt' },
     { name: 'split', values: [1, 2, 4, 8], movesBits: true, doc: 'blocks per SM the K chunks aim for (the chunk partials are summed in another grouping)' },
     { name: 'nt', values: [2, 4, 8], movesBits: false, doc: "the tensor-core kernels' 8-column tiles per warp (2 or 4 for 'mma', 4 or 8 for 'mmat')" },
     { name: 'wc', values: [...MMAT_WC], movesBits: true, doc: "'mmat': warps of a block side by side over columns (the other 8 / wc split K: another summation grouping)" },
-    { name: 'stages', values: [0, 4, 8], movesBits: false, doc: "'mmat': W steps in flight per lane through a cp.async ring in shared memory (0: register batches)" },
+    { name: 'stages', values: [0, 4, 8, 16], movesBits: false, doc: "W steps ('mmat': 4 or 8) or rows ('gemv' with 16-byte rows: 8 or 16) in flight per lane through a cp.async ring in shared memory (0: register batches)" },
   ],
   defaultConfig: { impl: 'gemv', split: 4, nt: 2, wc: 1, stages: 0 },
   // 'mmat': the warps' partial sums (16 rows) plus the ring; the others stay under 40 KB
   resources: (cfg) => ({
     threads: THREADS,
-    sharedMemoryBytes: cfg.impl === 'mmat' ? (WARPS / (cfg.wc as number)) * 16 * 8 * (cfg.nt as number) * (cfg.wc as number) * 4 + mmatRingBytes(cfg.nt as number, cfg.stages as number) : 40 * 1024,
+    sharedMemoryBytes: cfg.impl === 'mmat' ? (WARPS / (cfg.wc as number)) * 16 * 8 * (cfg.nt as number) * (cfg.wc as number) * 4 + mmatRingBytes(cfg.nt as number, cfg.stages as number)
+      : 40 * 1024 + (cfg.stages as number) * THREADS * 16,
     stages: cfg.stages as number,
   }),
   constraint: (cfg) => (cfg.impl === 'cublaslt' && (cfg.split !== 4 || cfg.nt !== 2) ? 'split and nt mean nothing to cuBLASLt'
     : cfg.impl === 'gemv' && (cfg.nt !== 2 || cfg.split === 1) ? 'nt is the tensor-core kernels\''
     : cfg.impl === 'mma' && cfg.nt === 8 ? "'mma' takes 2 or 4 tiles"
     : cfg.impl === 'mmat' && cfg.nt === 2 ? "'mmat' takes 4 or 8 tiles"
-    : cfg.impl !== 'mmat' && (cfg.wc !== 1 || cfg.stages !== 0) ? "wc and stages are 'mmat''s"
+    : cfg.impl !== 'mmat' && cfg.wc !== 1 ? "wc is 'mmat''s"
+    : cfg.impl === 'mmat' && cfg.stages === 16 ? "'mmat' rings hold 4 or 8 steps"
+    : cfg.impl === 'gemv' && cfg.stages === 4 ? "'gemv' rings hold 8 or 16 rows"
+    : (cfg.impl === 'mma' || cfg.impl === 'cublaslt') && cfg.stages !== 0 ? "stages are the other kernels'"
     : cfg.impl === 'mmat' && cfg.split === 8 ? "'mmat' is slower with more than 4 blocks per SM" : undefined),
 });
 
@@ -259,9 +263,18 @@ export const knUnroll = (mr: number): number => (mr <= 2 ? 8 : mr <= 4 ? 4 : 2);
 /** 'kn': rows of X's shared-memory tile (8 KB of floats), a whole number of the warps' unrolled row batches. */
 export const knTileRows = (mr: number): number => Math.max(WARPS * knUnroll(mr), 2048 / mr);
 
-/** Source of the 'kn' kernel for MR rows (CV adjacent columns per thread) and its partial-sum finisher. */
-export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: string; sig: ArgType[] } {
+/** 'kn' FMA kernel: whether its rows are 16-byte vectors (what the cp.async ring takes). */
+export const knRingOk = (d: GemvDType, mr: number): boolean => knColumns(d, mr) * DTYPES[d].itemsize === 16;
+
+/**
+ * Source of the 'kn' kernel for MR rows (CV adjacent columns per thread) and its partial-sum finisher.
+ * STAGES > 0 (16-byte rows only): a thread's rows come through a cp.async ring of STAGES rows in shared
+ * memory, STAGES - 1 ahead of the arithmetic, instead of batches of U rows in registers (each batch one
+ * memory latency). Each thread reads back only its own rows, in the same order: the same bits.
+ */
+export function gemvKnSource(d: GemvDType, mr: number, stages = 0): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(d), CV = knColumns(d, mr), VB = CV * DTYPES[d].itemsize, VT = vecType(VB), U = knUnroll(mr);
+  const S = knRingOk(d, mr) ? stages : 0;
   const span = 32 * CV, TL = knTileRows(mr);
   // one row (local index r of the tile) of W, already loaded as u, into the accumulators; X's values
   // come from the tile in shared memory (rows past m are zeros there: no branch per row)
@@ -274,7 +287,30 @@ export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: str
             for (int c = 0; c < ${CV}; c++) acc[i][c] = fmaf(x, ${R.load(d, 'e', 'c')}, acc[i][c]);
           }
         }`;
-  const src = `${HEAD(d, 'gemv_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ', 2)}) {
+  const ring = `{
+          // this thread's rows warp + q * ${WARPS} of the tile, slot q % ${S} of its ring (fmaRow's i is X's row)
+          const int nr = warp < tn ? (tn - warp + ${WARPS - 1}) / ${WARPS} : 0;
+          auto issue = [&](int q) {
+            if (q < nr) cp16(ring + (q % ${S}) * ${THREADS} + threadIdx.x, W + (t0 + warp + q * ${WARPS}) * ldw + j, true);
+            cp_commit(); // an empty group past the end keeps the wait count uniform
+          };
+          #pragma unroll
+          for (int q = 0; q < ${S - 1}; q++) issue(q);
+          for (int q = 0; q < nr; q++) {
+            issue(q + ${S - 1});
+            cp_wait<${S - 1}>();
+            const uint4 u1 = ring[(q % ${S}) * ${THREADS} + threadIdx.x];
+            ${fmaRow('u1', `warp + q * ${WARPS}`)}
+          }
+          cp_wait<0>();
+        }`;
+  const src = `${S ? `#ifdef NBX_EMU
+${CP_ASYNC_EMU}
+#else
+${CP_ASYNC_DEVICE}
+#endif
+` : ''}${HEAD(d, 'gemv_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ', 2)}) {
+  ${S ? 'extern __shared__ uint4 ring[];' : ''}
   __shared__ float red[${WARPS}][${mr}][${span}];
   __align__(16) __shared__ float xs[${TL}][${mr}];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -300,7 +336,8 @@ export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: str
       // warp w takes rows w, w + ${WARPS}, ... of each tile in increasing order (the summation order);
       // ${U} rows' loads are issued before their arithmetic, so each thread keeps ${U * VB} bytes in flight
       int r = warp;
-      if (vec) {
+      if (vec && ${S}) ${S ? ring : '{}'}
+      else if (vec) {
         for (; r + ${(U - 1) * WARPS} < tn; r += ${U * WARPS}) {
           ${VT} u[${U}];
           #pragma unroll
@@ -767,23 +804,27 @@ export function launchGemv(be: CudaBackend, g: GemvProblem, cfg: Config): void {
       [g.X, g.W, g.O, g.bias, g.m, g.n, g.k, g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec]);
     return;
   }
-  const k = kernelFor(be, g.dtype, mr, 0);
+  const stages = vec && knRingOk(g.dtype, mr) ? (cfg.stages as number | undefined) ?? 0 : 0;
+  const k = kernelFor(be, g.dtype, mr, 0, stages);
+  const ring = stages * THREADS * 16;
+  if (ring > 48 * 1024) k.setMaxDynamicSharedMemory(ring);
   const { gx, gy, kchunk } = knSplit(g, be.smCount, (cfg.split as number | undefined) ?? 4);
   const ws = gy > 1 ? workspace(be, gy * g.m * g.n, gx) : null;
   be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
-    g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], 0, be.stream);
+    g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], ring, be.stream);
 }
 
 /** Compiled kernels by (dtype, rows, cols; cols 0 = 'kn'), without building the backend's string key per call. */
 const kernels = new WeakMap<CudaBackend, Map<number, CudaKernel>>();
 const DT_CODE: Record<GemvDType, number> = { float32: 0, float16: 1, bfloat16: 2 };
-function kernelFor(be: CudaBackend, d: GemvDType, mr: number, cols: number): CudaKernel {
+function kernelFor(be: CudaBackend, d: GemvDType, mr: number, cols: number, stages = 0): CudaKernel {
   let m = kernels.get(be);
   if (!m) kernels.set(be, (m = new Map()));
-  const code = (DT_CODE[d] * 32 + mr) * 8 + cols;
+  const code = ((DT_CODE[d] * 32 + mr) * 8 + cols) * 32 + stages;
   let k = m.get(code);
   if (!k) {
-    k = cols === 0 ? be.kernel(`gemv_kn:${d}:${mr}`, () => gemvKnSource(d, mr)) : be.kernel(`gemv_nk:${d}:${mr}:${cols}`, () => gemvNkSource(d, mr, cols));
+    k = cols === 0 ? be.kernel(`gemv_kn:${d}:${mr}${stages ? `:s${stages}` : ''}`, () => gemvKnSource(d, mr, stages))
+      : be.kernel(`gemv_nk:${d}:${mr}:${cols}`, () => gemvNkSource(d, mr, cols));
     m.set(code, k);
   }
   return k;
@@ -846,7 +887,9 @@ function choose(be: CudaBackend, g: GemvProblem, viaCublas: () => void): Config 
   if (g.n * g.k >= TUNE_MIN_ELEMENTS) {
     const run = (c: Config): void => (c.impl === 'cublaslt' ? viaCublas() : launchGemv(be, g, c));
     const key = { shape: `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, dtype: `${g.dtype}${bias ? '.bias' : ''}`, device: be.tuning.deviceKey };
-    const cands = prune(space, be.tuning.profile.limits).kept.filter((c) => (c.impl !== 'mma' && c.impl !== 'mmat') || mmaOk(g));
+    const ringOk = g.layout === 'kn' && gemvVectorOk(g) && knRingOk(g.dtype, mr);
+    const cands = prune(space, be.tuning.profile.limits).kept.filter((c) => ((c.impl !== 'mma' && c.impl !== 'mmat') || mmaOk(g)) &&
+      (c.impl !== 'gemv' || !c.stages || ringOk));
     cfg = tuneSync({ name: space.name, knobs: space.knobs, defaultConfig: space.defaultConfig }, key, cands,
       (c) => timeBackToBack(be, () => run(c), GEMV_TIMING_CALLS), { deviceLabel: be.ctx.info.name }).config;
   }
