@@ -37,8 +37,8 @@ for (const m of [1, 4, 16]) {
   const { gemvProblem, launchGemv } = await import('../dist/src/backend/cuda/gemv_kernels.js');
   const o = nbx.empty([m, 4096], { dtype: 'bfloat16', device: 'cuda' });
   const g = gemvProblem({ transA: false, transB: false, m, n: 4096, k: 4096, alpha: 1, beta: 0, a: x.ref(), lda: 4096, b: w.ref(), ldb: 4096, c: o.ref(), ldc: 4096 });
-  const mmat = [4, 8].flatMap((nt) => [1, 2].flatMap((split) => (nt === 4 ? [0, 4, 8] : [0, 4]).map((stages) => ({ impl: 'mmat', split, nt, wc: 1, stages }))));
-  for (const cfg of [{ impl: 'gemv', split: 2 }, { impl: 'gemv', split: 2, stages: 8 }, { impl: 'gemv', split: 4, stages: 16 }, { impl: 'mma', split: 2, nt: 4 }, ...mmat]) {
+  const mmat = [4, 8].flatMap((nt) => [1, 2].flatMap((split) => (nt === 4 ? [0, 4, 8] : [0, 4]).map((ring) => ({ impl: 'mmat', split, nt, wc: 1, ring }))));
+  for (const cfg of [{ impl: 'gemv', split: 2 }, { impl: 'gemv', split: 2, ring: 8 }, { impl: 'gemv', split: 4, ring: 16 }, { impl: 'mma', split: 2, nt: 4 }, ...mmat]) {
     await measure(`launchGemv m=${m} kn ${JSON.stringify(cfg)}`, () => { launchGemv(be, g, cfg); return { dispose() {} }; }, 200);
   }
   o.dispose();
@@ -50,7 +50,7 @@ for (const m of [1, 4, 16]) {
   for (let i = 0; i < 500; i++) nbx.matmul(x, w).dispose();
   await measure('matmul m=1 x@w f32', () => nbx.matmul(x, w), 200);
   const g = gemvProblem({ transA: false, transB: false, m: 1, n: 4096, k: 4096, alpha: 1, beta: 0, a: x.ref(), lda: 4096, b: w.ref(), ldb: 4096, c: o.ref(), ldc: 4096 });
-  for (const cfg of [{ impl: 'gemv', split: 2 }, { impl: 'gemv', split: 4 }, ...[2, 4, 8].flatMap((split) => [8, 16].map((stages) => ({ impl: 'gemv', split, stages })))]) {
+  for (const cfg of [{ impl: 'gemv', split: 2 }, { impl: 'gemv', split: 4 }, ...[2, 4, 8].flatMap((split) => [8, 16].map((ring) => ({ impl: 'gemv', split, ring })))]) {
     await measure(`launchGemv m=1 kn f32 ${JSON.stringify(cfg)}`, () => { launchGemv(be, g, cfg); return { dispose() {} }; }, 200);
   }
 }
@@ -61,7 +61,7 @@ for (const m of [1, 4, 16]) {
     for (const nt of [4, 8]) for (const wc of [1]) {
       for (const st of nt === 4 ? [0, 4, 8] : [0, 4]) {
         const r = be.kernel(`gemv_mmat_kn:bfloat16:${mr}:${nt}:${wc}:${st}`, () => gemvMmatKnSource('bfloat16', mr, nt, wc, st)).resources();
-        console.log(`mmat mr=${mr} nt=${nt} wc=${wc} stages=${st}: ${r.numRegs} regs, ${r.localBytes} B local, ${r.sharedBytes} B shared`);
+        console.log(`mmat mr=${mr} nt=${nt} wc=${wc} ring=${st}: ${r.numRegs} regs, ${r.localBytes} B local, ${r.sharedBytes} B shared`);
       }
     }
     const r = be.kernel(`gemv_mma_kn:bfloat16:${mr}:4`, () => gemvMmaKnSource('bfloat16', mr, 4)).resources();

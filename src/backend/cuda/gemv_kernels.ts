@@ -64,24 +64,23 @@ export const GEMV_KN_SPACE = defineSpace({
     { name: 'split', values: [1, 2, 4, 8], movesBits: true, doc: 'blocks per SM the K chunks aim for (the chunk partials are summed in another grouping)' },
     { name: 'nt', values: [2, 4, 8], movesBits: false, doc: "the tensor-core kernels' 8-column tiles per warp (2 or 4 for 'mma', 4 or 8 for 'mmat')" },
     { name: 'wc', values: [...MMAT_WC], movesBits: true, doc: "'mmat': warps of a block side by side over columns (the other 8 / wc split K: another summation grouping)" },
-    { name: 'stages', values: [0, 4, 8, 16], movesBits: false, doc: "W steps ('mmat': 4 or 8) or rows ('gemv' with 16-byte rows: 8 or 16) in flight per lane through a cp.async ring in shared memory (0: register batches)" },
+    { name: 'ring', values: [0, 4, 8, 16], movesBits: false, doc: "slots of a per-lane cp.async ring in shared memory, W steps ('mmat': 4 or 8) or rows ('gemv' with 16-byte rows: 8 or 16) in flight (0: register batches). Its depth is bounded by shared memory, not by the profile's pipeline stages (no block-wide tile pipeline here)" },
   ],
-  defaultConfig: { impl: 'gemv', split: 4, nt: 2, wc: 1, stages: 0 },
+  defaultConfig: { impl: 'gemv', split: 4, nt: 2, wc: 1, ring: 0 },
   // 'mmat': the warps' partial sums (16 rows) plus the ring; the others stay under 40 KB
   resources: (cfg) => ({
     threads: THREADS,
-    sharedMemoryBytes: cfg.impl === 'mmat' ? (WARPS / (cfg.wc as number)) * 16 * 8 * (cfg.nt as number) * (cfg.wc as number) * 4 + mmatRingBytes(cfg.nt as number, cfg.stages as number)
-      : 40 * 1024 + (cfg.stages as number) * THREADS * 16,
-    stages: cfg.stages as number,
+    sharedMemoryBytes: cfg.impl === 'mmat' ? (WARPS / (cfg.wc as number)) * 16 * 8 * (cfg.nt as number) * (cfg.wc as number) * 4 + mmatRingBytes(cfg.nt as number, cfg.ring as number)
+      : 40 * 1024 + (cfg.ring as number) * THREADS * 16,
   }),
   constraint: (cfg) => (cfg.impl === 'cublaslt' && (cfg.split !== 4 || cfg.nt !== 2) ? 'split and nt mean nothing to cuBLASLt'
     : cfg.impl === 'gemv' && (cfg.nt !== 2 || cfg.split === 1) ? 'nt is the tensor-core kernels\''
     : cfg.impl === 'mma' && cfg.nt === 8 ? "'mma' takes 2 or 4 tiles"
     : cfg.impl === 'mmat' && cfg.nt === 2 ? "'mmat' takes 4 or 8 tiles"
     : cfg.impl !== 'mmat' && cfg.wc !== 1 ? "wc is 'mmat''s"
-    : cfg.impl === 'mmat' && cfg.stages === 16 ? "'mmat' rings hold 4 or 8 steps"
-    : cfg.impl === 'gemv' && cfg.stages === 4 ? "'gemv' rings hold 8 or 16 rows"
-    : (cfg.impl === 'mma' || cfg.impl === 'cublaslt') && cfg.stages !== 0 ? "stages are the other kernels'"
+    : cfg.impl === 'mmat' && cfg.ring === 16 ? "'mmat' rings hold 4 or 8 steps"
+    : cfg.impl === 'gemv' && cfg.ring === 4 ? "'gemv' rings hold 8 or 16 rows"
+    : (cfg.impl === 'mma' || cfg.impl === 'cublaslt') && cfg.ring !== 0 ? "ring is the other kernels'"
     : cfg.impl === 'mmat' && cfg.split === 8 ? "'mmat' is slower with more than 4 blocks per SM" : undefined),
 });
 
@@ -694,7 +693,7 @@ function launchMma(be: CudaBackend, g: GemvProblem, cfg: Config): void {
   const mr = g.m <= 8 ? 8 : 16, kn = g.layout === 'kn', want = (cfg.nt as number | undefined) ?? 2;
   const form: MmaForm = !kn ? 'nk' : cfg.impl === 'mmat' ? 'mmat' : 'kn';
   const nt = form === 'nk' ? want : form === 'kn' ? (want === 4 ? 4 : 2) : want === 8 ? 8 : 4;
-  const wc = form === 'mmat' ? (cfg.wc as number | undefined) ?? 1 : 1, stages = form === 'mmat' ? (cfg.stages as number | undefined) ?? 0 : 0;
+  const wc = form === 'mmat' ? (cfg.wc as number | undefined) ?? 1 : 1, stages = form === 'mmat' ? (cfg.ring as number | undefined) ?? 0 : 0;
   const k = mmaKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt, form, wc, stages);
   const ring = mmatRingBytes(nt, stages);
   if (ring > 48 * 1024) k.setMaxDynamicSharedMemory(ring);
@@ -804,7 +803,7 @@ export function launchGemv(be: CudaBackend, g: GemvProblem, cfg: Config): void {
       [g.X, g.W, g.O, g.bias, g.m, g.n, g.k, g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec]);
     return;
   }
-  const stages = vec && knRingOk(g.dtype, mr) ? (cfg.stages as number | undefined) ?? 0 : 0;
+  const stages = vec && knRingOk(g.dtype, mr) ? (cfg.ring as number | undefined) ?? 0 : 0;
   const k = kernelFor(be, g.dtype, mr, 0, stages);
   const ring = stages * THREADS * 16;
   if (ring > 48 * 1024) k.setMaxDynamicSharedMemory(ring);
@@ -889,7 +888,7 @@ function choose(be: CudaBackend, g: GemvProblem, viaCublas: () => void): Config 
     const key = { shape: `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, dtype: `${g.dtype}${bias ? '.bias' : ''}`, device: be.tuning.deviceKey };
     const ringOk = g.layout === 'kn' && gemvVectorOk(g) && knRingOk(g.dtype, mr);
     const cands = prune(space, be.tuning.profile.limits).kept.filter((c) => ((c.impl !== 'mma' && c.impl !== 'mmat') || mmaOk(g)) &&
-      (c.impl !== 'gemv' || !c.stages || ringOk));
+      (c.impl !== 'gemv' || !c.ring || ringOk));
     cfg = tuneSync({ name: space.name, knobs: space.knobs, defaultConfig: space.defaultConfig }, key, cands,
       (c) => timeBackToBack(be, () => run(c), GEMV_TIMING_CALLS), { deviceLabel: be.ctx.info.name }).config;
   }
