@@ -37,20 +37,20 @@ for (const m of [1, 4, 16]) {
   const { gemvProblem, launchGemv } = await import('../dist/src/backend/cuda/gemv_kernels.js');
   const o = nbx.empty([m, 4096], { dtype: 'bfloat16', device: 'cuda' });
   const g = gemvProblem({ transA: false, transB: false, m, n: 4096, k: 4096, alpha: 1, beta: 0, a: x.ref(), lda: 4096, b: w.ref(), ldb: 4096, c: o.ref(), ldc: 4096 });
-  const mmat = [4, 8].flatMap((nt) => [1, 2].flatMap((split) => (nt === 4 ? [0, 4, 8] : [0, 4]).map((ring) => ({ impl: 'mmat', split, nt, wc: 1, ring }))));
-  for (const cfg of [{ impl: 'gemv', split: 2 }, { impl: 'gemv', split: 2, ring: 8 }, { impl: 'gemv', split: 4, ring: 16 }, { impl: 'mma', split: 2, nt: 4 }, ...mmat]) {
+  const mmat = [4, 8].flatMap((nt) => [1, 2].flatMap((wc) => [1, 2, 4].map((split) => ({ impl: 'mmat', split, nt, wc }))));
+  for (const cfg of [{ impl: 'gemv', split: 2 }, { impl: 'mma', split: 2, nt: 4 }, ...mmat]) {
     await measure(`launchGemv m=${m} kn ${JSON.stringify(cfg)}`, () => { launchGemv(be, g, cfg); return { dispose() {} }; }, 200);
   }
   o.dispose();
 }
-// float32 x@w m=1 (64 MB of weight): the FMA kernel with and without its cp.async ring
+// float32 x@w m=1 (64 MB of weight): the FMA kernel's K splits
 {
   const { gemvProblem, launchGemv } = await import('../dist/src/backend/cuda/gemv_kernels.js');
   const x = nbx.randn([1, 4096]).to('cuda'), w = nbx.randn([4096, 4096]).to('cuda'), o = nbx.empty([1, 4096], { device: 'cuda' });
   for (let i = 0; i < 500; i++) nbx.matmul(x, w).dispose();
   await measure('matmul m=1 x@w f32', () => nbx.matmul(x, w), 200);
   const g = gemvProblem({ transA: false, transB: false, m: 1, n: 4096, k: 4096, alpha: 1, beta: 0, a: x.ref(), lda: 4096, b: w.ref(), ldb: 4096, c: o.ref(), ldc: 4096 });
-  for (const cfg of [{ impl: 'gemv', split: 2 }, { impl: 'gemv', split: 4 }, ...[2, 4, 8].flatMap((split) => [8, 16].map((ring) => ({ impl: 'gemv', split, ring })))]) {
+  for (const cfg of [2, 4, 8].map((split) => ({ impl: 'gemv', split }))) {
     await measure(`launchGemv m=1 kn f32 ${JSON.stringify(cfg)}`, () => { launchGemv(be, g, cfg); return { dispose() {} }; }, 200);
   }
 }
@@ -58,11 +58,9 @@ for (const m of [1, 4, 16]) {
 {
   const { gemvMmatKnSource, gemvMmaKnSource } = await import('../dist/src/backend/cuda/gemv_kernels.js');
   for (const mr of [8, 16]) {
-    for (const nt of [4, 8]) for (const wc of [1]) {
-      for (const st of nt === 4 ? [0, 4, 8] : [0, 4]) {
-        const r = be.kernel(`gemv_mmat_kn:bfloat16:${mr}:${nt}:${wc}:${st}`, () => gemvMmatKnSource('bfloat16', mr, nt, wc, st)).resources();
-        console.log(`mmat mr=${mr} nt=${nt} wc=${wc} ring=${st}: ${r.numRegs} regs, ${r.localBytes} B local, ${r.sharedBytes} B shared`);
-      }
+    for (const nt of [4, 8]) for (const wc of [1, 2]) {
+      const r = be.kernel(`gemv_mmat_kn:bfloat16:${mr}:${nt}:${wc}`, () => gemvMmatKnSource('bfloat16', mr, nt, wc)).resources();
+      console.log(`mmat mr=${mr} nt=${nt} wc=${wc}: ${r.numRegs} regs, ${r.localBytes} B local, ${r.sharedBytes} B shared`);
     }
     const r = be.kernel(`gemv_mma_kn:bfloat16:${mr}:4`, () => gemvMmaKnSource('bfloat16', mr, 4)).resources();
     console.log(`mma kn mr=${mr} nt=4: ${r.numRegs} regs, ${r.localBytes} B local`);

@@ -9,9 +9,8 @@ const be = nbx.cuda.backend();
 let bad = 0, runs = 0;
 const cfgs = [
   { impl: 'gemv', cols: 1 }, { impl: 'gemv', cols: 4 }, { impl: 'gemv', split: 2 }, { impl: 'gemv', split: 8 },
-  { impl: 'gemv', split: 2, ring: 8 }, { impl: 'gemv', split: 4, ring: 16 },
   ...[1, 2, 4].flatMap((nt) => [1, 2, 4].map((split) => ({ impl: 'mma', nt, split }))),
-  ...[4, 8].flatMap((nt) => [1, 2].flatMap((wc) => [1, 4].flatMap((split) => [0, 4, 8].filter((st) => nt * st < 64).map((ring) => ({ impl: 'mmat', nt, wc, split, ring }))))),
+  ...[4, 8].flatMap((nt) => [1, 2].flatMap((wc) => [1, 2, 4].map((split) => ({ impl: 'mmat', nt, wc, split })))),
 ];
 const shapes = [[1, 64, 256], [3, 40, 264], [4, 128, 512], [8, 72, 1032], [9, 24, 2048], [16, 136, 4104], [13, 8, 8]];
 for (const dtype of ['bfloat16', 'float16', 'float32']) {

@@ -15,7 +15,7 @@
 // so results are identical run to run. Rows, strides and pointers that do not allow vector loads take
 // the scalar loop of the same kernel.
 //
-// Choice against cuBLASLt: by measurement through the autotuner (space 'cuda.gemv.nk.v2' / 'cuda.gemv.kn.v6',
+// Choice against cuBLASLt: by measurement through the autotuner (space 'cuda.gemv.nk.v2' / 'cuda.gemv.kn.v5',
 // knob `impl`), timed on the call's own operands when beta = 0; the default (NBX_AUTOTUNE=off, tiny
 // problems, beta ≠ 0 before a measurement exists) is this kernel. `impl` moves bits (a different
 // summation order than cuBLASLt's); `cols` does not (each column's sum is the same warp's, whatever
@@ -27,7 +27,6 @@ import { R, unpack, type CudaBackend, type CudaBuffer } from './backend.js';
 import type { ArgType, CudaEvent, CudaKernel } from './driver.js';
 import { defineSpace, bucketSize, prune, tuneSync, type Config } from '../../autotune/index.js';
 import { TUNE_MIN_ELEMENTS } from './tuning.js';
-import { CP_ASYNC_DEVICE, CP_ASYNC_EMU } from './kernel_util.js';
 
 /** Largest small dimension (rows of X) this path takes. */
 export const GEMV_MAX_ROWS = 16;
@@ -51,37 +50,30 @@ export const GEMV_NK_SPACE = defineSpace({
     : cfg.impl !== 'mma' && (cfg.nt !== 2 || cfg.split !== 2) ? 'nt and split are the tensor-core kernel\'s' : undefined),
 });
 
-/** 'mmat': warps side by side over columns (4 and 8 measured 1.3-5x slower on the H200: not offered). */
+/**
+ * 'mmat': warps side by side over columns. 4 and 8 measured 1.3-5x slower on the H200 and are not
+ * offered. (Also measured and dropped: a per-lane cp.async ring in shared memory instead of register
+ * batches, for this kernel and the FMA one: 10-20% slower at every size tried, device run 6 of
+ * 2026-11-29 session 4.)
+ */
 const MMAT_WC = [1, 2] as const;
-/** 'mmat': bytes of the cp.async ring (stages of 4 pieces per 32-column group, 16 bytes, per thread). */
-const mmatRingBytes = (nt: number, stages: number): number => stages * 4 * (nt / 4) * THREADS * 16;
 
 export const GEMV_KN_SPACE = defineSpace({
-  name: 'cuda.gemv.kn.v6',
+  name: 'cuda.gemv.kn.v5',
   knobs: [
     { name: 'impl', values: ['gemv', 'mma', 'mmat', 'cublaslt'], movesBits: true,
       doc: 'the FMA kernel, the tensor-core kernels (float16/bfloat16; W through shared memory, or transposed in registers) or cuBLASLt' },
     { name: 'split', values: [1, 2, 4, 8], movesBits: true, doc: 'blocks per SM the K chunks aim for (the chunk partials are summed in another grouping)' },
     { name: 'nt', values: [2, 4, 8], movesBits: false, doc: "the tensor-core kernels' 8-column tiles per warp (2 or 4 for 'mma', 4 or 8 for 'mmat')" },
     { name: 'wc', values: [...MMAT_WC], movesBits: true, doc: "'mmat': warps of a block side by side over columns (the other 8 / wc split K: another summation grouping)" },
-    { name: 'ring', values: [0, 4, 8, 16], movesBits: false, doc: "slots of a per-lane cp.async ring in shared memory, W steps ('mmat': 4 or 8) or rows ('gemv' with 16-byte rows: 8 or 16) in flight (0: register batches). Its depth is bounded by shared memory, not by the profile's pipeline stages (no block-wide tile pipeline here)" },
   ],
-  defaultConfig: { impl: 'gemv', split: 4, nt: 2, wc: 1, ring: 0 },
-  // 'mmat': the warps' partial sums (16 rows) plus the ring; the others stay under 40 KB
-  resources: (cfg) => ({
-    threads: THREADS,
-    sharedMemoryBytes: cfg.impl === 'mmat' ? (WARPS / (cfg.wc as number)) * 16 * 8 * (cfg.nt as number) * (cfg.wc as number) * 4 + mmatRingBytes(cfg.nt as number, cfg.ring as number)
-      : 40 * 1024 + (cfg.ring as number) * THREADS * 16,
-  }),
+  defaultConfig: { impl: 'gemv', split: 4, nt: 2, wc: 1 },
+  resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'cublaslt' && (cfg.split !== 4 || cfg.nt !== 2) ? 'split and nt mean nothing to cuBLASLt'
     : cfg.impl === 'gemv' && (cfg.nt !== 2 || cfg.split === 1) ? 'nt is the tensor-core kernels\''
     : cfg.impl === 'mma' && cfg.nt === 8 ? "'mma' takes 2 or 4 tiles"
     : cfg.impl === 'mmat' && cfg.nt === 2 ? "'mmat' takes 4 or 8 tiles"
-    : cfg.impl !== 'mmat' && cfg.wc !== 1 ? "wc is 'mmat''s"
-    : cfg.impl === 'mmat' && cfg.ring === 16 ? "'mmat' rings hold 4 or 8 steps"
-    : cfg.impl === 'gemv' && cfg.ring === 4 ? "'gemv' rings hold 8 or 16 rows"
-    : (cfg.impl === 'mma' || cfg.impl === 'cublaslt') && cfg.ring !== 0 ? "ring is the other kernels'"
-    : cfg.impl === 'mmat' && cfg.split === 8 ? "'mmat' is slower with more than 4 blocks per SM" : undefined),
+    : cfg.impl !== 'mmat' && cfg.wc !== 1 ? "wc is 'mmat''s" : undefined),
 });
 
 /** Rows rounded up to the kernel's compile-time row count. */
@@ -262,18 +254,9 @@ export const knUnroll = (mr: number): number => (mr <= 2 ? 8 : mr <= 4 ? 4 : 2);
 /** 'kn': rows of X's shared-memory tile (8 KB of floats), a whole number of the warps' unrolled row batches. */
 export const knTileRows = (mr: number): number => Math.max(WARPS * knUnroll(mr), 2048 / mr);
 
-/** 'kn' FMA kernel: whether its rows are 16-byte vectors (what the cp.async ring takes). */
-export const knRingOk = (d: GemvDType, mr: number): boolean => knColumns(d, mr) * DTYPES[d].itemsize === 16;
-
-/**
- * Source of the 'kn' kernel for MR rows (CV adjacent columns per thread) and its partial-sum finisher.
- * STAGES > 0 (16-byte rows only): a thread's rows come through a cp.async ring of STAGES rows in shared
- * memory, STAGES - 1 ahead of the arithmetic, instead of batches of U rows in registers (each batch one
- * memory latency). Each thread reads back only its own rows, in the same order: the same bits.
- */
-export function gemvKnSource(d: GemvDType, mr: number, stages = 0): { src: string; name: string; sig: ArgType[] } {
+/** Source of the 'kn' kernel for MR rows (CV adjacent columns per thread) and its partial-sum finisher. */
+export function gemvKnSource(d: GemvDType, mr: number): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(d), CV = knColumns(d, mr), VB = CV * DTYPES[d].itemsize, VT = vecType(VB), U = knUnroll(mr);
-  const S = knRingOk(d, mr) ? stages : 0;
   const span = 32 * CV, TL = knTileRows(mr);
   // one row (local index r of the tile) of W, already loaded as u, into the accumulators; X's values
   // come from the tile in shared memory (rows past m are zeros there: no branch per row)
@@ -286,30 +269,7 @@ export function gemvKnSource(d: GemvDType, mr: number, stages = 0): { src: strin
             for (int c = 0; c < ${CV}; c++) acc[i][c] = fmaf(x, ${R.load(d, 'e', 'c')}, acc[i][c]);
           }
         }`;
-  const ring = `{
-          // this thread's rows warp + q * ${WARPS} of the tile, slot q % ${S} of its ring (fmaRow's i is X's row)
-          const int nr = warp < tn ? (tn - warp + ${WARPS - 1}) / ${WARPS} : 0;
-          auto issue = [&](int q) {
-            if (q < nr) cp16(ring + (q % ${S}) * ${THREADS} + threadIdx.x, W + (t0 + warp + q * ${WARPS}) * ldw + j, true);
-            cp_commit(); // an empty group past the end keeps the wait count uniform
-          };
-          #pragma unroll
-          for (int q = 0; q < ${S - 1}; q++) issue(q);
-          for (int q = 0; q < nr; q++) {
-            issue(q + ${S - 1});
-            cp_wait<${S - 1}>();
-            const uint4 u1 = ring[(q % ${S}) * ${THREADS} + threadIdx.x];
-            ${fmaRow('u1', `warp + q * ${WARPS}`)}
-          }
-          cp_wait<0>();
-        }`;
-  const src = `${S ? `#ifdef NBX_EMU
-${CP_ASYNC_EMU}
-#else
-${CP_ASYNC_DEVICE}
-#endif
-` : ''}${HEAD(d, 'gemv_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ', 2)}) {
-  ${S ? 'extern __shared__ uint4 ring[];' : ''}
+  const src = `${HEAD(d, 'gemv_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ', 2)}) {
   __shared__ float red[${WARPS}][${mr}][${span}];
   __align__(16) __shared__ float xs[${TL}][${mr}];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -335,8 +295,7 @@ ${CP_ASYNC_DEVICE}
       // warp w takes rows w, w + ${WARPS}, ... of each tile in increasing order (the summation order);
       // ${U} rows' loads are issued before their arithmetic, so each thread keeps ${U * VB} bytes in flight
       int r = warp;
-      if (vec && ${S}) ${S ? ring : '{}'}
-      else if (vec) {
+      if (vec) {
         for (; r + ${(U - 1) * WARPS} < tn; r += ${U * WARPS}) {
           ${VT} u[${U}];
           #pragma unroll
@@ -383,7 +342,6 @@ const mmaHelpers = (bf: boolean): string => `#ifdef NBX_EMU
 __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) { emu_mma16816(c, a, b0, b1, ${bf}); }
 __device__ __forceinline__ void ldsm4t(unsigned (&r)[4], const void* p) { emu_ldmatrix_x4(r, p, true); }
 __device__ __forceinline__ unsigned movt(unsigned a) { return emu_movmatrix_trans(a); }
-${CP_ASYNC_EMU}
 #else
 __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${bf ? 'bf16.bf16' : 'f16.f16'}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -396,7 +354,6 @@ __device__ __forceinline__ void ldsm4t(unsigned (&r)[4], const void* p) {
 __device__ __forceinline__ unsigned movt(unsigned a) {
   unsigned d; asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a)); return d;
 }
-${CP_ASYNC_DEVICE}
 #endif`;
 
 /** The C fragments of a warp's n-tiles into red[warp][row][column] (rows g and, for 16 rows, g + 8). */
@@ -540,88 +497,12 @@ ${finishTile(d, mr, BN)}
  * whose four pairs are a0 / a2 of the first MMA and of the second; the matching W rows of lane g are
  * r = 8·(g / 2) + g % 2 plus 0 and 2 (first MMA, B halves) and 4 and 6 (second).
  *
- * NT 8-column tiles per warp (4 per 32-column group). W reaches the registers in one of two ways:
- *   STAGES = 0: U = 16 / NT steps loaded into registers before any MMA (256 bytes in flight per lane),
- *     one memory latency per batch;
- *   STAGES > 0: a ring of STAGES steps per lane in shared memory filled by cp.async, STAGES - 1 steps
- *     ahead of the MMAs (loads stay in flight while the warp computes). Each lane reads back only its
- *     own 16-byte pieces, so the ring needs no synchronisation between lanes.
- * The block's 8 warps are WC side by side over columns times 8 / WC taking interleaved K steps, which
- * meet in finishTile.
+ * NT 8-column tiles per warp (4 per 32-column group); U = 16 / NT steps loaded before any MMA (256 bytes
+ * of W in flight per lane). The block's 8 warps are WC side by side over columns times 8 / WC taking
+ * interleaved K steps, which meet in finishTile.
  */
-export function gemvMmatKnSource(d: 'float16' | 'bfloat16', mr: 8 | 16, nt: 4 | 8, wc: number, stages = 0): { src: string; name: string; sig: ArgType[] } {
-  const T = R.storageType(d), G = nt / 4, U = 16 / nt, bf = d === 'bfloat16', WN = 8 * nt, BN = wc * WN, WK = WARPS / wc, S = stages;
-  // the MMAs of one 32-deep step, W's pieces in wv[q][h] (rows wr + 2h of the step) and X's from ku
-  const stepMma = (wv: string): string => `{
-      const uint4 x0 = xrow8(xa, ku, l1 - t * 8, ra, vec); // xa is already t * 8 along
-      const uint4 x1 = ${mr === 16 ? 'xrow8(xb, ku, l1 - t * 8, rb, vec)' : 'z'};
-      const unsigned aA[4] = { x0.x, x1.x, x0.y, x1.y }, aB[4] = { x0.z, x1.z, x0.w, x1.w };
-      #pragma unroll
-      for (int q = 0; q < ${G}; q++) {
-        const unsigned r0[4] = { ${wv}[q][0].x, ${wv}[q][0].y, ${wv}[q][0].z, ${wv}[q][0].w };
-        const unsigned r1[4] = { ${wv}[q][1].x, ${wv}[q][1].y, ${wv}[q][1].z, ${wv}[q][1].w };
-        const unsigned r2[4] = { ${wv}[q][2].x, ${wv}[q][2].y, ${wv}[q][2].z, ${wv}[q][2].w };
-        const unsigned r3[4] = { ${wv}[q][3].x, ${wv}[q][3].y, ${wv}[q][3].z, ${wv}[q][3].w };
-        #pragma unroll
-        for (int j = 0; j < 4; j++) {
-          mma16816(c[q][j], aA, movt(r0[j]), movt(r1[j]));
-          mma16816(c[q][j], aB, movt(r2[j]), movt(r3[j]));
-        }
-      }
-    }`;
-  const batches = `for (long long kk = l0 + kw * 32; kk < l1; kk += ${WK * 32 * U}) {
-    // W (HBM) for all U steps first; X (small, cached) step by step, so its registers live for one step:
-    // the kernel stays within 128 registers, two blocks per SM
-    uint4 wv[${U}][${G}][4];
-    #pragma unroll
-    for (int u = 0; u < ${U}; u++) {
-      const long long ku = kk + u * ${WK * 32};
-      #pragma unroll
-      for (int h = 0; h < 4; h++) {
-        const bool ok = ku + wr + 2 * h < l1;
-        #pragma unroll
-        for (int q = 0; q < ${G}; q++) wv[u][q][h] = ok && colOk[q] ? *reinterpret_cast<const uint4*>(wp[q] + (ku + 2 * h) * ldw) : z;
-      }
-    }
-    #pragma unroll
-    for (int u = 0; u < ${U}; u++) {
-      const long long ku = kk + u * ${WK * 32};
-      ${stepMma('wv[u]')}
-    }
-  }`;
-  const ring = `// ring[(slot * ${4 * G} + piece) * ${THREADS} + thread]: a lane's pieces ${THREADS * 16} bytes apart
-  extern __shared__ uint4 ring[];
-  const long long first = l0 + kw * 32;
-  const int steps = first < l1 ? (int)((l1 - first + ${WK * 32 - 1}) / ${WK * 32}) : 0;
-  auto issue = [&](int j) {
-    if (j < steps) {
-      const long long ku = first + (long long)j * ${WK * 32};
-      uint4* dst = ring + (j % ${S}) * ${4 * G * THREADS} + threadIdx.x;
-      #pragma unroll
-      for (int h = 0; h < 4; h++) {
-        const bool ok = ku + wr + 2 * h < l1;
-        #pragma unroll
-        for (int q = 0; q < ${G}; q++) cp16(dst + (h * ${G} + q) * ${THREADS}, ok && colOk[q] ? wp[q] + (ku + 2 * h) * ldw : wp[q], ok && colOk[q]);
-      }
-    }
-    cp_commit(); // an empty group past the end keeps the wait count uniform
-  };
-  #pragma unroll
-  for (int j = 0; j < ${S - 1}; j++) issue(j);
-  for (int j = 0; j < steps; j++) {
-    issue(j + ${S - 1});
-    cp_wait<${S - 1}>(); // step j's group is complete
-    const uint4* src = ring + (j % ${S}) * ${4 * G * THREADS} + threadIdx.x;
-    uint4 wv[${G}][4];
-    #pragma unroll
-    for (int h = 0; h < 4; h++) {
-      #pragma unroll
-      for (int q = 0; q < ${G}; q++) wv[q][h] = src[(h * ${G} + q) * ${THREADS}];
-    }
-    const long long ku = first + (long long)j * ${WK * 32};
-    ${stepMma('wv')}
-  }
-  cp_wait<0>();`;
+export function gemvMmatKnSource(d: 'float16' | 'bfloat16', mr: 8 | 16, nt: 4 | 8, wc: number): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d), G = nt / 4, U = 16 / nt, bf = d === 'bfloat16', WN = 8 * nt, BN = wc * WN, WK = WARPS / wc;
   const src = `${mmaHelpers(bf)}
 /** 8 elements of an X row from k0 (zeros past l1 or for a row past m); one 16-byte load when whole and aligned. */
 __device__ __forceinline__ uint4 xrow8(const ${T}* x, long long k0, long long l1, bool ok, int vec) {
@@ -655,7 +536,40 @@ ${HEAD(d, 'gemv_mmat_kn', 'float* __restrict__ P, unsigned* __restrict__ cnt, lo
   #pragma unroll
   for (int q = 0; q < ${G}; q++) { const long long col = jw + q * 32 + t * 8; colOk[q] = col < n; wp[q] = W + wr * ldw + (colOk[q] ? col : 0); }
   uint4 z; z.x = z.y = z.z = z.w = 0u;
-  ${S ? ring : batches}
+  for (long long kk = l0 + kw * 32; kk < l1; kk += ${WK * 32 * U}) {
+    // W (HBM) for all U steps first; X (small, cached) step by step, so its registers live for one step:
+    // the kernel stays within 128 registers, two blocks per SM
+    uint4 wv[${U}][${G}][4];
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const long long ku = kk + u * ${WK * 32};
+      #pragma unroll
+      for (int h = 0; h < 4; h++) {
+        const bool ok = ku + wr + 2 * h < l1;
+        #pragma unroll
+        for (int q = 0; q < ${G}; q++) wv[u][q][h] = ok && colOk[q] ? *reinterpret_cast<const uint4*>(wp[q] + (ku + 2 * h) * ldw) : z;
+      }
+    }
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const long long ku = kk + u * ${WK * 32};
+      const uint4 x0 = xrow8(xa, ku, l1 - t * 8, ra, vec); // xa is already t * 8 along
+      const uint4 x1 = ${mr === 16 ? 'xrow8(xb, ku, l1 - t * 8, rb, vec)' : 'z'};
+      const unsigned aA[4] = { x0.x, x1.x, x0.y, x1.y }, aB[4] = { x0.z, x1.z, x0.w, x1.w };
+      #pragma unroll
+      for (int q = 0; q < ${G}; q++) {
+        const unsigned r0[4] = { wv[u][q][0].x, wv[u][q][0].y, wv[u][q][0].z, wv[u][q][0].w };
+        const unsigned r1[4] = { wv[u][q][1].x, wv[u][q][1].y, wv[u][q][1].z, wv[u][q][1].w };
+        const unsigned r2[4] = { wv[u][q][2].x, wv[u][q][2].y, wv[u][q][2].z, wv[u][q][2].w };
+        const unsigned r3[4] = { wv[u][q][3].x, wv[u][q][3].y, wv[u][q][3].z, wv[u][q][3].w };
+        #pragma unroll
+        for (int j = 0; j < 4; j++) {
+          mma16816(c[q][j], aA, movt(r0[j]), movt(r1[j]));
+          mma16816(c[q][j], aB, movt(r2[j]), movt(r3[j]));
+        }
+      }
+    }
+  }
   #pragma unroll
   for (int q = 0; q < ${G}; q++) {
     #pragma unroll
@@ -693,10 +607,8 @@ function launchMma(be: CudaBackend, g: GemvProblem, cfg: Config): void {
   const mr = g.m <= 8 ? 8 : 16, kn = g.layout === 'kn', want = (cfg.nt as number | undefined) ?? 2;
   const form: MmaForm = !kn ? 'nk' : cfg.impl === 'mmat' ? 'mmat' : 'kn';
   const nt = form === 'nk' ? want : form === 'kn' ? (want === 4 ? 4 : 2) : want === 8 ? 8 : 4;
-  const wc = form === 'mmat' ? (cfg.wc as number | undefined) ?? 1 : 1, stages = form === 'mmat' ? (cfg.ring as number | undefined) ?? 0 : 0;
-  const k = mmaKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt, form, wc, stages);
-  const ring = mmatRingBytes(nt, stages);
-  if (ring > 48 * 1024) k.setMaxDynamicSharedMemory(ring);
+  const wc = form === 'mmat' ? (cfg.wc as number | undefined) ?? 1 : 1;
+  const k = mmaKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt, form, wc);
   // K steps: 32 deep ('nk', 'mmat') or 16 ('kn'), taken by the warps that split K
   const unit = form === 'nk' ? WARPS * 32 : form === 'kn' ? WARPS * 16 : (WARPS / wc) * 32;
   const { gx, gy, kchunk } = mmaSplit(g, be.smCount, 8 * nt * wc, (cfg.split as number | undefined) ?? 2, unit);
@@ -704,21 +616,21 @@ function launchMma(be: CudaBackend, g: GemvProblem, cfg: Config): void {
   // 'mmat' reads X rows 16 bytes at a time where they are aligned so
   const vec = form !== 'mmat' || (aligned16(g.X) && (g.m === 1 || g.xsi % 8 === 0)) ? 1 : 0;
   be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
-    g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], ring, be.stream);
+    g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], 0, be.stream);
 }
 
 /** The tensor-core kernels: 'nk', 'kn' (W staged in shared memory) and 'mmat' ('kn', W transposed in registers). */
 type MmaForm = 'nk' | 'kn' | 'mmat';
 const FORM_CODE: Record<MmaForm, number> = { nk: 0, kn: 1, mmat: 2 };
 const mmaKernels = new WeakMap<CudaBackend, Map<number, CudaKernel>>();
-function mmaKernelFor(be: CudaBackend, d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number, form: MmaForm, wc: number, stages: number): CudaKernel {
+function mmaKernelFor(be: CudaBackend, d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number, form: MmaForm, wc: number): CudaKernel {
   let m = mmaKernels.get(be);
   if (!m) mmaKernels.set(be, (m = new Map()));
-  const code = ((((DT_CODE[d] * 32 + mr) * 16 + nt) * 16 + wc) * 16 + stages) * 4 + FORM_CODE[form];
+  const code = (((DT_CODE[d] * 32 + mr) * 16 + nt) * 16 + wc) * 4 + FORM_CODE[form];
   let k = m.get(code);
   if (!k) {
     k = form === 'kn' ? be.kernel(`gemv_mma_kn:${d}:${mr}:${nt}`, () => gemvMmaKnSource(d, mr, nt as 2 | 4))
-      : form === 'mmat' ? be.kernel(`gemv_mmat_kn:${d}:${mr}:${nt}:${wc}:${stages}`, () => gemvMmatKnSource(d, mr, nt as 4 | 8, wc, stages))
+      : form === 'mmat' ? be.kernel(`gemv_mmat_kn:${d}:${mr}:${nt}:${wc}`, () => gemvMmatKnSource(d, mr, nt as 4 | 8, wc))
       : be.kernel(`gemv_mma:${d}:${mr}:${nt}`, () => gemvMmaSource(d, mr, nt));
     m.set(code, k);
   }
@@ -803,27 +715,23 @@ export function launchGemv(be: CudaBackend, g: GemvProblem, cfg: Config): void {
       [g.X, g.W, g.O, g.bias, g.m, g.n, g.k, g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec]);
     return;
   }
-  const stages = vec && knRingOk(g.dtype, mr) ? (cfg.ring as number | undefined) ?? 0 : 0;
-  const k = kernelFor(be, g.dtype, mr, 0, stages);
-  const ring = stages * THREADS * 16;
-  if (ring > 48 * 1024) k.setMaxDynamicSharedMemory(ring);
+  const k = kernelFor(be, g.dtype, mr, 0);
   const { gx, gy, kchunk } = knSplit(g, be.smCount, (cfg.split as number | undefined) ?? 4);
   const ws = gy > 1 ? workspace(be, gy * g.m * g.n, gx) : null;
   be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
-    g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], ring, be.stream);
+    g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], 0, be.stream);
 }
 
 /** Compiled kernels by (dtype, rows, cols; cols 0 = 'kn'), without building the backend's string key per call. */
 const kernels = new WeakMap<CudaBackend, Map<number, CudaKernel>>();
 const DT_CODE: Record<GemvDType, number> = { float32: 0, float16: 1, bfloat16: 2 };
-function kernelFor(be: CudaBackend, d: GemvDType, mr: number, cols: number, stages = 0): CudaKernel {
+function kernelFor(be: CudaBackend, d: GemvDType, mr: number, cols: number): CudaKernel {
   let m = kernels.get(be);
   if (!m) kernels.set(be, (m = new Map()));
-  const code = ((DT_CODE[d] * 32 + mr) * 8 + cols) * 32 + stages;
+  const code = (DT_CODE[d] * 32 + mr) * 8 + cols;
   let k = m.get(code);
   if (!k) {
-    k = cols === 0 ? be.kernel(`gemv_kn:${d}:${mr}${stages ? `:s${stages}` : ''}`, () => gemvKnSource(d, mr, stages))
-      : be.kernel(`gemv_nk:${d}:${mr}:${cols}`, () => gemvNkSource(d, mr, cols));
+    k = cols === 0 ? be.kernel(`gemv_kn:${d}:${mr}`, () => gemvKnSource(d, mr)) : be.kernel(`gemv_nk:${d}:${mr}:${cols}`, () => gemvNkSource(d, mr, cols));
     m.set(code, k);
   }
   return k;
@@ -886,9 +794,7 @@ function choose(be: CudaBackend, g: GemvProblem, viaCublas: () => void): Config 
   if (g.n * g.k >= TUNE_MIN_ELEMENTS) {
     const run = (c: Config): void => (c.impl === 'cublaslt' ? viaCublas() : launchGemv(be, g, c));
     const key = { shape: `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, dtype: `${g.dtype}${bias ? '.bias' : ''}`, device: be.tuning.deviceKey };
-    const ringOk = g.layout === 'kn' && gemvVectorOk(g) && knRingOk(g.dtype, mr);
-    const cands = prune(space, be.tuning.profile.limits).kept.filter((c) => ((c.impl !== 'mma' && c.impl !== 'mmat') || mmaOk(g)) &&
-      (c.impl !== 'gemv' || !c.ring || ringOk));
+    const cands = prune(space, be.tuning.profile.limits).kept.filter((c) => (c.impl !== 'mma' && c.impl !== 'mmat') || mmaOk(g));
     cfg = tuneSync({ name: space.name, knobs: space.knobs, defaultConfig: space.defaultConfig }, key, cands,
       (c) => timeBackToBack(be, () => run(c), GEMV_TIMING_CALLS), { deviceLabel: be.ctx.info.name }).config;
   }
@@ -919,7 +825,7 @@ export function allGemvSources(): { label: string; src: string; name: string; si
     }
     if (d !== 'float32') for (const mr of [8, 16] as const) for (const nt of [1, 2, 4]) out.push({ label: `mma:${d}:${mr}:${nt}`, ...gemvMmaSource(d, mr, nt) });
     if (d !== 'float32') for (const mr of [8, 16] as const) for (const nt of [2, 4] as const) out.push({ label: `mma_kn:${d}:${mr}:${nt}`, ...gemvMmaKnSource(d, mr, nt) });
-    if (d !== 'float32') for (const mr of [8, 16] as const) for (const nt of [4, 8] as const) for (const wc of MMAT_WC) for (const st of [0, 4, 8]) out.push({ label: `mmat_kn:${d}:${mr}:${nt}:${wc}:${st}`, ...gemvMmatKnSource(d, mr, nt, wc, st) });
+    if (d !== 'float32') for (const mr of [8, 16] as const) for (const nt of [4, 8] as const) for (const wc of MMAT_WC) out.push({ label: `mmat_kn:${d}:${mr}:${nt}:${wc}`, ...gemvMmatKnSource(d, mr, nt, wc) });
   }
   return out;
 }
