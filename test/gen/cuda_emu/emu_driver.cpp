@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 #include <regex>
+#include <map>
 #include <vector>
 #include <fstream>
 #include <sstream>
@@ -90,7 +91,10 @@ API CUresult cuEventElapsedTime(float* ms, void*, void*) { *ms = 1.0f + 0.125f *
 
 // ---- modules: a "CUBIN" is "EMUCUBIN <path of a shared object>" ----
 typedef void (*launch_fn)(unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void**);
-struct Func { launch_fn fn; int smem_attr; std::string name; };
+// static_smem: bytes of the kernel's static __shared__ arrays (counted from its source at "compile");
+// smem_attr: its MAX_DYNAMIC_SHARED_SIZE_BYTES, -1 until set (then the default, 48 KiB less the static part)
+struct Func { launch_fn fn; int smem_attr; std::string name; int static_smem; };
+static const int SMEM_DEFAULT = 49152, SMEM_OPTIN = 232448;
 static long long launches = 0;
 API long long emu_launches(void) { return launches; }
 
@@ -106,12 +110,24 @@ API CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
   std::string sym = std::string("emu_launch_") + name;
   void* p = dlsym(m, sym.c_str());
   if (!p) return 500;
-  *f = new Func{(launch_fn)p, 0, name};
+  typedef int (*static_fn)(void);
+  void* sp = dlsym(m, (std::string("emu_static_smem_") + name).c_str());
+  *f = new Func{(launch_fn)p, -1, name, sp ? ((static_fn)sp)() : 0};
   return 0;
 }
-API CUresult cuFuncSetAttribute(void* f, int attr, int v) { if (attr == 8) ((Func*)f)->smem_attr = v; return 0; }
+/** The dynamic shared memory a launch may ask for: the attribute if raised, else 48 KiB less the static part (as the driver). */
+static int max_dynamic(const Func* fn) { return fn->smem_attr >= 0 ? fn->smem_attr : SMEM_DEFAULT - fn->static_smem; }
+API CUresult cuFuncSetAttribute(void* f, int attr, int v) {
+  Func* fn = (Func*)f;
+  if (attr == 8) {
+    if (v < 0 || fn->static_smem + v > SMEM_OPTIN) return 1; // CUDA_ERROR_INVALID_VALUE, as the driver
+    fn->smem_attr = v;
+  }
+  return 0;
+}
 API CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
-  *v = attr == 0 ? 1024 : attr == 4 ? 32 : attr == 8 ? ((Func*)f)->smem_attr : 0; return 0;
+  const Func* fn = (const Func*)f;
+  *v = attr == 0 ? 1024 : attr == 1 ? fn->static_smem : attr == 4 ? 32 : attr == 8 ? max_dynamic(fn) : 0; return 0;
 }
 API CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                             unsigned smem, void*, void** params, void**) {
@@ -120,11 +136,11 @@ API CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsi
     fprintf(stderr, "emu: bad launch configuration for %s: grid %u,%u,%u block %u,%u,%u\n", fn->name.c_str(), gx, gy, gz, bx, by, bz);
     return 1;
   }
-  if (smem > 49152 && (int)smem > fn->smem_attr) {
-    fprintf(stderr, "emu: %s launched with %u bytes of dynamic shared memory without raising the limit (%d)\n", fn->name.c_str(), smem, fn->smem_attr);
-    return 1;
+  if ((int)smem > max_dynamic(fn) || fn->static_smem + (long long)smem > SMEM_OPTIN) {
+    fprintf(stderr, "emu: %s launched with %u bytes of dynamic shared memory (%d static); it may have %d without raising its limit%s\n",
+            fn->name.c_str(), smem, fn->static_smem, max_dynamic(fn), fn->smem_attr >= 0 ? " (raised)" : "");
+    return 1; // CUDA_ERROR_INVALID_VALUE, as the driver
   }
-  if (smem > 232448) return 1;
   launches++;
   // NBX_EMU_NO_EXEC=1: launches are validated but not run (profiling the host side of an op)
   static const bool noexec = getenv("NBX_EMU_NO_EXEC") != nullptr;
@@ -154,6 +170,7 @@ static std::string hex_hash(const std::string& s) {
   char b[40]; snprintf(b, sizeof b, "%016llx%016llx", (unsigned long long)h, (unsigned long long)g); return b;
 }
 
+static std::vector<int> static_smem; // per kernel of the last transform(), in order
 static std::string transform(const std::string& in, std::vector<std::string>& kernels) {
   std::string s = in;
   // the prelude's half conversions are inline PTX
@@ -162,7 +179,29 @@ static std::string transform(const std::string& in, std::vector<std::string>& ke
   // dynamic shared memory
   s = std::regex_replace(s, std::regex(R"(extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][\w ]*?)\s+(\w+)\s*\[\s*\]\s*;)"), "$1* $2 = ($1*)emu::dyn_smem;");
   std::regex kre(R"(extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\()");
-  for (auto it = std::sregex_iterator(s.begin(), s.end(), kre); it != std::sregex_iterator(); ++it) kernels.push_back((*it)[1]);
+  std::vector<size_t> at;
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), kre); it != std::sregex_iterator(); ++it) { kernels.push_back((*it)[1]); at.push_back(it->position(0)); }
+  // static shared memory per kernel: the __shared__ arrays between its signature and the next kernel's
+  static const std::regex shre(R"(__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][\w ]*?)\s+(\w+)((?:\s*\[\s*\d+\s*\])*)\s*;)");
+  static const std::regex dimre(R"(\[\s*(\d+)\s*\])");
+  static const std::map<std::string, int> sizes = {
+    {"float", 4}, {"int", 4}, {"unsigned", 4}, {"unsigned int", 4}, {"u32", 4}, {"double", 8}, {"long long", 8},
+    {"unsigned long long", 8}, {"u64", 8}, {"unsigned short", 2}, {"short", 2}, {"u16", 2}, {"char", 1}, {"unsigned char", 1},
+    {"bool", 1}, {"uint4", 16}, {"int4", 16}, {"float4", 16}, {"uint2", 8}, {"int2", 8}, {"float2", 8}};
+  static_smem.clear();
+  for (size_t i = 0; i < at.size(); i++) {
+    const std::string body = s.substr(at[i], (i + 1 < at.size() ? at[i + 1] : s.size()) - at[i]);
+    long long bytes = 0;
+    for (auto it = std::sregex_iterator(body.begin(), body.end(), shre); it != std::sregex_iterator(); ++it) {
+      auto t = sizes.find((*it)[1]);
+      if (t == sizes.end()) continue; // an unknown type counts nothing (never a false refusal)
+      long long n = t->second;
+      const std::string dims = (*it)[3];
+      for (auto d = std::sregex_iterator(dims.begin(), dims.end(), dimre); d != std::sregex_iterator(); ++d) n *= std::stoll((*d)[1]);
+      bytes += n;
+    }
+    static_smem.push_back((int)bytes);
+  }
   return s;
 }
 
@@ -175,6 +214,8 @@ API int nvrtcCompileProgram(Prog* p, int, const char* const*) {
   bool fibers = src.find("__syncthreads") != std::string::npos || src.find("_sync(") != std::string::npos || src.find("__syncwarp") != std::string::npos;
   std::ostringstream w;
   w << "#include \"" << rt << "\"\n" << src << "\n";
+  for (size_t i = 0; i < kernels.size(); i++)
+    w << "extern \"C\" __attribute__((visibility(\"default\"))) int emu_static_smem_" << kernels[i] << "(void) { return " << static_smem[i] << "; }\n";
   for (auto& k : kernels)
     w << "extern \"C\" __attribute__((visibility(\"default\"))) void emu_launch_" << k
       << "(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, void** params) { emu::launch(" << k
