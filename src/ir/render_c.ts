@@ -230,7 +230,7 @@ __device__ __forceinline__ unsigned short nbx_f2h(float f) { unsigned short h; a
 // issue slots of bandwidth-bound bfloat16 kernels); the same bits.
 __device__ __forceinline__ unsigned short nbx_f2bf(float f) {
   unsigned u = __float_as_uint(f);
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return f != f ? (unsigned short)(((u >> 16) & 0x8000u) | 0x7fc0u) : h;
 #else

@@ -93,7 +93,46 @@ __device__ __forceinline__ uint4 nbx_ld_nc(const void* p) { return *reinterpret_
 __device__ __forceinline__ void nbx_st_cs(void* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
 __device__ __forceinline__ uint4 nbx_ld_pf(const void* p) { return *reinterpret_cast<const uint4*>(p); }
 #endif
+// Two floats to a packed pair of 16-bit floats (lo in the low half), one cvt per pair on the device
+// (sm_80 on: the packed cvt is an Ampere instruction).
+// Callers route NaN through the scalar nbx_f2bf / nbx_f2h (c10's NaN bits); finite and infinite values
+// round the same either way (round to nearest even).
+__device__ __forceinline__ unsigned nbx_f2bf2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+#else
+  return (unsigned)nbx_f2bf(lo) | ((unsigned)nbx_f2bf(hi) << 16);
+#endif
+}
+__device__ __forceinline__ unsigned nbx_f2h2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+#else
+  return (unsigned)nbx_f2h(lo) | ((unsigned)nbx_f2h(hi) << 16);
+#endif
+}
 `;
+
+/** The packed-pair converter of a 16-bit float output dtype. */
+const PAIR_CVT: Partial<Record<DTypeName, string>> = { bfloat16: 'nbx_f2bf2', float16: 'nbx_f2h2' };
+
+/**
+ * Statements filling container `r` (V >= 2 elements of a 16-bit float `d`) from the float array `f`:
+ * one packed cvt per pair (half the conversions, and no shifts to pack). A vector holding a NaN takes
+ * the scalar path, whose NaN bits are c10's; the branch is uniform in practice (NaN is rare).
+ */
+function packPairs(d: DTypeName, f: string, r: string, V: number): string {
+  const bytes = V * 2, scalar = d === 'bfloat16' ? 'nbx_f2bf' : 'nbx_f2h', v = `${r}s`;
+  const words = [...Array(bytes / 4).keys()].map((w) => `${word(r, bytes, w)} = ${PAIR_CVT[d]}(${f}[${2 * w}], ${f}[${2 * w + 1}]);`);
+  return `bool ${r}n = false;
+      #pragma unroll
+      for (int j = 0; j < ${V}; j++) ${r}n |= ${f}[j] != ${f}[j];
+      if (__builtin_expect(${r}n, 0)) { unsigned short ${v}[${V}];
+        #pragma unroll
+        for (int j = 0; j < ${V}; j++) ${v}[j] = ${scalar}(${f}[j]);
+        ${packN(d, v, r, V)} }
+      else { ${words.join(' ')} }`;
+}
 
 export type CacheHint = 'none' | 'cs' | 'pf';
 
@@ -130,6 +169,16 @@ function vecBody(p: VecPlan): string {
     if (V === 1) return `{ const int j = 0; (void)j;\n      ${code}\n      ${st} }`;
     const optr = `out + ${p.outIdx(u)}`;
     const stv = obytes === 16 && hint === 'cs' ? `nbx_st_cs(${optr}, ro${u});` : `*reinterpret_cast<${CONTAINER[obytes]}*>(${optr}) = ro${u};`;
+    if (PAIR_CVT[out.dtype]) {
+      return `{ float fo${u}[${V}]; ${CONTAINER[obytes]} ro${u};
+      #pragma unroll
+      for (int j = 0; j < ${V}; j++) {
+        ${code}
+        fo${u}[j] = ${res};
+      }
+      ${packPairs(out.dtype, `fo${u}`, `ro${u}`, V)}
+      ${stv} }`;
+    }
     return `{ ${OT} vo${u}[${V}]; ${CONTAINER[obytes]} ro${u};
       #pragma unroll
       for (int j = 0; j < ${V}; j++) {
