@@ -48,6 +48,7 @@ for part in "$@"; do
     profmm) mkdir -p /tmp/profmm && (cd /tmp/profmm && st prof-mm 60 node --cpu-prof "$OLDPWD/scripts/prof-matmul.mjs") && st prof-mm-top 20 node scripts/profile-summary.mjs /tmp/profmm ;;
     suite23) st gen23 60 python3 .gpu/gen.py /tmp/suite23 --seed 23 --scale 3; st conf23-cpu 60 node dist/src/cli/nbx.js conformance /tmp/suite23 --device cpu; st conf23-cuda 90 node dist/src/cli/nbx.js conformance /tmp/suite23 --device cuda ;;
     diag) st diag 120 env NBX_CACHE_DIR=/tmp/bench-cache node scripts/diag-percall.mjs ;;
+    diag-ew) st diag-ew 150 env NBX_CACHE_DIR=/tmp/bench-cache node scripts/diag-ew.mjs ;;
     diag-gemv) st diag-gemv 120 env NBX_CACHE_DIR=/tmp/bench-cache node scripts/diag-percall.mjs --gemv ;;
     norm) st norm 90 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda_norm.js ;;
     batch) [ -f scripts/gpu-batch.sh ] && st batch 120 bash scripts/gpu-batch.sh ;;

@@ -169,7 +169,7 @@ function vecBody(p: VecPlan): string {
     if (V === 1) return `{ const int j = 0; (void)j;\n      ${code}\n      ${st} }`;
     const optr = `out + ${p.outIdx(u)}`;
     const stv = obytes === 16 && hint === 'cs' ? `nbx_st_cs(${optr}, ro${u});` : `*reinterpret_cast<${CONTAINER[obytes]}*>(${optr}) = ro${u};`;
-    if (PAIR_CVT[out.dtype]) {
+    if (PAIR_CVT[out.dtype] && !ewOverride.scalarPack) {
       return `{ float fo${u}[${V}]; ${CONTAINER[obytes]} ro${u};
       #pragma unroll
       for (int j = 0; j < ${V}; j++) {
@@ -353,8 +353,12 @@ export function stridedSource(expr: Expr, ins: StridedRef[], out: StridedRef, nd
 
 // ---- dispatch ------------------------------------------------------------------------------------
 
-/** Tests and measurements: force one configuration of the flat and broadcast kernels (null: tuned). */
-export const ewOverride: { config: Config | null } = { config: null };
+/**
+ * Tests and measurements: force one configuration of the flat and broadcast kernels (null: tuned);
+ * `scalarPack` makes the vector kernels convert 16-bit float outputs one element at a time, as before the
+ * packed pairs (scripts/diag-ew.mjs compares the two on the card).
+ */
+export const ewOverride: { config: Config | null; scalarPack: boolean } = { config: null, scalarPack: false };
 
 const ptrOf = (r: StridedRef): bigint => (r.buf as CudaBuffer).ptr;
 
@@ -474,7 +478,7 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
       // A sweep's candidates come from one module under their own keys; the chosen configuration is then
       // compiled alone, as a later process (reading the cached choice) compiles it, so the kernels a first
       // run leaves in the cache are exactly the ones the next process needs (and what ships for cold starts).
-      const k = be.kernel(`ew:f${V}:${T}:${U}:${sh[2]}:${idx32}:${expr.key}${sweep.shapes ? ':sweep' : ''}`, () => {
+      const k = be.kernel(`ew:f${V}:${T}:${U}:${sh[2]}:${idx32}:${expr.key}${sweep.shapes ? ':sweep' : ''}${ewOverride.scalarPack ? ':scalarpack' : ''}`, () => {
         checkOut();
         if (!sweep.shapes) return flatSource(expr, ins, out, V, U, T, sh[2], idx32, pTypes());
         return { ...flatModule(expr, ins, out, V, distinct(sweep.shapes, (x) => x), idx32, pTypes()), name: shapeName(sh) };
@@ -508,7 +512,7 @@ export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], p
     const run = (c: Config): void => {
       const [T, U0, hint] = shapeOf(c);
       const g = bcastGeometry(C, rows, V, T, U0), sh: VecShape = [T, g.U, hint];
-      const k = be.kernel(`ew:b${V}:${tkey}:${T}:${g.U}:${hint}:${idx32}:${expr.key}${sweep.shapes ? ':sweep' : ''}`, () => {
+      const k = be.kernel(`ew:b${V}:${tkey}:${T}:${g.U}:${hint}:${idx32}:${expr.key}${sweep.shapes ? ':sweep' : ''}${ewOverride.scalarPack ? ':scalarpack' : ''}`, () => {
         checkOut();
         if (!sweep.shapes) return bcastSource(expr, ins, out, perRow, readOnly, three, V, g.U, T, hint, idx32, pTypes());
         return { ...bcastModule(expr, ins, out, perRow, readOnly, three, V, distinct(sweep.shapes, capU), idx32, pTypes()), name: shapeName(sh) };
