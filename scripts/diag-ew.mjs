@@ -28,6 +28,11 @@ for (const [dt, isz] of [['bfloat16', 2], ['float32', 4]]) {
       console.log(`${dt} add ${JSON.stringify(cfg).padEnd(44)} ${fmt(s, bytes)}`);
     } catch (e) { console.log(`${dt} add ${JSON.stringify(cfg)} failed: ${e.message}`); }
   }
+  // plain ld.global loads (PyTorch's) instead of the read-only path
+  for (const threads of [128, 256]) for (const unroll of [1, 2, 4]) {
+    ewOverride.config = { threads, unroll, hint: 'ca' };
+    console.log(`${dt} add ld.ca ${JSON.stringify(ewOverride.config).padEnd(44)} ${fmt(await timeEvents(() => nbx.add(a, b).dispose(), 20), bytes)}`);
+  }
   // the same configurations converting one element at a time (before the packed pairs)
   if (isz === 2) {
     ewOverride.scalarPack = true;

@@ -113,6 +113,15 @@ __device__ __forceinline__ unsigned nbx_f2h2(float lo, float hi) {
 }
 `;
 
+/** Plain loads, only in modules that use them (the helpers are part of every module's cache key). */
+const LD_CA_HELPER = String.raw`
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ uint4 nbx_ld_ca(const void* p) { uint4 r; asm volatile("ld.global.ca.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p)); return r; }
+#else
+__device__ __forceinline__ uint4 nbx_ld_ca(const void* p) { return *reinterpret_cast<const uint4*>(p); }
+#endif
+`;
+
 /** The packed-pair converter of a 16-bit float output dtype. */
 const PAIR_CVT: Partial<Record<DTypeName, string>> = { bfloat16: 'nbx_f2bf2', float16: 'nbx_f2h2' };
 
@@ -134,7 +143,8 @@ function packPairs(d: DTypeName, f: string, r: string, V: number): string {
       else { ${words.join(' ')} }`;
 }
 
-export type CacheHint = 'none' | 'cs' | 'pf';
+/** `ca`: a plain ld.global (PyTorch's loads) instead of the read-only path `none` gets from const __restrict__; not in the tuned space (scripts/diag-ew.mjs). */
+export type CacheHint = 'none' | 'cs' | 'pf' | 'ca';
 
 interface VecPlan {
   expr: Expr; ins: StridedRef[]; out: StridedRef; V: number; U: number; hint: CacheHint;
@@ -160,7 +170,7 @@ function vecBody(p: VecPlan): string {
     const r = ins[s]!, T = R.storageType(r.dtype), bytes = V * DTYPES[r.dtype].itemsize, ptr = `in${s} + ${p.inIdx(s, u)}`;
     // single elements: const __restrict__ already makes them read-only-cache loads (LDG.E.CONSTANT)
     if (V === 1) return `const ${T} v${s}_${u}[1] = { in${s}[${p.inIdx(s, u)}] };`;
-    const ld = bytes === 16 && p.readOnly?.[s] ? `nbx_ld_nc(${ptr})` : bytes === 16 && hint === 'cs' ? `nbx_ld_cs(${ptr})` : bytes === 16 && hint === 'pf' ? `nbx_ld_pf(${ptr})` : `*reinterpret_cast<const ${CONTAINER[bytes]}*>(${ptr})`;
+    const ld = bytes === 16 && p.readOnly?.[s] ? `nbx_ld_nc(${ptr})` : bytes === 16 && hint === 'cs' ? `nbx_ld_cs(${ptr})` : bytes === 16 && hint === 'pf' ? `nbx_ld_pf(${ptr})` : bytes === 16 && hint === 'ca' ? `nbx_ld_ca(${ptr})` : `*reinterpret_cast<const ${CONTAINER[bytes]}*>(${ptr})`;
     return `const ${CONTAINER[bytes]} r${s}_${u} = ${ld}; const ${T} v${s}_${u}[${V}] = { ${unpackN(r.dtype, `r${s}_${u}`, V).join(', ')} };`;
   };
   const compute = (u: number): string => {
@@ -207,7 +217,8 @@ export type VecShape = readonly [T: number, U: number, hint: CacheHint];
 export const shapeName = ([T, U, hint]: VecShape): string => `ew_${T}_${U}_${hint}`;
 
 /** A module: the vector helpers once, then each kernel. */
-const vecModule = (kernels: string[]): string => `${VEC_HELPERS}\n${kernels.join('\n')}`;
+const vecModule = (kernels: string[], shapes: readonly VecShape[]): string =>
+  `${VEC_HELPERS}${shapes.some((sh) => sh[2] === 'ca') ? LD_CA_HELPER : ''}\n${kernels.join('\n')}`;
 
 /**
  * Contiguous operands: a one-pass grid of T-thread blocks, each thread U vectors of V elements.
@@ -222,7 +233,7 @@ export function flatModule(expr: Expr, ins: StridedRef[], out: StridedRef, V: nu
   const args = [`${R.storageType(out.dtype)}* __restrict__ out`, ...inDecls(ins), 'long long n_', 'long long oo', ...ins.map((_, i) => `long long o${i}`), ...paramDecls(pTypes)];
   const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', ...ins.map(() => 'i64' as ArgType), ...(pTypes as ArgType[])];
   const kernels = shapes.map((sh) => flatKernel(expr, ins, out, V, sh, idx32, args, name ?? shapeName(sh)));
-  return { src: vecModule(kernels), name: name ?? shapeName(shapes[0]!), sig };
+  return { src: vecModule(kernels, shapes), name: name ?? shapeName(shapes[0]!), sig };
 }
 
 function flatKernel(expr: Expr, ins: StridedRef[], out: StridedRef, V: number, [T, U, hint]: VecShape, idx32: boolean, args: string[], name: string): string {
@@ -267,7 +278,7 @@ export function bcastModule(expr: Expr, ins: StridedRef[], out: StridedRef, perR
     ...ins.flatMap((_, i) => [`long long o${i}`, `long long a${i}`, `long long b${i}`]), ...paramDecls(pTypes)];
   const sig: ArgType[] = ['ptr', ...ins.map(() => 'ptr' as ArgType), 'i64', 'i64', 'i64', 'i32', 'i32', 'i64', ...ins.flatMap(() => ['i64', 'i64', 'i64'] as ArgType[]), ...(pTypes as ArgType[])];
   const kernels = shapes.map((sh) => bcastKernel(expr, ins, out, perRow, readOnly, three, V, sh, idx32, args, name ?? shapeName(sh)));
-  return { src: vecModule(kernels), name: name ?? shapeName(shapes[0]!), sig };
+  return { src: vecModule(kernels, shapes), name: name ?? shapeName(shapes[0]!), sig };
 }
 
 function bcastKernel(expr: Expr, ins: StridedRef[], out: StridedRef, perRow: boolean[], readOnly: boolean[], three: boolean,
