@@ -73,11 +73,15 @@ for part in "$@"; do
     cold)
       # precompile the cold-start chain's kernels into a fresh cache, ship them, then measure cold vs warm
       # twice: the second process compiles what a process reading the first one's tuned choices needs
-      rm -rf /tmp/ship; st warm-chain 120 env NBX_CACHE_DIR=/tmp/ship node dist/bench/cuda_coldstart.js --child
+      # with the shipped kernels moved aside, so the chain compiles (and ships) every kernel it needs,
+      # not only those the current set lacks
+      rm -rf /tmp/ship /tmp/oldship; mkdir -p /tmp/oldship; mv src/backend/cuda/shipped-kernels/*.nbxmod /tmp/oldship/ 2>/dev/null
+      st warm-chain 120 env NBX_CACHE_DIR=/tmp/ship node dist/bench/cuda_coldstart.js --child
       st warm-chain2 60 env NBX_CACHE_DIR=/tmp/ship node dist/bench/cuda_coldstart.js --child
       if ls /tmp/ship/nvrtc/*.nbxmod >/dev/null 2>&1; then
         (cd /tmp/ship/nvrtc && tar czf "$OUT/shipped-kernels.tgz" *.nbxmod)
-        rm -f src/backend/cuda/shipped-kernels/*.nbxmod; cp /tmp/ship/nvrtc/*.nbxmod src/backend/cuda/shipped-kernels/
+        cp /tmp/ship/nvrtc/*.nbxmod src/backend/cuda/shipped-kernels/
+      else mv /tmp/oldship/*.nbxmod src/backend/cuda/shipped-kernels/ 2>/dev/null
       fi
       # and the chain's measured configurations, so the first process of the measurement sweeps nothing
       [ -f /tmp/ship/autotune.json ] && cp /tmp/ship/autotune.json "$OUT/cold-autotune.json" && \
