@@ -68,6 +68,8 @@ for part in "$@"; do
       rm -rf /tmp/wgtune; st webgpu-tune 100 env NBX_AUTOTUNE_SHIPPED=0 NBX_AUTOTUNE=full NBX_CACHE_DIR=/tmp/wgtune node dist/bench/webgpu_tune.js
       [ -f /tmp/wgtune/autotune.json ] && cp /tmp/wgtune/autotune.json "$RET/webgpu-autotune.json" ;;
     gemv) st gemv-check 90 node test/gen/cuda_gemv_configs.mjs ;;
+    # the small-M and GEMM choices measured afresh (shipped entries ignored), returned as bench-autotune.json for shipping
+    bench-gemm-fresh) st bench-gemm-fresh 200 env NBX_AUTOTUNE_SHIPPED=0 NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only gemm ;;
     bench-gemm) st bench-gemm 150 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only gemm ;;
     wgsl) for s in wgsl-sort wgsl-index wgsl-int64; do [ -f scripts/gpu-$s.sh ] && st $s 90 bash scripts/gpu-$s.sh; done ;;
     cold)

@@ -31,3 +31,15 @@ for dt, name in ((torch.float32, 'f32'), (torch.bfloat16, 'bf16'), (torch.float1
             args = ev.get('args', {})
             print(f"  {name} kernel {ev['name'][:160]}\n    grid {args.get('grid')} block {args.get('block')} regs {args.get('registers per thread')} dur {ev.get('dur')} us")
     del a, b, o
+
+# float32 x @ w at m = 1 (the small-M row without a target): which kernel PyTorch's cuBLAS call runs
+xf = torch.randn(1, 4096, device=dev); wf = torch.randn(4096, 4096, device=dev)
+print(f'f32 x@w m=1: {t(lambda: xf @ wf, 200) * 1e3:.2f} us (events, best of 3 x 200)')
+path = os.path.join(out, 'trace-gemv.json')
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    xf @ wf; torch.cuda.synchronize()
+prof.export_chrome_trace(path)
+for ev in json.load(open(path))['traceEvents']:
+    if ev.get('cat') == 'kernel':
+        args = ev.get('args', {})
+        print(f"  gemv kernel {ev['name'][:160]}\n    grid {args.get('grid')} block {args.get('block')} regs {args.get('registers per thread')} dur {ev.get('dur')} us")

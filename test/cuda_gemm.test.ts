@@ -115,6 +115,7 @@ test('small-M x@w space: each knob belongs to its kernel, so a sweep times no du
   const { kept, pruned } = prune(GEMV_KN_SPACE, hopper.limits);
   const by = (impl: string) => kept.filter((c) => c.impl === impl);
   assert.equal(by('cublaslt').length, 1);
+  assert.equal(by('cublas').length, 1);
   assert.deepEqual(by('gemv').map((c) => c.split).sort(), [2, 4, 8]);
   assert.ok(by('mma').every((c) => c.nt === 2 || c.nt === 4) && by('mma').length === 8);
   assert.ok(by('mmat').every((c) => (c.nt === 4 || c.nt === 8) && (c.wc === 1 || c.wc === 2)) && by('mmat').length === 16);

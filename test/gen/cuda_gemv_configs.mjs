@@ -1,9 +1,9 @@
-// Every configuration of the small-M GEMM kernels (FMA 'nk'/'kn', tensor-core 'nk'/'kn'/'mmat') against the CPU on
+// Every configuration of the small-M GEMM kernels (FMA 'nk'/'kn', tensor-core 'nk'/'kn'/'mmat', cuBLAS's SGEMM) against the CPU on
 // awkward shapes, launched directly (not through the tuner). Under the emulator:
 //   NBX_EMU_WORK=/tmp/emu_gemv node test/gen/cuda_emu.mjs node test/gen/cuda_gemv_configs.mjs
 // On a GPU: node test/gen/cuda_gemv_configs.mjs
 import * as nbx from '../../dist/src/index.js';
-import { gemvProblem, launchGemv, mmaOk } from '../../dist/src/backend/cuda/gemv_kernels.js';
+import { gemvProblem, launchGemv, mmaOk, cublasOk } from '../../dist/src/backend/cuda/gemv_kernels.js';
 
 const be = nbx.cuda.backend();
 let bad = 0, runs = 0;
@@ -34,6 +34,20 @@ for (const dtype of ['bfloat16', 'float16', 'float32']) {
         const tol = (dtype === 'float32' ? 1e-4 : dtype === 'float16' ? 4e-3 : 2e-2) * Math.max(1, scale);
         runs++;
         if (!(err <= tol)) { bad++; console.log(`BAD ${dtype} ${layout} m=${m} n=${n} k=${k} ${JSON.stringify(cfg)}: max err ${err} (scale ${scale})`); }
+      }
+      // cuBLAS's SGEMM (impl 'cublas'): float32 without a bias, X dense and as a row-strided view
+      if (dtype === 'float32') {
+        const xw = nbx.randn([m, k + 8], { dtype: 'float32' }), xv = xw.narrow(1, 0, k), xwc = xw.to('cuda');
+        for (const [xs, lda, xref] of [[x, k, xc.ref()], [xv, k + 8, xwc.ref()]]) {
+          const want2 = nbx.mm(xs.to('float64'), wt.to('float64'));
+          const out = nbx.empty([m, n], { dtype, device: 'cuda' });
+          const g = gemvProblem({ transA: false, transB: layout === 'nk', m, n, k, alpha: 1, beta: 0, a: xref, lda, b: wc.ref(), ldb: layout === 'nk' ? k : n, c: out.ref(), ldc: n });
+          if (!cublasOk(be, g)) { bad++; console.log(`BAD cublas refused ${layout} m=${m} n=${n} k=${k} lda=${lda}`); continue; }
+          launchGemv(be, g, { impl: 'cublas' });
+          const err = nbx.sub(out.cpu().to('float64'), want2).abs().max().item(), scale = want2.abs().max().item();
+          runs++;
+          if (!(err <= 1e-4 * Math.max(1, scale))) { bad++; console.log(`BAD float32 cublas ${layout} m=${m} n=${n} k=${k} lda=${lda}: max err ${err}`); }
+        }
       }
     }
   }

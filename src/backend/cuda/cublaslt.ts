@@ -105,7 +105,7 @@ const HEUR_STATE_OFFSET = 72;
 const HEUR_WAVES_OFFSET = 76;
 const ALGO_BYTES = 64;
 
-const CUBLAS_STATUS_NAMES: Record<number, string> = {
+export const CUBLAS_STATUS_NAMES: Record<number, string> = {
   0: 'CUBLAS_STATUS_SUCCESS',
   1: 'CUBLAS_STATUS_NOT_INITIALIZED',
   3: 'CUBLAS_STATUS_ALLOC_FAILED',
@@ -491,6 +491,11 @@ export class CublasLt {
   /** Workspace used by gemm() calls that pass none. */
   setDefaultWorkspace(ws: GemmWorkspace | null): void {
     this.defaultWorkspace = ws;
+  }
+
+  /** The workspace gemm() calls that pass none use (cuBLAS's legacy handle shares it: one stream, calls in order). */
+  get workspace(): GemmWorkspace | null {
+    return this.defaultWorkspace;
   }
 
   private setDesc(desc: bigint, attr: number, buf: ArrayBufferView, what: string): void {

@@ -27,6 +27,9 @@ import { R, unpack, type CudaBackend, type CudaBuffer } from './backend.js';
 import type { ArgType, CudaEvent, CudaKernel } from './driver.js';
 import { defineSpace, bucketSize, prune, tuneSync, type Config } from '../../autotune/index.js';
 import { TUNE_MIN_ELEMENTS } from './tuning.js';
+import { Cublas } from './cublas.js';
+import { CublasLt } from './cublaslt.js';
+import { UnsupportedError } from '../../errors.js';
 
 /** Largest small dimension (rows of X) this path takes. */
 export const GEMV_MAX_ROWS = 16;
@@ -39,7 +42,7 @@ export type GemvLayout = 'nk' | 'kn';
 export const GEMV_NK_SPACE = defineSpace({
   name: 'cuda.gemv.nk.v2',
   knobs: [
-    { name: 'impl', values: ['gemv', 'mma', 'cublaslt'], movesBits: true, doc: 'the FMA kernel, the tensor-core kernel (float16/bfloat16) or cuBLASLt' },
+    { name: 'impl', values: ['gemv', 'mma', 'cublaslt', 'cublas'], movesBits: true, doc: "the FMA kernel, the tensor-core kernel (float16/bfloat16), cuBLASLt, or cuBLAS's SGEMM (float32: its matrix-vector kernels)" },
     { name: 'cols', values: [1, 2, 4], movesBits: false, doc: "the FMA kernel's output columns per warp" },
     { name: 'nt', values: [1, 2, 4], movesBits: false, doc: "the tensor-core kernel's 8-column tiles per warp" },
     { name: 'split', values: [1, 2, 4], movesBits: true, doc: "the tensor-core kernel's blocks per SM (K chunks)" },
@@ -61,15 +64,15 @@ const MMAT_WC = [1, 2] as const;
 export const GEMV_KN_SPACE = defineSpace({
   name: 'cuda.gemv.kn.v5',
   knobs: [
-    { name: 'impl', values: ['gemv', 'mma', 'mmat', 'cublaslt'], movesBits: true,
-      doc: 'the FMA kernel, the tensor-core kernels (float16/bfloat16; W through shared memory, or transposed in registers) or cuBLASLt' },
+    { name: 'impl', values: ['gemv', 'mma', 'mmat', 'cublaslt', 'cublas'], movesBits: true,
+      doc: "the FMA kernel, the tensor-core kernels (float16/bfloat16; W through shared memory, or transposed in registers), cuBLASLt, or cuBLAS's SGEMM (float32: its matrix-vector kernels)" },
     { name: 'split', values: [1, 2, 4, 8], movesBits: true, doc: 'blocks per SM the K chunks aim for (the chunk partials are summed in another grouping)' },
     { name: 'nt', values: [2, 4, 8], movesBits: false, doc: "the tensor-core kernels' 8-column tiles per warp (2 or 4 for 'mma', 4 or 8 for 'mmat')" },
     { name: 'wc', values: [...MMAT_WC], movesBits: true, doc: "'mmat': warps of a block side by side over columns (the other 8 / wc split K: another summation grouping)" },
   ],
   defaultConfig: { impl: 'gemv', split: 4, nt: 2, wc: 1 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
-  constraint: (cfg) => (cfg.impl === 'cublaslt' && (cfg.split !== 4 || cfg.nt !== 2) ? 'split and nt mean nothing to cuBLASLt'
+  constraint: (cfg) => ((cfg.impl === 'cublaslt' || cfg.impl === 'cublas') && (cfg.split !== 4 || cfg.nt !== 2) ? 'split and nt mean nothing to the cuBLAS libraries'
     : cfg.impl === 'gemv' && (cfg.nt !== 2 || cfg.split === 1) ? 'nt is the tensor-core kernels\''
     : cfg.impl === 'mma' && cfg.nt === 8 ? "'mma' takes 2 or 4 tiles"
     : cfg.impl === 'mmat' && cfg.nt === 2 ? "'mmat' takes 4 or 8 tiles"
@@ -706,6 +709,7 @@ export function knSplit(g: GemvProblem, smCount: number, perSm = 4): { gx: numbe
 
 /** Launches the GEMV kernel for `g` (config: the tuner's `cols` for 'nk'). */
 export function launchGemv(be: CudaBackend, g: GemvProblem, cfg: Config): void {
+  if (cfg.impl === 'cublas') { launchCublas(be, g); return; }
   if ((cfg.impl === 'mma' || (cfg.impl === 'mmat' && g.layout === 'kn')) && mmaOk(g)) { launchMma(be, g, cfg); return; }
   const mr = rowsFor(g.m), vec = gemvVectorOk(g) ? 1 : 0;
   if (g.layout === 'nk') {
@@ -720,6 +724,30 @@ export function launchGemv(be: CudaBackend, g: GemvProblem, cfg: Config): void {
   const ws = gy > 1 ? workspace(be, gy * g.m * g.n, gx) : null;
   be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
     g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], 0, be.stream);
+}
+
+/**
+ * Whether cuBLAS's SGEMM can run `g` (impl 'cublas'): float32, no bias (SGEMM has no epilogue), unit
+ * strides along k and along the output row, and the library present (checked once).
+ */
+export function cublasOk(be: CudaBackend, g: GemvProblem): boolean {
+  if (g.dtype !== 'float32' || g.bias !== 0n || g.xsl !== 1 || g.osj !== 1 || (g.m > 1 && (g.xsi < g.k || g.osi < g.n))) return false;
+  let ok = cublasPresent.get(be);
+  if (ok === undefined) {
+    try { Cublas.get(be.ctx); ok = true; } catch { ok = false; }
+    cublasPresent.set(be, ok);
+  }
+  return ok;
+}
+const cublasPresent = new WeakMap<CudaBackend, boolean>();
+
+/** cuBLAS's SGEMM on `g` ('kn': W is k × n, so Wᵀ in column-major terms is used as is; 'nk': W is n × k, transposed). */
+function launchCublas(be: CudaBackend, g: GemvProblem): void {
+  if (!cublasOk(be, g)) throw new UnsupportedError('matmul', `cuBLAS's SGEMM cannot run this ${g.dtype} product (it needs float32, no bias and unit strides)`);
+  Cublas.get(be.ctx).sgemm({
+    transA: false, transB: g.layout === 'nk', m: g.m, n: g.n, k: g.k,
+    A: g.X, lda: g.m > 1 ? g.xsi : g.k, B: g.W, ldb: g.ldw, C: g.O, ldc: g.m > 1 ? g.osi : g.n, alpha: g.alpha, beta: g.beta,
+  }, be.stream.handle, CublasLt.current()?.workspace ?? null);
 }
 
 /** Compiled kernels by (dtype, rows, cols; cols 0 = 'kn'), without building the backend's string key per call. */
@@ -762,7 +790,7 @@ export function cudaGemv(be: CudaBackend, p: GemvGemmParams, viaCublas: () => vo
   const g = gemvProblem(p);
   if (!g) return false;
   const cfg = g.beta !== 0 ? (g.layout === 'nk' ? GEMV_NK_SPACE : GEMV_KN_SPACE).defaultConfig : choose(be, g, viaCublas);
-  if (cfg.impl === 'cublaslt') return false;
+  if (cfg.impl === 'cublaslt' || (cfg.impl === 'cublas' && !cublasOk(be, g))) return false; // a cached 'cublas' where the library is missing: cuBLASLt
   launchGemv(be, g, cfg);
   return true;
 }
@@ -794,7 +822,7 @@ function choose(be: CudaBackend, g: GemvProblem, viaCublas: () => void): Config 
   if (g.n * g.k >= TUNE_MIN_ELEMENTS) {
     const run = (c: Config): void => (c.impl === 'cublaslt' ? viaCublas() : launchGemv(be, g, c));
     const key = { shape: `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, dtype: `${g.dtype}${bias ? '.bias' : ''}`, device: be.tuning.deviceKey };
-    const cands = prune(space, be.tuning.profile.limits).kept.filter((c) => (c.impl !== 'mma' && c.impl !== 'mmat') || mmaOk(g));
+    const cands = prune(space, be.tuning.profile.limits).kept.filter((c) => ((c.impl !== 'mma' && c.impl !== 'mmat') || mmaOk(g)) && (c.impl !== 'cublas' || cublasOk(be, g)));
     cfg = tuneSync({ name: space.name, knobs: space.knobs, defaultConfig: space.defaultConfig }, key, cands,
       (c) => timeBackToBack(be, () => run(c), GEMV_TIMING_CALLS), { deviceLabel: be.ctx.info.name }).config;
   }

@@ -243,6 +243,26 @@ API int nvrtcGetCUBIN(Prog* p, char* buf) { memcpy(buf, p->image.c_str(), p->ima
 API int nvrtcGetPTXSize(Prog* p, size_t* n) { *n = p->image.size() + 1; return 0; }
 API int nvrtcGetPTX(Prog* p, char* buf) { memcpy(buf, p->image.c_str(), p->image.size() + 1); return 0; }
 
+// ---- cuBLAS (legacy API: SGEMM only, column-major, as cublas_api.h) ----
+static int cublas_obj;
+API int cublasCreate_v2(void** h) { *h = &cublas_obj; return 0; }
+API int cublasDestroy_v2(void*) { return 0; }
+API int cublasSetStream_v2(void*, void*) { return 0; }
+API int cublasSetWorkspace_v2(void*, void*, size_t) { return 0; }
+API int cublasSgemm_v2(void*, int ta, int tb, int m, int n, int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
+                       const float* beta, float* C, int ldc) {
+  auto mx = [](int a) { return a > 1 ? a : 1; };
+  if (m < 0 || n < 0 || k < 0 || lda < mx(ta == 0 ? m : k) || ldb < mx(tb == 0 ? k : n) || ldc < mx(m)) return 7; // CUBLAS_STATUS_INVALID_VALUE
+  if (getenv("NBX_EMU_NO_EXEC")) return 0;
+  for (int i = 0; i < m; i++) for (int j = 0; j < n; j++) {
+    double acc = 0;
+    for (int l = 0; l < k; l++) acc += (double)A[ta == 0 ? i + (int64_t)l * lda : l + (int64_t)i * lda] * B[tb == 0 ? l + (int64_t)j * ldb : j + (int64_t)l * ldb];
+    const double v = *alpha * acc + (*beta != 0 ? *beta * (double)C[i + (int64_t)j * ldc] : 0);
+    C[i + (int64_t)j * ldc] = (float)v;
+  }
+  return 0;
+}
+
 // ---- cuBLASLt ----
 struct Desc { int compute, scale, transa, transb; unsigned epilogue; void* bias; };
 struct Layout { int type; uint64_t rows, cols; int64_t ld; int batch; int64_t stride; };
