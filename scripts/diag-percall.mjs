@@ -50,9 +50,20 @@ for (const m of [1, 4, 16]) {
   for (let i = 0; i < 500; i++) nbx.matmul(x, w).dispose();
   await measure('matmul m=1 x@w f32', () => nbx.matmul(x, w), 200);
   const g = gemvProblem({ transA: false, transB: false, m: 1, n: 4096, k: 4096, alpha: 1, beta: 0, a: x.ref(), lda: 4096, b: w.ref(), ldb: 4096, c: o.ref(), ldc: 4096 });
-  for (const cfg of [2, 4, 8].map((split) => ({ impl: 'gemv', split }))) {
+  for (const cfg of [...[2, 4, 8].map((split) => ({ impl: 'gemv', split })), { impl: 'cublas' }]) {
     await measure(`launchGemv m=1 kn f32 ${JSON.stringify(cfg)}`, () => { launchGemv(be, g, cfg); return { dispose() {} }; }, 200);
   }
+  // cuBLAS's SGEMM called directly: without a workspace (cuBLAS's own) and then with cuBLASLt's (as the
+  // tuner's 'cublas' runs it); PyTorch's same call runs gemvx at 16.8 us (torch-ew-profile.py)
+  const { Cublas } = await import('../dist/src/backend/cuda/cublas.js');
+  const { CublasLt } = await import('../dist/src/backend/cuda/cublaslt.js');
+  const sg = { transA: false, transB: false, m: 1, n: 4096, k: 4096, A: x.ref().buf.ptr, lda: 4096, B: w.ref().buf.ptr, ldb: 4096, C: o.ref().buf.ptr, ldc: 4096, alpha: 1, beta: 0 };
+  const none = { dispose() {} };
+  const fresh = Cublas.create(be.ctx); // a second handle that never had a workspace set
+  await measure('cublasSgemm m=1 f32, its own workspace', () => { fresh.sgemm(sg, be.stream.handle, null); return none; }, 200);
+  await measure('cublasSgemm m=1 f32, cuBLASLt workspace', () => { Cublas.get(be.ctx).sgemm(sg, be.stream.handle, CublasLt.current()?.workspace ?? null); return none; }, 200);
+  const sgT = { ...sg, transB: true }; // W read transposed (x @ w.T, nn.Linear's layout)
+  await measure('cublasSgemm m=1 f32 x@w.T', () => { fresh.sgemm(sgT, be.stream.handle, null); return none; }, 200);
 }
 // registers and local memory (spills) of the tensor-core x@w kernels: occupancy decides their bandwidth
 {

@@ -57,6 +57,11 @@ export class Cublas {
     this.handle = out[0]!;
   }
 
+  /** A separate handle, not the context's shared one (diagnostics; destroy() it when done). */
+  static create(ctx: CudaContext): Cublas {
+    return new Cublas(ctx);
+  }
+
   /** The handle of `ctx` (created on first use; the library is loaded then). */
   static get(ctx: CudaContext): Cublas {
     let h = handles.get(ctx);
@@ -83,7 +88,7 @@ export class Cublas {
 
   destroy(): void {
     this.f.cublasDestroy_v2(this.handle);
-    handles.delete(this.ctx);
+    if (handles.get(this.ctx) === this) handles.delete(this.ctx);
   }
 
   private check(s: number, call: string, detail = ''): void {
