@@ -60,7 +60,7 @@ for part in "$@"; do
     attn) [ -f scripts/gpu-attn.sh ] && st attn 180 bash scripts/gpu-attn.sh ;;
     webgpu) [ -f scripts/gpu-webgpu.sh ] && st webgpu 170 bash scripts/gpu-webgpu.sh ;;
     wgsl-*|reduce|webgpu-reduce) [ -f scripts/gpu-$part.sh ] && st $part 150 bash scripts/gpu-$part.sh ;;
-    torch-gemv) st torch-gemv 60 python3 scripts/torch-gemv-stream.py ;;
+    torch-gemv) mkdir -p /tmp/tew && st torch-gemv 60 python3 scripts/torch-ew-profile.py /tmp/tew --gemv ;;
     torch-ew) mkdir -p /tmp/tew && st torch-ew 60 python3 scripts/torch-ew-profile.py /tmp/tew ;;
     bench-ew) st bench-ew 120 env NBX_CACHE_DIR=/tmp/bench-cache node dist/bench/cuda.js --only ew ;;
     conf-cuda) st conf-cuda 290 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda ;;

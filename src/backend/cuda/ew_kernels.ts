@@ -81,6 +81,15 @@ function packN(d: DTypeName, v: string, r: string, V: number): string {
  * through the read-only (texture) path for operands many threads re-read. Plain C on the CUDA
  * emulator, which compiles kernels with the host compiler.
  */
+/** A packed-pair converter: the sm_80 cvt on the device, two scalar conversions elsewhere. */
+const pairCvt = (name: string, ptx: string, scalar: string): string => String.raw`__device__ __forceinline__ unsigned ${name}(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned r; asm("cvt.rn.${ptx}.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+#else
+  return (unsigned)${scalar}(lo) | ((unsigned)${scalar}(hi) << 16);
+#endif
+}`;
+
 const VEC_HELPERS = String.raw`
 #ifdef __CUDA_ARCH__
 __device__ __forceinline__ uint4 nbx_ld_cs(const void* p) { uint4 r; asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p)); return r; }
@@ -97,20 +106,8 @@ __device__ __forceinline__ uint4 nbx_ld_pf(const void* p) { return *reinterpret_
 // (sm_80 on: the packed cvt is an Ampere instruction).
 // Callers route NaN through the scalar nbx_f2bf / nbx_f2h (c10's NaN bits); finite and infinite values
 // round the same either way (round to nearest even).
-__device__ __forceinline__ unsigned nbx_f2bf2(float lo, float hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
-#else
-  return (unsigned)nbx_f2bf(lo) | ((unsigned)nbx_f2bf(hi) << 16);
-#endif
-}
-__device__ __forceinline__ unsigned nbx_f2h2(float lo, float hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
-#else
-  return (unsigned)nbx_f2h(lo) | ((unsigned)nbx_f2h(hi) << 16);
-#endif
-}
+${pairCvt('nbx_f2bf2', 'bf16x2', 'nbx_f2bf')}
+${pairCvt('nbx_f2h2', 'f16x2', 'nbx_f2h')}
 `;
 
 /** Plain loads, only in modules that use them (the helpers are part of every module's cache key). */
