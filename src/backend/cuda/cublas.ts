@@ -72,7 +72,7 @@ export class Cublas {
   /** Row-major SGEMM (see SgemmArgs) on `stream`, with `workspace` as cuBLAS's scratch memory. Asynchronous. */
   sgemm(a: SgemmArgs, stream: bigint | null, workspace: GemmWorkspace | null): void {
     const p = contextPoisoned();
-    if (p) throw new CublasError('sgemm', 13, 'CUBLAS_STATUS_EXECUTION_FAILED', `the CUDA context is unusable after ${p.what}`);
+    if (p) throw new CublasError('sgemm', 13, 'CUBLAS_STATUS_EXECUTION_FAILED', `the CUDA context is unusable after ${p.what}`, 'cublas');
     if (a.k === 0) throw new UnsupportedError('cublas.sgemm', 'k = 0 (the product is all zeros): fill the output instead');
     if (stream !== this.stream) { this.check(this.f.cublasSetStream_v2(this.handle, stream), 'cublasSetStream_v2'); this.stream = stream; }
     if (workspace && workspace !== this.ws) {
@@ -93,6 +93,6 @@ export class Cublas {
 
   private check(s: number, call: string, detail = ''): void {
     if (s === 0) return;
-    throw new CublasError(call, s, CUBLAS_STATUS_NAMES[s] ?? `cublasStatus ${s}`, detail);
+    throw new CublasError(call, s, CUBLAS_STATUS_NAMES[s] ?? `cublasStatus ${s}`, detail, 'cublas');
   }
 }

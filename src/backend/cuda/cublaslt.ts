@@ -130,11 +130,11 @@ const DTYPE_INFO: Record<GemmDType, { cuda: number; bytes: number }> = {
   float64: { cuda: CUDA_R_64F, bytes: 8 },
 };
 
-/** cuBLASLt status failure. */
+/** cuBLASLt (or cuBLAS: `library`) status failure. */
 export class CublasError extends DeviceError {
   readonly status: number;
-  constructor(call: string, status: number, statusName: string, detail = '') {
-    super(`cublasLt.${call}`, `${call} failed: ${statusName} (${status})${detail ? `: ${detail}` : ''}`);
+  constructor(call: string, status: number, statusName: string, detail = '', library = 'cublasLt') {
+    super(`${library}.${call}`, `${call} failed: ${statusName} (${status})${detail ? `: ${detail}` : ''}`);
     this.status = status;
   }
 }
