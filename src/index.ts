@@ -10,6 +10,7 @@ import * as ew from './ops/elementwise.js';
 import * as red from './ops/reduce.js';
 import * as cr from './ops/creation.js';
 import { installMethods } from './ops/methods.js';
+import { copyInto } from './ops/shape.js';
 import * as linalgOps from './ops/linalg.js';
 import * as shapeOps from './ops/shape.js';
 import * as indexingOps from './ops/indexing.js';
@@ -152,3 +153,6 @@ red.setSqrt(ew.sqrt);
 red.setBinaryMinMax(ew.maximum, ew.minimum);
 red.setNanToZero((x) => ew.nan_to_num(x, { nan: 0, posinf: Infinity, neginf: -Infinity }));
 void cr;
+
+// t.copy_(src): src cast to t's dtype and broadcast to t's shape, written through the view t.
+installMethods({ copy_: (t: Tensor, src: Tensor) => { copyInto(t, src); return t; } });

@@ -1,0 +1,42 @@
+// The contract between the model families (src/models), generation (src/generation) and the
+// tokenizer (src/tokenizer). A family implements CausalLM; generation only needs forward() and a cache.
+
+import type { Tensor } from '../tensor/tensor.js';
+import type { Device } from '../backend/backend.js';
+import type { DType } from '../dtype/dtypes.js';
+import type { Tokenizer } from '../tokenizer/index.js';
+
+/** Per-layer key/value storage that forward() fills and reads; one per sequence batch. */
+export interface KVCache {
+  /** Tokens already cached (the position of the next token, before left-padding correction). */
+  readonly length: number;
+  /** Frees every buffer the cache holds. */
+  dispose(): void;
+}
+
+export interface ForwardOptions {
+  /** [B, past + T] of 0/1 (int64 or bool): 0 marks padding (left padding, as transformers pads). */
+  attention_mask?: Tensor | null;
+  /** Filled with this call's keys and values; past entries are read. */
+  cache?: KVCache | null;
+  /** [B, T] int64; default: derived from attention_mask (cumsum - 1) or past length + arange(T). */
+  position_ids?: Tensor | null;
+  /** Compute logits for the last `n` positions only (transformers' logits_to_keep); 0 = all. */
+  logits_to_keep?: number;
+}
+
+export interface CausalLM {
+  /** The parsed config.json, normalized (see src/models/config.ts). */
+  readonly config: Readonly<Record<string, unknown>> & { model_type: string; vocab_size: number; max_position_embeddings?: number };
+  readonly device: Device;
+  readonly dtype: DType;
+  /** generation_config.json's fields (empty object when the folder has none). */
+  readonly generationConfig: Readonly<Record<string, unknown>>;
+  /** Present when the folder has tokenizer files. */
+  readonly tokenizer: Tokenizer | null;
+  /** Logits [B, T, vocab] (or [B, logits_to_keep, vocab]) in the model's dtype. */
+  forward(input_ids: Tensor, opts?: ForwardOptions): Tensor;
+  /** A new, empty cache for this model. */
+  newCache(opts?: { batch?: number; maxLength?: number }): KVCache;
+  dispose(): void;
+}
