@@ -13,7 +13,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import * as nbx from '../src/index.js';
-import { blasInfo } from '../src/backend/cpu/blas.js';
+import { blasInfo } from '../src/backend/cpu/runtime/blas.js';
 
 const argv = process.argv.slice(2);
 const opt = (name: string, def: number): number => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : def);

@@ -9,9 +9,9 @@
 import { execFileSync } from 'node:child_process';
 import { availableParallelism, loadavg } from 'node:os';
 import * as nbx from '../src/index.js';
-import { blasInfo, setBlasEnabled } from '../src/backend/cpu/blas.js';
+import { blasInfo, setBlasEnabled } from '../src/backend/cpu/runtime/blas.js';
 import { Tensor } from '../src/tensor/tensor.js';
-import { kernel } from '../src/backend/registry.js';
+import { kernel } from '../src/kernels/registry.js';
 
 const argSizes = process.argv.indexOf('--sizes');
 const SIZES = argSizes > 0 ? process.argv[argSizes + 1]!.split(',').map(Number) : [256, 512, 1024, 2048];

@@ -7,7 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import * as nbx from '../src/index.js';
-import { kernel } from '../src/backend/registry.js';
+import { kernel } from '../src/kernels/registry.js';
 
 const R = 4096, C = 4096;
 

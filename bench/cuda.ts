@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import * as nbx from '../src/index.js';
 import { TORCH_EVENT_TIMER, timeEvents } from './gpu_timing.js';
-import { CublasLt } from '../src/backend/cuda/cublaslt.js';
+import { CublasLt } from '../src/backend/cuda/runtime/cublaslt.js';
 
 const quick = process.argv.includes('--quick');
 const onlyAt = process.argv.indexOf('--only');

@@ -1,7 +1,7 @@
 // Timing shared by the GPU benchmarks: wall clock over back-to-back calls, closed by a device
 // synchronize, after one warm-up call (which also compiles and tunes whatever the call needs).
 import * as nbx from '../src/index.js';
-import { timeBackToBack } from '../src/backend/cuda/gemv_kernels.js';
+import { timeBackToBack } from '../src/backend/cuda/kernels/gemv.js';
 
 /** Seconds per call of `fn` on the CUDA backend. */
 export async function timeCuda(fn: () => void, reps: number): Promise<number> {

@@ -17,7 +17,7 @@ import * as nbx from '../src/index.js';
 import { TORCH_EVENT_TIMER } from './gpu_timing.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { type Dev, secs, sinceStartMs, out, sync, axpb, filledOn, tuneSources } from './webgpu_util.js';
-import { hasSmmPlan, smmStatus, useSubgroupMatrix } from '../src/backend/webgpu/gemm_smm.js';
+import { hasSmmPlan, smmStatus, useSubgroupMatrix } from '../src/backend/webgpu/kernels/gemm_smm.js';
 
 const GiB = 2 ** 30;
 

@@ -10,8 +10,8 @@
 import { writeFileSync } from 'node:fs';
 import { registerBackend } from '../dist/src/backend/backend.js';
 import { cpuBackend } from '../dist/src/backend/cpu/index.js';
-import { setStagingProvider, kernelCpu } from '../dist/src/backend/registry.js';
-import { LaunchBatch } from '../dist/src/backend/cuda/launch_batch.js';
+import { setStagingProvider, kernelCpu } from '../dist/src/kernels/registry.js';
+import { LaunchBatch } from '../dist/src/backend/cuda/runtime/launch_batch.js';
 import { runSuite } from '../dist/src/conformance/runner.js';
 
 const args = process.argv.slice(2);

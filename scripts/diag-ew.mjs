@@ -4,8 +4,8 @@
 // HBM), the same add on operands allocated the way PyTorch's benchmark does (a, b, out in a row), a
 // copy and a multiply by 2.   node scripts/diag-ew.mjs
 import * as nbx from '../dist/src/index.js';
-import { ewOverride } from '../dist/src/backend/cuda/ew_kernels.js';
-import { EW_FLAT_SPACE } from '../dist/src/backend/cuda/tuning.js';
+import { ewOverride } from '../dist/src/backend/cuda/kernels/elementwise.js';
+import { EW_FLAT_SPACE } from '../dist/src/backend/cuda/tuning/spaces.js';
 import { enumerate } from '../dist/src/autotune/space.js';
 import { timeEvents } from '../dist/bench/gpu_timing.js';
 

@@ -34,7 +34,7 @@ for (const m of [1, 4, 16]) {
   await measure(`matmul m=${m} x@w bf16 (20 calls)`, () => nbx.matmul(x, w), 20);
   await measure(`linear m=${m} bf16`, () => nbx.nn.functional.linear(x, w), 200);
   // the kernel alone, launched as the tuner times it (no op layer, no allocation)
-  const { gemvProblem, launchGemv } = await import('../dist/src/backend/cuda/gemv_kernels.js');
+  const { gemvProblem, launchGemv } = await import('../dist/src/backend/cuda/kernels/gemv.js');
   const o = nbx.empty([m, 4096], { dtype: 'bfloat16', device: 'cuda' });
   const g = gemvProblem({ transA: false, transB: false, m, n: 4096, k: 4096, alpha: 1, beta: 0, a: x.ref(), lda: 4096, b: w.ref(), ldb: 4096, c: o.ref(), ldc: 4096 });
   const mmat = [4, 8].flatMap((nt) => [1, 2].flatMap((wc) => [1, 2, 4].map((split) => ({ impl: 'mmat', split, nt, wc }))));
@@ -45,7 +45,7 @@ for (const m of [1, 4, 16]) {
 }
 // float32 x@w m=1 (64 MB of weight): the FMA kernel's K splits
 {
-  const { gemvProblem, launchGemv } = await import('../dist/src/backend/cuda/gemv_kernels.js');
+  const { gemvProblem, launchGemv } = await import('../dist/src/backend/cuda/kernels/gemv.js');
   const x = nbx.randn([1, 4096]).to('cuda'), w = nbx.randn([4096, 4096]).to('cuda'), o = nbx.empty([1, 4096], { device: 'cuda' });
   for (let i = 0; i < 500; i++) nbx.matmul(x, w).dispose();
   await measure('matmul m=1 x@w f32', () => nbx.matmul(x, w), 200);
@@ -55,8 +55,8 @@ for (const m of [1, 4, 16]) {
   }
   // cuBLAS's SGEMM called directly: without a workspace (cuBLAS's own) and then with cuBLASLt's (as the
   // tuner's 'cublas' runs it); PyTorch's same call runs gemvx at 16.8 us (torch-ew-profile.py)
-  const { Cublas } = await import('../dist/src/backend/cuda/cublas.js');
-  const { CublasLt } = await import('../dist/src/backend/cuda/cublaslt.js');
+  const { Cublas } = await import('../dist/src/backend/cuda/runtime/cublas.js');
+  const { CublasLt } = await import('../dist/src/backend/cuda/runtime/cublaslt.js');
   const sg = { transA: false, transB: false, m: 1, n: 4096, k: 4096, A: x.ref().buf.ptr, lda: 4096, B: w.ref().buf.ptr, ldb: 4096, C: o.ref().buf.ptr, ldc: 4096, alpha: 1, beta: 0 };
   const none = { dispose() {} };
   const fresh = Cublas.create(be.ctx); // a second handle that never had a workspace set
@@ -67,7 +67,7 @@ for (const m of [1, 4, 16]) {
 }
 // registers and local memory (spills) of the tensor-core x@w kernels: occupancy decides their bandwidth
 {
-  const { gemvMmatKnSource, gemvMmaKnSource } = await import('../dist/src/backend/cuda/gemv_kernels.js');
+  const { gemvMmatKnSource, gemvMmaKnSource } = await import('../dist/src/backend/cuda/kernels/gemv.js');
   for (const mr of [8, 16]) {
     for (const nt of [4, 8]) for (const wc of [1, 2]) {
       const r = be.kernel(`gemv_mmat_kn:bfloat16:${mr}:${nt}:${wc}`, () => gemvMmatKnSource('bfloat16', mr, nt, wc)).resources();

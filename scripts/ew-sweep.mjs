@@ -15,7 +15,7 @@ import { readFileSync, writeFileSync, existsSync, openSync, writeSync } from 'no
 import { join } from 'node:path';
 import * as nbx from '../dist/src/index.js';
 import { configKey } from '../dist/src/autotune/index.js';
-import { CudaBackend } from '../dist/src/backend/cuda/backend.js';
+import { CudaBackend } from '../dist/src/backend/cuda/runtime/backend.js';
 
 const outDir = process.argv[2] ?? '.';
 const cacheDir = process.env.NBX_CACHE_DIR;

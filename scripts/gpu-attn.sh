@@ -12,7 +12,7 @@ L="$OUT/attn"; mkdir -p "$L"
 S="$L/summary.txt"; : > "$S"
 source "$(dirname "$0")/lib/step.sh"
 . scripts/lib/dist.sh
-if dist_stale src/backend/cuda/attention_kernels src/ops/nn test/cuda_attention.test bench/cuda_attention; then st build 120 npx tsc -p tsconfig.json; fi
+if dist_stale src/backend/cuda/kernels/attention src/ops/nn test/cuda_attention.test bench/cuda_attention; then st build 120 npx tsc -p tsconfig.json; fi
 export NBX_CUDA_HOST_STAGING=0
 # one fresh cache for the whole run: compiled kernels are shared by the steps, and autotune.json ends
 # up holding exactly the sweeps of this run

@@ -26,7 +26,7 @@ st() {
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader >> "$S" 2>&1
 . scripts/lib/dist.sh
-if dist_stale src/backend/cuda/nn_kernels src/backend/cuda/tuning src/ops/nn test/cuda_norm.test bench/cuda_norm; then st build 40 npx tsc -p tsconfig.json; fi
+if dist_stale src/backend/cuda/kernels/nn src/backend/cuda/tuning/spaces src/ops/nn test/cuda_norm.test bench/cuda_norm; then st build 40 npx tsc -p tsconfig.json; fi
 export NBX_CUDA_HOST_STAGING=0
 TUNE=/tmp/nbx-norm-tune; rm -rf "$TUNE"; mkdir -p "$TUNE"
 export NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=full

@@ -24,7 +24,7 @@ stb() {
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader >> "$S" 2>&1
 . scripts/lib/dist.sh
-if dist_stale src/backend/cuda/reduce_kernels src/backend/cuda/kernels src/backend/cuda/tuning test/cuda_reduce.test bench/cuda_reduce; then stb build 40 npx tsc -p tsconfig.json; fi
+if dist_stale src/backend/cuda/kernels/reduce src/backend/cuda/kernels/index src/backend/cuda/tuning/spaces test/cuda_reduce.test bench/cuda_reduce; then stb build 40 npx tsc -p tsconfig.json; fi
 export NBX_CUDA_HOST_STAGING=0
 C=/tmp/nbx-reduce-cache; rm -rf "$C"; mkdir -p "$C"
 export NBX_CACHE_DIR="$C"

@@ -35,7 +35,7 @@ st() { # st NAME TIMEOUT CMD...: into $L/NAME.log; rc and seconds into the summa
 }
 nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu,memory.used --format=csv,noheader >> "$S" 2>&1
 . scripts/lib/dist.sh
-if dist_stale src/backend/webgpu/kernels src/backend/webgpu/caps src/backend/webgpu/elementwise src/backend/webgpu/backend test/webgpu_reduce.test bench/webgpu_reduce; then st build 45 npx tsc -p tsconfig.json; fi
+if dist_stale src/backend/webgpu/kernels/index src/backend/webgpu/runtime/caps src/backend/webgpu/runtime/elementwise src/backend/webgpu/runtime/backend test/webgpu_reduce.test bench/webgpu_reduce; then st build 45 npx tsc -p tsconfig.json; fi
 TUNE=/tmp/nbx-webgpu-reduce-tune; rm -rf "$TUNE"; mkdir -p "$TUNE"
 export NBX_CUDA_HOST_STAGING=0
 

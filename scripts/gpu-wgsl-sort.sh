@@ -20,7 +20,7 @@ st conf 30 node dist/src/cli/nbx.js conformance test/conformance --device webgpu
 cat > "$L/bench.mjs" <<'EOF'
 import * as nbx from '@REPO@/dist/src/index.js';
 import { Tensor } from '@REPO@/dist/src/tensor/tensor.js';
-import { kernel } from '@REPO@/dist/src/backend/registry.js';
+import { kernel } from '@REPO@/dist/src/kernels/registry.js';
 const info = await nbx.webgpu.init();
 console.log('adapter:', info.adapter);
 async function time(f, reps = 3) { await f(); await nbx.webgpu.synchronize(); const t0 = performance.now(); for (let i = 0; i < reps; i++) await f(); await nbx.webgpu.synchronize(); return (performance.now() - t0) / reps; }

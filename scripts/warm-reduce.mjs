@@ -5,9 +5,9 @@
 // Order: the sum modules of float32/bfloat16/float16 (the benchmark's), then float32, then the rest.
 //   UV_THREADPOOL_SIZE=16 node scripts/warm-reduce.mjs [--budget 30] [--dtypes float32,bfloat16]
 import * as nbx from '../dist/src/index.js';
-import { Nvrtc } from '../dist/src/backend/cuda/nvrtc.js';
+import { Nvrtc } from '../dist/src/backend/cuda/runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../dist/src/ir/render_c.js';
-import { reduceModules } from '../dist/src/backend/cuda/reduce_kernels.js';
+import { reduceModules } from '../dist/src/backend/cuda/kernels/reduce.js';
 
 const arg = (name, dflt) => { const i = process.argv.indexOf(name); return i >= 0 ? process.argv[i + 1] : dflt; };
 const budget = Number(arg('--budget', '30')) * 1000;

@@ -1,7 +1,7 @@
 // nbxtensor: PyTorch's tensor API for TypeScript. `import * as nbx from 'nbxtensor'`, then nbx.X is torch.X
 // and nbx.nn.functional.X is torch.nn.functional.X. Keyword arguments are a trailing options object.
 
-import './backend/cpu/kernels.js';
+import './backend/cpu/kernels/index.js';
 import { cuda } from './backend/cuda/index.js';
 import './backend/webgpu/index.js';
 import { Tensor } from './tensor/tensor.js';

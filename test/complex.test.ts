@@ -40,7 +40,7 @@ test('casts to and from complex, angle of real input, item()', () => {
 });
 
 // The same arithmetic on each GPU backend present, compared with the CPU (skipped with a message otherwise).
-const { probeCuda } = await import('../src/backend/cuda/libs.js');
+const { probeCuda } = await import('../src/backend/cuda/runtime/libs.js');
 const gpus: [string, string | false][] = [
   ['webgpu', await nbx.webgpu.probe().then((p) => (p.available ? false : `no WebGPU adapter (${p.reason})`))],
   ['cuda', (() => { const p = probeCuda(); return p.available ? false : `no CUDA device (${p.reason})`; })()],

@@ -22,7 +22,7 @@ test('public conformance suite on cpu', { skip: dir ? false : `no conformance su
 // The same suite on the GPU backends present here: CUDA where a driver and device exist, WebGPU where
 // an adapter comes up (in CI: Dawn on Mesa's llvmpipe through OpenGL ES). Skips are only the
 // documented device limits (WebGPU: float64, int64, synchronous readback).
-const { probeCuda } = await import('../src/backend/cuda/libs.js');
+const { probeCuda } = await import('../src/backend/cuda/runtime/libs.js');
 const cudaProbe = probeCuda();
 test('public conformance suite on cuda', { skip: !dir ? 'no suite' : cudaProbe.available ? false : `no CUDA device (${cudaProbe.reason}): cuda conformance not run` }, async () => {
   const res = await runSuite(dir!, { device: 'cuda' });
@@ -31,7 +31,7 @@ test('public conformance suite on cuda', { skip: !dir ? 'no suite' : cudaProbe.a
   assert.equal(res.failed, 0);
 });
 
-const { probeWebGPU } = await import('../src/backend/webgpu/probe.js');
+const { probeWebGPU } = await import('../src/backend/webgpu/runtime/probe.js');
 const gpuProbe = await probeWebGPU();
 test('public conformance suite on webgpu', { skip: !dir ? 'no suite' : gpuProbe.available ? false : `no WebGPU adapter (${gpuProbe.reason}): webgpu conformance not run` }, async () => {
   const res = await runSuite(dir!, { device: 'webgpu' });

@@ -8,7 +8,7 @@ import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import { DTypeError, ShapeError, ValueError } from '../src/errors.js';
 import { assertGoldens } from './conv_golden.js';
-import { setShiftMode, setSimdDepthwise, type ShiftMode } from '../src/backend/cpu/conv.js';
+import { setShiftMode, setSimdDepthwise, type ShiftMode } from '../src/backend/cpu/kernels/conv.js';
 
 const F = nbx.nn.functional;
 

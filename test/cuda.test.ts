@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
-import { probeCuda } from '../src/backend/cuda/libs.js';
+import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no CUDA device (${probe.reason}): CUDA backend tests not run`;

@@ -10,7 +10,7 @@ import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { check, rand, skip } from './cuda_compare.js';
-import { attentionStats, _forceAttentionConfig, PREFILL_SPACE, DECODE_SPACE } from '../src/backend/cuda/attention_kernels.js';
+import { attentionStats, _forceAttentionConfig, PREFILL_SPACE, DECODE_SPACE } from '../src/backend/cuda/kernels/attention.js';
 import { enumerate } from '../src/autotune/index.js';
 
 const F = nbx.nn.functional;

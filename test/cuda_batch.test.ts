@@ -1,4 +1,4 @@
-// Launch batching of small elementwise ops (src/backend/cuda/launch_batch.ts): results equal the CPU
+// Launch batching of small elementwise ops (src/backend/cuda/runtime/launch_batch.ts): results equal the CPU
 // and NBX_CUDA_BATCH=0 across dependent chains, interleaved big ops / GEMM / reductions / copies /
 // downloads / frees, buffers reused inside one batch, batches longer than the parameter block, and
 // kinds crossing the rebuild threshold. Runs only where CUDA (or the emulator) is present.
@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as nbx from '../src/index.js';
-import { probeCuda } from '../src/backend/cuda/libs.js';
+import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
 
 // the emulator runs every thread of the block as a fiber: a smaller block keeps the test fast
 if (process.env.NBX_EMU_DIR && !process.env.NBX_CUDA_BATCH_THREADS) process.env.NBX_CUDA_BATCH_THREADS = '64';

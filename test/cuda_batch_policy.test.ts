@@ -1,13 +1,13 @@
-// The launch batch's rebuild policy (src/backend/cuda/launch_batch.ts) without a GPU: a LaunchBatch
+// The launch batch's rebuild policy (src/backend/cuda/runtime/launch_batch.ts) without a GPU: a LaunchBatch
 // whose compile is a cost model and whose flush only counts, fed real expressions. Checks that a loop's
 // kind joins the module within a few dozen ops, that many kinds cost a bounded compile time, that a
 // zero budget waits until the hot misses paid for the compile, and that the most used kinds win.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LaunchBatch, type LaunchBatchStats } from '../src/backend/cuda/launch_batch.js';
+import { LaunchBatch, type LaunchBatchStats } from '../src/backend/cuda/runtime/launch_batch.js';
 import { Expr } from '../src/ir/expr.js';
 import type { StridedRef } from '../src/backend/backend.js';
-import type { CudaKernel } from '../src/backend/cuda/driver.js';
+import type { CudaKernel } from '../src/backend/cuda/runtime/driver.js';
 
 let available = true;
 try {

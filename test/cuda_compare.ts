@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import { DTYPES, type DTypeName } from '../src/dtype/dtypes.js';
-import { probeCuda } from '../src/backend/cuda/libs.js';
+import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
 
 const probe = probeCuda();
 export const skip: string | false = probe.available ? false : `no CUDA device (${probe.reason}): CUDA kernel tests not run`;

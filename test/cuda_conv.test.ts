@@ -5,10 +5,10 @@
 import { test } from 'node:test';
 import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
-import { kernel } from '../src/backend/registry.js';
+import { kernel } from '../src/kernels/registry.js';
 import type { StridedRef } from '../src/backend/backend.js';
 import type { ConvKernelParams } from '../src/ops/conv.js';
-import { setConvColumnBudget } from '../src/backend/cuda/conv_kernels.js';
+import { setConvColumnBudget } from '../src/backend/cuda/kernels/conv.js';
 import { FLOAT_DTYPES, check, noStaging, rand, same, skip } from './cuda_compare.js';
 
 const F = nbx.nn.functional;

@@ -7,9 +7,9 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as nbx from '../src/index.js';
-import { probeCuda } from '../src/backend/cuda/libs.js';
-import { CublasLt, GEMM_TUNE_NAME } from '../src/backend/cuda/cublaslt.js';
-import { GEMV_KN_SPACE, gemvProblem, gemvVectorOk, knSplit, knUnroll } from '../src/backend/cuda/gemv_kernels.js';
+import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
+import { CublasLt, GEMM_TUNE_NAME } from '../src/backend/cuda/runtime/cublaslt.js';
+import { GEMV_KN_SPACE, gemvProblem, gemvVectorOk, knSplit, knUnroll } from '../src/backend/cuda/kernels/gemv.js';
 import { prune } from '../src/autotune/index.js';
 import { loadProfiles } from '../src/profiles/index.js';
 

@@ -10,7 +10,7 @@ import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import { allocStorage, DTYPES, type DTypeName } from '../src/dtype/dtypes.js';
 import { writeNumber } from '../src/dtype/convert.js';
-import { probeCuda } from '../src/backend/cuda/libs.js';
+import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;

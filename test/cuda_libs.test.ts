@@ -13,11 +13,11 @@ import { dirname, join } from 'node:path';
 import { describe, it, after } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DeviceError } from '../src/errors.js';
-import { findLibrary, librarySearchDirs, libraryCandidates, pipWheelLibDirs, probeCuda, type CudaProbe } from '../src/backend/cuda/libs.js';
+import { findLibrary, librarySearchDirs, libraryCandidates, pipWheelLibDirs, probeCuda, type CudaProbe } from '../src/backend/cuda/runtime/libs.js';
 
 const here = dirname(fileURLToPath(import.meta.url)); // dist/test
 const distRoot = join(here, '..'); // dist
-const selfcheck = join(distRoot, 'src', 'backend', 'cuda', 'selfcheck.js');
+const selfcheck = join(distRoot, 'tools', 'cuda_selfcheck.js');
 
 function withEnv<T>(vars: Record<string, string | undefined>, fn: () => T): T {
   const saved: Record<string, string | undefined> = {};
@@ -129,8 +129,8 @@ describe('real GPU smoke test', () => {
       t.skip(`no CUDA device: ${probe.reason}`);
       return;
     }
-    const { CudaContext } = await import('../src/backend/cuda/driver.js');
-    const { getKernel } = await import('../src/backend/cuda/nvrtc.js');
+    const { CudaContext } = await import('../src/backend/cuda/runtime/driver.js');
+    const { getKernel } = await import('../src/backend/cuda/runtime/nvrtc.js');
     const ctx = CudaContext.get(0);
     const n = 1 << 20;
     const x = Float32Array.from({ length: n }, (_, i) => i % 1000);
@@ -457,10 +457,10 @@ const CHILD_SCRIPT = String.raw`
 import fs from 'node:fs';
 import path from 'node:path';
 const dist = process.env.NBX_TEST_DIST;
-const libs = await import(dist + '/src/backend/cuda/libs.js');
-const drv = await import(dist + '/src/backend/cuda/driver.js');
-const nv = await import(dist + '/src/backend/cuda/nvrtc.js');
-const lt = await import(dist + '/src/backend/cuda/cublaslt.js');
+const libs = await import(dist + '/src/backend/cuda/runtime/libs.js');
+const drv = await import(dist + '/src/backend/cuda/runtime/driver.js');
+const nv = await import(dist + '/src/backend/cuda/runtime/nvrtc.js');
+const lt = await import(dist + '/src/backend/cuda/runtime/cublaslt.js');
 const errors = await import(dist + '/src/errors.js');
 const alloc = await import(dist + '/src/memory/caching_allocator.js');
 function ok(cond, name, detail) {

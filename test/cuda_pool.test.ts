@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
-import { kernel } from '../src/backend/registry.js';
+import { kernel } from '../src/kernels/registry.js';
 import type { StridedRef } from '../src/backend/backend.js';
 import { FLOAT_DTYPES, check, noStaging, rand, same, skip } from './cuda_compare.js';
 

@@ -14,7 +14,7 @@ import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { check, noStaging, rand, same, skip } from './cuda_compare.js';
-import { reduceOverride, reduceStats } from '../src/backend/cuda/reduce_kernels.js';
+import { reduceOverride, reduceStats } from '../src/backend/cuda/kernels/reduce.js';
 
 const EMU = !!process.env.NBX_EMU_DIR;
 type Dim = number | null;

@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
-import { probeCuda } from '../src/backend/cuda/libs.js';
+import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
 import { REAL, FLOATS, SIM, rand, distinct, compare, assertNoStaging, type Check } from './cuda_indexing.test.js';
 
 const sz = (gpu: number, sim: number): number => (SIM ? sim : gpu);

@@ -140,7 +140,7 @@ test('fft of a batch of 4096-point rows is fast', () => {
 });
 
 test("the device-neutral 'fft' kernel contract (contiguous rows) agrees with the strided CPU path", async () => {
-  const { kernel } = await import('../src/backend/registry.js');
+  const { kernel } = await import('../src/kernels/registry.js');
   const x = gen(3 * 12, 'complex128', 4).reshape(3, 12);
   for (const [kind, n, outLen] of [['c2c', 12, 12], ['c2r', 20, 20], ['c2c', 7, 7]] as const) {
     const out = Tensor.empty([3, outLen], kind === 'c2r' ? 'float64' : 'complex128');

@@ -1,4 +1,4 @@
-// Tests for the indexing family (src/ops/indexing.ts, src/backend/cpu/indexing.ts): goldens from torch
+// Tests for the indexing family (src/ops/indexing.ts, src/backend/cpu/kernels/indexing.ts): goldens from torch
 // 1.13 (test/gen/indexing.py → test/fixtures/indexing_*.json; indexing_211.json: half-type reductions
 // from PyTorch 2.11 suites, test/gen/suite211.py) plus error messages and methods.
 

@@ -11,9 +11,9 @@ import { decodeArg, makeTensor, numOf, resolveOp as resolve, type Enc, type Num 
 import { caseCall, goldenFiles, type GoldenCase, type GoldenFixture } from './golden.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
-import { kernel } from '../src/backend/registry.js';
-import { blasInfo, setBlasEnabled } from '../src/backend/cpu/blas.js';
-import type { GemmParams } from '../src/backend/cpu/linalg.js';
+import { kernel } from '../src/kernels/registry.js';
+import { blasInfo, setBlasEnabled } from '../src/backend/cpu/runtime/blas.js';
+import type { GemmParams } from '../src/backend/cpu/kernels/gemm.js';
 
 type Case = GoldenCase;
 type Fixture = GoldenFixture;

@@ -1,4 +1,4 @@
-// Tests for the shape family (src/ops/shape.ts, src/backend/cpu/shape.ts): goldens from torch 1.13
+// Tests for the shape family (src/ops/shape.ts, src/backend/cpu/kernels/copy.ts): goldens from torch 1.13
 // (test/gen/shape.py → test/fixtures/shape_*.json), plus view semantics, methods and large-tensor speed.
 // `runGoldens` is shared with test/indexing.test.ts.
 

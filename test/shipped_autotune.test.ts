@@ -8,11 +8,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { checkConfig, violations, type ConfigSpace } from '../src/autotune/index.js';
 import { shippedCacheDir, loadProfiles } from '../src/profiles/index.js';
-import * as cudaTuning from '../src/backend/cuda/tuning.js';
-import * as webgpuTuning from '../src/backend/webgpu/tuning.js';
-import { GEMV_KN_SPACE, GEMV_NK_SPACE } from '../src/backend/cuda/gemv_kernels.js';
-import { DECODE_SPACE, PREFILL_SPACE } from '../src/backend/cuda/attention_kernels.js';
-import { GEMM_TUNE_NAME } from '../src/backend/cuda/cublaslt.js';
+import * as cudaTuning from '../src/backend/cuda/tuning/spaces.js';
+import * as webgpuTuning from '../src/backend/webgpu/tuning/spaces.js';
+import { GEMV_KN_SPACE, GEMV_NK_SPACE } from '../src/backend/cuda/kernels/gemv.js';
+import { DECODE_SPACE, PREFILL_SPACE } from '../src/backend/cuda/kernels/attention.js';
+import { GEMM_TUNE_NAME } from '../src/backend/cuda/runtime/cublaslt.js';
 
 type Entry = { config: Record<string, number | string | boolean> };
 type Space = ConfigSpace<never>;

@@ -10,7 +10,7 @@ import { DeviceLimitError, UnsupportedError, ValueError } from '../src/errors.js
 import { copyInto } from '../src/ops/shape.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import type { StridedRef } from '../src/backend/backend.js';
-import { kernel, registerKernel } from '../src/backend/registry.js';
+import { kernel, registerKernel } from '../src/kernels/registry.js';
 
 const probe = await nbx.webgpu.probe();
 const skip = probe.available ? false : `no WebGPU adapter (${probe.reason})`;

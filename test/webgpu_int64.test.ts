@@ -12,7 +12,7 @@ import { Tensor } from '../src/tensor/tensor.js';
 import { DeviceLimitError, IndexError, ValueError } from '../src/errors.js';
 import { Expr } from '../src/ir/expr.js';
 import { backendFor } from '../src/backend/backend.js';
-import { kernel } from '../src/backend/registry.js';
+import { kernel } from '../src/kernels/registry.js';
 
 process.env.NBX_WEBGPU_HOST_STAGING = '0';
 const probe = await nbx.webgpu.probe();

@@ -11,10 +11,10 @@ import type { DTypeName } from '../src/dtype/dtypes.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EW_SPACE, GEMM_SPACE, REDUCE_SPACE, TUNE_MIN_ELEMENTS, tuneKeyOf } from '../src/backend/webgpu/tuning.js';
+import { EW_SPACE, GEMM_SPACE, REDUCE_SPACE, TUNE_MIN_ELEMENTS, tuneKeyOf } from '../src/backend/webgpu/tuning/spaces.js';
 import { AutotuneCache, configKey, enumerate, shapeBucket } from '../src/autotune/index.js';
-import { smmSource, type SmmPlan } from '../src/backend/webgpu/gemm_smm.js';
-import { dawnToggles } from '../src/backend/webgpu/gpu.js';
+import { smmSource, type SmmPlan } from '../src/backend/webgpu/kernels/gemm_smm.js';
+import { dawnToggles } from '../src/backend/webgpu/runtime/gpu.js';
 
 // no background sweeps (nor cache writes) from a test run
 process.env.NBX_AUTOTUNE ??= 'off';

@@ -13,7 +13,7 @@ import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
-import { caps, halfProbe } from '../src/backend/webgpu/caps.js';
+import { caps, halfProbe } from '../src/backend/webgpu/runtime/caps.js';
 import { toFloat16Bits } from '../src/dtype/convert.js';
 import { copyInto } from '../src/ops/shape.js';
 import { UnsupportedError } from '../src/errors.js';
@@ -218,7 +218,7 @@ test('the float16 rounding check expects what the CPU conversion gives, on ties 
 test('subgroup reduction kernels compile (Dawn null backend, compile only, child process)', async (t) => {
   const script = `
     const nbx = await import(${JSON.stringify(new URL('../src/index.js', import.meta.url).href)});
-    const { caps } = await import(${JSON.stringify(new URL('../src/backend/webgpu/caps.js', import.meta.url).href)});
+    const { caps } = await import(${JSON.stringify(new URL('../src/backend/webgpu/runtime/caps.js', import.meta.url).href)});
     const info = await nbx.webgpu.init();
     if (!info.features.includes('subgroups')) { console.log('NO-SUBGROUPS'); process.exit(0); }
     let modules = 0;

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
-import { kernel } from '../src/backend/registry.js';
+import { kernel } from '../src/kernels/registry.js';
 import { DeviceLimitError } from '../src/errors.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 

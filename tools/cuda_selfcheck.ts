@@ -1,7 +1,7 @@
 // CUDA layer self-check: run on a GPU machine after building.
 //
-//   node dist/src/backend/cuda/selfcheck.js            full sizes (H200: ~1 minute)
-//   node dist/src/backend/cuda/selfcheck.js --small    tiny sizes (smoke run; also used by the tests with a mock driver)
+//   node dist/tools/cuda_selfcheck.js            full sizes (H200: ~1 minute)
+//   node dist/tools/cuda_selfcheck.js --small    tiny sizes (smoke run; also used by the tests with a mock driver)
 //
 // Prints one PASS/FAIL line per check (with measurements) and a final "N passed, N failed"
 // line; exits 1 when anything failed. Each check is independent: a failure is printed with
@@ -9,12 +9,12 @@
 
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { DeviceFaultError, OutOfMemoryError } from '../../errors.js';
-import { CachingAllocator, formatBytes } from '../../memory/caching_allocator.js';
-import { CublasLt, type GemmArgs, type GemmDType } from './cublaslt.js';
-import { CudaContext, type CudaKernel, contextPoisoned, driverLibraryPath, driverVersionString } from './driver.js';
-import { probeCuda } from './libs.js';
-import { Nvrtc, NvrtcCompileError, getKernel, kernelCacheDir, loadSource, nvrtcStats } from './nvrtc.js';
+import { DeviceFaultError, OutOfMemoryError } from '../src/errors.js';
+import { CachingAllocator, formatBytes } from '../src/memory/caching_allocator.js';
+import { CublasLt, type GemmArgs, type GemmDType } from '../src/backend/cuda/runtime/cublaslt.js';
+import { CudaContext, type CudaKernel, contextPoisoned, driverLibraryPath, driverVersionString } from '../src/backend/cuda/runtime/driver.js';
+import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
+import { Nvrtc, NvrtcCompileError, getKernel, kernelCacheDir, loadSource, nvrtcStats } from '../src/backend/cuda/runtime/nvrtc.js';
 
 const KERNELS = String.raw`
 extern "C" __global__ void nbx_axpb(const float* __restrict__ x, float* __restrict__ y, float a, float b, unsigned long long n) {

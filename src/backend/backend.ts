@@ -1,6 +1,6 @@
 // The backend contract: what the tensor core needs from a device. Kept small on purpose: memory,
 // copies, and the elementwise/reduction IR; every other kernel goes through the kernel registry
-// (src/backend/registry.ts), keyed by (operation, device type).
+// (src/kernels/registry.ts), keyed by (operation, device type).
 
 import type { DTypeName, StorageArray } from '../dtype/dtypes.js';
 import type { Expr } from '../ir/expr.js';

@@ -4,11 +4,11 @@ export async function info(version: string, _args: string[]): Promise<number> {
   const lines: string[] = [`nbxtensor ${version} (node ${process.version}, ${process.platform}-${process.arch})`, '', 'backends:'];
   lines.push('  cpu      available');
   try {
-    const { blasInfo } = await import('../backend/cpu/blas.js');
+    const { blasInfo } = await import('../backend/cpu/runtime/blas.js');
     lines.push(`           BLAS: ${blasInfo()}`);
   } catch { lines.push('           BLAS: (not built in this version)'); }
   try {
-    const { probeCuda } = await import('../backend/cuda/libs.js');
+    const { probeCuda } = await import('../backend/cuda/runtime/libs.js');
     const p = probeCuda();
     if (p.available) {
       for (const d of p.devices ?? []) {
@@ -26,7 +26,7 @@ export async function info(version: string, _args: string[]): Promise<number> {
     } else lines.push(`  cuda     not available: ${p.reason}`);
   } catch (e) { lines.push(`  cuda     not available: ${(e as Error).message}`); }
   try {
-    const { probeWebGPU } = await import('../backend/webgpu/probe.js');
+    const { probeWebGPU } = await import('../backend/webgpu/runtime/probe.js');
     const w = await probeWebGPU();
     lines.push(w.available ? `  webgpu   available: ${w.description}` : `  webgpu   not available: ${w.reason}`);
   } catch (e) { lines.push(`  webgpu   not available: ${(e as Error).message}`); }

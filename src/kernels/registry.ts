@@ -2,7 +2,7 @@
 // kernel a device lacks is an UnsupportedError naming both, never a silent trip to another device.
 
 import { UnsupportedError } from '../errors.js';
-import type { Device, DeviceType } from './backend.js';
+import type { Device, DeviceType } from '../backend/backend.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type KernelFn = (...args: any[]) => any;

@@ -1,5 +1,5 @@
 // Operation family: indexing. The op layer checks dtypes and shapes (with PyTorch's messages), builds
-// strided views and allocates; three device kernels do the data movement (src/backend/cpu/indexing.ts):
+// strided views and allocates; three device kernels do the data movement (src/backend/cpu/kernels/indexing.ts):
 //   'gather'  — gather, take_along_dim, take, index_select, embedding, repeat_interleave (a stride-0
 //               index view turns index_select into a gather);
 //   'scatter' — scatter (src or value, reduce), scatter_add, scatter_reduce, index_add, index_copy,
@@ -10,8 +10,8 @@
 
 import { Tensor } from '../tensor/tensor.js';
 import type { Device, StridedRef } from '../backend/backend.js';
-import { kernel } from '../backend/registry.js';
-import type { ScatterMode } from '../backend/cpu/indexing.js';
+import { kernel } from '../kernels/registry.js';
+import type { ScatterMode } from '../backend/cpu/kernels/indexing.js';
 import { DTYPES, type DTypeName } from '../dtype/dtypes.js';
 import { DTypeError, IndexError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import { broadcastShapes, broadcastStrides, contiguousStrides, fmtShape, normDim, numelOf } from '../tensor/shape.js';

@@ -10,7 +10,7 @@
 import { Tensor } from '../tensor/tensor.js';
 import { DTYPES, isFloat, type DTypeName } from '../dtype/dtypes.js';
 import { promoteTypes } from '../dtype/promotion.js';
-import { kernel } from '../backend/registry.js';
+import { kernel } from '../kernels/registry.js';
 import type { StridedRef } from '../backend/backend.js';
 import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import { broadcastShapes, broadcastStrides, contiguousStrides, numelOf, viewStrides } from '../tensor/shape.js';

@@ -1,6 +1,6 @@
 // Operation family: nn. Softmax family, normalization layers, losses and scaled dot-product attention.
 //
-// The heavy lifting is in three device-neutral kernels (see src/backend/cpu/nn.ts): 'softmax' (a fused
+// The heavy lifting is in three device-neutral kernels (see src/backend/cpu/kernels/nn.ts): 'softmax' (a fused
 // max / exp-sum / normalize pass over each row of any strided dim, with optional attention masks),
 // 'row_norm' (mean/variance or mean-square per row, normalize, affine) and 'nll_loss'; attention adds
 // the shared 'gemm'. Everything else composes the elementwise IR and reductions the way PyTorch
@@ -11,7 +11,7 @@ import { DTYPES, dtypeName, isFloat, type DTypeLike, type DTypeName } from '../d
 import { promoteTypes } from '../dtype/promotion.js';
 import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import { broadcastShapes, broadcastStrides, fmtShape, normDim, numelOf } from '../tensor/shape.js';
-import { hasKernel, kernel } from '../backend/registry.js';
+import { hasKernel, kernel } from '../kernels/registry.js';
 import { backendFor, type StridedRef } from '../backend/backend.js';
 import { Expr } from '../ir/expr.js';
 import { def, float, scalarNumber, type ScalarLike } from './registry.js';
@@ -650,7 +650,7 @@ export function _setAttentionBlock(scores: number, causalRows = CAUSAL_ROWS): [n
 }
 
 /**
- * The rule for the fused 'attention' kernel (src/backend/cuda/attention_kernels.ts): head dim 64 or 128
+ * The rule for the fused 'attention' kernel (src/backend/cuda/kernels/attention.ts): head dim 64 or 128
  * (query/key and value alike); float16/bfloat16 for any length, float32 only for decode (at most
  * FUSED_DECODE_ROWS query rows per key/value head); bool or float masks; GQA with equal key/value heads.
  * Anything else (float64, other head dims, empty inputs) takes the composed path.

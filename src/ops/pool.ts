@@ -8,7 +8,7 @@ import { Tensor } from '../tensor/tensor.js';
 import { DTYPES } from '../dtype/dtypes.js';
 import { DTypeError, ShapeError, ValueError } from '../errors.js';
 import { fmtShape } from '../tensor/shape.js';
-import { kernel } from '../backend/registry.js';
+import { kernel } from '../kernels/registry.js';
 import type { StridedRef } from '../backend/backend.js';
 import { def, Scalar } from './registry.js';
 import * as ew from './elementwise.js';

@@ -15,7 +15,7 @@ import { mul, div } from './elementwise.js';
 import { matmul } from './linalg.js';
 import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import { fmtShape } from '../tensor/shape.js';
-import { kernel } from '../backend/registry.js';
+import { kernel } from '../kernels/registry.js';
 import type { StridedRef } from '../backend/backend.js';
 import { def, Scalar } from './registry.js';
 import { describe, deviceOf } from './elementwise.js';

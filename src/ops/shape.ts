@@ -1,6 +1,6 @@
 // Operation family: shape. View operations (reshape, permute, narrow, ...) are the Tensor's own view
 // methods, re-exported as torch-style functions. Operations that copy are built from strided views and
-// one device kernel, 'copy_strided' (src/backend/cpu/shape.ts): cat copies each input into a narrow()
+// one device kernel, 'copy_strided' (src/backend/cpu/kernels/copy.ts): cat copies each input into a narrow()
 // of the output; flip, roll and pad copy per-dimension pieces (a source start and a step of +1, -1 or 0
 // per piece); repeat copies one broadcast view; im2col copies one window view. Fills are copies from a
 // one-element tensor with stride 0. So a backend that implements copy_strided (and the elementwise IR)
@@ -8,7 +8,7 @@
 
 import { Tensor, sizesArg } from '../tensor/tensor.js';
 import { backendFor, type Device, type StridedRef } from '../backend/backend.js';
-import { kernel } from '../backend/registry.js';
+import { kernel } from '../kernels/registry.js';
 import { allocStorage, DTYPES, isFloat, type DTypeName } from '../dtype/dtypes.js';
 import { writeNumber } from '../dtype/convert.js';
 import { resultType } from '../dtype/promotion.js';

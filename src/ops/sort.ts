@@ -2,7 +2,7 @@
 // quantile, nanquantile, unique, unique_consecutive, searchsorted, bucketize.
 //
 // The op layer moves the working dim last and hands the backend a contiguous [rows, n] operand; the
-// kernels (src/backend/cpu/sort.ts) pick elements the way PyTorch's CPU does, ties included.
+// kernels (src/backend/cpu/kernels/sort.ts) pick elements the way PyTorch's CPU does, ties included.
 
 import { Tensor } from '../tensor/tensor.js';
 import { DTYPES, allocStorage, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
@@ -10,8 +10,8 @@ import { encodeNumber, writeNumber } from '../dtype/convert.js';
 import { resultType } from '../dtype/promotion.js';
 import { DTypeError, IndexError, ShapeError, ValueError } from '../errors.js';
 import { fmtShape, normDim, numelOf } from '../tensor/shape.js';
-import { kernel } from '../backend/registry.js';
-import type { UniqueResult } from '../backend/cpu/sort.js';
+import { kernel } from '../kernels/registry.js';
+import type { UniqueResult } from '../backend/cpu/kernels/sort.js';
 import { def, isScalarLike, scalarNumber, scalarOf, type ScalarLike } from './registry.js';
 import { describe, participant } from './elementwise.js';
 import { valuesIndices, type ValuesIndices } from './reduce.js';

@@ -2,7 +2,7 @@
 // decode: dtype x head dim x threads x mask kind; the chunk merge), compiled with nvcc for sm_90:
 // node test/gen/cuda_attention_compile.mjs
 import { compileAll } from './cuda_compile_util.mjs';
-import { prefillSource, decodeSource, decodeReduceSource, PREFILL_SPACE, DECODE_SPACE } from '../../dist/src/backend/cuda/attention_kernels.js';
+import { prefillSource, decodeSource, decodeReduceSource, PREFILL_SPACE, DECODE_SPACE } from '../../dist/src/backend/cuda/kernels/attention.js';
 import { enumerate } from '../../dist/src/autotune/index.js';
 
 const specs = [];

@@ -1,4 +1,4 @@
-// Compiles the launch-batch module (src/backend/cuda/launch_batch.ts) for real with nvcc: runs a few
+// Compiles the launch-batch module (src/backend/cuda/runtime/launch_batch.ts) for real with nvcc: runs a few
 // small ops of many kinds under the CUDA emulator so the module is built, then nvcc -arch=sm_90 -cubin.
 //   NBX_CUDA_BATCH_THREADS=32 node test/gen/cuda_emu.mjs node test/gen/cuda_batch_compile.mjs   (writes /tmp/ew_batch.cu)
 import { writeFileSync } from 'node:fs';

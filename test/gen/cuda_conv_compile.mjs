@@ -1,6 +1,6 @@
 // Every specialization of the CUDA conv kernels, compiled with nvcc for sm_90: node test/gen/cuda_conv_compile.mjs
 import { compileAll, FLOATS, IDX, BOOLS } from './cuda_compile_util.mjs';
-import { im2colSource, fillBiasSource, depthwiseSource, col2imSource } from '../../dist/src/backend/cuda/conv_kernels.js';
+import { im2colSource, fillBiasSource, depthwiseSource, col2imSource } from '../../dist/src/backend/cuda/kernels/conv.js';
 
 const specs = [];
 for (const dt of FLOATS) for (const I of IDX) {

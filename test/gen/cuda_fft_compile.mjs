@@ -1,6 +1,6 @@
 // Every specialization of the CUDA FFT kernels, compiled with nvcc for sm_90: node test/gen/cuda_fft_compile.mjs
 import { compileAll, BOOLS } from './cuda_compile_util.mjs';
-import { smemSource, globalSource } from '../../dist/src/backend/cuda/fft_kernels.js';
+import { smemSource, globalSource } from '../../dist/src/backend/cuda/kernels/fft.js';
 
 const real = ['float32', 'float64'], cplx = ['complex64', 'complex128'];
 const pairs = { c2c: [...real, ...cplx].map((i) => [i, i.endsWith('64') && i !== 'float64' ? 'complex64' : i === 'float32' ? 'complex64' : 'complex128']),

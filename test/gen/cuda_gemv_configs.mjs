@@ -3,7 +3,7 @@
 //   NBX_EMU_WORK=/tmp/emu_gemv node test/gen/cuda_emu.mjs node test/gen/cuda_gemv_configs.mjs
 // On a GPU: node test/gen/cuda_gemv_configs.mjs
 import * as nbx from '../../dist/src/index.js';
-import { gemvProblem, launchGemv, mmaOk, cublasOk } from '../../dist/src/backend/cuda/gemv_kernels.js';
+import { gemvProblem, launchGemv, mmaOk, cublasOk } from '../../dist/src/backend/cuda/kernels/gemv.js';
 
 const be = nbx.cuda.backend();
 let bad = 0, runs = 0;

@@ -20,7 +20,7 @@ const imp = (p) => import(pathToFileURL(join(dist, p)).href);
 
 const { registerBackend } = await imp('backend/backend.js');
 const { cpuBackend } = await imp('backend/cpu/index.js');
-const { registerKernel, setStagingProvider, kernelCpu, hasKernel } = await imp('backend/registry.js');
+const { registerKernel, setStagingProvider, kernelCpu, hasKernel } = await imp('kernels/registry.js');
 const { CUDA_PRELUDE } = await imp('ir/render_c.js');
 const { runSuite } = await imp('conformance/runner.js');
 await imp('index.js');
@@ -143,7 +143,7 @@ export function compileAll(list, label, keepDir) {
 
 // ---- this family ---------------------------------------------------------------------------------
 
-const IDX = await imp('backend/cuda/indexing_kernels.js');
+const IDX = await imp('backend/cuda/kernels/indexing.js');
 const DTYPES_ALL = ['bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'float16', 'bfloat16', 'float32', 'float64'];
 const MODES = ['none', 'sum', 'prod', 'mean', 'amax', 'amin'];
 const SIZES = [1, 2, 4, 8, 16];

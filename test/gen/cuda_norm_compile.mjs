@@ -2,7 +2,7 @@
 // and streaming rows, group sizes below/at/above a warp, masks, log/softmin/safe, stats, affine kinds),
 // compiled with nvcc for sm_90: node test/gen/cuda_norm_compile.mjs
 import { compileAll } from './cuda_compile_util.mjs';
-import { softmaxSource, rowNormSource, rowPlan } from '../../dist/src/backend/cuda/nn_kernels.js';
+import { softmaxSource, rowNormSource, rowPlan } from '../../dist/src/backend/cuda/kernels/nn.js';
 
 const FL = ['float32', 'float64', 'float16', 'bfloat16'];
 const size = { float32: 4, float64: 8, float16: 2, bfloat16: 2 };

@@ -1,6 +1,6 @@
 // Every specialization of the CUDA pooling kernels, compiled with nvcc for sm_90: node test/gen/cuda_pool_compile.mjs
 import { compileAll, FLOATS, INTS, BOOLS } from './cuda_compile_util.mjs';
-import { poolSource } from '../../dist/src/backend/cuda/pool_kernels.js';
+import { poolSource } from '../../dist/src/backend/cuda/kernels/pool.js';
 
 const specs = [];
 for (const kind of ['max', 'avg']) for (const win of ['window', 'adaptive']) for (const dt of [...FLOATS, ...INTS])

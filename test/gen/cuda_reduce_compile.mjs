@@ -4,7 +4,7 @@
 // vector width; the general kernels (argmax/argmin, values+indices, var, logsumexp) in row and
 // vertical mode. Run after `npx tsc`: node test/gen/cuda_reduce_compile.mjs
 import { compileAll, FLOATS, INTS } from './cuda_compile_util.mjs';
-import { reduceModules, rowsModule, colsModule, ROWS_SIG, COLS_SIG } from '../../dist/src/backend/cuda/reduce_kernels.js';
+import { reduceModules, rowsModule, colsModule, ROWS_SIG, COLS_SIG } from '../../dist/src/backend/cuda/kernels/reduce.js';
 
 // compileAll renames one kernel per spec: split each module into its kernels (extern "C" names clash otherwise)
 const split = (m) => m.src.split(/\n(?=extern "C")/).map((src, i) => ({ label: `${m.label} #${i}`, src, name: /void (?:__launch_bounds__\(\d+\) )?(\w+)\(/.exec(src)[1], sig: m.sig }));

@@ -1,7 +1,7 @@
 // Every specialization of the CUDA interpolate / grid_sample kernels, compiled with nvcc for sm_90:
 // node test/gen/cuda_resample_compile.mjs
 import { compileAll, FLOATS, INTS, IDX, BOOLS } from './cuda_compile_util.mjs';
-import { gatherSource, fusedSource, passSource, gridSampleSource } from '../../dist/src/backend/cuda/resample_kernels.js';
+import { gatherSource, fusedSource, passSource, gridSampleSource } from '../../dist/src/backend/cuda/kernels/resample.js';
 
 const specs = [];
 for (const I of IDX) {

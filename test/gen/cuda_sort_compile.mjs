@@ -11,9 +11,9 @@ import { fakeCuda, runConformance, compileAll, recordingBackend, sources, proble
 
 const here = dirname(fileURLToPath(import.meta.url));
 const imp = (p) => import(pathToFileURL(join(resolve(here, '../../dist/src'), p)).href);
-const IDX = await imp('backend/cuda/indexing_kernels.js');
-const SORT = await imp('backend/cuda/sort_kernels.js');
-const { hasKernel } = await imp('backend/registry.js');
+const IDX = await imp('backend/cuda/kernels/indexing.js');
+const SORT = await imp('backend/cuda/kernels/sort.js');
+const { hasKernel } = await imp('kernels/registry.js');
 
 const DTYPES = ['bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'float16', 'bfloat16', 'float32', 'float64'];
 const FLOATS = ['float16', 'bfloat16', 'float32', 'float64'];

@@ -3,7 +3,7 @@
 import { allocStorage, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
 import type { Expr } from '../../ir/expr.js';
 import { registerBackend, type Backend, type StridedRef } from '../backend.js';
-import { runElementwise } from './elementwise.js';
+import { runElementwise } from './runtime/elementwise.js';
 
 export const cpuBackend: Backend = {
   type: 'cpu',

@@ -1,8 +1,8 @@
 // Registers the CUDA backend loader; nothing touches the driver until a tensor asks for 'cuda'.
 import { registerBackendLoader, loadedBackends } from '../backend.js';
-import { CudaBackend } from './backend.js';
-import { installCudaKernels, cudaMatmulSettings, stagingStats } from './kernels.js';
-import { probeCuda } from './libs.js';
+import { CudaBackend } from './runtime/backend.js';
+import { installCudaKernels, cudaMatmulSettings, stagingStats } from './kernels/index.js';
+import { probeCuda } from './runtime/libs.js';
 import { replayTrace, saveTrace, loadTrace, type MemoryStats, type TraceEntry } from '../../memory/caching_allocator.js';
 
 let instance: CudaBackend | null = null;

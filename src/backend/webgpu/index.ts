@@ -3,10 +3,10 @@
 // `await nbx.webgpu.init()` reports a missing adapter up front.
 
 import { registerBackendLoader, loadedBackends } from '../backend.js';
-import { WebGPUBackend, type WebGPUInfo } from './backend.js';
-import { installWebGPUKernels, stagingStats } from './kernels.js';
-import { probeWebGPU, type WebGPUProbe } from './probe.js';
-import type { PoolStats } from './pool.js';
+import { WebGPUBackend, type WebGPUInfo } from './runtime/backend.js';
+import { installWebGPUKernels, stagingStats } from './kernels/index.js';
+import { probeWebGPU, type WebGPUProbe } from './runtime/probe.js';
+import type { PoolStats } from './runtime/buffer_pool.js';
 import { Tensor } from '../../tensor/tensor.js';
 
 let instance: WebGPUBackend | null = null;

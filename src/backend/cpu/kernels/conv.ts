@@ -7,11 +7,11 @@
 //   - otherwise im2col + one GEMM per image (batched over groups).
 // Integer convolutions (exact, wrapping as PyTorch's integer kernels do) always take im2col with the
 // 'gemm_int' kernel. Transposed convolution is GEMM (weightᵀ · input) + col2im for every dtype.
-// Matrix products go to the 'gemm' kernel (OpenBLAS or its fallback; src/backend/cpu/linalg.ts).
+// Matrix products go to the 'gemm' kernel (OpenBLAS or its fallback; src/backend/cpu/kernels/gemm.ts).
 
-import type { ConvKernelParams } from '../../ops/conv.js';
-import type { StridedRef } from '../backend.js';
-import { kernel, registerKernel } from '../registry.js';
+import type { ConvKernelParams } from '../../../ops/conv.js';
+import type { StridedRef } from '../../backend.js';
+import { kernel, registerKernel } from '../../../kernels/registry.js';
 
 type FArr = Float32Array | Float64Array;
 /** Any storage array: im2col, col2im and the bias fill also serve integer convolution. */

@@ -3,10 +3,10 @@
 // so this is the only data-movement kernel the family needs. Strides may be negative (flip) or zero
 // (broadcast / fill); dtypes must match (the op layer casts first), so elements are copied as stored.
 
-import { DTYPES, type StorageArray } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
-import { coalesce } from './elementwise.js';
+import { DTYPES, type StorageArray } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { coalesce } from '../runtime/elementwise.js';
 
 /** Complex elements as pairs of reals: a trailing lane dimension, so copies move both lanes. */
 export function laneRef(r: StridedRef): StridedRef {

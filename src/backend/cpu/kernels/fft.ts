@@ -5,9 +5,9 @@
 // with a large prime factor. Twiddles are computed directly for every index (no recurrences), so the
 // error stays at a few ulps times log n.
 
-import type { StridedRef } from '../backend.js';
-import { DTYPES } from '../../dtype/dtypes.js';
-import { registerKernel } from '../registry.js';
+import type { StridedRef } from '../../backend.js';
+import { DTYPES } from '../../../dtype/dtypes.js';
+import { registerKernel } from '../../../kernels/registry.js';
 
 export type FftKind = 'c2c' | 'r2c' | 'c2r';
 

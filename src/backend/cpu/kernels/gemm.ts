@@ -1,16 +1,16 @@
 // CPU kernels: linalg. `gemm` is the one matrix-multiply primitive every op (matmul, conv via im2col,
 // linear, ...) lowers to: row-major C = alpha·op(A)·op(B) + beta·C, float32/float64, optionally batched.
-// It goes to the system BLAS when one was found (src/backend/cpu/blas.ts), else to a packed WebAssembly
+// It goes to the system BLAS when one was found (src/backend/cpu/runtime/blas.ts), else to a packed WebAssembly
 // SIMD kernel on worker threads, or a scalar loop for tiny and gemv-like products. `gemm_int` is its
 // exact integer twin.
 
-import { UnsupportedError } from '../../errors.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
-import { blasGemm, getBlas } from './blas.js';
+import { UnsupportedError } from '../../../errors.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { blasGemm, getBlas } from '../runtime/blas.js';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { threadCount } from './threads.js';
+import { threadCount } from '../runtime/threads.js';
 import v8 from 'node:v8';
 
 export interface GemmParams {

@@ -1,8 +1,8 @@
 // Registers every CPU kernel (side-effect imports), one file per operation family.
-import './index.js';
+import '../index.js';
 import './reduce.js';
-import './linalg.js';
-import './shape.js';
+import './gemm.js';
+import './copy.js';
 import './indexing.js';
 import './sort.js';
 import './fft.js';

@@ -12,12 +12,12 @@
 // `index`/`src`/`mask` are strided (stride 0 where broadcast); `out` of gather/nonzero/masked_select is
 // contiguous. Index dtypes: int64 or int32.
 
-import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
-import { f16Table, fromBFloat16Bits, roundTo, toBFloat16Bits, toFloat16Bits } from '../../dtype/convert.js';
-import type { Backend, StridedRef } from '../backend.js';
-import { Expr } from '../../ir/expr.js';
-import { registerKernel } from '../registry.js';
-import { IndexError, ValueError } from '../../errors.js';
+import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
+import { f16Table, fromBFloat16Bits, roundTo, toBFloat16Bits, toFloat16Bits } from '../../../dtype/convert.js';
+import type { Backend, StridedRef } from '../../backend.js';
+import { Expr } from '../../../ir/expr.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { IndexError, ValueError } from '../../../errors.js';
 
 export type ScatterMode = 'none' | 'sum' | 'prod' | 'mean' | 'amax' | 'amin';
 export interface ScatterOptions { op: string; includeSelf?: boolean; alpha?: number | bigint; wrap?: boolean }

@@ -7,11 +7,11 @@
 // WebAssembly SIMD module (float32 arithmetic as PyTorch's CPU kernels, float64 sums); float64 rows,
 // and every row where SIMD is unavailable, through scalar JavaScript in double.
 
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
-import { DTYPES, type StorageArray } from '../../dtype/dtypes.js';
-import { IndexError } from '../../errors.js';
-import { f16Table, fromBFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../../dtype/convert.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { DTYPES, type StorageArray } from '../../../dtype/dtypes.js';
+import { IndexError } from '../../../errors.js';
+import { f16Table, fromBFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../../../dtype/convert.js';
 
 // ---- row access ----------------------------------------------------------------------------------
 

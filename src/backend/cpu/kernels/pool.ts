@@ -4,9 +4,9 @@
 // clipped to the padded input (count_include_pad), to the input, or by divisor_override. Averages
 // accumulate in double; int64 averages are exact (BigInt) and truncate like C++ integer division.
 
-import { DTYPES } from '../../dtype/dtypes.js';
-import type { AdaptivePoolKernelParams, PoolKernelParams } from '../../ops/pool.js';
-import { registerKernel } from '../registry.js';
+import { DTYPES } from '../../../dtype/dtypes.js';
+import type { AdaptivePoolKernelParams, PoolKernelParams } from '../../../ops/pool.js';
+import { registerKernel } from '../../../kernels/registry.js';
 
 type Num = number | bigint;
 type Arr = { [i: number]: Num; length: number };

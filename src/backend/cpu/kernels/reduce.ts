@@ -2,17 +2,17 @@
 // sums exact through BigInt when they leave the safe-integer range), so float32/float16 results are at
 // least as accurate as PyTorch's.
 
-import type { StorageArray } from '../../dtype/dtypes.js';
-import { readNumber, writeNumber } from '../../dtype/convert.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
+import type { StorageArray } from '../../../dtype/dtypes.js';
+import { readNumber, writeNumber } from '../../../dtype/convert.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
 
 export type ReduceKind = 'sum' | 'prod' | 'max' | 'min' | 'argmax' | 'argmin' | 'any' | 'all' | 'count_nonzero'
   | 'mean' | 'var' | 'logsumexp' | 'norm';
 export type ScanKind = 'cumsum' | 'cumprod' | 'cummax' | 'cummin';
 
 const DIRECT = new Set(['f32', 'f64', 'i32', 'i16', 'i8', 'u8']);
-import { DTYPES } from '../../dtype/dtypes.js';
+import { DTYPES } from '../../../dtype/dtypes.js';
 
 /** Where element (r, j) of the [rows, n] operand lives: offset + r*rowStride + j*colStride. */
 export interface RowLayout { rowStride: number; colStride: number }

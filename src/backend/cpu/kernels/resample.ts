@@ -9,11 +9,11 @@
 // run in the input's dtype (float16/bfloat16 included: every operation rounds to it). Coordinates are
 // computed in that dtype step by step, because they decide which pixels are read; see cpuGridSample.
 
-import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable, Round } from '../../ops/resample.js';
-import { cubic1, cubic2 } from '../../ops/resample.js';
-import type { DTypeName } from '../../dtype/dtypes.js';
-import { roundTo } from '../../dtype/convert.js';
-import { registerKernel } from '../registry.js';
+import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable, Round } from '../../../ops/resample.js';
+import { cubic1, cubic2 } from '../../../ops/resample.js';
+import type { DTypeName } from '../../../dtype/dtypes.js';
+import { roundTo } from '../../../dtype/convert.js';
+import { registerKernel } from '../../../kernels/registry.js';
 
 type Arr = { [i: number]: number; length: number };
 

@@ -6,10 +6,10 @@
 // They work here on a permutation `a` of element ids, with `less(x, y)` comparing the elements' keys;
 // moving ids is exactly moving PyTorch's (value, index) pairs.
 
-import { DTYPES, type StorageArray } from '../../dtype/dtypes.js';
-import { readNumber } from '../../dtype/convert.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
+import { DTYPES, type StorageArray } from '../../../dtype/dtypes.js';
+import { readNumber } from '../../../dtype/convert.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
 
 type Less = (x: number, y: number) => boolean;
 /** A sequence the algorithms permute: element ids (Int32Array) or packed key-and-index values (Float64Array). */

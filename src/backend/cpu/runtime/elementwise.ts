@@ -2,11 +2,11 @@
 // dtypes, rank, layout) and cached. Dimensions are coalesced first, so a contiguous or simply broadcast
 // operation becomes one flat loop; the innermost dimension always runs as a tight loop with strides.
 
-import type { Expr } from '../../ir/expr.js';
-import { H, renderExpr, renderLoad, renderStore } from '../../ir/render_js.js';
-import { denseAs, type StridedRef } from '../backend.js';
-import { broadcastStrides } from '../../tensor/shape.js';
-import { DTYPES } from '../../dtype/dtypes.js';
+import type { Expr } from '../../../ir/expr.js';
+import { H, renderExpr, renderLoad, renderStore } from '../../../ir/render_js.js';
+import { denseAs, type StridedRef } from '../../backend.js';
+import { broadcastStrides } from '../../../tensor/shape.js';
+import { DTYPES } from '../../../dtype/dtypes.js';
 
 import { makeKernel, parallelFlat, PARALLEL_MIN } from './threads.js';
 

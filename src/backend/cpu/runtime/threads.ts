@@ -5,7 +5,7 @@
 
 import { Worker } from 'node:worker_threads';
 import { availableParallelism } from 'node:os';
-import { H } from '../../ir/render_js.js';
+import { H } from '../../../ir/render_js.js';
 
 export const PARALLEL_MIN = 1 << 18;
 

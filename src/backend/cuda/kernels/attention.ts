@@ -19,15 +19,15 @@
 // Knobs that move bits: BLOCK_N (prefill: where the running max is rescaled) and the decode chunk size
 // and thread count (the order partial sums merge). BLOCK_M and stages never change results.
 
-import type { DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
-import { R, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { ArgType } from './driver.js';
-import { CP_ASYNC_DEVICE, CP_ASYNC_EMU } from './kernel_util.js';
-import { UnsupportedError } from '../../errors.js';
-import { defineSpace, prune, tuneSync, bucketSize, type Config, type ConfigSpace } from '../../autotune/index.js';
-import { attentionTileCeiling } from '../../profiles/index.js';
+import type { DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import type { ArgType } from '../runtime/driver.js';
+import { CP_ASYNC_DEVICE, CP_ASYNC_EMU } from './util.js';
+import { UnsupportedError } from '../../../errors.js';
+import { defineSpace, prune, tuneSync, bucketSize, type Config, type ConfigSpace } from '../../../autotune/index.js';
+import { attentionTileCeiling } from '../../../profiles/index.js';
 
 /** Parameters of the 'attention' kernel (device-neutral: StridedRefs + numbers). */
 export interface AttentionParams {

@@ -1,5 +1,5 @@
 // CUDA kernels 'conv' and 'conv_transpose' with the CPU kernels' signature (ConvKernelParams: contiguous
-// operands with three spatial dims; src/backend/cpu/conv.ts). Paths:
+// operands with three spatial dims; src/backend/cpu/kernels/conv.ts). Paths:
 //   - depthwise (one input channel per group, any multiplier): a direct kernel, a thread per output;
 //   - pointwise (1×1×1, stride 1, no padding): the input already is the column matrix: GEMM only;
 //   - otherwise im2col into a temporary, then cuBLASLt GEMMs (batched over images or groups), for a
@@ -9,14 +9,14 @@
 // element sums its taps in a fixed order (the CPU's scatter order), no atomics: deterministic.
 // float32/float64/float16/bfloat16 (GEMMs through cuBLASLt with fp32 accumulation for the half types).
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { ConvKernelParams } from '../../ops/conv.js';
-import type { StridedRef } from '../backend.js';
-import type { GemmParams } from '../cpu/linalg.js';
-import { kernel, registerKernel } from '../registry.js';
-import { R, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { ArgType } from './driver.js';
-import { FLOATS, basePtr, indexType, numel, requireDType } from './kernel_util.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { ConvKernelParams } from '../../../ops/conv.js';
+import type { StridedRef } from '../../backend.js';
+import type { GemmParams } from '../../cpu/kernels/gemm.js';
+import { kernel, registerKernel } from '../../../kernels/registry.js';
+import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import type { ArgType } from '../runtime/driver.js';
+import { FLOATS, basePtr, indexType, numel, requireDType } from './util.js';
 
 let be: CudaBackend;
 export function installCudaConvKernels(backend: CudaBackend): void {

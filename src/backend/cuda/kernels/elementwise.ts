@@ -14,17 +14,17 @@
 // narrower ones 8/4/2/1; used when every vector-accessed operand's offset (and row pitch) is a
 // multiple of V. Launch shapes come from the autotuner (tuning.ts: EW_FLAT_SPACE, EW_BCAST_SPACE).
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { Expr } from '../../ir/expr.js';
-import { CudaRenderer } from '../../ir/render_c.js';
-import { denseAs, type StridedRef } from '../backend.js';
-import { coalesce } from '../cpu/elementwise.js';
-import { broadcastStrides } from '../../tensor/shape.js';
-import type { ArgType, KernelArg } from './driver.js';
-import type { CudaBackend, CudaBuffer } from './backend.js';
-import { bucketSize, type Config } from '../../autotune/index.js';
-import { ELEMENTWISE_SPACE, EW_BCAST_SPACE, EW_FLAT_SPACE, EW_SWEEP, EW_TUNE_MIN_ELEMENTS, ewCandidates } from './tuning.js';
-import { UnsupportedError } from '../../errors.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { Expr } from '../../../ir/expr.js';
+import { CudaRenderer } from '../../../ir/render_c.js';
+import { denseAs, type StridedRef } from '../../backend.js';
+import { coalesce } from '../../cpu/runtime/elementwise.js';
+import { broadcastStrides } from '../../../tensor/shape.js';
+import type { ArgType, KernelArg } from '../runtime/driver.js';
+import type { CudaBackend, CudaBuffer } from '../runtime/backend.js';
+import { bucketSize, type Config } from '../../../autotune/index.js';
+import { ELEMENTWISE_SPACE, EW_BCAST_SPACE, EW_FLAT_SPACE, EW_SWEEP, EW_TUNE_MIN_ELEMENTS, ewCandidates } from '../tuning/spaces.js';
+import { UnsupportedError } from '../../../errors.js';
 
 export const R = new CudaRenderer();
 

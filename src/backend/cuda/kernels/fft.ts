@@ -1,4 +1,4 @@
-// CUDA kernel 'fft' with the CPU kernel's signature and contract (src/backend/cpu/fft.ts): one 1-d
+// CUDA kernel 'fft' with the CPU kernel's signature and contract (src/backend/cpu/kernels/fft.ts): one 1-d
 // transform per row of a contiguous [rows, m] operand (c2c, r2c, c2r; trimmed or zero-padded to n
 // points; `sign` +1 through conj(F(conj x)); `scale` applied last), computed in float64 and rounded once.
 //
@@ -10,15 +10,15 @@
 // pass (both transforms and the pointwise product for Bluestein) and stores, several short rows per
 // block. Longer rows run pass by pass through global scratch.
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import type { FftKind } from '../cpu/fft.js';
-import { registerKernel } from '../registry.js';
-import { type CudaBackend, type CudaBuffer } from './backend.js';
-import type { ArgType } from './driver.js';
-import { basePtr, requireDType } from './kernel_util.js';
-import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, remember, twiddles } from '../fft_host.js';
-export { factorize, largestPrime } from '../fft_host.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import type { FftKind } from '../../cpu/kernels/fft.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import type { ArgType } from '../runtime/driver.js';
+import { basePtr, requireDType } from './util.js';
+import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, remember, twiddles } from '../../fft_host.js';
+export { factorize, largestPrime } from '../../fft_host.js';
 
 let be: CudaBackend;
 export function installCudaFftKernels(backend: CudaBackend): void {

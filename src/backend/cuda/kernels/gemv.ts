@@ -21,15 +21,15 @@
 // summation order than cuBLASLt's); `cols` does not (each column's sum is the same warp's, whatever
 // the number of columns per warp).
 
-import { DTYPES } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import { R, unpack, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { ArgType, CudaEvent, CudaKernel } from './driver.js';
-import { defineSpace, bucketSize, prune, tuneSync, type Config } from '../../autotune/index.js';
-import { TUNE_MIN_ELEMENTS } from './tuning.js';
-import { Cublas } from './cublas.js';
-import { CublasLt } from './cublaslt.js';
-import { UnsupportedError } from '../../errors.js';
+import { DTYPES } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import { R, unpack, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import type { ArgType, CudaEvent, CudaKernel } from '../runtime/driver.js';
+import { defineSpace, bucketSize, prune, tuneSync, type Config } from '../../../autotune/index.js';
+import { TUNE_MIN_ELEMENTS } from '../tuning/spaces.js';
+import { Cublas } from '../runtime/cublas.js';
+import { CublasLt } from '../runtime/cublaslt.js';
+import { UnsupportedError } from '../../../errors.js';
 
 /** Largest small dimension (rows of X) this path takes. */
 export const GEMV_MAX_ROWS = 16;

@@ -2,25 +2,25 @@
 // (reduce_kernels.ts), scans, GEMM through cuBLASLt, and
 // host staging for kernels that have no CUDA implementation yet (announced, never silent).
 
-import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel, setStagingProvider, kernelCpu } from '../registry.js';
-import type { ScanKind } from '../cpu/reduce.js';
-import { R, type CudaBackend, type CudaBuffer } from './backend.js';
-import { gemm as ltGemm, CublasLt } from './cublaslt.js';
-import { UnsupportedError } from '../../errors.js';
-import type { ArgType } from './driver.js';
-import { installCudaNnKernels } from './nn_kernels.js';
-import { installCudaIndexingKernels } from './indexing_kernels.js';
-import { installCudaConvKernels } from './conv_kernels.js';
-import { installCudaPoolKernels } from './pool_kernels.js';
-import { installCudaResampleKernels } from './resample_kernels.js';
-import { installCudaFftKernels } from './fft_kernels.js';
-import { installCudaLossKernels } from './loss_kernels.js';
-import { installCudaAttentionKernels } from './attention_kernels.js';
-import { cudaGemv } from './gemv_kernels.js';
-import { installCudaReduceKernels } from './reduce_kernels.js';
-export { reduceSource, cudaReduce } from './reduce_kernels.js';
+import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel, setStagingProvider, kernelCpu } from '../../../kernels/registry.js';
+import type { ScanKind } from '../../cpu/kernels/reduce.js';
+import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import { gemm as ltGemm, CublasLt } from '../runtime/cublaslt.js';
+import { UnsupportedError } from '../../../errors.js';
+import type { ArgType } from '../runtime/driver.js';
+import { installCudaNnKernels } from './nn.js';
+import { installCudaIndexingKernels } from './indexing.js';
+import { installCudaConvKernels } from './conv.js';
+import { installCudaPoolKernels } from './pool.js';
+import { installCudaResampleKernels } from './resample.js';
+import { installCudaFftKernels } from './fft.js';
+import { installCudaLossKernels } from './loss.js';
+import { installCudaAttentionKernels } from './attention.js';
+import { cudaGemv } from './gemv.js';
+import { installCudaReduceKernels } from './reduce.js';
+export { reduceSource, cudaReduce } from './reduce.js';
 
 let be: CudaBackend;
 export function installCudaKernels(backend: CudaBackend): void {

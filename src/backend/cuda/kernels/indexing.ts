@@ -1,5 +1,5 @@
 // CUDA kernels for the shape and indexing families, with the CPU kernels' signatures and semantics
-// (src/backend/cpu/shape.ts, src/backend/cpu/indexing.ts):
+// (src/backend/cpu/kernels/copy.ts, src/backend/cpu/kernels/indexing.ts):
 //   copy_strided    a driver copy when both sides are contiguous; a widened (up to 16-byte) element copy
 //                   when rows are contiguous on both sides; a shared-memory tiled transpose when each side
 //                   is contiguous along a different dim; an N-d index decomposition otherwise.
@@ -14,15 +14,15 @@
 // launcher reads it back (8 bytes) and raises the CPU kernel's IndexError with the offending value.
 // Copies move raw bits (elements as 1/2/4/8/16-byte words), so every dtype, complex included, works.
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
-import { coalesce } from '../cpu/elementwise.js';
-import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../cpu/indexing.js';
-import { R, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { ArgType, KernelArg } from './driver.js';
-import { IndexError, UnsupportedError, ValueError } from '../../errors.js';
-import { installCudaSortKernels } from './sort_kernels.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { coalesce } from '../../cpu/runtime/elementwise.js';
+import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../../cpu/kernels/indexing.js';
+import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import type { ArgType, KernelArg } from '../runtime/driver.js';
+import { IndexError, UnsupportedError, ValueError } from '../../../errors.js';
+import { installCudaSortKernels } from './sort.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Register = (name: string, device: 'cuda', fn: (...args: any[]) => any) => void;

@@ -1,4 +1,4 @@
-// CUDA kernels 'nll_loss' and 'local_response_norm' with the CPU kernels' signatures (src/backend/cpu/nn.ts).
+// CUDA kernels 'nll_loss' and 'local_response_norm' with the CPU kernels' signatures (src/backend/cpu/kernels/nn.ts).
 //
 // nll_loss: per-item losses -w[t]·input[i, t, d] in double; the two sums (loss, weight) reduce in a
 // fixed order (fixed chunks per block, thread-strided, then a shuffle tree; a second one-block kernel
@@ -7,14 +7,14 @@
 // per call (the only host synchronization; one 8-byte copy).
 // local_response_norm: a thread per element sums the squares of its channel window in double.
 
-import type { DTypeName } from '../../dtype/dtypes.js';
-import { IndexError } from '../../errors.js';
-import type { StridedRef } from '../backend.js';
-import type { LrnParams, NllParams } from '../cpu/nn.js';
-import { registerKernel } from '../registry.js';
-import { R, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { ArgType } from './driver.js';
-import { FLOATS, NARROW_SRC, basePtr, loadD, numel, requireDType, storeD } from './kernel_util.js';
+import type { DTypeName } from '../../../dtype/dtypes.js';
+import { IndexError } from '../../../errors.js';
+import type { StridedRef } from '../../backend.js';
+import type { LrnParams, NllParams } from '../../cpu/kernels/nn.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import type { ArgType } from '../runtime/driver.js';
+import { FLOATS, NARROW_SRC, basePtr, loadD, numel, requireDType, storeD } from './util.js';
 
 let be: CudaBackend;
 export function installCudaLossKernels(backend: CudaBackend): void {

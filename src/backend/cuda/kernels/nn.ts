@@ -1,4 +1,4 @@
-// CUDA row kernels for the nn family, with the CPU kernels' signatures (src/backend/cpu/nn.ts):
+// CUDA row kernels for the nn family, with the CPU kernels' signatures (src/backend/cpu/kernels/nn.ts):
 // 'softmax' (softmax/log_softmax/softmin, masks, causal, safe rows) and 'row_norm' (layer/rms/group
 // norm statistics and affine).
 //
@@ -12,15 +12,15 @@
 // warp, then over the group's warps through shared memory. The same configuration gives the same bits
 // every run; `threads` (hence G and K) and V change the summation tree, so they can move the last bits.
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
-import { R, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { SoftmaxParams, RowNormParams } from '../cpu/nn.js';
-import type { ArgType } from './driver.js';
-import { SOFTMAX_SPACE, ROWNORM_SPACE } from './tuning.js';
-import { bucketSize, type Config } from '../../autotune/index.js';
-import { UnsupportedError } from '../../errors.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import type { SoftmaxParams, RowNormParams } from '../../cpu/kernels/nn.js';
+import type { ArgType } from '../runtime/driver.js';
+import { SOFTMAX_SPACE, ROWNORM_SPACE } from '../tuning/spaces.js';
+import { bucketSize, type Config } from '../../../autotune/index.js';
+import { UnsupportedError } from '../../../errors.js';
 
 let be: CudaBackend;
 export function installCudaNnKernels(backend: CudaBackend): void {

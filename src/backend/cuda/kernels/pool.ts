@@ -1,4 +1,4 @@
-// CUDA kernels 'pool' and 'adaptive_pool' with the CPU kernels' signatures (src/backend/cpu/pool.ts):
+// CUDA kernels 'pool' and 'adaptive_pool' with the CPU kernels' signatures (src/backend/cpu/kernels/pool.ts):
 // window max (first maximum, a NaN wins and the last NaN's index is kept, int64 flat indices into the
 // D·H·W plane) and average (double accumulation, count_include_pad, divisor_override; exact integer
 // averages truncating like C++), over [B, D, H, W] with PyTorch's window bounds.
@@ -9,12 +9,12 @@
 // merge is order-independent: the NaN with the largest index, else the largest value with the
 // smallest index, which is exactly what the sequential scan picks.
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { AdaptivePoolKernelParams, PoolKernelParams } from '../../ops/pool.js';
-import { registerKernel } from '../registry.js';
-import { R, type CudaBackend } from './backend.js';
-import type { ArgType } from './driver.js';
-import { FLOATS, INTS, NARROW_SRC, basePtr, indexType, isFloat, numel, requireDType, storeD } from './kernel_util.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { AdaptivePoolKernelParams, PoolKernelParams } from '../../../ops/pool.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { R, type CudaBackend } from '../runtime/backend.js';
+import type { ArgType } from '../runtime/driver.js';
+import { FLOATS, INTS, NARROW_SRC, basePtr, indexType, isFloat, numel, requireDType, storeD } from './util.js';
 
 let be: CudaBackend;
 export function installCudaPoolKernels(backend: CudaBackend): void {

@@ -1,4 +1,4 @@
-// CUDA reductions: the 'reduce' kernel, with the CPU kernel's signature (src/backend/cpu/reduce.ts).
+// CUDA reductions: the 'reduce' kernel, with the CPU kernel's signature (src/backend/cpu/kernels/reduce.ts).
 // The operand is [rows, n]: element (r, j) at off + r*rowStride + j*colStride, reduced along j.
 //   rows     the simple kinds (sum/mean/prod/max/min/any/all/count_nonzero/norm) in every layout but
 //            the one below: a power-of-two group of threads per row (several rows per block when rows
@@ -20,14 +20,14 @@
 // count and the launch configuration, never on timing (which block finishes last does not matter):
 // results are identical run to run.
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
-import type { ReduceKind, RowLayout } from '../cpu/reduce.js';
-import { R, unpack, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { ArgType, CudaKernel } from './driver.js';
-import { REDUCE_SPACE, REDUCE_ROWS_SPACE, REDUCE_COLS_SPACE } from './tuning.js';
-import { bucketSize, type Config } from '../../autotune/index.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import type { ReduceKind, RowLayout } from '../../cpu/kernels/reduce.js';
+import { R, unpack, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import type { ArgType, CudaKernel } from '../runtime/driver.js';
+import { REDUCE_SPACE, REDUCE_ROWS_SPACE, REDUCE_COLS_SPACE } from '../tuning/spaces.js';
+import { bucketSize, type Config } from '../../../autotune/index.js';
 
 let be: CudaBackend;
 export function installCudaReduceKernels(backend: CudaBackend): void {

@@ -1,5 +1,5 @@
 // CUDA kernels 'interpolate' and 'grid_sample' with the CPU kernels' signatures and arithmetic
-// (src/backend/cpu/resample.ts).
+// (src/backend/cpu/kernels/resample.ts).
 //
 // interpolate applies the op layer's per-dim tables (uploaded once per call, one packed copy). Pure
 // gathers (nearest) copy storage directly. Otherwise one thread per output element sums D over H over W
@@ -12,12 +12,12 @@
 // also rounds to the half type, as PyTorch computes in it), since coordinates decide which pixels are
 // read; a thread owns a grid point and loops over channels (coalesced stores across grid points).
 
-import type { DTypeName } from '../../dtype/dtypes.js';
-import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../ops/resample.js';
-import { registerKernel } from '../registry.js';
-import { R, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { ArgType } from './driver.js';
-import { FLOATS, INTS, NARROW_SRC, basePtr, indexType, loadD, numel, requireDType, storeD } from './kernel_util.js';
+import type { DTypeName } from '../../../dtype/dtypes.js';
+import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../../ops/resample.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import type { ArgType } from '../runtime/driver.js';
+import { FLOATS, INTS, NARROW_SRC, basePtr, indexType, loadD, numel, requireDType, storeD } from './util.js';
 
 let be: CudaBackend;
 export function installCudaResampleKernels(backend: CudaBackend): void {

@@ -1,4 +1,4 @@
-// CUDA kernels for sorting and selection, with the CPU kernels' signatures (src/backend/cpu/sort.ts):
+// CUDA kernels for sorting and selection, with the CPU kernels' signatures (src/backend/cpu/kernels/sort.ts):
 // sort, topk, kthvalue, median, mode, searchsorted, unique.
 //
 // Elements become order-preserving unsigned keys (NaN largest, -0 equal to 0, complemented for descending),
@@ -15,13 +15,13 @@
 // the exact libstdc++ algorithm for that row (one thread per flagged row; other rows return at once).
 // No host synchronization, except unique, whose output sizes depend on the data.
 
-import { DTYPES, allocStorage, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import type { UniqueResult } from '../cpu/sort.js';
-import { R, type CudaBackend, type CudaBuffer } from './backend.js';
-import type { KernelArg } from './driver.js';
-import { UnsupportedError } from '../../errors.js';
-import { Params, gridLoop, ptr, runCompaction, type Compaction, type Register } from './indexing_kernels.js';
+import { DTYPES, allocStorage, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import type { UniqueResult } from '../../cpu/kernels/sort.js';
+import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import type { KernelArg } from '../runtime/driver.js';
+import { UnsupportedError } from '../../../errors.js';
+import { Params, gridLoop, ptr, runCompaction, type Compaction, type Register } from './indexing.js';
 
 let be: CudaBackend;
 export function installCudaSortKernels(backend: CudaBackend, register: Register): void {
@@ -134,7 +134,7 @@ template <typename K> __device__ void nbx_bitonic_topk(K* k, unsigned* id, int L
 
 /**
  * libstdc++'s algorithms (bits/stl_algo.h, bits/stl_heap.h) and TH's quick_select, as the CPU kernels run
- * them (src/backend/cpu/sort.ts), on an array of element ids with a comparator on ids. The introsort
+ * them (src/backend/cpu/kernels/sort.ts), on an array of element ids with a comparator on ids. The introsort
  * recursion runs from an explicit stack: its ranges are disjoint, so the order they are done in is free.
  */
 const STD_ALGOS = String.raw`

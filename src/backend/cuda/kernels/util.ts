@@ -2,10 +2,10 @@
 // pointers of refs, dtype checks with typed errors, and loads/stores of values computed in double
 // that round once into the destination dtype (as the CPU kernels do).
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import { UnsupportedError } from '../../errors.js';
-import type { StridedRef } from '../backend.js';
-import { R, type CudaBuffer } from './backend.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import { UnsupportedError } from '../../../errors.js';
+import type { StridedRef } from '../../backend.js';
+import { R, type CudaBuffer } from '../runtime/backend.js';
 
 /** The buffer's base pointer (kernels add the element offset themselves), 0 for an absent ref. */
 export const basePtr = (r: StridedRef | null | undefined): bigint => (r ? (r.buf as CudaBuffer).ptr : 0n);

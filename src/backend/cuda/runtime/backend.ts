@@ -2,23 +2,23 @@
 // kernels rendered from the IR by CudaRenderer and compiled with NVRTC (cached in memory and on disk),
 // reductions, GEMM through cuBLASLt. Loaded only when a tensor first asks for 'cuda'.
 
-import { DTYPES, allocStorage, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
-import type { Expr } from '../../ir/expr.js';
-import { CUDA_PRELUDE } from '../../ir/render_c.js';
-import { type Backend, type StridedRef } from '../backend.js';
+import { DTYPES, allocStorage, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
+import type { Expr } from '../../../ir/expr.js';
+import { CUDA_PRELUDE } from '../../../ir/render_c.js';
+import { type Backend, type StridedRef } from '../../backend.js';
 import { CudaContext, type CudaKernel, type Stream, type ArgType, type KernelArg } from './driver.js';
 import { getKernel } from './nvrtc.js';
-import { CachingAllocator } from '../../memory/caching_allocator.js';
-import { UnsupportedError } from '../../errors.js';
-import { CudaTuning } from './tuning.js';
+import { CachingAllocator } from '../../../memory/caching_allocator.js';
+import { UnsupportedError } from '../../../errors.js';
+import { CudaTuning } from '../tuning/spaces.js';
 import { PinnedStaging } from './staging.js';
 import { LaunchBatch } from './launch_batch.js';
 
 /** A device buffer: the allocator's pointer and its size in bytes. */
 export interface CudaBuffer { ptr: bigint; bytes: number }
 
-import { R, runElementwise } from './ew_kernels.js';
-export { R, unpack } from './ew_kernels.js';
+import { R, runElementwise } from '../kernels/elementwise.js';
+export { R, unpack } from '../kernels/elementwise.js';
 
 export class CudaBackend implements Backend {
   readonly type = 'cuda' as const;

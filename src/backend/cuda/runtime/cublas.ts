@@ -6,7 +6,7 @@
 // The handle runs on the caller's stream and shares cuBLASLt's workspace (one stream, calls in order),
 // so cuBLAS allocates nothing of its own outside the caching allocator.
 
-import { UnsupportedError } from '../../errors.js';
+import { UnsupportedError } from '../../../errors.js';
 import { CudaContext, contextPoisoned } from './driver.js';
 import { loadCudaLibrary } from './libs.js';
 import { CUBLAS_OP_N, CUBLAS_OP_T, CUBLAS_STATUS_NAMES, CublasError, type GemmWorkspace } from './cublaslt.js';

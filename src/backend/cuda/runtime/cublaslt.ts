@@ -34,10 +34,10 @@
 // Enum values below come from cublasLt.h / cublas_api.h / library_types.h of CUDA 12 and 13
 // (the attribute enums carry explicit values that have not changed since CUDA 11).
 
-import { DeviceError, UnsupportedError, ValueError } from '../../errors.js';
+import { DeviceError, UnsupportedError, ValueError } from '../../../errors.js';
 import { CudaContext, Stream, contextPoisoned, type CudaEvent } from './driver.js';
 import { loadCudaLibrary } from './libs.js';
-import { autotuneMode, bucketSize, defaultCache, deviceKey, tuneSync, type Config, type TuneKey } from '../../autotune/index.js';
+import { autotuneMode, bucketSize, defaultCache, deviceKey, tuneSync, type Config, type TuneKey } from '../../../autotune/index.js';
 
 // cudaDataType_t (library_types.h)
 export const CUDA_R_32F = 0;

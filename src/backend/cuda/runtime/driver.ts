@@ -15,8 +15,8 @@
 //   poll cuStreamQuery / cuEventQuery with setImmediate for the first ~2 ms, then with timers.
 
 import koffi, { type LibraryHandle } from 'koffi';
-import { DeviceError, DeviceFaultError, OutOfMemoryError, ValueError } from '../../errors.js';
-import type { RawAllocator } from '../../memory/caching_allocator.js';
+import { DeviceError, DeviceFaultError, OutOfMemoryError, ValueError } from '../../../errors.js';
+import type { RawAllocator } from '../../../memory/caching_allocator.js';
 import {
   CU_RESULT_NAMES,
   CuQueryError,

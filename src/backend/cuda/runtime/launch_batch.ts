@@ -36,10 +36,10 @@
 // program that enqueues and then waits on something else still runs its work) and before exit.
 // NBX_CUDA_BATCH=0 turns batching off.
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { Expr } from '../../ir/expr.js';
-import { CUDA_PRELUDE } from '../../ir/render_c.js';
-import { denseAs, type StridedRef } from '../backend.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { Expr } from '../../../ir/expr.js';
+import { CUDA_PRELUDE } from '../../../ir/render_c.js';
+import { denseAs, type StridedRef } from '../../backend.js';
 import { allocParamBuffer, launchParamBuffer, type CudaContext, type CudaKernel, type ParamBuffer, type Stream } from './driver.js';
 import { loadSource } from './nvrtc.js';
 import { R, type CudaBuffer } from './backend.js';

@@ -8,7 +8,7 @@ import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import koffi, { type LibraryHandle } from 'koffi';
-import { DeviceError } from '../../errors.js';
+import { DeviceError } from '../../../errors.js';
 
 export type CudaLibKind = 'cuda' | 'nvrtc' | 'cublasLt' | 'cublas';
 

@@ -14,12 +14,12 @@
 //   the disk cache off.
 
 import { createHash } from 'node:crypto';
-import { packageRoot } from '../../profiles/root.js';
+import { packageRoot } from '../../../profiles/root.js';
 import { existsSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import koffi from 'koffi';
-import { DeviceError, NbxError, UnsupportedError } from '../../errors.js';
+import { DeviceError, NbxError, UnsupportedError } from '../../../errors.js';
 import { type ArgType, type CudaContext, type CudaKernel, type CudaModule } from './driver.js';
 import { cudaToolkitRoots, loadCudaLibrary, pythonSitePackages } from './libs.js';
 

@@ -8,9 +8,9 @@
 // so results can differ in the last bits between configurations (never between runs of one
 // configuration); the elementwise knobs never change results.
 
-import { defineSpace, prune, tuneSync, autotuneMode, deviceKey, bucketSize, type Config, type ConfigSpace } from '../../autotune/index.js';
-import { matchProfile, withDriverLimits, type DeviceProfile } from '../../profiles/index.js';
-import type { CudaContext, CudaEvent, Stream } from './driver.js';
+import { defineSpace, prune, tuneSync, autotuneMode, deviceKey, bucketSize, type Config, type ConfigSpace } from '../../../autotune/index.js';
+import { matchProfile, withDriverLimits, type DeviceProfile } from '../../../profiles/index.js';
+import type { CudaContext, CudaEvent, Stream } from '../runtime/driver.js';
 
 /** Problems smaller than this many elements use the default configuration (no sweep). */
 export const TUNE_MIN_ELEMENTS = 1 << 16;

@@ -1,8 +1,8 @@
 // WebGPU kernels 'fft' and 'fft_strided' with the CPU kernels' signatures and contract
-// (src/backend/cpu/fft.ts): one 1-d transform per row along `dim` (any strides): c2c, r2c, c2r, trimmed or
+// (src/backend/cpu/kernels/fft.ts): one 1-d transform per row along `dim` (any strides): c2c, r2c, c2r, trimmed or
 // zero-padded to n points, `sign` +1 through conj(F(conj x)), `scale` applied last.
 //
-// The algorithm is the CUDA kernel's (src/backend/cuda/fft_kernels.ts): Stockham autosort passes (radix 4,
+// The algorithm is the CUDA kernel's (src/backend/cuda/kernels/fft.ts): Stockham autosort passes (radix 4,
 // 2, then odd factors up to 61 with a generic butterfly), twiddles from a per-length table computed on the
 // host with the CPU's exact symmetries; lengths with a larger prime factor go through Bluestein's chirp-z
 // with a power-of-two transform of M >= 2n - 1 points (chirp and the chirp's spectrum made on the host in
@@ -11,15 +11,15 @@
 // rows × L complex points, one dispatch per stage: load (gather along the dim, Hermitian extension,
 // conjugation, chirp), each radix pass, Bluestein's pointwise product, store (scatter along the dim).
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import type { FftKind } from '../cpu/fft.js';
-import { registerKernel } from '../registry.js';
-import { WGSL as R, checkWgslDType } from '../../ir/render_wgsl.js';
-import { UnsupportedError } from '../../errors.js';
-import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { module, U } from './elementwise.js';
-import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, remember, unitRoot } from '../fft_host.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import type { FftKind } from '../../cpu/kernels/fft.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
+import { UnsupportedError } from '../../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
+import { module, U } from '../runtime/elementwise.js';
+import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, remember, unitRoot } from '../../fft_host.js';
 
 let be: WebGPUBackend;
 export function installWebGPUFftKernels(backend: WebGPUBackend): void {

@@ -13,11 +13,11 @@
 // or Dawn that refuses it leaves the tiled f32 kernel in charge. Opt-in (NBX_WEBGPU_SUBGROUP_MATRIX=1,
 // which also allows Dawn's unsafe APIs, where the feature lives) until verified on a card.
 
-import type { DTypeName } from '../../dtype/dtypes.js';
-import { WGSL as R, perWord, wgslPrelude } from '../../ir/render_wgsl.js';
-import type { Program, WebGPUBackend } from './backend.js';
-import { U } from './elementwise.js';
-import { env, type SubgroupMatrixConfig } from './gpu.js';
+import type { DTypeName } from '../../../dtype/dtypes.js';
+import { WGSL as R, perWord, wgslPrelude } from '../../../ir/render_wgsl.js';
+import type { Program, WebGPUBackend } from '../runtime/backend.js';
+import { U } from '../runtime/elementwise.js';
+import { env, type SubgroupMatrixConfig } from '../runtime/gpu.js';
 
 export interface SmmPlan {
   cfg: SubgroupMatrixConfig;

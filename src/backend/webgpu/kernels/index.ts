@@ -4,26 +4,26 @@
 // f32 accumulation), 'copy_strided', and 'softmax' / 'row_norm' (nn_kernels.ts); every other kernel
 // runs on the host through staging, announced once per kernel, refused with NBX_WEBGPU_HOST_STAGING=0.
 
-import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel, setStagingProvider, kernelCpu } from '../registry.js';
-import type { ReduceKind, RowLayout, ScanKind } from '../cpu/reduce.js';
-import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
-import { DeviceLimitError, UnsupportedError } from '../../errors.js';
-import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { copyStrided, module, U, wordLane, wgslInclusiveScan } from './elementwise.js';
-import { env, notice } from './gpu.js';
+import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel, setStagingProvider, kernelCpu } from '../../../kernels/registry.js';
+import type { ReduceKind, RowLayout, ScanKind } from '../../cpu/kernels/reduce.js';
+import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
+import { DeviceLimitError, UnsupportedError } from '../../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
+import { copyStrided, module, U, wordLane, wgslInclusiveScan } from '../runtime/elementwise.js';
+import { env, notice } from '../runtime/gpu.js';
 import { smmProgram, validateSmm } from './gemm_smm.js';
-import { gemmConfig, reduceConfig, registerTuneProblem } from './tuning.js';
-import { webgpuConv, webgpuConvSupports, webgpuPool, webgpuPoolSupports, webgpuRowNorm, webgpuSoftmax, type ConvParams, type PoolParams } from './nn_kernels.js';
-import type { RowNormParams, SoftmaxParams } from '../cpu/nn.js';
-import { installWebGPUIndexingKernels } from './indexing_kernels.js';
-import { installWebGPUResampleKernels } from './resample_kernels.js';
-import { installWebGPUIntKernels } from './int_kernels.js';
-import { installWebGPUFftKernels } from './fft_kernels.js';
-import { installWebGPUSortKernels } from './sort_kernels.js';
-import { int64Reduction, int64Scan, webgpuReduceInt64, webgpuScanInt64 } from './int64_kernels.js';
-import { caps, probeCaps, rawRun } from './caps.js';
+import { gemmConfig, reduceConfig, registerTuneProblem } from '../tuning/spaces.js';
+import { webgpuConv, webgpuConvSupports, webgpuPool, webgpuPoolSupports, webgpuRowNorm, webgpuSoftmax, type ConvParams, type PoolParams } from './nn.js';
+import type { RowNormParams, SoftmaxParams } from '../../cpu/kernels/nn.js';
+import { installWebGPUIndexingKernels } from './indexing.js';
+import { installWebGPUResampleKernels } from './resample.js';
+import { installWebGPUIntKernels } from './int.js';
+import { installWebGPUFftKernels } from './fft.js';
+import { installWebGPUSortKernels } from './sort.js';
+import { int64Reduction, int64Scan, webgpuReduceInt64, webgpuScanInt64 } from './int64.js';
+import { caps, probeCaps, rawRun } from '../runtime/caps.js';
 
 let be: WebGPUBackend;
 export function installWebGPUKernels(backend: WebGPUBackend): void {

@@ -1,5 +1,5 @@
 // WebGPU kernels of the indexing family, with the CPU kernels' signatures and semantics
-// (src/backend/cpu/indexing.ts), ported from the CUDA ones (src/backend/cuda/indexing_kernels.ts):
+// (src/backend/cpu/kernels/indexing.ts), ported from the CUDA ones (src/backend/cuda/kernels/indexing.ts):
 //   gather          a thread per index position.
 //   scatter         deterministic, bit-identical in order to the CPU: an output slot is written only by
 //                   the index positions of one "column" (every coordinate but `dim`), so a thread per
@@ -23,14 +23,14 @@
 // next read (`await t.data()`), as host staging did. Packed 8/16-bit outputs are written through atomic
 // and/or on their word (neighbouring elements belong to other threads).
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
-import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../cpu/indexing.js';
-import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
-import { DeviceLimitError, IndexError, UnsupportedError } from '../../errors.js';
-import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { module, U, wgslInclusiveScan } from './elementwise.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../../cpu/kernels/indexing.js';
+import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
+import { DeviceLimitError, IndexError, UnsupportedError } from '../../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
+import { module, U, wgslInclusiveScan } from '../runtime/elementwise.js';
 
 let be: WebGPUBackend;
 export function installWebGPUIndexingKernels(backend: WebGPUBackend): void {

@@ -1,18 +1,18 @@
-// WebGPU 'gemm_int' (src/backend/cpu/linalg.ts gemmInt): integer products, exact modulo 2^32 in i32
+// WebGPU 'gemm_int' (src/backend/cpu/kernels/gemm.ts gemmInt): integer products, exact modulo 2^32 in i32
 // arithmetic (WGSL's i32 wraps), then wrapped to the output dtype by its store, which equals the CPU's
 // exact result wrapped to the dtype for int32/int16/int8/uint8; with an int64 operand or output, in
 // emulated int64 (src/ir/wgsl_int64.ts), exact modulo 2^64 as the CPU. A thread per output element, as
 // CUDA's gemm_int. Integer convolution and pooling are in nn_kernels.ts.
 
-import type { DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
-import type { GemmParams } from './kernels.js';
-import { WGSL as R, checkWgslDType } from '../../ir/render_wgsl.js';
-import { UnsupportedError } from '../../errors.js';
-import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { module, U } from './elementwise.js';
-import { bindAll, isFloat, loadOut, outAccess, program, storeVal } from './indexing_kernels.js';
+import type { DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import type { GemmParams } from './index.js';
+import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
+import { UnsupportedError } from '../../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
+import { module, U } from '../runtime/elementwise.js';
+import { bindAll, isFloat, loadOut, outAccess, program, storeVal } from './indexing.js';
 
 let be: WebGPUBackend;
 export function installWebGPUIntKernels(backend: WebGPUBackend): void {

@@ -1,5 +1,5 @@
 // WebGPU reductions and scans that involve int64 (src/ir/wgsl_int64.ts: vec2<u32> values, two storage
-// words), with the CPU kernels' signatures ('reduce', 'scan' in src/backend/cpu/reduce.ts): sums and
+// words), with the CPU kernels' signatures ('reduce', 'scan' in src/backend/cpu/kernels/reduce.ts): sums and
 // products of integers accumulate in int64 as PyTorch does (exact: two's complement wraps the same in
 // any order), count_nonzero, max/min/any/all of int64, and every reduction or scan with int64 indices
 // (argmax/argmin, max/min with indices, cummax/cummin). kernels.ts hands these over (`int64Reduction`,
@@ -12,14 +12,14 @@
 // chunks): for cummax/cummin the combine of (earlier, later) summaries is the CPU's sequential rule
 // (a NaN sticks; ties move the index forward), which is associative.
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import type { ReduceKind, RowLayout, ScanKind } from '../cpu/reduce.js';
-import { WGSL as R, perWord } from '../../ir/render_wgsl.js';
-import { DeviceLimitError } from '../../errors.js';
-import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { module, U } from './elementwise.js';
-import { bindAll, program, storeIndex } from './indexing_kernels.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import type { ReduceKind, RowLayout, ScanKind } from '../../cpu/kernels/reduce.js';
+import { WGSL as R, perWord } from '../../../ir/render_wgsl.js';
+import { DeviceLimitError } from '../../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
+import { module, U } from '../runtime/elementwise.js';
+import { bindAll, program, storeIndex } from './indexing.js';
 
 const WG = 256;
 /** The "no element yet" index of a (value, index) pair. */

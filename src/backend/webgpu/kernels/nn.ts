@@ -1,14 +1,14 @@
-// WebGPU kernels of the nn family, same signatures as the CPU ones (src/backend/cpu/nn.ts): 'softmax'
+// WebGPU kernels of the nn family, same signatures as the CPU ones (src/backend/cpu/kernels/nn.ts): 'softmax'
 // (log/softmin, attention masks, causal mask, safe rows) and 'row_norm' (layer/RMS/group norm
 // statistics and normalization). A workgroup per row; fixed-order trees, so results are reproducible.
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import type { RowNormParams, SoftmaxParams } from '../cpu/nn.js';
-import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
-import { UnsupportedError } from '../../errors.js';
-import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { module, U } from './elementwise.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import type { RowNormParams, SoftmaxParams } from '../../cpu/kernels/nn.js';
+import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
+import { UnsupportedError } from '../../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
+import { module, U } from '../runtime/elementwise.js';
 
 const programs = new Map<string, Program>();
 function program(key: string, access: string, words: number, source: () => string): Program {
@@ -295,7 +295,7 @@ export function webgpuConv(be: WebGPUBackend, p: ConvParams, transposed: boolean
 
 /**
  * Window and adaptive pooling over contiguous [B, D, H, W]: a thread per output element, windows bounded
- * exactly as PyTorch's CPU kernels (src/backend/cpu/pool.ts). uniform: [total, B, D, H, W, OD, OH, OW,
+ * exactly as PyTorch's CPU kernels (src/backend/cpu/kernels/pool.ts). uniform: [total, B, D, H, W, OD, OH, OW,
  * kD, kH, kW, sD, sH, sW, pD, pH, pW, dD, dH, dW, adaptive, countIncludePad, divisor bits, hasDivisor, xoff, ooff]
  */
 function poolProgram(d: DTypeName, kind: 'max' | 'avg', wg: number): Program {

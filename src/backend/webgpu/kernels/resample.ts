@@ -1,5 +1,5 @@
-// WebGPU kernels 'interpolate' and 'grid_sample' (src/backend/cpu/resample.ts), and the remaining
-// per-element nn kernels 'nll_loss' and 'local_response_norm' (src/backend/cpu/nn.ts), ported from the
+// WebGPU kernels 'interpolate' and 'grid_sample' (src/backend/cpu/kernels/resample.ts), and the remaining
+// per-element nn kernels 'nll_loss' and 'local_response_norm' (src/backend/cpu/kernels/nn.ts), ported from the
 // CUDA ones (src/backend/cuda/{resample,loss}_kernels.ts). WGSL has no double: sums run in f32 (the
 // CPU's run in double and round once), so results agree within float32 rounding, not bit for bit.
 //
@@ -12,16 +12,16 @@
 // nll_loss: one workgroup, a fixed-order tree (reproducible sums); local_response_norm: a thread per
 // element summing its channel window.
 
-import type { DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import { registerKernel } from '../registry.js';
-import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../ops/resample.js';
-import type { LrnParams, NllParams } from '../cpu/nn.js';
-import { WGSL as R, checkWgslDType } from '../../ir/render_wgsl.js';
-import { IndexError, UnsupportedError } from '../../errors.js';
-import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { module, U } from './elementwise.js';
-import { bindAll, decompose, dimWords, f32w, fitsI32, isFloat, loadIndex, numelOf, outAccess, program, rawLoad, rawStore, recordErr, storeVal } from './indexing_kernels.js';
+import type { DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../../ops/resample.js';
+import type { LrnParams, NllParams } from '../../cpu/kernels/nn.js';
+import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
+import { IndexError, UnsupportedError } from '../../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
+import { module, U } from '../runtime/elementwise.js';
+import { bindAll, decompose, dimWords, f32w, fitsI32, isFloat, loadIndex, numelOf, outAccess, program, rawLoad, rawStore, recordErr, storeVal } from './indexing.js';
 
 let be: WebGPUBackend;
 export function installWebGPUResampleKernels(backend: WebGPUBackend): void {
@@ -114,7 +114,7 @@ export function webgpuInterpolate(p: InterpolateKernelParams): void {
 // ---- grid_sample -------------------------------------------------------------------------------------
 
 /**
- * Wraps one arithmetic step of the CPU's grid_sample (src/backend/cpu/resample.ts): plain f32 for float32
+ * Wraps one arithmetic step of the CPU's grid_sample (src/backend/cpu/kernels/resample.ts): plain f32 for float32
  * inputs; for float16/bfloat16 the result rounds to the half type, as PyTorch's kernels compute in it.
  */
 function stepOf(step: DTypeName): (e: string) => string {

@@ -1,6 +1,6 @@
-// WebGPU kernels for sorting and selection, with the CPU kernels' signatures (src/backend/cpu/sort.ts):
+// WebGPU kernels for sorting and selection, with the CPU kernels' signatures (src/backend/cpu/kernels/sort.ts):
 // sort, topk, kthvalue, median, mode, searchsorted, unique. The algorithms are the CUDA kernels'
-// (src/backend/cuda/sort_kernels.ts), so ties, NaN and -0 come out as PyTorch's CPU orders them:
+// (src/backend/cuda/kernels/sort.ts), so ties, NaN and -0 come out as PyTorch's CPU orders them:
 //
 //  - elements become order-preserving u32 keys (NaN after everything, -0 equal to 0, complemented for
 //    descending / largest), paired with their index; sorting (key, index) pairs gives the stable order;
@@ -19,15 +19,15 @@
 // 'unique' has data-dependent output sizes, which needs a synchronous readback WebGPU does not have:
 // it raises DeviceLimitError, as host staging did.
 
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import type { StridedRef } from '../backend.js';
-import type { UniqueResult } from '../cpu/sort.js';
-import { registerKernel } from '../registry.js';
-import { WGSL as R, perWord, checkWgslDType } from '../../ir/render_wgsl.js';
-import { DeviceLimitError, UnsupportedError } from '../../errors.js';
-import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { module, U, wgslInclusiveScan } from './elementwise.js';
-import { checkIndexDType, storeIndex } from './indexing_kernels.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import type { UniqueResult } from '../../cpu/kernels/sort.js';
+import { registerKernel } from '../../../kernels/registry.js';
+import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
+import { DeviceLimitError, UnsupportedError } from '../../../errors.js';
+import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
+import { module, U, wgslInclusiveScan } from '../runtime/elementwise.js';
+import { checkIndexDType, storeIndex } from './indexing.js';
 
 let be: WebGPUBackend;
 export function installWebGPUSortKernels(backend: WebGPUBackend): void {

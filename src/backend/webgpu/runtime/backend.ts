@@ -18,16 +18,16 @@
 // - reads and staged kernels are entries of the same list as dispatches, so they observe exactly the
 //   dispatches recorded before them, and a staged kernel's write-back lands before later dispatches.
 
-import { DTYPES, type DTypeName, type StorageArray } from '../../dtype/dtypes.js';
-import type { Expr } from '../../ir/expr.js';
-import { DeviceError, DeviceFaultError, DeviceLimitError } from '../../errors.js';
-import type { Backend, StridedRef } from '../backend.js';
-import { checkWgslDType, WGSL_DTYPES } from '../../ir/render_wgsl.js';
-import { OPS } from '../../ops/registry.js';
-import { BufferPool, sizeClass, type PoolStats } from './pool.js';
+import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
+import type { Expr } from '../../../ir/expr.js';
+import { DeviceError, DeviceFaultError, DeviceLimitError } from '../../../errors.js';
+import type { Backend, StridedRef } from '../../backend.js';
+import { checkWgslDType, WGSL_DTYPES } from '../../../ir/render_wgsl.js';
+import { OPS } from '../../../ops/registry.js';
+import { BufferPool, sizeClass, type PoolStats } from './buffer_pool.js';
 import { adapterIdentity, chooseAdapter, dawnToggles, env, MAP_READ, notice, profileFor, requiredLimits, STAGE_COMPUTE, subgroupMatrixConfigs, USAGE, WANTED_FEATURES, type AdapterChoice, type SubgroupMatrixConfig } from './gpu.js';
 import { runElementwise } from './elementwise.js';
-import { tuneKeyOf, WebGPUTuning } from './tuning.js';
+import { tuneKeyOf, WebGPUTuning } from '../tuning/spaces.js';
 
 /** A tensor's device memory: `bytes` requested, `size` the pooled buffer's size. `gpu` arrives with the device. */
 export class WGBuffer {

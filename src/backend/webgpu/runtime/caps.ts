@@ -16,7 +16,7 @@
 // NBX_WEBGPU_HW_F16 / NBX_WEBGPU_SUBGROUPS: 0 turns a capability off; 1 skips the run check (only the
 // compile check remains: for compile-only testing on Dawn's null backend, which executes nothing).
 
-import { toFloat16Bits } from '../../dtype/convert.js';
+import { toFloat16Bits } from '../../../dtype/convert.js';
 import type { WebGPUBackend } from './backend.js';
 import { env, MAP_READ, USAGE } from './gpu.js';
 

@@ -5,16 +5,16 @@
 // the neighbours of a partial first/last word; a strided packed output (copies into views) is written
 // with atomic and/or on its word instead.
 
-import { Expr } from '../../ir/expr.js';
-import { DTYPES, type DTypeName } from '../../dtype/dtypes.js';
-import { WGSL as R, perWord, wgslPrelude, checkWgslDType, WGSL_DTYPES } from '../../ir/render_wgsl.js';
-import { checkInt64Expr, i64Words, int64Divides } from '../../ir/wgsl_int64.js';
-import { ValueError } from '../../errors.js';
-import type { StridedRef } from '../backend.js';
-import { coalesce } from '../cpu/elementwise.js';
-import { broadcastStrides } from '../../tensor/shape.js';
+import { Expr } from '../../../ir/expr.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import { WGSL as R, perWord, wgslPrelude, checkWgslDType, WGSL_DTYPES } from '../../../ir/render_wgsl.js';
+import { checkInt64Expr, i64Words, int64Divides } from '../../../ir/wgsl_int64.js';
+import { ValueError } from '../../../errors.js';
+import type { StridedRef } from '../../backend.js';
+import { coalesce } from '../../cpu/runtime/elementwise.js';
+import { broadcastStrides } from '../../../tensor/shape.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
-import { elementwiseConfig, registerTuneProblem } from './tuning.js';
+import { elementwiseConfig, registerTuneProblem } from '../tuning/spaces.js';
 import { caps } from './caps.js';
 
 /** `u.w[i/4][i%4]`: word i of the uniform block. */

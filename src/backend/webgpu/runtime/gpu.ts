@@ -138,7 +138,7 @@ export function adapterIdentity(a: GPUAdapter): Record<string, string | number> 
 export async function profileFor(adapter: GPUAdapter): Promise<{ family?: string; reason: string; elementwiseThreads?: number; reductionThreads?: number }> {
   if (!isNode) return { reason: 'profiles are not loaded in browsers' };
   try {
-    const p = await import('../../profiles/index.js');
+    const p = await import('../../../profiles/index.js');
     const i = adapter.info;
     const m = p.matchProfile({ vendor: i.vendor || undefined, adapterDescription: [i.architecture, i.device, i.description].filter(Boolean).join(' ') || undefined, // Dawn puts the card's name in architecture/device on some drivers,
       adapterArchitecture: i.architecture || undefined });

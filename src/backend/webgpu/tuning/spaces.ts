@@ -1,4 +1,4 @@
-// Launch configurations of the WebGPU kernels, autotuned like CUDA's (src/backend/cuda/tuning.ts): a
+// Launch configurations of the WebGPU kernels, autotuned like CUDA's (src/backend/cuda/tuning/spaces.ts): a
 // space per kernel (workgroup size × vectors per invocation for elementwise, workgroup size for
 // reductions, the tile of the f32 GEMM), the persistent cache of src/autotune keyed by the adapter
 // (`tuneKeyOf`: "webgpu|<vendor>|<architecture>|<device>|driver <description>"), NBX_AUTOTUNE=off|cached|full.
@@ -11,9 +11,9 @@
 // with timestamp queries when the device has them (the span of a batch of its dispatches), else the
 // wall clock of a batch and a wait. The first sweep of a process says so once on stderr (the tuner).
 
-import { defineSpace, prune, tune, autotuneMode, bucketSize, configKey, defaultCache, shapeBucket, type Config, type ConfigSpace } from '../../autotune/index.js';
-import type { DTypeName } from '../../dtype/dtypes.js';
-import type { WebGPUBackend } from './backend.js';
+import { defineSpace, prune, tune, autotuneMode, bucketSize, configKey, defaultCache, shapeBucket, type Config, type ConfigSpace } from '../../../autotune/index.js';
+import type { DTypeName } from '../../../dtype/dtypes.js';
+import type { WebGPUBackend } from '../runtime/backend.js';
 
 /** Problems below this many elements keep the default (their time is dispatch overhead). */
 export const TUNE_MIN_ELEMENTS = 1 << 16;
