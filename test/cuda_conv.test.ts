@@ -7,9 +7,9 @@ import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import { kernel } from '../src/kernels/registry.js';
 import type { StridedRef } from '../src/backend/backend.js';
-import type { ConvKernelParams } from '../src/ops/conv.js';
 import { setConvColumnBudget } from '../src/backend/cuda/kernels/conv.js';
 import { FLOAT_DTYPES, check, noStaging, rand, same, skip } from './cuda_compare.js';
+import type { ConvKernelParams } from '../src/kernels/conv.js';
 
 const F = nbx.nn.functional;
 const tol = (dt: string): [number, number] | undefined => (dt === 'float32' ? [1e-4, 1e-4] : undefined);

@@ -8,6 +8,7 @@ import { Tensor } from '../src/tensor/tensor.js';
 import { kernel } from '../src/kernels/registry.js';
 import type { StridedRef } from '../src/backend/backend.js';
 import { FLOAT_DTYPES, check, noStaging, rand, same, skip } from './cuda_compare.js';
+import type { PoolKernelParams } from '../src/kernels/pool.js';
 
 const F = nbx.nn.functional;
 
@@ -119,7 +120,7 @@ test('pool kernels take float16 / bfloat16 operands natively', { skip }, () => {
       const [v, idx] = Array.isArray(r) ? r : [r, null];
       const want = v!.to(dt);
       const gx = x.to('cuda'), out = Tensor.empty(want.shape, dt, 'cuda'), gi = idx ? Tensor.empty(idx.shape, 'int64', 'cuda') : null;
-      kernel('pool', 'cuda')({ ...p, x: as4(gx), out: as4(out), indices: gi ? as4(gi) : null });
+      kernel('pool', 'cuda')({ ...p, x: as4(gx), out: as4(out), indices: gi ? as4(gi) : null } as PoolKernelParams);
       same(`${name} ${dt} (direct kernel)`, idx ? [want, idx] : want, gi ? [out, gi] : out);
     }
     const want = F.adaptive_avg_pool2d!(x.to('float32'), [1, 3]).to(dt) as Tensor;

@@ -13,7 +13,7 @@ import { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { kernel } from '../src/kernels/registry.js';
 import { blasInfo, setBlasEnabled } from '../src/backend/cpu/runtime/blas.js';
-import type { GemmParams } from '../src/backend/cpu/kernels/gemm.js';
+import type { GemmParams } from '../src/kernels/gemm.js';
 
 type Case = GoldenCase;
 type Fixture = GoldenFixture;

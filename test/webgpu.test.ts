@@ -11,6 +11,7 @@ import { copyInto } from '../src/ops/shape.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import type { StridedRef } from '../src/backend/backend.js';
 import { kernel, registerKernel } from '../src/kernels/registry.js';
+import type { KernelName } from '../src/kernels/table.js';
 
 const probe = await nbx.webgpu.probe();
 const skip = probe.available ? false : `no WebGPU adapter (${probe.reason})`;
@@ -299,13 +300,13 @@ it('pools like the CPU: max (dilation, padding, NaN), average (count_include_pad
 it('runs kernels without a WebGPU version through announced host staging, refusable', async () => {
   const x = data(24, 'float32', 18).reshape([2, 2, 6]);
   // a kernel with no WebGPU version, registered for this test only: out = 2x + 1 (contiguous float32)
-  registerKernel('test_staged', 'cpu', (a: StridedRef, o: StridedRef) => {
+  registerKernel('test_staged' as KernelName, 'cpu', ((a: StridedRef, o: StridedRef) => {
     const src = a.buf as Float32Array, dst = o.buf as Float32Array;
     for (let i = 0; i < a.shape.reduce((p, q) => p * q, 1); i++) dst[o.offset + i] = src[a.offset + i]! * 2 + 1;
-  });
+  }) as never);
   const pool = (t: T): T => {
     const out = Tensor.empty(t.shape, t.dt, t.device);
-    kernel('test_staged', t.device, 'test_staged')(t.ref(), out.ref());
+    (kernel('test_staged' as KernelName, t.device, 'test_staged') as unknown as (a: StridedRef, o: StridedRef) => void)(t.ref(), out.ref());
     return out;
   };
   await same(pool(up(x)), pool(x), 0, 'test_staged (staged)');

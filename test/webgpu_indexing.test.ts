@@ -13,6 +13,7 @@ import { kernel } from '../src/kernels/registry.js';
 import { DeviceLimitError, IndexError } from '../src/errors.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import type { StridedRef } from '../src/backend/backend.js';
+import type { ScatterMode } from '../src/kernels/indexing.js';
 
 process.env.NBX_WEBGPU_HOST_STAGING = '0';
 const probe = await nbx.webgpu.probe();
@@ -133,7 +134,7 @@ it('int64 index tensors live on webgpu (emulated: two words; see webgpu_int64.te
 function scatterBoth(x: T, dim: number, idx: T, src: T, mode: string, opts: Record<string, unknown>): [T, T] {
   const run = (xx: T, ii: T, ss: T): T => {
     const out = xx.clone();
-    kernel('scatter', xx.device, 'scatter')(out.ref(), dim, ii.ref(), ss.ref(), mode, { op: 'scatter', ...opts });
+    kernel('scatter', xx.device, 'scatter')(out.ref(), dim, ii.ref(), ss.ref(), mode as ScatterMode, { op: 'scatter', ...opts });
     return out;
   };
   return [run(up(x), up(idx), up(src)), run(x, idx, src)];
@@ -330,7 +331,7 @@ it('integer matmul wraps like the CPU (batched, transposed, every int dtype)', a
 function kernelBoth(name: string, shape: number[], dtype: DTypeName, make: (dev: 'cpu' | 'webgpu') => Record<string, unknown>): [T, T] {
   const run = (dev: 'cpu' | 'webgpu'): T => {
     const out = Tensor.empty(shape, dtype, dev === 'cpu' ? nbx.zeros([1]).device : up(nbx.zeros([1])).device);
-    kernel(name, out.device, name)({ ...make(dev), out: out.ref() });
+    (kernel(name as 'conv', out.device, name) as (p: unknown) => void)({ ...make(dev), out: out.ref() });
     return out;
   };
   return [run('webgpu'), run('cpu')];

@@ -64,7 +64,7 @@ const sortCall = (rows: number, n: number, desc: boolean, stable: boolean): Call
 const topkCall = (rows: number, n: number, k: number, largest: boolean, sorted: boolean): Call => (dev, x, o) =>
   kernel('topk', dev, 'topk')(x.ref(), rows, n, k, largest, sorted, o[0]!.ref(), o[1]!.ref());
 const selCall = (name: string, rows: number, n: number, ...extra: unknown[]): Call => (dev, x, o) =>
-  kernel(name, dev, name)(x.ref(), rows, n, ...extra, o[0]!.ref(), o[1]!.ref());
+  (kernel(name as 'median', dev, name) as (...a: unknown[]) => void)(x.ref(), rows, n, ...extra, o[0]!.ref(), o[1]!.ref());
 
 it('sorts rows as the CPU does: stable and unstable (std::sort tie order), ascending and descending, every dtype', async () => {
   for (const d of ['float32', 'float16', 'bfloat16', 'int32', 'int16', 'int8', 'uint8', 'bool'] as DTypeName[]) {

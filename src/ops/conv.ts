@@ -15,6 +15,7 @@ import { kernel } from '../kernels/registry.js';
 import type { StridedRef } from '../backend/backend.js';
 import { def, Scalar } from './registry.js';
 import { describe, deviceOf } from './elementwise.js';
+import type { ConvKernelParams } from '../kernels/conv.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
@@ -95,19 +96,6 @@ export function requireFloat(op: string, x: Tensor, what = op.split('.').pop()!)
 export const to3 = (xs: readonly number[], fill: number): number[] => [...Array(3 - xs.length).fill(fill), ...xs];
 
 // ---- convolution ---------------------------------------------------------------------------------
-
-/** Parameters of the device kernels: contiguous refs, three spatial dims, left padding. */
-export interface ConvKernelParams {
-  /** [N, C_in, D, H, W]. */
-  x: StridedRef;
-  /** conv: [C_out, C_in/groups, kD, kH, kW]; conv_transpose: [C_in, C_out/groups, kD, kH, kW]. */
-  w: StridedRef;
-  /** [C_out] or null. */
-  bias: StridedRef | null;
-  /** [N, C_out, oD, oH, oW], fully written by the kernel. */
-  out: StridedRef;
-  stride: number[]; padding: number[]; dilation: number[]; groups: number;
-}
 
 const spatialNames = (d: number): string[] => ['depth', 'height', 'width'].slice(3 - d);
 

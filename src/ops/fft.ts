@@ -15,11 +15,11 @@ import { DTypeError, IndexError, ShapeError, ValueError } from '../errors.js';
 import { broadcastShapes, normDim, numelOf } from '../tensor/shape.js';
 import { Device, backendFor, type DeviceLike } from '../backend/backend.js';
 import { hasKernel, kernel } from '../kernels/registry.js';
-import type { FftKind } from '../backend/cpu/kernels/fft.js';
 import { Expr } from '../ir/expr.js';
 import { def, isScalarLike, scalarNumber, scalarOf } from './registry.js';
 import { describe, mul, cos as cosOp, sin as sinOp, hypot, atan2, registerComplexOp, resultTypeOf, type Operand } from './elementwise.js';
 import { isScalarLike as isScalar } from './registry.js';
+import type { FftKind } from '../kernels/fft.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;

@@ -11,7 +11,6 @@
 import { Tensor } from '../tensor/tensor.js';
 import type { Device, StridedRef } from '../backend/backend.js';
 import { kernel } from '../kernels/registry.js';
-import type { ScatterMode } from '../backend/cpu/kernels/indexing.js';
 import { DTYPES, type DTypeName } from '../dtype/dtypes.js';
 import { DTypeError, IndexError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import { broadcastShapes, broadcastStrides, contiguousStrides, fmtShape, normDim, numelOf } from '../tensor/shape.js';
@@ -19,6 +18,7 @@ import { def, isScalarLike, scalarOf, type ScalarLike } from './registry.js';
 import { deviceOf, describe, setNonzeroTuple } from './elementwise.js';
 import { count_nonzero } from './reduce.js';
 import { asTensor, copyRef, flat1, scalarTensor, toInt } from './shape.js';
+import type { ScatterMode } from '../kernels/indexing.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;

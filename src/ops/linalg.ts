@@ -10,8 +10,8 @@
 import { Tensor } from '../tensor/tensor.js';
 import { DTYPES, isFloat, type DTypeName } from '../dtype/dtypes.js';
 import { promoteTypes } from '../dtype/promotion.js';
-import { kernel } from '../kernels/registry.js';
-import type { StridedRef } from '../backend/backend.js';
+import { kernel, kernelFeatures } from '../kernels/registry.js';
+import type { Device, StridedRef } from '../backend/backend.js';
 import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import { broadcastShapes, broadcastStrides, contiguousStrides, numelOf, viewStrides } from '../tensor/shape.js';
 import { def, scalarOf, type ScalarLike } from './registry.js';
@@ -74,12 +74,11 @@ function matLayout(rows: number, cols: number, s0: number, s1: number): Layout |
 }
 
 /**
- * The compute dtype of a product: on the CPU float16/bfloat16 go through float32 (widened for BLAS,
- * rounded once); GPU GEMMs (cuBLASLt) take half types natively, accumulating in float32.
+ * The compute dtype of a product: float16/bfloat16 go through float32 (widened, rounded once) unless
+ * the device's gemm takes half types natively (accumulating in float32), as its features declare.
  */
-const NATIVE_HALF_GEMM = new Set(['cuda']);
-const computeDType = (d: DTypeName, device?: { type: string }): DTypeName =>
-  (d === 'float16' || d === 'bfloat16') && !(device && NATIVE_HALF_GEMM.has(device.type)) ? 'float32' : d;
+const computeDType = (d: DTypeName, device?: Device): DTypeName =>
+  (d === 'float16' || d === 'bfloat16') && !(device && kernelFeatures('gemm', device).halfInputs) ? 'float32' : d;
 
 interface Addend { input: Tensor; beta: ScalarLike }
 
@@ -104,8 +103,8 @@ function product(op: string, a: Tensor, b: Tensor, alpha: ScalarLike = 1, addend
     // C starts as the broadcast input (cast to the compute dtype) or fresh.
     let beta = 0;
     let c: Tensor;
-    // CUDA: a row bias (linear's) rides in the GEMM's epilogue instead of being copied into C first.
-    const epilogueBias = addend && a.device.type === 'cuda' && !integral && coef(addend.beta, integral) === 1 && addend.input.ndim === 1
+    // A row bias (linear's) rides in the GEMM's epilogue, where the device's gemm has one, instead of being copied into C first.
+    const epilogueBias = addend && kernelFeatures('gemm', a.device).biasEpilogue && !integral && coef(addend.beta, integral) === 1 && addend.input.ndim === 1
       && addend.input.shape[0] === n && addend.input.dt === cdt && addend.input.strides[0] === 1 && n > 1 && k > 0 ? addend.input : null;
     if (epilogueBias) {
       c = Tensor.empty(outShape, cdt, a.device);

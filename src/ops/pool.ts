@@ -14,27 +14,11 @@ import { def, Scalar } from './registry.js';
 import * as ew from './elementwise.js';
 import { valuesIndices, type ValuesIndices } from './reduce.js';
 import { asTensor, computeDType, contiguousAs, intArg, narrowTo, numArg, release, to3, torchTypeName } from './conv.js';
+import type { PoolKernelParams } from '../kernels/pool.js';
+import type { AdaptivePoolKernelParams } from '../kernels/pool.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
-
-export interface PoolKernelParams {
-  kind: 'max' | 'avg';
-  /** [B, D, H, W], contiguous. */
-  x: StridedRef;
-  /** [B, oD, oH, oW], contiguous, same dtype as x. */
-  out: StridedRef;
-  /** int64 [B, oD, oH, oW] (max only): flat index into the input's D*H*W plane. */
-  indices: StridedRef | null;
-  kernel: number[]; stride: number[]; padding: number[]; dilation: number[];
-  countIncludePad: boolean;
-  divisor: number | null;
-}
-
-export interface AdaptivePoolKernelParams {
-  kind: 'max' | 'avg';
-  x: StridedRef; out: StridedRef; indices: StridedRef | null;
-}
 
 const dimLetters = (d: number): string[] => ['T', 'H', 'W'].slice(3 - d);
 

@@ -7,11 +7,11 @@ import { DTYPES, isFloat, dtypeName, type DTypeName, type DTypeLike } from '../d
 import { DTypeError, IndexError, UnsupportedError, ValueError } from '../errors.js';
 import { normDim, normDims, numelOf } from '../tensor/shape.js';
 import { kernel } from '../kernels/registry.js';
-import type { ReduceKind, ScanKind } from '../backend/cpu/kernels/reduce.js';
 import { def, Scalar } from './registry.js';
 import { describe } from './elementwise.js';
 import { toFloatingDType } from '../dtype/promotion.js';
 import { view_as_real, view_as_complex } from './fft.js';
+import type { ReduceKind, ScanKind } from '../kernels/reduce.js';
 
 export type ValuesIndices = Tensor[] & { values: Tensor; indices: Tensor };
 export const valuesIndices = (values: Tensor, indices: Tensor): ValuesIndices =>

@@ -11,10 +11,10 @@ import { resultType } from '../dtype/promotion.js';
 import { DTypeError, IndexError, ShapeError, ValueError } from '../errors.js';
 import { fmtShape, normDim, numelOf } from '../tensor/shape.js';
 import { kernel } from '../kernels/registry.js';
-import type { UniqueResult } from '../backend/cpu/kernels/sort.js';
 import { def, isScalarLike, scalarNumber, scalarOf, type ScalarLike } from './registry.js';
 import { describe, participant } from './elementwise.js';
 import { valuesIndices, type ValuesIndices } from './reduce.js';
+import type { UniqueResult } from '../kernels/sort.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;

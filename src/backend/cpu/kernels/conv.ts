@@ -9,21 +9,18 @@
 // 'gemm_int' kernel. Transposed convolution is GEMM (weightᵀ · input) + col2im for every dtype.
 // Matrix products go to the 'gemm' kernel (OpenBLAS or its fallback; src/backend/cpu/kernels/gemm.ts).
 
-import type { ConvKernelParams } from '../../../ops/conv.js';
 import type { StridedRef } from '../../backend.js';
-import { kernel, registerKernel } from '../../../kernels/registry.js';
+import { kernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
+import type { ConvKernelParams } from '../../../kernels/conv.js';
+import type { GemmParams } from '../../../kernels/gemm.js';
 
 type FArr = Float32Array | Float64Array;
 /** Any storage array: im2col, col2im and the bias fill also serve integer convolution. */
 type Arr = FArr | Int8Array | Uint8Array | Int16Array | Int32Array | BigInt64Array;
 
-interface GemmCall {
-  transA: boolean; transB: boolean; m: number; n: number; k: number; alpha: number; beta: number;
-  a: StridedRef; lda: number; b: StridedRef; ldb: number; c: StridedRef; ldc: number;
-  batch?: number; strideA?: number; strideB?: number; strideC?: number;
-}
 /** 'gemm' for floats, the exact wrapping 'gemm_int' for integers. */
-const gemm = (p: GemmCall): void => kernel<(p: GemmCall) => void>(p.c.dtype.startsWith('float') ? 'gemm' : 'gemm_int', 'cpu')(p);
+const gemm = (p: GemmParams): void => kernel(p.c.dtype.startsWith('float') ? 'gemm' : 'gemm_int', 'cpu')(p);
 
 /** A flat ref over a scratch buffer (or a buffer at an element offset). */
 const flat = (buf: Arr, dtype: string, offset = 0): StridedRef =>
@@ -450,5 +447,7 @@ export function cpuConvTranspose(p: ConvKernelParams): void {
   }
 }
 
-registerKernel('conv', 'cpu', cpuConv);
-registerKernel('conv_transpose', 'cpu', cpuConvTranspose);
+export const kernels = {
+  conv: cpuConv,
+  conv_transpose: cpuConvTranspose,
+} satisfies BackendKernels;

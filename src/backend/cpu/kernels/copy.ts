@@ -5,7 +5,7 @@
 
 import { DTYPES, type StorageArray } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { coalesce } from '../runtime/elementwise.js';
 
 /** Complex elements as pairs of reals: a trailing lane dimension, so copies move both lanes. */
@@ -59,4 +59,6 @@ export function copyStrided(srcRef: StridedRef, dstRef: StridedRef): void {
   }
 }
 
-registerKernel('copy_strided', 'cpu', copyStrided);
+export const kernels = {
+  copy_strided: copyStrided,
+} satisfies BackendKernels;

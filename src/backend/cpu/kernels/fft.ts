@@ -7,9 +7,8 @@
 
 import type { StridedRef } from '../../backend.js';
 import { DTYPES } from '../../../dtype/dtypes.js';
-import { registerKernel } from '../../../kernels/registry.js';
-
-export type FftKind = 'c2c' | 'r2c' | 'c2r';
+import type { BackendKernels } from '../../../kernels/table.js';
+import type { FftKind } from '../../../kernels/fft.js';
 
 /** The largest prime factor handled by the O(p^2) generic butterfly; larger ones go through Bluestein. */
 const MAX_DIRECT_PRIME = 61;
@@ -305,5 +304,7 @@ export function cpuFft(input: StridedRef, rows: number, m: number, out: StridedR
   cpuFftStrided({ ...input, shape: [rows, m], strides: [m, 1] }, 1, { ...out, shape: [rows, outLen], strides: [outLen, 1] }, n, kind, sign, scale);
 }
 
-registerKernel('fft', 'cpu', cpuFft);
-registerKernel('fft_strided', 'cpu', cpuFftStrided);
+export const kernels = {
+  fft: cpuFft,
+  fft_strided: cpuFftStrided,
+} satisfies BackendKernels;

@@ -6,23 +6,13 @@
 
 import { UnsupportedError } from '../../../errors.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { blasGemm, getBlas } from '../runtime/blas.js';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { threadCount } from '../runtime/threads.js';
 import v8 from 'node:v8';
-
-export interface GemmParams {
-  transA: boolean; transB: boolean;
-  m: number; n: number; k: number;
-  alpha: number; beta: number;
-  a: StridedRef; lda: number;
-  b: StridedRef; ldb: number;
-  c: StridedRef; ldc: number;
-  /** Number of independent products; element strides between consecutive A, B, C matrices. */
-  batch?: number; strideA?: number; strideB?: number; strideC?: number;
-}
+import type { GemmParams } from '../../../kernels/gemm.js';
 
 type FArr = Float32Array | Float64Array;
 
@@ -419,7 +409,6 @@ function wasmGemm(): WasmGemm | null {
   return wasmState;
 }
 
-registerKernel('gemm', 'cpu', gemm);
 
 type IArr = Int8Array | Uint8Array | Int16Array | Int32Array | BigInt64Array;
 
@@ -471,4 +460,7 @@ export function gemmInt(p: GemmParams): void {
   }
 }
 
-registerKernel('gemm_int', 'cpu', gemmInt);
+export const kernels = {
+  gemm: gemm,
+  gemm_int: gemmInt,
+} satisfies BackendKernels;

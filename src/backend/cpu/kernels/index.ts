@@ -1,12 +1,22 @@
-// Registers every CPU kernel (side-effect imports), one file per operation family.
+// The CPU backend's kernels: one object, checked against the kernel table, registered when the
+// library loads. The CPU implements every kernel except the fused ones the op layer composes itself.
+
 import '../index.js';
-import './reduce.js';
-import './gemm.js';
-import './copy.js';
-import './indexing.js';
-import './sort.js';
-import './fft.js';
-import './conv.js';
-import './pool.js';
-import './resample.js';
-import './nn.js';
+import { registerKernels } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
+import * as conv from './conv.js';
+import * as copy from './copy.js';
+import * as fft from './fft.js';
+import * as gemm from './gemm.js';
+import * as indexing from './indexing.js';
+import * as nn from './nn.js';
+import * as pool from './pool.js';
+import * as reduce from './reduce.js';
+import * as resample from './resample.js';
+import * as sort from './sort.js';
+
+export const cpuKernels: BackendKernels = {
+  ...copy.kernels, ...reduce.kernels, ...gemm.kernels, ...indexing.kernels, ...sort.kernels, ...fft.kernels,
+  ...conv.kernels, ...pool.kernels, ...resample.kernels, ...nn.kernels,
+};
+registerKernels('cpu', cpuKernels);

@@ -16,11 +16,9 @@ import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes
 import { f16Table, fromBFloat16Bits, roundTo, toBFloat16Bits, toFloat16Bits } from '../../../dtype/convert.js';
 import type { Backend, StridedRef } from '../../backend.js';
 import { Expr } from '../../../ir/expr.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { IndexError, ValueError } from '../../../errors.js';
-
-export type ScatterMode = 'none' | 'sum' | 'prod' | 'mean' | 'amax' | 'amin';
-export interface ScatterOptions { op: string; includeSelf?: boolean; alpha?: number | bigint; wrap?: boolean }
+import { halfReducesInFloat, type ScatterMode, type ScatterOptions } from '../../../kernels/indexing.js';
 
 type Arr = StorageArray & { [i: number]: number | bigint };
 
@@ -177,56 +175,6 @@ function scatterRow(o: Arr, tb: number, os: number, s: Arr, si: number, ss: numb
     const t = tb + v * dimStride;
     if (add) (o as Float64Array)[t] += (s as Float64Array)[si]!;
     else o[t] = s[si]!;
-  }
-}
-
-/**
- * Whether PyTorch reduces this float16/bfloat16 scatter in a float32 copy of the output, rounded once
- * at the end (cpu_scatter_gather_base_kernel's accumulation buffer, and the expanded-index path's):
- * scatter(reduce=...), scatter_add and scatter_reduce, and index_add where it becomes a scatter_add
- * (index_add_cpu_out: alpha 1, int64 index, a 2-d or larger self, dim first or last). Other index_add
- * calls add per index in the half type (add_stub), as does index_put's accumulate.
- */
-export function halfReducesInFloat(out: StridedRef, dim: number, index: StridedRef, mode: ScatterMode, opts: ScatterOptions): boolean {
-  if (mode === 'none' || (out.dtype !== 'float16' && out.dtype !== 'bfloat16')) return false;
-  if (opts.op === 'scatter' || opts.op === 'scatter_add' || opts.op === 'scatter_reduce') return true;
-  const nd = out.shape.length;
-  return opts.op === 'index_add' && Number(opts.alpha ?? 1) === 1 && index.dtype === 'int64' && nd > 1 && (dim === 0 || dim === nd - 1);
-}
-
-/**
- * halfReducesInFloat's reduction for device backends whose scatter kernel rounds every step, with only
- * the Backend interface: out and src widened into float32 buffers, `scatter` (the device's kernel) run
- * there ('sum' for mean), the result rounded back into out; mean then divides in the half type by the
- * contribution counts (a float32 scatter-add of ones, rounded to the half type; unreached slots keep
- * their value), as PyTorch's scatter_reduce does. `out` is contiguous (a fresh tensor).
- */
-export function scatterHalfInFloat(be: Backend, scatterFn: typeof scatter, out: StridedRef, dim: number, index: StridedRef, src: StridedRef,
-  mode: ScatterMode, opts: ScatterOptions): void {
-  const d = out.dtype;
-  const f32 = (shape: readonly number[], zero = false): StridedRef => {
-    const st: number[] = [];
-    let n = 1;
-    for (let k = shape.length - 1; k >= 0; k--) { st[k] = n; n *= shape[k]!; }
-    return { buf: be.alloc('float32', Math.max(n, 1), zero), dtype: 'float32', shape: [...shape], strides: st, offset: 0 };
-  };
-  const widen = Expr.load(0, d).cast('float32');
-  const acc = f32(out.shape), srcF = f32(src.shape), temps = [acc, srcF];
-  try {
-    be.elementwise(widen, [out], [], acc);
-    be.elementwise(widen, [src], [], srcF);
-    scatterFn(acc, dim, index, srcF, mode === 'mean' ? 'sum' : mode, opts);
-    be.elementwise(Expr.load(0, 'float32').cast(d), [acc], [], out);
-    if (mode === 'mean') {
-      const cnt = f32(out.shape, true), one = be.upload('float32', new Float32Array([1]));
-      temps.push(cnt, { ...cnt, buf: one });
-      scatterFn(cnt, dim, index, { buf: one, dtype: 'float32', shape: [...index.shape], strides: index.shape.map(() => 0), offset: 0 }, 'sum',
-        { op: opts.op, wrap: opts.wrap });
-      const divisor = Expr.load(1, 'float32').add(opts.includeSelf ?? true ? 1 : 0).cast(d).cast('float32').max(1);
-      be.elementwise(Expr.load(0, d).cast('float32').div(divisor).cast(d), [out, cnt], [], out);
-    }
-  } finally {
-    for (const t of temps) be.free(t.buf);
   }
 }
 
@@ -419,9 +367,11 @@ export function maskedScatter(out: StridedRef, mask: StridedRef, source: Strided
   });
 }
 
-registerKernel('gather', 'cpu', gather);
-registerKernel('scatter', 'cpu', scatter);
-registerKernel('linear_index', 'cpu', linearIndex);
-registerKernel('nonzero', 'cpu', nonzero);
-registerKernel('masked_select', 'cpu', maskedSelect);
-registerKernel('masked_scatter', 'cpu', maskedScatter);
+export const kernels = {
+  gather: gather,
+  scatter: scatter,
+  linear_index: linearIndex,
+  nonzero: nonzero,
+  masked_select: maskedSelect,
+  masked_scatter: maskedScatter,
+} satisfies BackendKernels;

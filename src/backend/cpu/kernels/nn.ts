@@ -8,10 +8,11 @@
 // and every row where SIMD is unavailable, through scalar JavaScript in double.
 
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { DTYPES, type StorageArray } from '../../../dtype/dtypes.js';
 import { IndexError } from '../../../errors.js';
 import { f16Table, fromBFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../../../dtype/convert.js';
+import type { LrnParams, NllParams, RowNormParams, SoftmaxParams } from '../../../kernels/nn.js';
 
 // ---- row access ----------------------------------------------------------------------------------
 
@@ -105,25 +106,6 @@ function expNonPos(t: number): number {
 }
 
 // ---- softmax -------------------------------------------------------------------------------------
-
-export interface SoftmaxParams {
-  /** Input, any strides and float dtype. */
-  x: StridedRef;
-  /** Output, same shape, contiguous or not, any float dtype; may alias x. */
-  out: StridedRef;
-  /** The softmax dim (non-negative). */
-  dim: number;
-  log: boolean;
-  /** softmin: softmax of -x. */
-  negate?: boolean;
-  /** Attention mask over x's shape (broadcast strides allowed): bool (true = keep) or additive float. */
-  mask?: StridedRef;
-  /** Top-left causal mask on the last two dims: row l keeps columns j <= l + causalOffset. */
-  causal?: boolean;
-  causalOffset?: number;
-  /** Rows that are entirely -inf give 0 instead of NaN (PyTorch's _safe_softmax, used by attention). */
-  safe?: boolean;
-}
 
 /** In-place softmax (or log-softmax) of buf[0..n), in double. */
 function softmaxRow(buf: Float64Array, n: number, log: boolean, safe: boolean): void {
@@ -477,26 +459,6 @@ export function cpuSoftmax(p: SoftmaxParams): void {
 
 // ---- row normalization ---------------------------------------------------------------------------
 
-export interface RowNormParams {
-  /** Input rows: `rows` rows of `n` elements, row r at x.offset + r*n (contiguous). */
-  x: StridedRef;
-  rows: number;
-  n: number;
-  eps: number;
-  /** 'layer': (x - mean) * rstd; 'rms': x * rsqrt(mean(x^2) + eps). */
-  mode: 'layer' | 'rms';
-  /** Normalized output (contiguous, any float dtype); omitted: statistics only. */
-  out?: StridedRef;
-  /** Affine weight/bias (contiguous). Element j of row r uses index (r % groups)·(n/chan) + floor(j/chan). */
-  weight?: StridedRef;
-  bias?: StridedRef;
-  groups?: number;
-  chan?: number;
-  /** Per-row statistics outputs (contiguous, `rows` elements): mean and biased variance. */
-  mean?: StridedRef;
-  var?: StridedRef;
-}
-
 function decodeAll(ref: StridedRef | undefined): Float64Array | undefined {
   if (!ref) return undefined;
   const n = ref.shape.reduce((a, b) => a * b, 1);
@@ -565,21 +527,6 @@ export function cpuRowNorm(p: RowNormParams): void {
 
 // ---- negative log likelihood ---------------------------------------------------------------------
 
-export interface NllParams {
-  /** Log-probabilities [N, C, D] (contiguous from input.offset): class c of item (i, d) at (i·C + c)·D + d. */
-  input: StridedRef;
-  /** Class indices [N, D] (contiguous), int64 or uint8. */
-  target: StridedRef;
-  /** Class weights [C] (contiguous). */
-  weight?: StridedRef;
-  N: number; C: number; D: number;
-  ignoreIndex: number;
-  /** Per-item losses [N·D] (reduction 'none'). */
-  out?: StridedRef;
-  /** Two elements: the sum of -w[t]·input over kept items, and the sum of their weights w[t]. */
-  sums?: StridedRef;
-}
-
 export function cpuNllLoss(p: NllParams): void {
   const { input, target, N, C, D, ignoreIndex } = p;
   const w = decodeAll(p.weight);
@@ -608,8 +555,6 @@ export function cpuNllLoss(p: NllParams): void {
 
 // ---- local response normalization ----------------------------------------------------------------
 
-export interface LrnParams { x: StridedRef; out: StridedRef; dim: number; size: number; alpha: number; beta: number; k: number }
-
 /** y[c] = x[c] / (k + alpha/size · sum of x^2 over channels [c - size/2, c + (size-1)/2] (zero padded))^beta. */
 export function cpuLocalResponseNorm(p: LrnParams): void {
   const { x, out, dim, size, alpha, beta, k } = p;
@@ -626,7 +571,9 @@ export function cpuLocalResponseNorm(p: LrnParams): void {
   });
 }
 
-registerKernel('local_response_norm', 'cpu', cpuLocalResponseNorm);
-registerKernel('softmax', 'cpu', cpuSoftmax);
-registerKernel('nll_loss', 'cpu', cpuNllLoss);
-registerKernel('row_norm', 'cpu', cpuRowNorm);
+export const kernels = {
+  local_response_norm: cpuLocalResponseNorm,
+  softmax: cpuSoftmax,
+  nll_loss: cpuNllLoss,
+  row_norm: cpuRowNorm,
+} satisfies BackendKernels;

@@ -5,8 +5,8 @@
 // accumulate in double; int64 averages are exact (BigInt) and truncate like C++ integer division.
 
 import { DTYPES } from '../../../dtype/dtypes.js';
-import type { AdaptivePoolKernelParams, PoolKernelParams } from '../../../ops/pool.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
+import type { AdaptivePoolKernelParams, PoolKernelParams } from '../../../kernels/pool.js';
 
 type Num = number | bigint;
 type Arr = { [i: number]: Num; length: number };
@@ -120,5 +120,7 @@ export function cpuAdaptivePool(p: AdaptivePoolKernelParams): void {
   poolLoop(p.x, p.out, p.indices, p.kind, bd, [1, 1, 1], (_o, count) => count);
 }
 
-registerKernel('pool', 'cpu', cpuPool);
-registerKernel('adaptive_pool', 'cpu', cpuAdaptivePool);
+export const kernels = {
+  pool: cpuPool,
+  adaptive_pool: cpuAdaptivePool,
+} satisfies BackendKernels;

@@ -5,17 +5,12 @@
 import type { StorageArray } from '../../../dtype/dtypes.js';
 import { readNumber, writeNumber } from '../../../dtype/convert.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 
-export type ReduceKind = 'sum' | 'prod' | 'max' | 'min' | 'argmax' | 'argmin' | 'any' | 'all' | 'count_nonzero'
-  | 'mean' | 'var' | 'logsumexp' | 'norm';
-export type ScanKind = 'cumsum' | 'cumprod' | 'cummax' | 'cummin';
 
 const DIRECT = new Set(['f32', 'f64', 'i32', 'i16', 'i8', 'u8']);
 import { DTYPES } from '../../../dtype/dtypes.js';
-
-/** Where element (r, j) of the [rows, n] operand lives: offset + r*rowStride + j*colStride. */
-export interface RowLayout { rowStride: number; colStride: number }
+import type { ReduceKind, RowLayout, ScanKind } from '../../../kernels/reduce.js';
 
 /** Returns an accessor to row `r` as numbers: the storage itself when it can be read directly, else a decoded copy. */
 function rowAccess(ref: StridedRef, n: number, lay: RowLayout): (r: number) => [ArrayLike<number>, number] {
@@ -206,5 +201,7 @@ function in64Value(input: StridedRef, i: number, v: number): number | bigint {
   return input.dtype === 'int64' ? (input.buf as BigInt64Array)[input.offset + i]! : v;
 }
 
-registerKernel('reduce', 'cpu', cpuReduce);
-registerKernel('scan', 'cpu', cpuScan);
+export const kernels = {
+  reduce: cpuReduce,
+  scan: cpuScan,
+} satisfies BackendKernels;

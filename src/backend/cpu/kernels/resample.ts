@@ -9,11 +9,10 @@
 // run in the input's dtype (float16/bfloat16 included: every operation rounds to it). Coordinates are
 // computed in that dtype step by step, because they decide which pixels are read; see cpuGridSample.
 
-import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable, Round } from '../../../ops/resample.js';
-import { cubic1, cubic2 } from '../../../ops/resample.js';
 import type { DTypeName } from '../../../dtype/dtypes.js';
 import { roundTo } from '../../../dtype/convert.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
+import { type GridSampleKernelParams, type InterpolateKernelParams, type ResampleTable, type Round, cubic1, cubic2 } from '../../../kernels/resample.js';
 
 type Arr = { [i: number]: number; length: number };
 
@@ -223,5 +222,7 @@ export function cpuGridSample(p: GridSampleKernelParams): void {
   }
 }
 
-registerKernel('interpolate', 'cpu', cpuInterpolate);
-registerKernel('grid_sample', 'cpu', cpuGridSample);
+export const kernels = {
+  interpolate: cpuInterpolate,
+  grid_sample: cpuGridSample,
+} satisfies BackendKernels;

@@ -9,7 +9,8 @@
 import { DTYPES, type StorageArray } from '../../../dtype/dtypes.js';
 import { readNumber } from '../../../dtype/convert.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
+import type { UniqueResult } from '../../../kernels/sort.js';
 
 type Less = (x: number, y: number) => boolean;
 /** A sequence the algorithms permute: element ids (Int32Array) or packed key-and-index values (Float64Array). */
@@ -515,8 +516,6 @@ export function cpuSearchsorted(boundaries: StridedRef, bRows: number, nb: numbe
   }
 }
 
-export interface UniqueResult { values: StorageArray; inverse: BigInt64Array; counts: BigInt64Array; groups: number }
-
 /**
  * unique / unique_consecutive of a contiguous [rows, rowLen] operand, comparing whole rows (rowLen 1 for
  * flat unique). Not consecutive: rows sorted first (std::sort, as ATen). Elements equal by `!=`, so each NaN
@@ -568,10 +567,12 @@ export function cpuUnique(input: StridedRef, rows: number, rowLen: number, conse
   return { values, inverse, counts, groups };
 }
 
-registerKernel('sort', 'cpu', cpuSort);
-registerKernel('topk', 'cpu', cpuTopk);
-registerKernel('kthvalue', 'cpu', cpuKthvalue);
-registerKernel('median', 'cpu', cpuMedian);
-registerKernel('mode', 'cpu', cpuMode);
-registerKernel('searchsorted', 'cpu', cpuSearchsorted);
-registerKernel('unique', 'cpu', cpuUnique);
+export const kernels = {
+  sort: cpuSort,
+  topk: cpuTopk,
+  kthvalue: cpuKthvalue,
+  median: cpuMedian,
+  mode: cpuMode,
+  searchsorted: cpuSearchsorted,
+  unique: cpuUnique,
+} satisfies BackendKernels;

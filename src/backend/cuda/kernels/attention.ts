@@ -21,39 +21,27 @@
 
 import type { DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { CP_ASYNC_DEVICE, CP_ASYNC_EMU } from './util.js';
 import { UnsupportedError } from '../../../errors.js';
 import { defineSpace, prune, tuneSync, bucketSize, type Config, type ConfigSpace } from '../../../autotune/index.js';
 import { attentionTileCeiling } from '../../../profiles/index.js';
-
-/** Parameters of the 'attention' kernel (device-neutral: StridedRefs + numbers). */
-export interface AttentionParams {
-  /** [B, H, L, D]; last stride 1. */
-  q: StridedRef;
-  /** [B, H / rep, S, D]; last stride 1. */
-  k: StridedRef;
-  v: StridedRef;
-  /** [B, H, L, D] (written). */
-  out: StridedRef;
-  /** [B, H, L, S] with broadcast strides: bool (true = keep) or additive float. */
-  mask?: StridedRef;
-  causal: boolean;
-  scale: number;
-  /** Query heads per key/value head (GQA), 1 without grouping. */
-  rep: number;
-}
+import type { AttentionParams } from '../../../kernels/attention.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
 export const DECODE_MAX_ROWS = 16;
 const HEAD_DIMS = [64, 128];
 
 let be: CudaBackend;
-export function installCudaAttentionKernels(backend: CudaBackend): void {
+export const kernels = {
+  attention: cudaAttention,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void {
   be = backend;
-  registerKernel('attention', 'cuda', cudaAttention);
 }
 
 const ptr = (r: StridedRef | undefined): bigint => (r ? (r.buf as CudaBuffer).ptr : 0n);

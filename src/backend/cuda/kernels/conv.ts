@@ -10,19 +10,24 @@
 // float32/float64/float16/bfloat16 (GEMMs through cuBLASLt with fp32 accumulation for the half types).
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
-import type { ConvKernelParams } from '../../../ops/conv.js';
 import type { StridedRef } from '../../backend.js';
-import type { GemmParams } from '../../cpu/kernels/gemm.js';
 import { kernel, registerKernel } from '../../../kernels/registry.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { FLOATS, basePtr, indexType, numel, requireDType } from './util.js';
+import type { ConvKernelParams } from '../../../kernels/conv.js';
+import type { GemmParams } from '../../../kernels/gemm.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 
 let be: CudaBackend;
-export function installCudaConvKernels(backend: CudaBackend): void {
+export const kernels = {
+  conv: cudaConv,
+  conv_transpose: cudaConvTranspose,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void {
   be = backend;
-  registerKernel('conv', 'cuda', cudaConv);
-  registerKernel('conv_transpose', 'cuda', cudaConvTranspose);
 }
 
 /** Column buffers are split into chunks of images so a temporary stays under this many bytes. */
@@ -141,7 +146,7 @@ export function col2imSource(dtype: DTypeName, I: string, withBias: boolean) {
 
 // ---- launchers -------------------------------------------------------------------------------------
 
-const gemm = (p: GemmParams): void => kernel<(p: GemmParams) => void>('gemm', 'cuda')(p);
+const gemm = (p: GemmParams): void => kernel('gemm', 'cuda')(p);
 const flatRef = (buf: unknown, dtype: DTypeName, offset = 0): StridedRef => ({ buf, dtype, shape: [0], strides: [1], offset });
 
 interface Strided3 { ref: StridedRef; ld: number; group: number; image: number }

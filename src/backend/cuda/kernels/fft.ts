@@ -12,18 +12,22 @@
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import type { FftKind } from '../../cpu/kernels/fft.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { basePtr, requireDType } from './util.js';
 import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, remember, twiddles } from '../../fft_host.js';
+import type { FftKind } from '../../../kernels/fft.js';
 export { factorize, largestPrime } from '../../fft_host.js';
 
 let be: CudaBackend;
-export function installCudaFftKernels(backend: CudaBackend): void {
+export const kernels = {
+  fft: cudaFft,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void {
   be = backend;
-  registerKernel('fft', 'cuda', cudaFft);
 }
 
 /** Largest prime factor handled by a direct butterfly (as the CPU plan); larger ones go through Bluestein. */

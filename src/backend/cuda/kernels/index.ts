@@ -4,39 +4,43 @@
 
 import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel, setStagingProvider, kernelCpu } from '../../../kernels/registry.js';
-import type { ScanKind } from '../../cpu/kernels/reduce.js';
+import { registerKernels, registerKernelFeatures, setStagingProvider, kernelCpu } from '../../../kernels/registry.js';
+import type { BackendKernels, KernelName } from '../../../kernels/table.js';
+import * as attention from './attention.js';
+import * as conv from './conv.js';
+import * as fft from './fft.js';
+import * as indexing from './indexing.js';
+import * as loss from './loss.js';
+import * as nn from './nn.js';
+import * as pool from './pool.js';
+import * as reduce from './reduce.js';
+import * as resample from './resample.js';
+import * as sort from './sort.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import { gemm as ltGemm, CublasLt } from '../runtime/cublaslt.js';
 import { UnsupportedError } from '../../../errors.js';
 import type { ArgType } from '../runtime/driver.js';
-import { installCudaNnKernels } from './nn.js';
-import { installCudaIndexingKernels } from './indexing.js';
-import { installCudaConvKernels } from './conv.js';
-import { installCudaPoolKernels } from './pool.js';
-import { installCudaResampleKernels } from './resample.js';
-import { installCudaFftKernels } from './fft.js';
-import { installCudaLossKernels } from './loss.js';
-import { installCudaAttentionKernels } from './attention.js';
 import { cudaGemv } from './gemv.js';
-import { installCudaReduceKernels } from './reduce.js';
+import type { ScanKind } from '../../../kernels/reduce.js';
+import type { GemmParams } from '../../../kernels/gemm.js';
 export { reduceSource, cudaReduce } from './reduce.js';
 
 let be: CudaBackend;
+
+const FAMILIES = [reduce, nn, loss, indexing, sort, conv, pool, resample, fft, attention];
+
+/** Every kernel the CUDA backend implements itself; the CPU's others run through host staging. */
+export const cudaKernels: BackendKernels = {
+  ...reduce.kernels, scan: cudaScan, gemm: cudaGemm, gemm_int: cudaGemmInt, ...nn.kernels, ...loss.kernels, ...indexing.kernels,
+  ...sort.kernels, ...conv.kernels, ...pool.kernels, ...resample.kernels, ...fft.kernels, ...attention.kernels,
+};
+
 export function installCudaKernels(backend: CudaBackend): void {
   be = backend;
-  installCudaReduceKernels(backend);
-  registerKernel('scan', 'cuda', cudaScan);
-  registerKernel('gemm', 'cuda', cudaGemm);
-  registerKernel('gemm_int', 'cuda', cudaGemmInt);
-  installCudaNnKernels(backend);
-  installCudaIndexingKernels(backend);
-  installCudaConvKernels(backend);
-  installCudaPoolKernels(backend);
-  installCudaResampleKernels(backend);
-  installCudaFftKernels(backend);
-  installCudaLossKernels(backend);
-  installCudaAttentionKernels(backend);
+  for (const family of FAMILIES) family.bind(backend);
+  registerKernels('cuda', cudaKernels);
+  // cuBLASLt multiplies float16/bfloat16 natively and adds linear's bias in its epilogue.
+  registerKernelFeatures('cuda', { gemm: { halfInputs: true, biasEpilogue: true } });
   setStagingProvider('cuda', hostStaged);
 }
 
@@ -73,12 +77,6 @@ export function cudaScan(kind: ScanKind, input: StridedRef, rows: number, n: num
 }
 
 // ---- GEMM ----------------------------------------------------------------------------------------
-
-export interface GemmParams {
-  transA: boolean; transB: boolean; m: number; n: number; k: number; alpha: number; beta: number;
-  a: StridedRef; lda: number; b: StridedRef; ldb: number; c: StridedRef; ldc: number;
-  batch?: number; strideA?: number; strideB?: number; strideC?: number; bias?: StridedRef;
-}
 
 /** Whether float32 GEMMs may use TF32 tensor cores (off by default, as torch.backends.cuda.matmul.allow_tf32). */
 export const cudaMatmulSettings = { allowTF32: false };
@@ -174,8 +172,8 @@ function isRef(v: unknown): v is StridedRef {
  * kernels without a CUDA implementation yet; announced once per kernel on stderr, counted in
  * stagingStats, and refused altogether with NBX_CUDA_HOST_STAGING=0.
  */
-function hostStaged(name: string): (...args: unknown[]) => unknown {
-  const cpu = kernelCpu(name);
+function hostStaged(name: KernelName): (...args: unknown[]) => unknown {
+  const cpu = kernelCpu(name) as (...args: unknown[]) => unknown;
   return (...args: unknown[]) => {
     if (process.env.NBX_CUDA_HOST_STAGING === '0') throw new UnsupportedError(name, `no CUDA kernel for '${name}' yet, and host staging is off (NBX_CUDA_HOST_STAGING=0)`);
     if (!announced.has(name)) {

@@ -16,30 +16,28 @@
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { coalesce } from '../../cpu/runtime/elementwise.js';
-import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../../cpu/kernels/indexing.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType, KernelArg } from '../runtime/driver.js';
 import { IndexError, UnsupportedError, ValueError } from '../../../errors.js';
-import { installCudaSortKernels } from './sort.js';
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type Register = (name: string, device: 'cuda', fn: (...args: any[]) => any) => void;
+import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../../../kernels/indexing.js';
 
 let be: CudaBackend;
-/** Registers this file's kernels and the sort family's; `register` is replaceable for source-capturing harnesses. */
-export function installCudaIndexingKernels(backend: CudaBackend, register: Register = registerKernel): void {
+export const kernels = {
+  copy_strided: cudaCopyStrided,
+  gather: cudaGather,
+  scatter: cudaScatter,
+  linear_index: cudaLinearIndex,
+  nonzero: cudaNonzero,
+  masked_select: cudaMaskedSelect,
+  masked_scatter: cudaMaskedScatter,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void {
   be = backend;
   errBuf = null;
-  register('copy_strided', 'cuda', cudaCopyStrided);
-  register('gather', 'cuda', cudaGather);
-  register('scatter', 'cuda', cudaScatter);
-  register('linear_index', 'cuda', cudaLinearIndex);
-  register('nonzero', 'cuda', cudaNonzero);
-  register('masked_select', 'cuda', cudaMaskedSelect);
-  register('masked_scatter', 'cuda', cudaMaskedScatter);
-  installCudaSortKernels(backend, register);
 }
 
 // ---- shared helpers (also used by sort_kernels.ts) ---------------------------------------------------

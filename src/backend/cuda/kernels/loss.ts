@@ -10,17 +10,21 @@
 import type { DTypeName } from '../../../dtype/dtypes.js';
 import { IndexError } from '../../../errors.js';
 import type { StridedRef } from '../../backend.js';
-import type { LrnParams, NllParams } from '../../cpu/kernels/nn.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { FLOATS, NARROW_SRC, basePtr, loadD, numel, requireDType, storeD } from './util.js';
+import type { LrnParams, NllParams } from '../../../kernels/nn.js';
 
 let be: CudaBackend;
-export function installCudaLossKernels(backend: CudaBackend): void {
+export const kernels = {
+  nll_loss: cudaNllLoss,
+  local_response_norm: cudaLocalResponseNorm,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void {
   be = backend;
-  registerKernel('nll_loss', 'cuda', cudaNllLoss);
-  registerKernel('local_response_norm', 'cuda', cudaLocalResponseNorm);
 }
 
 const NLL_BLOCK = 256;

@@ -14,19 +14,23 @@
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
-import type { SoftmaxParams, RowNormParams } from '../../cpu/kernels/nn.js';
 import type { ArgType } from '../runtime/driver.js';
 import { SOFTMAX_SPACE, ROWNORM_SPACE } from '../tuning/spaces.js';
 import { bucketSize, type Config } from '../../../autotune/index.js';
 import { UnsupportedError } from '../../../errors.js';
+import type { SoftmaxParams, RowNormParams } from '../../../kernels/nn.js';
 
 let be: CudaBackend;
-export function installCudaNnKernels(backend: CudaBackend): void {
+export const kernels = {
+  softmax: cudaSoftmax,
+  row_norm: cudaRowNorm,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void {
   be = backend;
-  registerKernel('softmax', 'cuda', cudaSoftmax);
-  registerKernel('row_norm', 'cuda', cudaRowNorm);
 }
 
 const ptr = (r: StridedRef | undefined): bigint => (r ? (r.buf as CudaBuffer).ptr : 0n);

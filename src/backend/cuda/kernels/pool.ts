@@ -10,17 +10,21 @@
 // smallest index, which is exactly what the sequential scan picks.
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
-import type { AdaptivePoolKernelParams, PoolKernelParams } from '../../../ops/pool.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { R, type CudaBackend } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { FLOATS, INTS, NARROW_SRC, basePtr, indexType, isFloat, numel, requireDType, storeD } from './util.js';
+import type { AdaptivePoolKernelParams, PoolKernelParams } from '../../../kernels/pool.js';
 
 let be: CudaBackend;
-export function installCudaPoolKernels(backend: CudaBackend): void {
+export const kernels = {
+  pool: cudaPool,
+  adaptive_pool: cudaAdaptivePool,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void {
   be = backend;
-  registerKernel('pool', 'cuda', cudaPool);
-  registerKernel('adaptive_pool', 'cuda', cudaAdaptivePool);
 }
 
 export type PoolKind = 'max' | 'avg';

@@ -22,17 +22,21 @@
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
-import type { ReduceKind, RowLayout } from '../../cpu/kernels/reduce.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { R, unpack, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType, CudaKernel } from '../runtime/driver.js';
 import { REDUCE_SPACE, REDUCE_ROWS_SPACE, REDUCE_COLS_SPACE } from '../tuning/spaces.js';
 import { bucketSize, type Config } from '../../../autotune/index.js';
+import type { ReduceKind, RowLayout } from '../../../kernels/reduce.js';
 
 let be: CudaBackend;
-export function installCudaReduceKernels(backend: CudaBackend): void {
+export const kernels = {
+  reduce: cudaReduce,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void {
   be = backend;
-  registerKernel('reduce', 'cuda', cudaReduce);
 }
 
 const ptr = (r: StridedRef): bigint => (r.buf as CudaBuffer).ptr;

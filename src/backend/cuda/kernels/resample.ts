@@ -13,17 +13,21 @@
 // read; a thread owns a grid point and loops over channels (coalesced stores across grid points).
 
 import type { DTypeName } from '../../../dtype/dtypes.js';
-import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../../ops/resample.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { FLOATS, INTS, NARROW_SRC, basePtr, indexType, loadD, numel, requireDType, storeD } from './util.js';
+import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../../kernels/resample.js';
 
 let be: CudaBackend;
-export function installCudaResampleKernels(backend: CudaBackend): void {
+export const kernels = {
+  interpolate: cudaInterpolate,
+  grid_sample: cudaGridSample,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void {
   be = backend;
-  registerKernel('interpolate', 'cuda', cudaInterpolate);
-  registerKernel('grid_sample', 'cuda', cudaGridSample);
 }
 
 /** Above this many taps per output element, separable passes are cheaper than the fused sum. */

@@ -17,22 +17,27 @@
 
 import { DTYPES, allocStorage, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import type { UniqueResult } from '../../cpu/kernels/sort.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { KernelArg } from '../runtime/driver.js';
 import { UnsupportedError } from '../../../errors.js';
-import { Params, gridLoop, ptr, runCompaction, type Compaction, type Register } from './indexing.js';
+import { Params, gridLoop, ptr, runCompaction, type Compaction } from './indexing.js';
+import type { UniqueResult } from '../../../kernels/sort.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 
 let be: CudaBackend;
-export function installCudaSortKernels(backend: CudaBackend, register: Register): void {
+export const kernels = {
+  sort: cudaSort,
+  topk: cudaTopk,
+  kthvalue: cudaKthvalue,
+  median: cudaMedian,
+  mode: cudaMode,
+  searchsorted: cudaSearchsorted,
+  unique: cudaUnique,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void {
   be = backend;
-  register('sort', 'cuda', cudaSort);
-  register('topk', 'cuda', cudaTopk);
-  register('kthvalue', 'cuda', cudaKthvalue);
-  register('median', 'cuda', cudaMedian);
-  register('mode', 'cuda', cudaMode);
-  register('searchsorted', 'cuda', cudaSearchsorted);
-  register('unique', 'cuda', cudaUnique);
 }
 
 const SORTABLE = new Set<DTypeName>(['bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'float16', 'bfloat16', 'float32', 'float64']);

@@ -13,22 +13,26 @@
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import type { FftKind } from '../../cpu/kernels/fft.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
 import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, remember, unitRoot } from '../../fft_host.js';
+import type { FftKind } from '../../../kernels/fft.js';
 
 let be: WebGPUBackend;
-export function installWebGPUFftKernels(backend: WebGPUBackend): void {
-  be = backend;
-  registerKernel('fft_strided', 'webgpu', webgpuFftStrided);
-  registerKernel('fft', 'webgpu', (input: StridedRef, rows: number, m: number, out: StridedRef, n: number, kind: FftKind, sign: number, scale: number) => {
+export const kernels = {
+  fft_strided: webgpuFftStrided,
+  fft: (input: StridedRef, rows: number, m: number, out: StridedRef, n: number, kind: FftKind, sign: number, scale: number) => {
     const outLen = kind === 'r2c' ? (n >> 1) + 1 : n;
     webgpuFftStrided({ ...input, shape: [rows, m], strides: [m, 1] }, 1, { ...out, shape: [rows, outLen], strides: [outLen, 1] }, n, kind, sign, scale);
-  });
+  },
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: WebGPUBackend): void {
+  be = backend;
 }
 
 const WG = 64;

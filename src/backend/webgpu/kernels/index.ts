@@ -6,8 +6,13 @@
 
 import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel, setStagingProvider, kernelCpu } from '../../../kernels/registry.js';
-import type { ReduceKind, RowLayout, ScanKind } from '../../cpu/kernels/reduce.js';
+import { registerKernels, setStagingProvider, kernelCpu } from '../../../kernels/registry.js';
+import type { BackendKernels, KernelName } from '../../../kernels/table.js';
+import * as fft from './fft.js';
+import * as indexing from './indexing.js';
+import * as int from './int.js';
+import * as resample from './resample.js';
+import * as sort from './sort.js';
 import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { DeviceLimitError, UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
@@ -16,45 +21,48 @@ import { env, notice } from '../runtime/gpu.js';
 import { smmProgram, validateSmm } from './gemm_smm.js';
 import { gemmConfig, reduceConfig, registerTuneProblem } from '../tuning/spaces.js';
 import { webgpuConv, webgpuConvSupports, webgpuPool, webgpuPoolSupports, webgpuRowNorm, webgpuSoftmax, type ConvParams, type PoolParams } from './nn.js';
-import type { RowNormParams, SoftmaxParams } from '../../cpu/kernels/nn.js';
-import { installWebGPUIndexingKernels } from './indexing.js';
-import { installWebGPUResampleKernels } from './resample.js';
-import { installWebGPUIntKernels } from './int.js';
-import { installWebGPUFftKernels } from './fft.js';
-import { installWebGPUSortKernels } from './sort.js';
 import { int64Reduction, int64Scan, webgpuReduceInt64, webgpuScanInt64 } from './int64.js';
 import { caps, probeCaps, rawRun } from '../runtime/caps.js';
+import type { ReduceKind, RowLayout, ScanKind } from '../../../kernels/reduce.js';
+import type { RowNormParams, SoftmaxParams } from '../../../kernels/nn.js';
+import type { GemmParams } from '../../../kernels/gemm.js';
 
 let be: WebGPUBackend;
+
+const FAMILIES = [fft, indexing, int, resample, sort];
+
+/** Pooling and convolution: WGSL where the operands allow, the CPU kernel on host copies otherwise. */
+function withStagedFallback<P>(name: KernelName, supports: (p: P) => boolean, run: (p: P) => void): (p: P) => void {
+  let staged: ((...a: unknown[]) => unknown) | undefined;
+  return (p: P) => {
+    if (supports(p)) run(p);
+    else (staged ??= hostStaged(name))(p);
+  };
+}
+
+/** Every kernel the WebGPU backend implements itself; the CPU's others run through host staging. */
+export const webgpuKernels: BackendKernels = {
+  reduce: webgpuReduce,
+  scan: webgpuScan,
+  gemm: webgpuGemm,
+  copy_strided: (src: StridedRef, dst: StridedRef) => copyStrided(be, src, dst),
+  softmax: (p: SoftmaxParams) => webgpuSoftmax(be, p),
+  row_norm: (p: RowNormParams) => webgpuRowNorm(be, p),
+  // pooling with indices (int64), mixed dtypes: staged
+  pool: withStagedFallback('pool', webgpuPoolSupports, (p: PoolParams) => webgpuPool(be, p, false)),
+  adaptive_pool: withStagedFallback('adaptive_pool', webgpuPoolSupports, (p: PoolParams) => webgpuPool(be, p, true)),
+  // strided or mixed-dtype operands, float8: staged
+  conv: withStagedFallback('conv', webgpuConvSupports, (p: ConvParams) => webgpuConv(be, p, false)),
+  conv_transpose: withStagedFallback('conv_transpose', webgpuConvSupports, (p: ConvParams) => webgpuConv(be, p, true)),
+  ...fft.kernels, ...sort.kernels, ...indexing.kernels, ...resample.kernels, ...int.kernels,
+};
+
 export function installWebGPUKernels(backend: WebGPUBackend): void {
   be = backend;
   backend.initHooks.push(validateSmm);
   backend.initHooks.push((b) => probeCaps(b, checkSubgroupReduce));
-  installWebGPUFftKernels(backend);
-  installWebGPUSortKernels(backend);
-  registerKernel('reduce', 'webgpu', webgpuReduce);
-  registerKernel('scan', 'webgpu', webgpuScan);
-  registerKernel('gemm', 'webgpu', webgpuGemm);
-  registerKernel('copy_strided', 'webgpu', (src: StridedRef, dst: StridedRef) => copyStrided(be, src, dst));
-  registerKernel('softmax', 'webgpu', (p: SoftmaxParams) => webgpuSoftmax(be, p));
-  registerKernel('row_norm', 'webgpu', (p: RowNormParams) => webgpuRowNorm(be, p));
-  for (const [name, adaptive] of [['pool', false], ['adaptive_pool', true]] as const) {
-    let staged: ((...a: unknown[]) => unknown) | undefined;
-    registerKernel(name, 'webgpu', (p: PoolParams) => {
-      if (webgpuPoolSupports(p)) webgpuPool(be, p, adaptive);
-      else (staged ??= hostStaged(name))(p); // pooling with indices (int64), mixed dtypes
-    });
-  }
-  for (const [name, transposed] of [['conv', false], ['conv_transpose', true]] as const) {
-    let staged: ((...a: unknown[]) => unknown) | undefined;
-    registerKernel(name, 'webgpu', (p: ConvParams) => {
-      if (webgpuConvSupports(p)) webgpuConv(be, p, transposed);
-      else (staged ??= hostStaged(name))(p); // strided or mixed-dtype operands, float8
-    });
-  }
-  installWebGPUIndexingKernels(be);
-  installWebGPUResampleKernels(be);
-  installWebGPUIntKernels(be);
+  for (const family of FAMILIES) family.bind(backend);
+  registerKernels('webgpu', webgpuKernels);
   setStagingProvider('webgpu', hostStaged);
 }
 
@@ -520,12 +528,6 @@ export function webgpuScan(kind: ScanKind, input: StridedRef, rows: number, n: n
 
 // ---- GEMM ----------------------------------------------------------------------------------------
 
-export interface GemmParams {
-  transA: boolean; transB: boolean; m: number; n: number; k: number; alpha: number; beta: number;
-  a: StridedRef; lda: number; b: StridedRef; ldb: number; c: StridedRef; ldc: number;
-  batch?: number; strideA?: number; strideB?: number; strideC?: number;
-}
-
 interface GemmTile { TX: number; TY: number; TM: number; TNV: number; BK: number }
 
 /**
@@ -677,8 +679,8 @@ const RETURNS_VALUE = new Set(['unique']);
  * error of the kernel (an index out of range) surfaces at the next read. Announced once per kernel,
  * counted in stagingStats, refused with NBX_WEBGPU_HOST_STAGING=0.
  */
-function hostStaged(name: string): (...args: unknown[]) => unknown {
-  const cpu = kernelCpu(name);
+function hostStaged(name: KernelName): (...args: unknown[]) => unknown {
+  const cpu = kernelCpu(name) as (...args: unknown[]) => unknown;
   return (...args: unknown[]) => {
     if (env('NBX_WEBGPU_HOST_STAGING') === '0') throw new UnsupportedError(name, `no WebGPU kernel for '${name}' yet, and host staging is off (NBX_WEBGPU_HOST_STAGING=0)`);
     if (RETURNS_VALUE.has(name)) throw new DeviceLimitError(name, `'${name}' returns data-dependent sizes, which needs a synchronous readback; WebGPU has none (run it on the CPU)`);

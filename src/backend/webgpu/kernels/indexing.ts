@@ -25,22 +25,26 @@
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
-import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../../cpu/kernels/indexing.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { DeviceLimitError, IndexError, UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U, wgslInclusiveScan } from '../runtime/elementwise.js';
+import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../../../kernels/indexing.js';
 
 let be: WebGPUBackend;
-export function installWebGPUIndexingKernels(backend: WebGPUBackend): void {
+export const kernels = {
+  gather: webgpuGather,
+  scatter: webgpuScatter,
+  linear_index: webgpuLinearIndex,
+  nonzero: webgpuNonzero,
+  masked_select: webgpuMaskedSelect,
+  masked_scatter: webgpuMaskedScatter,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: WebGPUBackend): void {
   be = backend;
-  registerKernel('gather', 'webgpu', webgpuGather);
-  registerKernel('scatter', 'webgpu', webgpuScatter);
-  registerKernel('linear_index', 'webgpu', webgpuLinearIndex);
-  registerKernel('nonzero', 'webgpu', webgpuNonzero);
-  registerKernel('masked_select', 'webgpu', webgpuMaskedSelect);
-  registerKernel('masked_scatter', 'webgpu', webgpuMaskedScatter);
 }
 
 // ---- helpers shared with resample_kernels.ts and int_kernels.ts ------------------------------------

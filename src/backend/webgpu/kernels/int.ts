@@ -6,18 +6,22 @@
 
 import type { DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
-import type { GemmParams } from './index.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
 import { bindAll, isFloat, loadOut, outAccess, program, storeVal } from './indexing.js';
+import type { GemmParams } from '../../../kernels/gemm.js';
 
 let be: WebGPUBackend;
-export function installWebGPUIntKernels(backend: WebGPUBackend): void {
+export const kernels = {
+  gemm_int: webgpuGemmInt,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: WebGPUBackend): void {
   be = backend;
-  registerKernel('gemm_int', 'webgpu', webgpuGemmInt);
 }
 
 /**

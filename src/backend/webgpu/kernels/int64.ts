@@ -14,12 +14,12 @@
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import type { ReduceKind, RowLayout, ScanKind } from '../../cpu/kernels/reduce.js';
 import { WGSL as R, perWord } from '../../../ir/render_wgsl.js';
 import { DeviceLimitError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
 import { bindAll, program, storeIndex } from './indexing.js';
+import type { ReduceKind, RowLayout, ScanKind } from '../../../kernels/reduce.js';
 
 const WG = 256;
 /** The "no element yet" index of a (value, index) pair. */

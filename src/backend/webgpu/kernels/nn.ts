@@ -4,11 +4,11 @@
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import type { RowNormParams, SoftmaxParams } from '../../cpu/kernels/nn.js';
 import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
+import type { RowNormParams, SoftmaxParams } from '../../../kernels/nn.js';
 
 const programs = new Map<string, Program>();
 function program(key: string, access: string, words: number, source: () => string): Program {

@@ -14,22 +14,26 @@
 
 import type { DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernel } from '../../../kernels/registry.js';
-import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../../ops/resample.js';
-import type { LrnParams, NllParams } from '../../cpu/kernels/nn.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { IndexError, UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
 import { bindAll, decompose, dimWords, f32w, fitsI32, isFloat, loadIndex, numelOf, outAccess, program, rawLoad, rawStore, recordErr, storeVal } from './indexing.js';
+import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../../kernels/resample.js';
+import type { LrnParams, NllParams } from '../../../kernels/nn.js';
 
 let be: WebGPUBackend;
-export function installWebGPUResampleKernels(backend: WebGPUBackend): void {
+export const kernels = {
+  interpolate: webgpuInterpolate,
+  grid_sample: webgpuGridSample,
+  nll_loss: webgpuNllLoss,
+  local_response_norm: webgpuLocalResponseNorm,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: WebGPUBackend): void {
   be = backend;
-  registerKernel('interpolate', 'webgpu', webgpuInterpolate);
-  registerKernel('grid_sample', 'webgpu', webgpuGridSample);
-  registerKernel('nll_loss', 'webgpu', webgpuNllLoss);
-  registerKernel('local_response_norm', 'webgpu', webgpuLocalResponseNorm);
 }
 
 const requireFloat = (op: string, r: StridedRef | undefined): void => {

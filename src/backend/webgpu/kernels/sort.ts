@@ -21,24 +21,28 @@
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import type { UniqueResult } from '../../cpu/kernels/sort.js';
-import { registerKernel } from '../../../kernels/registry.js';
+import type { BackendKernels } from '../../../kernels/table.js';
 import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { DeviceLimitError, UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U, wgslInclusiveScan } from '../runtime/elementwise.js';
 import { checkIndexDType, storeIndex } from './indexing.js';
+import type { UniqueResult } from '../../../kernels/sort.js';
 
 let be: WebGPUBackend;
-export function installWebGPUSortKernels(backend: WebGPUBackend): void {
+export const kernels = {
+  sort: webgpuSort,
+  topk: webgpuTopk,
+  kthvalue: webgpuKthvalue,
+  median: webgpuMedian,
+  mode: webgpuMode,
+  searchsorted: webgpuSearchsorted,
+  unique: webgpuUnique,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: WebGPUBackend): void {
   be = backend;
-  registerKernel('sort', 'webgpu', webgpuSort);
-  registerKernel('topk', 'webgpu', webgpuTopk);
-  registerKernel('kthvalue', 'webgpu', webgpuKthvalue);
-  registerKernel('median', 'webgpu', webgpuMedian);
-  registerKernel('mode', 'webgpu', webgpuMode);
-  registerKernel('searchsorted', 'webgpu', webgpuSearchsorted);
-  registerKernel('unique', 'webgpu', webgpuUnique);
 }
 
 const SORTABLE = new Set<DTypeName>(['bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'float16', 'bfloat16', 'float32']);
