@@ -31,16 +31,8 @@ export const scalarNumber = (v: ScalarLike): number => {
   return typeof s.value === 'boolean' ? (s.value ? 1 : 0) : Number(s.value);
 };
 
-interface Param { name: string; kwOnly: boolean; required: boolean; def: unknown; variadic: boolean }
-
-export interface OpInfo {
-  /** PyTorch name: 'add', 'nn.functional.softmax', 'fft.rfft'. */
-  name: string;
-  signature: string;
-  params: Param[];
-}
-
-export const OPS = new Map<string, OpInfo>();
+import { OPS, type OpInfo, type Param } from '../op_table.js';
+export { OPS, type OpInfo };
 
 function parseDefault(text: string): unknown {
   const t = text.trim();

@@ -119,3 +119,28 @@ export function inferShape(op: string, shape: readonly number[], numel: number):
   } else if (known !== numel) throw new ShapeError(op, `shape '${fmtShape(shape)}' is invalid for input of size ${numel}`);
   return out;
 }
+
+/** Merges adjacent dims that every operand walks contiguously relative to each other. */
+export function coalesce(shape: readonly number[], strides: number[][]): { shape: number[]; strides: number[][] } {
+  const nd = shape.length;
+  if (nd === 0) return { shape: [], strides: strides.map(() => []) };
+  const outShape = [shape[0]!];
+  const outStrides = strides.map((s) => [s[0]!]);
+  for (let d = 1; d < nd; d++) {
+    const sz = shape[d]!;
+    const last = outShape.length - 1;
+    const can = strides.every((s, k) => outStrides[k]![last] === s[d]! * sz) || outShape[last] === 1;
+    if (sz === 1) continue;
+    if (can && outShape[last] !== 1) {
+      outShape[last] = outShape[last]! * sz;
+      strides.forEach((s, k) => { outStrides[k]![last] = s[d]!; });
+    } else if (outShape[last] === 1) {
+      outShape[last] = sz;
+      strides.forEach((s, k) => { outStrides[k]![last] = s[d]!; });
+    } else {
+      outShape.push(sz);
+      strides.forEach((s, k) => outStrides[k]!.push(s[d]!));
+    }
+  }
+  return { shape: outShape, strides: outStrides };
+}

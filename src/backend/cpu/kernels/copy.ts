@@ -6,7 +6,7 @@
 import { DTYPES, type StorageArray } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
 import type { BackendKernels } from '../../../kernels/table.js';
-import { coalesce } from '../runtime/elementwise.js';
+import { coalesce } from '../../../tensor/shape.js';
 
 /** Complex elements as pairs of reals: a trailing lane dimension, so copies move both lanes. */
 export function laneRef(r: StridedRef): StridedRef {

@@ -5,37 +5,12 @@
 import type { Expr } from '../../../ir/expr.js';
 import { H, renderExpr, renderLoad, renderStore } from '../../../ir/render_js.js';
 import { denseAs, type StridedRef } from '../../backend.js';
-import { broadcastStrides } from '../../../tensor/shape.js';
+import { broadcastStrides, coalesce } from '../../../tensor/shape.js';
 import { DTYPES } from '../../../dtype/dtypes.js';
 
 import { makeKernel, parallelFlat, PARALLEL_MIN } from './threads.js';
 
 export type Kernel = (out: unknown, ins: unknown[], params: unknown[], n: number, inner: number, innerStrides: number[], offsets: number[]) => void;
-
-/** Merges adjacent dims that every operand walks contiguously relative to each other. */
-export function coalesce(shape: readonly number[], strides: number[][]): { shape: number[]; strides: number[][] } {
-  const nd = shape.length;
-  if (nd === 0) return { shape: [], strides: strides.map(() => []) };
-  const outShape = [shape[0]!];
-  const outStrides = strides.map((s) => [s[0]!]);
-  for (let d = 1; d < nd; d++) {
-    const sz = shape[d]!;
-    const last = outShape.length - 1;
-    const can = strides.every((s, k) => outStrides[k]![last] === s[d]! * sz) || outShape[last] === 1;
-    if (sz === 1) continue;
-    if (can && outShape[last] !== 1) {
-      outShape[last] = outShape[last]! * sz;
-      strides.forEach((s, k) => { outStrides[k]![last] = s[d]!; });
-    } else if (outShape[last] === 1) {
-      outShape[last] = sz;
-      strides.forEach((s, k) => { outStrides[k]![last] = s[d]!; });
-    } else {
-      outShape.push(sz);
-      strides.forEach((s, k) => outStrides[k]!.push(s[d]!));
-    }
-  }
-  return { shape: outShape, strides: outStrides };
-}
 
 const cache = new Map<string, CompiledKernel>();
 interface CompiledKernel { fn: Kernel; src: string; key: string; inDTypes: readonly string[]; outDType: string }

@@ -18,7 +18,7 @@ import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { Expr } from '../../../ir/expr.js';
 import { CudaRenderer } from '../../../ir/render_c.js';
 import { denseAs, type StridedRef } from '../../backend.js';
-import { coalesce } from '../../cpu/runtime/elementwise.js';
+import { coalesce } from '../../../tensor/shape.js';
 import { broadcastStrides } from '../../../tensor/shape.js';
 import type { ArgType, KernelArg } from '../runtime/driver.js';
 import type { CudaBackend, CudaBuffer } from '../runtime/backend.js';

@@ -17,7 +17,7 @@
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
 import type { BackendKernels } from '../../../kernels/table.js';
-import { coalesce } from '../../cpu/runtime/elementwise.js';
+import { coalesce } from '../../../tensor/shape.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType, KernelArg } from '../runtime/driver.js';
 import { IndexError, UnsupportedError, ValueError } from '../../../errors.js';

@@ -23,7 +23,7 @@ import type { Expr } from '../../../ir/expr.js';
 import { DeviceError, DeviceFaultError, DeviceLimitError } from '../../../errors.js';
 import type { Backend, StridedRef } from '../../backend.js';
 import { checkWgslDType, WGSL_DTYPES } from '../../../ir/render_wgsl.js';
-import { OPS } from '../../../ops/registry.js';
+import { OPS } from '../../../op_table.js';
 import { BufferPool, sizeClass, type PoolStats } from './buffer_pool.js';
 import { adapterIdentity, chooseAdapter, dawnToggles, env, MAP_READ, notice, profileFor, requiredLimits, STAGE_COMPUTE, subgroupMatrixConfigs, USAGE, WANTED_FEATURES, type AdapterChoice, type SubgroupMatrixConfig } from './gpu.js';
 import { runElementwise } from './elementwise.js';

@@ -11,7 +11,7 @@ import { WGSL as R, perWord, wgslPrelude, checkWgslDType, WGSL_DTYPES } from '..
 import { checkInt64Expr, i64Words, int64Divides } from '../../../ir/wgsl_int64.js';
 import { ValueError } from '../../../errors.js';
 import type { StridedRef } from '../../backend.js';
-import { coalesce } from '../../cpu/runtime/elementwise.js';
+import { coalesce } from '../../../tensor/shape.js';
 import { broadcastStrides } from '../../../tensor/shape.js';
 import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
 import { elementwiseConfig, registerTuneProblem } from '../tuning/spaces.js';
