@@ -1,4 +1,4 @@
-// CUDA elementwise kernels (src/backend/cuda/kernels/elementwise.ts): every layout (contiguous one-pass,
+// CUDA elementwise kernels (src/backend/cuda/runtime/elementwise.ts): every layout (contiguous one-pass,
 // rows x vectors broadcast, tiled transpose, N-d) against the CPU, across dtypes, odd sizes, unaligned
 // offsets, sliced rows, mixed operand widths, and launch configurations (threads, vectors per thread,
 // cache hints). Runs only where a CUDA device (or the emulator, test/gen/cuda_emu.mjs) is present.
@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
 import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
-import { ewOverride, flatGeometry, bcastGeometry, MAX_GRID_X, IDX32_LIMIT } from '../src/backend/cuda/kernels/elementwise.js';
+import { ewOverride, flatGeometry, bcastGeometry, MAX_GRID_X, IDX32_LIMIT } from '../src/backend/cuda/runtime/elementwise.js';
 import { EW_FLAT_SPACE, EW_TUNE_MIN_ELEMENTS, EW_STREAM_ELEMENTS, ewCandidates } from '../src/backend/cuda/tuning/spaces.js';
 import { enumerate, type Config } from '../src/autotune/index.js';
 

@@ -61,16 +61,26 @@ export function kernelNames(device: DeviceType): KernelName[] {
   return [...kernels.keys()].filter((k) => k.endsWith(`@${device}`)).map((k) => k.split('@')[0] as KernelName);
 }
 
-/** Where each kernel comes from on `device`: its own implementation, host staging, or nowhere. */
-export function kernelCoverage(device: DeviceType): Record<'native' | 'staged' | 'missing', KernelName[]> {
-  const own = native.get(device) ?? new Set<KernelName>();
-  const out = { native: [] as KernelName[], staged: [] as KernelName[], missing: [] as KernelName[] };
+export interface KernelCoverage { native: KernelName[]; staged: KernelName[]; missing: KernelName[] }
+
+/**
+ * Where each kernel of the table comes from on a backend: its own implementation (`own`), the CPU's on
+ * host copies (when the backend stages and the CPU has it), or nowhere.
+ */
+export function coverageOf(own: Iterable<KernelName>, staging: boolean, cpu: Iterable<KernelName>): KernelCoverage {
+  const mine = new Set(own), host = new Set(cpu);
+  const out: KernelCoverage = { native: [], staged: [], missing: [] };
   for (const name of KERNEL_NAMES) {
-    if (own.has(name)) out.native.push(name);
-    else if (staging.has(device) && hasKernel(name, 'cpu')) out.staged.push(name);
+    if (mine.has(name)) out.native.push(name);
+    else if (staging && host.has(name)) out.staged.push(name);
     else out.missing.push(name);
   }
   return out;
+}
+
+/** coverageOf for a loaded device, from what is registered now. */
+export function kernelCoverage(device: DeviceType): KernelCoverage {
+  return coverageOf(native.get(device) ?? [], staging.has(device), native.get('cpu') ?? []);
 }
 
 // ---- features: facts about a device's kernels, as data --------------------------------------------

@@ -1,4 +1,4 @@
-// Compiles every specialization of the elementwise generators (src/backend/cuda/kernels/elementwise.ts) with
+// Compiles every specialization of the elementwise generators (src/backend/cuda/runtime/elementwise.ts) with
 // nvcc for sm_90, then checks the SASS of the contiguous and broadcast kernels for 16-byte global
 // loads and stores (LDG.E.128 / STG.E.128). Run after `npx tsc`: node test/gen/cuda_ew_compile.mjs
 import { execFileSync } from 'node:child_process';
@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Expr } from '../../dist/src/ir/expr.js';
 import { CUDA_PRELUDE } from '../../dist/src/ir/render_c.js';
-import { flatSource, bcastSource } from '../../dist/src/backend/cuda/kernels/elementwise.js';
+import { flatSource, bcastSource } from '../../dist/src/backend/cuda/runtime/elementwise.js';
 import { compileAll } from './cuda_compile_util.mjs';
 
 const ref = (dtype) => ({ dtype });

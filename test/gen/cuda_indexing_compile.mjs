@@ -144,6 +144,14 @@ export function compileAll(list, label, keepDir) {
 // ---- this family ---------------------------------------------------------------------------------
 
 const IDX = await imp('backend/cuda/kernels/indexing.js');
+const SORT = await imp('backend/cuda/kernels/sort.js');
+
+/** Binds the CUDA indexing and sort families to `be` and hands their kernels to `register(name, 'cuda', fn)`. */
+export function installIndexingAndSort(be, register) {
+  IDX.bind(be);
+  SORT.bind(be);
+  for (const [name, fn] of Object.entries({ ...IDX.kernels, ...SORT.kernels })) register(name, 'cuda', fn);
+}
 const DTYPES_ALL = ['bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'float16', 'bfloat16', 'float32', 'float64'];
 const MODES = ['none', 'sum', 'prod', 'mean', 'amax', 'amin'];
 const SIZES = [1, 2, 4, 8, 16];
@@ -464,11 +472,11 @@ export async function runSimChecks(testFile, checksName, only) {
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const keep = process.argv.includes('--keep') ? process.argv[process.argv.indexOf('--keep') + 1] : undefined;
   if (process.argv.includes('--simulate')) {
-    await simCuda([(be, reg) => IDX.installCudaIndexingKernels(be, reg)]);
+    await simCuda([(be, reg) => installIndexingAndSort(be, reg)]);
     await runSimChecks('cuda_indexing.test.js', 'indexingChecks', process.argv[process.argv.indexOf('--simulate') + 1]);
     process.exit();
   }
-  fakeCuda([(be, reg) => IDX.installCudaIndexingKernels(be, reg)]);
+  fakeCuda([(be, reg) => installIndexingAndSort(be, reg)]);
   const mine = ['copy_strided', 'gather', 'scatter', 'linear_index', 'nonzero', 'masked_select', 'masked_scatter'];
   if (!process.argv.includes('--no-suite')) {
     const filter = /^(gather|take|take_along_dim|index_\w+|scatter\w*|nonzero|argwhere|masked_\w+|repeat_interleave|nn\.functional\.(embedding|one_hot|pad|pixel_\w+|unfold|fold)|cat|stack|flip|roll|Tensor\.\w+|tril|triu|reshape|flatten|movedim|chunk|split|narrow|squeeze|unsqueeze)\//;
@@ -479,7 +487,7 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
     console.log(`native kernels registered: ${mine.filter((n) => hasKernel(n, 'cuda')).join(', ')}`);
   }
   const fromSuite = sources.size;
-  IDX.installCudaIndexingKernels(recordingBackend, () => {}); // the recording backend for direct launcher calls
+  installIndexingAndSort(recordingBackend, () => {}); // the recording backend for direct launcher calls
   compactionSpecializations(recordingBackend);
   const all = [...sources.values(), ...indexingSpecializations()];
   if (problems.length) { console.log(`launch problems:\n  ${problems.join('\n  ')}`); process.exitCode = 1; }

@@ -7,7 +7,7 @@
 
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { fakeCuda, runConformance, compileAll, recordingBackend, sources, problems, staged, simCuda, runSimChecks } from './cuda_indexing_compile.mjs';
+import { fakeCuda, runConformance, compileAll, recordingBackend, sources, problems, staged, simCuda, runSimChecks, installIndexingAndSort } from './cuda_indexing_compile.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const imp = (p) => import(pathToFileURL(join(resolve(here, '../../dist/src'), p)).href);
@@ -52,11 +52,11 @@ function exercisePlans() {
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const keep = process.argv.includes('--keep') ? process.argv[process.argv.indexOf('--keep') + 1] : undefined;
   if (process.argv.includes('--simulate')) {
-    await simCuda([(be, reg) => IDX.installCudaIndexingKernels(be, reg)]);
+    await simCuda([(be, reg) => installIndexingAndSort(be, reg)]);
     await runSimChecks('cuda_sort.test.js', 'sortChecks', process.argv[process.argv.indexOf('--simulate') + 1]);
     process.exit();
   }
-  fakeCuda([(be, reg) => IDX.installCudaIndexingKernels(be, reg)]);
+  fakeCuda([(be, reg) => installIndexingAndSort(be, reg)]);
   const mine = ['sort', 'topk', 'kthvalue', 'median', 'mode', 'searchsorted', 'unique'];
   if (!process.argv.includes('--no-suite')) {
     const res = await runConformance(/^(sort|argsort|msort|topk|kthvalue|median|nanmedian|mode|quantile|nanquantile|unique|unique_consecutive|searchsorted|bucketize)\//);
@@ -66,7 +66,7 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
     console.log(`native kernels registered: ${mine.filter((n) => hasKernel(n, 'cuda')).join(', ')}`);
   }
   const fromSuite = sources.size;
-  IDX.installCudaIndexingKernels(recordingBackend, () => {});
+  installIndexingAndSort(recordingBackend, () => {});
   exercisePlans();
   const all = [...sources.values(), ...sortSpecializations()];
   if (problems.length) { console.log(`launch problems:\n  ${[...new Set(problems)].join('\n  ')}`); process.exitCode = 1; }

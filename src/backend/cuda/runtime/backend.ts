@@ -17,8 +17,8 @@ import { LaunchBatch } from './launch_batch.js';
 /** A device buffer: the allocator's pointer and its size in bytes. */
 export interface CudaBuffer { ptr: bigint; bytes: number }
 
-import { R, runElementwise } from '../kernels/elementwise.js';
-export { R, unpack } from '../kernels/elementwise.js';
+import { R, runElementwise } from './elementwise.js';
+export { R, unpack } from './elementwise.js';
 
 export class CudaBackend implements Backend {
   readonly type = 'cuda' as const;

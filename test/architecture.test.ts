@@ -1,0 +1,103 @@
+// Architecture checks: imports run one way (ops → kernels ← backend/<name>), no backend imports
+// another backend or ops, no import cycles; and, per backend, which kernels of the table it implements
+// itself, which it stages through the host, and which it lacks (printed, so a gap is visible in every
+// test run).
+
+import { it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, existsSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { cpuKernels } from '../src/backend/cpu/kernels/index.js';
+import { cudaKernels } from '../src/backend/cuda/kernels/index.js';
+import { webgpuKernels } from '../src/backend/webgpu/kernels/index.js';
+import { KERNEL_NAMES, type BackendKernels, type KernelName } from '../src/kernels/table.js';
+import { coverageOf } from '../src/kernels/registry.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
+
+interface Edge { from: string; to: string; /** A type-only import (erased) or a dynamic import() (loaded on demand): neither orders module loading. */ deferred: boolean }
+
+/** Every relative import of every .ts file under src/, resolved to a src-relative path. */
+function importGraph(): { files: string[]; edges: Edge[] } {
+  const files: string[] = [];
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (p.endsWith('.ts') && !p.endsWith('.d.ts')) files.push(p);
+    }
+  };
+  walk(root);
+  const edges: Edge[] = [];
+  const pattern = /^\s*(?:import|export)\s+(type\s+)?(?:[^'";]*?\sfrom\s+)?['"](\.[^'"]+)['"]|import\(\s*['"](\.[^'"]+)['"]\s*\)/gm;
+  for (const f of files) {
+    for (const m of readFileSync(f, 'utf8').matchAll(pattern)) {
+      const spec = m[2] ?? m[3]!;
+      let target = resolve(dirname(f), spec).replace(/\.js$/, '.ts');
+      if (!existsSync(target)) continue; // a non-source import (a worker URL, JSON)
+      target = relative(root, target);
+      // dynamic import() loads later, on demand: it orders nothing at load time but still counts for direction
+      edges.push({ from: relative(root, f), to: target, deferred: m[1] !== undefined || m[3] !== undefined });
+    }
+  }
+  return { files: files.map((f) => relative(root, f)), edges };
+}
+
+/** 'ops', 'kernels', 'backend' (the shared contract files), 'backend/cpu', ... */
+function area(file: string): string {
+  const parts = file.split(sep);
+  return parts[0] === 'backend' && parts.length > 2 ? `backend/${parts[1]}` : parts[0]!;
+}
+
+it('imports run one way: ops → kernels ← backend/<name>; no backend imports another backend or ops', () => {
+  const wrong: string[] = [];
+  for (const e of importGraph().edges) {
+    const a = area(e.from), b = area(e.to);
+    const toBackend = b.startsWith('backend/');
+    if (a.startsWith('backend/') && (b === 'ops' || (toBackend && b !== a))) wrong.push(`${e.from} → ${e.to}`);
+    if ((a === 'ops' || a === 'kernels') && toBackend) wrong.push(`${e.from} → ${e.to}`);
+    if (a === 'kernels' && b === 'ops') wrong.push(`${e.from} → ${e.to}`);
+  }
+  assert.deepEqual(wrong, [], `imports against the direction ops → kernels ← backend/<name>:\n  ${wrong.join('\n  ')}`);
+});
+
+it('has no import cycles (value imports; type-only imports are erased by the compiler)', () => {
+  const { files, edges } = importGraph();
+  const out = new Map<string, string[]>(files.map((f) => [f, []]));
+  for (const e of edges) if (!e.deferred) out.get(e.from)!.push(e.to);
+  // Tarjan's strongly connected components: any component of two or more files is a cycle.
+  let next = 0;
+  const index = new Map<string, number>(), low = new Map<string, number>(), stack: string[] = [], onStack = new Set<string>();
+  const cycles: string[][] = [];
+  const visit = (v: string): void => {
+    index.set(v, next); low.set(v, next); next++;
+    stack.push(v); onStack.add(v);
+    for (const w of out.get(v) ?? []) {
+      if (!index.has(w)) { visit(w); low.set(v, Math.min(low.get(v)!, low.get(w)!)); }
+      else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = [];
+      let w: string;
+      do { w = stack.pop()!; onStack.delete(w); component.push(w); } while (w !== v);
+      if (component.length > 1 || (out.get(v) ?? []).includes(v)) cycles.push(component);
+    }
+  };
+  for (const f of files) if (!index.has(f)) visit(f);
+  assert.deepEqual(cycles, [], `import cycles:\n  ${cycles.map((c) => c.join(' ↔ ')).join('\n  ')}`);
+});
+
+it('reports, per backend, the kernels it implements natively, stages through the host, and lacks', () => {
+  const cpu = Object.keys(cpuKernels) as KernelName[];
+  const backends: [string, BackendKernels, boolean][] = [['cpu', cpuKernels, false], ['cuda', cudaKernels, true], ['webgpu', webgpuKernels, true]];
+  for (const [name, table, staging] of backends) {
+    for (const k of Object.keys(table)) assert.ok((KERNEL_NAMES as string[]).includes(k), `${name} exports '${k}', which is not in KernelTable`);
+    const c = coverageOf(Object.keys(table) as KernelName[], staging, cpu);
+    console.log(`${name.padEnd(6)} native (${c.native.length}): ${c.native.join(', ')}`);
+    console.log(`${name.padEnd(6)} host-staged (${c.staged.length}): ${c.staged.join(', ') || 'none'}`);
+    console.log(`${name.padEnd(6)} missing (${c.missing.length}): ${c.missing.join(', ') || 'none'}`);
+  }
+  // The CPU is the reference: every kernel but the optional fused attention (composed by the op elsewhere).
+  assert.deepEqual(coverageOf(cpu, false, cpu).missing, ['attention']);
+});
