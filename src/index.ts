@@ -33,7 +33,7 @@ export { DType } from './dtype/dtypes.js';
 export type { DTypeName } from './dtype/dtypes.js';
 export { Device } from './backend/backend.js';
 export { scope, keep } from './tensor/storage.js';
-export { Scalar, float, int, OPS } from './ops/registry.js';
+export { Scalar, scalar, OPS } from './ops/registry.js';
 export * from './errors.js';
 
 // dtypes as values: nbx.float32, nbx.int64, ...
@@ -41,7 +41,10 @@ export const bool = DType.all.bool, uint8 = DType.all.uint8, int8 = DType.all.in
   int32 = DType.all.int32, int64 = DType.all.int64, float16 = DType.all.float16, bfloat16 = DType.all.bfloat16,
   float32 = DType.all.float32, float64 = DType.all.float64, float8_e4m3fn = DType.all.float8_e4m3fn,
   float8_e5m2 = DType.all.float8_e5m2, complex64 = DType.all.complex64, complex128 = DType.all.complex128;
-export const half = float16, double = float64, long = int64, short = int16, cfloat = complex64;
+// PyTorch's alias names are the same dtype objects (torch.float is torch.float32); the scalar kind
+// wrappers Python's 2.0 needs are nbx.scalar.float / nbx.scalar.int.
+export const half = float16, double = float64, long = int64, short = int16, cfloat = complex64, cdouble = complex128;
+export { float32 as float, int32 as int };
 
 export const promote_types = (a: DTypeLike, b: DTypeLike): DType => DType.all[promoteTypes(dtypeName(a), dtypeName(b))];
 export const result_type = (a: Operand, b: Operand): DType => DType.all[resultType([participant(a), participant(b)])];

@@ -34,7 +34,7 @@ const TYPED: [new (...a: never[]) => unknown, DTypeName][] = [
 
 /**
  * nbx.tensor(data, {dtype, device}). JS numbers that are all integral give int64 (as Python ints do);
- * any fractional number gives float32; booleans give bool. Use nbx.float(x) or a dtype to force floats.
+ * any fractional number gives float32; booleans give bool. Use nbx.scalar.float(x) or a dtype to force floats.
  */
 export function tensor(data: unknown, opts: CreateOptions = {}): Tensor {
   if (data instanceof Tensor) return data.to({ dtype: opts.dtype ? dtypeName(opts.dtype) : data.dt, device: opts.device ?? data.device, copy: true });

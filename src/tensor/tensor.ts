@@ -2,15 +2,18 @@
 // PyTorch's do; everything here is metadata and works the same on every device. Operations that compute
 // are attached as methods by src/ops/methods.ts.
 
-import { DType, DTYPES, allocStorage, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
+import { DType, DTYPES, allocStorage, dtypeName, isDTypeLike, type DTypeLike, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
 import { readNumber } from '../dtype/convert.js';
 import { Device, backendFor, type DeviceLike, type StridedRef } from '../backend/backend.js';
-import { DeviceLimitError, DisposedError, IndexError, ShapeError, ValueError } from '../errors.js';
+import { DeviceLimitError, DisposedError, DTypeError, IndexError, ShapeError, ValueError } from '../errors.js';
 import { Expr } from '../ir/expr.js';
 import { Storage, finalizer, track } from './storage.js';
 import {
   broadcastShapes, contiguousStrides, fmtShape, inferShape, isContiguous, normDim, numelOf, viewStrides, type Shape,
 } from './shape.js';
+
+/** Keywords of Tensor.to. */
+export interface ToOptions { dtype?: DTypeLike; device?: DeviceLike; copy?: boolean; non_blocking?: boolean }
 
 /** Sizes given as varargs (`view(2, 3)`) or one array (`view([2, 3])`). */
 export function sizesArg(args: readonly (number | readonly number[])[]): number[] {
@@ -365,21 +368,31 @@ export class Tensor {
   contiguous(): Tensor { return this.is_contiguous() ? this : this.copyAs(); }
   clone(): Tensor { return this.copyAs(); }
 
-  /** `to(dtype)`, `to(device)`, `to(device, dtype)` or `to({ dtype, device, copy })`, as PyTorch. */
-  to(a?: DTypeName | DType | DeviceLike | Tensor | { dtype?: DTypeName | DType; device?: DeviceLike; copy?: boolean },
-    b?: DTypeName | DType | { copy?: boolean }): Tensor {
+  /**
+   * `to(dtype)`, `to(device)`, `to(device, dtype)`, `to(other)` or `to({ dtype, device, copy })`, as
+   * PyTorch. A dtype is a DType (nbx.float32, nbx.float, nbx.long, ...) or its name ('float32', 'long');
+   * anything else is a typed error, never ignored.
+   */
+  to(a?: DTypeLike | DeviceLike | Tensor | ToOptions, b?: DTypeLike | ToOptions, c?: ToOptions): Tensor {
     let dtype: DTypeName | undefined, device: Device | undefined, copy = false;
-    const asDType = (x: unknown): DTypeName | undefined =>
-      x instanceof DType ? x.name : typeof x === 'string' && x in DTYPES ? (x as DTypeName) : undefined;
-    for (const x of [a, b]) {
+    for (const x of [a, b, c]) {
       if (x === undefined) continue;
       if (x instanceof Tensor) { dtype = x.dt; device = x.device; continue; }
-      const d = asDType(x);
-      if (d) { dtype = d; continue; }
-      if (typeof x === 'string' || x instanceof Device) { device = Device.of(x); continue; }
-      const o = x as { dtype?: DTypeName | DType; device?: DeviceLike; copy?: boolean };
-      if (o.dtype !== undefined) dtype = asDType(o.dtype) ?? (() => { throw new ValueError('to', `unknown dtype ${String(o.dtype)}`); })();
-      if (o.device !== undefined) device = Device.of(o.device);
+      if (isDTypeLike(x)) { dtype = dtypeName(x); continue; }
+      if (x instanceof Device || (typeof x === 'string' && /^(cpu|cuda|webgpu)(:\d+)?$/.test(x))) { device = Device.of(x); continue; }
+      if (x === null || typeof x !== 'object' || Object.getPrototypeOf(x) !== Object.prototype) {
+        const hint = typeof x === 'string' ? ` (dtypes: ${Object.keys(DTYPES).join(', ')}; devices: cpu, cuda, webgpu)`
+          : x !== null && typeof x === 'object' && 'kind' in x ? ' (a scalar wrapper is not a dtype: nbx.float is the dtype float32)' : '';
+        throw new DTypeError('to', `expected a dtype, a device, a tensor or an options object, got ${typeof x === 'string' ? `'${x}'` : String(x)}${hint}`);
+      }
+      const o = x as Record<string, unknown>;
+      for (const k of Object.keys(o)) {
+        if (!['dtype', 'device', 'copy', 'non_blocking'].includes(k)) {
+          throw new ValueError('to', `to() got an unexpected keyword argument '${k}' (keywords: dtype, device, copy, non_blocking)`);
+        }
+      }
+      if (o.dtype !== undefined && o.dtype !== null) dtype = dtypeName(o.dtype as DTypeLike);
+      if (o.device !== undefined && o.device !== null) device = Device.of(o.device as DeviceLike);
       if (o.copy) copy = true;
     }
     let t: Tensor = this;
@@ -395,15 +408,25 @@ export class Tensor {
 
   private toDevice(device: Device): Tensor {
     const src = this.contiguous();
-    const data = src.dataStorageSync();
-    if (src !== this) src.dispose();
-    return Tensor.fromStorage(data, this.dt, this.shape, device);
+    try {
+      return Tensor.fromStorage(src.dataStorageSync(`to('${device}')`), this.dt, this.shape, device);
+    } finally { if (src !== this) src.dispose(); }
   }
-  cpu(): Tensor { return this.to('cpu'); }
+
+  /**
+   * A CPU tensor with the same values. `await t.cpu()` works on every device; on the CPU (itself) and
+   * CUDA (synchronous readback) the result is a Tensor, usable without `await` as in PyTorch; on WebGPU,
+   * whose buffers can only be mapped asynchronously, it is a Promise of one.
+   */
+  cpu(): Tensor | Promise<Tensor> {
+    if (this.device.type === 'cpu') return this;
+    if (backendFor(this.device).downloadSync) return this.to('cpu');
+    return this.dataStorage().then((data) => Tensor.fromStorage(data, this.dt, this.shape, 'cpu'));
+  }
   cuda(): Tensor { return this.to('cuda'); }
 
-  /** Contiguous storage-convention copy of the elements, read back synchronously. */
-  dataStorageSync(): StorageArray {
+  /** Contiguous storage-convention copy of the elements, read back synchronously. `op` names the caller in errors. */
+  dataStorageSync(op = 'dataSync'): StorageArray {
     const c = this.contiguous();
     try {
       const s = c.storage;
@@ -414,9 +437,7 @@ export class Tensor {
         return a.slice(c._offset * lanes, (c._offset + c.numel()) * lanes) as StorageArray;
       }
       const b = backendFor(s.device);
-      if (!b.downloadSync) {
-        throw new DeviceLimitError('data', `synchronous readback is not available on ${s.device} (WebGPU can only map buffers asynchronously): use await t.data(), or move the tensor to the cpu first`);
-      }
+      if (!b.downloadSync) throw readbackError(op, s.device);
       return b.downloadSync(s.buf, this.dt, c._offset, c.numel());
     } finally { if (c !== this) c.dispose(); }
   }
@@ -430,11 +451,11 @@ export class Tensor {
 
   /** The elements in row-major order: float16/bfloat16/float8 as Float32Array, int64 as BigInt64Array, bool as Uint8Array. */
   async data(): Promise<StorageArray> { return toValues(this.dt, await this.dataStorage()); }
-  dataSync(): StorageArray { return toValues(this.dt, this.dataStorageSync()); }
+  dataSync(): StorageArray { return toValues(this.dt, this.dataStorageSync('dataSync')); }
 
   item(): number | boolean | bigint | [number, number] {
     if (this.numel() !== 1) throw new ValueError('item', `a Tensor with ${this.numel()} elements cannot be converted to Scalar`);
-    const a = this.dataStorageSync();
+    const a = this.dataStorageSync('item');
     if (this.dt === 'bool') return a[0] !== 0;
     if (this.dt === 'int64') { const v = (a as BigInt64Array)[0]!; return Number.isSafeInteger(Number(v)) ? Number(v) : v; }
     // JavaScript has no complex numbers: a complex element is its [re, im] pair, as in tolist().
@@ -444,7 +465,7 @@ export class Tensor {
 
   /** Nested arrays, like PyTorch's tolist(): numbers (bigint beyond 2^53), booleans for bool. */
   tolist(): unknown {
-    const a = this.dataStorageSync();
+    const a = this.dataStorageSync('tolist');
     const isC = DTYPES[this.dt].kind === 'complex';
     const get = (i: number): unknown => {
       if (this.dt === 'bool') return a[i] !== 0;
@@ -459,6 +480,13 @@ export class Tensor {
     };
     return build(0, 0);
   }
+}
+
+/** The error of a synchronous read on a device that has none; it names the calls that work. */
+function readbackError(op: string, device: Device): DeviceLimitError {
+  const call = op === 'item' || op === 'tolist' ? `(await t.cpu()).${op}()` : op === 'dataSync' ? 'await t.data()' : 'await t.cpu()';
+  return new DeviceLimitError(op, `${device} tensors cannot be read synchronously (WebGPU maps buffers only asynchronously): use ${call}` +
+    (op.startsWith('to(') && !op.includes('cpu') ? `, then .to('${op.slice(4, -2)}')` : '') + '; await t.cpu() gives a CPU tensor on every device');
 }
 
 export function toValues(d: DTypeName, a: StorageArray): StorageArray {
