@@ -11,6 +11,7 @@ import * as red from './ops/reduce.js';
 import * as cr from './ops/creation.js';
 import { installMethods } from './ops/methods.js';
 import { copyInto } from './ops/shape.js';
+import { installPrinting } from './tensor/print.js';
 import * as linalgOps from './ops/linalg.js';
 import * as shapeOps from './ops/shape.js';
 import * as indexingOps from './ops/indexing.js';
@@ -35,6 +36,7 @@ export { Device } from './backend/backend.js';
 export { scope, keep } from './tensor/storage.js';
 export { Scalar, scalar, OPS } from './ops/registry.js';
 export * from './errors.js';
+export { set_printoptions, get_printoptions } from './tensor/print.js';
 
 // dtypes as values: nbx.float32, nbx.int64, ...
 export const bool = DType.all.bool, uint8 = DType.all.uint8, int8 = DType.all.int8, int16 = DType.all.int16,
@@ -157,5 +159,6 @@ red.setBinaryMinMax(ew.maximum, ew.minimum);
 red.setNanToZero((x) => ew.nan_to_num(x, { nan: 0, posinf: Infinity, neginf: -Infinity }));
 void cr;
 
+installPrinting();
 // t.copy_(src): src cast to t's dtype and broadcast to t's shape, written through the view t.
 installMethods({ copy_: (t: Tensor, src: Tensor) => { copyInto(t, src); return t; } });

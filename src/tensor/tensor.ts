@@ -463,13 +463,18 @@ export class Tensor {
     return readNumber(this.dt, a, 0);
   }
 
-  /** Nested arrays, like PyTorch's tolist(): numbers (bigint beyond 2^53), booleans for bool. */
+  /**
+   * Nested arrays, like PyTorch's tolist(): booleans for bool, [re, im] pairs for complex, numbers
+   * otherwise. int64 has one rule for the whole tensor: numbers when every element is a safe integer
+   * (|v| < 2^53), otherwise every element is a bigint, so the element type never varies inside one list.
+   */
   tolist(): unknown {
     const a = this.dataStorageSync('tolist');
     const isC = DTYPES[this.dt].kind === 'complex';
+    const bigints = this.dt === 'int64' && (a as BigInt64Array).some((v) => v > 9007199254740991n || v < -9007199254740991n);
     const get = (i: number): unknown => {
       if (this.dt === 'bool') return a[i] !== 0;
-      if (this.dt === 'int64') { const v = (a as BigInt64Array)[i]!; return Number.isSafeInteger(Number(v)) ? Number(v) : v; }
+      if (this.dt === 'int64') { const v = (a as BigInt64Array)[i]!; return bigints ? v : Number(v); }
       if (isC) return [(a as Float32Array)[2 * i]!, (a as Float32Array)[2 * i + 1]!];
       return readNumber(this.dt, a, i);
     };
