@@ -43,3 +43,17 @@ export class OutOfMemoryError extends NbxError {}
 export class FormatError extends NbxError {}
 /** A fault reported by a device runtime (CUDA sticky error, lost WebGPU device). */
 export class DeviceFaultError extends NbxError {}
+/**
+ * A state dict that does not fit a module (nn.Module.load_state_dict): every missing key, unexpected key
+ * and shape mismatch at once, so one run tells the user everything to fix.
+ */
+export class StateDictError extends NbxError {
+  constructor(op: string, message: string,
+    readonly missing: readonly string[],
+    readonly unexpected: readonly string[],
+    readonly mismatched: readonly { key: string; expected: readonly number[]; got: readonly number[] }[]) {
+    super(op, message);
+  }
+}
+/** A parameter or buffer declared on the meta device (shape and dtype only) was read before anything was loaded into it. */
+export class MetaTensorError extends NbxError {}

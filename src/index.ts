@@ -21,6 +21,7 @@ import * as convOps from './ops/conv.js';
 import * as poolOps from './ops/pool.js';
 import * as resampleOps from './ops/resample.js';
 import * as nnOps from './ops/nn.js';
+import * as nnLayers from './nn/index.js';
 import * as randomOps from './ops/random.js';
 import { promoteTypes, resultType, canCast, setDefaultDType, defaultFloatDType } from './dtype/promotion.js';
 import { dtypeName, type DTypeLike } from './dtype/dtypes.js';
@@ -124,6 +125,7 @@ export const linalg: Record<string, (...args: any[]) => any> = {
 };
 
 export const nn = {
+  ...nnLayers,
   functional: {
     relu: ew.nn_relu, relu6: ew.relu6, gelu: ew.gelu, silu: ew.silu, mish: ew.mish, elu: ew.elu, celu: ew.celu,
     selu: ew.selu, softplus: ew.softplus, hardswish: ew.hardswish, hardsigmoid: ew.hardsigmoid,
@@ -132,6 +134,17 @@ export const nn = {
     ...Object.assign({}, ...families.map((f) => f.functional)),
   } as Record<string, (...args: any[]) => any>,
 };
+// The layer classes as types too (`let m: nbx.nn.Linear`), beside the values in the nn object.
+// eslint-disable-next-line @typescript-eslint/no-namespace
+export declare namespace nn {
+  type Module = nnLayers.Module; type MetaTensor = nnLayers.MetaTensor; type Linear = nnLayers.Linear;
+  type Identity = nnLayers.Identity; type Embedding = nnLayers.Embedding; type LayerNorm = nnLayers.LayerNorm;
+  type RMSNorm = nnLayers.RMSNorm; type Conv1d = nnLayers.Conv1d; type Conv2d = nnLayers.Conv2d;
+  type Dropout = nnLayers.Dropout; type ReLU = nnLayers.ReLU; type SiLU = nnLayers.SiLU; type GELU = nnLayers.GELU;
+  type Tanh = nnLayers.Tanh; type Sigmoid = nnLayers.Sigmoid; type Softmax = nnLayers.Softmax;
+  type Sequential = nnLayers.Sequential; type ModuleList<T extends Module = Module> = nnLayers.ModuleList<T>;
+  type ModuleDict<T extends Module = Module> = nnLayers.ModuleDict<T>; type StateDict = nnLayers.StateDict;
+}
 for (const f of families) installMethods(f.methods);
 
 installMethods({
