@@ -1,5 +1,6 @@
 import { takeHost, takeSmallHost } from '../memory/host_pool.js';
-import { DTypeError } from '../errors.js';
+import { DTypeError, OutOfMemoryError } from '../errors.js';
+import { formatBytes } from '../memory/caching_allocator.js';
 
 // The dtype table. Everything the engine knows about a dtype is in this one table: size, category,
 // how the CPU stores it, its range, and its names in other formats. Code asks the table; it does not
@@ -147,8 +148,14 @@ export function allocStorage(d: DTypeName, numel: number, zero = true): StorageA
   const shared = bytes >= SHARED_MIN_BYTES;
   const pooled = takeHost(ctor.name, count, shared, zero);
   if (pooled) return pooled;
-  if (shared) return new ctor(new SharedArrayBuffer(bytes) as unknown as ArrayBuffer) as StorageArray;
-  return new ctor(count);
+  try {
+    if (shared) return new ctor(new SharedArrayBuffer(bytes) as unknown as ArrayBuffer) as StorageArray;
+    return new ctor(count);
+  } catch (e) {
+    // V8 refuses sizes over its ArrayBuffer limit, and any size the OS will not give, with a RangeError.
+    if (!(e instanceof RangeError)) throw e;
+    throw new OutOfMemoryError('cpu', `tried to allocate ${formatBytes(bytes)} (${numel} elements of ${d}) on the cpu and the allocation failed (${e.message}); free tensors with dispose() or use a smaller size`);
+  }
 }
 
 /** View raw bytes (e.g. from a file) as the storage array of `d`, copying only if misaligned. */

@@ -9,7 +9,7 @@ import { DeviceLimitError, DisposedError, DTypeError, IndexError, ShapeError, Va
 import { Expr } from '../ir/expr.js';
 import { Storage, finalizer, track } from './storage.js';
 import {
-  broadcastShapes, contiguousStrides, fmtShape, inferShape, isContiguous, normDim, numelOf, viewStrides, type Shape,
+  broadcastShapes, checkInt, contiguousStrides, fmtShape, inferShape, isContiguous, normDim, numelOf, viewStrides, type Shape,
 } from './shape.js';
 
 /** Keywords of Tensor.to. */
@@ -186,7 +186,8 @@ export class Tensor {
     for (let i = 0; i < want.length; i++) {
       const j = i - off;
       const cur = j >= 0 ? this.shape[j]! : 1;
-      let w = want[i]!;
+      let w = checkInt('expand', 'size', want[i]);
+      if (w < -1) throw new ShapeError('expand', `The expanded size of the tensor (${w}) isn't allowed: sizes must be non-negative, or -1 to keep a dimension. Target sizes: ${fmtShape(want)}`);
       if (w === -1) {
         if (j < 0) throw new ShapeError('expand', `the expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension ${i}`);
         w = cur;
@@ -237,6 +238,9 @@ export class Tensor {
   /** Python slicing of one dimension: t[..., start:end:step, ...]. Negative and out-of-range bounds clamp like Python. */
   slice(dim: number, start: number | null = null, end: number | null = null, step = 1): Tensor {
     const d = normDim('slice', dim, this.ndim);
+    if (start !== null) checkInt('slice', 'start', start);
+    if (end !== null) checkInt('slice', 'end', end);
+    checkInt('slice', 'step', step);
     if (step <= 0) throw new ValueError('slice', 'slice step must be positive');
     const n = this.shape[d]!;
     const clamp = (v: number | null, def: number): number => {
@@ -254,6 +258,7 @@ export class Tensor {
 
   narrow(dim: number, start: number, length: number): Tensor {
     const d = normDim('narrow', dim, this.ndim);
+    checkInt('narrow', 'start', start); checkInt('narrow', 'length', length);
     const n = this.shape[d]!;
     if (start < -n || start > n) throw new IndexError('narrow', `start (${start}) is out of bounds for dimension of size ${n}`);
     if (start < 0) start += n;
@@ -264,6 +269,7 @@ export class Tensor {
   select(dim: number, index: number): Tensor {
     if (this.ndim === 0) throw new IndexError('select', 'select() cannot be applied to a 0-dim tensor.');
     const d = normDim('select', dim, this.ndim);
+    checkInt('select', 'index', index);
     const n = this.shape[d]!;
     if (index < -n || index >= n) throw new IndexError('select', `index ${index} is out of bounds for dimension ${d} with size ${n}`);
     if (index < 0) index += n;
@@ -291,9 +297,11 @@ export class Tensor {
     const n = this.shape[d]!;
     const sizes: number[] = [];
     if (typeof splitSize === 'number') {
+      checkInt('split', 'split_size', splitSize);
       if (splitSize <= 0 && n > 0) throw new ValueError('split', `split_size must be positive, got ${splitSize}`);
       for (let s = 0; s < n || (n === 0 && sizes.length === 0); s += splitSize) sizes.push(Math.min(splitSize, n - s));
     } else {
+      splitSize.forEach((v) => { if (checkInt('split', 'split_sizes', v) < 0) throw new ValueError('split', `split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=${fmtShape(splitSize)}`); });
       if (splitSize.reduce((a, b) => a + b, 0) !== n) {
         throw new ShapeError('split', `split_with_sizes expects split_sizes to sum exactly to ${n} (input tensor's size at dimension ${d}), but got split_sizes=${fmtShape(splitSize)}`);
       }
@@ -304,6 +312,7 @@ export class Tensor {
   }
 
   chunk(chunks: number, dim = 0): Tensor[] {
+    checkInt('chunk', 'chunks', chunks);
     if (chunks <= 0) throw new ValueError('chunk', 'chunk expects `chunks` to be greater than 0');
     const d = normDim('chunk', dim, this.ndim);
     const n = this.shape[d]!;
@@ -319,6 +328,8 @@ export class Tensor {
   /** A non-overlapping sliding window view: size `size` with step `step` along `dim`, window as the last dim. */
   unfold(dimension: number, size: number, step: number): Tensor {
     const d = normDim('unfold', dimension, this.ndim);
+    checkInt('unfold', 'size', size); checkInt('unfold', 'step', step);
+    if (size < 0) throw new ValueError('unfold', `size is ${size} but must be >= 0`);
     const n = this.ndim === 0 ? 1 : this.shape[d]!;
     if (size > n) throw new ShapeError('unfold', `maximum size for tensor at dimension ${d} is ${n} but size is ${size}`);
     if (step <= 0) throw new ValueError('unfold', `step is ${step} but must be > 0`);
