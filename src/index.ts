@@ -31,6 +31,7 @@ export { Tensor } from './tensor/tensor.js';
 export { cuda };
 export { webgpu } from './backend/webgpu/index.js';
 export * as io from './io/index.js';
+export * as models from './models/index.js';
 export { DType } from './dtype/dtypes.js';
 export type { DTypeName } from './dtype/dtypes.js';
 export { Device } from './backend/backend.js';
