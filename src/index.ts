@@ -10,8 +10,8 @@ import * as ew from './ops/elementwise.js';
 import * as red from './ops/reduce.js';
 import * as cr from './ops/creation.js';
 import { installMethods } from './ops/methods.js';
-import { copyInto } from './ops/shape.js';
 import { installPrinting } from './tensor/print.js';
+import * as inplaceOps from './ops/inplace.js';
 import * as linalgOps from './ops/linalg.js';
 import * as shapeOps from './ops/shape.js';
 import * as indexingOps from './ops/indexing.js';
@@ -174,5 +174,7 @@ red.setNanToZero((x) => ew.nan_to_num(x, { nan: 0, posinf: Infinity, neginf: -In
 void cr;
 
 installPrinting();
-// t.copy_(src): src cast to t's dtype and broadcast to t's shape, written through the view t.
-installMethods({ copy_: (t: Tensor, src: Tensor) => { copyInto(t, src); return t; } });
+// In-place methods (add_, fill_, index_put_, ...) and t.copy_(src): src cast to t's dtype and broadcast to
+// t's shape, written through the view t (src may be on another device).
+installMethods({ copy_: inplaceOps.copy_, ...inplaceOps.methods });
+Object.assign(nn.functional, inplaceOps.functional);
