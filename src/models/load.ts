@@ -133,7 +133,8 @@ async function loadWeights(model: CausalLMModel, weights: string, device: Device
   const loaded: Tensor[] = [];
   try {
     const names = new Set(handle.names());
-    const wanted = Object.keys(spec);
+    // a tied lm_head.weight is the embedding itself: loading embed_tokens.weight fills both names
+    const wanted = Object.keys(spec).filter((w) => !(model.cfg.tie_word_embeddings && w === 'lm_head.weight'));
     const { plan, missing, used } = planLoad(model.cfg, wanted, names);
     const problems: string[] = [];
     for (const w of missing) problems.push(`missing tensor '${w}' (expected shape [${spec[w]!.shape.join(', ')}])`);
