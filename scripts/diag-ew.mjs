@@ -4,7 +4,7 @@
 // HBM), the same add on operands allocated the way PyTorch's benchmark does (a, b, out in a row), a
 // copy and a multiply by 2.   node scripts/diag-ew.mjs
 import * as nbx from '../dist/src/index.js';
-import { ewOverride } from '../dist/src/backend/cuda/kernels/elementwise.js';
+import { ewOverride } from '../dist/src/backend/cuda/runtime/elementwise.js';
 import { EW_FLAT_SPACE } from '../dist/src/backend/cuda/tuning/spaces.js';
 import { enumerate } from '../dist/src/autotune/space.js';
 import { timeEvents } from '../dist/bench/gpu_timing.js';

@@ -14,8 +14,17 @@ export class NbxError extends Error {
 
 /** Shapes that do not fit together (broadcasting, matmul inner dims, view of a non-viewable layout). */
 export class ShapeError extends NbxError {}
-/** A dtype the operation does not accept, or a cast the rules forbid. */
-export class DTypeError extends NbxError {}
+/**
+ * A dtype the operation does not accept, or a cast the rules forbid. An int64 tensor met where a float
+ * was wanted usually came from integral JS numbers (`tensor(9.0)` is `tensor(9)`), so the message says so.
+ */
+export class DTypeError extends NbxError {
+  constructor(op: string, message: string) {
+    super(op, /\b(int64|Long)\b/.test(message) && /float|Float|not implemented/.test(message) ? message + INT64_HINT : message);
+  }
+}
+const INT64_HINT = ' (integral JS numbers make int64 tensors, as Python ints do: nbx.tensor(9.0) is nbx.tensor(9); ' +
+  "pass { dtype: nbx.float32 }, call .float(), or write a float scalar as nbx.scalar.float(9))";
 /** Tensors on different devices in one operation, or a device that is not available. */
 export class DeviceError extends NbxError {}
 /** An index or dim out of range. */
@@ -34,3 +43,17 @@ export class OutOfMemoryError extends NbxError {}
 export class FormatError extends NbxError {}
 /** A fault reported by a device runtime (CUDA sticky error, lost WebGPU device). */
 export class DeviceFaultError extends NbxError {}
+/**
+ * A state dict that does not fit a module (nn.Module.load_state_dict): every missing key, unexpected key
+ * and shape mismatch at once, so one run tells the user everything to fix.
+ */
+export class StateDictError extends NbxError {
+  constructor(op: string, message: string,
+    readonly missing: readonly string[],
+    readonly unexpected: readonly string[],
+    readonly mismatched: readonly { key: string; expected: readonly number[]; got: readonly number[] }[]) {
+    super(op, message);
+  }
+}
+/** A parameter or buffer declared on the meta device (shape and dtype only) was read before anything was loaded into it. */
+export class MetaTensorError extends NbxError {}

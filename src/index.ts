@@ -10,7 +10,8 @@ import * as ew from './ops/elementwise.js';
 import * as red from './ops/reduce.js';
 import * as cr from './ops/creation.js';
 import { installMethods } from './ops/methods.js';
-import { copyInto } from './ops/shape.js';
+import { installPrinting } from './tensor/print.js';
+import * as inplaceOps from './ops/inplace.js';
 import * as linalgOps from './ops/linalg.js';
 import * as shapeOps from './ops/shape.js';
 import * as indexingOps from './ops/indexing.js';
@@ -20,6 +21,7 @@ import * as convOps from './ops/conv.js';
 import * as poolOps from './ops/pool.js';
 import * as resampleOps from './ops/resample.js';
 import * as nnOps from './ops/nn.js';
+import * as nnLayers from './nn/index.js';
 import * as randomOps from './ops/random.js';
 import { promoteTypes, resultType, canCast, setDefaultDType, defaultFloatDType } from './dtype/promotion.js';
 import { dtypeName, type DTypeLike } from './dtype/dtypes.js';
@@ -29,19 +31,24 @@ export { Tensor } from './tensor/tensor.js';
 export { cuda };
 export { webgpu } from './backend/webgpu/index.js';
 export * as io from './io/index.js';
+export * as models from './models/index.js';
 export { DType } from './dtype/dtypes.js';
 export type { DTypeName } from './dtype/dtypes.js';
 export { Device } from './backend/backend.js';
 export { scope, keep } from './tensor/storage.js';
-export { Scalar, float, int, OPS } from './ops/registry.js';
+export { Scalar, scalar, OPS } from './ops/registry.js';
 export * from './errors.js';
+export { set_printoptions, get_printoptions } from './tensor/print.js';
 
 // dtypes as values: nbx.float32, nbx.int64, ...
 export const bool = DType.all.bool, uint8 = DType.all.uint8, int8 = DType.all.int8, int16 = DType.all.int16,
   int32 = DType.all.int32, int64 = DType.all.int64, float16 = DType.all.float16, bfloat16 = DType.all.bfloat16,
   float32 = DType.all.float32, float64 = DType.all.float64, float8_e4m3fn = DType.all.float8_e4m3fn,
   float8_e5m2 = DType.all.float8_e5m2, complex64 = DType.all.complex64, complex128 = DType.all.complex128;
-export const half = float16, double = float64, long = int64, short = int16, cfloat = complex64;
+// PyTorch's alias names are the same dtype objects (torch.float is torch.float32); the scalar kind
+// wrappers Python's 2.0 needs are nbx.scalar.float / nbx.scalar.int.
+export const half = float16, double = float64, long = int64, short = int16, cfloat = complex64, cdouble = complex128;
+export { float32 as float, int32 as int };
 
 export const promote_types = (a: DTypeLike, b: DTypeLike): DType => DType.all[promoteTypes(dtypeName(a), dtypeName(b))];
 export const result_type = (a: Operand, b: Operand): DType => DType.all[resultType([participant(a), participant(b)])];
@@ -119,6 +126,7 @@ export const linalg: Record<string, (...args: any[]) => any> = {
 };
 
 export const nn = {
+  ...nnLayers,
   functional: {
     relu: ew.nn_relu, relu6: ew.relu6, gelu: ew.gelu, silu: ew.silu, mish: ew.mish, elu: ew.elu, celu: ew.celu,
     selu: ew.selu, softplus: ew.softplus, hardswish: ew.hardswish, hardsigmoid: ew.hardsigmoid,
@@ -127,6 +135,17 @@ export const nn = {
     ...Object.assign({}, ...families.map((f) => f.functional)),
   } as Record<string, (...args: any[]) => any>,
 };
+// The layer classes as types too (`let m: nbx.nn.Linear`), beside the values in the nn object.
+// eslint-disable-next-line @typescript-eslint/no-namespace
+export declare namespace nn {
+  type Module = nnLayers.Module; type MetaTensor = nnLayers.MetaTensor; type Linear = nnLayers.Linear;
+  type Identity = nnLayers.Identity; type Embedding = nnLayers.Embedding; type LayerNorm = nnLayers.LayerNorm;
+  type RMSNorm = nnLayers.RMSNorm; type Conv1d = nnLayers.Conv1d; type Conv2d = nnLayers.Conv2d;
+  type Dropout = nnLayers.Dropout; type ReLU = nnLayers.ReLU; type SiLU = nnLayers.SiLU; type GELU = nnLayers.GELU;
+  type Tanh = nnLayers.Tanh; type Sigmoid = nnLayers.Sigmoid; type Softmax = nnLayers.Softmax;
+  type Sequential = nnLayers.Sequential; type ModuleList<T extends Module = Module> = nnLayers.ModuleList<T>;
+  type ModuleDict<T extends Module = Module> = nnLayers.ModuleDict<T>; type StateDict = nnLayers.StateDict;
+}
 for (const f of families) installMethods(f.methods);
 
 installMethods({
@@ -154,5 +173,8 @@ red.setBinaryMinMax(ew.maximum, ew.minimum);
 red.setNanToZero((x) => ew.nan_to_num(x, { nan: 0, posinf: Infinity, neginf: -Infinity }));
 void cr;
 
-// t.copy_(src): src cast to t's dtype and broadcast to t's shape, written through the view t.
-installMethods({ copy_: (t: Tensor, src: Tensor) => { copyInto(t, src); return t; } });
+installPrinting();
+// In-place methods (add_, fill_, index_put_, ...) and t.copy_(src): src cast to t's dtype and broadcast to
+// t's shape, written through the view t (src may be on another device).
+installMethods({ copy_: inplaceOps.copy_, ...inplaceOps.methods });
+Object.assign(nn.functional, inplaceOps.functional);

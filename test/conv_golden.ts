@@ -44,7 +44,7 @@ function decode(v: unknown): unknown {
   if (v !== null && typeof v === 'object') {
     const o = v as Record<string, unknown>;
     if ('tensor' in o) return makeTensor(o.tensor as TensorSpec);
-    if ('float' in o) return nbx.float(o.float as number);
+    if ('float' in o) return nbx.scalar.float(o.float as number);
   }
   return v;
 }

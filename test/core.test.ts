@@ -46,7 +46,7 @@ test('promote_types, result_type and can_cast match PyTorch for every pair', () 
     const t = nbx.zeros(zero ? [] : [2], { dtype: a as DTypeName });
     let other: unknown;
     if (kind.startsWith('zerodim:')) other = nbx.zeros([], { dtype: kind.slice(8) as DTypeName });
-    else other = kind === 'int' ? nbx.int(3) : kind === 'float' ? nbx.float(2.5) : true;
+    else other = kind === 'int' ? nbx.scalar.int(3) : kind === 'float' ? nbx.scalar.float(2.5) : true;
     assert.equal(nbx.result_type(t, other as nbx.Tensor).name, want, `${a} ${zero ? '0-d' : '1-d'} with ${kind}`);
   }
   for (const [k, want] of Object.entries(fixture.can_cast)) {
@@ -59,7 +59,7 @@ test('JS numbers: integral values act as Python ints, others as floats; wrappers
   const i8 = nbx.tensor([1, 2, 3], { dtype: 'int8' });
   assert.equal(nbx.add(i8, 2).dtype.name, 'int8');
   assert.equal(nbx.add(i8, 2.5).dtype.name, 'float32');
-  assert.equal(nbx.add(i8, nbx.float(2)).dtype.name, 'float32');
+  assert.equal(nbx.add(i8, nbx.scalar.float(2)).dtype.name, 'float32');
   assert.equal(nbx.tensor([1, 2]).dtype.name, 'int64');
   assert.equal(nbx.tensor([1.5, 2]).dtype.name, 'float32');
   assert.equal(nbx.div(nbx.tensor([1, 2]), 2).dtype.name, 'float32'); // integer true division → default float

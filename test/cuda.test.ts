@@ -20,10 +20,10 @@ test('elementwise on cuda equals cpu across dtypes, strides and broadcasting', {
     const f = (t: nbx.Tensor) => nbx.add(nbx.mul(t, t.t()), t);
     assert.deepEqual((await f(g).data()).length, f(c).numel());
     const cpu = Array.from(f(c).to('float64').dataSync() as Float64Array);
-    const gpu = Array.from(f(g).to('float64').cpu().dataSync() as Float64Array);
+    const gpu = Array.from(f(g).to('float64').to('cpu').dataSync() as Float64Array);
     close(gpu, cpu, dt === 'float16' || dt === 'bfloat16' ? 1e-2 : 1e-6);
   }
-  close(nbx.exp(x.cuda()).cpu().dataSync() as unknown as number[], nbx.exp(x).dataSync() as unknown as number[]);
+  close(nbx.exp(x.cuda()).to('cpu').dataSync() as unknown as number[], nbx.exp(x).dataSync() as unknown as number[]);
 });
 
 test('reductions on cuda equal cpu (row, column, all, arg, var)', { skip }, () => {
@@ -32,7 +32,7 @@ test('reductions on cuda equal cpu (row, column, all, arg, var)', { skip }, () =
   for (const [name, f] of [['sum', (t: nbx.Tensor) => nbx.sum(t, -1)], ['sum0', (t: nbx.Tensor) => nbx.sum(t, 0)], ['all', (t: nbx.Tensor) => nbx.sum(t)],
     ['amax', (t: nbx.Tensor) => nbx.amax(t, 1)], ['argmax', (t: nbx.Tensor) => nbx.argmax(t, 1)], ['var', (t: nbx.Tensor) => nbx.var(t, 1)],
     ['lse', (t: nbx.Tensor) => nbx.logsumexp(t, 1)], ['norm', (t: nbx.Tensor) => nbx.norm(t, 3, 1)]] as const) {
-    close(Array.from(f(g).to('float64').cpu().dataSync() as Float64Array), Array.from(f(x).to('float64').dataSync() as Float64Array), 1e-5);
+    close(Array.from(f(g).to('float64').to('cpu').dataSync() as Float64Array), Array.from(f(x).to('float64').dataSync() as Float64Array), 1e-5);
     void name;
   }
 });
@@ -44,7 +44,7 @@ test('memory: dispose returns blocks to the cache, OOM is typed and the engine k
   t.dispose();
   assert.equal(nbx.cuda.memoryStats().allocatedBytes, before.allocatedBytes);
   assert.throws(() => nbx.zeros([2 ** 42], { device: 'cuda', dtype: 'float32' }), nbx.OutOfMemoryError);
-  assert.deepEqual(nbx.add(nbx.ones([2], { device: 'cuda' }), 1).cpu().tolist(), [2, 2]);
+  assert.deepEqual(nbx.add(nbx.ones([2], { device: 'cuda' }), 1).to('cpu').tolist(), [2, 2]);
 });
 
 test('mixing devices in one operation is a typed error', { skip }, () => {

@@ -21,7 +21,7 @@ const skip = probe.available ? false : `no CUDA device (${probe.reason}): CUDA b
 if (skip) console.log(`# SKIP cuda batch tests: ${probe.reason}`);
 
 type T = nbx.Tensor;
-const vals = (t: T): number[] => Array.from(t.to('float64').cpu().dataSync() as Float64Array);
+const vals = (t: T): number[] => Array.from(t.to('float64').to('cpu').dataSync() as Float64Array);
 const close = (a: number[], b: number[], tol = 1e-5): void => {
   assert.equal(a.length, b.length);
   a.forEach((x, i) => assert.ok(Math.abs(x - b[i]!) <= tol * (1 + Math.abs(b[i]!)) || (Number.isNaN(x) && Number.isNaN(b[i]!)), `index ${i}: ${x} vs ${b[i]}`));
@@ -125,7 +125,7 @@ if (process.env.NBX_BATCH_TEST_CHILD) {
 
   test('kinds crossing the rebuild threshold join the module; results stay right', { skip }, () => {
     const be = nbx.cuda.backend();
-    const x = nbx.linspace(0.1, 2, 40).to('cuda'), xc = x.cpu();
+    const x = nbx.linspace(0.1, 2, 40).to('cuda'), xc = x.to('cpu');
     const ops: ((t: T) => T)[] = [nbx.exp, nbx.log, nbx.sqrt, nbx.tanh, nbx.neg, nbx.abs, (t) => nbx.pow(t, 3), (t) => nbx.clamp(t, 0.5, 1.5),
       (t) => nbx.maximum(t, nbx.mul(t, t)), (t) => nbx.sigmoid(t), (t) => nbx.floor(nbx.mul(t, 3)), (t) => nbx.lt(t, 1).to('float32')];
     const r0 = be.batch!.stats.rebuilds;

@@ -44,7 +44,7 @@ function parts(r: unknown): Tensor[] {
 
 /** Values of a (possibly complex, possibly CUDA) tensor as float64 numbers (complex: interleaved). */
 function values(t: Tensor): { dt: DTypeName; shape: number[]; v: number[] } {
-  const host = t.device.type === 'cpu' ? t : t.cpu();
+  const host = t.device.type === 'cpu' ? t : t.to('cpu');
   const c = DTYPES[host.dt].kind === 'complex' ? nbx.view_as_real(host) : host;
   const f = c.dt === 'int64' ? Array.from(c.contiguous().dataSync() as BigInt64Array, Number) : Array.from(c.to('float64').dataSync() as Float64Array);
   return { dt: t.dt, shape: t.shape.slice(), v: f };

@@ -30,7 +30,7 @@ function data(n: number, dt: DT, seed = 0): nbx.Tensor {
   return dt === 'bool' ? nbx.gt(x, 0) : x.to(dt);
 }
 
-const values = (t: nbx.Tensor): number[] => Array.from(t.to('float64').cpu().dataSync() as Float64Array);
+const values = (t: nbx.Tensor): number[] => Array.from(t.to('float64').to('cpu').dataSync() as Float64Array);
 
 /** f on the CPU tensors and on their CUDA copies: equal (floats to a relative 1e-6, NaN matching NaN). */
 function same(what: string, f: (...t: nbx.Tensor[]) => nbx.Tensor, ...xs: nbx.Tensor[]): void {

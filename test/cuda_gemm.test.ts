@@ -31,7 +31,7 @@ function rnd(shape: number[], dt: DT, seed: number): nbx.Tensor {
 
 function close(gpu: nbx.Tensor, cpu: nbx.Tensor, dt: DT, what: string): void {
   assert.deepEqual(gpu.shape, cpu.shape, what);
-  const a = gpu.cpu().to('float64').dataSync() as Float64Array, b = cpu.to('float64').dataSync() as Float64Array;
+  const a = gpu.to('cpu').to('float64').dataSync() as Float64Array, b = cpu.to('float64').dataSync() as Float64Array;
   let scale = 0;
   for (const x of b) scale = Math.max(scale, Math.abs(x));
   for (let i = 0; i < a.length; i++) {
@@ -87,7 +87,7 @@ test('small-M addmm with beta (C is an input) and alpha', { skip }, () => {
 test('small-M results are bit-identical run to run (fixed reduction order, no atomics)', { skip }, () => {
   const x = rnd([4, 512], 'bfloat16', 11).cuda(), w = rnd([512, 256], 'bfloat16', 12).cuda(), wt = rnd([256, 512], 'bfloat16', 13).cuda();
   for (const f of [() => nbx.matmul(x, w), () => nbx.nn.functional.linear(x, wt)]) {
-    const a = f().cpu().dataStorageSync() as Uint16Array, b = f().cpu().dataStorageSync() as Uint16Array;
+    const a = f().to('cpu').dataStorageSync() as Uint16Array, b = f().to('cpu').dataStorageSync() as Uint16Array;
     assert.deepEqual(Array.from(a), Array.from(b));
   }
 });

@@ -95,7 +95,7 @@ export function same(got: unknown, want: unknown, what: string, dev = 'cpu'): vo
   assert.equal(got.dt, want.dt, `${what}: dtype`);
   assert.deepEqual([...got.shape], [...want.shape], `${what}: shape`);
   assert.equal(got.device.type, dev.split(':')[0], `${what}: device`);
-  const g = got.cpu().dataSync() as ArrayLike<number | bigint>, w = want.dataSync() as ArrayLike<number | bigint>;
+  const g = got.to('cpu').dataSync() as ArrayLike<number | bigint>, w = want.dataSync() as ArrayLike<number | bigint>;
   const lanes = DTYPES[want.dt].lanes;
   for (let i = 0; i < w.length; i++) {
     const x = g[i]!, y = w[i]!;

@@ -8,7 +8,7 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import { FLOAT_DTYPES, check, noStaging, rand, skip } from './cuda_compare.js';
 
 const F = nbx.nn.functional;
-const S = (v: number) => nbx.float(v);
+const S = (v: number) => nbx.scalar.float(v);
 
 test('interpolate: nearest / nearest-exact / (bi|tri)linear / bicubic, sizes and scales, every float dtype', { skip }, () => {
   for (const dt of FLOAT_DTYPES) {

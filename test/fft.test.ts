@@ -37,7 +37,7 @@ function decode(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(decode);
   if (v === null || typeof v !== 'object') return v;
   const o = v as Record<string, unknown>;
-  if ('float' in o) return nbx.float(o.float as number);
+  if ('float' in o) return nbx.scalar.float(o.float as number);
   if ('ref' in o) return decodeTensor(fx.tensors[o.ref as string]!);
   if ('gen' in o) return gen(o.gen as number, o.dtype as DTypeName, o.seed as number);
   return Object.fromEntries(Object.entries(o).map(([k, x]) => [k, decode(x)]));

@@ -38,7 +38,7 @@ export function decodeArg(v: unknown, tensors: Record<string, Enc>): unknown {
     return t;
   }
   if ('dtype' in o) return nbx.DType.all[o.dtype as DTypeName];
-  if ('float' in o) return nbx.float(numOf(o.float as Num));
+  if ('float' in o) return nbx.scalar.float(numOf(o.float as Num));
   if ('bool' in o) return o.bool as boolean;
   return v;
 }

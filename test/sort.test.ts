@@ -28,7 +28,7 @@ function decode(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(decode);
   if (v === null || typeof v !== 'object') return v;
   const o = v as Record<string, unknown>;
-  if ('float' in o) return nbx.float(o.float as number);
+  if ('float' in o) return nbx.scalar.float(o.float as number);
   if ('ref' in o) {
     let t = decodeTensor(fx.tensors[o.ref as string]!);
     for (const [k, ...rest] of (o.view as [string, ...unknown[]][] | undefined) ?? []) {

@@ -3,13 +3,7 @@
 import { statSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { SafetensorsFile, openSharded } from '../io/safetensors.js';
-
-function fmtBytes(n: number): string {
-  const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let i = 0;
-  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
-  return `${i === 0 ? n : n.toFixed(1)} ${u[i]}`;
-}
+import { formatBytes as fmtBytes } from '../memory/caching_allocator.js';
 
 export async function inspect(args: string[]): Promise<number> {
   const target = args[0];

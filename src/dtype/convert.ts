@@ -6,6 +6,7 @@
 // narrowing here goes through Math.fround first: double rounding included, exactly as c10 does it.
 
 import { DTYPES, type DTypeName, type StorageArray } from './dtypes.js';
+import { ValueError } from '../errors.js';
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
@@ -157,6 +158,27 @@ export function encodeNumber(d: DTypeName, x: number): number | bigint {
       return Number.isFinite(x) ? Math.trunc(x) : numberToInt32(x);
     default: return x;
   }
+}
+
+/**
+ * A user's scalar stored into an integer dtype, checked as PyTorch's c10::checked_convert does (creation
+ * ops, fills): fractions truncate, but NaN, ±Infinity and values outside the dtype's range are errors,
+ * never a silent INT_MIN or a wrap. Unsigned types also take negative integers down to -max (they wrap),
+ * as c10 allows. The one place this rule and its message live.
+ */
+export function checkedIntValue(op: string, d: DTypeName, x: number | bigint): number | bigint {
+  const info = DTYPES[d];
+  if (info.kind !== 'int') return x;
+  const big = info.storage === 'i64';
+  const lo = big ? -9223372036854775808n : BigInt(info.min!), hi = big ? 9223372036854775807n : BigInt(info.max!);
+  let v: bigint | null;
+  if (typeof x === 'bigint') v = x;
+  else v = Number.isFinite(x) ? BigInt(Math.trunc(x)) : null;
+  const unsignedWrap = lo === 0n && v !== null && v < 0n && -v <= hi;
+  if (v === null || ((v < lo || v > hi) && !unsignedWrap)) {
+    throw new ValueError(op, `value cannot be converted to type ${d} without overflow (got ${String(x)})`);
+  }
+  return big ? v : Number(v);
 }
 
 export function writeNumber(d: DTypeName, a: StorageArray, i: number, x: number): void {

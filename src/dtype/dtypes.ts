@@ -1,4 +1,6 @@
 import { takeHost, takeSmallHost } from '../memory/host_pool.js';
+import { DTypeError, OutOfMemoryError } from '../errors.js';
+import { formatBytes } from '../memory/caching_allocator.js';
 
 // The dtype table. Everything the engine knows about a dtype is in this one table: size, category,
 // how the CPU stores it, its range, and its names in other formats. Code asks the table; it does not
@@ -78,14 +80,36 @@ const ALIASES: Record<string, DTypeName> = {
   float: 'float32', double: 'float64', half: 'float16', long: 'int64', int: 'int32', short: 'int16',
   cfloat: 'complex64', cdouble: 'complex128',
 };
+/** PyTorch's alias names, for documentation and error messages. */
+export const DTYPE_ALIASES: Readonly<Record<string, DTypeName>> = ALIASES;
 
 export function dtypeName(d: DTypeLike | string): DTypeName {
   if (d instanceof DType) return d.name;
+  if (typeof d !== 'string') {
+    const hint = isScalarWrapper(d) ? ` (${String(d)} is a scalar: nbx.scalar.float(x) wraps a value; the dtype is nbx.float32 or 'float32')` : '';
+    throw new DTypeError('dtype', `expected a dtype (nbx.float32, nbx.float, 'float32', ...), got ${describe(d)}${hint}`);
+  }
   if (d in DTYPES) return d as DTypeName;
   const stripped = d.startsWith('torch.') || d.startsWith('nbx.') ? d.slice(d.indexOf('.') + 1) : d;
   if (stripped in DTYPES) return stripped as DTypeName;
   if (stripped in ALIASES) return ALIASES[stripped]!;
-  throw new TypeError(`unknown dtype '${d}'; known: ${ALL_DTYPES.join(', ')}`);
+  throw new DTypeError('dtype', `unknown dtype '${d}'; known: ${ALL_DTYPES.join(', ')} and PyTorch's aliases ${Object.keys(ALIASES).join(', ')}`);
+}
+
+/** Whether `x` is a dtype or a dtype name (alias included). */
+export function isDTypeLike(x: unknown): x is DTypeLike {
+  if (x instanceof DType) return true;
+  if (typeof x !== 'string') return false;
+  const stripped = x.startsWith('torch.') || x.startsWith('nbx.') ? x.slice(x.indexOf('.') + 1) : x;
+  return stripped in DTYPES || stripped in ALIASES;
+}
+
+const isScalarWrapper = (x: unknown): boolean =>
+  x !== null && typeof x === 'object' && 'kind' in x && 'value' in x;
+function describe(x: unknown): string {
+  if (x === null) return 'null';
+  if (typeof x === 'object') return `${x.constructor?.name ?? 'object'} ${String(x)}`;
+  return `${typeof x} ${String(x)}`;
 }
 
 export const info = (d: DTypeName): DTypeInfo => DTYPES[d];
@@ -124,8 +148,14 @@ export function allocStorage(d: DTypeName, numel: number, zero = true): StorageA
   const shared = bytes >= SHARED_MIN_BYTES;
   const pooled = takeHost(ctor.name, count, shared, zero);
   if (pooled) return pooled;
-  if (shared) return new ctor(new SharedArrayBuffer(bytes) as unknown as ArrayBuffer) as StorageArray;
-  return new ctor(count);
+  try {
+    if (shared) return new ctor(new SharedArrayBuffer(bytes) as unknown as ArrayBuffer) as StorageArray;
+    return new ctor(count);
+  } catch (e) {
+    // V8 refuses sizes over its ArrayBuffer limit, and any size the OS will not give, with a RangeError.
+    if (!(e instanceof RangeError)) throw e;
+    throw new OutOfMemoryError('cpu', `tried to allocate ${formatBytes(bytes)} (${numel} elements of ${d}) on the cpu and the allocation failed (${e.message}); free tensors with dispose() or use a smaller size`);
+  }
 }
 
 /** View raw bytes (e.g. from a file) as the storage array of `d`, copying only if misaligned. */

@@ -1,17 +1,246 @@
-// generate() and stream(): transformers' GenerationMixin for nbx models. Placeholder; the
-// implementation replaces the body.
+// generate() and stream(): transformers' GenerationMixin (greedy search and sampling) for any CausalLM.
+// The prompt runs once through forward() filling the KV cache, then each step feeds one token and
+// keeps the last position's logits (logits_to_keep 1). Batches are left-padded with an attention
+// mask, finished rows get pad tokens, and sampling draws with nbx's torch-exact generator in
+// transformers' order (see logits.ts), so a float32 CPU model samples the ids transformers samples.
 
 import type { CausalLM } from '../models/types.js';
-import type { Tensor } from '../tensor/tensor.js';
-import { UnsupportedError } from '../errors.js';
+import { Tensor } from '../tensor/tensor.js';
+import { scope } from '../tensor/storage.js';
+import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
+import type { Tokenizer } from '../tokenizer/index.js';
+import { resolveConfig, type GenerationOptions, type ResolvedConfig } from './config.js';
+import { chooseTokens, processLogits } from './logits.js';
+import { IncrementalDecoder } from './text.js';
+
+export type { GenerationOptions, ResolvedConfig, Streamer } from './config.js';
+export { resolveConfig } from './config.js';
+export { IncrementalDecoder } from './text.js';
 
 export type GenerateInput = Tensor | string | readonly string[];
-export type GenerateOptions = Record<string, unknown>;
+export type GenerateOptions = GenerationOptions;
 
-export async function generate(_model: CausalLM, _input: GenerateInput, _opts: GenerateOptions = {}): Promise<Tensor> {
-  throw new UnsupportedError('generate', 'not implemented yet');
+const OP = 'generate';
+
+/** Token ids of a batch, left-padded to one length, with its mask (null when no row is padded). */
+export interface PreparedPrompt {
+  rows: number[][];
+  /** 1 for a real token, 0 for left padding; null when every row is full. */
+  mask: Uint8Array[] | null;
+  length: number;
 }
 
-export async function* stream(_model: CausalLM, _input: GenerateInput, _opts: GenerateOptions = {}): AsyncGenerator<string> {
-  throw new UnsupportedError('stream', 'not implemented yet');
+/** One decoding step as generateSteps reports it. */
+export interface GenerationStep {
+  /** The token each row got (the pad token for a row that had already finished). */
+  tokens: number[];
+  /** Whether each row is still generating after this step. */
+  unfinished: boolean[];
+  /** 1 for the first new token. */
+  step: number;
+}
+
+function tokenizerFor(model: CausalLM, cfg: ResolvedConfig, why: string): Tokenizer {
+  if (!cfg.tokenizer) throw new ValueError(OP, `${why} needs a tokenizer: the model has none (no tokenizer.json in its folder); pass { tokenizer } or token ids`);
+  return cfg.tokenizer;
+}
+
+async function hostInts(t: Tensor): Promise<number[]> {
+  return Array.from(await t.data() as ArrayLike<number | bigint | boolean>, Number);
+}
+
+/** Turns the input into padded rows; checks ids, emptiness and the mask. */
+export async function preparePrompt(model: CausalLM, input: GenerateInput, cfg: ResolvedConfig): Promise<PreparedPrompt> {
+  let rows: number[][];
+  let mask: Uint8Array[] | null = null;
+  if (input instanceof Tensor) {
+    if (input.dtype.name === 'bool' || input.is_floating_point() || input.is_complex()) {
+      throw new DTypeError(OP, `input_ids must be an integer tensor (int64), got ${input.dtype.name}`);
+    }
+    if (input.ndim !== 2) throw new ShapeError(OP, `input_ids must be [batch, length], got shape [${input.shape.join(', ')}]${input.ndim === 1 ? ' (use input_ids.unsqueeze(0))' : ''}`);
+    const [b, t] = input.shape as [number, number];
+    const flat = await hostInts(input);
+    rows = Array.from({ length: b }, (_, i) => flat.slice(i * t, (i + 1) * t));
+    if (cfg.attention_mask) {
+      const m = cfg.attention_mask;
+      if (m.ndim !== 2 || m.shape[0] !== b || m.shape[1] !== t) {
+        throw new ShapeError(OP, `attention_mask must have input_ids' shape [${b}, ${t}], got [${m.shape.join(', ')}]`);
+      }
+      const mv = await hostInts(m);
+      if (mv.some((v) => v !== 0 && v !== 1)) throw new ValueError(OP, 'attention_mask must hold only 0 and 1');
+      mask = Array.from({ length: b }, (_, i) => Uint8Array.from(mv.slice(i * t, (i + 1) * t)));
+    } else if (cfg.pad_token_id !== null && !cfg.eos_token_id.includes(cfg.pad_token_id) && flat.includes(cfg.pad_token_id)) {
+      // transformers infers the mask from the pad token when it is present and differs from EOS.
+      mask = rows.map((r) => Uint8Array.from(r, (id) => (id === cfg.pad_token_id ? 0 : 1)));
+    }
+  } else {
+    const texts = typeof input === 'string' ? [input] : input;
+    if (!Array.isArray(texts) || texts.length === 0 || texts.some((s) => typeof s !== 'string')) {
+      throw new ValueError(OP, 'input must be token ids (an int64 Tensor [B, T]), a string or a non-empty array of strings');
+    }
+    if (cfg.attention_mask) throw new ValueError(OP, 'attention_mask goes with token ids; for text the mask comes from the tokenizer');
+    const tok = tokenizerFor(model, cfg, 'text input');
+    texts.forEach((s, i) => { if (s.length === 0) throw new ValueError(OP, `prompt${texts.length > 1 ? ` ${i}` : ''} is empty: give at least one character of text`); });
+    const encoded = texts.map((s) => tok.encode(s, { add_special_tokens: cfg.add_special_tokens }));
+    const longest = Math.max(...encoded.map((e) => e.length));
+    if (encoded.some((e) => e.length < longest)) {
+      const pad = tok.pad_token_id ?? cfg.pad_token_id;
+      if (pad === null) throw new ValueError(OP, 'prompts of different lengths need a pad token: the tokenizer has none and no pad_token_id or eos_token_id is set; pass pad_token_id');
+      rows = encoded.map((e) => [...new Array<number>(longest - e.length).fill(pad), ...e]);
+      mask = encoded.map((e) => { const m = new Uint8Array(longest); m.fill(1, longest - e.length); return m; });
+    } else rows = encoded;
+  }
+  const length = rows[0]?.length ?? 0;
+  if (length === 0) throw new ValueError(OP, 'the prompt is empty (0 tokens): give at least one token');
+  const vocab = model.config.vocab_size;
+  for (const r of rows) for (const id of r) {
+    if (!Number.isInteger(id) || id < 0 || id >= vocab) throw new ValueError(OP, `token id ${id} is outside the model's vocabulary (0..${vocab - 1})`);
+  }
+  if (mask) mask.forEach((m, i) => { if (!m.includes(1)) throw new ValueError(OP, `row ${i} of the batch is all padding (its attention_mask is all 0): give every row a token`); });
+  if (mask && mask.every((m) => !m.includes(0))) mask = null;
+  return { rows, mask, length };
+}
+
+/** The length to stop at: checked against the prompt and the model's context. */
+function targetLength(model: CausalLM, cfg: ResolvedConfig, promptLength: number): number {
+  const maxLength = cfg.max_new_tokens !== null ? promptLength + cfg.max_new_tokens : cfg.max_length;
+  const context = model.config.max_position_embeddings;
+  if (typeof context === 'number' && promptLength > context) {
+    throw new ValueError(OP, `the prompt has ${promptLength} tokens, more than the model's context of ${context} (max_position_embeddings): shorten the prompt`);
+  }
+  if (maxLength <= promptLength) {
+    throw new ValueError(OP, `max_length is ${maxLength} but the prompt already has ${promptLength} tokens: set max_new_tokens (the number of tokens to generate)`);
+  }
+  if (typeof context === 'number' && maxLength > context) {
+    throw new ValueError(OP, `the prompt (${promptLength} tokens) plus ${maxLength - promptLength} new tokens exceeds the model's context of ${context} tokens: ` +
+      `set max_new_tokens to at most ${context - promptLength}`);
+  }
+  return maxLength;
+}
+
+const int64 = (values: readonly number[], shape: number[], device: CausalLM['device'] | 'cpu'): Tensor =>
+  Tensor.fromStorage(BigInt64Array.from(values, (v) => BigInt(v)), 'int64', shape, device);
+
+/** Yields to the event loop between steps so that timers and signals (Ctrl-C) are handled mid-generation. */
+const breathe: () => Promise<void> = typeof setImmediate === 'function'
+  ? () => new Promise((resolve) => setImmediate(resolve))
+  : async () => {};
+
+/** Does row text end in a stop string that the last token completed (transformers' StopStringCriteria)? */
+function hitsStopString(tok: Tokenizer, row: readonly number[], stops: readonly string[]): boolean {
+  const longest = Math.max(...stops.map((s) => s.length));
+  const tail = row.slice(Math.max(0, row.length - 4 * longest - 4));
+  const before = tok.decode(tail.slice(0, -1)).length;
+  const text = tok.decode(tail);
+  return stops.some((s) => text.indexOf(s, Math.max(0, before - s.length + 1)) >= 0);
+}
+
+/** The last position's logits as float32 [B, V] on the CPU (where the processors run). */
+async function lastScores(logits: Tensor): Promise<Tensor> {
+  const [b, t, v] = logits.shape as [number, number, number];
+  const last = scope(() => logits.narrow(1, t - 1, 1).reshape([b, v]).to('float32').contiguous());
+  if (last.device.type === 'cpu') return last;
+  try { return Tensor.fromStorage(await last.dataStorage(), 'float32', [b, v]); } finally { last.dispose(); }
+}
+
+/**
+ * The decoding loop as an async iterator of steps; its return value is the sequences [B, T + new]
+ * (int64, CPU). generate() and stream() drive it; the command line uses it to time each step.
+ */
+export async function* generateSteps(model: CausalLM, input: GenerateInput | PreparedPrompt, opts: GenerationOptions = {}): AsyncGenerator<GenerationStep, Tensor> {
+  const cfg = resolveConfig(model, opts);
+  const prompt = isPrepared(input) ? input : await preparePrompt(model, input, cfg);
+  const { rows, mask } = prompt;
+  const batch = rows.length, promptLength = prompt.length;
+  const maxLength = targetLength(model, cfg, promptLength);
+  const stopTok = cfg.stop_strings.length ? tokenizerFor(model, cfg, 'stop_strings') : null;
+  const canPad = cfg.eos_token_id.length > 0 && cfg.pad_token_id !== null;
+  const device = model.device;
+  const unfinished = new Array<boolean>(batch).fill(true);
+  // Real tokens per row so far: the next token's position is this count (left padding has none).
+  const seen = mask ? mask.map((m) => m.reduce((a, x) => a + x, 0)) : new Array<number>(batch).fill(promptLength);
+  const maskRows = mask ? mask.map((m) => Array.from(m)) : null;
+
+  cfg.streamer?.put(int64(rows.flat(), [batch, promptLength], 'cpu'));
+  const cache = model.newCache({ batch, maxLength });
+  try {
+    let feed = int64(rows.flat(), [batch, promptLength], device);
+    let positions: Tensor | null = maskRows
+      ? int64(maskRows.flatMap((m) => { let c = 0; return m.map((x) => (x ? c++ : 1)); }), [batch, promptLength], device) : null;
+    for (let cur = promptLength, step = 1; ; cur++, step++) {
+      const attention = maskRows ? int64(maskRows.flat(), [batch, cur], device) : null;
+      let logits: Tensor;
+      try {
+        logits = model.forward(feed, { attention_mask: attention, cache, position_ids: positions, logits_to_keep: 1 });
+      } finally {
+        feed.dispose(); attention?.dispose(); positions?.dispose();
+      }
+      let chosen: number[];
+      try {
+        const scores = await lastScores(logits);
+        chosen = scope(() => {
+          const ids = processLogits(scores, cfg, {
+            curLen: cur, promptLen: promptLength, inputIds: () => int64(rows.flat(), [batch, cur], 'cpu'),
+          });
+          return Array.from(chooseTokens(ids, cfg).dataStorageSync() as BigInt64Array, Number);
+        });
+        scores.dispose();
+      } finally { logits.dispose(); }
+      const tokens = chosen.map((t, b) => (unfinished[b] || !canPad ? t : cfg.pad_token_id!));
+      tokens.forEach((t, b) => { rows[b]!.push(t); maskRows?.[b]!.push(1); seen[b]! += 1; });
+      cfg.streamer?.put(int64(tokens, [batch], 'cpu'));
+      for (let b = 0; b < batch; b++) {
+        if (!unfinished[b]) continue;
+        if (cfg.eos_token_id.includes(tokens[b]!)) unfinished[b] = false;
+        else if (stopTok && hitsStopString(stopTok, rows[b]!, cfg.stop_strings)) unfinished[b] = false;
+      }
+      yield { tokens, unfinished: [...unfinished], step };
+      if (cur + 1 >= maxLength || !unfinished.includes(true)) break;
+      feed = int64(tokens, [batch, 1], device);
+      positions = maskRows ? int64(seen.map((n) => n - 1), [batch, 1], device) : null;
+      await breathe();
+    }
+  } finally {
+    cache.dispose();
+    cfg.streamer?.end();
+  }
+  return int64(rows.flat(), [batch, rows[0]!.length], 'cpu');
+}
+
+function isPrepared(x: unknown): x is PreparedPrompt {
+  return x !== null && typeof x === 'object' && !(x instanceof Tensor) && !Array.isArray(x) && Array.isArray((x as PreparedPrompt).rows);
+}
+
+/**
+ * model.generate(input, options) as transformers: token ids [B, T + new] (int64, on the CPU), the
+ * prompt included. `input` is input_ids [B, T] (with options.attention_mask for left padding), a
+ * string, or an array of strings (left-padded as a batch).
+ */
+export async function generate(model: CausalLM, input: GenerateInput, opts: GenerateOptions = {}): Promise<Tensor> {
+  const it = generateSteps(model, input, opts);
+  for (;;) {
+    const r = await it.next();
+    if (r.done) return r.value;
+  }
+}
+
+/**
+ * model.stream(input, options): the generated text as it comes, in pieces of whole characters,
+ * ending at EOS, a stop string or max_new_tokens. One prompt (a string or input_ids [1, T]).
+ */
+export async function* stream(model: CausalLM, input: GenerateInput, opts: GenerateOptions = {}): AsyncGenerator<string> {
+  const cfg = resolveConfig(model, opts);
+  const tok = tokenizerFor(model, cfg, 'stream()');
+  if ((Array.isArray(input) && input.length !== 1) || (input instanceof Tensor && input.ndim === 2 && input.shape[0] !== 1)) {
+    throw new UnsupportedError('stream', 'stream() takes one prompt (as transformers\' TextStreamer); use generate() for batches');
+  }
+  const prompt = await preparePrompt(model, input, cfg);
+  const decoder = new IncrementalDecoder(tok, prompt.rows[0]);
+  for await (const step of generateSteps(model, prompt, opts)) {
+    // EOS is a special token: it decodes to nothing.
+    const piece = decoder.push(step.tokens[0]!);
+    if (piece) yield piece;
+  }
+  const rest = decoder.flush();
+  if (rest) yield rest;
 }

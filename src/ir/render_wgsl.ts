@@ -516,24 +516,26 @@ fn nbx_reduce_pio4(x: f32, y: f32) -> f32 { return ((x - y * 0.78515625f) - y * 
   }
   return select(r, -r, a < 0.0f && odd);
 }`,
-  // ---- integer helpers (division by zero gives 0, as on CUDA: a GPU cannot raise) ----
+  // ---- integer helpers (division by zero gives 0 and sets nbx_divzero, which the elementwise kernel
+  // reports so the read raises the CPU's ZeroDivisionError: a GPU cannot raise) ----
   nbx_itruncdiv_i: `fn nbx_itruncdiv_i(a: i32, b: i32) -> i32 {
-  if (b == 0) { return 0; }
+  if (b == 0) { nbx_divzero = true; return 0; }
   if (b == -1) { return -a; }
   return a / b;
 }`,
   nbx_ifmod_i: `fn nbx_ifmod_i(a: i32, b: i32) -> i32 {
-  if (b == 0 || b == -1) { return 0; }
+  if (b == 0) { nbx_divzero = true; return 0; }
+  if (b == -1) { return 0; }
   return a % b;
 }`,
   nbx_ifloordiv_i: `fn nbx_ifloordiv_i(a: i32, b: i32) -> i32 {
-  if (b == 0) { return 0; }
+  if (b == 0) { nbx_divzero = true; return 0; }
   let q = nbx_itruncdiv_i(a, b);
   if (nbx_ifmod_i(a, b) != 0 && ((a < 0) != (b < 0))) { return q - 1; }
   return q;
 }`,
   nbx_imod_i: `fn nbx_imod_i(a: i32, b: i32) -> i32 {
-  if (b == 0) { return 0; }
+  if (b == 0) { nbx_divzero = true; return 0; }
   let m = nbx_ifmod_i(a, b);
   if (m != 0 && ((m < 0) != (b < 0))) { return m + b; }
   return m;

@@ -3,13 +3,14 @@
 // the same 8 bytes as every other backend, so uploads, downloads and safetensors are plain copies.
 // Every IR primitive on int64 renders as a call to a helper below (emitted only when a kernel uses it),
 // with the CPU backend's (BigInt64Array) semantics: wraparound, shifts >= 64, INT64_MIN / -1 = INT64_MIN.
-// Integer division by zero raises the CPU's ZeroDivisionError: a kernel cannot raise, so the helpers set
+// Integer division by zero (int64 here, narrower ints in render_wgsl.ts) raises the CPU's ZeroDivisionError: a kernel cannot raise, so the helpers set
 // a flag (`nbx_divzero`) that the elementwise kernel stores to an error word, and a host step after it
 // raises at the next read, like an index error (the result holds 0 there). Long division is 64
 // shift-subtract steps per element: llvmpipe stops a shader invocation after ~65,535 loop iterations.
 
 import type { Expr } from './expr.js';
 import { DeviceLimitError } from '../errors.js';
+import { DTYPES } from '../dtype/dtypes.js';
 
 /** Literal of an int64 value (a JS number: consts of the IR; or a bigint). */
 export function i64Literal(v: number | bigint): string {
@@ -26,15 +27,18 @@ export function i64Words(v: number | bigint): [number, number] {
 const INT64_PRIMS = new Set(['neg', 'abs', 'floor', 'ceil', 'trunc', 'rint', 'sign', 'isnan', 'isinf', 'not', 'bnot', 'add', 'sub', 'mul',
   'div', 'floordiv', 'truncdiv', 'mod', 'fmod', 'pow', 'max', 'min', 'lt', 'le', 'gt', 'ge', 'eq', 'ne', 'and', 'or', 'xor', 'shl', 'shr', 'cast']);
 const DIVIDES = new Set(['div', 'floordiv', 'truncdiv', 'mod', 'fmod']);
-/** Whether `e` divides int64 values (its kernel then reports division by zero through an error word). */
-export function int64Divides(e: Expr): boolean {
-  const memo = e.memo as { i64div?: boolean };
-  if (memo.i64div === undefined) {
+/**
+ * Whether `e` divides integer values of any width (its kernel then reports division by zero through an
+ * error word: the int64 helpers here and the i32 helpers of render_wgsl.ts set `nbx_divzero`).
+ */
+export function integerDivides(e: Expr): boolean {
+  const memo = e.memo as { intdiv?: boolean };
+  if (memo.intdiv === undefined) {
     let found = false;
-    e.walk((n) => { if (n.src[1]?.dtype === 'int64' && DIVIDES.has(n.op)) found = true; });
-    memo.i64div = found;
+    e.walk((n) => { const d = n.src[1]?.dtype; if (d !== undefined && DTYPES[d].kind === 'int' && DIVIDES.has(n.op)) found = true; });
+    memo.intdiv = found;
   }
-  return memo.i64div;
+  return memo.intdiv;
 }
 
 /** Raises DeviceLimitError (before any kernel is recorded) if `e` applies a primitive to int64 that is not emulated. */

@@ -2,9 +2,9 @@
 
 import { Tensor, sizesArg } from '../tensor/tensor.js';
 import { allocStorage, dtypeName, DTYPES, type DTypeLike, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
-import { writeNumber } from '../dtype/convert.js';
+import { checkedIntValue, writeNumber } from '../dtype/convert.js';
 import { defaultFloatDType } from '../dtype/promotion.js';
-import { checkShape, numelOf } from '../tensor/shape.js';
+import { checkInt, checkShape, numelOf } from '../tensor/shape.js';
 import { ValueError } from '../errors.js';
 import type { DeviceLike } from '../backend/backend.js';
 import { Scalar, scalarOf, type ScalarLike } from './registry.js';
@@ -14,12 +14,13 @@ export interface CreateOptions { dtype?: DTypeLike | null; device?: DeviceLike |
 const dt = (d: DTypeLike | null | undefined, fallback: DTypeName): DTypeName => (d === null || d === undefined ? fallback : dtypeName(d));
 const dev = (d: DeviceLike | null | undefined): DeviceLike => d ?? 'cpu';
 
-/** Fills host storage from a generator of numbers (or bigints for int64). */
-function hostTensor(shape: number[], dtype: DTypeName, device: DeviceLike, fill: (i: number) => number | bigint): Tensor {
+/** Fills host storage from a generator of numbers (or bigints for int64); integer dtypes refuse values they cannot hold. */
+function hostTensor(op: string, shape: number[], dtype: DTypeName, device: DeviceLike, fill: (i: number) => number | bigint): Tensor {
   const n = numelOf(shape);
   const a = allocStorage(dtype, n);
+  const isInt = DTYPES[dtype].kind === 'int';
   for (let i = 0; i < n; i++) {
-    const v = fill(i);
+    const v = isInt ? checkedIntValue(op, dtype, fill(i)) : fill(i);
     if (typeof v === 'bigint') {
       if (dtype === 'int64') (a as BigInt64Array)[i] = v; else writeNumber(dtype, a, i, Number(v));
     } else writeNumber(dtype, a, i, v);
@@ -34,7 +35,7 @@ const TYPED: [new (...a: never[]) => unknown, DTypeName][] = [
 
 /**
  * nbx.tensor(data, {dtype, device}). JS numbers that are all integral give int64 (as Python ints do);
- * any fractional number gives float32; booleans give bool. Use nbx.float(x) or a dtype to force floats.
+ * any fractional number gives float32; booleans give bool. Use nbx.scalar.float(x) or a dtype to force floats.
  */
 export function tensor(data: unknown, opts: CreateOptions = {}): Tensor {
   if (data instanceof Tensor) return data.to({ dtype: opts.dtype ? dtypeName(opts.dtype) : data.dt, device: opts.device ?? data.device, copy: true });
@@ -44,7 +45,7 @@ export function tensor(data: unknown, opts: CreateOptions = {}): Tensor {
       const target = dt(opts.dtype, d);
       const src = arr as unknown as StorageArray;
       if (target === d) return Tensor.fromStorage(src.slice() as StorageArray, d, [arr.length], dev(opts.device));
-      return hostTensor([arr.length], target, dev(opts.device), (i) => arr[i]!);
+      return hostTensor('tensor', [arr.length], target, dev(opts.device), (i) => arr[i]!);
     }
   }
   const shape: number[] = [];
@@ -70,18 +71,19 @@ export function tensor(data: unknown, opts: CreateOptions = {}): Tensor {
   }
   const inferred: DTypeName = flat.length === 0 ? defaultFloatDType : kind === 'bool' ? 'bool' : kind === 'int' ? 'int64' : defaultFloatDType;
   const target = dt(opts.dtype, inferred);
-  return hostTensor(shape, target, dev(opts.device), (i) => {
+  return hostTensor('tensor', shape, target, dev(opts.device), (i) => {
     const v = flat[i];
     const raw = v instanceof Scalar ? v.value : v;
     if (typeof raw === 'bigint') return raw;
     if (typeof raw === 'boolean') return raw ? 1 : 0;
-    return target === 'int64' && Number.isInteger(raw) ? BigInt(raw as number) : (raw as number);
+    return target === 'int64' && Number.isSafeInteger(raw) ? BigInt(raw as number) : (raw as number);
   });
 }
 
-function filled(shape: number[], dtype: DTypeName, device: DeviceLike, value: number | bigint): Tensor {
+function filled(op: string, shape: number[], dtype: DTypeName, device: DeviceLike, value: number | bigint): Tensor {
   if (value === 0 || value === 0n) return Tensor.empty(shape, dtype, device, true);
-  return hostTensor(shape, dtype, device, () => (dtype === 'int64' && typeof value === 'number' ? BigInt(Math.trunc(value)) : value));
+  const v = checkedIntValue(op, dtype, value); // before allocating: a bad fill value fails fast on any size
+  return hostTensor(op, shape, dtype, device, () => v);
 }
 
 type SizeArgs = (number | readonly number[] | CreateOptions)[];
@@ -92,8 +94,8 @@ function splitSizeArgs(op: string, args: SizeArgs): [number[], CreateOptions] {
 }
 
 export function empty(...args: SizeArgs): Tensor { const [s, o] = splitSizeArgs('empty', args); return Tensor.empty(s, dt(o.dtype, defaultFloatDType), dev(o.device), true); }
-export function zeros(...args: SizeArgs): Tensor { const [s, o] = splitSizeArgs('zeros', args); return filled(s, dt(o.dtype, defaultFloatDType), dev(o.device), 0); }
-export function ones(...args: SizeArgs): Tensor { const [s, o] = splitSizeArgs('ones', args); return filled(s, dt(o.dtype, defaultFloatDType), dev(o.device), 1); }
+export function zeros(...args: SizeArgs): Tensor { const [s, o] = splitSizeArgs('zeros', args); return filled('zeros', s, dt(o.dtype, defaultFloatDType), dev(o.device), 0); }
+export function ones(...args: SizeArgs): Tensor { const [s, o] = splitSizeArgs('ones', args); return filled('ones', s, dt(o.dtype, defaultFloatDType), dev(o.device), 1); }
 
 function fillValue(v: ScalarLike): { value: number | bigint; kind: DTypeName } {
   const s = scalarOf(v);
@@ -105,7 +107,7 @@ function fillValue(v: ScalarLike): { value: number | bigint; kind: DTypeName } {
 export const full = def('full(size, fill_value, *, dtype=None, device=None)', (a) => {
   const f = fillValue(a.fill_value);
   const d = dt(a.dtype, f.kind);
-  return filled(checkShape('full', a.size), d, dev(a.device), typeof f.value === 'bigint' && d !== 'int64' ? Number(f.value) : f.value);
+  return filled('full', checkShape('full', a.size), d, dev(a.device), typeof f.value === 'bigint' && d !== 'int64' ? Number(f.value) : f.value);
 });
 
 export const arange = def('arange(start, end=None, step=1, *, dtype=None, device=None)', (a) => {
@@ -120,40 +122,41 @@ export const arange = def('arange(start, end=None, step=1, *, dtype=None, device
   if ((st > 0 && e0 < s0) || (st < 0 && e0 > s0)) throw new ValueError('arange', 'upper bound and larger bound inconsistent with step sign');
   const n = Math.ceil((e0 - s0) / st);
   if (!Number.isFinite(n)) throw new ValueError('arange', `unsupported range: ${s0} -> ${e0} with step ${st}`);
-  return hostTensor([n], d, dev(a.device), (i) => s0 + i * st);
+  checkShape('arange', [n]);
+  return hostTensor('arange', [n], d, dev(a.device), (i) => s0 + i * st);
 });
 
 export const linspace = def('linspace(start, end, steps, *, dtype=None, device=None)', (a) => {
   const d = dt(a.dtype, defaultFloatDType);
-  const steps = a.steps as number;
+  const steps = checkInt('linspace', 'steps', a.steps);
   if (steps < 0) throw new ValueError('linspace', 'number of steps must be non-negative');
   const isF32 = d === 'float32' || d === 'float16' || d === 'bfloat16';
   const f = (x: number): number => (isF32 ? Math.fround(x) : x);
   const s = f(Number(scalarOf(a.start).value)), e = f(Number(scalarOf(a.end).value));
   const step = steps > 1 ? f((e - s) / (steps - 1)) : 0;
   const half = Math.floor(steps / 2);
-  return hostTensor([steps], d, dev(a.device), (i) => (steps === 1 ? s : i < half ? f(s + f(step * i)) : f(e - f(step * (steps - i - 1)))));
+  return hostTensor('linspace', [steps], d, dev(a.device), (i) => (steps === 1 ? s : i < half ? f(s + f(step * i)) : f(e - f(step * (steps - i - 1)))));
 });
 
 export const eye = def('eye(n, m=None, *, dtype=None, device=None)', (a) => {
   const n = a.n as number, m = (a.m as number | null) ?? n;
   checkShape('eye', [n, m]);
-  return hostTensor([n, m], dt(a.dtype, defaultFloatDType), dev(a.device), (i) => (Math.floor(i / m) === i % m ? 1 : 0));
+  return hostTensor('eye', [n, m], dt(a.dtype, defaultFloatDType), dev(a.device), (i) => (Math.floor(i / m) === i % m ? 1 : 0));
 });
 
 const likeOpts = (x: Tensor, a: Record<string, unknown>): [DTypeName, DeviceLike] => [dt(a.dtype as DTypeLike | null, x.dt), dev((a.device as DeviceLike | null) ?? x.device)];
-export const zeros_like = def('zeros_like(input, *, dtype=None, device=None)', (a) => { const [d, v] = likeOpts(a.input, a); return filled([...a.input.shape], d, v, 0); });
-export const ones_like = def('ones_like(input, *, dtype=None, device=None)', (a) => { const [d, v] = likeOpts(a.input, a); return filled([...a.input.shape], d, v, 1); });
-export const empty_like = def('empty_like(input, *, dtype=None, device=None)', (a) => { const [d, v] = likeOpts(a.input, a); return filled([...a.input.shape], d, v, 0); });
+export const zeros_like = def('zeros_like(input, *, dtype=None, device=None)', (a) => { const [d, v] = likeOpts(a.input, a); return filled('zeros_like', [...a.input.shape], d, v, 0); });
+export const ones_like = def('ones_like(input, *, dtype=None, device=None)', (a) => { const [d, v] = likeOpts(a.input, a); return filled('ones_like', [...a.input.shape], d, v, 1); });
+export const empty_like = def('empty_like(input, *, dtype=None, device=None)', (a) => { const [d, v] = likeOpts(a.input, a); return filled('empty_like', [...a.input.shape], d, v, 0); });
 export const full_like = def('full_like(input, fill_value, *, dtype=None, device=None)', (a) => {
   const [d, v] = likeOpts(a.input, a);
   const f = fillValue(a.fill_value);
-  return filled([...a.input.shape], d, v, typeof f.value === 'bigint' && d !== 'int64' ? Number(f.value) : f.value);
+  return filled('full_like', [...a.input.shape], d, v, typeof f.value === 'bigint' && d !== 'int64' ? Number(f.value) : f.value);
 });
 
 export const scalar_tensor = (v: ScalarLike, opts: CreateOptions = {}): Tensor => {
   const f = fillValue(v);
-  return filled([], dt(opts.dtype, f.kind === 'int64' ? defaultFloatDType : f.kind), dev(opts.device), f.value);
+  return filled('scalar_tensor', [], dt(opts.dtype, f.kind === 'int64' ? defaultFloatDType : f.kind), dev(opts.device), f.value);
 };
 
 export { DTYPES };

@@ -14,7 +14,7 @@ import { broadcastShapes, broadcastStrides, fmtShape, normDim, numelOf } from '.
 import { hasKernel, kernel } from '../kernels/registry.js';
 import { backendFor, type StridedRef } from '../backend/backend.js';
 import { Expr } from '../ir/expr.js';
-import { def, float, scalarNumber, type ScalarLike } from './registry.js';
+import { def, scalar, scalarNumber, type ScalarLike } from './registry.js';
 import { scope } from '../tensor/storage.js';
 import * as ew from './elementwise.js';
 import { describe, elementwise, resultTypeOf, type Operand } from './elementwise.js';
@@ -469,14 +469,14 @@ export const cross_entropy = defOp('nn.functional.cross_entropy(input, target, w
     // Class probabilities (PyTorch's cross_entropy_loss_prob_target).
     if (!isFloat(target.dt)) throw new DTypeError(op, `Expected floating point type for target with class probabilities, got ${torchName(target.dt)}`);
     if (ignore >= 0) throw new ValueError(op, 'ignore_index is not supported for floating point target');
-    const tgt = eps > 0 ? ew.add(ew.mul(target, float(1 - eps)), float(eps / C)) : target;
+    const tgt = eps > 0 ? ew.add(ew.mul(target, scalar.float(1 - eps)), scalar.float(eps / C)) : target;
     let prod = ew.mul(lp, tgt);
     if (wb) prod = ew.mul(prod, wb);
     let r: Tensor;
     if (reduction === 'none') r = ew.neg(red.sum(prod, cd));
     else {
       r = ew.neg(red.sum(prod));
-      if (reduction === 'mean') r = input.numel() === 0 ? ew.mul(r, NaN) : ew.div(r, float(input.numel() / C));
+      if (reduction === 'mean') r = input.numel() === 0 ? ew.mul(r, NaN) : ew.div(r, scalar.float(input.numel() / C));
     }
     return r;
   }
@@ -492,7 +492,7 @@ export const cross_entropy = defOp('nn.functional.cross_entropy(input, target, w
     const s = red.sum(smooth);
     ret = elementwise(op, [s, total!], opmath(input.dt), input.dt, ([u, v]) => u!.div(v!.cast(u!.dtype)));
   }
-  return ew.add(ew.mul(nll, float(1 - eps)), ew.mul(ret, float(eps / C)));
+  return ew.add(ew.mul(nll, scalar.float(1 - eps)), ew.mul(ret, scalar.float(eps / C)));
 });
 
 /** Broadcasting losses warn when target and input shapes differ, as PyTorch does. */

@@ -8,7 +8,8 @@ import { DTypeError, IndexError, UnsupportedError, ValueError } from '../errors.
 import { normDim, normDims, numelOf } from '../tensor/shape.js';
 import { kernel } from '../kernels/registry.js';
 import { def, Scalar } from './registry.js';
-import { describe } from './elementwise.js';
+import { describe, mul } from './elementwise.js';
+import { cat } from './shape.js';
 import { toFloatingDType } from '../dtype/promotion.js';
 import { view_as_real, view_as_complex } from './fft.js';
 import type { ReduceKind, ScanKind } from '../kernels/reduce.js';
@@ -256,6 +257,7 @@ export const norm = def("norm(input, p='fro', dim=None, keepdim=False, dtype=Non
 
 function scan(op: string, x: Tensor, dim: number, kind: ScanKind, readAs: DTypeName, outDType: DTypeName): Tensor | ValuesIndices {
   const d = normDim(op, dim, x.ndim);
+  if (DTYPES[x.dt].kind === 'complex' || DTYPES[outDType].kind === 'complex') return complexScan(op, x, d, kind, outDType);
   if (x.ndim === 0) x = x.reshape([1]);
   const moved = x.movedim(d, -1);
   const mat = moved.copyAs(readAs);
@@ -270,6 +272,39 @@ function scan(op: string, x: Tensor, dim: number, kind: ScanKind, readAs: DTypeN
   const back = (t: Tensor): Tensor => { const r = t.movedim(-1, d).contiguous(); if (r !== t) t.dispose(); return r; };
   return withIdx ? valuesIndices(back(out), back(idx!)) : back(out);
 }
+/**
+ * cumsum/cumprod of complex tensors. The scan kernels hold one real accumulator, so complex data never
+ * reaches them: cumsum scans the float [..., 2] view (real and imaginary parts are independent sums);
+ * cumprod needs complex products, so it runs as a Hillis–Steele prefix product of complex `mul`s
+ * (log2(n) steps, each an ordinary elementwise op on any device).
+ */
+function complexScan(op: string, x: Tensor, d: number, kind: ScanKind, outDType: DTypeName): Tensor {
+  if (kind !== 'cumsum' && kind !== 'cumprod') throw new DTypeError(op, `${op}() is not implemented for complex tensors (got ${x.dt})`);
+  if (DTYPES[outDType].kind !== 'complex') throw new DTypeError(op, `${op}(): a complex input (${x.dt}) cannot accumulate into the real dtype ${outDType}`);
+  const shape0 = x.shape;
+  if (x.ndim === 0) x = x.reshape([1]);
+  let acc = x.copyAs(outDType);
+  const n = acc.shape[d]!;
+  if (kind === 'cumsum') {
+    const parts = view_as_real(acc);
+    let summed = scan(op, parts, d, 'cumsum', parts.dt, parts.dt) as Tensor;
+    parts.dispose(); acc.dispose();
+    // a size-1 dim of a contiguous result may carry any stride; view_as_complex needs even ones
+    if (summed.strides.slice(0, -1).some((st) => st % 2 !== 0)) { const c = summed.copyAs(); summed.dispose(); summed = c; }
+    const r = view_as_complex(summed);
+    summed.dispose();
+    return shape0.length === 0 ? r.reshape([]) : r;
+  }
+  for (let s = 1; s < n; s *= 2) {
+    const head = acc.narrow(d, 0, s), tail = acc.narrow(d, s, n - s), prev = acc.narrow(d, 0, n - s);
+    const prod = mul(tail, prev);
+    const next = cat([head, prod], d);
+    for (const t of [head, tail, prev, prod, acc]) t.dispose();
+    acc = next;
+  }
+  return shape0.length === 0 ? acc.reshape([]) : acc;
+}
+
 export const cumsum = def('cumsum(input, dim, *, dtype=None)', (a) => {
   const x = asT('cumsum', a.input);
   const out = optDType(a.dtype) ?? sumDType(x.dt);

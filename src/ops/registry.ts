@@ -10,10 +10,19 @@ export class Scalar {
   constructor(readonly value: number | bigint | boolean, readonly kind: 'int' | 'float' | 'bool') {}
   toString(): string { return `${this.kind}(${String(this.value)})`; }
 }
-/** `nbx.float(2)`: a float scalar even though the value is integral (Python's `2.0`). */
-export const float = (v: number): Scalar => new Scalar(v, 'float');
-/** `nbx.int(2)`: an int scalar (Python's `2`); bigint for values beyond 2^53. */
-export const int = (v: number | bigint): Scalar => new Scalar(typeof v === 'number' ? Math.trunc(v) : v, 'int');
+/**
+ * `nbx.scalar.float(2)` is Python's `2.0` and `nbx.scalar.int(2)` is Python's `2`: a JavaScript number
+ * cannot say which it is, and the kind decides type promotion (`int8_tensor + 2.0` is float32).
+ * `nbx.float`, `nbx.int`, ... are dtypes, as in PyTorch.
+ */
+export const scalar = {
+  /** A float scalar even though the value is integral (Python's `2.0`). */
+  float: (v: number): Scalar => new Scalar(v, 'float'),
+  /** An int scalar (Python's `2`); bigint for values beyond 2^53. */
+  int: (v: number | bigint): Scalar => new Scalar(typeof v === 'number' ? Math.trunc(v) : v, 'int'),
+  /** A bool scalar (Python's `True`), the same as a JavaScript boolean. */
+  bool: (v: boolean): Scalar => new Scalar(v, 'bool'),
+};
 
 export type ScalarLike = number | bigint | boolean | Scalar;
 

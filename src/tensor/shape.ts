@@ -67,13 +67,42 @@ export function isContiguous(shape: Shape, strides: readonly number[]): boolean 
   return true;
 }
 
-/** Checks a shape argument: non-negative safe integers. */
-export function checkShape(op: string, shape: readonly number[]): number[] {
+/**
+ * Checks a size argument given by a user (creation ops, new_* methods, random ops): an array of
+ * non-negative safe integers whose product is a safe integer. The one place these rules live, so every
+ * creation op refuses NaN, fractions, negatives and overflowing products with the same message.
+ */
+export function checkShape(op: string, shape: unknown): number[] {
+  if (!Array.isArray(shape)) throw new ValueError(op, `size must be a sequence of integers, got ${describeArg(shape)}`);
+  let numel = 1;
   for (const d of shape) {
-    if (!Number.isSafeInteger(d) || d < 0) throw new ValueError(op, `negative or non-integer dimension ${d} in size ${fmtShape(shape)}`);
+    if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) {
+      throw new ValueError(op, `${typeof d === 'number' && d < 0 ? 'negative' : 'invalid'} dimension ${describeArg(d)} in size ${fmtArgList(shape)}: sizes must be non-negative integers`);
+    }
+    numel *= d;
   }
-  return [...shape];
+  if (!Number.isSafeInteger(numel)) {
+    throw new ValueError(op, `Storage size calculation overflowed with sizes=${fmtShape(shape as number[])} (${numel.toExponential(3)} elements is more than 2^53)`);
+  }
+  return [...shape as number[]];
 }
+
+/** Checks an integer argument (an index, a length, a step, a count): a safe integer, never a fraction, NaN or Infinity. */
+export function checkInt(op: string, name: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v)) {
+    throw new ValueError(op, `argument '${name}' must be an integer, got ${describeArg(v)}`);
+  }
+  return v;
+}
+
+/** A short, unambiguous rendering of an argument for an error message (strings quoted, NaN as NaN). */
+export function describeArg(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v);
+  if (typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean' || v === null || v === undefined) return String(v);
+  if (Array.isArray(v)) return fmtArgList(v);
+  return typeof v;
+}
+const fmtArgList = (a: readonly unknown[]): string => `[${a.slice(0, 8).map(describeArg).join(', ')}${a.length > 8 ? ', ...' : ''}]`;
 
 /**
  * Strides for viewing (shape, strides) as `newShape` without copying, or null when the layout does not

@@ -2,15 +2,18 @@
 // PyTorch's do; everything here is metadata and works the same on every device. Operations that compute
 // are attached as methods by src/ops/methods.ts.
 
-import { DType, DTYPES, allocStorage, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
+import { DType, DTYPES, allocStorage, dtypeName, isDTypeLike, type DTypeLike, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
 import { readNumber } from '../dtype/convert.js';
 import { Device, backendFor, type DeviceLike, type StridedRef } from '../backend/backend.js';
-import { DeviceLimitError, DisposedError, IndexError, ShapeError, ValueError } from '../errors.js';
+import { DeviceLimitError, DisposedError, DTypeError, IndexError, ShapeError, ValueError } from '../errors.js';
 import { Expr } from '../ir/expr.js';
 import { Storage, finalizer, track } from './storage.js';
 import {
-  broadcastShapes, contiguousStrides, fmtShape, inferShape, isContiguous, normDim, numelOf, viewStrides, type Shape,
+  broadcastShapes, checkInt, contiguousStrides, fmtShape, inferShape, isContiguous, normDim, numelOf, viewStrides, type Shape,
 } from './shape.js';
+
+/** Keywords of Tensor.to. */
+export interface ToOptions { dtype?: DTypeLike; device?: DeviceLike; copy?: boolean; non_blocking?: boolean }
 
 /** Sizes given as varargs (`view(2, 3)`) or one array (`view([2, 3])`). */
 export function sizesArg(args: readonly (number | readonly number[])[]): number[] {
@@ -183,7 +186,8 @@ export class Tensor {
     for (let i = 0; i < want.length; i++) {
       const j = i - off;
       const cur = j >= 0 ? this.shape[j]! : 1;
-      let w = want[i]!;
+      let w = checkInt('expand', 'size', want[i]);
+      if (w < -1) throw new ShapeError('expand', `The expanded size of the tensor (${w}) isn't allowed: sizes must be non-negative, or -1 to keep a dimension. Target sizes: ${fmtShape(want)}`);
       if (w === -1) {
         if (j < 0) throw new ShapeError('expand', `the expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension ${i}`);
         w = cur;
@@ -234,6 +238,9 @@ export class Tensor {
   /** Python slicing of one dimension: t[..., start:end:step, ...]. Negative and out-of-range bounds clamp like Python. */
   slice(dim: number, start: number | null = null, end: number | null = null, step = 1): Tensor {
     const d = normDim('slice', dim, this.ndim);
+    if (start !== null) checkInt('slice', 'start', start);
+    if (end !== null) checkInt('slice', 'end', end);
+    checkInt('slice', 'step', step);
     if (step <= 0) throw new ValueError('slice', 'slice step must be positive');
     const n = this.shape[d]!;
     const clamp = (v: number | null, def: number): number => {
@@ -251,6 +258,7 @@ export class Tensor {
 
   narrow(dim: number, start: number, length: number): Tensor {
     const d = normDim('narrow', dim, this.ndim);
+    checkInt('narrow', 'start', start); checkInt('narrow', 'length', length);
     const n = this.shape[d]!;
     if (start < -n || start > n) throw new IndexError('narrow', `start (${start}) is out of bounds for dimension of size ${n}`);
     if (start < 0) start += n;
@@ -261,6 +269,7 @@ export class Tensor {
   select(dim: number, index: number): Tensor {
     if (this.ndim === 0) throw new IndexError('select', 'select() cannot be applied to a 0-dim tensor.');
     const d = normDim('select', dim, this.ndim);
+    checkInt('select', 'index', index);
     const n = this.shape[d]!;
     if (index < -n || index >= n) throw new IndexError('select', `index ${index} is out of bounds for dimension ${d} with size ${n}`);
     if (index < 0) index += n;
@@ -288,9 +297,11 @@ export class Tensor {
     const n = this.shape[d]!;
     const sizes: number[] = [];
     if (typeof splitSize === 'number') {
+      checkInt('split', 'split_size', splitSize);
       if (splitSize <= 0 && n > 0) throw new ValueError('split', `split_size must be positive, got ${splitSize}`);
       for (let s = 0; s < n || (n === 0 && sizes.length === 0); s += splitSize) sizes.push(Math.min(splitSize, n - s));
     } else {
+      splitSize.forEach((v) => { if (checkInt('split', 'split_sizes', v) < 0) throw new ValueError('split', `split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=${fmtShape(splitSize)}`); });
       if (splitSize.reduce((a, b) => a + b, 0) !== n) {
         throw new ShapeError('split', `split_with_sizes expects split_sizes to sum exactly to ${n} (input tensor's size at dimension ${d}), but got split_sizes=${fmtShape(splitSize)}`);
       }
@@ -301,6 +312,7 @@ export class Tensor {
   }
 
   chunk(chunks: number, dim = 0): Tensor[] {
+    checkInt('chunk', 'chunks', chunks);
     if (chunks <= 0) throw new ValueError('chunk', 'chunk expects `chunks` to be greater than 0');
     const d = normDim('chunk', dim, this.ndim);
     const n = this.shape[d]!;
@@ -316,6 +328,8 @@ export class Tensor {
   /** A non-overlapping sliding window view: size `size` with step `step` along `dim`, window as the last dim. */
   unfold(dimension: number, size: number, step: number): Tensor {
     const d = normDim('unfold', dimension, this.ndim);
+    checkInt('unfold', 'size', size); checkInt('unfold', 'step', step);
+    if (size < 0) throw new ValueError('unfold', `size is ${size} but must be >= 0`);
     const n = this.ndim === 0 ? 1 : this.shape[d]!;
     if (size > n) throw new ShapeError('unfold', `maximum size for tensor at dimension ${d} is ${n} but size is ${size}`);
     if (step <= 0) throw new ValueError('unfold', `step is ${step} but must be > 0`);
@@ -365,21 +379,31 @@ export class Tensor {
   contiguous(): Tensor { return this.is_contiguous() ? this : this.copyAs(); }
   clone(): Tensor { return this.copyAs(); }
 
-  /** `to(dtype)`, `to(device)`, `to(device, dtype)` or `to({ dtype, device, copy })`, as PyTorch. */
-  to(a?: DTypeName | DType | DeviceLike | Tensor | { dtype?: DTypeName | DType; device?: DeviceLike; copy?: boolean },
-    b?: DTypeName | DType | { copy?: boolean }): Tensor {
+  /**
+   * `to(dtype)`, `to(device)`, `to(device, dtype)`, `to(other)` or `to({ dtype, device, copy })`, as
+   * PyTorch. A dtype is a DType (nbx.float32, nbx.float, nbx.long, ...) or its name ('float32', 'long');
+   * anything else is a typed error, never ignored.
+   */
+  to(a?: DTypeLike | DeviceLike | Tensor | ToOptions, b?: DTypeLike | ToOptions, c?: ToOptions): Tensor {
     let dtype: DTypeName | undefined, device: Device | undefined, copy = false;
-    const asDType = (x: unknown): DTypeName | undefined =>
-      x instanceof DType ? x.name : typeof x === 'string' && x in DTYPES ? (x as DTypeName) : undefined;
-    for (const x of [a, b]) {
+    for (const x of [a, b, c]) {
       if (x === undefined) continue;
       if (x instanceof Tensor) { dtype = x.dt; device = x.device; continue; }
-      const d = asDType(x);
-      if (d) { dtype = d; continue; }
-      if (typeof x === 'string' || x instanceof Device) { device = Device.of(x); continue; }
-      const o = x as { dtype?: DTypeName | DType; device?: DeviceLike; copy?: boolean };
-      if (o.dtype !== undefined) dtype = asDType(o.dtype) ?? (() => { throw new ValueError('to', `unknown dtype ${String(o.dtype)}`); })();
-      if (o.device !== undefined) device = Device.of(o.device);
+      if (isDTypeLike(x)) { dtype = dtypeName(x); continue; }
+      if (x instanceof Device || (typeof x === 'string' && /^(cpu|cuda|webgpu)(:\d+)?$/.test(x))) { device = Device.of(x); continue; }
+      if (x === null || typeof x !== 'object' || Object.getPrototypeOf(x) !== Object.prototype) {
+        const hint = typeof x === 'string' ? ` (dtypes: ${Object.keys(DTYPES).join(', ')}; devices: cpu, cuda, webgpu)`
+          : x !== null && typeof x === 'object' && 'kind' in x ? ' (a scalar wrapper is not a dtype: nbx.float is the dtype float32)' : '';
+        throw new DTypeError('to', `expected a dtype, a device, a tensor or an options object, got ${typeof x === 'string' ? `'${x}'` : String(x)}${hint}`);
+      }
+      const o = x as Record<string, unknown>;
+      for (const k of Object.keys(o)) {
+        if (!['dtype', 'device', 'copy', 'non_blocking'].includes(k)) {
+          throw new ValueError('to', `to() got an unexpected keyword argument '${k}' (keywords: dtype, device, copy, non_blocking)`);
+        }
+      }
+      if (o.dtype !== undefined && o.dtype !== null) dtype = dtypeName(o.dtype as DTypeLike);
+      if (o.device !== undefined && o.device !== null) device = Device.of(o.device as DeviceLike);
       if (o.copy) copy = true;
     }
     let t: Tensor = this;
@@ -395,15 +419,25 @@ export class Tensor {
 
   private toDevice(device: Device): Tensor {
     const src = this.contiguous();
-    const data = src.dataStorageSync();
-    if (src !== this) src.dispose();
-    return Tensor.fromStorage(data, this.dt, this.shape, device);
+    try {
+      return Tensor.fromStorage(src.dataStorageSync(`to('${device}')`), this.dt, this.shape, device);
+    } finally { if (src !== this) src.dispose(); }
   }
-  cpu(): Tensor { return this.to('cpu'); }
+
+  /**
+   * A CPU tensor with the same values. `await t.cpu()` works on every device; on the CPU (itself) and
+   * CUDA (synchronous readback) the result is a Tensor, usable without `await` as in PyTorch; on WebGPU,
+   * whose buffers can only be mapped asynchronously, it is a Promise of one.
+   */
+  cpu(): Tensor | Promise<Tensor> {
+    if (this.device.type === 'cpu') return this;
+    if (backendFor(this.device).downloadSync) return this.to('cpu');
+    return this.dataStorage().then((data) => Tensor.fromStorage(data, this.dt, this.shape, 'cpu'));
+  }
   cuda(): Tensor { return this.to('cuda'); }
 
-  /** Contiguous storage-convention copy of the elements, read back synchronously. */
-  dataStorageSync(): StorageArray {
+  /** Contiguous storage-convention copy of the elements, read back synchronously. `op` names the caller in errors. */
+  dataStorageSync(op = 'dataSync'): StorageArray {
     const c = this.contiguous();
     try {
       const s = c.storage;
@@ -414,9 +448,7 @@ export class Tensor {
         return a.slice(c._offset * lanes, (c._offset + c.numel()) * lanes) as StorageArray;
       }
       const b = backendFor(s.device);
-      if (!b.downloadSync) {
-        throw new DeviceLimitError('data', `synchronous readback is not available on ${s.device} (WebGPU can only map buffers asynchronously): use await t.data(), or move the tensor to the cpu first`);
-      }
+      if (!b.downloadSync) throw readbackError(op, s.device);
       return b.downloadSync(s.buf, this.dt, c._offset, c.numel());
     } finally { if (c !== this) c.dispose(); }
   }
@@ -430,11 +462,11 @@ export class Tensor {
 
   /** The elements in row-major order: float16/bfloat16/float8 as Float32Array, int64 as BigInt64Array, bool as Uint8Array. */
   async data(): Promise<StorageArray> { return toValues(this.dt, await this.dataStorage()); }
-  dataSync(): StorageArray { return toValues(this.dt, this.dataStorageSync()); }
+  dataSync(): StorageArray { return toValues(this.dt, this.dataStorageSync('dataSync')); }
 
   item(): number | boolean | bigint | [number, number] {
     if (this.numel() !== 1) throw new ValueError('item', `a Tensor with ${this.numel()} elements cannot be converted to Scalar`);
-    const a = this.dataStorageSync();
+    const a = this.dataStorageSync('item');
     if (this.dt === 'bool') return a[0] !== 0;
     if (this.dt === 'int64') { const v = (a as BigInt64Array)[0]!; return Number.isSafeInteger(Number(v)) ? Number(v) : v; }
     // JavaScript has no complex numbers: a complex element is its [re, im] pair, as in tolist().
@@ -442,13 +474,18 @@ export class Tensor {
     return readNumber(this.dt, a, 0);
   }
 
-  /** Nested arrays, like PyTorch's tolist(): numbers (bigint beyond 2^53), booleans for bool. */
+  /**
+   * Nested arrays, like PyTorch's tolist(): booleans for bool, [re, im] pairs for complex, numbers
+   * otherwise. int64 has one rule for the whole tensor: numbers when every element is a safe integer
+   * (|v| < 2^53), otherwise every element is a bigint, so the element type never varies inside one list.
+   */
   tolist(): unknown {
-    const a = this.dataStorageSync();
+    const a = this.dataStorageSync('tolist');
     const isC = DTYPES[this.dt].kind === 'complex';
+    const bigints = this.dt === 'int64' && (a as BigInt64Array).some((v) => v > 9007199254740991n || v < -9007199254740991n);
     const get = (i: number): unknown => {
       if (this.dt === 'bool') return a[i] !== 0;
-      if (this.dt === 'int64') { const v = (a as BigInt64Array)[i]!; return Number.isSafeInteger(Number(v)) ? Number(v) : v; }
+      if (this.dt === 'int64') { const v = (a as BigInt64Array)[i]!; return bigints ? v : Number(v); }
       if (isC) return [(a as Float32Array)[2 * i]!, (a as Float32Array)[2 * i + 1]!];
       return readNumber(this.dt, a, i);
     };
@@ -459,6 +496,13 @@ export class Tensor {
     };
     return build(0, 0);
   }
+}
+
+/** The error of a synchronous read on a device that has none; it names the calls that work. */
+function readbackError(op: string, device: Device): DeviceLimitError {
+  const call = op === 'item' || op === 'tolist' ? `(await t.cpu()).${op}()` : op === 'dataSync' ? 'await t.data()' : 'await t.cpu()';
+  return new DeviceLimitError(op, `${device} tensors cannot be read synchronously (WebGPU maps buffers only asynchronously): use ${call}` +
+    (op.startsWith('to(') && !op.includes('cpu') ? `, then .to('${op.slice(4, -2)}')` : '') + '; await t.cpu() gives a CPU tensor on every device');
 }
 
 export function toValues(d: DTypeName, a: StorageArray): StorageArray {

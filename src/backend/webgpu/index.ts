@@ -34,10 +34,8 @@ export const webgpu = {
   async synchronize(): Promise<void> { if (instance) await instance.synchronize(); },
   /** Kernels that ran through host staging in this process, and how often. */
   hostStagingStats(): Record<string, number> { return Object.fromEntries(stagingStats); },
-  /** `t.to('cpu')` for WebGPU tensors, which cannot be read back synchronously. */
-  async toCpu(t: Tensor): Promise<Tensor> {
-    return t.device.type === 'cpu' ? t : Tensor.fromStorage(await t.dataStorage(), t.dt, t.shape, 'cpu');
-  },
+  /** The same as `await t.cpu()`, which works on every device. */
+  async toCpu(t: Tensor): Promise<Tensor> { return t.cpu(); },
   backend(): WebGPUBackend { return load(); },
   loaded(): boolean { return loadedBackends().some((b) => b.type === 'webgpu'); },
 };

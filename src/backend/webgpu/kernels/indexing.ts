@@ -135,11 +135,11 @@ export const recordErr = (buf: string, pos: string): string => `atomicMax(&${buf
  * After the checking dispatches: a host step that raises `error(value)` if a position failed (the error
  * reaches the caller at the next read, as every WebGPU fault), then frees the record.
  */
-function raiseLater(op: string, err: WGBuffer, error: (value: bigint) => Error): void {
+function raiseLater(op: string, err: WGBuffer, out: WGBuffer, error: (value: bigint) => Error): void {
   be.host(op, [err], (host) => {
     const w = new Int32Array(host.get(err)!, 0, 4);
     if (w[0] !== 0) throw error(recordedIndex(w));
-  });
+  }, [out]);
   be.free(err);
 }
 /** The failing index value of an error record (words 1 and 3). */
@@ -218,7 +218,7 @@ export function webgpuGather(input: StridedRef, dim: number, index: StridedRef, 
   const u2 = u.slice(); u2[7] = 1;
   be.dispatch(prog, bufs, u2, 1, be.wgElementwise);
   done();
-  raiseLater(op, err, outOfBounds(op, dim, size));
+  raiseLater(op, err, out.buf as WGBuffer, outOfBounds(op, dim, size));
 }
 
 // ---- scatter -----------------------------------------------------------------------------------------
@@ -449,7 +449,7 @@ export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, s
   const err = errBuffer();
   if (!reduce64 && parallelScatter(out, cols, m, mode)) {
     runParallelScatter(out, o, s, dim, index, mode, lanes, includeSelf, wrap, alpha, err);
-    raiseLater(op, err, outOfBounds(op, dim, size));
+    raiseLater(op, err, out.buf as WGBuffer, outOfBounds(op, dim, size));
     return;
   }
   const counts = be.allocBytes(track ? numelOf(out.shape) * 4 : 4, track);
@@ -462,7 +462,7 @@ export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, s
   be.dispatch(prog, bufs, u2, cols, wg);
   done();
   be.free(counts);
-  raiseLater(op, err, outOfBounds(op, dim, size));
+  raiseLater(op, err, out.buf as WGBuffer, outOfBounds(op, dim, size));
 }
 
 // ---- linear_index ------------------------------------------------------------------------------------
@@ -512,7 +512,7 @@ export function webgpuLinearIndex(indices: StridedRef[], sizes: number[], out: S
     if (w[0] === 0) return;
     const q = w[2]!; // the position's first index out of range, as the CPU checks them in order
     throw new IndexError(op, `index ${recordedIndex(w)} is out of bounds for dimension ${dims[q]} with size ${sizes[q]}`);
-  });
+  }, [out.buf as WGBuffer]);
   be.free(err);
 }
 

@@ -347,7 +347,7 @@ export function webgpuNllLoss(p: NllParams): void {
   be.host('nll_loss', [err], (host) => {
     const w = new Int32Array(host.get(err)!, 0, 4);
     if (w[0] !== 0) throw new IndexError('nll_loss', `Target ${(BigInt(w[3]!) << 32n) | BigInt(w[1]! >>> 0)} is out of bounds.`);
-  });
+  }, outs.slice(0, 2));
   be.free(err);
 }
 

@@ -20,7 +20,8 @@
 
 import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
 import type { Expr } from '../../../ir/expr.js';
-import { DeviceError, DeviceFaultError, DeviceLimitError } from '../../../errors.js';
+import { DeviceError, DeviceFaultError, DeviceLimitError, NbxError } from '../../../errors.js';
+import { formatBytes } from '../../../memory/caching_allocator.js';
 import type { Backend, StridedRef } from '../../backend.js';
 import { checkWgslDType, WGSL_DTYPES } from '../../../ir/render_wgsl.js';
 import { OPS } from '../../../op_table.js';
@@ -34,7 +35,12 @@ export class WGBuffer {
   gpu: GPUBuffer | null = null;
   /** Set when freed before the device existed: the recorded-command stamp of the free. */
   freedAt = -1;
-  constructor(readonly bytes: number, readonly size: number) {}
+  /**
+   * A data-dependent error of the kernel that wrote this buffer (an index out of range, an integer
+   * division by zero), or of one it read: every read of the buffer raises it, reads of others do not.
+   */
+  fault: Error | null = null;
+  constructor(readonly bytes: number, public size: number) {}
 }
 
 /** A compute kernel: WGSL source (made once per key), its bindings and its uniform block. */
@@ -55,13 +61,15 @@ type Op =
   | { k: 'clear'; buf: WGBuffer }
   | { k: 'copy'; src: WGBuffer; dst: WGBuffer; bytes: number }
   | { k: 'read'; buf: WGBuffer; start: number; bytes: number; done: (r: Uint8Array | Error) => void }
-  | { k: 'host'; name: string; bufs: WGBuffer[]; run: (host: Map<WGBuffer, ArrayBuffer>) => void }
+  | { k: 'host'; name: string; bufs: WGBuffer[]; run: (host: Map<WGBuffer, ArrayBuffer>) => void; poisons?: WGBuffer[] }
   | { k: 'stamp'; set: GPUQuerySet; index: number; resolve?: GPUBuffer; read?: GPUBuffer };
 
 interface ReadJob { rb: GPUBuffer; rbSize: number; bytes: number; done: (r: Uint8Array | Error) => void }
 
 /** Dispatches per submitted batch, and bytes of the uniform arena (a 256-byte block per dispatch). */
 const BATCH = 256;
+/** Before the device exists its limits are unknown; a larger request is sized later (and refused then, see place). */
+const PRE_DEVICE_MAX_BYTES = 2 ** 40;
 const ARENA_BYTES = 256 * 1024;
 const BLOCK = 256;
 
@@ -194,9 +202,20 @@ export class WebGPUBackend implements Backend {
 
   private place(b: WGBuffer, clean = false): void {
     if (b.bytes > this.maxBinding) {
-      this.setFault(new DeviceLimitError('webgpu', `a tensor of ${b.bytes} bytes exceeds this device's largest storage binding (${this.maxBinding} bytes)`));
+      // allocated before the device (and its limits) existed: the tensor holds the error, reads of it raise
+      // it, and a minimal buffer stands in, so kernels recorded on it stay valid
+      b.fault = this.tooLarge(b.bytes);
+      b.size = this.pool.classOf(4);
+      b.gpu = this.pool.take(b.size, clean ? this.submitted : undefined);
+      return;
     }
     b.gpu = this.pool.take(b.size, clean ? this.submitted : undefined);
+  }
+
+  private tooLarge(bytes: number): DeviceLimitError {
+    const limits = this.info.limits;
+    return new DeviceLimitError(callerOp(), `a tensor of ${formatBytes(bytes)} (${bytes} bytes) exceeds this WebGPU device's largest buffer: ` +
+      `maxStorageBufferBindingSize ${limits.maxStorageBufferBindingSize ?? 'unknown'}, maxBufferSize ${limits.maxBufferSize ?? 'unknown'} bytes (WebGPU binds whole buffers)`);
   }
 
   // ---- memory ----------------------------------------------------------------------------------
@@ -208,10 +227,8 @@ export class WebGPUBackend implements Backend {
   }
 
   allocBytes(bytes: number, zero = false, clean = false): WGBuffer {
-    if (this.isReady && bytes > this.maxBinding) {
-      throw new DeviceLimitError('webgpu', `a tensor of ${bytes} bytes exceeds this device's largest storage binding (${this.maxBinding} bytes): WebGPU binds whole buffers`);
-    }
-    const b = new WGBuffer(bytes, this.isReady ? this.pool.classOf(bytes) : sizeClass(bytes));
+    if (this.isReady && bytes > this.maxBinding) throw this.tooLarge(bytes);
+    const b = new WGBuffer(bytes, this.isReady ? this.pool.classOf(bytes) : bytes > PRE_DEVICE_MAX_BYTES ? 0 : sizeClass(bytes));
     if (this.isReady) this.place(b, clean); else this.unplaced.add(b);
     if (zero) this.record({ k: 'clear', buf: b });
     return b;
@@ -262,7 +279,7 @@ export class WebGPUBackend implements Backend {
     const p = new Promise<Uint8Array>((resolve, reject) => {
       this.record({ k: 'read', buf, start: a0, bytes: a1 - a0, done: (r) => (r instanceof Error ? reject(r) : resolve(r)) });
     });
-    void this.flush();
+    this.flushInBackground();
     return p;
   }
 
@@ -291,7 +308,7 @@ export class WebGPUBackend implements Backend {
     const heavy = op.k === 'dispatch' && bytesBound(op.bufs) >= HEAVY_BYTES;
     if ((heavy || this.ops.length - this.head >= BATCH) && this.isReady && !this.pumping && this.fault === null) {
       if (this.drain()) this.submit();
-      else void this.flush();
+      else this.flushInBackground();
     }
   }
 
@@ -309,10 +326,15 @@ export class WebGPUBackend implements Backend {
     if (x * y * z > 0) this.record({ k: 'dispatch', prog, bufs, u, x, y, z });
   }
 
-  /** Runs `run` on the host once every recorded command before it has finished, with the buffers' bytes. */
-  host(name: string, bufs: WGBuffer[], run: (host: Map<WGBuffer, ArrayBuffer>) => void): void {
+  /**
+   * Runs `run` on the host once every recorded command before it has finished, with the buffers' bytes.
+   * An error `run` throws marks `poisons` (the buffers the checked kernel wrote), so it surfaces on reads
+   * of them and of whatever is computed from them; without `poisons` it is a device-wide fault, raised at
+   * the next read of any tensor.
+   */
+  host(name: string, bufs: WGBuffer[], run: (host: Map<WGBuffer, ArrayBuffer>) => void, poisons?: WGBuffer[]): void {
     this.counters.hostStaged++;
-    this.record({ k: 'host', name, bufs, run });
+    this.record({ k: 'host', name, bufs, run, poisons });
   }
 
   /**
@@ -331,16 +353,34 @@ export class WebGPUBackend implements Backend {
     return this.pumping;
   }
 
+  /**
+   * A flush nobody awaits (recording ahead, a read's request): its failures reach the waiting reads and
+   * the next read as a fault, never the process as an unhandled rejection.
+   */
+  private flushInBackground(): void { this.flush().catch(() => {}); }
+
   private async pump(): Promise<void> {
     try { await this.ready; } catch (e) { this.failPending(e as Error); throw e; }
-    for (;;) {
-      const more = !this.drain();
-      if (!more) break;
-      const op = this.ops[this.head++] as Extract<Op, { k: 'host' }>;
-      await this.runHost(op);
-      this.encoded++; // only now: its write-back must not be overtaken by an upload into a buffer it used
+    try {
+      for (;;) {
+        const more = !this.drain();
+        if (!more) break;
+        const op = this.ops[this.head++] as Extract<Op, { k: 'host' }>;
+        await this.runHost(op);
+        this.encoded++; // only now: its write-back must not be overtaken by an upload into a buffer it used
+      }
+      this.submit();
+    } catch (e) {
+      // Recording itself failed (a bug or an exhausted device): drop the half-built batch, fail every
+      // waiting read, and keep the backend usable for independent work.
+      const err = e instanceof NbxError ? e : new DeviceFaultError('webgpu', `recording commands failed: ${(e as Error).message}`);
+      this.pass = null; this.passPipeline = null; this.enc = null; this.arenaUsed = 0; this.batchDispatches = 0;
+      for (const job of this.reads) job.done(err);
+      this.reads = [];
+      this.failPending(err);
+      this.setFault(err);
+      throw err;
     }
-    this.submit();
   }
 
   /** Encodes recorded ops in order; stops before a host-staged kernel (returns false) or at the end (true). */
@@ -373,6 +413,7 @@ export class WebGPUBackend implements Backend {
         if (this.passPipeline !== p.pipeline) { this.pass.setPipeline(p.pipeline); this.passPipeline = p.pipeline; }
         this.pass.setBindGroup(0, this.bindGroup(p, op.bufs), [off]);
         this.pass.dispatchWorkgroups(op.x, op.y, op.z);
+        this.inheritFault(op.prog.access, op.bufs);
         this.batchDispatches++;
         this.counters.dispatches++;
         return;
@@ -388,8 +429,10 @@ export class WebGPUBackend implements Backend {
       case 'copy':
         this.endPass();
         if (op.bytes > 0) this.encoder().copyBufferToBuffer(op.src.gpu!, 0, op.dst.gpu!, 0, op.bytes);
+        if (op.src.fault) op.dst.fault ??= op.src.fault;
         return;
       case 'read': {
+        if (op.buf.fault) { op.done(op.buf.fault); return; }
         this.endPass();
         const rbSize = sizeClass(op.bytes);
         const rb = this.readPool.get(rbSize)?.pop() ?? this.device.createBuffer({ size: rbSize, usage: USAGE.MAP_READ | USAGE.COPY_DST });
@@ -449,13 +492,13 @@ export class WebGPUBackend implements Backend {
     const got = await Promise.all(reads);
     for (let i = 0; i < op.bufs.length; i++) {
       const r = got[i]!;
-      if (r instanceof Error) { this.setFault(r); return; }
+      if (r instanceof Error) { this.poisonOrFault(op, r); return; }
       views.set(op.bufs[i]!, r.buffer.byteLength === roundUp(op.bufs[i]!.bytes, 4) ? r.buffer as ArrayBuffer : r.slice().buffer as ArrayBuffer);
     }
     try {
       op.run(views);
     } catch (e) {
-      this.setFault(e as Error); // a data-dependent error of the kernel (an index out of range...): reported at the next read
+      this.poisonOrFault(op, e as Error); // a data-dependent error of the kernel (an index out of range...)
       return;
     }
     for (const [b, ab] of views) if (b.gpu && ab.byteLength > 0) this.queue.writeBuffer(b.gpu, 0, ab, 0, ab.byteLength);
@@ -532,6 +575,18 @@ export class WebGPUBackend implements Backend {
   private async settleScopes(): Promise<void> { while (this.scopes.size) await Promise.allSettled([...this.scopes]); }
 
   // ---- faults ----------------------------------------------------------------------------------
+
+  private poisonOrFault(op: Extract<Op, { k: 'host' }>, e: Error): void {
+    if (op.poisons) for (const b of op.poisons) b.fault ??= e;
+    else this.setFault(e);
+  }
+  /** A dispatch that read a faulty buffer passes the fault on to the buffers it wrote. */
+  private inheritFault(access: string, bufs: WGBuffer[]): void {
+    let f: Error | null = null;
+    for (const b of bufs) if (b.fault) { f = b.fault; break; }
+    if (f === null) return;
+    for (let i = 0; i < bufs.length; i++) if (access[i] !== 'r' && access[i] !== 'v') bufs[i]!.fault ??= f;
+  }
 
   private setFault(e: Error, cause = false): void {
     if (!this.fault || cause) this.fault = e;

@@ -8,7 +8,7 @@
 import { Expr } from '../../../ir/expr.js';
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import { WGSL as R, perWord, wgslPrelude, checkWgslDType, WGSL_DTYPES } from '../../../ir/render_wgsl.js';
-import { checkInt64Expr, i64Words, int64Divides } from '../../../ir/wgsl_int64.js';
+import { checkInt64Expr, i64Words, integerDivides } from '../../../ir/wgsl_int64.js';
 import { ValueError } from '../../../errors.js';
 import type { StridedRef } from '../../backend.js';
 import { coalesce } from '../../../tensor/shape.js';
@@ -104,8 +104,8 @@ function ewProgram(expr: Expr, inD: DTypeName[], outD: DTypeName, lay: Layout, b
   const packedContig = k > 1 && !outStrided;
   // with `vec`, the buffers of unit-stride inputs are bound as vec4 arrays
   const vecBind = new Set(vec ? bind.filter((_, s) => unit[s]) : []);
-  // int64 division: a last binding, the error word division by zero sets (see wgsl_int64.ts)
-  const zdiv = int64Divides(expr);
+  // integer division: a last binding, the error word division by zero sets (see wgsl_int64.ts)
+  const zdiv = integerDivides(expr);
   const access = (vec ? 'x' : outStrided && k > 1 ? 'a' : 'w') + [...Array(nIn).keys()].map((i) => (vecBind.has(i + 2) ? 'v' : 'r')).join('') + (zdiv ? 'a' : '');
   const flagZero = zdiv ? `\n  if (nbx_divzero) { atomicStore(&b${access.length}[0], 1u); }` : '';
   // uniform: [units, n, oo, w0 | grid stride] [shape(nd)] [out strides(nd)] per input [off, strides(nd)] params
@@ -278,7 +278,7 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
   const k = perWord(out.dtype), E = 4 * k;
   // (int64, two words an element, is never vectorized)
   const vec = flat && !oStrided && n % E === 0 && out.offset % E === 0 && n >= 1024 && out.dtype !== 'int64'
-    && ins.every((r, s) => r.dtype !== 'int64' && (!unit[s] || (perWord(r.dtype) === k && r.offset % E === 0))) && !int64Divides(expr);
+    && ins.every((r, s) => r.dtype !== 'int64' && (!unit[s] || (perWord(r.dtype) === k && r.offset % E === 0))) && !integerDivides(expr);
   const cfg = vec ? force ?? elementwiseConfig(be, n, out.dtype) : { wg: be.wgElementwise, vpt: 0 };
   const wg = cfg.wg;
   const hwHalf = out.dtype === 'float16' && caps.hwHalf;
@@ -315,7 +315,7 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
   if (temp) be.free(temp);
   if (zdiv) {
     // as the CPU's integer division: raised at the next read (a kernel cannot raise)
-    be.host('div', [zdiv], (host) => { if (new Uint32Array(host.get(zdiv)!, 0, 1)[0] !== 0) throw new ValueError('div', 'ZeroDivisionError: integer division or modulo by zero'); });
+    be.host('div', [zdiv], (host) => { if (new Uint32Array(host.get(zdiv)!, 0, 1)[0] !== 0) throw new ValueError('div', 'ZeroDivisionError: integer division or modulo by zero'); }, [outBuf]);
     be.free(zdiv);
   }
 }

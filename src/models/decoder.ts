@@ -1,0 +1,292 @@
+// The decoder-only transformer of every supported family, written with nbx.nn layers and nbx ops the way
+// transformers writes each family's modeling file. The families differ at a few named points (see
+// FamilyTraits): fused QKV / gate-up weights (Phi-3), Q/K norms (Qwen3, Gemma 3), biases (Qwen2, Llama's
+// attention_bias/mlp_bias), mixture-of-experts MLPs (Mixtral, Qwen3-MoE), and Gemma's (1 + w) norms,
+// pre/post feed-forward norms, scaled embeddings and soft-capping. Module and parameter names are
+// transformers' own, so a checkpoint's tensor names are this model's state_dict names.
+
+import * as nbx from '../index.js';
+import type { Tensor } from '../tensor/tensor.js';
+import { Module, Linear, Embedding, RMSNorm, ModuleList, type FactoryOptions } from '../nn/index.js';
+import { emptyParameter } from '../nn/module.js';
+import type { ModelConfig, LayerType, SupportedModelType } from './config.js';
+import { RotaryEmbedding, applyRotary } from './rope.js';
+import { attention, booleanMask } from './attention.js';
+import type { KVCacheBuffers } from './cache.js';
+
+export interface FamilyTraits {
+  /** q, k, v projections as one `qkv_proj`, gate and up as one `gate_up_proj` (Phi-3). */
+  fused: boolean;
+  /** Bias on q/k/v and on o_proj. */
+  qkvBias: (c: ModelConfig) => boolean;
+  oBias: (c: ModelConfig) => boolean;
+  mlpBias: (c: ModelConfig) => boolean;
+  /** RMSNorm of each head's queries and keys before RoPE. */
+  qkNorm: boolean;
+  /** Gemma: (1 + w) norms in float32, pre/post feed-forward norms, embeddings × √hidden. */
+  gemma: boolean;
+  /** Which layers have a mixture-of-experts MLP. */
+  moe: (c: ModelConfig, layer: number) => boolean;
+}
+
+const attnBias = (c: ModelConfig): boolean => c.attention_bias;
+const no = (): boolean => false;
+
+export const FAMILIES: Record<SupportedModelType, FamilyTraits> = {
+  llama: { fused: false, qkvBias: attnBias, oBias: attnBias, mlpBias: (c) => c.mlp_bias, qkNorm: false, gemma: false, moe: no },
+  mistral: { fused: false, qkvBias: no, oBias: no, mlpBias: no, qkNorm: false, gemma: false, moe: no },
+  qwen2: { fused: false, qkvBias: () => true, oBias: no, mlpBias: no, qkNorm: false, gemma: false, moe: no },
+  qwen3: { fused: false, qkvBias: attnBias, oBias: attnBias, mlpBias: no, qkNorm: true, gemma: false, moe: no },
+  mixtral: { fused: false, qkvBias: no, oBias: no, mlpBias: no, qkNorm: false, gemma: false, moe: () => true },
+  qwen3_moe: {
+    fused: false, qkvBias: attnBias, oBias: attnBias, mlpBias: no, qkNorm: true, gemma: false,
+    moe: (c, i) => !c.mlp_only_layers.includes(i) && c.num_experts > 0 && (i + 1) % c.decoder_sparse_step === 0,
+  },
+  phi3: { fused: true, qkvBias: no, oBias: no, mlpBias: no, qkNorm: false, gemma: false, moe: no },
+  gemma2: { fused: false, qkvBias: attnBias, oBias: attnBias, mlpBias: no, qkNorm: false, gemma: true, moe: no },
+  gemma3_text: { fused: false, qkvBias: attnBias, oBias: attnBias, mlpBias: no, qkNorm: true, gemma: true, moe: no },
+};
+
+/** transformers' ACT2FN for the activations these families use. */
+export function activation(name: string, x: Tensor): Tensor {
+  const F = nbx.nn.functional;
+  switch (name) {
+    case 'silu': return F.silu(x);
+    case 'gelu': return F.gelu(x);
+    case 'gelu_pytorch_tanh': case 'gelu_new': return F.gelu(x, { approximate: 'tanh' });
+    case 'relu': return F.relu(x);
+    default: throw new Error(`unreachable: activation ${name} passed config validation`);
+  }
+}
+
+/** Gemma's RMSNorm: x·rsqrt(mean(x²) + eps)·(1 + w), computed in float32 and cast back (weights start at 0). */
+export class GemmaRMSNorm extends Module {
+  declare weight: Tensor;
+  constructor(readonly dim: number, readonly eps: number, opts: FactoryOptions = {}) {
+    super();
+    this.register_parameter('weight', emptyParameter([dim], opts));
+  }
+  override forward(x: Tensor): Tensor {
+    const normed = nbx.nn.functional.rms_norm(x.to('float32'), [this.dim], null, this.eps);
+    return normed.mul(this.weight.to('float32').add(1)).to(x.dt);
+  }
+}
+
+function makeNorm(gemma: boolean, dim: number, eps: number, opts: FactoryOptions): Module {
+  return gemma ? new GemmaRMSNorm(dim, eps, opts) : new RMSNorm(dim, { eps, ...opts });
+}
+
+/** Per-forward inputs shared by the layers. */
+export interface LayerContext {
+  rope: Record<LayerType, { cos: Tensor; sin: Tensor }>;
+  masks: Record<LayerType, { mask: Tensor | null; isCausal: boolean }>;
+  cache: KVCacheBuffers | null;
+}
+
+export class Attention extends Module {
+  declare q_proj?: Linear; declare k_proj?: Linear; declare v_proj?: Linear; declare qkv_proj?: Linear;
+  declare o_proj: Linear;
+  declare q_norm?: Module; declare k_norm?: Module;
+  private readonly heads: number;
+  private readonly kvHeads: number;
+  private readonly headDim: number;
+  private readonly scaling: number;
+
+  constructor(private readonly cfg: ModelConfig, private readonly traits: FamilyTraits, readonly layerIdx: number, opts: FactoryOptions) {
+    super();
+    const { hidden_size: Hd, num_attention_heads: H, num_key_value_heads: KVH, head_dim: D } = cfg;
+    this.heads = H; this.kvHeads = KVH; this.headDim = D;
+    this.scaling = Math.pow(traits.gemma ? cfg.query_pre_attn_scalar ?? D : D, -0.5);
+    const qkvBias = traits.qkvBias(cfg);
+    if (traits.fused) {
+      this.qkv_proj = new Linear(Hd, (H + 2 * KVH) * D, { bias: qkvBias, ...opts });
+    } else {
+      this.q_proj = new Linear(Hd, H * D, { bias: qkvBias, ...opts });
+      this.k_proj = new Linear(Hd, KVH * D, { bias: qkvBias, ...opts });
+      this.v_proj = new Linear(Hd, KVH * D, { bias: qkvBias, ...opts });
+    }
+    this.o_proj = new Linear(H * D, Hd, { bias: traits.oBias(cfg), ...opts });
+    if (traits.qkNorm) {
+      this.q_norm = makeNorm(traits.gemma, D, cfg.rms_norm_eps, opts);
+      this.k_norm = makeNorm(traits.gemma, D, cfg.rms_norm_eps, opts);
+    }
+  }
+
+  override forward(x: Tensor, ctx: LayerContext): Tensor {
+    const [B, T] = x.shape as [number, number];
+    const { heads: H, kvHeads: KVH, headDim: D } = this;
+    let q: Tensor, k: Tensor, v: Tensor;
+    if (this.qkv_proj) {
+      const qkv = this.qkv_proj.forward(x);
+      q = qkv.slice(-1, 0, H * D); k = qkv.slice(-1, H * D, (H + KVH) * D); v = qkv.slice(-1, (H + KVH) * D);
+    } else {
+      q = this.q_proj!.forward(x); k = this.k_proj!.forward(x); v = this.v_proj!.forward(x);
+    }
+    q = q.view([B, T, H, D]); k = k.view([B, T, KVH, D]); v = v.view([B, T, KVH, D]);
+    if (this.q_norm) { q = this.q_norm.forward(q); k = this.k_norm!.forward(k); }
+    q = q.transpose(1, 2); k = k.transpose(1, 2); v = v.transpose(1, 2);
+    const type = this.cfg.layer_types[this.layerIdx]!;
+    const { cos, sin } = ctx.rope[type];
+    q = applyRotary(q, cos, sin);
+    k = applyRotary(k, cos, sin);
+    if (ctx.cache) ({ keys: k, values: v } = ctx.cache.update(this.layerIdx, k, v));
+    const { mask, isCausal } = ctx.masks[type];
+    const out = attention({ q, k, v, mask, isCausal, scaling: this.scaling, softcap: this.cfg.attn_logit_softcapping, impl: this.cfg.attn_implementation });
+    return this.o_proj.forward(out);
+  }
+}
+
+export class MLP extends Module {
+  declare gate_proj?: Linear; declare up_proj?: Linear; declare gate_up_proj?: Linear;
+  declare down_proj: Linear;
+  constructor(private readonly act: string, hidden: number, intermediate: number, fused: boolean, bias: boolean, opts: FactoryOptions) {
+    super();
+    if (fused) this.gate_up_proj = new Linear(hidden, 2 * intermediate, { bias, ...opts });
+    else {
+      this.gate_proj = new Linear(hidden, intermediate, { bias, ...opts });
+      this.up_proj = new Linear(hidden, intermediate, { bias, ...opts });
+    }
+    this.down_proj = new Linear(intermediate, hidden, { bias, ...opts });
+  }
+  override forward(x: Tensor): Tensor {
+    if (this.gate_up_proj) {
+      const [gate, up] = this.gate_up_proj.forward(x).chunk(2, -1) as [Tensor, Tensor];
+      return this.down_proj.forward(up.mul(activation(this.act, gate)));
+    }
+    return this.down_proj.forward(activation(this.act, this.gate_proj!.forward(x)).mul(this.up_proj!.forward(x)));
+  }
+}
+
+/** The experts of one MoE layer as transformers 5 holds them: gate_up_proj [E, 2I, H], down_proj [E, H, I]. */
+export class Experts extends Module {
+  declare gate_up_proj: Tensor;
+  declare down_proj: Tensor;
+  constructor(readonly num_experts: number, hidden: number, intermediate: number, private readonly act: string, opts: FactoryOptions) {
+    super();
+    this.register_parameter('gate_up_proj', emptyParameter([num_experts, 2 * intermediate, hidden], opts));
+    this.register_parameter('down_proj', emptyParameter([num_experts, hidden, intermediate], opts));
+  }
+
+  /**
+   * Σ over experts of routing[n, e] · down_e(act(gate_e(x)) · up_e(x)) for x [N, H] and the routing
+   * weights [N, E] (zero for experts a token was not routed to). Every expert runs on every token (one
+   * batched product per projection, no data-dependent shapes, so it runs on every backend without
+   * reading the routing back); the zero weights drop the unrouted experts' outputs exactly.
+   */
+  override forward(x: Tensor, routing: Tensor): Tensor {
+    const gu = nbx.matmul(x.unsqueeze(0), this.gate_up_proj.transpose(1, 2)); // [E, N, 2I]
+    const [gate, up] = gu.chunk(2, -1) as [Tensor, Tensor];
+    const h = nbx.matmul(activation(this.act, gate).mul(up), this.down_proj.transpose(1, 2)); // [E, N, H]
+    return h.mul(routing.t().unsqueeze(-1)).sum(0).to(x.dt);
+  }
+}
+
+/** Router + experts (Mixtral's and Qwen3-MoE's sparse MoE block): softmax in float32, top-k, optional renormalization. */
+export class SparseMoeBlock extends Module {
+  declare gate: Linear;
+  declare experts: Experts;
+  constructor(private readonly cfg: ModelConfig, intermediate: number, opts: FactoryOptions) {
+    super();
+    this.gate = new Linear(cfg.hidden_size, cfg.num_experts, { bias: false, ...opts });
+    this.experts = new Experts(cfg.num_experts, cfg.hidden_size, intermediate, cfg.hidden_act, opts);
+  }
+  override forward(x: Tensor): Tensor {
+    const shape = x.shape as number[];
+    const flat = x.reshape([-1, shape[shape.length - 1]!]);
+    const logits = this.gate.forward(flat);
+    const probs = nbx.nn.functional.softmax(logits, { dim: -1, dtype: 'float32' });
+    const top = nbx.topk(probs, this.cfg.num_experts_per_tok, { dim: -1 }) as { values: Tensor; indices: Tensor };
+    let weights = top.values;
+    if (this.cfg.norm_topk_prob) weights = weights.div(weights.sum(-1, { keepdim: true }));
+    const routing = nbx.zeros_like(probs).scatter(1, top.indices, weights);
+    return this.experts.forward(flat, routing).view(shape);
+  }
+}
+
+export class DecoderLayer extends Module {
+  declare self_attn: Attention;
+  declare mlp: Module;
+  declare input_layernorm: Module;
+  declare post_attention_layernorm: Module;
+  declare pre_feedforward_layernorm?: Module;
+  declare post_feedforward_layernorm?: Module;
+
+  constructor(cfg: ModelConfig, traits: FamilyTraits, layerIdx: number, opts: FactoryOptions) {
+    super();
+    this.self_attn = new Attention(cfg, traits, layerIdx, opts);
+    this.mlp = traits.moe(cfg, layerIdx)
+      ? new SparseMoeBlock(cfg, cfg.model_type === 'qwen3_moe' ? cfg.moe_intermediate_size : cfg.intermediate_size, opts)
+      : new MLP(cfg.hidden_act, cfg.hidden_size, cfg.intermediate_size, traits.fused, traits.mlpBias(cfg), opts);
+    this.input_layernorm = makeNorm(traits.gemma, cfg.hidden_size, cfg.rms_norm_eps, opts);
+    this.post_attention_layernorm = makeNorm(traits.gemma, cfg.hidden_size, cfg.rms_norm_eps, opts);
+    if (traits.gemma) {
+      this.pre_feedforward_layernorm = makeNorm(true, cfg.hidden_size, cfg.rms_norm_eps, opts);
+      this.post_feedforward_layernorm = makeNorm(true, cfg.hidden_size, cfg.rms_norm_eps, opts);
+    }
+  }
+
+  override forward(x: Tensor, ctx: LayerContext): Tensor {
+    if (this.pre_feedforward_layernorm) {
+      // Gemma: norms before and after both the attention and the feed-forward
+      let h = this.post_attention_layernorm.forward(this.self_attn.forward(this.input_layernorm.forward(x), ctx));
+      x = x.add(h);
+      h = this.post_feedforward_layernorm!.forward(this.mlp.forward(this.pre_feedforward_layernorm.forward(x)));
+      return x.add(h);
+    }
+    x = x.add(this.self_attn.forward(this.input_layernorm.forward(x), ctx));
+    return x.add(this.mlp.forward(this.post_attention_layernorm.forward(x)));
+  }
+}
+
+/** transformers' <Family>Model: embeddings, the layers, the final norm. */
+export class DecoderModel extends Module {
+  declare embed_tokens: Embedding;
+  declare layers: ModuleList<DecoderLayer>;
+  declare norm: Module;
+  private readonly ropes: Record<LayerType, RotaryEmbedding>;
+
+  constructor(readonly cfg: ModelConfig, readonly traits: FamilyTraits, opts: FactoryOptions) {
+    super();
+    this.embed_tokens = new Embedding(cfg.vocab_size, cfg.hidden_size, opts);
+    this.layers = new ModuleList(Array.from({ length: cfg.num_hidden_layers }, (_, i) => new DecoderLayer(cfg, traits, i, opts)));
+    this.norm = makeNorm(traits.gemma, cfg.hidden_size, cfg.rms_norm_eps, opts);
+    const shape = { headDim: cfg.head_dim, maxPositionEmbeddings: cfg.max_position_embeddings };
+    const full = new RotaryEmbedding(cfg.rope.full_attention, shape);
+    const sameRope = JSON.stringify(cfg.rope.full_attention) === JSON.stringify(cfg.rope.sliding_attention);
+    this.ropes = { full_attention: full, sliding_attention: sameRope ? full : new RotaryEmbedding(cfg.rope.sliding_attention, shape) };
+  }
+
+  /** RoPE types whose frequencies depend on the positions seen (they need max(position_ids) on the host). */
+  get positionDependentRope(): boolean {
+    return Object.values(this.cfg.rope).some((r) => r.rope_type === 'dynamic' || r.rope_type === 'longrope');
+  }
+
+  /**
+   * Hidden states [B, T, hidden] after the final norm. `padding`: [B, past + T] bool or null;
+   * `positionIds`: [B, T] int64; `maxPosition`: max(positionIds).
+   */
+  override forward(inputIds: Tensor, a: { padding: Tensor | null; positionIds: Tensor; maxPosition: number; cache: KVCacheBuffers | null }): Tensor {
+    const [B, T] = inputIds.shape as [number, number];
+    const past = a.cache?.length ?? 0;
+    let x = this.embed_tokens.forward(inputIds);
+    // Gemma: × √hidden rounded to the model dtype first, as transformers' normalizer tensor is
+    if (this.traits.gemma) x = x.mul(nbx.tensor(Math.sqrt(this.cfg.hidden_size), { dtype: x.dt, device: x.device }));
+    const types = new Set(this.cfg.layer_types);
+    const rope = {} as LayerContext['rope'];
+    const masks = {} as LayerContext['masks'];
+    const eager = this.cfg.attn_implementation === 'eager';
+    for (const t of ['full_attention', 'sliding_attention'] as const) {
+      if (!types.has(t)) continue;
+      const r = this.ropes[t];
+      const other = t === 'sliding_attention' ? rope.full_attention : undefined;
+      rope[t] = other && r === this.ropes.full_attention ? other : r.forward(a.positionIds, a.maxPosition, x.dt, x.device);
+      const spec = { batch: B, queryLength: T, past, padding: a.padding, window: t === 'sliding_attention' ? this.cfg.sliding_window : null, device: x.device };
+      masks[t] = booleanMask(spec, !eager);
+    }
+    const ctx: LayerContext = { rope, masks, cache: a.cache };
+    for (const layer of this.layers) x = layer.forward(x, ctx);
+    return this.norm.forward(x);
+  }
+
+  disposeRope(): void { this.ropes.full_attention.dispose(); this.ropes.sliding_attention.dispose(); }
+}
