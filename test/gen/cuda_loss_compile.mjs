@@ -1,7 +1,7 @@
 // Every specialization of the CUDA nll_loss / local_response_norm kernels, compiled with nvcc for sm_90:
 // node test/gen/cuda_loss_compile.mjs
 import { compileAll, FLOATS, BOOLS } from './cuda_compile_util.mjs';
-import { nllSource, nllFinalSource, lrnSource } from '../../dist/src/backend/cuda/kernels/loss.js';
+import { nllSource, nllFinalSource, lrnSource } from '../../dist/src/backend/cuda/kernels/nn.js';
 
 const specs = [];
 for (const dt of FLOATS) {

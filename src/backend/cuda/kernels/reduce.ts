@@ -27,11 +27,12 @@ import { R, unpack, type CudaBackend, type CudaBuffer } from '../runtime/backend
 import type { ArgType, CudaKernel } from '../runtime/driver.js';
 import { REDUCE_SPACE, REDUCE_ROWS_SPACE, REDUCE_COLS_SPACE } from '../tuning/spaces.js';
 import { bucketSize, type Config } from '../../../autotune/index.js';
-import type { ReduceKind, RowLayout } from '../../../kernels/reduce.js';
+import type { ReduceKind, RowLayout, ScanKind } from '../../../kernels/reduce.js';
 
 let be: CudaBackend;
 export const kernels = {
   reduce: cudaReduce,
+  scan: cudaScan,
 } satisfies BackendKernels;
 
 /** Points this family's kernels at the backend (called once, when the backend starts). */
@@ -565,4 +566,34 @@ export function cudaReduce(kind: ReduceKind, input: StridedRef, rows: number, n:
   const fallback = { threads: be.tuning.rowDefault(n).threads, unroll: 2 };
   const shape = `${lay.colStride === 1 ? 'c' : 's'}:${bucketSize(n)}:${bucketSize(rows)}`;
   run(reduceOverride.rows ?? be.tuning.pick(REDUCE_ROWS_SPACE, shape, dkey, rows * n, fallback, run));
+}
+
+// ---- scans ---------------------------------------------------------------------------------------
+
+export function scanSource(kind: ScanKind, inD: DTypeName, outD: DTypeName) {
+  const isF = DTYPES[inD].kind === 'float';
+  const accT = isF ? 'double' : 'long long';
+  const load = (idx: string): string => `((${accT})${R.load(inD, 'in', idx)})`;
+  const st = (v: string, idx: string): string => R.store(outD, 'out', idx, outD === 'int64' ? `(long long)(${v})` : R.castExpr(isF ? 'float64' : 'int64', outD, v));
+  const arg = kind === 'cummax' || kind === 'cummin';
+  const cmp = kind === 'cummax' ? '>=' : '<=';
+  // one thread per row, sequential along the row: exact PyTorch semantics (ties move the index, NaN sticks)
+  const body = arg
+    ? `${accT} best = ${load('b')}; long long bi = 0;
+    for (long long j = 0; j < n; j++) { ${accT} x = ${load('b + j')}; if (${isF ? '!isnan(best) && (isnan(x) ||' : '('} x ${cmp} best)) { best = x; bi = j; } ${st('best', 'ob + j')} oidx[ob + j] = bi; }`
+    : `${accT} acc = ${kind === 'cumsum' ? '0' : '1'};
+    for (long long j = 0; j < n; j++) { acc = acc ${kind === 'cumsum' ? '+' : '*'} ${load('b + j')}; ${st('acc', 'ob + j')} }`;
+  return `extern "C" __global__ void scan(const ${R.storageType(inD)}* __restrict__ in, ${R.storageType(outD)}* __restrict__ out, long long* __restrict__ oidx, long long rows, long long n, long long off, long long ooff) {
+  for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < rows; r += (long long)gridDim.x * blockDim.x) {
+    const long long b = off + r * n, ob = ooff + r * n;
+    ${body}
+  }
+}`;
+}
+
+export function cudaScan(kind: ScanKind, input: StridedRef, rows: number, n: number, out: StridedRef, outIndex?: StridedRef): void {
+  be.checkDType(kind, input.dtype);
+  const key = `scan:${kind}:${input.dtype}:${out.dtype}`;
+  const k = be.kernel(key, () => ({ src: scanSource(kind, input.dtype, out.dtype), name: 'scan', sig: ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64'] }));
+  be.launch(k, be.gridFor(rows, 128), 128, [ptr(input), ptr(out), outIndex ? ptr(outIndex) : 0n, rows, n, input.offset, out.offset]);
 }
