@@ -17,7 +17,7 @@ import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { type Dev, secs, out, sync, axpb, filledOn, tuneSources } from './webgpu_util.js';
 import { caps } from '../src/backend/webgpu/runtime/caps.js';
-import { setReduceUnroll } from '../src/backend/webgpu/kernels/index.js';
+import { setReduceUnroll } from '../src/backend/webgpu/kernels/reduce.js';
 
 
 

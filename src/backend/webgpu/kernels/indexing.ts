@@ -49,18 +49,10 @@ export function bind(backend: WebGPUBackend): void {
 
 // ---- helpers shared with resample_kernels.ts and int_kernels.ts ------------------------------------
 
-const programs = new Map<string, Program>();
-/** A cached program (the source is made once, when the backend first compiles it). */
-export function program(key: string, access: string, words: number, source: () => string): Program {
-  let p = programs.get(key);
-  if (!p) { p = { key, access, words, source }; programs.set(key, p); }
-  return p;
-}
-export const f32w = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
+export { f32w, outAccess, program } from './util.js';
+import { f32w, outAccess, program } from './util.js';
 export const numelOf = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
 export const isFloat = (d: DTypeName): boolean => DTYPES[d].kind === 'float';
-/** The binding letter of a written operand: atomic words when 1/2-byte elements share a word. */
-export const outAccess = (d: DTypeName): string => (perWord(d) > 1 ? 'a' : 'w');
 /** Statements storing compute value `v` (f32 for floats, i32 otherwise) as element `idx` of binding `buf` of dtype d. */
 export const storeVal = (d: DTypeName, buf: string, idx: string, v: string): string => {
   const bits = R.bits(d, v);

@@ -1,6 +1,9 @@
-// WebGPU kernels of the nn family, same signatures as the CPU ones (src/backend/cpu/kernels/nn.ts): 'softmax'
-// (log/softmin, attention masks, causal mask, safe rows) and 'row_norm' (layer/RMS/group norm
-// statistics and normalization). A workgroup per row; fixed-order trees, so results are reproducible.
+// WebGPU kernels of the nn family (contract: src/kernels/nn.ts): 'softmax' (log/softmin, attention
+// masks, causal mask, safe rows) and 'row_norm' (layer/RMS/group norm statistics and normalization):
+// a workgroup per row, fixed-order trees, so results are reproducible. 'nll_loss': one workgroup, a
+// fixed-order tree; 'local_response_norm': a thread per element summing its channel window. WGSL has
+// no double: sums run in f32 (the CPU's in double, rounded once), so results agree within float32
+// rounding, not bit for bit.
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
@@ -8,30 +11,24 @@ import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
-import type { RowNormParams, SoftmaxParams } from '../../../kernels/nn.js';
+import type { BackendKernels } from '../../../kernels/table.js';
+import type { LrnParams, NllParams, RowNormParams, SoftmaxParams } from '../../../kernels/nn.js';
+import { IndexError } from '../../../errors.js';
+import { checkFloat, f32w, nextPow2, outAccess, program, store, storeInt } from './util.js';
+import { bindAll, decompose, dimWords, fitsI32, loadIndex, numelOf, rawLoad, rawStore, recordErr, storeVal } from './indexing.js';
 
-const programs = new Map<string, Program>();
-function program(key: string, access: string, words: number, source: () => string): Program {
-  let p = programs.get(key);
-  if (!p) { p = { key, access, words, source }; programs.set(key, p); }
-  return p;
+let be: WebGPUBackend;
+export const kernels = {
+  softmax: (p: SoftmaxParams) => webgpuSoftmax(be, p),
+  row_norm: (p: RowNormParams) => webgpuRowNorm(be, p),
+  nll_loss: webgpuNllLoss,
+  local_response_norm: webgpuLocalResponseNorm,
+} satisfies BackendKernels;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: WebGPUBackend): void {
+  be = backend;
 }
-const f32w = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
-const nextPow2 = (v: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, v)));
-const outAccess = (d: DTypeName): string => (perWord(d) > 1 ? 'a' : 'w');
-/** Stores f32 value `v` as element `idx` of writable binding `buf` (atomic when packed). */
-const store = (d: DTypeName, buf: string, idx: string, v: string): string => {
-  const bits = R.bits(d, R.castExpr('float32', d, v));
-  return perWord(d) > 1 ? R.storeShared(d, buf, idx, bits) : `${buf}[${idx}] = ${bits};`;
-};
-/** Stores i32 value `v` as integer dtype d (the store wraps it, as C and PyTorch's integer kernels). */
-const storeInt = (d: DTypeName, buf: string, idx: string, v: string): string =>
-  (perWord(d) > 1 ? R.storeShared(d, buf, idx, R.bits(d, v)) : `${buf}[${idx}] = ${R.bits(d, v)};`);
-const checkFloat = (op: string, r: StridedRef | undefined): void => {
-  if (!r) return;
-  checkWgslDType(op, r.dtype);
-  if (DTYPES[r.dtype].kind !== 'float') throw new UnsupportedError(op, `webgpu ${op} takes float tensors, got ${r.dtype}`);
-};
 
 /**
  * The workgroup tree over `sh` (fixed order); leaves the merged value in `v` for every invocation, as a
@@ -206,164 +203,120 @@ export function webgpuRowNorm(be: WebGPUBackend, p: RowNormParams): void {
   for (const t of [...scratch, ...temps]) be.free(t);
 }
 
-// ---- convolution ---------------------------------------------------------------------------------
+// ---- nll_loss ----------------------------------------------------------------------------------------
 
 /**
- * Direct convolution (and its transpose): a thread per output element, summing over the group's input
- * channels and the kernel taps in float32, or for integers in i32 (exact modulo 2^32, then wrapped to
- * the dtype by the store: the CPU's exact, wrapping integer convolution). Operands are contiguous [N, C, D, H, W] (1-D/2-D as 3-D).
- * uniform: [total, N, C, D, H, W, CO, KD, KH, KW, OD, OH, OW, sD, sH, sW, pD, pH, pW, dD, dH, dW, groups,
- * xoff, woff, boff, ooff, hasBias]
+ * One workgroup: thread lid takes items lid, lid + wg, ... (a fixed order), then two trees. uniform:
+ * [items, C, D, ignore, xoff, toff, woff, ooff, soff, has (weight 1, out 2, sums 4), report].
+ * b1 out, b2 sums, b3 err, b4 input, b5 target, b6 weight.
  */
-function convProgram(d: DTypeName, transposed: boolean, wg: number): Program {
-  const access = `${outAccess(d)}rrr`;
-  return program(`conv|${d}|${transposed}|${wg}`, access, 28, () => {
-    const V = (name: string, i: number): string => `let ${name} = ${U(i)};`;
-    const names = ['total', 'N', 'C', 'D', 'H', 'W', 'CO', 'KD', 'KH', 'KW', 'OD', 'OH', 'OW', 'sD', 'sH', 'sW', 'pD', 'pH', 'pW',
-      'dD', 'dH', 'dW', 'groups', 'xoff', 'woff', 'boff', 'ooff', 'hasBias'];
-    const decl = names.map((nm, i) => V(nm, i)).join(' ');
-    const x = (idx: string): string => R.load(d, 'b2', idx);
-    const w = (idx: string): string => R.load(d, 'b3', idx);
-    const isF = DTYPES[d].kind === 'float';
-    // conv: input position = out * stride - pad + k * dilation; transpose: out = in * stride - pad + k * dilation
-    const inner = transposed
-      ? `let COg = CO / groups; let grp = co / COg; let col = co % COg;
-  for (var ci = grp * Cg; ci < (grp + 1u) * Cg; ci++) {
-    for (var kd = 0u; kd < KD; kd++) { let tz = i32(oz) + i32(pD) - i32(kd * dD); if (tz < 0 || tz % i32(sD) != 0) { continue; } let iz = u32(tz) / sD; if (iz >= D) { continue; }
-    for (var kh = 0u; kh < KH; kh++) { let ty = i32(oy) + i32(pH) - i32(kh * dH); if (ty < 0 || ty % i32(sH) != 0) { continue; } let iy = u32(ty) / sH; if (iy >= H) { continue; }
-    for (var kw = 0u; kw < KW; kw++) { let tx = i32(ox) + i32(pW) - i32(kw * dW); if (tx < 0 || tx % i32(sW) != 0) { continue; } let ix = u32(tx) / sW; if (ix >= W) { continue; }
-      acc += ${x('xoff + (((n * C + ci) * D + iz) * H + iy) * W + ix')} * ${w('woff + (((ci * COg + col) * KD + kd) * KH + kh) * KW + kw')};
-    } } } }`
-      : `let COg = CO / groups; let grp = co / COg;
-  for (var cl = 0u; cl < Cg; cl++) {
-    let ci = grp * Cg + cl;
-    for (var kd = 0u; kd < KD; kd++) { let iz = i32(oz * sD + kd * dD) - i32(pD); if (iz < 0 || iz >= i32(D)) { continue; }
-    for (var kh = 0u; kh < KH; kh++) { let iy = i32(oy * sH + kh * dH) - i32(pH); if (iy < 0 || iy >= i32(H)) { continue; }
-    for (var kw = 0u; kw < KW; kw++) { let ix = i32(ox * sW + kw * dW) - i32(pW); if (ix < 0 || ix >= i32(W)) { continue; }
-      acc += ${x('xoff + (((n * C + ci) * D + u32(iz)) * H + u32(iy)) * W + u32(ix)')} * ${w('woff + (((co * Cg + cl) * KD + kd) * KH + kh) * KW + kw')};
-    } } } }`;
-    const body = `${decl}
-  if (g >= total) { return; }
-  var q = g;
-  let ox = q % OW; q /= OW; let oy = q % OH; q /= OH; let oz = q % OD; q /= OD; let co = q % CO; let n = q / CO;
-  let Cg = C / groups;
-  var acc = ${isF ? '0.0f' : '0i'};
-  if (hasBias != 0u) { acc = ${R.load(d, 'b4', 'boff + co')}; }
-  ${inner}
-  ${isF ? store(d, 'b1', 'ooff + g', 'acc') : storeInt(d, 'b1', 'ooff + g', 'acc')}`;
-    return module(28, access, wg, body);
-  });
-}
-
-export interface ConvParams {
-  x: StridedRef; w: StridedRef; bias: StridedRef | null; out: StridedRef;
-  stride: number[]; padding: number[]; dilation: number[]; groups: number;
-}
-
-/** Whether the WebGPU convolution takes these operands (float, contiguous): else the caller stages it. */
-export function webgpuConvSupports(p: ConvParams): boolean {
-  const contiguous = (r: StridedRef): boolean => r.strides.every((s, i) => s === r.shape.slice(i + 1).reduce((a, b) => a * b, 1));
-  return [p.x, p.w, p.out, ...(p.bias ? [p.bias] : [])].every((r) => ((DTYPES[r.dtype].kind === 'float' && perWord(r.dtype) <= 2)
-    || DTYPES[r.dtype].kind === 'int') && r.dtype === p.x.dtype && (r === p.bias || contiguous(r)));
-}
-
-export function webgpuConv(be: WebGPUBackend, p: ConvParams, transposed: boolean): void {
-  for (const r of [p.x, p.w, p.out, p.bias ?? undefined]) if (r) checkWgslDType('conv', r.dtype);
-  const [N, C, D, H, W] = p.x.shape as number[];
-  const [, , KD, KH, KW] = p.w.shape as number[];
-  const [, CO, OD, OH, OW] = p.out.shape as number[];
-  const total = N! * CO! * OD! * OH! * OW!;
-  if (total === 0) return;
-  const u = new Uint32Array([total, N!, C!, D!, H!, W!, CO!, KD!, KH!, KW!, OD!, OH!, OW!, ...p.stride, ...p.padding, ...p.dilation, p.groups,
-    p.x.offset, p.w.offset, p.bias?.offset ?? 0, p.out.offset, p.bias ? 1 : 0]);
-  const outBuf = p.out.buf as WGBuffer;
-  const temps: WGBuffer[] = [];
-  const rd = (r: StridedRef | null): WGBuffer => {
-    const b = (r ?? p.x).buf as WGBuffer;
-    if (b !== outBuf) return b;
-    const t = be.allocBytes(b.bytes);
-    be.copyBuffer(b, t, b.bytes);
-    temps.push(t);
-    return t;
-  };
-  const wg = 64;
-  be.dispatch(convProgram(p.x.dtype, transposed, wg), [outBuf, rd(p.x), rd(p.w), rd(p.bias)], u, total, wg);
-  for (const t of temps) be.free(t);
-}
-
-// ---- pooling -------------------------------------------------------------------------------------
-
-/**
- * Window and adaptive pooling over contiguous [B, D, H, W]: a thread per output element, windows bounded
- * exactly as PyTorch's CPU kernels (src/backend/cpu/kernels/pool.ts). uniform: [total, B, D, H, W, OD, OH, OW,
- * kD, kH, kW, sD, sH, sW, pD, pH, pW, dD, dH, dW, adaptive, countIncludePad, divisor bits, hasDivisor, xoff, ooff]
- */
-function poolProgram(d: DTypeName, kind: 'max' | 'avg', wg: number): Program {
-  const access = `${outAccess(d)}r`;
-  return program(`pool|${d}|${kind}|${wg}`, access, 26, () => {
-    const names = ['total', 'B', 'D', 'H', 'W', 'OD', 'OH', 'OW', 'kD', 'kH', 'kW', 'sD', 'sH', 'sW', 'pD', 'pH', 'pW', 'dD', 'dH', 'dW',
-      'adaptive', 'cip', 'divbits', 'hasDiv', 'xoff', 'ooff'];
-    const decl = names.map((nm, i) => `let ${nm} = ${U(i)};`).join(' ');
-    // per dim: window [a, b) with step st (and the padded size for averages)
-    const dim = (L: string, o: string, n: string): string => `var a${L}: i32; var b${L}: i32; var st${L} = 1; var sz${L} = 1;
-  if (adaptive != 0u) { a${L} = i32((${o} * ${n}) / O${L}); b${L} = i32(((${o} + 1u) * ${n} + O${L} - 1u) / O${L}); }
-  else {
-    a${L} = i32(${o} * s${L}) - i32(p${L});
-    ${kind === 'max'
-      ? `b${L} = min(a${L} + i32((k${L} - 1u) * d${L}) + 1, i32(${n})); st${L} = i32(d${L}); while (a${L} < 0) { a${L} += st${L}; }`
-      : `b${L} = min(a${L} + i32(k${L}), i32(${n} + p${L})); sz${L} = b${L} - a${L}; a${L} = max(a${L}, 0); b${L} = min(b${L}, i32(${n}));`}
+function nllProgram(xd: DTypeName, td: DTypeName, wd: DTypeName, od: DTypeName, sd: DTypeName, wg: number): Program {
+  const access = `${outAccess(od)}${outAccess(sd)}arrr`;
+  return program(`rs.nll|${xd}|${td}|${wd}|${od}|${sd}|${wg}`, access, 11, () => {
+    const tree = (v: string): string => `sh[lid] = ${v};
+  workgroupBarrier();
+  for (var s = ${wg / 2}u; s > 0u; s >>= 1u) { if (lid < s) { sh[lid] = sh[lid] + sh[lid + s]; } workgroupBarrier(); }
+  ${v} = sh[0];
+  workgroupBarrier();`;
+    // int32 or int64 targets (read as i32 with a range flag: one beyond int32 is out of bounds)
+    const target = (k: string, v: string): string => loadIndex(td, 'b5', `${U(5)} + ${k}`, v);
+    const body = `let items = ${U(0)}; let C = i32(${U(1)}); let D = ${U(2)}; let ignore = bitcast<i32>(${U(3)}); let has = ${U(9)};
+  if (${U(10)} != 0u) {
+    // report pass: the failed item's target value
+    if (lid == 0u) { let e = atomicLoad(&b3[0]); if (e != 0u) { ${target('(~e)', 'tf')} atomicStore(&b3[1], bitcast<u32>(tf)); atomicStore(&b3[3], tf_hi); } }
+    return;
+  }
+  var sum = 0.0f; var wsum = 0.0f;
+  for (var k = lid; k < items; k += ${wg}u) {
+    ${target('k', 't')}
+    // ignored (and failing) items: a zero loss, as the CPU's zero-filled losses
+    let tok = ${fitsI32('t')};
+    if (!tok || t == ignore || t < 0 || t >= C) {
+      if (!tok || t != ignore) { ${recordErr('b3', 'k')} }
+      if ((has & 2u) != 0u) { ${storeVal(od, 'b1', `${U(7)} + k`, R.castExpr('float32', od, '0.0f'))} }
+      continue;
+    }
+    let i = k / D; let dd = k % D;
+    let v = ${R.castExpr(xd, 'float32', R.load(xd, 'b4', `${U(4)} + (i * u32(C) + u32(t)) * D + dd`))};
+    var wt = 1.0f;
+    if ((has & 1u) != 0u) { wt = ${R.castExpr(wd, 'float32', R.load(wd, 'b6', `${U(6)} + u32(t)`))}; }
+    let l = -wt * v;
+    if ((has & 2u) != 0u) { ${storeVal(od, 'b1', `${U(7)} + k`, R.castExpr('float32', od, 'l'))} }
+    sum = sum + l; wsum = wsum + wt;
+  }
+  ${tree('sum')}
+  ${tree('wsum')}
+  if (lid == 0u && (has & 4u) != 0u) {
+    ${storeVal(sd, 'b2', `${U(8)}`, R.castExpr('float32', sd, 'sum'))}
+    ${storeVal(sd, 'b2', `${U(8)} + 1u`, R.castExpr('float32', sd, 'wsum'))}
   }`;
-    const x = R.load(d, 'b2', 'base + u32((z * i32(H) + y) * i32(W) + xx)');
-    const isF = DTYPES[d].kind === 'float';
-    // integers: the max starts at the dtype's minimum (also the CPU's value for an empty window); the
-    // average sums in i32 and truncates toward zero, as the CPU's store of acc / divisor
-    const info = DTYPES[d];
-    const lowest = isF ? '-nbx_inf()' : info.min === -2147483648 ? 'bitcast<i32>(0x80000000u)' : `${info.min}i`;
-    const reduce = kind === 'max'
-      ? `var best = ${lowest};
-  for (var z = aD; z < bD; z += stD) { for (var y = aH; y < bH; y += stH) { for (var xx = aW; xx < bW; xx += stW) {
-    let v = ${x}; if (v > best${isF ? ' || nbx_isnan(v)' : ''}) { best = v; } } } }
-  let res = best;`
-      : `var acc = ${isF ? '0.0f' : '0i'};
-  for (var z = aD; z < bD; z++) { for (var y = aH; y < bH; y++) { for (var xx = aW; xx < bW; xx++) { acc += ${x}; } } }
-  let count = f32(max(bD - aD, 0) * max(bH - aH, 0) * max(bW - aW, 0));
-  var dv = select(count, f32(szD * szH * szW), cip != 0u && adaptive == 0u);
-  if (hasDiv != 0u) { dv = bitcast<f32>(divbits); }
-  let empty = aD >= bD || aH >= bH || aW >= bW;
-  let res = ${isF ? 'select(acc / dv, 0.0f, empty)' : 'select(acc / max(i32(dv), 1i), 0i, empty)'};`;
-    const body = `${decl}
-  if (g >= total) { return; }
-  var q = g;
-  let ow = q % OW; q /= OW; let oh = q % OH; q /= OH; let od = q % OD; let bb = q / OD;
-  let base = xoff + bb * D * H * W;
-  ${dim('D', 'od', 'D')}
-  ${dim('H', 'oh', 'H')}
-  ${dim('W', 'ow', 'W')}
-  ${reduce}
-  ${isF ? store(d, 'b1', 'ooff + g', 'res') : storeInt(d, 'b1', 'ooff + g', 'res')}`;
-    return module(26, access, wg, body);
+    return module(11, access, wg, body, `var<workgroup> sh: array<f32, ${wg}>;`);
   });
 }
 
-export interface PoolParams {
-  kind: 'max' | 'avg'; x: StridedRef; out: StridedRef; indices: StridedRef | null;
-  kernel?: number[]; stride?: number[]; padding?: number[]; dilation?: number[]; countIncludePad?: boolean; divisor?: number | null;
+export function webgpuNllLoss(p: NllParams): void {
+  const { input, target, N, C, D } = p;
+  for (const r of [input, p.weight, p.out, p.sums]) checkFloat('nll_loss', r);
+  if (target.dtype !== 'int64') checkWgslDType('nll_loss', target.dtype);
+  const items = N * D;
+  const scratch: WGBuffer[] = [];
+  const own = (r: StridedRef | undefined): WGBuffer => (r ? r.buf as WGBuffer : (scratch.push(be.allocBytes(8)), scratch[scratch.length - 1]!));
+  const err = be.allocBytes(16, true);
+  const has = (p.weight ? 1 : 0) | (p.out ? 2 : 0) | (p.sums ? 4 : 0);
+  const u = new Uint32Array([items, C, D, p.ignoreIndex >>> 0, input.offset, target.offset, p.weight?.offset ?? 0, p.out?.offset ?? 0,
+    p.sums?.offset ?? 0, has, 0]);
+  const outs = [own(p.out), own(p.sums), err];
+  const { bufs, done } = bindAll(outs, [input.buf as WGBuffer, target.buf as WGBuffer, (p.weight ?? input).buf as WGBuffer]);
+  const wg = be.wgReduce;
+  const prog = nllProgram(input.dtype, target.dtype, p.weight?.dtype ?? 'float32', p.out?.dtype ?? 'float32', p.sums?.dtype ?? 'float32', wg);
+  be.dispatch(prog, bufs, u, wg, wg);
+  const u2 = u.slice(); u2[10] = 1;
+  be.dispatch(prog, bufs, u2, wg, wg);
+  done();
+  for (const s of scratch) be.free(s);
+  be.host('nll_loss', [err], (host) => {
+    const w = new Int32Array(host.get(err)!, 0, 4);
+    if (w[0] !== 0) throw new IndexError('nll_loss', `Target ${(BigInt(w[3]!) << 32n) | BigInt(w[1]! >>> 0)} is out of bounds.`);
+  }, outs.slice(0, 2));
+  be.free(err);
 }
 
-export const webgpuPoolSupports = (p: PoolParams): boolean => !p.indices && ['float', 'int'].includes(DTYPES[p.x.dtype].kind) && p.x.dtype === p.out.dtype;
+// ---- local response normalization ----------------------------------------------------------------------
 
-export function webgpuPool(be: WebGPUBackend, p: PoolParams, adaptive: boolean): void {
-  checkWgslDType('pool', p.x.dtype); checkWgslDType('pool', p.out.dtype);
-  const [B, D, H, W] = p.x.shape as number[];
-  const [, OD, OH, OW] = p.out.shape as number[];
-  const total = B! * OD! * OH! * OW!;
+/**
+ * y = x / (k + alpha/size · Σ x² over channels [c - size/2, c + (size-1)/2])^beta, a thread per element.
+ * uniform: [total, n (channels), lo, hi, alpha, beta, k, size, xoff, ooff, xs (channel stride of x)] then
+ * per dim [size, x stride, out stride]. b1 out, b2 x.
+ */
+function lrnProgram(xd: DTypeName, od: DTypeName, nd: number, dim: number, wg: number): Program {
+  const words = 11 + 3 * nd;
+  const access = `${outAccess(od)}r`;
+  return program(`rs.lrn|${xd}|${od}|${nd}|${dim}|${wg}`, access, words, () => {
+    const x = (idx: string): string => R.castExpr(xd, 'float32', R.load(xd, 'b2', idx));
+    const body = `if (g >= ${U(0)}) { return; }
+  var xo = i32(${U(8)}); var oo = i32(${U(9)}); var cc: array<u32, ${nd}>;
+  ${decompose(nd, 11, 3, ['xo', 'oo'], 'g', 'cc')}
+  let c = i32(cc[${dim}]); let n = i32(${U(1)}); let xs = bitcast<i32>(${U(10)});
+  let j0 = max(0, c - i32(${U(2)})); let j1 = min(n - 1, c + i32(${U(3)}));
+  var s = 0.0f;
+  for (var j = j0; j <= j1; j++) { let v = ${x('u32(xo + (j - c) * xs)')}; s = s + v * v; }
+  let alpha = bitcast<f32>(${U(4)}); let beta = bitcast<f32>(${U(5)}); let kk = bitcast<f32>(${U(6)});
+  let y = ${x('u32(xo)')} / nbx_pow_f(kk + (alpha * s) / f32(${U(7)}), beta);
+  ${storeVal(od, 'b1', 'u32(oo)', R.castExpr('float32', od, 'y'))}`;
+    return module(words, access, wg, body);
+  });
+}
+
+export function webgpuLocalResponseNorm(p: LrnParams): void {
+  const { x, out, dim, size } = p;
+  checkFloat('local_response_norm', x); checkFloat('local_response_norm', out);
+  const total = numelOf(x.shape);
   if (total === 0) return;
-  const k = p.kernel ?? [1, 1, 1], s = p.stride ?? [1, 1, 1], pad = p.padding ?? [0, 0, 0], dil = p.dilation ?? [1, 1, 1];
-  const u = new Uint32Array([total, B!, D!, H!, W!, OD!, OH!, OW!, ...k, ...s, ...pad, ...dil, adaptive ? 1 : 0, p.countIncludePad ? 1 : 0,
-    f32w(p.divisor ?? 0), p.divisor ? 1 : 0, p.x.offset, p.out.offset]);
-  const outBuf = p.out.buf as WGBuffer;
-  let xb = p.x.buf as WGBuffer, temp: WGBuffer | null = null;
-  if (xb === outBuf) { temp = be.allocBytes(xb.bytes); be.copyBuffer(xb, temp, xb.bytes); xb = temp; }
-  be.dispatch(poolProgram(p.x.dtype, p.kind, 64), [outBuf, xb], u, total, 64);
-  if (temp) be.free(temp);
+  const n = x.shape[dim]!;
+  const u = new Uint32Array([total, n, Math.floor(size / 2), Math.floor((size - 1) / 2), f32w(p.alpha), f32w(p.beta), f32w(p.k), size,
+    x.offset, out.offset, x.strides[dim]! >>> 0, ...dimWords(x.shape, [x.strides, out.strides])]);
+  const { bufs, done } = bindAll([out.buf as WGBuffer], [x.buf as WGBuffer]);
+  const wg = be.wgElementwise;
+  be.dispatch(lrnProgram(x.dtype, out.dtype, x.shape.length, dim, wg), bufs, u, total, wg);
+  done();
 }

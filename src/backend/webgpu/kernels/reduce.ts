@@ -1,105 +1,34 @@
-// WebGPU hand kernels under the same names and signatures as the CPU ones: 'reduce' (a workgroup per
-// row with a fixed-order combine, a thread per row or per 16 bytes of rows for vertical layouts and
-// short rows, two passes in one command list for few long rows), 'scan', 'gemm' (a tiled WGSL kernel,
-// f32 accumulation), 'copy_strided', and 'softmax' / 'row_norm' (nn_kernels.ts); every other kernel
-// runs on the host through staging, announced once per kernel, refused with NBX_WEBGPU_HOST_STAGING=0.
+// WebGPU's reduce and scan kernels (contract: src/kernels/reduce.ts). 'reduce': a workgroup per row
+// with a fixed-order combine, a thread per row or per 16 bytes of rows for vertical layouts and short
+// rows, two passes in one command list for few long rows; int64 accumulators or indices run in
+// int64.ts. 'scan': a workgroup per row (inclusive scan across the workgroup, carried between tiles) or
+// a thread per row.
 
-import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { registerKernels, setStagingProvider, kernelCpu } from '../../../kernels/registry.js';
-import type { BackendKernels, KernelName } from '../../../kernels/table.js';
-import * as fft from './fft.js';
-import * as indexing from './indexing.js';
-import * as int from './int.js';
-import * as resample from './resample.js';
-import * as sort from './sort.js';
+import type { BackendKernels } from '../../../kernels/table.js';
+import type { ReduceKind, RowLayout, ScanKind } from '../../../kernels/reduce.js';
 import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { DeviceLimitError, UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
-import { copyStrided, module, U, wordLane, wgslInclusiveScan } from '../runtime/elementwise.js';
+import { module, U, wordLane, wgslInclusiveScan } from '../runtime/elementwise.js';
 import { env, notice } from '../runtime/gpu.js';
-import { smmProgram, validateSmm } from './gemm_smm.js';
-import { gemmConfig, reduceConfig, registerTuneProblem } from '../tuning/spaces.js';
-import { webgpuConv, webgpuConvSupports, webgpuPool, webgpuPoolSupports, webgpuRowNorm, webgpuSoftmax, type ConvParams, type PoolParams } from './nn.js';
+import { reduceConfig, registerTuneProblem } from '../tuning/spaces.js';
 import { int64Reduction, int64Scan, webgpuReduceInt64, webgpuScanInt64 } from './int64.js';
 import { caps, probeCaps, rawRun } from '../runtime/caps.js';
-import type { ReduceKind, RowLayout, ScanKind } from '../../../kernels/reduce.js';
-import type { RowNormParams, SoftmaxParams } from '../../../kernels/nn.js';
-import type { GemmParams } from '../../../kernels/gemm.js';
+import { bindings, f32w, nextPow2, outAccess, program, storeOut } from './util.js';
 
 let be: WebGPUBackend;
-
-const FAMILIES = [fft, indexing, int, resample, sort];
-
-/** Pooling and convolution: WGSL where the operands allow, the CPU kernel on host copies otherwise. */
-function withStagedFallback<P>(name: KernelName, supports: (p: P) => boolean, run: (p: P) => void): (p: P) => void {
-  let staged: ((...a: unknown[]) => unknown) | undefined;
-  return (p: P) => {
-    if (supports(p)) run(p);
-    else (staged ??= hostStaged(name))(p);
-  };
-}
-
-/** Every kernel the WebGPU backend implements itself; the CPU's others run through host staging. */
-export const webgpuKernels: BackendKernels = {
+export const kernels = {
   reduce: webgpuReduce,
   scan: webgpuScan,
-  gemm: webgpuGemm,
-  copy_strided: (src: StridedRef, dst: StridedRef) => copyStrided(be, src, dst),
-  softmax: (p: SoftmaxParams) => webgpuSoftmax(be, p),
-  row_norm: (p: RowNormParams) => webgpuRowNorm(be, p),
-  // pooling with indices (int64), mixed dtypes: staged
-  pool: withStagedFallback('pool', webgpuPoolSupports, (p: PoolParams) => webgpuPool(be, p, false)),
-  adaptive_pool: withStagedFallback('adaptive_pool', webgpuPoolSupports, (p: PoolParams) => webgpuPool(be, p, true)),
-  // strided or mixed-dtype operands, float8: staged
-  conv: withStagedFallback('conv', webgpuConvSupports, (p: ConvParams) => webgpuConv(be, p, false)),
-  conv_transpose: withStagedFallback('conv_transpose', webgpuConvSupports, (p: ConvParams) => webgpuConv(be, p, true)),
-  ...fft.kernels, ...sort.kernels, ...indexing.kernels, ...resample.kernels, ...int.kernels,
-};
+} satisfies BackendKernels;
 
-export function installWebGPUKernels(backend: WebGPUBackend): void {
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: WebGPUBackend): void {
   be = backend;
-  backend.initHooks.push(validateSmm);
   backend.initHooks.push((b) => probeCaps(b, checkSubgroupReduce));
-  for (const family of FAMILIES) family.bind(backend);
-  registerKernels('webgpu', webgpuKernels);
-  setStagingProvider('webgpu', hostStaged);
 }
-
-const programs = new Map<string, Program>();
-function program(key: string, access: string, words: number, source: () => string): Program {
-  let p = programs.get(key);
-  if (!p) { p = { key, access, words, source }; programs.set(key, p); }
-  return p;
-}
-
-const f32s = new Float32Array(1), u32s = new Uint32Array(f32s.buffer);
-const f32w = (v: number): number => { f32s[0] = v; return u32s[0]!; };
-const nextPow2 = (v: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, v)));
-
-/** Buffers for a dispatch: the output first, inputs after; an input sharing the output's buffer reads a copy. */
-function bindings(out: WGBuffer, ins: WGBuffer[]): { bufs: WGBuffer[]; idx: number[]; temp: WGBuffer | null } {
-  const bufs = [out];
-  const idx: number[] = [];
-  let temp: WGBuffer | null = null;
-  for (let b of ins) {
-    if (b === out) {
-      if (!temp) { temp = be.allocBytes(out.bytes); be.copyBuffer(out, temp, out.bytes); }
-      b = temp;
-    }
-    let j = bufs.indexOf(b);
-    if (j < 0) { bufs.push(b); j = bufs.length - 1; }
-    idx.push(j + 1);
-  }
-  return { bufs, idx, temp };
-}
-
-/** Statements storing compute value `v` (of compute dtype `from`) as element `idx` of binding b1 (dtype `outD`). */
-function storeOut(outD: DTypeName, from: DTypeName, idx: string, v: string): string {
-  const bits = R.bits(outD, R.castExpr(from, outD, v));
-  return perWord(outD) > 1 ? R.storeShared(outD, 'b1', idx, bits) : `b1[${idx}] = ${bits};`;
-}
-const outAccess = (outD: DTypeName): string => (perWord(outD) > 1 ? 'a' : 'w');
 
 // ---- reductions ----------------------------------------------------------------------------------
 
@@ -407,7 +336,7 @@ export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, 
   const rs = rows === 1 ? 0 : lay.rowStride | 0, cs = n === 1 ? 0 : lay.colStride | 0;
   const wgMax = forcedReduceWg ?? reduceConfig(be, rows, n, input.dtype);
   const splittable = SPLITTABLE.has(kind);
-  const { bufs, temp } = bindings(out.buf as WGBuffer, [input.buf as WGBuffer]);
+  const { bufs, temp } = bindings(be, out.buf as WGBuffer, [input.buf as WGBuffer]);
   const u = new Uint32Array([rows, n, rs, cs, input.offset, out.offset, f32w(params[0] ?? 0), 1]);
   // thread per row for vertical layouts (consecutive threads read consecutive rows) and tiny rows
   const byThread = (rs === 1 && cs !== 1 && rows >= 64) || (n <= 32 && rows >= 1024);
@@ -516,7 +445,7 @@ export function webgpuScan(kind: ScanKind, input: StridedRef, rows: number, n: n
   checkWgslDType(kind, input.dtype);
   checkWgslDType(kind, out.dtype);
   const u = new Uint32Array([rows, n, input.offset, out.offset]);
-  const { bufs, temp } = bindings(out.buf as WGBuffer, [input.buf as WGBuffer]);
+  const { bufs, temp } = bindings(be, out.buf as WGBuffer, [input.buf as WGBuffer]);
   if (rows >= 256 && n <= 256) {
     be.dispatch(scanProgram(kind, input.dtype, out.dtype, 'thread', 64), bufs, u, rows, 64);
   } else {
@@ -524,201 +453,4 @@ export function webgpuScan(kind: ScanKind, input: StridedRef, rows: number, n: n
     be.dispatch(scanProgram(kind, input.dtype, out.dtype, 'wg', wg), bufs, u, rows * wg, wg);
   }
   if (temp) be.free(temp);
-}
-
-// ---- GEMM ----------------------------------------------------------------------------------------
-
-interface GemmTile { TX: number; TY: number; TM: number; TNV: number; BK: number }
-
-/**
- * C = alpha·op(A)·op(B) + beta·C, row-major. A workgroup of TX×TY threads computes a BM×BN tile
- * (BM = TY·TM rows, BN = TX·4·TNV columns) from BK-deep slices of A and B staged in workgroup memory;
- * each thread keeps TM×(4·TNV) accumulators as vec4s. Batches are the z dimension of the grid.
- * uniform: [m, n, k, lda, ldb, ldc, aoff, boff, coff, sA, sB, sC, alpha, beta, batch0]
- */
-function gemmProgram(d: DTypeName, transA: boolean, transB: boolean, t: GemmTile, bindA: number, bindB: number): Program {
-  const { TX, TY, TM, TNV, BK } = t;
-  const BM = TY * TM, BN = TX * 4 * TNV, T = TX * TY;
-  const access = `${outAccess(d)}${'r'.repeat(Math.max(bindA, bindB) - 1)}`;
-  const key = `gemm|${d}|${transA}|${transB}|${TX}x${TY}x${TM}x${TNV}x${BK}|${bindA}${bindB}`;
-  return program(key, access, 15, () => {
-    const ld = (b: number, idx: string): string => R.load(d, `b${b}`, idx);
-    const loadsA = (BM * BK) / T, loadsB = (BK * BN) / T;
-    // A tile element e: (row i, depth p); consecutive threads walk the contiguous direction
-    const aIdx = transA ? 'let i = e % BM; let p = e / BM;' : 'let p = e % BK; let i = e / BK;';
-    const aAddr = transA ? 'aoff + (k0 + p) * lda + row0 + i' : 'aoff + (row0 + i) * lda + k0 + p';
-    const bIdx = transB ? 'let p = e % BK; let j = e / BK;' : 'let j = e % BN; let p = e / BN;';
-    const bAddr = transB ? 'boff + (col0 + j) * ldb + k0 + p' : 'boff + (k0 + p) * ldb + col0 + j';
-    const accDecl = [...Array(TM * TNV).keys()].map((q) => `var acc${q} = vec4<f32>(0.0f);`).join(' ');
-    // one BK step: TM/4 vec4 reads of A (broadcast across the row of threads), TNV vec4 reads of B
-    // A is stored k-major with rows padded by 4 floats: the transposing stores then spread over the banks
-    const aReads = [...Array(TM / 4).keys()].map((q) => `let av${q} = As[(p * AP) / 4u + ty * ${TM / 4}u + ${q}u];`).join(' ');
-    const bReads = [...Array(TNV).keys()].map((v) => `let bv${v} = Bs[(p * BN) / 4u + ${v * TX}u + tx];`).join(' ');
-    const fma: string[] = [];
-    for (let i = 0; i < TM; i++) for (let v = 0; v < TNV; v++) fma.push(`acc${i * TNV + v} += av${i >> 2}[${i & 3}] * bv${v};`);
-    const stores: string[] = [];
-    for (let i = 0; i < TM; i++) {
-      for (let v = 0; v < TNV; v++) {
-        for (let c = 0; c < 4; c++) {
-          stores.push(`{ let r = row0 + ty * ${TM}u + ${i}u; let cc = col0 + ${v * TX * 4}u + tx * 4u + ${c}u;
-      if (r < m && cc < n) { let ci = coff + r * ldc + cc; var val = alpha * acc${i * TNV + v}[${c}];
-        if (beta != 0.0f) { val += beta * ${perWord(d) > 1 ? R.load(d, 'nbx_c', 'ci').replace(/nbx_c\[([^\]]*)\]/g, 'atomicLoad(&b1[$1])') : ld(1, 'ci')}; }
-        ${storeOut(d, 'float32', 'ci', 'val')} } }`);
-        }
-      }
-    }
-    const fns = `const BM = ${BM}u; const BN = ${BN}u; const BK = ${BK}u; const AP = ${BM + 4}u;
-var<workgroup> As: array<vec4<f32>, ${(BK * (BM + 4)) / 4}>;
-var<workgroup> Bs: array<vec4<f32>, ${(BK * BN) / 4}>;`;
-    const body = `let m = ${U(0)}; let n = ${U(1)}; let k = ${U(2)}; let lda = ${U(3)}; let ldb = ${U(4)}; let ldc = ${U(5)};
-  let z = wid.z + ${U(14)};
-  let aoff = ${U(6)} + z * ${U(9)}; let boff = ${U(7)} + z * ${U(10)}; let coff = ${U(8)} + z * ${U(11)};
-  let alpha = bitcast<f32>(${U(12)}); let beta = bitcast<f32>(${U(13)});
-  let tx = lid % ${TX}u; let ty = lid / ${TX}u;
-  let row0 = wid.y * BM; let col0 = wid.x * BN;
-  ${accDecl}
-  for (var k0 = 0u; k0 < k; k0 += BK) {
-    for (var t = 0u; t < ${loadsA}u; t++) {
-      let e = lid + t * ${T}u; ${aIdx}
-      var v = 0.0f;
-      if (row0 + i < m && k0 + p < k) { v = ${ld(bindA, aAddr)}; }
-      As[(p * AP + i) / 4u][i % 4u] = v;
-    }
-    for (var t = 0u; t < ${loadsB}u; t++) {
-      let e = lid + t * ${T}u; ${bIdx}
-      var v = 0.0f;
-      if (col0 + j < n && k0 + p < k) { v = ${ld(bindB, bAddr)}; }
-      Bs[(p * BN + j) / 4u][j % 4u] = v;
-    }
-    workgroupBarrier();
-    for (var p = 0u; p < BK; p++) {
-      ${aReads}
-      ${bReads}
-      ${fma.join('\n      ')}
-    }
-    workgroupBarrier();
-  }
-  ${stores.join('\n  ')}`;
-    // gemm uses a 2-D tile grid plus batches in z: its own entry point
-    const entryCode = `@compute @workgroup_size(${T})
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32) {
-  ${body}
-}`;
-    return module(15, access, T, '', fns, entryCode);
-  });
-}
-
-/** The tiles of the tiled GEMM by name (BM x BN), the autotuner's knob. */
-const GEMM_TILES: Record<string, GemmTile> = {
-  '128x128': { TX: 16, TY: 16, TM: 8, TNV: 2, BK: 16 },
-  '128x64': { TX: 16, TY: 16, TM: 8, TNV: 1, BK: 16 },
-  '64x64': { TX: 16, TY: 16, TM: 4, TNV: 1, BK: 16 },
-  '64x32': { TX: 8, TY: 16, TM: 4, TNV: 1, BK: 16 }, // for 128-invocation devices
-};
-
-function gemmTile(m: number, n: number, k: number, d: DTypeName): GemmTile {
-  const maxT = be.isReady ? Math.min(be.info.limits.maxComputeInvocationsPerWorkgroup ?? 256, 256) : 256;
-  const fallback = maxT < 256 ? '64x32' : m >= 512 && n >= 512 ? '128x128' : '64x64';
-  return GEMM_TILES[maxT < 256 ? fallback : gemmConfig(be, m, n, k, d, fallback)] ?? GEMM_TILES[fallback]!;
-}
-
-// The autotuner's scratch GEMM: C[m, n] = A[m, k] B[k, n] at the bucket's sizes (tiled kernel only).
-registerTuneProblem('webgpu.gemm', (b, [m, n, k], d) => {
-  const isz = DTYPES[d].itemsize;
-  const A = b.allocBytes(m! * k! * isz, true), B = b.allocBytes(k! * n! * isz, true), C = b.allocBytes(m! * n! * isz);
-  const ref = (buf: WGBuffer, shape: number[]): StridedRef => ({ buf, dtype: d, shape, strides: [shape[1]!, 1], offset: 0 });
-  const prm = { transA: false, transB: false, m: m!, n: n!, k: k!, alpha: 1, beta: 0, a: ref(A, [m!, k!]), lda: k!, b: ref(B, [k!, n!]), ldb: n!, c: ref(C, [m!, n!]), ldc: n! };
-  return { run: (cfg) => gemmRun(prm, GEMM_TILES[cfg.tile as string]!), dispose: () => { b.free(A); b.free(B); b.free(C); } };
-});
-
-export function webgpuGemm(p: GemmParams): void { gemmRun(p); }
-
-/** The GEMM; `tile` forces the tiled kernel with that tile (the autotuner's candidates). */
-function gemmRun(p: GemmParams, tile?: GemmTile): void {
-  const d = p.c.dtype;
-  if ((d !== 'float32' && d !== 'float16' && d !== 'bfloat16') || p.a.dtype !== d || p.b.dtype !== d) {
-    checkWgslDType('matmul', d);
-    throw new UnsupportedError('matmul', `webgpu GEMM takes float32, float16 or bfloat16 operands of one dtype, got ${p.a.dtype}, ${p.b.dtype} -> ${d}`);
-  }
-  const batch = p.batch ?? 1;
-  if (batch === 0 || p.m === 0 || p.n === 0) return;
-  const { bufs, idx, temp } = bindings(p.c.buf as WGBuffer, [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
-  // tensor cores (subgroup matrices) where the device has a validated plan and the product is not tiny
-  const smm = !tile && p.m * p.n * p.k >= 1 << 18 ? smmProgram(d, p.transA, p.transB, idx[0]!, idx[1]!) : null;
-  const t = smm ? null : tile ?? gemmTile(p.m, p.n, p.k, d);
-  const BM = t ? t.TY * t.TM : smm!.BM, BN = t ? t.TX * 4 * t.TNV : smm!.BN;
-  const prog = t ? gemmProgram(d, p.transA, p.transB, t, idx[0]!, idx[1]!) : smm!.prog;
-  const gx = Math.ceil(p.n / BN), gy = Math.ceil(p.m / BM);
-  const maxDim = be.isReady ? be.info.limits.maxComputeWorkgroupsPerDimension ?? 65535 : 65535;
-  if (gx > maxDim || gy > maxDim) throw new DeviceLimitError('matmul', `a ${p.m}x${p.n} product needs more than ${maxDim} workgroups along one dimension`);
-  for (let z0 = 0; z0 < batch; z0 += maxDim) {
-    const u = new Uint32Array(15);
-    u.set([p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.a.offset, p.b.offset, p.c.offset, p.strideA ?? 0, p.strideB ?? 0, p.strideC ?? 0,
-      f32w(p.alpha), f32w(p.beta), z0]);
-    be.dispatchGroups(prog, bufs, u, gx, gy, Math.min(maxDim, batch - z0));
-  }
-  if (temp) be.free(temp);
-}
-
-// ---- host staging ----------------------------------------------------------------------------------
-
-const announced = new Set<string>();
-export const stagingStats = new Map<string, number>();
-
-function isRef(v: unknown): v is StridedRef {
-  return v !== null && typeof v === 'object' && 'buf' in v && 'dtype' in v && 'strides' in v && 'offset' in v;
-}
-
-/** Kernels whose result the caller needs synchronously (a count, sizes): they cannot be deferred. */
-const RETURNS_VALUE = new Set(['unique']);
-
-/**
- * Runs a CPU kernel on WebGPU tensors: at its place in the command list, the buffers it touches are
- * read back, the CPU kernel runs on the host copies, and every buffer is written back. It is recorded
- * like a dispatch, so the caller never waits (WebGPU cannot read back synchronously); a data-dependent
- * error of the kernel (an index out of range) surfaces at the next read. Announced once per kernel,
- * counted in stagingStats, refused with NBX_WEBGPU_HOST_STAGING=0.
- */
-function hostStaged(name: KernelName): (...args: unknown[]) => unknown {
-  const cpu = kernelCpu(name) as (...args: unknown[]) => unknown;
-  return (...args: unknown[]) => {
-    if (env('NBX_WEBGPU_HOST_STAGING') === '0') throw new UnsupportedError(name, `no WebGPU kernel for '${name}' yet, and host staging is off (NBX_WEBGPU_HOST_STAGING=0)`);
-    if (RETURNS_VALUE.has(name)) throw new DeviceLimitError(name, `'${name}' returns data-dependent sizes, which needs a synchronous readback; WebGPU has none (run it on the CPU)`);
-    const bufs: WGBuffer[] = [];
-    const collect = (v: unknown, depth: number): void => {
-      if (isRef(v)) { checkWgslDType(name, v.dtype, true); if (!bufs.includes(v.buf as WGBuffer)) bufs.push(v.buf as WGBuffer); return; }
-      if (depth >= 2 || v === null || typeof v !== 'object' || ArrayBuffer.isView(v)) return;
-      if (Array.isArray(v)) v.forEach((x) => collect(x, depth + 1));
-      else if (Object.getPrototypeOf(v) === Object.prototype) Object.values(v).forEach((x) => collect(x, depth + 1));
-    };
-    args.forEach((a) => collect(a, 0));
-    if (!announced.has(name)) {
-      announced.add(name);
-      notice(`nbx: '${name}' has no WebGPU kernel yet; it runs on the host with copies (set NBX_WEBGPU_HOST_STAGING=0 to refuse)`);
-    }
-    stagingStats.set(name, (stagingStats.get(name) ?? 0) + 1);
-    be.host(name, bufs, (host) => {
-      const arrays = new Map<string, StorageArray>();
-      const view = (r: StridedRef): StorageArray => {
-        const ab = host.get(r.buf as WGBuffer)!;
-        const k = `${bufs.indexOf(r.buf as WGBuffer)}:${r.dtype}`;
-        let a = arrays.get(k);
-        if (!a) {
-          const ctor = { u8: Uint8Array, i8: Int8Array, i16: Int16Array, i32: Int32Array, i64: BigInt64Array, u16: Uint16Array, f32: Float32Array, f64: Float64Array }[DTYPES[r.dtype].storage];
-          a = new ctor(ab, 0, Math.floor(ab.byteLength / ctor.BYTES_PER_ELEMENT)) as StorageArray;
-          arrays.set(k, a);
-        }
-        return a;
-      };
-      const mapArg = (v: unknown, depth: number): unknown => {
-        if (isRef(v)) return { ...v, buf: view(v) };
-        if (depth >= 2 || v === null || typeof v !== 'object' || ArrayBuffer.isView(v)) return v;
-        if (Array.isArray(v)) return v.map((x) => mapArg(x, depth + 1));
-        if (Object.getPrototypeOf(v) === Object.prototype) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mapArg(x, depth + 1)]));
-        return v;
-      };
-      cpu(...args.map((a) => mapArg(a, 0)));
-    });
-    return undefined;
-  };
 }

@@ -1,6 +1,5 @@
-// WebGPU kernels 'interpolate' and 'grid_sample' (src/backend/cpu/kernels/resample.ts), and the remaining
-// per-element nn kernels 'nll_loss' and 'local_response_norm' (src/backend/cpu/kernels/nn.ts), ported from the
-// CUDA ones (src/backend/cuda/{resample,loss}_kernels.ts). WGSL has no double: sums run in f32 (the
+// WebGPU kernels 'interpolate' and 'grid_sample' (contract: src/kernels/resample.ts), ported from the
+// CUDA ones (src/backend/cuda/kernels/resample.ts). WGSL has no double: sums run in f32 (the
 // CPU's run in double and round once), so results agree within float32 rounding, not bit for bit.
 //
 // interpolate applies the op layer's per-dim tables (one upload: f32 weights, then int32 indices). Pure
@@ -9,8 +8,6 @@
 // grid_sample repeats the CPU's coordinate math step by step in f32, each step rounded to the half type
 // for float16/bfloat16 inputs as there (coordinates decide which pixels are read, and PyTorch computes
 // in the half type); a thread owns a grid point and loops over the channels.
-// nll_loss: one workgroup, a fixed-order tree (reproducible sums); local_response_norm: a thread per
-// element summing its channel window.
 
 import type { DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
@@ -21,26 +18,18 @@ import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
 import { bindAll, decompose, dimWords, f32w, fitsI32, isFloat, loadIndex, numelOf, outAccess, program, rawLoad, rawStore, recordErr, storeVal } from './indexing.js';
 import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../../kernels/resample.js';
-import type { LrnParams, NllParams } from '../../../kernels/nn.js';
+import { checkFloat } from './util.js';
 
 let be: WebGPUBackend;
 export const kernels = {
   interpolate: webgpuInterpolate,
   grid_sample: webgpuGridSample,
-  nll_loss: webgpuNllLoss,
-  local_response_norm: webgpuLocalResponseNorm,
 } satisfies BackendKernels;
 
 /** Points this family's kernels at the backend (called once, when the backend starts). */
 export function bind(backend: WebGPUBackend): void {
   be = backend;
 }
-
-const requireFloat = (op: string, r: StridedRef | undefined): void => {
-  if (!r) return;
-  checkWgslDType(op, r.dtype);
-  if (!isFloat(r.dtype)) throw new UnsupportedError(op, `webgpu ${op} takes float tensors, got ${r.dtype}`);
-};
 
 // ---- interpolate -------------------------------------------------------------------------------------
 
@@ -91,7 +80,7 @@ export function webgpuInterpolate(p: InterpolateKernelParams): void {
   const dims = p.dims as [ResampleTable, ResampleTable, ResampleTable];
   const weighted = dims.map((t) => t.weight !== null);
   checkWgslDType('interpolate', x.dtype); checkWgslDType('interpolate', out.dtype);
-  if (weighted.some(Boolean)) requireFloat('interpolate', x);
+  if (weighted.some(Boolean)) checkFloat('interpolate', x);
   const total = numelOf(out.shape);
   if (total === 0) return;
   const [, D, H, W] = x.shape as number[];
@@ -260,7 +249,7 @@ function gridSampleProgram(d: DTypeName, step: DTypeName, spatial: 2 | 3, mode: 
 
 export function webgpuGridSample(p: GridSampleKernelParams): void {
   const { x, grid, out } = p;
-  for (const r of [x, grid, out]) requireFloat('grid_sample', r);
+  for (const r of [x, grid, out]) checkFloat('grid_sample', r);
   const [N, C, D, H, W] = x.shape as number[];
   const [, OD, OH, OW] = grid.shape as number[];
   const oplane = OD! * OH! * OW!, points = N! * oplane;
@@ -270,123 +259,5 @@ export function webgpuGridSample(p: GridSampleKernelParams): void {
   const { bufs, done } = bindAll([out.buf as WGBuffer], [x.buf as WGBuffer, grid.buf as WGBuffer]);
   const wg = be.wgElementwise;
   be.dispatch(gridSampleProgram(x.dtype, p.stepDType === 'float16' || p.stepDType === 'bfloat16' ? p.stepDType : 'float32', p.spatial, p.mode, wg), bufs, u, points, wg);
-  done();
-}
-
-// ---- nll_loss ----------------------------------------------------------------------------------------
-
-/**
- * One workgroup: thread lid takes items lid, lid + wg, ... (a fixed order), then two trees. uniform:
- * [items, C, D, ignore, xoff, toff, woff, ooff, soff, has (weight 1, out 2, sums 4), report].
- * b1 out, b2 sums, b3 err, b4 input, b5 target, b6 weight.
- */
-function nllProgram(xd: DTypeName, td: DTypeName, wd: DTypeName, od: DTypeName, sd: DTypeName, wg: number): Program {
-  const access = `${outAccess(od)}${outAccess(sd)}arrr`;
-  return program(`rs.nll|${xd}|${td}|${wd}|${od}|${sd}|${wg}`, access, 11, () => {
-    const tree = (v: string): string => `sh[lid] = ${v};
-  workgroupBarrier();
-  for (var s = ${wg / 2}u; s > 0u; s >>= 1u) { if (lid < s) { sh[lid] = sh[lid] + sh[lid + s]; } workgroupBarrier(); }
-  ${v} = sh[0];
-  workgroupBarrier();`;
-    // int32 or int64 targets (read as i32 with a range flag: one beyond int32 is out of bounds)
-    const target = (k: string, v: string): string => loadIndex(td, 'b5', `${U(5)} + ${k}`, v);
-    const body = `let items = ${U(0)}; let C = i32(${U(1)}); let D = ${U(2)}; let ignore = bitcast<i32>(${U(3)}); let has = ${U(9)};
-  if (${U(10)} != 0u) {
-    // report pass: the failed item's target value
-    if (lid == 0u) { let e = atomicLoad(&b3[0]); if (e != 0u) { ${target('(~e)', 'tf')} atomicStore(&b3[1], bitcast<u32>(tf)); atomicStore(&b3[3], tf_hi); } }
-    return;
-  }
-  var sum = 0.0f; var wsum = 0.0f;
-  for (var k = lid; k < items; k += ${wg}u) {
-    ${target('k', 't')}
-    // ignored (and failing) items: a zero loss, as the CPU's zero-filled losses
-    let tok = ${fitsI32('t')};
-    if (!tok || t == ignore || t < 0 || t >= C) {
-      if (!tok || t != ignore) { ${recordErr('b3', 'k')} }
-      if ((has & 2u) != 0u) { ${storeVal(od, 'b1', `${U(7)} + k`, R.castExpr('float32', od, '0.0f'))} }
-      continue;
-    }
-    let i = k / D; let dd = k % D;
-    let v = ${R.castExpr(xd, 'float32', R.load(xd, 'b4', `${U(4)} + (i * u32(C) + u32(t)) * D + dd`))};
-    var wt = 1.0f;
-    if ((has & 1u) != 0u) { wt = ${R.castExpr(wd, 'float32', R.load(wd, 'b6', `${U(6)} + u32(t)`))}; }
-    let l = -wt * v;
-    if ((has & 2u) != 0u) { ${storeVal(od, 'b1', `${U(7)} + k`, R.castExpr('float32', od, 'l'))} }
-    sum = sum + l; wsum = wsum + wt;
-  }
-  ${tree('sum')}
-  ${tree('wsum')}
-  if (lid == 0u && (has & 4u) != 0u) {
-    ${storeVal(sd, 'b2', `${U(8)}`, R.castExpr('float32', sd, 'sum'))}
-    ${storeVal(sd, 'b2', `${U(8)} + 1u`, R.castExpr('float32', sd, 'wsum'))}
-  }`;
-    return module(11, access, wg, body, `var<workgroup> sh: array<f32, ${wg}>;`);
-  });
-}
-
-export function webgpuNllLoss(p: NllParams): void {
-  const { input, target, N, C, D } = p;
-  for (const r of [input, p.weight, p.out, p.sums]) requireFloat('nll_loss', r);
-  if (target.dtype !== 'int64') checkWgslDType('nll_loss', target.dtype);
-  const items = N * D;
-  const scratch: WGBuffer[] = [];
-  const own = (r: StridedRef | undefined): WGBuffer => (r ? r.buf as WGBuffer : (scratch.push(be.allocBytes(8)), scratch[scratch.length - 1]!));
-  const err = be.allocBytes(16, true);
-  const has = (p.weight ? 1 : 0) | (p.out ? 2 : 0) | (p.sums ? 4 : 0);
-  const u = new Uint32Array([items, C, D, p.ignoreIndex >>> 0, input.offset, target.offset, p.weight?.offset ?? 0, p.out?.offset ?? 0,
-    p.sums?.offset ?? 0, has, 0]);
-  const outs = [own(p.out), own(p.sums), err];
-  const { bufs, done } = bindAll(outs, [input.buf as WGBuffer, target.buf as WGBuffer, (p.weight ?? input).buf as WGBuffer]);
-  const wg = be.wgReduce;
-  const prog = nllProgram(input.dtype, target.dtype, p.weight?.dtype ?? 'float32', p.out?.dtype ?? 'float32', p.sums?.dtype ?? 'float32', wg);
-  be.dispatch(prog, bufs, u, wg, wg);
-  const u2 = u.slice(); u2[10] = 1;
-  be.dispatch(prog, bufs, u2, wg, wg);
-  done();
-  for (const s of scratch) be.free(s);
-  be.host('nll_loss', [err], (host) => {
-    const w = new Int32Array(host.get(err)!, 0, 4);
-    if (w[0] !== 0) throw new IndexError('nll_loss', `Target ${(BigInt(w[3]!) << 32n) | BigInt(w[1]! >>> 0)} is out of bounds.`);
-  }, outs.slice(0, 2));
-  be.free(err);
-}
-
-// ---- local response normalization ----------------------------------------------------------------------
-
-/**
- * y = x / (k + alpha/size · Σ x² over channels [c - size/2, c + (size-1)/2])^beta, a thread per element.
- * uniform: [total, n (channels), lo, hi, alpha, beta, k, size, xoff, ooff, xs (channel stride of x)] then
- * per dim [size, x stride, out stride]. b1 out, b2 x.
- */
-function lrnProgram(xd: DTypeName, od: DTypeName, nd: number, dim: number, wg: number): Program {
-  const words = 11 + 3 * nd;
-  const access = `${outAccess(od)}r`;
-  return program(`rs.lrn|${xd}|${od}|${nd}|${dim}|${wg}`, access, words, () => {
-    const x = (idx: string): string => R.castExpr(xd, 'float32', R.load(xd, 'b2', idx));
-    const body = `if (g >= ${U(0)}) { return; }
-  var xo = i32(${U(8)}); var oo = i32(${U(9)}); var cc: array<u32, ${nd}>;
-  ${decompose(nd, 11, 3, ['xo', 'oo'], 'g', 'cc')}
-  let c = i32(cc[${dim}]); let n = i32(${U(1)}); let xs = bitcast<i32>(${U(10)});
-  let j0 = max(0, c - i32(${U(2)})); let j1 = min(n - 1, c + i32(${U(3)}));
-  var s = 0.0f;
-  for (var j = j0; j <= j1; j++) { let v = ${x('u32(xo + (j - c) * xs)')}; s = s + v * v; }
-  let alpha = bitcast<f32>(${U(4)}); let beta = bitcast<f32>(${U(5)}); let kk = bitcast<f32>(${U(6)});
-  let y = ${x('u32(xo)')} / nbx_pow_f(kk + (alpha * s) / f32(${U(7)}), beta);
-  ${storeVal(od, 'b1', 'u32(oo)', R.castExpr('float32', od, 'y'))}`;
-    return module(words, access, wg, body);
-  });
-}
-
-export function webgpuLocalResponseNorm(p: LrnParams): void {
-  const { x, out, dim, size } = p;
-  requireFloat('local_response_norm', x); requireFloat('local_response_norm', out);
-  const total = numelOf(x.shape);
-  if (total === 0) return;
-  const n = x.shape[dim]!;
-  const u = new Uint32Array([total, n, Math.floor(size / 2), Math.floor((size - 1) / 2), f32w(p.alpha), f32w(p.beta), f32w(p.k), size,
-    x.offset, out.offset, x.strides[dim]! >>> 0, ...dimWords(x.shape, [x.strides, out.strides])]);
-  const { bufs, done } = bindAll([out.buf as WGBuffer], [x.buf as WGBuffer]);
-  const wg = be.wgElementwise;
-  be.dispatch(lrnProgram(x.dtype, out.dtype, x.shape.length, dim, wg), bufs, u, total, wg);
   done();
 }
