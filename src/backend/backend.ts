@@ -50,6 +50,9 @@ export function denseAs(r: StridedRef, shape: readonly number[]): boolean {
   return true;
 }
 
+/** The smallest power of two ≥ n (1 for n ≤ 1): workgroup, block and tree sizes. */
+export const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(n, 1)));
+
 export interface Backend {
   readonly type: DeviceType;
   /** A buffer of `numel` elements of `dtype`; contents undefined unless `zero`. */

@@ -69,6 +69,11 @@ export function hostFft2(a: Float64Array): void {
 
 
 /** Keeps `v` under `key`, dropping (and releasing) the oldest entry beyond MAX_CACHED. */
+/** The cached device tables for `key`, made (and remembered, evicting the oldest) on a miss. */
+export function cached<T>(m: Map<number, T>, key: number, make: () => T, release: (v: T) => void): T {
+  return m.get(key) ?? remember(m, key, make(), release);
+}
+
 export function remember<T>(m: Map<number, T>, key: number, v: T, release: (v: T) => void): T {
   if (m.size >= MAX_CACHED) { const [k, old] = m.entries().next().value as [number, T]; m.delete(k); release(old); }
   m.set(key, v);

@@ -16,6 +16,7 @@ import type { StridedRef } from '../backend/backend.js';
 import { def, Scalar } from './registry.js';
 import { describe, deviceOf } from './elementwise.js';
 import type { ConvKernelParams } from '../kernels/conv.js';
+import { torchTypeName } from './torch_names.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
@@ -55,14 +56,7 @@ export function intTuple(op: string, name: string, v: unknown, n: number, messag
   return Array(n).fill(intArg(op, name, v));
 }
 
-/** PyTorch's C++ scalar type name, as its messages print it. */
-export function torchTypeName(d: DTypeName): string {
-  const names: Partial<Record<DTypeName, string>> = {
-    float32: 'Float', float64: 'Double', float16: 'Half', bfloat16: 'BFloat16', int64: 'Long', int32: 'Int',
-    int16: 'Short', int8: 'Char', uint8: 'Byte', bool: 'Bool', complex64: 'ComplexFloat', complex128: 'ComplexDouble',
-  };
-  return names[d] ?? d;
-}
+export { torchTypeName };
 
 /** The dtype kernels compute in: float32 for the half types, the dtype itself otherwise. */
 export const computeDType = (d: DTypeName): DTypeName => (isLowPrecisionFloat(d) ? 'float32' : d);

@@ -19,18 +19,13 @@ import { deviceOf, describe, setNonzeroTuple } from './elementwise.js';
 import { count_nonzero } from './reduce.js';
 import { asTensor, copyRef, flat1, scalarTensor, toInt } from './shape.js';
 import type { ScatterMode } from '../kernels/indexing.js';
+import { torchTypeName as tname } from './torch_names.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
 
 // ---- helpers ---------------------------------------------------------------------------------------
 
-/** PyTorch's short dtype names, for messages that quote them. */
-const TORCH_NAME: Partial<Record<DTypeName, string>> = {
-  float32: 'Float', float64: 'Double', float16: 'Half', bfloat16: 'BFloat16', int64: 'Long', int32: 'Int',
-  int16: 'Short', int8: 'Char', uint8: 'Byte', bool: 'Bool', complex64: 'ComplexFloat', complex128: 'ComplexDouble',
-};
-const tname = (d: DTypeName): string => TORCH_NAME[d] ?? d;
 
 /** Checks an index tensor's dtype: int64, or int32 too where PyTorch allows it. */
 function indexDType(op: string, idx: Tensor, allowInt32: boolean, message?: string): void {

@@ -19,18 +19,13 @@ import { scope } from '../tensor/storage.js';
 import * as ew from './elementwise.js';
 import { describe, elementwise, resultTypeOf, type Operand } from './elementwise.js';
 import * as red from './reduce.js';
+import { torchTypeName as torchName } from './torch_names.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
 
 // ---- helpers -------------------------------------------------------------------------------------
 
-/** PyTorch's ScalarType names, for messages that quote them ("not implemented for 'Long'"). */
-const TORCH_NAME: Partial<Record<DTypeName, string>> = {
-  bool: 'Bool', uint8: 'Byte', int8: 'Char', int16: 'Short', int32: 'Int', int64: 'Long', float16: 'Half',
-  bfloat16: 'BFloat16', float32: 'Float', float64: 'Double', complex64: 'ComplexFloat', complex128: 'ComplexDouble',
-};
-const torchName = (d: DTypeName): string => TORCH_NAME[d] ?? d;
 
 function asT(op: string, x: unknown, name = 'input'): Tensor {
   if (!(x instanceof Tensor)) throw new ValueError(op, `${op}(): argument '${name}' must be Tensor, not ${describe(x)}`);

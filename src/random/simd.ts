@@ -20,6 +20,7 @@
 // platform lacks WebAssembly SIMD, `simdKernel()` returns undefined and the scalar kernels are used.
 
 import type { MT19937 } from './mt19937.js';
+import { uleb, sleb, section, name } from '../ir/wasm.js';
 
 // ---- constants ---------------------------------------------------------------------------------
 
@@ -36,25 +37,6 @@ const TWO_PI_F = fr(2.0 * Math.PI);
 
 // ---- a tiny assembler --------------------------------------------------------------------------
 
-function uleb(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let b = n & 0x7f;
-    n >>>= 7;
-    if (n !== 0) b |= 0x80;
-    out.push(b);
-  } while (n !== 0);
-  return out;
-}
-function sleb(n: number): number[] {
-  const out: number[] = [];
-  for (;;) {
-    const b = n & 0x7f;
-    n >>= 7;
-    if ((n === 0 && (b & 0x40) === 0) || (n === -1 && (b & 0x40) !== 0)) { out.push(b); return out; }
-    out.push(b | 0x80);
-  }
-}
 const simd = (op: number): number[] => [0xfd, ...uleb(op)];
 
 const OP = {
@@ -376,8 +358,7 @@ function buildModule(pages: number): Uint8Array<ArrayBuffer> {
   const body = [...f.locals(), ...f.constPrologue(), ...f.code];
   const tBody = buildTwist();
   const uBody = buildUniform();
-  const section = (id: number, payload: number[]) => [id, ...uleb(payload.length), ...payload];
-  const str = (x: string) => [...uleb(x.length), ...Array.from(new TextEncoder().encode(x))];
+  const str = name;
   const type = section(1, [3,
     0x60, 7, 0x7f, 0x7f, 0x7f, 0x7f, 0x7d, 0x7d, 0x7f, 0, // k
     0x60, 1, 0x7f, 0, // t(st)

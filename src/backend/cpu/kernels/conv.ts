@@ -14,6 +14,7 @@ import { kernel } from '../../../kernels/registry.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import type { ConvKernelParams } from '../../../kernels/conv.js';
 import type { GemmParams } from '../../../kernels/gemm.js';
+import { uleb as leb, vec, section as sect, name as str } from '../../../ir/wasm.js';
 
 type FArr = Float32Array | Float64Array;
 /** Any storage array: im2col, col2im and the bias fill also serve integer convolution. */
@@ -141,10 +142,6 @@ function fillBias(out: Arr, outOff: number, N: number, CO: number, plane: number
 // only; lanes past the row end compute garbage that is never copied out. float32 arithmetic with a
 // float32 accumulator, as PyTorch's own float32 depthwise kernels.
 
-const leb = (v: number): number[] => { const o: number[] = []; do { let b = v & 0x7f; v >>>= 7; if (v) b |= 0x80; o.push(b); } while (v); return o; };
-const vec = (items: number[][]): number[] => [...leb(items.length), ...items.flat()];
-const sect = (id: number, body: number[]): number[] => [id, ...leb(body.length), ...body];
-const str = (x: string): number[] => [...leb(x.length), ...[...x].map((ch) => ch.charCodeAt(0))];
 
 function depthwiseModule(): Uint8Array<ArrayBuffer> {
   const [P, O, OFFS, WS, T, OH, NV, STEP, OROW, BIAS] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];

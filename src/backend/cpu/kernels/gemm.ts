@@ -13,6 +13,7 @@ import { Worker } from 'node:worker_threads';
 import { threadCount } from '../runtime/threads.js';
 import v8 from 'node:v8';
 import type { GemmParams } from '../../../kernels/gemm.js';
+import { uleb, sleb, name as wname, section, vec as wvec } from '../../../ir/wasm.js';
 
 type FArr = Float32Array | Float64Array;
 
@@ -109,15 +110,6 @@ function blasLayoutOk(p: GemmParams): boolean {
 const TILE = { f32: { MR: 4, NV: 2, lane: 4 }, f64: { MR: 4, NV: 2, lane: 8 } } as const;
 const KC = 256, MC = 128, NC = 1024;
 
-/** A tiny WebAssembly writer: just what the gemm module needs. */
-const uleb = (v: number): number[] => { const o: number[] = []; do { let b = v & 0x7f; v >>>= 7; if (v) b |= 0x80; o.push(b); } while (v); return o; };
-const sleb = (v: number): number[] => {
-  const o: number[] = [];
-  for (;;) { const b = v & 0x7f; v >>= 7; if ((v === 0 && !(b & 0x40)) || (v === -1 && b & 0x40)) { o.push(b); return o; } o.push(b | 0x80); }
-};
-const wname = (s: string): number[] => [...uleb(s.length), ...Buffer.from(s)];
-const section = (id: number, body: number[]): number[] => [id, ...uleb(body.length), ...body];
-const wvec = (items: number[][]): number[] => [...uleb(items.length), ...items.flat()];
 
 /**
  * The module: imports memory `e.m` (shared), exports

@@ -13,6 +13,7 @@ import { DTYPES, type StorageArray } from '../../../dtype/dtypes.js';
 import { IndexError } from '../../../errors.js';
 import { f16Table, fromBFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../../../dtype/convert.js';
 import type { LrnParams, NllParams, RowNormParams, SoftmaxParams } from '../../../kernels/nn.js';
+import { uleb, sleb, vec, section, bytesOf, name } from '../../../ir/wasm.js';
 
 // ---- row access ----------------------------------------------------------------------------------
 
@@ -132,16 +133,6 @@ function softmaxRow(buf: Float64Array, n: number, log: boolean, safe: boolean): 
 // of 16 with -inf (exp gives 0, the max is unchanged), and processed in place. exp is Cephes' expf
 // (~1 ulp); sums accumulate in float64, like the scalar path.
 
-const uleb = (v: number): number[] => { const o: number[] = []; do { let b = v & 0x7f; v >>>= 7; if (v) b |= 0x80; o.push(b); } while (v); return o; };
-const sleb = (v: number): number[] => {
-  const o: number[] = [];
-  for (;;) { const b = v & 0x7f; v >>= 7; if ((v === 0 && !(b & 0x40)) || (v === -1 && b & 0x40)) { o.push(b); return o; } o.push(b | 0x80); }
-};
-const vec = (items: number[][]): number[] => [...uleb(items.length), ...items.flat()];
-const section = (id: number, body: number[]): number[] => [id, ...uleb(body.length), ...body];
-const bytesOf = (a: Float32Array | Float64Array | Int32Array): number[] => Array.from(new Uint8Array(a.buffer));
-/** An export name (ASCII), length-prefixed. */
-const name = (s: string): number[] => [...uleb(s.length), ...Array.from(s, (c) => c.charCodeAt(0))];
 
 /** A function body under construction: params, then `nLocals` v128 locals; emits a stack-machine program. */
 class Fn {

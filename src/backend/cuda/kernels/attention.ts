@@ -29,6 +29,7 @@ import { UnsupportedError } from '../../../errors.js';
 import { defineSpace, prune, tuneSync, bucketSize, type Config, type ConfigSpace } from '../../../autotune/index.js';
 import { attentionTileCeiling } from '../../../profiles/index.js';
 import type { AttentionParams } from '../../../kernels/attention.js';
+import { basePtr as ptr } from './util.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
 export const DECODE_MAX_ROWS = 16;
@@ -44,7 +45,6 @@ export function bind(backend: CudaBackend): void {
   be = backend;
 }
 
-const ptr = (r: StridedRef | undefined): bigint => (r ? (r.buf as CudaBuffer).ptr : 0n);
 const esize = (d: DTypeName): number => (d === 'float32' ? 4 : 2);
 type MaskKind = 'none' | 'bool' | DTypeName;
 

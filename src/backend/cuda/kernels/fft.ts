@@ -16,8 +16,9 @@ import type { BackendKernels } from '../../../kernels/table.js';
 import { type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { basePtr, requireDType } from './util.js';
-import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, remember, twiddles } from '../../fft_host.js';
+import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, cached, twiddles } from '../../fft_host.js';
 import type { FftKind } from '../../../kernels/fft.js';
+import { nextPow2 } from '../../backend.js';
 export { factorize, largestPrime } from '../../fft_host.js';
 
 let be: CudaBackend;
@@ -40,23 +41,21 @@ interface Chirp { M: number; chirp: CudaBuffer; spectrum: CudaBuffer }
 const plans = new Map<number, Plan>();
 const chirps = new Map<number, Chirp>();
 
-
 function planFor(L: number): Plan {
-  const hit = plans.get(L);
-  if (hit) return hit;
-  const factors = factorize(L);
-  const tw = be.upload('float64', twiddles(L)) as CudaBuffer;
-  const fac = be.upload('int32', Int32Array.from(factors.length ? factors : [1])) as CudaBuffer;
-  return remember(plans, L, { L, factors, tw, fac }, (p) => { be.free(p.tw); be.free(p.fac); });
+  return cached(plans, L, () => {
+    const factors = factorize(L);
+    const tw = be.upload('float64', twiddles(L)) as CudaBuffer;
+    const fac = be.upload('int32', Int32Array.from(factors.length ? factors : [1])) as CudaBuffer;
+    return { L, factors, tw, fac };
+  }, (p) => { be.free(p.tw); be.free(p.fac); });
 }
 
 /** Bluestein's chirp e^{-iπk²/n} (k < n) and the FFT of its conjugate wrapped to M points (the CPU's). */
 function chirpFor(n: number): Chirp {
-  const hit = chirps.get(n);
-  if (hit) return hit;
-  const { M, chirp: w, spectrum: b } = bluesteinTables(n);
-  const ch = { M, chirp: be.upload('float64', w) as CudaBuffer, spectrum: be.upload('float64', b) as CudaBuffer };
-  return remember(chirps, n, ch, (c) => { be.free(c.chirp); be.free(c.spectrum); });
+  return cached(chirps, n, () => {
+    const { M, chirp: w, spectrum: b } = bluesteinTables(n);
+    return { M, chirp: be.upload('float64', w) as CudaBuffer, spectrum: be.upload('float64', b) as CudaBuffer };
+  }, (c) => { be.free(c.chirp); be.free(c.spectrum); });
 }
 
 // ---- sources -----------------------------------------------------------------------------------------
@@ -185,7 +184,6 @@ extern "C" __global__ void fft_global(${KERNEL_ARGS(IT, OT)}, const double2* __r
 
 // ---- launcher ----------------------------------------------------------------------------------------
 
-const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(n, 1)));
 
 export function cudaFft(input: StridedRef, rows: number, m: number, out: StridedRef, n: number, kind: FftKind, sign: number, scale: number): void {
   requireDType('fft', input.dtype, ['float32', 'float64', 'complex64', 'complex128']);

@@ -11,6 +11,7 @@ import { gemm as ltGemm, CublasLt } from '../runtime/cublaslt.js';
 import type { ArgType } from '../runtime/driver.js';
 import { UnsupportedError } from '../../../errors.js';
 import { cudaGemv } from './gemv.js';
+import { basePtr as ptr } from './util.js';
 
 let be: CudaBackend;
 export const kernels = {
@@ -22,8 +23,6 @@ export const kernels = {
 export function bind(backend: CudaBackend): void {
   be = backend;
 }
-
-const ptr = (r: StridedRef): bigint => (r.buf as CudaBuffer).ptr;
 
 // ---- GEMM ----------------------------------------------------------------------------------------
 

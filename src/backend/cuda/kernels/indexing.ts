@@ -22,6 +22,7 @@ import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType, KernelArg } from '../runtime/driver.js';
 import { IndexError, UnsupportedError, ValueError } from '../../../errors.js';
 import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../../../kernels/indexing.js';
+import { basePtr as ptr } from './util.js';
 
 let be: CudaBackend;
 export const kernels = {
@@ -42,7 +43,6 @@ export function bind(backend: CudaBackend): void {
 
 // ---- shared helpers (also used by sort_kernels.ts) ---------------------------------------------------
 
-export const ptr = (r: StridedRef): bigint => (r.buf as CudaBuffer).ptr;
 export const numelOf = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
 /** Element types by size: copies move bits, whatever the dtype. */
 export const RAW: Record<number, string> = { 1: 'unsigned char', 2: 'unsigned short', 4: 'unsigned int', 8: 'unsigned long long', 16: 'uint4' };

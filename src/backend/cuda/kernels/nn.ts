@@ -28,7 +28,8 @@ import { SOFTMAX_SPACE, ROWNORM_SPACE } from '../tuning/spaces.js';
 import { bucketSize, type Config } from '../../../autotune/index.js';
 import { IndexError, UnsupportedError } from '../../../errors.js';
 import type { LrnParams, NllParams, RowNormParams, SoftmaxParams } from '../../../kernels/nn.js';
-import { FLOATS, NARROW_SRC, basePtr, loadD, numel, requireDType, storeD } from './util.js';
+import { FLOATS, NARROW_SRC, basePtr, basePtr as ptr, loadD, numel, requireDType, storeD } from './util.js';
+import { nextPow2 } from '../../backend.js';
 
 let be: CudaBackend;
 export const kernels = {
@@ -43,8 +44,6 @@ export function bind(backend: CudaBackend): void {
   be = backend;
 }
 
-const ptr = (r: StridedRef | undefined): bigint => (r ? (r.buf as CudaBuffer).ptr : 0n);
-const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(n, 1)));
 
 /** Register budget of a cached row, in compute values per thread. */
 const cacheLimit = (A: 'float' | 'double'): number => (A === 'double' ? 16 : 32);

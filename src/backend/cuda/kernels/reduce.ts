@@ -28,6 +28,7 @@ import type { ArgType, CudaKernel } from '../runtime/driver.js';
 import { REDUCE_SPACE, REDUCE_ROWS_SPACE, REDUCE_COLS_SPACE } from '../tuning/spaces.js';
 import { bucketSize, type Config } from '../../../autotune/index.js';
 import type { ReduceKind, RowLayout, ScanKind } from '../../../kernels/reduce.js';
+import { basePtr as ptr } from './util.js';
 
 let be: CudaBackend;
 export const kernels = {
@@ -40,7 +41,6 @@ export function bind(backend: CudaBackend): void {
   be = backend;
 }
 
-const ptr = (r: StridedRef): bigint => (r.buf as CudaBuffer).ptr;
 
 /** Kinds the rows/cols kernels cover: a per-element enter, an associative merge and a final step. */
 const SIMPLE = new Set<ReduceKind>(['sum', 'mean', 'prod', 'max', 'min', 'any', 'all', 'count_nonzero', 'norm']);

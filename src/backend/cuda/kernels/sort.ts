@@ -20,9 +20,11 @@ import type { StridedRef } from '../../backend.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { KernelArg } from '../runtime/driver.js';
 import { UnsupportedError } from '../../../errors.js';
-import { Params, gridLoop, ptr, runCompaction, type Compaction } from './indexing.js';
+import { Params, gridLoop, runCompaction, type Compaction } from './indexing.js';
+import { basePtr as ptr } from './util.js';
 import type { UniqueResult } from '../../../kernels/sort.js';
 import type { BackendKernels } from '../../../kernels/table.js';
+import { nextPow2 } from '../../backend.js';
 
 let be: CudaBackend;
 export const kernels = {
@@ -44,7 +46,6 @@ const SORTABLE = new Set<DTypeName>(['bool', 'uint8', 'int8', 'int16', 'int32', 
 function checkSortable(op: string, d: DTypeName): void {
   if (!SORTABLE.has(d)) throw new UnsupportedError(op, `cuda ${op} supports bool, integer and real floating dtypes, got ${d}`);
 }
-const nextPow2 = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(n, 1)));
 const isF = (d: DTypeName): boolean => DTYPES[d].kind === 'float';
 const wide = (d: DTypeName): boolean => DTYPES[d].itemsize === 8;
 /** The key type: 64-bit keys for 64-bit dtypes, 32-bit for the rest. */

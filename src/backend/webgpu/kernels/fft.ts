@@ -18,8 +18,9 @@ import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
-import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, remember, unitRoot } from '../../fft_host.js';
+import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, cached, unitRoot } from '../../fft_host.js';
 import type { FftKind } from '../../../kernels/fft.js';
+import { program } from './util.js';
 
 let be: WebGPUBackend;
 export const kernels = {
@@ -45,30 +46,23 @@ const plans = new Map<number, Plan>();
 const chirps = new Map<number, Chirp>();
 
 function planFor(L: number): Plan {
-  const hit = plans.get(L);
-  if (hit) return hit;
-  const t = new Float32Array(2 * L);
-  for (let k = 0; k < L; k++) { const [c, s] = unitRoot(k, L); t[2 * k] = c; t[2 * k + 1] = -s; }
-  return remember(plans, L, { L, factors: factorize(L), tw: be.upload('float32', t) }, (p) => be.free(p.tw));
+  return cached(plans, L, () => {
+    const t = new Float32Array(2 * L);
+    for (let k = 0; k < L; k++) { const [c, s] = unitRoot(k, L); t[2 * k] = c; t[2 * k + 1] = -s; }
+    return { L, factors: factorize(L), tw: be.upload('float32', t) };
+  }, (p) => be.free(p.tw));
 }
 
 /** Bluestein's chirp e^{-iπk²/n} (k < n) and the FFT of its conjugate wrapped to M points. */
 function chirpFor(n: number): Chirp {
-  const hit = chirps.get(n);
-  if (hit) return hit;
-  const { M, chirp: w, spectrum: b } = bluesteinTables(n);
-  const ch = { M, chirp: be.upload('float32', Float32Array.from(w)), spectrum: be.upload('float32', Float32Array.from(b)) };
-  return remember(chirps, n, ch, (c) => { be.free(c.chirp); be.free(c.spectrum); });
+  return cached(chirps, n, () => {
+    const { M, chirp: w, spectrum: b } = bluesteinTables(n);
+    return { M, chirp: be.upload('float32', Float32Array.from(w)), spectrum: be.upload('float32', Float32Array.from(b)) };
+  }, (c) => { be.free(c.chirp); be.free(c.spectrum); });
 }
 
 // ---- programs ------------------------------------------------------------------------------------
 
-const programs = new Map<string, Program>();
-function program(key: string, access: string, words: number, source: () => string): Program {
-  let p = programs.get(key);
-  if (!p) { p = { key, access, words, source }; programs.set(key, p); }
-  return p;
-}
 
 type Stage = 'load' | 'pass' | 'mul' | 'store';
 /**

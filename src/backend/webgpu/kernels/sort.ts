@@ -28,6 +28,8 @@ import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U, wgslInclusiveScan } from '../runtime/elementwise.js';
 import { checkIndexDType, storeIndex } from './indexing.js';
 import type { UniqueResult } from '../../../kernels/sort.js';
+import { nextPow2 } from '../../backend.js';
+import { program } from './util.js';
 
 let be: WebGPUBackend;
 export const kernels = {
@@ -53,15 +55,8 @@ function checkSortable(op: string, d: DTypeName): void {
 /** Index outputs: int32 or int64. */
 const checkIndices = checkIndexDType;
 const isF = (d: DTypeName): boolean => DTYPES[d].kind === 'float';
-const nextPow2 = (v: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, v)));
 const prevPow2 = (v: number): number => 2 ** Math.floor(Math.log2(Math.max(1, v)));
 
-const programs = new Map<string, Program>();
-function program(key: string, access: string, words: number, source: () => string): Program {
-  let p = programs.get(key);
-  if (!p) { p = { key, access, words, source }; programs.set(key, p); }
-  return p;
-}
 const WG = 64;
 
 // ---- device code -----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ export function program(key: string, access: string, words: number, source: () =
 
 const f32s = new Float32Array(1), u32s = new Uint32Array(f32s.buffer);
 export const f32w = (v: number): number => { f32s[0] = v; return u32s[0]!; };
-export const nextPow2 = (v: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, v)));
+export { nextPow2 } from '../../backend.js';
 
 /** Buffers for a dispatch: the output first, inputs after; an input sharing the output's buffer reads a copy. */
 export function bindings(be: WebGPUBackend, out: WGBuffer, ins: WGBuffer[]): { bufs: WGBuffer[]; idx: number[]; temp: WGBuffer | null } {
