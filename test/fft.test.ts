@@ -7,7 +7,7 @@ import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import { allocStorage, type DTypeName } from '../src/dtype/dtypes.js';
 import { writeNumber } from '../src/dtype/convert.js';
-import { goldenFailures } from './golden.js';
+import { goldenFailures, resolveOp as resolve } from './golden.js';
 
 type Enc = { dtype: DTypeName; shape: number[]; data: (number | string | boolean)[]; complex?: boolean };
 type Case = { id: string; op: string; args: unknown[]; kwargs: Record<string, unknown>; out?: Enc[]; error?: boolean; tol: number; sample?: number };
@@ -43,12 +43,6 @@ function decode(v: unknown): unknown {
   return Object.fromEntries(Object.entries(o).map(([k, x]) => [k, decode(x)]));
 }
 
-function resolve(op: string): (...a: unknown[]) => unknown {
-  let f: unknown = nbx;
-  for (const p of op.split('.')) f = (f as Record<string, unknown>)[p];
-  assert.equal(typeof f, 'function', `nbx.${op} missing`);
-  return f as (...a: unknown[]) => unknown;
-}
 
 /** Error relative to the output's largest magnitude (how FFT accuracy is stated); tol 0: exact. */
 function mismatch(got: Tensor, want: Enc, tol: number, sample = 1): string | undefined {

@@ -94,3 +94,20 @@ export function goldenFailures<C extends { id: string; error?: unknown }>(cases:
   }
   return failures;
 }
+
+/**
+ * Checks `got` against a golden output: dtype, shape, then every element within atol + rtol·|want|
+ * (NaN matches NaN, infinities match exactly, int64 compares exactly as BigInt).
+ */
+export function assertClose(got: Tensor, want: Enc, rtol: number, atol: number, what: string): void {
+  assert.equal(got.dt, want.dtype, `${what}: dtype`);
+  assert.deepEqual([...got.shape], want.shape, `${what}: shape`);
+  const g = got.dataSync() as ArrayLike<number | bigint>;
+  for (let i = 0; i < want.data.length; i++) {
+    if (want.dtype === 'int64') { assert.equal(g[i], BigInt(want.data[i]!), `${what}[${i}]`); continue; }
+    const x = Number(g[i]!), y = numOf(want.data[i]!);
+    if (Number.isNaN(y) && Number.isNaN(x)) continue;
+    if (!Number.isFinite(y)) { assert.equal(x, y, `${what}[${i}]`); continue; }
+    assert.ok(Math.abs(x - y) <= atol + rtol * Math.abs(y), `${what}[${i}]: got ${x}, want ${y} (rtol ${rtol}, atol ${atol})`);
+  }
+}

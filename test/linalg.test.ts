@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import * as nbx from '../src/index.js';
 import { decodeArg, makeTensor, numOf, resolveOp as resolve, type Enc, type Num } from './golden.js';
-import { caseCall, goldenFiles, type GoldenCase, type GoldenFixture } from './golden.js';
+import { assertClose, caseCall, goldenFiles, type GoldenCase, type GoldenFixture } from './golden.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { kernel } from '../src/kernels/registry.js';
@@ -19,18 +19,6 @@ type Case = GoldenCase;
 type Fixture = GoldenFixture;
 const { dir, files: fixtures } = goldenFiles('linalg');
 
-function assertClose(got: Tensor, want: Enc, rtol: number, atol: number, what: string): void {
-  assert.equal(got.dt, want.dtype, `${what}: dtype`);
-  assert.deepEqual([...got.shape], want.shape, `${what}: shape`);
-  const g = got.dataSync() as ArrayLike<number | bigint>;
-  for (let i = 0; i < want.data.length; i++) {
-    if (want.dtype === 'int64') { assert.equal(g[i], BigInt(want.data[i]!), `${what}[${i}]`); continue; }
-    const x = Number(g[i]!), y = numOf(want.data[i]!);
-    if (Number.isNaN(y) && Number.isNaN(x)) continue;
-    if (!Number.isFinite(y)) { assert.equal(x, y, `${what}[${i}]`); continue; }
-    assert.ok(Math.abs(x - y) <= atol + rtol * Math.abs(y), `${what}[${i}]: got ${x}, want ${y} (rtol ${rtol}, atol ${atol})`);
-  }
-}
 
 function runFixture(fx: Fixture): string[] {
   const failures: string[] = [];
