@@ -12,7 +12,8 @@ import type { Tensor } from '../tensor/tensor.js';
 import { Device, type DeviceLike } from '../backend/backend.js';
 import { dtypeName, DTYPES, type DTypeLike, type DTypeName } from '../dtype/dtypes.js';
 import { init_empty_weights } from '../nn/index.js';
-import { FormatError, NbxError, ShapeError, ValueError } from '../errors.js';
+import { FormatError, NbxError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
+import type { Tokenizer } from '../tokenizer/index.js';
 import { SafetensorsHandle } from '../io/index.js';
 import { createProgress } from '../io/progress.js';
 import * as tokenizerModule from '../tokenizer/index.js';
@@ -199,12 +200,25 @@ async function loadWeights(model: CausalLMModel, weights: string, device: Device
   }
 }
 
-/** The tokenizer of a folder through src/tokenizer's loader, or null when the folder has none. */
-async function loadTokenizerIfAny(dir: string): Promise<CausalLMModel['tokenizer']> {
+/** src/tokenizer's folder loader (AutoTokenizer's job), looked up at run time: it lands separately. */
+function tokenizerLoader(): ((dir: string) => Promise<Tokenizer>) | null {
+  const f = (tokenizerModule as Record<string, unknown>).loadTokenizer;
+  return typeof f === 'function' ? f as (dir: string) => Promise<Tokenizer> : null;
+}
+
+/** The tokenizer of a model folder, or null when the folder has no tokenizer.json. */
+async function loadTokenizerIfAny(dir: string): Promise<Tokenizer | null> {
   if (!existsSync(join(dir, 'tokenizer.json'))) return null;
-  // src/tokenizer exports loadTokenizer(dir) once the tokenizer lands; until then models load without one.
-  const loader = (tokenizerModule as Record<string, unknown>).loadTokenizer as ((d: string) => Promise<CausalLMModel['tokenizer']>) | undefined;
+  const loader = tokenizerLoader();
+  // Until src/tokenizer exports loadTokenizer, models load without their tokenizer (tokenizer: null).
   return loader ? loader(dir) : null;
+}
+
+/** nbx.models.loadTokenizer(dir): the tokenizer of a folder that holds only tokenizer files. */
+export async function loadTokenizer(dir: string): Promise<Tokenizer> {
+  const loader = tokenizerLoader();
+  if (!loader) throw new UnsupportedError('models.loadTokenizer', 'this build has no tokenizer loader (src/tokenizer does not export loadTokenizer)');
+  return loader(dir);
 }
 
 /** Loads a Hugging Face model folder (or a .safetensors / index file inside one). */
