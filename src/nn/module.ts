@@ -217,8 +217,11 @@ export class Module {
   private defineSlotProperty(name: string, kind: 'parameter' | 'buffer'): void {
     const map = kind === 'parameter' ? this._nbx.params : this._nbx.buffers;
     const self = this;
+    // Not configurable: a TS class field of the same name in a subclass (`weight!: Tensor` instead of
+    // `declare weight: Tensor`) would otherwise silently replace the accessor with undefined; this way
+    // it fails at construction with "Cannot redefine property".
     Object.defineProperty(this, name, {
-      enumerable: true, configurable: true,
+      enumerable: true, configurable: false,
       get(): Tensor | null {
         const v = map.get(name)!.value;
         // Inside init_empty_weights the declaration itself is returned, so a constructor can read its
