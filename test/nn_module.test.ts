@@ -17,7 +17,7 @@ interface Case {
   state: Record<string, Enc>; inputs: Enc[]; output: Enc; repr: string | null;
 }
 const fx = JSON.parse(readFileSync(new URL('../../test/fixtures/nn/layers.json', import.meta.url), 'utf8')) as {
-  cases: Case[]; model: { state_dict: string[]; named_parameters: string[]; named_buffers: string[]; named_modules: string[]; repr: string };
+  cases: Case[]; inits: { fn: string; shape: number[]; args: unknown[]; seed: number; out: Enc }[]; model: { state_dict: string[]; named_parameters: string[]; named_buffers: string[]; named_modules: string[]; repr: string };
 };
 
 const dec = (e: Enc): Tensor => nbx.tensor(e.data, { dtype: e.dtype as nbx.DTypeName }).reshape(e.shape);
@@ -61,6 +61,17 @@ for (const c of fx.cases) {
     });
   });
 }
+
+test('nn.init functions draw what torch draws for the same seed', () => {
+  for (const c of fx.inits) {
+    nbx.manual_seed(c.seed);
+    const t = nbx.empty(c.shape);
+    const fn = (nn.init as unknown as Record<string, (t: Tensor, ...a: unknown[]) => Tensor>)[c.fn]!;
+    assert.equal(fn(t, ...c.args), t, `${c.fn} returns its argument`);
+    assertClose(t, c.out, 1e-6, 0, c.fn);
+  }
+  assert.throws(() => nn.init.kaiming_uniform_(nbx.empty(3)), nbx.ValueError);
+});
 
 // The nested model of test/gen/nn_layers.py, written the way a PyTorch user writes it.
 class Attn extends nn.Module {

@@ -407,7 +407,7 @@ export class Module {
     let m: Module = this;
     for (const part of target.split('.')) {
       const d = Object.getOwnPropertyDescriptor(m, part);
-      const c = d && 'value' in d ? d.value : m.named_children().find(([n]) => n === part)?.[1];
+      const c: unknown = d && 'value' in d ? d.value : undefined;
       if (!(c instanceof Module)) throw new ValueError('nn.Module.get_submodule', `${m._get_name()} has no attribute \`${part}\` (looking up '${target}')`);
       m = c;
     }
