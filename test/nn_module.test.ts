@@ -374,11 +374,12 @@ for (const [dev, skip] of devices) {
     const c0d = c0.dataSync() as Float32Array;
     (c1 as Float32Array).forEach((v, i) => assert.ok(Math.abs(v - c0d[i]!) <= 1e-5 + 1e-4 * Math.abs(c0d[i]!), `${dev} conv2d[${i}]`));
     // an empty module moved to the device: a copying load lands there, in the declared dtype
-    const empty = nn.init_empty_weights(() => new nn.Linear(6, 8)).to(dev);
-    empty.load_state_dict({ weight: nbx.randn(8, 6, { dtype: nbx.float64 }), bias: nbx.zeros(8) });
-    assert.equal(empty.weight.device.type, dev);
-    assert.equal(empty.weight.dt, 'float32');
-    empty.dispose();
+    for (const empty of [nn.init_empty_weights(() => new nn.Linear(6, 8)).to(dev), nn.init_empty_weights(() => new nn.Linear(6, 8, { device: dev }))]) {
+      empty.load_state_dict({ weight: nbx.randn(8, 6, { dtype: nbx.float64 }), bias: nbx.zeros(8) });
+      assert.equal(empty.weight.device.type, dev);
+      assert.equal(empty.weight.dt, 'float32');
+      empty.dispose();
+    }
     const params = [...gpu.parameters(), ...emb.parameters(), ...conv.parameters()];
     assert.ok(params.every((p) => p.device.type === dev));
     gpu.dispose(); emb.dispose(); conv.dispose();

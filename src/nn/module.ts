@@ -119,7 +119,11 @@ export function isMetaConstruction(opts: FactoryOptions = {}): boolean {
  */
 export function emptyParameter(shape: readonly number[], opts: FactoryOptions = {}): Tensor | MetaTensor {
   const dtype = opts.dtype ? dtypeName(opts.dtype) : defaultFloatDType;
-  if (isMetaConstruction(opts)) return new MetaTensor(shape, dtype);
+  if (isMetaConstruction(opts)) {
+    // a real device given inside init_empty_weights is where a copying load_state_dict puts the values
+    const target = opts.device && opts.device !== 'meta' ? opts.device : null;
+    return new MetaTensor(shape, dtype, target);
+  }
   return Tensor.empty(shape, dtype, (opts.device as DeviceLike | null | undefined) ?? 'cpu');
 }
 
