@@ -18,6 +18,8 @@ test('assets/nbx-kjv: greedy continuations equal transformers\'', { skip }, asyn
   const model = await nbx.models.load(DIR);
   try {
     assert.equal(model.config.model_type, 'llama');
+    assert.ok(model.tokenizer, 'the folder has tokenizer.json: model.tokenizer is loaded');
+    assert.deepEqual(model.tokenizer.encode(ref.cases[0]!.prompt), ref.cases[0]!.input_ids);
     const eos = model.generationConfig.eos_token_id as number;
     for (const c of ref.cases) {
       const ids = nbx.tensor([c.input_ids]);

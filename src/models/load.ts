@@ -213,6 +213,42 @@ async function loadTokenizerIfAny(dir: string): Promise<Tokenizer | null> {
   return existsSync(join(dir, 'tokenizer.json')) ? loadTokenizer(dir) : null;
 }
 
+/** A model folder's parts, wherever they were read from (files here; fetched files in load_remote.ts). */
+export interface ModelParts {
+  /** config.json's content, and its name in messages. */
+  config: unknown;
+  configName: string;
+  /** generation_config.json's content (undefined when absent). */
+  generationConfig: unknown;
+  generationConfigName: string;
+  /** Opens the checkpoint (called once the model is declared; closed by the assembly), and its name in messages. */
+  weights: () => Promise<WeightSource>;
+  weightsName: string;
+  tokenizer: () => Promise<Tokenizer | null>;
+}
+
+/** The model of `parts` on the wanted device and dtype: declared empty, then its checkpoint installed; freed on any error. */
+export async function assembleModel(parts: ModelParts, opts: LoadModelOptions = {}): Promise<CausalLMModel> {
+  const cfg = parseConfig(parts.config, parts.configName);
+  const genCfg = parts.generationConfig;
+  if (genCfg !== undefined && (genCfg === null || typeof genCfg !== 'object' || Array.isArray(genCfg))) {
+    throw new FormatError(OP, `${parts.generationConfigName} must hold a JSON object`);
+  }
+  const device = Device.of(opts.device ?? 'cpu');
+  const dtype = opts.dtype !== undefined ? dtypeName(opts.dtype) : defaultDType(device, cfg.checkpoint_dtype);
+  if (DTYPES[dtype].kind !== 'float') throw new ValueError(OP, `dtype must be a floating-point dtype (float32, bfloat16, float16), got ${dtype}`);
+  const model = init_empty_weights(() => new CausalLMModel(cfg, { device, dtype }));
+  try {
+    await loadWeights(model, await parts.weights(), parts.weightsName, device, dtype, opts);
+    model.generationConfig = Object.freeze({ ...(genCfg as Record<string, unknown> | undefined) });
+    model.tokenizer = await parts.tokenizer();
+  } catch (e) {
+    model.dispose();
+    throw e;
+  }
+  return model;
+}
+
 /** Loads a Hugging Face model folder (or a .safetensors / index file inside one). */
 export async function load(dirOrFile: string, opts: LoadModelOptions = {}): Promise<CausalLMModel> {
   const { dir, weights } = resolvePaths(dirOrFile);
