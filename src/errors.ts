@@ -57,3 +57,22 @@ export class StateDictError extends NbxError {
 }
 /** A parameter or buffer declared on the meta device (shape and dtype only) was read before anything was loaded into it. */
 export class MetaTensorError extends NbxError {}
+/** A file or folder that cannot be used (missing, a folder where a file was expected, no permission). */
+export class FileError extends NbxError {
+  constructor(op: string, message: string, readonly code: string, readonly path: string) { super(op, message); }
+}
+
+const FS_REASONS: Record<string, string> = {
+  ENOENT: 'no such file or folder', EISDIR: 'is a folder, where a file was expected', ENOTDIR: 'a path component is not a folder',
+  EACCES: 'permission denied', EPERM: 'operation not permitted', EMFILE: 'too many open files', ENOSPC: 'no space left on the device',
+};
+/**
+ * Node's file-system errors (ENOENT and the like, which carry no hint of what the library was doing)
+ * as a FileError naming the operation and the path; anything else is returned unchanged. The one place
+ * every file-reading entry point turns errno codes into library errors.
+ */
+export function fileErrorOf(op: string, path: string, e: unknown): unknown {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (e instanceof NbxError || typeof code !== 'string' || !/^E[A-Z]+$/.test(code)) return e;
+  return new FileError(op, `${path}: ${FS_REASONS[code] ?? (e as Error).message} (${code})`, code, path);
+}

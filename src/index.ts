@@ -12,6 +12,8 @@ import * as cr from './ops/creation.js';
 import { installMethods } from './ops/methods.js';
 import { installPrinting } from './tensor/print.js';
 import * as inplaceOps from './ops/inplace.js';
+import { installIndexing } from './ops/getitem.js';
+import * as everyday from './ops/everyday.js';
 import * as linalgOps from './ops/linalg.js';
 import * as shapeOps from './ops/shape.js';
 import * as indexingOps from './ops/indexing.js';
@@ -39,6 +41,8 @@ export { scope, keep } from './tensor/storage.js';
 export { Scalar, scalar, OPS } from './ops/registry.js';
 export * from './errors.js';
 export { set_printoptions, get_printoptions } from './tensor/print.js';
+export { slice, Slice, Ellipsis, type IndexItem } from './ops/getitem.js';
+export { isclose, allclose, equal, as_tensor, frombuffer, cdist, bincount, diff, isin } from './ops/everyday.js';
 
 // dtypes as values: nbx.float32, nbx.int64, ...
 export const bool = DType.all.bool, uint8 = DType.all.uint8, int8 = DType.all.int8, int16 = DType.all.int16,
@@ -178,3 +182,6 @@ installPrinting();
 // t's shape, written through the view t (src may be on another device).
 installMethods({ copy_: inplaceOps.copy_, ...inplaceOps.methods });
 Object.assign(nn.functional, inplaceOps.functional);
+installIndexing();
+installMethods(everyday.methods);
+Object.assign(nn.functional, everyday.functional);

@@ -199,6 +199,9 @@ test('dtype: explicit float32/bfloat16 on load converts; the cache follows the m
     assert.equal(lb.dtype, nbx.bfloat16);
     const lf = f32.forward(ids());
     assert.ok(maxRelErr(lb.to('float32'), lf) < 0.05);
+    f32.to('bfloat16'); // nn.Module.to: the model's dtype follows
+    assert.equal(f32.dtype, nbx.bfloat16);
+    assert.equal(maxRelErr(f32.forward(ids()), lb), 0);
     f32.dispose(); bf.dispose();
   } finally { m.dispose(); rmSync(dir, { recursive: true }); }
 });

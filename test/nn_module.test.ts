@@ -17,7 +17,7 @@ interface Case {
   state: Record<string, Enc>; inputs: Enc[]; output: Enc; repr: string | null;
 }
 const fx = JSON.parse(readFileSync(new URL('../../test/fixtures/nn/layers.json', import.meta.url), 'utf8')) as {
-  cases: Case[]; model: { state_dict: string[]; named_parameters: string[]; named_buffers: string[]; named_modules: string[]; repr: string };
+  cases: Case[]; inits: { fn: string; shape: number[]; args: unknown[]; seed: number; out: Enc }[]; model: { state_dict: string[]; named_parameters: string[]; named_buffers: string[]; named_modules: string[]; repr: string };
 };
 
 const dec = (e: Enc): Tensor => nbx.tensor(e.data, { dtype: e.dtype as nbx.DTypeName }).reshape(e.shape);
@@ -61,6 +61,17 @@ for (const c of fx.cases) {
     });
   });
 }
+
+test('nn.init functions draw what torch draws for the same seed', () => {
+  for (const c of fx.inits) {
+    nbx.manual_seed(c.seed);
+    const t = nbx.empty(c.shape);
+    const fn = (nn.init as unknown as Record<string, (t: Tensor, ...a: unknown[]) => Tensor>)[c.fn]!;
+    assert.equal(fn(t, ...c.args), t, `${c.fn} returns its argument`);
+    assertClose(t, c.out, 1e-6, 0, c.fn);
+  }
+  assert.throws(() => nn.init.kaiming_uniform_(nbx.empty(3)), nbx.ValueError);
+});
 
 // The nested model of test/gen/nn_layers.py, written the way a PyTorch user writes it.
 class Attn extends nn.Module {
@@ -148,6 +159,8 @@ test('load_state_dict strict: missing, unexpected and mismatched keys in one Sta
   assert.throws(() => m.load_state_dict({ 'norm.weight': nbx.zeros(4), 'heads.cls.bias': nbx.zeros(5) }, { strict: false }),
     (e: unknown) => e instanceof nbx.StateDictError && e.mismatched.length === 1 && e.missing.length === 0 && e.unexpected.length === 0);
   assert.throws(() => m.load_state_dict({ 'norm.bias': 3 as unknown as Tensor }, { strict: false }), TypeError);
+  const asMap = new Map(Object.entries(m.state_dict()).map(([k, v]) => [k, v.clone()]));
+  assert.deepEqual(m.load_state_dict(asMap), { missing_keys: [], unexpected_keys: [] }, 'a Map loads too');
   m.dispose();
 });
 
@@ -214,6 +227,9 @@ test('to(dtype) casts floating tensors only and frees the old storage; dispose f
   assert.equal(m.embed_tokens.weight.dt, 'float32');
   assert.throws(() => m.to(nbx.int32), nbx.DTypeError);
   assert.equal(m.to('cpu'), m);
+  m.to(nbx.zeros([1], { dtype: nbx.float64 }));
+  assert.equal(m.norm.training && m.layers[0]!.self_attn.k_proj.bias!.dt, 'float64', 'to(tensor) takes its dtype');
+  m.float();
 
   const all = [...m.parameters({}), ...m.buffers(), m.lm_head.weight];
   m.dispose();
@@ -320,7 +336,53 @@ test('train/eval, apply, containers, registration rules', () => {
   lin.register_parameter('bias', null);
   assert.equal(lin.bias, null);
   assert.deepEqual(Object.keys(lin.state_dict()), ['weight'], 'a null parameter is not in state_dict');
+  class Clobber extends nn.Linear { override weight = undefined as unknown as Tensor; }
+  assert.throws(() => new Clobber(2, 2), TypeError, 'a field declaration over a parameter fails loudly (use `declare`)');
   assert.equal(new nn.LayerNorm([2, 3], { bias: false }).toString(), 'LayerNorm((2, 3), eps=1e-05, elementwise_affine=True)');
   assert.equal(new nn.RMSNorm(8, { eps: 1e-6 }).toString(), 'RMSNorm((8,), eps=1e-06, elementwise_affine=True)');
   m.dispose();
 });
+
+// The same layers on the GPU backends that are present, against the CPU; skipped with a message otherwise.
+const devices: [string, string | false][] = [
+  ['webgpu', await nbx.webgpu.probe().then((p) => (p.available ? false : `no WebGPU adapter (${p.reason})`))],
+  ['cuda', nbx.cuda.is_available() ? false : 'no CUDA device'],
+];
+for (const [dev, skip] of devices) {
+  if (skip) process.stdout.write(`# nn layers on ${dev} NOT RUN: ${skip}\n`);
+  test(`layers on ${dev} match the CPU (module.to, device option, load_state_dict, dispose)`, { skip }, async () => {
+    nbx.manual_seed(7);
+    const cpu = new nn.Sequential(new nn.Linear(6, 8), new nn.GELU({ approximate: 'tanh' }), new nn.LayerNorm(8), new nn.SiLU(), new nn.RMSNorm(8, { eps: 1e-6 }), new nn.Linear(8, 4, { bias: false }));
+    const x = nbx.randn(3, 6);
+    const want = cpu.forward(x) as Tensor;
+    const gpu = new nn.Sequential(new nn.Linear(6, 8, { device: dev }), new nn.GELU({ approximate: 'tanh' }), new nn.LayerNorm(8, { device: dev }),
+      new nn.SiLU(), new nn.RMSNorm(8, { eps: 1e-6, device: dev }), new nn.Linear(8, 4, { bias: false, device: dev }));
+    gpu.load_state_dict(cpu.state_dict()); // copies CPU tensors onto the device
+    const got = gpu.forward(x.to(dev)) as Tensor;
+    assert.equal(got.device.type, dev);
+    const w = [...(want.dataSync() as Float32Array)];
+    const g = [...(await got.data() as Float32Array)];
+    g.forEach((v, i) => assert.ok(Math.abs(v - w[i]!) <= 1e-5 + 1e-4 * Math.abs(w[i]!), `${dev}[${i}]: ${v} vs ${w[i]}`));
+
+    const emb = new nn.Embedding(9, 4, { padding_idx: 0 });
+    const conv = new nn.Conv2d(2, 3, 3, { padding: 1 });
+    const ids = nbx.tensor([[0, 3, 8]]), img = nbx.randn(1, 2, 5, 5);
+    const e0 = emb.forward(ids), c0 = conv.forward(img);
+    emb.to(dev); conv.to(dev);
+    const e1 = await emb.forward(ids.to(dev)).data(), c1 = await conv.forward(img.to(dev)).data();
+    assert.deepEqual([...(e1 as Float32Array)], [...(e0.dataSync() as Float32Array)]);
+    const c0d = c0.dataSync() as Float32Array;
+    (c1 as Float32Array).forEach((v, i) => assert.ok(Math.abs(v - c0d[i]!) <= 1e-5 + 1e-4 * Math.abs(c0d[i]!), `${dev} conv2d[${i}]`));
+    // an empty module moved to the device: a copying load lands there, in the declared dtype
+    for (const empty of [nn.init_empty_weights(() => new nn.Linear(6, 8)).to(dev), nn.init_empty_weights(() => new nn.Linear(6, 8, { device: dev }))]) {
+      empty.load_state_dict({ weight: nbx.randn(8, 6, { dtype: nbx.float64 }), bias: nbx.zeros(8) });
+      assert.equal(empty.weight.device.type, dev);
+      assert.equal(empty.weight.dt, 'float32');
+      empty.dispose();
+    }
+    const params = [...gpu.parameters(), ...emb.parameters(), ...conv.parameters()];
+    assert.ok(params.every((p) => p.device.type === dev));
+    gpu.dispose(); emb.dispose(); conv.dispose();
+    assert.ok(params.every((p) => p.isDisposed));
+  });
+}

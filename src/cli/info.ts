@@ -1,6 +1,10 @@
 // `nbx info`: what this installation can do on this machine, and why anything is missing. Never fails.
 
-export async function info(version: string, _args: string[]): Promise<number> {
+export async function info(version: string, args: string[]): Promise<number> {
+  if (args.length) {
+    process.stderr.write(`nbx info: unexpected argument${args.length > 1 ? 's' : ''} ${args.map((a) => `'${a}'`).join(' ')} (nbx info takes none)\n`);
+    return 2;
+  }
   const lines: string[] = [`nbxtensor ${version} (node ${process.version}, ${process.platform}-${process.arch})`, '', 'backends:'];
   lines.push('  cpu      available');
   try {

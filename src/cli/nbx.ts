@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The `nbx` command: info, conformance, inspect, bench.
+// The `nbx` command: generate, chat, info, conformance, inspect, bench.
 
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +16,13 @@ function packageVersion(): string {
 }
 
 const HELP = `nbx — nbxtensor command line
+
+  nbx generate [PROMPT] [--model DIR] [--device cpu|cuda|webgpu] [--dtype D] [--max-new-tokens N]
+               [--temperature T] [--top-k K] [--top-p P] [--seed S] [--chat]
+                                             stream a continuation of PROMPT (default model: the embedded
+                                             nbx-kjv; device: the best one here); figures on stderr
+  nbx chat [--model DIR] [--device D] [--system TEXT] [sampling flags as generate]
+                                             a conversation through the model's chat template (/exit ends it)
 
   nbx info                                   version, backends found (and why any is missing), device profile
   nbx conformance DIR [--device cpu|cuda|webgpu] [--filter REGEX] [--json] [--verbose]
@@ -35,6 +42,8 @@ async function main(argv: string[]): Promise<number> {
     case 'info': return (await import('./info.js')).info(packageVersion(), rest);
     case 'conformance': return conformance(rest);
     case 'inspect': return (await import('./inspect.js')).inspect(rest);
+    case 'generate': return (await import('./generate.js')).generateCommand(rest);
+    case 'chat': return (await import('./chat.js')).chatCommand(rest);
     case 'bench': return (await import('../../bench/run.js')).bench(rest);
     case undefined: case '-h': case '--help': case 'help': process.stdout.write(HELP); return 0;
     case '--version': case '-v': process.stdout.write(`${packageVersion()}\n`); return 0;

@@ -9,7 +9,7 @@ import { Tensor } from '../tensor/tensor.js';
 import { DType, DTYPES, dtypeName, storageFromBytes, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
 import { readNumber } from '../dtype/convert.js';
 import { SafetensorsFile } from '../io/safetensors.js';
-import { DeviceLimitError, NbxError, UnsupportedError } from '../errors.js';
+import { DeviceLimitError, fileErrorOf, FormatError, NbxError, UnsupportedError } from '../errors.js';
 import { Scalar } from '../ops/registry.js';
 import { fmtShape } from '../tensor/shape.js';
 
@@ -47,7 +47,7 @@ async function decodeValue(v: unknown, load: Loader): Promise<unknown> {
       else if (k === 'transpose') t = t.transpose(rest[0] as number, rest[1] as number);
       else if (k === 'slice') t = t.slice(rest[0] as number, rest[1] as number | null, rest[2] as number | null, (rest[3] as number | null) ?? 1);
       else if (k === 'expand') t = t.expand(rest[0] as number[]);
-      else throw new Error(`unknown view step ${k}`);
+      else throw new FormatError('conformance', `unknown view step ${JSON.stringify(k)}`);
     }
     return t;
   }
@@ -120,40 +120,82 @@ function viewAsReal(t: Tensor): Tensor {
   return f(t);
 }
 
+/** The format versions this runner reads (FORMAT.md). */
+export const SUITE_VERSIONS: readonly number[] = [1];
+
+/** Why a case object cannot be run (a missing or mistyped field), or undefined when it is well formed. */
+function malformed(c: unknown): string | undefined {
+  if (c === null || typeof c !== 'object' || Array.isArray(c)) return `a case must be an object, got ${Array.isArray(c) ? 'an array' : c === null ? 'null' : typeof c}`;
+  const o = c as Record<string, unknown>;
+  if (typeof o.id !== 'string' || o.id === '') return "missing or empty field 'id'";
+  if (typeof o.op !== 'string' || o.op === '') return "missing field 'op' (the PyTorch name of the operation)";
+  if (!Array.isArray(o.args)) return "field 'args' must be an array";
+  if (o.kwargs !== undefined && (o.kwargs === null || typeof o.kwargs !== 'object' || Array.isArray(o.kwargs))) return "field 'kwargs' must be an object";
+  if (!o.expect_error && (!Array.isArray(o.out) || o.out.some((x) => typeof x !== 'string'))) return "field 'out' must be an array of tensor names";
+  return undefined;
+}
+
+/**
+ * Runs every case of a suite directory. A directory with no suite file, a file whose conformance
+ * document is not JSON or of an unknown version, is a FormatError naming the file (a wrong path must
+ * not pass CI with 0 cases); a malformed case fails alone and the run goes on. Every case gets fresh
+ * input tensors, so a case that modifies or disposes its inputs cannot change the next one.
+ */
 export async function runSuite(dir: string, opts: RunOptions = {}): Promise<{ passed: number; failed: number; skipped: number; results: CaseResult[] }> {
-  const files = readdirSync(dir).filter((f) => f.endsWith('.safetensors')).sort();
+  let names: string[];
+  try { names = readdirSync(dir); } catch (e) { throw fileErrorOf('conformance', dir, e); }
+  const files = names.filter((f) => f.endsWith('.safetensors')).sort();
+  if (files.length === 0) throw new FormatError('conformance', `${dir} holds no .safetensors files: not a conformance suite (FORMAT.md)`);
   const results: CaseResult[] = [];
   const device = opts.device ?? 'cpu';
+  let suites = 0;
   for (const f of files) {
     const file = await SafetensorsFile.open(join(dir, f));
     try {
       const meta = file.metadata['nbx.conformance'];
-      if (!meta) continue;
-      const { cases } = JSON.parse(meta) as { cases: CaseSpec[] };
-      const cache = new Map<string, Tensor>();
+      if (meta === undefined) continue;
+      suites++;
+      let doc: unknown;
+      try { doc = JSON.parse(meta); } catch (e) { throw new FormatError('conformance', `${f}: the nbx.conformance metadata is not JSON (${(e as Error).message})`); }
+      const version = (doc as { version?: unknown } | null)?.version;
+      if (!SUITE_VERSIONS.includes(version as number)) {
+        throw new FormatError('conformance', `${f}: unknown conformance format version ${JSON.stringify(version)} (this runner reads version ${SUITE_VERSIONS.join(', ')})`);
+      }
+      const cases = (doc as { cases?: unknown }).cases;
+      if (!Array.isArray(cases)) throw new FormatError('conformance', `${f}: the conformance document needs a 'cases' array`);
+      const stored = new Map<string, { data: StorageArray; dtype: DTypeName; shape: number[] }>();
       const loadHost = async (name: string): Promise<Tensor> => {
-        let t = cache.get(name);
-        if (!t) {
-          const e = file.entries.get(name);
-          if (!e) throw new Error(`suite file ${f} has no tensor ${name}`);
-          const bytes = await file.readBytes(name);
-          t = nbx.scope(() => nbx.keep(Tensor.fromStorage(storageFromBytes(e.dtype as DTypeName, bytes), e.dtype as DTypeName, e.shape, 'cpu')));
-          cache.set(name, t);
+        let s = stored.get(name);
+        if (!s) {
+          const e = typeof name === 'string' ? file.entries.get(name) : undefined;
+          if (!e) throw new FormatError('conformance', `suite file ${f} has no tensor ${JSON.stringify(name)}`);
+          s = { data: storageFromBytes(e.dtype as DTypeName, await file.readBytes(name)), dtype: e.dtype as DTypeName, shape: e.shape };
+          stored.set(name, s);
         }
-        return t;
+        return Tensor.fromStorage(s.data.slice() as StorageArray, s.dtype, s.shape, 'cpu');
       };
-      const load: Loader = async (name) => (device === 'cpu' ? loadHost(name) : (await loadHost(name)).to(device));
-      for (const spec of cases) {
-        if (opts.filter && !opts.filter.test(spec.id)) continue;
-        const r = await runCase(spec, load, loadHost, device);
+      const load: Loader = async (name) => {
+        const t = await loadHost(name);
+        if (device === 'cpu') return t;
+        const moved = t.to(device);
+        t.dispose();
+        return moved;
+      };
+      for (let i = 0; i < cases.length; i++) {
+        const spec = cases[i] as CaseSpec;
+        const why = malformed(spec);
+        const r: CaseResult = why
+          ? { id: typeof spec?.id === 'string' && spec.id ? spec.id : `${f}#${i}`, op: typeof spec?.op === 'string' ? spec.op : '?', status: 'fail', message: `malformed case in ${f}: ${why}`, ms: 0 }
+          : opts.filter && !opts.filter.test(spec.id) ? null! : await runCase({ ...spec, kwargs: spec.kwargs ?? {} }, load, loadHost, device);
+        if (r === null) continue;
         results.push(r);
         opts.onResult?.(r);
       }
-      for (const t of cache.values()) t.dispose();
     } finally {
       await file.close();
     }
   }
+  if (suites === 0) throw new FormatError('conformance', `none of the ${files.length} .safetensors files in ${dir} has nbx.conformance metadata: not a conformance suite`);
   const count = (s: string): number => results.filter((r) => r.status === s).length;
   return { passed: count('pass'), failed: count('fail'), skipped: count('skip'), results };
 }
@@ -164,10 +206,17 @@ async function runCase(spec: CaseSpec, load: Loader, loadHost: Loader, device: s
   const fn = resolveOp(spec.op);
   if (!fn) return done('fail', `operation ${spec.op} is not implemented`);
   return nbx.scope(async () => {
+    // Arguments first, outside the expect_error guard: a case whose inputs cannot be built has failed,
+    // whatever error it expected from the operation.
+    let args: unknown[];
+    const kwargs: Record<string, unknown> = {};
     try {
-      const args = await Promise.all(spec.args.map((a) => decodeValue(a, load)));
-      const kwargs: Record<string, unknown> = {};
+      args = await Promise.all(spec.args.map((a) => decodeValue(a, load)));
       for (const [k, v] of Object.entries(spec.kwargs)) kwargs[k] = await decodeValue(v, load);
+    } catch (e) {
+      return done('fail', `could not build the arguments: ${(e as Error).name}: ${(e as Error).message}`.slice(0, 300));
+    }
+    try {
       if (spec.seed !== undefined) {
         const seedFn = (nbx as unknown as { manual_seed?: (s: number) => void }).manual_seed;
         if (!seedFn) return done('fail', 'nbx.manual_seed is not implemented');

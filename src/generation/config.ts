@@ -213,7 +213,8 @@ export function resolveConfig(model: CausalLM, opts: GenerationOptions): Resolve
 
   const cfg = model.config as Record<string, unknown>;
   const tokenizer = (user.tokenizer as Tokenizer | null | undefined) ?? model.tokenizer ?? null;
-  const eosRaw = pick<unknown>('eos_token_id', undefined) ?? cfg.eos_token_id ?? tokenizer?.eos_token_id ?? null;
+  // eos_token_id: null in the call turns EOS off (a fixed number of tokens, as benchmarks want).
+  const eosRaw = user.eos_token_id === null ? null : pick<unknown>('eos_token_id', undefined) ?? cfg.eos_token_id ?? tokenizer?.eos_token_id ?? null;
   const eos = eosRaw === null ? [] : tokenIds('eos_token_id', eosRaw, '');
   let pad = pick<number | null | undefined>('pad_token_id', undefined) ?? (cfg.pad_token_id as number | null | undefined) ?? null;
   // transformers: "Setting pad_token_id to eos_token_id" when only an EOS is known.

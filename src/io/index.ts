@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { Tensor } from '../tensor/tensor.js';
 import { allocStorage, dtypeName, storageBytes, DTYPES, type DTypeLike, type DTypeName } from '../dtype/dtypes.js';
 import { Device, backendFor, type DeviceLike } from '../backend/backend.js';
-import { ValueError } from '../errors.js';
+import { fileErrorOf, ValueError } from '../errors.js';
+import { checkOptions } from '../ops/registry.js';
 import { SafetensorsFile, openSharded, writeSafetensors, type SafetensorsEntry } from './safetensors.js';
 import { createProgress } from './progress.js';
 
@@ -32,6 +33,7 @@ export interface LoadResult {
 }
 
 const CHUNK = 16 << 20;
+const LOAD_OPTIONS = ['device', 'dtype', 'names', 'chunkBytes', 'progress'] as const;
 
 /** Reads one entry into a new tensor on `device`. */
 async function readEntry(file: SafetensorsFile, e: SafetensorsEntry, device: Device, chunkBytes: number, onBytes: (n: number) => void): Promise<Tensor> {
@@ -58,12 +60,14 @@ async function readEntry(file: SafetensorsFile, e: SafetensorsEntry, device: Dev
   return Tensor.fromStorage(data, dtype, e.shape, device);
 }
 
-async function openAll(path: string): Promise<{ files: SafetensorsFile[]; where: Map<string, SafetensorsFile>; metadata: Record<string, string> }> {
-  const isDir = statSync(path).isDirectory();
+async function openAll(op: string, path: string): Promise<{ files: SafetensorsFile[]; where: Map<string, SafetensorsFile>; metadata: Record<string, string> }> {
+  if (typeof path !== 'string') throw new ValueError(op, `expected a path string, got ${typeof path}`);
+  let isDir: boolean;
+  try { isDir = statSync(path).isDirectory(); } catch (e) { throw fileErrorOf(op, path, e); }
   const index = isDir ? join(path, 'model.safetensors.index.json') : path.endsWith('.json') ? path : null;
   if (index) {
     const sh = await openSharded(index);
-    const meta: Record<string, string> = {};
+    const meta: Record<string, string> = Object.create(null); // keys from a file: "__proto__" is a key like any other
     for (const [k, v] of Object.entries(sh.metadata ?? {})) meta[k] = typeof v === 'string' ? v : JSON.stringify(v);
     return { files: sh.files, where: sh.weightMap, metadata: meta };
   }
@@ -76,15 +80,17 @@ async function openAll(path: string): Promise<{ files: SafetensorsFile[]; where:
  * folder holding one.
  */
 export async function loadSafetensors(path: string, opts: LoadOptions = {}): Promise<LoadResult> {
+  checkOptions('io.loadSafetensors', opts, LOAD_OPTIONS);
   const device = Device.of(opts.device ?? 'cpu');
-  const { files, where, metadata } = await openAll(path);
+  const { files, where, metadata } = await openAll('io.loadSafetensors', path);
   try {
     const names = opts.names ? [...opts.names] : [...where.keys()];
     for (const n of names) if (!where.has(n)) throw new ValueError('io.loadSafetensors', `no tensor named '${n}' in ${path}`);
     const total = names.reduce((s, n) => s + where.get(n)!.entries.get(n)!.byteLength, 0);
     const progress = createProgress(`loading ${path}`, total, { show: opts.progress });
     let done = 0;
-    const tensors: Record<string, Tensor> = {};
+    // null prototype: a tensor named "__proto__" (or "constructor") is an ordinary key
+    const tensors: Record<string, Tensor> = Object.create(null);
     const target = opts.dtype ? dtypeName(opts.dtype) : null;
     for (const n of names) {
       const f = where.get(n)!;
@@ -101,6 +107,13 @@ export async function loadSafetensors(path: string, opts: LoadOptions = {}): Pro
 
 /** Writes tensors (any device; copied to the host contiguously) to a file Python's safetensors reads. */
 export async function saveSafetensors(path: string, tensors: Record<string, Tensor>, metadata?: Record<string, string>): Promise<void> {
+  if (tensors === null || typeof tensors !== 'object' || Array.isArray(tensors) || tensors instanceof Tensor) {
+    throw new ValueError('io.saveSafetensors', 'tensors must be an object of name: Tensor');
+  }
+  if (metadata !== undefined && metadata !== null) {
+    if (typeof metadata !== 'object' || Array.isArray(metadata)) throw new ValueError('io.saveSafetensors', 'metadata must be an object of name: string');
+    for (const [k, v] of Object.entries(metadata)) if (typeof v !== 'string') throw new ValueError('io.saveSafetensors', `metadata value for '${k}' must be a string, got ${typeof v}`);
+  }
   const entries = await Promise.all(Object.entries(tensors).map(async ([name, t]) => {
     if (!(t instanceof Tensor)) throw new ValueError('io.saveSafetensors', `'${name}' is not a Tensor`);
     const data = await t.dataStorage();
@@ -115,7 +128,7 @@ export interface TensorInfo { name: string; dtype: DTypeName; shape: number[]; b
 export class SafetensorsHandle {
   private constructor(private readonly files: SafetensorsFile[], private readonly where: Map<string, SafetensorsFile>, readonly metadata: Record<string, string>) {}
   static async open(path: string): Promise<SafetensorsHandle> {
-    const { files, where, metadata } = await openAll(path);
+    const { files, where, metadata } = await openAll('io.openSafetensors', path);
     return new SafetensorsHandle(files, where, metadata);
   }
   names(): string[] { return [...this.where.keys()]; }
@@ -126,6 +139,7 @@ export class SafetensorsHandle {
     return { name, dtype: e.dtype as DTypeName, shape: [...e.shape], byteOffset: e.byteOffset, byteLength: e.byteLength };
   }
   async get(name: string, opts: { device?: DeviceLike; dtype?: DTypeLike } = {}): Promise<Tensor> {
+    checkOptions('io.openSafetensors.get', opts, ['device', 'dtype']);
     const f = this.where.get(name);
     if (!f) throw new ValueError('io.openSafetensors', `no tensor named '${name}'`);
     let t = await readEntry(f, f.entries.get(name)!, Device.of(opts.device ?? 'cpu'), CHUNK, () => {});

@@ -12,7 +12,8 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { FormatError, UnsupportedError, ValueError } from '../errors.js';
+import { fileErrorOf, FormatError, UnsupportedError, ValueError } from '../errors.js';
+import { checkOptions } from '../ops/registry.js';
 
 // ---------------------------------------------------------------------------------------------
 // Dtypes
@@ -84,6 +85,10 @@ function q(s: string): string {
 
 function bad(file: string, tensor: string | undefined, rule: string): FormatError {
   return new FormatError(OP, tensor === undefined ? `${file}: ${rule}` : `tensor ${q(tensor)} in ${file}: ${rule}`);
+}
+/** A file whose framing (length prefix, JSON object header) is not safetensors' at all: /etc/passwd, a PNG... */
+function notSafetensors(file: string, rule: string): FormatError {
+  return bad(file, undefined, `not a safetensors file (${rule})`);
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -177,25 +182,25 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 export function parseHeader(buf: Uint8Array, fileSize: number, fileName: string): ParsedHeader {
   const file = fileName;
   if (!isCount(fileSize)) throw new ValueError(OP, `parseHeader: fileSize must be a non-negative integer, got ${fileSize}`);
-  if (fileSize < 8) throw bad(file, undefined, `file is ${fileSize} bytes; a safetensors file is at least 8 (the header length)`);
+  if (fileSize < 8) throw notSafetensors(file, `file is ${fileSize} bytes; a safetensors file is at least 8 (the header length)`);
   if (buf.byteLength < 8) throw bad(file, undefined, `only ${buf.byteLength} bytes given; the header length needs 8`);
   const n64 = new DataView(buf.buffer, buf.byteOffset, 8).getBigUint64(0, true);
-  if (n64 === 0n) throw bad(file, undefined, 'header length is 0; the header must be a JSON object');
-  if (n64 > BigInt(MAX_HEADER_BYTES)) throw bad(file, undefined, `header length ${n64} exceeds the limit of ${MAX_HEADER_BYTES} bytes`);
+  if (n64 === 0n) throw notSafetensors(file, 'header length is 0; the header must be a JSON object');
+  if (n64 > BigInt(MAX_HEADER_BYTES)) throw notSafetensors(file, `header length ${n64} exceeds the limit of ${MAX_HEADER_BYTES} bytes`);
   const n = Number(n64);
-  if (8 + n > fileSize) throw bad(file, undefined, `header length ${n} runs past the end of the file (${fileSize} bytes)`);
+  if (8 + n > fileSize) throw notSafetensors(file, `header length ${n} runs past the end of the file (${fileSize} bytes)`);
   if (buf.byteLength < 8 + n) throw bad(file, undefined, `header needs ${8 + n} bytes, only ${buf.byteLength} given`);
   const dataSize = fileSize - 8 - n;
 
   let text: string;
   try { text = utf8.decode(buf.subarray(8, 8 + n)); } catch {
-    throw bad(file, undefined, 'header is not valid UTF-8');
+    throw notSafetensors(file, 'header is not valid UTF-8');
   }
   let json: unknown;
   try { json = JSON.parse(text); } catch (e) {
-    throw bad(file, undefined, `header is not valid JSON (${(e as Error).message})`);
+    throw notSafetensors(file, `header is not valid JSON (${(e as Error).message})`);
   }
-  if (!isPlainObject(json)) throw bad(file, undefined, 'header must be a JSON object');
+  if (!isPlainObject(json)) throw notSafetensors(file, 'header must be a JSON object');
   scanJson(text, file, true);
 
   const metadata: Record<string, string> = {};
@@ -328,7 +333,7 @@ export class SafetensorsFile {
   }
 
   static async open(filePath: string): Promise<SafetensorsFile> {
-    const fd = await new Promise<number>((res, rej) => fs.open(filePath, 'r', (e, f) => (e ? rej(e) : res(f))));
+    const fd = await new Promise<number>((res, rej) => fs.open(filePath, 'r', (e, f) => (e ? rej(fileErrorOf(OP, filePath, e)) : res(f))));
     try {
       const size = (await new Promise<fs.Stats>((res, rej) => fs.fstat(fd, (e, s) => (e ? rej(e) : res(s))))).size;
       const readFully = async (len: number): Promise<Uint8Array> => {
@@ -344,12 +349,13 @@ export class SafetensorsFile {
       return new SafetensorsFile(filePath, fd, size, h);
     } catch (e) {
       fs.closeSync(fd);
-      throw e;
+      throw fileErrorOf(OP, filePath, e);
     }
   }
 
   static openSync(filePath: string): SafetensorsFile {
-    const fd = fs.openSync(filePath, 'r');
+    let fd: number;
+    try { fd = fs.openSync(filePath, 'r'); } catch (e) { throw fileErrorOf(OP, filePath, e); }
     try {
       const size = fs.fstatSync(fd).size;
       const readFully = (len: number): Uint8Array => {
@@ -365,7 +371,7 @@ export class SafetensorsFile {
       return new SafetensorsFile(filePath, fd, size, h);
     } catch (e) {
       fs.closeSync(fd);
-      throw e;
+      throw fileErrorOf(OP, filePath, e);
     }
   }
 
@@ -413,6 +419,7 @@ export class SafetensorsFile {
     if (dest.byteLength !== e.byteLength) {
       throw new ValueError(OP, `readInto ${q(name)}: destination is ${dest.byteLength} bytes, the tensor is ${e.byteLength}`);
     }
+    checkOptions('safetensors.readInto', opts, ['chunkBytes', 'concurrency', 'onProgress']);
     const chunk = checkChunk(opts.chunkBytes, 'readInto');
     const conc = opts.concurrency ?? DEFAULT_READ_CONCURRENCY;
     if (!Number.isSafeInteger(conc) || conc < 1) throw new ValueError(OP, `readInto: concurrency must be a positive integer, got ${conc}`);
@@ -641,7 +648,7 @@ export async function writeSafetensors(filePath: string, tensors: readonly Safet
   metadata?: Record<string, string>): Promise<void> {
   const { header, ordered } = prepare(tensors, metadata);
   const tmp = `${filePath}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
-  const fh = await fs.promises.open(tmp, 'w');
+  const fh = await fs.promises.open(tmp, 'w').catch((e: unknown) => { throw fileErrorOf(`${OP}.write`, filePath, e); });
   try {
     const writeAll = async (b: Uint8Array) => {
       for (let off = 0; off < b.byteLength;) {
@@ -656,7 +663,7 @@ export async function writeSafetensors(filePath: string, tensors: readonly Safet
   } catch (e) {
     await fh.close().catch(() => undefined);
     await fs.promises.unlink(tmp).catch(() => undefined);
-    throw e;
+    throw fileErrorOf(`${OP}.write`, filePath, e);
   }
 }
 
@@ -679,7 +686,7 @@ export interface ShardedSafetensors {
  */
 export async function openSharded(indexJsonPath: string): Promise<ShardedSafetensors> {
   const file = indexJsonPath;
-  const text = await fs.promises.readFile(indexJsonPath, 'utf8');
+  const text = await fs.promises.readFile(indexJsonPath, 'utf8').catch((e: unknown) => { throw fileErrorOf(OP, indexJsonPath, e); });
   let json: unknown;
   try { json = JSON.parse(text); } catch (e) {
     throw bad(file, undefined, `index is not valid JSON (${(e as Error).message})`);

@@ -24,10 +24,10 @@ export class CausalLMModel extends Module implements CausalLM {
   declare lm_head: Linear;
   readonly config: CausalLM['config'];
   readonly cfg: ModelConfig;
-  readonly device: Device;
-  readonly dtype: DType;
+  device: Device;
+  dtype: DType;
   /** The dtype's name ('float32', 'bfloat16', ...). */
-  readonly dt: DTypeName;
+  dt: DTypeName;
   generationConfig: Readonly<Record<string, unknown>> = {};
   tokenizer: Tokenizer | null = null;
 
@@ -141,6 +141,15 @@ export class CausalLMModel extends Module implements CausalLM {
   generate(input: GenerateInput, opts: GenerateOptions = {}): Promise<Tensor> { return runGenerate(this, input, opts); }
   /** Decoded text pieces as they are generated (see src/generation). */
   stream(input: GenerateInput, opts: GenerateOptions = {}): AsyncGenerator<string> { return runStream(this, input, opts); }
+
+  /** Moves or casts the weights (as nn.Module.to); the model's device and dtype follow. */
+  override to(...args: Parameters<Module['to']>): this {
+    super.to(...args);
+    const w = this.model.embed_tokens.weight;
+    this.device = w.device; this.dt = w.dt; this.dtype = DType.all[w.dt];
+    this.model.disposeRope(); // recreated on the new device at the next forward
+    return this;
+  }
 
   override dispose(): void {
     this.model.disposeRope();

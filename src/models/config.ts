@@ -229,7 +229,8 @@ export function parseConfig(json: unknown, where = 'config.json'): ModelConfig {
     attn_logit_softcapping: typeof c.attn_logit_softcapping === 'number' ? c.attn_logit_softcapping : null,
     final_logit_softcapping: typeof c.final_logit_softcapping === 'number' ? c.final_logit_softcapping : null,
     query_pre_attn_scalar: typeof c.query_pre_attn_scalar === 'number' ? c.query_pre_attn_scalar : null,
-    num_experts: family === 'mixtral' ? positiveInt(c, 'num_local_experts', where) : family === 'qwen3_moe' ? positiveInt(c, 'num_experts', where) : 0,
+    // transformers 5 writes num_local_experts for both (num_experts is an alias), transformers 4 wrote Qwen's as num_experts
+    num_experts: family === 'mixtral' || family === 'qwen3_moe' ? positiveInt(c, typeof json.num_local_experts === 'number' ? 'num_local_experts' : 'num_experts' in json || family === 'qwen3_moe' ? 'num_experts' : 'num_local_experts', where) : 0,
     num_experts_per_tok: family === 'mixtral' || family === 'qwen3_moe' ? positiveInt(c, 'num_experts_per_tok', where) : 0,
     moe_intermediate_size: family === 'qwen3_moe' ? positiveInt(c, 'moe_intermediate_size', where) : 0,
     // Mixtral always renormalizes its top-k weights; Qwen3-MoE only with norm_topk_prob

@@ -13,6 +13,7 @@ import type { ModelConfig, LayerType, SupportedModelType } from './config.js';
 import { RotaryEmbedding, applyRotary } from './rope.js';
 import { attention, booleanMask } from './attention.js';
 import type { KVCacheBuffers } from './cache.js';
+import { backendFor } from '../backend/backend.js';
 
 export interface FamilyTraits {
   /** q, k, v projections as one `qkv_proj`, gate and up as one `gate_up_proj` (Phi-3). */
@@ -167,17 +168,43 @@ export class Experts extends Module {
     this.register_parameter('down_proj', emptyParameter([num_experts, hidden, intermediate], opts));
   }
 
+  private expert(e: number, x: Tensor): Tensor {
+    const F = nbx.nn.functional;
+    const [gate, up] = F.linear(x, this.gate_up_proj.select(0, e)).chunk(2, -1) as [Tensor, Tensor];
+    return F.linear(activation(this.act, gate).mul(up), this.down_proj.select(0, e));
+  }
+
   /**
-   * Σ over experts of routing[n, e] · down_e(act(gate_e(x)) · up_e(x)) for x [N, H] and the routing
-   * weights [N, E] (zero for experts a token was not routed to). Every expert runs on every token (one
-   * batched product per projection, no data-dependent shapes, so it runs on every backend without
-   * reading the routing back); the zero weights drop the unrouted experts' outputs exactly.
+   * Σ over the chosen experts of weight · down_e(act(gate_e(x)) · up_e(x)) for x [N, H], the chosen
+   * experts `indices` [N, k] and their `weights` [N, k]. As transformers: each expert runs on the tokens
+   * routed to it and its weighted output is index_add-ed into the result in the model dtype. That needs
+   * the routing on the host; on a device that cannot read back synchronously (WebGPU) every expert runs
+   * on every token instead and unrouted experts get weight 0 (same values, E/k times the work).
    */
-  override forward(x: Tensor, routing: Tensor): Tensor {
-    const gu = nbx.matmul(x.unsqueeze(0), this.gate_up_proj.transpose(1, 2)); // [E, N, 2I]
-    const [gate, up] = gu.chunk(2, -1) as [Tensor, Tensor];
-    const h = nbx.matmul(activation(this.act, gate).mul(up), this.down_proj.transpose(1, 2)); // [E, N, H]
-    return h.mul(routing.t().unsqueeze(-1)).sum(0).to(x.dt);
+  override forward(x: Tensor, indices: Tensor, weights: Tensor): Tensor {
+    const [N, H] = x.shape as [number, number];
+    const k = indices.shape[1]!;
+    if (!backendFor(x.device).downloadSync) {
+      const routing = nbx.zeros([N, this.num_experts], { dtype: weights.dt, device: x.device }).scatter(1, indices, weights);
+      const gu = nbx.matmul(x.unsqueeze(0), this.gate_up_proj.transpose(1, 2)); // [E, N, 2I]
+      const [gate, up] = gu.chunk(2, -1) as [Tensor, Tensor];
+      const h = nbx.matmul(activation(this.act, gate).mul(up), this.down_proj.transpose(1, 2)); // [E, N, H]
+      return h.mul(routing.t().unsqueeze(-1)).sum(0).to(x.dt);
+    }
+    const chosen = indices.dataSync() as BigInt64Array;
+    const tokens: number[][] = Array.from({ length: this.num_experts }, () => []);
+    const slots: number[][] = Array.from({ length: this.num_experts }, () => []);
+    for (let i = 0; i < N * k; i++) { const e = Number(chosen[i]); tokens[e]!.push(Math.floor(i / k)); slots[e]!.push(i); }
+    let out = nbx.zeros([N, H], { dtype: x.dt, device: x.device });
+    const flatWeights = weights.reshape([-1]);
+    for (let e = 0; e < this.num_experts; e++) {
+      if (!tokens[e]!.length) continue;
+      const tok = nbx.tensor(tokens[e]!, { dtype: 'int64', device: x.device });
+      const w = nbx.index_select(flatWeights, 0, nbx.tensor(slots[e]!, { dtype: 'int64', device: x.device })).unsqueeze(-1);
+      const y = this.expert(e, nbx.index_select(x, 0, tok)).mul(w);
+      out = nbx.index_add(out, 0, tok, y.to(x.dt));
+    }
+    return out;
   }
 }
 
@@ -198,8 +225,7 @@ export class SparseMoeBlock extends Module {
     const top = nbx.topk(probs, this.cfg.num_experts_per_tok, { dim: -1 }) as { values: Tensor; indices: Tensor };
     let weights = top.values;
     if (this.cfg.norm_topk_prob) weights = weights.div(weights.sum(-1, { keepdim: true }));
-    const routing = nbx.zeros_like(probs).scatter(1, top.indices, weights);
-    return this.experts.forward(flat, routing).view(shape);
+    return this.experts.forward(flat, top.indices, weights).view(shape);
   }
 }
 

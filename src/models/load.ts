@@ -13,9 +13,9 @@ import { Device, type DeviceLike } from '../backend/backend.js';
 import { dtypeName, DTYPES, type DTypeLike, type DTypeName } from '../dtype/dtypes.js';
 import { init_empty_weights } from '../nn/index.js';
 import { FormatError, NbxError, ShapeError, ValueError } from '../errors.js';
+import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
 import { SafetensorsHandle } from '../io/index.js';
 import { createProgress } from '../io/progress.js';
-import * as tokenizerModule from '../tokenizer/index.js';
 import { parseConfig, type ModelConfig } from './config.js';
 import { CausalLMModel } from './causal_lm.js';
 
@@ -123,13 +123,22 @@ function planLoad(cfg: ModelConfig, wanted: string[], names: Set<string>): { pla
 /** Checkpoint entries transformers also ignores when loading. */
 const IGNORED = [/\.rotary_emb\.inv_freq$/, /^lm_head\.weight$/];
 
-async function loadWeights(model: CausalLMModel, weights: string, device: Device, dtype: DTypeName, opts: LoadModelOptions): Promise<void> {
-  const spec = model.state_dict_spec();
-  let handle: SafetensorsHandle;
-  try { handle = await SafetensorsHandle.open(weights); } catch (e) {
+/**
+ * What a checkpoint's tensors are read through: a SafetensorsHandle on files, or the in-memory
+ * checkpoint of fetched files (load_remote.ts, for browsers).
+ */
+export type WeightSource = Pick<SafetensorsHandle, 'names' | 'info' | 'get' | 'close'>;
+
+async function openWeights(weights: string): Promise<WeightSource> {
+  try { return await SafetensorsHandle.open(weights); } catch (e) {
     if (e instanceof NbxError) throw e;
     throw new FormatError(OP, `cannot open ${weights}: ${(e as Error).message}`);
   }
+}
+
+/** Checks the checkpoint `handle` (named `weights` in messages) against the model, then installs it; closes the handle. */
+async function loadWeights(model: CausalLMModel, handle: WeightSource, weights: string, device: Device, dtype: DTypeName, opts: LoadModelOptions): Promise<void> {
+  const spec = model.state_dict_spec();
   const loaded: Tensor[] = [];
   try {
     const names = new Set(handle.names());
@@ -199,35 +208,57 @@ async function loadWeights(model: CausalLMModel, weights: string, device: Device
   }
 }
 
-/** The tokenizer of a folder through src/tokenizer's loader, or null when the folder has none. */
-async function loadTokenizerIfAny(dir: string): Promise<CausalLMModel['tokenizer']> {
-  if (!existsSync(join(dir, 'tokenizer.json'))) return null;
-  // src/tokenizer exports loadTokenizer(dir) once the tokenizer lands; until then models load without one.
-  const loader = (tokenizerModule as Record<string, unknown>).loadTokenizer as ((d: string) => Promise<CausalLMModel['tokenizer']>) | undefined;
-  return loader ? loader(dir) : null;
+/** The tokenizer of a model folder (src/tokenizer's loader), or null when the folder has no tokenizer.json. */
+async function loadTokenizerIfAny(dir: string): Promise<Tokenizer | null> {
+  return existsSync(join(dir, 'tokenizer.json')) ? loadTokenizer(dir) : null;
 }
 
-/** Loads a Hugging Face model folder (or a .safetensors / index file inside one). */
-export async function load(dirOrFile: string, opts: LoadModelOptions = {}): Promise<CausalLMModel> {
-  const { dir, weights } = resolvePaths(dirOrFile);
-  const cfg = parseConfig(readJson(join(dir, 'config.json'), true, 'a Hugging Face model folder needs the config.json that transformers saved with the weights'), join(dir, 'config.json'));
-  const genCfg = readJson(join(dir, 'generation_config.json'), false, '');
+/** A model folder's parts, wherever they were read from (files here; fetched files in load_remote.ts). */
+export interface ModelParts {
+  /** config.json's content, and its name in messages. */
+  config: unknown;
+  configName: string;
+  /** generation_config.json's content (undefined when absent). */
+  generationConfig: unknown;
+  generationConfigName: string;
+  /** Opens the checkpoint (called once the model is declared; closed by the assembly), and its name in messages. */
+  weights: () => Promise<WeightSource>;
+  weightsName: string;
+  tokenizer: () => Promise<Tokenizer | null>;
+}
+
+/** The model of `parts` on the wanted device and dtype: declared empty, then its checkpoint installed; freed on any error. */
+export async function assembleModel(parts: ModelParts, opts: LoadModelOptions = {}): Promise<CausalLMModel> {
+  const cfg = parseConfig(parts.config, parts.configName);
+  const genCfg = parts.generationConfig;
   if (genCfg !== undefined && (genCfg === null || typeof genCfg !== 'object' || Array.isArray(genCfg))) {
-    throw new FormatError(OP, `${join(dir, 'generation_config.json')} must hold a JSON object`);
+    throw new FormatError(OP, `${parts.generationConfigName} must hold a JSON object`);
   }
   const device = Device.of(opts.device ?? 'cpu');
   const dtype = opts.dtype !== undefined ? dtypeName(opts.dtype) : defaultDType(device, cfg.checkpoint_dtype);
   if (DTYPES[dtype].kind !== 'float') throw new ValueError(OP, `dtype must be a floating-point dtype (float32, bfloat16, float16), got ${dtype}`);
   const model = init_empty_weights(() => new CausalLMModel(cfg, { device, dtype }));
   try {
-    await loadWeights(model, weights, device, dtype, opts);
+    await loadWeights(model, await parts.weights(), parts.weightsName, device, dtype, opts);
     model.generationConfig = Object.freeze({ ...(genCfg as Record<string, unknown> | undefined) });
-    model.tokenizer = await loadTokenizerIfAny(dir);
+    model.tokenizer = await parts.tokenizer();
   } catch (e) {
     model.dispose();
     throw e;
   }
   return model;
+}
+
+/** Loads a Hugging Face model folder (or a .safetensors / index file inside one). */
+export async function load(dirOrFile: string, opts: LoadModelOptions = {}): Promise<CausalLMModel> {
+  const { dir, weights } = resolvePaths(dirOrFile);
+  const config = readJson(join(dir, 'config.json'), true, 'a Hugging Face model folder needs the config.json that transformers saved with the weights');
+  return assembleModel({
+    config, configName: join(dir, 'config.json'),
+    generationConfig: readJson(join(dir, 'generation_config.json'), false, ''), generationConfigName: join(dir, 'generation_config.json'),
+    weights: () => openWeights(weights), weightsName: weights,
+    tokenizer: () => loadTokenizerIfAny(dir),
+  }, opts);
 }
 
 /** Builds a CausalLM from a config object (config.json's content), without a checkpoint. */

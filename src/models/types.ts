@@ -19,7 +19,11 @@ export interface ForwardOptions {
   attention_mask?: Tensor | null;
   /** Filled with this call's keys and values; past entries are read. */
   cache?: KVCache | null;
-  /** [B, T] int64; default: derived from attention_mask (cumsum - 1) or past length + arange(T). */
+  /**
+   * [B, T] int64. Default: with a cache and an attention_mask, derived from the mask as transformers'
+   * generate() does (cumsum - 1, and 1 at padding), so left-padded rows start at 0; otherwise past
+   * length + arange(T), as transformers' forward() without position_ids.
+   */
   position_ids?: Tensor | null;
   /** Compute logits for the last `n` positions only (transformers' logits_to_keep); 0 = all. */
   logits_to_keep?: number;

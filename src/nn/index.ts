@@ -1,6 +1,6 @@
 // nbx.nn's layers (the classes); nbx.nn.functional is assembled in src/index.ts from the op families.
 export {
-  Module, MetaTensor, init_empty_weights, type FactoryOptions, type StateDict, type LoadStateDictOptions,
+  Module, MetaTensor, init_empty_weights, emptyParameter, isMetaConstruction, type FactoryOptions, type StateDict, type LoadStateDictOptions,
   type IncompatibleKeys, type StateEntrySpec,
 } from './module.js';
 export { Linear, Identity, type LinearOptions } from './linear.js';

@@ -56,8 +56,13 @@ function fan(t: Param, mode: 'fan_in' | 'fan_out'): number {
 
 export interface KaimingOptions extends GenOpt { a?: number; mode?: 'fan_in' | 'fan_out'; nonlinearity?: string }
 
+/** `a` given positionally (PyTorch's kaiming_uniform_(w, math.sqrt(5))) or in the options. */
+const kaimingArgs = (a: number | KaimingOptions | undefined, rest: KaimingOptions | undefined): KaimingOptions =>
+  typeof a === 'number' ? { ...rest, a } : { ...a, ...rest };
+
 /** torch.nn.init.kaiming_uniform_(tensor, a=0, mode='fan_in', nonlinearity='leaky_relu'). */
-export function kaiming_uniform_<T extends Param>(t: T, opts: KaimingOptions = {}): T {
+export function kaiming_uniform_<T extends Param>(t: T, a?: number | KaimingOptions, rest?: KaimingOptions): T {
+  const opts = kaimingArgs(a, rest);
   if (t.numel() === 0) return t;
   const gain = calculate_gain(opts.nonlinearity ?? 'leaky_relu', opts.a ?? 0);
   const std = gain / Math.sqrt(fan(t, opts.mode ?? 'fan_in'));
@@ -65,7 +70,8 @@ export function kaiming_uniform_<T extends Param>(t: T, opts: KaimingOptions = {
   return uniform_(t, -bound, bound, opts);
 }
 /** torch.nn.init.kaiming_normal_(tensor, a=0, mode='fan_in', nonlinearity='leaky_relu'). */
-export function kaiming_normal_<T extends Param>(t: T, opts: KaimingOptions = {}): T {
+export function kaiming_normal_<T extends Param>(t: T, a?: number | KaimingOptions, rest?: KaimingOptions): T {
+  const opts = kaimingArgs(a, rest);
   if (t.numel() === 0) return t;
   const gain = calculate_gain(opts.nonlinearity ?? 'leaky_relu', opts.a ?? 0);
   return normal_(t, 0, gain / Math.sqrt(fan(t, opts.mode ?? 'fan_in')), opts);

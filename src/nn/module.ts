@@ -42,6 +42,19 @@ export class MetaTensor {
   toString(): string { return `tensor(shape=${fmtShape(this.shape)}, dtype=${this.dt}, device=meta)`; }
 }
 
+/**
+ * `t` in `dtype` on `device` (t itself when it already is), converting where the data is smaller: a
+ * narrowing cast runs before the move (float64 → float32 for WebGPU, which holds no float64), a widening
+ * one after it (a bfloat16 checkpoint crosses to the GPU at half the bytes of float32).
+ */
+function convert(t: Tensor, dtype: DTypeName, device: Device): Tensor {
+  if (t.dt === dtype || DTYPES[dtype].itemsize > DTYPES[t.dt].itemsize || t.device === device) return t.to({ device, dtype });
+  const cast = t.to(dtype);
+  const moved = cast.to(device);
+  if (moved !== cast) cast.dispose();
+  return moved;
+}
+
 /** One parameter or buffer, shared by every module that holds it (tied weights). */
 class Slot {
   constructor(public value: Tensor | MetaTensor | null) {}
@@ -106,7 +119,11 @@ export function isMetaConstruction(opts: FactoryOptions = {}): boolean {
  */
 export function emptyParameter(shape: readonly number[], opts: FactoryOptions = {}): Tensor | MetaTensor {
   const dtype = opts.dtype ? dtypeName(opts.dtype) : defaultFloatDType;
-  if (isMetaConstruction(opts)) return new MetaTensor(shape, dtype);
+  if (isMetaConstruction(opts)) {
+    // a real device given inside init_empty_weights is where a copying load_state_dict puts the values
+    const target = opts.device && opts.device !== 'meta' ? opts.device : null;
+    return new MetaTensor(shape, dtype, target);
+  }
   return Tensor.empty(shape, dtype, (opts.device as DeviceLike | null | undefined) ?? 'cpu');
 }
 
@@ -173,7 +190,7 @@ interface SlotEntry { name: string; module: Module; local: string; slot: Slot; k
 
 const INSPECT = Symbol.for('nodejs.util.inspect.custom');
 
-type ToArg = DeviceLike | DTypeLike | 'meta' | { device?: DeviceLike | 'meta' | null; dtype?: DTypeLike | null };
+type ToArg = DeviceLike | DTypeLike | 'meta' | Tensor | { device?: DeviceLike | 'meta' | null; dtype?: DTypeLike | null };
 
 export class Module {
   /** Training mode (dropout active); `eval()` clears it, `train()` sets it, for the whole subtree. */
@@ -217,8 +234,11 @@ export class Module {
   private defineSlotProperty(name: string, kind: 'parameter' | 'buffer'): void {
     const map = kind === 'parameter' ? this._nbx.params : this._nbx.buffers;
     const self = this;
+    // Not configurable: a TS class field of the same name in a subclass (`weight!: Tensor` instead of
+    // `declare weight: Tensor`) would otherwise silently replace the accessor with undefined; this way
+    // it fails at construction with "Cannot redefine property".
     Object.defineProperty(this, name, {
-      enumerable: true, configurable: true,
+      enumerable: true, configurable: false,
       get(): Tensor | null {
         const v = map.get(name)!.value;
         // Inside init_empty_weights the declaration itself is returned, so a constructor can read its
@@ -391,7 +411,7 @@ export class Module {
     let m: Module = this;
     for (const part of target.split('.')) {
       const d = Object.getOwnPropertyDescriptor(m, part);
-      const c = d && 'value' in d ? d.value : m.named_children().find(([n]) => n === part)?.[1];
+      const c: unknown = d && 'value' in d ? d.value : undefined;
       if (!(c instanceof Module)) throw new ValueError('nn.Module.get_submodule', `${m._get_name()} has no attribute \`${part}\` (looking up '${target}')`);
       m = c;
     }
@@ -492,7 +512,8 @@ export class Module {
         keep(v);
         setSlot(e.slot, v);
       } else if (old instanceof MetaTensor) {
-        const c = v.to({ dtype: old.dt, device: old.target_device ?? v.device, copy: true });
+        const c = convert(v, old.dt, old.target_device ?? v.device);
+        if (c === v) { setSlot(e.slot, keep(v.clone())); continue; }
         keep(c);
         setSlot(e.slot, c);
       } else {
@@ -539,7 +560,7 @@ export class Module {
 
   /**
    * Moves and/or casts every parameter and buffer: `to('cuda')`, `to(nbx.float16)`, `to('cuda', 'bfloat16')`,
-   * `to({ device, dtype })`. As PyTorch's, a dtype applies to floating-point (and complex) tensors only;
+   * `to({ device, dtype })`, `to(tensor)` (its device and dtype). As PyTorch's, a dtype applies to floating-point (and complex) tensors only;
    * integer buffers keep theirs. The old storage is freed. `to('meta')` drops all data (shapes and dtypes stay).
    */
   to(a: ToArg, b?: DTypeLike): this {
@@ -549,6 +570,7 @@ export class Module {
       x instanceof DType ? x.name : typeof x === 'string' && x in DTYPES ? (x as DTypeName) : undefined;
     for (const x of [a, b]) {
       if (x === undefined || x === null) continue;
+      if (x instanceof Tensor) { dtype = x.dt; device = x.device; continue; }
       const d = asDType(x);
       if (d) { dtype = d; continue; }
       if (x === 'meta') { device = 'meta'; continue; }
@@ -569,7 +591,7 @@ export class Module {
         return new MetaTensor(v.shape, dt, device === undefined || device === 'meta' ? v.target_device : device);
       }
       if (device === 'meta') return new MetaTensor(v.shape, v.dt);
-      return v.to({ dtype: dt, ...(device ? { device } : {}) });
+      return convert(v, dt, device ?? v.device);
     });
   }
   cpu(): this { return this.to('cpu'); }

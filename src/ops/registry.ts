@@ -80,6 +80,18 @@ function parseSignature(sig: string): { name: string; params: Param[] } {
 export const isOptions = (v: unknown): v is Record<string, unknown> =>
   v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype;
 
+/**
+ * Rejects keys of an options object that a function does not take (a misspelt `devcie` must not be
+ * ignored silently), the way bind() does for operations; also rejects a non-object in its place.
+ */
+export function checkOptions(fn: string, opts: unknown, allowed: readonly string[]): void {
+  if (opts === undefined || opts === null) return;
+  if (typeof opts !== 'object' || Array.isArray(opts)) throw new ValueError(fn, `${fn}() options must be an object, got ${Array.isArray(opts) ? 'an array' : typeof opts}`);
+  for (const k of Object.keys(opts)) {
+    if (!allowed.includes(k)) throw new ValueError(fn, `${fn}() got an unexpected option '${k}' (allowed: ${allowed.join(', ')})`);
+  }
+}
+
 /** Binds positional args and a trailing options object to the signature's names. */
 export function bind(info: OpInfo, args: readonly unknown[]): Record<string, unknown> {
   // Runs on every call of every operation: index arithmetic instead of slicing, no key scan without options.

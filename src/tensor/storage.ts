@@ -12,14 +12,15 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 
 export class Storage {
   private refs = 0;
-  constructor(readonly device: Device, readonly dtype: DTypeName, readonly numel: number, public buf: unknown) {}
+  /** `borrowed`: the buffer belongs to the caller (nbx.frombuffer, as_tensor), so it is never pooled for reuse. */
+  constructor(readonly device: Device, readonly dtype: DTypeName, readonly numel: number, public buf: unknown, readonly borrowed = false) {}
   retain(): this { this.refs++; return this; }
   release(): void {
     if (--this.refs === 0 && this.buf !== null) {
       const b = this.buf;
       this.buf = null;
       if (this.device.type !== 'cpu') backendFor(this.device).free(b);
-      else giveHost(b as StorageArray); // nobody can reach it now: the next allocation of its size reuses it
+      else if (!this.borrowed) giveHost(b as StorageArray); // nobody can reach it now: the next allocation of its size reuses it
     }
   }
   get alive(): boolean { return this.buf !== null; }

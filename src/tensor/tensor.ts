@@ -109,6 +109,9 @@ export class Tensor {
     s.release();
   }
 
+  /** TypeScript's `using t = ...` disposes the tensor at the end of the block. */
+  [Symbol.dispose](): void { this.dispose(); }
+
   toString(): string { return `tensor(shape=${fmtShape(this.shape)}, dtype=${this.dt}, device=${this._storage?.device ?? 'disposed'})`; }
 
   // ---- views -----------------------------------------------------------------------------------

@@ -74,6 +74,21 @@ case("dropout_train", 12, lambda: nn.Dropout(0.3), ["Dropout", 0.3], [rn(4, 5)],
 case("sequential", 13, lambda: nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2)),
      ["Sequential", ["Linear", 4, 8], ["GELU"], ["Linear", 8, 2]], [rn(3, 4)])
 
+# nn.init functions on a fresh tensor (test: the same seed, the same draws)
+inits = []
+for name, shape, call, args in [
+    ("uniform_", [4, 5], lambda t: nn.init.uniform_(t, -2.0, 3.0), [-2.0, 3.0]),
+    ("normal_", [6, 5], lambda t: nn.init.normal_(t, 0.5, 2.0), [0.5, 2.0]),
+    ("xavier_uniform_", [7, 3, 2], lambda t: nn.init.xavier_uniform_(t, gain=2.0), [2.0]),
+    ("xavier_normal_", [8, 4], lambda t: nn.init.xavier_normal_(t), []),
+    ("kaiming_uniform_", [5, 6], lambda t: nn.init.kaiming_uniform_(t, mode="fan_out", nonlinearity="relu"), [{"mode": "fan_out", "nonlinearity": "relu"}]),
+    ("kaiming_normal_", [9, 2, 3], lambda t: nn.init.kaiming_normal_(t, a=0.2), [0.2]),
+]:
+    torch.manual_seed(21)
+    t = torch.empty(*shape)
+    call(t)
+    inits.append({"fn": name, "shape": shape, "args": args, "seed": 21, "out": enc(t)})
+
 # nn.RMSNorm (PyTorch 2.4+): y = x * rsqrt(mean(x^2) + eps) * weight, eps None = finfo(dtype).eps.
 def rms_case(name, shape, eps, x, w):
     e = torch.finfo(torch.float32).eps if eps is None else eps
@@ -114,4 +129,4 @@ m = Model()
 names = {"state_dict": list(m.state_dict().keys()), "named_parameters": [n for n, _ in m.named_parameters()],
          "named_buffers": [n for n, _ in m.named_buffers()], "named_modules": [n for n, _ in m.named_modules()],
          "repr": repr(m)}
-json.dump({"torch": torch.__version__, "cases": cases, "model": names}, __import__("sys").stdout)
+json.dump({"torch": torch.__version__, "cases": cases, "inits": inits, "model": names}, __import__("sys").stdout)
