@@ -11,7 +11,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { probeCuda } from '../src/backend/cuda/libs.js';
+import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
 import { greedy } from './models_util.js';
 
 const ROOT = join(process.cwd(), 'test', 'fixtures', 'models');

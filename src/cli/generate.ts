@@ -40,7 +40,7 @@ export function defaultModelDir(): string {
  */
 export async function bestDevice(): Promise<{ device: 'cpu' | 'cuda' | 'webgpu'; why: string }> {
   try {
-    const { probeCuda } = await import('../backend/cuda/libs.js');
+    const { probeCuda } = await import('../backend/cuda/runtime/libs.js');
     const p = probeCuda();
     if (p.available && (p.devices?.length ?? 0) > 0) return { device: 'cuda', why: `CUDA device ${p.devices![0]!.name}` };
   } catch { /* no CUDA: try WebGPU */ }

@@ -11,7 +11,7 @@
 // first otherwise.
 
 import { Tensor } from '../tensor/tensor.js';
-import { kernel } from '../backend/registry.js';
+import { kernel } from '../kernels/registry.js';
 import { IndexError, ValueError } from '../errors.js';
 import { broadcastShapes, broadcastStrides, fmtShape, numelOf } from '../tensor/shape.js';
 import { Scalar, isScalarLike, type ScalarLike } from './registry.js';
