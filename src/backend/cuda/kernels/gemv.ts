@@ -54,10 +54,9 @@ export const GEMV_NK_SPACE = defineSpace({
 });
 
 /**
- * 'mmat': warps side by side over columns. 4 and 8 measured 1.3-5x slower on the H200 and are not
- * offered. (Also measured and dropped: a per-lane cp.async ring in shared memory instead of register
- * batches, for this kernel and the FMA one: 18-36% slower at every size tried, device run 6 of
- * 2026-11-29 session 4.)
+ * 'mmat': warps side by side over columns. 4 and 8 were measured slower on the H200 and are not
+ * offered; neither is a cp.async ring in shared memory instead of register batches, which was slower
+ * at every size tried (figures: BENCHMARKS.md and git history).
  */
 const MMAT_WC = [1, 2] as const;
 

@@ -126,9 +126,8 @@ const PAIR_CVT: Partial<Record<DTypeName, string>> = { bfloat16: 'nbx_f2bf2', fl
  * Statements filling container `r` (V >= 2 elements of a 16-bit float `d`) from the float array `f`:
  * one packed cvt per pair (half the conversions, and no shifts to pack). A vector holding a NaN takes
  * the scalar path, whose NaN bits are c10's; the branch is uniform in practice (NaN is rare).
- * Measured on the H200 (session 5, run 2): no change for the 1 GiB bf16 add, which HBM bounds
- * (0.3687 ms packed, 0.3685 scalar: `ewOverride.scalarPack`); fewer instructions can only matter where
- * memory is not the bound, which no measurement has shown yet.
+ * Where HBM bounds the kernel the packing changes nothing; it is kept for the fewer instructions, and
+ * `ewOverride.scalarPack` selects the scalar path for comparison (figures: BENCHMARKS.md).
  */
 function packPairs(d: DTypeName, f: string, r: string, V: number): string {
   const bytes = V * 2, scalar = d === 'bfloat16' ? 'nbx_f2bf' : 'nbx_f2h', v = `${r}s`;

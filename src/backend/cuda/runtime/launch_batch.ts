@@ -1,4 +1,4 @@
-// Launch batching for small elementwise kernels (issue #7: host cost of a small op).
+// Launch batching for small elementwise kernels: the host cost of a small op.
 //
 // One cuLaunchKernel costs 4-5 µs of host time on its own, so a loop of tiny ops cannot be fast if
 // each op launches. Small elementwise ops (numel <= maxNumel, operands contiguous or single-element

@@ -56,11 +56,10 @@ export const EW_TUNE_MIN_ELEMENTS = 1 << 20;
 /** Operands of at least this many elements stream through L2 (50 MiB on an H200): cache hints and 4 vectors per thread are worth trying. */
 export const EW_STREAM_ELEMENTS = 1 << 24;
 /**
- * A cheap sweep (issue #7: a first run must not stall on tuning): every candidate compiles into ONE
- * module (ew_kernels.ts), then one warm-up and the median of three samples of five back-to-back
- * launches each. Back to back is how consecutive ops run; a lone launch's sample also holds the host's
- * enqueue time and the kernel's ramp-up, which ranked the 1 GiB bf16 add's candidates wrongly (device
- * run 2 of session 5: the shipped choice was 0.8% slower than the best, back to back).
+ * A cheap sweep, so that a first run does not stall on tuning: every candidate compiles into ONE
+ * module (runtime/elementwise.ts), then one warm-up and the median of three samples of five
+ * back-to-back launches each. Back to back is how consecutive ops run; a lone launch's sample also
+ * holds the host's enqueue time and the kernel's ramp-up, which can rank candidates wrongly.
  */
 export const EW_SWEEP = { warmup: 1, reps: 3, batch: 5 } as const;
 
