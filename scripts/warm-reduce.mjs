@@ -1,4 +1,4 @@
-// Compiles the CUDA reduction modules (reduce_kernels.ts reduceModules) ahead of use, several at once
+// Compiles the CUDA reduction modules (kernels/reduce.ts reduceModules) ahead of use, several at once
 // (NVRTC runs on the libuv worker threads: set UV_THREADPOOL_SIZE), into $NBX_CACHE_DIR's kernel
 // cache; later processes load them from disk. Doubles as the NVRTC compile check of every
 // specialization on the card. Starts no new compile after --budget seconds (the rest compile on use).

@@ -1,4 +1,4 @@
-// CUDA reductions (reduce_kernels.ts) against the CPU kernels (skipped without a CUDA device): every
+// CUDA reductions (kernels/reduce.ts) against the CPU kernels (skipped without a CUDA device): every
 // reduction kind (sum/mean/prod/amax/amin/max/min with indices/argmax/argmin/any/all/count_nonzero/
 // var/std/logsumexp/norm of several orders) over dims 0, 1, -1 and all, on shapes that take each path:
 // rows (short rows several per block, long rows, one long row split into slices), cols (wide, tall,

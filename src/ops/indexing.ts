@@ -1,5 +1,5 @@
 // Operation family: indexing. The op layer checks dtypes and shapes (with PyTorch's messages), builds
-// strided views and allocates; three device kernels do the data movement (src/backend/cpu/kernels/indexing.ts):
+// strided views and allocates; three device kernels do the data movement (contract: src/kernels/indexing.ts):
 //   'gather'  — gather, take_along_dim, take, index_select, embedding, repeat_interleave (a stride-0
 //               index view turns index_select into a gather);
 //   'scatter' — scatter (src or value, reduce), scatter_add, scatter_reduce, index_add, index_copy,

@@ -1,6 +1,6 @@
 // Operation family: nn. Softmax family, normalization layers, losses and scaled dot-product attention.
 //
-// The heavy lifting is in three device-neutral kernels (see src/backend/cpu/kernels/nn.ts): 'softmax' (a fused
+// The heavy lifting is in three device-neutral kernels (contracts: src/kernels/nn.ts): 'softmax' (a fused
 // max / exp-sum / normalize pass over each row of any strided dim, with optional attention masks),
 // 'row_norm' (mean/variance or mean-square per row, normalize, affine) and 'nll_loss'; attention adds
 // the shared 'gemm'. Everything else composes the elementwise IR and reductions the way PyTorch

@@ -1,6 +1,6 @@
 // Operation family: shape. View operations (reshape, permute, narrow, ...) are the Tensor's own view
 // methods, re-exported as torch-style functions. Operations that copy are built from strided views and
-// one device kernel, 'copy_strided' (src/backend/cpu/kernels/copy.ts): cat copies each input into a narrow()
+// one device kernel, 'copy_strided' (contract: src/kernels/copy.ts): cat copies each input into a narrow()
 // of the output; flip, roll and pad copy per-dimension pieces (a source start and a step of +1, -1 or 0
 // per piece); repeat copies one broadcast view; im2col copies one window view. Fills are copies from a
 // one-element tensor with stride 0. So a backend that implements copy_strided (and the elementwise IR)

@@ -2,7 +2,7 @@
 // quantile, nanquantile, unique, unique_consecutive, searchsorted, bucketize.
 //
 // The op layer moves the working dim last and hands the backend a contiguous [rows, n] operand; the
-// kernels (src/backend/cpu/kernels/sort.ts) pick elements the way PyTorch's CPU does, ties included.
+// kernels (contract: src/kernels/sort.ts) pick elements the way PyTorch's CPU does, ties included.
 
 import { Tensor } from '../tensor/tensor.js';
 import { DTYPES, allocStorage, type DTypeName, type StorageArray } from '../dtype/dtypes.js';

@@ -1,4 +1,4 @@
-// Every specialization of the CUDA reduction kernels (reduce_kernels.ts) compiled with nvcc for sm_90:
+// Every specialization of the CUDA reduction kernels (kernels/reduce.ts) compiled with nvcc for sm_90:
 // the rows and cols modules (every unroll depth) of each simple kind x dtype (the op layer's default
 // output dtypes, plus a few dtype= outputs), every column
 // vector width; the general kernels (argmax/argmin, values+indices, var, logsumexp) in row and

@@ -1,5 +1,5 @@
 // CUDA kernels 'conv' and 'conv_transpose' with the CPU kernels' signature (ConvKernelParams: contiguous
-// operands with three spatial dims; src/backend/cpu/kernels/conv.ts). Paths:
+// operands with three spatial dims; contract: src/kernels/conv.ts). Paths:
 //   - depthwise (one input channel per group, any multiplier): a direct kernel, a thread per output;
 //   - pointwise (1×1×1, stride 1, no padding): the input already is the column matrix: GEMM only;
 //   - otherwise im2col into a temporary, then cuBLASLt GEMMs (batched over images or groups), for a

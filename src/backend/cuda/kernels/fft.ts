@@ -1,4 +1,4 @@
-// CUDA kernel 'fft' with the CPU kernel's signature and contract (src/backend/cpu/kernels/fft.ts): one 1-d
+// CUDA kernel 'fft' with the contract in src/kernels/fft.ts: one 1-d
 // transform per row of a contiguous [rows, m] operand (c2c, r2c, c2r; trimmed or zero-padded to n
 // points; `sign` +1 through conj(F(conj x)); `scale` applied last), computed in float64 and rounded once.
 //

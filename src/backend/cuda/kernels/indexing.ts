@@ -1,5 +1,5 @@
 // CUDA kernels for the shape and indexing families, with the CPU kernels' signatures and semantics
-// (src/backend/cpu/kernels/copy.ts, src/backend/cpu/kernels/indexing.ts):
+// (contracts: src/kernels/copy.ts, src/kernels/indexing.ts):
 //   copy_strided    a driver copy when both sides are contiguous; a widened (up to 16-byte) element copy
 //                   when rows are contiguous on both sides; a shared-memory tiled transpose when each side
 //                   is contiguous along a different dim; an N-d index decomposition otherwise.
@@ -41,7 +41,7 @@ export function bind(backend: CudaBackend): void {
   errBuf = null;
 }
 
-// ---- shared helpers (also used by sort_kernels.ts) ---------------------------------------------------
+// ---- shared helpers (also used by sort.ts) ---------------------------------------------------
 
 export const numelOf = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
 /** Element types by size: copies move bits, whatever the dtype. */

@@ -1,4 +1,4 @@
-// CUDA kernels 'pool' and 'adaptive_pool' with the CPU kernels' signatures (src/backend/cpu/kernels/pool.ts):
+// CUDA kernels 'pool' and 'adaptive_pool' with the contract in src/kernels/pool.ts:
 // window max (first maximum, a NaN wins and the last NaN's index is kept, int64 flat indices into the
 // D·H·W plane) and average (double accumulation, count_include_pad, divisor_override; exact integer
 // averages truncating like C++), over [B, D, H, W] with PyTorch's window bounds.

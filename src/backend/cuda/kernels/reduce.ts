@@ -1,4 +1,4 @@
-// CUDA reductions: the 'reduce' kernel, with the CPU kernel's signature (src/backend/cpu/kernels/reduce.ts).
+// CUDA reductions: the 'reduce' kernel, with the contract in src/kernels/reduce.ts.
 // The operand is [rows, n]: element (r, j) at off + r*rowStride + j*colStride, reduced along j.
 //   rows     the simple kinds (sum/mean/prod/max/min/any/all/count_nonzero/norm) in every layout but
 //            the one below: a power-of-two group of threads per row (several rows per block when rows

@@ -1,5 +1,5 @@
 // CUDA kernels 'interpolate' and 'grid_sample' with the CPU kernels' signatures and arithmetic
-// (src/backend/cpu/kernels/resample.ts).
+// (contract: src/kernels/resample.ts).
 //
 // interpolate applies the op layer's per-dim tables (uploaded once per call, one packed copy). Pure
 // gathers (nearest) copy storage directly. Otherwise one thread per output element sums D over H over W

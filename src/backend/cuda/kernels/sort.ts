@@ -1,4 +1,4 @@
-// CUDA kernels for sorting and selection, with the CPU kernels' signatures (src/backend/cpu/kernels/sort.ts):
+// CUDA kernels for sorting and selection, with the contract in src/kernels/sort.ts:
 // sort, topk, kthvalue, median, mode, searchsorted, unique.
 //
 // Elements become order-preserving unsigned keys (NaN largest, -0 equal to 0, complemented for descending),

@@ -1,6 +1,6 @@
 // cuBLAS's legacy API, for the one thing cuBLASLt does not offer: its GEMV kernels. cublasSgemm with
 // one row picks a matrix-vector kernel internally (what PyTorch's float32 x @ w runs), where
-// cuBLASLt only has GEMM tiles; the small-M tuner (gemv_kernels.ts, impl 'cublas') times it against
+// cuBLASLt only has GEMM tiles; the small-M tuner (kernels/gemv.ts, impl 'cublas') times it against
 // ours and cuBLASLt's. Row-major is handled as in cublaslt.ts: C = op(A) op(B) row-major is
 // Cᵀ = op(B)ᵀ op(A)ᵀ column-major, so B goes first with its own transpose flag.
 // The handle runs on the caller's stream and shares cuBLASLt's workspace (one stream, calls in order),

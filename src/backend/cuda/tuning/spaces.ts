@@ -28,7 +28,7 @@ export const ELEMENTWISE_SPACE = defineSpace({
 });
 
 /**
- * The one-pass contiguous kernel and the rows x vectors broadcast kernel (ew_kernels.ts): threads per
+ * The one-pass contiguous kernel and the rows x vectors broadcast kernel (runtime/elementwise.ts): threads per
  * block, 16-byte vectors per thread, and whether the streamed operands use evict-first (`cs`) accesses.
  * The default is PyTorch's vectorized_elementwise_kernel shape (128 threads, one vector each): it is
  * what runs untuned, so it must be good on its own.
@@ -93,7 +93,7 @@ function rowSpace(name: string): ConfigSpace {
 }
 export const REDUCE_SPACE = rowSpace('cuda.reduce');
 /**
- * The simple reductions (reduce_kernels.ts; sum/mean/prod/max/min/any/all/count_nonzero/norm).
+ * The simple reductions (kernels/reduce.ts; sum/mean/prod/max/min/any/all/count_nonzero/norm).
  * rows: threads per block (a power-of-two group of them per row, the whole block per slice when few
  * long rows split into slices) and loads in flight per thread. cols (the kept dim contiguous, e.g. a
  * sum over dim 0): threads per 2-D block (up to a warp along the columns, the rest along the reduced
@@ -120,7 +120,7 @@ export const REDUCE_COLS_SPACE = defineSpace({
   resources: (cfg) => ({ threads: threads(cfg), sharedMemoryBytes: threads(cfg) * 64 }),
 });
 /**
- * softmax and row_norm (nn_kernels.ts): `threads` per block; a row gets a power-of-two group of them
+ * softmax and row_norm (kernels/nn.ts): `threads` per block; a row gets a power-of-two group of them
  * (fewer than the block for short rows, several rows per block) and is cached in registers when it
  * fits. The group size and chunks per thread follow from threads and the row length, so `threads`
  * reshapes the summation tree (moves bits); the vector width is fixed by the operands' alignment.

@@ -1,5 +1,5 @@
 // WebGPU kernels 'fft' and 'fft_strided' with the CPU kernels' signatures and contract
-// (src/backend/cpu/kernels/fft.ts): one 1-d transform per row along `dim` (any strides): c2c, r2c, c2r, trimmed or
+// (contract: src/kernels/fft.ts): one 1-d transform per row along `dim` (any strides): c2c, r2c, c2r, trimmed or
 // zero-padded to n points, `sign` +1 through conj(F(conj x)), `scale` applied last.
 //
 // The algorithm is the CUDA kernel's (src/backend/cuda/kernels/fft.ts): Stockham autosort passes (radix 4,

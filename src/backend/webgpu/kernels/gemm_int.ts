@@ -1,8 +1,8 @@
-// WebGPU 'gemm_int' (src/backend/cpu/kernels/gemm.ts gemmInt): integer products, exact modulo 2^32 in i32
+// WebGPU 'gemm_int' (src/kernels/gemm.ts): integer products, exact modulo 2^32 in i32
 // arithmetic (WGSL's i32 wraps), then wrapped to the output dtype by its store, which equals the CPU's
 // exact result wrapped to the dtype for int32/int16/int8/uint8; with an int64 operand or output, in
 // emulated int64 (src/ir/wgsl_int64.ts), exact modulo 2^64 as the CPU. A thread per output element, as
-// CUDA's gemm_int. Integer convolution and pooling are in nn_kernels.ts.
+// CUDA's gemm_int. Integer convolution and pooling are in conv.ts and pool.ts.
 
 import type { DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';

@@ -1,5 +1,5 @@
 // WebGPU kernels of the indexing family, with the CPU kernels' signatures and semantics
-// (src/backend/cpu/kernels/indexing.ts), ported from the CUDA ones (src/backend/cuda/kernels/indexing.ts):
+// (contract: src/kernels/indexing.ts), ported from the CUDA ones (src/backend/cuda/kernels/indexing.ts):
 //   gather          a thread per index position.
 //   scatter         deterministic, bit-identical in order to the CPU: an output slot is written only by
 //                   the index positions of one "column" (every coordinate but `dim`), so a thread per
@@ -47,7 +47,7 @@ export function bind(backend: WebGPUBackend): void {
   be = backend;
 }
 
-// ---- helpers shared with resample_kernels.ts and int_kernels.ts ------------------------------------
+// ---- helpers shared with the other families (resample, sort, gemm_int, int64, nn) ------------------------------------
 
 export { f32w, outAccess, program } from './util.js';
 import { f32w, outAccess, program } from './util.js';

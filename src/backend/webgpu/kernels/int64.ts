@@ -1,5 +1,5 @@
 // WebGPU reductions and scans that involve int64 (src/ir/wgsl_int64.ts: vec2<u32> values, two storage
-// words), with the CPU kernels' signatures ('reduce', 'scan' in src/backend/cpu/kernels/reduce.ts): sums and
+// words), with the CPU kernels' signatures ('reduce', 'scan' in src/kernels/reduce.ts): sums and
 // products of integers accumulate in int64 as PyTorch does (exact: two's complement wraps the same in
 // any order), count_nonzero, max/min/any/all of int64, and every reduction or scan with int64 indices
 // (argmax/argmin, max/min with indices, cummax/cummin). kernels.ts hands these over (`int64Reduction`,

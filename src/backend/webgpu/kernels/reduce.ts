@@ -323,7 +323,7 @@ const useSubgroups = (wg: number): boolean => caps.subgroups && wg >= Number(be.
 
 export function webgpuReduce(kind: ReduceKind, input: StridedRef, rows: number, n: number, params: number[], out: StridedRef,
   outIndex?: StridedRef, layout?: RowLayout): void {
-  // int64 accumulators, values or indices: emulated (int64_kernels.ts)
+  // int64 accumulators, values or indices: emulated (int64.ts)
   if (int64Reduction(kind, input, out, outIndex)) { webgpuReduceInt64(be, kind, input, rows, n, out, outIndex, layout); return; }
   checkWgslDType(kind, input.dtype);
   checkWgslDType(kind, out.dtype);

@@ -1,4 +1,4 @@
-// WebGPU kernels for sorting and selection, with the CPU kernels' signatures (src/backend/cpu/kernels/sort.ts):
+// WebGPU kernels for sorting and selection, with the contract in src/kernels/sort.ts:
 // sort, topk, kthvalue, median, mode, searchsorted, unique. The algorithms are the CUDA kernels'
 // (src/backend/cuda/kernels/sort.ts), so ties, NaN and -0 come out as PyTorch's CPU orders them:
 //
