@@ -11,7 +11,7 @@ import { getKernel } from './nvrtc.js';
 import { CachingAllocator } from '../../../memory/caching_allocator.js';
 import { UnsupportedError } from '../../../errors.js';
 import { CudaTuning } from '../tuning/spaces.js';
-import { PinnedStaging } from './staging.js';
+import { PinnedStaging } from './pinned_staging.js';
 import { LaunchBatch } from './launch_batch.js';
 
 /** A device buffer: the allocator's pointer and its size in bytes. */
