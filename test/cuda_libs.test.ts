@@ -711,7 +711,7 @@ describe('bindings against a mock driver', () => {
       t.skip(why);
       return;
     }
-    const script = `const m = await import(${JSON.stringify(join(distRoot, 'src', 'backend', 'cuda', 'libs.js'))}); console.log(JSON.stringify(m.probeCuda()));`;
+    const script = `const m = await import(${JSON.stringify(join(distRoot, 'src', 'backend', 'cuda', 'runtime', 'libs.js'))}); console.log(JSON.stringify(m.probeCuda()));`;
     const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { env: env({ MOCK_CUINIT: '100' }), encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     const p = JSON.parse(r.stdout) as CudaProbe;
