@@ -130,6 +130,9 @@ test('bad input: typed errors, then loading still works', async () => {
   await assert.rejects(nbx.models.loadFromUrl('models/m/'), (e: unknown) => e instanceof ValueError && /relative URL/.test((e as Error).message));
   await assert.rejects(nbx.models.loadFromUrl('http://models.test/m/', { fetch: fakeFetch(without('config.json')).fetch }), (e: unknown) => e instanceof FileError && /config\.json not found/.test((e as Error).message));
   await assert.rejects(nbx.models.loadFromUrl('http://models.test/m/', { fetch: fakeFetch(files, { 'model.safetensors': 500 }).fetch }), (e: unknown) => e instanceof FileError && /HTTP 500/.test((e as Error).message));
+  const spa = async (url: string): Promise<Response> => (url.endsWith('chat_template.jinja')
+    ? new Response('<!doctype html><html></html>', { headers: { 'content-type': 'text/html; charset=utf-8' } }) : fakeFetch(files).fetch(url));
+  await assert.rejects(nbx.models.loadFromUrl('http://models.test/m/', { fetch: spa }), (e: unknown) => e instanceof FormatError && /chat_template\.jinja: the server answered with an HTML page/.test((e as Error).message));
   await assert.rejects(nbx.models.loadFromUrl('http://models.test/m/', { fetch: async () => { throw new TypeError('network down'); } }), (e: unknown) => e instanceof FileError && /network down/.test((e as Error).message));
 
   const m = await nbx.models.loadFromUrl(new URL('http://models.test/m/'), { fetch: fakeFetch(files).fetch });
