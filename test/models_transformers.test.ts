@@ -117,6 +117,16 @@ for (const c of cases.filter((x) => WEBGPU_CASES.has(x))) {
       const err = logitErrors(logits, e.logits, e.mask);
       console.log(`# ${c}: webgpu float32 real ${err.real.toExponential(2)}, padded ${err.padded.toExponential(2)}`);
       assert.ok(err.real < F32_TOL, `${c}: webgpu logits differ by ${JSON.stringify(err)}`);
+      // the KV cache on the device: all but the last token, then the last one alone
+      const T = e.ids.shape[1]!;
+      const cache = model.newCache({ batch: 2, maxLength: 4 });
+      try {
+        const cut = (t: Tensor, a: number, b: number): Tensor => t.slice(1, a, b).contiguous();
+        model.forward(cut(e.ids, 0, T - 1), { attention_mask: cut(e.mask, 0, T - 1), position_ids: e.pos && cut(e.pos, 0, T - 1), cache }).dispose();
+        const last = await model.forward(cut(e.ids, T - 1, T), { attention_mask: e.mask, position_ids: e.pos && cut(e.pos, T - 1, T), cache }).cpu();
+        const step = logitErrors(last, e.logits.slice(1, T - 1, T), cut(e.mask, T - 1, T));
+        assert.ok(step.real < F32_TOL, `${c}: webgpu decode step with the cache differs by ${step.real}`);
+      } finally { cache.dispose(); }
     } finally { model.dispose(); }
   });
 }
