@@ -15,11 +15,18 @@ const SUITES: Record<string, string[]> = {
 };
 
 export async function bench(args: string[]): Promise<number> {
-  const which = args.find((a) => !a.startsWith('-')) ?? 'cpu';
-  const names = which === 'all' ? Object.values(SUITES).flat() : SUITES[which];
-  if (!names) { process.stderr.write(`nbx bench: unknown suite '${which}' (${Object.keys(SUITES).join(', ')}, all)\n`); return 2; }
+  // The suite is named first (`nbx bench generate --device cuda`); a flag's value is never taken for a
+  // suite. No arguments at all run the CPU suite.
+  const known = `${Object.keys(SUITES).join(', ')}, all`;
+  if (args.length > 0 && args[0]!.startsWith('-')) {
+    process.stderr.write(`nbx bench: name the suite first (${known}), then its flags: e.g. nbx bench generate ${args.join(' ')}\n`);
+    return 2;
+  }
+  const which = args[0] ?? 'cpu';
+  const names = which === 'all' ? Object.values(SUITES).flat() : Object.hasOwn(SUITES, which) ? SUITES[which] : undefined;
+  if (!names) { process.stderr.write(`nbx bench: unknown suite '${which}' (${known})\n`); return 2; }
   // Everything after the suite's name goes to its scripts (flags with their values: --device cuda).
-  const passed = args.filter((_, i) => i !== args.indexOf(which));
+  const passed = args.slice(1);
   let rc = 0;
   for (const name of names) {
     const file = join(here, name);

@@ -1,8 +1,10 @@
 // The demo page: a few operations on navigator.gpu through nbxtensor's WebGPU backend, each checked
 // against the CPU backend and timed (first run includes shader compilation). Without a WebGPU adapter
 // the same operations run on the CPU. The outcome is also left in window.__nbxDemo for tests.
+// Then the text-generation section (generate.js) loads the embedded model.
 import './shims/globals.js'; // Node's process and Buffer, before the package loads
 import * as nbx from 'nbxtensor';
+import { setupGeneration } from './generate.js';
 
 const state = { done: false, device: 'cpu', adapter: null, webgpuError: null, ops: [], error: null };
 window.__nbxDemo = state;
@@ -73,4 +75,4 @@ main().then(() => { state.done = true; }, (e) => {
   state.done = true;
   $('status').textContent = `error: ${state.error}`;
   console.error(e);
-});
+}).then(() => setupGeneration(state.device === 'webgpu' ? ['webgpu', 'cpu'] : ['cpu']));

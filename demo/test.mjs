@@ -4,10 +4,15 @@
 // browser gets an adapter, else the page's CPU path (and says so, with the reason).
 // Runs twice: with the flags of a GPU-less CI machine (--disable-gpu: no adapter, the CPU path), then
 // asking Chromium for WebGPU on its software Vulkan (SwiftShader), which runs the WebGPU path without a GPU.
+// In each run the page then loads the embedded model (assets/nbx-kjv) and generates from "And God said"
+// through its form: greedily and sampled with seed 42, 32 new tokens each. The greedy text must equal
+// what nbx generates in Node on the CPU from the same folder (computed here first), and the sampled
+// text must be non-empty; both are also compared with transformers' text
+// (test/fixtures/models/nbx-kjv-reference.json) and with Node's, and the test says where they differ.
 //   npm run build && node demo/test.mjs
 // Without Chromium, Vite or playwright-core it says "demo test NOT RUN" and why, and exits 0.
 // CHROMIUM=<path> picks the browser; NBX_DEMO_TIMEOUT=<ms> bounds each page run (default 180000).
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,6 +37,44 @@ if (!existsSync(CHROMIUM)) notRun(`no Chromium at ${CHROMIUM} (apt-get install c
 if (!existsSync(here('../dist/src/index.js'))) {
   say('demo test FAILED: dist/src/index.js is missing: run `npm run build` first (the page bundles the compiled package)');
   process.exit(1);
+}
+
+// What the page's generations are compared with: nbx in Node on the CPU (the same folder, the same
+// options), and transformers' text for the same prompt and options where the fixture has it.
+const PROMPT = 'And God said', NEW_TOKENS = 32, SEED = 42;
+const MODEL_DIR = here('../assets/nbx-kjv');
+const expected = { node: {}, transformers: {} };
+{
+  const nbx = await import('../dist/src/index.js');
+  const t0 = performance.now();
+  const model = await nbx.models.load(MODEL_DIR);
+  const text = async (opts) => { let out = ''; for await (const piece of model.stream(PROMPT, { max_new_tokens: NEW_TOKENS, ...opts })) out += piece; return out; };
+  try {
+    expected.node.greedy = await text({ do_sample: false });
+    expected.node.sampled = await text({ seed: SEED });
+  } finally { model.dispose(); }
+  say(`nbx in Node (cpu, ${((performance.now() - t0) / 1000).toFixed(1)} s): greedy ${JSON.stringify(expected.node.greedy)}`);
+  const reference = here('../test/fixtures/models/nbx-kjv-reference.json');
+  if (existsSync(reference)) {
+    const ref = JSON.parse(readFileSync(reference, 'utf8'));
+    const c = ref.cases.find((x) => x.prompt === PROMPT);
+    if (c && ref.greedy?.max_new_tokens === NEW_TOKENS && ref.sampled?.max_new_tokens === NEW_TOKENS && ref.sampled?.manual_seed_before_generate === SEED) {
+      expected.transformers.greedy = c.greedy_text.slice(PROMPT.length);
+      expected.transformers.sampled = c.sampled_text.slice(PROMPT.length);
+    }
+  }
+}
+
+/** Fills the page's generation form, clicks Generate and waits for that run to finish. */
+async function generateOnPage(page, { greedy }, timeout) {
+  const before = await page.evaluate(() => window.__nbxDemo.generation.runs.length);
+  await page.fill('#gen-prompt', PROMPT);
+  await page.fill('#gen-max', String(NEW_TOKENS));
+  await page.fill('#gen-seed', String(SEED));
+  await page.setChecked('#gen-greedy', greedy);
+  await page.click('#gen-run');
+  await page.waitForFunction((n) => window.__nbxDemo.generation.runs[n]?.done === true, before, { timeout });
+  return page.evaluate((n) => window.__nbxDemo.generation.runs[n], before);
 }
 
 let t = performance.now();
@@ -69,6 +112,30 @@ for (const run of RUNS) {
       if (!op.ok) failed = true;
     }
     if (r.ops.length < 7) { failed = true; say(`FAIL only ${r.ops.length} operations ran`); }
+
+    // text generation with the embedded model, on the device the ops ran on
+    const timeout = Number(process.env.NBX_DEMO_TIMEOUT ?? 180000);
+    try {
+      await page.waitForFunction(() => window.__nbxDemo.generation?.ready === true || !!window.__nbxDemo.generation?.error, null, { timeout });
+    } catch (e) { throw new Error(`the model did not load: ${e.message.split('\n')[0]}\n${logs.slice(-20).join('\n')}`); }
+    const gen = await page.evaluate(() => ({ ...window.__nbxDemo.generation }));
+    if (gen.error) { failed = true; say(`FAIL loading the model: ${gen.error}\n${logs.slice(-20).join('\n')}`); continue; }
+    say(`  model ${gen.model} loaded on ${gen.device} in ${gen.loadMs.toFixed(0)} ms`);
+    if (gen.device !== r.device) { failed = true; say(`FAIL the model loaded on ${gen.device}, the ops ran on ${r.device}`); }
+    for (const greedy of [true, false]) {
+      const kind = greedy ? 'greedy' : 'sampled';
+      const run = await generateOnPage(page, { greedy }, timeout);
+      const speed = run.tokensPerSec ? `, ${run.tokensPerSec.toFixed(1)} tokens/s after the first (first after ${run.ttftMs.toFixed(0)} ms)` : '';
+      if (run.error) { failed = true; say(`  FAIL ${kind}: ${run.error}`); continue; }
+      const same = (who) => (expected[who][kind] === undefined ? null : run.text === expected[who][kind]);
+      const asNode = same('node'), asTransformers = same('transformers');
+      // greedy must match Node; sampled text must exist (on WebGPU, float32 sums in another order may pick other draws)
+      const ok = run.text.length > 0 && run.tokenIds.length > 0 && (!greedy || asNode === true);
+      if (!ok) failed = true;
+      say(`  ${ok ? 'ok  ' : 'FAIL'} ${kind}${greedy ? '' : ` (seed ${SEED})`} [${run.device}] ${run.tokenIds.length} tokens${speed}: ${JSON.stringify(PROMPT + run.text)}`);
+      const verdict = (label, who, v) => (v === null ? `no ${label} to compare` : v ? `equals ${label}` : `differs from ${label} ${JSON.stringify(expected[who][kind])}`);
+      say(`       ${verdict("Node's text (nbx, cpu)", 'node', asNode)}; ${verdict("transformers' text", 'transformers', asTransformers)}`);
+    }
     say(`(${((performance.now() - t) / 1000).toFixed(1)} s in the browser)`);
   } catch (e) {
     failed = true;

@@ -16,6 +16,11 @@ const isolation = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-E
 
 export default defineConfig({
   root: here('.'),
+  // assets/ (the embedded model, assets/nbx-kjv) is served as is and copied into the build: the page
+  // fetches ./nbx-kjv/config.json, model.safetensors, ... with nbx.models.loadFromUrl
+  publicDir: here('../assets'),
+  // a missing file is a 404, not index.html (the model loader asks for optional files such as chat_template.jinja)
+  appType: 'mpa',
   base: './',
   // the package reads process.* at run time, not only process.env: shims/globals.js defines it
   resolve: {

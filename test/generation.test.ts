@@ -3,6 +3,9 @@
 // left-padded batches, option checking, and streaming of characters split across tokens.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import * as nbx from '../src/index.js';
 import { generate, stream } from '../src/generation/index.js';
 import { IncrementalDecoder } from '../src/generation/text.js';
@@ -185,6 +188,15 @@ test('stream(): stops at stop strings and max_new_tokens; early break disposes t
   await assert.rejects(collect(stream(m, ['a', 'b'])), nbx.UnsupportedError);
 });
 
+test('streamer: put() gets the prompt, then each step\'s tokens; end() once (transformers\' BaseStreamer)', async () => {
+  const got: number[][] = [];
+  let ended = 0;
+  const streamer = { put: (t: nbx.Tensor) => { got.push((t.tolist() as number[] | number[][]).flat()); }, end: () => { ended++; } };
+  await generate(new ScriptedLM(bytes('abcdef')), 'ab', { max_new_tokens: 3, streamer });
+  assert.deepEqual(got, [bytes('ab'), bytes('c'), bytes('d'), bytes('e')]);
+  assert.equal(ended, 1);
+});
+
 test('IncrementalDecoder: held-back bytes come out at flush as decode() gives them', () => {
   const tok = byteTokenizer();
   const d = new IncrementalDecoder(tok);
@@ -193,4 +205,52 @@ test('IncrementalDecoder: held-back bytes come out at flush as decode() gives th
   assert.equal(d.push(e[1]!), 'é');
   assert.equal(d.push(bytes('€')[0]!), '');
   assert.equal(d.flush(), '\ufffd');
+});
+
+// ---- transformers' own generate() on the fixture models (test/fixtures/models) --------------------
+
+const MODELS = join(dirname(fileURLToPath(import.meta.url)), '../../test/fixtures/models');
+const CASES = readdirSync(MODELS).filter((c) => existsSync(join(MODELS, c, 'expected.safetensors'))).sort();
+
+test(`transformers' greedy and seeded sampled ids, batch of 2 with left padding, for every fixture model (${CASES.length})`, async () => {
+  assert.ok(CASES.length > 0, `fixture models in ${MODELS}`);
+  const mismatches: string[] = [];
+  for (const c of CASES) {
+    const dir = join(MODELS, c);
+    const { tensors: e } = await nbx.io.loadSafetensors(join(dir, 'expected.safetensors'), { names: ['input_ids', 'attention_mask', 'greedy', 'sampled'] });
+    const model = await nbx.models.load(dir, { device: 'cpu', dtype: 'float32' });
+    try {
+      const common = { attention_mask: e.attention_mask!, max_new_tokens: 8 };
+      const greedy = await generate(model, e.input_ids!, { ...common, do_sample: false });
+      // transformers: torch.manual_seed(1234), then generate(do_sample=True, temperature=0.8, top_k=20, top_p=0.9)
+      const sampled = await generate(model, e.input_ids!, { ...common, do_sample: true, temperature: 0.8, top_k: 20, top_p: 0.9, seed: 1234 });
+      if (JSON.stringify(ids(greedy)) !== JSON.stringify(ids(e.greedy!))) mismatches.push(`${c} greedy: ${JSON.stringify(ids(greedy))} vs ${JSON.stringify(ids(e.greedy!))}`);
+      if (JSON.stringify(ids(sampled)) !== JSON.stringify(ids(e.sampled!))) mismatches.push(`${c} sampled: ${JSON.stringify(ids(sampled))} vs ${JSON.stringify(ids(e.sampled!))}`);
+    } finally { model.dispose(); }
+  }
+  assert.deepEqual(mismatches, []);
+});
+
+test('the embedded model: greedy and seed-42 sampled continuations equal transformers\' (nbx-kjv-reference.json)', async () => {
+  const ref = JSON.parse(readFileSync(join(MODELS, 'nbx-kjv-reference.json'), 'utf8')) as {
+    sampled: { temperature: number; top_k: number; top_p: number; max_new_tokens: number; manual_seed_before_generate: number };
+    greedy: { max_new_tokens: number };
+    cases: { prompt: string; input_ids: number[]; greedy_ids: number[]; greedy_text: string; sampled_ids: number[]; sampled_text: string }[];
+  };
+  const model = await nbx.models.load(join(MODELS, '../../../assets/nbx-kjv'), { device: 'cpu', dtype: 'float32' });
+  try {
+    const tok = model.tokenizer!;
+    for (const c of ref.cases) {
+      assert.deepEqual(tok.encode(c.prompt), c.input_ids);
+      const greedy = await generate(model, c.prompt, { do_sample: false, max_new_tokens: ref.greedy.max_new_tokens });
+      assert.deepEqual(ids(greedy)[0], c.greedy_ids, `greedy ${c.prompt}`);
+      assert.equal(tok.decode(c.greedy_ids, { skip_special_tokens: true }), c.greedy_text);
+      const s = ref.sampled;
+      const sampled = await generate(model, c.prompt, { do_sample: true, temperature: s.temperature, top_k: s.top_k, top_p: s.top_p, max_new_tokens: s.max_new_tokens, seed: s.manual_seed_before_generate });
+      assert.deepEqual(ids(sampled)[0], c.sampled_ids, `sampled ${c.prompt}`);
+      // stream() gives the same text, piece by piece.
+      const pieces = await collect(stream(model, c.prompt, { do_sample: true, temperature: s.temperature, top_k: s.top_k, top_p: s.top_p, max_new_tokens: s.max_new_tokens, seed: s.manual_seed_before_generate }));
+      assert.equal(c.prompt + pieces.join(''), c.sampled_text);
+    }
+  } finally { model.dispose(); }
 });

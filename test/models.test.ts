@@ -94,6 +94,29 @@ test('a saved folder loads back to the same logits (tied embeddings, generation_
   } finally { m.dispose(); rmSync(dir, { recursive: true }); }
 });
 
+test('a sharded checkpoint (model.safetensors.index.json) loads; its shard file names the error when missing', async () => {
+  const cfg = TINY.mistral!;
+  const m = nbx.models.fromConfig(cfg, { seed: 8, std: 0.2 });
+  const dir = mkdtempSync(join(tmpdir(), 'nbx-sharded-'));
+  try {
+    writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg));
+    const sd = m.state_dict(), names = Object.keys(sd), half = Math.ceil(names.length / 2);
+    const shards = [names.slice(0, half), names.slice(half)];
+    const weight_map: Record<string, string> = {};
+    for (let i = 0; i < 2; i++) {
+      const file = `model-0000${i + 1}-of-00002.safetensors`;
+      await nbx.io.saveSafetensors(join(dir, file), Object.fromEntries(shards[i]!.map((n) => [n, sd[n]!])));
+      for (const n of shards[i]!) weight_map[n] = file;
+    }
+    writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: {}, weight_map }));
+    const back = await nbx.models.load(dir);
+    assert.equal(maxRelErr(back.forward(ids()), m.forward(ids())), 0);
+    back.dispose();
+    rmSync(join(dir, 'model-00002-of-00002.safetensors'));
+    await assert.rejects(nbx.models.load(dir), (e: unknown) => e instanceof NbxError && /model-00002-of-00002\.safetensors/.test(String(e)));
+  } finally { m.dispose(); rmSync(dir, { recursive: true }); }
+});
+
 test('MoE checkpoints saved per expert (block_sparse_moe.experts.N.w1/w2/w3, mlp.experts.N.gate_proj/...) load', async () => {
   for (const name of ['mixtral', 'qwen3_moe']) {
     const cfg = TINY[name]!;

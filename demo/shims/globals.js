@@ -8,6 +8,8 @@ globalThis.process ??= {
   // configurations in the background while the page times them
   env: { NBX_CPU_THREADS: '1', NBX_NUM_THREADS: '1', NBX_BLAS: 'off', NBX_AUTOTUNE: 'cached' },
   platform: 'browser', versions: {}, argv: [], pid: 1, exitCode: undefined,
+  // no counter of array-buffer memory in a page: the engine's host-pressure check sees none
+  memoryUsage: () => ({ rss: 0, heapTotal: 0, heapUsed: 0, external: 0, arrayBuffers: 0 }),
   stderr: { write: (s) => console.warn(String(s).trimEnd()) },
   stdout: { write: (s) => console.log(String(s).trimEnd()) },
 };

@@ -65,6 +65,12 @@ export const cpus = () => [{}];
 export const homedir = () => '/';
 export const tmpdir = () => '/tmp';
 export const platform = () => 'browser';
+// the machine's memory as the browser reports it (navigator.deviceMemory: GiB, rounded, at most 8)
+export const totalmem = () => (globalThis.navigator?.deviceMemory ?? 8) * 2 ** 30;
+
+// node:v8 and node:vm: no gc() to expose in a page (the host-memory pressure check then never collects)
+export const setFlagsFromString = unavailable('node:v8 setFlagsFromString');
+export const runInNewContext = unavailable('node:vm runInNewContext');
 
 // node:crypto
 export const createHash = unavailable('node:crypto createHash');

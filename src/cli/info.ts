@@ -33,6 +33,9 @@ export async function info(version: string, args: string[]): Promise<number> {
     const { probeWebGPU } = await import('../backend/webgpu/runtime/probe.js');
     const w = await probeWebGPU();
     lines.push(w.available ? `  webgpu   available: ${w.description}` : `  webgpu   not available: ${w.reason}`);
+    // Dawn's start-up warnings (e.g. "Couldn't load Vulkan" on a machine without it) are said here, once.
+    const { nativeMessages } = await import('../backend/native_stderr.js');
+    for (const m of nativeMessages.filter((l) => /^(Warning|Error): /.test(l))) lines.push(`           Dawn: ${m.replace(/^(Warning|Error): /, '')}`);
   } catch (e) { lines.push(`  webgpu   not available: ${(e as Error).message}`); }
   process.stdout.write(`${lines.join('\n')}\n`);
   return 0;

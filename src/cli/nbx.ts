@@ -28,7 +28,8 @@ const HELP = `nbx — nbxtensor command line
   nbx conformance DIR [--device cpu|cuda|webgpu] [--filter REGEX] [--json] [--verbose]
                                              run a conformance suite (FORMAT.md); exit 1 if any case fails
   nbx inspect FILE|DIR                       table of the tensors of a safetensors file, a sharded index or a folder
-  nbx bench [cpu|cuda|webgpu|all] [--quick]  benchmarks against the same-run peer (numpy / PyTorch)
+  nbx bench [SUITE] [flags]                  benchmarks against the same-run peer (numpy / PyTorch); SUITE:
+                                             cpu (default), cuda, webgpu, generate or all, named first
 `;
 
 async function main(argv: string[]): Promise<number> {

@@ -101,10 +101,22 @@ export async function preparePrompt(model: CausalLM, input: GenerateInput, cfg: 
   return { rows, mask, length };
 }
 
+/**
+ * The model's context in tokens, or null when it has none to exceed: dynamic RoPE scaling (dynamic NTK)
+ * exists to run past max_position_embeddings, rescaling the frequencies as the sequence grows.
+ */
+function contextLimit(model: CausalLM): number | null {
+  const c = model.config as Record<string, unknown>;
+  const ropes = [c.rope_scaling, c.rope_parameters].filter((r): r is Record<string, unknown> => r !== null && typeof r === 'object');
+  const types = ropes.flatMap((r) => [r.rope_type, r.type, ...Object.values(r).map((v) => (v && typeof v === 'object' ? (v as Record<string, unknown>).rope_type : undefined))]);
+  if (types.includes('dynamic')) return null;
+  return typeof c.max_position_embeddings === 'number' ? c.max_position_embeddings : null;
+}
+
 /** The length to stop at: checked against the prompt and the model's context. */
 function targetLength(model: CausalLM, cfg: ResolvedConfig, promptLength: number): number {
   const maxLength = cfg.max_new_tokens !== null ? promptLength + cfg.max_new_tokens : cfg.max_length;
-  const context = model.config.max_position_embeddings;
+  const context = contextLimit(model);
   if (typeof context === 'number' && promptLength > context) {
     throw new ValueError(OP, `the prompt has ${promptLength} tokens, more than the model's context of ${context} (max_position_embeddings): shorten the prompt`);
   }

@@ -27,6 +27,8 @@ export function booleanMask(spec: MaskSpec, allowSkip = true): { mask: Tensor | 
   const { batch, queryLength: T, past, padding, window, device } = spec;
   const S = past + T;
   if (allowSkip && !padding && (T === 1 || S === T) && (window === null || S < window)) return { mask: null, isCausal: T > 1 };
+  // one query at the last position sees every earlier key: only padding (and a window) can hide one
+  if (T === 1 && padding && (window === null || S <= window)) return { mask: padding.unsqueeze(1).unsqueeze(1), isCausal: false };
   const q = nbx.arange(past, S, { dtype: 'int64', device }).unsqueeze(-1); // [T, 1]
   const kv = nbx.arange(0, S, { dtype: 'int64', device }).unsqueeze(0); // [1, S]
   let m = kv.le(q); // causal

@@ -69,6 +69,9 @@ export class CausalLMModel extends Module implements CausalLM {
    * an attention_mask derives them as transformers' generate() does (cumsum(mask) - 1, 1 at padding),
    * so left-padded rows start at position 0; any other forward uses past + arange(T), as transformers'
    * forward() does when called without position_ids.
+   *
+   * Length: every family here encodes positions with RoPE, which has no hard limit, so forward (as
+   * transformers') runs past max_position_embeddings; generate() refuses prompts longer than the context.
    */
   override forward(input_ids: Tensor, opts: ForwardOptions = {}): Tensor {
     const op = 'CausalLM.forward';

@@ -229,6 +229,10 @@ export async function loadFromUrl(baseUrl: string | URL, opts: LoadFromUrlOption
     }
     if (res.status === 404) return null;
     if (!res.ok) throw new FileError(OP_URL, `${url}: HTTP ${res.status} ${res.statusText}`.trimEnd(), `HTTP${res.status}`, url);
+    // a single-page-app server answers index.html for a file it lacks: never read a page as a model file
+    if (/^text\/html\b/i.test(res.headers.get('content-type') ?? '')) {
+      throw new FormatError(OP_URL, `${url}: the server answered with an HTML page, not the file (a single-page-app fallback serving index.html for missing files?): configure it to answer 404 for files it does not have`);
+    }
     return res;
   };
   const text = async (name: string): Promise<string | undefined> => (await (await get(name))?.text()) ?? undefined;

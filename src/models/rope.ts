@@ -130,8 +130,10 @@ export class RotaryEmbedding {
   }
 
   /**
-   * cos and sin [B, T, rotaryDim] in `dtype` for position_ids [B, T] (int64, on `device`); `maxPosition`
-   * is max(position_ids), which the dynamic types need on the host.
+   * cos and the signed sin [B, T, rotaryDim] in `dtype` for position_ids [B, T] (int64, on `device`);
+   * `maxPosition` is max(position_ids), which the dynamic types need on the host. The signed sin is
+   * [-sin, sin] over the two halves, so applyRotary needs one swap of halves instead of rotate_half's
+   * swap and negation; the products are the same numbers.
    */
   forward(positionIds: Tensor, maxPosition: number, dtype: DTypeName, device: Device): { cos: Tensor; sin: Tensor } {
     if (this.params.rope_type === 'dynamic' || this.params.rope_type === 'longrope') this.update(maxPosition + 1);
@@ -140,29 +142,29 @@ export class RotaryEmbedding {
     }
     // positions × frequencies in float32 (transformers disables autocast here for long-context precision)
     const freqs = positionIds.to('float32').unsqueeze(-1).mul(this.deviceInvFreq);
-    const emb = nbx.cat([freqs, freqs], -1);
-    let cos = emb.cos(), sin = emb.sin();
-    if (this.attentionScaling !== 1) { cos = cos.mul(this.attentionScaling); sin = sin.mul(this.attentionScaling); }
-    return { cos: cos.to(dtype), sin: sin.to(dtype) };
+    let cos = nbx.cat([freqs, freqs], -1).cos(), half = freqs.sin();
+    if (this.attentionScaling !== 1) { cos = cos.mul(this.attentionScaling); half = half.mul(this.attentionScaling); }
+    return { cos: cos.to(dtype), sin: nbx.cat([half.neg(), half], -1).to(dtype) };
   }
 
   dispose(): void { this.deviceInvFreq?.dispose(); this.deviceInvFreq = null; }
 }
 
-/** [x1, x2] → [-x2, x1] along the last dim. */
-export function rotateHalf(x: Tensor): Tensor {
+/** [x1, x2] → [x2, x1] along the last dim. */
+function swapHalves(x: Tensor): Tensor {
   const half = x.shape[x.ndim - 1]! / 2;
-  return nbx.cat([x.slice(-1, half).neg(), x.slice(-1, 0, half)], -1);
+  return nbx.cat([x.slice(-1, half), x.slice(-1, 0, half)], -1);
 }
 
 /**
- * q·cos + rotate_half(q)·sin for x [B, H, T, D] and cos/sin [B, T, R]; with R < D (partial rotary,
+ * transformers' q·cos + rotate_half(q)·sin for x [B, H, T, D] and cos / signed sin [B, T, R] (see
+ * RotaryEmbedding.forward): rotate_half(q)·sin = swap(q)·[-sin, sin]. With R < D (partial rotary,
  * Phi-3) only the first R channels rotate and the rest pass through.
  */
-export function applyRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
-  const c = cos.unsqueeze(1), s = sin.unsqueeze(1);
+export function applyRotary(x: Tensor, cos: Tensor, signedSin: Tensor): Tensor {
+  const c = cos.unsqueeze(1), s = signedSin.unsqueeze(1);
   const R = cos.shape[cos.ndim - 1]!, D = x.shape[x.ndim - 1]!;
-  if (R === D) return x.mul(c).add(rotateHalf(x).mul(s));
+  if (R === D) return nbx.addcmul(x.mul(c), swapHalves(x), s);
   const rot = x.slice(-1, 0, R);
-  return nbx.cat([rot.mul(c).add(rotateHalf(rot).mul(s)), x.slice(-1, R)], -1);
+  return nbx.cat([nbx.addcmul(rot.mul(c), swapHalves(rot), s), x.slice(-1, R)], -1);
 }

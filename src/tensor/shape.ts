@@ -18,14 +18,21 @@ export const fmtShape = (s: Shape): string => `[${s.join(', ')}]`;
 /** Wraps a possibly negative dim into [0, ndim); scalars accept dims -1 and 0 as PyTorch does. */
 export function normDim(op: string, dim: number, ndim: number): number {
   const n = Math.max(ndim, 1);
+  if (typeof dim !== 'number') throw new ValueError(op, `${op}(): argument 'dim' must be int, not ${pyTypeName(dim)} ${JSON.stringify(dim) ?? String(dim)}`);
   if (!Number.isInteger(dim) || dim < -n || dim >= n) {
     throw new IndexError(op, `Dimension out of range (expected to be in range of [${-n}, ${n - 1}], but got ${dim})`);
   }
   return dim < 0 ? dim + n : dim;
 }
 
+/** Python's name for a JS value's type, for argument errors. */
+const pyTypeName = (v: unknown): string => (typeof v === 'string' ? 'str' : typeof v === 'boolean' ? 'bool' : v === null ? 'None' : typeof v);
+
 export function normDims(op: string, dims: number | readonly number[] | null | undefined, ndim: number): number[] {
   if (dims === null || dims === undefined) return [...Array(ndim).keys()];
+  if (typeof dims !== 'number' && !Array.isArray(dims)) {
+    throw new ValueError(op, `${op}(): argument 'dim' must be int or tuple of ints, not ${pyTypeName(dims)} ${JSON.stringify(dims) ?? String(dims)}`);
+  }
   const list = typeof dims === 'number' ? [dims] : dims;
   const out = list.map((d) => normDim(op, d, ndim)).filter((d) => d < ndim || ndim > 0);
   if (new Set(out).size !== out.length) throw new ValueError(op, `dim ${out.join(', ')} appears multiple times in the list of dims`);

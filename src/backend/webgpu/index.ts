@@ -8,6 +8,7 @@ import { installWebGPUKernels, stagingStats } from './kernels/index.js';
 import { probeWebGPU, type WebGPUProbe } from './runtime/probe.js';
 import type { PoolStats } from './runtime/buffer_pool.js';
 import { Tensor } from '../../tensor/tensor.js';
+import { nativeMessages } from '../native_stderr.js';
 
 let instance: WebGPUBackend | null = null;
 function load(): WebGPUBackend {
@@ -36,6 +37,8 @@ export const webgpu = {
   hostStagingStats(): Record<string, number> { return Object.fromEntries(stagingStats); },
   /** The same as `await t.cpu()`, which works on every device. */
   async toCpu(t: Tensor): Promise<Tensor> { return t.cpu(); },
+  /** Dawn's start-up messages in this process (kept off stderr unless NBX_DEBUG=1; `nbx info` shows them). */
+  messages(): string[] { return [...nativeMessages]; },
   backend(): WebGPUBackend { return load(); },
   loaded(): boolean { return loadedBackends().some((b) => b.type === 'webgpu'); },
 };

@@ -74,11 +74,12 @@ export function setBlasEnabled(on: boolean): boolean {
   return was;
 }
 
-/** The loaded BLAS, or null (the JS kernels are used then; announced once on stderr). */
+/** The loaded BLAS, or null (the built-in kernels are used then; `nbx info` says why). */
 export function getBlas(): Blas | null {
   if (suspended) return null;
   if (!state) state = tryLoad();
-  if (!state.blas && !announced) {
+  // Said by `nbx info`; on stderr only when asked (NBX_DEBUG=1), not in every process that multiplies.
+  if (!state.blas && !announced && process.env.NBX_DEBUG === '1') {
     announced = true;
     process.stderr.write(`nbxtensor: ${state.why}; CPU matrix products use the built-in kernel (WebAssembly SIMD, JavaScript for tiny products)\n`);
   }

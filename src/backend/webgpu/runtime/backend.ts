@@ -27,6 +27,7 @@ import { checkWgslDType, WGSL_DTYPES } from '../../../ir/render_wgsl.js';
 import { OPS } from '../../../op_table.js';
 import { BufferPool, sizeClass, type PoolStats } from './buffer_pool.js';
 import { adapterIdentity, chooseAdapter, dawnToggles, env, MAP_READ, notice, profileFor, requiredLimits, STAGE_COMPUTE, subgroupMatrixConfigs, USAGE, WANTED_FEATURES, type AdapterChoice, type SubgroupMatrixConfig } from './gpu.js';
+import { quietNative } from '../../native_stderr.js';
 import { runElementwise } from './elementwise.js';
 import { tuneKeyOf, WebGPUTuning } from '../tuning/spaces.js';
 
@@ -166,8 +167,8 @@ export class WebGPUBackend implements Backend {
     const features = WANTED_FEATURES.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
     const limits = requiredLimits(adapter);
     // an experimental feature the adapter lists may still be refused (Dawn guards some behind toggles)
-    this.device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits: limits })
-      .catch(() => adapter.requestDevice({ requiredFeatures: features.filter((f) => f === 'shader-f16'), requiredLimits: limits }));
+    this.device = await quietNative(() => adapter.requestDevice({ requiredFeatures: features, requiredLimits: limits })
+      .catch(() => adapter.requestDevice({ requiredFeatures: features.filter((f) => f === 'shader-f16'), requiredLimits: limits })));
     this.queue = this.device.queue;
     this.device.addEventListener('uncapturederror', (ev) => this.setFault(new DeviceFaultError('webgpu', (ev as GPUUncapturedErrorEvent).error.message)));
     void this.device.lost.then((info) => { if (info.reason !== 'destroyed') this.setFault(new DeviceFaultError('webgpu', `device lost: ${info.message}`)); });

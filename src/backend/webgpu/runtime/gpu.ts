@@ -4,6 +4,8 @@
 // which needs the "compatibility" feature level and EGL's surfaceless platform). NBX_WEBGPU_BACKEND
 // (vulkan | opengles | default) forces one. Nothing here runs until a caller asks for a device.
 
+import { quietNative } from '../../native_stderr.js';
+
 /** GPUBufferUsage / GPUMapMode / GPUShaderStage values (the globals are not defined under Node). */
 export const USAGE = { MAP_READ: 1, MAP_WRITE: 2, COPY_SRC: 4, COPY_DST: 8, UNIFORM: 64, STORAGE: 128 } as const;
 export const MAP_READ = 1;
@@ -81,6 +83,8 @@ export async function chooseAdapter(): Promise<AdapterChoice> {
     throw new Error(`NBX_WEBGPU_BACKEND must be vulkan, opengles or default, got '${forced}'`);
   }
   const tries = (forced ? [forced] : ['default', 'opengles']) as AdapterChoice['via'][];
+  // Dawn's start-up warnings go to nbx info (quietNative), not to every process's stderr.
+  return quietNative(async () => {
   for (const via of tries) {
     try {
       if (via === 'opengles') process.env.EGL_PLATFORM ??= 'surfaceless'; // headless EGL (read by Mesa)
@@ -95,6 +99,7 @@ export async function chooseAdapter(): Promise<AdapterChoice> {
     }
   }
   throw new Error(`no WebGPU adapter (${reasons.join('; ')})`);
+  });
 }
 
 /** The limits kernels care about, raised to what the adapter allows (compatibility mode starts low). */
