@@ -5,7 +5,6 @@
 // exact integer twin.
 
 import { UnsupportedError } from '../../../errors.js';
-import type { StridedRef } from '../../backend.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import { blasGemm, getBlas } from '../runtime/blas.js';
 import { availableParallelism } from 'node:os';

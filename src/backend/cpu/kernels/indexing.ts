@@ -14,8 +14,7 @@
 
 import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
 import { f16Table, fromBFloat16Bits, roundTo, toBFloat16Bits, toFloat16Bits } from '../../../dtype/convert.js';
-import type { Backend, StridedRef } from '../../backend.js';
-import { Expr } from '../../../ir/expr.js';
+import type { StridedRef } from '../../backend.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import { IndexError, ValueError } from '../../../errors.js';
 import { halfReducesInFloat, type ScatterMode, type ScatterOptions } from '../../../kernels/indexing.js';

@@ -11,7 +11,7 @@
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { kernel, registerKernel } from '../../../kernels/registry.js';
+import { kernel } from '../../../kernels/registry.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { FLOATS, basePtr, indexType, numel, requireDType } from './util.js';

@@ -6,10 +6,9 @@ import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
-import { UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
-import { f32w, outAccess, program, store, storeInt } from './util.js';
+import { outAccess, program, store, storeInt } from './util.js';
 import { hostStaged } from '../runtime/host_staging.js';
 import type { ConvKernelParams } from '../../../kernels/conv.js';
 

@@ -27,7 +27,7 @@ import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
-import { DeviceLimitError, IndexError, UnsupportedError } from '../../../errors.js';
+import { IndexError, UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U, wgslInclusiveScan } from '../runtime/elementwise.js';
 import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../../../kernels/indexing.js';

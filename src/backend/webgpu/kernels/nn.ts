@@ -5,17 +5,16 @@
 // no double: sums run in f32 (the CPU's in double, rounded once), so results agree within float32
 // rounding, not bit for bit.
 
-import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import { type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
-import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
-import { UnsupportedError } from '../../../errors.js';
+import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import type { LrnParams, NllParams, RowNormParams, SoftmaxParams } from '../../../kernels/nn.js';
 import { IndexError } from '../../../errors.js';
-import { checkFloat, f32w, nextPow2, outAccess, program, store, storeInt } from './util.js';
-import { bindAll, decompose, dimWords, fitsI32, loadIndex, numelOf, rawLoad, rawStore, recordErr, storeVal } from './indexing.js';
+import { checkFloat, f32w, nextPow2, outAccess, program, store } from './util.js';
+import { bindAll, decompose, dimWords, fitsI32, loadIndex, numelOf, recordErr, storeVal } from './indexing.js';
 
 let be: WebGPUBackend;
 export const kernels = {

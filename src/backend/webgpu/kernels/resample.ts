@@ -10,13 +10,11 @@
 // in the half type); a thread owns a grid point and loops over the channels.
 
 import type { DTypeName } from '../../../dtype/dtypes.js';
-import type { StridedRef } from '../../backend.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
-import { IndexError, UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
-import { bindAll, decompose, dimWords, f32w, fitsI32, isFloat, loadIndex, numelOf, outAccess, program, rawLoad, rawStore, recordErr, storeVal } from './indexing.js';
+import { bindAll, numelOf, outAccess, program, rawLoad, rawStore, storeVal } from './indexing.js';
 import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../../kernels/resample.js';
 import { checkFloat } from './util.js';
 
