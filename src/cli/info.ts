@@ -5,12 +5,17 @@ export async function info(version: string, args: string[]): Promise<number> {
     process.stderr.write(`nbx info: unexpected argument${args.length > 1 ? 's' : ''} ${args.map((a) => `'${a}'`).join(' ')} (nbx info takes none)\n`);
     return 2;
   }
+  const startedAt = performance.now();
+  const times: Record<string, number> = {};
+  let mark = performance.now();
+  const took = (what: string): void => { const now = performance.now(); times[what] = (now - mark) / 1000; mark = now; };
   const lines: string[] = [`nbxtensor ${version} (node ${process.version}, ${process.platform}-${process.arch})`, '', 'backends:'];
   lines.push('  cpu      available');
   try {
     const { blasInfo } = await import('../backend/cpu/blas.js');
     lines.push(`           BLAS: ${blasInfo()}`);
   } catch { lines.push('           BLAS: (not built in this version)'); }
+  took('BLAS');
   try {
     const { probeCuda } = await import('../backend/cuda/libs.js');
     const p = probeCuda();
@@ -29,6 +34,7 @@ export async function info(version: string, args: string[]): Promise<number> {
       } catch (e) { lines.push(`           device profile: none (${(e as Error).message})`); }
     } else lines.push(`  cuda     not available: ${p.reason}`);
   } catch (e) { lines.push(`  cuda     not available: ${(e as Error).message}`); }
+  took('cuda');
   try {
     const { probeWebGPU } = await import('../backend/webgpu/probe.js');
     const w = await probeWebGPU();
@@ -37,6 +43,10 @@ export async function info(version: string, args: string[]): Promise<number> {
     const { nativeMessages } = await import('../backend/native_stderr.js');
     for (const m of nativeMessages.filter((l) => /^(Warning|Error): /.test(l))) lines.push(`           Dawn: ${m.replace(/^(Warning|Error): /, '')}`);
   } catch (e) { lines.push(`  webgpu   not available: ${(e as Error).message}`); }
+  took('webgpu');
+  // What took the time, for a first run that is slow (cold disk cache of the driver and library files,
+  // a GPU driver's first initialization): each probe's seconds, measured here.
+  lines.push('', `probe times: ${Object.entries(times).map(([k, v]) => `${k} ${v.toFixed(2)} s`).join(', ')}; module loading ${(startedAt / 1000).toFixed(2)} s`);
   process.stdout.write(`${lines.join('\n')}\n`);
   return 0;
 }
