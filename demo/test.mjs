@@ -131,7 +131,7 @@ for (const run of RUNS) {
       const kind = greedy ? 'greedy' : 'sampled';
       const got = await generateOnPage(page, { greedy, newTokens: run.newTokens }, timeout);
       const speed = got.tokensPerSec ? `, ${got.tokensPerSec.toFixed(1)} tokens/s after the first (first after ${got.ttftMs.toFixed(0)} ms)` : '';
-      const gpu = got.gpu ? `, ${got.gpu.dispatchesPerToken.toFixed(0)} dispatches and ${got.gpu.newPipelines} new pipelines per token after the first` : '';
+      const gpu = got.gpu ? `, ${got.gpu.dispatchesPerToken.toFixed(0)} dispatches and ${got.gpu.newPipelines.toFixed(2)} new pipelines per token after the first` : '';
       if (got.error) { failed = true; say(`  FAIL ${kind}: ${got.error}`); continue; }
       // the page's tokens against the first as many of Node's and transformers' (null: nothing to compare)
       const same = (who) => {
