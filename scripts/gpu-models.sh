@@ -2,6 +2,7 @@
 # One device call for the model runner: model/nn/generation tests on the card (CUDA and WebGPU),
 # `nbx generate` on each device, and `nbx bench generate --device cuda` next to transformers.
 #   run: source .gpu/bootstrap.sh && bash scripts/gpu-models.sh [parts...]   (carry .gpu and dist)
+# The public suite is the tracked copy in test/conformance (pack.sh's copy is left out to stay under the 64 MiB transfer).
 # Parts: tests gen bench suite conf-cuda conf-webgpu (default: tests gen bench). Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -21,9 +22,9 @@ for p in $parts; do
            echo "bench rc=$?" >> "$OUT/summary.txt" ;;
     suite) timeout 420 node --test --test-concurrency=8 dist/test/ > "$OUT/suite.log" 2>&1
            echo "suite rc=$?" >> "$OUT/summary.txt" ;;
-    conf-cuda) timeout 290 node dist/src/cli/nbx.js conformance .gpu/conformance --device cuda > "$OUT/conf_cuda.log" 2>&1
+    conf-cuda) timeout 290 node dist/src/cli/nbx.js conformance test/conformance --device cuda > "$OUT/conf_cuda.log" 2>&1
            echo "conf-cuda rc=$?" >> "$OUT/summary.txt" ;;
-    conf-webgpu) timeout 290 node dist/src/cli/nbx.js conformance .gpu/conformance --device webgpu > "$OUT/conf_webgpu.log" 2>&1
+    conf-webgpu) timeout 290 node dist/src/cli/nbx.js conformance test/conformance --device webgpu > "$OUT/conf_webgpu.log" 2>&1
            echo "conf-webgpu rc=$?" >> "$OUT/summary.txt" ;;
   esac
 done
