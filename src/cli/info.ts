@@ -8,15 +8,20 @@ export async function info(version: string, args: string[]): Promise<number> {
   const startedAt = performance.now();
   const times: Record<string, number> = {};
   let mark = performance.now();
-  const took = (what: string): void => { const now = performance.now(); times[what] = (now - mark) / 1000; mark = now; };
+  const took = (what: string): void => { const now = performance.now(); times[what] = (now - mark) / 1000; mark = now; status(''); };
+  // On a terminal, say what is being probed while it runs: a first run after install or boot can spend
+  // seconds reading the GPU libraries from disk and initializing the driver.
+  const status = (text: string): void => { if (process.stderr.isTTY) process.stderr.write(`\x1b[2K\r${text}`); };
   const lines: string[] = [`nbxtensor ${version} (node ${process.version}, ${process.platform}-${process.arch})`, '', 'backends:'];
   lines.push('  cpu      available');
   try {
+    status('nbx info: loading BLAS…');
     const { blasInfo } = await import('../backend/cpu/blas.js');
     lines.push(`           BLAS: ${blasInfo()}`);
   } catch { lines.push('           BLAS: (not built in this version)'); }
   took('BLAS');
   try {
+    status('nbx info: probing CUDA (driver, NVRTC, cuBLAS; a first run reads these libraries from disk)…');
     const { probeCuda } = await import('../backend/cuda/libs.js');
     const p = probeCuda();
     if (p.available) {
@@ -36,6 +41,7 @@ export async function info(version: string, args: string[]): Promise<number> {
   } catch (e) { lines.push(`  cuda     not available: ${(e as Error).message}`); }
   took('cuda');
   try {
+    status('nbx info: probing WebGPU (Dawn: Vulkan, then OpenGL ES)…');
     const { probeWebGPU } = await import('../backend/webgpu/probe.js');
     const w = await probeWebGPU();
     lines.push(w.available ? `  webgpu   available: ${w.description}` : `  webgpu   not available: ${w.reason}`);
