@@ -94,3 +94,14 @@ test('webgpu: a chain recorded before the device exists reuses buffers; emptyCac
   assert.ok(res.freed >= 200 * 12288 * 4, `emptyCache freed ${res.freed} bytes`);
   assert.ok(res.after.reservedBytes <= 4 * 65536, `reserved after emptyCache: ${res.after.reservedBytes}`);
 });
+
+test('webgpu: emptyCache never destroys a buffer that recorded work still reads', { skip: probe.available ? false : 'no WebGPU adapter' }, async () => {
+  const w = nbx.ones([4], { device: 'webgpu' });
+  await w.data();
+  const a = nbx.add(w, 1);
+  const y = a.mul(3);
+  a.dispose(); // its buffer goes back to the pool while the mul that reads it is only recorded
+  nbx.webgpu.emptyCache();
+  assert.deepEqual(Array.from(await y.data()), [6, 6, 6, 6]);
+  assert.deepEqual(Array.from(await nbx.add(w, 2).data()), [3, 3, 3, 3]);
+});

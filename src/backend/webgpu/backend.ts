@@ -630,8 +630,11 @@ export class WebGPUBackend implements Backend {
 
   emptyCache(): number {
     if (!this.isReady) return 0;
+    // submit what is recorded, so buffers freed since are no longer waited on by unsubmitted commands
+    // (a host-staged step or a running pump keeps its later commands back: their buffers stay cached)
+    if (!this.pumping && this.fault === null && this.drain()) this.submit();
     this.bindGroups.clear();
-    let n = this.pool.emptyCache();
+    let n = this.pool.emptyCache(this.submitted);
     for (const [size, list] of this.readPool) { for (const b of list) { b.destroy(); n += size; } }
     this.readPool.clear();
     return n;
