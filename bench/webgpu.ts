@@ -18,6 +18,7 @@ import { TORCH_EVENT_TIMER } from './gpu_timing.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { type Dev, secs, sinceStartMs, out, sync, axpb, filledOn, tuneSources } from './webgpu_util.js';
 import { hasSmmPlan, smmStatus, useSubgroupMatrix } from '../src/backend/webgpu/kernels/gemm_smm.js';
+import { exitPromptly } from '../src/backend/exit.js';
 
 const GiB = 2 ** 30;
 
@@ -279,4 +280,4 @@ export async function run(args: string[] = []): Promise<void> {
   out(`total ${secs()} s`);
 }
 
-if (process.argv[1]?.endsWith('webgpu.js')) run(process.argv.slice(2)).then(() => process.exit(process.exitCode ?? 0), (e) => { console.error(e); process.exit(1); });
+if (process.argv[1]?.endsWith('webgpu.js')) run(process.argv.slice(2)).then(() => exitPromptly(Number(process.exitCode ?? 0)), (e) => { console.error(e); exitPromptly(1); });

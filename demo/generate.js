@@ -60,17 +60,20 @@ export function setupGeneration(devices) {
     const greedy = $('gen-greedy').checked;
     const seed = Number($('gen-seed').value);
     const maxNewTokens = Number($('gen-max').value);
-    const record = { prompt, greedy, seed, maxNewTokens, device: gen.device, text: '', tokenIds: [], promptTokens: 0, ttftMs: null, tokensPerSec: null, done: false, error: null };
+    const record = { prompt, greedy, seed, maxNewTokens, device: gen.device, text: '', tokenIds: [], promptTokens: 0, ttftMs: null, tokensPerSec: null, gpu: null, done: false, error: null };
     gen.runs.push(record);
     const out = $('gen-output');
     out.textContent = prompt;
     const stamps = [];
+    // on WebGPU, the work per token: dispatches, and pipelines compiled (none once the shapes repeat)
+    const gpuStats = [];
     const t0 = performance.now();
     // transformers' streamer protocol: the prompt ids first, then each step's token
     const streamer = {
       put(ids) {
         if (ids.ndim === 2) { record.promptTokens = ids.shape[1]; return; }
         stamps.push(performance.now());
+        if (gen.device === 'webgpu') gpuStats.push(nbx.webgpu.memoryStats());
         record.tokenIds.push(Number(ids.dataSync()[0]));
       },
       end() {},
@@ -85,8 +88,13 @@ export function setupGeneration(devices) {
       record.ttftMs = stamps[0] - t0;
       // decode speed: the tokens after the first over the time they took (the first includes the prompt)
       if (stamps.length > 1) record.tokensPerSec = (stamps.length - 1) / ((stamps.at(-1) - stamps[0]) / 1000);
+      if (gpuStats.length > 1) {
+        const [a, b, n] = [gpuStats[0], gpuStats.at(-1), gpuStats.length - 1];
+        record.gpu = { dispatchesPerToken: (b.dispatches - a.dispatches) / n, newPipelines: (b.pipelines - a.pipelines) / n };
+      }
       $('gen-stats').textContent = `${record.promptTokens} prompt tokens, first token after ${record.ttftMs.toFixed(0)} ms; `
-        + `${stamps.length} tokens${record.tokensPerSec ? `, ${record.tokensPerSec.toFixed(1)} tokens/s after the first` : ''} on ${gen.device}`;
+        + `${stamps.length} tokens${record.tokensPerSec ? `, ${record.tokensPerSec.toFixed(1)} tokens/s after the first` : ''} on ${gen.device}`
+        + (record.gpu ? ` (${record.gpu.dispatchesPerToken.toFixed(0)} GPU dispatches per token)` : '');
     } catch (e) {
       record.error = `${e.name}: ${e.message}`;
       $('gen-stats').textContent = `error: ${record.error}`;

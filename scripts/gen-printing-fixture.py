@@ -38,6 +38,10 @@ def build(spec):
         if spec['dtype'] == 'bool':
             return torch.tensor(data, dtype=torch.bool)
         return torch.tensor(conv(data), dtype=torch.float64).to(dt)
+    if 'randn' in spec:
+        r = spec['randn']
+        torch.manual_seed(r['seed'])
+        return (torch.randn(r['shape']) * r.get('mul', 1)).to(dt)
     a = spec['arange']
     t = torch.arange(a['n'], dtype=torch.float64) * a.get('mul', 1) + a.get('add', 0)
     if 'div' in a:
@@ -91,6 +95,12 @@ CASES = [
     ('edgeitems 1', {'arange': {'n': 10}, 'dtype': 'int64', 'print': {'threshold': 5, 'edgeitems': 1}}),
     ('linewidth 40', {'arange': {'n': 20, 'mul': 1.25}, 'dtype': 'float32', 'print': {'linewidth': 40}}),
     ('profile short', {'arange': {'n': 2000, 'div': 3}, 'shape': [40, 50], 'dtype': 'float32', 'print': {'profile': 'short'}}),
+    ('randn 50x50 (seeded)', {'randn': {'seed': 0, 'shape': [50, 50]}, 'dtype': 'float32'}),
+    ('small randn values: scientific', {'randn': {'seed': 1, 'shape': [3, 4], 'mul': 1e-5}, 'dtype': 'float32'}),
+    ('randn 3-d', {'randn': {'seed': 2, 'shape': [2, 3, 4]}, 'dtype': 'float32'}),
+    ('randn float64', {'randn': {'seed': 4, 'shape': [4, 5]}, 'dtype': 'float64'}),
+    ('randn half', {'randn': {'seed': 5, 'shape': [8]}, 'dtype': 'float16'}),
+    ('large randn 1-d', {'randn': {'seed': 7, 'shape': [100000], 'mul': 100}, 'dtype': 'float32'}),
     ('long dtype suffix wraps', {'arange': {'n': 14, 'mul': 1111111}, 'dtype': 'int32'}),
 ]
 

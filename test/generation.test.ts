@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 import * as nbx from '../src/index.js';
 import { generate, stream } from '../src/generation/index.js';
 import { IncrementalDecoder } from '../src/generation/text.js';
+import { resolveConfig } from '../src/generation/config.js';
+import { processLogits } from '../src/generation/logits.js';
 import { ScriptedLM, EOS, bytes, byteTokenizer } from './fake_lm.js';
 
 const ids = (t: nbx.Tensor): number[][] => t.tolist() as number[][];
@@ -114,6 +116,22 @@ test('sampling: seeded draws are reproducible, generator and seed agree, top_k 1
   assert.deepEqual(ids(p), ids(greedy), 'top_p keeps at least the top token');
   const mp = await generate(new ScriptedLM(script, {}, 1), 'the', { do_sample: true, min_p: 1, top_k: 0, max_new_tokens: 16, seed: 3 });
   assert.deepEqual(ids(mp), ids(greedy), 'min_p 1 keeps only the top token');
+});
+
+test('top-k then top-p on the k kept scores equals the two warpers applied in full, ties included', () => {
+  const cfg = (o: Record<string, unknown>) => resolveConfig(new ScriptedLM([0]), { do_sample: true, temperature: 1, ...o });
+  const ctx = { curLen: 1, promptLen: 1, inputIds: () => { throw new Error('unused'); } };
+  const g = new nbx.Generator().manual_seed(3);
+  const random = nbx.randn([3, 257], { generator: g });
+  // Row 2 has ties inside the top k (the order then depends on the sort): the full computation is used.
+  const tied = nbx.round(nbx.mul(random, 2));
+  for (const scores of [random, tied]) {
+    for (const [k, p] of [[40, 0.9], [5, 0.5], [256, 0.99], [1, 0.3]] as const) {
+      const fused = processLogits(scores, cfg({ top_k: k, top_p: p }), ctx);
+      const stepwise = processLogits(processLogits(scores, cfg({ top_k: k, top_p: 1 }), ctx), cfg({ top_k: 0, top_p: p }), ctx);
+      assert.deepEqual(Array.from(fused.dataStorageSync() as Float32Array), Array.from(stepwise.dataStorageSync() as Float32Array), `k ${k} p ${p}`);
+    }
+  }
 });
 
 test('repetition_penalty changes greedy choices away from seen tokens', async () => {

@@ -13,6 +13,7 @@ interface Spec {
   data?: unknown;
   complex?: [number | string, number | string][];
   arange?: { n: number; mul?: number; add?: number; div?: number };
+  randn?: { seed: number; shape: number[]; mul?: number };
   shape?: number[];
   print?: Record<string, unknown>;
 }
@@ -33,6 +34,10 @@ function build(spec: Spec): nbx.Tensor {
   if (spec.data !== undefined) {
     if (spec.dtype === 'bool') return nbx.tensor(spec.data, { dtype: 'bool' });
     return nbx.tensor(conv(spec.data), { dtype: 'float64' }).to(spec.dtype);
+  }
+  if (spec.randn) {
+    nbx.manual_seed(spec.randn.seed); // PyTorch's CPU generator, bit for bit
+    return nbx.randn(spec.randn.shape).mul(spec.randn.mul ?? 1).to(spec.dtype);
   }
   const a = spec.arange!;
   let t = nbx.arange(a.n, { dtype: 'float64' }).mul(a.mul ?? 1).add(a.add ?? 0);

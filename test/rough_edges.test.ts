@@ -42,3 +42,14 @@ test("Dawn's start-up warnings stay off stderr unless NBX_DEBUG=1; nbx info says
   assert.doesNotMatch(info.stderr, /Warning:/);
   assert.match(info.stdout, /webgpu {3}available/);
 });
+
+test('a process that used a GPU backend ends promptly with its code, its output and exit handlers intact', async (t) => {
+  if (!(await nbx.webgpu.isAvailable())) { t.skip('no WebGPU adapter on this machine'); return; }
+  const exitJs = fileURLToPath(new URL('../src/backend/exit.js', import.meta.url));
+  const script = `const nbx = await import(${JSON.stringify(index)}); const { exitPromptly } = await import(${JSON.stringify(exitJs)});
+    const g = nbx.ones(3).to('webgpu'); console.log(JSON.stringify((await g.cpu()).tolist()));
+    process.on('exit', () => console.log('exit handler ran')); exitPromptly(3);`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: root, encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 3, r.stderr);
+  assert.equal(r.stdout, '[1,1,1]\nexit handler ran\n');
+});

@@ -6,19 +6,12 @@ import { parseArgs } from 'node:util';
 import { NbxError, ValueError } from '../errors.js';
 import type { ChatMessage } from '../tokenizer/index.js';
 import { resolveConfig } from '../generation/index.js';
-import { checkOptionsEarly, formatStats, interruptFlag, loadForCommand, runGeneration, samplingOptions } from './generate.js';
+import { checkOptionsEarly, formatStats, MODEL_FLAGS, interruptFlag, loadForCommand, runGeneration, samplingOptions } from './generate.js';
 
 const OP = 'nbx chat';
 
 export async function chatCommand(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args, allowPositionals: true,
-    options: {
-      model: { type: 'string' }, device: { type: 'string' }, dtype: { type: 'string' },
-      'max-new-tokens': { type: 'string' }, temperature: { type: 'string' }, 'top-k': { type: 'string' },
-      'top-p': { type: 'string' }, seed: { type: 'string' }, system: { type: 'string' },
-    },
-  });
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { ...MODEL_FLAGS, system: { type: 'string' } } });
   if (positionals.length > 0) throw new ValueError(OP, `takes no arguments (type the messages), got '${positionals.join(' ')}'`);
   checkOptionsEarly(values, OP);
   const { model, tokenizer, loadMs, device, dir } = await loadForCommand(OP, values.model, values.device, values.dtype);

@@ -191,14 +191,16 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/** The flags nbx generate and nbx chat share: the model, where it runs, and sampling. */
+export const MODEL_FLAGS = {
+  model: { type: 'string' }, device: { type: 'string' }, dtype: { type: 'string' },
+  'max-new-tokens': { type: 'string' }, temperature: { type: 'string' }, 'top-k': { type: 'string' },
+  'top-p': { type: 'string' }, seed: { type: 'string' },
+} as const;
+
 export async function generateCommand(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
-    args, allowPositionals: true,
-    options: {
-      model: { type: 'string' }, device: { type: 'string' }, dtype: { type: 'string' },
-      'max-new-tokens': { type: 'string' }, temperature: { type: 'string' }, 'top-k': { type: 'string' },
-      'top-p': { type: 'string' }, seed: { type: 'string' }, chat: { type: 'boolean', default: false },
-    },
+    args, allowPositionals: true, options: { ...MODEL_FLAGS, chat: { type: 'boolean', default: false } },
   });
   if (positionals.length > 1) throw new ValueError(OP, `give one prompt (quote it), got ${positionals.length} arguments`);
   let prompt = positionals[0];

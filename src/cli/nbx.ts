@@ -79,7 +79,12 @@ async function conformance(args: string[]): Promise<number> {
   return res.failed > 0 ? 1 : 0;
 }
 
-main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (e: unknown) => {
+main(process.argv.slice(2)).then(async (code) => {
+  // A command that used a GPU backend ends here, without waiting on the runtimes' native teardown.
+  const { loadedBackends } = await import('../backend/backend.js');
+  if (loadedBackends().some((b) => b.type !== 'cpu')) (await import('../backend/exit.js')).exitPromptly(code);
+  process.exitCode = code;
+}, (e: unknown) => {
   // A bad command line is the user's to fix: say what was wrong and show the usage, without a stack.
   const code = (e as { code?: string }).code;
   if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS')) {

@@ -1,6 +1,7 @@
 import { takeHost, takeSmallHost } from '../memory/host_pool.js';
 import { DTypeError, OutOfMemoryError } from '../errors.js';
 import { formatBytes } from '../memory/caching_allocator.js';
+import { collectGarbage, noteSharedAllocation, physicalMemoryBytes } from '../memory/host_pressure.js';
 
 // The dtype table. Everything the engine knows about a dtype is in this one table: size, category,
 // how the CPU stores it, its range, and its names in other formats. Code asks the table; it does not
@@ -139,21 +140,39 @@ export const SHARED_MIN_BYTES = 1 << 20;
 /** Below this size host buffers come from the small-buffer free lists (see memory/host_pool.ts). */
 const SMALL_POOL_BYTES = 64 << 10;
 
+/**
+ * Refuses a host allocation larger than the machine's memory before anything is computed for it (a
+ * random op would otherwise sample for minutes first): OutOfMemoryError naming the size.
+ */
+export function checkHostAllocation(op: string, d: DTypeName, numel: number): void {
+  const bytes = numel * DTYPES[d].itemsize;
+  if (bytes > physicalMemoryBytes) {
+    throw new OutOfMemoryError(op, `tried to allocate ${formatBytes(bytes)} (${numel} elements of ${d}) on the cpu, more than this machine's ${formatBytes(physicalMemoryBytes)} of memory`);
+  }
+}
+
 export function allocStorage(d: DTypeName, numel: number, zero = true): StorageArray {
   const i = DTYPES[d];
   const ctor = STORAGE_CTORS[i.storage];
   const count = numel * i.lanes;
   const bytes = count * ctor.BYTES_PER_ELEMENT;
+  checkHostAllocation('cpu', d, numel);
   if (bytes < SMALL_POOL_BYTES) return takeSmallHost(ctor, count, zero) ?? new ctor(count);
   const shared = bytes >= SHARED_MIN_BYTES;
   const pooled = takeHost(ctor.name, count, shared, zero);
   if (pooled) return pooled;
+  const make = (): StorageArray => {
+    if (!shared) return new ctor(count);
+    noteSharedAllocation(bytes);
+    return new ctor(new SharedArrayBuffer(bytes) as unknown as ArrayBuffer) as StorageArray;
+  };
   try {
-    if (shared) return new ctor(new SharedArrayBuffer(bytes) as unknown as ArrayBuffer) as StorageArray;
-    return new ctor(count);
+    return make();
   } catch (e) {
     // V8 refuses sizes over its ArrayBuffer limit, and any size the OS will not give, with a RangeError.
     if (!(e instanceof RangeError)) throw e;
+    // tensors nobody disposed may hold the memory: collect them and try once more
+    if (collectGarbage()) { try { return make(); } catch { /* reported below */ } }
     throw new OutOfMemoryError('cpu', `tried to allocate ${formatBytes(bytes)} (${numel} elements of ${d}) on the cpu and the allocation failed (${e.message}); free tensors with dispose() or use a smaller size`);
   }
 }

@@ -7,7 +7,8 @@
 import type { CausalLM } from '../models/types.js';
 import { Tensor } from '../tensor/tensor.js';
 import { scope } from '../tensor/storage.js';
-import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
+import { DeviceLimitError, DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
+import { argmax as nbxArgmax } from '../ops/reduce.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import { resolveConfig, type GenerationOptions, type ResolvedConfig } from './config.js';
 import { chooseTokens, processLogits } from './logits.js';
@@ -155,6 +156,25 @@ async function lastScores(logits: Tensor): Promise<Tensor> {
   try { return Tensor.fromStorage(await last.dataStorage(), 'float32', [b, v]); } finally { last.dispose(); }
 }
 
+/** Whether this step's scores go through a processor (greedy decoding is otherwise a plain argmax). */
+function hasProcessors(cfg: ResolvedConfig, curLen: number, promptLen: number): boolean {
+  const eosMasked = cfg.eos_token_id.length > 0 && (curLen < cfg.min_length || curLen - promptLen < cfg.min_new_tokens);
+  return cfg.do_sample || cfg.repetition_penalty !== 1.0 || eosMasked;
+}
+
+/** Argmax of the last position on the logits' device; null when the device cannot compute it (int64 results). */
+async function deviceArgmax(logits: Tensor): Promise<number[] | null> {
+  const [b, t, v] = logits.shape as [number, number, number];
+  let ids: Tensor;
+  try {
+    ids = scope(() => nbxArgmax(logits.narrow(1, t - 1, 1).reshape([b, v]), -1));
+  } catch (e) {
+    if (e instanceof DeviceLimitError) return null;
+    throw e;
+  }
+  try { return Array.from(await ids.dataStorage() as BigInt64Array, Number); } finally { ids.dispose(); }
+}
+
 /**
  * The decoding loop as an async iterator of steps; its return value is the sequences [B, T + new]
  * (int64, CPU). generate() and stream() drive it; the command line uses it to time each step.
@@ -174,6 +194,8 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
   const maskRows = mask ? mask.map((m) => Array.from(m)) : null;
 
   cfg.streamer?.put(int64(rows.flat(), [batch, promptLength], 'cpu'));
+  // Greedy steps without processors take the argmax where the logits are and read back B ids, not B×V scores.
+  let onDeviceArgmax = device.type !== 'cpu';
   const cache = model.newCache({ batch, maxLength });
   try {
     let feed = int64(rows.flat(), [batch, promptLength], device);
@@ -187,16 +209,22 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
       } finally {
         feed.dispose(); attention?.dispose(); positions?.dispose();
       }
-      let chosen: number[];
+      let chosen: number[] | null = null;
       try {
-        const scores = await lastScores(logits);
-        chosen = scope(() => {
-          const ids = processLogits(scores, cfg, {
-            curLen: cur, promptLen: promptLength, inputIds: () => int64(rows.flat(), [batch, cur], 'cpu'),
+        if (onDeviceArgmax && !hasProcessors(cfg, cur, promptLength)) {
+          chosen = await deviceArgmax(logits);
+          if (chosen === null) onDeviceArgmax = false;
+        }
+        if (chosen === null) {
+          const scores = await lastScores(logits);
+          chosen = scope(() => {
+            const ids = processLogits(scores, cfg, {
+              curLen: cur, promptLen: promptLength, inputIds: () => int64(rows.flat(), [batch, cur], 'cpu'),
+            });
+            return Array.from(chooseTokens(ids, cfg).dataStorageSync() as BigInt64Array, Number);
           });
-          return Array.from(chooseTokens(ids, cfg).dataStorageSync() as BigInt64Array, Number);
-        });
-        scores.dispose();
+          scores.dispose();
+        }
       } finally { logits.dispose(); }
       const tokens = chosen.map((t, b) => (unfinished[b] || !canPad ? t : cfg.pad_token_id!));
       tokens.forEach((t, b) => { rows[b]!.push(t); maskRows?.[b]!.push(1); seen[b]! += 1; });

@@ -65,6 +65,29 @@ function minP(scores: Tensor, minPValue: number): Tensor {
   return nbx.masked_fill(scores, remove, -Infinity);
 }
 
+/**
+ * Top-k then top-p, computing top-p on the k kept scores instead of sorting all V: the V - k others
+ * are -inf, so they sort first, add exact zeros to the softmax and the cumulative sum, and are
+ * removed already. Returns null (use the full computation) when ties make the order of the kept
+ * scores depend on the sort algorithm: a tie at the k-th score, or two kept scores equal.
+ */
+function topKThenTopP(scores: Tensor, k: number, p: number): Tensor | null {
+  const [rows, vocab] = scores.shape as [number, number];
+  const kk = Math.min(Math.max(k, 1), vocab);
+  const { values, indices } = nbx.topk(scores, kk);
+  const kth = values.narrow(1, kk - 1, 1);
+  const kept = Array.from(nbx.count_nonzero(nbx.ge(scores, kth), -1).dataStorageSync() as BigInt64Array, Number);
+  if (kept.some((n) => n !== kk)) return null;
+  const v = values.dataStorageSync() as Float32Array;
+  for (let r = 0; r < rows; r++) for (let j = 1; j < kk; j++) if (v[r * kk + j] === v[r * kk + j - 1]) return null;
+  const filtered = nbx.masked_fill(scores, nbx.lt(scores, kth), -Infinity);
+  const ascending = nbx.flip(values, [1]), ascendingIdx = nbx.flip(indices, [1]);
+  const cumulative = nbx.cumsum(nbx.softmax(ascending, -1), -1);
+  const sortedRemove = nbx.logical_and(nbx.le(cumulative, 1 - p), keepMask(kk, 1, 'last'));
+  const remove = nbx.scatter(nbx.zeros([rows, vocab], { dtype: nbx.bool }), 1, ascendingIdx, sortedRemove);
+  return nbx.masked_fill(filtered, remove, -Infinity);
+}
+
 /** Every processor the config turns on, applied to scores [B, V] float32; returns the processed scores. */
 export function processLogits(scores: Tensor, cfg: ResolvedConfig, ctx: StepContext): Tensor {
   const vocab = scores.shape[1]!;
@@ -75,8 +98,12 @@ export function processLogits(scores: Tensor, cfg: ResolvedConfig, ctx: StepCont
   if (eos.length > 0 && cfg.min_new_tokens > 0 && ctx.curLen - ctx.promptLen < cfg.min_new_tokens) s = nbx.masked_fill(s, idMask(vocab, eos), -Infinity);
   if (cfg.do_sample) {
     if (cfg.temperature !== 1.0) s = nbx.div(s, cfg.temperature);
-    if (cfg.top_k !== 0) s = topK(s, cfg.top_k);
-    if (cfg.top_p < 1.0) s = topP(s, cfg.top_p);
+    const both = cfg.top_k !== 0 && cfg.top_p < 1.0 && cfg.top_k < vocab ? topKThenTopP(s, cfg.top_k, cfg.top_p) : null;
+    if (both) s = both;
+    else {
+      if (cfg.top_k !== 0) s = topK(s, cfg.top_k);
+      if (cfg.top_p < 1.0) s = topP(s, cfg.top_p);
+    }
     if (cfg.min_p !== null) s = minP(s, cfg.min_p);
   }
   return s;

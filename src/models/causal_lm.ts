@@ -123,7 +123,9 @@ export class CausalLMModel extends Module implements CausalLM {
       } else {
         positionIds = nbx.arange(past, past + T, { dtype: 'int64', device: this.device }).unsqueeze(0).expand([B, T]);
       }
-      let h = this.model.forward(ids, { padding, positionIds, maxPosition, cache });
+      // Positions made here lie in [0, past + T) (the cumsum path's padding gets 1); given ones may not.
+      const positionBound = pid === null ? past + T : null;
+      let h = this.model.forward(ids, { padding, positionIds, maxPosition, positionBound, cache });
       if (keep > 0 && keep < T) h = h.slice(1, T - keep);
       let out = this.lm_head.forward(h);
       const cap = this.cfg.final_logit_softcapping;

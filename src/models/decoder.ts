@@ -289,9 +289,10 @@ export class DecoderModel extends Module {
 
   /**
    * Hidden states [B, T, hidden] after the final norm. `padding`: [B, past + T] bool or null;
-   * `positionIds`: [B, T] int64; `maxPosition`: max(positionIds).
+   * `positionIds`: [B, T] int64; `maxPosition`: max(positionIds); `positionBound`: where known, every
+   * position id is in [0, positionBound).
    */
-  override forward(inputIds: Tensor, a: { padding: Tensor | null; positionIds: Tensor; maxPosition: number; cache: KVCacheBuffers | null }): Tensor {
+  override forward(inputIds: Tensor, a: { padding: Tensor | null; positionIds: Tensor; maxPosition: number; positionBound?: number | null; cache: KVCacheBuffers | null }): Tensor {
     const [B, T] = inputIds.shape as [number, number];
     const past = a.cache?.length ?? 0;
     let x = this.embed_tokens.forward(inputIds);
@@ -305,7 +306,7 @@ export class DecoderModel extends Module {
       if (!types.has(t)) continue;
       const r = this.ropes[t];
       const other = t === 'sliding_attention' ? rope.full_attention : undefined;
-      rope[t] = other && r === this.ropes.full_attention ? other : r.forward(a.positionIds, a.maxPosition, x.dt, x.device);
+      rope[t] = other && r === this.ropes.full_attention ? other : r.forward(a.positionIds, a.maxPosition, x.dt, x.device, a.positionBound ?? null);
       const spec = { batch: B, queryLength: T, past, padding: a.padding, window: t === 'sliding_attention' ? this.cfg.sliding_window : null, device: x.device };
       masks[t] = booleanMask(spec, !eager);
     }

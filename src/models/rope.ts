@@ -98,6 +98,7 @@ export class RotaryEmbedding {
   private readonly originalMaxSeqLen: number;
   private maxSeqLenCached: number;
   private deviceInvFreq: Tensor | null = null;
+  private tables: { rows: number; dtype: DTypeName; device: Device; cos: Tensor; sin: Tensor } | null = null;
   /** Channels that rotate (head_dim × partial_rotary_factor). */
   readonly rotaryDim: number;
 
@@ -131,12 +132,26 @@ export class RotaryEmbedding {
 
   /**
    * cos and the signed sin [B, T, rotaryDim] in `dtype` for position_ids [B, T] (int64, on `device`);
-   * `maxPosition` is max(position_ids), which the dynamic types need on the host. The signed sin is
+   * `maxPosition` is max(position_ids), which the dynamic types need on the host; `positionBound`, where
+   * given, says every position id lies in [0, positionBound). The signed sin is
    * [-sin, sin] over the two halves, so applyRotary needs one swap of halves instead of rotate_half's
    * swap and negation; the products are the same numbers.
    */
-  forward(positionIds: Tensor, maxPosition: number, dtype: DTypeName, device: Device): { cos: Tensor; sin: Tensor } {
-    if (this.params.rope_type === 'dynamic' || this.params.rope_type === 'longrope') this.update(maxPosition + 1);
+  forward(positionIds: Tensor, maxPosition: number, dtype: DTypeName, device: Device, positionBound: number | null = null): { cos: Tensor; sin: Tensor } {
+    const dynamic = this.params.rope_type === 'dynamic' || this.params.rope_type === 'longrope';
+    if (dynamic) this.update(maxPosition + 1);
+    if (!dynamic && positionBound !== null) {
+      // Fixed frequencies: rows of a table computed once for positions [0, bound) by the same ops, so a
+      // decode step gathers two rows instead of running the seven ops below.
+      const table = this.table(positionBound, dtype, device);
+      const F = nbx.nn.functional;
+      return { cos: F.embedding(positionIds, table.cos), sin: F.embedding(positionIds, table.sin) };
+    }
+    return this.compute(positionIds, dtype, device);
+  }
+
+  /** cos / signed sin for positionIds, computed. */
+  private compute(positionIds: Tensor, dtype: DTypeName, device: Device): { cos: Tensor; sin: Tensor } {
     if (!this.deviceInvFreq || this.deviceInvFreq.isDisposed) {
       this.deviceInvFreq = nbx.keep(nbx.tensor(Array.from(this.invFreq), { dtype: 'float32', device }));
     }
@@ -147,7 +162,20 @@ export class RotaryEmbedding {
     return { cos: cos.to(dtype), sin: nbx.cat([half.neg(), half], -1).to(dtype) };
   }
 
-  dispose(): void { this.deviceInvFreq?.dispose(); this.deviceInvFreq = null; }
+  /** The cos / signed sin table [positions, rotaryDim] covering [0, bound), grown by doubling. */
+  private table(bound: number, dtype: DTypeName, device: Device): { cos: Tensor; sin: Tensor } {
+    const t = this.tables;
+    if (t && t.rows >= bound && t.dtype === dtype && t.device === device && !t.cos.isDisposed) return t;
+    this.disposeTables();
+    const rows = Math.max(bound, 2 * (t?.rows ?? 0), 64);
+    const made = nbx.scope(() => this.compute(nbx.arange(0, rows, { dtype: 'int64', device }), dtype, device));
+    this.tables = { rows, dtype, device, cos: nbx.keep(made.cos), sin: nbx.keep(made.sin) };
+    return this.tables;
+  }
+
+  private disposeTables(): void { this.tables?.cos.dispose(); this.tables?.sin.dispose(); this.tables = null; }
+
+  dispose(): void { this.deviceInvFreq?.dispose(); this.deviceInvFreq = null; this.disposeTables(); }
 }
 
 /** [x1, x2] → [x2, x1] along the last dim. */

@@ -64,6 +64,25 @@ function dense(t: Tensor, shape: readonly number[], dtype: DTypeName): Tensor {
 }
 const release = (t: Tensor, keep: Tensor): void => { if (t !== keep) t.dispose(); };
 
+/**
+ * `t` (of `dtype`) read as `groups` matrices of `rows` × `cols` elements: itself when its last dim is
+ * contiguous and its leading dims merge into one stride (a slice of a KV cache buffer is such a
+ * view), else a contiguous copy. Gives the row stride (`ld`) and the stride between matrices.
+ */
+function rowMatrices(t: Tensor, shape: readonly number[], dtype: DTypeName): { t: Tensor; ld: number; stride: number } {
+  const nd = shape.length, rows = shape[nd - 2]!, cols = shape[nd - 1]!;
+  const same = t.dt === dtype && t.shape.length === nd && t.shape.every((s, i) => s === shape[i]);
+  if (same && (cols <= 1 || t.strides[nd - 1] === 1)) {
+    const ld = rows <= 1 ? cols : t.strides[nd - 2]!;
+    const stride = mergedStride(t.shape.slice(0, nd - 2), t.strides.slice(0, nd - 2), nd - 2);
+    if (ld >= cols && stride !== null && (stride === 0 ? numelOf(shape.slice(0, nd - 2)) <= 1 : stride >= ld * rows)) {
+      return { t, ld: Math.max(ld, 1), stride: stride === 0 ? rows * cols : stride };
+    }
+  }
+  const c = dense(t, shape, dtype);
+  return { t: c, ld: Math.max(cols, 1), stride: rows * cols };
+}
+
 /** A 1-D per-channel parameter viewed as (C, 1, ..., 1) so it broadcasts over (N, C, *). */
 const perChannel = (t: Tensor, ndim: number): Tensor => t.reshape([-1, ...Array(Math.max(ndim - 2, 0)).fill(1)]);
 
@@ -764,8 +783,9 @@ export const scaled_dot_product_attention = defOp('nn.functional.scaled_dot_prod
   const outShape = rep > 1 ? [...outer, Hq, L, Ev] : [...outer, L, Ev];
   const cd = opmath(q.dt);
   const qc = dense(q, rep > 1 ? [...outer, Hq, L, E] : [...outer, L, E], cd);
-  const kc = dense(kk, [...outer, ...headDims, S, E], cd);
-  const vc = dense(vv, [...outer, ...headDims, S, Ev], cd);
+  // Keys and values are read where they are (a KV cache's filled part is a strided view), not copied.
+  const { t: kc, ld: ldk, stride: strideK } = rowMatrices(kk, [...outer, ...headDims, S, E], cd);
+  const { t: vc, ld: ldv, stride: strideV } = rowMatrices(vv, [...outer, ...headDims, S, Ev], cd);
   const out = Tensor.empty(outShape, cd, q.device, false);
   // The mask broadcast to the full score shape (..., Hq, L, S), read through its strides.
   const scoreShape = [...outShape.slice(0, -1), S];
@@ -801,8 +821,8 @@ export const scaled_dot_product_attention = defOp('nn.functional.scaled_dot_prod
       const n = causal ? Math.min(S, l0 + lc) : S; // keys this block can see
       const ref = (t: Tensor, off: number): StridedRef => ({ ...t.ref(), offset: t.offset + off });
       gemm({ transA: false, transB: true, m: rows, n, k: E, alpha: scale, beta: 0,
-        a: ref(qc, (g0 * rowsPerGroup + start) * E), lda: Math.max(E, 1), b: ref(kc, g0 * S * E), ldb: Math.max(E, 1), c: sref, ldc: Math.max(n, 1),
-        batch: gc, strideA: rowsPerGroup * E, strideB: S * E, strideC: rows * n });
+        a: ref(qc, (g0 * rowsPerGroup + start) * E), lda: Math.max(E, 1), b: ref(kc, g0 * strideK), ldb: ldk, c: sref, ldc: Math.max(n, 1),
+        batch: gc, strideA: rowsPerGroup * E, strideB: strideK, strideC: rows * n });
       const sm = (off: number, count: number, m?: StridedRef): void => {
         const view = { ...sref, shape: [count, lc, n], strides: [lc * n, n, 1], offset: sref.offset + off };
         smax({ x: view, out: view, dim: 2, log: false, mask: m, causal, causalOffset: l0, safe: true });
@@ -814,8 +834,8 @@ export const scaled_dot_product_attention = defOp('nn.functional.scaled_dot_prod
         }
       }
       gemm({ transA: false, transB: false, m: rows, n: Ev, k: n, alpha: 1, beta: 0,
-        a: sref, lda: Math.max(n, 1), b: ref(vc, g0 * S * Ev), ldb: Ev, c: ref(out, (g0 * rowsPerGroup + start) * Ev), ldc: Ev,
-        batch: gc, strideA: rows * n, strideB: S * Ev, strideC: rowsPerGroup * Ev });
+        a: sref, lda: Math.max(n, 1), b: ref(vc, g0 * strideV), ldb: ldv, c: ref(out, (g0 * rowsPerGroup + start) * Ev), ldc: Ev,
+        batch: gc, strideA: rows * n, strideB: strideV, strideC: rowsPerGroup * Ev });
     };
     if (wholeGroups) for (let g0 = 0; g0 < G; g0 += gChunk) block(g0, Math.min(gChunk, G - g0), 0, rep, 0, L);
     else {

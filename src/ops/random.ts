@@ -3,7 +3,7 @@
 // gives the same tensor on CPU, CUDA and WebGPU — which PyTorch itself does not promise across devices.
 
 import { Tensor, sizesArg } from '../tensor/tensor.js';
-import { dtypeName, DTYPES, type DTypeLike, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
+import { checkHostAllocation, dtypeName, DTYPES, type DTypeLike, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
 import { defaultFloatDType } from '../dtype/promotion.js';
 import { readNumber } from '../dtype/convert.js';
 import { checkShape, numelOf } from '../tensor/shape.js';
@@ -48,11 +48,13 @@ export function set_rng_state(s: Uint8Array): void { defaultGenerator.set_state(
 export function rand(...args: unknown[]): Tensor {
   const [shape, o] = sizeAndOpts('rand', args);
   const d = floatDType('rand', o.dtype);
+  checkHostAllocation('rand', d, numelOf(shape));
   return make(S.rand(gen(o.generator), numelOf(shape), d), d, shape, o.device);
 }
 export function randn(...args: unknown[]): Tensor {
   const [shape, o] = sizeAndOpts('randn', args);
   const d = floatDType('randn', o.dtype);
+  checkHostAllocation('randn', d, numelOf(shape));
   return make(S.randn(gen(o.generator), numelOf(shape), d), d, shape, o.device);
 }
 export function rand_like(input: Tensor, o: RandOptions = {}): Tensor {
@@ -74,6 +76,7 @@ export function randint(...args: unknown[]): Tensor {
   else throw new ValueError('randint', `randint() takes (high, size) or (low, high, size), got ${args.length} positional arguments`);
   const shape = checkShape('randint', size as number[]);
   const d = o.dtype ? dtypeName(o.dtype) : 'int64';
+  checkHostAllocation('randint', d, numelOf(shape));
   const lo = low instanceof Scalar ? (low.value as number) : (low as number), hi = high instanceof Scalar ? (high.value as number) : (high as number);
   return make(S.randint(gen(o.generator), numelOf(shape), d, lo, hi), d, shape, o.device);
 }
@@ -113,6 +116,7 @@ export function normal(...args: unknown[]): Tensor {
   if (s < 0) throw new ValueError('normal', `normal expects std >= 0.0, but found std ${s}`);
   const shape = checkShape('normal', size);
   const d = floatDType('normal', o.dtype);
+  checkHostAllocation('normal', d, numelOf(shape));
   return make(S.normal(g, numelOf(shape), d, scalarNumber(mean), s), d, shape, o.device);
 }
 

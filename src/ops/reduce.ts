@@ -70,6 +70,11 @@ function reduce(op: string, x: Tensor, dimArg: unknown, keepdim: boolean, kind: 
   outDType: DTypeName, params: number[] = [], withIndex = false): Tensor | ValuesIndices {
   const dims = normDims(op, dimArg as number | number[] | null, x.ndim);
   if (DTYPES[x.dt].kind === 'complex') return complexReduce(op, x, dims, keepdim, kind, outDType);
+  if (DTYPES[outDType].kind === 'complex') {
+    // a real input summed into a complex dtype (sum(x, dtype=complex64)): cast first, reduce the pairs
+    const c = x.to(outDType);
+    try { return complexReduce(op, c, dims, keepdim, kind, outDType); } finally { if (c !== x) c.dispose(); }
+  }
   const outShape = keepdim ? x.shape.map((s, d) => (dims.includes(d) ? 1 : s)) : x.shape.filter((_, d) => !dims.includes(d));
   const rowsN = numelOf(x.shape.filter((_, d) => !dims.includes(d)));
   const nN = numelOf(dims.map((d) => x.shape[d]!));

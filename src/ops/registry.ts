@@ -125,6 +125,18 @@ export function bind(info: OpInfo, args: readonly unknown[]): Record<string, unk
   return out;
 }
 
+/** The bound arguments of a failed call, briefly: tensors by shape and dtype, others by kind or value. */
+function describeArgs(bound: Record<string, unknown>): string {
+  const one = (v: unknown): string => {
+    if (v !== null && typeof v === 'object' && 'shape' in v && 'dt' in v) return `tensor ${JSON.stringify((v as { shape: unknown }).shape)} ${String((v as { dt: unknown }).dt)}`;
+    if (typeof v === 'number' || typeof v === 'boolean' || v === null || v === undefined) return String(v);
+    if (typeof v === 'string') return JSON.stringify(v.length > 20 ? `${v.slice(0, 20)}...` : v);
+    if (Array.isArray(v)) return `list of ${v.length}`;
+    return typeof v === 'object' ? (Object.getPrototypeOf(v)?.constructor?.name ?? 'object') : typeof v;
+  };
+  return Object.entries(bound).filter(([, v]) => v !== undefined).map(([k, v]) => `${k}=${one(v)}`).join(', ');
+}
+
 /**
  * Declares an operation: `def('add(input, other, *, alpha=1)', ({input, other, alpha}) => ...)`.
  * Returns the user-facing function, which takes positional arguments and an optional options object.
@@ -135,7 +147,20 @@ export function def<R>(signature: string, impl: (a: any) => R): (...args: any[])
   const info: OpInfo = { name, signature, params };
   if (OPS.has(name)) throw new Error(`operation ${name} is declared twice`);
   OPS.set(name, info);
-  const fn = (...args: unknown[]): R => impl(bind(info, args));
+  const fn = (...args: unknown[]): R => {
+    const bound = bind(info, args);
+    try {
+      return impl(bound);
+    } catch (e) {
+      // JavaScript's own TypeError/RangeError inside an operation means an argument of a kind its code
+      // did not expect (a number where a tensor goes, a Symbol, a length V8 refuses): a typed error
+      // naming the operation, never a raw exception from deep inside it.
+      if (e instanceof TypeError || e instanceof RangeError) {
+        throw Object.assign(new ValueError(name, `invalid arguments (${describeArgs(bound)}): ${e.message}`), { cause: e });
+      }
+      throw e;
+    }
+  };
   Object.defineProperty(fn, 'name', { value: name.split('.').pop() });
   return fn;
 }

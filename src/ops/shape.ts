@@ -29,12 +29,15 @@ export function asTensor(op: string, x: unknown, name = 'input'): Tensor {
 }
 
 /** A Python int argument: an integral number, a bigint, an int Scalar or a 0-d integer tensor. */
+/** The most tensors one call returns (tensor_split, chunk): a count beyond it is a mistake, not a request. */
+export const MAX_PIECES = 2 ** 24;
+
 export function toInt(op: string, v: unknown, name: string): number {
   if (v instanceof Scalar && v.kind !== 'float') v = v.value;
   if (typeof v === 'bigint') v = Number(v);
   if (typeof v === 'boolean') v = v ? 1 : 0;
   if (v instanceof Tensor && v.ndim === 0 && (DTYPES[v.dt].kind === 'int' || v.dt === 'bool')) v = Number(v.item());
-  if (typeof v !== 'number' || !Number.isInteger(v)) throw new ValueError(op, `${op}(): argument '${name}' must be int, not ${describe(v)}`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v)) throw new ValueError(op, `${op}(): argument '${name}' must be int, not ${describe(v)}`);
   return v;
 }
 
@@ -184,6 +187,7 @@ export const tensor_split = def('tensor_split(input, indices_or_sections, dim=0)
   else {
     const sections = toInt(op, spec, 'sections');
     if (sections <= 0) throw new ValueError(op, `number of sections must be larger than 0, got ${sections}`);
+    if (sections > MAX_PIECES) throw new ValueError(op, `${sections} sections would return more than ${MAX_PIECES} tensors`);
     const q = Math.floor(n / sections), r = n % sections;
     let at = 0;
     for (let i = 0; i < sections - 1; i++) { at += q + (i < r ? 1 : 0); bounds.push(at); }

@@ -786,17 +786,17 @@ export function dropoutMask(gen: Generator, numel: number, dtype: DTypeName = 'f
 // ------------------------------------------------------------------------------------------------
 // Multinomial
 
-/** exponential_distribution<double>(1) cast to the dtype: -log(1 - u) with a 53-bit u. */
-function exponentialInto(gen: Generator, n: number, dtype: FloatDTypeName): Float64Array {
-  const eng = gen.engine;
-  const out = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    const u = eng.next53() * TWO_M53;
-    const v = -1.0 * (__compat.torch113 ? libm.log(1.0 - u) : libm.log1p(-u));
-    out[i] = dtype === 'float64' ? v : dtype === 'float32' ? fr(v) : dtype === 'float16' ? h16(v) : hbf(v);
-  }
-  return out;
+/** exponential_distribution<double>(1) of the 53-bit uniform `u`, cast to the dtype: -log(1 - u). */
+function exponentialOf(u: number, dtype: FloatDTypeName): number {
+  const v = -1.0 * (__compat.torch113 ? libm.log(1.0 - u) : libm.log1p(-u));
+  return dtype === 'float64' ? v : dtype === 'float32' ? fr(v) : dtype === 'float16' ? h16(v) : hbf(v);
 }
+
+/**
+ * Uniforms at least this large give an exponential draw that is positive in every dtype (about 2^-20;
+ * float16's smallest value is 2^-24), so a zero probability divided by it is 0 without computing it.
+ */
+const POSITIVE_DRAW_MIN = 2 ** -20;
 
 /**
  * torch.multinomial(probs, numSamples, replacement) for `rows` distributions of `k` categories
@@ -833,8 +833,15 @@ export function multinomial(gen: Generator, probs: Float64Array, rows: number, k
       for (let j = 0; j < k; j++) if (probs[r * k + j]! !== 0) { any = true; break; }
       if (!any) throw new ValueError(op, 'invalid multinomial distribution (sum of probabilities <= 0)');
     }
-    const q = exponentialInto(gen, rows * k, probDtype);
-    for (let i = 0; i < q.length; i++) q[i] = rnd(rnd(probs[i]!) / q[i]!);
+    // q = probs / exponential_(1), drawn in element order. A zero probability gives 0 whatever the
+    // draw is, unless the draw rounds to 0 (then NaN, as in PyTorch): only tiny uniforms need the log.
+    // (Top-k/top-p sampling leaves most of a vocabulary at zero, so this skips most logarithms.)
+    const eng = gen.engine;
+    const q = new Float64Array(rows * k);
+    for (let i = 0; i < q.length; i++) {
+      const u = eng.next53() * TWO_M53, p = probs[i]!;
+      q[i] = p === 0 && u >= POSITIVE_DRAW_MIN ? 0 : rnd(rnd(p) / exponentialOf(u, probDtype));
+    }
     const idx = new Int32Array(k);
     for (let r = 0; r < rows; r++) {
       const base = r * k;

@@ -9,6 +9,7 @@ import type { DTypeName, StorageArray } from '../dtype/dtypes.js';
 import { giveHost } from '../memory/host_pool.js';
 import { backendFor, type Device } from '../backend/backend.js';
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { ValueError } from '../errors.js';
 
 export class Storage {
   private refs = 0;
@@ -33,6 +34,9 @@ export interface Disposable { dispose(): void; readonly isDisposed: boolean }
 
 class Scope {
   readonly created: Disposable[] = [];
+  closed = false;
+  /** The scope this one was opened in: what this one keeps is the parent's to dispose. */
+  constructor(readonly parent: Scope | undefined) {}
 }
 
 const als = new AsyncLocalStorage<Scope[]>();
@@ -45,33 +49,65 @@ function currentScope(): Scope | undefined {
 /** Called by every tensor constructor. */
 export function track(t: Disposable): void { currentScope()?.created.push(t); }
 
-function keepSet(result: unknown): Set<unknown> {
-  const keep = new Set<unknown>();
-  const visit = (v: unknown, depth: number): void => {
-    if (v === null || typeof v !== 'object' || depth > 4) return;
-    if ('dispose' in v && 'isDisposed' in v) { keep.add(v); return; }
-    if (Array.isArray(v)) v.forEach((x) => visit(x, depth + 1));
-    else if (Object.getPrototypeOf(v) === Object.prototype) Object.values(v).forEach((x) => visit(x, depth + 1));
-  };
-  visit(result, 0);
+const isDisposable = (v: object): v is Disposable => 'dispose' in v && 'isDisposed' in v;
+
+/**
+ * The tensors a scope's result holds: the result itself, and everything reachable from it through
+ * arrays, Maps (keys and values), Sets and objects' own enumerable properties (plain objects and class
+ * instances alike), at any depth. Containers the walk cannot see into are an error rather than a
+ * silent disposal: WeakMap, WeakSet, WeakRef. (Closures are invisible too; a returned function must
+ * not capture the scope's tensors unless they are kept with nbx.keep.)
+ */
+function keepSet(result: unknown): Set<Disposable> {
+  const keep = new Set<Disposable>();
+  if (result === null || typeof result !== 'object') return keep;
+  const seen = new Set<object>();
+  const todo: unknown[] = [result];
+  while (todo.length) {
+    const v = todo.pop();
+    if (v === null || typeof v !== 'object' || seen.has(v)) continue;
+    seen.add(v);
+    if (isDisposable(v)) {
+      keep.add(v);
+      if ('storage' in v && 'shape' in v) continue; // a tensor: nothing inside it to keep
+    }
+    if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer || v instanceof SharedArrayBuffer || v instanceof Promise) continue;
+    if (v instanceof WeakMap || v instanceof WeakSet || v instanceof WeakRef) {
+      throw new ValueError('scope', `the result holds a ${v.constructor.name}, whose contents a scope cannot see; tensors in it would be disposed. Return them in an array, object, Map or Set, or take them out with nbx.keep(t)`);
+    }
+    if (Array.isArray(v)) { for (const x of v) todo.push(x); continue; }
+    if (v instanceof Map) { for (const [k, x] of v) { todo.push(k); todo.push(x); } continue; }
+    if (v instanceof Set) { for (const x of v) todo.push(x); continue; }
+    for (const k of Object.keys(v)) todo.push((v as Record<string, unknown>)[k]);
+  }
   return keep;
 }
 
 function close(scope: Scope, result: unknown): void {
-  const keep = keepSet(result);
+  let keep: Set<Disposable>;
+  try { keep = keepSet(result); } catch (e) { disposeAll(scope, new Set()); throw e; }
+  disposeAll(scope, keep);
+  // Kept tensors belong to the enclosing scope now (the nearest one still open).
+  let parent = scope.parent;
+  while (parent?.closed) parent = parent.parent;
+  if (parent) for (const t of keep) parent.created.push(t);
+}
+function disposeAll(scope: Scope, keep: Set<Disposable>): void {
+  scope.closed = true;
   for (const t of scope.created) if (!keep.has(t) && !t.isDisposed) t.dispose();
-  // Kept tensors belong to the enclosing scope now.
-  const parent = currentScope();
-  if (parent) for (const t of keep) parent.created.push(t as Disposable);
+  scope.created.length = 0;
 }
 
 /**
- * Runs fn and disposes every tensor it created that is not part of its result (a tensor, or arrays/
- * plain objects of tensors). Works for async functions: tensors created after an await still belong
- * to this scope.
+ * Runs fn and disposes every tensor it created that is not part of its result (see keepSet for what
+ * counts). Works for async functions: tensors created after an await still belong to this scope. A
+ * nested scope's kept tensors belong to the scope around it, so they go when that one closes unless it
+ * returns them too.
  */
 export function scope<T>(fn: () => T): T {
-  const s = new Scope();
+  if (typeof fn !== 'function') throw new ValueError('scope', `nbx.scope takes a function, got ${fn === null ? 'null' : typeof fn}`);
+  const parent = currentScope();
+  const s = new Scope(parent);
   const outer = als.getStore() ?? [];
   const isAsyncFn = fn.constructor.name === 'AsyncFunction';
   if (isAsyncFn) {
@@ -91,7 +127,10 @@ export function scope<T>(fn: () => T): T {
   }
   syncStack.pop();
   if (result instanceof Promise) {
-    throw new TypeError('nbx.scope: fn returned a Promise but is not an async function; declare it `async` so the scope can follow it');
+    // work after its first await would run outside the scope: refuse, and free what it created so far
+    close(s, undefined);
+    result.catch(() => {});
+    throw new ValueError('scope', 'fn returned a Promise but is not an async function; declare it `async` so the scope can follow it (the tensors it created so far were disposed)');
   }
   close(s, result);
   return result;

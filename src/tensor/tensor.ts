@@ -301,7 +301,7 @@ export class Tensor {
     const sizes: number[] = [];
     if (typeof splitSize === 'number') {
       checkInt('split', 'split_size', splitSize);
-      if (splitSize <= 0 && n > 0) throw new ValueError('split', `split_size must be positive, got ${splitSize}`);
+      if (splitSize < 0 || (splitSize === 0 && n > 0)) throw new ValueError('split', `split expects split_size be non-negative (and positive for a non-empty dimension), but got split_size=${splitSize}`);
       for (let s = 0; s < n || (n === 0 && sizes.length === 0); s += splitSize) sizes.push(Math.min(splitSize, n - s));
     } else {
       splitSize.forEach((v) => { if (checkInt('split', 'split_sizes', v) < 0) throw new ValueError('split', `split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=${fmtShape(splitSize)}`); });
@@ -316,6 +316,7 @@ export class Tensor {
 
   chunk(chunks: number, dim = 0): Tensor[] {
     checkInt('chunk', 'chunks', chunks);
+    if (chunks > 2 ** 24) throw new ValueError('chunk', `${chunks} chunks would return more than 2^24 tensors`);
     if (chunks <= 0) throw new ValueError('chunk', 'chunk expects `chunks` to be greater than 0');
     const d = normDim('chunk', dim, this.ndim);
     const n = this.shape[d]!;

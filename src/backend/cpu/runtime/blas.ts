@@ -23,6 +23,9 @@ export interface Blas {
   /** Matrix-vector products (null where the library lacks them): gemm packs its operands, gemv streams the matrix once. */
   readonly sgemv: GemvFn | null;
   readonly dgemv: GemvFn | null;
+  /** OpenBLAS's thread count setter (null for other libraries), and the count it started with. */
+  readonly setThreads: ((n: number) => void) | null;
+  readonly maxThreads: number;
 }
 
 const CANDIDATES = process.platform === 'darwin'
@@ -49,14 +52,16 @@ function tryLoad(): { blas: Blas | null; why: string } {
         try { return lib.func(`void ${name}(int order, int trans, int m, int n, ${t} alpha, void *a, int lda, void *x, int incx, ${t} beta, void *y, int incy)`) as GemvFn; } catch { return null; }
       };
       const sgemv = gemv('cblas_sgemv', 'float'), dgemv = gemv('cblas_dgemv', 'double');
-      let name = path;
+      let name = path, setThreads: ((n: number) => void) | null = null, maxThreads = 1;
       try {
         const cfg = lib.func('const char *openblas_get_config()') as () => string;
         const core = lib.func('const char *openblas_get_corename()') as () => string;
         const threads = lib.func('int openblas_get_num_threads()') as () => number;
-        name = `${path} (${cfg().trim()}; core ${core()}; ${threads()} threads)`;
+        maxThreads = threads();
+        name = `${path} (${cfg().trim()}; core ${core()}; ${maxThreads} threads, one below ${SINGLE_THREAD_GEMM_WORK} multiply-adds)`;
+        setThreads = lib.func('void openblas_set_num_threads(int n)') as (n: number) => void;
       } catch { /* not OpenBLAS: the path is the name */ }
-      return { blas: { name, sgemm, dgemm, sgemv, dgemv }, why: '' };
+      return { blas: { name, sgemm, dgemm, sgemv, dgemv, setThreads, maxThreads }, why: '' };
     } catch (e) {
       failures.push(`${path} (no cblas_sgemm/cblas_dgemm: ${(e as Error).message})`);
     }
@@ -96,6 +101,25 @@ export function blasInfo(): string {
 const GEMV_MAX = 4;
 
 /**
+ * Products of at most this many multiply-adds run on the calling thread alone. OpenBLAS splits any
+ * gemm over 2^18 and any gemv over ~2^13 multiply-adds across its threads, which then spin while they
+ * wait for work; for products this small waking and joining them costs about what it saves on an idle
+ * machine, and on a busy one (threads descheduled while the caller waits) it made a 256×256 gemv of
+ * a decode step 40x slower than the 10 µs it takes on one thread. Larger products use every thread.
+ */
+export const SINGLE_THREAD_GEMM_WORK = 1 << 21;
+/** gemv streams its matrix once; it gains little from threads until the matrix leaves the caches. */
+const SINGLE_THREAD_GEMV_WORK = 1 << 20;
+
+/** The thread count last set in OpenBLAS (it is process-wide), so that it is set only when it changes. */
+let threadsSet = 0;
+function useThreads(blas: Blas, single: boolean): void {
+  if (!blas.setThreads) return;
+  const n = single ? 1 : blas.maxThreads;
+  if (n !== threadsSet) { blas.setThreads(n); threadsSet = n; }
+}
+
+/**
  * Row-major C = alpha·op(A)·op(B) + beta·C through the BLAS, element offsets into each array.
  * Leading dimensions must satisfy BLAS's rules (the caller checks); subarray() keeps it copy-free.
  */
@@ -109,6 +133,7 @@ export function blasGemm(blas: Blas, transA: boolean, transB: boolean, m: number
   // Few rows (or columns): one gemv per row streams B once each, where OpenBLAS's gemm would pack all
   // of B first (for a 1×4096 @ 4096×4096 product, 10x slower here).
   if (gemv && Math.min(m, n) <= GEMV_MAX) {
+    useThreads(blas, Math.max(m, n) * k <= SINGLE_THREAD_GEMV_WORK);
     const rows = m <= n;
     // beta = 0 must not read C (NaN there would survive a scaling by 0).
     if (beta === 0) for (let i = 0; i < m; i++) C.fill(0, offC + i * ldc, offC + i * ldc + n);
@@ -127,5 +152,6 @@ export function blasGemm(blas: Blas, transA: boolean, transB: boolean, m: number
     }
     return;
   }
+  useThreads(blas, m * n * k <= SINGLE_THREAD_GEMM_WORK);
   (f32 ? blas.sgemm : blas.dgemm)(CblasRowMajor, tr(transA), tr(transB), m, n, k, alpha, at(A, offA), lda, at(B, offB), ldb, beta, at(C, offC), ldc);
 }

@@ -36,6 +36,10 @@ export class WGBuffer {
   gpu: GPUBuffer | null = null;
   /** Set when freed before the device existed: the recorded-command stamp of the free. */
   freedAt = -1;
+  /** The recorded-command stamp when it was allocated (used to place early buffers in order). */
+  allocAt = 0;
+  /** Allocated before the device for an upload: its write is not ordered with commands, so it needs a buffer no command used. */
+  clean = false;
   /**
    * A data-dependent error of the kernel that wrote this buffer (an index out of range, an integer
    * division by zero), or of one it read: every read of the buffer raises it, reads of others do not.
@@ -192,9 +196,17 @@ export class WebGPUBackend implements Backend {
     // kernels' start-up checks (e.g. compiling the subgroup-matrix GEMM), before any work is encoded
     for (const hook of this.initHooks) await hook(this).catch((e: Error) => notice(`nbx webgpu: start-up check failed: ${e.message}`));
     this.isReady = true;
-    // every early buffer gets a fresh GPUBuffer (early uploads are writes that must not overtake others)
-    for (const b of this.unplaced) this.place(b);
-    for (const b of this.unplaced) if (b.freedAt >= 0) this.pool.give(b.gpu!, b.size, b.freedAt);
+    // Early buffers are placed in allocation order, each buffer freed before an allocation going back to
+    // the pool first: a long chain recorded before the device existed reuses a few buffers instead of
+    // holding one per intermediate (commands run in recorded order, so the reuse is in order too).
+    const early = [...this.unplaced];
+    const freed = early.filter((b) => b.freedAt >= 0).sort((a, b) => a.freedAt - b.freedAt);
+    let next = 0;
+    for (const b of early) {
+      for (; next < freed.length && freed[next]!.freedAt <= b.allocAt; next++) this.pool.give(freed[next]!.gpu!, freed[next]!.size, freed[next]!.freedAt);
+      this.place(b, b.clean);
+    }
+    for (; next < freed.length; next++) this.pool.give(freed[next]!.gpu!, freed[next]!.size, freed[next]!.freedAt);
     this.unplaced.clear();
   }
 
@@ -230,7 +242,7 @@ export class WebGPUBackend implements Backend {
   allocBytes(bytes: number, zero = false, clean = false): WGBuffer {
     if (this.isReady && bytes > this.maxBinding) throw this.tooLarge(bytes);
     const b = new WGBuffer(bytes, this.isReady ? this.pool.classOf(bytes) : bytes > PRE_DEVICE_MAX_BYTES ? 0 : sizeClass(bytes));
-    if (this.isReady) this.place(b, clean); else this.unplaced.add(b);
+    if (this.isReady) this.place(b, clean); else { b.allocAt = this.recorded; b.clean = clean; this.unplaced.add(b); }
     if (zero) this.record({ k: 'clear', buf: b });
     return b;
   }
@@ -618,8 +630,11 @@ export class WebGPUBackend implements Backend {
 
   emptyCache(): number {
     if (!this.isReady) return 0;
+    // submit what is recorded, so buffers freed since are no longer waited on by unsubmitted commands
+    // (a host-staged step or a running pump keeps its later commands back: their buffers stay cached)
+    if (!this.pumping && this.fault === null && this.drain()) this.submit();
     this.bindGroups.clear();
-    let n = this.pool.emptyCache();
+    let n = this.pool.emptyCache(this.submitted);
     for (const [size, list] of this.readPool) { for (const b of list) { b.destroy(); n += size; } }
     this.readPool.clear();
     return n;

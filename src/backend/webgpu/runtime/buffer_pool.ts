@@ -86,16 +86,22 @@ export class BufferPool {
     this.s.reservedBytes = this.s.allocatedBytes + this.s.cachedBytes;
   }
 
-  /** Destroys every cached buffer; returns the bytes released. */
-  emptyCache(): number {
+  /**
+   * Destroys the cached buffers whose last use is at or before stamp `submittedAt` (commands recorded
+   * but not yet submitted may still use the others); returns the bytes released.
+   */
+  emptyCache(submittedAt = Infinity): number {
     let bytes = 0;
     for (const [size, list] of this.free) {
-      for (const f of list) { f.buf.destroy(); bytes += size; this.s.destroyed++; this.s.liveBuffers--; }
+      const keep = list.filter((f) => f.at > submittedAt);
+      for (const f of list) {
+        if (f.at > submittedAt) continue;
+        f.buf.destroy(); bytes += size; this.s.destroyed++; this.s.liveBuffers--;
+        this.s.cachedBytes -= size; this.s.cachedBuffers--;
+      }
+      if (keep.length) this.free.set(size, keep); else this.free.delete(size);
     }
-    this.free.clear();
-    this.s.cachedBytes = 0;
-    this.s.cachedBuffers = 0;
-    this.s.reservedBytes = this.s.allocatedBytes;
+    this.s.reservedBytes = this.s.allocatedBytes + this.s.cachedBytes;
     return bytes;
   }
 

@@ -9,7 +9,7 @@ import { Expr } from '../../../ir/expr.js';
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import { WGSL as R, perWord, wgslPrelude, checkWgslDType, WGSL_DTYPES } from '../../../ir/render_wgsl.js';
 import { checkInt64Expr, i64Words, integerDivides } from '../../../ir/wgsl_int64.js';
-import { ValueError } from '../../../errors.js';
+import { DeviceLimitError, ValueError } from '../../../errors.js';
 import type { StridedRef } from '../../backend.js';
 import { coalesce } from '../../../tensor/shape.js';
 import { broadcastStrides } from '../../../tensor/shape.js';
@@ -233,6 +233,11 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
   force?: { wg: number; vpt: number }): void {
   checkWgslDType('elementwise', out.dtype, true);
   for (const r of ins) if (!WGSL_DTYPES.has(r.dtype)) checkWgslDType('elementwise', r.dtype);
+  // complex values reach WGSL only as float pairs (complex ops run on view_as_real views); an
+  // expression over complex elements themselves has no WGSL form
+  if (DTYPES[out.dtype].kind === 'complex' || ins.some((r) => DTYPES[r.dtype].kind === 'complex')) {
+    throw new DeviceLimitError('webgpu', `an elementwise operation on complex64 elements is not supported on webgpu (operands ${ins.map((r) => r.dtype).join(', ')} -> ${out.dtype}); run it on the CPU or on nbx.view_as_real(x)`);
+  }
   const shape = out.shape;
   let n = 1;
   for (const d of shape) n *= d;
