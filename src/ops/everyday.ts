@@ -6,9 +6,9 @@
 
 import { Tensor } from '../tensor/tensor.js';
 import { Storage } from '../tensor/storage.js';
-import { Device } from '../backend/backend.js';
+import { Device, backendFor } from '../backend/backend.js';
 import { DTYPES, dtypeName, type DTypeLike, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
-import { DTypeError, ShapeError, ValueError } from '../errors.js';
+import { DeviceLimitError, DTypeError, ShapeError, ValueError } from '../errors.js';
 import { contiguousStrides } from '../tensor/shape.js';
 import { def, isScalarLike } from './registry.js';
 import * as ew from './elementwise.js';
@@ -60,13 +60,24 @@ export const isclose = def('isclose(input, other, rtol=1e-05, atol=1e-08, equal_
   });
 });
 
-export const allclose = def('allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False)', (a): boolean =>
-  chain((k) => Boolean((k(red.all(k(isclose(a.input, a.other, { rtol: a.rtol, atol: a.atol, equal_nan: a.equal_nan }))) as Tensor)).item())));
+/**
+ * A one-element bool tensor as a JS boolean: at once where the device reads synchronously (CPU, CUDA),
+ * a Promise of it on WebGPU, so `await nbx.allclose(a, b)` works on every device. Disposes `t`.
+ */
+function readBool(t: Tensor): boolean | Promise<boolean> {
+  if (t.device.type === 'cpu' || backendFor(t.device).downloadSync) { try { return Boolean(t.item()); } finally { t.dispose(); } }
+  return (t.cpu() as Promise<Tensor>).then((c) => Boolean(c.item())).finally(() => t.dispose());
+}
 
-export const equal = def('equal(input, other)', (a): boolean => {
+/** PyTorch's allclose: a boolean (a Promise of one on WebGPU, which reads only asynchronously). */
+export const allclose = def('allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False)', (a): boolean | Promise<boolean> =>
+  readBool(chain((k) => red.all(k(isclose(a.input, a.other, { rtol: a.rtol, atol: a.atol, equal_nan: a.equal_nan }))) as Tensor)));
+
+/** PyTorch's equal: same shape and elements; a boolean (a Promise of one on WebGPU). */
+export const equal = def('equal(input, other)', (a): boolean | Promise<boolean> => {
   const x = tensorArg('equal', a.input, 'input'), y = tensorArg('equal', a.other, 'other');
-  if (x.ndim !== y.ndim || x.shape.some((s, i) => s !== y.shape[i])) return false;
-  return chain((k) => Boolean((k(red.all(k(ew.eq(x, y)))) as Tensor).item()));
+  if (x.ndim !== y.ndim || x.shape.some((s, i) => s !== y.shape[i])) return x.device.type === 'cpu' || backendFor(x.device).downloadSync ? false : Promise.resolve(false);
+  return readBool(chain((k) => red.all(k(ew.eq(x, y))) as Tensor));
 });
 
 // ---- tensors over existing memory -----------------------------------------------------------------
@@ -175,6 +186,9 @@ export const bincount = def('bincount(input, weights=None, minlength=0)', (a): T
   if (w && (w.ndim !== 1 || w.shape[0] !== x.shape[0])) throw new ShapeError(op, 'weights should be 1-d and have the same length as input');
   // The output length depends on the values, so it reads the largest one back (as PyTorch's kernels do).
   let len = minlength;
+  if (x.device.type !== 'cpu' && !backendFor(x.device).downloadSync) {
+    throw new DeviceLimitError(op, `the output's length is the largest input value + 1, read back synchronously, and ${x.device} reads only asynchronously: nbx.bincount(await x.cpu())`);
+  }
   if (x.numel() > 0) {
     const lo = Number((red.amin(x) as Tensor).item()), hi = Number((red.amax(x) as Tensor).item());
     if (lo < 0) throw new ValueError(op, 'bincount only supports 1-d non-negative integral inputs.');
