@@ -7,24 +7,20 @@
 import { Tensor } from '../tensor/tensor.js';
 import { Storage } from '../tensor/storage.js';
 import { Device, backendFor } from '../backend/backend.js';
-import { DTYPES, dtypeName, type DTypeLike, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
+import { DTYPES, STORAGE_CTORS, dtypeName, type DTypeLike, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
 import { DeviceLimitError, DTypeError, ShapeError, ValueError } from '../errors.js';
 import { contiguousStrides } from '../tensor/shape.js';
 import { def, isScalarLike } from './registry.js';
 import * as ew from './elementwise.js';
+import { torchTypeName } from './conv.js';
 import * as red from './reduce.js';
 import { cat } from './shape.js';
 import { index_add } from './indexing.js';
-import { tensor, zeros, ones, full, empty, type CreateOptions } from './creation.js';
+import { tensor, zeros, ones, full, empty, TYPED, type CreateOptions } from './creation.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
 
-const TORCH_NAME: Record<string, string> = {
-  bool: 'Bool', uint8: 'Byte', int8: 'Char', int16: 'Short', int32: 'Int', int64: 'Long', float16: 'Half',
-  bfloat16: 'BFloat16', float32: 'Float', float64: 'Double', complex64: 'ComplexFloat', complex128: 'ComplexDouble',
-};
-const tname = (d: DTypeName): string => TORCH_NAME[d] ?? d;
 
 function tensorArg(op: string, v: unknown, name: string): Tensor {
   if (!(v instanceof Tensor)) throw new ValueError(op, `${op}(): argument '${name}' must be Tensor, not ${v === null ? 'None' : typeof v}`);
@@ -42,7 +38,7 @@ function chain<T>(f: (keep: (t: Tensor) => Tensor) => T): T {
 export const isclose = def('isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False)', (a): Tensor => {
   const op = 'isclose';
   const x = tensorArg(op, a.input, 'input'), y = tensorArg(op, a.other, 'other');
-  if (x.dt !== y.dt) throw new DTypeError(op, `${tname(x.dt)} did not match ${tname(y.dt)}`);
+  if (x.dt !== y.dt) throw new DTypeError(op, `${torchTypeName(x.dt)} did not match ${torchTypeName(y.dt)}`);
   const rtol = Number(a.rtol), atol = Number(a.atol);
   if (!(rtol >= 0)) throw new ValueError(op, `rtol must be greater than or equal to zero, but got ${a.rtol}`);
   if (!(atol >= 0)) throw new ValueError(op, `atol must be greater than or equal to zero, but got ${a.atol}`);
@@ -82,22 +78,13 @@ export const equal = def('equal(input, other)', (a): boolean | Promise<boolean> 
 
 // ---- tensors over existing memory -----------------------------------------------------------------
 
-const STORAGE_OF: [Function, DTypeName][] = [
-  [Float32Array, 'float32'], [Float64Array, 'float64'], [Int32Array, 'int32'], [Int16Array, 'int16'], [Int8Array, 'int8'],
-  [Uint8Array, 'uint8'], [BigInt64Array, 'int64'],
-];
-const typedDType = (v: unknown): DTypeName | undefined => STORAGE_OF.find(([c]) => v instanceof c)?.[1];
-
-const STORAGE_CTOR: Record<string, new (b: ArrayBufferLike, o: number, n: number) => StorageArray> = {
-  u8: Uint8Array, i8: Int8Array, i16: Int16Array, i32: Int32Array, i64: BigInt64Array, u16: Uint16Array,
-  f32: Float32Array, f64: Float64Array,
-} as never;
+const typedDType = (v: unknown): DTypeName | undefined => TYPED.find(([c]) => v instanceof c)?.[1];
 
 /** A CPU tensor over `bytes` (no copy): writes through either side are seen by the other. */
 function borrowed(op: string, buffer: ArrayBufferLike, byteOffset: number, dtype: DTypeName, count: number): Tensor {
   const info = DTYPES[dtype];
-  const ctor = STORAGE_CTOR[info.storage]!;
-  const lane = (ctor as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
+  const ctor = STORAGE_CTORS[info.storage] as unknown as new (b: ArrayBufferLike, o: number, n: number) => StorageArray;
+  const lane = STORAGE_CTORS[info.storage].BYTES_PER_ELEMENT;
   if (byteOffset % lane !== 0) {
     throw new ValueError(op, `offset ${byteOffset} is not a multiple of ${lane} bytes, which a ${dtype} view of the memory needs (JavaScript typed arrays are aligned): copy with nbx.tensor(...) instead`);
   }
@@ -158,8 +145,8 @@ export const cdist = def("cdist(x1, x2, p=2.0, compute_mode='use_mm_for_euclid_d
   const x1 = tensorArg(op, a.x1, 'x1'), x2 = tensorArg(op, a.x2, 'x2');
   const p = Number(a.p);
   if (x1.ndim < 2 || x2.ndim < 2) throw new ShapeError(op, `cdist only supports at least 2D tensors, X1 got: ${x1.ndim}D${x2.ndim < 2 ? `, X2 got: ${x2.ndim}D` : ''}`);
-  if (DTYPES[x1.dt].kind !== 'float') throw new DTypeError(op, `cdist only supports floating-point dtypes, X1 got: ${tname(x1.dt)}`);
-  if (DTYPES[x2.dt].kind !== 'float') throw new DTypeError(op, `cdist only supports floating-point dtypes, X2 got: ${tname(x2.dt)}`);
+  if (DTYPES[x1.dt].kind !== 'float') throw new DTypeError(op, `cdist only supports floating-point dtypes, X1 got: ${torchTypeName(x1.dt)}`);
+  if (DTYPES[x2.dt].kind !== 'float') throw new DTypeError(op, `cdist only supports floating-point dtypes, X2 got: ${torchTypeName(x2.dt)}`);
   if (x1.shape[x1.ndim - 1] !== x2.shape[x2.ndim - 1]) throw new ShapeError(op, `X1 and X2 must have the same number of columns. X1: ${x1.shape[x1.ndim - 1]} X2: ${x2.shape[x2.ndim - 1]}`);
   if (!(p >= 0)) throw new ValueError(op, `cdist only supports non-negative p values, got ${a.p}`);
   const modes = ['use_mm_for_euclid_dist_if_necessary', 'use_mm_for_euclid_dist', 'donot_use_mm_for_euclid_dist'];
@@ -178,7 +165,7 @@ export const cdist = def("cdist(x1, x2, p=2.0, compute_mode='use_mm_for_euclid_d
 export const bincount = def('bincount(input, weights=None, minlength=0)', (a): Tensor => {
   const op = 'bincount';
   const x = tensorArg(op, a.input, 'input');
-  if (DTYPES[x.dt].kind !== 'int' && x.dt !== 'bool') throw new DTypeError(op, `"bincount_cpu" not implemented for '${tname(x.dt)}'`);
+  if (DTYPES[x.dt].kind !== 'int' && x.dt !== 'bool') throw new DTypeError(op, `"bincount_cpu" not implemented for '${torchTypeName(x.dt)}'`);
   const minlength = Number(a.minlength);
   if (!Number.isInteger(minlength) || minlength < 0) throw new ValueError(op, `minlength should be >= 0, got ${a.minlength}`);
   if (x.ndim !== 1) throw new ShapeError(op, 'bincount only supports 1-d non-negative integral inputs.');
