@@ -14,6 +14,7 @@
 
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -24,22 +25,30 @@ import type { CausalLM } from '../src/models/types.js';
 
 const PEERS = join(dirname(fileURLToPath(import.meta.url)), '../../bench/peers');
 
-interface Figures { ttft_ms: number; decode_tok_s: number; prompt_tokens: number; new_tokens: number; ids?: number[] }
+interface Figures {
+  ttft_ms: number; decode_tok_s: number; prompt_tokens: number; new_tokens: number; ids?: number[];
+  /** CPU time of the process (all threads) for the same spans; on a busy machine wall time also counts waiting for a core. */
+  ttft_cpu_ms?: number; decode_cpu_ms_per_token?: number;
+}
 interface PeerLine extends Partial<Figures> { peer?: string; error?: string; [k: string]: unknown }
 
 /** Greedy generation of exactly `newTokens` tokens after `prompt`; times the first token and the rest. */
 async function timeGreedy(model: CausalLM, prompt: number[], newTokens: number): Promise<Figures> {
   const prepared: PreparedPrompt = { rows: [prompt.slice()], mask: null, length: prompt.length };
-  const t0 = performance.now();
-  let first = 0, last = 0, n = 0;
+  const cpuMs = (): number => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
+  const t0 = performance.now(), c0 = cpuMs();
+  let first = 0, last = 0, n = 0, cFirst = 0, cLast = 0;
   const ids: number[] = [];
   for await (const step of generateSteps(model, prepared, { max_new_tokens: newTokens, eos_token_id: null, do_sample: false })) {
-    last = performance.now();
-    if (n === 0) first = last;
+    last = performance.now(); cLast = cpuMs();
+    if (n === 0) { first = last; cFirst = cLast; }
     ids.push(step.tokens[0]!);
     n++;
   }
-  return { ttft_ms: first - t0, decode_tok_s: n > 1 ? ((n - 1) / (last - first)) * 1000 : NaN, prompt_tokens: prompt.length, new_tokens: n, ids };
+  return {
+    ttft_ms: first - t0, decode_tok_s: n > 1 ? ((n - 1) / (last - first)) * 1000 : NaN, prompt_tokens: prompt.length, new_tokens: n, ids,
+    ttft_cpu_ms: cFirst - c0, decode_cpu_ms_per_token: n > 1 ? (cLast - cFirst) / (n - 1) : NaN,
+  };
 }
 
 /** Runs a Python peer; its last stdout line is JSON. A missing python3 or torch is reported, not fatal. */
@@ -92,7 +101,8 @@ async function cpuBench(v: { model?: string; 'new-tokens'?: string; prompt?: str
   const loadMs = performance.now() - t0;
   if (!model.tokenizer) throw new nbx.ValueError('bench generate', `${dir} has no tokenizer`);
   const prompt = model.tokenizer.encode(v.prompt ?? 'And God said');
-  await timeGreedy(model, prompt, Math.min(8, newTokens)); // warm-up
+  // warm-up as long as the timed run, as the peer's: V8 is still optimizing the engine's code after a short one
+  await timeGreedy(model, prompt, newTokens);
   const ours = await timeGreedy(model, prompt, newTokens);
   model.dispose();
   const peerArgs = [join(PEERS, 'torch_llama_generate.py'), dir, '--prompt-ids', prompt.join(','), '--new-tokens', String(newTokens), '--print-ids'];
@@ -105,6 +115,8 @@ async function cpuBench(v: { model?: string; 'new-tokens'?: string; prompt?: str
     return;
   }
   process.stdout.write(`${table([row], 'PyTorch CPU')}\n\n`);
+  process.stdout.write(`CPU time (all threads): decode ${fmt(ours.decode_cpu_ms_per_token, 2)} ms/token (PyTorch ${fmt(peer.decode_cpu_ms_per_token as number | undefined, 2)}), ` +
+    `first token ${fmt(ours.ttft_cpu_ms, 1)} ms (PyTorch ${fmt(peer.ttft_cpu_ms as number | undefined, 1)}); load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
   process.stdout.write(`load ${loadMs.toFixed(0)} ms; peer: ${peer.error ? `skipped (${peer.error})` : `${peer.peer} torch ${peer.torch}, ${peer.threads} threads`}; ` +
     `greedy ids ${sameIds === null ? 'not compared' : sameIds ? 'identical to the peer\'s' : 'DIFFER from the peer\'s'}\n`);
 }

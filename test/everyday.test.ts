@@ -121,3 +121,18 @@ test('Symbol.dispose: `using` frees a tensor at the end of its block', () => {
   assert.equal(seen.isDisposed, true);
   assert.throws(() => seen.tolist(), nbx.DisposedError);
 });
+
+test('WebGPU: await allclose/equal, index with a CPU mask, typed errors for data-dependent sizes (skipped without an adapter)', async (t) => {
+  if (!(await nbx.webgpu.isAvailable())) { t.skip('no WebGPU adapter on this machine'); return; }
+  const x = nbx.arange(24, { dtype: nbx.float }).reshape(2, 3, 4).to('webgpu');
+  assert.equal(await nbx.allclose(x, x), true);
+  assert.equal(await nbx.equal(x, x.add(1)), false);
+  assert.equal(await nbx.allclose(x, x.mul(1 + 1e-6)), true);
+  assert.equal(await nbx.allclose(x, x.add(1e-7)), false); // the 0 element: |0 - 1e-7| > atol 1e-8, as in PyTorch
+  assert.deepEqual((await x.index(':, [0, 2], 1::2').cpu()).tolist(), [[[1, 3], [9, 11]], [[13, 15], [21, 23]]]);
+  assert.deepEqual((await x.index(await x.gt(20).cpu()).cpu()).tolist(), [21, 22, 23]);
+  assert.throws(() => x.index(x.gt(20)), (e: Error) => e instanceof nbx.DeviceLimitError && /x\.index\(await mask\.cpu\(\)\)/.test(e.message));
+  assert.throws(() => nbx.bincount(nbx.tensor([1, 2], { device: 'webgpu' })), (e: Error) => e instanceof nbx.DeviceLimitError && /nbx\.bincount\(await x\.cpu\(\)\)/.test(e.message));
+  x.index_set_('0, 1:, [0, 3]', -1);
+  assert.deepEqual(((await x.cpu()).tolist() as number[][][])[0], [[0, 1, 2, 3], [-1, 5, 6, -1], [-1, 9, 10, -1]]);
+});

@@ -1,5 +1,5 @@
 // The embedded default model (assets/nbx-kjv) loads and decodes greedily token for token as
-// transformers did (test/fixtures/models/nbx-kjv-reference.json, float32 on the CPU).
+// transformers did (test/fixtures/models/nbx-kjv-reference.json: the bfloat16 file computed in float32 on the CPU).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

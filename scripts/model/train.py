@@ -15,7 +15,8 @@ improving after about 800 steps of 32k tokens (25 passes over the text), so
 the default budget is one minute: longer runs only memorize the text.
 
 Usage (GPU): python3 scripts/model/train.py --seconds 60 --out assets/nbx-kjv
-Writes config.json, model.safetensors (float32), generation_config.json into
+Writes config.json, model.safetensors (bfloat16, rounded from the float32
+weights by to_bf16.py), generation_config.json into
 --out (next to the tokenizer files from train_tokenizer.py) and the metrics
 as JSON to --metrics.
 """
@@ -29,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig
+
+from to_bf16 import convert_model_dir
 
 HELD_OUT_EVERY = 50
 
@@ -181,6 +184,7 @@ def main() -> None:
     model = model.float().cpu()
     model.config.attention_dropout = 0.0  # inference needs none; keeps the shipped config plain
     model.save_pretrained(out, safe_serialization=True)
+    convert_model_dir(out)  # the shipped file is bfloat16: half the size, loaded as float32 to compute
     GenerationConfig(bos_token_id=bos, eos_token_id=eos, pad_token_id=pad, do_sample=True, temperature=0.8,
                      top_k=40, top_p=0.95, max_new_tokens=50).save_pretrained(out)
     metrics = {

@@ -49,22 +49,16 @@ export async function bestDevice(): Promise<{ device: 'cpu' | 'cuda' | 'webgpu';
   return { device: 'cpu', why: w.description ? `no CUDA device; the WebGPU adapter (${w.description}) is not a GPU with a device profile` : 'no CUDA device and no WebGPU adapter' };
 }
 
-/**
- * Asks for a WebGPU adapter in a child process: Dawn writes its backend warnings (a missing Vulkan
- * loader, say) straight to the process's stderr, which would bury the command's own output.
- */
+/** The WebGPU adapter Dawn (or the browser) offers: its description, device-profile family and fallback flag. */
 async function probeWebGPUAdapter(): Promise<{ description?: string; family?: string; isFallbackAdapter?: boolean }> {
-  const { execFile } = await import('node:child_process');
-  const gpuModule = new URL('../backend/webgpu/gpu.js', import.meta.url).href;
-  const script = `const m = await import(${JSON.stringify(gpuModule)});
-    const c = await m.chooseAdapter(); const p = await m.profileFor(c.adapter);
-    process.stdout.write(JSON.stringify({ description: c.description, family: p.family, isFallbackAdapter: !!c.adapter.info.isFallbackAdapter }));
-    process.exit(0);`;
-  return new Promise((resolvePromise) => {
-    execFile(process.execPath, ['--input-type=module', '-e', script], { timeout: 20_000 }, (err, stdout) => {
-      try { resolvePromise(err ? {} : JSON.parse(stdout) as { description?: string; family?: string }); } catch { resolvePromise({}); }
-    });
-  });
+  try {
+    const { chooseAdapter, profileFor } = await import('../backend/webgpu/runtime/gpu.js');
+    const c = await chooseAdapter();
+    const prof = await profileFor(c.adapter);
+    return { description: c.description, family: prof.family, isFallbackAdapter: (c.adapter.info as { isFallbackAdapter?: boolean }).isFallbackAdapter === true };
+  } catch {
+    return {};
+  }
 }
 
 export interface LoadedModel { model: CausalLM; tokenizer: Tokenizer; loadMs: number; device: string; dir: string }
@@ -78,8 +72,8 @@ export async function loadForCommand(op: string, dirArg: string | undefined, dev
   if (deviceArg !== undefined && !/^(cpu|cuda|webgpu)(:\d+)?$/.test(deviceArg)) {
     throw new ValueError(op, `--device must be cpu, cuda or webgpu, got '${deviceArg}'`);
   }
-  const device = deviceArg ?? (await bestDevice()).device;
-  const { load } = await import('../models/index.js');
+  // The device probe and the model code's import overlap.
+  const [device, { load }] = await Promise.all([deviceArg ?? bestDevice().then((b) => b.device), import('../models/index.js')]);
   const t0 = performance.now();
   const model = await load(dir, { device, ...(dtypeArg ? { dtype: dtypeArg as never } : {}) });
   const loadMs = performance.now() - t0;

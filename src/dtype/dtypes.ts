@@ -128,7 +128,7 @@ export function fromSafetensorsCode(code: string): DTypeName | undefined {
 
 export type StorageArray = Uint8Array | Int8Array | Int16Array | Int32Array | BigInt64Array | Uint16Array | Float32Array | Float64Array;
 
-const STORAGE_CTORS = {
+export const STORAGE_CTORS = {
   u8: Uint8Array, i8: Int8Array, i16: Int16Array, i32: Int32Array, i64: BigInt64Array,
   u16: Uint16Array, f32: Float32Array, f64: Float64Array,
 } as const;

@@ -28,7 +28,8 @@ function hostTensor(op: string, shape: number[], dtype: DTypeName, device: Devic
   return Tensor.fromStorage(a, dtype, shape, device);
 }
 
-const TYPED: [new (...a: never[]) => unknown, DTypeName][] = [
+/** The typed arrays a tensor can be made from, and their dtypes. */
+export const TYPED: [new (...a: never[]) => unknown, DTypeName][] = [
   [Float32Array, 'float32'], [Float64Array, 'float64'], [Int32Array, 'int32'], [Int16Array, 'int16'], [Int8Array, 'int8'],
   [Uint8Array, 'uint8'], [BigInt64Array, 'int64'],
 ];

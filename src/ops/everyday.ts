@@ -6,25 +6,21 @@
 
 import { Tensor } from '../tensor/tensor.js';
 import { Storage } from '../tensor/storage.js';
-import { Device } from '../backend/backend.js';
-import { DTYPES, dtypeName, type DTypeLike, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
-import { DTypeError, ShapeError, ValueError } from '../errors.js';
+import { Device, backendFor } from '../backend/backend.js';
+import { DTYPES, STORAGE_CTORS, dtypeName, type DTypeLike, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
+import { DeviceLimitError, DTypeError, ShapeError, ValueError } from '../errors.js';
 import { contiguousStrides } from '../tensor/shape.js';
 import { def, isScalarLike } from './registry.js';
 import * as ew from './elementwise.js';
+import { torchTypeName } from './conv.js';
 import * as red from './reduce.js';
 import { cat } from './shape.js';
 import { index_add } from './indexing.js';
-import { tensor, zeros, ones, full, empty, type CreateOptions } from './creation.js';
+import { tensor, zeros, ones, full, empty, TYPED, type CreateOptions } from './creation.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
 
-const TORCH_NAME: Record<string, string> = {
-  bool: 'Bool', uint8: 'Byte', int8: 'Char', int16: 'Short', int32: 'Int', int64: 'Long', float16: 'Half',
-  bfloat16: 'BFloat16', float32: 'Float', float64: 'Double', complex64: 'ComplexFloat', complex128: 'ComplexDouble',
-};
-const tname = (d: DTypeName): string => TORCH_NAME[d] ?? d;
 
 function tensorArg(op: string, v: unknown, name: string): Tensor {
   if (!(v instanceof Tensor)) throw new ValueError(op, `${op}(): argument '${name}' must be Tensor, not ${v === null ? 'None' : typeof v}`);
@@ -42,7 +38,7 @@ function chain<T>(f: (keep: (t: Tensor) => Tensor) => T): T {
 export const isclose = def('isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False)', (a): Tensor => {
   const op = 'isclose';
   const x = tensorArg(op, a.input, 'input'), y = tensorArg(op, a.other, 'other');
-  if (x.dt !== y.dt) throw new DTypeError(op, `${tname(x.dt)} did not match ${tname(y.dt)}`);
+  if (x.dt !== y.dt) throw new DTypeError(op, `${torchTypeName(x.dt)} did not match ${torchTypeName(y.dt)}`);
   const rtol = Number(a.rtol), atol = Number(a.atol);
   if (!(rtol >= 0)) throw new ValueError(op, `rtol must be greater than or equal to zero, but got ${a.rtol}`);
   if (!(atol >= 0)) throw new ValueError(op, `atol must be greater than or equal to zero, but got ${a.atol}`);
@@ -60,33 +56,35 @@ export const isclose = def('isclose(input, other, rtol=1e-05, atol=1e-08, equal_
   });
 });
 
-export const allclose = def('allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False)', (a): boolean =>
-  chain((k) => Boolean((k(red.all(k(isclose(a.input, a.other, { rtol: a.rtol, atol: a.atol, equal_nan: a.equal_nan }))) as Tensor)).item())));
+/**
+ * A one-element bool tensor as a JS boolean: at once where the device reads synchronously (CPU, CUDA),
+ * a Promise of it on WebGPU, so `await nbx.allclose(a, b)` works on every device. Disposes `t`.
+ */
+function readBool(t: Tensor): boolean | Promise<boolean> {
+  if (t.device.type === 'cpu' || backendFor(t.device).downloadSync) { try { return Boolean(t.item()); } finally { t.dispose(); } }
+  return (t.cpu() as Promise<Tensor>).then((c) => Boolean(c.item())).finally(() => t.dispose());
+}
 
-export const equal = def('equal(input, other)', (a): boolean => {
+/** PyTorch's allclose: a boolean (a Promise of one on WebGPU, which reads only asynchronously). */
+export const allclose = def('allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False)', (a): boolean | Promise<boolean> =>
+  readBool(chain((k) => red.all(k(isclose(a.input, a.other, { rtol: a.rtol, atol: a.atol, equal_nan: a.equal_nan }))) as Tensor)));
+
+/** PyTorch's equal: same shape and elements; a boolean (a Promise of one on WebGPU). */
+export const equal = def('equal(input, other)', (a): boolean | Promise<boolean> => {
   const x = tensorArg('equal', a.input, 'input'), y = tensorArg('equal', a.other, 'other');
-  if (x.ndim !== y.ndim || x.shape.some((s, i) => s !== y.shape[i])) return false;
-  return chain((k) => Boolean((k(red.all(k(ew.eq(x, y)))) as Tensor).item()));
+  if (x.ndim !== y.ndim || x.shape.some((s, i) => s !== y.shape[i])) return x.device.type === 'cpu' || backendFor(x.device).downloadSync ? false : Promise.resolve(false);
+  return readBool(chain((k) => red.all(k(ew.eq(x, y))) as Tensor));
 });
 
 // ---- tensors over existing memory -----------------------------------------------------------------
 
-const STORAGE_OF: [Function, DTypeName][] = [
-  [Float32Array, 'float32'], [Float64Array, 'float64'], [Int32Array, 'int32'], [Int16Array, 'int16'], [Int8Array, 'int8'],
-  [Uint8Array, 'uint8'], [BigInt64Array, 'int64'],
-];
-const typedDType = (v: unknown): DTypeName | undefined => STORAGE_OF.find(([c]) => v instanceof c)?.[1];
-
-const STORAGE_CTOR: Record<string, new (b: ArrayBufferLike, o: number, n: number) => StorageArray> = {
-  u8: Uint8Array, i8: Int8Array, i16: Int16Array, i32: Int32Array, i64: BigInt64Array, u16: Uint16Array,
-  f32: Float32Array, f64: Float64Array,
-} as never;
+const typedDType = (v: unknown): DTypeName | undefined => TYPED.find(([c]) => v instanceof c)?.[1];
 
 /** A CPU tensor over `bytes` (no copy): writes through either side are seen by the other. */
 function borrowed(op: string, buffer: ArrayBufferLike, byteOffset: number, dtype: DTypeName, count: number): Tensor {
   const info = DTYPES[dtype];
-  const ctor = STORAGE_CTOR[info.storage]!;
-  const lane = (ctor as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
+  const ctor = STORAGE_CTORS[info.storage] as unknown as new (b: ArrayBufferLike, o: number, n: number) => StorageArray;
+  const lane = STORAGE_CTORS[info.storage].BYTES_PER_ELEMENT;
   if (byteOffset % lane !== 0) {
     throw new ValueError(op, `offset ${byteOffset} is not a multiple of ${lane} bytes, which a ${dtype} view of the memory needs (JavaScript typed arrays are aligned): copy with nbx.tensor(...) instead`);
   }
@@ -147,8 +145,8 @@ export const cdist = def("cdist(x1, x2, p=2.0, compute_mode='use_mm_for_euclid_d
   const x1 = tensorArg(op, a.x1, 'x1'), x2 = tensorArg(op, a.x2, 'x2');
   const p = Number(a.p);
   if (x1.ndim < 2 || x2.ndim < 2) throw new ShapeError(op, `cdist only supports at least 2D tensors, X1 got: ${x1.ndim}D${x2.ndim < 2 ? `, X2 got: ${x2.ndim}D` : ''}`);
-  if (DTYPES[x1.dt].kind !== 'float') throw new DTypeError(op, `cdist only supports floating-point dtypes, X1 got: ${tname(x1.dt)}`);
-  if (DTYPES[x2.dt].kind !== 'float') throw new DTypeError(op, `cdist only supports floating-point dtypes, X2 got: ${tname(x2.dt)}`);
+  if (DTYPES[x1.dt].kind !== 'float') throw new DTypeError(op, `cdist only supports floating-point dtypes, X1 got: ${torchTypeName(x1.dt)}`);
+  if (DTYPES[x2.dt].kind !== 'float') throw new DTypeError(op, `cdist only supports floating-point dtypes, X2 got: ${torchTypeName(x2.dt)}`);
   if (x1.shape[x1.ndim - 1] !== x2.shape[x2.ndim - 1]) throw new ShapeError(op, `X1 and X2 must have the same number of columns. X1: ${x1.shape[x1.ndim - 1]} X2: ${x2.shape[x2.ndim - 1]}`);
   if (!(p >= 0)) throw new ValueError(op, `cdist only supports non-negative p values, got ${a.p}`);
   const modes = ['use_mm_for_euclid_dist_if_necessary', 'use_mm_for_euclid_dist', 'donot_use_mm_for_euclid_dist'];
@@ -167,7 +165,7 @@ export const cdist = def("cdist(x1, x2, p=2.0, compute_mode='use_mm_for_euclid_d
 export const bincount = def('bincount(input, weights=None, minlength=0)', (a): Tensor => {
   const op = 'bincount';
   const x = tensorArg(op, a.input, 'input');
-  if (DTYPES[x.dt].kind !== 'int' && x.dt !== 'bool') throw new DTypeError(op, `"bincount_cpu" not implemented for '${tname(x.dt)}'`);
+  if (DTYPES[x.dt].kind !== 'int' && x.dt !== 'bool') throw new DTypeError(op, `"bincount_cpu" not implemented for '${torchTypeName(x.dt)}'`);
   const minlength = Number(a.minlength);
   if (!Number.isInteger(minlength) || minlength < 0) throw new ValueError(op, `minlength should be >= 0, got ${a.minlength}`);
   if (x.ndim !== 1) throw new ShapeError(op, 'bincount only supports 1-d non-negative integral inputs.');
@@ -175,6 +173,9 @@ export const bincount = def('bincount(input, weights=None, minlength=0)', (a): T
   if (w && (w.ndim !== 1 || w.shape[0] !== x.shape[0])) throw new ShapeError(op, 'weights should be 1-d and have the same length as input');
   // The output length depends on the values, so it reads the largest one back (as PyTorch's kernels do).
   let len = minlength;
+  if (x.device.type !== 'cpu' && !backendFor(x.device).downloadSync) {
+    throw new DeviceLimitError(op, `the output's length is the largest input value + 1, read back synchronously, and ${x.device} reads only asynchronously: nbx.bincount(await x.cpu())`);
+  }
   if (x.numel() > 0) {
     const lo = Number((red.amin(x) as Tensor).item()), hi = Number((red.amax(x) as Tensor).item());
     if (lo < 0) throw new ValueError(op, 'bincount only supports 1-d non-negative integral inputs.');

@@ -12,7 +12,8 @@
 
 import { Tensor } from '../tensor/tensor.js';
 import { kernel } from '../kernels/registry.js';
-import { IndexError, ValueError } from '../errors.js';
+import { DeviceLimitError, IndexError, ValueError } from '../errors.js';
+import { backendFor } from '../backend/backend.js';
 import { broadcastShapes, broadcastStrides, fmtShape, numelOf } from '../tensor/shape.js';
 import { Scalar, isScalarLike, type ScalarLike } from './registry.js';
 import { tensor } from './creation.js';
@@ -100,7 +101,10 @@ function indexTensor(op: string, it: Tensor | readonly unknown[], device: Tensor
     if (it.dt !== 'int64' && it.dt !== 'int32' && it.dt !== 'bool' && it.dt !== 'uint8') {
       throw new IndexError(op, `tensors used as indices must be long, int, byte or bool tensors, got ${it.dt}`);
     }
-    return it.device === device ? it : (made.push(it.to(device)), made[made.length - 1]!);
+    // A mask stays where it is: its nonzero() is read there (see maskIndices), only the indices move.
+    if (it.dt === 'bool' || it.dt === 'uint8' || it.device === device) return it;
+    made.push(it.to(device));
+    return made[made.length - 1]!;
   }
   const flat = (it as unknown[]).flat(Infinity as 1);
   const isBool = flat.length > 0 && flat.every((v) => typeof v === 'boolean');
@@ -150,6 +154,9 @@ function apply(op: string, x: Tensor, items: readonly IndexItem[]): Applied {
     } else {
       const t = indexTensor(op, it as Tensor | readonly unknown[], x.device, made);
       if (t.dt === 'bool' || t.dt === 'uint8') {
+        if (!backendFor(t.device).downloadSync && t.device.type !== 'cpu') {
+          throw new DeviceLimitError(op, `a bool mask on ${t.device} selects a number of elements known only after reading the mask, and ${t.device} reads only asynchronously: index with the mask on the cpu, x.index(await mask.cpu())`);
+        }
         if (t.ndim === 0) {
           // a 0-dim mask is Python's bool: a new dim of size 1 (true) or 0 (false)
           v = v.unsqueeze(d);
@@ -162,8 +169,9 @@ function apply(op: string, x: Tensor, items: readonly IndexItem[]): Applied {
         if (t.shape.some((s, k) => s !== v.shape[d + k])) {
           throw new IndexError(op, `The shape of the mask ${fmtShape(t.shape)} at index ${adv.length} does not match the shape of the indexed tensor ${fmtShape(v.shape)} at index ${d}`);
         }
-        const nz = nonzero(t) as Tensor;
+        let nz = nonzero(t) as Tensor;
         made.push(nz);
+        if (nz.device !== x.device) { nz = nz.to(x.device); made.push(nz); }
         for (let k = 0; k < t.ndim; k++) { adv.push(nz.select(1, k)); d++; }
       } else { adv.push(t); d++; }
     }

@@ -13,16 +13,12 @@ import { fmtShape } from '../tensor/shape.js';
 import { isScalarLike, type ScalarLike } from './registry.js';
 import { copyInto, fillRef } from './shape.js';
 import * as ew from './elementwise.js';
+import { torchTypeName } from './conv.js';
 import * as ix from './indexing.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Fn = (...args: any[]) => any;
 
-const TORCH_NAME: Record<string, string> = {
-  bool: 'Bool', uint8: 'Byte', int8: 'Char', int16: 'Short', int32: 'Int', int64: 'Long', float16: 'Half',
-  bfloat16: 'BFloat16', float32: 'Float', float64: 'Double', complex64: 'ComplexFloat', complex128: 'ComplexDouble',
-};
-const torchName = (d: string): string => TORCH_NAME[d] ?? d;
 
 /** PyTorch refuses to write where one memory location is several elements (an expanded view). */
 export function checkWritable(op: string, self: Tensor): void {
@@ -40,7 +36,7 @@ export function writeBack(op: string, self: Tensor, result: Tensor): Tensor {
       throw new ShapeError(op, `output with shape ${fmtShape(self.shape)} doesn't match the broadcast shape ${fmtShape(result.shape)}`);
     }
     if (!canCast(result.dt, self.dt)) {
-      throw new DTypeError(op, `result type ${torchName(result.dt)} can't be cast to the desired output type ${torchName(self.dt)}`);
+      throw new DTypeError(op, `result type ${torchTypeName(result.dt)} can't be cast to the desired output type ${torchTypeName(self.dt)}`);
     }
     checkWritable(op, self);
     if (result !== self) copyInto(self, result, op);
