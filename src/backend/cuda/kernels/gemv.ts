@@ -808,8 +808,7 @@ export const GEMV_TIMING_CALLS = 10;
  * Timing: one sample is GEMV_TIMING_CALLS calls back to back between two events, divided. A single call
  * between events on an idle GPU also counts the host's work before the launch (everything the call does
  * in JavaScript, still unoptimised during a sweep, plus the driver's launch cost; cuBLASLt's split-K
- * algorithms launch twice): cuBLASLt's 1×4096×4096 plan timed 21.6 µs in its own sweep (a bare
- * cublasLtMatmul between the events) but 37 µs through the whole GEMM call here. Back to back, the host
+ * algorithms launch twice), so a lone small call reads much slower than the bare library call. Back to back, the host
  * work of one call overlaps the previous call's kernel, so a sample measures what a model sees: the
  * kernel time when the GPU is the bottleneck, the host cost per call when the host is.
  */

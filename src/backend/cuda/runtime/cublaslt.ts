@@ -14,7 +14,7 @@
 //
 // Algorithm choice (per plan, i.e. per exact shape/layout/alignment, once per process): cuBLASLt's
 // heuristic is asked for its top GEMM_CANDIDATES algorithms; its first pick is not always the fastest
-// (bf16 8192³ ran at 60–109% of PyTorch across processes with it); large products also get the first
+// and varies across processes (BENCHMARKS.md); large products also get the first
 // four again with CTA swizzling on (GEMM_SWIZZLE_MIN_MACS). With NBX_AUTOTUNE=off the first one runs;
 // otherwise the autotune cache decides (user cache, then src/autotune/shipped), and on a miss in mode
 // full each candidate is timed with CUDA events on the call's own operands (warmup 2, median of 5
@@ -273,8 +273,8 @@ export const GEMM_TUNE_MIN_MACS = 1 << 24;
  * time divided). Small products: a call alone between events on an idle GPU also counts the host's
  * work before its launch(es), which back to back overlaps the previous kernel, as in a model. Large
  * ones (milliseconds): several calls in a row hold the card at its sustained clock and power, where
- * algorithms rank differently than from a cold start (bf16 8192³: 1370 µs timed alone, 6% slower
- * per call back to back for the algorithm chosen that way).
+ * algorithms rank differently than from a cold start (an algorithm chosen by lone calls can be slower
+ * per call back to back).
  */
 export function gemmTimingCalls(macs: number): number {
   return macs >= 2 ** 36 ? 4 : 10;
