@@ -82,6 +82,7 @@ test("PyTorch's index errors", () => {
     [() => x.index(nbx.tensor([true, false, true])), /The shape of the mask \[3\] at index 0 does not match the shape of the indexed tensor \[2, 3, 4, 5\] at index 0/],
     [() => x.index(1.5), /only integers, slices/],
     [() => x.index('0, foo'), /cannot read 'foo' in the index '0, foo'/],
+    // @ts-expect-error a scalar wrapper is not an index item
     [() => x.index(nbx.scalar.float(1)), /cannot index with the scalar float\(1\)/],
   ];
   for (const [f, re] of bad) assert.throws(f, (e: Error) => e instanceof nbx.NbxError && re.test(e.message), String(re));

@@ -178,10 +178,9 @@ export class RotaryEmbedding {
   dispose(): void { this.deviceInvFreq?.dispose(); this.deviceInvFreq = null; this.disposeTables(); }
 }
 
-/** [x1, x2] → [x2, x1] along the last dim. */
+/** [x1, x2] → [x2, x1] along the last dim: a roll by half, one copy (cat of two slices costs three ops' overhead). */
 function swapHalves(x: Tensor): Tensor {
-  const half = x.shape[x.ndim - 1]! / 2;
-  return nbx.cat([x.slice(-1, half), x.slice(-1, 0, half)], -1);
+  return x.roll(x.shape[x.ndim - 1]! / 2, -1);
 }
 
 /**

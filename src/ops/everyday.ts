@@ -294,3 +294,21 @@ export const methods: Record<string, Fn> = {
 };
 
 export const functional: Record<string, Fn> = { cosine_similarity };
+
+declare module '../tensor/tensor.js' {
+  interface Tensor {
+    new_zeros(...size: (number | readonly number[] | CreateOptions)[]): Tensor;
+    new_ones(...size: (number | readonly number[] | CreateOptions)[]): Tensor;
+    new_empty(...size: (number | readonly number[] | CreateOptions)[]): Tensor;
+    new_full(size: readonly number[], fill_value: number | bigint | boolean, opts?: CreateOptions): Tensor;
+    new_tensor(data: unknown, opts?: CreateOptions): Tensor;
+    /** No argument: the legacy type name ('nbx.FloatTensor'); with a dtype: this tensor as that dtype. */
+    type(): string;
+    type(dtype: DTypeLike | string): Tensor;
+    /** A boolean (a Promise of one on WebGPU). */
+    allclose(other: Tensor, opts?: { rtol?: number; atol?: number; equal_nan?: boolean }): boolean | Promise<boolean>;
+    isclose(other: Tensor, opts?: { rtol?: number; atol?: number; equal_nan?: boolean }): Tensor;
+    /** A boolean (a Promise of one on WebGPU). */
+    equal(other: Tensor): boolean | Promise<boolean>;
+  }
+}

@@ -262,3 +262,12 @@ export function installIndexing(): void {
     });
   }
 }
+
+declare module '../tensor/tensor.js' {
+  interface Tensor {
+    /** Python's `x[...]`: items as arguments (`x.index(0, nbx.slice(1, null, 2), null, '...')`) or Python's text (`x.index('0, 1::2, None, ...')`). */
+    index(...items: (IndexItem | string)[]): Tensor;
+    /** Python's `x[index] = value`: one item, an array of items (the tuple), or the index text; returns x. */
+    index_set_(index: IndexItem | readonly IndexItem[] | string, value: ScalarLike | Tensor): Tensor;
+  }
+}

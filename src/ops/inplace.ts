@@ -110,3 +110,22 @@ export function copy_(self: Tensor, src: Tensor | ScalarLike): Tensor {
   try { copyInto(self, moved); } finally { if (moved !== src) moved.dispose(); }
   return self;
 }
+
+type Operand = Tensor | ScalarLike;
+declare module '../tensor/tensor.js' {
+  interface Tensor {
+    /** Copies `src` into this tensor (broadcast, cast, any device); writes through views. */
+    copy_(src: Tensor): Tensor;
+    /** Writes `value` into every element (a scalar or a 0-dim tensor). */
+    fill_(value: ScalarLike | Tensor): Tensor;
+    zero_(): Tensor;
+    add_(other: Operand, opts?: { alpha?: ScalarLike }): Tensor;
+    sub_(other: Operand, opts?: { alpha?: ScalarLike }): Tensor;
+    mul_(other: Operand): Tensor;
+    div_(other: Operand, opts?: { rounding_mode?: 'trunc' | 'floor' | null }): Tensor;
+    clamp_(min?: Operand | null | { min?: Operand | null; max?: Operand | null }, max?: Operand | null): Tensor;
+    masked_fill_(mask: Tensor, value: ScalarLike | Tensor): Tensor;
+    index_put_(indices: readonly (Tensor | null)[], values: Tensor, opts?: { accumulate?: boolean }): Tensor;
+    relu_(): Tensor;
+  }
+}
