@@ -102,6 +102,6 @@ test('webgpu: emptyCache never destroys a buffer that recorded work still reads'
   const y = a.mul(3);
   a.dispose(); // its buffer goes back to the pool while the mul that reads it is only recorded
   nbx.webgpu.emptyCache();
-  assert.deepEqual(Array.from(await y.data()), [6, 6, 6, 6]);
-  assert.deepEqual(Array.from(await nbx.add(w, 2).data()), [3, 3, 3, 3]);
+  assert.deepEqual(Array.from(await y.data() as Float32Array), [6, 6, 6, 6]);
+  assert.deepEqual(Array.from(await nbx.add(w, 2).data() as Float32Array), [3, 3, 3, 3]);
 });

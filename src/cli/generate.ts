@@ -140,6 +140,9 @@ export function formatStats(s: RunStats, extra = ''): string {
 /** Writes to stdout; false once stdout is gone (a closed pipe), so generation stops instead of failing. */
 function makeWriter(): { write: (s: string) => void; closed: () => boolean } {
   let closed = false;
+  // Worker threads pipe their stdout into ours: one 'error' listener each, which Node adds without its
+  // leak warning; the limit makes room for ours too, or a many-core machine would print that warning.
+  process.stdout.setMaxListeners(Math.max(process.stdout.getMaxListeners(), process.stdout.listenerCount('error') + 1));
   process.stdout.on('error', (e: NodeJS.ErrnoException) => { if (e.code === 'EPIPE') closed = true; else throw e; });
   return { write: (s) => { if (!closed && s) process.stdout.write(s); }, closed: () => closed };
 }

@@ -1,7 +1,7 @@
 import { takeHost, takeSmallHost } from '../memory/host_pool.js';
 import { DTypeError, OutOfMemoryError } from '../errors.js';
 import { formatBytes } from '../memory/caching_allocator.js';
-import { collectGarbage, noteSharedAllocation, physicalMemoryBytes } from '../memory/host_pressure.js';
+import { collectGarbage, hostPressure, physicalMemoryBytes } from '../memory/gc_pressure.js';
 
 // The dtype table. Everything the engine knows about a dtype is in this one table: size, category,
 // how the CPU stores it, its range, and its names in other formats. Code asks the table; it does not
@@ -163,7 +163,7 @@ export function allocStorage(d: DTypeName, numel: number, zero = true): StorageA
   if (pooled) return pooled;
   const make = (): StorageArray => {
     if (!shared) return new ctor(count);
-    noteSharedAllocation(bytes);
+    hostPressure.note(bytes);
     return new ctor(new SharedArrayBuffer(bytes) as unknown as ArrayBuffer) as StorageArray;
   };
   try {

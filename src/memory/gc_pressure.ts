@@ -1,25 +1,21 @@
-// Large CPU tensors live in SharedArrayBuffers (so worker threads can compute on them in place), and
-// V8 does not count SharedArrayBuffer memory as external memory: a program that leaves large results
-// to the garbage collector instead of calling dispose() could grow to tens of GB with a small JS heap
-// and V8 would never see a reason to collect. So the engine counts what it allocates this way and,
-// past a budget, runs a full collection itself (unreachable buffers are freed by it), the pressure
-// signal V8 would have had for ordinary ArrayBuffers. An allocation that fails collects and retries
-// once before it is an OutOfMemoryError.
+// Memory the garbage collector cannot see. Large CPU tensors live in SharedArrayBuffers (so worker
+// threads compute on them in place) and V8 does not count SharedArrayBuffer memory as external memory;
+// device tensors hold GPU buffers V8 knows nothing of. A program that leaves such tensors to the
+// garbage collector instead of calling dispose() could grow without bound while the JS heap stays
+// small and V8 never sees a reason to collect (a FinalizationRegistry callback, the engine's safety
+// net for device memory, only runs after a collection). So each allocator counts what it allocates
+// and, once its live bytes pass a budget, runs a full collection itself: the pressure signal V8 would
+// have had for ordinary ArrayBuffers. An allocation that fails collects and retries once before it is
+// an OutOfMemoryError (CPU).
 
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { totalmem } from 'node:os';
 
-/** The machine's memory: a larger request cannot succeed, however much a collection frees. */
+/** The machine's memory: a larger host request cannot succeed, however much a collection frees. */
 export const physicalMemoryBytes = totalmem();
 
-/** Bytes of array buffers past which a large allocation triggers a collection: NBX_HOST_GC_MB, else 1/8 of RAM (at least 1 GiB). */
-const BUDGET = (() => {
-  const mb = Number(process.env.NBX_HOST_GC_MB);
-  return process.env.NBX_HOST_GC_MB && mb > 0 ? mb * 2 ** 20 : Math.max(2 ** 30, Math.floor(totalmem() / 8));
-})();
-
-export const hostPressureStats = { collections: 0, budgetBytes: BUDGET };
+export const gcPressureStats = { collections: 0 };
 
 let gcFn: (() => void) | null | undefined;
 /** V8's gc(), exposed at run time (null where the runtime refuses, e.g. a browser). */
@@ -33,25 +29,53 @@ function collector(): (() => void) | null {
   return gcFn;
 }
 
-/** Runs a full collection now; false where the runtime does not allow it. */
+const hooks: (() => void)[] = [];
+/**
+ * Runs `hook` with every collection: heaps that share buffers with this one (CPU worker threads, which
+ * receive SharedArrayBuffers in messages and would keep them alive until they collect) collect too.
+ */
+export function onCollect(hook: () => void): void { hooks.push(hook); }
+
+/** Runs a full collection now (and asks the hooked heaps to); false where the runtime does not allow it. */
 export function collectGarbage(): boolean {
   const gc = collector();
   if (!gc) return false;
+  for (const h of hooks) h();
   gc();
-  hostPressureStats.collections++;
+  gcPressureStats.collections++;
   return true;
 }
 
-let allocatedSinceCheck = 0;
-let limit = BUDGET;
-
-/** Called for every new shared host buffer: collects once array-buffer memory passes the limit. */
-export function noteSharedAllocation(bytes: number): void {
-  allocatedSinceCheck += bytes;
-  if (allocatedSinceCheck < BUDGET / 4) return;
-  allocatedSinceCheck = 0;
-  if (process.memoryUsage().arrayBuffers < limit) return;
-  if (!collectGarbage()) return;
-  // what survives is live: collect again only after as much again has been allocated
-  limit = Math.max(BUDGET, process.memoryUsage().arrayBuffers * 1.5);
+/** gc() of the calling thread's heap, for worker threads answering a collection request; false if unavailable. */
+export function collectThisHeap(): boolean {
+  const gc = collector();
+  if (gc) gc();
+  return gc !== null;
 }
+
+/** A budget in bytes from an environment variable in MiB, else `fallback`. */
+export function budgetFromEnv(name: string, fallback: number): number {
+  const mb = Number(process.env[name]);
+  return process.env[name] && mb > 0 ? mb * 2 ** 20 : fallback;
+}
+
+/**
+ * One allocator's pressure valve: `note(bytes)` on every new allocation; every quarter budget of new
+ * allocations it reads the allocator's live bytes and, past the budget, collects. The budget is fixed:
+ * when live data legitimately exceeds it, a collection follows every quarter budget allocated (a few
+ * milliseconds for a small heap), never a ratchet that lets unreachable memory pile up.
+ */
+export class GcPressure {
+  private since = 0;
+  constructor(readonly budgetBytes: number, private readonly liveBytes: () => number) {}
+  note(bytes: number): void {
+    this.since += bytes;
+    if (this.since < this.budgetBytes / 4) return;
+    this.since = 0;
+    if (this.liveBytes() >= this.budgetBytes) collectGarbage();
+  }
+}
+
+/** The CPU's valve: array-buffer memory past NBX_HOST_GC_MB (default 1/8 of RAM, at least 1 GiB). */
+export const hostPressure = new GcPressure(budgetFromEnv('NBX_HOST_GC_MB', Math.max(2 ** 30, Math.floor(physicalMemoryBytes / 8))),
+  () => process.memoryUsage().arrayBuffers);

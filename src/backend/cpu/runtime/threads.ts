@@ -6,6 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import { availableParallelism } from 'node:os';
 import { H } from '../../../ir/render_js.js';
+import { onCollect } from '../../../memory/gc_pressure.js';
 
 export const PARALLEL_MIN = 1 << 18;
 
@@ -34,6 +35,10 @@ function pool(): Worker[] {
   }
   return workers;
 }
+
+// Jobs reach the workers as structured clones holding the tensors' SharedArrayBuffers: a worker keeps
+// them alive until its own heap collects, so a collection under memory pressure asks the workers too.
+onCollect(() => { for (const w of workers ?? []) w.postMessage({ gc: true }); });
 
 const isShared = (a: unknown): boolean => ArrayBuffer.isView(a) && a.buffer instanceof SharedArrayBuffer;
 const signal = new Int32Array(new SharedArrayBuffer(8));

@@ -22,6 +22,7 @@ import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes
 import type { Expr } from '../../../ir/expr.js';
 import { DeviceError, DeviceFaultError, DeviceLimitError, NbxError } from '../../../errors.js';
 import { formatBytes } from '../../../memory/caching_allocator.js';
+import { budgetFromEnv, GcPressure } from '../../../memory/gc_pressure.js';
 import type { Backend, StridedRef } from '../../backend.js';
 import { checkWgslDType, WGSL_DTYPES } from '../../../ir/render_wgsl.js';
 import { OPS } from '../../../op_table.js';
@@ -151,6 +152,8 @@ export class WebGPUBackend implements Backend {
   private readonly scopes = new Set<Promise<unknown>>();
   private fault: Error | null = null;
   private initError: Error | null = null;
+  /** Tensors nobody disposed are freed by their finalizers only after a collection: past NBX_WEBGPU_GC_MB (default 1 GiB) held, collect. */
+  private readonly pressure = new GcPressure(budgetFromEnv('NBX_WEBGPU_GC_MB', 2 ** 30), () => this.pool.allocatedBytes);
   /** Async checks run once the device exists, before anything is encoded (kernels register them). */
   readonly initHooks: ((be: WebGPUBackend) => Promise<void>)[] = [];
   /** Counters for tests and benchmarks. */
@@ -241,6 +244,7 @@ export class WebGPUBackend implements Backend {
 
   allocBytes(bytes: number, zero = false, clean = false): WGBuffer {
     if (this.isReady && bytes > this.maxBinding) throw this.tooLarge(bytes);
+    if (this.isReady) this.pressure.note(bytes);
     const b = new WGBuffer(bytes, this.isReady ? this.pool.classOf(bytes) : bytes > PRE_DEVICE_MAX_BYTES ? 0 : sizeClass(bytes));
     if (this.isReady) this.place(b, clean); else { b.allocAt = this.recorded; b.clean = clean; this.unplaced.add(b); }
     if (zero) this.record({ k: 'clear', buf: b });

@@ -106,5 +106,7 @@ export class BufferPool {
   }
 
   stats(): PoolStats { return { ...this.s }; }
+  /** Bytes in buffers handed out (what tensors hold), without copying the statistics. */
+  get allocatedBytes(): number { return this.s.allocatedBytes; }
   resetPeaks(): void { this.s.peakAllocatedBytes = this.s.allocatedBytes; this.s.peakReservedBytes = this.s.reservedBytes; }
 }
