@@ -74,6 +74,7 @@ for (const dev of DEVICES) {
     assert.throws(() => nbx.arange(5, o).slice(0, 1, 3, 0.5), isErr(ValueError));
     assert.throws(() => nbx.arange(5, o).select(0, 1.5), isErr(ValueError));
     assert.throws(() => nbx.arange(5, o).narrow(0, 0.5, 2), isErr(ValueError));
+    assert.throws(() => nbx.tensor(3, o).slice(-1, 0), isErr(IndexError, /0-dim/)); // found by the fuzzer (a NaN-sized view)
     for (const size of [[2.5], [NaN], [-1, 2], [Infinity], [2 ** 40, 2 ** 40]]) {
       for (const f of [nbx.zeros, nbx.ones, nbx.empty]) assert.throws(() => f(size, o), isErr(ValueError), `${f.name}(${size})`);
       assert.throws(() => nbx.full(size, 1, o), isErr(ValueError));

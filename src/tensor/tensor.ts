@@ -240,6 +240,7 @@ export class Tensor {
 
   /** Python slicing of one dimension: t[..., start:end:step, ...]. Negative and out-of-range bounds clamp like Python. */
   slice(dim: number, start: number | null = null, end: number | null = null, step = 1): Tensor {
+    if (this.ndim === 0) throw new IndexError('slice', 'slice() cannot be applied to a 0-dim tensor.');
     const d = normDim('slice', dim, this.ndim);
     if (start !== null) checkInt('slice', 'start', start);
     if (end !== null) checkInt('slice', 'end', end);

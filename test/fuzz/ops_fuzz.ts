@@ -63,7 +63,10 @@ const SKIP_OPS = new Set(['set_printoptions', 'frombuffer']);
 /** The operations drawn: the registry, the varargs creation functions, and view methods. */
 export function fuzzOpNames(): string[] {
   const names = [...OPS.keys()].filter((n) => !SKIP_OPS.has(n) && resolveOp(n) !== undefined);
-  return [...names, 'zeros', 'ones', 'empty', 'rand', 'randn', 'tensor', 'Tensor.slice', 'Tensor.expand', 'Tensor.view', 'Tensor.reshape', 'Tensor.select', 'Tensor.unfold'];
+  return [...names, 'zeros', 'ones', 'empty', 'rand', 'randn', 'tensor', 'Tensor.slice', 'Tensor.expand', 'Tensor.view', 'Tensor.reshape', 'Tensor.select', 'Tensor.unfold',
+    // in-place methods (the registry declares their functional forms)
+    'Tensor.add_', 'Tensor.mul_', 'Tensor.sub_', 'Tensor.div_', 'Tensor.fill_', 'Tensor.zero_', 'Tensor.copy_', 'Tensor.clamp_', 'Tensor.masked_fill_', 'Tensor.index_fill_', 'Tensor.abs_', 'Tensor.neg_']
+    .filter((n) => n.includes('_') ? typeof (Tensor.prototype as unknown as Record<string, unknown>)[n.slice(7)] === 'function' : true);
 }
 
 // ---- arbitraries -------------------------------------------------------------------------------------
@@ -136,8 +139,10 @@ function arbitraries(fc: FC, ops: string[]) {
   function adHoc(op: string): import('fast-check').Arbitrary<FuzzCase> {
     if (op === 'tensor') return fc.tuple(fc.oneof(fc.array(value, { maxLength: 4 }), fc.array(fc.array(value, { minLength: 2, maxLength: 2 }), { maxLength: 3 }), junk), fc.option(dtypeArg))
       .map(([data, d]) => ({ op, args: [{ t: 'value', v: data }], kwargs: d === null ? [] : [['dtype', { t: 'value', v: d }]] }));
-    if (op.startsWith('Tensor.')) return fc.tuple(tensor, fc.array(fc.oneof(int, intList), { maxLength: 4 }))
-      .map(([self, rest]) => ({ op, args: [self, ...rest.map((x) => ({ t: 'value' as const, v: x }))], kwargs: [] }));
+    if (op.startsWith('Tensor.')) {
+      const rest: import('fast-check').Arbitrary<ArgSpec> = op.endsWith('_') ? fc.oneof(v(int), v(scalar), tensor, indexTensor) : v(fc.oneof(int, intList));
+      return fc.tuple(tensor, fc.array(rest, { maxLength: 4 })).map(([self, r]) => ({ op, args: [self, ...r], kwargs: [] }));
+    }
     return fc.tuple(fc.oneof({ weight: 3, arbitrary: intList }, { weight: 1, arbitrary: fc.array(int, { maxLength: 3 }).map((a) => a as unknown) }), fc.option(dtypeArg))
       .map(([size, d]) => ({ op, args: [{ t: 'value', v: size }], kwargs: d === null ? [] : [['dtype', { t: 'value', v: d }]] }));
   }
