@@ -3,13 +3,26 @@
 # `nbx generate` on each device, and `nbx bench generate --device cuda` next to transformers.
 #   run: source .gpu/bootstrap.sh && bash scripts/gpu-models.sh [parts...]   (carry .gpu and dist)
 # The public suite is the tracked copy in test/conformance (pack.sh's copy is left out to stay under the 64 MiB transfer).
-# Parts: tests gen bench suite conf-cuda conf-webgpu (default: tests gen bench). Logs go to $OUT.
+# Parts: info tests gen bench suite conf-cuda conf-webgpu cuda-tests exit final (default: tests gen bench).
+# 'final' runs info first (a fresh machine's first nbx info), then cuda-tests, conf-cuda and conf-webgpu
+# side by side, then exit. Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 parts=${*:-tests gen bench}
 nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv > "$OUT/gpu.txt" 2>&1
-for p in $parts; do
+run_part() {
+  local p=$1
   case $p in
+    info) { TIMEFORMAT='first nbx info: %R s'; time node dist/src/cli/nbx.js info; TIMEFORMAT='second nbx info: %R s'; time node dist/src/cli/nbx.js info; } > "$OUT/info.log" 2>&1 ;;
+    cuda-tests) timeout 200 node --test --test-concurrency=4 dist/test/architecture.test.js dist/test/models_transformers.test.js \
+             dist/test/nn_module.test.js dist/test/readback.test.js dist/test/inplace.test.js dist/test/cuda*.test.js > "$OUT/cuda_tests.log" 2>&1
+           echo "cuda-tests rc=$?" >> "$OUT/summary.txt" ;;
+    exit) # a process that used both GPU backends must end promptly: the CLI's bench and a plain script
+          { TIMEFORMAT='bench webgpu --quick: %R s'; time timeout 45 node dist/src/cli/nbx.js bench webgpu --quick > /dev/null 2>&1; echo "rc=$?"
+            TIMEFORMAT='script using cuda and webgpu: %R s'; time timeout 30 node --input-type=module -e "import * as nbx from './dist/src/index.js'; const a = nbx.ones([4]).to('cuda'); const b = nbx.ones([4]).to('webgpu'); console.log(await a.data(), await b.data());"; echo "rc=$?"; } > "$OUT/exit.log" 2>&1 ;;
+    final) run_part info
+           run_part cuda-tests & run_part conf-cuda & run_part conf-webgpu & wait
+           run_part exit ;;
     tests) timeout 240 node --test --test-concurrency=4 dist/test/models_transformers.test.js dist/test/models.test.js \
              dist/test/nn_module.test.js dist/test/generation.test.js dist/test/models_kjv.test.js > "$OUT/tests.log" 2>&1
            echo "tests rc=$?" >> "$OUT/summary.txt" ;;
@@ -22,10 +35,11 @@ for p in $parts; do
            echo "bench rc=$?" >> "$OUT/summary.txt" ;;
     suite) timeout 420 node --test --test-concurrency=8 dist/test/ > "$OUT/suite.log" 2>&1
            echo "suite rc=$?" >> "$OUT/summary.txt" ;;
-    conf-cuda) timeout 290 node dist/src/cli/nbx.js conformance test/conformance --device cuda > "$OUT/conf_cuda.log" 2>&1
+    conf-cuda) timeout 200 node dist/src/cli/nbx.js conformance test/conformance --device cuda > "$OUT/conf_cuda.log" 2>&1
            echo "conf-cuda rc=$?" >> "$OUT/summary.txt" ;;
-    conf-webgpu) timeout 290 node dist/src/cli/nbx.js conformance test/conformance --device webgpu > "$OUT/conf_webgpu.log" 2>&1
+    conf-webgpu) timeout 200 node dist/src/cli/nbx.js conformance test/conformance --device webgpu > "$OUT/conf_webgpu.log" 2>&1
            echo "conf-webgpu rc=$?" >> "$OUT/summary.txt" ;;
   esac
-done
-tail -3 "$OUT"/*.log >> "$OUT/summary.txt" 2>&1
+}
+for p in $parts; do run_part $p; done
+for f in "$OUT"/*.log; do echo "== $f"; tail -n 4 "$f"; done >> "$OUT/summary.txt" 2>&1
