@@ -245,7 +245,13 @@ export function setitem(x: Tensor, index: IndexItem | readonly IndexItem[] | str
   } finally { for (const t of made) t.dispose(); }
 }
 
-/** Accessors for `x[i]` / `x[i] = v` with integer i in [LOW, HIGH): prototype properties, no Proxy. */
+/**
+ * Accessors for `x[i]` / `x[i] = v` with integer i in [LOW, HIGH): prototype properties, no Proxy. They
+ * live on a prototype of their own between Tensor.prototype and Object.prototype: 1,024 negative indices
+ * are named properties, and an object with that many goes to V8's dictionary mode, where every method
+ * and getter lookup on a tensor would be a hash lookup that the optimizing compiler cannot inline.
+ * Tensor.prototype keeps only the methods and stays a fast-mode object.
+ */
 const LOW = -1024, HIGH = 4096;
 export function installIndexing(): void {
   const proto = Tensor.prototype as unknown as Record<string, unknown>;
@@ -254,13 +260,15 @@ export function installIndexing(): void {
     value: function (this: Tensor, index: IndexItem | readonly IndexItem[] | string, value: ScalarLike | Tensor) { return setitem(this, index, value); },
     writable: true, configurable: true,
   });
+  const accessors = Object.create(Object.getPrototypeOf(proto) as object) as object;
   for (let i = LOW; i < HIGH; i++) {
-    Object.defineProperty(proto, String(i), {
+    Object.defineProperty(accessors, String(i), {
       get(this: Tensor) { return getitem(this, i); },
       set(this: Tensor, v: ScalarLike | Tensor) { setitem(this, [i], v); },
       configurable: true,
     });
   }
+  Object.setPrototypeOf(proto, accessors);
 }
 
 declare module '../tensor/tensor.js' {

@@ -84,6 +84,11 @@ function keepSet(result: unknown): Set<Disposable> {
 }
 
 function close(scope: Scope, result: unknown): void {
+  // Most scopes (every composite operation's) return one tensor or nothing: no walk, no Sets.
+  if (result === null || result === undefined || typeof result !== 'object' || isPlainTensor(result)) {
+    closeKeepingOne(scope, result as Disposable | null | undefined);
+    return;
+  }
   let keep: Set<Disposable>;
   try { keep = keepSet(result); } catch (e) { disposeAll(scope, new Set()); throw e; }
   disposeAll(scope, keep);
@@ -91,6 +96,17 @@ function close(scope: Scope, result: unknown): void {
   let parent = scope.parent;
   while (parent?.closed) parent = parent.parent;
   if (parent) for (const t of keep) parent.created.push(t);
+}
+const isPlainTensor = (v: object): v is Disposable => isDisposable(v) && 'storage' in v && 'shape' in v;
+function closeKeepingOne(scope: Scope, kept: Disposable | null | undefined): void {
+  scope.closed = true;
+  const created = scope.created;
+  for (let i = 0; i < created.length; i++) { const t = created[i]!; if (t !== kept && !t.isDisposed) t.dispose(); }
+  created.length = 0;
+  if (kept === null || typeof kept !== 'object') return;
+  let parent = scope.parent;
+  while (parent?.closed) parent = parent.parent;
+  if (parent) parent.created.push(kept);
 }
 function disposeAll(scope: Scope, keep: Set<Disposable>): void {
   scope.closed = true;
@@ -108,9 +124,8 @@ export function scope<T>(fn: () => T): T {
   if (typeof fn !== 'function') throw new ValueError('scope', `nbx.scope takes a function, got ${fn === null ? 'null' : typeof fn}`);
   const parent = currentScope();
   const s = new Scope(parent);
-  const outer = als.getStore() ?? [];
-  const isAsyncFn = fn.constructor.name === 'AsyncFunction';
-  if (isAsyncFn) {
+  if (fn.constructor.name === 'AsyncFunction') {
+    const outer = als.getStore() ?? [];
     return als.run([...outer, ...syncStack, s], () => {
       const p = fn() as unknown as Promise<unknown>;
       return p.then((r) => { close(s, r); return r; }, (e) => { close(s, undefined); throw e; }) as unknown as T;
