@@ -14,12 +14,16 @@ export class Device {
   private static cache = new Map<string, Device>();
   static of(spec: DeviceLike): Device {
     if (spec instanceof Device) return spec;
+    // Every fresh tensor resolves its device ('cpu' by default): a spelling seen before skips the regex.
+    const seen = Device.cache.get(spec);
+    if (seen !== undefined) return seen;
     const m = /^(cpu|cuda|webgpu)(?::(\d+))?$/.exec(spec);
     if (!m) throw new DeviceError('device', `Expected one of cpu, cuda, webgpu device type at start of device string: ${spec}`);
     const type = m[1] as DeviceType, index = m[2] ? Number(m[2]) : 0;
     const key = `${type}:${index}`;
     let d = Device.cache.get(key);
     if (!d) { d = new Device(type, index); Device.cache.set(key, d); }
+    Device.cache.set(spec, d);
     return d;
   }
 }
