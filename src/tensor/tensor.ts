@@ -103,8 +103,8 @@ export class Tensor {
   /** Releases this tensor's reference to its storage now; the memory goes when the last view goes. */
   dispose(): void {
     if (this._storage === null) return;
-    finalizer.unregister(this);
     const s = this._storage;
+    if (s.device.type !== 'cpu') finalizer.unregister(this); // registered only off the CPU (constructor)
     this._storage = null;
     s.release();
   }
