@@ -3,9 +3,9 @@
 # `nbx generate` on each device, and `nbx bench generate --device cuda` next to transformers.
 #   run: source .gpu/bootstrap.sh && bash scripts/gpu-models.sh [parts...]   (carry .gpu and dist)
 # The public suite is the tracked copy in test/conformance (pack.sh's copy is left out to stay under the 64 MiB transfer).
-# Parts: info tests gen bench suite conf-cuda conf-webgpu cuda-tests exit final (default: tests gen bench).
+# Parts: info tests gen bench suite conf-cuda conf-webgpu cuda-tests exit bench-cuda final (default: tests gen bench).
 # 'final' runs info first (a fresh machine's first nbx info), then cuda-tests, conf-cuda and conf-webgpu
-# side by side, then exit. Logs go to $OUT.
+# side by side, then exit, then the CUDA op benchmarks (--quick). Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 parts=${*:-tests gen bench}
@@ -22,7 +22,9 @@ run_part() {
             TIMEFORMAT='script using cuda and webgpu: %R s'; time timeout 30 node --input-type=module -e "import * as nbx from './dist/src/index.js'; const a = nbx.ones([4]).to('cuda'); const b = nbx.ones([4]).to('webgpu'); console.log(await a.data(), await b.data());"; echo "rc=$?"; } > "$OUT/exit.log" 2>&1 ;;
     final) run_part info
            run_part cuda-tests & run_part conf-cuda & run_part conf-webgpu & wait
-           run_part exit ;;
+           run_part exit; run_part bench-cuda ;;
+    bench-cuda) timeout 100 node dist/bench/cuda.js --quick > "$OUT/bench_cuda.log" 2>&1
+           echo "bench-cuda rc=$?" >> "$OUT/summary.txt" ;;
     tests) timeout 240 node --test --test-concurrency=4 dist/test/models_transformers.test.js dist/test/models.test.js \
              dist/test/nn_module.test.js dist/test/generation.test.js dist/test/models_kjv.test.js > "$OUT/tests.log" 2>&1
            echo "tests rc=$?" >> "$OUT/summary.txt" ;;
