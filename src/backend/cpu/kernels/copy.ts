@@ -41,11 +41,21 @@ export function copyStrided(srcRef: StridedRef, dstRef: StridedRef): void {
   if (nd === 0) { a[dst.offset] = b[src.offset]!; return; }
   const inner = shape[nd - 1]!, dIn = ds[nd - 1]!, sIn = ss[nd - 1]!;
   if (nd === 1) { copyRow(a, dst.offset, dIn, b, src.offset, sIn, inner); return; }
-  // Two explicit loops (the last two dims), an odometer over the rest.
+  copyNd(a, dst.offset, ds, b, src.offset, ss, shape);
+}
+
+/**
+ * The copy of two or more coalesced dims: two explicit loops (the last two dims), an odometer over the
+ * rest. A function of its own so that the optimizing compiler handles it apart from the one-row copy
+ * most small views take (smaller compiles; a new layout here does not deoptimize that path).
+ */
+function copyNd(a: Arr, dstOffset: number, ds: number[], b: Arr, srcOffset: number, ss: number[], shape: number[]): void {
+  const nd = shape.length;
+  const inner = shape[nd - 1]!, dIn = ds[nd - 1]!, sIn = ss[nd - 1]!;
   const mid = shape[nd - 2]!, dMid = ds[nd - 2]!, sMid = ss[nd - 2]!;
   const outer = shape.slice(0, nd - 2).reduce((x, y) => x * y, 1);
   const idx = new Array<number>(Math.max(nd - 2, 0)).fill(0);
-  let dOff = dst.offset, sOff = src.offset;
+  let dOff = dstOffset, sOff = srcOffset;
   for (let o = 0; o < outer; o++) {
     let d = dOff, s = sOff;
     for (let m = 0; m < mid; m++, d += dMid, s += sMid) copyRow(a, d, dIn, b, s, sIn, inner);

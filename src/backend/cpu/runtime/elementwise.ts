@@ -52,25 +52,34 @@ function compile(expr: Expr, ins: StridedRef[], out: StridedRef, flat: boolean):
 
 const EMPTY: number[] = [];
 
-/** Runs `expr` over `out` (contiguous, fresh) with inputs broadcast to out's shape. */
+/**
+ * Runs `expr` over `out` (contiguous, fresh) with inputs broadcast to out's shape. The dense case and
+ * the broadcast/strided case are separate functions: each is optimized (and, when a new operand layout
+ * turns up, deoptimized) on its own, so a model's first broadcast does not throw away the optimized code
+ * of the path every small op takes, and each compile is a fraction of the whole.
+ */
 export function runElementwise(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
   const shape = out.shape;
-  const n = shape.reduce((a, b) => a * b, 1);
+  let n = 1;
+  for (let d = 0; d < shape.length; d++) n *= shape[d]!;
   if (n === 0) return;
-  const lanesOut = DTYPES[out.dtype].lanes;
-  if (lanesOut !== 1) throw new Error('runElementwise: complex operands must be passed as real views');
+  if (DTYPES[out.dtype].lanes !== 1) throw new Error('runElementwise: complex operands must be passed as real views');
   // The common case (every operand dense and shaped like the output) skips stride coalescing.
-  let dense = true;
-  for (let i = 0; i < ins.length; i++) if (!denseAs(ins[i]!, shape)) { dense = false; break; }
-  if (dense) {
-    const k = compile(expr, ins, out, true);
-    const inArrs: unknown[] = [];
-    const offs = [out.offset];
-    for (let i = 0; i < ins.length; i++) { inArrs.push(ins[i]!.buf); offs.push(ins[i]!.offset); }
-    if (n >= PARALLEL_MIN && parallelFlat(k.key, k.src, out.buf, inArrs, params, n, offs)) return;
-    k.fn(out.buf, inArrs, params, n, 0, EMPTY, offs);
-    return;
-  }
+  for (let i = 0; i < ins.length; i++) if (!denseAs(ins[i]!, shape)) { runBroadcast(expr, ins, params, out, n); return; }
+  runDense(expr, ins, params, out, n);
+}
+
+function runDense(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef, n: number): void {
+  const k = compile(expr, ins, out, true);
+  const inArrs: unknown[] = [];
+  const offs = [out.offset];
+  for (let i = 0; i < ins.length; i++) { inArrs.push(ins[i]!.buf); offs.push(ins[i]!.offset); }
+  if (n >= PARALLEL_MIN && parallelFlat(k.key, k.src, out.buf, inArrs, params, n, offs)) return;
+  k.fn(out.buf, inArrs, params, n, 0, EMPTY, offs);
+}
+
+function runBroadcast(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef, n: number): void {
+  const shape = out.shape;
   const bs = ins.map((r) => broadcastStrides(r.shape, r.strides, shape));
   const outStrides: number[] = [];
   { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
