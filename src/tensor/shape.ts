@@ -59,7 +59,8 @@ export function broadcastShapes(op: string, ...shapes: Shape[]): number[] {
 /** Strides that read a tensor of (shape, strides) as if broadcast to `target` (0 on broadcast dims). */
 export function broadcastStrides(shape: Shape, strides: readonly number[], target: Shape): number[] {
   const nd = target.length, off = nd - shape.length;
-  const out = new Array<number>(nd).fill(0);
+  const out: number[] = [];
+  for (let i = 0; i < nd; i++) out.push(0); // packed, as the elementwise runner's other stride arrays
   for (let i = 0; i < shape.length; i++) out[off + i] = shape[i] === 1 && target[off + i] !== 1 ? 0 : strides[i]!;
   return out;
 }

@@ -79,38 +79,50 @@ function runDense(expr: Expr, ins: StridedRef[], params: (number | bigint)[], ou
 }
 
 function runBroadcast(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef, n: number): void {
+  // Arrays here are built by push in loops, not spreads or `new Array(n)`: spreads and holey arrays give
+  // the optimized code array layouts to check, and a new one turning up deoptimized this function.
   const shape = out.shape;
-  const bs = ins.map((r) => broadcastStrides(r.shape, r.strides, shape));
+  const nIn = ins.length;
   const outStrides: number[] = [];
-  { let acc = 1; for (let d = shape.length - 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; } }
-  const { shape: cs, strides: cst } = coalesce(shape, [outStrides, ...bs]);
+  for (let d = 0; d < shape.length; d++) outStrides.push(0);
+  for (let d = shape.length - 1, acc = 1; d >= 0; d--) { outStrides[d] = acc; acc *= shape[d]!; }
+  const all: number[][] = [outStrides];
+  const inArrs: unknown[] = [];
+  const offs: number[] = [out.offset];
+  for (let i = 0; i < nIn; i++) {
+    const r = ins[i]!;
+    all.push(broadcastStrides(r.shape, r.strides, shape));
+    inArrs.push(r.buf);
+    offs.push(r.offset);
+  }
+  const { shape: cs, strides: cst } = coalesce(shape, all);
   const nd = cs.length;
-  // Flat: one dimension and every input contiguous (stride 1) — or a 0-d op.
-  const flat = nd <= 1 && cst.slice(1).every((s) => (s[0] ?? 1) === 1) && (cst[0]![0] ?? 1) === 1;
   const outArr = out.buf;
-  const inArrs = ins.map((r) => r.buf);
+  // Flat: one dimension and every operand contiguous (stride 1), or a 0-d op.
+  let flat = nd <= 1;
+  for (let q = 0; flat && q <= nIn; q++) flat = (cst[q]![0] ?? 1) === 1;
   if (flat) {
     const k = compile(expr, ins, out, true);
-    const offs = [out.offset, ...ins.map((r) => r.offset)];
     if (n >= PARALLEL_MIN && parallelFlat(k.key, k.src, outArr, inArrs, params, n, offs)) return;
-    k.fn(outArr, inArrs, params, n, 0, [], offs);
+    k.fn(outArr, inArrs, params, n, 0, EMPTY, offs);
     return;
   }
   const k = compile(expr, ins, out, false).fn;
   const inner = cs[nd - 1]!;
-  const innerStrides = [cst[0]![nd - 1]!, ...cst.slice(1).map((s) => s[nd - 1]!)];
-  const offs = [out.offset, ...ins.map((r) => r.offset)];
+  const innerStrides: number[] = [];
+  for (let q = 0; q <= nIn; q++) innerStrides.push(cst[q]![nd - 1]!);
   const outer = n / inner;
-  const idx = new Array<number>(nd - 1).fill(0);
-  const cur = offs.slice();
+  const idx: number[] = [];
+  for (let d = 0; d < nd - 1; d++) idx.push(0);
+  const cur = offs;
   for (let o = 0; o < outer; o++) {
     k(outArr, inArrs, params, 1, inner, innerStrides, cur);
     // odometer over the outer dims
     for (let d = nd - 2; d >= 0; d--) {
       idx[d]!++;
-      for (let q = 0; q < cur.length; q++) cur[q]! += cst[q]![d]!;
+      for (let q = 0; q <= nIn; q++) cur[q]! += cst[q]![d]!;
       if (idx[d]! < cs[d]!) break;
-      for (let q = 0; q < cur.length; q++) cur[q]! -= cst[q]![d]! * cs[d]!;
+      for (let q = 0; q <= nIn; q++) cur[q]! -= cst[q]![d]! * cs[d]!;
       idx[d] = 0;
     }
   }
