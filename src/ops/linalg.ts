@@ -379,9 +379,36 @@ const scalarIsZero = (v: ScalarLike): boolean => !truthy(v);
 
 // ---- nn.functional.linear -----------------------------------------------------------------------
 
+/**
+ * input @ weightᵀ for the common layer call (no bias, a contiguous float input of at least two dims,
+ * a contiguous 2-D weight of the same dtype and device, no empty sizes): one gemm call with exactly the
+ * arguments the general path (weight.t() → matmul → product → gemmStrided) reaches, without its
+ * transposed view, batch-shape broadcasting and stride arrays per call. Null: take the general path.
+ */
+function linearDirect(input: Tensor, weight: Tensor): Tensor | null {
+  const dt = input.dt, nd = input.ndim;
+  if (nd < 2 || weight.ndim !== 2 || weight.dt !== dt || (dt !== 'float32' && dt !== 'float64') || input.device !== weight.device) return null;
+  const k = input.shape[nd - 1]!, n = weight.shape[0]!;
+  if (k < 2 || n < 2 || weight.shape[1] !== k || weight.strides[0] !== k || weight.strides[1] !== 1 || !input.is_contiguous()) return null;
+  const outShape: number[] = [];
+  let rows = 1;
+  for (let i = 0; i < nd - 1; i++) { const s = input.shape[i]!; outShape.push(s); rows *= s; }
+  outShape.push(n);
+  if (rows === 0) return null;
+  const c = Tensor.empty(outShape, dt, input.device, false); // every gemm kernel overwrites C when beta = 0
+  // A contiguous input is a rows×k row-major matrix (ld k, or max(1, k) = k for a single row); the
+  // weight is the transpose of a row-major n×k matrix (ld k).
+  kernel('gemm', input.device, 'nn.functional.linear')({
+    transA: false, transB: true, m: rows, n, k, alpha: 1, beta: 0, a: input.ref(), lda: k, b: weight.ref(), ldb: k,
+    c: c.ref(), ldc: n, batch: 1, strideA: 0, strideB: 0, strideC: 0, bias: undefined,
+  });
+  return c;
+}
+
 export const linear = def('nn.functional.linear(input, weight, bias=None)', (x) => {
   const input = asT('nn.functional.linear', x.input, 'input'), weight = asT('nn.functional.linear', x.weight, 'weight');
   const bias = x.bias === null ? null : asT('nn.functional.linear', x.bias, 'bias');
+  if (bias === null) { const y = linearDirect(input, weight); if (y !== null) return y; }
   const wt = weight.t(); // PyTorch's own error for weights of more than 2 dims
   // the transposed view is released at once: left to the GC, a view per call is measurable host time
   try {
