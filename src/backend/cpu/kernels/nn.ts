@@ -332,12 +332,27 @@ function simdRows(): SimdRows | null {
   }
   return simdState;
 }
-/** Float32 views of the module memory, `count` consecutive rows of n floats (the memory grows first: growing detaches older views). */
-function simdRows32(s: SimdRows, n: number, count = 1): Float32Array[] {
+/**
+ * Float32 views of the module memory, `count` consecutive rows of n floats (the memory grows first:
+ * growing detaches older views). The views are kept per (n, count) until the memory grows, so the
+ * per-call kernels (a norm or softmax of every layer, every token) allocate none; callers read the
+ * returned list, never change it.
+ */
+function simdRows32(s: SimdRows, n: number, count = 1): readonly Float32Array[] {
   const need = count * n * 4 - s.mem.buffer.byteLength;
   if (need > 0) s.mem.grow(Math.ceil(need / 65536));
-  return Array.from({ length: count }, (_, i) => new Float32Array(s.mem.buffer, i * n * 4, n));
+  if (rowViewsOf !== s.mem.buffer) { rowViews.clear(); rowViewsOf = s.mem.buffer; }
+  const key = n * 32 + count; // count <= 16
+  let views = rowViews.get(key);
+  if (views === undefined) {
+    views = Array.from({ length: count }, (_, i) => new Float32Array(s.mem.buffer, i * n * 4, n));
+    if (rowViews.size >= 64) rowViews.clear(); // many row lengths (a test sweep): a bounded cache
+    rowViews.set(key, views);
+  }
+  return views;
 }
+let rowViewsOf: ArrayBuffer | null = null;
+const rowViews = new Map<number, readonly Float32Array[]>();
 
 /** Moves one row between a float32/float16/bfloat16 ref and `row` (float32): loads, or stores when `store`. */
 function rowF32(ref: StridedRef, base: number, stride: number, n: number, row: Float32Array, store: boolean): void {
