@@ -473,62 +473,77 @@ function decodeAll(ref: StridedRef | undefined): Float64Array | undefined {
   return d;
 }
 
+/**
+ * (mean, variance) of a row from its shifted sums: shifting by the first element avoids catastrophic
+ * cancellation when |mean| >> std; rms_norm takes the plain mean square.
+ */
+function rowStats(rms: boolean, s1: number, s2: number, k: number, n: number): [number, number] {
+  return rms ? [0, s2 / n] : [k + s1 / n, Math.max((s2 - (s1 * s1) / n) / n, 0)];
+}
+
+// The SIMD path and the scalar path are separate functions, so that each is optimized (and, on a new
+// layout, deoptimized) on its own and a decode step's norm compiles only the path it runs.
 export function cpuRowNorm(p: RowNormParams): void {
+  const { x, rows, out } = p;
+  const affine = !!(p.weight || p.bias);
+  const means = p.mean ? new Float64Array(rows) : undefined, vars = p.var ? new Float64Array(rows) : undefined;
+  const simd = F32ROW.has(x.dtype) && (!out || F32ROW.has(out.dtype)) && (!p.weight || F32ROW.has(p.weight.dtype))
+    && (!p.bias || F32ROW.has(p.bias.dtype)) && (!affine || ((p.groups ?? 1) === 1 && (p.chan ?? 1) === 1)) ? simdRows() : null;
+  if (simd) rowNormSimd(p, simd, means, vars);
+  else rowNormScalar(p, affine, means, vars);
+  if (means) storeRow(p.mean!, p.mean!.offset, 1, rows, means);
+  if (vars) storeRow(p.var!, p.var!.offset, 1, rows, vars);
+}
+
+function rowNormSimd(p: RowNormParams, simd: SimdRows, means: Float64Array | undefined, vars: Float64Array | undefined): void {
+  const { x, rows, n, eps, out } = p;
+  const rms = p.mode === 'rms';
+  const n16 = (n + 15) & ~15;
+  const views = simdRows32(simd, n16, 3);
+  const row = views[0]!, wrow = views[1]!, brow = views[2]!;
+  if (p.weight) rowF32(p.weight, p.weight.offset, 1, n, wrow, false); else wrow.fill(1);
+  if (p.bias) rowF32(p.bias, p.bias.offset, 1, n, brow, false); else brow.fill(0);
+  for (let r = 0; r < rows; r++) {
+    rowF32(x, x.offset + r * n, 1, n, row, false);
+    const k = rms ? 0 : row[0]!;
+    row.fill(k, n, n16); // padding equal to the shift adds nothing to the sums
+    const [s1, s2] = simd.moments(0, n16, k);
+    const [mean, v] = rowStats(rms, s1, s2, k, n);
+    if (means) means[r] = mean;
+    if (vars) vars[r] = v;
+    if (!out) continue;
+    simd.norm(0, n16, mean, 1 / Math.sqrt(v + eps), n16 * 4, 2 * n16 * 4);
+    rowF32(out, out.offset + r * n, 1, n, row, true);
+  }
+}
+
+function rowNormScalar(p: RowNormParams, affine: boolean, means: Float64Array | undefined, vars: Float64Array | undefined): void {
   const { x, rows, n, eps, out } = p;
   const rms = p.mode === 'rms';
   const groups = p.groups ?? 1, chan = p.chan ?? 1, cpg = n / chan;
-  const affine = !!(p.weight || p.bias);
-  const means = p.mean ? new Float64Array(rows) : undefined, vars = p.var ? new Float64Array(rows) : undefined;
-  // (mean, variance) of a row from its shifted sums: shifting by the first element avoids catastrophic
-  // cancellation when |mean| >> std; rms_norm takes the plain mean square.
-  const stats = (s1: number, s2: number, k: number): [number, number] =>
-    rms ? [0, s2 / n] : [k + s1 / n, Math.max((s2 - (s1 * s1) / n) / n, 0)];
-  const simd = F32ROW.has(x.dtype) && (!out || F32ROW.has(out.dtype)) && [p.weight, p.bias].every((t) => !t || F32ROW.has(t.dtype))
-    && (!affine || (groups === 1 && chan === 1)) ? simdRows() : null;
-  if (simd) {
-    const n16 = (n + 15) & ~15;
-    const [row, wrow, brow] = simdRows32(simd, n16, 3) as [Float32Array, Float32Array, Float32Array];
-    if (p.weight) rowF32(p.weight, p.weight.offset, 1, n, wrow, false); else wrow.fill(1);
-    if (p.bias) rowF32(p.bias, p.bias.offset, 1, n, brow, false); else brow.fill(0);
-    for (let r = 0; r < rows; r++) {
-      rowF32(x, x.offset + r * n, 1, n, row, false);
-      const k = rms ? 0 : row[0]!;
-      row.fill(k, n, n16); // padding equal to the shift adds nothing to the sums
-      const [s1, s2] = simd.moments(0, n16, k);
-      const [mean, v] = stats(s1, s2, k);
-      if (means) means[r] = mean;
-      if (vars) vars[r] = v;
-      if (!out) continue;
-      simd.norm(0, n16, mean, 1 / Math.sqrt(v + eps), n16 * 4, 2 * n16 * 4);
-      rowF32(out, out.offset + r * n, 1, n, row, true);
-    }
-  } else {
-    const w = decodeAll(p.weight), b = decodeAll(p.bias);
-    const buf = scratchOf(n);
-    for (let r = 0; r < rows; r++) {
-      loadRow(x, x.offset + r * n, 1, n, buf);
-      const k = rms || n === 0 ? 0 : buf[0]!;
-      let s1 = 0, s2 = 0;
-      for (let j = 0; j < n; j++) { const d = buf[j]! - k; s1 += d; s2 += d * d; }
-      const [mean, v] = stats(s1, s2, k);
-      if (means) means[r] = mean;
-      if (vars) vars[r] = v;
-      if (!out) continue;
-      const rstd = 1 / Math.sqrt(v + eps);
-      for (let j = 0; j < n; j++) buf[j] = (buf[j]! - mean) * rstd;
-      if (affine) {
-        const base = (r % groups) * cpg;
-        for (let c = 0, j = 0; c < cpg; c++) {
-          for (let s = 0; s < chan; s++, j++) {
-            buf[j] = buf[j]! * (w ? w[base + c]! : 1) + (b ? b[base + c]! : 0); // chan 1: c === j
-          }
+  const w = decodeAll(p.weight), b = decodeAll(p.bias);
+  const buf = scratchOf(n);
+  for (let r = 0; r < rows; r++) {
+    loadRow(x, x.offset + r * n, 1, n, buf);
+    const k = rms || n === 0 ? 0 : buf[0]!;
+    let s1 = 0, s2 = 0;
+    for (let j = 0; j < n; j++) { const d = buf[j]! - k; s1 += d; s2 += d * d; }
+    const [mean, v] = rowStats(rms, s1, s2, k, n);
+    if (means) means[r] = mean;
+    if (vars) vars[r] = v;
+    if (!out) continue;
+    const rstd = 1 / Math.sqrt(v + eps);
+    for (let j = 0; j < n; j++) buf[j] = (buf[j]! - mean) * rstd;
+    if (affine) {
+      const base = (r % groups) * cpg;
+      for (let c = 0, j = 0; c < cpg; c++) {
+        for (let s = 0; s < chan; s++, j++) {
+          buf[j] = buf[j]! * (w ? w[base + c]! : 1) + (b ? b[base + c]! : 0); // chan 1: c === j
         }
       }
-      storeRow(out, out.offset + r * n, 1, n, buf);
     }
+    storeRow(out, out.offset + r * n, 1, n, buf);
   }
-  if (means) storeRow(p.mean!, p.mean!.offset, 1, rows, means);
-  if (vars) storeRow(p.var!, p.var!.offset, 1, rows, vars);
 }
 
 // ---- negative log likelihood ---------------------------------------------------------------------
