@@ -116,20 +116,26 @@ export class Attention extends Module {
   override forward(x: Tensor, ctx: LayerContext): Tensor {
     const [B, T] = x.shape as [number, number];
     const { heads: H, kvHeads: KVH, headDim: D } = this;
-    let q: Tensor, k: Tensor, v: Tensor;
+    // Queries and keys rotate with the same cos/sin, so they are rotated together, heads side by side
+    // [B, T, H + KVH, D] (three elementwise ops per layer instead of six; each element's arithmetic is
+    // the same), then split into views.
+    let qk: Tensor, v: Tensor;
     if (this.qkv_proj) {
-      const qkv = this.qkv_proj.forward(x);
-      q = qkv.slice(-1, 0, H * D); k = qkv.slice(-1, H * D, (H + KVH) * D); v = qkv.slice(-1, (H + KVH) * D);
+      const qkv = this.qkv_proj.forward(x).view([B, T, H + 2 * KVH, D]);
+      qk = qkv.slice(2, 0, H + KVH); v = qkv.slice(2, H + KVH);
+      if (this.q_norm) qk = nbx.cat([this.q_norm.forward(qk.slice(2, 0, H)), this.k_norm!.forward(qk.slice(2, H))], 2);
     } else {
-      q = this.q_proj!.forward(x); k = this.k_proj!.forward(x); v = this.v_proj!.forward(x);
+      let q = this.q_proj!.forward(x).view([B, T, H, D]), k = this.k_proj!.forward(x).view([B, T, KVH, D]);
+      if (this.q_norm) { q = this.q_norm.forward(q); k = this.k_norm!.forward(k); }
+      qk = nbx.cat([q, k], 2);
+      v = this.v_proj!.forward(x).view([B, T, KVH, D]);
     }
-    q = q.view([B, T, H, D]); k = k.view([B, T, KVH, D]); v = v.view([B, T, KVH, D]);
-    if (this.q_norm) { q = this.q_norm.forward(q); k = this.k_norm!.forward(k); }
-    q = q.transpose(1, 2); k = k.transpose(1, 2); v = v.transpose(1, 2);
+    v = v.transpose(1, 2);
     const type = this.cfg.layer_types[this.layerIdx]!;
     const { cos, sin } = ctx.rope[type];
-    q = applyRotary(q, cos, sin);
-    k = applyRotary(k, cos, sin);
+    qk = applyRotary(qk.transpose(1, 2), cos, sin);
+    const q = qk.slice(1, 0, H);
+    let k = qk.slice(1, H);
     if (ctx.cache) ({ keys: k, values: v } = ctx.cache.update(this.layerIdx, k, v));
     const { mask, isCausal } = ctx.masks[type];
     const out = attention({ q, k, v, mask, isCausal, scaling: this.scaling, softcap: this.cfg.attn_logit_softcapping, impl: this.cfg.attn_implementation });
