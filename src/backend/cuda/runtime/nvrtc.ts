@@ -24,6 +24,9 @@ import { type ArgType, type CudaContext, type CudaKernel, type CudaModule } from
 import { cudaToolkitRoots, loadCudaLibrary, pythonSitePackages } from './libs.js';
 
 /** A compilation that failed; `log` holds NVRTC's whole log. */
+/** A program created for a compile that missed the caches (Nvrtc.begin → NVRTC → Nvrtc.end). */
+interface CompileJob { source: string; p: ReturnType<Nvrtc['prepare']>; disk: boolean; prog: bigint; t0: number }
+
 export class NvrtcCompileError extends NbxError {
   readonly log: string;
   readonly kernel: string;
@@ -532,43 +535,44 @@ export class Nvrtc {
    * compiling; see compileAsync.
    */
   compile(source: string, target: string | readonly [number, number], options: CompileOptions = {}): CompiledModule {
-    const p = this.prepare(source, target, options);
-    const disk = diskCacheEnabled(options.diskCache);
-    const hit = this.lookup(p, disk);
-    if (hit) return hit;
-    const prog = this.createProgram(source, p);
-    const t0 = performance.now();
-    let r: number;
+    const job = this.begin(source, target, options);
+    if ('hit' in job) return job.hit;
+    let r: number | { error: unknown };
     try {
-      r = this.f.nvrtcCompileProgram(prog, p.options.length, p.options);
-    } catch (e) {
-      this.destroy(prog);
-      throw e;
+      r = this.f.nvrtcCompileProgram(job.prog, job.p.options.length, job.p.options);
+    } catch (error) {
+      r = { error };
     }
-    const cm = this.finish(prog, r, p, source, performance.now() - t0);
-    this.store(cm, disk);
-    return cm;
+    return this.end(job, r);
   }
 
   /** Like compile(), but NVRTC runs on a worker thread so the event loop keeps going. */
   async compileAsync(source: string, target: string | readonly [number, number], options: CompileOptions = {}): Promise<CompiledModule> {
+    const job = this.begin(source, target, options);
+    if ('hit' in job) return job.hit;
+    const r = await new Promise<number>((resolve, reject) => {
+      this.f.nvrtcCompileProgram.async(job.prog, job.p.options.length, job.p.options, (err, res) => (err ? reject(err) : resolve(res)));
+    }).catch((error: unknown) => ({ error }));
+    return this.end(job, r);
+  }
+
+  /** What compile and compileAsync share before NVRTC runs: a cached module, or a program to compile. */
+  private begin(source: string, target: string | readonly [number, number], options: CompileOptions): { hit: CompiledModule } | CompileJob {
     const p = this.prepare(source, target, options);
     const disk = diskCacheEnabled(options.diskCache);
     const hit = this.lookup(p, disk);
-    if (hit) return hit;
-    const prog = this.createProgram(source, p);
-    const t0 = performance.now();
-    let r: number;
-    try {
-      r = await new Promise<number>((resolve, reject) => {
-        this.f.nvrtcCompileProgram.async(prog, p.options.length, p.options, (err, res) => (err ? reject(err) : resolve(res)));
-      });
-    } catch (e) {
-      this.destroy(prog);
-      throw e;
+    if (hit) return { hit };
+    return { source, p, disk, prog: this.createProgram(source, p), t0: performance.now() };
+  }
+
+  /** What they share after: NVRTC's result code (or the exception of the call) made a module, cached. */
+  private end(job: CompileJob, r: number | { error: unknown }): CompiledModule {
+    if (typeof r !== 'number') {
+      this.destroy(job.prog);
+      throw r.error;
     }
-    const cm = this.finish(prog, r, p, source, performance.now() - t0);
-    this.store(cm, disk);
+    const cm = this.finish(job.prog, r, job.p, job.source, performance.now() - job.t0);
+    this.store(cm, job.disk);
     return cm;
   }
 
