@@ -1,13 +1,16 @@
-// Host-side FFT planning shared by the GPU backends' kernels (CUDA and WebGPU): radix factorisation,
-// twiddles by exact symmetries (as the CPU kernel's), and Bluestein's chirp tables. Backends upload
-// the tables in their own precision.
+// Host-side FFT planning shared by the backends' kernels: twiddles by exact symmetries (the CPU's and
+// the GPUs'), and for the GPU kernels the plan of a transform (radix factorisation, Bluestein's chirp
+// tables, the lengths a launch reads and writes) with a cache of its device tables, which each backend
+// uploads in its own precision.
+
+import type { FftKind } from '../kernels/fft.js';
 
 /** Lengths whose largest prime factor exceeds this run through Bluestein's algorithm (as the CPU's plan). */
 export const MAX_DIRECT_PRIME = 61;
 /** Plans and chirps cached per backend (least recently created dropped first). */
 const MAX_CACHED = 64;
 
-/** (cos, sin) of 2π num / den, reduced to [0, π/4] by exact symmetries (as the CPU kernel's twiddles). */
+/** (cos, sin) of 2π num / den, reduced to [0, π/4] by exact symmetries (every backend's twiddles). */
 export function unitRoot(num: number, den: number): [number, number] {
   num %= den;
   let negSin = false, negCos = false, swap = false;
@@ -67,23 +70,28 @@ export function hostFft2(a: Float64Array): void {
   }
 }
 
-
-/** Keeps `v` under `key`, dropping (and releasing) the oldest entry beyond MAX_CACHED. */
 /** The cached device tables for `key`, made (and remembered, evicting the oldest) on a miss. */
 export function cached<T>(m: Map<number, T>, key: number, make: () => T, release: (v: T) => void): T {
   return m.get(key) ?? remember(m, key, make(), release);
 }
 
+/** Keeps `v` under `key`, dropping (and releasing) the oldest entry beyond MAX_CACHED. */
 export function remember<T>(m: Map<number, T>, key: number, v: T, release: (v: T) => void): T {
   if (m.size >= MAX_CACHED) { const [k, old] = m.entries().next().value as [number, T]; m.delete(k); release(old); }
   m.set(key, v);
   return v;
 }
 
-/** Bluestein's chirp e^{-iπk²/n} (k < n) and the FFT of its conjugate wrapped to M points (the CPU's). */
-export function bluesteinTables(n: number): { M: number; chirp: Float64Array; spectrum: Float64Array } {
+/** Bluestein's transform length: the power of two M >= 2n - 1 its circular convolution runs at. */
+export function bluesteinLength(n: number): number {
   let M = 1;
   while (M < 2 * n - 1) M *= 2;
+  return M;
+}
+
+/** Bluestein's chirp e^{-iπk²/n} (k < n) and the FFT of its conjugate wrapped to M points (the CPU's). */
+export function bluesteinTables(n: number): { M: number; chirp: Float64Array; spectrum: Float64Array } {
+  const M = bluesteinLength(n);
   const w = new Float64Array(2 * n), b = new Float64Array(2 * M);
   for (let k = 0, sq = 0; k < n; k++) {
     const [c, s] = unitRoot(sq, 2 * n);
@@ -94,4 +102,52 @@ export function bluesteinTables(n: number): { M: number; chirp: Float64Array; sp
   }
   hostFft2(b);
   return { M, chirp: w, spectrum: b };
+}
+
+/** The plan of one n-point transform, the same on every GPU backend (the kernels differ, not the plan). */
+export interface FftPlan {
+  /** Through Bluestein's algorithm: n has a prime factor beyond MAX_DIRECT_PRIME. */
+  blue: boolean;
+  /** The length the radix passes run at: n, or Bluestein's bluesteinLength(n). */
+  L: number;
+  /** The radices of L's passes, in order (factorize). */
+  factors: number[];
+  /** Input points read per row (zeros beyond): m trimmed to n, or to n/2+1 for c2r's one-sided input. */
+  take: number;
+  /** Output points per row: n/2+1 for r2c, else n. */
+  outLen: number;
+}
+
+/** How a backend makes (and frees) its device copies of the host tables, in its own precision. */
+export interface FftUploads<T, C> {
+  /** e^{-2πik/L} for k < L (twiddles(L)) and L's radices. */
+  twiddles(L: number, factors: number[], table: Float64Array): T;
+  releaseTwiddles(t: T): void;
+  /** Bluestein's chirp and its spectrum (bluesteinTables). */
+  chirp(chirp: Float64Array, spectrum: Float64Array): C;
+  releaseChirp(c: C): void;
+}
+
+/** A backend's FFT plans with their device tables: twiddles cached per length, chirps per n (MAX_CACHED each). */
+export class FftPlans<T, C> {
+  private readonly tables = new Map<number, { factors: number[]; tw: T }>();
+  private readonly chirps = new Map<number, C>();
+
+  constructor(private readonly up: FftUploads<T, C>) {}
+
+  /** The plan of an n-point `kind` transform of rows of m input points, and the device tables it reads. */
+  plan(n: number, m: number, kind: FftKind): FftPlan & { tw: T; chirp: C | null } {
+    const blue = largestPrime(n) > MAX_DIRECT_PRIME;
+    const chirp = blue ? cached(this.chirps, n, () => {
+      const t = bluesteinTables(n);
+      return this.up.chirp(t.chirp, t.spectrum);
+    }, (c) => this.up.releaseChirp(c)) : null;
+    const L = blue ? bluesteinLength(n) : n;
+    const { factors, tw } = cached(this.tables, L, () => {
+      const f = factorize(L);
+      return { factors: f, tw: this.up.twiddles(L, f, twiddles(L)) };
+    }, (t) => this.up.releaseTwiddles(t.tw));
+    const half = (n >> 1) + 1;
+    return { blue, L, factors, take: Math.min(m, kind === 'c2r' ? half : n), outLen: kind === 'r2c' ? half : n, tw, chirp };
+  }
 }

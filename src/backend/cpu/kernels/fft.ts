@@ -9,9 +9,7 @@ import type { StridedRef } from '../../backend.js';
 import { DTYPES } from '../../../dtype/dtypes.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import type { FftKind } from '../../../kernels/fft.js';
-
-/** The largest prime factor handled by the O(p^2) generic butterfly; larger ones go through Bluestein. */
-const MAX_DIRECT_PRIME = 61;
+import { MAX_DIRECT_PRIME, cached, largestPrime, unitRoot } from '../../fft_host.js';
 
 interface Plan {
   readonly n: number;
@@ -179,7 +177,7 @@ class BluesteinPlan implements Plan {
   constructor(readonly n: number) {
     // the smallest 5-smooth length that holds the linear convolution (about half a power of two's cost)
     let m = 2 * n - 1;
-    while (largestPrimeFactor(m) > 5) m++;
+    while (largestPrime(m) > 5) m++;
     this.m = m;
     this.inner = planFor(m);
     this.wRe = new Float64Array(n);
@@ -224,35 +222,10 @@ class BluesteinPlan implements Plan {
   }
 }
 
-/** (cos, sin) of 2 pi num / den, reduced to [0, pi/4] by exact integer symmetries for accurate twiddles. */
-function unitRoot(num: number, den: number): [number, number] {
-  num %= den;
-  let negSin = false, negCos = false, swap = false;
-  if (2 * num > den) { num = den - num; negSin = true; } // 2 pi - x
-  if (4 * num > den) { num = den - 2 * num; den *= 2; negCos = true; } // pi - x
-  if (8 * num > den) { num = den - 4 * num; den *= 4; swap = true; } // pi/2 - x
-  const a = (2 * Math.PI * num) / den;
-  let c = Math.cos(a), s = Math.sin(a);
-  if (swap) [c, s] = [s, c];
-  return [negCos ? -c : c, negSin ? -s : s];
-}
-
-function largestPrimeFactor(n: number): number {
-  let best = 1;
-  for (let p = 2; p * p <= n; p++) while (n % p === 0) { best = p; n /= p; }
-  return n > 1 ? Math.max(best, n) : best;
-}
-
 const plans = new Map<number, Plan>();
-function planFor(n: number): Plan {
-  let p = plans.get(n);
-  if (!p) {
-    p = largestPrimeFactor(n) > MAX_DIRECT_PRIME ? new BluesteinPlan(n) : new StockhamPlan(n);
-    if (plans.size > 64) plans.delete(plans.keys().next().value!);
-    plans.set(n, p);
-  }
-  return p;
-}
+/** Lengths whose largest prime factor is beyond the generic butterfly's MAX_DIRECT_PRIME run through Bluestein. */
+const planFor = (n: number): Plan =>
+  cached(plans, n, () => (largestPrime(n) > MAX_DIRECT_PRIME ? new BluesteinPlan(n) : new StockhamPlan(n)), () => {});
 
 /**
  * One 1-d transform along dim `dim` of `input` (any strides) into `out` (same shape but that dim). c2c: n

@@ -16,10 +16,9 @@ import type { BackendKernels } from '../../../kernels/table.js';
 import { type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { basePtr, requireDType } from './util.js';
-import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, cached, twiddles } from '../../fft_host.js';
+import { FftPlans } from '../../fft_host.js';
 import type { FftKind } from '../../../kernels/fft.js';
 import { nextPow2 } from '../../backend.js';
-export { factorize, largestPrime } from '../../fft_host.js';
 
 let be: CudaBackend;
 export const kernels = {
@@ -31,32 +30,18 @@ export function bind(backend: CudaBackend): void {
   be = backend;
 }
 
-/** Largest prime factor handled by a direct butterfly (as the CPU plan); larger ones go through Bluestein. */
-
 // ---- host-side plans ---------------------------------------------------------------------------------
 
-interface Plan { L: number; factors: number[]; tw: CudaBuffer; fac: CudaBuffer }
-interface Chirp { M: number; chirp: CudaBuffer; spectrum: CudaBuffer }
-
-const plans = new Map<number, Plan>();
-const chirps = new Map<number, Chirp>();
-
-function planFor(L: number): Plan {
-  return cached(plans, L, () => {
-    const factors = factorize(L);
-    const tw = be.upload('float64', twiddles(L)) as CudaBuffer;
-    const fac = be.upload('int32', Int32Array.from(factors.length ? factors : [1])) as CudaBuffer;
-    return { L, factors, tw, fac };
-  }, (p) => { be.free(p.tw); be.free(p.fac); });
-}
-
-/** Bluestein's chirp e^{-iπk²/n} (k < n) and the FFT of its conjugate wrapped to M points (the CPU's). */
-function chirpFor(n: number): Chirp {
-  return cached(chirps, n, () => {
-    const { M, chirp: w, spectrum: b } = bluesteinTables(n);
-    return { M, chirp: be.upload('float64', w) as CudaBuffer, spectrum: be.upload('float64', b) as CudaBuffer };
-  }, (c) => { be.free(c.chirp); be.free(c.spectrum); });
-}
+/** Twiddles in float64 (as the CPU's) with the radices; Bluestein's chirp and spectrum in float64. */
+const plans = new FftPlans<{ tw: CudaBuffer; fac: CudaBuffer }, { chirp: CudaBuffer; spectrum: CudaBuffer }>({
+  twiddles: (_L, factors, table) => ({
+    tw: be.upload('float64', table) as CudaBuffer,
+    fac: be.upload('int32', Int32Array.from(factors.length ? factors : [1])) as CudaBuffer,
+  }),
+  releaseTwiddles: (t) => { be.free(t.tw); be.free(t.fac); },
+  chirp: (chirp, spectrum) => ({ chirp: be.upload('float64', chirp) as CudaBuffer, spectrum: be.upload('float64', spectrum) as CudaBuffer }),
+  releaseChirp: (c) => { be.free(c.chirp); be.free(c.spectrum); },
+});
 
 // ---- sources -----------------------------------------------------------------------------------------
 
@@ -189,15 +174,10 @@ export function cudaFft(input: StridedRef, rows: number, m: number, out: Strided
   requireDType('fft', input.dtype, ['float32', 'float64', 'complex64', 'complex128']);
   requireDType('fft', out.dtype, ['float32', 'float64', 'complex64', 'complex128']);
   if (rows === 0 || n === 0) return;
-  const blue = largestPrime(n) > MAX_DIRECT_PRIME;
-  const ch = blue ? chirpFor(n) : null;
-  const L = ch ? ch.M : n;
-  const plan = planFor(L);
-  const half = (n >> 1) + 1;
-  const take = Math.min(m, kind === 'c2r' ? half : n);
-  const outLen = kind === 'r2c' ? half : n;
+  const plan = plans.plan(n, m, kind);
+  const { blue, L, take, outLen, chirp: ch } = plan;
   const inv = sign > 0 ? 1 : 0;
-  const common = [basePtr(input), basePtr(out), plan.tw.ptr, plan.fac.ptr, ch?.chirp.ptr ?? 0n, ch?.spectrum.ptr ?? 0n, rows, input.offset, out.offset,
+  const common = [basePtr(input), basePtr(out), plan.tw.tw.ptr, plan.tw.fac.ptr, ch?.chirp.ptr ?? 0n, ch?.spectrum.ptr ?? 0n, rows, input.offset, out.offset,
     plan.factors.length, n, m, L, take, outLen, scale, inv];
   const tag = `${input.dtype}:${out.dtype}:${kind}:${blue}`;
   const smemMax = be.ctx.info.maxSharedMemPerBlockOptin || 48 * 1024;

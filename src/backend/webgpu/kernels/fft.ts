@@ -18,7 +18,7 @@ import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
-import { MAX_DIRECT_PRIME, bluesteinTables, factorize, largestPrime, cached, unitRoot } from '../../fft_host.js';
+import { FftPlans } from '../../fft_host.js';
 import type { FftKind } from '../../../kernels/fft.js';
 import { program } from './util.js';
 
@@ -40,26 +40,12 @@ const WG = 64;
 
 // ---- host-side plans (as the CUDA kernel's, tables rounded to float32) ----------------------------
 
-interface Plan { L: number; factors: number[]; tw: WGBuffer }
-interface Chirp { M: number; chirp: WGBuffer; spectrum: WGBuffer }
-const plans = new Map<number, Plan>();
-const chirps = new Map<number, Chirp>();
-
-function planFor(L: number): Plan {
-  return cached(plans, L, () => {
-    const t = new Float32Array(2 * L);
-    for (let k = 0; k < L; k++) { const [c, s] = unitRoot(k, L); t[2 * k] = c; t[2 * k + 1] = -s; }
-    return { L, factors: factorize(L), tw: be.upload('float32', t) };
-  }, (p) => be.free(p.tw));
-}
-
-/** Bluestein's chirp e^{-iπk²/n} (k < n) and the FFT of its conjugate wrapped to M points. */
-function chirpFor(n: number): Chirp {
-  return cached(chirps, n, () => {
-    const { M, chirp: w, spectrum: b } = bluesteinTables(n);
-    return { M, chirp: be.upload('float32', Float32Array.from(w)), spectrum: be.upload('float32', Float32Array.from(b)) };
-  }, (c) => { be.free(c.chirp); be.free(c.spectrum); });
-}
+const plans = new FftPlans<WGBuffer, { chirp: WGBuffer; spectrum: WGBuffer }>({
+  twiddles: (_L, _factors, table) => be.upload('float32', Float32Array.from(table)),
+  releaseTwiddles: (t) => be.free(t),
+  chirp: (chirp, spectrum) => ({ chirp: be.upload('float32', Float32Array.from(chirp)), spectrum: be.upload('float32', Float32Array.from(spectrum)) }),
+  releaseChirp: (c) => { be.free(c.chirp); be.free(c.spectrum); },
+});
 
 // ---- programs ------------------------------------------------------------------------------------
 
@@ -165,14 +151,9 @@ export function webgpuFftStrided(input: StridedRef, dim: number, out: StridedRef
   const batch = input.shape.map((_, k) => k).filter((k) => k !== dim);
   const rows = batch.reduce((acc, k) => acc * input.shape[k]!, 1);
   if (rows === 0 || n === 0) return;
-  const blue = largestPrime(n) > MAX_DIRECT_PRIME;
-  const ch = blue ? chirpFor(n) : null;
-  const L = ch ? ch.M : n;
-  const plan = planFor(L);
-  const half = (n >> 1) + 1;
   const m = input.shape[dim]!;
-  const take = Math.min(m, kind === 'c2r' ? half : n);
-  const outLen = kind === 'r2c' ? half : n;
+  const plan = plans.plan(n, m, kind);
+  const { blue, L, take, outLen, chirp: ch } = plan;
   const u = new Uint32Array(HEAD + 4 * batch.length);
   const f32 = new Float32Array([scale]);
   u.set([rows, n, m, L, take, outLen, input.offset, out.offset, input.strides[dim]! >>> 0, out.strides[dim]! >>> 0, sign > 0 ? 1 : 0,
