@@ -143,14 +143,17 @@ export function compileAll(list, label, keepDir) {
 
 // ---- this family ---------------------------------------------------------------------------------
 
+const COPY = await imp('backend/cuda/kernels/copy.js');
+const COMPACTION = await imp('backend/cuda/kernels/compaction.js');
 const IDX = await imp('backend/cuda/kernels/indexing.js');
 const SORT = await imp('backend/cuda/kernels/sort.js');
 
-/** Binds the CUDA indexing and sort families to `be` and hands their kernels to `register(name, 'cuda', fn)`. */
+/** Binds the CUDA copy, indexing and sort families to `be` and hands their kernels to `register(name, 'cuda', fn)`. */
 export function installIndexingAndSort(be, register) {
+  COPY.bind(be);
   IDX.bind(be);
   SORT.bind(be);
-  for (const [name, fn] of Object.entries({ ...IDX.kernels, ...SORT.kernels })) register(name, 'cuda', fn);
+  for (const [name, fn] of Object.entries({ ...COPY.kernels, ...IDX.kernels, ...SORT.kernels })) register(name, 'cuda', fn);
 }
 const DTYPES_ALL = ['bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'float16', 'bfloat16', 'float32', 'float64'];
 const MODES = ['none', 'sum', 'prod', 'mean', 'amax', 'amin'];
@@ -160,8 +163,8 @@ const SIZES = [1, 2, 4, 8, 16];
 export function indexingSpecializations() {
   const out = [];
   for (const isz of SIZES) {
-    for (const nd of [1, 2, 3, 6]) for (const i32 of [true, false]) out.push(IDX.copySource(isz, nd, i32));
-    for (const nb of [0, 1, 3]) out.push(IDX.transposeSource(isz, nb));
+    for (const nd of [1, 2, 3, 6]) for (const i32 of [true, false]) out.push(COPY.copySource(isz, nd, i32));
+    for (const nb of [0, 1, 3]) out.push(COPY.transposeSource(isz, nb));
     for (const iT of ['int', 'long long']) for (const nd of [1, 2, 3]) for (const wrap of [false, true]) out.push(IDX.gatherSource(isz, iT, nd, wrap, nd !== 3));
   }
   for (const d of [...DTYPES_ALL, 'complex64', 'complex128', 'float8_e4m3fn']) {
@@ -181,7 +184,7 @@ export function indexingSpecializations() {
   }
   for (const nd of [0, 2]) for (const wrap of [false, true]) out.push(IDX.scatterColumnSource('float32', 'int', nd, 'sum', true, wrap, false));
   for (const ts of [['long long'], ['int', 'long long'], ['long long', 'long long', 'int']]) for (const nd of [1, 3]) out.push(IDX.linearIndexSource(ts, nd));
-  out.push(IDX.blockScanSource());
+  out.push(COMPACTION.blockScanSource());
   return out;
 }
 

@@ -6,6 +6,7 @@ import { registerKernels, registerKernelFeatures, setStagingProvider } from '../
 import type { BackendKernels } from '../../../kernels/table.js';
 import * as attention from './attention.js';
 import * as conv from './conv.js';
+import * as copy from './copy.js';
 import * as fft from './fft.js';
 import * as gemm from './gemm.js';
 import * as indexing from './indexing.js';
@@ -19,11 +20,11 @@ import { hostStaged } from '../runtime/host_staging.js';
 export { stagingStats } from '../runtime/host_staging.js';
 export { cudaMatmulSettings } from './gemm.js';
 
-const FAMILIES = [reduce, gemm, nn, indexing, sort, conv, pool, resample, fft, attention];
+const FAMILIES = [copy, reduce, gemm, nn, indexing, sort, conv, pool, resample, fft, attention];
 
 /** Every kernel the CUDA backend implements itself; the CPU's others run through host staging. */
 export const cudaKernels: BackendKernels = {
-  ...reduce.kernels, ...gemm.kernels, ...nn.kernels, ...indexing.kernels, ...sort.kernels, ...conv.kernels, ...pool.kernels, ...resample.kernels, ...fft.kernels, ...attention.kernels,
+  ...copy.kernels, ...reduce.kernels, ...gemm.kernels, ...nn.kernels, ...indexing.kernels, ...sort.kernels, ...conv.kernels, ...pool.kernels, ...resample.kernels, ...fft.kernels, ...attention.kernels,
 };
 
 export function installCudaKernels(backend: CudaBackend): void {

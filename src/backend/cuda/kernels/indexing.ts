@@ -1,8 +1,5 @@
-// CUDA kernels for the shape and indexing families, with the CPU kernels' signatures and semantics
-// (contracts: src/kernels/copy.ts, src/kernels/indexing.ts):
-//   copy_strided    a driver copy when both sides are contiguous; a widened (up to 16-byte) element copy
-//                   when rows are contiguous on both sides; a shared-memory tiled transpose when each side
-//                   is contiguous along a different dim; an N-d index decomposition otherwise.
+// CUDA kernels for the indexing family, with the CPU kernels' signatures and semantics
+// (contract: src/kernels/indexing.ts; the strided copy is in copy.ts):
 //   gather          one thread per output element.
 //   scatter         deterministic, bit-identical to the CPU: each output slot is written only by the index
 //                   positions of one "column" (all coordinates but `dim`), so a thread per column applies
@@ -12,21 +9,20 @@
 //                   (per-block counts, one-block scan, ordered emit) for the data-dependent outputs.
 // Index errors: kernels record the first failing position in a device word (atomicMax of ~pos); the
 // launcher reads it back (8 bytes) and raises the CPU kernel's IndexError with the offending value.
-// Copies move raw bits (elements as 1/2/4/8/16-byte words), so every dtype, complex included, works.
+// Gathers and scatters move raw bits (elements as 1/2/4/8/16-byte words), so every dtype, complex included, works.
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
 import type { BackendKernels } from '../../../kernels/table.js';
-import { coalesce } from '../../../tensor/shape.js';
+import { coalesce, numelOf } from '../../../tensor/shape.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
-import type { ArgType, KernelArg } from '../runtime/driver.js';
 import { IndexError, UnsupportedError, ValueError } from '../../../errors.js';
 import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../../../kernels/indexing.js';
-import { basePtr as ptr } from './util.js';
+import { runCompaction, type Compaction } from './compaction.js';
+import { MAX_ARGS, Params, RAW, basePtr as ptr, decompose, dimArgs, gridLoop, indexCType, widenFactor, widenStrides } from './util.js';
 
 let be: CudaBackend;
 export const kernels = {
-  copy_strided: cudaCopyStrided,
   gather: cudaGather,
   scatter: cudaScatter,
   linear_index: cudaLinearIndex,
@@ -41,63 +37,7 @@ export function bind(backend: CudaBackend): void {
   errBuf = null;
 }
 
-// ---- shared helpers (also used by sort.ts) ---------------------------------------------------
-
-export const numelOf = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
-/** Element types by size: copies move bits, whatever the dtype. */
-export const RAW: Record<number, string> = { 1: 'unsigned char', 2: 'unsigned short', 4: 'unsigned int', 8: 'unsigned long long', 16: 'uint4' };
-export const indexCType = (d: DTypeName): string => (d === 'int64' ? 'long long' : 'int');
-const MAX_ARGS = 64; // the driver's parameter block
-
-/** Kernel parameters: each C declaration next to its driver argument type, so the two never drift apart. */
-export class Params {
-  readonly decl: string[] = [];
-  readonly sig: ArgType[] = [];
-  private add(t: ArgType, c: string, names: string[]): this {
-    for (const n of names) { this.decl.push(`${c} ${n}`); this.sig.push(t); }
-    return this;
-  }
-  /** Pointers that never alias another parameter. */
-  ptr(ctype: string, ...names: string[]): this { return this.add('ptr', `${ctype}* __restrict__`, names); }
-  /** Pointers that may share a buffer with another parameter (copies within one tensor). */
-  alias(ctype: string, ...names: string[]): this { return this.add('ptr', `${ctype}*`, names); }
-  i64(...names: string[]): this { return this.add('i64', 'long long', names); }
-  i32(...names: string[]): this { return this.add('i32', 'int', names); }
-  f64(...names: string[]): this { return this.add('f64', 'double', names); }
-  /** nd dims: the size s{d}, then the stride {op}_st{d} of each operand. */
-  dims(nd: number, ops: readonly string[]): this {
-    for (let d = 0; d < nd; d++) this.i64(`s${d}`, ...ops.map((o) => `${o}_st${d}`));
-    return this;
-  }
-  get text(): string { return this.decl.join(', '); }
-  fits(): boolean { return this.sig.length <= MAX_ARGS; }
-}
-
-/** Argument values matching Params.dims. */
-export function dimArgs(shape: readonly number[], strides: readonly (readonly number[])[]): number[] {
-  const out: number[] = [];
-  shape.forEach((s, d) => { out.push(s, ...strides.map((st) => st[d]!)); });
-  return out;
-}
-
-/**
- * Code turning a linear position `lin` (row-major over dims s0..s{nd-1}) into element offsets: for each
- * operand o, `o_off += coord * o_st{d}` (the `o_off` variables must exist). With `coords`, coordinate d is
- * also stored in `coords[d]`. `I` is the division type (32-bit where the positions fit).
- */
-export function decompose(nd: number, ops: readonly string[], I: string, lin: string, coords?: string): string {
-  if (nd === 0) return '';
-  const parts = [`${I} rem_ = (${I})(${lin});`];
-  for (let d = nd - 1; d >= 0; d--) {
-    const c = d === 0 ? 'rem_' : `rem_ % (${I})s${d}`;
-    parts.push(`{ const ${I} c_ = ${c};${d > 0 ? ` rem_ /= (${I})s${d};` : ''} ${ops.map((o) => `${o}_off += (long long)c_ * ${o}_st${d};`).join(' ')}${coords ? ` ${coords}[${d}] = (long long)c_;` : ''} }`);
-  }
-  return parts.join('\n      ');
-}
-
-/** Grid-stride loop header over [0, n) with index type I. */
-export const gridLoop = (I: string, v: string, n: string): string =>
-  `for (${I} ${v} = (${I})blockIdx.x * blockDim.x + threadIdx.x; ${v} < (${I})(${n}); ${v} += (${I})gridDim.x * blockDim.x)`;
+const BLOCK = 256;
 
 /** Correctly rounded double → half / bfloat16 (round to odd into float first, then to nearest even). */
 export const ROUND_HELPERS = String.raw`
@@ -153,123 +93,6 @@ function raiseIfBad(op: string, index: StridedRef, dim: number, size: number, f 
 /** The index check as C: wraps a negative value when `wrap`, else records `pos` (if given) and runs `fail`. */
 const checkIndex = (v: string, size: string, wrap: boolean, pos: string | null, fail: string): string =>
   `if (${v} < 0 || ${v} >= ${size}) { ${wrap ? `if (${v} < 0 && ${v} >= -${size}) ${v} += ${size}; else ` : ''}{ ${pos ? `${RECORD_ERR(pos)}; ` : ''}${fail} } }`;
-
-// ---- copy_strided ----------------------------------------------------------------------------------
-
-const BLOCK = 256;
-
-export function copySource(isz: number, nd: number, idx32: boolean) {
-  const T = RAW[isz]!, I = idx32 ? 'unsigned' : 'unsigned long long';
-  const p = new Params().alias(T, 'dst').alias(`const ${T}`, 'src').i64('n', 'd0', 's0_').dims(nd, ['d', 's']);
-  const src = `extern "C" __global__ void __launch_bounds__(${BLOCK}) copy_nd(${p.text}) {
-  ${gridLoop(I, 'i', 'n')} {
-    long long d_off = d0, s_off = s0_;
-    ${decompose(nd, ['d', 's'], I, 'i')}
-    dst[d_off] = src[s_off];
-  }
-}`;
-  return { src, name: 'copy_nd', sig: p.sig };
-}
-
-/** A batched transpose through shared memory: reads along dim A (src-contiguous), writes along dim B (dst-contiguous). */
-export function transposeSource(isz: number, nb: number) {
-  const T = RAW[isz]!;
-  const p = new Params().alias(T, 'dst').alias(`const ${T}`, 'src').i64('d0', 's0_', 'A', 'B', 'dsa', 'dsb', 'ssa', 'ssb', 'nbatch').dims(nb, ['d', 's']);
-  const src = `extern "C" __global__ void __launch_bounds__(256) transpose(${p.text}) {
-  __shared__ ${T} tile[32][33];
-  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
-  const long long ta = (A + 31) / 32, tb = (B + 31) / 32, total = nbatch * ta * tb;
-  for (long long t = blockIdx.x; t < total; t += gridDim.x) {
-    const long long bt = t / (ta * tb), rt = t % (ta * tb), ia = rt % ta, ib = rt / ta;
-    (void)bt;
-    long long d_off = d0, s_off = s0_;
-    ${decompose(nb, ['d', 's'], 'long long', 'bt')}
-    const long long a = ia * 32 + tx;
-    for (int y = ty; y < 32; y += 8) { const long long b = ib * 32 + y; if (a < A && b < B) tile[y][tx] = src[s_off + a * ssa + b * ssb]; }
-    __syncthreads();
-    const long long b2 = ib * 32 + tx;
-    for (int y = ty; y < 32; y += 8) { const long long a2 = ia * 32 + y; if (a2 < A && b2 < B) dst[d_off + a2 * dsa + b2 * dsb] = tile[tx][y]; }
-    __syncthreads();
-  }
-}`;
-  return { src, name: 'transpose', sig: p.sig };
-}
-
-interface CopyPlan { shape: number[]; ds: number[]; ss: number[]; doff: number; soff: number; isz: number }
-
-/** An operand whose elements move as raw words: its strides (in elements), offset and base pointer. */
-interface WideOperand { strides: number[]; offset: number; ptr: bigint }
-
-/**
- * How many elements of `isz` bytes move as one word (up to 16 bytes) when the last dim is contiguous in every
- * data operand and constant (stride 0) in every `fixed` one (an index), and sizes, the data operands' other
- * strides, offsets and base pointers and the element counts in `extra` all divide by it. 1: no widening.
- */
-export function widenFactor(isz: number, shape: readonly number[], data: WideOperand[], fixed: number[][], extra: number[] = []): number {
-  const nd = shape.length;
-  if (nd === 0 || data.some((o) => o.strides[nd - 1] !== 1) || fixed.some((st) => st[nd - 1] !== 0)) return 1;
-  for (const w of [16, 8, 4, 2]) {
-    if (w <= isz || w % isz) continue;
-    const f = w / isz;
-    if (shape[nd - 1]! % f || extra.some((e) => e % f)) continue;
-    if (data.every((o) => o.offset % f === 0 && o.ptr % BigInt(w) === 0n && o.strides.every((s, d) => d === nd - 1 || s % f === 0))) return f;
-  }
-  return 1;
-}
-/** Strides in units of f-element words (the last dim, contiguous, keeps stride 1). */
-const widenStrides = (st: number[], f: number): number[] => (f === 1 ? st : st.map((s, d) => (d === st.length - 1 ? 1 : s / f)));
-
-function widen(c: CopyPlan, dptr: bigint, sptr: bigint): CopyPlan {
-  const f = widenFactor(c.isz, c.shape, [{ strides: c.ds, offset: c.doff, ptr: dptr }, { strides: c.ss, offset: c.soff, ptr: sptr }], []);
-  if (f === 1) return c;
-  const nd = c.shape.length;
-  return { shape: [...c.shape.slice(0, -1), c.shape[nd - 1]! / f], ds: widenStrides(c.ds, f), ss: widenStrides(c.ss, f), doff: c.doff / f, soff: c.soff / f, isz: c.isz * f };
-}
-
-/** dst[i] = src[i] for every index i of their (equal) shape; equal dtypes, raw bits. */
-export function cudaCopyStrided(src: StridedRef, dst: StridedRef): void {
-  const n = numelOf(dst.shape);
-  if (n === 0) return;
-  const isz = DTYPES[dst.dtype].itemsize;
-  // The op layer casts first (as for the CPU kernel); bits are copied by element size, so sizes must agree.
-  if (DTYPES[src.dtype].itemsize !== isz) throw new UnsupportedError('copy_strided', `cuda copy_strided copies one dtype, got ${src.dtype} into ${dst.dtype}`);
-  const { shape, strides } = coalesce(dst.shape, [[...dst.strides], [...src.strides]]);
-  copyPlanned({ shape, ds: strides[0]!, ss: strides[1]!, doff: dst.offset, soff: src.offset, isz }, ptr(dst), ptr(src));
-}
-
-function copyPlanned(c: CopyPlan, dptr: bigint, sptr: bigint): void {
-  const n = numelOf(c.shape);
-  const nd = c.shape.length;
-  if (nd === 0 || (nd === 1 && c.ds[0] === 1 && c.ss[0] === 1)) {
-    be.ctx.copyDtoD(dptr + BigInt(c.doff * c.isz), sptr + BigInt(c.soff * c.isz), n * c.isz, be.stream);
-    return;
-  }
-  // Each side contiguous along a different dim (a transpose): tiles through shared memory, both sides coalesced.
-  const a = c.ss.findIndex((s, d) => s === 1 && c.ds[d] !== 1 && c.shape[d]! >= 16);
-  const b = c.ds.findIndex((s, d) => s === 1 && c.ss[d] !== 1 && c.shape[d]! >= 16);
-  if (a >= 0 && b >= 0 && nd - 2 <= 12) {
-    const rest = [...Array(nd).keys()].filter((d) => d !== a && d !== b);
-    const k = be.kernel(`copy:tr:${c.isz}:${rest.length}`, () => transposeSource(c.isz, rest.length));
-    const nbatch = numelOf(rest.map((d) => c.shape[d]!));
-    const tiles = nbatch * Math.ceil(c.shape[a]! / 32) * Math.ceil(c.shape[b]! / 32);
-    be.launch(k, Math.min(tiles, be.smCount * 16), 256, [dptr, sptr, c.doff, c.soff, c.shape[a]!, c.shape[b]!, c.ds[a]!, c.ds[b]!, c.ss[a]!, c.ss[b]!, nbatch,
-      ...dimArgs(rest.map((d) => c.shape[d]!), [rest.map((d) => c.ds[d]!), rest.map((d) => c.ss[d]!)])]);
-    return;
-  }
-  const w = widen(c, dptr, sptr);
-  const wn = numelOf(w.shape);
-  if (w.shape.length > 19) {
-    // Beyond the parameter block: one launch per index of the outermost dim.
-    for (let i = 0; i < w.shape[0]!; i++) {
-      copyPlanned({ ...w, shape: w.shape.slice(1), ds: w.ds.slice(1), ss: w.ss.slice(1), doff: w.doff + i * w.ds[0]!, soff: w.soff + i * w.ss[0]! }, dptr, sptr);
-    }
-    return;
-  }
-  const reach = (st: number[], off: number): number => off + st.reduce((acc, s, d) => acc + Math.abs(s) * (w.shape[d]! - 1), 0);
-  const idx32 = wn < 2 ** 32 && reach(w.ds, w.doff) < 2 ** 31 && reach(w.ss, w.soff) < 2 ** 31;
-  const k = be.kernel(`copy:nd:${w.isz}:${w.shape.length}:${idx32}`, () => copySource(w.isz, w.shape.length, idx32));
-  be.launch(k, be.gridFor(wn, BLOCK), BLOCK, [dptr, sptr, wn, w.doff, w.soff, ...dimArgs(w.shape, [w.ds, w.ss])]);
-}
 
 // ---- gather ----------------------------------------------------------------------------------------
 
@@ -594,116 +417,7 @@ export function cudaLinearIndex(indices: StridedRef[], sizes: number[], out: Str
   }
 }
 
-// ---- stream compaction: nonzero, masked_select, masked_scatter (and unique's grouping) ----------------
-
-/**
- * A data-dependent selection over positions i in [0, n) (row-major): `flag` says whether position i is
- * selected; `emit` runs for selected positions with `pos` = how many selected positions precede it;
- * `all` (optional) runs for every position with `excl` (that count) and `f` (the flag). `pre` computes
- * locals from i by index arithmetic only (it also runs for positions past the end); loads go in `flag`,
- * `emit` and `all`. The kernels process each block's chunk in order, so positions come out row-major.
- */
-export interface Compaction { key: string; params: Params; pre: string; flag: string; emit: string; all?: string; helpers?: string }
-
-export function compactionSources(c: Compaction) {
-  const cntP = new Params().ptr('long long', 'bcount').i64('n', 'chunk');
-  const emitP = new Params().ptr('const long long', 'boff').i64('n', 'chunk');
-  cntP.decl.push(...c.params.decl); cntP.sig.push(...c.params.sig);
-  emitP.decl.push(...c.params.decl); emitP.sig.push(...c.params.sig);
-  const count = `${c.helpers ?? ''}
-extern "C" __global__ void __launch_bounds__(${BLOCK}) sel_count(${cntP.text}) {
-  __shared__ long long ws[${BLOCK / 32}];
-  const long long start = (long long)blockIdx.x * chunk, end = min(start + chunk, n);
-  long long cnt = 0;
-  for (long long i = start + threadIdx.x; i < end; i += blockDim.x) { ${c.pre} if (${c.flag}) cnt++; }
-  #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) cnt += __shfl_xor_sync(0xffffffffu, cnt, o);
-  if ((threadIdx.x & 31) == 0) ws[threadIdx.x >> 5] = cnt;
-  __syncthreads();
-  if (threadIdx.x == 0) { long long s = 0; for (int w = 0; w < ${BLOCK / 32}; w++) s += ws[w]; bcount[blockIdx.x] = s; }
-}`;
-  const emit = `${c.helpers ?? ''}
-extern "C" __global__ void __launch_bounds__(${BLOCK}) sel_emit(${emitP.text}) {
-  __shared__ int ws[${BLOCK / 32}];
-  const long long start = (long long)blockIdx.x * chunk, end = min(start + chunk, n);
-  long long base = boff[blockIdx.x];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (long long t0 = start; t0 < end; t0 += blockDim.x) {
-    const long long i = t0 + threadIdx.x;
-    const bool in_ = i < end;
-    ${c.pre}
-    const bool f = in_ && (${c.flag});
-    const unsigned bal = __ballot_sync(0xffffffffu, f);
-    if (lane == 0) ws[warp] = __popc(bal);
-    __syncthreads();
-    int before = 0, total = 0;
-    for (int w = 0; w < ${BLOCK / 32}; w++) { const int s = ws[w]; before += w < warp ? s : 0; total += s; }
-    const long long excl = base + before + __popc(bal & ((1u << lane) - 1u));
-    if (in_) {
-      ${c.all ?? ''}
-      if (f) { const long long pos = excl; ${c.emit} }
-    }
-    base += total;
-    __syncthreads();
-  }
-}`;
-  return { count: { src: count, name: 'sel_count', sig: cntP.sig }, emit: { src: emit, name: 'sel_emit', sig: emitP.sig } };
-}
-
-/** Exclusive scan of the per-block counts in one block; off[B] gets the total. */
-const BLOCK_SCAN = {
-  src: `extern "C" __global__ void __launch_bounds__(1024) block_scan(const long long* __restrict__ cnt, long long* __restrict__ off, int B) {
-  __shared__ long long ws[32];
-  __shared__ long long carry;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (threadIdx.x == 0) carry = 0;
-  __syncthreads();
-  for (int b0 = 0; b0 < B; b0 += 1024) {
-    const int b = b0 + threadIdx.x;
-    const long long v = b < B ? cnt[b] : 0;
-    long long x = v;
-    #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) { const long long y = __shfl_up_sync(0xffffffffu, x, o); if (lane >= o) x += y; }
-    if (lane == 31) ws[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-      long long s = ws[lane];
-      #pragma unroll
-      for (int o = 1; o < 32; o <<= 1) { const long long y = __shfl_up_sync(0xffffffffu, s, o); if (lane >= o) s += y; }
-      ws[lane] = s;
-    }
-    __syncthreads();
-    const long long incl = x + (warp > 0 ? ws[warp - 1] : 0);
-    if (b < B) off[b] = carry + incl - v;
-    __syncthreads();
-    if (threadIdx.x == 1023) carry += incl;
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) off[B] = carry;
-}`,
-  name: 'block_scan', sig: ['ptr', 'ptr', 'i32'] as ArgType[],
-};
-export const blockScanSource = (): typeof BLOCK_SCAN => BLOCK_SCAN;
-
-/**
- * Runs a compaction over n positions with the spec's extra arguments; returns the device buffer whose
- * element [B] (returned index) holds the total count (the caller frees it).
- */
-export function runCompaction(c: Compaction, n: number, args: KernelArg[]): { offsets: CudaBuffer; totalAt: number } {
-  const B = Math.max(1, Math.min(Math.ceil(n / BLOCK), be.smCount * 16));
-  const chunk = Math.ceil(n / B / BLOCK) * BLOCK;
-  const blocks = Math.max(1, Math.ceil(n / chunk));
-  const srcs = (): ReturnType<typeof compactionSources> => compactionSources(c);
-  const kc = be.kernel(`sel:count:${c.key}`, () => srcs().count);
-  const ke = be.kernel(`sel:emit:${c.key}`, () => srcs().emit);
-  const ks = be.kernel('sel:scan', blockScanSource);
-  const counts = be.alloc('int64', blocks), offsets = be.alloc('int64', blocks + 1);
-  be.launch(kc, blocks, BLOCK, [counts.ptr, n, chunk, ...args]);
-  be.launch(ks, 1, 1024, [counts.ptr, offsets.ptr, blocks]);
-  be.launch(ke, blocks, BLOCK, [offsets.ptr, n, chunk, ...args]);
-  be.free(counts);
-  return { offsets, totalAt: blocks };
-}
+// ---- stream compaction (compaction.ts): nonzero, masked_select, masked_scatter --------------------------
 
 /** Whether storage element i of dtype d is non-zero (NaN is; -0.0 is not), as C. */
 export function nonzeroTest(d: DTypeName, p: string, i: string): string {
@@ -730,7 +444,7 @@ export function cudaNonzero(input: StridedRef, out: StridedRef): void {
     emit: `long long cc[${nd}]; { ${decompose(nd, [], 'unsigned long long', 'i', 'cc')} }
       ${[...Array(nd).keys()].map((q) => `out[o0 + pos * ${nd} + ${q}] = cc[${q}];`).join(' ')}`,
   };
-  const { offsets } = runCompaction(spec, n, [ptr(input), ptr(out), input.offset, out.offset, ...dimArgs(input.shape, [input.strides])]);
+  const { offsets } = runCompaction(be, spec, n, [ptr(input), ptr(out), input.offset, out.offset, ...dimArgs(input.shape, [input.strides])]);
   be.free(offsets);
 }
 
@@ -749,7 +463,7 @@ export function cudaMaskedSelect(input: StridedRef, mask: StridedRef, out: Strid
     flag: 'mk[m_off] != 0',
     emit: 'out[o0 + pos] = x[x_off];',
   };
-  const { offsets } = runCompaction(spec, n, [ptr(input), ptr(mask), ptr(out), input.offset, mask.offset, out.offset, ...dimArgs(shape, strides)]);
+  const { offsets } = runCompaction(be, spec, n, [ptr(input), ptr(mask), ptr(out), input.offset, mask.offset, out.offset, ...dimArgs(shape, strides)]);
   be.free(offsets);
 }
 
@@ -768,6 +482,6 @@ export function cudaMaskedScatter(out: StridedRef, mask: StridedRef, source: Str
     flag: 'mk[m_off] != 0',
     emit: 'out[o_off] = srcp[s0_ + pos];',
   };
-  const { offsets } = runCompaction(spec, n, [ptr(out), ptr(mask), ptr(source), out.offset, mask.offset, source.offset, ...dimArgs(shape, strides)]);
+  const { offsets } = runCompaction(be, spec, n, [ptr(out), ptr(mask), ptr(source), out.offset, mask.offset, source.offset, ...dimArgs(shape, strides)]);
   be.free(offsets);
 }

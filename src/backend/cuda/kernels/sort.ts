@@ -20,8 +20,8 @@ import type { StridedRef } from '../../backend.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { KernelArg } from '../runtime/driver.js';
 import { UnsupportedError } from '../../../errors.js';
-import { Params, gridLoop, runCompaction, type Compaction } from './indexing.js';
-import { basePtr as ptr } from './util.js';
+import { runCompaction, type Compaction } from './compaction.js';
+import { Params, basePtr as ptr, gridLoop } from './util.js';
 import type { UniqueResult } from '../../../kernels/sort.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import { nextPow2 } from '../../backend.js';
@@ -898,7 +898,7 @@ export function cudaUnique(input: StridedRef, rows: number, rowLen: number, cons
   } else if (ids) step('emulate', null, null, null, null, 0n, 1, 1);
   // groups: starts of runs (compaction), inverse, then counts and first values
   const starts = be.alloc('int64', rows), inverse = be.alloc('int64', rows);
-  const { offsets, totalAt } = runCompaction(groupCompaction(d, rowLen1, consecutive), rows, [ptr(input), bp(ids), starts.ptr, inverse.ptr, input.offset, rowLen]);
+  const { offsets, totalAt } = runCompaction(be, groupCompaction(d, rowLen1, consecutive), rows, [ptr(input), bp(ids), starts.ptr, inverse.ptr, input.offset, rowLen]);
   const G = Number((be.downloadSync(offsets, 'int64', totalAt, 1) as BigInt64Array)[0]);
   const counts = be.alloc('int64', Math.max(G, 1)), vals = be.alloc(d, Math.max(G * rowLen, 1));
   step('groups', null, starts, counts, vals, offsets.ptr + BigInt(totalAt * 8), be.gridFor(Math.max(G, 1), 256), 256);

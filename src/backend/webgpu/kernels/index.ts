@@ -3,13 +3,12 @@
 // with int64 indices, strided convolution operands), run on the host through staging
 // (runtime/host_staging.ts), announced, never silent.
 
-import type { StridedRef } from '../../backend.js';
 import { registerKernels, setStagingProvider } from '../../../kernels/registry.js';
 import type { BackendKernels, KernelName } from '../../../kernels/table.js';
 import type { WebGPUBackend } from '../runtime/backend.js';
-import { copyStrided } from '../runtime/elementwise.js';
 import { hostStaged } from '../runtime/host_staging.js';
 import * as conv from './conv.js';
+import * as copy from './copy.js';
 import * as fft from './fft.js';
 import * as gemm from './gemm.js';
 import * as gemmInt from './gemm_int.js';
@@ -21,19 +20,15 @@ import * as resample from './resample.js';
 import * as sort from './sort.js';
 export { stagingStats } from '../runtime/host_staging.js';
 
-let be: WebGPUBackend;
-
-const FAMILIES = [gemm, reduce, fft, sort, indexing, resample, gemmInt, nn, conv, pool];
+const FAMILIES = [copy, gemm, reduce, fft, sort, indexing, resample, gemmInt, nn, conv, pool];
 
 /** Every kernel the WebGPU backend implements itself; the CPU's others run through host staging. */
 export const webgpuKernels: BackendKernels = {
-  ...reduce.kernels, ...gemm.kernels, ...gemmInt.kernels,
-  copy_strided: (src: StridedRef, dst: StridedRef) => copyStrided(be, src, dst),
+  ...copy.kernels, ...reduce.kernels, ...gemm.kernels, ...gemmInt.kernels,
   ...nn.kernels, ...conv.kernels, ...pool.kernels, ...fft.kernels, ...sort.kernels, ...indexing.kernels, ...resample.kernels,
 };
 
 export function installWebGPUKernels(backend: WebGPUBackend): void {
-  be = backend;
   for (const family of FAMILIES) family.bind(backend);
   registerKernels('webgpu', webgpuKernels);
   setStagingProvider('webgpu', (name: KernelName) => hostStaged(backend, name));
