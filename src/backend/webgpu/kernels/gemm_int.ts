@@ -11,7 +11,7 @@ import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
-import { bindAll, isFloat, loadOut, outAccess, program, storeVal } from './indexing.js';
+import { bindAll, isFloat, loadOut, outAccess, program, storeVal } from './util.js';
 import type { GemmParams } from '../../../kernels/gemm.js';
 
 let be: WebGPUBackend;
@@ -74,7 +74,7 @@ export function webgpuGemmInt(p: GemmParams): void {
   if (total === 0) return;
   const u = new Uint32Array([total, p.m, p.n, p.k, p.transA ? 1 : 0, p.transB ? 1 : 0, p.lda, p.ldb, p.ldc, p.a.offset, p.b.offset, p.c.offset,
     p.strideA ?? 0, p.strideB ?? 0, p.strideC ?? 0, Math.trunc(p.alpha) >>> 0, Math.trunc(p.beta) >>> 0]);
-  const { bufs, done } = bindAll([p.c.buf as WGBuffer], [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
+  const { bufs, done } = bindAll(be, [p.c.buf as WGBuffer], [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
   const wg = be.wgElementwise;
   be.dispatch(gemmIntProgram(d, p.a.dtype, p.b.dtype, wg), bufs, u, total, wg);
   done();

@@ -31,6 +31,11 @@ import { IndexError, UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U, wgslInclusiveScan } from '../runtime/elementwise.js';
 import { halfReducesInFloat, scatterHalfInFloat, type ScatterMode, type ScatterOptions } from '../../../kernels/indexing.js';
+import { numelOf } from '../../../tensor/shape.js';
+import {
+  bindAll, checkIndexDType, decompose, dimWords, f32w, fitsI32, isFloat, loadIndex, loadOut, outAccess, program, rawLoad, rawStore, recordErr,
+  storeIndex, storeVal,
+} from './util.js';
 
 let be: WebGPUBackend;
 export const kernels = {
@@ -47,64 +52,6 @@ export function bind(backend: WebGPUBackend): void {
   be = backend;
 }
 
-// ---- helpers shared with the other families (resample, sort, gemm_int, int64, nn) ------------------------------------
-
-export { f32w, outAccess, program } from './util.js';
-import { f32w, outAccess, program } from './util.js';
-export const numelOf = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
-export const isFloat = (d: DTypeName): boolean => DTYPES[d].kind === 'float';
-/** Statements storing compute value `v` (f32 for floats, i32 otherwise) as element `idx` of binding `buf` of dtype d. */
-export const storeVal = (d: DTypeName, buf: string, idx: string, v: string): string => {
-  const bits = R.bits(d, v);
-  return perWord(d) > 1 ? R.storeShared(d, buf, idx, bits) : `${buf}[${idx}] = ${bits};`;
-};
-/** The compute value of element `idx` (a plain name) of a writable binding `buf` (atomic when packed). */
-export const loadOut = (d: DTypeName, buf: string, idx: string): string =>
-  (perWord(d) > 1 ? R.load(d, 'nbx_o', idx).replace(/nbx_o\[([^\]]*)\]/g, `atomicLoad(&${buf}[$1])`) : R.load(d, buf, idx));
-/** The raw storage bits (u32, low bits) of element `idx` of read-only binding `buf`. */
-export const rawLoad = (d: DTypeName, buf: string, idx: string): string => {
-  const k = perWord(d);
-  if (k === 1) return `${buf}[${idx}]`;
-  return k === 2 ? `((${buf}[(${idx}) >> 1u] >> (((${idx}) & 1u) * 16u)) & 0xffffu)` : `((${buf}[(${idx}) >> 2u] >> (((${idx}) & 3u) * 8u)) & 0xffu)`;
-};
-export const rawStore = (d: DTypeName, buf: string, idx: string, bits: string): string =>
-  (perWord(d) > 1 ? R.storeShared(d, buf, idx, bits) : `${buf}[${idx}] = ${bits};`);
-
-/**
- * The buffers of a dispatch: the written ones first (distinct), then the read ones; a read operand in a
- * written buffer reads a copy taken first (WebGPU forbids a writable binding aliasing another binding).
- * `done()` frees the copies after the dispatches are recorded.
- */
-export function bindAll(written: WGBuffer[], read: WGBuffer[]): { bufs: WGBuffer[]; done: () => void } {
-  const temps = new Map<WGBuffer, WGBuffer>();
-  const bufs = [...written];
-  for (const b of read) {
-    if (!written.includes(b)) { bufs.push(b); continue; }
-    let t = temps.get(b);
-    if (!t) { t = be.allocBytes(b.bytes); be.copyBuffer(b, t, b.bytes); temps.set(b, t); }
-    bufs.push(t);
-  }
-  return { bufs, done: () => { for (const t of temps.values()) be.free(t); } };
-}
-
-/**
- * WGSL turning row-major position `lin` over nd dims into offsets: dim d's size is uniform word
- * at + d*per, operand q's stride (elements, signed) word at + d*per + 1 + q; adds coord*stride to the
- * i32 variables `vars[q]` (declared by the caller). With `coords`, coordinate d goes to `coords[d]`.
- */
-export function decompose(nd: number, at: number, per: number, vars: string[], lin: string, coords?: string): string {
-  if (nd === 0) return '';
-  const parts = [`var nbx_r = ${lin};`];
-  for (let d = nd - 1; d >= 0; d--) {
-    const w = at + d * per;
-    parts.push(`{ let c = ${d > 0 ? `nbx_r % ${U(w)}; nbx_r = nbx_r / ${U(w)};` : 'nbx_r;'} ${vars.map((v, q) => `${v} += i32(c) * bitcast<i32>(${U(w + 1 + q)});`).join(' ')}${coords ? ` ${coords}[${d}] = c;` : ''} }`);
-  }
-  return parts.join('\n  ');
-}
-/** Uniform words for `decompose`: per dim, its size then each operand's stride. */
-export const dimWords = (shape: readonly number[], strides: readonly (readonly number[])[]): number[] =>
-  shape.flatMap((s, d) => [s, ...strides.map((st) => st[d]! >>> 0)]);
-
 /** Words an element moves as: 2 for complex64 and int64, else 1. */
 const lanesIn = (d: DTypeName): number => (d === 'int64' ? 2 : DTYPES[d].lanes);
 /** Complex and int64 tensors move as pairs of 32-bit words: strides and offsets in words, the dtype float32 / int32. */
@@ -120,8 +67,6 @@ const rawDType = (d: DTypeName): DTypeName => ({ 1: 'uint8', 2: 'int16', 4: 'int
 
 /** A cleared error record: [~first failing position (0: none), its index value's low word, which index (linear_index), high word]. */
 const errBuffer = (): WGBuffer => be.allocBytes(16, true);
-/** WGSL recording failing position `pos` (a u32 expression) in binding `buf`. */
-export const recordErr = (buf: string, pos: string): string => `atomicMax(&${buf}[0], ~(${pos}));`;
 
 /**
  * After the checking dispatches: a host step that raises `error(value)` if a position failed (the error
@@ -139,23 +84,6 @@ const recordedIndex = (w: Int32Array): bigint => (BigInt(w[3]!) << 32n) | BigInt
 const outOfBounds = (op: string, dim: number, size: number) => (v: bigint): Error =>
   new IndexError(op, `index ${v} is out of bounds for dimension ${dim} with size ${size}`);
 
-/** Index tensors: int32 or int64. */
-export function checkIndexDType(op: string, r: StridedRef): void {
-  if (r.dtype !== 'int32' && r.dtype !== 'int64') throw new UnsupportedError(op, `webgpu index tensors are int32 or int64, got ${r.dtype}`);
-}
-/**
- * WGSL declaring `var v: i32`, index element `idx` (a u32 expression) of binding `buf` of dtype `d`
- * (int32 or int64), and `v_hi`, its high word (the sign extension of an int32): see `fitsI32`.
- */
-export const loadIndex = (d: DTypeName, buf: string, idx: string, v: string): string => (d === 'int64'
-  ? `let ${v}_at = 2u * (${idx}); var ${v} = bitcast<i32>(${buf}[${v}_at]); let ${v}_hi = ${buf}[${v}_at + 1u];`
-  : `var ${v}: i32 = ${R.load(d, buf, idx)}; let ${v}_hi = select(0u, 0xffffffffu, ${v} < 0i);`);
-/** WGSL: whether the index `v` read by loadIndex is an int32 (else out of range for any tensor a binding holds). */
-export const fitsI32 = (v: string): string => `(${v}_hi == select(0u, 0xffffffffu, ${v} < 0i))`;
-/** A statement storing i32 `v` as element `idx` of index binding `buf` of dtype `d` (int64: sign-extended). */
-export const storeIndex = (d: DTypeName, buf: string, idx: string, v: string): string => (d === 'int64'
-  ? `{ let nbx_j = 2u * (${idx}); let nbx_x: i32 = ${v}; ${buf}[nbx_j] = bitcast<u32>(nbx_x); ${buf}[nbx_j + 1u] = select(0u, 0xffffffffu, nbx_x < 0i); }`
-  : `${buf}[${idx}] = bitcast<u32>(${v});`);
 /** WGSL: check/wrap index `v` (from loadIndex) against `size`; on failure record `pos` and run `fail`. */
 const checkIndex = (v: string, size: string, wrap: string, pos: string, fail: string): string =>
   `if (!${fitsI32(v)} || ${v} < 0 || ${v} >= ${size}) { if (${wrap} && ${fitsI32(v)} && ${v} < 0 && ${v} >= -${size}) { ${v} += ${size}; } else {
@@ -204,7 +132,7 @@ export function webgpuGather(input: StridedRef, dim: number, index: StridedRef, 
   const u = new Uint32Array([total, size, (x.strides[dim] ?? 0) >>> 0, x.offset, index.offset, o.offset, wrap ? 1 : 0, 0,
     ...dimWords(index.shape, [xs, index.strides, o.strides])]);
   const err = errBuffer();
-  const { bufs, done } = bindAll([out.buf as WGBuffer, err], [input.buf as WGBuffer, index.buf as WGBuffer]);
+  const { bufs, done } = bindAll(be, [out.buf as WGBuffer, err], [input.buf as WGBuffer, index.buf as WGBuffer]);
   const prog = gatherProgram(x.dtype, index.dtype, lanes, nd, be.wgElementwise);
   be.dispatch(prog, bufs, u, total, be.wgElementwise);
   const u2 = u.slice(); u2[7] = 1;
@@ -394,7 +322,7 @@ function runParallelScatter(out: StridedRef, o: StridedRef, s: StridedRef, dim: 
   const base = [n, size, o.offset, index.offset, s.offset, (o.strides[dim] ?? 0) >>> 0, wrap ? 1 : 0, alpha | 0, MODES.indexOf(mode), includeSelf ? 1 : 0];
   const dims = dimWords(index.shape, [os, index.strides, s.strides]);
   const slots = be.allocBytes(Math.max(outN, 1) * 4, true);
-  const { bufs, done } = bindAll([out.buf as WGBuffer, err, slots], [index.buf as WGBuffer, s.buf as WGBuffer]);
+  const { bufs, done } = bindAll(be, [out.buf as WGBuffer, err, slots], [index.buf as WGBuffer, s.buf as WGBuffer]);
   const wg = be.wgElementwise;
   const prog = scatterParallelProgram(o.dtype, index.dtype, lanes, index.shape.length, wg);
   let first = true;
@@ -445,7 +373,7 @@ export function webgpuScatter(out: StridedRef, dim: number, index: StridedRef, s
     return;
   }
   const counts = be.allocBytes(track ? numelOf(out.shape) * 4 : 4, track);
-  const { bufs, done } = bindAll([out.buf as WGBuffer, err, counts], [index.buf as WGBuffer, src.buf as WGBuffer]);
+  const { bufs, done } = bindAll(be, [out.buf as WGBuffer, err, counts], [index.buf as WGBuffer, src.buf as WGBuffer]);
   const wg = 64;
   const prog = scatterProgram(o.dtype, index.dtype, lanes, others.length, wg);
   be.dispatch(prog, bufs, u, cols, wg);
@@ -491,7 +419,7 @@ export function webgpuLinearIndex(indices: StridedRef[], sizes: number[], out: S
   const u = new Uint32Array([n, out.offset, 0, 0, ...indices.flatMap((r, q) => [r.offset, sizes[q]!, mult[q]!]),
     ...dimWords(out.shape, [out.strides, ...indices.map((r) => r.strides)])]);
   const err = errBuffer();
-  const { bufs, done } = bindAll([out.buf as WGBuffer, err], indices.map((r) => r.buf as WGBuffer));
+  const { bufs, done } = bindAll(be, [out.buf as WGBuffer, err], indices.map((r) => r.buf as WGBuffer));
   const wg = be.wgElementwise;
   const prog = linearIndexProgram(out.dtype, indices.map((r) => r.dtype), out.shape.length, wg);
   be.dispatch(prog, bufs, u, n, wg);
@@ -584,7 +512,7 @@ function runCompaction(c: Compaction, shape: readonly number[], words: number[],
   const blocks = Math.ceil(n / chunk);
   const scratch = be.allocBytes((2 * blocks + 1) * 4);
   const u = new Uint32Array([n, chunk, blocks, 0, ...words]);
-  const { bufs, done } = bindAll([out, scratch], reads);
+  const { bufs, done } = bindAll(be, [out, scratch], reads);
   const nd = shape.length;
   be.dispatch(compactionProgram(c, nd, 'count', wg), bufs, u, blocks * wg, wg);
   be.dispatch(blockScanProgram(wg), [scratch], new Uint32Array([blocks, 0, 0, 0]), wg, wg);

@@ -18,7 +18,7 @@ import { WGSL as R, perWord } from '../../../ir/render_wgsl.js';
 import { DeviceLimitError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
-import { bindAll, program, storeIndex } from './indexing.js';
+import { bindAll, program, storeIndex } from './util.js';
 import type { ReduceKind, RowLayout, ScanKind } from '../../../kernels/reduce.js';
 
 const WG = 256;
@@ -110,7 +110,7 @@ export function webgpuReduceInt64(be: WebGPUBackend, kind: ReduceKind, input: St
     be.dispatchGroups(prog('partial'), [partial, src], u, ...grid(be, rows * parts));
     src = partial;
   }
-  const { bufs, done } = bindAll(outs, [src]);
+  const { bufs, done } = bindAll(be, outs, [src]);
   if (thread) be.dispatch(prog('full'), bufs, u, rows, 64);
   else be.dispatchGroups(prog(parts > 1 ? 'merge' : 'full'), bufs, u, ...grid(be, rows));
   done();
@@ -267,7 +267,7 @@ export function webgpuScanInt64(be: WebGPUBackend, kind: ScanKind, input: Stride
     return module(8, acs, WG, '', fns, entryOf(body));
   });
   const written = [out.buf as WGBuffer, ...(pair ? [outIndex!.buf as WGBuffer] : [])];
-  const { bufs, done } = bindAll(written, [input.buf as WGBuffer]);
+  const { bufs, done } = bindAll(be, written, [input.buf as WGBuffer]);
   const u = new Uint32Array([rows, n, input.offset, out.offset, outIndex?.offset ?? 0, 0, 0, 0]);
   if (thread) be.dispatch(prog, bufs, u, rows, 64); else be.dispatchGroups(prog, bufs, u, ...grid(be, rows));
   done();

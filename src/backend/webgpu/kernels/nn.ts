@@ -13,8 +13,8 @@ import { module, U } from '../runtime/elementwise.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import type { LrnParams, NllParams, RowNormParams, SoftmaxParams } from '../../../kernels/nn.js';
 import { IndexError } from '../../../errors.js';
-import { checkFloat, f32w, nextPow2, outAccess, program, store } from './util.js';
-import { bindAll, decompose, dimWords, fitsI32, loadIndex, numelOf, recordErr, storeVal } from './indexing.js';
+import { bindAll, checkFloat, decompose, dimWords, f32w, fitsI32, loadIndex, nextPow2, outAccess, program, recordErr, store, storeVal } from './util.js';
+import { numelOf } from '../../../tensor/shape.js';
 
 let be: WebGPUBackend;
 export const kernels = {
@@ -265,7 +265,7 @@ export function webgpuNllLoss(p: NllParams): void {
   const u = new Uint32Array([items, C, D, p.ignoreIndex >>> 0, input.offset, target.offset, p.weight?.offset ?? 0, p.out?.offset ?? 0,
     p.sums?.offset ?? 0, has, 0]);
   const outs = [own(p.out), own(p.sums), err];
-  const { bufs, done } = bindAll(outs, [input.buf as WGBuffer, target.buf as WGBuffer, (p.weight ?? input).buf as WGBuffer]);
+  const { bufs, done } = bindAll(be, outs, [input.buf as WGBuffer, target.buf as WGBuffer, (p.weight ?? input).buf as WGBuffer]);
   const wg = be.wgReduce;
   const prog = nllProgram(input.dtype, target.dtype, p.weight?.dtype ?? 'float32', p.out?.dtype ?? 'float32', p.sums?.dtype ?? 'float32', wg);
   be.dispatch(prog, bufs, u, wg, wg);
@@ -314,7 +314,7 @@ export function webgpuLocalResponseNorm(p: LrnParams): void {
   const n = x.shape[dim]!;
   const u = new Uint32Array([total, n, Math.floor(size / 2), Math.floor((size - 1) / 2), f32w(p.alpha), f32w(p.beta), f32w(p.k), size,
     x.offset, out.offset, x.strides[dim]! >>> 0, ...dimWords(x.shape, [x.strides, out.strides])]);
-  const { bufs, done } = bindAll([out.buf as WGBuffer], [x.buf as WGBuffer]);
+  const { bufs, done } = bindAll(be, [out.buf as WGBuffer], [x.buf as WGBuffer]);
   const wg = be.wgElementwise;
   be.dispatch(lrnProgram(x.dtype, out.dtype, x.shape.length, dim, wg), bufs, u, total, wg);
   done();

@@ -14,9 +14,9 @@ import type { BackendKernels } from '../../../kernels/table.js';
 import { WGSL as R, checkWgslDType } from '../../../ir/render_wgsl.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
-import { bindAll, numelOf, outAccess, program, rawLoad, rawStore, storeVal } from './indexing.js';
+import { numelOf } from '../../../tensor/shape.js';
+import { bindAll, checkFloat, outAccess, program, rawLoad, rawStore, storeVal } from './util.js';
 import type { GridSampleKernelParams, InterpolateKernelParams, ResampleTable } from '../../../kernels/resample.js';
-import { checkFloat } from './util.js';
 
 let be: WebGPUBackend;
 export const kernels = {
@@ -95,7 +95,7 @@ export function webgpuInterpolate(p: InterpolateKernelParams): void {
   }
   const tables = be.upload('int32', Int32Array.from(words, (w) => w | 0)) as WGBuffer;
   const u = new Uint32Array([total, D!, H!, W!, OD!, OH!, OW!, ...dims.map((t) => t.taps), ...wOff, ...iOff, x.offset, out.offset]);
-  const { bufs, done } = bindAll([out.buf as WGBuffer], [x.buf as WGBuffer, tables]);
+  const { bufs, done } = bindAll(be, [out.buf as WGBuffer], [x.buf as WGBuffer, tables]);
   const wg = be.wgElementwise;
   be.dispatch(interpProgram(x.dtype, out.dtype, weighted, wg), bufs, u, total, wg);
   done();
@@ -254,7 +254,7 @@ export function webgpuGridSample(p: GridSampleKernelParams): void {
   if (points === 0 || C === 0) return;
   const u = new Uint32Array([points, C!, D!, H!, W!, oplane, x.offset, grid.offset, out.offset, p.alignCorners ? 1 : 0,
     ['zeros', 'border', 'reflection'].indexOf(p.padding)]);
-  const { bufs, done } = bindAll([out.buf as WGBuffer], [x.buf as WGBuffer, grid.buf as WGBuffer]);
+  const { bufs, done } = bindAll(be, [out.buf as WGBuffer], [x.buf as WGBuffer, grid.buf as WGBuffer]);
   const wg = be.wgElementwise;
   be.dispatch(gridSampleProgram(x.dtype, p.stepDType === 'float16' || p.stepDType === 'bfloat16' ? p.stepDType : 'float32', p.spatial, p.mode, wg), bufs, u, points, wg);
   done();

@@ -26,10 +26,9 @@ import { WGSL as R, perWord, checkWgslDType } from '../../../ir/render_wgsl.js';
 import { DeviceLimitError, UnsupportedError } from '../../../errors.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U, wgslInclusiveScan } from '../runtime/elementwise.js';
-import { checkIndexDType, storeIndex } from './indexing.js';
 import type { UniqueResult } from '../../../kernels/sort.js';
 import { nextPow2 } from '../../backend.js';
-import { program } from './util.js';
+import { checkIndexDType, program, storeIndex } from './util.js';
 
 let be: WebGPUBackend;
 export const kernels = {
