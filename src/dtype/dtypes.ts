@@ -1,4 +1,5 @@
 import { takeHost, takeSmallHost } from '../memory/host_pool.js';
+import type { StorageArray } from './storage.js';
 import { DTypeError, OutOfMemoryError } from '../errors.js';
 import { formatBytes } from '../memory/caching_allocator.js';
 import { collectGarbage, hostPressure, physicalMemoryBytes } from '../memory/gc_pressure.js';
@@ -126,7 +127,7 @@ export function fromSafetensorsCode(code: string): DTypeName | undefined {
   return undefined;
 }
 
-export type StorageArray = Uint8Array | Int8Array | Int16Array | Int32Array | BigInt64Array | Uint16Array | Float32Array | Float64Array;
+export type { StorageArray } from './storage.js';
 
 export const STORAGE_CTORS = {
   u8: Uint8Array, i8: Int8Array, i16: Int16Array, i32: Int32Array, i64: BigInt64Array,

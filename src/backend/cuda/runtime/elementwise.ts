@@ -21,7 +21,7 @@ import { denseAs, type StridedRef } from '../../backend.js';
 import { coalesce } from '../../../tensor/shape.js';
 import { broadcastStrides } from '../../../tensor/shape.js';
 import type { ArgType, KernelArg } from './driver.js';
-import type { CudaBackend, CudaBuffer } from './backend.js';
+import type { CudaBuffer, CudaDevice } from './device.js';
 import { bucketSize, type Config } from '../../../autotune/index.js';
 import { ELEMENTWISE_SPACE, EW_BCAST_SPACE, EW_FLAT_SPACE, EW_SWEEP, EW_TUNE_MIN_ELEMENTS, ewCandidates } from '../tuning/spaces.js';
 import { UnsupportedError } from '../../../errors.js';
@@ -425,7 +425,7 @@ const shapeOf = (c: Config): VecShape => [c.threads as number, c.unroll as numbe
  * `sweep.shapes` holds every candidate, so the first candidate's kernel compiles all of them in one
  * module (one NVRTC compile per sweep instead of one per candidate).
  */
-function pickConfig(be: CudaBackend, space: typeof EW_FLAT_SPACE, shape: string, dtype: string, n: number, aliased: boolean,
+function pickConfig(be: CudaDevice, space: typeof EW_FLAT_SPACE, shape: string, dtype: string, n: number, aliased: boolean,
   run: (c: Config) => void, sweep: { shapes: Config[] | null }): Config {
   if (ewOverride.config) return ewOverride.config;
   const fallback = space.defaultConfig;
@@ -446,7 +446,7 @@ function distinct(cfgs: readonly Config[], norm: (s: VecShape) => VecShape): Vec
 }
 
 /** Evaluates `expr` into every element of `out` (contiguous), inputs broadcast to out's shape. */
-export function runElementwise(be: CudaBackend, expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
+export function runElementwise(be: CudaDevice, expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
   const shape = out.shape;
   let n = 1;
   for (let d = 0; d < shape.length; d++) n *= shape[d]!;

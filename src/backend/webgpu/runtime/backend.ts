@@ -27,37 +27,12 @@ import type { Backend, StridedRef } from '../../backend.js';
 import { checkWgslDType, WGSL_DTYPES } from '../../../ir/render_wgsl.js';
 import { OPS } from '../../../op_table.js';
 import { BufferPool, sizeClass, type PoolStats } from './buffer_pool.js';
-import { adapterIdentity, chooseAdapter, dawnToggles, env, MAP_READ, notice, profileFor, requiredLimits, STAGE_COMPUTE, subgroupMatrixConfigs, USAGE, WANTED_FEATURES, type AdapterChoice, type SubgroupMatrixConfig } from './gpu.js';
+import { adapterIdentity, chooseAdapter, dawnToggles, env, MAP_READ, notice, profileFor, requiredLimits, STAGE_COMPUTE, subgroupMatrixConfigs, USAGE, WANTED_FEATURES } from './gpu.js';
 import { quietNative } from '../../native_stderr.js';
 import { runElementwise } from './elementwise.js';
 import { tuneKeyOf, WebGPUTuning } from '../tuning/spaces.js';
-
-/** A tensor's device memory: `bytes` requested, `size` the pooled buffer's size. `gpu` arrives with the device. */
-export class WGBuffer {
-  gpu: GPUBuffer | null = null;
-  /** Set when freed before the device existed: the recorded-command stamp of the free. */
-  freedAt = -1;
-  /** The recorded-command stamp when it was allocated (used to place early buffers in order). */
-  allocAt = 0;
-  /** Allocated before the device for an upload: its write is not ordered with commands, so it needs a buffer no command used. */
-  clean = false;
-  /**
-   * A data-dependent error of the kernel that wrote this buffer (an index out of range, an integer
-   * division by zero), or of one it read: every read of the buffer raises it, reads of others do not.
-   */
-  fault: Error | null = null;
-  constructor(readonly bytes: number, public size: number) {}
-}
-
-/** A compute kernel: WGSL source (made once per key), its bindings and its uniform block. */
-export interface Program {
-  key: string;
-  /** One letter per storage binding after the uniform block (binding 0): r read-only, w read-write, a atomic read-write (v, x: r, w as vec4 arrays). */
-  access: string;
-  /** 32-bit words of the uniform block. */
-  words: number;
-  source(): string;
-}
+import { WGBuffer, type Program, type WebGPUDevice, type WebGPUInfo } from './device.js';
+export { WGBuffer, type Program, type WebGPUDevice, type WebGPUInfo } from './device.js';
 
 interface Pipeline { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout; layoutKey: string; bindBytes: number }
 
@@ -89,28 +64,7 @@ function bytesBound(bufs: WGBuffer[]): number {
   return b;
 }
 
-export interface WebGPUInfo {
-  adapter: string;
-  via: AdapterChoice['via'];
-  compatibility: boolean;
-  profile: string;
-  features: string[];
-  limits: Record<string, number>;
-  /** Threads per workgroup for elementwise and reduction kernels. */
-  wgElementwise: number;
-  wgReduce: number;
-  /** Dawn's adapter info (vendor, architecture, device, description, subgroup sizes). */
-  identity: Record<string, string | number>;
-  /** Every feature the adapter offers, and the Dawn toggles the instance was created with. */
-  adapterFeatures: string[];
-  toggles: string[];
-  /** Subgroup-matrix shapes the adapter offers (usable when the device has the feature). */
-  subgroupMatrixConfigs: SubgroupMatrixConfig[];
-  /** The autotune cache's device key: 'webgpu' and the adapter's identity. */
-  tuneKey: string;
-}
-
-export class WebGPUBackend implements Backend {
+export class WebGPUBackend implements Backend, WebGPUDevice {
   readonly type = 'webgpu' as const;
   /** Resolves when the device is up; work recorded before then waits for it. */
   readonly ready: Promise<void>;

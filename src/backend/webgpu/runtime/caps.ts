@@ -17,7 +17,6 @@
 // compile check remains: for compile-only testing on Dawn's null backend, which executes nothing).
 
 import { toFloat16Bits } from '../../../dtype/convert.js';
-import type { WebGPUBackend } from './backend.js';
 import { env, MAP_READ, USAGE } from './gpu.js';
 
 export const caps = {
@@ -144,7 +143,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
 }
 
 /** Runs the checks (an init hook); `subgroupCheck` compiles and runs the reduction kernel with subgroups. */
-export async function probeCaps(be: WebGPUBackend, subgroupCheck: (be: WebGPUBackend, compileOnly: boolean) => Promise<string>): Promise<void> {
+export async function probeCaps<B extends { readonly device: GPUDevice }>(be: B, subgroupCheck: (be: B, compileOnly: boolean) => Promise<string>): Promise<void> {
   const off = (v: string | undefined): boolean => v === '0';
   caps.hwHalf = false;
   caps.subgroups = false;

@@ -13,7 +13,7 @@ import { DeviceLimitError, ValueError } from '../../../errors.js';
 import type { StridedRef } from '../../backend.js';
 import { coalesce } from '../../../tensor/shape.js';
 import { broadcastStrides } from '../../../tensor/shape.js';
-import type { Program, WebGPUBackend, WGBuffer } from './backend.js';
+import type { Program, WebGPUDevice, WGBuffer } from './device.js';
 import { elementwiseConfig, registerTuneProblem } from '../tuning/spaces.js';
 import { caps } from './caps.js';
 
@@ -229,7 +229,7 @@ function isContiguous(shape: readonly number[], strides: readonly number[]): boo
  * Evaluates `expr` for every element of `out` (any strides when `outStrided`, else contiguous from its
  * offset), inputs broadcast to out's shape, on the recorded command list.
  */
-export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef, outStrided = false,
+export function runElementwise(be: WebGPUDevice, expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef, outStrided = false,
   force?: { wg: number; vpt: number }): void {
   checkWgslDType('elementwise', out.dtype, true);
   for (const r of ins) if (!WGSL_DTYPES.has(r.dtype)) checkWgslDType('elementwise', r.dtype);
@@ -323,15 +323,6 @@ export function runElementwise(be: WebGPUBackend, expr: Expr, ins: StridedRef[],
     be.host('div', [zdiv], (host) => { if (new Uint32Array(host.get(zdiv)!, 0, 1)[0] !== 0) throw new ValueError('div', 'ZeroDivisionError: integer division or modulo by zero'); }, [outBuf]);
     be.free(zdiv);
   }
-}
-
-/** Copies `src` into `dst` (same shape; equal dtypes or a cast; any strides, negative included). */
-export function copyStrided(be: WebGPUBackend, src: StridedRef, dst: StridedRef): void {
-  const real = (r: StridedRef): StridedRef => (DTYPES[r.dtype].kind === 'complex'
-    ? { ...r, dtype: 'float32', shape: [...r.shape, 2], strides: [...r.strides.map((s) => s * 2), 1], offset: r.offset * 2 }
-    : r);
-  const s = real(src), d = real(dst);
-  runElementwise(be, Expr.load(0, s.dtype).cast(d.dtype), [s], [], d, true);
 }
 
 // The autotuner's scratch problem: a + b over `size` contiguous elements of `dtype` (16-byte path).

@@ -13,7 +13,7 @@
 
 import { defineSpace, prune, tune, autotuneMode, bucketSize, configKey, defaultCache, shapeBucket, type Config, type ConfigSpace } from '../../../autotune/index.js';
 import type { DTypeName } from '../../../dtype/dtypes.js';
-import type { WebGPUBackend } from '../runtime/backend.js';
+import type { WebGPUDevice } from '../runtime/device.js';
 
 /** Problems below this many elements keep the default (their time is dispatch overhead). */
 export const TUNE_MIN_ELEMENTS = 1 << 16;
@@ -48,7 +48,7 @@ export const GEMM_SPACE = defineSpace({
 /** A scratch problem of a space at (shape bucket, dtype): `run(cfg)` records one dispatch. */
 export interface TuneProblem { run(cfg: Config): void; dispose(): void }
 /** Builds the scratch problem of a kernel (registered by the kernel's module, so no import cycle); `shape` is bucketed. */
-export type ProblemMaker = (be: WebGPUBackend, shape: number[], dtype: DTypeName) => TuneProblem;
+export type ProblemMaker = (be: WebGPUDevice, shape: number[], dtype: DTypeName) => TuneProblem;
 const makers = new Map<string, ProblemMaker>();
 export function registerTuneProblem(space: string, make: ProblemMaker): void { makers.set(space, make); }
 
@@ -73,7 +73,7 @@ export class WebGPUTuning {
   private chain: Promise<void> = Promise.resolve();
   private query: { set: GPUQuerySet; resolve: GPUBuffer; read: GPUBuffer } | null = null;
 
-  constructor(private readonly be: WebGPUBackend) {}
+  constructor(private readonly be: WebGPUDevice) {}
 
   /** The candidates that fit this device (workgroup size and workgroup memory limits). */
   private fit(space: ConfigSpace): Config[] {
@@ -185,20 +185,20 @@ export class WebGPUTuning {
 const MAX_REPS = 1024;
 
 /** Elementwise launch configuration for a vectorized problem of n elements. */
-export function elementwiseConfig(be: WebGPUBackend, n: number, dtype: DTypeName): { wg: number; vpt: number } {
+export function elementwiseConfig(be: WebGPUDevice, n: number, dtype: DTypeName): { wg: number; vpt: number } {
   const fallback = { wg: be.wgElementwise, vpt: 1 };
   const c = be.tuning ? be.tuning.config(EW_SPACE, [n], dtype, fallback) : fallback;
   return { wg: c.wg as number, vpt: c.vpt as number };
 }
 
 /** Workgroup size of the row reductions for [rows, n] (the tree's width: it can move bits). */
-export function reduceConfig(be: WebGPUBackend, rows: number, n: number, dtype: DTypeName): number {
+export function reduceConfig(be: WebGPUDevice, rows: number, n: number, dtype: DTypeName): number {
   const fallback = { wg: be.wgReduce };
   return (be.tuning ? be.tuning.config(REDUCE_SPACE, [rows, n], dtype, fallback) : fallback).wg as number;
 }
 
 /** Output tile (BM x BN) of the tiled GEMM for m x n x k. */
-export function gemmConfig(be: WebGPUBackend, m: number, n: number, k: number, dtype: DTypeName, fallback: string): string {
+export function gemmConfig(be: WebGPUDevice, m: number, n: number, k: number, dtype: DTypeName, fallback: string): string {
   const f = { tile: fallback };
   return (be.tuning ? be.tuning.config(GEMM_SPACE, [m, n, k], dtype, f) : f).tile as string;
 }
