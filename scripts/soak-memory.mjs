@@ -21,6 +21,9 @@ import { writeFileSync } from 'node:fs';
 const { values } = parseArgs({ options: {
   devices: { type: 'string' }, scale: { type: 'string', default: '1' }, 'rss-mb': { type: 'string' }, json: { type: 'string' },
 } });
+// the gc phase checks that undisposed device tensors stay bounded by the collection budget: 1 GiB
+// here (the CUDA default, 1/8 of the device, would need a 17 GiB bound on an H200)
+process.env.NBX_CUDA_GC_MB ??= '1024';
 const nbx = await import('../dist/src/index.js');
 const scale = Number(values.scale);
 const MiB = 2 ** 20;
@@ -85,7 +88,7 @@ for (const device of devices) {
     await phase('gc', Math.round(300 * scale), (i) => { nbx.add(big, i); });
     big.dispose();
   } else {
-    // the device's collection budget (NBX_WEBGPU_GC_MB, 1 GiB by default) plus what is in flight
+    // the device's collection budget (NBX_WEBGPU_GC_MB, NBX_CUDA_GC_MB: 1 GiB here) plus what is in flight
     await phase('gc', Math.round(600 * scale), async (i) => { nbx.add(x, i); if (i % 32 === 31) { await sync(device); await new Promise((r) => setTimeout(r, 0)); } }, 1536 * MiB);
   }
   await phase('scope', Math.round(300 * scale), (i) => nbx.scope(() => { let y = nbx.add(x, i); for (let k = 0; k < 8; k++) y = nbx.mul(y, 1.0001); return null; }), 8 * live);

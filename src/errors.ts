@@ -37,6 +37,12 @@ export class ValueError extends NbxError {}
 export class UnsupportedError extends NbxError {}
 /** A documented limitation of a device (float64 or int64 on WebGPU, say): the conformance runner counts it as skipped. */
 export class DeviceLimitError extends UnsupportedError {}
+/**
+ * Work that a CUDA graph capture cannot record (a read of a device value on the host, a host-to-device
+ * copy whose bytes would be re-read at every replay, a synchronization, autotuning): raised during the
+ * capture, which is then abandoned, never left out of the graph silently.
+ */
+export class GraphCaptureError extends UnsupportedError {}
 /** Device memory exhausted; the message says what was requested and what to try. */
 export class OutOfMemoryError extends NbxError {}
 /** A file that breaks its format's rules (safetensors, profiles, caches). */

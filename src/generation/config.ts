@@ -40,6 +40,12 @@ export interface GenerationOptions {
   tokenizer?: Tokenizer | null;
   /** Text input only: add the tokenizer's special tokens (BOS) as tokenizer(text) does. Default true. */
   add_special_tokens?: boolean;
+  /**
+   * transformers' cache_implementation: 'static' decodes with a fixed-size cache and fixed-shape steps
+   * (replayed as a CUDA graph on CUDA), 'dynamic' with the growing cache. Default: static on CUDA
+   * (NBX_CUDA_GRAPHS=0 turns it off), dynamic elsewhere.
+   */
+  cache_implementation?: 'static' | 'dynamic' | null;
   // Accepted only at the values that change nothing here (no beam search, one sequence per prompt).
   num_beams?: number;
   num_return_sequences?: number;
@@ -66,6 +72,7 @@ export interface ResolvedConfig {
   streamer: Streamer | null;
   tokenizer: Tokenizer | null;
   add_special_tokens: boolean;
+  cache_implementation: 'static' | 'dynamic' | null;
 }
 
 // transformers' GenerationConfig defaults for what this module implements.
@@ -95,7 +102,7 @@ const METADATA = new Set(['transformers_version', '_from_model_config', '_commit
 
 const OPTION_NAMES = ['max_new_tokens', 'max_length', 'min_new_tokens', 'min_length', 'do_sample', 'temperature', 'top_k',
   'top_p', 'min_p', 'repetition_penalty', 'eos_token_id', 'pad_token_id', 'bos_token_id', 'stop_strings', 'stop',
-  'generator', 'seed', 'attention_mask', 'streamer', 'tokenizer', 'add_special_tokens', 'num_beams',
+  'generator', 'seed', 'attention_mask', 'streamer', 'tokenizer', 'add_special_tokens', 'cache_implementation', 'num_beams',
   'num_return_sequences', 'use_cache'];
 
 const OP = 'generate';
@@ -163,6 +170,8 @@ function checkValue(name: string, v: unknown, source: string): void {
         throw bad(name, v, 'an object with put(tensor) and end() (transformers\' BaseStreamer)', source);
       }
       return;
+    case 'cache_implementation':
+      if (v !== null && v !== 'static' && v !== 'dynamic') throw bad(name, v, "'static', 'dynamic' or null", source); return;
     case 'tokenizer': if (v !== null && (typeof v !== 'object' || typeof (v as Tokenizer).decode !== 'function')) throw bad(name, v, 'a Tokenizer', source); return;
     default: break;
   }
@@ -241,5 +250,6 @@ export function resolveConfig(model: CausalLM, opts: GenerationOptions): Resolve
     streamer: (user.streamer as Streamer | null | undefined) ?? null,
     tokenizer,
     add_special_tokens: (user.add_special_tokens as boolean | undefined) ?? true,
+    cache_implementation: (user.cache_implementation as 'static' | 'dynamic' | null | undefined) ?? null,
   };
 }

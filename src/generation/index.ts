@@ -196,22 +196,43 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
   cfg.streamer?.put(int64(rows.flat(), [batch, promptLength], 'cpu'));
   // Greedy steps without processors take the argmax where the logits are and read back B ids, not B×V scores.
   let onDeviceArgmax = device.type !== 'cpu';
-  const cache = model.newCache({ batch, maxLength });
+  // On CUDA the decode steps replay a CUDA graph (src/models/static_decode.ts); it owns its cache
+  const fast = cfg.cache_implementation === 'dynamic' ? null
+    : model.staticDecoder?.({ batch, maxLength, greedy: !cfg.do_sample && cfg.repetition_penalty === 1.0, force: cfg.cache_implementation === 'static' }) ?? null;
+  fast?.begin(maskRows, promptLength);
+  const cache = fast ? fast.cache : model.newCache({ batch, maxLength });
+  let feed: Tensor | null = null, positions: Tensor | null = null;
   try {
-    let feed = int64(rows.flat(), [batch, promptLength], device);
-    let positions: Tensor | null = maskRows
+    feed = int64(rows.flat(), [batch, promptLength], device);
+    positions = maskRows
       ? int64(maskRows.flatMap((m) => { let c = 0; return m.map((x) => (x ? c++ : 1)); }), [batch, promptLength], device) : null;
+    /** The tokens this step feeds (after the prompt). */
+    let fed: number[] | null = null;
     for (let cur = promptLength, step = 1; ; cur++, step++) {
-      const attention = maskRows ? int64(maskRows.flat(), [batch, cur], device) : null;
       let logits: Tensor;
-      try {
-        logits = model.forward(feed, { attention_mask: attention, cache, position_ids: positions, logits_to_keep: 1 });
-      } finally {
-        feed.dispose(); attention?.dispose(); positions?.dispose();
+      /** Logits of a static decoder's step belong to it (rewritten by its next step). */
+      let owned = true;
+      let next: Tensor | null = null;
+      if (fed !== null && fast !== null && fast.fallbackReason === null) {
+        const r = fast.step(fed, maskRows ? seen.map((n) => n - 1) : new Array<number>(batch).fill(cache.length));
+        logits = r.logits; next = r.next; owned = false;
+      } else {
+        feed ??= int64(fed!, [batch, 1], device);
+        if (fed !== null && maskRows) positions ??= int64(seen.map((n) => n - 1), [batch, 1], device);
+        const attention = maskRows ? int64(maskRows.flat(), [batch, cur], device) : null;
+        try {
+          logits = model.forward(feed, { attention_mask: attention, cache, position_ids: positions, logits_to_keep: 1 });
+        } finally {
+          feed.dispose(); attention?.dispose(); positions?.dispose();
+          feed = null; positions = null;
+        }
       }
       let chosen: number[] | null = null;
       try {
-        if (onDeviceArgmax && !hasProcessors(cfg, cur, promptLength)) {
+        if (next !== null && !hasProcessors(cfg, cur, promptLength)) {
+          chosen = Array.from(await next.dataStorage() as BigInt64Array, Number);
+          fast!.checkErrors();
+        } else if (onDeviceArgmax && !hasProcessors(cfg, cur, promptLength)) {
           chosen = await deviceArgmax(logits);
           if (chosen === null) onDeviceArgmax = false;
         }
@@ -225,7 +246,7 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
           });
           scores.dispose();
         }
-      } finally { logits.dispose(); }
+      } finally { if (owned) logits.dispose(); }
       const tokens = chosen.map((t, b) => (unfinished[b] || !canPad ? t : cfg.pad_token_id!));
       tokens.forEach((t, b) => { rows[b]!.push(t); maskRows?.[b]!.push(1); seen[b]! += 1; });
       cfg.streamer?.put(int64(tokens, [batch], 'cpu'));
@@ -236,12 +257,12 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
       }
       yield { tokens, unfinished: [...unfinished], step };
       if (cur + 1 >= maxLength || !unfinished.includes(true)) break;
-      feed = int64(tokens, [batch, 1], device);
-      positions = maskRows ? int64(seen.map((n) => n - 1), [batch, 1], device) : null;
+      fed = tokens;
       await breathe();
     }
   } finally {
-    cache.dispose();
+    feed?.dispose(); positions?.dispose();
+    if (!fast) cache.dispose();
     cfg.streamer?.end();
   }
   return int64(rows.flat(), [batch, rows[0]!.length], 'cpu');

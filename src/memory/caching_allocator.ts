@@ -384,15 +384,7 @@ export class CachingAllocator {
   emptyCache(): number {
     this.drainQuick();
     this.processPending();
-    let released = 0;
-    for (const seg of [...this.segments.values()]) {
-      const b = seg.head;
-      if (!b.allocated && b.next === null) {
-        this.poolFor(seg.small, seg.stream).remove(b);
-        released += this.releaseSegment(seg);
-      }
-    }
-    return released;
+    return this.releaseAllFree();
   }
 
   /** Cap reserved memory at `fraction` of the device's total memory (needs raw.memInfo). */
@@ -537,6 +529,34 @@ export class CachingAllocator {
     return r;
   }
 
+  /**
+   * Pools (stream keys) whose free blocks belong to a captured CUDA graph: its replays write them, so
+   * they are never released (emptyCache, out-of-memory retries) nor handed to other streams while the
+   * key is here. releasePrivatePool() ends that and returns the pool's wholly free segments.
+   */
+  private readonly privatePools = new Set<StreamKey>();
+
+  /** Marks `key` as a graph's private pool (see privatePools). */
+  retainPrivatePool(key: StreamKey): void { this.privatePools.add(key); }
+
+  /** The graph is gone: its pool's wholly free segments go back to the device; returns the bytes released. */
+  releasePrivatePool(key: StreamKey): number {
+    this.privatePools.delete(key);
+    this.drainQuick();
+    let released = 0;
+    for (const seg of [...this.segments.values()]) {
+      const b = seg.head;
+      if (seg.stream === key && !b.allocated && b.next === null) {
+        this.poolFor(seg.small, seg.stream).remove(b);
+        released += this.releaseSegment(seg);
+      }
+    }
+    return released;
+  }
+
+  /** Bytes handed out and not freed (cheap: no drain of the quick-reuse lists, unlike memoryStats()). */
+  get allocatedBytes(): number { return this.allocated; }
+
   get isRecording(): boolean {
     return this.recording !== null;
   }
@@ -640,7 +660,7 @@ export class CachingAllocator {
     let released = 0;
     for (const seg of [...this.segments.values()]) {
       const b = seg.head;
-      if (!b.allocated && b.next === null) {
+      if (!b.allocated && b.next === null && !this.privatePools.has(seg.stream)) {
         this.poolFor(seg.small, seg.stream).remove(b);
         released += this.releaseSegment(seg);
       }
@@ -714,7 +734,7 @@ export class CachingAllocator {
     }
     if (cause !== null) parts.push(`Driver said: ${cause instanceof Error ? cause.message : String(cause)}.`);
     parts.push(
-      'Try: free tensors you no longer need (tensor.dispose() / nbx.tidy()), release the cached memory with ' +
+      'Try: free tensors you no longer need (tensor.dispose() / nbx.scope(); tensors never disposed return only after a garbage collection, which the CUDA backend has requested, and an await), release the cached memory with ' +
         'nbx.cuda.emptyCache() (other processes need it), use a smaller batch size, or set a memory fraction ' +
         '(nbx.cuda.setMemoryFraction()) when sharing the device.',
     );

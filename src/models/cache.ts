@@ -10,7 +10,7 @@ import type { Tensor } from '../tensor/tensor.js';
 import type { Device } from '../backend/backend.js';
 import type { DTypeName } from '../dtype/dtypes.js';
 import type { KVCache } from './types.js';
-import { DisposedError, ShapeError } from '../errors.js';
+import { DisposedError, ShapeError, ValueError } from '../errors.js';
 
 export interface CacheShape {
   layers: number; batch: number; kvHeads: number; headDim: number;
@@ -66,6 +66,22 @@ export class KVCacheBuffers implements KVCache {
     kb.slice(2, this.filled, end).copy_(k);
     vb.slice(2, this.filled, end).copy_(v);
     return { keys: kb.slice(2, 0, end), values: vb.slice(2, 0, end) };
+  }
+
+  /** Allocates every layer's buffers at the full capacity now (a CUDA graph needs fixed addresses). */
+  preallocate(): void {
+    this.check('KVCache.preallocate');
+    for (let l = 0; l < this.shape.layers; l++) this.room(l, this.capacity);
+  }
+
+  /** Positions the buffers hold before they would grow. */
+  get size(): number { return this.capacity; }
+
+  /** The whole key and value buffers of `layer` [B, KVH, capacity, D] (after preallocate()). */
+  buffers(layer: number): { keys: Tensor; values: Tensor } {
+    const keys = this.keys[layer], values = this.values[layer];
+    if (!keys || !values) throw new ValueError('KVCache.buffers', `layer ${layer} has no buffers yet (call preallocate())`);
+    return { keys, values };
   }
 
   /** Marks `n` more positions as filled (called by the model after all layers wrote). */

@@ -9,12 +9,13 @@ import { Device } from '../backend/backend.js';
 import { backendFor } from '../backend/backend.js';
 import { DType, type DTypeName } from '../dtype/dtypes.js';
 import { Module, Linear, type FactoryOptions } from '../nn/index.js';
-import { DTypeError, ShapeError, ValueError } from '../errors.js';
+import { DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import type { CausalLM, ForwardOptions, KVCache } from './types.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import { publicConfig, type ModelConfig } from './config.js';
 import { DecoderModel, FAMILIES } from './decoder.js';
 import { KVCacheBuffers } from './cache.js';
+import { StaticDecoder, capacityFor } from './static_decode.js';
 import { generate as runGenerate, stream as runStream, type GenerateInput, type GenerateOptions } from '../generation/index.js';
 
 export interface BuildOptions { device: Device; dtype: DTypeName }
@@ -52,6 +53,39 @@ export class CausalLMModel extends Module implements CausalLM {
     if (!Number.isInteger(maxLength) || maxLength < 1) throw new ValueError('CausalLM.newCache', `maxLength must be a positive integer, got ${maxLength}`);
     const c = this.cfg;
     return new KVCacheBuffers({ layers: c.num_hidden_layers, batch, kvHeads: c.num_key_value_heads, headDim: c.head_dim, dtype: this.dt, device: this.device }, maxLength);
+  }
+
+  /** Decoders with fixed-shape steps (CUDA graph replay), by batch, capacity and greedy; the most recent two. */
+  private readonly staticDecoders = new Map<string, StaticDecoder>();
+
+  /**
+   * A decoder whose steps replay a CUDA graph (static_decode.ts), for generate() on a CUDA device (on any
+   * device with `force`, cache_implementation 'static': fixed-shape steps run eagerly); null where it
+   * does not apply (another device, NBX_CUDA_GRAPHS=0, RoPE frequencies that depend on the positions
+   * seen). Kept for the next generation of the same batch and capacity bucket.
+   */
+  staticDecoder(opts: { batch: number; maxLength: number; greedy: boolean; force?: boolean }): StaticDecoder | null {
+    if (this.model.positionDependentRope) {
+      if (opts.force) throw new UnsupportedError('generate', `cache_implementation 'static' does not support RoPE type ${JSON.stringify(Object.values(this.cfg.rope).map((r) => r.rope_type))} (its frequencies depend on the positions seen); use cache_implementation: 'dynamic'`);
+      return null;
+    }
+    if (!opts.force && (this.device.type !== 'cuda' || process.env.NBX_CUDA_GRAPHS === '0')) return null;
+    const capacity = capacityFor(opts.maxLength);
+    const key = `${opts.batch}:${capacity}:${opts.greedy}`;
+    let d = this.staticDecoders.get(key);
+    if (d && !d.isDisposed) { this.staticDecoders.delete(key); this.staticDecoders.set(key, d); return d; }
+    d = new StaticDecoder(this, opts.batch, capacity, opts.greedy);
+    this.staticDecoders.set(key, d);
+    while (this.staticDecoders.size > 2) {
+      const [oldest, old] = this.staticDecoders.entries().next().value as [string, StaticDecoder];
+      old.dispose(); this.staticDecoders.delete(oldest);
+    }
+    return d;
+  }
+
+  private disposeStaticDecoders(): void {
+    for (const d of this.staticDecoders.values()) d.dispose();
+    this.staticDecoders.clear();
   }
 
   /** A tensor argument on this model's device (a CPU tensor is uploaded; another device is an error). */
@@ -153,10 +187,12 @@ export class CausalLMModel extends Module implements CausalLM {
     const w = this.model.embed_tokens.weight;
     this.device = w.device; this.dt = w.dt; this.dtype = DType.all[w.dt];
     this.model.disposeRope(); // recreated on the new device at the next forward
+    this.disposeStaticDecoders(); // their graphs read the old weights
     return this;
   }
 
   override dispose(): void {
+    this.disposeStaticDecoders();
     this.model.disposeRope();
     super.dispose();
   }

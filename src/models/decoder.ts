@@ -12,7 +12,6 @@ import { emptyParameter } from '../nn/module.js';
 import type { ModelConfig, LayerType, SupportedModelType } from './config.js';
 import { RotaryEmbedding, applyRotary } from './rope.js';
 import { attention, booleanMask } from './attention.js';
-import type { KVCacheBuffers } from './cache.js';
 import { backendFor } from '../backend/backend.js';
 
 export interface FamilyTraits {
@@ -77,11 +76,18 @@ function makeNorm(gemma: boolean, dim: number, eps: number, opts: FactoryOptions
   return gemma ? new GemmaRMSNorm(dim, eps, opts) : new RMSNorm(dim, { eps, ...opts });
 }
 
+/** What the layers need of a cache: store this forward's keys/values, get back the ones to attend over. */
+export interface LayerCache {
+  /** Tokens cached before this forward. */
+  readonly length: number;
+  update(layer: number, k: Tensor, v: Tensor): { keys: Tensor; values: Tensor };
+}
+
 /** Per-forward inputs shared by the layers. */
 export interface LayerContext {
   rope: Record<LayerType, { cos: Tensor; sin: Tensor }>;
   masks: Record<LayerType, { mask: Tensor | null; isCausal: boolean }>;
-  cache: KVCacheBuffers | null;
+  cache: LayerCache | null;
 }
 
 export class Attention extends Module {
@@ -288,6 +294,15 @@ export class DecoderModel extends Module {
     this.ropes = { full_attention: full, sliding_attention: sameRope ? full : new RotaryEmbedding(cfg.rope.sliding_attention, shape) };
   }
 
+  private gemmaNormalizer: Tensor | null = null;
+  /** Gemma's √hidden as a 0-d tensor in the model dtype, made once (a decode step then copies nothing from the host). */
+  private normalizer(x: Tensor): Tensor {
+    const n = this.gemmaNormalizer;
+    if (n && !n.isDisposed && n.dt === x.dt && n.device === x.device) return n;
+    n?.dispose();
+    return (this.gemmaNormalizer = nbx.keep(nbx.tensor(Math.sqrt(this.cfg.hidden_size), { dtype: x.dt, device: x.device })));
+  }
+
   /** RoPE types whose frequencies depend on the positions seen (they need max(position_ids) on the host). */
   get positionDependentRope(): boolean {
     return Object.values(this.cfg.rope).some((r) => r.rope_type === 'dynamic' || r.rope_type === 'longrope');
@@ -298,12 +313,16 @@ export class DecoderModel extends Module {
    * `positionIds`: [B, T] int64; `maxPosition`: max(positionIds); `positionBound`: where known, every
    * position id is in [0, positionBound).
    */
-  override forward(inputIds: Tensor, a: { padding: Tensor | null; positionIds: Tensor; maxPosition: number; positionBound?: number | null; cache: KVCacheBuffers | null }): Tensor {
+  override forward(inputIds: Tensor, a: {
+    padding: Tensor | null; positionIds: Tensor; maxPosition: number; positionBound?: number | null; cache: LayerCache | null;
+    /** Masks computed by the caller (a decode step over a fixed-size cache, static_decode.ts) instead of from padding and length. */
+    masks?: LayerContext['masks'];
+  }): Tensor {
     const [B, T] = inputIds.shape as [number, number];
     const past = a.cache?.length ?? 0;
     let x = this.embed_tokens.forward(inputIds);
     // Gemma: × √hidden rounded to the model dtype first, as transformers' normalizer tensor is
-    if (this.traits.gemma) x = x.mul(nbx.tensor(Math.sqrt(this.cfg.hidden_size), { dtype: x.dt, device: x.device }));
+    if (this.traits.gemma) x = x.mul(this.normalizer(x));
     const types = new Set(this.cfg.layer_types);
     const rope = {} as LayerContext['rope'];
     const masks = {} as LayerContext['masks'];
@@ -314,12 +333,18 @@ export class DecoderModel extends Module {
       const other = t === 'sliding_attention' ? rope.full_attention : undefined;
       rope[t] = other && r === this.ropes.full_attention ? other : r.forward(a.positionIds, a.maxPosition, x.dt, x.device, a.positionBound ?? null);
       const spec = { batch: B, queryLength: T, past, padding: a.padding, window: t === 'sliding_attention' ? this.cfg.sliding_window : null, device: x.device };
-      masks[t] = booleanMask(spec, !eager);
+      masks[t] = a.masks?.[t] ?? booleanMask(spec, !eager);
     }
     const ctx: LayerContext = { rope, masks, cache: a.cache };
     for (const layer of this.layers) x = layer.forward(x, ctx);
     return this.norm.forward(x);
   }
 
-  disposeRope(): void { this.ropes.full_attention.dispose(); this.ropes.sliding_attention.dispose(); }
+  /** The RoPE tables' identities: a captured CUDA graph reads them, so it is stale once one is rebuilt. */
+  ropeTables(): unknown[] { return [this.ropes.full_attention.tableIdentity, this.ropes.sliding_attention.tableIdentity]; }
+
+  disposeRope(): void {
+    this.ropes.full_attention.dispose(); this.ropes.sliding_attention.dispose();
+    this.gemmaNormalizer?.dispose(); this.gemmaNormalizer = null;
+  }
 }

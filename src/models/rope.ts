@@ -173,6 +173,9 @@ export class RotaryEmbedding {
     return this.tables;
   }
 
+  /** The current cos/sin table (an object that changes whenever the table is rebuilt), or null. */
+  get tableIdentity(): object | null { return this.tables; }
+
   private disposeTables(): void { this.tables?.cos.dispose(); this.tables?.sin.dispose(); this.tables = null; }
 
   dispose(): void { this.deviceInvFreq?.dispose(); this.deviceInvFreq = null; this.disposeTables(); }

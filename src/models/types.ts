@@ -29,6 +29,15 @@ export interface ForwardOptions {
   logits_to_keep?: number;
 }
 
+/** What generation uses of a static decoder (src/models/static_decode.ts). */
+export interface StaticDecoderLike {
+  readonly cache: KVCache & { readonly length: number };
+  readonly fallbackReason: string | null;
+  begin(promptMask: readonly (readonly number[])[] | null, promptLength: number): void;
+  step(tokens: readonly number[], positions: readonly number[]): { logits: Tensor; next: Tensor | null };
+  checkErrors(): void;
+}
+
 export interface CausalLM {
   /** The parsed config.json, normalized (see src/models/config.ts). */
   readonly config: Readonly<Record<string, unknown>> & { model_type: string; vocab_size: number; max_position_embeddings?: number };
@@ -42,5 +51,10 @@ export interface CausalLM {
   forward(input_ids: Tensor, opts?: ForwardOptions): Tensor;
   /** A new, empty cache for this model. */
   newCache(opts?: { batch?: number; maxLength?: number }): KVCache;
+  /**
+   * Optional: a decoder whose one-token steps have a fixed shape (CUDA graph replay); generation uses it
+   * for the steps after the prompt when it is not null. See src/models/static_decode.ts.
+   */
+  staticDecoder?(opts: { batch: number; maxLength: number; greedy: boolean; force?: boolean }): StaticDecoderLike | null;
   dispose(): void;
 }

@@ -280,7 +280,7 @@ export const scatter_reduce = def('scatter_reduce(input, dim, index, src, reduce
 
 /** index_add / index_copy / index_fill: a scatter along `dim` whose index is a vector (stride 0 elsewhere). */
 function indexScatter(op: string, x: Tensor, dimArg: unknown, idx: Tensor, src: Tensor | ScalarLike, mode: ScatterMode,
-  alpha?: number | bigint, wrap = false): Tensor {
+  alpha?: number | bigint, wrap = false, into: Tensor | null = null): Tensor {
   const d = normDim(op, toInt(op, dimArg, 'dim'), x.ndim);
   deviceOf(op, [x, idx, src]);
   const shape = [...shape1(x)];
@@ -294,7 +294,7 @@ function indexScatter(op: string, x: Tensor, dimArg: unknown, idx: Tensor, src: 
       throw new ShapeError(op, `source tensor shape must match self tensor shape, excluding the specified dimension. Got self.shape = ${fmtShape(x.shape)} source.shape = ${fmtShape(src.shape)}`);
     }
   }
-  const out = cloneOf(op, x);
+  const out = into ?? cloneOf(op, x);
   if (numelOf(shape) === 0) return out;
   let hold: Tensor | undefined, sref: StridedRef;
   if (src instanceof Tensor) sref = { ...atLeast1(src.ref()), shape };
@@ -319,6 +319,16 @@ export const index_copy = def('index_copy(input, dim, index, source)', (a) => {
   const op = 'index_copy';
   return indexScatter(op, asTensor(op, a.input), a.dim, vectorIndex(op, a.index, false), asTensor(op, a.source, 'source'), 'none');
 });
+
+/**
+ * self.index_copy_(dim, index, source) written straight into self's elements (one scatter; the generic
+ * in-place path would copy self twice): a KV cache written at positions held on the device. Callers
+ * ensure source does not share self's storage (then the result equals out-of-place + copy back).
+ */
+export function index_copy_into(self: Tensor, dim: number, index: Tensor, source: Tensor): Tensor {
+  const op = 'index_copy_';
+  return indexScatter(op, self, dim, vectorIndex(op, index, false), source, 'none', undefined, false, self);
+}
 
 export const index_fill = def('index_fill(input, dim, index, value)', (a) => {
   const op = 'index_fill';

@@ -86,8 +86,19 @@ const FROM_OUT_OF_PLACE: Record<string, Fn> = {
   scatter_: ix.scatter, scatter_add_: ix.scatter_add, scatter_reduce_: ix.scatter_reduce, masked_scatter_: ix.masked_scatter,
 };
 
+/** index_copy_: one scatter into self when source is a separate tensor of self's dtype (else the generic path). */
+function index_copy_(self: Tensor, dim: unknown, index: unknown, source: unknown): Tensor {
+  if (source instanceof Tensor && index instanceof Tensor && typeof dim === 'number' && source.dt === self.dt
+    && source.device === self.device && index.device === self.device && source.storage !== self.storage && index.storage !== self.storage) {
+    checkWritable('index_copy_', self);
+    return ix.index_copy_into(self, dim, index, source);
+  }
+  return writeBack('index_copy_', self, ix.index_copy(self, dim, index, source) as Tensor);
+}
+
 export const methods: Record<string, Fn> = {
   ...Object.fromEntries(Object.entries(FROM_OUT_OF_PLACE).map(([name, fn]) => [name, inplace(name, fn)])),
+  index_copy_,
   fill_,
   zero_: (self: Tensor) => fill_(self, 0),
 };

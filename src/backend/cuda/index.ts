@@ -3,6 +3,7 @@ import { registerBackendLoader, loadedBackends } from '../backend.js';
 import { CudaBackend } from './runtime/backend.js';
 import { installCudaKernels, cudaMatmulSettings, stagingStats } from './kernels/index.js';
 import { probeCuda } from './runtime/libs.js';
+import { CUDAGraph as GraphOnBackend, captureGraph } from './runtime/graph.js';
 import { replayTrace, saveTrace, loadTrace, type MemoryStats, type TraceEntry } from '../../memory/caching_allocator.js';
 
 let instance: CudaBackend | null = null;
@@ -14,6 +15,11 @@ function load(): CudaBackend {
   return instance;
 }
 registerBackendLoader('cuda', load);
+
+/** A CUDA graph on the CUDA backend (see runtime/graph.ts). */
+export class CUDAGraph extends GraphOnBackend {
+  constructor() { super(load()); }
+}
 
 /** nbx.cuda: availability, memory statistics and the allocator's cache, like torch.cuda. */
 export const cuda = {
@@ -37,4 +43,11 @@ export const cuda = {
   /** Launch batching of small elementwise ops (launch_batch.ts): batches, commands, direct launches; null when NBX_CUDA_BATCH=0. */
   batchStats(): Record<string, number> | null { const b = load().batch; return b ? { ...b.stats } : null; },
   loaded(): boolean { return loadedBackends().some((b) => b.type === 'cuda'); },
+  /** torch.cuda.CUDAGraph: `new nbx.cuda.CUDAGraph()`, capture_begin() / capture_end() / replay() / reset(). */
+  CUDAGraph,
+  /** torch.cuda.graph(g): records fn() into g (warm it up first) and returns what fn returned. */
+  graph<T>(g: CUDAGraph, fn: () => T): T { return captureGraph(g, fn); },
+  /** torch.cuda.is_current_stream_capturing(). */
+  is_current_stream_capturing(): boolean { return instance !== null && instance.capture !== null; },
 };
+

@@ -53,7 +53,9 @@ API CUresult cuDevicePrimaryCtxRetain(void** ctx, int) { *ctx = &ctx_obj; return
 API CUresult cuCtxSetCurrent(void*) { return 0; }
 API CUresult cuCtxSynchronize(void) { return 0; }
 API CUresult cuMemGetInfo_v2(size_t* f, size_t* t) { *f = (size_t)(mem_limit - mem_used); *t = (size_t)mem_limit; return 0; }
+static bool unsafe_in_capture();
 API CUresult cuMemAlloc_v2(uint64_t* p, size_t n) {
+  if (unsafe_in_capture()) return 900;
   if (n == 0) return 1;
   if (mem_used + (long long)n > mem_limit) return 2;
   size_t* m = (size_t*)malloc(n + 64);
@@ -64,19 +66,73 @@ API CUresult cuMemAlloc_v2(uint64_t* p, size_t n) {
   *p = (uint64_t)(uintptr_t)(m + 8);
   return 0;
 }
-API CUresult cuMemFree_v2(uint64_t p) { size_t* m = (size_t*)(uintptr_t)p - 8; mem_used -= m[0]; free(m); return 0; }
+API CUresult cuMemFree_v2(uint64_t p) {
+  if (unsafe_in_capture()) return 900; size_t* m = (size_t*)(uintptr_t)p - 8; mem_used -= m[0]; free(m); return 0; }
 API CUresult cuMemHostAlloc(void** p, size_t n, unsigned) { *p = malloc(n); return *p ? 0 : 2; }
 API CUresult cuMemFreeHost(void* p) { free(p); return 0; }
-API CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void* s, size_t n, void*) { memcpy((void*)(uintptr_t)d, s, n); return 0; }
-API CUresult cuMemcpyDtoHAsync_v2(void* d, uint64_t s, size_t n, void*) { memcpy(d, (void*)(uintptr_t)s, n); return 0; }
-API CUresult cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void*) { memmove((void*)(uintptr_t)d, (void*)(uintptr_t)s, n); return 0; }
-API CUresult cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void*) { memset((void*)(uintptr_t)d, v, n); return 0; }
-API CUresult cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void*) { uint32_t* p = (uint32_t*)(uintptr_t)d; for (size_t i = 0; i < n; i++) p[i] = v; return 0; }
+// ---- stream capture (graphs): work on the capturing stream is recorded as nodes, replayed by cuGraphLaunch ----
+static void* capture_stream = nullptr;   // the stream being captured, or null
+static bool capture_invalid = false;
+static int thread_capture_mode = 0;      // 0 global, 1 thread-local, 2 relaxed (cuThreadExchangeStreamCaptureMode)
+static int capture_mode = 0;             // the mode the capture began with
+struct Graph { std::vector<std::function<void()>> nodes; };
+static Graph* capture_graph = nullptr;
+/** An unsafe call (allocation, synchronization) while a non-relaxed capture is active: refused, and the capture is invalidated. */
+static bool unsafe_in_capture() {
+  if (!capture_stream || capture_mode == 2 || thread_capture_mode == 2) return false;
+  capture_invalid = true;
+  return true;
+}
+static bool recording(void* stream) { return capture_stream != nullptr && stream == capture_stream; }
+
+API CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void* s, size_t n, void* st) {
+  if (recording(st)) { std::vector<char> bytes((const char*)s, (const char*)s + n); capture_graph->nodes.push_back([d, bytes]() { memcpy((void*)(uintptr_t)d, bytes.data(), bytes.size()); }); return 0; }
+  memcpy((void*)(uintptr_t)d, s, n); return 0;
+}
+API CUresult cuMemcpyDtoHAsync_v2(void* d, uint64_t s, size_t n, void* st) {
+  if (recording(st)) { capture_graph->nodes.push_back([d, s, n]() { memcpy(d, (void*)(uintptr_t)s, n); }); return 0; }
+  memcpy(d, (void*)(uintptr_t)s, n); return 0;
+}
+API CUresult cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void* st) {
+  if (recording(st)) { capture_graph->nodes.push_back([d, s, n]() { memmove((void*)(uintptr_t)d, (void*)(uintptr_t)s, n); }); return 0; }
+  memmove((void*)(uintptr_t)d, (void*)(uintptr_t)s, n); return 0;
+}
+API CUresult cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void* st) {
+  if (recording(st)) { capture_graph->nodes.push_back([d, v, n]() { memset((void*)(uintptr_t)d, v, n); }); return 0; }
+  memset((void*)(uintptr_t)d, v, n); return 0;
+}
+API CUresult cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void* st) {
+  auto run = [d, v, n]() { uint32_t* p = (uint32_t*)(uintptr_t)d; for (size_t i = 0; i < n; i++) p[i] = v; };
+  if (recording(st)) { capture_graph->nodes.push_back(run); return 0; }
+  run(); return 0;
+}
 static int stream_objs[64]; static int nstreams = 0;
 API CUresult cuStreamCreate(void** s, unsigned) { *s = &stream_objs[nstreams++ % 64]; return 0; }
 API CUresult cuStreamDestroy_v2(void*) { return 0; }
-API CUresult cuStreamSynchronize(void*) { return 0; }
-API CUresult cuStreamQuery(void*) { return 0; }
+API CUresult cuStreamSynchronize(void* st) { if (st == capture_stream && capture_stream) { capture_invalid = true; return 900; } return 0; }
+API CUresult cuStreamQuery(void* st) { if (st == capture_stream && capture_stream) { capture_invalid = true; return 900; } return 0; }
+API CUresult cuStreamBeginCapture_v2(void* st, int mode) {
+  if (capture_stream) return 900;
+  capture_stream = st; capture_mode = mode; capture_invalid = false; capture_graph = new Graph(); return 0;
+}
+API CUresult cuStreamEndCapture(void* st, void** graph) {
+  if (st != capture_stream || !capture_stream) return 1;
+  capture_stream = nullptr;
+  if (capture_invalid) { delete capture_graph; capture_graph = nullptr; *graph = nullptr; return 901; }
+  *graph = capture_graph; capture_graph = nullptr; return 0;
+}
+API CUresult cuStreamIsCapturing(void* st, int* status) { *status = st == capture_stream && capture_stream ? (capture_invalid ? 2 : 1) : 0; return 0; }
+API CUresult cuThreadExchangeStreamCaptureMode(int* mode) { int old = thread_capture_mode; thread_capture_mode = *mode; *mode = old; return 0; }
+struct GraphExec { std::vector<std::function<void()>> nodes; };
+API CUresult cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long long) { *exec = new GraphExec{((Graph*)graph)->nodes}; return 0; }
+API CUresult cuGraphLaunch(void* exec, void* st) {
+  if (recording(st)) return 900;
+  for (auto& n : ((GraphExec*)exec)->nodes) n();
+  return 0;
+}
+API CUresult cuGraphExecDestroy(void* exec) { delete (GraphExec*)exec; return 0; }
+API CUresult cuGraphDestroy(void* graph) { delete (Graph*)graph; return 0; }
+API CUresult cuGraphGetNodes(void* graph, void** nodes, size_t* n) { if (!nodes) *n = ((Graph*)graph)->nodes.size(); return 0; }
 API CUresult cuStreamWaitEvent(void*, void*, unsigned) { return 0; }
 static int event_objs[64]; static int nevents = 0;
 API CUresult cuEventCreate(void** e, unsigned) { *e = &event_objs[nevents++ % 64]; return 0; }
@@ -93,7 +149,7 @@ API CUresult cuEventElapsedTime(float* ms, void*, void*) { *ms = 1.0f + 0.125f *
 typedef void (*launch_fn)(unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void**);
 // static_smem: bytes of the kernel's static __shared__ arrays (counted from its source at "compile");
 // smem_attr: its MAX_DYNAMIC_SHARED_SIZE_BYTES, -1 until set (then the default, 48 KiB less the static part)
-struct Func { launch_fn fn; int smem_attr; std::string name; int static_smem; };
+struct Func { launch_fn fn; int smem_attr; std::string name; int static_smem; std::vector<int> param_sizes; };
 static const int SMEM_DEFAULT = 49152, SMEM_OPTIN = 232448;
 static long long launches = 0;
 API long long emu_launches(void) { return launches; }
@@ -112,7 +168,12 @@ API CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
   if (!p) return 500;
   typedef int (*static_fn)(void);
   void* sp = dlsym(m, (std::string("emu_static_smem_") + name).c_str());
-  *f = new Func{(launch_fn)p, -1, name, sp ? ((static_fn)sp)() : 0};
+  // parameter sizes, for launches recorded by a stream capture (their arguments are copied by value)
+  typedef int (*sizes_fn)(int*);
+  void* zp = dlsym(m, (std::string("emu_param_sizes_") + name).c_str());
+  std::vector<int> sizes;
+  if (zp) { int buf[256]; int k = ((sizes_fn)zp)(buf); sizes.assign(buf, buf + k); }
+  *f = new Func{(launch_fn)p, -1, name, sp ? ((static_fn)sp)() : 0, sizes};
   return 0;
 }
 /** The dynamic shared memory a launch may ask for: the attribute if raised, else 48 KiB less the static part (as the driver). */
@@ -130,7 +191,7 @@ API CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
   *v = attr == 0 ? 1024 : attr == 1 ? fn->static_smem : attr == 4 ? 32 : attr == 8 ? max_dynamic(fn) : 0; return 0;
 }
 API CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                            unsigned smem, void*, void** params, void**) {
+                            unsigned smem, void* stream, void** params, void**) {
   Func* fn = (Func*)f;
   if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || bx * by * bz > 1024) {
     fprintf(stderr, "emu: bad launch configuration for %s: grid %u,%u,%u block %u,%u,%u\n", fn->name.c_str(), gx, gy, gz, bx, by, bz);
@@ -144,6 +205,15 @@ API CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsi
   launches++;
   // NBX_EMU_NO_EXEC=1: launches are validated but not run (profiling the host side of an op)
   static const bool noexec = getenv("NBX_EMU_NO_EXEC") != nullptr;
+  if (recording(stream)) {
+    std::vector<std::vector<char>> args;
+    for (size_t i = 0; i < fn->param_sizes.size(); i++) args.emplace_back((char*)params[i], (char*)params[i] + fn->param_sizes[i]);
+    capture_graph->nodes.push_back([fn, gx, gy, gz, bx, by, bz, smem, args]() mutable {
+      std::vector<void*> ps; for (auto& a : args) ps.push_back(a.data());
+      fn->fn(gx, gy, gz, bx, by, bz, smem, ps.data());
+    });
+    return 0;
+  }
   if (!noexec) fn->fn(gx, gy, gz, bx, by, bz, smem, params);
   return 0;
 }
@@ -216,6 +286,9 @@ API int nvrtcCompileProgram(Prog* p, int, const char* const*) {
   w << "#include \"" << rt << "\"\n" << src << "\n";
   for (size_t i = 0; i < kernels.size(); i++)
     w << "extern \"C\" __attribute__((visibility(\"default\"))) int emu_static_smem_" << kernels[i] << "(void) { return " << static_smem[i] << "; }\n";
+  w << "template <typename... A> static int emu_sizes(void (*)(A...), int* out) { int i = 0; ((out[i++] = (int)sizeof(A)), ...); return (int)sizeof...(A); }\n";
+  for (auto& k : kernels)
+    w << "extern \"C\" __attribute__((visibility(\"default\"))) int emu_param_sizes_" << k << "(int* out) { return emu_sizes(" << k << ", out); }\n";
   for (auto& k : kernels)
     w << "extern \"C\" __attribute__((visibility(\"default\"))) void emu_launch_" << k
       << "(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, void** params) { emu::launch(" << k

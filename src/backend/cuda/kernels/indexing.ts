@@ -55,6 +55,8 @@ __device__ __forceinline__ unsigned short nbx_d2bf(double d) { return nbx_f2bf(n
 let errBuf: CudaBuffer | null = null;
 /** The error word, cleared: kernels store ~pos of a failing position there through atomicMax (0: none). */
 export function errWord(): bigint {
+  // in a CUDA graph capture: the graph's word, zeroed once at the start of every replay
+  if (be.capture !== null) return be.capture.errBuf.ptr;
   if (!errBuf) errBuf = be.alloc('int64', 1);
   be.ctx.memsetD8(errBuf.ptr, 0, 8, be.stream);
   return errBuf.ptr;
@@ -86,6 +88,7 @@ function outOfBounds(op: string, v: number, dim: number, size: number): never {
  * rows moved as words of `f` elements, a recorded position is a word; its first element has the same index.
  */
 function raiseIfBad(op: string, index: StridedRef, dim: number, size: number, f = 1): void {
+  if (be.capture !== null) { be.capture.defer(op); return; } // answered after a replay (CUDAGraph.checkErrors)
   const pos = errPos();
   if (pos >= 0) outOfBounds(op, elementAt(index, pos * f), dim, size);
 }
@@ -408,6 +411,7 @@ export function cudaLinearIndex(indices: StridedRef[], sizes: number[], out: Str
   const err = errWord();
   be.launch(k, be.gridFor(n, BLOCK), BLOCK, [ptr(out), ...indices.map(ptr), err, n, out.offset, ...indices.flatMap((r, q) => [r.offset, sizes[q]!, mult[q]!]),
     ...dimArgs(shape, strides)]);
+  if (be.capture !== null) { be.capture.defer(op); return; }
   const pos = errPos();
   if (pos < 0) return;
   // The CPU checks the indices of a position in order: report the first one out of range.

@@ -9,10 +9,12 @@ import { type Backend, type StridedRef } from '../../backend.js';
 import { CudaContext, type CudaKernel, type Stream, type ArgType, type KernelArg } from './driver.js';
 import { getKernel } from './nvrtc.js';
 import { CachingAllocator } from '../../../memory/caching_allocator.js';
-import { UnsupportedError } from '../../../errors.js';
+import { OutOfMemoryError, UnsupportedError } from '../../../errors.js';
 import { CudaTuning } from '../tuning/spaces.js';
 import { PinnedStaging } from './pinned_staging.js';
 import { LaunchBatch } from './launch_batch.js';
+import type { CaptureState } from './graph.js';
+import { budgetFromEnv, collectGarbage, GcPressure } from '../../../memory/gc_pressure.js';
 
 /** A device buffer: the allocator's pointer and its size in bytes. */
 export interface CudaBuffer { ptr: bigint; bytes: number }
@@ -32,6 +34,16 @@ export class CudaBackend implements Backend {
   private readonly kernels = new Map<string, CudaKernel>();
   /** Small elementwise ops queue here and launch together (launch_batch.ts); null when NBX_CUDA_BATCH=0. */
   readonly batch: LaunchBatch | null;
+  /**
+   * Tensors nobody disposed are freed by their finalizers only after a collection, and V8 sees only
+   * their small JS objects: past NBX_CUDA_GC_MB held (default 1/8 of the device's memory, at least
+   * 1 GiB; a model's weights stay under it) the backend asks for one, as the WebGPU and CPU backends do.
+   */
+  readonly pressure: GcPressure;
+  /** The CUDA graph capture in progress (graph.ts), or null. */
+  capture: CaptureState | null = null;
+  /** The caching allocator's pool for new buffers: 0, or a capturing graph's private pool. */
+  poolKey = 0;
 
   constructor() {
     this.ctx = CudaContext.get(0);
@@ -43,6 +55,8 @@ export class CudaBackend implements Backend {
     this.ewDefault = { threads: this.tuning.profile.defaults.elementwise.threadsPerBlock, waves: 16 };
     this.staging = new PinnedStaging(this.ctx, this.stream);
     this.batch = LaunchBatch.create(this);
+    this.pressure = new GcPressure(budgetFromEnv('NBX_CUDA_GC_MB', Math.max(2 ** 30, Math.floor(this.ctx.info.totalMem / 8))),
+      () => this.allocator.allocatedBytes);
   }
 
   checkDType(op: string, d: DTypeName): void {
@@ -51,7 +65,16 @@ export class CudaBackend implements Backend {
 
   alloc(dtype: DTypeName, numel: number, zero = false): CudaBuffer {
     const bytes = Math.max(numel * DTYPES[dtype].itemsize, 1);
-    const ptr = this.allocator.malloc(bytes, 0);
+    let ptr: bigint;
+    try {
+      ptr = this.allocator.malloc(bytes, this.poolKey);
+    } catch (e) {
+      // undisposed tensors' memory returns only after a collection and their finalizers (a later
+      // task): ask for the collection now, so that a retry after an await can succeed
+      if (e instanceof OutOfMemoryError) collectGarbage();
+      throw e;
+    }
+    this.pressure.note(bytes);
     if (zero) this.ctx.memsetD8(ptr, 0, bytes, this.stream);
     return { ptr, bytes };
   }

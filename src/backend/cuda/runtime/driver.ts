@@ -15,7 +15,7 @@
 //   poll cuStreamQuery / cuEventQuery with setImmediate for the first ~2 ms, then with timers.
 
 import koffi, { type LibraryHandle } from 'koffi';
-import { DeviceError, DeviceFaultError, OutOfMemoryError, ValueError } from '../../../errors.js';
+import { DeviceError, DeviceFaultError, GraphCaptureError, OutOfMemoryError, ValueError } from '../../../errors.js';
 import type { RawAllocator } from '../../../memory/caching_allocator.js';
 import {
   CU_RESULT_NAMES,
@@ -61,6 +61,8 @@ export const CUDA_ERROR_OUT_OF_MEMORY = 2;
 export const CUDA_ERROR_NOT_READY = 600;
 
 export const CU_STREAM_DEFAULT = 0;
+const CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+const CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 export const CU_STREAM_NON_BLOCKING = 1;
 export const CU_EVENT_DEFAULT = 0;
 export const CU_EVENT_BLOCKING_SYNC = 1;
@@ -148,6 +150,15 @@ interface CuFns extends DeviceQueryFns {
   cuEventRecord(e: bigint, s: Ptr): number;
   cuEventQuery(e: bigint): number;
   cuEventSynchronize(e: bigint): number;
+  cuStreamBeginCapture(s: bigint, mode: number): number;
+  cuStreamEndCapture(s: bigint, out: Out64): number;
+  cuStreamIsCapturing(s: bigint, out: Out32): number;
+  cuThreadExchangeStreamCaptureMode(mode: Out32): number;
+  cuGraphInstantiate(out: Out64, graph: bigint, flags: bigint): number;
+  cuGraphLaunch(exec: bigint, s: bigint): number;
+  cuGraphExecDestroy(exec: bigint): number;
+  cuGraphDestroy(graph: bigint): number;
+  cuGraphGetNodes(graph: bigint, nodes: null, count: Out64): number;
   cuEventElapsedTime(out: Float32Array, start: bigint, end: bigint): number;
   cuModuleLoadData(out: Out64, image: Uint8Array): number;
   cuModuleUnload(m: bigint): number;
@@ -229,6 +240,16 @@ export function loadDriver(): Driver {
     cuFuncSetAttribute: bind(lib, ['cuFuncSetAttribute'], 'int', [P, 'int', 'int']),
     cuFuncGetAttribute: bind(lib, ['cuFuncGetAttribute'], 'int', [P, 'int', P]),
     cuLaunchKernel: bind(lib, ['cuLaunchKernel'], 'int', [P, 'uint', 'uint', 'uint', 'uint', 'uint', 'uint', 'uint', P, P, P]),
+    // stream capture and graphs (CUDA >= 11.4 has every one of these names)
+    cuStreamBeginCapture: bind(lib, ['cuStreamBeginCapture_v2', 'cuStreamBeginCapture'], 'int', [P, 'int']),
+    cuStreamEndCapture: bind(lib, ['cuStreamEndCapture'], 'int', [P, P]),
+    cuStreamIsCapturing: bind(lib, ['cuStreamIsCapturing'], 'int', [P, P]),
+    cuThreadExchangeStreamCaptureMode: bind(lib, ['cuThreadExchangeStreamCaptureMode'], 'int', [P]),
+    cuGraphInstantiate: bind(lib, ['cuGraphInstantiateWithFlags'], 'int', [P, P, 'uint64_t']),
+    cuGraphLaunch: bind(lib, ['cuGraphLaunch'], 'int', [P, P]),
+    cuGraphExecDestroy: bind(lib, ['cuGraphExecDestroy'], 'int', [P]),
+    cuGraphDestroy: bind(lib, ['cuGraphDestroy'], 'int', [P]),
+    cuGraphGetNodes: bind(lib, ['cuGraphGetNodes'], 'int', [P, P, P]),
   } as unknown as CuFns;
   const i32 = new Int32Array(1);
   const rv = f.cuDriverGetVersion(i32);
@@ -357,6 +378,11 @@ export function makeError(code: number, call: string): Error {
 
 function check(r: number, call: string): void {
   if (r !== 0) throw makeError(r, call);
+}
+
+/** A call that a stream capture cannot record: a typed error (the capture is abandoned by whoever started it). */
+function refuseInCapture(what: string): never {
+  throw new GraphCaptureError('cuda.graph', `${what} cannot be captured in a CUDA graph: run it before the capture (a warm-up run compiles and tunes every kernel) or keep the value on the device`);
 }
 
 function throwPoisoned(call: string): never {
@@ -586,9 +612,10 @@ export class CudaContext {
   /** The context as a RawAllocator for the caching allocator. */
   rawAllocator(): RawAllocator {
     return {
-      alloc: (bytes: number) => this.malloc(bytes),
-      free: (ptr: bigint) => this.free(ptr),
-      memInfo: () => this.memInfo(),
+      // during a capture, segments come from cuMemAlloc in relaxed mode (not a node of the graph)
+      alloc: (bytes: number) => (this.capturing ? this.relaxedCapture(() => this.malloc(bytes)) : this.malloc(bytes)),
+      free: (ptr: bigint) => (this.capturing ? this.relaxedCapture(() => this.free(ptr)) : this.free(ptr)),
+      memInfo: () => (this.capturing ? this.relaxedCapture(() => this.memInfo()) : this.memInfo()),
     };
   }
 
@@ -612,6 +639,7 @@ export class CudaContext {
    * copy is asynchronous on `stream`.
    */
   copyHtoD(dst: DevicePtr, src: ArrayBufferView | PinnedBuffer, bytes?: number, stream?: Stream): void {
+    if (this.capturing) refuseInCapture('a host-to-device copy (the graph would re-read these host bytes at every replay)');
     const f = this.enter('cuMemcpyHtoDAsync');
     const { p, n } = hostArg(src, bytes);
     check(f.cuMemcpyHtoDAsync(dst, p, n, stream ? stream.handle : null), 'cuMemcpyHtoDAsync');
@@ -622,6 +650,7 @@ export class CudaContext {
    * (driver semantics for pageable memory); into pinned memory it is asynchronous on `stream`.
    */
   copyDtoH(dst: ArrayBufferView | PinnedBuffer, src: DevicePtr, bytes?: number, stream?: Stream): void {
+    if (this.capturing) refuseInCapture('a device-to-host copy (reading a value on the host)');
     const f = this.enter('cuMemcpyDtoHAsync');
     const { p, n } = hostArg(dst, bytes);
     check(f.cuMemcpyDtoHAsync(p, src, n, stream ? stream.handle : null), 'cuMemcpyDtoHAsync');
@@ -661,8 +690,75 @@ export class CudaContext {
 
   /** Block the thread until all work in the context is done (cuCtxSynchronize). */
   synchronize(): void {
+    if (this.capturing) refuseInCapture('a device synchronization');
     const f = this.enter('cuCtxSynchronize');
     check(f.cuCtxSynchronize(), 'cuCtxSynchronize');
+  }
+
+  // --- stream capture and graphs (graph.ts builds nbx.cuda.CUDAGraph on these) ---
+
+  /**
+   * Starts capturing `stream` (cuStreamBeginCapture, thread-local mode: an unsafe call on this thread
+   * such as cuMemAlloc or a synchronization fails instead of being silently left out of the graph;
+   * rawAllocator() lifts that for its own cuMemAlloc, as PyTorch's allocator does).
+   */
+  beginCapture(stream: Stream): void {
+    const f = this.enter('cuStreamBeginCapture');
+    check(f.cuStreamBeginCapture(stream.raw, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), 'cuStreamBeginCapture');
+    this.capturing = stream;
+  }
+
+  /** Ends the capture of `stream`; returns the CUgraph (cuStreamEndCapture). Throws when the capture was invalidated. */
+  endCapture(stream: Stream): bigint {
+    const f = this.enter('cuStreamEndCapture');
+    this.capturing = null;
+    check(f.cuStreamEndCapture(stream.raw, this.out64), 'cuStreamEndCapture');
+    return this.out64[0]!;
+  }
+
+  /** 0: not capturing, 1: capturing, 2: capture invalidated by an earlier error (cuStreamIsCapturing). */
+  captureStatus(stream: Stream): number {
+    check(fns().cuStreamIsCapturing(stream.raw, this.out32), 'cuStreamIsCapturing');
+    return this.out32[0]!;
+  }
+
+  /** cuGraphInstantiateWithFlags(graph, 0): the executable graph. */
+  instantiateGraph(graph: bigint): bigint {
+    const f = this.enter('cuGraphInstantiate');
+    check(f.cuGraphInstantiate(this.out64, graph, 0n), 'cuGraphInstantiate');
+    return this.out64[0]!;
+  }
+
+  /** Nodes of a captured graph (kernels, copies, memsets). */
+  graphNodeCount(graph: bigint): number {
+    check(fns().cuGraphGetNodes(graph, null, this.out64), 'cuGraphGetNodes');
+    return Number(this.out64[0]!);
+  }
+
+  launchGraph(exec: bigint, stream: Stream): void {
+    const f = this.enter('cuGraphLaunch');
+    check(f.cuGraphLaunch(exec, stream.raw), 'cuGraphLaunch');
+  }
+
+  destroyGraph(graph: bigint, exec: bigint | null): void {
+    if (poisoned) return;
+    if (exec !== null) check(fns().cuGraphExecDestroy(exec), 'cuGraphExecDestroy');
+    check(fns().cuGraphDestroy(graph), 'cuGraphDestroy');
+  }
+
+  /** The stream being captured, or null. */
+  capturing: Stream | null = null;
+
+  /** Runs `fn` in relaxed capture mode on this thread (a cuMemAlloc during a capture: the memory is not part of the graph). */
+  relaxedCapture<T>(fn: () => T): T {
+    const mode = this.out32;
+    mode[0] = CU_STREAM_CAPTURE_MODE_RELAXED;
+    check(fns().cuThreadExchangeStreamCaptureMode(mode), 'cuThreadExchangeStreamCaptureMode');
+    const previous = mode[0]!;
+    try { return fn(); } finally {
+      mode[0] = previous;
+      fns().cuThreadExchangeStreamCaptureMode(mode);
+    }
   }
 
   // --- modules & launches ---
@@ -811,6 +907,7 @@ export class Stream {
 
   /** Block until all work queued on the stream is done. */
   synchronize(): void {
+    if (this.ctx.capturing) refuseInCapture('a stream synchronization (waiting for a result on the host)');
     this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuStreamSynchronize');
     if (this.handle === 0n) this.ctx.makeCurrent(); // the NULL stream is the current context's
@@ -819,6 +916,7 @@ export class Stream {
 
   /** True when all work queued on the stream is done. */
   query(): boolean {
+    if (this.ctx.capturing) refuseInCapture('a stream query (waiting for a result on the host)');
     this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuStreamQuery');
     if (this.handle === 0n) this.ctx.makeCurrent();
@@ -869,6 +967,7 @@ export class CudaEvent {
 
   /** True when the work captured by the last record() is complete. */
   query(): boolean {
+    if (this.ctx.capturing) refuseInCapture('an event query (waiting for a result on the host)');
     if (this.ctx.pending !== null) this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuEventQuery');
     const r = fns().cuEventQuery(this.handle);
@@ -878,6 +977,7 @@ export class CudaEvent {
   }
 
   synchronize(): void {
+    if (this.ctx.capturing) refuseInCapture('an event synchronization (waiting for a result on the host)');
     if (this.ctx.pending !== null) this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuEventSynchronize');
     check(fns().cuEventSynchronize(this.handle), 'cuEventSynchronize');
@@ -890,6 +990,7 @@ export class CudaEvent {
 
   /** Milliseconds between `start` (recorded earlier) and this event; both must have completed. */
   elapsedSince(start: CudaEvent): number {
+    if (this.ctx.capturing) refuseInCapture('event timing (autotuning or a benchmark)');
     if (this.ctx.pending !== null) this.ctx.flushPending();
     if (poisoned) throwPoisoned('cuEventElapsedTime');
     check(fns().cuEventElapsedTime(CudaEvent.ms, start.handle, this.handle), 'cuEventElapsedTime');

@@ -1,0 +1,210 @@
+// Decode steps of fixed shape, replayed as a CUDA graph.
+//
+// An eager decode step launches hundreds of small kernels, and on a GPU their host cost (JS, FFI,
+// launches) is several times their GPU time. A step whose every tensor has a fixed shape and address
+// can be recorded once and replayed with one launch (src/backend/cuda/runtime/graph.ts). What changes
+// from step to step lives on the device and is written before each replay, in one host-to-device copy:
+// the new token ids, their positions, and the cache index they are written at. So the step reads:
+// * keys and values written at a device index (index_copy_ into the preallocated cache buffers) instead
+//   of at a host offset, and attention over the whole buffer [0, capacity) with a mask computed on the
+//   device (index <= write index, not padding, inside the sliding window) instead of over a view of the
+//   filled part. Masked keys weigh exactly 0, so the result is the eager step's up to the order in
+//   which the attention kernel sums (the sequence is split into other chunks).
+// * RoPE rows gathered at device positions from the model's table (built before the capture; if it is
+//   rebuilt the graph is recaptured).
+// The step is the model's own forward (DecoderModel.forward with a cache writer and precomputed masks),
+// so every family and fused path the layers take is what gets recorded. Greedy decoding also records
+// the argmax, so a step reads back B token ids.
+//
+// A decoder is made per (batch, capacity bucket, greedy) and kept on the model (two at most), so the
+// next generate() with the same shape replays without capturing again. The first step of a decoder runs
+// eagerly (kernels compile, autotuning measures), the second captures and replays. A step that cannot
+// be captured (GraphCaptureError: a family whose step reads back to the host, such as mixture-of-experts
+// routing) marks the decoder eager-only and generation goes on with the ordinary forward; the reason is
+// kept in `fallbackReason` and shown with NBX_DEBUG=1.
+
+import * as nbx from '../index.js';
+import type { Tensor } from '../tensor/tensor.js';
+import { backendFor } from '../backend/backend.js';
+import { GraphCaptureError } from '../errors.js';
+import type { KVCacheBuffers } from './cache.js';
+import type { LayerCache, LayerContext } from './decoder.js';
+import type { CausalLMModel } from './causal_lm.js';
+import { CUDAGraph, captureGraph } from '../backend/cuda/runtime/graph.js';
+import type { CudaBackend } from '../backend/cuda/runtime/backend.js';
+
+/** Cache capacities are rounded up to this many positions, so nearby lengths share a graph. */
+export const CAPACITY_BUCKET = 256;
+
+/** Writes a step's keys and values at the device-held index and attends over the whole buffers. */
+class IndexedCacheWriter implements LayerCache {
+  constructor(private readonly cache: KVCacheBuffers, private readonly writeIndex: Tensor) {}
+  get length(): number { return this.cache.size - 1; }
+  update(layer: number, k: Tensor, v: Tensor): { keys: Tensor; values: Tensor } {
+    const { keys, values } = this.cache.buffers(layer);
+    keys.index_copy_(2, this.writeIndex, k);
+    values.index_copy_(2, this.writeIndex, v);
+    return { keys, values };
+  }
+}
+
+export interface StaticStepResult {
+  /** [B, 1, V] logits of this step (rewritten by the next step: read them before stepping again). */
+  logits: Tensor;
+  /** [B] int64 argmax of the logits on the device, when the decoder is greedy. */
+  next: Tensor | null;
+}
+
+export class StaticDecoder {
+  readonly cache: KVCacheBuffers;
+  /** int64 [2B + 1]: token ids, their positions, the cache index they are written at. */
+  private readonly state: Tensor;
+  private readonly ids: Tensor;
+  private readonly positions: Tensor;
+  private readonly writeIndex: Tensor;
+  private readonly hostState: BigInt64Array;
+  /** bool [B, capacity]: false at the prompt's padding. */
+  private readonly notPadding: Tensor;
+  /** int64 [1, capacity]: 0 .. capacity-1. */
+  private readonly cacheIndex: Tensor;
+  private graph: CUDAGraph | null = null;
+  private out: StaticStepResult | null = null;
+  private ropeSeen: unknown[] = [];
+  private steps = 0;
+  private disposed = false;
+  /** Why this decoder runs eagerly (a step could not be captured), or null. */
+  fallbackReason: string | null = null;
+
+  constructor(private readonly model: CausalLMModel, readonly batch: number, readonly capacity: number, readonly greedy: boolean) {
+    const device = model.device;
+    this.cache = model.newCache({ batch, maxLength: capacity });
+    this.cache.preallocate();
+    // stale or uninitialized values beyond the written part are masked, but 0·NaN is NaN: start from zeros
+    for (let l = 0; l < model.cfg.num_hidden_layers; l++) { const b = this.cache.buffers(l); b.keys.zero_(); b.values.zero_(); }
+    this.state = nbx.keep(nbx.zeros([2 * batch + 1], { dtype: 'int64', device }));
+    this.ids = nbx.keep(this.state.slice(0, 0, batch).view([batch, 1]));
+    this.positions = nbx.keep(this.state.slice(0, batch, 2 * batch).view([batch, 1]));
+    this.writeIndex = nbx.keep(this.state.slice(0, 2 * batch, 2 * batch + 1));
+    this.hostState = new BigInt64Array(2 * batch + 1);
+    this.notPadding = nbx.keep(nbx.ones([batch, capacity], { dtype: 'bool', device }));
+    this.cacheIndex = nbx.keep(nbx.arange(0, capacity, { dtype: 'int64', device }).unsqueeze(0));
+  }
+
+  /** Starts a generation: the cache forgets its positions, `promptMask` rows ([B][P] of 0/1, or null) give the padding. */
+  begin(promptMask: readonly (readonly number[])[] | null, promptLength: number): void {
+    this.cache.reset();
+    const rows = Array.from({ length: this.batch }, (_, b) => {
+      const row = new Array<boolean>(this.capacity).fill(true);
+      if (promptMask) for (let i = 0; i < promptLength; i++) row[i] = promptMask[b]![i] !== 0;
+      return row;
+    });
+    this.notPadding.copy_(nbx.tensor(rows, { dtype: 'bool' }));
+  }
+
+  /**
+   * One decode step: `tokens` [B] at `positions` [B], written at cache index cache.length. Returns this
+   * step's logits (and argmax when greedy), then advances the cache by one.
+   */
+  step(tokens: readonly number[], positions: readonly number[]): StaticStepResult {
+    const B = this.batch, at = this.cache.length;
+    if (at >= this.capacity) throw new RangeError(`StaticDecoder: cache index ${at} is past the capacity ${this.capacity}`);
+    for (let b = 0; b < B; b++) { this.hostState[b] = BigInt(tokens[b]!); this.hostState[B + b] = BigInt(positions[b]!); }
+    this.hostState[2 * B] = BigInt(at);
+    const be = backendFor(this.state.device) as { writeBytes?: (buf: unknown, byteOffset: number, data: Uint8Array) => void };
+    if (be.writeBytes) { const ref = this.state.ref(); be.writeBytes(ref.buf, ref.offset * 8, new Uint8Array(this.hostState.buffer)); }
+    else this.state.copy_(nbx.tensor(Array.from(this.hostState), { dtype: 'int64' }));
+    const out = this.run();
+    this.cache.advance(1);
+    return out;
+  }
+
+  private run(): StaticStepResult {
+    const canCapture = this.model.device.type === 'cuda' && this.fallbackReason === null && process.env.NBX_CUDA_GRAPHS !== '0';
+    if (!canCapture || this.steps++ === 0) return this.eager();
+    const tables = this.model.model.ropeTables();
+    if (this.graph && tables.some((t, i) => t !== this.ropeSeen[i])) this.dropGraph(); // the RoPE table was rebuilt
+    if (!this.graph) {
+      if (!this.capture()) return this.eager();
+      this.ropeSeen = tables;
+    }
+    this.graph!.replay();
+    return this.out!;
+  }
+
+  /** The step run eagerly; its outputs are fresh tensors replacing the previous eager outputs. */
+  private eager(): StaticStepResult {
+    if (this.out && !this.graph) { this.out.logits.dispose(); this.out.next?.dispose(); }
+    this.out = this.forward();
+    return this.out;
+  }
+
+  private capture(): boolean {
+    const g = new CUDAGraph(backendFor(this.model.device) as unknown as CudaBackend);
+    try {
+      const out = captureGraph(g, () => this.forward());
+      if (this.out) { this.out.logits.dispose(); this.out.next?.dispose(); }
+      this.out = out; this.graph = g;
+      return true;
+    } catch (e) {
+      if (!(e instanceof GraphCaptureError)) throw e;
+      this.fallbackReason = e.message;
+      if (process.env.NBX_DEBUG) process.stderr.write(`nbx: decode steps run without a CUDA graph: ${e.message}\n`);
+      return false;
+    }
+  }
+
+  /** The step itself: the model's forward over the fixed-size cache, logits and (greedy) their argmax. */
+  private forward(): StaticStepResult {
+    const m = this.model, cfg = m.cfg, B = this.batch;
+    return nbx.scope(() => {
+      const written = this.cacheIndex.le(this.writeIndex); // [1, C]
+      const attend = written.logical_and(this.notPadding); // [B, C]
+      const masks = {} as LayerContext['masks'];
+      masks.full_attention = { mask: attend.view([B, 1, 1, this.capacity]), isCausal: false };
+      if (cfg.sliding_window !== null && cfg.layer_types.includes('sliding_attention')) {
+        const inWindow = this.cacheIndex.gt(this.writeIndex.sub(cfg.sliding_window));
+        masks.sliding_attention = { mask: attend.logical_and(inWindow).view([B, 1, 1, this.capacity]), isCausal: false };
+      }
+      const h = m.model.forward(this.ids, {
+        padding: null, positionIds: this.positions, maxPosition: this.capacity - 1, positionBound: this.capacity,
+        cache: new IndexedCacheWriter(this.cache, this.writeIndex), masks,
+      });
+      let logits = m.lm_head.forward(h);
+      const cap = cfg.final_logit_softcapping;
+      if (cap !== null) logits = logits.div(cap).tanh().mul(cap);
+      const next = this.greedy ? nbx.argmax(logits.view([B, logits.shape[2]!]), -1) : null;
+      return next ? { logits, next } : { logits, next: null };
+    });
+  }
+
+  private dropGraph(): void {
+    if (!this.graph) return;
+    this.out?.logits.dispose(); this.out?.next?.dispose(); this.out = null;
+    this.graph.reset(); this.graph = null;
+  }
+
+  /** Index checks of the last replay (an out-of-range token id raises here). */
+  checkErrors(): void { this.graph?.checkErrors(); }
+
+  /** Graph nodes and replays, for benchmarks and tests. */
+  stats(): { captured: boolean; nodes: number; replays: number; fallbackReason: string | null } {
+    const s = this.graph?.stats();
+    return { captured: this.graph !== null, nodes: s?.nodes ?? 0, replays: s?.replays ?? 0, fallbackReason: this.fallbackReason };
+  }
+
+  get isDisposed(): boolean { return this.disposed; }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    if (this.graph) this.dropGraph();
+    else { this.out?.logits.dispose(); this.out?.next?.dispose(); this.out = null; }
+    for (const t of [this.ids, this.positions, this.writeIndex, this.state, this.notPadding, this.cacheIndex]) t.dispose();
+    this.cache.dispose();
+  }
+}
+
+/** The capacity bucket for a generation of `maxLength` positions. */
+export function capacityFor(maxLength: number): number {
+  return Math.ceil(maxLength / CAPACITY_BUCKET) * CAPACITY_BUCKET;
+}

@@ -1,0 +1,149 @@
+// Fixed-shape decode steps (src/models/static_decode.ts, cache_implementation 'static'): on every fixture
+// family the ids equal transformers' (greedy and seeded sampling, a left-padded batch of 2), and the
+// logits of a static step equal the dynamic cache's within float32 rounding. On CUDA the steps replay a
+// CUDA graph (src/backend/cuda/runtime/graph.ts); those tests skip without a CUDA device.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as nbx from '../src/index.js';
+import { generate } from '../src/generation/index.js';
+import { StaticDecoder } from '../src/models/static_decode.js';
+import type { CausalLMModel } from '../src/models/causal_lm.js';
+import { GraphCaptureError, IndexError, UnsupportedError } from '../src/errors.js';
+import { skip } from './cuda_compare.js';
+
+const MODELS = join(dirname(fileURLToPath(import.meta.url)), '../../test/fixtures/models');
+const CASES = readdirSync(MODELS).filter((c) => existsSync(join(MODELS, c, 'expected.safetensors'))).sort();
+const ids = (t: nbx.Tensor): number[][] => t.tolist() as number[][];
+const DYNAMIC_ROPE = new Set(['llama_dynamic_rope']);
+
+test(`cache_implementation 'static': transformers' greedy and sampled ids on every fixture family (${CASES.length})`, async () => {
+  const mismatches: string[] = [];
+  for (const c of CASES) {
+    const dir = join(MODELS, c);
+    const { tensors: e } = await nbx.io.loadSafetensors(join(dir, 'expected.safetensors'), { names: ['input_ids', 'attention_mask', 'greedy', 'sampled'] });
+    const model = await nbx.models.load(dir, { device: 'cpu', dtype: 'float32' });
+    try {
+      const common = { attention_mask: e.attention_mask!, max_new_tokens: 8, cache_implementation: 'static' as const };
+      if (DYNAMIC_ROPE.has(c)) {
+        await assert.rejects(generate(model, e.input_ids!, { ...common, do_sample: false }), UnsupportedError);
+        continue;
+      }
+      const greedy = await generate(model, e.input_ids!, { ...common, do_sample: false });
+      const sampled = await generate(model, e.input_ids!, { ...common, do_sample: true, temperature: 0.8, top_k: 20, top_p: 0.9, seed: 1234 });
+      if (JSON.stringify(ids(greedy)) !== JSON.stringify(ids(e.greedy!))) mismatches.push(`${c} greedy: ${JSON.stringify(ids(greedy))} vs ${JSON.stringify(ids(e.greedy!))}`);
+      if (JSON.stringify(ids(sampled)) !== JSON.stringify(ids(e.sampled!))) mismatches.push(`${c} sampled: ${JSON.stringify(ids(sampled))} vs ${JSON.stringify(ids(e.sampled!))}`);
+    } finally { model.dispose(); }
+  }
+  assert.deepEqual(mismatches, []);
+});
+
+/** Logits of `steps` one-token steps after a prompt: the static decoder's and the dynamic cache's. */
+async function stepLogits(model: CausalLMModel, prompt: number[][], steps: number): Promise<{ stat: Float32Array[]; dyn: Float32Array[] }> {
+  const B = prompt.length, P = prompt[0]!.length;
+  const feed = nbx.tensor(prompt, { dtype: 'int64', device: model.device });
+  const dec = new StaticDecoder(model, B, 64, true);
+  const dynCache = model.newCache({ batch: B, maxLength: 8 });
+  const stat: Float32Array[] = [], dyn: Float32Array[] = [];
+  try {
+    dec.begin(null, P);
+    model.forward(feed, { cache: dec.cache, logits_to_keep: 1 }).dispose();
+    model.forward(feed, { cache: dynCache, logits_to_keep: 1 }).dispose();
+    let tok = prompt.map((r) => r[r.length - 1]!);
+    for (let s = 0; s < steps; s++) {
+      const pos = P + s;
+      const r = dec.step(tok, new Array<number>(B).fill(pos));
+      stat.push(await r.logits.to('float32').data() as Float32Array);
+      const d = model.forward(nbx.tensor(tok.map((t) => [t]), { dtype: 'int64', device: model.device }), { cache: dynCache });
+      dyn.push(await d.to('float32').data() as Float32Array);
+      d.dispose();
+      tok = Array.from(await r.next!.data() as BigInt64Array, Number);
+    }
+  } finally { dec.dispose(); dynCache.dispose(); feed.dispose(); }
+  return { stat, dyn };
+}
+
+test('a static step\'s logits equal the dynamic cache\'s (float32, every family, 5 steps)', async () => {
+  for (const c of CASES) {
+    if (DYNAMIC_ROPE.has(c)) continue;
+    const model = await nbx.models.load(join(MODELS, c), { device: 'cpu', dtype: 'float32' }) as unknown as CausalLMModel;
+    try {
+      const { stat, dyn } = await stepLogits(model, [[3, 5, 7, 9, 11], [2, 4, 6, 8, 10]], 5);
+      for (let s = 0; s < stat.length; s++) {
+        let worst = 0;
+        for (let i = 0; i < stat[s]!.length; i++) worst = Math.max(worst, Math.abs(stat[s]![i]! - dyn[s]![i]!));
+        assert.ok(worst < 1e-4, `${c} step ${s}: max |static - dynamic| = ${worst}`);
+      }
+    } finally { model.dispose(); }
+  }
+});
+
+test('cache_implementation is checked: a bad value is a ValueError naming the choices', async () => {
+  const model = await nbx.models.load(join(MODELS, 'llama'), { device: 'cpu', dtype: 'float32' });
+  try {
+    await assert.rejects(generate(model, nbx.tensor([[1, 2, 3]]), { cache_implementation: 'paged' as never }), /'static', 'dynamic' or null/);
+  } finally { model.dispose(); }
+});
+
+// ---- CUDA graphs --------------------------------------------------------------------------------
+
+test('CUDA graph: capture, replay with new inputs, typed errors for what cannot be captured, deferred index checks', { skip }, async () => {
+  const x = nbx.ones([1000], { device: 'cuda' });
+  nbx.scope(() => { x.mul(2).add(1); }); // warm-up
+  const g = new nbx.cuda.CUDAGraph();
+  const y = nbx.cuda.graph(g, () => nbx.scope(() => x.mul(2).add(1)));
+  assert.equal(nbx.cuda.is_current_stream_capturing(), false);
+  x.copy_(nbx.full([1000], 3));
+  g.replay();
+  assert.deepEqual([...(await y.data() as Float32Array).slice(0, 2)], [7, 7]);
+  x.copy_(nbx.full([1000], -1));
+  g.replay();
+  assert.equal((await y.data() as Float32Array)[999], -1);
+  // a host read and a host copy inside a capture: GraphCaptureError, and the engine goes on
+  const g2 = new nbx.cuda.CUDAGraph();
+  assert.throws(() => nbx.cuda.graph(g2, () => x.sum().item()), GraphCaptureError);
+  assert.throws(() => nbx.cuda.graph(g2, () => nbx.tensor([1, 2, 3], { device: 'cuda' })), GraphCaptureError);
+  assert.equal(nbx.cuda.is_current_stream_capturing(), false);
+  assert.equal((await x.add(1).data() as Float32Array)[0], 0);
+  // an embedding's index check is answered after the replay
+  const table = nbx.arange(0, 40, { dtype: 'float32', device: 'cuda' }).view([10, 4]);
+  const tokens = nbx.tensor([[1, 2]], { dtype: 'int64', device: 'cuda' });
+  nbx.nn.functional.embedding(tokens, table).dispose();
+  const g3 = new nbx.cuda.CUDAGraph();
+  const e = nbx.cuda.graph(g3, () => nbx.nn.functional.embedding(tokens, table));
+  tokens.copy_(nbx.tensor([[3, 9]]));
+  g3.replay(); g3.checkErrors();
+  assert.deepEqual(Array.from(await e.data() as Float32Array), [12, 13, 14, 15, 36, 37, 38, 39]);
+  tokens.copy_(nbx.tensor([[3, 12]]));
+  g3.replay();
+  assert.throws(() => g3.checkErrors(), IndexError);
+  const before = nbx.cuda.memoryStats().reservedBytes;
+  g.reset(); g3.reset(); y.dispose(); e.dispose();
+  nbx.cuda.emptyCache();
+  assert.ok(nbx.cuda.memoryStats().reservedBytes <= before);
+  for (const t of [x, table, tokens]) t.dispose();
+});
+
+test('CUDA: generate() replays a CUDA graph per step and gives the dynamic cache\'s ids (every family, float32)', { skip }, async () => {
+  const mismatches: string[] = [];
+  for (const c of CASES) {
+    if (DYNAMIC_ROPE.has(c)) continue;
+    const { tensors: e } = await nbx.io.loadSafetensors(join(MODELS, c, 'expected.safetensors'), { names: ['input_ids', 'attention_mask', 'greedy'] });
+    const model = await nbx.models.load(join(MODELS, c), { device: 'cuda', dtype: 'float32' }) as unknown as CausalLMModel;
+    try {
+      const common = { attention_mask: e.attention_mask!, max_new_tokens: 8, do_sample: false };
+      const dynamic = await generate(model, e.input_ids!, { ...common, cache_implementation: 'dynamic' });
+      const graphed = await generate(model, e.input_ids!, common);
+      const again = await generate(model, e.input_ids!, common); // the kept decoder replays without capturing again
+      const dec = model.staticDecoder({ batch: 2, maxLength: e.input_ids!.shape[1]! + 8, greedy: true })!;
+      const st = dec.stats();
+      if (!st.captured && !/expert|route/i.test(st.fallbackReason ?? '')) mismatches.push(`${c}: not captured (${st.fallbackReason})`);
+      for (const [name, got] of [['graphed', graphed], ['again', again]] as const) {
+        if (JSON.stringify(ids(got)) !== JSON.stringify(ids(dynamic))) mismatches.push(`${c} ${name}: ${JSON.stringify(ids(got))} vs dynamic ${JSON.stringify(ids(dynamic))}`);
+      }
+    } finally { model.dispose(); }
+  }
+  assert.deepEqual(mismatches, []);
+});
