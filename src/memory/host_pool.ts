@@ -7,7 +7,7 @@
 // building strings: a loop of small ops then allocates no typed arrays at all (a fresh 128-byte
 // Float32Array is an off-heap allocation plus GC bookkeeping, which dominated a 32-element add).
 
-import type { StorageArray } from '../dtype/dtypes.js';
+import type { StorageArray } from '../dtype/storage.js';
 
 const MIN_BYTES = 64 << 10;
 const limitBytes = (): number => (Number(process.env.NBX_HOST_POOL_MB) >= 0 && process.env.NBX_HOST_POOL_MB !== '' && process.env.NBX_HOST_POOL_MB !== undefined ? Number(process.env.NBX_HOST_POOL_MB) : 256) * 2 ** 20;

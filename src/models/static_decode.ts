@@ -28,10 +28,19 @@ import type { Tensor } from '../tensor/tensor.js';
 import { backendFor } from '../backend/backend.js';
 import { GraphCaptureError } from '../errors.js';
 import type { KVCacheBuffers } from './cache.js';
-import type { LayerCache, LayerContext } from './decoder.js';
-import type { CausalLMModel } from './causal_lm.js';
-import { CUDAGraph, captureGraph } from '../backend/cuda/runtime/graph.js';
-import type { CudaBackend } from '../backend/cuda/runtime/backend.js';
+import type { DecoderModel, LayerCache, LayerContext } from './decoder.js';
+import type { ModelConfig } from './config.js';
+import type { Device } from '../backend/backend.js';
+import { CUDAGraph, captureGraph, type GraphHost } from '../backend/cuda/runtime/graph.js';
+
+/** What a static decoder uses of the model (CausalLMModel; named here so causal_lm.ts and this file do not import each other). */
+export interface StaticDecodeModel {
+  readonly device: Device;
+  readonly cfg: ModelConfig;
+  readonly model: DecoderModel;
+  readonly lm_head: { forward(x: Tensor): Tensor };
+  newCache(opts: { batch?: number; maxLength?: number }): KVCacheBuffers;
+}
 
 /** Cache capacities are rounded up to this many positions, so nearby lengths share a graph. */
 export const CAPACITY_BUCKET = 256;
@@ -75,7 +84,7 @@ export class StaticDecoder {
   /** Why this decoder runs eagerly (a step could not be captured), or null. */
   fallbackReason: string | null = null;
 
-  constructor(private readonly model: CausalLMModel, readonly batch: number, readonly capacity: number, readonly greedy: boolean) {
+  constructor(private readonly model: StaticDecodeModel, readonly batch: number, readonly capacity: number, readonly greedy: boolean) {
     const device = model.device;
     this.cache = model.newCache({ batch, maxLength: capacity });
     this.cache.preallocate();
@@ -139,7 +148,7 @@ export class StaticDecoder {
   }
 
   private capture(): boolean {
-    const g = new CUDAGraph(backendFor(this.model.device) as unknown as CudaBackend);
+    const g = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost);
     try {
       const out = captureGraph(g, () => this.forward());
       if (this.out) { this.out.logits.dispose(); this.out.next?.dispose(); }

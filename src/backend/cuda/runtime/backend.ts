@@ -16,13 +16,13 @@ import { LaunchBatch } from './launch_batch.js';
 import type { CaptureState } from './graph.js';
 import { budgetFromEnv, collectGarbage, GcPressure } from '../../../memory/gc_pressure.js';
 
-/** A device buffer: the allocator's pointer and its size in bytes. */
-export interface CudaBuffer { ptr: bigint; bytes: number }
+import type { CudaBuffer, CudaDevice } from './device.js';
+export type { CudaBuffer } from './device.js';
 
 import { R, runElementwise } from './elementwise.js';
 export { R, unpack } from './elementwise.js';
 
-export class CudaBackend implements Backend {
+export class CudaBackend implements Backend, CudaDevice {
   readonly type = 'cuda' as const;
   readonly ctx: CudaContext;
   readonly stream: Stream;

@@ -20,7 +20,23 @@
 // it after a replay.
 
 import { GraphCaptureError, IndexError, ValueError } from '../../../errors.js';
-import type { CudaBackend, CudaBuffer } from './backend.js';
+import type { DTypeName } from '../../../dtype/dtypes.js';
+import type { StorageArray } from '../../../dtype/storage.js';
+import type { CachingAllocator } from '../../../memory/caching_allocator.js';
+import type { CudaBuffer } from './device.js';
+import type { CudaContext, Stream } from './driver.js';
+
+/** What a graph needs of the CUDA backend (CudaBackend has it; named here so no import runs back into backend.ts). */
+export interface GraphHost {
+  readonly ctx: CudaContext;
+  readonly stream: Stream;
+  readonly allocator: CachingAllocator;
+  capture: CaptureState | null;
+  poolKey: number;
+  alloc(dtype: DTypeName, numel: number): CudaBuffer;
+  free(buf: unknown): void;
+  downloadSync(buf: unknown, dtype: DTypeName, offset: number, numel: number): StorageArray;
+}
 
 /** The capture in progress: what the backend and kernels consult while recording. */
 export class CaptureState {
@@ -43,7 +59,7 @@ export class CUDAGraph {
   /** The private pool's key in the caching allocator (negative: never a stream's). */
   readonly pool = -(nextPool++);
 
-  constructor(private readonly be: CudaBackend) {}
+  constructor(private readonly be: GraphHost) {}
 
   /** Starts recording the backend's stream (torch.cuda.CUDAGraph.capture_begin). */
   capture_begin(): void {

@@ -42,7 +42,7 @@ import { CUDA_PRELUDE } from '../../../ir/render_c.js';
 import { denseAs, type StridedRef } from '../../backend.js';
 import { allocParamBuffer, launchParamBuffer, type CudaContext, type CudaKernel, type ParamBuffer, type Stream } from './driver.js';
 import { loadSource } from './nvrtc.js';
-import type { CudaBuffer } from './backend.js';
+import type { CudaBuffer } from './device.js';
 import { R } from './elementwise.js';
 
 /** Parameter space every architecture and driver accepts (bytes). */
