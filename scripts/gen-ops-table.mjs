@@ -78,6 +78,12 @@ export async function render() {
     'whose output size depends on the values (nonzero, unique, masked_select, bincount) need a synchronous',
     'read and are CPU/CUDA only there. Tensor methods (`t.add(...)`) and in-place forms (`t.add_(...)`) follow their operation.',
     '',
+    '**nbx.llm** holds nbx extensions (no PyTorch operation has these names): the fused operations of LLM layers,',
+    'with vLLM\'s and transformers\' semantics (src/ops/llm.ts). Each is defined by its composite, a composition of',
+    'the operations above that every device runs; a device whose kernel object has the fused kernel (for the dtypes',
+    'its `llm` features list) runs that instead: **composite** marks a device that runs the definition itself (these',
+    'kernels are never host-staged). `nbx.llm.set_fusion(false)` switches the fused paths off everywhere.',
+    '',
     '| operation | signature | kernels | cpu | cuda | webgpu |',
     '|---|---|---|---|---|---|',
   ];
@@ -86,7 +92,7 @@ export async function render() {
     const fam = family(op.name);
     if (fam !== lastFamily) { lines.push(`| **${fam === 'torch' ? 'nbx' : `nbx.${fam}`}** | | | | | |`); lastFamily = fam; }
     const ks = [...(used.get(op.name) ?? [])].sort();
-    const cell = (d) => (ks.every((k) => kernels[d].has(k)) ? 'native' : 'staged');
+    const cell = (d) => (ks.every((k) => kernels[d].has(k)) ? 'native' : fam === 'llm' ? 'composite' : 'staged');
     const sig = op.signature.replace(/\|/g, '\\|');
     lines.push(`| ${op.name} | \`${sig}\` | ${ks.join(', ') || '(expression)'} | ${DEVICES.map(cell).join(' | ')} |`);
   }

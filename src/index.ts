@@ -117,6 +117,8 @@ export { max_pool1d, max_pool2d, max_pool3d, avg_pool1d, adaptive_avg_pool1d, ad
 export {} from './ops/resample.js';
 // nn (normalization, softmax, losses, attention)
 export { softmax, log_softmax, _weight_norm } from './ops/nn.js';
+// llm (nbx extensions: fused operations of LLM layers)
+export { llm } from './ops/llm_namespace.js';
 // random
 export {
   manual_seed, Generator, default_generator, seed, initial_seed, get_rng_state, set_rng_state, rand, randn, rand_like, randn_like,

@@ -12,6 +12,7 @@ import type { GemmFeatures, GemmKernel } from './gemm.js';
 import type {
   GatherKernel, LinearIndexKernel, MaskedScatterKernel, MaskedSelectKernel, NonzeroKernel, ScatterKernel,
 } from './indexing.js';
+import type { FusedAddRmsNormKernel, LlmFeatures, RotaryKernel } from './llm.js';
 import type { LocalResponseNormKernel, NllLossKernel, RowNormKernel, SoftmaxKernel } from './nn.js';
 import type { AdaptivePoolKernel, PoolKernel } from './pool.js';
 import type { ReduceKernel, ScanKernel } from './reduce.js';
@@ -63,6 +64,9 @@ export interface KernelTable {
   local_response_norm: LocalResponseNormKernel;
   // attention.ts (optional: the op composes gemm and softmax where a backend lacks it)
   attention: AttentionKernel;
+  // llm.ts (optional: nbx.llm's operations run their composite where a backend lacks them)
+  fused_add_rms_norm: FusedAddRmsNormKernel;
+  rotary_embedding: RotaryKernel;
 }
 
 export type KernelName = keyof KernelTable;
@@ -73,6 +77,7 @@ export type BackendKernels = Partial<KernelTable>;
 /** Facts about a backend's kernels that ops read as data (never a device name). */
 export interface KernelFeatures {
   gemm: GemmFeatures;
+  llm: LlmFeatures;
 }
 
 /** Every kernel name, for reports (the `satisfies` keeps the list and the table in step). */
@@ -81,4 +86,5 @@ export const KERNEL_NAMES = Object.keys({
   masked_select: 1, masked_scatter: 1, sort: 1, topk: 1, kthvalue: 1, median: 1, mode: 1, searchsorted: 1, unique: 1,
   fft: 1, fft_strided: 1, conv: 1, conv_transpose: 1, pool: 1, adaptive_pool: 1, interpolate: 1, grid_sample: 1,
   softmax: 1, row_norm: 1, nll_loss: 1, local_response_norm: 1, attention: 1,
+  fused_add_rms_norm: 1, rotary_embedding: 1,
 } satisfies Record<KernelName, 1>) as KernelName[];

@@ -10,9 +10,10 @@ import type { Tensor } from '../tensor/tensor.js';
 import { Module, Linear, Embedding, RMSNorm, ModuleList, type FactoryOptions } from '../nn/index.js';
 import { emptyParameter } from '../nn/module.js';
 import type { ModelConfig, LayerType, SupportedModelType } from './config.js';
-import { RotaryEmbedding, applyRotary } from './rope.js';
+import { RotaryEmbedding } from './rope.js';
 import { attention, booleanMask } from './attention.js';
 import { backendFor } from '../backend/backend.js';
+import { gatedActName } from '../ops/llm.js';
 
 export interface FamilyTraits {
   /** q, k, v projections as one `qkv_proj`, gate and up as one `gate_up_proj` (Phi-3). */
@@ -90,6 +91,66 @@ export interface LayerContext {
   cache: LayerCache | null;
 }
 
+/**
+ * Linears that read the same input (q/k/v, gate/up) run as one GEMM over their weights concatenated
+ * along the output dim. The concatenation is a non-persistent buffer of the owning module (so `to()` and
+ * `dispose()` reach it, and state_dict() does not list it), and each Linear's weight (and bias) becomes a
+ * view of its rows: the transformers names stay in state_dict() and a copying load_state_dict writes
+ * through them. Anything that replaces one of those parameters (an assigning load, `to()`) is seen at
+ * the next forward, which concatenates again.
+ */
+class ConcatLinears {
+  private views: (Tensor | null)[] = [];
+  private w: Tensor | null = null;
+  private b: Tensor | null = null;
+  constructor(private readonly owner: Module, private readonly name: string, private readonly parts: Linear[]) {}
+
+  /** The concatenated weight and bias, (re)built when a part's parameters are no longer the views; false when the parts cannot be joined. */
+  private joined(): boolean {
+    const v = this.views, ps = this.parts;
+    if (this.w && !this.w.isDisposed && this.owner._member(`${this.name}_weight`) === this.w) {
+      let ok = true;
+      for (let i = 0; i < ps.length && ok; i++) ok = ps[i]!._member('weight') === v[2 * i] && ps[i]!._member('bias') === v[2 * i + 1];
+      if (ok) return true;
+    }
+    const w = this.owner._member(`${this.name}_weight`), b = this.owner._member(`${this.name}_bias`);
+    const ws = ps.map((p) => p._member('weight')), bs = ps.map((p) => p._member('bias'));
+    const first = ws[0];
+    if (!(first instanceof nbx.Tensor)) return false;
+    const hasBias = bs[0] instanceof nbx.Tensor;
+    for (let i = 0; i < ps.length; i++) {
+      const wi = ws[i], bi = bs[i];
+      if (!(wi instanceof nbx.Tensor) || wi.isDisposed || wi.ndim !== 2 || wi.dt !== first.dt || wi.device !== first.device) return false;
+      if (hasBias ? !(bi instanceof nbx.Tensor) || bi.dt !== first.dt || bi.device !== first.device : bi !== null) return false;
+    }
+    const cw = nbx.keep(nbx.cat(ws as Tensor[], 0));
+    const cb = hasBias ? nbx.keep(nbx.cat(bs as Tensor[], 0)) : null;
+    this.views = [];
+    let row = 0;
+    for (let i = 0; i < ps.length; i++) {
+      const n = (ws[i] as Tensor).shape[0]!;
+      const vw = cw.slice(0, row, row + n), vb = cb ? cb.slice(0, row, row + n) : null;
+      ps[i]!.weight = vw;
+      if (vb) ps[i]!.bias = vb;
+      this.views.push(vw, vb);
+      (ws[i] as Tensor).dispose(); // the module owned it; its values now live in the concatenation
+      if (bs[i] instanceof nbx.Tensor) (bs[i] as Tensor).dispose();
+      row += n;
+    }
+    (w as Tensor | null)?.dispose();
+    (b as Tensor | null)?.dispose();
+    this.owner.register_buffer(`${this.name}_weight`, cw, { persistent: false });
+    this.owner.register_buffer(`${this.name}_bias`, cb, { persistent: false });
+    this.w = cw; this.b = cb;
+    return true;
+  }
+
+  /** x·[W₁; W₂; …]ᵀ (+ [b₁; b₂; …]), or null when the parts cannot be joined (then each runs on its own). */
+  forward(x: Tensor): Tensor | null {
+    return this.joined() ? nbx.nn.functional.linear(x, this.w!, this.b) : null;
+  }
+}
+
 export class Attention extends Module {
   declare q_proj?: Linear; declare k_proj?: Linear; declare v_proj?: Linear; declare qkv_proj?: Linear;
   declare o_proj: Linear;
@@ -98,6 +159,7 @@ export class Attention extends Module {
   private readonly kvHeads: number;
   private readonly headDim: number;
   private readonly scaling: number;
+  private readonly qkv: ConcatLinears | null = null;
 
   constructor(private readonly cfg: ModelConfig, private readonly traits: FamilyTraits, readonly layerIdx: number, opts: FactoryOptions) {
     super();
@@ -111,6 +173,7 @@ export class Attention extends Module {
       this.q_proj = new Linear(Hd, H * D, { bias: qkvBias, ...opts });
       this.k_proj = new Linear(Hd, KVH * D, { bias: qkvBias, ...opts });
       this.v_proj = new Linear(Hd, KVH * D, { bias: qkvBias, ...opts });
+      this.qkv = new ConcatLinears(this, '_fused_qkv', [this.q_proj, this.k_proj, this.v_proj]);
     }
     this.o_proj = new Linear(H * D, Hd, { bias: traits.oBias(cfg), ...opts });
     if (traits.qkNorm) {
@@ -122,26 +185,23 @@ export class Attention extends Module {
   override forward(x: Tensor, ctx: LayerContext): Tensor {
     const [B, T] = x.shape as [number, number];
     const { heads: H, kvHeads: KVH, headDim: D } = this;
-    // Queries and keys rotate with the same cos/sin, so they are rotated together, heads side by side
-    // [B, T, H + KVH, D] (three elementwise ops per layer instead of six; each element's arithmetic is
-    // the same), then split into views.
-    let qk: Tensor, v: Tensor;
-    if (this.qkv_proj) {
-      const qkv = this.qkv_proj.forward(x).view([B, T, H + 2 * KVH, D]);
-      qk = qkv.slice(2, 0, H + KVH); v = qkv.slice(2, H + KVH);
-      if (this.q_norm) qk = nbx.cat([this.q_norm.forward(qk.slice(2, 0, H)), this.k_norm!.forward(qk.slice(2, H))], 2);
+    const fused = nbx.llm.fusion_enabled();
+    // q, k and v from one projection where the weights are (or can be) one matrix; RoPE for queries and
+    // keys in one call (nbx.llm.apply_rotary_pos_emb).
+    let q: Tensor, k: Tensor, v: Tensor;
+    const qkvOut = this.qkv_proj ? this.qkv_proj.forward(x) : fused && this.qkv ? this.qkv.forward(x) : null;
+    if (qkvOut) {
+      const qkv = qkvOut.view([B, T, H + 2 * KVH, D]);
+      q = qkv.slice(2, 0, H); k = qkv.slice(2, H, H + KVH); v = qkv.slice(2, H + KVH);
     } else {
-      let q = this.q_proj!.forward(x).view([B, T, H, D]), k = this.k_proj!.forward(x).view([B, T, KVH, D]);
-      if (this.q_norm) { q = this.q_norm.forward(q); k = this.k_norm!.forward(k); }
-      qk = nbx.cat([q, k], 2);
+      q = this.q_proj!.forward(x).view([B, T, H, D]); k = this.k_proj!.forward(x).view([B, T, KVH, D]);
       v = this.v_proj!.forward(x).view([B, T, KVH, D]);
     }
-    v = v.transpose(1, 2);
+    if (this.q_norm) { q = this.q_norm.forward(q); k = this.k_norm!.forward(k); }
     const type = this.cfg.layer_types[this.layerIdx]!;
     const { cos, sin } = ctx.rope[type];
-    qk = applyRotary(qk.transpose(1, 2), cos, sin);
-    const q = qk.slice(1, 0, H);
-    let k = qk.slice(1, H);
+    [q, k] = nbx.llm.apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin) as [Tensor, Tensor];
+    v = v.transpose(1, 2);
     if (ctx.cache) ({ keys: k, values: v } = ctx.cache.update(this.layerIdx, k, v));
     const { mask, isCausal } = ctx.masks[type];
     const out = attention({ q, k, v, mask, isCausal, scaling: this.scaling, softcap: this.cfg.attn_logit_softcapping, impl: this.cfg.attn_implementation });
@@ -152,16 +212,26 @@ export class Attention extends Module {
 export class MLP extends Module {
   declare gate_proj?: Linear; declare up_proj?: Linear; declare gate_up_proj?: Linear;
   declare down_proj: Linear;
+  private readonly gateUp: ConcatLinears | null = null;
+  /** The activation as nbx.llm.gated_activation names it (null: no gated form, the composition runs). */
+  private readonly gatedAct: string | null;
   constructor(private readonly act: string, hidden: number, intermediate: number, fused: boolean, bias: boolean, opts: FactoryOptions) {
     super();
     if (fused) this.gate_up_proj = new Linear(hidden, 2 * intermediate, { bias, ...opts });
     else {
       this.gate_proj = new Linear(hidden, intermediate, { bias, ...opts });
       this.up_proj = new Linear(hidden, intermediate, { bias, ...opts });
+      this.gateUp = new ConcatLinears(this, '_fused_gate_up', [this.gate_proj, this.up_proj]);
     }
     this.down_proj = new Linear(intermediate, hidden, { bias, ...opts });
+    this.gatedAct = gatedActName(act);
   }
   override forward(x: Tensor): Tensor {
+    // fused: gate and up from one projection ([..., 2I]: gate, then up), act(gate)·up in one pass
+    if (nbx.llm.fusion_enabled() && this.gatedAct) {
+      const gu = this.gate_up_proj ? this.gate_up_proj.forward(x) : this.gateUp!.forward(x);
+      if (gu) return this.down_proj.forward(nbx.llm.gated_activation(gu, { act: this.gatedAct }));
+    }
     if (this.gate_up_proj) {
       const [gate, up] = this.gate_up_proj.forward(x).chunk(2, -1) as [Tensor, Tensor];
       return this.down_proj.forward(up.mul(activation(this.act, gate)));
@@ -274,6 +344,26 @@ export class DecoderLayer extends Module {
     x = x.add(this.self_attn.forward(this.input_layernorm.forward(x), ctx));
     return x.add(this.mlp.forward(this.post_attention_layernorm.forward(x)));
   }
+
+  /** Whether forwardResidual applies: pre-norm layers whose norms are nn.RMSNorm (not Gemma's). */
+  get residualChain(): boolean {
+    return !this.pre_feedforward_layernorm && this.input_layernorm instanceof RMSNorm && this.post_attention_layernorm instanceof RMSNorm;
+  }
+
+  /**
+   * The same layer as forward, with the residual stream carried apart from the block outputs (vLLM's
+   * layout): takes the previous block's output `h` and the residual before it (null for the first layer,
+   * where `h` is the embeddings) and returns (this layer's MLP output, the residual before it). Each
+   * residual add happens inside the RMSNorm that follows it (nn.RMSNorm's forward(x, residual):
+   * nbx.llm.fused_add_rms_norm), so the sums are the ones forward computes.
+   */
+  forwardResidual(h: Tensor, residual: Tensor | null, ctx: LayerContext): [Tensor, Tensor] {
+    const n1 = this.input_layernorm as RMSNorm, n2 = this.post_attention_layernorm as RMSNorm;
+    let x: Tensor;
+    if (residual === null) { residual = h; x = n1.forward(h); } else [x, residual] = n1.forward(h, residual);
+    [x, residual] = n2.forward(this.self_attn.forward(x, ctx), residual);
+    return [this.mlp.forward(x), residual];
+  }
 }
 
 /** transformers' <Family>Model: embeddings, the layers, the final norm. */
@@ -301,6 +391,12 @@ export class DecoderModel extends Module {
     if (n && !n.isDisposed && n.dt === x.dt && n.device === x.device) return n;
     n?.dispose();
     return (this.gemmaNormalizer = nbx.keep(nbx.tensor(Math.sqrt(this.cfg.hidden_size), { dtype: x.dt, device: x.device })));
+  }
+
+  private chain: boolean | null = null;
+  /** Every layer and the final norm can carry the residual apart (DecoderLayer.forwardResidual). */
+  private get residualChain(): boolean {
+    return (this.chain ??= this.norm instanceof RMSNorm && this.layers.length > 0 && [...this.layers].every((l) => l.residualChain));
   }
 
   /** RoPE types whose frequencies depend on the positions seen (they need max(position_ids) on the host). */
@@ -336,6 +432,12 @@ export class DecoderModel extends Module {
       masks[t] = a.masks?.[t] ?? booleanMask(spec, !eager);
     }
     const ctx: LayerContext = { rope, masks, cache: a.cache };
+    if (nbx.llm.fusion_enabled() && this.residualChain) {
+      // residual adds fused with the norms that follow them (see DecoderLayer.forwardResidual)
+      let residual: Tensor | null = null;
+      for (const layer of this.layers) [x, residual] = layer.forwardResidual(x, residual, ctx);
+      return this.norm.forward(x, residual!)[0];
+    }
     for (const layer of this.layers) x = layer.forward(x, ctx);
     return this.norm.forward(x);
   }

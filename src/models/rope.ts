@@ -1,6 +1,7 @@
 // Rotary position embeddings as transformers computes them (modeling_rope_utils.py): the inverse
 // frequencies of each RoPE type in float32, cos/sin of position × frequency in float32 scaled by the
-// type's attention factor and cast to the model dtype, and q·cos + rotate_half(q)·sin.
+// type's attention factor and cast to the model dtype (q·cos + rotate_half(q)·sin is
+// nbx.llm.apply_rotary_pos_emb).
 // "dynamic" and "longrope" keep transformers' state: the frequencies change once a forward sees
 // positions past the pretraining length, and stay changed for later calls until a short one resets them.
 
@@ -131,11 +132,10 @@ export class RotaryEmbedding {
   }
 
   /**
-   * cos and the signed sin [B, T, rotaryDim] in `dtype` for position_ids [B, T] (int64, on `device`);
+   * cos and sin [B, T, rotaryDim] in `dtype` for position_ids [B, T] (int64, on `device`), as
+   * transformers' rotary embedding returns them (nbx.llm.apply_rotary_pos_emb takes them as they are);
    * `maxPosition` is max(position_ids), which the dynamic types need on the host; `positionBound`, where
-   * given, says every position id lies in [0, positionBound). The signed sin is
-   * [-sin, sin] over the two halves, so applyRotary needs one swap of halves instead of rotate_half's
-   * swap and negation; the products are the same numbers.
+   * given, says every position id lies in [0, positionBound).
    */
   forward(positionIds: Tensor, maxPosition: number, dtype: DTypeName, device: Device, positionBound: number | null = null): { cos: Tensor; sin: Tensor } {
     const dynamic = this.params.rope_type === 'dynamic' || this.params.rope_type === 'longrope';
@@ -150,7 +150,7 @@ export class RotaryEmbedding {
     return this.compute(positionIds, dtype, device);
   }
 
-  /** cos / signed sin for positionIds, computed. */
+  /** cos / sin for positionIds, computed. */
   private compute(positionIds: Tensor, dtype: DTypeName, device: Device): { cos: Tensor; sin: Tensor } {
     if (!this.deviceInvFreq || this.deviceInvFreq.isDisposed) {
       this.deviceInvFreq = nbx.keep(nbx.tensor(Array.from(this.invFreq), { dtype: 'float32', device }));
@@ -159,10 +159,10 @@ export class RotaryEmbedding {
     const freqs = positionIds.to('float32').unsqueeze(-1).mul(this.deviceInvFreq);
     let cos = nbx.cat([freqs, freqs], -1).cos(), half = freqs.sin();
     if (this.attentionScaling !== 1) { cos = cos.mul(this.attentionScaling); half = half.mul(this.attentionScaling); }
-    return { cos: cos.to(dtype), sin: nbx.cat([half.neg(), half], -1).to(dtype) };
+    return { cos: cos.to(dtype), sin: nbx.cat([half, half], -1).to(dtype) };
   }
 
-  /** The cos / signed sin table [positions, rotaryDim] covering [0, bound), grown by doubling. */
+  /** The cos / sin table [positions, rotaryDim] covering [0, bound), grown by doubling. */
   private table(bound: number, dtype: DTypeName, device: Device): { cos: Tensor; sin: Tensor } {
     const t = this.tables;
     if (t && t.rows >= bound && t.dtype === dtype && t.device === device && !t.cos.isDisposed) return t;
@@ -179,22 +179,4 @@ export class RotaryEmbedding {
   private disposeTables(): void { this.tables?.cos.dispose(); this.tables?.sin.dispose(); this.tables = null; }
 
   dispose(): void { this.deviceInvFreq?.dispose(); this.deviceInvFreq = null; this.disposeTables(); }
-}
-
-/** [x1, x2] → [x2, x1] along the last dim: a roll by half, one copy (cat of two slices costs three ops' overhead). */
-function swapHalves(x: Tensor): Tensor {
-  return x.roll(x.shape[x.ndim - 1]! / 2, -1);
-}
-
-/**
- * transformers' q·cos + rotate_half(q)·sin for x [B, H, T, D] and cos / signed sin [B, T, R] (see
- * RotaryEmbedding.forward): rotate_half(q)·sin = swap(q)·[-sin, sin]. With R < D (partial rotary,
- * Phi-3) only the first R channels rotate and the rest pass through.
- */
-export function applyRotary(x: Tensor, cos: Tensor, signedSin: Tensor): Tensor {
-  const c = cos.unsqueeze(1), s = signedSin.unsqueeze(1);
-  const R = cos.shape[cos.ndim - 1]!, D = x.shape[x.ndim - 1]!;
-  if (R === D) return nbx.addcmul(x.mul(c), swapHalves(x), s);
-  const rot = x.slice(-1, 0, R);
-  return nbx.cat([nbx.addcmul(rot.mul(c), swapHalves(rot), s), x.slice(-1, R)], -1);
 }

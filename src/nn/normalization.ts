@@ -4,6 +4,7 @@
 
 import { Tensor } from '../tensor/tensor.js';
 import { layer_norm, rms_norm } from '../ops/nn.js';
+import { fused_add_rms_norm, fusion_enabled } from '../ops/llm.js';
 import { Module, emptyParameter, pyRepr, shapeArg, type FactoryOptions } from './module.js';
 import { ones_, zeros_ } from './init.js';
 
@@ -71,7 +72,20 @@ export class RMSNorm extends Module {
     if (w instanceof Tensor) ones_(w);
   }
 
-  override forward(input: Tensor): Tensor { return this.forward_native(input); }
+  /**
+   * rms_norm(input); with a `residual` (an nbx extension, vLLM's RMSNorm.forward(x, residual)), returns
+   * `[rms_norm(input + residual), input + residual]`: the residual add of a pre-norm transformer fused
+   * with the norm that follows it (nbx.llm.fused_add_rms_norm over a 1-D normalized_shape; add then
+   * forward_native otherwise, and with nbx.llm.set_fusion(false)).
+   */
+  override forward(input: Tensor): Tensor;
+  override forward(input: Tensor, residual: Tensor): [Tensor, Tensor];
+  override forward(input: Tensor, residual?: Tensor): Tensor | [Tensor, Tensor] {
+    if (residual === undefined) return this.forward_native(input);
+    if (fusion_enabled() && this.normalized_shape.length === 1) return fused_add_rms_norm(input, residual, this.weight, this.eps);
+    const sum = input.add(residual);
+    return [this.forward_native(sum), sum];
+  }
   /** The reference computation, nbx.nn.functional.rms_norm. */
   forward_native(input: Tensor): Tensor { return rms_norm(input, this.normalized_shape, this.weight, this.eps); }
 

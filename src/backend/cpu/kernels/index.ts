@@ -2,13 +2,14 @@
 // library loads. The CPU implements every kernel except the fused ones the op layer composes itself.
 
 import '../index.js';
-import { registerKernels } from '../../../kernels/registry.js';
+import { registerKernels, registerKernelFeatures } from '../../../kernels/registry.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import * as conv from './conv.js';
 import * as copy from './copy.js';
 import * as fft from './fft.js';
 import * as gemm from './gemm.js';
 import * as indexing from './indexing.js';
+import * as llm from './llm.js';
 import * as nn from './nn.js';
 import * as pool from './pool.js';
 import * as reduce from './reduce.js';
@@ -17,6 +18,7 @@ import * as sort from './sort.js';
 
 export const cpuKernels: BackendKernels = {
   ...copy.kernels, ...reduce.kernels, ...gemm.kernels, ...indexing.kernels, ...sort.kernels, ...fft.kernels,
-  ...conv.kernels, ...pool.kernels, ...resample.kernels, ...nn.kernels,
+  ...conv.kernels, ...pool.kernels, ...resample.kernels, ...nn.kernels, ...llm.kernels,
 };
 registerKernels('cpu', cpuKernels);
+registerKernelFeatures('cpu', llm.features);

@@ -1,0 +1,51 @@
+// The LLM family: fused kernels behind nbx.llm's operations (src/ops/llm.ts). Each operation is defined
+// by its composite (a composition of existing operations that every backend runs); a backend that has
+// one of these kernels, for the dtypes its features list, runs the same arithmetic in one pass instead.
+// A backend without it runs the composite: that is the operation's definition, not a fallback, so these
+// kernels are never host-staged (the op asks hasKernel, not kernel()).
+
+import type { StridedRef } from '../backend/backend.js';
+import type { DTypeName } from '../dtype/dtypes.js';
+
+/**
+ * residualOut = x + residual (rounded to the dtype, as `add`), out = rms_norm(residualOut) · weight
+ * (vLLM's fused_add_rms_norm, out of place): `rows` contiguous rows of `n` elements, all refs contiguous
+ * from their offsets, one dtype.
+ */
+export interface FusedAddRmsNormParams {
+  x: StridedRef;
+  residual: StridedRef;
+  /** [n], or absent (no affine weight). */
+  weight?: StridedRef;
+  out: StridedRef;
+  residualOut: StridedRef;
+  rows: number;
+  n: number;
+  eps: number;
+}
+
+/**
+ * Half-split rotary embedding of one tensor (transformers' q·cos + rotate_half(q)·sin, its first
+ * `rotary` channels; the rest pass through): out[b,h,t,j] = x·cos + rh·sin with rh = -x[j + R/2] for
+ * j < R/2 and x[j - R/2] for R/2 ≤ j < R, the product x·cos rounded to the dtype first and rh·sin added
+ * to it with one rounding (the composite's addcmul).
+ */
+export interface RotaryParams {
+  /** [B, H, T, D], any strides. */
+  x: StridedRef;
+  /** [B, T, R] with broadcast strides allowed (stride 0 on B), R = `rotary`. */
+  cos: StridedRef;
+  sin: StridedRef;
+  /** [B, H, T, D], contiguous. */
+  out: StridedRef;
+  rotary: number;
+}
+
+export type FusedAddRmsNormKernel = (p: FusedAddRmsNormParams) => void;
+export type RotaryKernel = (p: RotaryParams) => void;
+
+/** What a backend's LLM kernels cover: the dtypes they take (others run the composite). */
+export interface LlmFeatures {
+  dtypes: readonly DTypeName[];
+}
+

@@ -1,0 +1,221 @@
+// nbx.llm: the fused operations of LLM layers (nbx extensions: PyTorch has no such operations; vLLM's
+// and transformers' functions of the same purpose give their semantics). Each operation is ONE
+// definition, its composite: a composition of existing operations that every backend runs. A backend
+// whose kernel object has the operation's kernel (src/kernels/llm.ts) for the dtype at hand runs that
+// kernel instead, which computes the same numbers in one call (the CPU's are bit-identical to the
+// composite); a backend without it runs the composite, which is the definition, not a fallback.
+// gated_activation is one elementwise expression, so every backend fuses it by construction.
+//
+// The layers (nn.RMSNorm with a residual, the decoder's attention and MLP in src/models) take these
+// paths themselves; set_fusion(false) switches every fused path off (the operations run their
+// composites, the layers their unfused compositions), which the tests compare against.
+
+import { Tensor } from '../tensor/tensor.js';
+import { DTYPES, isFloat, type DTypeName } from '../dtype/dtypes.js';
+import { DTypeError, ShapeError, ValueError } from '../errors.js';
+import { fmtShape } from '../tensor/shape.js';
+import { hasKernel, kernel, kernelFeatures } from '../kernels/registry.js';
+import type { KernelName } from '../kernels/table.js';
+import { Expr } from '../ir/expr.js';
+import { def } from './registry.js';
+import { scope } from '../tensor/storage.js';
+import { elementwise } from './elementwise.js';
+import { rms_norm } from './nn.js';
+import { addcmul } from './elementwise.js';
+import { cat } from './shape.js';
+
+let fusion = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_LLM_FUSION !== '0';
+
+/**
+ * Turns the fused paths on or off for the whole process (default on; NBX_LLM_FUSION=0 starts with them
+ * off): off, nbx.llm's operations run their composites and the layers their unfused compositions.
+ * Returns the previous setting.
+ */
+export function set_fusion(on: boolean): boolean { const was = fusion; fusion = !!on; return was; }
+/** Whether the fused paths are on (see set_fusion). */
+export function fusion_enabled(): boolean { return fusion; }
+
+/** The device's own kernel `name` runs this dtype (never host-staged: without it the composite runs). */
+function fusedKernel(name: KernelName, t: Tensor): boolean {
+  return fusion && hasKernel(name, t.device.type) && kernelFeatures('llm', t.device).dtypes.includes(t.dt);
+}
+
+function asT(op: string, x: unknown, name: string): Tensor {
+  if (!(x instanceof Tensor)) throw new TypeError(`${op}: argument '${name}' must be Tensor, not ${x === null ? 'None' : typeof x}`);
+  return x;
+}
+function needFloat(op: string, t: Tensor, name: string): void {
+  if (!isFloat(t.dt) || DTYPES[t.dt].storageOnly) throw new DTypeError(op, `${name} must be a floating-point tensor (float16, bfloat16, float32 or float64), got ${t.dt}`);
+}
+function sameDType(op: string, a: Tensor, b: Tensor, an: string, bn: string): void {
+  if (a.dt !== b.dt) throw new DTypeError(op, `${an} and ${bn} must have the same dtype, got ${a.dt} and ${b.dt}`);
+}
+function sameDevice(op: string, a: Tensor, b: Tensor, bn: string): void {
+  if (a.device !== b.device) throw new ValueError(op, `${bn} is on ${b.device}, expected ${a.device} like the input`);
+}
+/** torch.finfo(opmath(d)).eps: rms_norm's default eps. */
+const defaultEps = (d: DTypeName): number => (d === 'float64' ? 2.220446049250313e-16 : 1.1920928955078125e-7);
+
+// ---- fused_add_rms_norm -----------------------------------------------------------------------------
+
+/**
+ * `(out, residual_out)` with residual_out = input + residual and out = rms_norm(residual_out, [n],
+ * weight, eps) over the last dim n: vLLM's fused_add_rms_norm (out of place). input and residual have
+ * one shape and dtype; weight is [n] (or None); eps defaults to rms_norm's (finfo(float32).eps for
+ * half types).
+ */
+export const fused_add_rms_norm = def('llm.fused_add_rms_norm(input, residual, weight=None, eps=None)', (a): [Tensor, Tensor] => {
+  const op = 'llm.fused_add_rms_norm';
+  const x = asT(op, a.input, 'input'), r = asT(op, a.residual, 'residual');
+  const w = a.weight === null ? null : asT(op, a.weight, 'weight');
+  needFloat(op, x, 'input');
+  sameDType(op, x, r, 'input', 'residual');
+  sameDevice(op, x, r, 'residual');
+  if (x.ndim === 0 || x.shape.length !== r.shape.length || x.shape.some((s, i) => s !== r.shape[i])) {
+    throw new ShapeError(op, `input and residual must have the same shape (at least 1-D), got ${fmtShape(x.shape)} and ${fmtShape(r.shape)}`);
+  }
+  const n = x.shape[x.ndim - 1]!;
+  if (w) {
+    if (w.ndim !== 1 || w.shape[0] !== n) throw new ShapeError(op, `weight must be [${n}] (the input's last dim), got ${fmtShape(w.shape)}`);
+    sameDevice(op, x, w, 'weight');
+  }
+  const eps = a.eps === null ? defaultEps(x.dt) : Number(a.eps);
+  if (!Number.isFinite(eps) || eps < 0) throw new ValueError(op, `eps must be a non-negative number, got ${String(a.eps)}`);
+  if (fusedKernel('fused_add_rms_norm', x) && (!w || w.dt === x.dt) && x.numel() > 0) {
+    const xc = x.contiguous(), rc = r.contiguous(), wc = w?.contiguous();
+    const out = Tensor.empty(x.shape, x.dt, x.device, false), res = Tensor.empty(x.shape, x.dt, x.device, false);
+    kernel('fused_add_rms_norm', x.device, op)({
+      x: xc.ref(), residual: rc.ref(), weight: wc?.ref(), out: out.ref(), residualOut: res.ref(), rows: x.numel() / n, n, eps,
+    });
+    if (xc !== x) xc.dispose();
+    if (rc !== r) rc.dispose();
+    if (wc && wc !== w) wc.dispose();
+    return [out, res];
+  }
+  return addRmsNormComposite(x, r, w, eps);
+});
+
+/** fused_add_rms_norm's definition. */
+export function addRmsNormComposite(x: Tensor, r: Tensor, w: Tensor | null, eps: number): [Tensor, Tensor] {
+  const sum = x.add(r);
+  return [rms_norm(sum, [x.shape[x.ndim - 1]!], w, eps), sum];
+}
+
+// ---- gated_activation ---------------------------------------------------------------------------------
+
+type Act = 'silu' | 'gelu' | 'gelu_tanh' | 'relu';
+const ACTS: Record<string, Act> = { silu: 'silu', swish: 'silu', gelu: 'gelu', gelu_tanh: 'gelu_tanh', gelu_pytorch_tanh: 'gelu_tanh', gelu_new: 'gelu_tanh', relu: 'relu' };
+
+/** The activation's expression, with the same formula as nn.functional's (src/ops/elementwise.ts). */
+function actExpr(act: Act, x: Expr): Expr {
+  const k = (v: number): Expr => Expr.const(v, x.dtype);
+  switch (act) {
+    case 'silu': return x.div(k(1).add(x.neg().exp()));
+    case 'gelu': return k(0.5).mul(x).mul(k(1).add(x.mul(k(Math.SQRT1_2)).un('erf')));
+    case 'gelu_tanh': {
+      const inner = k(Math.sqrt(2 / Math.PI)).mul(x.add(k(0.044715).mul(x).mul(x).mul(x)));
+      return k(0.5).mul(x).mul(k(1).add(inner.un('tanh')));
+    }
+    case 'relu': return Expr.where(x.gt(k(0)), x, Expr.where(x.un('isnan'), x, k(0)));
+  }
+}
+
+/**
+ * act(gate) · up for the gated MLPs (SwiGLU, GeGLU): vLLM's silu_and_mul / gelu_and_mul /
+ * gelu_tanh_and_mul. With `up` None, `gate` is the fused [..., 2I] gate_up layout: its first half is the
+ * gate, its second half up. `act`: silu (swish), gelu, gelu_tanh (gelu_pytorch_tanh, gelu_new) or relu.
+ * One elementwise expression (every backend runs it in one pass), computed in float32 for half types
+ * and rounded once, as vLLM's kernels: against act(gate) * up as two operations, which rounds the
+ * activation first, results agree to the last unit of the dtype.
+ */
+export const gated_activation = def("llm.gated_activation(gate, up=None, *, act='silu')", (a): Tensor => {
+  const op = 'llm.gated_activation';
+  let gate = asT(op, a.gate, 'gate');
+  needFloat(op, gate, 'gate');
+  const act = ACTS[String(a.act)];
+  if (!act) throw new ValueError(op, `act must be one of ${Object.keys(ACTS).join(', ')}; got '${String(a.act)}'`);
+  let up: Tensor;
+  if (a.up === null) {
+    const n = gate.ndim ? gate.shape[gate.ndim - 1]! : 0;
+    if (gate.ndim === 0 || n % 2 !== 0) throw new ShapeError(op, `without up, gate is the [..., 2I] gate_up layout: its last dim must be even, got shape ${fmtShape(gate.shape)}`);
+    up = gate.slice(-1, n / 2);
+    gate = gate.slice(-1, 0, n / 2);
+  } else {
+    up = asT(op, a.up, 'up');
+    sameDType(op, gate, up, 'gate', 'up');
+    sameDevice(op, gate, up, 'up');
+    if (gate.shape.length !== up.shape.length || gate.shape.some((s, i) => s !== up.shape[i])) {
+      throw new ShapeError(op, `gate and up must have the same shape, got ${fmtShape(gate.shape)} and ${fmtShape(up.shape)}`);
+    }
+  }
+  const cd: DTypeName = gate.dt === 'float16' || gate.dt === 'bfloat16' ? 'float32' : gate.dt;
+  return elementwise(op, [gate, up], cd, gate.dt, ([g, u]) => actExpr(act, g!).mul(u!));
+});
+
+/** Normalizes a transformers activation name for gated_activation; null when it has no gated form here. */
+export function gatedActName(name: string): Act | null { return ACTS[name] ?? null; }
+
+// ---- apply_rotary_pos_emb -----------------------------------------------------------------------------
+
+/**
+ * transformers' apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1): `(q·cos + rotate_half(q)·sin,
+ * k·cos + rotate_half(k)·sin)` with cos/sin unsqueezed at `unsqueeze_dim` (the half-split layout;
+ * rotate_half(x) = cat(-x2, x1)). With cos's last dim R < head dim (partial rotary, Phi-3), the first R
+ * channels rotate and the rest pass through. Computed as mul then addcmul (q·cos rounded to the dtype,
+ * then rotate_half(q)·sin added with one rounding).
+ */
+export const apply_rotary_pos_emb = def('llm.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)', (a): [Tensor, Tensor] => {
+  const op = 'llm.apply_rotary_pos_emb';
+  const q = asT(op, a.q, 'q'), k = asT(op, a.k, 'k'), cos = asT(op, a.cos, 'cos'), sin = asT(op, a.sin, 'sin');
+  needFloat(op, q, 'q');
+  for (const [t, name] of [[k, 'k'], [cos, 'cos'], [sin, 'sin']] as const) { sameDType(op, q, t, 'q', name); sameDevice(op, q, t, name); }
+  if (cos.shape.length !== sin.shape.length || cos.shape.some((s, i) => s !== sin.shape[i])) {
+    throw new ShapeError(op, `cos and sin must have the same shape, got ${fmtShape(cos.shape)} and ${fmtShape(sin.shape)}`);
+  }
+  const ud = Number(a.unsqueeze_dim);
+  if (!Number.isInteger(ud)) throw new ValueError(op, `unsqueeze_dim must be an int, got ${String(a.unsqueeze_dim)}`);
+  const R = cos.ndim ? cos.shape[cos.ndim - 1]! : 0;
+  for (const [t, name] of [[q, 'q'], [k, 'k']] as const) {
+    const D = t.ndim ? t.shape[t.ndim - 1]! : 0;
+    if (t.ndim === 0 || R === 0 || R % 2 !== 0 || R > D) {
+      throw new ShapeError(op, `cos/sin's last dim (the rotary dim, ${R}) must be even, non-zero and at most ${name}'s head dim; got ${name} ${fmtShape(t.shape)} and cos ${fmtShape(cos.shape)}`);
+    }
+  }
+  if (fusedKernel('rotary_embedding', q) && ud === 1 && q.ndim === 4 && k.ndim === 4 && cos.ndim === 3) {
+    const [B, , T] = q.shape as [number, number, number, number];
+    const fits = (t: Tensor): boolean => t.shape[0] === B && t.shape[2] === T;
+    const tableFits = (t: Tensor): boolean => (t.shape[0] === B || t.shape[0] === 1) && t.shape[1] === T;
+    if (fits(k) && tableFits(cos) && q.numel() > 0 && k.numel() > 0) {
+      const ref3 = (t: Tensor) => { const r = t.ref(); return t.shape[0] === B ? r : { ...r, shape: [B, T, R], strides: [0, r.strides[1]!, r.strides[2]!] }; };
+      const cr = ref3(cos), sr = ref3(sin);
+      const run = (x: Tensor): Tensor => {
+        const out = Tensor.empty(x.shape, x.dt, x.device, false);
+        kernel('rotary_embedding', x.device, op)({ x: x.ref(), cos: cr, sin: sr, out: out.ref(), rotary: R });
+        return out;
+      };
+      return [run(q), run(k)];
+    }
+  }
+  return rotaryComposite(q, k, cos, sin, ud);
+});
+
+/** apply_rotary_pos_emb's definition. Queries and keys of the same batch and length rotate together (one pass of ops, heads side by side). */
+export function rotaryComposite(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, ud = 1): [Tensor, Tensor] {
+  const c = cos.unsqueeze(ud), s = sin.unsqueeze(ud);
+  const R = cos.shape[cos.ndim - 1]!;
+  const rot = (x: Tensor): Tensor => {
+    const D = x.shape[x.ndim - 1]!;
+    const xr = R === D ? x : x.slice(-1, 0, R);
+    const rh = cat([xr.slice(-1, R / 2).neg(), xr.slice(-1, 0, R / 2)], -1);
+    const e = addcmul(xr.mul(c), rh, s);
+    return R === D ? e : cat([e, x.slice(-1, R)], -1);
+  };
+  const together = ud === 1 && q.ndim === 4 && k.ndim === 4 && q.shape[0] === k.shape[0] && q.shape[2] === k.shape[2] && q.shape[3] === k.shape[3];
+  if (!together) return scope(() => [rot(q), rot(k)]);
+  return scope(() => {
+    const H = q.shape[1]!;
+    const e = rot(cat([q, k], 1));
+    return [e.slice(1, 0, H), e.slice(1, H)];
+  });
+}
+
