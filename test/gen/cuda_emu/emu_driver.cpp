@@ -149,7 +149,7 @@ API CUresult cuEventElapsedTime(float* ms, void*, void*) { *ms = 1.0f + 0.125f *
 typedef void (*launch_fn)(unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void**);
 // static_smem: bytes of the kernel's static __shared__ arrays (counted from its source at "compile");
 // smem_attr: its MAX_DYNAMIC_SHARED_SIZE_BYTES, -1 until set (then the default, 48 KiB less the static part)
-struct Func { launch_fn fn; int smem_attr; std::string name; int static_smem; std::vector<int> param_sizes; };
+struct Func { launch_fn fn; int smem_attr; std::string name; int static_smem; std::vector<int> param_sizes; bool sizes_known; };
 static const int SMEM_DEFAULT = 49152, SMEM_OPTIN = 232448;
 static long long launches = 0;
 API long long emu_launches(void) { return launches; }
@@ -173,7 +173,7 @@ API CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
   void* zp = dlsym(m, (std::string("emu_param_sizes_") + name).c_str());
   std::vector<int> sizes;
   if (zp) { int buf[256]; int k = ((sizes_fn)zp)(buf); sizes.assign(buf, buf + k); }
-  *f = new Func{(launch_fn)p, -1, name, sp ? ((static_fn)sp)() : 0, sizes};
+  *f = new Func{(launch_fn)p, -1, name, sp ? ((static_fn)sp)() : 0, sizes, zp != nullptr};
   return 0;
 }
 /** The dynamic shared memory a launch may ask for: the attribute if raised, else 48 KiB less the static part (as the driver). */
@@ -206,6 +206,11 @@ API CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsi
   // NBX_EMU_NO_EXEC=1: launches are validated but not run (profiling the host side of an op)
   static const bool noexec = getenv("NBX_EMU_NO_EXEC") != nullptr;
   if (recording(stream)) {
+    if (!fn->sizes_known) {
+      fprintf(stderr, "emu: %s was compiled without emu_param_sizes (a cached module from an older emulator): clear $NBX_EMU_WORK and rerun\n", fn->name.c_str());
+      capture_invalid = true;
+      return 999;
+    }
     std::vector<std::vector<char>> args;
     for (size_t i = 0; i < fn->param_sizes.size(); i++) args.emplace_back((char*)params[i], (char*)params[i] + fn->param_sizes[i]);
     capture_graph->nodes.push_back([fn, gx, gy, gz, bx, by, bz, smem, args]() mutable {
@@ -222,7 +227,7 @@ API CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsi
 struct Prog { std::string src, name, log, image; };
 // A version no real toolkit reports: cache keys include it, so the shipped sm_90 CUBINs
 // (src/backend/cuda/shipped-kernels) never match an emulated compile.
-API int nvrtcVersion(int* a, int* b) { *a = 13; *b = 97; return 0; }
+API int nvrtcVersion(int* a, int* b) { *a = 13; *b = 98; return 0; }
 API int nvrtcGetNumSupportedArchs(int* n) { *n = 3; return 0; }
 API int nvrtcGetSupportedArchs(int* a) { a[0] = 80; a[1] = 89; a[2] = 90; return 0; }
 API const char* nvrtcGetErrorString(int r) { return r == 0 ? "NVRTC_SUCCESS" : r == 6 ? "NVRTC_ERROR_COMPILATION" : "NVRTC_ERROR_EMU"; }

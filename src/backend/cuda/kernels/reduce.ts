@@ -29,6 +29,7 @@ import { REDUCE_SPACE, REDUCE_ROWS_SPACE, REDUCE_COLS_SPACE } from '../tuning/sp
 import { bucketSize, type Config } from '../../../autotune/index.js';
 import type { ReduceKind, RowLayout, ScanKind } from '../../../kernels/reduce.js';
 import { basePtr as ptr } from './util.js';
+import { GraphCaptureError } from '../../../errors.js';
 
 let be: CudaBackend;
 export const kernels = {
@@ -39,6 +40,7 @@ export const kernels = {
 /** Points this family's kernels at the backend (called once, when the backend starts). */
 export function bind(backend: CudaBackend): void {
   be = backend;
+  counters = null;
 }
 
 
@@ -508,7 +510,12 @@ function rowsKernelFor(ps: Pass, U: number): CudaKernel {
 const COUNTERS = 8192;
 let counters: CudaBuffer | null = null;
 function counterBuffer(): bigint {
-  counters ??= be.alloc('int32', COUNTERS, true);
+  if (counters === null) {
+    // a buffer kept for the process: never from a capturing CUDA graph's private pool (released with
+    // the graph), and zeroed now rather than by a memset the capture would only record
+    if (be.capture !== null) throw new GraphCaptureError('cuda.graph', 'the first split reduction of the process ran inside a capture: run the captured function once before capturing (a warm-up)');
+    counters = be.alloc('int32', COUNTERS, true);
+  }
   return counters.ptr;
 }
 
