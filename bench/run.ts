@@ -12,6 +12,9 @@ const SUITES: Record<string, string[]> = {
   webgpu: ['webgpu.js'],
   // decode tokens/s and time to first token next to PyTorch; `nbx bench generate --device cuda` on a GPU
   generate: ['generate.js'],
+  // issue #19: decode tok/s, GB/s of weights and % of the roofline next to compiled PyTorch and transformers;
+  // `nbx bench decode --device cuda` on a GPU (tiny shapes on the CPU by default)
+  decode: ['decode.js'],
 };
 
 export async function bench(args: string[]): Promise<number> {

@@ -1,0 +1,385 @@
+// `nbx bench decode`: greedy decode speed of random-weight models next to the best PyTorch decode we can
+// write and transformers' eager generate, measured in the same run (issue #19's benchmark).
+//
+// Shapes (config.json dicts, passed as they are to both peers so all three run the same shape):
+//   tinyllama  TinyLlama-1.1B: 22 layers, hidden 2048, intermediate 5632, heads 32/4, vocab 32000
+//   llama3-8b  Llama-3-8B: 32 layers, 4096, 14336, 32/8, vocab 128256, rope_theta 500000
+//   mixtral-4l Mixtral-8x7B's layer shape, 4 layers: 4096, 14336, 32/8, 8 experts top-2, vocab 32000
+//   tiny, tiny-moe  2 layers, hidden 64 (Llama / Mixtral): smoke runs on a CPU
+// nbx: nbx.models.fromConfig (seeded random weights; bf16 on cuda, float32 elsewhere), one warm-up
+// generation as long as the timed one, then one timed greedy generation of --new-tokens tokens after a
+// --prompt-token prompt of seeded random ids (batch B: B different prompts), EOS ignored. Time to first
+// token: device synchronized, then prefill until the first token is on the host. Decode: the other
+// new_tokens - 1 steps until the last token is on the host and the device is synchronized;
+// decode tok/s = B × (new_tokens - 1) / decode seconds (aggregate over the batch).
+// Peers (child processes, the same prompt ids): bench/peers/gpt_fast_decode.py (static KV cache,
+// decode step under torch.compile mode "reduce-overhead") and bench/peers/hf_generate.py
+// (transformers' eager generate). A peer that fails is reported with its error; nbx's figures stay.
+//
+// Weights streamed per decode step: every parameter once, the embedding table included (the
+// convention of issue #19's roofline: 4.3 TB/s ÷ 2.2 GB = 1,954 tok/s for the 1.1B shape); for a
+// mixture of experts only the experts a step is expected to route to, E·(1 − (1 − k/E)^B) of E under
+// uniform routing (k at batch 1). GB/s = bytes per step × steps / decode seconds. The roofline is
+// data, never a device name: --roofline-gbs, else the device's streaming bandwidth measured in this
+// run (a + b over 1 GiB float32 operands, as BENCHMARKS.md measured the H200's 4.3 TB/s), with the
+// driver's nominal peak next to it on cuda. Issue #19's targets are printed next to the figures, not
+// asserted.
+//
+// Run: node dist/bench/decode.js [--shape tinyllama|llama3-8b|mixtral-4l|tiny|tiny-moe|all[,...]]
+//        [--batch 1,8] [--prompt 128] [--new-tokens 256] [--device cuda|webgpu|cpu] [--dtype D]
+//        [--peers gpt-fast,hf|none] [--python PATH] [--json FILE] [--roofline-gbs N] [--warmup-tokens N]
+//   (or `nbx bench decode ...`). Defaults: --device cpu; --shape all on a GPU, tiny,tiny-moe on cpu.
+
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import * as nbx from '../src/index.js';
+import { generateSteps, type PreparedPrompt } from '../src/generation/index.js';
+import type { CausalLMModel } from '../src/models/index.js';
+import type { DTypeLike } from '../src/dtype/dtypes.js';
+
+const PEERS = join(dirname(fileURLToPath(import.meta.url)), '../../bench/peers');
+const OP = 'bench decode';
+
+interface Shape {
+  title: string;
+  config: Record<string, unknown>;
+  /** Issue #19's decode targets, aggregate tok/s by batch size. */
+  targets?: Record<number, number>;
+  /** Target for batch B > 1: this many times the batch-1 figure of the same run. */
+  batchScale?: number;
+  /** Target: at least compiled PyTorch's figure (gpt-fast-style peer) on the same shape and batch. */
+  beatCompiled?: boolean;
+}
+
+const COMMON = {
+  max_position_embeddings: 4096, rms_norm_eps: 1e-5, bos_token_id: 1, eos_token_id: 2, pad_token_id: 0,
+  tie_word_embeddings: false, hidden_act: 'silu',
+};
+const llama = (dims: Record<string, unknown>): Record<string, unknown> => ({ model_type: 'llama', architectures: ['LlamaForCausalLM'], ...dims, ...COMMON });
+const mixtral = (dims: Record<string, unknown>): Record<string, unknown> =>
+  ({ model_type: 'mixtral', architectures: ['MixtralForCausalLM'], ...dims, ...COMMON, sliding_window: null });
+
+const SHAPES: Record<string, Shape> = {
+  tinyllama: {
+    title: 'TinyLlama-1.1B (22 layers, d 2048, GQA 32/4)',
+    config: llama({ num_hidden_layers: 22, hidden_size: 2048, intermediate_size: 5632, num_attention_heads: 32, num_key_value_heads: 4, vocab_size: 32000, rope_theta: 10000.0 }),
+    targets: { 1: 1200 }, batchScale: 6,
+  },
+  'llama3-8b': {
+    title: 'Llama-3-8B (32 layers, d 4096, GQA 32/8)',
+    config: llama({ num_hidden_layers: 32, hidden_size: 4096, intermediate_size: 14336, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 128256, rope_theta: 500000.0 }),
+    targets: { 1: 215 }, batchScale: 6,
+  },
+  'mixtral-4l': {
+    title: 'Mixtral-8x7B layers ×4 (d 4096, 8 experts top-2)',
+    config: mixtral({ num_hidden_layers: 4, hidden_size: 4096, intermediate_size: 14336, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 32000, rope_theta: 1e6, num_local_experts: 8, num_experts_per_tok: 2 }),
+    beatCompiled: true,
+  },
+  tiny: {
+    title: 'tiny Llama (2 layers, d 64, GQA 4/2)',
+    config: llama({ num_hidden_layers: 2, hidden_size: 64, intermediate_size: 128, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1000, rope_theta: 10000.0 }),
+  },
+  'tiny-moe': {
+    title: 'tiny Mixtral (2 layers, d 64, 4 experts top-2)',
+    config: mixtral({ num_hidden_layers: 2, hidden_size: 64, intermediate_size: 128, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1000, rope_theta: 1e6, num_local_experts: 4, num_experts_per_tok: 2 }),
+  },
+};
+const ISSUE_SHAPES = ['tinyllama', 'llama3-8b', 'mixtral-4l'];
+const PEER_NAMES = ['gpt-fast', 'hf'] as const;
+type PeerName = (typeof PEER_NAMES)[number];
+const PEER_TITLES: Record<PeerName, string> = { 'gpt-fast': 'gpt-fast (compiled)', hf: 'transformers eager' };
+
+interface NbxFigures { ttft_ms: number; decode_tok_s: number; decode_ms_per_step: number; new_tokens: number }
+interface PeerLine { decode_tok_s?: number; ttft_ms?: number; compile_s?: number | null; note?: string | null; error?: string; [k: string]: unknown }
+interface Row {
+  shape: string; batch: number; nbx: NbxFigures | { error: string };
+  weight_bytes_per_step: number; nbx_weight_gbs?: number; roofline_pct?: number; roofline_tok_s?: number;
+  peers: Partial<Record<PeerName, PeerLine>>;
+  target?: { tok_s: number; why: string };
+}
+
+const now = (): number => performance.now();
+
+async function sync(device: string): Promise<void> {
+  if (device === 'cuda') await nbx.cuda.synchronize();
+  else if (device === 'webgpu') await nbx.webgpu.synchronize();
+}
+
+/** One greedy generation of exactly `newTokens` tokens per row; times the first token and the rest. */
+async function timeDecode(model: CausalLMModel, rows: number[][], newTokens: number, device: string): Promise<NbxFigures> {
+  const prepared: PreparedPrompt = { rows: rows.map((r) => r.slice()), mask: null, length: rows[0]!.length };
+  await sync(device);
+  const t0 = now();
+  let first = 0, n = 0;
+  // each step's ids are read back to the host before it is yielded: a step is done when it is seen
+  for await (const _ of generateSteps(model, prepared, { max_new_tokens: newTokens, eos_token_id: null, do_sample: false })) {
+    if (n === 0) first = now();
+    n++;
+  }
+  await sync(device);
+  const end = now();
+  if (n !== newTokens) throw new nbx.ValueError(OP, `generation stopped after ${n} of ${newTokens} tokens`);
+  const steps = n - 1;
+  return {
+    ttft_ms: first - t0, new_tokens: n,
+    decode_tok_s: steps > 0 ? (rows.length * steps) / ((end - first) / 1000) : NaN,
+    decode_ms_per_step: steps > 0 ? (end - first) / steps : NaN,
+  };
+}
+
+/** Weight bytes one decode step streams at batch `batch` (see the header for the convention). */
+function bytesPerStep(model: CausalLMModel, batch: number): { total: number; perStep: number } {
+  let total = 0, experts = 0;
+  for (const [name, p] of model.named_parameters()) {
+    const bytes = p.numel() * p.element_size();
+    total += bytes;
+    if (name.includes('.experts.')) experts += bytes;
+  }
+  const cfg = model.config as Record<string, unknown>;
+  const E = Number(cfg.num_local_experts ?? cfg.num_experts ?? 0), k = Number(cfg.num_experts_per_tok ?? 0);
+  const routed = E > 0 && k > 0 ? 1 - (1 - k / E) ** batch : 1;
+  return { total, perStep: total - experts + experts * routed };
+}
+
+/** The device's streaming bandwidth, measured: best of 5 a + b over float32 operands (3 × size bytes moved). */
+async function measureStreamGBs(device: string): Promise<{ gbs: number; how: string }> {
+  const n = device === 'cpu' ? 1 << 24 : 1 << 28; // 64 MiB (past any L3) / 1 GiB per operand
+  const a = nbx.ones([n], { device, dtype: 'float32' }), b = nbx.ones([n], { device, dtype: 'float32' });
+  try {
+    let best = Infinity;
+    for (let i = 0; i < 6; i++) {
+      await sync(device);
+      const t = now();
+      const c = a.add(b);
+      await sync(device);
+      const ms = now() - t;
+      c.dispose();
+      if (i > 0) best = Math.min(best, ms); // the first run compiles/tunes the kernel
+    }
+    return { gbs: (3 * 4 * n) / (best / 1000) / 1e9, how: `measured here: a + b, float32, ${(4 * n) / 2 ** 20} MiB operands, best of 5` };
+  } finally { a.dispose(); b.dispose(); }
+}
+
+/** The CUDA driver's nominal peak (2 × memory clock × bus width), informative only. */
+async function driverPeakGBs(): Promise<number | undefined> {
+  try {
+    const { probeCuda } = await import('../src/backend/cuda/runtime/libs.js');
+    const g = probeCuda().devices?.[0]?.peakBandwidthGBs;
+    return g && g > 0 ? g : undefined;
+  } catch { return undefined; }
+}
+
+function runPeerWith(python: string, args: string[], timeoutMs: number): Promise<PeerLine> {
+  return new Promise((resolve) => {
+    execFile(python, args, { encoding: 'utf8', maxBuffer: 64 << 20, timeout: timeoutMs }, (err, stdout, stderr) => {
+      const line = stdout.trim().split('\n').pop() ?? '';
+      if (!err && line.startsWith('{')) { resolve(JSON.parse(line) as PeerLine); return; }
+      const e = err as (NodeJS.ErrnoException & { killed?: boolean }) | null;
+      const why = e?.code === 'ENOENT' ? `${python} not found`
+        : e?.killed ? `timed out after ${timeoutMs / 1000} s`
+        : /No module named '?[\w.]+'?/.exec(stderr)?.[0]
+          ?? (stderr.trim().split('\n').filter((l) => l.trim()).slice(-3).join(' | ') || e?.message || 'no output');
+      resolve({ error: `${python}: ${why}` });
+    });
+  });
+}
+
+/** The first interpreter that runs the peer: PATH's python3 may be a virtualenv without torch while the system's has it. */
+async function runPeer(pythons: string[], args: string[], timeoutMs: number): Promise<PeerLine> {
+  const errors: string[] = [];
+  for (const python of pythons) {
+    const r = await runPeerWith(python, args, timeoutMs);
+    if (!r.error) return r;
+    errors.push(r.error);
+    // torch was there and the peer itself failed: the next interpreter would not do better
+    if (!/not found|No module named/.test(r.error)) break;
+  }
+  return { error: errors.join('; ') };
+}
+
+function peerArgs(peer: PeerName, config: Record<string, unknown>, rows: number[][], newTokens: number, device: string, dtype: string): string[] {
+  const common = ['--config', JSON.stringify(config), '--batch', String(rows.length), '--prompt-tokens', String(rows[0]!.length),
+    '--new-tokens', String(newTokens), '--prompt-ids', rows.map((r) => r.join(',')).join(';'), '--device', device];
+  if (peer === 'gpt-fast') return [join(PEERS, 'gpt_fast_decode.py'), ...common, '--dtype', dtype];
+  return [join(PEERS, 'hf_generate.py'), ...common];
+}
+
+const fmt = (x: number | undefined | null, digits = 1): string => (x === undefined || x === null || !Number.isFinite(x) ? '-' : x.toFixed(digits));
+const pct = (x: number | undefined): string => (x === undefined || !Number.isFinite(x) ? '-' : `${x.toFixed(0)}%`);
+
+function table(rows: Row[], peers: PeerName[]): string {
+  const head = ['shape', 'batch', 'nbx tok/s', ...peers.flatMap((p) => [`${PEER_TITLES[p]} tok/s`, `nbx/${p}`]),
+    'nbx TTFT ms', ...peers.map((p) => `${p} TTFT ms`), 'nbx GB/s', '% roofline', 'issue #19 target', 'nbx/target'];
+  const lines = [`| ${head.join(' | ')} |`, `| --- | ${head.slice(1).map(() => '---:').join(' | ')} |`];
+  for (const r of rows) {
+    const ours = 'error' in r.nbx ? undefined : r.nbx;
+    const cells = [SHAPES[r.shape]!.title, String(r.batch), ours ? fmt(ours.decode_tok_s) : 'failed'];
+    for (const p of peers) {
+      const t = r.peers[p]?.decode_tok_s;
+      cells.push(r.peers[p]?.error ? 'failed' : fmt(t), ours && t ? `${fmt((ours.decode_tok_s / t) * 100, 0)}%` : '-');
+    }
+    cells.push(fmt(ours?.ttft_ms, 2), ...peers.map((p) => fmt(r.peers[p]?.ttft_ms, 2)));
+    cells.push(fmt(r.nbx_weight_gbs, (r.nbx_weight_gbs ?? 0) < 10 ? 2 : 0), pct(r.roofline_pct));
+    cells.push(r.target ? `≥ ${fmt(r.target.tok_s, 0)} (${r.target.why})` : '-', ours && r.target ? pct((ours.decode_tok_s / r.target.tok_s) * 100) : '-');
+    lines.push(`| ${cells.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
+function list(v: string, what: string): string[] {
+  const items = v.split(',').map((s) => s.trim()).filter(Boolean);
+  if (!items.length) throw new nbx.ValueError(OP, `${what} is empty`);
+  return items;
+}
+
+function positiveInt(v: string, what: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new nbx.ValueError(OP, `${what} must be a positive integer, got '${v}'`);
+  return n;
+}
+
+export async function run(args: string[] = []): Promise<void> {
+  const { values: v } = parseArgs({
+    args, allowPositionals: false,
+    options: {
+      shape: { type: 'string' }, batch: { type: 'string', default: '1,8' }, prompt: { type: 'string', default: '128' },
+      'new-tokens': { type: 'string', default: '256' }, 'warmup-tokens': { type: 'string' }, device: { type: 'string', default: 'cpu' },
+      dtype: { type: 'string' }, peers: { type: 'string', default: 'gpt-fast,hf' }, python: { type: 'string' },
+      json: { type: 'string' }, 'roofline-gbs': { type: 'string' }, seed: { type: 'string', default: '0' },
+      'peer-timeout': { type: 'string', default: '900' },
+    },
+  });
+  const device = v.device!;
+  if (!['cpu', 'cuda', 'webgpu'].includes(device)) throw new nbx.ValueError(OP, `--device must be cpu, cuda or webgpu, got '${device}'`);
+  const shapeArg = v.shape ?? (device === 'cpu' ? 'tiny,tiny-moe' : 'all');
+  const shapes = list(shapeArg, '--shape').flatMap((s) => (s === 'all' ? ISSUE_SHAPES : [s]));
+  for (const s of shapes) if (!Object.hasOwn(SHAPES, s)) throw new nbx.ValueError(OP, `unknown shape '${s}' (${Object.keys(SHAPES).join(', ')}, all)`);
+  const batches = list(v.batch!, '--batch').map((b) => positiveInt(b, '--batch'));
+  const promptTokens = positiveInt(v.prompt!, '--prompt'), newTokens = positiveInt(v['new-tokens']!, '--new-tokens');
+  const warmupTokens = v['warmup-tokens'] !== undefined ? positiveInt(v['warmup-tokens'], '--warmup-tokens') : newTokens;
+  const seed = Number(v.seed);
+  if (!Number.isInteger(seed) || seed < 0) throw new nbx.ValueError(OP, `--seed must be a non-negative integer, got '${v.seed}'`);
+  const dtype = v.dtype ?? (device === 'cuda' ? 'bfloat16' : 'float32');
+  const peers = v.peers === 'none' ? [] : list(v.peers!, '--peers').map((p) => {
+    if (!(PEER_NAMES as readonly string[]).includes(p)) throw new nbx.ValueError(OP, `unknown peer '${p}' (${PEER_NAMES.join(', ')} or none)`);
+    return p as PeerName;
+  });
+  // PyTorch peers run on the same card: CUDA for a GPU run (WebGPU's figures compare with them there)
+  const peerDevice = device === 'cpu' ? 'cpu' : 'cuda';
+  const peerDtype = device === 'cpu' ? dtype : 'bfloat16';
+  const pythons = v.python ? [v.python] : ['python3', '/usr/bin/python3'];
+  const peerTimeoutMs = positiveInt(v['peer-timeout']!, '--peer-timeout') * 1000;
+
+  let roofline: { gbs: number; how: string } | undefined;
+  if (v['roofline-gbs'] !== undefined) roofline = { gbs: positiveInt(v['roofline-gbs'], '--roofline-gbs'), how: 'given (--roofline-gbs)' };
+  else {
+    try { roofline = await measureStreamGBs(device); } catch (e) { process.stdout.write(`roofline: not measured (${(e as Error).message})\n`); }
+  }
+  const driverPeak = device === 'cuda' ? await driverPeakGBs() : undefined;
+
+  const rows: Row[] = [];
+  for (const name of shapes) {
+    const shape = SHAPES[name]!;
+    const vocab = shape.config.vocab_size as number;
+    const prompts = new Map<number, number[][]>();
+    for (const b of batches) {
+      const g = new nbx.Generator().manual_seed(seed);
+      prompts.set(b, nbx.randint(3, vocab, [b, promptTokens], { generator: g }).tolist() as number[][]);
+    }
+    const t0 = now();
+    let model: CausalLMModel | null = null;
+    const shapeRows: Row[] = [];
+    try {
+      model = nbx.models.fromConfig(shape.config, { device, dtype: dtype as DTypeLike, seed });
+    } catch (e) {
+      // nbx could not build it (memory, dtype): the peers still run and the table says so
+      process.stdout.write(`nbx ${name}: model not built (${(e as Error).message})\n`);
+      for (const b of batches) shapeRows.push({ shape: name, batch: b, nbx: { error: `model not built: ${(e as Error).message}` }, weight_bytes_per_step: NaN, peers: {} });
+    }
+    const buildMs = now() - t0;
+    if (model) try {
+      for (const b of batches) {
+        const rowsB = prompts.get(b)!;
+        const bytes = bytesPerStep(model, b);
+        const row: Row = { shape: name, batch: b, nbx: { error: '' }, weight_bytes_per_step: bytes.perStep, peers: {} };
+        try {
+          await timeDecode(model, rowsB, warmupTokens, device); // warm-up: kernels compiled and tuned, pools filled
+          const ours = await timeDecode(model, rowsB, newTokens, device);
+          row.nbx = ours;
+          process.stdout.write(`nbx ${name} batch ${b}: ${fmt(ours.decode_tok_s)} tok/s, TTFT ${fmt(ours.ttft_ms, 2)} ms\n`);
+          row.nbx_weight_gbs = (bytes.perStep * (ours.decode_tok_s / b)) / 1e9;
+          if (roofline) {
+            row.roofline_pct = (row.nbx_weight_gbs / roofline.gbs) * 100;
+            row.roofline_tok_s = ((roofline.gbs * 1e9) / bytes.perStep) * b;
+          }
+        } catch (e) {
+          row.nbx = { error: (e as Error).message };
+          process.stdout.write(`nbx ${name} batch ${b}: failed (${(e as Error).message})\n`);
+        }
+        shapeRows.push(row);
+      }
+      process.stdout.write(`${shape.title}: ${(bytesPerStep(model, 1).total / 1e9).toFixed(3)} GB of ${dtype} weights, built in ${(buildMs / 1000).toFixed(1)} s\n`);
+    } finally {
+      model.dispose();
+      if (device === 'cuda') nbx.cuda.empty_cache(); // the peers get the memory
+    }
+    // the peers after nbx, one process per batch size (compiled graphs are per batch size anyway)
+    for (const row of shapeRows) {
+      for (const p of peers) {
+        const t = now();
+        row.peers[p] = await runPeer(pythons, peerArgs(p, shape.config, prompts.get(row.batch)!, newTokens, peerDevice, peerDtype), peerTimeoutMs);
+        row.peers[p]!.wall_s = Math.round((now() - t) / 100) / 10;
+        const l = row.peers[p]!;
+        process.stdout.write(`${p} ${name} batch ${row.batch}: ${l.error ? 'failed' : `${fmt(l.decode_tok_s)} tok/s, TTFT ${fmt(l.ttft_ms, 2)} ms`} (${l.wall_s} s)\n`);
+      }
+    }
+    // targets: issue #19's figures, batch-B as a multiple of this run's batch 1, MoE against compiled PyTorch
+    for (const row of shapeRows) {
+      const b1 = shapeRows.find((r) => r.batch === 1)?.nbx;
+      if (shape.targets?.[row.batch] !== undefined) row.target = { tok_s: shape.targets[row.batch]!, why: 'issue #19' };
+      else if (shape.batchScale && row.batch > 1 && b1 && !('error' in b1)) row.target = { tok_s: shape.batchScale * b1.decode_tok_s, why: `${shape.batchScale}× nbx batch 1` };
+      else if (shape.beatCompiled && row.peers['gpt-fast']?.decode_tok_s) row.target = { tok_s: row.peers['gpt-fast'].decode_tok_s, why: 'gpt-fast' };
+    }
+    rows.push(...shapeRows);
+  }
+
+  process.stdout.write(`\n${table(rows, peers)}\n\n`);
+  process.stdout.write(`device ${device}, nbx ${dtype}; ${promptTokens}-token prompts (seed ${seed}), ${newTokens} new tokens greedy, EOS ignored; ` +
+    `decode tok/s aggregate over the batch; warm-up ${warmupTokens} tokens.\n`);
+  process.stdout.write(`roofline: ${roofline ? `${fmt(roofline.gbs, 0)} GB/s (${roofline.how})` : 'none'}${driverPeak ? `; driver's nominal peak ${fmt(driverPeak, 0)} GB/s` : ''}; ` +
+    'GB/s = weight bytes per step (all weights, MoE: the expected routed experts) × steps / decode time.\n');
+  for (const r of rows) {
+    if (r.roofline_tok_s) process.stdout.write(`  ${r.shape} batch ${r.batch}: ${(r.weight_bytes_per_step / 1e9).toFixed(3)} GB per step, roofline ${fmt(r.roofline_tok_s, 0)} tok/s\n`);
+  }
+  for (const r of rows) {
+    for (const p of peers) {
+      const line = r.peers[p];
+      if (!line) continue;
+      if (line.error) process.stdout.write(`${p} ${r.shape} batch ${r.batch}: failed (${line.error})\n`);
+      else if (p === 'gpt-fast') {
+        process.stdout.write(`${p} ${r.shape} batch ${r.batch}: ${line.compile_s === null || line.compile_s === undefined ? 'not compiled' : `compile ${fmt(line.compile_s, 1)} s`}, process ${fmt(line.wall_s as number, 1)} s` +
+          `${line.note ? `; ${line.note}` : ''}\n`);
+      }
+    }
+  }
+  const info = rows.flatMap((r) => PEER_NAMES.map((p) => r.peers[p])).find((l) => l && !l.error);
+  if (info) process.stdout.write(`peers: torch ${info.torch}${info.transformers ? `, transformers ${info.transformers}` : ''}, ${info.device}\n`);
+  if (v.json) {
+    writeFileSync(v.json, `${JSON.stringify({
+      bench: 'decode', date: new Date().toISOString(), device, dtype, prompt_tokens: promptTokens, new_tokens: newTokens, warmup_tokens: warmupTokens, seed,
+      roofline_gbs: roofline?.gbs ?? null, roofline_source: roofline?.how ?? null, driver_peak_gbs: driverPeak ?? null, peer_device: peerDevice, rows,
+    }, null, 1)}\n`);
+    process.stdout.write(`JSON: ${v.json}\n`);
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  run(process.argv.slice(2)).then(() => process.exit(0), (e: Error) => {
+    const msg = e.message.startsWith(`${OP}:`) ? e.message : `${OP}: ${e.message}`; // nbx's errors already name the op
+    process.stderr.write(`${process.env.NBX_DEBUG === '1' ? e.stack : msg}\n`);
+    process.exit(1);
+  });
+}
