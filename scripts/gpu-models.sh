@@ -3,7 +3,8 @@
 # `nbx generate` on each device, and `nbx bench generate --device cuda` next to transformers.
 #   run: source .gpu/bootstrap.sh && bash scripts/gpu-models.sh [parts...]   (carry .gpu and dist)
 # The public suite is the tracked copy in test/conformance (pack.sh's copy is left out to stay under the 64 MiB transfer).
-# Parts: info tests gen bench suite conf-cuda conf-webgpu cuda-tests exit bench-cuda final decode (default: tests gen bench).
+# Parts: info tests gen bench suite conf-cuda conf-webgpu cuda-tests exit bench-cuda bench-cuda-full final decode graphs soak
+# (default: tests gen bench).
 # 'final' runs info first (a fresh machine's first nbx info), then cuda-tests, conf-cuda and conf-webgpu
 # side by side, then exit, then the CUDA op benchmarks (--quick). Logs go to $OUT.
 set -uo pipefail
@@ -43,6 +44,17 @@ run_part() {
              timeout ${DECODE_TIMEOUT:-560} node dist/src/cli/nbx.js bench decode --device cuda --shape $s --json "$OUT/decode_$s.json" ${DECODE_ARGS:-} > "$OUT/decode_$s.log" 2>&1
              echo "decode $s rc=$?" >> "$OUT/summary.txt"
            done ;;
+    graphs) # issue #19: CUDA graph tests, then where a decode step's time goes (dynamic vs static cache vs bare replays)
+           timeout 240 node --test dist/test/static_decode.test.js > "$OUT/graphs_tests.log" 2>&1
+           echo "graphs tests rc=$?" >> "$OUT/summary.txt"
+           for s in ${PROBE_SHAPES:-tinyllama llama3-8b}; do
+             timeout 200 node scripts/decode-probe.mjs --shape $s ${PROBE_ARGS:-} --json "$OUT/probe_$s.json" > "$OUT/probe_$s.log" 2>&1
+             echo "probe $s rc=$?" >> "$OUT/summary.txt"
+           done ;;
+    soak) timeout 240 node scripts/soak-memory.mjs --devices cuda --json "$OUT/soak_cuda.json" > "$OUT/soak_cuda.log" 2>&1
+           echo "soak cuda rc=$?" >> "$OUT/summary.txt" ;;
+    bench-cuda-full) timeout 560 node dist/bench/cuda.js > "$OUT/bench_cuda_full.log" 2>&1
+           echo "bench-cuda-full rc=$?" >> "$OUT/summary.txt" ;;
     conf-cuda) timeout 200 node dist/src/cli/nbx.js conformance test/conformance --device cuda > "$OUT/conf_cuda.log" 2>&1
            echo "conf-cuda rc=$?" >> "$OUT/summary.txt" ;;
     conf-webgpu) timeout 200 node dist/src/cli/nbx.js conformance test/conformance --device webgpu > "$OUT/conf_webgpu.log" 2>&1
