@@ -65,6 +65,8 @@ export async function render() {
   const nbx = await import(join(root, 'dist/src/index.js'));
   const kernels = await deviceKernels();
   const used = opKernels();
+  const llmText = readFileSync(join(root, 'src/ops/llm.ts'), 'utf8');
+  const llmKernels = new Set([...llmText.matchAll(/kernel(?:<[^>]*>)?\('([a-z0-9_]+)'/g)].map((k) => k[1]));
   const rows = [...nbx.OPS.values()].sort((a, b) => family(a.name).localeCompare(family(b.name)) || a.name.localeCompare(b.name));
   const lines = [
     '# Operations by device',
@@ -92,7 +94,9 @@ export async function render() {
     const fam = family(op.name);
     if (fam !== lastFamily) { lines.push(`| **${fam === 'torch' ? 'nbx' : `nbx.${fam}`}** | | | | | |`); lastFamily = fam; }
     const ks = [...(used.get(op.name) ?? [])].sort();
-    const cell = (d) => (ks.every((k) => kernels[d].has(k)) ? 'native' : fam === 'llm' ? 'composite' : 'staged');
+    // an nbx.llm operation is native where the device has its own fused kernel(s); the composite's kernels do not count
+    const own = fam === 'llm' ? ks.filter((k) => llmKernels.has(k)) : ks;
+    const cell = (d) => (own.every((k) => kernels[d].has(k)) ? 'native' : fam === 'llm' ? 'composite' : 'staged');
     const sig = op.signature.replace(/\|/g, '\\|');
     lines.push(`| ${op.name} | \`${sig}\` | ${ks.join(', ') || '(expression)'} | ${DEVICES.map(cell).join(' | ')} |`);
   }

@@ -120,6 +120,32 @@ test('llm.apply_rotary_pos_emb: the CPU kernel equals the composite bit for bit,
   assert.throws(() => nbx.llm.apply_rotary_pos_emb(q, k.double(), cos, sin), (e: Error) => e.name === 'DTypeError');
 });
 
+test('llm.decode_attention: equals scaled_dot_product_attention(enable_gqa=True) bit for bit over a KV cache\'s strided views', () => {
+  const F = nbx.nn.functional;
+  for (const dtype of ['float32', 'float64'] as const) {
+    for (const [B, H, KVH, L, S, D] of [[1, 8, 4, 1, 37, 32], [2, 4, 2, 3, 9, 16], [1, 2, 2, 1, 1, 8], [2, 6, 1, 2, 20, 8]] as const) {
+      // keys/values as the cache holds them: the filled part of a [B, KVH, capacity, D] buffer
+      const kc = nbx.randn([B, KVH, 64, D], { generator: g(), dtype }), vc = nbx.randn([B, KVH, 64, D], { generator: g(), dtype });
+      const k = kc.slice(2, 0, S), v = vc.slice(2, 0, S);
+      const q = nbx.randn([B, L, H, D], { generator: g(), dtype }).transpose(1, 2);
+      const pad = nbx.rand([B, S], { generator: g() }).gt(0.3);
+      const masks: (Tensor | null)[] = [null, pad.unsqueeze(1).unsqueeze(1), nbx.randn([B, 1, L, S], { generator: g(), dtype }), nbx.rand([S], { generator: g() }).gt(0.5)];
+      for (const mask of masks) {
+        const got = nbx.llm.decode_attention(q, k, v, mask, { scale: 0.3 });
+        const want = F.scaled_dot_product_attention(q, k, v, { attn_mask: mask, scale: 0.3, enable_gqa: true });
+        same(got, want, `${dtype} [${B},${H},${KVH},${L},${S},${D}] mask ${mask ? mask.shape : 'none'}`);
+      }
+    }
+  }
+  // beyond the kernel (a prompt's many rows, half types): the definition runs, so the same numbers again
+  const q = nbx.randn([1, 4, 20, 8], { generator: g() }), k = nbx.randn([1, 2, 20, 8], { generator: g() }), v = nbx.randn([1, 2, 20, 8], { generator: g() });
+  same(nbx.llm.decode_attention(q, k, v), F.scaled_dot_product_attention(q, k, v, { enable_gqa: true }), 'L = 20');
+  const qb = q.to('bfloat16'), kb = k.to('bfloat16'), vb = v.to('bfloat16');
+  same(nbx.llm.decode_attention(qb, kb, vb), F.scaled_dot_product_attention(qb, kb, vb, { enable_gqa: true }), 'bfloat16');
+  const k3 = nbx.randn([1, 3, 20, 8], { generator: g() });
+  assert.throws(() => nbx.llm.decode_attention(q, k3, k3), (e: Error) => e.name === 'ShapeError' && /must divide/.test(e.message));
+});
+
 test('nn.RMSNorm.forward(x, residual): [norm(x + residual), x + residual], fused and not', () => {
   const m = new nbx.nn.RMSNorm(16, { eps: 1e-6 });
   m.weight!.copy_(nbx.rand([16], { generator: g() }));

@@ -49,3 +49,27 @@ export interface LlmFeatures {
   dtypes: readonly DTypeName[];
 }
 
+
+/**
+ * Attention of a decode step's few query rows over a key/value cache: out = softmax(q·kᵀ·scale + mask)·v
+ * per query head, query heads g·rep … g·rep + rep − 1 reading key/value head g (GQA). A row whose keys
+ * are all masked gives 0 (PyTorch's safe softmax, as the composed path).
+ */
+export interface DecodeAttentionParams {
+  /** [B, H, L, D], contiguous. */
+  q: StridedRef;
+  /**
+   * [B, H / rep, S, D] and [B, H / rep, S, Dv]: last stride 1, rows `ld` apart, and the (batch, head)
+   * matrices `stride` apart (a KV cache's filled part is such a view of its buffer).
+   */
+  k: StridedRef; ldk: number; strideK: number;
+  v: StridedRef; ldv: number; strideV: number;
+  /** [B, H, L, Dv], contiguous. */
+  out: StridedRef;
+  /** Over the scores [B·H, L, S] with broadcast strides: bool (true = attend) or additive float. */
+  mask?: StridedRef;
+  scale: number;
+  rep: number;
+}
+
+export type DecodeAttentionKernel = (p: DecodeAttentionParams) => void;

@@ -4,7 +4,8 @@
 // whose kernel object has the operation's kernel (src/kernels/llm.ts) for the dtype at hand runs that
 // kernel instead, which computes the same numbers in one call (the CPU's are bit-identical to the
 // composite); a backend without it runs the composite, which is the definition, not a fallback.
-// gated_activation is one elementwise expression, so every backend fuses it by construction.
+// gated_activation is one elementwise expression, so every backend fuses it by construction;
+// decode_attention is scaled_dot_product_attention for a decode step.
 //
 // The layers (nn.RMSNorm with a residual, the decoder's attention and MLP in src/models) take these
 // paths themselves; set_fusion(false) switches every fused path off (the operations run their
@@ -13,14 +14,14 @@
 import { Tensor } from '../tensor/tensor.js';
 import { DTYPES, isFloat, type DTypeName } from '../dtype/dtypes.js';
 import { DTypeError, ShapeError, ValueError } from '../errors.js';
-import { fmtShape } from '../tensor/shape.js';
+import { broadcastStrides, fmtShape } from '../tensor/shape.js';
 import { hasKernel, kernel, kernelFeatures } from '../kernels/registry.js';
 import type { KernelName } from '../kernels/table.js';
 import { Expr } from '../ir/expr.js';
 import { def } from './registry.js';
 import { scope } from '../tensor/storage.js';
 import { elementwise } from './elementwise.js';
-import { rms_norm } from './nn.js';
+import { rms_norm, scaled_dot_product_attention } from './nn.js';
 import { addcmul } from './elementwise.js';
 import { cat } from './shape.js';
 
@@ -219,3 +220,65 @@ export function rotaryComposite(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, 
   });
 }
 
+
+// ---- decode_attention -------------------------------------------------------------------------------
+
+/** Query rows up to which the decode kernel runs (a decode step has one; a prompt goes the composed way). */
+const DECODE_ROWS = 16;
+
+/** (row stride, matrix stride) of a [B, G, S, D] view as B·G row-major S×D matrices, or null. */
+function matrices(t: Tensor): { ld: number; stride: number } | null {
+  const [B, G, S, D] = t.shape as [number, number, number, number];
+  const st = t.strides;
+  if (D > 1 && st[3] !== 1) return null;
+  const ld = S <= 1 ? D : st[2]!;
+  if (ld < D) return null;
+  let stride: number;
+  if (B === 1) stride = G === 1 ? ld * S : st[1]!;
+  else if (G === 1) stride = st[0]!;
+  else if (st[0] === G * st[1]!) stride = st[1]!;
+  else return null;
+  return stride >= ld * S ? { ld, stride } : null;
+}
+
+/**
+ * nn.functional.scaled_dot_product_attention(query, key, value, attn_mask, scale=scale, enable_gqa=True)
+ * for a decode step (not causal: the step's queries see every cached key the mask leaves them), query
+ * [B, H, L, D] and key/value [B, H / rep, S, D]: that call is its definition. A device with the
+ * 'decode_attention' kernel runs few query rows (L ≤ 16) through it, for float32/float64 on the CPU
+ * with the composed path's own gemm and softmax calls (the same numbers).
+ */
+export const decode_attention = def('llm.decode_attention(query, key, value, attn_mask=None, *, scale=None)', (a): Tensor => {
+  const op = 'llm.decode_attention';
+  const q = asT(op, a.query, 'query'), k = asT(op, a.key, 'key'), v = asT(op, a.value, 'value');
+  const mask = a.attn_mask === null ? null : asT(op, a.attn_mask, 'attn_mask');
+  if (q.ndim === 4 && k.ndim === 4 && v.ndim === 4 && q.dt === k.dt && q.dt === v.dt && k.device === q.device && v.device === q.device && fusedKernel('decode_attention', q)) {
+    const B = q.shape[0]!, H = q.shape[1]!, L = q.shape[2]!, E = q.shape[3]!;
+    const KVH = k.shape[1]!, S = k.shape[2]!, Ev = v.shape[3]!;
+    const fits = k.shape[0] === B && v.shape[0] === B && v.shape[1] === KVH && v.shape[2] === S && k.shape[3] === E
+      && KVH > 0 && H % KVH === 0 && L > 0 && L <= DECODE_ROWS && S > 0 && E > 0 && Ev > 0;
+    const km = fits ? matrices(k) : null, vm = km ? matrices(v) : null;
+    let maskRef: ReturnType<Tensor['ref']> | undefined, maskOk = !mask;
+    if (vm && mask && mask.device === q.device && (mask.dt === 'bool' || mask.dt === q.dt) && mask.ndim <= 4) {
+      const target = [B, H, L, S];
+      if (mask.shape.every((s, i) => s === 1 || s === target[4 - mask.ndim + i])) {
+        const ms = broadcastStrides(mask.shape, mask.strides, target);
+        if (B === 1 || ms[0] === H * ms[1]!) {
+          maskRef = { ...mask.ref(), shape: [B * H, L, S], strides: [ms[1]!, ms[2]!, ms[3]!] };
+          maskOk = true;
+        }
+      }
+    }
+    if (vm && maskOk) {
+      const scale = a.scale === null ? 1 / Math.sqrt(E) : Number(a.scale);
+      const qc = q.contiguous();
+      const out = Tensor.empty([B, H, L, Ev], q.dt, q.device, false);
+      kernel('decode_attention', q.device, op)({
+        q: qc.ref(), k: k.ref(), ldk: km!.ld, strideK: km!.stride, v: v.ref(), ldv: vm.ld, strideV: vm.stride, out: out.ref(), mask: maskRef, scale, rep: H / KVH,
+      });
+      if (qc !== q) qc.dispose();
+      return out;
+    }
+  }
+  return scaled_dot_product_attention(q, k, v, { attn_mask: mask, scale: a.scale, enable_gqa: true });
+});
