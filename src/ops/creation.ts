@@ -6,7 +6,8 @@ import { checkedIntValue, writeNumber } from '../dtype/convert.js';
 import { defaultFloatDType } from '../dtype/promotion.js';
 import { checkInt, checkShape, numelOf } from '../tensor/shape.js';
 import { ValueError } from '../errors.js';
-import type { DeviceLike } from '../backend/backend.js';
+import { backendFor, Device, type DeviceLike } from '../backend/backend.js';
+import { fillRef } from './shape.js';
 import { Scalar, scalarOf, type ScalarLike } from './registry.js';
 import { def } from './registry.js';
 
@@ -84,6 +85,13 @@ export function tensor(data: unknown, opts: CreateOptions = {}): Tensor {
 function filled(op: string, shape: number[], dtype: DTypeName, device: DeviceLike, value: number | bigint): Tensor {
   if (value === 0 || value === 0n) return Tensor.empty(shape, dtype, device, true);
   const v = checkedIntValue(op, dtype, value); // before allocating: a bad fill value fails fast on any size
+  const d = Device.of(device);
+  if ((backendFor(d) as { capture?: unknown }).capture) {
+    // a CUDA graph capture: no host-to-device copy; the value is a kernel parameter (see fillRef)
+    const t = Tensor.empty(shape, dtype, d, false);
+    fillRef(op, d, t.ref(), v);
+    return t;
+  }
   return hostTensor(op, shape, dtype, device, () => v);
 }
 

@@ -7,7 +7,7 @@
 // runs the whole family.
 
 import { Tensor, sizesArg } from '../tensor/tensor.js';
-import { backendFor, type Device, type StridedRef } from '../backend/backend.js';
+import { backendFor, Device, type StridedRef } from '../backend/backend.js';
 import { kernel } from '../kernels/registry.js';
 import { allocStorage, DTYPES, isFloat, type DTypeName } from '../dtype/dtypes.js';
 import { writeNumber } from '../dtype/convert.js';
@@ -86,6 +86,20 @@ export function scalarTensor(op: string, v: ScalarLike, dtype: DTypeName, device
 /** Writes the scalar `v` to every element of `dst`. */
 export function fillRef(op: string, device: Device, dst: StridedRef, v: ScalarLike): void {
   if (numelOf(dst.shape) === 0) return;
+  const be = backendFor(device);
+  // In a CUDA graph capture the scalar cannot be copied from the host (a replay would re-read those
+  // bytes): it travels as a kernel parameter instead, rounded to the destination's dtype here first,
+  // so the stored value is the one the copy path stores.
+  if ((be as { capture?: unknown }).capture && DTYPES[dst.dtype].kind !== 'complex') {
+    const t = scalarTensor(op, v, dst.dtype, Device.of('cpu'));
+    const stored = t.dataSync()[0] as number | bigint | boolean;
+    t.dispose();
+    const d = dst.dtype, kind = DTYPES[d].kind;
+    const pdt: DTypeName = kind === 'float' ? (d === 'float64' ? 'float64' : 'float32') : d === 'int64' ? 'int64' : 'int32';
+    const value = typeof stored === 'boolean' ? Number(stored) : stored;
+    be.elementwise(Expr.param(0, pdt).cast(d), [], [value], dst);
+    return;
+  }
   const t = scalarTensor(op, v, dst.dtype, device);
   copyRef(op, device, { ...t.ref(), shape: dst.shape, strides: dst.shape.map(() => 0) }, dst);
   t.dispose();

@@ -15,7 +15,7 @@
 //   poll cuStreamQuery / cuEventQuery with setImmediate for the first ~2 ms, then with timers.
 
 import koffi, { type LibraryHandle } from 'koffi';
-import { DeviceError, DeviceFaultError, GraphCaptureError, OutOfMemoryError, ValueError } from '../../../errors.js';
+import { DeviceError, DeviceFaultError, GraphCaptureError, OutOfMemoryError, UnsupportedError, ValueError } from '../../../errors.js';
 import type { RawAllocator } from '../../../memory/caching_allocator.js';
 import {
   CU_RESULT_NAMES,
@@ -200,6 +200,15 @@ function bind(lib: LibraryHandle, names: string[], ret: string, args: string[]):
   throw new DeviceError('cuda', `libcuda lacks ${names.join(' / ')}: ${lastErr instanceof Error ? lastErr.message : String(lastErr)}`);
 }
 
+/** An entry point some drivers lack: calling it then throws UnsupportedError naming it (nothing else is affected). */
+function bindOptional(lib: LibraryHandle, names: string[], ret: string, args: string[]): (...a: unknown[]) => number {
+  try {
+    return bind(lib, names, ret, args);
+  } catch {
+    return () => { throw new UnsupportedError('cuda.graph', `this CUDA driver lacks ${names.join(' / ')}: CUDA graphs need a driver for CUDA 11.4 or later`); };
+  }
+}
+
 /** Load libcuda, bind the entry points and cuInit(0) (once). Throws DeviceError when unavailable. */
 export function loadDriver(): Driver {
   if (driver) return driver;
@@ -240,16 +249,17 @@ export function loadDriver(): Driver {
     cuFuncSetAttribute: bind(lib, ['cuFuncSetAttribute'], 'int', [P, 'int', 'int']),
     cuFuncGetAttribute: bind(lib, ['cuFuncGetAttribute'], 'int', [P, 'int', P]),
     cuLaunchKernel: bind(lib, ['cuLaunchKernel'], 'int', [P, 'uint', 'uint', 'uint', 'uint', 'uint', 'uint', 'uint', P, P, P]),
-    // stream capture and graphs (CUDA >= 11.4 has every one of these names)
-    cuStreamBeginCapture: bind(lib, ['cuStreamBeginCapture_v2', 'cuStreamBeginCapture'], 'int', [P, 'int']),
-    cuStreamEndCapture: bind(lib, ['cuStreamEndCapture'], 'int', [P, P]),
-    cuStreamIsCapturing: bind(lib, ['cuStreamIsCapturing'], 'int', [P, P]),
-    cuThreadExchangeStreamCaptureMode: bind(lib, ['cuThreadExchangeStreamCaptureMode'], 'int', [P]),
-    cuGraphInstantiate: bind(lib, ['cuGraphInstantiateWithFlags'], 'int', [P, P, 'uint64_t']),
-    cuGraphLaunch: bind(lib, ['cuGraphLaunch'], 'int', [P, P]),
-    cuGraphExecDestroy: bind(lib, ['cuGraphExecDestroy'], 'int', [P]),
-    cuGraphDestroy: bind(lib, ['cuGraphDestroy'], 'int', [P]),
-    cuGraphGetNodes: bind(lib, ['cuGraphGetNodes'], 'int', [P, P, P]),
+    // stream capture and graphs (CUDA >= 11.4 has every one of these names; a driver without them
+    // still runs everything else, and a capture says what is missing)
+    cuStreamBeginCapture: bindOptional(lib, ['cuStreamBeginCapture_v2', 'cuStreamBeginCapture'], 'int', [P, 'int']),
+    cuStreamEndCapture: bindOptional(lib, ['cuStreamEndCapture'], 'int', [P, P]),
+    cuStreamIsCapturing: bindOptional(lib, ['cuStreamIsCapturing'], 'int', [P, P]),
+    cuThreadExchangeStreamCaptureMode: bindOptional(lib, ['cuThreadExchangeStreamCaptureMode'], 'int', [P]),
+    cuGraphInstantiate: bindOptional(lib, ['cuGraphInstantiateWithFlags'], 'int', [P, P, 'uint64_t']),
+    cuGraphLaunch: bindOptional(lib, ['cuGraphLaunch'], 'int', [P, P]),
+    cuGraphExecDestroy: bindOptional(lib, ['cuGraphExecDestroy'], 'int', [P]),
+    cuGraphDestroy: bindOptional(lib, ['cuGraphDestroy'], 'int', [P]),
+    cuGraphGetNodes: bindOptional(lib, ['cuGraphGetNodes'], 'int', [P, P, P]),
   } as unknown as CuFns;
   const i32 = new Int32Array(1);
   const rv = f.cuDriverGetVersion(i32);

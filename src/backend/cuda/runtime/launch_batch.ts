@@ -237,7 +237,7 @@ export class LaunchBatch {
     if (k === null) return false;
     k.uses++;
     // a hot miss may rebuild the module (see the policy at the top); then this op joins the batch
-    if (k.index < 0 && (k.uses < this.minUses || ++this.hotMisses < this.rebuildAt || this.ctx.capturing !== null || !this.rebuild() || k.index < 0)) {
+    if (k.index < 0 && (k.uses < this.minUses || ++this.hotMisses < this.rebuildAt || Boolean(this.ctx.capturing) || !this.rebuild() || k.index < 0)) {
       this.stats.direct++;
       return false;
     }
