@@ -1,0 +1,125 @@
+// The CUDA backend's LLM kernels (contracts in src/kernels/llm.ts): CUDA C rendered per dtype and
+// compiled by NVRTC, every float dtype (half types compute in float). Each does in one launch what its
+// operation's composite does in several (src/ops/llm.ts); the composite stays the definition, so the
+// results agree within the dtype's rounding (summation order differs from the row-norm kernel's).
+// decode_attention has no kernel here: its composite, scaled_dot_product_attention, already runs the
+// fused attention kernel (flash-decoding) on CUDA where that covers the case.
+
+import type { BackendKernels } from '../../../kernels/table.js';
+import type { FusedAddRmsNormParams, RotaryParams } from '../../../kernels/llm.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import type { ArgType } from '../runtime/driver.js';
+import { R, type CudaBackend } from '../runtime/backend.js';
+import { FLOATS, basePtr, requireDType } from './util.js';
+
+let be: CudaBackend;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void { be = backend; }
+
+/** The compute type of a storage dtype: double for float64, float otherwise. */
+const computeOf = (d: DTypeName): string => (d === 'float64' ? 'double' : 'float');
+/** `v` (compute type) rounded to dtype `d` and back, as storing and re-loading it would. */
+function roundTo(d: DTypeName, v: string): string {
+  if (d === 'float16') return `nbx_round_f16(${v})`;
+  if (d === 'bfloat16') return `nbx_round_bf16(${v})`;
+  return v;
+}
+
+/** The device address of a ref's first element (the kernels index from 0). */
+const at = (r: StridedRef | undefined): bigint => (r ? basePtr(r) + BigInt(r.offset * DTYPES[r.dtype].itemsize) : 0n);
+
+const NORM_BLOCK = 256;
+
+/**
+ * One block per row (grid-stride over rows): each thread adds its elements of x and the residual, stores
+ * the sum rounded to the dtype (residualOut) and sums the squares of the rounded values; a shared-memory
+ * tree gives the row's sum; then each thread re-reads the sums it wrote and stores (s · rstd) · w.
+ */
+export function fusedAddRmsNormSource(d: DTypeName, weight: boolean) {
+  const T = R.storageType(d), A = computeOf(d);
+  const src = `
+extern "C" __global__ void __launch_bounds__(${NORM_BLOCK}) fused_add_rms_norm(const ${T}* __restrict__ x, const ${T}* __restrict__ r,
+  const ${T}* __restrict__ w, ${T}* __restrict__ out, ${T}* __restrict__ res, long long rows, long long n, double eps) {
+  __shared__ ${A} sh[${NORM_BLOCK}];
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const long long base = row * n;
+    ${A} ss = 0;
+    for (long long j = threadIdx.x; j < n; j += ${NORM_BLOCK}) {
+      const ${A} v = ${roundTo(d, `(${A})${R.load(d, 'x', 'base + j')} + (${A})${R.load(d, 'r', 'base + j')}`)};
+      ${R.store(d, 'res', 'base + j', 'v')}
+      ss += v * v;
+    }
+    sh[threadIdx.x] = ss;
+    __syncthreads();
+    for (int s = ${NORM_BLOCK / 2}; s > 0; s >>= 1) {
+      if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+      __syncthreads();
+    }
+    const ${A} rstd = (${A})1 / sqrt(sh[0] / (${A})n + (${A})eps);
+    __syncthreads(); // sh[0] is read by every thread before the next row overwrites it
+    for (long long j = threadIdx.x; j < n; j += ${NORM_BLOCK}) {
+      const ${A} v = (${A})${R.load(d, 'res', 'base + j')};
+      ${R.store(d, 'out', 'base + j', weight ? `v * rstd * (${A})${R.load(d, 'w', 'j')}` : 'v * rstd')}
+    }
+  }
+}`;
+  return { src, name: 'fused_add_rms_norm', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i64', 'f64'] as ArgType[] };
+}
+
+function cudaFusedAddRmsNorm(p: FusedAddRmsNormParams): void {
+  const d = p.x.dtype;
+  requireDType('fused_add_rms_norm', d, FLOATS);
+  if (p.rows === 0 || p.n === 0) return;
+  const k = be.kernel(`llm_add_rms:${d}:${!!p.weight}`, () => fusedAddRmsNormSource(d, !!p.weight));
+  be.launch(k, Math.min(p.rows, be.smCount * 32), NORM_BLOCK, [at(p.x), at(p.residual), at(p.weight), at(p.out), at(p.residualOut), p.rows, p.n, p.eps]);
+}
+
+const ROPE_BLOCK = 256;
+
+/**
+ * A thread per output element of [B, H, T, D] (grid-stride): x·cos rounded to the dtype, plus
+ * rotate_half(x)·sin with one rounding (fma), as the composite's mul then addcmul; channels past the
+ * rotary dim are copied.
+ */
+export function rotarySource(d: DTypeName) {
+  const T = R.storageType(d), A = computeOf(d);
+  const mul = d === 'float64' ? '__dmul_rn' : '__fmul_rn', fma = d === 'float64' ? 'fma' : 'fmaf';
+  const src = `
+extern "C" __global__ void __launch_bounds__(${ROPE_BLOCK}) rotary(const ${T}* __restrict__ x, const ${T}* __restrict__ c, const ${T}* __restrict__ s,
+  ${T}* __restrict__ out, long long H, long long Tn, long long D, long long R, long long total,
+  long long xb, long long xh, long long xt, long long xd, long long cb, long long ct, long long cr, long long sb, long long st, long long sr) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+    long long rem = i;
+    const long long j = rem % D; rem /= D;
+    const long long t = rem % Tn; rem /= Tn;
+    const long long h = rem % H; const long long b = rem / H;
+    const long long xr = b * xb + h * xh + t * xt;
+    if (j >= R) { ${R.store(d, 'out', 'i', R.load(d, 'x', 'xr + j * xd'))} continue; }
+    const long long half = R / 2;
+    const ${A} v = (${A})${R.load(d, 'x', 'xr + j * xd')};
+    const ${A} rh = j < half ? -(${A})${R.load(d, 'x', 'xr + (j + half) * xd')} : (${A})${R.load(d, 'x', 'xr + (j - half) * xd')};
+    const ${A} cv = (${A})${R.load(d, 'c', 'b * cb + t * ct + j * cr')}, sv = (${A})${R.load(d, 's', 'b * sb + t * st + j * sr')};
+    const ${A} a = ${roundTo(d, `${mul}(v, cv)`)};
+    ${R.store(d, 'out', 'i', `${fma}(rh, sv, a)`)}
+  }
+}`;
+  return { src, name: 'rotary', sig: ['ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(15).fill('i64')] as ArgType[] };
+}
+
+function cudaRotary(p: RotaryParams): void {
+  const d = p.x.dtype;
+  requireDType('rotary_embedding', d, FLOATS);
+  const [B, H, T, D] = p.x.shape as [number, number, number, number];
+  const total = B * H * T * D;
+  if (total === 0) return;
+  const k = be.kernel(`llm_rotary:${d}`, () => rotarySource(d));
+  const xs = p.x.strides, cs = p.cos.strides, ss = p.sin.strides;
+  be.launch(k, be.gridFor(total, ROPE_BLOCK), ROPE_BLOCK, [at(p.x), at(p.cos), at(p.sin), at(p.out), H, T, D, p.rotary, total,
+    xs[0]!, xs[1]!, xs[2]!, xs[3]!, cs[0]!, cs[1]!, cs[2]!, ss[0]!, ss[1]!, ss[2]!]);
+}
+
+export const kernels = { fused_add_rms_norm: cudaFusedAddRmsNorm, rotary_embedding: cudaRotary } satisfies BackendKernels;
+/** The dtypes these kernels take. */
+export const features = { llm: { dtypes: FLOATS } };

@@ -1,0 +1,55 @@
+// CUDA's nbx.llm kernels (src/backend/cuda/kernels/llm.ts) against the CPU (skipped without a CUDA
+// device; runs under the emulator too): fused_add_rms_norm and apply_rotary_pos_emb on every float dtype,
+// strided q/k, broadcast cos/sin, partial rotary; the CUDA kernels against CUDA's own composites
+// (nbx.llm.set_fusion(false)); and a tiny Llama's greedy tokens, fused and not, on CUDA.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import * as nbx from '../src/index.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+import { FLOAT_DTYPES, check, noStaging, rand, same, skip } from './cuda_compare.js';
+import { greedy } from './models_util.js';
+
+const EMU = !!process.env.NBX_EMU_DIR;
+const unfused = <T>(fn: () => T): T => { const was = nbx.llm.set_fusion(false); try { return fn(); } finally { nbx.llm.set_fusion(was); } };
+
+test('llm.fused_add_rms_norm on CUDA: every float dtype, with and without weight, against the CPU and CUDA\'s composite', { skip }, () => {
+  for (const dt of FLOAT_DTYPES) {
+    for (const [rows, n] of EMU ? [[1, 64], [3, 200]] : [[1, 256], [4, 2048], [7, 4099], [1, 8192]]) {
+      const x = rand([rows, n], n, -2, 2, dt), r = rand([rows, n], n + 1, -2, 2, dt), w = rand([n], n + 2, 0.5, 1.5, dt);
+      check(`add_rms ${dt} ${rows}x${n}`, (a, b, c) => nbx.llm.fused_add_rms_norm(a, b, c, 1e-5), [x, r, w]);
+      check(`add_rms ${dt} ${rows}x${n} no weight`, (a, b) => nbx.llm.fused_add_rms_norm(a, b, null, 1e-5), [x, r]);
+      const [gx, gr, gw] = [x, r, w].map((t) => t.to('cuda'));
+      same(`add_rms ${dt} fused vs composite`, unfused(() => nbx.llm.fused_add_rms_norm(gx!, gr!, gw!, 1e-5)), nbx.llm.fused_add_rms_norm(gx!, gr!, gw!, 1e-5));
+    }
+  }
+  noStaging(['fused_add_rms_norm']);
+});
+
+test('llm.apply_rotary_pos_emb on CUDA: every float dtype, strided q/k, broadcast and partial cos/sin', { skip }, () => {
+  for (const dt of FLOAT_DTYPES) {
+    for (const [B, H, KVH, T, D, R] of [[1, 8, 4, 1, 32, 32], [2, 4, 2, 5, 16, 16], [1, 3, 1, 4, 24, 12]]) {
+      const q = rand([B!, T!, H!, D!], 1, -2, 2, dt), k = rand([B!, T!, KVH!, D!], 2, -2, 2, dt);
+      const ang = rand([B!, T!, R! / 2], 3, 0, 6, 'float64');
+      const cos = nbx.cat([ang, ang], -1).cos().to(dt), sin = nbx.cat([ang, ang], -1).sin().to(dt);
+      const f = (a: Tensor, b: Tensor, c: Tensor, s: Tensor): unknown => nbx.llm.apply_rotary_pos_emb(a.transpose(1, 2), b.transpose(1, 2), c, s);
+      check(`rope ${dt} [${B},${H},${KVH},${T},${D},${R}]`, f, [q, k, cos, sin]);
+      check(`rope ${dt} broadcast cos/sin`, f, [q, k, cos.slice(0, 0, 1), sin.slice(0, 0, 1)]);
+      const g = [q, k, cos, sin].map((t) => t.to('cuda')) as [Tensor, Tensor, Tensor, Tensor];
+      same(`rope ${dt} fused vs composite`, unfused(() => f(...g)), f(...g));
+    }
+  }
+  noStaging(['rotary_embedding']);
+});
+
+const LLAMA = join(process.cwd(), 'test', 'fixtures', 'models', 'llama');
+test('a tiny Llama on CUDA: greedy tokens with the fused kernels equal the unfused path\'s (float32)', { skip: skip || (existsSync(join(LLAMA, 'model.safetensors')) ? false : 'no llama fixture') }, async () => {
+  const model = await nbx.models.load(LLAMA, { device: 'cuda', dtype: 'float32' });
+  try {
+    const ids = nbx.tensor([[1, 5, 9, 14, 3]]); // on the host, as the model tests pass them
+    const mask = nbx.ones_like(ids);
+    const a = greedy(model, ids, mask, 6), b = unfused(() => greedy(model, ids, mask, 6));
+    assert.deepEqual(a, b);
+  } finally { model.dispose(); }
+});
