@@ -137,6 +137,13 @@ test('llm.decode_attention: equals scaled_dot_product_attention(enable_gqa=True)
       }
     }
   }
+  // is_causal (a short prompt: keys = queries), top-left as SDPA's
+  for (const [H, KVH, L] of [[8, 4, 4], [4, 1, 7]] as const) {
+    const q = nbx.randn([2, H, L, 16], { generator: g() }), k = nbx.randn([2, KVH, L, 16], { generator: g() }), v = nbx.randn([2, KVH, L, 16], { generator: g() });
+    same(nbx.llm.decode_attention(q, k, v, null, { is_causal: true }), F.scaled_dot_product_attention(q, k, v, { is_causal: true, enable_gqa: true }), `causal ${H}/${KVH} L${L}`);
+    const k2 = nbx.randn([2, KVH, L + 3, 16], { generator: g() }), v2 = nbx.randn([2, KVH, L + 3, 16], { generator: g() });
+    assert.ok(maxRelErr(nbx.llm.decode_attention(q, k2, v2, null, { is_causal: true }), F.scaled_dot_product_attention(q, k2, v2, { is_causal: true, enable_gqa: true })) < 1e-6, 'causal with more keys than queries');
+  }
   // beyond the kernel (a prompt's many rows, half types): the definition runs, so the same numbers again
   const q = nbx.randn([1, 4, 20, 8], { generator: g() }), k = nbx.randn([1, 2, 20, 8], { generator: g() }), v = nbx.randn([1, 2, 20, 8], { generator: g() });
   same(nbx.llm.decode_attention(q, k, v), F.scaled_dot_product_attention(q, k, v, { enable_gqa: true }), 'L = 20');

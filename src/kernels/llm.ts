@@ -51,7 +51,7 @@ export interface LlmFeatures {
 
 
 /**
- * Attention of a decode step's few query rows over a key/value cache: out = softmax(q·kᵀ·scale + mask)·v
+ * Attention of a decode step's (or a short prompt's) few query rows over a key/value cache: out = softmax(q·kᵀ·scale + mask)·v
  * per query head, query heads g·rep … g·rep + rep − 1 reading key/value head g (GQA). A row whose keys
  * are all masked gives 0 (PyTorch's safe softmax, as the composed path).
  */
@@ -68,6 +68,8 @@ export interface DecodeAttentionParams {
   out: StridedRef;
   /** Over the scores [B·H, L, S] with broadcast strides: bool (true = attend) or additive float. */
   mask?: StridedRef;
+  /** Top-left causal mask on (L, S): query row l sees keys j <= l (PyTorch's is_causal). */
+  causal: boolean;
   scale: number;
   rep: number;
 }

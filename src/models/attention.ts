@@ -62,9 +62,9 @@ export function attention(a: AttentionArgs): Tensor {
   const { q, k, v } = a;
   const [B, H, T, D] = q.shape as [number, number, number, number];
   let out: Tensor;
-  if (a.impl === 'sdpa' && a.softcap === null && !a.isCausal && nbx.llm.fusion_enabled()) {
-    // the same call (a decode step's queries over the cache), without SDPA's general layout handling
-    out = nbx.llm.decode_attention(q, k, v, a.mask, { scale: a.scaling });
+  if (a.impl === 'sdpa' && a.softcap === null && nbx.llm.fusion_enabled()) {
+    // the same call; a decode step's (or a short prompt's) few queries skip SDPA's general layout handling
+    out = nbx.llm.decode_attention(q, k, v, a.mask, { is_causal: a.isCausal, scale: a.scaling });
   } else if (a.impl === 'sdpa' && a.softcap === null) {
     out = nbx.nn.functional.scaled_dot_product_attention(q, k, v, { attn_mask: a.mask, is_causal: a.isCausal, scale: a.scaling, enable_gqa: k.shape[1] !== H });
   } else {

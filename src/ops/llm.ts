@@ -242,17 +242,18 @@ function matrices(t: Tensor): { ld: number; stride: number } | null {
 }
 
 /**
- * nn.functional.scaled_dot_product_attention(query, key, value, attn_mask, scale=scale, enable_gqa=True)
- * for a decode step (not causal: the step's queries see every cached key the mask leaves them), query
- * [B, H, L, D] and key/value [B, H / rep, S, D]: that call is its definition. A device with the
- * 'decode_attention' kernel runs few query rows (L ≤ 16) through it, for float32/float64 on the CPU
- * with the composed path's own gemm and softmax calls (the same numbers).
+ * nn.functional.scaled_dot_product_attention(query, key, value, attn_mask, is_causal=is_causal,
+ * scale=scale, enable_gqa=True) for query [B, H, L, D] and key/value [B, H / rep, S, D]: that call is its
+ * definition. A device with the 'decode_attention' kernel runs few query rows (L ≤ 16: a decode step, a
+ * short prompt) through it, for float32/float64 on the CPU with the composed path's own gemm and
+ * softmax calls (the same numbers).
  */
-export const decode_attention = def('llm.decode_attention(query, key, value, attn_mask=None, *, scale=None)', (a): Tensor => {
+export const decode_attention = def('llm.decode_attention(query, key, value, attn_mask=None, *, is_causal=False, scale=None)', (a): Tensor => {
   const op = 'llm.decode_attention';
   const q = asT(op, a.query, 'query'), k = asT(op, a.key, 'key'), v = asT(op, a.value, 'value');
   const mask = a.attn_mask === null ? null : asT(op, a.attn_mask, 'attn_mask');
-  if (q.ndim === 4 && k.ndim === 4 && v.ndim === 4 && q.dt === k.dt && q.dt === v.dt && k.device === q.device && v.device === q.device && fusedKernel('decode_attention', q)) {
+  const causal = !!a.is_causal;
+  if (!(causal && mask) && q.ndim === 4 && k.ndim === 4 && v.ndim === 4 && q.dt === k.dt && q.dt === v.dt && k.device === q.device && v.device === q.device && fusedKernel('decode_attention', q)) {
     const B = q.shape[0]!, H = q.shape[1]!, L = q.shape[2]!, E = q.shape[3]!;
     const KVH = k.shape[1]!, S = k.shape[2]!, Ev = v.shape[3]!;
     const fits = k.shape[0] === B && v.shape[0] === B && v.shape[1] === KVH && v.shape[2] === S && k.shape[3] === E
@@ -274,11 +275,11 @@ export const decode_attention = def('llm.decode_attention(query, key, value, att
       const qc = q.contiguous();
       const out = Tensor.empty([B, H, L, Ev], q.dt, q.device, false);
       kernel('decode_attention', q.device, op)({
-        q: qc.ref(), k: k.ref(), ldk: km!.ld, strideK: km!.stride, v: v.ref(), ldv: vm.ld, strideV: vm.stride, out: out.ref(), mask: maskRef, scale, rep: H / KVH,
+        q: qc.ref(), k: k.ref(), ldk: km!.ld, strideK: km!.stride, v: v.ref(), ldv: vm.ld, strideV: vm.stride, out: out.ref(), mask: maskRef, causal, scale, rep: H / KVH,
       });
       if (qc !== q) qc.dispose();
       return out;
     }
   }
-  return scaled_dot_product_attention(q, k, v, { attn_mask: mask, scale: a.scale, enable_gqa: true });
+  return scaled_dot_product_attention(q, k, v, { attn_mask: mask, is_causal: causal, scale: a.scale, enable_gqa: true });
 });

@@ -73,7 +73,7 @@ function cpuDecodeAttention(p: DecodeAttentionParams): void {
   gemm({ transA: false, transB: true, m: rows, n: S, k: E, alpha: p.scale, beta: 0, a: p.q, lda: Math.max(E, 1), b: p.k, ldb: p.ldk,
     c: sref, ldc: S, batch: G, strideA: rows * E, strideB: p.strideK, strideC: rows * S });
   const view: StridedRef = { ...sref, shape: [G * rep, L, S], strides: [L * S, S, 1] };
-  cpuSoftmax({ x: view, out: view, dim: 2, log: false, mask: p.mask, causal: false, causalOffset: 0, safe: true });
+  cpuSoftmax({ x: view, out: view, dim: 2, log: false, mask: p.mask, causal: p.causal, causalOffset: 0, safe: true });
   gemm({ transA: false, transB: false, m: rows, n: Ev, k: S, alpha: 1, beta: 0, a: sref, lda: S, b: p.v, ldb: p.ldv,
     c: p.out, ldc: Ev, batch: G, strideA: rows * S, strideB: p.strideV, strideC: rows * Ev });
 }
