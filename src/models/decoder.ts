@@ -183,8 +183,8 @@ export class Attention extends Module {
   }
 
   override forward(x: Tensor, ctx: LayerContext): Tensor {
-    const [B, T] = x.shape as [number, number];
-    const { heads: H, kvHeads: KVH, headDim: D } = this;
+    // (indexing, not destructuring: this runs per layer and step, much of it before V8 optimizes it)
+    const B = x.shape[0]!, T = x.shape[1]!, H = this.heads, KVH = this.kvHeads, D = this.headDim;
     const fused = nbx.llm.fusion_enabled();
     // q, k and v from one projection where the weights are (or can be) one matrix; RoPE for queries and
     // keys in one call (nbx.llm.apply_rotary_pos_emb).
@@ -200,7 +200,8 @@ export class Attention extends Module {
     if (this.q_norm) { q = this.q_norm.forward(q); k = this.k_norm!.forward(k); }
     const type = this.cfg.layer_types[this.layerIdx]!;
     const { cos, sin } = ctx.rope[type];
-    [q, k] = nbx.llm.apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin) as [Tensor, Tensor];
+    const qk = nbx.llm.apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin) as [Tensor, Tensor];
+    q = qk[0]; k = qk[1];
     v = v.transpose(1, 2);
     if (ctx.cache) ({ keys: k, values: v } = ctx.cache.update(this.layerIdx, k, v));
     const { mask, isCausal } = ctx.masks[type];
@@ -360,9 +361,9 @@ export class DecoderLayer extends Module {
   forwardResidual(h: Tensor, residual: Tensor | null, ctx: LayerContext): [Tensor, Tensor] {
     const n1 = this.input_layernorm as RMSNorm, n2 = this.post_attention_layernorm as RMSNorm;
     let x: Tensor;
-    if (residual === null) { residual = h; x = n1.forward(h); } else [x, residual] = n1.forward(h, residual);
-    [x, residual] = n2.forward(this.self_attn.forward(x, ctx), residual);
-    return [this.mlp.forward(x), residual];
+    if (residual === null) { residual = h; x = n1.forward(h); } else { const r = n1.forward(h, residual); x = r[0]; residual = r[1]; }
+    const r2 = n2.forward(this.self_attn.forward(x, ctx), residual);
+    return [this.mlp.forward(r2[0]), r2[1]];
   }
 }
 
@@ -435,7 +436,7 @@ export class DecoderModel extends Module {
     if (nbx.llm.fusion_enabled() && this.residualChain) {
       // residual adds fused with the norms that follow them (see DecoderLayer.forwardResidual)
       let residual: Tensor | null = null;
-      for (const layer of this.layers) [x, residual] = layer.forwardResidual(x, residual, ctx);
+      for (const layer of this.layers) { const r = layer.forwardResidual(x, residual, ctx); x = r[0]; residual = r[1]; }
       return this.norm.forward(x, residual!)[0];
     }
     for (const layer of this.layers) x = layer.forward(x, ctx);

@@ -54,6 +54,12 @@ function sameDType(op: string, a: Tensor, b: Tensor, an: string, bn: string): vo
 function sameDevice(op: string, a: Tensor, b: Tensor, bn: string): void {
   if (a.device !== b.device) throw new ValueError(op, `${bn} is on ${b.device}, expected ${a.device} like the input`);
 }
+/** Same shape (plain loop: these checks run a dozen times per decode step, often before V8 optimizes them). */
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
 /** torch.finfo(opmath(d)).eps: rms_norm's default eps. */
 const defaultEps = (d: DTypeName): number => (d === 'float64' ? 2.220446049250313e-16 : 1.1920928955078125e-7);
 
@@ -72,7 +78,7 @@ export const fused_add_rms_norm = def('llm.fused_add_rms_norm(input, residual, w
   needFloat(op, x, 'input');
   sameDType(op, x, r, 'input', 'residual');
   sameDevice(op, x, r, 'residual');
-  if (x.ndim === 0 || x.shape.length !== r.shape.length || x.shape.some((s, i) => s !== r.shape[i])) {
+  if (x.ndim === 0 || !sameShape(x.shape, r.shape)) {
     throw new ShapeError(op, `input and residual must have the same shape (at least 1-D), got ${fmtShape(x.shape)} and ${fmtShape(r.shape)}`);
   }
   const n = x.shape[x.ndim - 1]!;
@@ -145,7 +151,7 @@ export const gated_activation = def("llm.gated_activation(gate, up=None, *, act=
     up = asT(op, a.up, 'up');
     sameDType(op, gate, up, 'gate', 'up');
     sameDevice(op, gate, up, 'up');
-    if (gate.shape.length !== up.shape.length || gate.shape.some((s, i) => s !== up.shape[i])) {
+    if (!sameShape(gate.shape, up.shape)) {
       throw new ShapeError(op, `gate and up must have the same shape, got ${fmtShape(gate.shape)} and ${fmtShape(up.shape)}`);
     }
   }
@@ -169,36 +175,41 @@ export const apply_rotary_pos_emb = def('llm.apply_rotary_pos_emb(q, k, cos, sin
   const op = 'llm.apply_rotary_pos_emb';
   const q = asT(op, a.q, 'q'), k = asT(op, a.k, 'k'), cos = asT(op, a.cos, 'cos'), sin = asT(op, a.sin, 'sin');
   needFloat(op, q, 'q');
-  for (const [t, name] of [[k, 'k'], [cos, 'cos'], [sin, 'sin']] as const) { sameDType(op, q, t, 'q', name); sameDevice(op, q, t, name); }
-  if (cos.shape.length !== sin.shape.length || cos.shape.some((s, i) => s !== sin.shape[i])) {
+  sameDType(op, q, k, 'q', 'k'); sameDType(op, q, cos, 'q', 'cos'); sameDType(op, q, sin, 'q', 'sin');
+  sameDevice(op, q, k, 'k'); sameDevice(op, q, cos, 'cos'); sameDevice(op, q, sin, 'sin');
+  if (!sameShape(cos.shape, sin.shape)) {
     throw new ShapeError(op, `cos and sin must have the same shape, got ${fmtShape(cos.shape)} and ${fmtShape(sin.shape)}`);
   }
   const ud = Number(a.unsqueeze_dim);
   if (!Number.isInteger(ud)) throw new ValueError(op, `unsqueeze_dim must be an int, got ${String(a.unsqueeze_dim)}`);
   const R = cos.ndim ? cos.shape[cos.ndim - 1]! : 0;
-  for (const [t, name] of [[q, 'q'], [k, 'k']] as const) {
-    const D = t.ndim ? t.shape[t.ndim - 1]! : 0;
-    if (t.ndim === 0 || R === 0 || R % 2 !== 0 || R > D) {
-      throw new ShapeError(op, `cos/sin's last dim (the rotary dim, ${R}) must be even, non-zero and at most ${name}'s head dim; got ${name} ${fmtShape(t.shape)} and cos ${fmtShape(cos.shape)}`);
-    }
-  }
+  checkRotary(op, q, 'q', R, cos); checkRotary(op, k, 'k', R, cos);
   if (fusedKernel('rotary_embedding', q) && ud === 1 && q.ndim === 4 && k.ndim === 4 && cos.ndim === 3) {
-    const [B, , T] = q.shape as [number, number, number, number];
-    const fits = (t: Tensor): boolean => t.shape[0] === B && t.shape[2] === T;
-    const tableFits = (t: Tensor): boolean => (t.shape[0] === B || t.shape[0] === 1) && t.shape[1] === T;
-    if (fits(k) && tableFits(cos) && q.numel() > 0 && k.numel() > 0) {
-      const ref3 = (t: Tensor) => { const r = t.ref(); return t.shape[0] === B ? r : { ...r, shape: [B, T, R], strides: [0, r.strides[1]!, r.strides[2]!] }; };
-      const cr = ref3(cos), sr = ref3(sin);
-      const run = (x: Tensor): Tensor => {
-        const out = Tensor.empty(x.shape, x.dt, x.device, false);
-        kernel('rotary_embedding', x.device, op)({ x: x.ref(), cos: cr, sin: sr, out: out.ref(), rotary: R });
-        return out;
-      };
-      return [run(q), run(k)];
+    const B = q.shape[0]!, T = q.shape[2]!;
+    if (k.shape[0] === B && k.shape[2] === T && (cos.shape[0] === B || cos.shape[0] === 1) && cos.shape[1] === T && q.numel() > 0 && k.numel() > 0) {
+      const cr = tableRef(cos, B, T, R), sr = tableRef(sin, B, T, R);
+      const rotary = kernel('rotary_embedding', q.device, op);
+      const qo = Tensor.empty(q.shape, q.dt, q.device, false), ko = Tensor.empty(k.shape, k.dt, k.device, false);
+      rotary({ x: q.ref(), cos: cr, sin: sr, out: qo.ref(), rotary: R });
+      rotary({ x: k.ref(), cos: cr, sin: sr, out: ko.ref(), rotary: R });
+      return [qo, ko];
     }
   }
   return rotaryComposite(q, k, cos, sin, ud);
 });
+
+function checkRotary(op: string, t: Tensor, name: string, R: number, cos: Tensor): void {
+  const D = t.ndim ? t.shape[t.ndim - 1]! : 0;
+  if (t.ndim === 0 || R === 0 || R % 2 !== 0 || R > D) {
+    throw new ShapeError(op, `cos/sin's last dim (the rotary dim, ${R}) must be even, non-zero and at most ${name}'s head dim; got ${name} ${fmtShape(t.shape)} and cos ${fmtShape(cos.shape)}`);
+  }
+}
+
+/** cos/sin [B or 1, T, R] as a [B, T, R] ref (stride 0 over a broadcast batch). */
+function tableRef(t: Tensor, B: number, T: number, R: number): ReturnType<Tensor['ref']> {
+  const r = t.ref();
+  return t.shape[0] === B ? r : { ...r, shape: [B, T, R], strides: [0, r.strides[1]!, r.strides[2]!] };
+}
 
 /** apply_rotary_pos_emb's definition. Queries and keys of the same batch and length rotate together (one pass of ops, heads side by side). */
 export function rotaryComposite(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, ud = 1): [Tensor, Tensor] {
