@@ -397,7 +397,7 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
 export const DECODE_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
   name: 'cuda.attention_decode',
   knobs: [
-    { name: 'chunk', values: [256, 512, 1024, 2048, 4096], movesBits: true, doc: 'keys per block (split-KV chunk; partials merge in a second kernel)' },
+    { name: 'chunk', values: [32, 64, 128, 256, 512, 1024, 2048, 4096], movesBits: true, doc: 'keys per block (split-KV chunk; partials merge in a second kernel)' },
     { name: 'threads', values: [64, 128, 256], movesBits: true, doc: 'threads per block (lane groups merged in a fixed order)' },
   ],
   defaultConfig: { chunk: 1024, threads: 128 },
@@ -496,9 +496,11 @@ export function cudaAttention(p: AttentionParams): void {
         be.free(pml); be.free(pacc);
       }
     };
-    // default chunk: about four blocks per SM over the whole problem
+    // default chunk: about four blocks per SM over the whole problem. Short caches with few KV heads (a
+    // decode step of one sequence: 4 KV heads x 256 keys) need chunks of a few dozen keys to fill the
+    // device at all; one block per KV head would leave all but a handful of SMs idle.
     const want = Math.max(1, Math.ceil((be.smCount * 4) / (Z * zg)));
-    const chunk = [256, 512, 1024, 2048, 4096].find((c) => Math.ceil(Se / c) <= want) ?? 256;
+    const chunk = [32, 64, 128, 256, 512, 1024, 2048, 4096].find((c) => Math.ceil(Se / c) <= want) ?? 256;
     attentionStats.decode++;
     run(pick(DECODE_SPACE, D, `D${D}:r${bucketSize(rows)}:S${bucketSize(Se)}:Z${bucketSize(Z)}:${maskKind}`, dt, Z * rows * Se, { chunk, threads: 128 }, run));
     return;

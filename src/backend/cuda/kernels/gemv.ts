@@ -15,7 +15,7 @@
 // so results are identical run to run. Rows, strides and pointers that do not allow vector loads take
 // the scalar loop of the same kernel.
 //
-// Choice against cuBLASLt: by measurement through the autotuner (space 'cuda.gemv.nk.v2' / 'cuda.gemv.kn.v5',
+// Choice against cuBLASLt: by measurement through the autotuner (space 'cuda.gemv.nk.v3' / 'cuda.gemv.kn.v6',
 // knob `impl`), timed on the call's own operands when beta = 0; the default (NBX_AUTOTUNE=off, tiny
 // problems, beta ≠ 0 before a measurement exists) is this kernel. `impl` moves bits (a different
 // summation order than cuBLASLt's); `cols` does not (each column's sum is the same warp's, whatever
@@ -40,7 +40,7 @@ export type GemvDType = 'float32' | 'float16' | 'bfloat16';
 export type GemvLayout = 'nk' | 'kn';
 
 export const GEMV_NK_SPACE = defineSpace({
-  name: 'cuda.gemv.nk.v2',
+  name: 'cuda.gemv.nk.v3',
   knobs: [
     { name: 'impl', values: ['gemv', 'mma', 'cublaslt', 'cublas'], movesBits: true, doc: "the FMA kernel, the tensor-core kernel (float16/bfloat16), cuBLASLt, or cuBLAS's SGEMM (float32: its matrix-vector kernels)" },
     { name: 'cols', values: [1, 2, 4], movesBits: false, doc: "the FMA kernel's output columns per warp" },
@@ -61,7 +61,7 @@ export const GEMV_NK_SPACE = defineSpace({
 const MMAT_WC = [1, 2] as const;
 
 export const GEMV_KN_SPACE = defineSpace({
-  name: 'cuda.gemv.kn.v5',
+  name: 'cuda.gemv.kn.v6',
   knobs: [
     { name: 'impl', values: ['gemv', 'mma', 'mmat', 'cublaslt', 'cublas'], movesBits: true,
       doc: "the FMA kernel, the tensor-core kernels (float16/bfloat16; W through shared memory, or transposed in registers), cuBLASLt, or cuBLAS's SGEMM (float32: its matrix-vector kernels)" },
@@ -805,7 +805,8 @@ export const GEMV_TIMING_CALLS = 10;
  * The tuner's choice for a beta = 0 problem (timing runs overwrite O, so only those may measure;
  * beta ≠ 0 takes the default): memoised per exact (n, k) and row bucket.
  *
- * Timing: one sample is GEMV_TIMING_CALLS calls back to back between two events, divided. A single call
+ * Timing: timeColdL2 (weights from memory, as in a model). Before, one sample was GEMV_TIMING_CALLS calls
+ * back to back between two events, divided (timeBackToBack, still used where L2 size is unknown). A single call
  * between events on an idle GPU also counts the host's work before the launch (everything the call does
  * in JavaScript, still unoptimised during a sweep, plus the driver's launch cost; cuBLASLt's split-K
  * algorithms launch twice), so a lone small call reads much slower than the bare library call. Back to back, the host
@@ -822,12 +823,44 @@ function choose(be: CudaBackend, g: GemvProblem, viaCublas: () => void): Config 
     const key = { shape: `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, dtype: `${g.dtype}${bias ? '.bias' : ''}`, device: be.tuning.deviceKey };
     const cands = prune(space, be.tuning.profile.limits).kept.filter((c) => ((c.impl !== 'mma' && c.impl !== 'mmat') || mmaOk(g)) && (c.impl !== 'cublas' || cublasOk(be, g)));
     cfg = tuneSync({ name: space.name, knobs: space.knobs, defaultConfig: space.defaultConfig }, key, cands,
-      (c) => timeBackToBack(be, () => run(c), GEMV_TIMING_CALLS), { deviceLabel: be.ctx.info.name }).config;
+      (c) => timeColdL2(be, () => run(c), GEMV_TIMING_CALLS), { deviceLabel: be.ctx.info.name }).config;
   }
   if (recent.length >= 16) recent.shift();
   recent.push({ dtype: g.dtype, layout: g.layout, mr, n: g.n, k: g.k, bias, cfg });
   return cfg;
 }
+
+/**
+ * Milliseconds per call of `fn` with the weights coming from memory, as in a model (each layer's
+ * weights are read once per step, long evicted from L2 by the other layers'): before each call a
+ * memset twice the size of L2 (the driver's figure), four times over, evicts it; events around each call
+ * alone time it.
+ * Timed back to back on the same operands instead, a weight of up to tens of MB stays in L2 (50 MB on
+ * an H200) and the sweep picks the configuration that is fastest from L2, not from HBM.
+ */
+export function timeColdL2(be: CudaBackend, fn: () => void, calls: number): number {
+  const l2 = be.ctx.info.l2CacheSize;
+  if (!(l2 > 0)) return timeBackToBack(be, fn, calls);
+  let ev = coldEvents.get(be);
+  if (!ev) coldEvents.set(be, (ev = []));
+  while (ev.length < 2 * calls) ev.push(be.ctx.createEvent({ timing: true }));
+  const t = { flush: be.alloc('uint8', 2 * l2), ev }; // freed below: the tuning sweep's scratch
+  try {
+    for (let i = 0; i < calls; i++) {
+      // four passes: the GPU is still busy with them when the host has enqueued the call, so the events
+      // time the kernel, not the host's work before its launch (unoptimised JS during a sweep)
+      for (let r = 0; r < 4; r++) be.ctx.memsetD8(t.flush.ptr, (i + r) & 0xff, t.flush.bytes, be.stream);
+      t.ev[2 * i]!.record(be.stream);
+      fn();
+      t.ev[2 * i + 1]!.record(be.stream);
+    }
+    t.ev[2 * calls - 1]!.synchronize();
+    let total = 0;
+    for (let i = 0; i < calls; i++) total += t.ev[2 * i + 1]!.elapsedSince(t.ev[2 * i]!);
+    return total / calls;
+  } finally { be.free(t.flush); }
+}
+const coldEvents = new WeakMap<CudaBackend, CudaEvent[]>();
 
 const events = new WeakMap<CudaBackend, { start: CudaEvent; end: CudaEvent }>();
 /** Milliseconds per call of `calls` back-to-back runs of `fn` on the backend's stream (CUDA events). */
