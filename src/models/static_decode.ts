@@ -129,11 +129,12 @@ export class StaticDecoder {
 
   private run(): StaticStepResult {
     const canCapture = this.model.device.type === 'cuda' && this.fallbackReason === null && process.env.NBX_CUDA_GRAPHS !== '0';
-    if (!canCapture || this.steps++ === 0) return this.eager();
+    if (!canCapture) return this.eager(false);
+    if (this.steps++ === 0) return this.eager(true);
     const tables = this.model.model.ropeTables();
     if (this.graph && tables.some((t, i) => t !== this.ropeSeen[i])) this.dropGraph(); // the RoPE table was rebuilt
     if (!this.graph) {
-      if (!this.capture()) return this.eager();
+      if (!this.capture()) return this.eager(false);
       this.ropeSeen = tables;
     }
     this.graph!.replay();
@@ -141,9 +142,11 @@ export class StaticDecoder {
   }
 
   /** The step run eagerly; its outputs are fresh tensors replacing the previous eager outputs. */
-  private eager(): StaticStepResult {
+  private eager(warmup: boolean): StaticStepResult {
     if (this.out && !this.graph) { this.out.logits.dispose(); this.out.next?.dispose(); }
-    this.out = this.forward();
+    // on CUDA, the kernels a capture records (small elementwise ops unbatched), compiled and tuned now
+    const be = backendFor(this.model.device) as { unbatched?: <T>(fn: () => T) => T };
+    this.out = warmup && be.unbatched ? be.unbatched(() => this.forward()) : this.forward();
     return this.out;
   }
 

@@ -325,13 +325,19 @@ API int nvrtcGetPTX(Prog* p, char* buf) { memcpy(buf, p->image.c_str(), p->image
 static int cublas_obj;
 API int cublasCreate_v2(void** h) { *h = &cublas_obj; return 0; }
 API int cublasDestroy_v2(void*) { return 0; }
-API int cublasSetStream_v2(void*, void*) { return 0; }
+static void* cublas_stream = nullptr;
+API int cublasSetStream_v2(void*, void* st) { cublas_stream = st; return 0; }
 API int cublasSetWorkspace_v2(void*, void*, size_t) { return 0; }
 API int cublasSgemm_v2(void*, int ta, int tb, int m, int n, int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
                        const float* beta, float* C, int ldc) {
   auto mx = [](int a) { return a > 1 ? a : 1; };
   if (m < 0 || n < 0 || k < 0 || lda < mx(ta == 0 ? m : k) || ldb < mx(tb == 0 ? k : n) || ldc < mx(m)) return 7; // CUBLAS_STATUS_INVALID_VALUE
   if (getenv("NBX_EMU_NO_EXEC")) return 0;
+  if (recording(cublas_stream)) {
+    const float al = *alpha, bt = *beta;
+    capture_graph->nodes.push_back([=]() { cublasSgemm_v2(nullptr, ta, tb, m, n, k, &al, A, lda, B, ldb, &bt, C, ldc); });
+    return 0;
+  }
   for (int i = 0; i < m; i++) for (int j = 0; j < n; j++) {
     double acc = 0;
     for (int l = 0; l < k; l++) acc += (double)A[ta == 0 ? i + (int64_t)l * lda : l + (int64_t)i * lda] * B[tb == 0 ? l + (int64_t)j * ldb : j + (int64_t)l * ldb];
@@ -415,11 +421,21 @@ static double ld_el(int type, const void* p, int64_t i) {
 static void st_el(int type, void* p, int64_t i, double v) {
   switch (type) { case 0: ((float*)p)[i] = (float)v; break; case 1: ((double*)p)[i] = v; break; case 2: ((uint16_t*)p)[i] = f2h(v); break; default: ((uint16_t*)p)[i] = f2bf(v); }
 }
+static int lt_exec(Desc* d, double al, double be, const void* A, Layout* la, const void* B, Layout* lb, const void* C, Layout* lc, void* D, Layout* ld_);
 API int cublasLtMatmul(void*, Desc* d, const void* alpha, const void* A, Layout* la, const void* B, Layout* lb, const void* beta, const void* C, Layout* lc,
-                       void* D, Layout* ld_, const unsigned char* algo, void*, size_t, void*) {
+                       void* D, Layout* ld_, const unsigned char* algo, void*, size_t, void* stream) {
   if (!algo || algo[0] != 42 || !A || !B || !C || !D) return 7;
   const bool f64 = d->compute == 70;
   const double al = f64 ? *(const double*)alpha : *(const float*)alpha, be = f64 ? *(const double*)beta : *(const float*)beta;
+  if (recording(stream)) {
+    // a stream capture records the call with its descriptors by value, as the driver's graph node would
+    Desc dd = *d; Layout a = *la, b = *lb, c = *lc, o = *ld_;
+    capture_graph->nodes.push_back([dd, al, be, A, a, B, b, C, c, D, o]() mutable { lt_exec(&dd, al, be, A, &a, B, &b, C, &c, D, &o); });
+    return 0;
+  }
+  return lt_exec(d, al, be, A, la, B, lb, C, lc, D, ld_);
+}
+static int lt_exec(Desc* d, double al, double be, const void* A, Layout* la, const void* B, Layout* lb, const void* C, Layout* lc, void* D, Layout* ld_) {
   uint64_t m = ld_->rows, n = ld_->cols;
   uint64_t k = d->transa == 0 ? la->cols : la->rows;
   uint64_t am = d->transa == 0 ? la->rows : la->cols;

@@ -68,10 +68,66 @@ extern "C" __global__ void __launch_bounds__(${NORM_BLOCK}) fused_add_rms_norm(c
   return { src, name: 'fused_add_rms_norm', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i64', 'f64'] as ArgType[] };
 }
 
+/** Rows of at most this many elements per thread keep their values in registers (one read of x and r). */
+const NORM_MAX_PER_THREAD = 16;
+
+/**
+ * The same arithmetic for rows of n ≤ NORM_BLOCK · PER elements: each thread keeps its PER rounded sums
+ * in registers (the second pass re-reads nothing), and the sum of squares reduces by warp shuffles and
+ * one shared array of per-warp sums that every thread adds in the same order: two barriers per row
+ * instead of a shared-memory tree's nine. A decode step's norm of one 2048-wide row is latency, not
+ * bandwidth: this is what it costs.
+ */
+export function fusedAddRmsNormRegSource(d: DTypeName, weight: boolean, per: number) {
+  const T = R.storageType(d), A = computeOf(d);
+  const W = NORM_BLOCK / 32;
+  const src = `
+extern "C" __global__ void __launch_bounds__(${NORM_BLOCK}) fused_add_rms_norm_reg(const ${T}* __restrict__ x, const ${T}* __restrict__ r,
+  const ${T}* __restrict__ w, ${T}* __restrict__ out, ${T}* __restrict__ res, long long rows, int n, double eps) {
+  __shared__ ${A} warps[${W}];
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const long long base = row * n;
+    ${A} v[${per}];
+    ${A} ss = 0;
+#pragma unroll
+    for (int i = 0; i < ${per}; i++) {
+      const int j = threadIdx.x + i * ${NORM_BLOCK};
+      v[i] = 0;
+      if (j < n) {
+        v[i] = ${roundTo(d, `(${A})${R.load(d, 'x', 'base + j')} + (${A})${R.load(d, 'r', 'base + j')}`)};
+        ${R.store(d, 'res', 'base + j', 'v[i]')}
+        ss += v[i] * v[i];
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) warps[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    ${A} tot = 0;
+#pragma unroll
+    for (int k = 0; k < ${W}; k++) tot += warps[k];
+    const ${A} rstd = (${A})1 / sqrt(tot / (${A})n + (${A})eps);
+#pragma unroll
+    for (int i = 0; i < ${per}; i++) {
+      const int j = threadIdx.x + i * ${NORM_BLOCK};
+      if (j < n) { ${R.store(d, 'out', 'base + j', weight ? `v[i] * rstd * (${A})${R.load(d, 'w', 'j')}` : 'v[i] * rstd')} }
+    }
+    __syncthreads(); // every thread has read warps[] before the next row writes it
+  }
+}`;
+  return { src, name: 'fused_add_rms_norm_reg', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'f64'] as ArgType[] };
+}
+
 function cudaFusedAddRmsNorm(p: FusedAddRmsNormParams): void {
   const d = p.x.dtype;
   requireDType('fused_add_rms_norm', d, FLOATS);
   if (p.rows === 0 || p.n === 0) return;
+  const per = Math.ceil(p.n / NORM_BLOCK);
+  if (per <= NORM_MAX_PER_THREAD) {
+    const k = be.kernel(`llm_add_rms_reg:${d}:${!!p.weight}:${per}`, () => fusedAddRmsNormRegSource(d, !!p.weight, per));
+    be.launch(k, Math.min(p.rows, be.smCount * 32), NORM_BLOCK, [at(p.x), at(p.residual), at(p.weight), at(p.out), at(p.residualOut), p.rows, p.n, p.eps]);
+    return;
+  }
   const k = be.kernel(`llm_add_rms:${d}:${!!p.weight}`, () => fusedAddRmsNormSource(d, !!p.weight));
   be.launch(k, Math.min(p.rows, be.smCount * 32), NORM_BLOCK, [at(p.x), at(p.residual), at(p.weight), at(p.out), at(p.residualOut), p.rows, p.n, p.eps]);
 }

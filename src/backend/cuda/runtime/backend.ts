@@ -44,6 +44,17 @@ export class CudaBackend implements Backend, CudaDevice {
   capture: CaptureState | null = null;
   /** The caching allocator's pool for new buffers: 0, or a capturing graph's private pool. */
   poolKey = 0;
+  private unbatchedDepth = 0;
+
+  /**
+   * Runs `fn` with every elementwise op launched on its own, as inside a CUDA graph capture: a warm-up
+   * before a capture compiles the kernels the capture will record (static_decode.ts).
+   */
+  unbatched<T>(fn: () => T): T {
+    this.ctx.flushPending();
+    this.unbatchedDepth++;
+    try { return fn(); } finally { this.unbatchedDepth--; }
+  }
 
   constructor() {
     this.ctx = CudaContext.get(0);
@@ -127,7 +138,8 @@ export class CudaBackend implements Backend, CudaDevice {
 
   elementwise(expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef): void {
     // small ops: a command of the launch batch instead of a launch of their own
-    if (this.batch !== null && this.batch.tryElementwise(expr, ins, params, out)) return;
+    // (not in a CUDA graph: there a launch costs nothing on the host, and the batch kernel is one block)
+    if (this.batch !== null && this.capture === null && this.unbatchedDepth === 0 && this.batch.tryElementwise(expr, ins, params, out)) return;
     runElementwise(this, expr, ins, params, out);
   }
 }
