@@ -53,3 +53,15 @@ test('a tiny Llama on CUDA: greedy tokens with the fused kernels equal the unfus
     assert.deepEqual(a, b);
   } finally { model.dispose(); }
 });
+
+test('llm.expert_linear on CUDA: the routed-expert kernel against the CPU composite (shared and per-slot input, dtypes, bad ids)', { skip }, () => {
+  for (const dt of ['float32', 'bfloat16', 'float16'] as const) {
+    const w = rand([5, 24, 40], 11, -1, 1, dt), ids = nbx.tensor([[4, 0], [2, 2], [1, 3]], { dtype: 'int64' });
+    check(`expert_linear shared ${dt}`, (x, ww, ii) => nbx.llm.expert_linear(x!, ww!, ii!), [rand([3, 40], 12, -1, 1, dt), w, ids]);
+    check(`expert_linear per slot ${dt}`, (x, ww, ii) => nbx.llm.expert_linear(x!, ww!, ii!), [rand([3, 2, 40], 13, -1, 1, dt), w, ids]);
+    // K not a multiple of the 16-byte load: the scalar loop
+    check(`expert_linear odd K ${dt}`, (x, ww, ii) => nbx.llm.expert_linear(x!, ww!, ii!), [rand([3, 37], 14, -1, 1, dt), rand([5, 8, 37], 15, -1, 1, dt), ids]);
+  }
+  const bad = nbx.tensor([[0, 7]], { dtype: 'int64', device: 'cuda' });
+  assert.throws(() => nbx.llm.expert_linear(rand([1, 40], 1).to('cuda'), rand([5, 24, 40], 2).to('cuda'), bad), nbx.IndexError);
+});

@@ -218,3 +218,21 @@ test('assets/nbx-kjv: 60 greedy tokens with the fused path equal the unfused pat
     assert.deepEqual(c[0]!.slice(0, 10), a[0]!.slice(0, 10), 'float64 starts the same');
   } finally { model.dispose(); }
 });
+
+test('llm.expert_linear: each token times its routed experts\' weights (shared and per-slot input), checked arguments', () => {
+  const w = nbx.randn([4, 3, 5], { generator: new nbx.Generator().manual_seed(1) });
+  const x = nbx.randn([2, 5], { generator: new nbx.Generator().manual_seed(2) });
+  const ids = nbx.tensor([[3, 1], [0, 0]]);
+  const got = nbx.llm.expert_linear(x, w, ids);
+  assert.deepEqual(got.shape, [2, 2, 3]);
+  for (const [n, j, e] of [[0, 0, 3], [0, 1, 1], [1, 0, 0], [1, 1, 0]] as const) {
+    const want = nbx.nn.functional.linear(x.select(0, n), w.select(0, e));
+    assert.ok(nbx.allclose(got.select(0, n).select(0, j), want, { atol: 1e-6 }), `token ${n} slot ${j}`);
+  }
+  const xs = nbx.randn([2, 2, 5], { generator: new nbx.Generator().manual_seed(3) });
+  const per = nbx.llm.expert_linear(xs, w, ids);
+  assert.ok(nbx.allclose(per.select(0, 0).select(0, 1), nbx.nn.functional.linear(xs.select(0, 0).select(0, 1), w.select(0, 1)), { atol: 1e-6 }));
+  assert.throws(() => nbx.llm.expert_linear(x, w, nbx.tensor([[1, 2]], { dtype: 'int32' })), /int64/);
+  assert.throws(() => nbx.llm.expert_linear(nbx.randn([2, 4]), w, ids), /input must be \[2, 5\]/);
+  assert.throws(() => nbx.llm.expert_linear(x, w, nbx.tensor([[9, 0], [0, 0]])), /out of (bounds|range)/);
+});

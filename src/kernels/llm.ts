@@ -75,3 +75,24 @@ export interface DecodeAttentionParams {
 }
 
 export type DecodeAttentionKernel = (p: DecodeAttentionParams) => void;
+
+/**
+ * Products of tokens with their routed experts' weights (a mixture-of-experts layer): for token n and
+ * slot j, out[n, j, :] = W[ids[n, j]] · x[n, :] (or x[n, j, :] when `xPerSlot`), W [E, O, K] holding each
+ * expert's [out, in] matrix as nn.Linear does. The expert ids are read on the device, so a decode step
+ * reads only the chosen experts' weights and never the routing on the host. Accumulation in float32.
+ */
+export interface ExpertGemvParams {
+  /** [N, K] or [N, k, K] (xPerSlot), contiguous. */
+  x: StridedRef;
+  xPerSlot: boolean;
+  /** [E, O, K], contiguous. */
+  weight: StridedRef;
+  /** [N, k] int64, contiguous; every value in [0, E) (checked by the kernel's error word). */
+  ids: StridedRef;
+  /** [N, k, O], contiguous. */
+  out: StridedRef;
+  tokens: number; slots: number; experts: number; outFeatures: number; inFeatures: number;
+}
+export type ExpertGemvKernel = (p: ExpertGemvParams) => void;
+

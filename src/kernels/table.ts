@@ -12,7 +12,7 @@ import type { GemmFeatures, GemmKernel } from './gemm.js';
 import type {
   GatherKernel, LinearIndexKernel, MaskedScatterKernel, MaskedSelectKernel, NonzeroKernel, ScatterKernel,
 } from './indexing.js';
-import type { DecodeAttentionKernel, FusedAddRmsNormKernel, LlmFeatures, RotaryKernel } from './llm.js';
+import type { DecodeAttentionKernel, ExpertGemvKernel, FusedAddRmsNormKernel, LlmFeatures, RotaryKernel } from './llm.js';
 import type { LocalResponseNormKernel, NllLossKernel, RowNormKernel, SoftmaxKernel } from './nn.js';
 import type { AdaptivePoolKernel, PoolKernel } from './pool.js';
 import type { ReduceKernel, ScanKernel } from './reduce.js';
@@ -68,6 +68,7 @@ export interface KernelTable {
   fused_add_rms_norm: FusedAddRmsNormKernel;
   rotary_embedding: RotaryKernel;
   decode_attention: DecodeAttentionKernel;
+  expert_gemv: ExpertGemvKernel;
 }
 
 export type KernelName = keyof KernelTable;
@@ -87,5 +88,5 @@ export const KERNEL_NAMES = Object.keys({
   masked_select: 1, masked_scatter: 1, sort: 1, topk: 1, kthvalue: 1, median: 1, mode: 1, searchsorted: 1, unique: 1,
   fft: 1, fft_strided: 1, conv: 1, conv_transpose: 1, pool: 1, adaptive_pool: 1, interpolate: 1, grid_sample: 1,
   softmax: 1, row_norm: 1, nll_loss: 1, local_response_norm: 1, attention: 1,
-  fused_add_rms_norm: 1, rotary_embedding: 1, decode_attention: 1,
+  fused_add_rms_norm: 1, rotary_embedding: 1, decode_attention: 1, expert_gemv: 1,
 } satisfies Record<KernelName, 1>) as KernelName[];

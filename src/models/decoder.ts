@@ -13,7 +13,7 @@ import type { ModelConfig, LayerType, SupportedModelType } from './config.js';
 import { RotaryEmbedding } from './rope.js';
 import { attention, booleanMask } from './attention.js';
 import { backendFor } from '../backend/backend.js';
-import { gatedActName } from '../ops/llm.js';
+import { fusedKernel, gatedActName } from '../ops/llm.js';
 
 export interface FamilyTraits {
   /** q, k, v projections as one `qkv_proj`, gate and up as one `gate_up_proj` (Phi-3). */
@@ -241,6 +241,9 @@ export class MLP extends Module {
   }
 }
 
+/** Tokens up to which a MoE layer reads its experts by device-held ids where the backend can (decode steps). */
+const ROUTED_ON_DEVICE_MAX_TOKENS = 16;
+
 /** The experts of one MoE layer as transformers 5 holds them: gate_up_proj [E, 2I, H], down_proj [E, H, I]. */
 export class Experts extends Module {
   declare gate_up_proj: Tensor;
@@ -267,6 +270,19 @@ export class Experts extends Module {
   override forward(x: Tensor, indices: Tensor, weights: Tensor): Tensor {
     const [N, H] = x.shape as [number, number];
     const k = indices.shape[1]!;
+    if (N <= ROUTED_ON_DEVICE_MAX_TOKENS && fusedKernel('expert_gemv', x)) {
+      // A decode step's few tokens where the backend reads experts by device-held ids (nbx.llm.expert_linear):
+      // only the chosen experts' weights are read, and nothing is routed on the host, so a CUDA graph
+      // records the step. Each slot's output is weighted, cast to the model dtype and added in slot order
+      // (transformers adds them by expert index with index_add: the same numbers for top-2).
+      const gu = nbx.llm.expert_linear(x, this.gate_up_proj, indices); // [N, k, 2I]
+      const [gate, up] = gu.chunk(2, -1) as [Tensor, Tensor];
+      const y = nbx.llm.expert_linear(activation(this.act, gate).mul(up), this.down_proj, indices); // [N, k, H]
+      const contrib = y.mul(weights.unsqueeze(-1)).to(x.dt);
+      let out = contrib.select(1, 0);
+      for (let j = 1; j < k; j++) out = out.add(contrib.select(1, j));
+      return out.contiguous();
+    }
     if (!backendFor(x.device).downloadSync) {
       const routing = nbx.zeros([N, this.num_experts], { dtype: weights.dt, device: x.device }).scatter(1, indices, weights);
       const gu = nbx.matmul(x.unsqueeze(0), this.gate_up_proj.transpose(1, 2)); // [E, N, 2I]

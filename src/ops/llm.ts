@@ -24,6 +24,8 @@ import { elementwise } from './elementwise.js';
 import { rms_norm, scaled_dot_product_attention } from './nn.js';
 import { addcmul } from './elementwise.js';
 import { cat } from './shape.js';
+import { index_select } from './indexing.js';
+import { matmul } from './linalg.js';
 
 let fusion = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_LLM_FUSION !== '0';
 
@@ -37,7 +39,7 @@ export function set_fusion(on: boolean): boolean { const was = fusion; fusion = 
 export function fusion_enabled(): boolean { return fusion; }
 
 /** The device's own kernel `name` runs this dtype (never host-staged: without it the composite runs). */
-function fusedKernel(name: KernelName, t: Tensor): boolean {
+export function fusedKernel(name: KernelName, t: Tensor): boolean {
   return fusion && hasKernel(name, t.device.type) && kernelFeatures('llm', t.device).dtypes.includes(t.dt);
 }
 
@@ -294,3 +296,51 @@ export const decode_attention = def('llm.decode_attention(query, key, value, att
   }
   return scaled_dot_product_attention(q, k, v, { attn_mask: mask, is_causal: causal, scale: a.scale, enable_gqa: true });
 });
+
+/**
+ * nbx.llm.expert_linear(input, weight, expert_ids): each token's product with the weights of the experts
+ * routed to it, out[n, j] = weight[expert_ids[n, j]] @ input[n] (or input[n, j] for a per-slot input
+ * [N, k, K]), weight [E, O, K] holding each expert's nn.Linear weight [out, in]: [N, k, O]. The expert
+ * ids stay on the device, so a decode step reads only the chosen experts' weights and never routes on
+ * the host (a CUDA graph can record it). Definition: index_select of the chosen experts' weights, then
+ * matmul (which copies the weights it gathers; the kernel reads them in place).
+ */
+export const expert_linear = def('llm.expert_linear(input, weight, expert_ids)', (a): Tensor => {
+  const op = 'llm.expert_linear';
+  const x = asT(op, a.input, 'input'), w = asT(op, a.weight, 'weight'), ids = asT(op, a.expert_ids, 'expert_ids');
+  needFloat(op, x, 'input');
+  sameDType(op, x, w, 'input', 'weight');
+  sameDevice(op, x, w, 'weight');
+  sameDevice(op, x, ids, 'expert_ids');
+  if (ids.dt !== 'int64' || ids.ndim !== 2) throw new DTypeError(op, `expert_ids must be an int64 tensor [tokens, slots], got ${ids.dt} ${fmtShape(ids.shape)}`);
+  const [N, k] = ids.shape as [number, number];
+  if (w.ndim !== 3) throw new ShapeError(op, `weight must be [experts, out_features, in_features], got ${fmtShape(w.shape)}`);
+  const [E, O, K] = w.shape as [number, number, number];
+  const perSlot = x.ndim === 3;
+  const want = perSlot ? [N, k, K] : [N, K];
+  if (!sameShape(x.shape, want)) throw new ShapeError(op, `input must be [${want.join(', ')}] for expert_ids ${fmtShape(ids.shape)} and weight ${fmtShape(w.shape)}, got ${fmtShape(x.shape)}`);
+  if (fusedKernel('expert_gemv', x) && x.numel() > 0) {
+    const xc = x.contiguous(), wc = w.contiguous(), ic = ids.contiguous();
+    const out = Tensor.empty([N, k, O], x.dt, x.device, false);
+    try {
+      kernel('expert_gemv', x.device, op)({ x: xc.ref(), xPerSlot: perSlot, weight: wc.ref(), ids: ic.ref(), out: out.ref(), tokens: N, slots: k, experts: E, outFeatures: O, inFeatures: K });
+    } catch (e) { out.dispose(); throw e; } finally {
+      if (xc !== x) xc.dispose();
+      if (wc !== w) wc.dispose();
+      if (ic !== ids) ic.dispose();
+    }
+    return out;
+  }
+  return expertLinearComposite(x, w, ids);
+});
+
+/** expert_linear's definition: the chosen experts' weights gathered, then one batched matmul. */
+export function expertLinearComposite(x: Tensor, w: Tensor, ids: Tensor): Tensor {
+  const [N, k] = ids.shape as [number, number];
+  const [, O, K] = w.shape as [number, number, number];
+  return scope(() => {
+    const sel = index_select(w, 0, ids.reshape([N * k])).view([N, k, O, K]);
+    const xs = x.ndim === 3 ? x.unsqueeze(-1) : x.unsqueeze(1).unsqueeze(-1); // [N, k|1, K, 1]
+    return matmul(sel, xs).squeeze(-1);
+  });
+}

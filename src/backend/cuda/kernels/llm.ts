@@ -6,7 +6,9 @@
 // fused attention kernel (flash-decoding) on CUDA where that covers the case.
 
 import type { BackendKernels } from '../../../kernels/table.js';
-import type { FusedAddRmsNormParams, RotaryParams } from '../../../kernels/llm.js';
+import type { ExpertGemvParams, FusedAddRmsNormParams, RotaryParams } from '../../../kernels/llm.js';
+import { IndexError } from '../../../errors.js';
+import type { CudaBuffer } from '../runtime/device.js';
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
 import type { ArgType } from '../runtime/driver.js';
@@ -176,6 +178,73 @@ function cudaRotary(p: RotaryParams): void {
     xs[0]!, xs[1]!, xs[2]!, xs[3]!, cs[0]!, cs[1]!, cs[2]!, ss[0]!, ss[1]!, ss[2]!]);
 }
 
-export const kernels = { fused_add_rms_norm: cudaFusedAddRmsNorm, rotary_embedding: cudaRotary } satisfies BackendKernels;
+const EXPERT_WARPS = 8;
+
+/**
+ * expert_gemv: a warp per output row of one (token, slot): the row of the slot's expert (its id read
+ * on the device) dotted with the token's input, 16-byte loads where K and the pointers allow, float32
+ * accumulation, one shuffle butterfly. Grid (ceil(O / 8), N·k). An id outside [0, E) records its
+ * position in the error word and writes 0.
+ */
+export function expertGemvSource(d: DTypeName, vec: boolean) {
+  const T = R.storageType(d);
+  const per = 16 / DTYPES[d].itemsize; // elements per 16-byte load
+  const body = vec
+    ? `const uint4* wv = (const uint4*)(wr); const uint4* xv = (const uint4*)(xr);
+    for (long long c = lane; c < K / ${per}; c += 32) {
+      const uint4 a = wv[c], b = xv[c];
+      const ${T}* pa = (const ${T}*)&a; const ${T}* pb = (const ${T}*)&b;
+#pragma unroll
+      for (int e = 0; e < ${per}; e++) acc += (float)${R.load(d, 'pa', 'e')} * (float)${R.load(d, 'pb', 'e')};
+    }`
+    : `for (long long c = lane; c < K; c += 32) acc += (float)${R.load(d, 'wr', 'c')} * (float)${R.load(d, 'xr', 'c')};`;
+  const src = `
+extern "C" __global__ void __launch_bounds__(${EXPERT_WARPS * 32}) expert_gemv(const ${T}* __restrict__ x, const ${T}* __restrict__ w,
+  const long long* __restrict__ ids, ${T}* __restrict__ out, unsigned long long* __restrict__ err, int slots, int E, int O, long long K, int xPerSlot) {
+  const int lane = threadIdx.x & 31;
+  const int o = blockIdx.x * ${EXPERT_WARPS} + (threadIdx.x >> 5);
+  const int ns = blockIdx.y; // token · slots + slot
+  if (o >= O) return;
+  const long long e = ids[ns];
+  if (e < 0 || e >= E) { if (lane == 0) { atomicMax(err, ~(unsigned long long)ns); ${R.store(d, 'out', '(long long)ns * O + o', '0.0f')} } return; }
+  const ${T}* wr = w + (e * O + o) * K;
+  const ${T}* xr = x + (xPerSlot ? (long long)ns : (long long)(ns / slots)) * K;
+  float acc = 0.0f;
+  ${body}
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+  if (lane == 0) { ${R.store(d, 'out', '(long long)ns * O + o', 'acc')} }
+}`;
+  return { src, name: 'expert_gemv', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32'] as ArgType[] };
+}
+
+let expertErr: CudaBuffer | null = null;
+function cudaExpertGemv(p: ExpertGemvParams): void {
+  const d = p.x.dtype;
+  requireDType('llm.expert_linear', d, FLOATS);
+  const rows = p.tokens * p.slots;
+  if (rows === 0 || p.outFeatures === 0) return;
+  const per = 16 / DTYPES[d].itemsize;
+  const vec = p.inFeatures % per === 0 && at(p.x) % 16n === 0n && at(p.weight) % 16n === 0n;
+  const k = be.kernel(`llm_expert_gemv:${d}:${vec}`, () => expertGemvSource(d, vec));
+  // the error word: a capture's own (checked after a replay), else this family's, cleared per call
+  let err: bigint;
+  if (be.capture !== null) err = be.capture.errBuf.ptr;
+  else {
+    expertErr ??= be.alloc('int64', 1);
+    be.ctx.memsetD8(expertErr.ptr, 0, 8, be.stream);
+    err = expertErr.ptr;
+  }
+  be.ctx.launch(k, [Math.ceil(p.outFeatures / EXPERT_WARPS), rows], EXPERT_WARPS * 32,
+    [at(p.x), at(p.weight), at(p.ids), at(p.out), err, p.slots, p.experts, p.outFeatures, p.inFeatures, p.xPerSlot ? 1 : 0], 0, be.stream);
+  if (be.capture !== null) { be.capture.defer('llm.expert_linear'); return; }
+  const v = (be.downloadSync(expertErr!, 'int64', 0, 1) as BigInt64Array)[0]!;
+  if (v !== 0n) {
+    const pos = Number(~v);
+    throw new IndexError('llm.expert_linear', `expert id at position ${pos} of expert_ids is out of range for ${p.experts} experts`);
+  }
+}
+
+export const kernels = { fused_add_rms_norm: cudaFusedAddRmsNorm, rotary_embedding: cudaRotary, expert_gemv: cudaExpertGemv } satisfies BackendKernels;
 /** The dtypes these kernels take. */
 export const features = { llm: { dtypes: FLOATS } };
