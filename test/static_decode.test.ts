@@ -157,3 +157,16 @@ test('CUDA: generate() replays a CUDA graph per step and gives the dynamic cache
   }
   assert.deepEqual(mismatches, []);
 });
+
+test('concurrent generations on one model never share a static decoder\'s cache (interleaved at their awaits)', async () => {
+  const model = await nbx.models.load(join(MODELS, 'llama'), { device: 'cpu', dtype: 'float32' });
+  try {
+    const opts = { max_new_tokens: 12, do_sample: false, cache_implementation: 'static' as const, eos_token_id: null };
+    const a = nbx.tensor([[3, 5, 7, 9, 11]]), b = nbx.tensor([[12, 4, 8, 1, 6]]);
+    const alone = [ids(await generate(model, a, opts)), ids(await generate(model, b, opts))];
+    const together = await Promise.all([generate(model, a, opts), generate(model, b, opts)]);
+    assert.deepEqual(together.map(ids), alone);
+    // and the kept decoder still serves a later generation
+    assert.deepEqual(ids(await generate(model, a, opts)), alone[0]);
+  } finally { model.dispose(); }
+});

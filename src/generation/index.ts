@@ -262,7 +262,7 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
     }
   } finally {
     feed?.dispose(); positions?.dispose();
-    if (!fast) cache.dispose();
+    if (fast) fast.release(); else cache.dispose();
     cfg.streamer?.end();
   }
   return int64(rows.flat(), [batch, rows[0]!.length], 'cpu');

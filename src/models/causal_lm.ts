@@ -73,12 +73,20 @@ export class CausalLMModel extends Module implements CausalLM {
     const capacity = capacityFor(opts.maxLength);
     const key = `${opts.batch}:${capacity}:${opts.greedy}`;
     let d = this.staticDecoders.get(key);
+    if (d && !d.isDisposed && d.inUse) {
+      // another generation (interleaved at its awaits) holds the kept decoder's cache: one of its own
+      d = new StaticDecoder(this, opts.batch, capacity, opts.greedy);
+      d.ephemeral = true;
+      return d;
+    }
     if (d && !d.isDisposed) { this.staticDecoders.delete(key); this.staticDecoders.set(key, d); return d; }
     d = new StaticDecoder(this, opts.batch, capacity, opts.greedy);
     this.staticDecoders.set(key, d);
     while (this.staticDecoders.size > 2) {
       const [oldest, old] = this.staticDecoders.entries().next().value as [string, StaticDecoder];
-      old.dispose(); this.staticDecoders.delete(oldest);
+      this.staticDecoders.delete(oldest);
+      // one still in use is freed by its generation's release()
+      if (old.inUse) old.ephemeral = true; else old.dispose();
     }
     return d;
   }

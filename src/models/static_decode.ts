@@ -83,6 +83,10 @@ export class StaticDecoder {
   private disposed = false;
   /** Why this decoder runs eagerly (a step could not be captured), or null. */
   fallbackReason: string | null = null;
+  /** A generation is using it (begin() .. release()): a concurrent one must not share its cache. */
+  inUse = false;
+  /** Made for one generation while the kept decoder was busy: disposed by release(). */
+  ephemeral = false;
 
   constructor(private readonly model: StaticDecodeModel, readonly batch: number, readonly capacity: number, readonly greedy: boolean) {
     const device = model.device;
@@ -101,6 +105,7 @@ export class StaticDecoder {
 
   /** Starts a generation: the cache forgets its positions, `promptMask` rows ([B][P] of 0/1, or null) give the padding. */
   begin(promptMask: readonly (readonly number[])[] | null, promptLength: number): void {
+    this.inUse = true;
     this.cache.reset();
     const rows = Array.from({ length: this.batch }, (_, b) => {
       const row = new Array<boolean>(this.capacity).fill(true);
@@ -193,6 +198,12 @@ export class StaticDecoder {
     if (!this.graph) return;
     this.out?.logits.dispose(); this.out?.next?.dispose(); this.out = null;
     this.graph.reset(); this.graph = null;
+  }
+
+  /** Ends the generation that began it: the decoder may serve the next one (an ephemeral one is freed). */
+  release(): void {
+    this.inUse = false;
+    if (this.ephemeral) this.dispose();
   }
 
   /** Index checks of the last replay (an out-of-range token id raises here). */

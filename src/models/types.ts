@@ -34,6 +34,8 @@ export interface StaticDecoderLike {
   readonly cache: KVCache & { readonly length: number };
   readonly fallbackReason: string | null;
   begin(promptMask: readonly (readonly number[])[] | null, promptLength: number): void;
+  /** The generation that began it is over (see StaticDecoder.release). */
+  release(): void;
   step(tokens: readonly number[], positions: readonly number[]): { logits: Tensor; next: Tensor | null };
   checkErrors(): void;
 }
