@@ -12,6 +12,7 @@ import { IncrementalDecoder } from '../src/generation/text.js';
 import { resolveConfig } from '../src/generation/config.js';
 import { processLogits } from '../src/generation/logits.js';
 import { ScriptedLM, EOS, bytes, byteTokenizer } from './fake_lm.js';
+import { transformersIdsMismatches } from './models_util.js';
 
 const ids = (t: nbx.Tensor): number[][] => t.tolist() as number[][];
 const text = (s: number[]): string => byteTokenizer().decode(s);
@@ -233,19 +234,7 @@ const CASES = readdirSync(MODELS).filter((c) => existsSync(join(MODELS, c, 'expe
 test(`transformers' greedy and seeded sampled ids, batch of 2 with left padding, for every fixture model (${CASES.length})`, async () => {
   assert.ok(CASES.length > 0, `fixture models in ${MODELS}`);
   const mismatches: string[] = [];
-  for (const c of CASES) {
-    const dir = join(MODELS, c);
-    const { tensors: e } = await nbx.io.loadSafetensors(join(dir, 'expected.safetensors'), { names: ['input_ids', 'attention_mask', 'greedy', 'sampled'] });
-    const model = await nbx.models.load(dir, { device: 'cpu', dtype: 'float32' });
-    try {
-      const common = { attention_mask: e.attention_mask!, max_new_tokens: 8 };
-      const greedy = await generate(model, e.input_ids!, { ...common, do_sample: false });
-      // transformers: torch.manual_seed(1234), then generate(do_sample=True, temperature=0.8, top_k=20, top_p=0.9)
-      const sampled = await generate(model, e.input_ids!, { ...common, do_sample: true, temperature: 0.8, top_k: 20, top_p: 0.9, seed: 1234 });
-      if (JSON.stringify(ids(greedy)) !== JSON.stringify(ids(e.greedy!))) mismatches.push(`${c} greedy: ${JSON.stringify(ids(greedy))} vs ${JSON.stringify(ids(e.greedy!))}`);
-      if (JSON.stringify(ids(sampled)) !== JSON.stringify(ids(e.sampled!))) mismatches.push(`${c} sampled: ${JSON.stringify(ids(sampled))} vs ${JSON.stringify(ids(e.sampled!))}`);
-    } finally { model.dispose(); }
-  }
+  for (const c of CASES) mismatches.push(...await transformersIdsMismatches(join(MODELS, c), c));
   assert.deepEqual(mismatches, []);
 });
 

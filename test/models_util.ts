@@ -1,6 +1,7 @@
 // Helpers shared by the model tests.
 import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
+import type { GenerateOptions } from '../src/generation/index.js';
 
 /** transformers' generate() positions: attention_mask.cumsum(-1) - 1, with 1 at padding. */
 export function positionsFromMask(mask: Tensor): Tensor {
@@ -38,4 +39,24 @@ export function greedy(model: nbx.models.CausalLMModel, inputIds: Tensor, attent
     }
   } finally { cache.dispose(); }
   return rows;
+}
+
+/**
+ * transformers' greedy and seeded sampled ids (expected.safetensors: a left-padded batch of 2, 8 new
+ * tokens; sampling as torch.manual_seed(1234), temperature 0.8, top_k 20, top_p 0.9) against nbx's
+ * generate() on the CPU with `extra` options: the mismatches, one line each.
+ */
+export async function transformersIdsMismatches(dir: string, name: string, extra: GenerateOptions = {}): Promise<string[]> {
+  const ids = (t: Tensor): number[][] => t.tolist() as number[][];
+  const { tensors: e } = await nbx.io.loadSafetensors(`${dir}/expected.safetensors`, { names: ['input_ids', 'attention_mask', 'greedy', 'sampled'] });
+  const model = await nbx.models.load(dir, { device: 'cpu', dtype: 'float32' });
+  const out: string[] = [];
+  try {
+    const common = { attention_mask: e.attention_mask!, max_new_tokens: 8, ...extra };
+    const greedy = await model.generate(e.input_ids!, { ...common, do_sample: false });
+    const sampled = await model.generate(e.input_ids!, { ...common, do_sample: true, temperature: 0.8, top_k: 20, top_p: 0.9, seed: 1234 });
+    if (JSON.stringify(ids(greedy)) !== JSON.stringify(ids(e.greedy!))) out.push(`${name} greedy: ${JSON.stringify(ids(greedy))} vs ${JSON.stringify(ids(e.greedy!))}`);
+    if (JSON.stringify(ids(sampled)) !== JSON.stringify(ids(e.sampled!))) out.push(`${name} sampled: ${JSON.stringify(ids(sampled))} vs ${JSON.stringify(ids(e.sampled!))}`);
+  } finally { model.dispose(); }
+  return out;
 }
