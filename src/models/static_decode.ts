@@ -17,11 +17,13 @@
 // the argmax, so a step reads back B token ids.
 //
 // A decoder is made per (batch, capacity bucket, greedy) and kept on the model (two at most), so the
-// next generate() with the same shape replays without capturing again. The first step of a decoder runs
-// eagerly (kernels compile, autotuning measures), the second captures and replays. A step that cannot
-// be captured (GraphCaptureError: a family whose step reads back to the host, such as mixture-of-experts
-// routing) marks the decoder eager-only and generation goes on with the ordinary forward; the reason is
-// kept in `fallbackReason` and shown with NBX_DEBUG=1.
+// next generate() with the same shape replays without capturing again; a generation holds it from
+// begin() to release(), and a concurrent generation gets one of its own. The first step of a decoder
+// runs eagerly (kernels compile, autotuning measures; small elementwise ops unbatched, as in a capture),
+// the second captures and replays. A step that cannot be captured (GraphCaptureError: a layer that reads
+// a value back to the host, e.g. mixture-of-experts routing on a backend without expert_linear's kernel)
+// marks the decoder eager-only and generation goes on with the ordinary forward; the reason is kept in
+// `fallbackReason` and shown with NBX_DEBUG=1.
 
 import * as nbx from '../index.js';
 import type { Tensor } from '../tensor/tensor.js';
