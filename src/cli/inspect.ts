@@ -4,6 +4,7 @@ import { statSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { SafetensorsFile, openSharded } from '../io/safetensors.js';
+import { GgufFile, type GgufValue } from '../io/gguf.js';
 import { fileErrorOf } from '../errors.js';
 import { formatBytes as fmtBytes } from '../memory/caching_allocator.js';
 
@@ -13,6 +14,7 @@ export async function inspect(args: string[]): Promise<number> {
   const target = positionals[0];
   if (!target) { process.stderr.write('nbx inspect: give a .safetensors file, a model.safetensors.index.json, or a folder\n'); return 2; }
   if (positionals.length > 1) { process.stderr.write(`nbx inspect: one path at a time (got ${positionals.length})\n`); return 2; }
+  if (target.endsWith('.gguf')) return inspectGguf(target);
   let files: SafetensorsFile[];
   let isDir: boolean;
   try { isDir = statSync(target).isDirectory(); } catch (e) { throw fileErrorOf('inspect', target, e); }
@@ -35,8 +37,13 @@ export async function inspect(args: string[]): Promise<number> {
     }
     await f.close();
   }
-  const head = ['name', 'dtype', 'shape', 'bytes', files.length > 1 ? 'file' : ''];
-  // column widths by loops: a file may hold millions of tensors (no spreading rows into arguments)
+  printTable(['name', 'dtype', 'shape', 'bytes', files.length > 1 ? 'file' : ''], rows);
+  process.stdout.write(`\n${count} tensors, ${fmtBytes(total)} in ${files.length} file(s); by dtype: ${[...byDtype].map(([d, b]) => `${d} ${fmtBytes(b)}`).join(', ')}\n`);
+  return 0;
+}
+
+/** A column-aligned table on stdout (widths by loops: a file may hold millions of tensors). */
+function printTable(head: string[], rows: string[][]): void {
   const w = head.map((h) => h.length);
   for (const r of rows) for (let i = 0; i < r.length; i++) if (r[i]!.length > w[i]!) w[i] = r[i]!.length;
   const line = (r: string[]): string => r.map((c, i) => c.padEnd(w[i]!)).join('  ').trimEnd();
@@ -44,6 +51,30 @@ export async function inspect(args: string[]): Promise<number> {
   const flush = (): void => { process.stdout.write(`${out.join('\n')}\n`); out.length = 0; };
   for (const r of rows) { out.push(line(r)); if (out.length >= 10000) flush(); }
   flush();
-  process.stdout.write(`\n${count} tensors, ${fmtBytes(total)} in ${files.length} file(s); by dtype: ${[...byDtype].map(([d, b]) => `${d} ${fmtBytes(b)}`).join(', ')}\n`);
+}
+
+/** A GGUF file: its metadata (long arrays summarized) and tensor table. */
+async function inspectGguf(path: string): Promise<number> {
+  const f = await GgufFile.open(path);
+  try {
+    const show = (v: GgufValue): string => {
+      if (Array.isArray(v)) return v.length > 8 ? `[${v.slice(0, 4).map(show).join(', ')}, ... ${v.length} items]` : `[${v.map(show).join(', ')}]`;
+      if (typeof v === 'string') return JSON.stringify(v.length > 120 ? `${v.slice(0, 117)}...` : v);
+      return String(v);
+    };
+    process.stdout.write(`GGUF v${f.version}, ${f.metadata.size} metadata entries, ${f.tensors.size} tensors, alignment ${f.alignment}, data at byte ${f.dataOffset}\n\n`);
+    printTable(['key', 'value'], [...f.metadata].map(([k, v]) => [k, show(v)]));
+    process.stdout.write('\n');
+    const rows: string[][] = [];
+    const byType = new Map<string, number>();
+    let total = 0;
+    for (const t of f.tensors.values()) {
+      rows.push([t.name, t.typeName, `[${t.shape.join(', ')}]`, fmtBytes(t.byteLength)]);
+      total += t.byteLength;
+      byType.set(t.typeName, (byType.get(t.typeName) ?? 0) + t.byteLength);
+    }
+    printTable(['name', 'type', 'shape', 'bytes'], rows);
+    process.stdout.write(`\n${f.tensors.size} tensors, ${fmtBytes(total)}; by type: ${[...byType].map(([d, b]) => `${d} ${fmtBytes(b)}`).join(', ')}\n`);
+  } finally { await f.close(); }
   return 0;
 }

@@ -11,6 +11,7 @@ import { fileErrorOf, ValueError } from '../errors.js';
 import { checkOptions } from '../ops/registry.js';
 import { SafetensorsFile, openSharded, writeSafetensors, type SafetensorsEntry } from './safetensors.js';
 import { createProgress } from './progress.js';
+import { GgufFile } from './gguf.js';
 
 export interface LoadOptions {
   /** Where the tensors go (default 'cpu'). */
@@ -149,3 +150,8 @@ export class SafetensorsHandle {
   async close(): Promise<void> { for (const f of this.files) await f.close(); }
 }
 export const openSafetensors = (path: string): Promise<SafetensorsHandle> => SafetensorsHandle.open(path);
+
+/** A GGUF file (llama.cpp's format): metadata and tensor table checked at open, tensors read or dequantized on demand. */
+export { GgufFile, GGML_TYPES, dequantizeBlocks, type GgufTensorInfo, type GgufValue } from './gguf.js';
+/** Opens a GGUF file: see GgufFile. */
+export const openGguf = (path: string): Promise<GgufFile> => GgufFile.open(path);
