@@ -3,9 +3,10 @@
 // hostile files (truncated, lying counts and offsets, absurd dimensions, unknown types): FormatError.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import * as nbx from '../src/index.js';
 import { FormatError } from '../src/errors.js';
 import { toFloat16Bits } from '../src/dtype/convert.js';
@@ -112,8 +113,31 @@ test('GGUF: hostile files are FormatErrors naming the rule, never a crash or a h
   for (const [label, bytes, re] of cases) {
     await assert.rejects(nbx.io.openGguf(file(`${label.replace(/ /g, '_')}.gguf`, bytes)), (e: unknown) => e instanceof FormatError && re.test((e as Error).message), label);
   }
-  // a K-quant is listed but not decoded yet: a FormatError naming what is
-  const k = file('k.gguf', gguf([{ name: 'k', ne: [256], type: 12, data: (w) => { for (let i = 0; i < 144; i++) w.u8(0); } }]));
+  // a type listed but not decoded (Q8_1, an intermediate format): a FormatError naming what is
+  const k = file('k.gguf', gguf([{ name: 'k', ne: [32], type: 9, data: (w) => { for (let i = 0; i < 36; i++) w.u8(0); } }]));
   const f = await nbx.io.openGguf(k);
-  try { await assert.rejects(f.dequantize('k'), /Q4_K is not implemented yet/); } finally { await f.close(); }
+  try { await assert.rejects(f.dequantize('k'), /Q8_1 is not implemented yet/); } finally { await f.close(); }
+});
+
+test('GGUF: every block type dequantizes as gguf-py does (test/fixtures/gguf, from test/gen/gguf_fixtures.py)', async () => {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '../../test/fixtures/gguf');
+  const ref = JSON.parse(readFileSync(join(root, 'blocks.json'), 'utf8')) as { tensors: Record<string, { type: string; shape: number[]; values: number[] }> };
+  const f = await nbx.io.openGguf(join(root, 'blocks.gguf'));
+  const bad: string[] = [];
+  try {
+    for (const [name, r] of Object.entries(ref.tensors)) {
+      const t = f.tensors.get(name)!;
+      assert.equal(t.typeName, r.type);
+      assert.deepEqual(t.shape, r.shape);
+      const got = (await f.dequantize(name)).dataSync() as Float32Array;
+      let worst = 0;
+      for (let i = 0; i < got.length; i++) {
+        const want = r.values[i]!;
+        worst = Math.max(worst, Math.abs(got[i]! - want) / Math.max(Math.abs(want), 1e-6));
+      }
+      // gguf-py computes in float32 numpy, op by op as ggml: the same numbers up to one rounding's order
+      if (worst > 2 ** -22) bad.push(`${name}: max relative difference ${worst}`);
+    }
+  } finally { await f.close(); }
+  assert.deepEqual(bad, []);
 });

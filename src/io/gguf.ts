@@ -1,7 +1,7 @@
 // GGUF files (llama.cpp's format, version 2 and 3): the header (metadata key/values and the tensor
 // table) parsed from a file handle without reading the tensor data, and tensor data read on demand.
-// dequantize() turns the float and the 32-element block formats into float32 (the reference the
-// dequantizing kernels of issue #21 are checked against); K-quants are listed but not yet decoded.
+// dequantize() turns the float, 32-element block and K-quant (Q2_K to Q6_K) formats into float32 (the
+// reference the dequantizing kernels of issue #21 are checked against, itself checked against gguf-py).
 //
 // A file is untrusted input, as a safetensors header is: every count, length, dimension and offset is
 // checked against the file's size and the format's limits before anything is allocated, and a file
@@ -200,7 +200,7 @@ export class GgufFile {
     return b;
   }
 
-  /** A tensor as float32 on the CPU: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (others: FormatError naming the type). */
+  /** A tensor as float32 on the CPU: float, 32-element block and K-quant types (others: FormatError naming the type). */
   async dequantize(name: string): Promise<Tensor> {
     const t = this.tensors.get(name);
     if (!t) throw new FormatError('gguf', `${this.path} has no tensor '${name}'`);
@@ -254,6 +254,87 @@ export function dequantizeBlocks(type: string, b: Uint8Array, numel: number): Fl
       }
       return out;
     }
-    default: throw new FormatError('gguf', `dequantizing ${type} is not implemented yet (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 are)`);
+    case 'Q2_K': // 16 scale bytes (4-bit scale, 4-bit min), 64 bytes of 2-bit quants, d, dmin at 80, 82
+      for (let blk = 0; blk < numel / 256; blk++) {
+        const o = blk * 84, d = f16(o + 80), dmin = f16(o + 82);
+        let y = blk * 256, is = 0;
+        for (let n = 0; n < 2; n++) {
+          const q = o + 16 + n * 32;
+          for (let shift = 0; shift < 8; shift += 2) {
+            for (const half of [0, 16]) {
+              const sc = b[o + is++]!, dl = fr(d * (sc & 15)), ml = fr(dmin * (sc >> 4));
+              for (let l = 0; l < 16; l++) out[y++] = fr(dl * ((b[q + half + l]! >> shift) & 3)) - ml;
+            }
+          }
+        }
+      }
+      return out;
+    case 'Q3_K': // 32 bytes of high bits, 64 of 2-bit quants, 12 of packed 6-bit scales, d at 108
+      for (let blk = 0; blk < numel / 256; blk++) {
+        const o = blk * 110, d = f16(o + 108);
+        const sc = q3kScales(b, o + 96);
+        let y = blk * 256, is = 0, m = 1;
+        for (let n = 0; n < 2; n++) {
+          const q = o + 32 + n * 32;
+          for (let shift = 0; shift < 8; shift += 2, m <<= 1) {
+            for (const half of [0, 16]) {
+              const dl = fr(d * (sc[is++]! - 32));
+              for (let l = 0; l < 16; l++) out[y++] = dl * (((b[q + half + l]! >> shift) & 3) - ((b[o + half + l]! & m) ? 0 : 4));
+            }
+          }
+        }
+      }
+      return out;
+    case 'Q4_K': case 'Q5_K': { // d, dmin, 12 bytes of 6-bit scales and mins, (Q5: 32 bytes of high bits), 128 bytes of nibbles
+      const five = type === 'Q5_K', bs = five ? 176 : 144, qo = five ? 48 : 16;
+      for (let blk = 0; blk < numel / 256; blk++) {
+        const o = blk * bs, d = f16(o), dmin = f16(o + 2);
+        let y = blk * 256;
+        for (let j = 0, is = 0, u = 1; j < 4; j++, is += 2, u <<= 2) {
+          const [s1, m1] = scaleMinK4(b, o + 4, is), [s2, m2] = scaleMinK4(b, o + 4, is + 1);
+          const d1 = fr(d * s1), n1 = fr(dmin * m1), d2 = fr(d * s2), n2 = fr(dmin * m2);
+          const q = o + qo + j * 32;
+          for (let l = 0; l < 32; l++) out[y++] = fr(d1 * ((b[q + l]! & 15) + (five && (b[o + 16 + l]! & u) ? 16 : 0))) - n1;
+          for (let l = 0; l < 32; l++) out[y++] = fr(d2 * ((b[q + l]! >> 4) + (five && (b[o + 16 + l]! & (u << 1)) ? 16 : 0))) - n2;
+        }
+      }
+      return out;
+    }
+    case 'Q6_K': // 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8 scales, d at 208
+      for (let blk = 0; blk < numel / 256; blk++) {
+        const o = blk * 210, d = f16(o + 208);
+        for (let n = 0; n < 2; n++) {
+          const ql = o + n * 64, qh = o + 128 + n * 32, sc = o + 192 + n * 8, y = blk * 256 + n * 128;
+          for (let l = 0; l < 32; l++) {
+            const is = l >> 4, h = b[qh + l]!;
+            const q1 = ((b[ql + l]! & 15) | ((h & 3) << 4)) - 32, q2 = ((b[ql + l + 32]! & 15) | (((h >> 2) & 3) << 4)) - 32;
+            const q3 = ((b[ql + l]! >> 4) | (((h >> 4) & 3) << 4)) - 32, q4 = ((b[ql + l + 32]! >> 4) | (((h >> 6) & 3) << 4)) - 32;
+            out[y + l] = fr(d * v.getInt8(sc + is)) * q1;
+            out[y + l + 32] = fr(d * v.getInt8(sc + is + 2)) * q2;
+            out[y + l + 64] = fr(d * v.getInt8(sc + is + 4)) * q3;
+            out[y + l + 96] = fr(d * v.getInt8(sc + is + 6)) * q4;
+          }
+        }
+      }
+      return out;
+    default: throw new FormatError('gguf', `dequantizing ${type} is not implemented yet (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K are)`);
   }
+}
+
+/** ggml's get_scale_min_k4: the j-th 6-bit scale and min of a Q4_K / Q5_K block's 12 packed bytes at `o`. */
+function scaleMinK4(b: Uint8Array, o: number, j: number): [number, number] {
+  if (j < 4) return [b[o + j]! & 63, b[o + j + 4]! & 63];
+  return [(b[o + j + 4]! & 15) | ((b[o + j - 4]! >> 6) << 4), (b[o + j + 4]! >> 4) | ((b[o + j]! >> 6) << 4)];
+}
+
+/** A Q3_K block's 16 6-bit scales, unpacked from its 12 bytes at `o` (ggml's kmask shuffle). */
+function q3kScales(b: Uint8Array, o: number): Int8Array {
+  const aux = new Uint32Array(4);
+  for (let i = 0; i < 3; i++) aux[i] = b[o + 4 * i]! | (b[o + 4 * i + 1]! << 8) | (b[o + 4 * i + 2]! << 16) | (b[o + 4 * i + 3]! << 24);
+  const k1 = 0x03030303, k2 = 0x0f0f0f0f, tmp = aux[2]!;
+  aux[2] = ((aux[0]! >>> 4) & k2) | (((tmp >>> 4) & k1) << 4);
+  aux[3] = ((aux[1]! >>> 4) & k2) | (((tmp >>> 6) & k1) << 4);
+  aux[0] = (aux[0]! & k2) | (((tmp >>> 0) & k1) << 4);
+  aux[1] = (aux[1]! & k2) | (((tmp >>> 2) & k1) << 4);
+  return new Int8Array(aux.buffer);
 }
