@@ -121,6 +121,13 @@ test('CUDA graph: capture, replay with new inputs, typed errors for what cannot 
   g4.replay();
   for (let i = 0; i < eagerFills.length; i++) assert.deepEqual(await graphFills[i]!.data(), await eagerFills[i]!.data());
   g4.reset();
+  // any error inside a capture abandons it: the stream leaves capture mode, its pool is freed, work goes on
+  const g5 = new nbx.cuda.CUDAGraph();
+  assert.throws(() => nbx.cuda.graph(g5, () => nbx.scope(() => x.view([7, 3]))), nbx.ShapeError);
+  assert.equal(nbx.cuda.is_current_stream_capturing(), false);
+  assert.throws(() => g5.replay(), /nothing was captured/);
+  assert.throws(() => nbx.cuda.graph(g5, (async () => x.add(1)) as never), GraphCaptureError);
+  assert.equal((await x.mul(3).data() as Float32Array)[0], -3);
   const before = nbx.cuda.memoryStats().reservedBytes;
   g.reset(); g3.reset(); y.dispose(); e.dispose();
   nbx.cuda.emptyCache();
