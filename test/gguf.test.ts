@@ -141,3 +141,26 @@ test('GGUF: every block type dequantizes as gguf-py does (test/fixtures/gguf, fr
   } finally { await f.close(); }
   assert.deepEqual(bad, []);
 });
+
+test('GGUF: 300 mutated and truncated copies of a real file open or fail with FormatError, never another error', async () => {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '../../test/fixtures/gguf');
+  const good = readFileSync(join(root, 'blocks.gguf'));
+  let s = 12345;
+  const rnd = (n: number): number => { s = (Math.imul(s, 1103515245) + 12345) >>> 0; return s % n; };
+  const others: string[] = [];
+  for (let i = 0; i < 300; i++) {
+    const b = Uint8Array.from(good);
+    // mostly the header (counts, lengths, dims, types, offsets live there), sometimes anywhere
+    const span = i % 4 === 0 ? b.length : Math.min(b.length, 1200);
+    for (let k = 0, n = 1 + rnd(4); k < n; k++) b[rnd(span)] = rnd(256);
+    const bytes = i % 5 === 0 ? b.subarray(0, rnd(b.length)) : b;
+    const p = file(`fuzz${i}.gguf`, bytes);
+    try {
+      const f = await nbx.io.openGguf(p);
+      try { for (const name of f.tensors.keys()) await f.dequantize(name).catch((e: unknown) => { if (!(e instanceof FormatError)) throw e; }); } finally { await f.close(); }
+    } catch (e) {
+      if (!(e instanceof FormatError)) others.push(`case ${i}: ${(e as Error).constructor.name}: ${(e as Error).message.slice(0, 120)}`);
+    }
+  }
+  assert.deepEqual(others, []);
+});
