@@ -164,3 +164,23 @@ test('GGUF: 300 mutated and truncated copies of a real file open or fail with Fo
   }
   assert.deepEqual(others, []);
 });
+
+test('nbx.models.load(.gguf): the llama fixture converted as llama.cpp does (names, permuted Q/K) gives the folder\'s logits; Q8_0 within its rounding', async () => {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '../../test/fixtures');
+  const ref = await nbx.models.load(join(root, 'models/llama'), { device: 'cpu', dtype: 'float32' });
+  const f32 = await nbx.models.load(join(root, 'gguf/llama-f32.gguf'), { device: 'cpu', dtype: 'float32' });
+  const q8 = await nbx.models.load(join(root, 'gguf/llama-q8_0.gguf'), { device: 'cpu', dtype: 'float32' });
+  try {
+    assert.equal(f32.config.model_type, 'llama');
+    assert.equal(f32.tokenizer, null);
+    const ids = nbx.tensor([[1, 17, 42, 99, 5, 63]]);
+    const want = ref.forward(ids);
+    const scale = Number(want.abs().max().item());
+    const err = (m: typeof ref): number => Number(m.forward(ids).sub(want).abs().max().item()) / scale;
+    // the file stores rms_norm_eps as float32 (9.9999997e-6 for 1e-5): the only difference
+    assert.ok(err(f32) < 1e-5, `float32 GGUF: relative logit difference ${err(f32)}`);
+    assert.ok(err(q8) < 0.05, `Q8_0 GGUF: relative logit difference ${err(q8)}`);
+    const gen = async (m: typeof ref): Promise<number[][]> => (await m.generate(ids, { max_new_tokens: 6, do_sample: false })).tolist() as number[][];
+    assert.deepEqual(await gen(f32), await gen(ref));
+  } finally { ref.dispose(); f32.dispose(); q8.dispose(); }
+});

@@ -41,3 +41,53 @@ w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); 
 with open(os.path.join(out, 'blocks.json'), 'w') as f:
     json.dump({'generator': 'test/gen/gguf_fixtures.py', 'gguf_py': getattr(gguf, '__version__', 'unknown'), 'tensors': expected}, f)
 print('wrote', out)
+
+# The llama fixture model (test/fixtures/models/llama) converted as llama.cpp's convert_hf_to_gguf.py
+# does it: its tensor names, Q and K rows permuted for its rotary layout, metadata from config.json;
+# once all float32, once with Q8_0 wherever a row is a multiple of 32 (the rest float32).
+def read_safetensors(path):
+    with open(path, 'rb') as f:
+        n = int.from_bytes(f.read(8), 'little')
+        head = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in head.items():
+        if k == '__metadata__':
+            continue
+        a, b = v['data_offsets']
+        out[k] = np.frombuffer(data[a:b], dtype=np.float32).reshape(v['shape'])
+    return out
+
+def permute(w, n_head):
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+src = os.path.join(here, '..', 'fixtures', 'models', 'llama')
+cfg = json.load(open(os.path.join(src, 'config.json')))
+sd = read_safetensors(os.path.join(src, 'model.safetensors'))
+H, KVH = cfg['num_attention_heads'], cfg['num_key_value_heads']
+names = {'model.embed_tokens.weight': 'token_embd.weight', 'model.norm.weight': 'output_norm.weight', 'lm_head.weight': 'output.weight'}
+per_layer = {'input_layernorm': 'attn_norm', 'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v',
+             'self_attn.o_proj': 'attn_output', 'post_attention_layernorm': 'ffn_norm', 'mlp.gate_proj': 'ffn_gate', 'mlp.up_proj': 'ffn_up', 'mlp.down_proj': 'ffn_down'}
+for i in range(cfg['num_hidden_layers']):
+    for hf, gg in per_layer.items():
+        names[f'model.layers.{i}.{hf}.weight'] = f'blk.{i}.{gg}.weight'
+for variant in ['f32', 'q8_0']:
+    w = gguf.GGUFWriter(os.path.join(out, f'llama-{variant}.gguf'), 'llama')
+    w.add_block_count(cfg['num_hidden_layers']); w.add_context_length(cfg['max_position_embeddings'])
+    w.add_embedding_length(cfg['hidden_size']); w.add_feed_forward_length(cfg['intermediate_size'])
+    w.add_head_count(H); w.add_head_count_kv(KVH); w.add_layer_norm_rms_eps(cfg['rms_norm_eps'])
+    w.add_rope_freq_base(cfg['rope_parameters']['rope_theta']); w.add_key_length(cfg['head_dim']); w.add_value_length(cfg['head_dim'])
+    w.add_bos_token_id(cfg['bos_token_id']); w.add_eos_token_id(cfg['eos_token_id'])
+    for hf, gg in names.items():
+        t = sd[hf]
+        if gg.endswith('attn_q.weight'):
+            t = permute(t, H)
+        elif gg.endswith('attn_k.weight'):
+            t = permute(t, KVH)
+        if variant == 'q8_0' and t.ndim == 2 and t.shape[1] % 32 == 0:
+            q = gguf.quants.quantize(t, Q.Q8_0)
+            w.add_tensor(gg, q, raw_shape=q.shape, raw_dtype=Q.Q8_0)
+        else:
+            w.add_tensor(gg, np.ascontiguousarray(t, dtype=np.float32))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+print('wrote the llama fixture as GGUF')

@@ -1,0 +1,130 @@
+// nbx.models.load('model.gguf'): a llama.cpp GGUF file as a CausalLM. The config comes from the file's
+// metadata (`<arch>.block_count`, `.embedding_length`, ... as llama.cpp's converter writes them), the
+// tensors are renamed to transformers' names, and Llama's query and key rows are put back in
+// transformers' order (llama.cpp's converter interleaves the two rotary halves of every head).
+//
+// For now every tensor is dequantized to the model dtype while loading (src/io/gguf.ts decodes every
+// float, 32-element block and K-quant type): the numbers are the file's, the memory is the float
+// model's. Keeping the packed blocks on the device behind dequantizing kernels is issue #21's next step.
+// The tokenizer inside GGUF metadata is not read yet: `model.tokenizer` is null (pass token ids).
+
+import { GgufFile, type GgufValue } from '../io/gguf.js';
+import type { TensorInfo } from '../io/index.js';
+import { FormatError, UnsupportedError } from '../errors.js';
+import type { Tensor } from '../tensor/tensor.js';
+import type { DeviceLike } from '../backend/backend.js';
+import type { DTypeLike } from '../dtype/dtypes.js';
+import { assembleModel, type LoadModelOptions, type WeightSource } from './load.js';
+import type { CausalLMModel } from './causal_lm.js';
+
+const OP = 'models.load';
+
+/** GGUF architectures this loader maps, and their transformers model_type. */
+const ARCHES: Record<string, { modelType: string; architecture: string; permuteQK: boolean }> = {
+  llama: { modelType: 'llama', architecture: 'LlamaForCausalLM', permuteQK: true },
+  qwen2: { modelType: 'qwen2', architecture: 'Qwen2ForCausalLM', permuteQK: false },
+  qwen3: { modelType: 'qwen3', architecture: 'Qwen3ForCausalLM', permuteQK: false },
+};
+
+/** llama.cpp's per-layer tensor names → transformers'. */
+const LAYER_NAMES: Record<string, string> = {
+  attn_norm: 'input_layernorm', attn_q: 'self_attn.q_proj', attn_k: 'self_attn.k_proj', attn_v: 'self_attn.v_proj',
+  attn_output: 'self_attn.o_proj', attn_q_norm: 'self_attn.q_norm', attn_k_norm: 'self_attn.k_norm',
+  ffn_norm: 'post_attention_layernorm', ffn_gate: 'mlp.gate_proj', ffn_up: 'mlp.up_proj', ffn_down: 'mlp.down_proj',
+};
+const TOP_NAMES: Record<string, string> = { 'token_embd.weight': 'model.embed_tokens.weight', 'output_norm.weight': 'model.norm.weight', 'output.weight': 'lm_head.weight' };
+
+/** transformers' name of a GGUF tensor, or the GGUF name itself (then reported as unexpected by the loader). */
+export function hfName(ggufName: string): string {
+  if (TOP_NAMES[ggufName]) return TOP_NAMES[ggufName]!;
+  const m = /^blk\.(\d+)\.(\w+)\.(weight|bias)$/.exec(ggufName);
+  const part = m ? LAYER_NAMES[m[2]!] : undefined;
+  return m && part ? `model.layers.${m[1]}.${part}.${m[3]}` : ggufName;
+}
+
+function num(md: Map<string, GgufValue>, key: string, path: string, required: boolean): number | undefined {
+  const v = md.get(key);
+  if (v === undefined) {
+    if (required) throw new FormatError(OP, `${path}: GGUF metadata lacks '${key}'`);
+    return undefined;
+  }
+  const n = typeof v === 'bigint' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isFinite(n)) throw new FormatError(OP, `${path}: GGUF metadata '${key}' is ${JSON.stringify(String(v))}, not a number`);
+  return n;
+}
+
+/** config.json's content for a GGUF file's metadata (what llama.cpp's converter wrote from it). */
+export function configFromGguf(f: GgufFile): Record<string, unknown> {
+  const md = f.metadata, path = f.path;
+  const arch = md.get('general.architecture');
+  if (typeof arch !== 'string') throw new FormatError(OP, `${path}: GGUF metadata lacks general.architecture`);
+  const a = ARCHES[arch];
+  if (!a) throw new UnsupportedError(OP, `${path}: GGUF architecture '${arch}' is not supported yet (${Object.keys(ARCHES).join(', ')} are)`);
+  const emb = f.tensors.get('token_embd.weight');
+  if (!emb) throw new FormatError(OP, `${path}: no token_embd.weight tensor`);
+  const scaling = md.get(`${arch}.rope.scaling.type`);
+  if (scaling !== undefined && scaling !== 'none') throw new UnsupportedError(OP, `${path}: GGUF rope scaling '${String(scaling)}' is not mapped yet (files without rope scaling load)`);
+  const heads = num(md, `${arch}.attention.head_count`, path, true)!;
+  const cfg: Record<string, unknown> = {
+    model_type: a.modelType, architectures: [a.architecture],
+    hidden_size: num(md, `${arch}.embedding_length`, path, true),
+    intermediate_size: num(md, `${arch}.feed_forward_length`, path, true),
+    num_hidden_layers: num(md, `${arch}.block_count`, path, true),
+    num_attention_heads: heads,
+    num_key_value_heads: num(md, `${arch}.attention.head_count_kv`, path, false) ?? heads,
+    rms_norm_eps: num(md, `${arch}.attention.layer_norm_rms_epsilon`, path, true),
+    rope_theta: num(md, `${arch}.rope.freq_base`, path, false) ?? 10000,
+    max_position_embeddings: num(md, `${arch}.context_length`, path, false) ?? 2048,
+    vocab_size: emb.shape[0],
+    tie_word_embeddings: !f.tensors.has('output.weight'),
+    hidden_act: 'silu',
+    bos_token_id: num(md, 'tokenizer.ggml.bos_token_id', path, false),
+    eos_token_id: num(md, 'tokenizer.ggml.eos_token_id', path, false),
+  };
+  const headDim = num(md, `${arch}.attention.key_length`, path, false);
+  if (headDim !== undefined) cfg.head_dim = headDim;
+  if (arch === 'qwen2') cfg.attention_bias = true;
+  return cfg;
+}
+
+/** The file's tensors under transformers' names, dequantized (and Llama's Q/K rows restored) on get(). */
+class GgufWeights implements WeightSource {
+  private readonly byHf = new Map<string, string>();
+  constructor(private readonly f: GgufFile, private readonly cfg: Record<string, unknown>, private readonly permuteQK: boolean) {
+    for (const n of f.tensors.keys()) this.byHf.set(hfName(n), n);
+  }
+  names(): string[] { return [...this.byHf.keys()]; }
+  info(name: string): TensorInfo {
+    const t = this.f.tensors.get(this.byHf.get(name)!)!;
+    return { name, dtype: 'float32', shape: t.shape, byteOffset: t.offset, byteLength: t.byteLength };
+  }
+  async get(name: string, opts: { device?: DeviceLike; dtype?: DTypeLike } = {}): Promise<Tensor> {
+    let t = await this.f.dequantize(this.byHf.get(name)!);
+    const heads = /self_attn\.q_proj\.weight$/.test(name) ? this.cfg.num_attention_heads as number
+      : /self_attn\.k_proj\.weight$/.test(name) ? this.cfg.num_key_value_heads as number : 0;
+    if (this.permuteQK && heads > 0) {
+      // llama.cpp: w.reshape(heads, 2, rows / heads / 2, cols).swapaxes(1, 2); undone here
+      const [rows, cols] = t.shape as [number, number];
+      const back = t.view([heads, rows / heads / 2, 2, cols]).transpose(1, 2).contiguous().view([rows, cols]);
+      t.dispose(); t = back;
+    }
+    const out = t.to({ dtype: opts.dtype ?? 'float32', device: opts.device ?? 'cpu' });
+    if (out !== t) t.dispose();
+    return out;
+  }
+  async close(): Promise<void> { await this.f.close(); }
+}
+
+/** Loads a GGUF file (see the top of this file). */
+export async function loadGguf(path: string, opts: LoadModelOptions & { device?: DeviceLike; dtype?: DTypeLike } = {}): Promise<CausalLMModel> {
+  const f = await GgufFile.open(path);
+  let config: Record<string, unknown>;
+  try { config = configFromGguf(f); } catch (e) { await f.close(); throw e; }
+  const arch = f.metadata.get('general.architecture') as string;
+  return assembleModel({
+    config, configName: `${path} (GGUF metadata)`,
+    generationConfig: undefined, generationConfigName: path,
+    weights: async () => new GgufWeights(f, config, ARCHES[arch]!.permuteQK), weightsName: path,
+    tokenizer: async () => null,
+  }, opts);
+}
