@@ -184,3 +184,23 @@ test('nbx.models.load(.gguf): the llama fixture converted as llama.cpp does (nam
     assert.deepEqual(await gen(f32), await gen(ref));
   } finally { ref.dispose(); f32.dispose(); q8.dispose(); }
 });
+
+test('GGUF tokenizer metadata (byte-level BPE): the same ids, special tokens and chat template as the tokenizer.json it came from', async () => {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '../../test/fixtures');
+  const fromFolder = await nbx.models.loadTokenizer(join(root, 'tokenizers/bytelevel'));
+  const f = await nbx.io.openGguf(join(root, 'gguf/tokenizer-bytelevel.gguf'));
+  try {
+    const fromGguf = nbx.models.tokenizerFromGguf(f)!;
+    const cases = (JSON.parse(readFileSync(join(root, 'tokenizers/bytelevel/cases.json'), 'utf8')) as { cases: { text: string }[] }).cases;
+    assert.ok(cases.length > 5);
+    for (const { text } of cases) {
+      assert.deepEqual(fromGguf.encode(text), fromFolder.encode(text), JSON.stringify(text));
+      const ids = fromFolder.encode(text);
+      assert.equal(fromGguf.decode(ids), fromFolder.decode(ids));
+    }
+    assert.equal(fromGguf.bos_token, fromFolder.bos_token);
+    assert.equal(fromGguf.eos_token_id, fromFolder.eos_token_id);
+    const chat = [{ role: 'user', content: 'Hi there' }];
+    assert.equal(fromGguf.apply_chat_template(chat, { tokenize: false, add_generation_prompt: true }), fromFolder.apply_chat_template(chat, { tokenize: false, add_generation_prompt: true }));
+  } finally { await f.close(); }
+});

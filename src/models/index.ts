@@ -1,6 +1,6 @@
 // nbx.models: Hugging Face causal language models (transformers' <Family>ForCausalLM) on nbx.
 export { fromConfig, type LoadModelOptions, type FromConfigOptions } from './load.js';
-export { loadGguf, configFromGguf } from './load_gguf.js';
+export { loadGguf, configFromGguf, tokenizerFromGguf } from './load_gguf.js';
 import { load as loadFolder, type LoadModelOptions } from './load.js';
 import { loadGguf } from './load_gguf.js';
 import type { CausalLMModel } from './causal_lm.js';

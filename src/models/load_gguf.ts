@@ -6,7 +6,9 @@
 // For now every tensor is dequantized to the model dtype while loading (src/io/gguf.ts decodes every
 // float, 32-element block and K-quant type): the numbers are the file's, the memory is the float
 // model's. Keeping the packed blocks on the device behind dequantizing kernels is issue #21's next step.
-// The tokenizer inside GGUF metadata is not read yet: `model.tokenizer` is null (pass token ids).
+// The tokenizer comes from the metadata for byte-level BPE ('gpt2') files (Llama 3, Qwen); a file
+// without one loads with `model.tokenizer` null, and llama.cpp's SentencePiece ('llama') tokenizers are
+// an UnsupportedError for now.
 
 import { GgufFile, type GgufValue } from '../io/gguf.js';
 import type { TensorInfo } from '../io/index.js';
@@ -16,6 +18,7 @@ import type { DeviceLike } from '../backend/backend.js';
 import type { DTypeLike } from '../dtype/dtypes.js';
 import { assembleModel, type LoadModelOptions, type WeightSource } from './load.js';
 import type { CausalLMModel } from './causal_lm.js';
+import { PretrainedTokenizer, type TokenizerConfig } from '../tokenizer/index.js';
 
 const OP = 'models.load';
 
@@ -125,6 +128,73 @@ export async function loadGguf(path: string, opts: LoadModelOptions & { device?:
     config, configName: `${path} (GGUF metadata)`,
     generationConfig: undefined, generationConfigName: path,
     weights: async () => new GgufWeights(f, config, ARCHES[arch]!.permuteQK), weightsName: path,
-    tokenizer: async () => null,
+    tokenizer: async () => tokenizerFromGguf(f),
   }, opts);
+}
+
+/**
+ * Pre-tokenizer regexes of the `tokenizer.ggml.pre` names llama.cpp writes for byte-level BPE
+ * tokenizers (the Split patterns of the tokenizer.json those files were converted from).
+ */
+const PRE_REGEX: Record<string, string> = {
+  'llama-bpe': "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+  'qwen2': "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+  gpt2: "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+};
+PRE_REGEX.llama3 = PRE_REGEX['llama-bpe']!;
+PRE_REGEX.default = PRE_REGEX.gpt2!;
+
+/**
+ * The tokenizer in a GGUF file's metadata, as the tokenizer.json and tokenizer_config.json it was
+ * converted from: 'gpt2'-model (byte-level BPE) files with a known `tokenizer.ggml.pre`. Returns null
+ * when the file has no tokenizer; other tokenizer models (llama.cpp's 'llama' SentencePiece files) are an
+ * UnsupportedError naming what is supported.
+ */
+export function tokenizerFromGguf(f: GgufFile): PretrainedTokenizer | null {
+  const md = f.metadata, path = f.path;
+  const model = md.get('tokenizer.ggml.model');
+  if (model === undefined) return null;
+  if (model !== 'gpt2') throw new UnsupportedError(OP, `${path}: GGUF tokenizer model '${String(model)}' is not read yet (byte-level BPE, 'gpt2', is)`);
+  const pre = String(md.get('tokenizer.ggml.pre') ?? 'default');
+  const regex = PRE_REGEX[pre];
+  if (!regex) throw new UnsupportedError(OP, `${path}: GGUF pre-tokenizer '${pre}' is not known (${Object.keys(PRE_REGEX).join(', ')} are)`);
+  const tokens = md.get('tokenizer.ggml.tokens'), merges = md.get('tokenizer.ggml.merges') ?? [], types = md.get('tokenizer.ggml.token_type') ?? [];
+  if (!Array.isArray(tokens) || !tokens.every((t) => typeof t === 'string')) throw new FormatError(OP, `${path}: tokenizer.ggml.tokens must be a list of strings`);
+  if (!Array.isArray(merges) || !merges.every((m) => typeof m === 'string')) throw new FormatError(OP, `${path}: tokenizer.ggml.merges must be a list of strings`);
+  if (!Array.isArray(types)) throw new FormatError(OP, `${path}: tokenizer.ggml.token_type must be a list`);
+  const vocab: Record<string, number> = {};
+  const added: Record<string, unknown>[] = [];
+  tokens.forEach((t, id) => {
+    const type = Number(types[id] ?? 1);
+    // 3: control (special), 4: user-defined (an added token that is not special)
+    if (type === 3 || type === 4) added.push({ id, content: t, single_word: false, lstrip: false, rstrip: false, normalized: type === 4, special: type === 3 });
+    vocab[t as string] = id;
+  });
+  const idOf = (key: string): number | undefined => { const v = md.get(key); return v === undefined ? undefined : Number(v); };
+  const tokenOf = (id: number | undefined): string | null => (id !== undefined && id >= 0 && id < tokens.length ? tokens[id] as string : null);
+  const bos = tokenOf(idOf('tokenizer.ggml.bos_token_id'));
+  const addBos = md.get('tokenizer.ggml.add_bos_token') === true && bos !== null;
+  const json = {
+    version: '1.0', truncation: null, padding: null, added_tokens: added, normalizer: null,
+    pre_tokenizer: { type: 'Sequence', pretokenizers: [
+      { type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false },
+      { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false },
+    ] },
+    post_processor: addBos ? {
+      type: 'TemplateProcessing',
+      single: [{ SpecialToken: { id: bos, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+      pair: [{ SpecialToken: { id: bos, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: bos, type_id: 1 } }, { Sequence: { id: 'B', type_id: 1 } }],
+      special_tokens: { [bos!]: { id: bos, ids: [idOf('tokenizer.ggml.bos_token_id')], tokens: [bos] } },
+    } : { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
+    decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
+    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false,
+      byte_fallback: false, ignore_merges: false, vocab, merges },
+  };
+  const config: TokenizerConfig = {
+    bos_token: bos, eos_token: tokenOf(idOf('tokenizer.ggml.eos_token_id')), unk_token: tokenOf(idOf('tokenizer.ggml.unknown_token_id')),
+    pad_token: tokenOf(idOf('tokenizer.ggml.padding_token_id')), clean_up_tokenization_spaces: false,
+  };
+  const template = md.get('tokenizer.chat_template');
+  if (typeof template === 'string') config.chat_template = template;
+  return new PretrainedTokenizer(json, config, null);
 }

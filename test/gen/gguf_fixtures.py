@@ -91,3 +91,27 @@ for variant in ['f32', 'q8_0']:
             w.add_tensor(gg, np.ascontiguousarray(t, dtype=np.float32))
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
 print('wrote the llama fixture as GGUF')
+
+# The byte-level BPE fixture tokenizer (test/fixtures/tokenizers/bytelevel, Llama 3's pre-tokenizer) as
+# llama.cpp stores a 'gpt2'-model tokenizer in GGUF metadata (no tensors).
+tok_dir = os.path.join(here, '..', 'fixtures', 'tokenizers', 'bytelevel')
+tj = json.load(open(os.path.join(tok_dir, 'tokenizer.json')))
+tc = json.load(open(os.path.join(tok_dir, 'tokenizer_config.json')))
+vocab = tj['model']['vocab']
+added = {a['id']: a for a in tj['added_tokens']}
+n = max(max(vocab.values()), max(added)) + 1
+tokens, types = [''] * n, [1] * n
+for t, i in vocab.items():
+    tokens[i] = t
+for i, a in added.items():
+    tokens[i] = a['content']; types[i] = 3 if a['special'] else 4
+ids = {a['content']: a['id'] for a in tj['added_tokens']}
+w = gguf.GGUFWriter(os.path.join(out, 'tokenizer-bytelevel.gguf'), 'llama')
+w.add_tokenizer_model('gpt2'); w.add_tokenizer_pre('llama-bpe')
+w.add_token_list(tokens); w.add_token_types(types)
+w.add_token_merges([' '.join(m) if isinstance(m, list) else m for m in tj['model']['merges']])
+w.add_bos_token_id(ids[tc['bos_token']]); w.add_eos_token_id(ids[tc['eos_token']]); w.add_pad_token_id(ids[tc['pad_token']])
+w.add_add_bos_token(True)
+w.add_chat_template(tc['chat_template'])
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+print('wrote the byte-level tokenizer as GGUF metadata')
