@@ -185,22 +185,28 @@ test('nbx.models.load(.gguf): the llama fixture converted as llama.cpp does (nam
   } finally { ref.dispose(); f32.dispose(); q8.dispose(); }
 });
 
-test('GGUF tokenizer metadata (byte-level BPE): the same ids, special tokens and chat template as the tokenizer.json it came from', async () => {
+test('GGUF tokenizers (byte-level BPE, SentencePiece with merges recovered from scores): transformers\' ids and decoding for every fixture text', async () => {
   const root = join(dirname(fileURLToPath(import.meta.url)), '../../test/fixtures');
-  const fromFolder = await nbx.models.loadTokenizer(join(root, 'tokenizers/bytelevel'));
+  for (const name of ['tokenizer-bytelevel', 'tokenizer-spm']) {
+    const ref = JSON.parse(readFileSync(join(root, `gguf/${name}.json`), 'utf8')) as { cases: { text: string; ids: number[]; decoded: string }[] };
+    const f = await nbx.io.openGguf(join(root, `gguf/${name}.gguf`));
+    try {
+      const tok = nbx.models.tokenizerFromGguf(f)!;
+      assert.ok(ref.cases.length >= 20);
+      for (const c of ref.cases) {
+        assert.deepEqual(tok.encode(c.text), c.ids, `${name}: ${JSON.stringify(c.text)}`);
+        assert.equal(tok.decode(c.ids, { skip_special_tokens: true }), c.decoded, `${name} decode: ${JSON.stringify(c.text)}`);
+      }
+    } finally { await f.close(); }
+  }
+  // the byte-level file's chat template and special tokens are the tokenizer.json's it came from
+  const folder = await nbx.models.loadTokenizer(join(root, 'tokenizers/bytelevel'));
   const f = await nbx.io.openGguf(join(root, 'gguf/tokenizer-bytelevel.gguf'));
   try {
-    const fromGguf = nbx.models.tokenizerFromGguf(f)!;
-    const cases = (JSON.parse(readFileSync(join(root, 'tokenizers/bytelevel/cases.json'), 'utf8')) as { cases: { text: string }[] }).cases;
-    assert.ok(cases.length > 5);
-    for (const { text } of cases) {
-      assert.deepEqual(fromGguf.encode(text), fromFolder.encode(text), JSON.stringify(text));
-      const ids = fromFolder.encode(text);
-      assert.equal(fromGguf.decode(ids), fromFolder.decode(ids));
-    }
-    assert.equal(fromGguf.bos_token, fromFolder.bos_token);
-    assert.equal(fromGguf.eos_token_id, fromFolder.eos_token_id);
+    const tok = nbx.models.tokenizerFromGguf(f)!;
+    assert.equal(tok.bos_token, folder.bos_token);
+    assert.equal(tok.eos_token_id, folder.eos_token_id);
     const chat = [{ role: 'user', content: 'Hi there' }];
-    assert.equal(fromGguf.apply_chat_template(chat, { tokenize: false, add_generation_prompt: true }), fromFolder.apply_chat_template(chat, { tokenize: false, add_generation_prompt: true }));
+    assert.equal(tok.apply_chat_template(chat, { tokenize: false, add_generation_prompt: true }), folder.apply_chat_template(chat, { tokenize: false, add_generation_prompt: true }));
   } finally { await f.close(); }
 });

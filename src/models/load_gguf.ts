@@ -6,9 +6,8 @@
 // For now every tensor is dequantized to the model dtype while loading (src/io/gguf.ts decodes every
 // float, 32-element block and K-quant type): the numbers are the file's, the memory is the float
 // model's. Keeping the packed blocks on the device behind dequantizing kernels is issue #21's next step.
-// The tokenizer comes from the metadata for byte-level BPE ('gpt2') files (Llama 3, Qwen); a file
-// without one loads with `model.tokenizer` null, and llama.cpp's SentencePiece ('llama') tokenizers are
-// an UnsupportedError for now.
+// The tokenizer is rebuilt from the metadata as transformers' GGUF loader does it (tokenizerFromGguf:
+// byte-level BPE and SentencePiece); a file without one loads with `model.tokenizer` null.
 
 import { GgufFile, type GgufValue } from '../io/gguf.js';
 import type { TensorInfo } from '../io/index.js';
@@ -145,56 +144,102 @@ PRE_REGEX.llama3 = PRE_REGEX['llama-bpe']!;
 PRE_REGEX.default = PRE_REGEX.gpt2!;
 
 /**
- * The tokenizer in a GGUF file's metadata, as the tokenizer.json and tokenizer_config.json it was
- * converted from: 'gpt2'-model (byte-level BPE) files with a known `tokenizer.ggml.pre`. Returns null
- * when the file has no tokenizer; other tokenizer models (llama.cpp's 'llama' SentencePiece files) are an
- * UnsupportedError naming what is supported.
+ * The tokenizer in a GGUF file's metadata, rebuilt as transformers' GGUF loader rebuilds it
+ * (transformers/integrations/gguf/gguf_tokenizer_mapping.py): byte-level BPE ('gpt2' model, with a
+ * known `tokenizer.ggml.pre`) and SentencePiece BPE ('llama' model: byte fallback, Metaspace, merges
+ * from the file or recovered from the pieces' scores). As there, control tokens are special added
+ * tokens and no BOS is added by the tokenizer (transformers ignores `tokenizer.ggml.add_bos_token`).
+ * Returns null when the file has no tokenizer; other models are an UnsupportedError.
  */
 export function tokenizerFromGguf(f: GgufFile): PretrainedTokenizer | null {
   const md = f.metadata, path = f.path;
   const model = md.get('tokenizer.ggml.model');
   if (model === undefined) return null;
-  if (model !== 'gpt2') throw new UnsupportedError(OP, `${path}: GGUF tokenizer model '${String(model)}' is not read yet (byte-level BPE, 'gpt2', is)`);
-  const pre = String(md.get('tokenizer.ggml.pre') ?? 'default');
-  const regex = PRE_REGEX[pre];
-  if (!regex) throw new UnsupportedError(OP, `${path}: GGUF pre-tokenizer '${pre}' is not known (${Object.keys(PRE_REGEX).join(', ')} are)`);
-  const tokens = md.get('tokenizer.ggml.tokens'), merges = md.get('tokenizer.ggml.merges') ?? [], types = md.get('tokenizer.ggml.token_type') ?? [];
+  if (model !== 'gpt2' && model !== 'llama') throw new UnsupportedError(OP, `${path}: GGUF tokenizer model '${String(model)}' is not read yet ('gpt2' byte-level BPE and 'llama' SentencePiece are)`);
+  const tokens = md.get('tokenizer.ggml.tokens'), types = md.get('tokenizer.ggml.token_type') ?? [];
   if (!Array.isArray(tokens) || !tokens.every((t) => typeof t === 'string')) throw new FormatError(OP, `${path}: tokenizer.ggml.tokens must be a list of strings`);
-  if (!Array.isArray(merges) || !merges.every((m) => typeof m === 'string')) throw new FormatError(OP, `${path}: tokenizer.ggml.merges must be a list of strings`);
   if (!Array.isArray(types)) throw new FormatError(OP, `${path}: tokenizer.ggml.token_type must be a list`);
-  const vocab: Record<string, number> = {};
-  const added: Record<string, unknown>[] = [];
-  tokens.forEach((t, id) => {
-    const type = Number(types[id] ?? 1);
-    // 3: control (special), 4: user-defined (an added token that is not special)
-    if (type === 3 || type === 4) added.push({ id, content: t, single_word: false, lstrip: false, rstrip: false, normalized: type === 4, special: type === 3 });
-    vocab[t as string] = id;
-  });
+  const pieces = tokens as string[];
+  const vocab: Record<string, number> = Object.create(null) as Record<string, number>; // a piece may be spelled '__proto__'
+  pieces.forEach((t, id) => { vocab[t] = id; });
   const idOf = (key: string): number | undefined => { const v = md.get(key); return v === undefined ? undefined : Number(v); };
-  const tokenOf = (id: number | undefined): string | null => (id !== undefined && id >= 0 && id < tokens.length ? tokens[id] as string : null);
-  const bos = tokenOf(idOf('tokenizer.ggml.bos_token_id'));
-  const addBos = md.get('tokenizer.ggml.add_bos_token') === true && bos !== null;
-  const json = {
-    version: '1.0', truncation: null, padding: null, added_tokens: added, normalizer: null,
-    pre_tokenizer: { type: 'Sequence', pretokenizers: [
-      { type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false },
-      { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false },
-    ] },
-    post_processor: addBos ? {
-      type: 'TemplateProcessing',
-      single: [{ SpecialToken: { id: bos, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
-      pair: [{ SpecialToken: { id: bos, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: bos, type_id: 1 } }, { Sequence: { id: 'B', type_id: 1 } }],
-      special_tokens: { [bos!]: { id: bos, ids: [idOf('tokenizer.ggml.bos_token_id')], tokens: [bos] } },
-    } : { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
-    decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
-    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false,
-      byte_fallback: false, ignore_merges: false, vocab, merges },
+  const tokenOf = (id: number | undefined): string | null => (id !== undefined && id >= 0 && id < pieces.length ? pieces[id]! : null);
+  const unk = tokenOf(idOf('tokenizer.ggml.unknown_token_id'));
+  // control tokens (type 3) are special; for SentencePiece the unknown piece is special too
+  const added = pieces.flatMap((t, id) => {
+    const type = Number(types[id] ?? 1);
+    const special = type === 3 || (model === 'llama' && t === unk);
+    return special || type === 4 ? [{ id, content: t, single_word: false, lstrip: false, rstrip: false, normalized: false, special }] : [];
+  });
+  let merges = md.get('tokenizer.ggml.merges');
+  if (merges !== undefined && (!Array.isArray(merges) || !merges.every((m) => typeof m === 'string'))) throw new FormatError(OP, `${path}: tokenizer.ggml.merges must be a list of strings`);
+  let json: Record<string, unknown>;
+  if (model === 'gpt2') {
+    const pre = String(md.get('tokenizer.ggml.pre') ?? 'default');
+    const regex = PRE_REGEX[pre];
+    if (!regex) throw new UnsupportedError(OP, `${path}: GGUF pre-tokenizer '${pre}' is not known (${Object.keys(PRE_REGEX).join(', ')} are)`);
+    json = {
+      normalizer: null,
+      pre_tokenizer: { type: 'Sequence', pretokenizers: [
+        { type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false },
+        { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false },
+      ] },
+      decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
+      model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: '', end_of_word_suffix: '', fuse_unk: false,
+        byte_fallback: false, ignore_merges: false, vocab, merges: merges ?? [] },
+    };
+  } else {
+    const scores = md.get('tokenizer.ggml.scores');
+    if (merges === undefined) {
+      if (!Array.isArray(scores) || scores.length !== pieces.length) throw new FormatError(OP, `${path}: a SentencePiece tokenizer without merges needs tokenizer.ggml.scores, one per token`);
+      merges = mergesFromScores(pieces, vocab, scores.map(Number)).map(([l, r]) => `${l} ${r}`);
+    }
+    const prefix = md.get('tokenizer.ggml.add_space_prefix') !== false;
+    json = {
+      normalizer: null,
+      pre_tokenizer: { type: 'Metaspace', replacement: '\u2581', prepend_scheme: prefix ? 'first' : 'never', split: false },
+      decoder: { type: 'Sequence', decoders: [
+        { type: 'Replace', pattern: { String: '\u2581' }, content: ' ' }, { type: 'ByteFallback' }, { type: 'Fuse' },
+        ...(prefix ? [{ type: 'Strip', content: ' ', start: 1, stop: 0 }] : []),
+      ] },
+      model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: true,
+        byte_fallback: true, ignore_merges: false, vocab, merges },
+    };
+  }
+  const tokenizerJson = {
+    version: '1.0', truncation: null, padding: null, added_tokens: added, ...json,
+    post_processor: { type: 'TemplateProcessing', single: [{ Sequence: { id: 'A', type_id: 0 } }],
+      pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }], special_tokens: {} },
   };
   const config: TokenizerConfig = {
-    bos_token: bos, eos_token: tokenOf(idOf('tokenizer.ggml.eos_token_id')), unk_token: tokenOf(idOf('tokenizer.ggml.unknown_token_id')),
+    bos_token: tokenOf(idOf('tokenizer.ggml.bos_token_id')), eos_token: tokenOf(idOf('tokenizer.ggml.eos_token_id')), unk_token: unk,
     pad_token: tokenOf(idOf('tokenizer.ggml.padding_token_id')), clean_up_tokenization_spaces: false,
   };
   const template = md.get('tokenizer.chat_template');
   if (typeof template === 'string') config.chat_template = template;
-  return new PretrainedTokenizer(json, config, null);
+  return new PretrainedTokenizer(tokenizerJson, config, null);
+}
+
+/**
+ * transformers' generate_merges(vocab, scores): every split of every piece into two pieces of the
+ * vocabulary, each piece's splits ordered by the halves' ids, then all of them by (score, left length,
+ * right length), highest first, ties kept in that order (a stable sort, as Python's).
+ */
+function mergesFromScores(pieces: string[], vocab: Record<string, number>, scores: number[]): [string, string][] {
+  const scoreOf = new Map<string, number>();
+  pieces.forEach((p, i) => { scoreOf.set(p, scores[i]!); }); // a repeated piece keeps its first place, its last score
+  const all: [string, string, number][] = [];
+  for (const [piece, score] of scoreOf) {
+    const chars = [...piece]; // split between code points, as Python's str indexing
+    const local: [string, string, number][] = [];
+    for (let k = 1; k < chars.length; k++) {
+      const l = chars.slice(0, k).join(''), r = chars.slice(k).join('');
+      if (l in vocab && r in vocab) local.push([l, r, score]);
+    }
+    local.sort((a, b) => vocab[a[0]]! - vocab[b[0]]! || vocab[a[1]]! - vocab[b[1]]!);
+    all.push(...local);
+  }
+  const len = (s: string): number => [...s].length;
+  all.sort((a, b) => b[2] - a[2] || len(b[0]) - len(a[0]) || len(b[1]) - len(a[1]));
+  return all.map(([l, r]) => [l, r]);
 }

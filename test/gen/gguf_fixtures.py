@@ -115,3 +115,34 @@ w.add_add_bos_token(True)
 w.add_chat_template(tc['chat_template'])
 w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
 print('wrote the byte-level tokenizer as GGUF metadata')
+
+# The byte-fallback fixture tokenizer (test/fixtures/tokenizers/bytefallback) as llama.cpp stores a
+# SentencePiece ('llama' model) tokenizer: pieces, scores (here: -id, so merges are recovered from
+# them as for a file without merges), token types; and the ids transformers' GGUF loader gives for the
+# fixture texts with the tokenizer it rebuilds from that file (the reference for src/models/load_gguf.ts).
+bf_dir = os.path.join(here, '..', 'fixtures', 'tokenizers', 'bytefallback')
+tj = json.load(open(os.path.join(bf_dir, 'tokenizer.json')))
+vocab = tj['model']['vocab']
+pieces = [''] * len(vocab)
+for t, i in vocab.items():
+    pieces[i] = t
+ptypes = [6 if (p.startswith('<0x') and p.endswith('>') and len(p) == 6) else 1 for p in pieces]
+ptypes[vocab['<unk>']] = 2; ptypes[vocab['<s>']] = 3; ptypes[vocab['</s>']] = 3
+w = gguf.GGUFWriter(os.path.join(out, 'tokenizer-spm.gguf'), 'llama')
+w.add_tokenizer_model('llama')
+w.add_token_list(pieces); w.add_token_scores([float(-i) for i in range(len(pieces))]); w.add_token_types(ptypes)
+w.add_bos_token_id(vocab['<s>']); w.add_eos_token_id(vocab['</s>']); w.add_unk_token_id(vocab['<unk>'])
+w.add_add_bos_token(True)
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+try:
+    from transformers import AutoTokenizer
+    ref = AutoTokenizer.from_pretrained(out, gguf_file='tokenizer-spm.gguf')
+    for gguf_name, src_dir in [('tokenizer-spm', bf_dir), ('tokenizer-bytelevel', tok_dir)]:
+        ref = AutoTokenizer.from_pretrained(out, gguf_file=f'{gguf_name}.gguf')
+        texts = [c['text'] for c in json.load(open(os.path.join(src_dir, 'cases.json')))['cases']]
+        json.dump({'generator': 'test/gen/gguf_fixtures.py', 'transformers': __import__('transformers').__version__,
+                   'cases': [{'text': t, 'ids': ref(t)['input_ids'], 'decoded': ref.decode(ref(t)['input_ids'], skip_special_tokens=True)} for t in texts]},
+                  open(os.path.join(out, f'{gguf_name}.json'), 'w'), ensure_ascii=False)
+    print('wrote transformers ids for the GGUF tokenizers')
+except ImportError:
+    print('transformers not installed: tokenizer-spm.json not written')
