@@ -79,7 +79,7 @@ export async function loadForCommand(op: string, dirArg: string | undefined, dev
   const loadMs = performance.now() - t0;
   if (!model.tokenizer) {
     model.dispose();
-    throw new ValueError(op, `${dir} has no tokenizer.json: the command needs the model's tokenizer to read the prompt and write text`);
+    throw new ValueError(op, `${dir} has no ${dir.endsWith('.gguf') ? 'tokenizer in its GGUF metadata' : 'tokenizer.json'}: the command needs the model's tokenizer to read the prompt and write text`);
   }
   return { model, tokenizer: model.tokenizer, loadMs, device, dir };
 }
