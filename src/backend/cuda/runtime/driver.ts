@@ -517,6 +517,11 @@ export interface PinnedBuffer {
 
 export type Dim3 = number | readonly [number, number?, number?];
 
+/** Component i (x, y, z) of a launch dimension: a number is [n, 1, 1]. */
+function dim3(d: Dim3, i: 0 | 1 | 2): number {
+  return typeof d === 'number' ? (i === 0 ? d : 1) : d[i] ?? 1;
+}
+
 let currentCtx: CudaContext | null = null;
 const contexts = new Map<number, CudaContext>();
 
@@ -818,25 +823,8 @@ export class CudaContext {
           pb.f64[i] = a as number;
       }
     }
-    let gx: number, gy: number, gz: number, bx: number, by: number, bz: number;
-    if (typeof grid === 'number') {
-      gx = grid;
-      gy = 1;
-      gz = 1;
-    } else {
-      gx = grid[0];
-      gy = grid[1] ?? 1;
-      gz = grid[2] ?? 1;
-    }
-    if (typeof block === 'number') {
-      bx = block;
-      by = 1;
-      bz = 1;
-    } else {
-      bx = block[0];
-      by = block[1] ?? 1;
-      bz = block[2] ?? 1;
-    }
+    const gx = dim3(grid, 0), gy = dim3(grid, 1), gz = dim3(grid, 2);
+    const bx = dim3(block, 0), by = dim3(block, 1), bz = dim3(block, 2);
     recentKernels[recentIdx] = kernel.name;
     recentIdx = (recentIdx + 1) % RECENT;
     const r = (driver as Driver).fns.cuLaunchKernel(kernel.handle, gx, gy, gz, bx, by, bz, sharedMem, stream ? stream.handle : null, pb.pointers, null);
