@@ -89,7 +89,7 @@ const features = new Map<DeviceType, Partial<KernelFeatures>>();
 export function registerKernelFeatures(device: DeviceType, f: Partial<KernelFeatures>): void {
   features.set(device, { ...features.get(device), ...f });
 }
-const NO_FEATURES: KernelFeatures = { gemm: { halfInputs: false, biasEpilogue: false }, llm: { dtypes: [] } };
+const NO_FEATURES: KernelFeatures = { gemm: { halfInputs: false, biasEpilogue: false }, llm: { dtypes: [] }, quant: { formats: [], dtypes: [] } };
 /** What `device`'s kernel family `family` supports beyond its contract (all false when not declared). */
 export function kernelFeatures<F extends keyof KernelFeatures>(family: F, device: Device | DeviceType): KernelFeatures[F] {
   const type = typeof device === 'string' ? device : device.type;

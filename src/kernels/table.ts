@@ -13,6 +13,7 @@ import type {
   GatherKernel, LinearIndexKernel, MaskedScatterKernel, MaskedSelectKernel, NonzeroKernel, ScatterKernel,
 } from './indexing.js';
 import type { DecodeAttentionKernel, ExpertGemvKernel, FusedAddRmsNormKernel, LlmFeatures, RotaryKernel } from './llm.js';
+import type { DequantizeKernel, QuantFeatures, QuantMatmulKernel } from './quant.js';
 import type { LocalResponseNormKernel, NllLossKernel, RowNormKernel, SoftmaxKernel } from './nn.js';
 import type { AdaptivePoolKernel, PoolKernel } from './pool.js';
 import type { ReduceKernel, ScanKernel } from './reduce.js';
@@ -69,6 +70,9 @@ export interface KernelTable {
   rotary_embedding: RotaryKernel;
   decode_attention: DecodeAttentionKernel;
   expert_gemv: ExpertGemvKernel;
+  // quant.ts (nbx.quant's packed weights; a backend without them raises a typed error naming the ones that have them)
+  quant_matmul: QuantMatmulKernel;
+  dequantize: DequantizeKernel;
 }
 
 export type KernelName = keyof KernelTable;
@@ -80,6 +84,7 @@ export type BackendKernels = Partial<KernelTable>;
 export interface KernelFeatures {
   gemm: GemmFeatures;
   llm: LlmFeatures;
+  quant: QuantFeatures;
 }
 
 /** Every kernel name, for reports (the `satisfies` keeps the list and the table in step). */
@@ -89,4 +94,5 @@ export const KERNEL_NAMES = Object.keys({
   fft: 1, fft_strided: 1, conv: 1, conv_transpose: 1, pool: 1, adaptive_pool: 1, interpolate: 1, grid_sample: 1,
   softmax: 1, row_norm: 1, nll_loss: 1, local_response_norm: 1, attention: 1,
   fused_add_rms_norm: 1, rotary_embedding: 1, decode_attention: 1, expert_gemv: 1,
+  quant_matmul: 1, dequantize: 1,
 } satisfies Record<KernelName, 1>) as KernelName[];
