@@ -45,6 +45,15 @@ export class DeviceLimitError extends UnsupportedError {}
 export class GraphCaptureError extends UnsupportedError {}
 /** Device memory exhausted; the message says what was requested and what to try. */
 export class OutOfMemoryError extends NbxError {}
+/** A server-side queue that holds as many requests as it may (the engine's maxQueue): retry later (HTTP 429). */
+export class QueueFullError extends NbxError {}
+/**
+ * The paged KV cache has fewer free blocks than a sequence needs; the message and the fields say how many
+ * were needed and how many are free (of how many in all).
+ */
+export class KVCacheFullError extends NbxError {
+  constructor(op: string, message: string, readonly needed: number, readonly free: number, readonly total: number) { super(op, message); }
+}
 /** A file that breaks its format's rules (safetensors, profiles, caches). */
 export class FormatError extends NbxError {}
 /** A fault reported by a device runtime (CUDA sticky error, lost WebGPU device). */
