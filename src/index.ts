@@ -34,6 +34,14 @@ export { cuda };
 export { webgpu } from './backend/webgpu/index.js';
 export * as io from './io/index.js';
 export * as models from './models/index.js';
+/**
+ * An OpenAI-compatible HTTP server for a loaded model (Node only, issue #22): `await nbx.serve(model,
+ * { port: 8000 })` gives { url, port, close() }; see src/serve/server.ts for the options. Loaded on
+ * first call, so browsers never load node:http.
+ */
+export async function serve(...args: Parameters<typeof import('./serve/server.js').serve>): ReturnType<typeof import('./serve/server.js').serve> {
+  return (await import('./serve/server.js')).serve(...args);
+}
 export { DType } from './dtype/dtypes.js';
 export type { DTypeName } from './dtype/dtypes.js';
 export { Device } from './backend/backend.js';

@@ -23,6 +23,9 @@ const HELP = `nbx — nbxtensor command line
                                              nbx-kjv; device: the best one here); figures on stderr
   nbx chat [--model DIR] [--device D] [--system TEXT] [sampling flags as generate]
                                              a conversation through the model's chat template (/exit ends it)
+  nbx serve [--model DIR|FILE] [--device D] [--dtype D] [--host 127.0.0.1] [--port 8000] [--max-batch N]
+            [--max-queue N] [--api-key KEY]   an OpenAI-compatible server (/v1/chat/completions, /v1/completions,
+                                             /v1/models, /health, /metrics) with continuous batching
 
   nbx info                                   version, backends found (and why any is missing), device profile
   nbx conformance DIR [--device cpu|cuda|webgpu] [--filter REGEX] [--json] [--verbose]
@@ -46,6 +49,7 @@ async function main(argv: string[]): Promise<number> {
     case 'inspect': return (await import('./inspect.js')).inspect(rest);
     case 'generate': return (await import('./generate.js')).generateCommand(rest);
     case 'chat': return (await import('./chat.js')).chatCommand(rest);
+    case 'serve': return (await import('./serve.js')).serveCommand(rest);
     case 'bench': return (await import('../../bench/run.js')).bench(rest);
     case undefined: case '-h': case '--help': case 'help': process.stdout.write(HELP); return 0;
     case '--version': case '-v': process.stdout.write(`${packageVersion()}\n`); return 0;
