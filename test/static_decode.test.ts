@@ -170,3 +170,45 @@ test('concurrent generations on one model never share a static decoder\'s cache 
     assert.deepEqual(ids(await generate(model, a, opts)), alone[0]);
   } finally { model.dispose(); }
 });
+
+test('CPU: generate() replays a recorded step and gives the dynamic cache\'s ids (every family, float32, left-padded batch)', async () => {
+  const mismatches: string[] = [];
+  const recorded: string[] = [];
+  for (const c of CASES) {
+    if (DYNAMIC_ROPE.has(c)) continue;
+    const { tensors: e } = await nbx.io.loadSafetensors(join(MODELS, c, 'expected.safetensors'), { names: ['input_ids', 'attention_mask'] });
+    const model = await nbx.models.load(join(MODELS, c), { device: 'cpu', dtype: 'float32' }) as unknown as CausalLMModel;
+    try {
+      const common = { attention_mask: e.attention_mask!, max_new_tokens: 8, do_sample: false };
+      const dynamic = await generate(model, e.input_ids!, { ...common, cache_implementation: 'dynamic' });
+      const replayed = await generate(model, e.input_ids!, common);
+      const again = await generate(model, e.input_ids!, common); // the kept decoder replays without recording again
+      const st = model.staticDecoder({ batch: 2, maxLength: e.input_ids!.shape[1]! + 8, greedy: true })!.stats();
+      // mixture-of-experts layers route on the host on the CPU: refused while recording, run eagerly
+      if (st.captured) recorded.push(c); else if (!/reads a tensor's values on the host/.test(st.fallbackReason ?? '')) mismatches.push(`${c}: not recorded (${st.fallbackReason})`);
+      for (const [name, got] of [['replayed', replayed], ['again', again]] as const) {
+        if (JSON.stringify(ids(got)) !== JSON.stringify(ids(dynamic))) mismatches.push(`${c} ${name}: ${JSON.stringify(ids(got))} vs dynamic ${JSON.stringify(ids(dynamic))}`);
+      }
+    } finally { model.dispose(); }
+  }
+  assert.deepEqual(mismatches, []);
+  assert.ok(recorded.includes('llama') && recorded.length >= CASES.length - 4, `recorded: ${recorded.join(', ')}`);
+});
+
+test('CPU step recording: a replay repeats every kernel with the values written since; host reads are refused', async () => {
+  const { recordCpu } = await import('../src/backend/cpu/runtime/recording.js');
+  const x = nbx.keep(nbx.tensor([1, 2, 3], { dtype: 'float32' }));
+  const { recording, result } = recordCpu(() => nbx.scope(() => x.mul(2).add(1).exp().log().sum(0, { keepdim: true })));
+  assert.deepEqual(Array.from(result.dataSync()), [15]);
+  x.copy_(nbx.tensor([10, 20, 30], { dtype: 'float32' }));
+  recording.replay();
+  assert.ok(Math.abs(result.dataSync()[0]! - 123) < 1e-3);
+  // a fresh (zero-filled) buffer is zeroed again at each replay: index_add_ accumulates into it
+  const idx = nbx.keep(nbx.tensor([0, 0, 1]));
+  const acc = recordCpu(() => nbx.zeros([2]).index_add_(0, idx, x));
+  acc.recording.replay(); acc.recording.replay();
+  assert.deepEqual(Array.from(acc.result.dataSync()), [30, 30]);
+  assert.throws(() => recordCpu(() => x.sum().item()), GraphCaptureError);
+  assert.throws(() => recordCpu(() => nbx.nonzero(x)), GraphCaptureError);
+  x.dispose(); idx.dispose(); result.dispose(); acc.result.dispose();
+});

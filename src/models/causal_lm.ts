@@ -15,7 +15,7 @@ import type { Tokenizer } from '../tokenizer/index.js';
 import { publicConfig, type ModelConfig } from './config.js';
 import { DecoderModel, FAMILIES } from './decoder.js';
 import { KVCacheBuffers } from './cache.js';
-import { StaticDecoder, capacityFor } from './static_decode.js';
+import { StaticDecoder, capacityFor, replayEnabled } from './static_decode.js';
 import { generate as runGenerate, stream as runStream, type GenerateInput, type GenerateOptions } from '../generation/index.js';
 
 export interface BuildOptions { device: Device; dtype: DTypeName }
@@ -69,8 +69,8 @@ export class CausalLMModel extends Module implements CausalLM {
       if (opts.force) throw new UnsupportedError('generate', `cache_implementation 'static' does not support RoPE type ${JSON.stringify(Object.values(this.cfg.rope).map((r) => r.rope_type))} (its frequencies depend on the positions seen); use cache_implementation: 'dynamic'`);
       return null;
     }
-    if (!opts.force && (this.device.type !== 'cuda' || process.env.NBX_CUDA_GRAPHS === '0')) return null;
-    const capacity = capacityFor(opts.maxLength);
+    if (!opts.force && !replayEnabled(this.device)) return null;
+    const capacity = capacityFor(opts.maxLength, this.device);
     const key = `${opts.batch}:${capacity}:${opts.greedy}`;
     let d = this.staticDecoders.get(key);
     if (d && !d.isDisposed && d.inUse) {

@@ -1,4 +1,5 @@
-// Decode steps of fixed shape, replayed as a CUDA graph.
+// Decode steps of fixed shape, replayed as a CUDA graph (or, on the CPU, as a recording of their kernel
+// calls: src/backend/cpu/runtime/recording.ts, the same contract without a driver).
 //
 // An eager decode step launches hundreds of small kernels, and on a GPU their host cost (JS, FFI,
 // launches) is several times their GPU time. A step whose every tensor has a fixed shape and address
@@ -34,6 +35,7 @@ import type { DecoderModel, LayerCache, LayerContext } from './decoder.js';
 import type { ModelConfig } from './config.js';
 import type { Device } from '../backend/backend.js';
 import { CUDAGraph, captureGraph, type GraphHost } from '../backend/cuda/runtime/graph.js';
+import { recordCpu, type CpuRecording } from '../backend/cpu/runtime/recording.js';
 
 /** What a static decoder uses of the model (CausalLMModel; named here so causal_lm.ts and this file do not import each other). */
 export interface StaticDecodeModel {
@@ -79,6 +81,7 @@ export class StaticDecoder {
   /** int64 [1, capacity]: 0 .. capacity-1. */
   private readonly cacheIndex: Tensor;
   private graph: CUDAGraph | null = null;
+  private recording: CpuRecording | null = null;
   private out: StaticStepResult | null = null;
   private ropeSeen: unknown[] = [];
   private steps = 0;
@@ -135,18 +138,20 @@ export class StaticDecoder {
   }
 
   private run(): StaticStepResult {
-    const canCapture = this.model.device.type === 'cuda' && this.fallbackReason === null && process.env.NBX_CUDA_GRAPHS !== '0';
-    if (!canCapture) return this.eager(false);
+    if (this.fallbackReason !== null || !replayEnabled(this.model.device)) return this.eager(false);
     if (this.steps++ === 0) return this.eager(true);
     const tables = this.model.model.ropeTables();
-    if (this.graph && tables.some((t, i) => t !== this.ropeSeen[i])) this.dropGraph(); // the RoPE table was rebuilt
-    if (!this.graph) {
+    if (this.replayable && tables.some((t, i) => t !== this.ropeSeen[i])) this.dropGraph(); // the RoPE table was rebuilt
+    if (!this.replayable) {
       if (!this.capture()) return this.eager(false);
       this.ropeSeen = tables;
     }
-    this.graph!.replay();
+    if (this.graph) this.graph.replay(); else this.recording!.replay();
     return this.out!;
   }
+
+  /** A captured CUDA graph or a CPU recording to replay. */
+  private get replayable(): boolean { return this.graph !== null || this.recording !== null; }
 
   /** The step run eagerly; its outputs are fresh tensors replacing the previous eager outputs. */
   private eager(warmup: boolean): StaticStepResult {
@@ -158,16 +163,23 @@ export class StaticDecoder {
   }
 
   private capture(): boolean {
-    const g = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost);
     try {
-      const out = captureGraph(g, () => this.forward());
+      let out: StaticStepResult;
+      if (this.model.device.type === 'cpu') {
+        const r = recordCpu(() => this.forward());
+        out = r.result; this.recording = r.recording;
+      } else {
+        const g = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost);
+        out = captureGraph(g, () => this.forward());
+        this.graph = g;
+      }
       if (this.out) { this.out.logits.dispose(); this.out.next?.dispose(); }
-      this.out = out; this.graph = g;
+      this.out = out;
       return true;
     } catch (e) {
       if (!(e instanceof GraphCaptureError)) throw e;
       this.fallbackReason = e.message;
-      if (process.env.NBX_DEBUG) process.stderr.write(`nbx: decode steps run without a CUDA graph: ${e.message}\n`);
+      if (process.env.NBX_DEBUG) process.stderr.write(`nbx: decode steps run without ${this.model.device.type === 'cpu' ? 'a CPU step recording' : 'a CUDA graph'}: ${e.message}\n`);
       return false;
     }
   }
@@ -197,9 +209,10 @@ export class StaticDecoder {
   }
 
   private dropGraph(): void {
-    if (!this.graph) return;
+    if (!this.replayable) return;
     this.out?.logits.dispose(); this.out?.next?.dispose(); this.out = null;
-    this.graph.reset(); this.graph = null;
+    this.graph?.reset(); this.graph = null;
+    this.recording = null;
   }
 
   /** Ends the generation that began it: the decoder may serve the next one (an ephemeral one is freed). */
@@ -213,8 +226,8 @@ export class StaticDecoder {
 
   /** Graph nodes and replays, for benchmarks and tests. */
   stats(): { captured: boolean; nodes: number; replays: number; fallbackReason: string | null } {
-    const s = this.graph?.stats();
-    return { captured: this.graph !== null, nodes: s?.nodes ?? 0, replays: s?.replays ?? 0, fallbackReason: this.fallbackReason };
+    const s = this.graph?.stats() ?? this.recording?.stats();
+    return { captured: this.replayable, nodes: s?.nodes ?? 0, replays: s?.replays ?? 0, fallbackReason: this.fallbackReason };
   }
 
   get isDisposed(): boolean { return this.disposed; }
@@ -222,14 +235,30 @@ export class StaticDecoder {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    if (this.graph) this.dropGraph();
+    if (this.replayable) this.dropGraph();
     else { this.out?.logits.dispose(); this.out?.next?.dispose(); this.out = null; }
     for (const t of [this.ids, this.positions, this.writeIndex, this.state, this.notPadding, this.cacheIndex]) t.dispose();
     this.cache.dispose();
   }
 }
 
-/** The capacity bucket for a generation of `maxLength` positions. */
-export function capacityFor(maxLength: number): number {
-  return Math.ceil(maxLength / CAPACITY_BUCKET) * CAPACITY_BUCKET;
+/**
+ * The capacity bucket for a generation of `maxLength` positions on `device`. A replayed step attends over
+ * the whole capacity; a CUDA graph is costly to capture, so its buckets are wide, while a CPU recording
+ * costs one step, so its buckets stay close to the length (attention over unused slots is CPU time).
+ */
+export function capacityFor(maxLength: number, device?: Device): number {
+  const bucket = device?.type === 'cpu' ? CPU_CAPACITY_BUCKET : CAPACITY_BUCKET;
+  return Math.ceil(maxLength / bucket) * bucket;
+}
+export const CPU_CAPACITY_BUCKET = 32;
+
+/**
+ * Whether decode steps on `device` are replayed: CUDA graphs (NBX_CUDA_GRAPHS=0 turns them off) and CPU
+ * step recordings (NBX_CPU_REPLAY=0).
+ */
+export function replayEnabled(device: Device): boolean {
+  if (device.type === 'cuda') return process.env.NBX_CUDA_GRAPHS !== '0';
+  if (device.type === 'cpu') return process.env.NBX_CPU_REPLAY !== '0';
+  return false;
 }

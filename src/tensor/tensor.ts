@@ -5,6 +5,7 @@
 import { DType, DTYPES, allocStorage, dtypeName, isDTypeLike, type DTypeLike, type DTypeName, type StorageArray } from '../dtype/dtypes.js';
 import { readNumber } from '../dtype/convert.js';
 import { Device, backendFor, type DeviceLike, type StridedRef } from '../backend/backend.js';
+import { cpuRecording, refuseReadWhileRecording } from '../backend/cpu/runtime/recording.js';
 import { DeviceLimitError, DisposedError, DTypeError, IndexError, ShapeError, ValueError } from '../errors.js';
 import { Expr } from '../ir/expr.js';
 import { Storage, finalizer, track } from './storage.js';
@@ -50,7 +51,14 @@ export class Tensor {
   static empty(shape: Shape, dtype: DTypeName, device: DeviceLike = 'cpu', zero?: boolean): Tensor {
     const dev = Device.of(device);
     const numel = numelOf(shape);
-    const buf = dev.type === 'cpu' ? allocStorage(dtype, numel, zero ?? true) : backendFor(dev).alloc(dtype, numel, zero ?? false);
+    if (dev.type === 'cpu') {
+      const buf = allocStorage(dtype, numel, zero ?? true);
+      const rec = cpuRecording();
+      // a replayed step must see this buffer as fresh (zeros) again, and it must never be pooled for reuse
+      if (rec && (zero ?? true)) rec.push(buf instanceof BigInt64Array ? () => { buf.fill(0n); } : () => { (buf as Float32Array).fill(0); });
+      return new Tensor(new Storage(dev, dtype, numel, buf, rec !== null), shape.slice(), contiguousStrides(shape), 0, true);
+    }
+    const buf = backendFor(dev).alloc(dtype, numel, zero ?? false);
     return new Tensor(new Storage(dev, dtype, numel, buf), shape.slice(), contiguousStrides(shape), 0, true);
   }
 
@@ -59,7 +67,7 @@ export class Tensor {
     const dev = Device.of(device);
     const numel = numelOf(shape);
     const buf = dev.type === 'cpu' ? data : backendFor(dev).upload(dtype, data);
-    return new Tensor(new Storage(dev, dtype, numel, buf), shape, contiguousStrides(shape), 0);
+    return new Tensor(new Storage(dev, dtype, numel, buf, dev.type === 'cpu' && cpuRecording() !== null), shape, contiguousStrides(shape), 0);
   }
 
   // ---- metadata --------------------------------------------------------------------------------
@@ -448,6 +456,7 @@ export class Tensor {
       const s = c.storage;
       const lanes = DTYPES[this.dt].lanes;
       if (s.device.type === 'cpu') {
+        refuseReadWhileRecording(op);
         const a = s.buf as StorageArray;
         // a copy: the caller may keep it after the tensor is disposed and its buffer reused
         return a.slice(c._offset * lanes, (c._offset + c.numel()) * lanes) as StorageArray;

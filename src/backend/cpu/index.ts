@@ -4,6 +4,7 @@ import { allocStorage, type DTypeName, type StorageArray } from '../../dtype/dty
 import type { Expr } from '../../ir/expr.js';
 import { registerBackend, type Backend, type StridedRef } from '../backend.js';
 import { runElementwise } from './runtime/elementwise.js';
+import { cpuRecording } from './runtime/recording.js';
 
 export const cpuBackend: Backend = {
   type: 'cpu',
@@ -12,7 +13,10 @@ export const cpuBackend: Backend = {
   upload: (_d: DTypeName, data: StorageArray) => data,
   download: async (buf, dtype, offset, numel) => cpuBackend.downloadSync!(buf, dtype, offset, numel),
   downloadSync: (buf, _dtype, offset, numel) => (buf as StorageArray).slice(offset, offset + numel) as StorageArray,
-  elementwise: (expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef) => runElementwise(expr, ins, params, out),
+  elementwise: (expr: Expr, ins: StridedRef[], params: (number | bigint)[], out: StridedRef) => {
+    runElementwise(expr, ins, params, out);
+    cpuRecording()?.push(() => runElementwise(expr, ins, params, out));
+  },
   synchronize: async () => {},
 };
 registerBackend(cpuBackend);
