@@ -127,6 +127,8 @@ export {} from './ops/resample.js';
 export { softmax, log_softmax, _weight_norm } from './ops/nn.js';
 // llm (nbx extensions: fused operations of LLM layers)
 export { llm } from './ops/llm_namespace.js';
+// quant (nbx.quant: quantized weights, issue #21)
+export { quant } from './quant/index.js';
 // random
 export {
   manual_seed, Generator, default_generator, seed, initial_seed, get_rng_state, set_rng_state, rand, randn, rand_like, randn_like,

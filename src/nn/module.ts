@@ -71,6 +71,8 @@ interface ModuleState {
   params: Map<string, Slot>;
   buffers: Map<string, Slot>;
   nonPersistent: Set<string>;
+  /** Buffers whose dtype `to(dtype)` leaves alone (a quantized Linear's float32 scales). */
+  keepDType: Set<string>;
 }
 
 // ---- empty (meta) construction -----------------------------------------------------------------------
@@ -199,7 +201,7 @@ export class Module {
 
   constructor() {
     Object.defineProperty(this, '_nbx', {
-      value: { params: new Map(), buffers: new Map(), nonPersistent: new Set() } satisfies ModuleState,
+      value: { params: new Map(), buffers: new Map(), nonPersistent: new Set(), keepDType: new Set() } satisfies ModuleState,
       enumerable: false, writable: false, configurable: false,
     });
   }
@@ -295,12 +297,14 @@ export class Module {
    * Adds a buffer (state that is not a parameter, like running statistics or rotary frequencies).
    * `persistent: false` keeps it out of state_dict().
    */
-  register_buffer(name: string, tensor: Tensor | MetaTensor | null, opts: { persistent?: boolean } = {}): void {
+  register_buffer(name: string, tensor: Tensor | MetaTensor | null, opts: { persistent?: boolean; keep_dtype?: boolean } = {}): void {
     const s = this._nbx;
     this.checkName('buffer', name, s.buffers);
     const fresh = !s.buffers.has(name);
     s.buffers.set(name, this.slotFor('buffer', tensor));
     if (opts.persistent ?? true) s.nonPersistent.delete(name); else s.nonPersistent.add(name);
+    // nbx extension: `keep_dtype` buffers keep their dtype through to(dtype) (a quantized Linear's float32 scales)
+    if (opts.keep_dtype) s.keepDType.add(name); else s.keepDType.delete(name);
     if (fresh) this.defineSlotProperty(name, 'buffer');
   }
 
@@ -539,15 +543,17 @@ export class Module {
   // ---- device, dtype and lifetime -----------------------------------------------------------------------
 
   /** Replaces every parameter and buffer of the tree by fn(value), each distinct tensor once; frees the old ones. */
-  protected _apply(fn: (v: Tensor | MetaTensor) => Tensor | MetaTensor): this {
-    const slots = new Set<Slot>(this.slotEntries().map((e) => e.slot));
+  protected _apply(fn: (v: Tensor | MetaTensor, keepDType: boolean) => Tensor | MetaTensor): this {
+    const entries = this.slotEntries();
+    const slots = new Set<Slot>(entries.map((e) => e.slot));
+    const fixed = new Set<Slot>(entries.filter((e) => e.kind === 'buffer' && e.module._nbx.keepDType.has(e.local)).map((e) => e.slot));
     const converted = new Map<Tensor | MetaTensor, Tensor | MetaTensor>();
     const old: Tensor[] = [];
     for (const slot of slots) {
       const v = slot.value!;
       let nv = converted.get(v);
       if (!nv) {
-        nv = fn(v);
+        nv = fn(v, fixed.has(slot));
         if (nv instanceof Tensor && nv !== v) keep(nv);
         converted.set(v, nv);
         if (nv !== v && v instanceof Tensor) old.push(v);
@@ -584,8 +590,8 @@ export class Module {
     }
     const castable = (dt: DTypeName): boolean => dtype !== undefined && (DTYPES[dt].kind === 'float' || DTYPES[dt].kind === 'complex')
       && (DTYPES[dtype].kind === 'complex' || DTYPES[dt].kind !== 'complex');
-    return this._apply((v) => {
-      const dt = castable(v.dt) ? dtype! : v.dt;
+    return this._apply((v, keepDType) => {
+      const dt = !keepDType && castable(v.dt) ? dtype! : v.dt;
       if (v instanceof MetaTensor) {
         if (dt === v.dt && (device === undefined || device === 'meta')) return v;
         return new MetaTensor(v.shape, dt, device === undefined || device === 'meta' ? v.target_device : device);

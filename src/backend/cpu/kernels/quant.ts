@@ -1,0 +1,243 @@
+// The CPU's packed-weight kernels (contract: src/kernels/quant.ts; formats defined by
+// src/quant/formats.ts's dequantizeRows). Activations float32, bfloat16 or float16, accumulated in double
+// (JavaScript numbers), stored once in the output dtype.
+//
+// Decode (m ≤ GEMV_ROWS): one pass over the packed bytes, no float copy of the weight. The scale is taken
+// out of the inner sum (Σ_k x·(q·s) = s·Σ_k x·q per channel or group), and int4's zero point too
+// (Σ x·(q − z) = Σ x·q − z·Σ x, the group sums of x computed once per call), so the inner loops are
+// integer-to-double multiply-adds on bytes: this differs from dequantize-then-matmul only in rounding
+// order (measured in BENCHMARKS.md: packed int8/int4 GEMV against the float32 path). GGUF block formats
+// other than q8_0/q4_0 dequantize a few rows at a time into a small float scratch and dot it (their
+// block layouts interleave scales with data; a per-format loop is future work).
+// Prefill (m > GEMV_ROWS): tiles of rows dequantized into a float32 scratch fed to the gemm kernel, so
+// the float path's BLAS or SIMD kernel does the flops.
+
+import type { StridedRef } from '../../backend.js';
+import type { BackendKernels } from '../../../kernels/table.js';
+import type { DequantizeParams, QuantFeatures, QuantMatmulParams } from '../../../kernels/quant.js';
+import type { DTypeName } from '../../../dtype/dtypes.js';
+import { f16Table, fromBFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../../../dtype/convert.js';
+import { UnsupportedError } from '../../../errors.js';
+import { QUANT_FORMATS, dequantizeRows, fp8E4M3Table } from '../../../quant/formats.js';
+import { gemm } from './gemm.js';
+
+const GEMV_ROWS = 4;
+/** Rows of float32 scratch per prefill tile: ~512 KiB (L2-sized), at least 8 rows. */
+const TILE_BYTES = 512 << 10;
+
+const u8 = (r: StridedRef): Uint8Array => {
+  const b = r.buf as Uint8Array;
+  return r.offset === 0 ? b : b.subarray(r.offset);
+};
+const f32 = (r: StridedRef | undefined): Float32Array | null => {
+  if (!r) return null;
+  const b = r.buf as Float32Array;
+  return r.offset === 0 ? b : b.subarray(r.offset);
+};
+
+/** x [m, k] as float32 (a view when it already is). */
+function activations(x: StridedRef, len: number): Float32Array {
+  if (x.dtype === 'float32') return (x.buf as Float32Array).subarray(x.offset, x.offset + len);
+  const src = x.buf as Uint16Array, out = new Float32Array(len), o = x.offset;
+  if (x.dtype === 'bfloat16') for (let i = 0; i < len; i++) out[i] = fromBFloat16Bits(src[o + i]!);
+  else { const t = f16Table(); for (let i = 0; i < len; i++) out[i] = t[src[o + i]!]!; }
+  return out;
+}
+
+/** Writes value v (a double) at out[i] in the output dtype (one rounding). */
+function storer(out: StridedRef): (i: number, v: number) => void {
+  const o = out.offset;
+  if (out.dtype === 'float32') { const b = out.buf as Float32Array; return (i, v) => { b[o + i] = v; }; }
+  const b = out.buf as Uint16Array;
+  // double → float32 → half: the contract accumulates in float32, then rounds to the dtype
+  if (out.dtype === 'bfloat16') return (i, v) => { b[o + i] = toBFloat16Bits(Math.fround(v)); };
+  return (i, v) => { b[o + i] = toFloat16Bits(Math.fround(v)); };
+}
+
+function biasValues(bias: StridedRef | undefined, n: number): Float32Array | null {
+  return bias ? activations(bias, n) : null;
+}
+
+function checkDType(d: DTypeName): void {
+  if (d !== 'float32' && d !== 'bfloat16' && d !== 'float16') throw new UnsupportedError('quant_matmul', `the CPU quant kernels take float32, bfloat16 or float16 activations, got ${d}`);
+}
+
+/** Decode: every output row n = one pass over the packed row, for each of the m (≤ GEMV_ROWS) inputs. */
+function gemv(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): void {
+  const l = p.layout, N = l.n, K = l.k, M = p.m, rb = l.rowBytes;
+  const q = u8(p.qweight), s = f32(p.scales), z = f32(p.zeros);
+  switch (l.format) {
+    case 'int8': {
+      const qi = new Int8Array(q.buffer, q.byteOffset, q.byteLength);
+      for (let m = 0; m < M; m++) {
+        const xo = m * K;
+        for (let n = 0; n < N; n++) {
+          const o = n * rb;
+          let s0 = 0, s1 = 0, s2 = 0, s3 = 0, k = 0;
+          for (; k + 3 < K; k += 4) {
+            s0 += x[xo + k]! * qi[o + k]!; s1 += x[xo + k + 1]! * qi[o + k + 1]!;
+            s2 += x[xo + k + 2]! * qi[o + k + 2]!; s3 += x[xo + k + 3]! * qi[o + k + 3]!;
+          }
+          for (; k < K; k++) s0 += x[xo + k]! * qi[o + k]!;
+          acc[m * N + n] = (s0 + s1 + s2 + s3) * s![n]!;
+        }
+      }
+      return;
+    }
+    case 'fp8_e4m3': {
+      const lut = fp8E4M3Table(), perTensor = s!.length === 1;
+      for (let m = 0; m < M; m++) {
+        const xo = m * K;
+        for (let n = 0; n < N; n++) {
+          const o = n * rb;
+          let s0 = 0, s1 = 0, k = 0;
+          for (; k + 1 < K; k += 2) { s0 += x[xo + k]! * lut[q[o + k]!]!; s1 += x[xo + k + 1]! * lut[q[o + k + 1]!]!; }
+          for (; k < K; k++) s0 += x[xo + k]! * lut[q[o + k]!]!;
+          acc[m * N + n] = (s0 + s1) * (perTensor ? s![0]! : s![n]!);
+        }
+      }
+      return;
+    }
+    case 'int4': {
+      const g = l.groupSize, G = K / g, hb = g >> 1;
+      // group sums of x, for the zero points
+      const xs = new Float64Array(M * G);
+      for (let m = 0; m < M; m++) for (let gi = 0; gi < G; gi++) {
+        let t = 0;
+        for (let k = gi * g; k < (gi + 1) * g; k++) t += x[m * K + k]!;
+        xs[m * G + gi] = t;
+      }
+      for (let m = 0; m < M; m++) {
+        const xo = m * K;
+        for (let n = 0; n < N; n++) {
+          let total = 0;
+          for (let gi = 0; gi < G; gi++) {
+            const bo = n * rb + gi * hb, xg = xo + gi * g;
+            let s0 = 0, s1 = 0;
+            for (let j = 0; j < hb; j++) {
+              const b = q[bo + j]!;
+              s0 += x[xg + 2 * j]! * (b & 15);
+              s1 += x[xg + 2 * j + 1]! * (b >> 4);
+            }
+            const zg = z ? z[n * G + gi]! : 8;
+            total += (s0 + s1 - zg * xs[m * G + gi]!) * s![n * G + gi]!;
+          }
+          acc[m * N + n] = total;
+        }
+      }
+      return;
+    }
+    case 'q8_0': {
+      // blocks of 34 bytes: f16 d, 32 int8
+      const qi = new Int8Array(q.buffer, q.byteOffset, q.byteLength), h = f16Table(), B = K / 32;
+      for (let m = 0; m < M; m++) {
+        const xo = m * K;
+        for (let n = 0; n < N; n++) {
+          let total = 0;
+          for (let blk = 0; blk < B; blk++) {
+            const o = n * rb + blk * 34, xb = xo + blk * 32;
+            const d = h[q[o]! | (q[o + 1]! << 8)]!;
+            let t = 0;
+            for (let j = 0; j < 32; j++) t += x[xb + j]! * qi[o + 2 + j]!;
+            total += t * d;
+          }
+          acc[m * N + n] = total;
+        }
+      }
+      return;
+    }
+    case 'q4_0': {
+      // blocks of 18 bytes: f16 d, 16 bytes: x[j] = d·(lo − 8), x[j+16] = d·(hi − 8)
+      const h = f16Table(), B = K / 32;
+      for (let m = 0; m < M; m++) {
+        const xo = m * K;
+        for (let n = 0; n < N; n++) {
+          let total = 0;
+          for (let blk = 0; blk < B; blk++) {
+            const o = n * rb + blk * 18, xb = xo + blk * 32;
+            const d = h[q[o]! | (q[o + 1]! << 8)]!;
+            let t = 0, xsum = 0;
+            for (let j = 0; j < 16; j++) {
+              const b = q[o + 2 + j]!, a = x[xb + j]!, c = x[xb + j + 16]!;
+              t += a * (b & 15) + c * (b >> 4);
+              xsum += a + c;
+            }
+            total += (t - 8 * xsum) * d;
+          }
+          acc[m * N + n] = total;
+        }
+      }
+      return;
+    }
+    default: {
+      // other GGUF blocks: a few rows dequantized by the definition, then dotted
+      const R = Math.max(1, Math.min(N, Math.floor((64 << 10) / K)));
+      const w = new Float32Array(R * K);
+      for (let n0 = 0; n0 < N; n0 += R) {
+        const n1 = Math.min(N, n0 + R);
+        dequantizeRows(l, q, s, z, n0, n1, w);
+        for (let m = 0; m < M; m++) {
+          const xo = m * K;
+          for (let n = n0; n < n1; n++) {
+            const wo = (n - n0) * K;
+            let s0 = 0, s1 = 0, k = 0;
+            for (; k + 1 < K; k += 2) { s0 += x[xo + k]! * w[wo + k]!; s1 += x[xo + k + 1]! * w[wo + k + 1]!; }
+            for (; k < K; k++) s0 += x[xo + k]! * w[wo + k]!;
+            acc[m * N + n] = s0 + s1;
+          }
+        }
+      }
+    }
+  }
+}
+
+let accBuf = new Float64Array(4096);
+
+function cpuQuantMatmul(p: QuantMatmulParams): void {
+  checkDType(p.dtype);
+  const l = p.layout, N = l.n, K = l.k, M = p.m;
+  if (!QUANT_FORMATS.includes(l.format)) throw new UnsupportedError('quant_matmul', `unknown format ${l.format}`);
+  if (M === 0 || N === 0) return;
+  const x = activations(p.x, M * K);
+  const bias = biasValues(p.bias, N);
+  const store = storer(p.out);
+  if (M <= GEMV_ROWS) {
+    if (accBuf.length < M * N) accBuf = new Float64Array(M * N);
+    gemv(p, x, accBuf);
+    for (let i = 0, m = 0; m < M; m++) for (let n = 0; n < N; n++, i++) store(i, bias ? Math.fround(accBuf[i]!) + bias[n]! : accBuf[i]!);
+    return;
+  }
+  // prefill: tiles of dequantized rows through the gemm kernel (float32), into a float32 result
+  const q = u8(p.qweight), s = f32(p.scales), z = f32(p.zeros);
+  const R = Math.max(8, Math.min(N, Math.floor(TILE_BYTES / (4 * K))));
+  const w = new Float32Array(R * K);
+  const outF32 = p.dtype === 'float32' ? null : new Float32Array(M * N);
+  const c: StridedRef = outF32 ? { buf: outF32, dtype: 'float32', shape: [M * N], strides: [1], offset: 0 } : p.out;
+  const a: StridedRef = { buf: x, dtype: 'float32', shape: [M * K], strides: [1], offset: 0 };
+  for (let n0 = 0; n0 < N; n0 += R) {
+    const n1 = Math.min(N, n0 + R);
+    dequantizeRows(l, q, s, z, n0, n1, w);
+    gemm({ transA: false, transB: true, m: M, n: n1 - n0, k: K, alpha: 1, beta: 0, a, lda: K,
+      b: { buf: w, dtype: 'float32', shape: [(n1 - n0) * K], strides: [1], offset: 0 }, ldb: K,
+      c: { ...c, offset: c.offset + n0 }, ldc: N });
+  }
+  if (outF32 || bias) {
+    const src = outF32 ?? (p.out.buf as Float32Array).subarray(p.out.offset);
+    for (let i = 0, m = 0; m < M; m++) for (let n = 0; n < N; n++, i++) store(i, bias ? Math.fround(src[i]! + bias[n]!) : src[i]!);
+  }
+}
+
+function cpuDequantize(p: DequantizeParams): void {
+  checkDType(p.dtype);
+  const l = p.layout;
+  const q = u8(p.qweight), s = f32(p.scales), z = f32(p.zeros);
+  if (p.dtype === 'float32') { dequantizeRows(l, q, s, z, 0, l.n, (p.out.buf as Float32Array).subarray(p.out.offset)); return; }
+  const tmp = new Float32Array(l.n * l.k);
+  dequantizeRows(l, q, s, z, 0, l.n, tmp);
+  const store = storer(p.out);
+  for (let i = 0; i < tmp.length; i++) store(i, tmp[i]!);
+}
+
+export const kernels: BackendKernels = { quant_matmul: cpuQuantMatmul, dequantize: cpuDequantize };
+/** Every format, float32 / bfloat16 / float16 activations. */
+export const features: { quant: QuantFeatures } = { quant: { formats: QUANT_FORMATS, dtypes: ['float32', 'bfloat16', 'float16'] } };
