@@ -184,16 +184,22 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
     // top_p 0 is OpenAI's way of asking for the single most likely token: greedy.
     if (p.top_p === 0) { ereq.temperature = 0; delete ereq.top_p; }
     const stream: EngineStream = engine.submit(ereq);
+    let tPrev = 0, n = 0;
     flights.add(flight);
     metrics.promptTokens += ids.length;
     // The client going away (closed socket, aborted request) cancels the sequence at once.
-    const gone = (): void => { if (!flight.done) { flight.abort.abort(); stream.cancel(); } };
+    const gone = (): void => {
+      if (flight.done) return;
+      note(`cancelled: the client went away after ${n} tokens (prompt ${ids.length})`);
+      flight.abort.abort();
+      stream.cancel();
+    };
     res.on('close', gone);
     if (res.destroyed || req.socket.destroyed) gone();
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID().replace(/-/g, '')}`;
     const createdAt = Math.floor(Date.now() / 1000);
     const object = kind === 'chat' ? 'chat.completion' : 'text_completion';
-    let tPrev = 0, n = 0;
+
     const onToken = (): void => {
       const now = performance.now();
       if (n === 0) metrics.ttft.observe((now - t0) / 1000);
@@ -210,7 +216,7 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
       if (!p.stream) {
         for await (const _ of stream) onToken();
         const r = await stream.result;
-        if (r.finish_reason === 'cancelled') { note('cancelled'); return; }
+        if (r.finish_reason === 'cancelled') return;
         note(`prompt=${r.prompt_tokens} completion=${r.completion_tokens} finish=${r.finish_reason}`);
         const choice = kind === 'chat'
           ? { index: 0, message: { role: 'assistant', content: r.text, refusal: null }, logprobs: null, finish_reason: finishOf(r) }
@@ -236,7 +242,7 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
           if (ev.text) send([piece(ev.text, null)]);
         }
         const r = await stream.result;
-        if (r.finish_reason === 'cancelled') { note('cancelled'); return; }
+        if (r.finish_reason === 'cancelled') return;
         note(`prompt=${r.prompt_tokens} completion=${r.completion_tokens} finish=${r.finish_reason} stream`);
         send([piece('', finishOf(r))]);
         if (p.include_usage) send([], { usage: usageOf(r) });
@@ -308,13 +314,15 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
     let endpoint = path.startsWith('/v1/chat') ? 'chat' : path.startsWith('/v1/completions') ? 'completions' : path.startsWith('/v1/models') ? 'models' : path === '/health' ? 'health' : path === '/metrics' ? 'metrics' : 'other';
     let detail = '';
     const note = (s: string): void => { detail = s; };
-    res.on('close', () => {
+    const remote = req.socket.remoteAddress ?? '-';
+    // After the other 'close' listeners (a generation's own says why it ended).
+    res.on('close', () => process.nextTick(() => {
       const status = res.headersSent ? res.statusCode : 499;  // 499: the client closed before an answer (nginx's code)
-      const cut = !res.writableFinished && !detail.startsWith('cancelled') ? ' (client went away)' : '';
+      const cut = !res.writableFinished && !detail.startsWith('cancelled') ? ' (the client went away)' : '';
       metrics.request(endpoint, status);
       if (endpoint === 'chat' || endpoint === 'completions') metrics.e2e.observe((performance.now() - t0) / 1000);
-      log?.(`${OP}: ${new Date().toISOString()} ${req.socket.remoteAddress ?? '-'} ${req.method} ${path} ${status} ${(performance.now() - t0).toFixed(0)}ms${detail ? ` ${detail}` : ''}${cut}`);
-    });
+      log?.(`${OP}: ${new Date().toISOString()} ${remote} ${req.method} ${path} ${status} ${(performance.now() - t0).toFixed(0)}ms${detail ? ` ${detail}` : ''}${cut}`);
+    }));
     route(req, res, path, t0, note).then((ep) => { endpoint = ep; }, (e: unknown) => {
       const ae = toApiError(e);
       if (ae.status >= 500 && !(e instanceof KVCacheFullError)) note(`error: ${ae.body().error.message}${process.env.NBX_DEBUG === '1' && e instanceof Error ? `\n${e.stack}` : ''}`);
