@@ -27,6 +27,8 @@ const HELP = `nbx — nbxtensor command line
             [--max-queue N] [--api-key KEY]   an OpenAI-compatible server (/v1/chat/completions, /v1/completions,
                                              /v1/models, /health, /metrics) with continuous batching
 
+  nbx quantize MODEL_DIR OUT_DIR --scheme int8|int4-g128|int4-g64|int4-g32|fp8 [--symmetric]
+                                             round-to-nearest quantized copy of a model folder (Linear weights)
   nbx info                                   version, backends found (and why any is missing), device profile
   nbx conformance DIR [--device cpu|cuda|webgpu] [--filter REGEX] [--json] [--verbose]
                                              run a conformance suite (FORMAT.md); exit 1 if any case fails
@@ -50,6 +52,7 @@ async function main(argv: string[]): Promise<number> {
     case 'generate': return (await import('./generate.js')).generateCommand(rest);
     case 'chat': return (await import('./chat.js')).chatCommand(rest);
     case 'serve': return (await import('./serve.js')).serveCommand(rest);
+    case 'quantize': return (await import('./quantize.js')).quantizeCommand(rest);
     case 'bench': return (await import('../../bench/run.js')).bench(rest);
     case undefined: case '-h': case '--help': case 'help': process.stdout.write(HELP); return 0;
     case '--version': case '-v': process.stdout.write(`${packageVersion()}\n`); return 0;

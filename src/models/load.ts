@@ -18,6 +18,8 @@ import { SafetensorsHandle } from '../io/index.js';
 import { createProgress } from '../io/progress.js';
 import { parseConfig, type ModelConfig } from './config.js';
 import { CausalLMModel } from './causal_lm.js';
+import { Linear } from '../nn/linear.js';
+import { quantSource, type QuantDecl } from './load_quant.js';
 
 export interface LoadModelOptions {
   /** Where the weights go (default 'cpu'). */
@@ -127,7 +129,10 @@ const IGNORED = [/\.rotary_emb\.inv_freq$/, /^lm_head\.weight$/];
  * What a checkpoint's tensors are read through: a SafetensorsHandle on files, or the in-memory
  * checkpoint of fetched files (load_remote.ts, for browsers).
  */
-export type WeightSource = Pick<SafetensorsHandle, 'names' | 'info' | 'get' | 'close'>;
+export type WeightSource = Pick<SafetensorsHandle, 'names' | 'info' | 'get' | 'close'> & {
+  /** Quantized Linears (module path → layout) whose `qweight`/`scales`/`zeros` this source gives (load_quant.ts, GGUF). */
+  decls?: Map<string, QuantDecl>;
+};
 
 async function openWeights(weights: string): Promise<WeightSource> {
   try { return await SafetensorsHandle.open(weights); } catch (e) {
@@ -172,8 +177,10 @@ async function loadWeights(model: CausalLMModel, handle: WeightSource, weights: 
     const totalBytes = all.reduce((s, n) => s + handle.info(n).byteLength, 0);
     const bar = createProgress(`loading ${weights}`, totalBytes, { show: opts.progress });
     let done = 0;
+    // a quantized Linear's scales and zeros stay float32 (the kernels' contract)
+    const keepF32 = (n: string): boolean => spec[n]?.dtype === 'float32' && /\.(scales|zeros)$/.test(n) && !!handle.decls?.has(n.replace(/\.(scales|zeros)$/, ''));
     const read = async (n: string): Promise<Tensor> => {
-      const t = await handle.get(n, { device, dtype: DTYPES[handle.info(n).dtype].kind === 'float' ? dtype : undefined });
+      const t = await handle.get(n, { device, dtype: DTYPES[handle.info(n).dtype].kind === 'float' ? (keepF32(n) ? 'float32' : dtype) : undefined });
       done += handle.info(n).byteLength;
       bar.update(done);
       opts.onProgress?.({ loadedBytes: done, totalBytes, tensor: n });
@@ -208,6 +215,21 @@ async function loadWeights(model: CausalLMModel, handle: WeightSource, weights: 
   }
 }
 
+/**
+ * Declares the quantized Linears a checkpoint holds (its source's decls) on the empty model, so that
+ * their packed tensors are what the model expects. Embeddings and norms stay float; lm_head is quantized
+ * only when the checkpoint quantized it.
+ */
+function declareQuantized(model: CausalLMModel, handle: WeightSource, weights: string): void {
+  if (!handle.decls) return;
+  for (const [path, d] of handle.decls) {
+    let m: unknown;
+    try { m = model.get_submodule(path); } catch { throw new ShapeError(OP, `${weights}: quantized weights for '${path}', which is not a module of this ${model.cfg.model_type} model`); }
+    if (!(m instanceof Linear)) throw new ShapeError(OP, `${weights}: quantized weights for '${path}', which is not a Linear`);
+    m.declare_quantized(d.layout, { asymmetric: d.asymmetric, perTensor: d.perTensor });
+  }
+}
+
 /** The tokenizer of a model folder (src/tokenizer's loader), or null when the folder has no tokenizer.json. */
 async function loadTokenizerIfAny(dir: string): Promise<Tokenizer | null> {
   return existsSync(join(dir, 'tokenizer.json')) ? loadTokenizer(dir) : null;
@@ -239,7 +261,12 @@ export async function assembleModel(parts: ModelParts, opts: LoadModelOptions = 
   if (DTYPES[dtype].kind !== 'float') throw new ValueError(OP, `dtype must be a floating-point dtype (float32, bfloat16, float16), got ${dtype}`);
   const model = init_empty_weights(() => new CausalLMModel(cfg, { device, dtype }));
   try {
-    await loadWeights(model, await parts.weights(), parts.weightsName, device, dtype, opts);
+    let handle = await parts.weights();
+    try {
+      handle = quantSource(handle, (cfg.raw as Record<string, unknown>).quantization_config, parts.configName) ?? handle;
+      declareQuantized(model, handle, parts.weightsName);
+    } catch (e) { await handle.close(); throw e; }
+    await loadWeights(model, handle, parts.weightsName, device, dtype, opts);
     model.generationConfig = Object.freeze({ ...(genCfg as Record<string, unknown> | undefined) });
     model.tokenizer = await parts.tokenizer();
   } catch (e) {
