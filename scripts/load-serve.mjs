@@ -1,0 +1,319 @@
+#!/usr/bin/env node
+// Bounded load generator for `nbx serve` (issue #22). Requests go to the loopback only and the run
+// stops by itself (a request count, and a wall-clock limit after which everything is aborted).
+//
+// It starts the server as a child process (or uses --url, which must be a loopback address), then:
+//  1. single stream: --single requests one at a time (output = the longest of --output): decode tok/s
+//     and inter-token latency of one stream alone (the baseline of the issue's ratio);
+//  2. warm-up: one burst of --concurrency short requests; reserved device memory read from /metrics;
+//  3. load: --requests streaming chat requests, --concurrency at a time, random prompt and output
+//     lengths, a --cancel share aborted mid-stream after a random number of tokens; each request has
+//     its own seed (sampling at --temperature; 0 = greedy);
+//  4. after: reserved memory, running/waiting/KV blocks from /metrics (they must be back to the warm level);
+//  5. verify: --verify completed requests (or all) run again one at a time with the same body: the
+//     text must be identical (no sequence sees another's tokens; batching changes nothing).
+// Report: completed, cancelled, errors by kind, aggregate tokens/s, TTFT and ITL p50/p99, the ratio of
+// aggregate to single-stream tokens/s, memory before/after, verification. Build first (`npm run build`).
+//
+//   node scripts/load-serve.mjs [--model DIR | --shape tinyllama|tiny | --url http://127.0.0.1:PORT]
+//        [--device cpu|cuda] [--dtype D] [--concurrency 64] [--requests 1000] [--cancel 0.1]
+//        [--prompt 8:64] [--output 16:128] [--temperature 0.8] [--single 3] [--verify 64|all]
+//        [--max-batch N] [--timeout-s 540] [--seed 1] [--json FILE]
+//
+// --shape builds a random-weight model of that shape in the server process (bfloat16 on CUDA) with a
+// word-level tokenizer of the model's vocabulary ("w123" is token 123), so prompt lengths are exact.
+
+import { parseArgs } from 'node:util';
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { cpus, hostname } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const { values: V } = parseArgs({ options: {
+  url: { type: 'string' }, model: { type: 'string' }, shape: { type: 'string' }, device: { type: 'string' }, dtype: { type: 'string' },
+  concurrency: { type: 'string', default: '64' }, requests: { type: 'string', default: '1000' }, cancel: { type: 'string', default: '0.1' },
+  prompt: { type: 'string', default: '8:64' }, output: { type: 'string', default: '16:128' }, temperature: { type: 'string', default: '0.8' },
+  single: { type: 'string', default: '3' }, verify: { type: 'string', default: '64' }, 'max-batch': { type: 'string' },
+  'timeout-s': { type: 'string', default: '540' }, seed: { type: 'string', default: '1' }, json: { type: 'string' },
+  'serve-child': { type: 'boolean', default: false },
+} });
+
+// ------------------------------------------------------------------ random-shape server (child mode)
+
+const SHAPES = {
+  tinyllama: { num_hidden_layers: 22, hidden_size: 2048, intermediate_size: 5632, num_attention_heads: 32, num_key_value_heads: 4, vocab_size: 32000 },
+  tiny: { num_hidden_layers: 2, hidden_size: 64, intermediate_size: 128, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1000 },
+};
+
+/** A WordPiece tokenizer whose tokens are "w<id>" (0: [UNK], 1: [EOS]); the chat template joins the contents. */
+function wordTokenizerFiles(vocabSize) {
+  const vocab = { '[UNK]': 0, '[EOS]': 1 };
+  for (let i = 2; i < vocabSize; i++) vocab[`w${i}`] = i;
+  const special = (id, content) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+  return {
+    'tokenizer.json': { version: '1.0', truncation: null, padding: null, added_tokens: [special(0, '[UNK]'), special(1, '[EOS]')],
+      normalizer: null, pre_tokenizer: { type: 'WhitespaceSplit' }, post_processor: null, decoder: { type: 'WordPiece', prefix: '##', cleanup: false },
+      model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab } },
+    'tokenizer_config.json': { eos_token: '[EOS]', unk_token: '[UNK]', chat_template: "{% for m in messages %}{{ m['content'] }} {% endfor %}" },
+  };
+}
+
+if (V['serve-child']) {
+  const nbx = await import('../dist/src/index.js');
+  const shape = SHAPES[V.shape];
+  if (!shape) throw new Error(`--shape must be one of ${Object.keys(SHAPES).join(', ')}`);
+  const device = V.device ?? 'cpu';
+  const dtype = V.dtype ?? (device === 'cpu' ? 'float32' : 'bfloat16');
+  const config = { model_type: 'llama', architectures: ['LlamaForCausalLM'], max_position_embeddings: 2048, rms_norm_eps: 1e-5, hidden_act: 'silu',
+    rope_theta: 10000, tie_word_embeddings: false, eos_token_id: 1, bos_token_id: null, ...shape };
+  const t0 = performance.now();
+  const model = nbx.models.fromConfig(config, { device, dtype, seed: 0 });
+  model.tokenizer = await nbx.models.loadTokenizerFromFiles(wordTokenizerFiles(shape.vocab_size));
+  const maxBatch = V['max-batch'] ? Number(V['max-batch']) : undefined;
+  const h = await nbx.serve(model, { port: 0, modelName: V.shape, ...(maxBatch ? { maxBatch } : {}), maxQueue: 100000 });
+  process.stderr.write(`load-serve child: ${V.shape} (${dtype}) on ${device} built in ${(performance.now() - t0).toFixed(0)} ms; ` +
+    `max batch ${h.engine.maxBatch}, ${h.engine.kvBlocks} KV blocks of ${h.engine.blockSize}\n`);
+  process.stderr.write(`nbx serve: model '${V.shape}' at ${h.url}/v1 (OpenAI API)\n`);
+  const stop = () => { h.close().then(() => { model.dispose(); process.exit(0); }); };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  await new Promise(() => {});
+}
+
+// ------------------------------------------------------------------ parameters
+
+const int = (name) => { const n = Number(V[name]); if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be an integer >= 0`); return n; };
+const range = (name) => {
+  const m = /^(\d+)(?::(\d+))?$/.exec(V[name]);
+  if (!m) throw new Error(`--${name} must be N or MIN:MAX`);
+  const lo = Number(m[1]), hi = Number(m[2] ?? m[1]);
+  if (lo < 1 || hi < lo) throw new Error(`--${name}: need 1 <= MIN <= MAX`);
+  return [lo, hi];
+};
+const concurrency = Math.max(1, int('concurrency')), total = int('requests'), singles = int('single');
+const cancelShare = Number(V.cancel), temperature = Number(V.temperature);
+const [pLo, pHi] = range('prompt'), [oLo, oHi] = range('output');
+const deadline = performance.now() + int('timeout-s') * 1000;
+const baseSeed = int('seed');
+
+// mulberry32: the same --seed gives the same requests
+let rngState = baseSeed * 2654435761 >>> 0;
+const rand = () => { rngState = (rngState + 0x6D2B79F5) >>> 0; let t = rngState; t = Math.imul(t ^ (t >>> 15), t | 1); t ^= t + Math.imul(t ^ (t >>> 7), t | 61); return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
+const randInt = (lo, hi) => lo + Math.floor(rand() * (hi - lo + 1));
+
+const KJV = ('and the of to that in he shall unto for i his a lord they be is him not them it with all thou thy was god which my me said ' +
+  'but ye their have will thee from as are when this out were upon man by you israel king son up there hath then people came had house ' +
+  'into on her come one we children s before your also day land men against shall did let went go like even earth heaven light waters ' +
+  'beginning created called evening morning firmament seed fruit tree herb creeping living soul image blessed').split(' ');
+
+// ------------------------------------------------------------------ the server
+
+let child = null, url = V.url;
+if (url) {
+  const host = new URL(url).hostname;
+  if (!['127.0.0.1', 'localhost', '[::1]', '::1'].includes(host)) throw new Error(`--url must be a loopback address (this generator loads only the local machine), got ${host}`);
+} else {
+  const args = V.shape
+    ? [join(here, 'load-serve.mjs'), '--serve-child', '--shape', V.shape, ...(V.device ? ['--device', V.device] : []), ...(V.dtype ? ['--dtype', V.dtype] : []), '--max-batch', V['max-batch'] ?? String(concurrency)]
+    : [join(here, '../dist/src/cli/nbx.js'), 'serve', '--port', '0', '--max-queue', '100000', '--max-batch', V['max-batch'] ?? String(concurrency),
+      ...(V.model ? ['--model', V.model] : []), ...(V.device ? ['--device', V.device] : []), ...(V.dtype ? ['--dtype', V.dtype] : [])];
+  child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '', header = '';
+  url = await new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`the server did not start in 300 s:\n${log}`)), 300_000);
+    child.stderr.on('data', (d) => {
+      log += d.toString();
+      const m = /at (http:\/\/[^\s]+)\/v1 /.exec(log);
+      if (m && !header) { header = log; clearTimeout(t); resolve(m[1]); }
+    });
+    child.on('exit', (code) => reject(new Error(`the server exited (${code}):\n${log}`)));
+  });
+  child.stderr.removeAllListeners('data');
+  child.stderr.resume(); // per-request log lines are not kept
+  console.log(header.trim().split('\n').map((l) => `# ${l}`).join('\n'));
+}
+const stopServer = () => { if (child && child.exitCode === null) child.kill('SIGINT'); };
+process.on('exit', stopServer);
+
+const modelId = (await (await fetch(`${url}/v1/models`)).json()).data[0].id;
+const wordTokenizer = modelId in SHAPES || V.shape !== undefined;
+const vocabSize = wordTokenizer ? SHAPES[V.shape ?? modelId]?.vocab_size ?? 1000 : 0;
+const promptText = (n) => Array.from({ length: n }, () => (wordTokenizer ? `w${randInt(2, vocabSize - 1)}` : KJV[randInt(0, KJV.length - 1)])).join(' ');
+
+async function metrics() {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const m = {};
+  for (const line of text.split('\n')) {
+    const r = /^(\w+)(?:\{[^}]*\})?\s+(\S+)$/.exec(line);
+    if (r && !line.includes('_bucket')) m[r[1]] = (m[r[1]] ?? 0) + Number(r[2]);
+  }
+  return m;
+}
+
+// ------------------------------------------------------------------ one streaming request
+
+/** Streams one chat request; resolves { status, text, tokens, ttft, itl[], finish, usage, error }. */
+async function run(body, cancelAfter = Infinity) {
+  const ac = new AbortController();
+  const onDeadline = setTimeout(() => ac.abort(), Math.max(0, deadline - performance.now()));
+  const t0 = performance.now();
+  const out = { status: 0, text: '', pieces: 0, ttft: null, itl: [], finish: null, usage: null, error: null, cancelled: false, t0, tEnd: 0 };
+  try {
+    const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: ac.signal });
+    out.status = res.status;
+    if (res.status !== 200) {
+      const j = await res.json().catch(() => null);
+      out.error = `http_${res.status}${j?.error?.code ? `_${j.error.code}` : ''}`;
+      return out;
+    }
+    const dec = new TextDecoder();
+    let buf = '', last = 0, done = false;
+    for await (const chunk of res.body) {
+      buf += dec.decode(chunk, { stream: true });
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const ev = buf.slice(0, i); buf = buf.slice(i + 2);
+        if (!ev.startsWith('data: ')) continue;
+        const data = ev.slice(6);
+        if (data === '[DONE]') { done = true; continue; }
+        const j = JSON.parse(data);
+        if (j.error) { out.error = `stream_${j.error.code ?? j.error.type}`; continue; }
+        if (j.usage) out.usage = j.usage;
+        const c = j.choices?.[0];
+        if (!c) continue;
+        if (c.finish_reason) out.finish = c.finish_reason;
+        const piece = c.delta?.content;
+        if (piece) {
+          const now = performance.now();
+          if (out.ttft === null) out.ttft = now - t0; else out.itl.push(now - last);
+          last = now;
+          out.text += piece;
+          out.pieces++;
+          if (out.pieces >= cancelAfter) { out.cancelled = true; ac.abort(); break; }
+        }
+      }
+      if (out.cancelled) break;
+    }
+    if (!done && !out.cancelled && !out.error) out.error = 'stream_ended_without_done';
+  } catch (e) {
+    if (out.cancelled) { /* our own abort */ } else if (ac.signal.aborted) out.error = 'deadline';
+    else out.error = `network_${e.cause?.code ?? e.name}`;
+  } finally {
+    clearTimeout(onDeadline);
+    out.tEnd = performance.now();
+  }
+  return out;
+}
+
+const pct = (xs, p) => { if (!xs.length) return NaN; const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]; };
+const f1 = (x) => (Number.isFinite(x) ? x.toFixed(1) : 'n/a');
+const MiB = 2 ** 20;
+
+function makeBody(i, outTokens, promptWords) {
+  const b = { model: modelId, messages: [{ role: 'user', content: promptText(promptWords) }], max_tokens: outTokens, stream: true,
+    stream_options: { include_usage: true }, seed: baseSeed * 100003 + i };
+  if (temperature === 0) b.temperature = 0; else { b.temperature = temperature; b.top_p = 0.95; }
+  return b;
+}
+
+// ------------------------------------------------------------------ 1. single stream
+
+const report = { date: new Date().toISOString(), host: hostname(), cpu: `${cpus()[0]?.model} x${cpus().length}`, url, model: modelId,
+  device: V.device ?? (V.url ? 'server' : 'default'), concurrency, requests: total, cancel_share: cancelShare, prompt_words: [pLo, pHi], output_tokens: [oLo, oHi], temperature };
+const single = [];
+for (let i = 0; i < singles; i++) single.push(await run(makeBody(-1 - i, oHi, Math.round((pLo + pHi) / 2))));
+const singleOk = single.filter((r) => !r.error && r.usage);
+const singleRate = singleOk.length
+  ? singleOk.reduce((a, r) => a + (r.usage.completion_tokens - 1), 0) / singleOk.reduce((a, r) => a + (r.tEnd - r.t0 - r.ttft) / 1000, 0) : NaN;
+const singleItl = singleOk.flatMap((r) => r.itl);
+report.single = { runs: singles, ok: singleOk.length, decode_tok_s: singleRate, ttft_ms_p50: pct(singleOk.map((r) => r.ttft), 50), itl_ms_p50: pct(singleItl, 50), itl_ms_p99: pct(singleItl, 99) };
+console.log(`single stream (${singleOk.length}/${singles} ok, ${oHi} tokens): ${f1(singleRate)} tok/s decode; TTFT p50 ${f1(report.single.ttft_ms_p50)} ms; ITL p50 ${f1(report.single.itl_ms_p50)} ms, p99 ${f1(report.single.itl_ms_p99)} ms`);
+
+// ------------------------------------------------------------------ 2. warm-up burst, memory before
+
+await Promise.all(Array.from({ length: concurrency }, (_, i) => run(makeBody(-1000 - i, Math.min(8, oHi), randInt(pLo, pHi)))));
+const before = await metrics();
+report.before = { reserved_mib: before.nbx_device_memory_reserved_bytes / MiB, kv_blocks_used: before.nbx_kv_blocks_used, running: before.nbx_requests_running, waiting: before.nbx_requests_waiting };
+
+// ------------------------------------------------------------------ 3. load
+
+const plan = Array.from({ length: total }, (_, i) => {
+  const out = randInt(oLo, oHi);
+  const cancel = rand() < cancelShare;
+  return { i, body: makeBody(i, out, randInt(pLo, pHi)), cancelAfter: cancel ? randInt(1, Math.max(1, Math.floor(out / 2))) : Infinity };
+});
+const results = new Array(total);
+let next = 0;
+const tLoad = performance.now();
+let maxRunning = 0;
+const sampler = setInterval(() => { metrics().then((m) => { maxRunning = Math.max(maxRunning, m.nbx_requests_running ?? 0); }, () => {}); }, 500);
+await Promise.all(Array.from({ length: concurrency }, async () => {
+  while (next < total && performance.now() < deadline) {
+    const p = plan[next++];
+    results[p.i] = { ...(await run(p.body, p.cancelAfter)), plan: p };
+  }
+}));
+clearInterval(sampler);
+const loadS = (performance.now() - tLoad) / 1000;
+const done = results.filter(Boolean);
+const completed = done.filter((r) => !r.error && !r.cancelled);
+const cancelled = done.filter((r) => r.cancelled);
+const errors = {};
+for (const r of done) if (r.error) errors[r.error] = (errors[r.error] ?? 0) + 1;
+// tokens delivered: usage for completed requests, streamed pieces for cancelled ones (a lower bound)
+const tokens = completed.reduce((a, r) => a + (r.usage?.completion_tokens ?? r.pieces), 0) + cancelled.reduce((a, r) => a + r.pieces, 0);
+const ttfts = done.filter((r) => r.ttft !== null).map((r) => r.ttft);
+const itls = done.flatMap((r) => r.itl);
+report.load = {
+  seconds: loadS, sent: done.length, completed: completed.length, cancelled: cancelled.length, errors, tokens,
+  aggregate_tok_s: tokens / loadS, ttft_ms_p50: pct(ttfts, 50), ttft_ms_p99: pct(ttfts, 99), itl_ms_p50: pct(itls, 50), itl_ms_p99: pct(itls, 99),
+  max_running_seen: maxRunning,
+  finish: { stop: completed.filter((r) => r.finish === 'stop').length, length: completed.filter((r) => r.finish === 'length').length },
+};
+report.ratio = report.load.aggregate_tok_s / singleRate;
+report.itl_p99_vs_single = report.load.itl_ms_p99 / report.single.itl_ms_p99;
+
+// ------------------------------------------------------------------ 4. memory after
+
+await new Promise((r) => setTimeout(r, 200));
+const afterM = await metrics();
+report.after = { reserved_mib: afterM.nbx_device_memory_reserved_bytes / MiB, kv_blocks_used: afterM.nbx_kv_blocks_used, running: afterM.nbx_requests_running, waiting: afterM.nbx_requests_waiting, engine_steps: afterM.nbx_engine_steps_total };
+
+// ------------------------------------------------------------------ 5. verify: alone, same seed, same text
+
+const nVerify = V.verify === 'all' ? completed.length : Math.min(completed.length, int('verify'));
+const pick = [...completed].sort((a, b) => a.plan.i - b.plan.i);
+// spread the sample over the whole run
+const sample = Array.from({ length: nVerify }, (_, k) => pick[Math.floor((k * pick.length) / Math.max(1, nVerify))]);
+let same = 0;
+const mismatches = [];
+for (const r of sample) {
+  if (performance.now() > deadline) break;
+  const alone = await run(r.plan.body);
+  if (!alone.error && alone.text === r.text) same++;
+  else {
+    let k = 0;
+    while (k < Math.min(alone.text.length, r.text.length) && alone.text[k] === r.text[k]) k++;
+    mismatches.push({ i: r.plan.i, error: alone.error, batched_len: r.text.length, alone_len: alone.text.length, first_difference_at_char: k });
+  }
+}
+report.verify = { checked: same + mismatches.length, identical: same, mismatches: mismatches.slice(0, 10) };
+stopServer();
+
+// ------------------------------------------------------------------ report
+
+const L = report.load;
+console.log(`load: ${L.sent} requests (${concurrency} concurrent) in ${L.seconds.toFixed(1)} s: ${L.completed} completed (${L.finish.length} length, ${L.finish.stop} stop), ` +
+  `${L.cancelled} cancelled mid-stream, errors ${JSON.stringify(errors)}`);
+console.log(`  aggregate ${f1(L.aggregate_tok_s)} tok/s (${L.tokens} tokens) = ${report.ratio.toFixed(2)}x single-stream; largest running batch seen ${L.max_running_seen}`);
+console.log(`  TTFT p50 ${f1(L.ttft_ms_p50)} ms, p99 ${f1(L.ttft_ms_p99)} ms; ITL p50 ${f1(L.itl_ms_p50)} ms, p99 ${f1(L.itl_ms_p99)} ms (${report.itl_p99_vs_single.toFixed(2)}x single-stream p99)`);
+console.log(`  reserved memory: ${f1(report.before.reserved_mib)} MiB warm, ${f1(report.after.reserved_mib)} MiB after (${(report.after.reserved_mib - report.before.reserved_mib >= 0 ? '+' : '')}${f1(report.after.reserved_mib - report.before.reserved_mib)} MiB); ` +
+  `after: running ${report.after.running}, waiting ${report.after.waiting}, KV blocks used ${report.after.kv_blocks_used}`);
+console.log(`verify: ${same}/${report.verify.checked} completed requests give the same text alone (same seed)${mismatches.length ? `; first mismatches ${JSON.stringify(mismatches.slice(0, 3))}` : ''}`);
+if (V.json) writeFileSync(V.json, `${JSON.stringify(report, null, 1)}\n`);
+const ok = report.after.running === 0 && report.after.waiting === 0 && report.after.kv_blocks_used === 0 && mismatches.length === 0 &&
+  Object.keys(errors).length === 0;
+console.log(ok ? 'load-serve: OK' : 'load-serve: PROBLEMS (see above)');
+process.exitCode = ok ? 0 : 1;
