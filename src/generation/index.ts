@@ -9,6 +9,8 @@ import { Tensor } from '../tensor/tensor.js';
 import { scope } from '../tensor/storage.js';
 import { DeviceLimitError, DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import { argmax as nbxArgmax } from '../ops/reduce.js';
+import { rand as nbxRand } from '../ops/random.js';
+import type { RowSampling } from './sampler.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import { resolveConfig, type GenerationOptions, type ResolvedConfig } from './config.js';
 import { chooseTokens, processLogits } from './logits.js';
@@ -196,9 +198,12 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
   cfg.streamer?.put(int64(rows.flat(), [batch, promptLength], 'cpu'));
   // Greedy steps without processors take the argmax where the logits are and read back B ids, not B×V scores.
   let onDeviceArgmax = device.type !== 'cpu';
-  // On CUDA the decode steps replay a CUDA graph (src/models/static_decode.ts); it owns its cache
+  // On CUDA and the CPU the decode steps replay a recorded step (src/models/static_decode.ts); it owns its cache
+  const greedy = !cfg.do_sample && cfg.repetition_penalty === 1.0;
+  const sampleOnDevice = deviceSampling(cfg, device, promptLength);
   const fast = cfg.cache_implementation === 'dynamic' ? null
-    : model.staticDecoder?.({ batch, maxLength, greedy: !cfg.do_sample && cfg.repetition_penalty === 1.0, force: cfg.cache_implementation === 'static' }) ?? null;
+    : model.staticDecoder?.({ batch, maxLength, greedy, sample: sampleOnDevice, force: cfg.cache_implementation === 'static' }) ?? null;
+  const rowSampling = sampleOnDevice ? new Array<RowSampling>(batch).fill({ temperature: cfg.temperature, top_k: cfg.top_k, top_p: cfg.top_p, min_p: cfg.min_p ?? 0 }) : null;
   fast?.begin(maskRows, promptLength);
   const cache = fast ? fast.cache : model.newCache({ batch, maxLength });
   let feed: Tensor | null = null, positions: Tensor | null = null;
@@ -214,7 +219,8 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
       let owned = true;
       let next: Tensor | null = null;
       if (fed !== null && fast !== null && fast.fallbackReason === null) {
-        const r = fast.step(fed, maskRows ? seen.map((n) => n - 1) : new Array<number>(batch).fill(cache.length));
+        const uniforms = rowSampling ? Array.from(drawUniforms(batch, cfg)) : [];
+        const r = fast.step(fed, maskRows ? seen.map((n) => n - 1) : new Array<number>(batch).fill(cache.length), rowSampling ? { rows: rowSampling, uniforms } : undefined);
         logits = r.logits; next = r.next; owned = false;
       } else {
         feed ??= int64(fed!, [batch, 1], device);
@@ -229,7 +235,7 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
       }
       let chosen: number[] | null = null;
       try {
-        if (next !== null && !hasProcessors(cfg, cur, promptLength)) {
+        if (next !== null && (rowSampling !== null || !hasProcessors(cfg, cur, promptLength))) {
           chosen = Array.from(await next.dataStorage() as BigInt64Array, Number);
           fast!.checkErrors();
         } else if (onDeviceArgmax && !hasProcessors(cfg, cur, promptLength)) {
@@ -266,6 +272,23 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
     cfg.streamer?.end();
   }
   return int64(rows.flat(), [batch, rows[0]!.length], 'cpu');
+}
+
+/**
+ * Whether sampled steps draw on the device (src/generation/sampler.ts): on a GPU, when nothing but the
+ * sampling warpers touches the scores (no repetition penalty, no minimum length masking EOS). The CPU keeps
+ * transformers' processors and multinomial on the host, so that its sampled ids equal transformers'.
+ */
+function deviceSampling(cfg: ResolvedConfig, device: CausalLM['device'], promptLength: number): boolean {
+  if (!cfg.do_sample || device.type === 'cpu' || cfg.repetition_penalty !== 1.0) return false;
+  const eosMasked = cfg.eos_token_id.length > 0 && (cfg.min_new_tokens > 1 || cfg.min_length > promptLength + 1);
+  return !eosMasked;
+}
+
+/** One uniform draw in [0, 1) per row from the generation's generator (or the default one). */
+function drawUniforms(batch: number, cfg: ResolvedConfig): Float32Array {
+  const u = cfg.generator ? nbxRand([batch], { generator: cfg.generator }) : nbxRand([batch]);
+  try { return u.dataStorageSync() as Float32Array; } finally { u.dispose(); }
 }
 
 function isPrepared(x: unknown): x is PreparedPrompt {

@@ -64,23 +64,24 @@ export class CausalLMModel extends Module implements CausalLM {
    * does not apply (another device, NBX_CUDA_GRAPHS=0, RoPE frequencies that depend on the positions
    * seen). Kept for the next generation of the same batch and capacity bucket.
    */
-  staticDecoder(opts: { batch: number; maxLength: number; greedy: boolean; force?: boolean }): StaticDecoder | null {
+  staticDecoder(opts: { batch: number; maxLength: number; greedy: boolean; sample?: boolean; force?: boolean }): StaticDecoder | null {
     if (this.model.positionDependentRope) {
       if (opts.force) throw new UnsupportedError('generate', `cache_implementation 'static' does not support RoPE type ${JSON.stringify(Object.values(this.cfg.rope).map((r) => r.rope_type))} (its frequencies depend on the positions seen); use cache_implementation: 'dynamic'`);
       return null;
     }
     if (!opts.force && !replayEnabled(this.device)) return null;
     const capacity = capacityFor(opts.maxLength, this.device);
-    const key = `${opts.batch}:${capacity}:${opts.greedy}`;
+    const sample = !opts.greedy && opts.sample === true;
+    const key = `${opts.batch}:${capacity}:${opts.greedy ? 'greedy' : sample ? 'sample' : 'logits'}`;
     let d = this.staticDecoders.get(key);
     if (d && !d.isDisposed && d.inUse) {
       // another generation (interleaved at its awaits) holds the kept decoder's cache: one of its own
-      d = new StaticDecoder(this, opts.batch, capacity, opts.greedy);
+      d = new StaticDecoder(this, opts.batch, capacity, opts.greedy, sample);
       d.ephemeral = true;
       return d;
     }
     if (d && !d.isDisposed) { this.staticDecoders.delete(key); this.staticDecoders.set(key, d); return d; }
-    d = new StaticDecoder(this, opts.batch, capacity, opts.greedy);
+    d = new StaticDecoder(this, opts.batch, capacity, opts.greedy, sample);
     this.staticDecoders.set(key, d);
     while (this.staticDecoders.size > 2) {
       const [oldest, old] = this.staticDecoders.entries().next().value as [string, StaticDecoder];

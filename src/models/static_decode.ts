@@ -17,7 +17,7 @@
 // so every family and fused path the layers take is what gets recorded. Greedy decoding also records
 // the argmax, so a step reads back B token ids.
 //
-// A decoder is made per (batch, capacity bucket, greedy) and kept on the model (two at most), so the
+// A decoder is made per (batch, capacity bucket, greedy / sampled on the device / logits) and kept on the model (two at most), so the
 // next generate() with the same shape replays without capturing again; a generation holds it from
 // begin() to release(), and a concurrent generation gets one of its own. The first step of a decoder
 // runs eagerly (kernels compile, autotuning measures; small elementwise ops unbatched, as in a capture),
@@ -36,6 +36,7 @@ import type { ModelConfig } from './config.js';
 import type { Device } from '../backend/backend.js';
 import { CUDAGraph, captureGraph, type GraphHost } from '../backend/cuda/runtime/graph.js';
 import { recordCpu, type CpuRecording } from '../backend/cpu/runtime/recording.js';
+import { RowSamplingState, sampleRows, type RowSampling } from '../generation/sampler.js';
 
 /** What a static decoder uses of the model (CausalLMModel; named here so causal_lm.ts and this file do not import each other). */
 export interface StaticDecodeModel {
@@ -93,7 +94,14 @@ export class StaticDecoder {
   /** Made for one generation while the kept decoder was busy: disposed by release(). */
   ephemeral = false;
 
-  constructor(private readonly model: StaticDecodeModel, readonly batch: number, readonly capacity: number, readonly greedy: boolean) {
+  /** Each row's sampling settings and draw on the device, for a decoder that samples (`sample`). */
+  private readonly sampling: RowSamplingState | null;
+
+  /**
+   * `greedy`: each step also records the argmax; `sample`: each step draws the next ids on the device
+   * (src/generation/sampler.ts) from the settings and uniforms given to step(); neither: logits only.
+   */
+  constructor(private readonly model: StaticDecodeModel, readonly batch: number, readonly capacity: number, readonly greedy: boolean, readonly sample = false) {
     const device = model.device;
     this.cache = model.newCache({ batch, maxLength: capacity });
     this.cache.preallocate();
@@ -106,6 +114,7 @@ export class StaticDecoder {
     this.hostState = new BigInt64Array(2 * batch + 1);
     this.notPadding = nbx.keep(nbx.ones([batch, capacity], { dtype: 'bool', device }));
     this.cacheIndex = nbx.keep(nbx.arange(0, capacity, { dtype: 'int64', device }).unsqueeze(0));
+    this.sampling = sample && !greedy ? new RowSamplingState(batch, device) : null;
   }
 
   /** Starts a generation: the cache forgets its positions, `promptMask` rows ([B][P] of 0/1, or null) give the padding. */
@@ -124,9 +133,13 @@ export class StaticDecoder {
    * One decode step: `tokens` [B] at `positions` [B], written at cache index cache.length. Returns this
    * step's logits (and argmax when greedy), then advances the cache by one.
    */
-  step(tokens: readonly number[], positions: readonly number[]): StaticStepResult {
+  step(tokens: readonly number[], positions: readonly number[], sampling?: { rows: readonly RowSampling[]; uniforms: readonly number[] }): StaticStepResult {
     const B = this.batch, at = this.cache.length;
     if (at >= this.capacity) throw new RangeError(`StaticDecoder: cache index ${at} is past the capacity ${this.capacity}`);
+    if (this.sampling) {
+      if (!sampling) throw new RangeError('StaticDecoder.step: a sampling decoder needs each row\'s settings and draw');
+      this.sampling.write(sampling.rows, sampling.uniforms);
+    }
     for (let b = 0; b < B; b++) { this.hostState[b] = BigInt(tokens[b]!); this.hostState[B + b] = BigInt(positions[b]!); }
     this.hostState[2 * B] = BigInt(at);
     const be = backendFor(this.state.device) as { writeBytes?: (buf: unknown, byteOffset: number, data: Uint8Array) => void };
@@ -203,7 +216,8 @@ export class StaticDecoder {
       let logits = m.lm_head.forward(h);
       const cap = cfg.final_logit_softcapping;
       if (cap !== null) logits = logits.div(cap).tanh().mul(cap);
-      const next = this.greedy ? nbx.argmax(logits.view([B, logits.shape[2]!]), -1) : null;
+      const last = logits.view([B, logits.shape[2]!]);
+      const next = this.greedy ? nbx.argmax(last, -1) : this.sampling ? sampleRows(last, this.sampling.tensors) : null;
       return next ? { logits, next } : { logits, next: null };
     });
   }
@@ -238,6 +252,7 @@ export class StaticDecoder {
     if (this.replayable) this.dropGraph();
     else { this.out?.logits.dispose(); this.out?.next?.dispose(); this.out = null; }
     for (const t of [this.ids, this.positions, this.writeIndex, this.state, this.notPadding, this.cacheIndex]) t.dispose();
+    this.sampling?.dispose();
     this.cache.dispose();
   }
 }

@@ -1,6 +1,7 @@
 // The contract between the model families (src/models), generation (src/generation) and the
 // tokenizer (src/tokenizer). A family implements CausalLM; generation only needs forward() and a cache.
 
+import type { RowSampling } from '../generation/sampler.js';
 import type { Tensor } from '../tensor/tensor.js';
 import type { Device } from '../backend/backend.js';
 import type { DType } from '../dtype/dtypes.js';
@@ -36,7 +37,8 @@ export interface StaticDecoderLike {
   begin(promptMask: readonly (readonly number[])[] | null, promptLength: number): void;
   /** The generation that began it is over (see StaticDecoder.release). */
   release(): void;
-  step(tokens: readonly number[], positions: readonly number[]): { logits: Tensor; next: Tensor | null };
+  /** `sampling`: each row's settings and uniform draw, for a decoder made with `sample` (its `next` is then the drawn ids). */
+  step(tokens: readonly number[], positions: readonly number[], sampling?: { rows: readonly RowSampling[]; uniforms: readonly number[] }): { logits: Tensor; next: Tensor | null };
   checkErrors(): void;
 }
 
@@ -57,6 +59,6 @@ export interface CausalLM {
    * Optional: a decoder whose one-token steps have a fixed shape (CUDA graph replay); generation uses it
    * for the steps after the prompt when it is not null. See src/models/static_decode.ts.
    */
-  staticDecoder?(opts: { batch: number; maxLength: number; greedy: boolean; force?: boolean }): StaticDecoderLike | null;
+  staticDecoder?(opts: { batch: number; maxLength: number; greedy: boolean; sample?: boolean; force?: boolean }): StaticDecoderLike | null;
   dispose(): void;
 }

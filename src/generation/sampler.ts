@@ -1,0 +1,111 @@
+// Choosing the next token where the logits are, one row per sequence, each row with its own settings.
+//
+// The host path (logits.ts) copies every row's V scores to the CPU and runs transformers' processors
+// there: exact to transformers on a float32 CPU model, but on a GPU it reads B·V floats back per step and
+// runs the processors in JavaScript. This sampler instead takes each row's settings and one uniform draw
+// per row as device tensors and returns B token ids, with fixed shapes and no host reads, so it runs
+// inside a CUDA graph (or a CPU step recording) and a step copies back only the ids. A row's result
+// depends only on that row's logits, settings and draw: batching sequences together does not change
+// what each one samples (the engine's guarantee that a request gives what it gives alone).
+//
+// Per row: temperature 0 is greedy (argmax); otherwise the scores are divided by the temperature, sorted
+// descending and softmaxed, the candidates are cut by top-k (k = 0: no cut), top-p (a token is kept
+// while the mass before it is below top_p, so the first always is) and min-p (probability at least
+// min_p times the top one), and the draw u ∈ [0, 1) picks the token where the kept mass's cumulative
+// sum first exceeds u times its total (inverse-CDF sampling).
+
+import * as nbx from '../index.js';
+import type { Tensor } from '../tensor/tensor.js';
+import type { Device } from '../backend/backend.js';
+
+/** Each row's settings and draw, as device tensors [B] (float32 except topK, int64). */
+export interface RowSamplingTensors {
+  /** 0 for greedy decoding. */
+  temperature: Tensor;
+  /** 0 for no top-k cut. */
+  topK: Tensor;
+  /** 1 for no top-p cut. */
+  topP: Tensor;
+  /** 0 for no min-p cut. */
+  minP: Tensor;
+  /** Uniform draws in [0, 1). */
+  uniform: Tensor;
+}
+
+/** One row's settings on the host (what RowSamplingState packs). */
+export interface RowSampling { temperature: number; top_k: number; top_p: number; min_p: number }
+
+const ranks = new Map<string, Tensor>();
+/** int64 [1, V] 0..V-1 on `device`, made once (a capture must not upload it). */
+function rankRow(vocab: number, device: Device): Tensor {
+  const key = `${device}:${vocab}`;
+  let r = ranks.get(key);
+  if (!r || r.isDisposed) { r = nbx.keep(nbx.arange(0, vocab, { dtype: 'int64', device }).unsqueeze(0)); ranks.set(key, r); }
+  return r;
+}
+
+/** The next token of each row of `logits` [B, V] (any float dtype): int64 [B] on the logits' device. */
+export function sampleRows(logits: Tensor, p: RowSamplingTensors): Tensor {
+  const [B, V] = logits.shape as [number, number];
+  const rank = rankRow(V, logits.device);
+  return nbx.scope(() => {
+    const s = logits.to('float32');
+    const greedy = nbx.argmax(s, -1);
+    const sampling = p.temperature.gt(0);
+    const t = (nbx.where(sampling, p.temperature, nbx.ones([B], { device: s.device })) as Tensor).unsqueeze(1);
+    const { values, indices } = nbx.sort(s.div(t), { dim: -1, descending: true });
+    const probs = nbx.softmax(values, -1);
+    const cum = nbx.cumsum(probs, -1);
+    const k = (nbx.where(p.topK.gt(0), p.topK, nbx.full([B], V, { dtype: "int64", device: s.device })) as Tensor).unsqueeze(1);
+    let keep = rank.lt(k);
+    keep = keep.logical_and(cum.sub(probs).lt(p.topP.unsqueeze(1)));
+    keep = keep.logical_and(probs.ge(probs.narrow(1, 0, 1).mul(p.minP.unsqueeze(1))));
+    const kept = nbx.where(keep, probs, nbx.zeros([], { device: s.device })) as Tensor;
+    const keptCum = nbx.cumsum(kept, -1);
+    const target = keptCum.narrow(1, V - 1, 1).mul(p.uniform.unsqueeze(1));
+    // the first position whose cumulative mass exceeds the target; never past the last kept token
+    const below = keptCum.le(target).sum(-1, { keepdim: true });
+    const last = keep.sum(-1, { keepdim: true }).sub(1);
+    const at = nbx.minimum(below, last);
+    const drawn = nbx.gather(indices, 1, at).squeeze(1);
+    return nbx.where(sampling, drawn, greedy) as Tensor;
+  });
+}
+
+/**
+ * Row settings and draws kept on the device in one float32 buffer [5, B] (temperature, top_k, top_p,
+ * min_p, uniform), written by one host-to-device copy per step: the inputs a captured step reads.
+ */
+export class RowSamplingState {
+  private readonly packed: Tensor;
+  private readonly host: Float32Array;
+  readonly tensors: RowSamplingTensors;
+
+  constructor(readonly batch: number, device: Device) {
+    this.packed = nbx.keep(nbx.zeros([5, batch], { dtype: 'float32', device }));
+    this.host = new Float32Array(5 * batch);
+    const row = (i: number): Tensor => nbx.keep(this.packed.select(0, i));
+    // top_k as int64, converted from its packed row at each write()
+    this.tensors = { temperature: row(0), topK: nbx.keep(nbx.zeros([batch], { dtype: 'int64', device })), topP: row(2), minP: row(3), uniform: row(4) };
+  }
+
+  /** Sets every row's settings and draw (rows past `rows.length` are greedy). */
+  write(rows: readonly RowSampling[], uniforms: readonly number[]): void {
+    const B = this.batch, h = this.host;
+    for (let b = 0; b < B; b++) {
+      const r = rows[b];
+      h[b] = r ? r.temperature : 0;
+      h[B + b] = r ? r.top_k : 0;
+      h[2 * B + b] = r ? r.top_p : 1;
+      h[3 * B + b] = r ? r.min_p : 0;
+      h[4 * B + b] = uniforms[b] ?? 0;
+    }
+    this.packed.copy_(nbx.Tensor.fromStorage(h, 'float32', [5, B]));
+    this.tensors.topK.copy_(this.packed.select(0, 1));
+  }
+
+  dispose(): void {
+    for (const t of Object.values(this.tensors)) t.dispose();
+    this.packed.dispose();
+  }
+}
