@@ -357,3 +357,24 @@ test('/metrics: Prometheus text that parses, with requests, tokens, queue, batch
   // one log line per request
   assert.ok(logLines.length >= get('nbx_requests_total') - 1);
 });
+
+test('KV cache: a request waits for blocks while others run; one that can never fit is a 503 in OpenAI\'s shape', { skip }, async () => {
+  // 4 blocks of 16 positions: room for one request of <= 64 positions at a time
+  const s = await nbx.serve(model, { port: 0, modelName: MODEL, maxBatch: 4, kvBlocks: 4, blockSize: 16, log: false });
+  try {
+    const c = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const ask = { model: MODEL, prompt: 'And God said', max_tokens: 40, temperature: 0 };
+    let sawWaiting = false;
+    const poll = setInterval(() => { if (s.engine.stats().waiting > 0) sawWaiting = true; }, 5);
+    const [a, b] = await Promise.all([c.completions.create(ask), c.completions.create(ask)]);
+    clearInterval(poll);
+    assert.equal(a.choices[0]!.text, b.choices[0]!.text, 'the one that waited gives the same greedy text');
+    assert.ok(sawWaiting, 'the second request waited for blocks');
+    const big = await raw('/v1/completions', { body: { ...ask, max_tokens: 200 } }, s.url);
+    assert.equal(big.status, 503, big.text);
+    assertErrorShape(big.json);
+    assert.equal(big.json.error.code, 'kv_cache_full');
+    const again = await c.completions.create({ ...ask, max_tokens: 4 });
+    assert.equal(again.choices.length, 1);
+  } finally { await s.close(); }
+});

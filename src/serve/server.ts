@@ -96,7 +96,9 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
   const toApiError = (e: unknown): ApiError => {
     if (e instanceof ApiError) return e;
     if (e instanceof QueueFullError) return new ApiError(429, e.message.replace(/^Engine: /, ''), 'rate_limit_error', null, 'queue_full', { 'retry-after': '1' });
-    if (e instanceof KVCacheFullError) return new ApiError(503, e.message.replace(/^Engine: /, ''), 'server_error', null, 'kv_cache_full', { 'retry-after': '1' });
+    // The engine makes a request wait for free blocks; it refuses one that needs more than the cache
+    // has in all (503 without Retry-After: retrying cannot help) or, should it, more than is free now.
+    if (e instanceof KVCacheFullError) return new ApiError(503, e.message.replace(/^Engine: /, ''), 'server_error', null, 'kv_cache_full', e.needed > e.total ? {} : { 'retry-after': '1' });
     if (e instanceof ValueError) return badRequest(e.message.replace(/^\w+: /, ''));
     const msg = e instanceof NbxError ? e.message : `internal error: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`;
     return new ApiError(500, msg, 'server_error', null, 'internal_error');
