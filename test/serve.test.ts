@@ -248,6 +248,17 @@ test('400s in OpenAI\'s error shape (raw HTTP and the client), the server answer
     sock.on('error', reject);
   });
   assert.match(answer, /^HTTP\/1\.1 400/);
+  // a body cut short by a client that goes away, and a body over the limit (413)
+  await new Promise<void>((resolve, reject) => {
+    const sock = connect(server.port, '127.0.0.1', () => {
+      sock.write('POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"model": "nbx');
+      setTimeout(() => { sock.destroy(); resolve(); }, 50);
+    });
+    sock.on('error', reject);
+  });
+  const huge = await raw('/v1/completions', { body: { model: MODEL, prompt: 'x'.repeat(17 * 2 ** 20) } });
+  assert.equal(huge.status, 413);
+  assertErrorShape(huge.json);
   // and the server still answers
   const ok = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 2, temperature: 0 });
   assert.equal(ok.choices.length, 1);

@@ -116,6 +116,8 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
     });
     req.on('end', () => (over ? reject(new ApiError(413, `the request body is over the limit of ${maxBody} bytes`, 'invalid_request_error', null, 'request_too_large')) : resolve(Buffer.concat(chunks).toString('utf8'))));
     req.on('error', reject);
+    // A client that goes away before sending the whole body: nobody is left to answer.
+    req.on('close', () => { if (!req.complete) reject(new ApiError(400, 'the client closed the connection before sending the whole request body', 'invalid_request_error', null, 'incomplete_body')); });
   });
 
   const authorized = (req: IncomingMessage): boolean => {
