@@ -96,3 +96,33 @@ export interface ExpertGemvParams {
 }
 export type ExpertGemvKernel = (p: ExpertGemvParams) => void;
 
+
+/**
+ * Decode attention over a paged KV cache (vLLM's paged_attention): one query per sequence, its keys and
+ * values in fixed-size blocks of a shared pool, found through the sequence's row of the block table.
+ * Sequence b attends to its keys 0 … seqLens[b] − 1 (those in the last `window` positions when a sliding
+ * window is set), query head h reading key/value head ⌊h / rep⌋; scores are q·k·scale, soft-capped as
+ * cap·tanh(score / cap) when `softcap` is set, then a safe softmax (no visible key: zeros) and ·v.
+ * Each sequence is computed on its own (the result does not depend on the other rows of the batch).
+ * A block id outside [0, numBlocks) or a length outside [0, maxBlocks · blockSize] is an IndexError.
+ */
+export interface PagedAttentionParams {
+  /** [B, H, D], contiguous. */
+  q: StridedRef;
+  /** [numBlocks, blockSize, KVH, D] and [numBlocks, blockSize, KVH, Dv], contiguous. */
+  keyCache: StridedRef;
+  valueCache: StridedRef;
+  /** [B, maxBlocks] int32 or int64, contiguous. */
+  blockTables: StridedRef;
+  /** [B] int32 or int64, contiguous. */
+  seqLens: StridedRef;
+  /** [B, H, Dv], contiguous. */
+  out: StridedRef;
+  seqs: number; heads: number; kvHeads: number; headDim: number; valueDim: number;
+  numBlocks: number; blockSize: number; maxBlocks: number;
+  scale: number;
+  /** Keys visible to the query: the last `window` positions; null = all. */
+  window: number | null;
+  softcap: number | null;
+}
+export type PagedAttentionKernel = (p: PagedAttentionParams) => void;

@@ -82,7 +82,16 @@ export interface LayerCache {
   /** Tokens cached before this forward. */
   readonly length: number;
   update(layer: number, k: Tensor, v: Tensor): { keys: Tensor; values: Tensor };
+  /**
+   * Optional: a cache that attends itself (the paged cache's decode step, src/models/paged_cache.ts:
+   * each sequence at its own position over its own blocks) stores k/v and returns the attention output
+   * [B, T, H·D]; null: this forward goes through update() and the layer's attention.
+   */
+  attend?(layer: number, q: Tensor, k: Tensor, v: Tensor, opts: AttendOptions): Tensor | null;
 }
+
+/** The layer's attention parameters, for a cache that attends itself. */
+export interface AttendOptions { scaling: number; softcap: number | null; window: number | null }
 
 /** Per-forward inputs shared by the layers. */
 export interface LayerContext {
@@ -203,6 +212,11 @@ export class Attention extends Module {
     const qk = nbx.llm.apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin) as [Tensor, Tensor];
     q = qk[0]; k = qk[1];
     v = v.transpose(1, 2);
+    if (ctx.cache?.attend) {
+      const window = type === 'sliding_attention' ? this.cfg.sliding_window : null;
+      const paged = ctx.cache.attend(this.layerIdx, q, k, v, { scaling: this.scaling, softcap: this.cfg.attn_logit_softcapping, window });
+      if (paged) return this.o_proj.forward(paged);
+    }
     if (ctx.cache) ({ keys: k, values: v } = ctx.cache.update(this.layerIdx, k, v));
     const { mask, isCausal } = ctx.masks[type];
     const out = attention({ q, k, v, mask, isCausal, scaling: this.scaling, softcap: this.cfg.attn_logit_softcapping, impl: this.cfg.attn_implementation });

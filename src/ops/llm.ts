@@ -344,3 +344,149 @@ export function expertLinearComposite(x: Tensor, w: Tensor, ids: Tensor): Tensor
     return matmul(sel, xs).squeeze(-1);
   });
 }
+
+// ---- paged KV cache: reshape_and_cache, paged_attention ---------------------------------------------
+
+/** An integer index tensor (int32 or int64) of rank `ndim`. */
+function needIndex(op: string, t: Tensor, name: string, ndim: number): void {
+  if ((t.dt !== 'int64' && t.dt !== 'int32') || t.ndim !== ndim) {
+    throw new DTypeError(op, `${name} must be an int64 or int32 tensor of rank ${ndim}, got ${t.dt} ${fmtShape(t.shape)}`);
+  }
+}
+
+/** A paged pool [num_blocks, block_size, kv_heads, head_dim] of a float dtype. */
+function needPool(op: string, t: Tensor, name: string): void {
+  needFloat(op, t, name);
+  if (t.ndim !== 4) throw new ShapeError(op, `${name} must be a block pool [num_blocks, block_size, num_kv_heads, head_size], got ${fmtShape(t.shape)}`);
+  if (!t.is_contiguous()) throw new ValueError(op, `${name} must be contiguous (a block pool), got strides [${t.strides.join(', ')}]`);
+}
+
+/**
+ * vLLM's reshape_and_cache: writes the keys and values of this step's tokens into their slots of the
+ * paged pools. key [N, KVH, D] and value [N, KVH, Dv]; key_cache [num_blocks, block_size, KVH, D] and
+ * value_cache alike; slot_mapping [N] int64, slot = block · block_size + offset. Definition:
+ * key_cache.view(-1, KVH, D).index_copy_(0, slot_mapping, key), and the same for values (a slot out of
+ * range is index_copy_'s IndexError). Returns (key_cache, value_cache).
+ */
+export const reshape_and_cache = def('llm.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping)', (a): [Tensor, Tensor] => {
+  const op = 'llm.reshape_and_cache';
+  const k = asT(op, a.key, 'key'), v = asT(op, a.value, 'value');
+  const kc = asT(op, a.key_cache, 'key_cache'), vc = asT(op, a.value_cache, 'value_cache');
+  const slots = asT(op, a.slot_mapping, 'slot_mapping');
+  needPool(op, kc, 'key_cache'); needPool(op, vc, 'value_cache');
+  sameDType(op, kc, k, 'key_cache', 'key'); sameDType(op, vc, v, 'value_cache', 'value');
+  sameDevice(op, kc, k, 'key'); sameDevice(op, kc, v, 'value'); sameDevice(op, kc, vc, 'value_cache'); sameDevice(op, kc, slots, 'slot_mapping');
+  if (slots.dt !== 'int64' || slots.ndim !== 1) throw new DTypeError(op, `slot_mapping must be an int64 tensor [num_tokens], got ${slots.dt} ${fmtShape(slots.shape)}`);
+  const [, , KVH, D] = kc.shape as [number, number, number, number];
+  const N = slots.shape[0]!;
+  if (!sameShape(k.shape, [N, KVH, D]) || v.ndim !== 3 || v.shape[0] !== N || v.shape[1] !== KVH || v.shape[2] !== vc.shape[3] || vc.shape[2] !== KVH || vc.shape[0] !== kc.shape[0] || vc.shape[1] !== kc.shape[1]) {
+    throw new ShapeError(op, `key must be [${N}, ${KVH}, ${D}] and value [${N}, ${KVH}, Dv] for slot_mapping ${fmtShape(slots.shape)} and pools ${fmtShape(kc.shape)}, ${fmtShape(vc.shape)}; got ${fmtShape(k.shape)} and ${fmtShape(v.shape)}`);
+  }
+  kc.view([-1, KVH, D]).index_copy_(0, slots, k);
+  vc.view([-1, KVH, vc.shape[3]!]).index_copy_(0, slots, v);
+  return [kc, vc];
+});
+
+/**
+ * vLLM's paged_attention for decode: query [B, H, D] (one token per sequence) over each sequence's
+ * keys and values in the block pools key_cache [num_blocks, block_size, KVH, D] / value_cache
+ * [num_blocks, block_size, KVH, Dv], found through block_tables [B, max_blocks] (int32/int64; entries
+ * past a sequence's last block are ignored but must be valid ids) and seq_lens [B] (keys per sequence,
+ * the current token's included). GQA: query head h reads key/value head ⌊h·KVH/H⌋. sliding_window: only
+ * the last `sliding_window` keys are seen; softcap: scores → softcap·tanh(scores/softcap) (Gemma 2).
+ * Returns [B, H, Dv].
+ *
+ * Definition (the composite): gather every sequence's blocks with index_select, mask the positions past
+ * its length (and outside its window), then the existing attention: scaled_dot_product_attention with
+ * enable_gqa, or with softcap transformers' eager attention (q·kᵀ·scale, soft-cap, mask, softmax in
+ * float32 (float64 for float64), ·v). A backend's 'paged_attention' kernel reads the blocks in place instead, one sequence
+ * at a time.
+ */
+export const paged_attention = def('llm.paged_attention(query, key_cache, value_cache, block_tables, seq_lens, *, scale=None, sliding_window=None, softcap=None)', (a): Tensor => {
+  const op = 'llm.paged_attention';
+  const q = asT(op, a.query, 'query');
+  const kc = asT(op, a.key_cache, 'key_cache'), vc = asT(op, a.value_cache, 'value_cache');
+  const bt = asT(op, a.block_tables, 'block_tables'), sl = asT(op, a.seq_lens, 'seq_lens');
+  needFloat(op, q, 'query');
+  needPool(op, kc, 'key_cache'); needPool(op, vc, 'value_cache');
+  sameDType(op, q, kc, 'query', 'key_cache'); sameDType(op, q, vc, 'query', 'value_cache');
+  for (const [t, n] of [[kc, 'key_cache'], [vc, 'value_cache'], [bt, 'block_tables'], [sl, 'seq_lens']] as const) sameDevice(op, q, t, n);
+  needIndex(op, bt, 'block_tables', 2); needIndex(op, sl, 'seq_lens', 1);
+  if (q.ndim !== 3) throw new ShapeError(op, `query must be [num_seqs, num_heads, head_size] (one token per sequence), got ${fmtShape(q.shape)}`);
+  const [B, H, D] = q.shape as [number, number, number];
+  const [NB, BS, KVH, Dk] = kc.shape as [number, number, number, number];
+  const Dv = vc.shape[3]!;
+  if (Dk !== D || vc.shape[0] !== NB || vc.shape[1] !== BS || vc.shape[2] !== KVH) {
+    throw new ShapeError(op, `key_cache ${fmtShape(kc.shape)} and value_cache ${fmtShape(vc.shape)} must share [num_blocks, block_size, num_kv_heads] and key_cache's head size must be query's (${D})`);
+  }
+  if (KVH === 0 || H % KVH !== 0) throw new ShapeError(op, `num_heads (${H}) must be a multiple of num_kv_heads (${KVH})`);
+  if (bt.shape[0] !== B || sl.shape[0] !== B) throw new ShapeError(op, `block_tables ${fmtShape(bt.shape)} and seq_lens ${fmtShape(sl.shape)} must have one row per sequence (${B})`);
+  const MB = bt.shape[1]!;
+  const scale = a.scale === null ? 1 / Math.sqrt(D) : Number(a.scale);
+  if (!Number.isFinite(scale)) throw new ValueError(op, `scale must be a finite number, got ${String(a.scale)}`);
+  const window = a.sliding_window === null ? null : Number(a.sliding_window);
+  if (window !== null && !(Number.isInteger(window) && window >= 1)) throw new ValueError(op, `sliding_window must be a positive integer or None, got ${String(a.sliding_window)}`);
+  const softcap = a.softcap === null ? null : Number(a.softcap);
+  if (softcap !== null && !(softcap > 0 && Number.isFinite(softcap))) throw new ValueError(op, `softcap must be a positive number or None, got ${String(a.softcap)}`);
+  if (B === 0 || H === 0) return Tensor.empty([B, H, Dv], q.dt, q.device, false);
+  if (fusedKernel('paged_attention', q) && MB > 0) {
+    const qc = q.contiguous(), btc = bt.contiguous(), slc = sl.contiguous();
+    const out = Tensor.empty([B, H, Dv], q.dt, q.device, false);
+    try {
+      kernel('paged_attention', q.device, op)({
+        q: qc.ref(), keyCache: kc.ref(), valueCache: vc.ref(), blockTables: btc.ref(), seqLens: slc.ref(), out: out.ref(),
+        seqs: B, heads: H, kvHeads: KVH, headDim: D, valueDim: Dv, numBlocks: NB, blockSize: BS, maxBlocks: MB, scale, window, softcap,
+      });
+    } catch (e) { out.dispose(); throw e; } finally {
+      if (qc !== q) qc.dispose();
+      if (btc !== bt) btc.dispose();
+      if (slc !== sl) slc.dispose();
+    }
+    return out;
+  }
+  return pagedAttentionComposite(q, kc, vc, bt, sl, scale, window, softcap);
+});
+
+/** paged_attention's definition: the blocks gathered by block table, the padding and window masked, then attention. */
+export function pagedAttentionComposite(q: Tensor, kc: Tensor, vc: Tensor, bt: Tensor, sl: Tensor, scale: number, window: number | null, softcap: number | null): Tensor {
+  const [B, H, D] = q.shape as [number, number, number];
+  const [, BS, KVH] = kc.shape as [number, number, number, number];
+  const Dv = vc.shape[3]!, MB = bt.shape[1]!, S = MB * BS;
+  return scope(() => {
+    const ids = bt.reshape([B * MB]).to('int64');
+    const keys = index_select(kc, 0, ids).view([B, S, KVH, D]).transpose(1, 2); // [B, KVH, S, D]
+    const values = index_select(vc, 0, ids).view([B, S, KVH, Dv]).transpose(1, 2);
+    const pos = arangeOn(S, q).unsqueeze(0); // [1, S]
+    const len = sl.to('int64').unsqueeze(1); // [B, 1]
+    let visible = pos.lt(len);
+    if (window !== null) visible = visible.logical_and(pos.ge(len.sub(window)));
+    const mask = visible.unsqueeze(1).unsqueeze(1); // [B, 1, 1, S]
+    const q4 = q.unsqueeze(2);
+    let out: Tensor;
+    if (softcap === null) {
+      out = scaled_dot_product_attention(q4, keys, values, { attn_mask: mask, scale, enable_gqa: true });
+    } else {
+      const rep = H / KVH;
+      const repeat = (t: Tensor, d: number): Tensor => (rep === 1 ? t : t.unsqueeze(2).expand([B, KVH, rep, S, d]).reshape([B, H, S, d]));
+      let w = matmul(q4, repeat(keys, D).transpose(2, 3)).mul(scale);
+      w = w.div(softcap).tanh().mul(softcap);
+      w = w.masked_fill(mask.logical_not(), -Infinity);
+      // a row with no visible key gives 0 (the safe softmax of scaled_dot_product_attention)
+      const p = softmaxSafe(w, q.dt === 'float64' ? 'float64' : 'float32').to(q.dt);
+      out = matmul(p, repeat(values, Dv));
+    }
+    return out.squeeze(2);
+  });
+}
+
+function arangeOn(n: number, like: Tensor): Tensor {
+  return Tensor.fromStorage(BigInt64Array.from({ length: n }, (_, i) => BigInt(i)), 'int64', [n], 'cpu').to(like.device);
+}
+
+/** softmax over the last dim in float32 (float64 for float64 scores), 0 where every score is -inf. */
+function softmaxSafe(w: Tensor, dt: 'float32' | 'float64'): Tensor {
+  const f = w.to(dt);
+  const allMasked = f.eq(-Infinity).all(-1, true);
+  const p = f.softmax(-1);
+  return p.masked_fill(allMasked, 0);
+}

@@ -69,6 +69,17 @@ function gemmJs(p: GemmParams, A: FArr, B: FArr, C: FArr, offA: number, offB: nu
 /** Elements of B per cache block in the scalar kernel (256 KiB of float32). */
 const JS_BLOCK = 65536;
 
+let rowInvariant = false;
+
+/**
+ * Row-invariant products (returns the previous setting): every row of C is computed as it would be in a
+ * product with any other number of rows, so a sequence decoded in a batch gets the numbers it gets
+ * alone (the serving engine's steps, src/generation/engine.ts). BLAS (whose kernels for one row and for
+ * many differ) and the scalar kernel for few rows are skipped: every product takes the packed kernel,
+ * whose sum for an element runs over k in one fixed order whatever m is, never transposed.
+ */
+export function setRowInvariant(on: boolean): boolean { const was = rowInvariant; rowInvariant = on; return was; }
+
 export function gemm(p: GemmParams): void {
   const dt = p.c.dtype;
   if ((dt !== 'float32' && dt !== 'float64') || p.a.dtype !== dt || p.b.dtype !== dt) {
@@ -78,9 +89,9 @@ export function gemm(p: GemmParams): void {
   const { m, n, k } = p;
   if (batch === 0 || m === 0 || n === 0) return;
   const A = p.a.buf as FArr, B = p.b.buf as FArr, C = p.c.buf as FArr;
-  const blas = k > 0 && blasLayoutOk(p) ? getBlas() : null;
+  const blas = k > 0 && !rowInvariant && blasLayoutOk(p) ? getBlas() : null;
   // Tiny and gemv-like products: packing costs more than it saves.
-  const packed = !blas && k > 0 && m * n * k >= 4096 && Math.min(m, n) > 4 ? wasmGemm() : null;
+  const packed = !blas && k > 0 && (rowInvariant || (m * n * k >= 4096 && Math.min(m, n) > 4)) ? wasmGemm() : null;
   for (let q = 0; q < batch; q++) {
     const oa = p.a.offset + q * (p.strideA ?? 0), ob = p.b.offset + q * (p.strideB ?? 0), oc = p.c.offset + q * (p.strideC ?? 0);
     if (blas) blasGemm(blas, p.transA, p.transB, m, n, k, p.alpha, A, oa, p.lda, B, ob, p.ldb, p.beta, C, oc, p.ldc);
@@ -292,7 +303,7 @@ class WasmGemm {
     const f64 = C instanceof Float64Array;
     const [MR, NR, lane] = tileConsts(f64);
     // A gemv-like product with few columns runs transposed (Cᵀ = op(B)ᵀ·op(A)ᵀ), padding MR instead of NR.
-    const swap = p.n < NR && p.m > p.n;
+    const swap = !rowInvariant && p.n < NR && p.m > p.n;
     const X = swap ? { buf: B, off: ob, ld: p.ldb, trans: !p.transB, rows: p.n } : { buf: A, off: oa, ld: p.lda, trans: p.transA, rows: p.m };
     const Y = swap ? { buf: A, off: oa, ld: p.lda, trans: p.transA, cols: p.m } : { buf: B, off: ob, ld: p.ldb, trans: !p.transB, cols: p.n };
     const k = p.k;

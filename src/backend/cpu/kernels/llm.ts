@@ -4,7 +4,8 @@
 // gemvs, so fewer calls is the saving, not fewer flops.
 
 import type { StridedRef } from '../../backend.js';
-import type { DecodeAttentionParams, FusedAddRmsNormParams, RotaryParams } from '../../../kernels/llm.js';
+import type { DecodeAttentionParams, FusedAddRmsNormParams, PagedAttentionParams, RotaryParams } from '../../../kernels/llm.js';
+import { IndexError } from '../../../errors.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import { cpuRowNorm, cpuSoftmax } from './nn.js';
 import { gemm } from './gemm.js';
@@ -78,6 +79,66 @@ function cpuDecodeAttention(p: DecodeAttentionParams): void {
     c: p.out, ldc: Ev, batch: G, strideA: rows * S, strideB: p.strideV, strideC: rows * Ev });
 }
 
-export const kernels: BackendKernels = { fused_add_rms_norm: cpuFusedAddRmsNorm, rotary_embedding: cpuRotary, decode_attention: cpuDecodeAttention };
+let pagedScores = new Float64Array(1024);
+
+/**
+ * Paged decode attention, one sequence at a time and on its own (nothing about another row of the batch
+ * enters its sums, so a sequence gets the same numbers in any batch: the serving engine relies on it).
+ * Per query head: scores q·k in double, times scale, rounded to the dtype (as the composite's gemm
+ * stores them), soft-capped (div, tanh, mul, each rounded), the safe softmax in double with the
+ * probabilities rounded to the dtype, and Σ p·v in double, rounded once. Keys are read in place from
+ * their blocks; the block ids and lengths are checked before anything is read.
+ */
+function cpuPagedAttention(p: PagedAttentionParams): void {
+  const q = arr(p.q), kc = arr(p.keyCache), vc = arr(p.valueCache), o = arr(p.out);
+  const bt = p.blockTables.buf as Int32Array | BigInt64Array, sl = p.seqLens.buf as Int32Array | BigInt64Array;
+  const { seqs: B, heads: H, kvHeads: KVH, headDim: D, valueDim: Dv, blockSize: BS, maxBlocks: MB, numBlocks: NB } = p;
+  const rep = H / KVH, f32 = o instanceof Float32Array;
+  const rnd = f32 ? Math.fround : (x: number): number => x;
+  const cap = p.softcap;
+  const kRow = KVH * D, vRow = KVH * Dv; // elements per position in the pools
+  for (let b = 0; b < B; b++) {
+    const len = Number(sl[p.seqLens.offset + b]!);
+    if (!(len >= 0 && len <= MB * BS)) throw new IndexError('llm.paged_attention', `seq_lens[${b}] = ${len} is outside [0, ${MB * BS}] (block_tables has ${MB} blocks of ${BS} per sequence)`);
+    const first = p.window === null ? 0 : Math.max(0, len - p.window);
+    const tb = p.blockTables.offset + b * MB;
+    for (let j = Math.floor(first / BS); j * BS < len; j++) {
+      const id = Number(bt[tb + j]!);
+      if (!(id >= 0 && id < NB)) throw new IndexError('llm.paged_attention', `block_tables[${b}, ${j}] = ${id} is out of range for a pool of ${NB} blocks`);
+    }
+    const n = len - first;
+    if (pagedScores.length < n) pagedScores = new Float64Array(Math.max(n, 2 * pagedScores.length));
+    const sc = pagedScores;
+    for (let h = 0; h < H; h++) {
+      const g = Math.floor(h / rep);
+      const qo = p.q.offset + (b * H + h) * D, oo = p.out.offset + (b * H + h) * Dv;
+      let max = -Infinity;
+      for (let s = first; s < len; s++) {
+        const slot = Number(bt[tb + Math.floor(s / BS)]!) * BS + (s % BS);
+        const ko = p.keyCache.offset + slot * kRow + g * D;
+        let dot = 0;
+        for (let d = 0; d < D; d++) dot += q[qo + d]! * kc[ko + d]!;
+        let v = rnd(dot * p.scale);
+        if (cap !== null) v = rnd(rnd(Math.tanh(rnd(v / cap))) * cap);
+        sc[s - first] = v;
+        if (v > max) max = v;
+      }
+      for (let d = 0; d < Dv; d++) o[oo + d] = 0;
+      if (n === 0 || max === -Infinity) continue;
+      let sum = 0;
+      for (let i = 0; i < n; i++) { const e = Math.exp(sc[i]! - max); sc[i] = e; sum += e; }
+      const acc = new Float64Array(Dv);
+      for (let s = first; s < len; s++) {
+        const pr = rnd(sc[s - first]! / sum);
+        const slot = Number(bt[tb + Math.floor(s / BS)]!) * BS + (s % BS);
+        const vo = p.valueCache.offset + slot * vRow + g * Dv;
+        for (let d = 0; d < Dv; d++) acc[d] += pr * vc[vo + d]!;
+      }
+      for (let d = 0; d < Dv; d++) o[oo + d] = acc[d]!;
+    }
+  }
+}
+
+export const kernels: BackendKernels = { fused_add_rms_norm: cpuFusedAddRmsNorm, rotary_embedding: cpuRotary, decode_attention: cpuDecodeAttention, paged_attention: cpuPagedAttention };
 /** The dtypes these kernels take (the op runs the composite for others). */
 export const features = { llm: { dtypes: ['float32', 'float64'] as const } };
