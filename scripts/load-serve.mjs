@@ -235,7 +235,8 @@ console.log(`single stream (${singleOk.length}/${singles} ok, ${oHi} tokens): ${
 
 await Promise.all(Array.from({ length: concurrency }, (_, i) => run(makeBody(-1000 - i, Math.min(8, oHi), randInt(pLo, pHi)))));
 const before = await metrics();
-report.before = { reserved_mib: before.nbx_device_memory_reserved_bytes / MiB, kv_blocks_used: before.nbx_kv_blocks_used, running: before.nbx_requests_running, waiting: before.nbx_requests_waiting };
+const kvMiB = (m) => (m.nbx_kv_cache_mapped_bytes ?? NaN) / MiB;
+report.before = { reserved_mib: before.nbx_device_memory_reserved_bytes / MiB, kv_mapped_mib: kvMiB(before), kv_blocks_used: before.nbx_kv_blocks_used, running: before.nbx_requests_running, waiting: before.nbx_requests_waiting };
 
 // ------------------------------------------------------------------ 3. load
 
@@ -279,7 +280,7 @@ report.itl_p99_vs_single = report.load.itl_ms_p99 / report.single.itl_ms_p99;
 
 await new Promise((r) => setTimeout(r, 200));
 const afterM = await metrics();
-report.after = { reserved_mib: afterM.nbx_device_memory_reserved_bytes / MiB, kv_blocks_used: afterM.nbx_kv_blocks_used, running: afterM.nbx_requests_running, waiting: afterM.nbx_requests_waiting, engine_steps: afterM.nbx_engine_steps_total };
+report.after = { reserved_mib: afterM.nbx_device_memory_reserved_bytes / MiB, kv_mapped_mib: kvMiB(afterM), kv_blocks_used: afterM.nbx_kv_blocks_used, running: afterM.nbx_requests_running, waiting: afterM.nbx_requests_waiting, engine_steps: afterM.nbx_engine_steps_total };
 
 // ------------------------------------------------------------------ 5. verify: alone, same seed, same text
 
@@ -309,7 +310,7 @@ console.log(`load: ${L.sent} requests (${concurrency} concurrent) in ${L.seconds
   `${L.cancelled} cancelled mid-stream, errors ${JSON.stringify(errors)}`);
 console.log(`  aggregate ${f1(L.aggregate_tok_s)} tok/s (${L.tokens} tokens) = ${report.ratio.toFixed(2)}x single-stream; largest running batch seen ${L.max_running_seen}`);
 console.log(`  TTFT p50 ${f1(L.ttft_ms_p50)} ms, p99 ${f1(L.ttft_ms_p99)} ms; ITL p50 ${f1(L.itl_ms_p50)} ms, p99 ${f1(L.itl_ms_p99)} ms (${report.itl_p99_vs_single.toFixed(2)}x single-stream p99)`);
-console.log(`  reserved memory: ${f1(report.before.reserved_mib)} MiB warm, ${f1(report.after.reserved_mib)} MiB after (${(report.after.reserved_mib - report.before.reserved_mib >= 0 ? '+' : '')}${f1(report.after.reserved_mib - report.before.reserved_mib)} MiB); ` +
+console.log(`  reserved memory: ${f1(report.before.reserved_mib)} MiB warm, ${f1(report.after.reserved_mib)} MiB after (${(report.after.reserved_mib - report.before.reserved_mib >= 0 ? '+' : '')}${f1(report.after.reserved_mib - report.before.reserved_mib)} MiB); KV cache mapped ${f1(report.before.kv_mapped_mib)} -> ${f1(report.after.kv_mapped_mib)} MiB; ` +
   `after: running ${report.after.running}, waiting ${report.after.waiting}, KV blocks used ${report.after.kv_blocks_used}`);
 console.log(`verify: ${same}/${report.verify.checked} completed requests give the same text alone (same seed)${mismatches.length ? `; first mismatches ${JSON.stringify(mismatches.slice(0, 3))}` : ''}`);
 if (V.json) writeFileSync(V.json, `${JSON.stringify(report, null, 1)}\n`);

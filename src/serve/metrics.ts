@@ -32,6 +32,8 @@ export interface GaugeSnapshot {
   in_flight: number;
   /** Reserved device memory (bytes): the device allocator's on CUDA / WebGPU, the process's RSS on the CPU. */
   reserved_bytes: number;
+  /** The paged KV cache's memory, when the engine reports it (VMM ranges are outside the allocator). */
+  kv_cache?: { backing: string; reservedBytes: number; mappedBytes: number } | null;
 }
 
 export class ServerMetrics {
@@ -98,6 +100,13 @@ export class ServerMetrics {
     out.push(`nbx_engine_steps_total{${lbl}} ${g.engine_steps}`);
     head('nbx_device_memory_reserved_bytes', 'gauge', "Memory reserved by the model's device allocator (the process RSS on the CPU).");
     out.push(`nbx_device_memory_reserved_bytes{${lbl}} ${g.reserved_bytes}`);
+    if (g.kv_cache) {
+      const kl = `${lbl},backing="${esc(g.kv_cache.backing)}"`;
+      head('nbx_kv_cache_reserved_bytes', 'gauge', 'Bytes the paged KV cache holds (VMM: address space reserved; plain: tensor bytes).');
+      out.push(`nbx_kv_cache_reserved_bytes{${kl}} ${g.kv_cache.reservedBytes}`);
+      head('nbx_kv_cache_mapped_bytes', 'gauge', 'Bytes of the paged KV cache backed by physical memory.');
+      out.push(`nbx_kv_cache_mapped_bytes{${kl}} ${g.kv_cache.mappedBytes}`);
+    }
     histogram(out, 'nbx_time_to_first_token_seconds', 'Time from a request\'s arrival to its first token.', this.ttft, lbl);
     histogram(out, 'nbx_inter_token_latency_seconds', 'Time between consecutive tokens of a stream.', this.itl, lbl);
     histogram(out, 'nbx_request_duration_seconds', 'Time from a generation request\'s arrival to its last byte.', this.e2e, lbl);

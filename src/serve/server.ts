@@ -79,6 +79,12 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
     return process.memoryUsage().rss;
   };
 
+  /** The engine's paged-cache memory when it reports it (not part of the serving interface: read if present). */
+  const kvMemory = (): { backing: string; reservedBytes: number; mappedBytes: number } | null => {
+    const f = (engine as unknown as { kvMemory?: () => { backing: string; reservedBytes: number; mappedBytes: number } }).kvMemory;
+    try { return typeof f === 'function' ? f.call(engine) : null; } catch { return null; }
+  };
+
   // ---------------------------------------------------------------- plumbing
 
   const sendJson = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void => {
@@ -280,7 +286,7 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
       const s = engine.stats();
       const text = metrics.render({
         running: s.running, waiting: s.waiting, kv_blocks_used: s.kv_blocks_used, kv_blocks_total: s.kv_blocks_total,
-        engine_steps: s.steps, in_flight: flights.size, reserved_bytes: reserved(),
+        engine_steps: s.steps, in_flight: flights.size, reserved_bytes: reserved(), kv_cache: kvMemory(),
       }, modelName);
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
       res.end(text);
