@@ -13,6 +13,7 @@ import * as indexing from './indexing.js';
 import * as llm from './llm.js';
 import * as nn from './nn.js';
 import * as pool from './pool.js';
+import * as quant from './quant.js';
 import * as reduce from './reduce.js';
 import * as resample from './resample.js';
 import * as sort from './sort.js';
@@ -21,18 +22,18 @@ import { hostStaged } from '../runtime/host_staging.js';
 export { stagingStats } from '../runtime/host_staging.js';
 export { cudaMatmulSettings } from './gemm.js';
 
-const FAMILIES = [copy, reduce, gemm, nn, indexing, sort, conv, pool, resample, fft, attention, llm];
+const FAMILIES = [copy, reduce, gemm, nn, indexing, sort, conv, pool, resample, fft, attention, llm, quant];
 
 /** Every kernel the CUDA backend implements itself; the CPU's others run through host staging. */
 export const cudaKernels: BackendKernels = {
-  ...copy.kernels, ...reduce.kernels, ...gemm.kernels, ...nn.kernels, ...indexing.kernels, ...sort.kernels, ...conv.kernels, ...pool.kernels, ...resample.kernels, ...fft.kernels, ...attention.kernels, ...llm.kernels,
+  ...copy.kernels, ...reduce.kernels, ...gemm.kernels, ...nn.kernels, ...indexing.kernels, ...sort.kernels, ...conv.kernels, ...pool.kernels, ...resample.kernels, ...fft.kernels, ...attention.kernels, ...llm.kernels, ...quant.kernels,
 };
 
 export function installCudaKernels(backend: CudaBackend): void {
   for (const family of FAMILIES) family.bind(backend);
   registerKernels('cuda', cudaKernels);
   // cuBLASLt multiplies float16/bfloat16 natively and adds linear's bias in its epilogue.
-  registerKernelFeatures('cuda', { gemm: { halfInputs: true, biasEpilogue: true }, ...llm.features });
+  registerKernelFeatures('cuda', { gemm: { halfInputs: true, biasEpilogue: true }, ...llm.features, ...quant.features });
   setStagingProvider('cuda', (name) => hostStaged(backend, name));
 }
 

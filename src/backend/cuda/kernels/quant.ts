@@ -1,0 +1,539 @@
+// Packed quantized weights on CUDA (contract: src/kernels/quant.ts): quant_matmul and dequantize for
+// every format of the contract, float32/float16/bfloat16 activations.
+//
+// Decode (m ≤ QUANT_GEMV_MAX_ROWS): one dequantizing GEMV kernel for all formats. Decoding a token is
+// bound by the bytes of weight streamed, so the kernel reads the packed rows once, with coalesced
+// 16-byte loads, whatever the format's block size (34, 110, 210 bytes do not tile 16-byte vectors per
+// lane): each warp owns R output rows and walks them in tiles of 32·S sub-blocks of 32 elements; the
+// warp copies a tile's bytes into its own shared memory (the next tile's loads are issued before this
+// one is decoded, so a lane keeps R · ⌈tile / 512⌉ loads in flight) and each lane then decodes its S
+// sub-blocks from shared memory. A sub-block is decoded in halves of 16 elements to small exact floats
+// q (integers through the 2^23 magic-number trick, no I2F on the slow conversion pipe) and an affine
+// map w = a·q + b per half (a = block scale, b = −min for the formats with mins), so the inner loop
+// is one FMA per element and row of x: Σ x·w = a·Σ x·q + b·Σ x, Σ x shared by the R weight rows.
+// x (MR ≤ 8 rows) is read from global memory (L1), converted once per half and used for all R rows.
+// Accumulation is float32; each lane sums its sub-blocks in order, then a butterfly: a fixed order,
+// the same bits every run. The affine factoring changes only the rounding order against
+// dequantize-then-matmul (the contract's "up to the order of accumulation").
+//
+// Prefill (more rows) and shapes the GEMV does not take (K not a multiple of 32): dequantize into a
+// scratch weight in x's dtype (one elementwise-like pass, exactly the CPU dequantizer's numbers) and
+// the backend's GEMM (cuBLASLt, bias in its epilogue). A tensor-core kernel dequantizing tiles in shared
+// memory would avoid the scratch; not written yet (the scratch costs one extra pass over N·K·2 bytes,
+// small next to a prefill's GEMM).
+//
+// The bit layouts are src/io/gguf.ts's dequantizeBlocks (ggml's dequantize_row_*) for the GGUF block
+// formats and the contract's comments for int8 / int4 / fp8_e4m3.
+
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import { UnsupportedError, ShapeError } from '../../../errors.js';
+import type { StridedRef } from '../../backend.js';
+import type { BackendKernels } from '../../../kernels/table.js';
+import type { DequantizeParams, QuantFeatures, QuantFormat, QuantMatmulParams } from '../../../kernels/quant.js';
+import { kernel } from '../../../kernels/registry.js';
+import { R, unpack, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
+import type { ArgType } from '../runtime/driver.js';
+import { defineSpace, bucketSize, prune, tuneSync, type Config } from '../../../autotune/index.js';
+import { timeColdL2 } from './gemv.js';
+import { TUNE_MIN_ELEMENTS } from '../tuning/spaces.js';
+
+let be: CudaBackend;
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void { be = backend; }
+
+export type QuantDType = 'float32' | 'float16' | 'bfloat16';
+const DTYPES_OK: readonly QuantDType[] = ['float32', 'float16', 'bfloat16'];
+export const QUANT_FORMATS: readonly QuantFormat[] = ['int8', 'int4', 'fp8_e4m3', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k'];
+
+/** Rows of x the GEMV kernel takes; more run dequantize + GEMM. */
+export const QUANT_GEMV_MAX_ROWS = 8;
+const WARPS = 8;
+const THREADS = WARPS * 32;
+
+/**
+ * A format's block geometry: `elems` elements in `bytes` bytes (for int8/int4/fp8 a virtual block of
+ * one 32-element sub-block), `align` the byte alignment every field of a block has when rows start
+ * 4-aligned (2 for the blocks of odd half-word size), `mins` whether the affine map has an offset.
+ */
+export interface FormatGeom { elems: number; bytes: number; align: 2 | 4; mins: boolean; external: boolean }
+export const GEOM: Record<QuantFormat, FormatGeom> = {
+  int8: { elems: 32, bytes: 32, align: 4, mins: false, external: true },
+  fp8_e4m3: { elems: 32, bytes: 32, align: 4, mins: false, external: true },
+  int4: { elems: 32, bytes: 16, align: 4, mins: false, external: true },
+  q8_0: { elems: 32, bytes: 34, align: 2, mins: false, external: false },
+  q4_0: { elems: 32, bytes: 18, align: 2, mins: false, external: false },
+  q4_1: { elems: 32, bytes: 20, align: 4, mins: true, external: false },
+  q5_0: { elems: 32, bytes: 22, align: 2, mins: false, external: false },
+  q5_1: { elems: 32, bytes: 24, align: 4, mins: true, external: false },
+  q2_k: { elems: 256, bytes: 84, align: 4, mins: true, external: false },
+  q3_k: { elems: 256, bytes: 110, align: 2, mins: false, external: false },
+  q4_k: { elems: 256, bytes: 144, align: 4, mins: true, external: false },
+  q5_k: { elems: 256, bytes: 176, align: 4, mins: true, external: false },
+  q6_k: { elems: 256, bytes: 210, align: 2, mins: false, external: false },
+};
+
+/** The packed bytes of one row for K inputs (int4: ⌈K/2⌉; GGUF: K / block · block bytes). */
+export function rowBytesOf(format: QuantFormat, k: number): number {
+  if (format === 'int8' || format === 'fp8_e4m3') return k;
+  if (format === 'int4') return Math.ceil(k / 2);
+  const g = GEOM[format];
+  return (k / g.elems) * g.bytes;
+}
+
+// ---- device code: per-format decoders ----------------------------------------------------------
+
+/**
+ * Common helpers: 32-bit words of a block at 4- or 2-byte aligned offsets, float16 fields, and the
+ * magic-number conversion of a small unsigned integer v < 2^23 to float (exact; an OR and a subtract).
+ */
+const HELPERS = String.raw`
+__device__ __forceinline__ unsigned nbxq_w4(const unsigned char* p) { return *reinterpret_cast<const unsigned*>(p); }
+__device__ __forceinline__ unsigned nbxq_w2(const unsigned char* p) {
+  const unsigned short* h = reinterpret_cast<const unsigned short*>(p); return (unsigned)h[0] | ((unsigned)h[1] << 16); }
+__device__ __forceinline__ float nbxq_f16(const unsigned char* p) { return nbx_h2f(*reinterpret_cast<const unsigned short*>(p)); }
+__device__ __forceinline__ float nbxq_u2f(unsigned v) { return __uint_as_float(0x4B000000u | v) - 8388608.f; }
+// e4m3fn: sign and the 7 exponent/mantissa bits moved to float32's positions, times 2^120 (subnormals
+// come out as float32 subnormals, exact); 0x7f / 0xff are NaN
+__device__ __forceinline__ float nbxq_e4m3(unsigned v) {
+  const float f = __uint_as_float(((v & 0x80u) << 24) | ((v & 0x7fu) << 20)) * 1.329227995784916e+36f;
+  return (v & 0x7fu) == 0x7fu ? __int_as_float(0x7fc00000) : f;
+}`;
+
+/**
+ * The decoder of format `f`: `nbxq_dq(blk, sb, h, q, a, b, s, z)` fills q[16] with half h of sub-block
+ * sb of the block at blk (32-element sub-blocks; 8 per K-quant block) and sets the affine map
+ * w = a·q + b that gives the CPU dequantizer's numbers when evaluated as fl(fl(a·q) + b). `s`, `z`:
+ * the external scale and zero point (int8 / int4 / fp8), unused otherwise.
+ */
+function decoderSource(f: QuantFormat, asym: boolean): string {
+  const W = GEOM[f].align === 4 ? 'nbxq_w4' : 'nbxq_w2';
+  const head = `__device__ __forceinline__ void nbxq_dq(const unsigned char* __restrict__ blk, int sb, int h, float* q, float& a, float& b, float s, float z) {`;
+  let body: string;
+  switch (f) {
+    case 'int8':
+      body = `a = s; b = 0.f;
+  #pragma unroll
+  for (int w = 0; w < 4; w++) { const unsigned u = nbxq_w4(blk + 16 * h + 4 * w) ^ 0x80808080u;
+    #pragma unroll
+    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f((u >> (8 * t)) & 255u) - 128.f; }`;
+      break;
+    case 'fp8_e4m3':
+      body = `a = s; b = 0.f;
+  #pragma unroll
+  for (int w = 0; w < 4; w++) { const unsigned u = nbxq_w4(blk + 16 * h + 4 * w);
+    #pragma unroll
+    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_e4m3((u >> (8 * t)) & 255u); }`;
+      break;
+    case 'int4':
+      // element e of the sub-block in byte e/2, the even e in the low nibble
+      body = `a = s; b = 0.f;
+  #pragma unroll
+  for (int w = 0; w < 2; w++) { const unsigned u = nbxq_w4(blk + 8 * h + 4 * w);
+    #pragma unroll
+    for (int t = 0; t < 8; t++) q[8 * w + t] = ${asym ? 'nbxq_u2f((u >> (4 * t)) & 15u) - z' : 'nbxq_u2f((u >> (4 * t)) & 15u) - 8.f'}; }`;
+      break;
+    case 'q8_0':
+      body = `a = nbxq_f16(blk); b = 0.f;
+  #pragma unroll
+  for (int w = 0; w < 4; w++) { const unsigned u = ${W}(blk + 2 + 16 * h + 4 * w) ^ 0x80808080u;
+    #pragma unroll
+    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f((u >> (8 * t)) & 255u) - 128.f; }`;
+      break;
+    case 'q4_0': case 'q4_1': {
+      const qo = f === 'q4_0' ? 2 : 4;
+      body = `a = nbxq_f16(blk); b = ${f === 'q4_1' ? 'nbxq_f16(blk + 2)' : '0.f'};
+  #pragma unroll
+  for (int w = 0; w < 4; w++) { const unsigned u = ${W}(blk + ${qo} + 4 * w) >> (4 * h);
+    #pragma unroll
+    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f((u >> (8 * t)) & 15u)${f === 'q4_0' ? ' - 8.f' : ''}; }`;
+      break;
+    }
+    case 'q5_0': case 'q5_1': {
+      const one = f === 'q5_1', qh = one ? 4 : 2, qo = one ? 8 : 6;
+      body = `a = nbxq_f16(blk); b = ${one ? 'nbxq_f16(blk + 2)' : '0.f'};
+  const unsigned hb = ${W}(blk + ${qh}) >> (16 * h);
+  #pragma unroll
+  for (int w = 0; w < 4; w++) { const unsigned u = ${W}(blk + ${qo} + 4 * w) >> (4 * h);
+    #pragma unroll
+    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f(((u >> (8 * t)) & 15u) | (((hb >> (4 * w + t)) & 1u) << 4))${one ? '' : ' - 16.f'}; }`;
+      break;
+    }
+    case 'q2_k':
+      // sub-block sb: 2-bit field (sb & 3) of the 32 bytes at 16 + (sb >> 2)·32; scale byte 2·sb + h
+      body = `const float d = nbxq_f16(blk + 80), dmin = nbxq_f16(blk + 82);
+  const unsigned sc = blk[2 * sb + h];
+  a = d * (float)(sc & 15u); b = -(dmin * (float)(sc >> 4));
+  const int sh = 2 * (sb & 3);
+  #pragma unroll
+  for (int w = 0; w < 4; w++) { const unsigned u = nbxq_w4(blk + 16 + (sb >> 2) * 32 + 16 * h + 4 * w) >> sh;
+    #pragma unroll
+    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f((u >> (8 * t)) & 3u); }`;
+      break;
+    case 'q3_k':
+      // scale 2·sb + h (ggml's kmask unpacking of the 12 bytes at 96), high bit sb of the 32 bytes at 0
+      body = `const int is = 2 * sb + h, j = is & 3, wd = is >> 2;
+  const unsigned lo = wd < 2 ? (blk[96 + (wd & 1) * 4 + j] & 15u) : (blk[96 + (wd & 1) * 4 + j] >> 4);
+  const unsigned hi = (blk[104 + j] >> (2 * wd)) & 3u;
+  a = nbxq_f16(blk + 108) * (float)((int)(lo | (hi << 4)) - 32); b = 0.f;
+  const int sh = 2 * (sb & 3);
+  #pragma unroll
+  for (int w = 0; w < 4; w++) {
+    const unsigned u = ${W}(blk + 32 + (sb >> 2) * 32 + 16 * h + 4 * w) >> sh, m = ${W}(blk + 16 * h + 4 * w) >> sb;
+    #pragma unroll
+    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f(((u >> (8 * t)) & 3u) + (((m >> (8 * t)) & 1u) << 2)) - 4.f; }`;
+      break;
+    case 'q4_k': case 'q5_k': {
+      // ggml's get_scale_min_k4 for scale sb; nibble (sb & 1) of the 32 bytes at qo + (sb >> 1)·32
+      const five = f === 'q5_k', qo = five ? 48 : 16;
+      body = `const unsigned char* S = blk + 4;
+  unsigned sc, mn;
+  if (sb < 4) { sc = S[sb] & 63u; mn = S[sb + 4] & 63u; }
+  else { sc = (S[sb + 4] & 15u) | ((S[sb - 4] >> 6) << 4); mn = (S[sb + 4] >> 4) | ((S[sb] >> 6) << 4); }
+  a = nbxq_f16(blk) * (float)sc; b = -(nbxq_f16(blk + 2) * (float)mn);
+  const int sh = 4 * (sb & 1);
+  #pragma unroll
+  for (int w = 0; w < 4; w++) { const unsigned u = nbxq_w4(blk + ${qo} + (sb >> 1) * 32 + 16 * h + 4 * w) >> sh;${five ? `
+    const unsigned m = nbxq_w4(blk + 16 + 16 * h + 4 * w) >> sb;` : ''}
+    #pragma unroll
+    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f(((u >> (8 * t)) & 15u)${five ? ' | (((m >> (8 * t)) & 1u) << 4)' : ''}); }`;
+      break;
+    }
+    case 'q6_k':
+      // sub-block sb: half n = sb >> 2 of 128, part p = sb & 3: low nibbles (p < 2) or high of the 32
+      // bytes at n·64 + (p & 1)·32, 2-bit field p of the bytes at 128 + n·32, int8 scale 192 + n·8 + 2p + h
+      body = `const int n = sb >> 2, p = sb & 3;
+  a = nbxq_f16(blk + 208) * (float)(signed char)blk[192 + n * 8 + 2 * p + h]; b = 0.f;
+  #pragma unroll
+  for (int w = 0; w < 4; w++) {
+    const unsigned u = ${W}(blk + n * 64 + (p & 1) * 32 + 16 * h + 4 * w) >> (4 * (p >> 1));
+    const unsigned m = ${W}(blk + 128 + n * 32 + 16 * h + 4 * w) >> (2 * p);
+    #pragma unroll
+    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f(((u >> (8 * t)) & 15u) | (((m >> (8 * t)) & 3u) << 4)) - 32.f; }`;
+      break;
+  }
+  return `${head}\n  ${body}\n}`;
+}
+
+// ---- the GEMV kernel ----------------------------------------------------------------------------
+
+export const QUANT_GEMV_SPACE = defineSpace({
+  name: 'cuda.quant_gemv.v1',
+  knobs: [
+    { name: 'rows', values: [1, 2, 4], movesBits: false, doc: 'weight rows per warp (x converted once for all of them)' },
+    { name: 'sub', values: [1, 2, 4], movesBits: true, doc: 'sub-blocks per lane per tile (tile = 32·sub sub-blocks of 32 elements)' },
+  ],
+  defaultConfig: { rows: 2, sub: 2 },
+  resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
+});
+
+/** Tile bytes of a row for `sub` sub-blocks per lane. */
+export const tileBytes = (f: QuantFormat, sub: number): number => ((32 * sub * 32) / GEOM[f].elems) * GEOM[f].bytes;
+
+/** Static shared memory of the GEMV kernel for a configuration (the tiles of every warp's rows). */
+export const gemvSmem = (f: QuantFormat, cfg: Config): number => WARPS * (cfg.rows as number) * Math.ceil(tileBytes(f, cfg.sub as number) / 16) * 16;
+/** The static shared-memory ceiling (48 KiB); larger configurations are not offered. */
+export const GEMV_SMEM_MAX = 48 * 1024;
+
+/** Rows of x the kernel is compiled for. */
+export const quantRowsFor = (m: number): number => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
+
+/** Source of the GEMV kernel: format, asymmetric zeros (int4), x dtype, MR rows of x, R weight rows per warp, S sub-blocks per lane, VW-byte loads. */
+export function quantGemvSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, rows: number, sub: number, vw: number): { src: string; name: string; sig: ArgType[] } {
+  const g = GEOM[f], T = R.storageType(d), TB = tileBytes(f, sub), SPB = g.elems / 32;
+  const VT = vw === 16 ? 'uint4' : vw === 8 ? 'uint2' : vw === 4 ? 'unsigned' : 'unsigned short';
+  const UPL = Math.ceil(TB / vw / 32), TBP = Math.ceil(TB / 16) * 16;
+  const XV = 16 / DTYPES[d].itemsize; // x elements per 16-byte vector
+  const xLoads = 16 / XV;
+  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'];
+  const src = `${HELPERS}
+${decoderSource(f, asym)}
+extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
+  __align__(16) __shared__ unsigned char tile[${WARPS}][${rows}][${TBP}];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n0 = (blockIdx.x * ${WARPS} + warp) * ${rows};
+  if (n0 >= n) return; // uniform per warp
+  const int nsub = K >> 5;
+  const long long tb = ${TB};
+  const int ntiles = (int)((rowBytes + tb - 1) / tb);
+  const unsigned char* wrow[${rows}];
+  #pragma unroll
+  for (int r = 0; r < ${rows}; r++) wrow[r] = Wq + (long long)(n0 + r < n ? n0 + r : n - 1) * rowBytes; // past the end: repeated, never stored
+  float acc[${mr}][${rows}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${rows}; r++) acc[i][r] = 0.f;
+  }
+  ${VT} pre[${rows}][${UPL}];
+  // the tile's ${VT} units: lane u, u + 32, ... (coalesced), only those inside the row
+  #define NBXQ_LOAD(t) { const long long base_ = (long long)(t) * tb; const long long left_ = rowBytes - base_; \\
+    const int units_ = (int)((left_ < tb ? left_ : tb) / ${vw}); \\
+    _Pragma("unroll") for (int r = 0; r < ${rows}; r++) { \\
+      _Pragma("unroll") for (int j = 0; j < ${UPL}; j++) { const int u_ = lane + 32 * j; \\
+        if (u_ < units_) pre[r][j] = reinterpret_cast<const ${VT}*>(wrow[r] + base_)[u_]; } } }
+  NBXQ_LOAD(0)
+  for (int t = 0; t < ntiles; t++) {
+    __syncwarp();
+    #pragma unroll
+    for (int r = 0; r < ${rows}; r++) {
+      #pragma unroll
+      for (int j = 0; j < ${UPL}; j++) { const int u_ = lane + 32 * j; if (u_ * ${vw} < ${TB}) reinterpret_cast<${VT}*>(tile[warp][r])[u_] = pre[r][j]; }
+    }
+    __syncwarp();
+    if (t + 1 < ntiles) NBXQ_LOAD(t + 1)
+    #pragma unroll
+    for (int s = 0; s < ${sub}; s++) {
+      const int ls = s * 32 + lane;            // sub-block within the tile
+      const int gs = t * ${32 * sub} + ls;      // sub-block within the row
+      if (gs < nsub) {
+        float sc[${rows}], zp[${rows}];
+        #pragma unroll
+        for (int r = 0; r < ${rows}; r++) {
+          ${g.external ? `const long long si = (long long)(n0 + r < n ? n0 + r : n - 1) * sRow + (sRow == 0 ? 0 : ((gs << 5) >> gshift));
+          sc[r] = S[si]; zp[r] = ${asym ? 'Z[si]' : '0.f'};` : 'sc[r] = 0.f; zp[r] = 0.f;'}
+        }
+        #pragma unroll
+        for (int h = 0; h < 2; h++) {
+          float q[${rows}][16], a[${rows}], b[${rows}];
+          #pragma unroll
+          for (int r = 0; r < ${rows}; r++) nbxq_dq(&tile[warp][r][(ls / ${SPB}) * ${g.bytes}], ls % ${SPB}, h, q[r], a[r], b[r], sc[r], zp[r]);
+          #pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            if (i < m) {
+              float x[16];
+              const ${T}* xp = X + (long long)i * K + (gs << 5) + 16 * h;
+              #pragma unroll
+              for (int v = 0; v < ${xLoads}; v++) {
+                const uint4 ux = reinterpret_cast<const uint4*>(xp)[v];
+                const ${T} e[${XV}] = { ${unpack(d, 'ux', XV)} };
+                #pragma unroll
+                for (int c = 0; c < ${XV}; c++) x[v * ${XV} + c] = ${R.load(d, 'e', 'c')};
+              }
+              ${g.mins ? `float sx = 0.f;
+              #pragma unroll
+              for (int c = 0; c < 16; c++) sx += x[c];` : ''}
+              #pragma unroll
+              for (int r = 0; r < ${rows}; r++) {
+                float dot = 0.f;
+                #pragma unroll
+                for (int c = 0; c < 16; c++) dot = fmaf(x[c], q[r][c], dot);
+                acc[i][r] = fmaf(a[r], dot, acc[i][r]);${g.mins ? `
+                acc[i][r] = fmaf(b[r], sx, acc[i][r]);` : ''}
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  #undef NBXQ_LOAD
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${rows}; r++) {
+      #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+    }
+  }
+  if (lane == 0) {
+    #pragma unroll
+    for (int r = 0; r < ${rows}; r++) {
+      const int j = n0 + r;
+      if (j < n) {
+        #pragma unroll
+        for (int i = 0; i < ${mr}; i++) if (i < m) { float v_ = acc[i][r]; if (bias) v_ += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)i * n + j', 'v_')} }
+      }
+    }
+  }
+}`;
+  return { src, name: 'quant_gemv', sig };
+}
+
+// ---- the dequantize kernels -----------------------------------------------------------------------
+
+/**
+ * GGUF block formats: a thread per 16-element half of a sub-block, decoded by the same function as the
+ * GEMV's, written as fl(fl(a·q) + b) (formats with mins) or fl(a·q) (the sign of a zero as the CPU's)
+ * rounded once into the dtype: the CPU dequantizer's numbers.
+ */
+export function dequantBlocksSource(f: QuantFormat, d: QuantDType): { src: string; name: string; sig: ArgType[] } {
+  const g = GEOM[f], T = R.storageType(d), SPB = g.elems / 32;
+  const src = `${HELPERS}
+${decoderSource(f, false)}
+extern "C" __global__ void __launch_bounds__(256) quant_dequant(const unsigned char* __restrict__ Wq, ${T}* __restrict__ O, long long n, int K, long long rowBytes) {
+  const long long halves = (long long)(K >> 4);
+  for (long long t = (long long)blockIdx.x * 256 + threadIdx.x; t < n * halves; t += (long long)gridDim.x * 256) {
+    const long long row = t / halves; const int hh = (int)(t - row * halves), gs = hh >> 1, h = hh & 1;
+    float q[16], a, b;
+    nbxq_dq(Wq + row * rowBytes + (long long)(gs / ${SPB}) * ${g.bytes}, gs % ${SPB}, h, q, a, b, 0.f, 0.f);
+    ${T}* o = O + row * K + (long long)hh * 16;
+    #pragma unroll
+    for (int c = 0; c < 16; c++) { const float v_ = ${g.mins ? '__fadd_rn(__fmul_rn(a, q[c]), b)' : '__fmul_rn(a, q[c])'}; ${R.store(d, 'o', 'c', 'v_')} }
+  }
+}`;
+  return { src, name: 'quant_dequant', sig: ['ptr', 'ptr', 'i64', 'i32', 'i64'] };
+}
+
+/** int8 / int4 / fp8: a thread per element (any K), the contract's formulas in float32, rounded once into the dtype. */
+export function dequantSimpleSource(f: 'int8' | 'int4' | 'fp8_e4m3', asym: boolean, d: QuantDType): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d);
+  const w = f === 'int8' ? `__fmul_rn((float)(signed char)Wq[row * rowBytes + k], S[si])`
+    : f === 'fp8_e4m3' ? `__fmul_rn(nbxq_e4m3(Wq[row * rowBytes + k]), S[si])`
+    : `__fmul_rn(__fsub_rn((float)((Wq[row * rowBytes + (k >> 1)] >> (4 * (k & 1))) & 15u), ${asym ? 'Z[si]' : '8.f'}), S[si])`;
+  const src = `${HELPERS}
+extern "C" __global__ void __launch_bounds__(256) quant_dequant(const unsigned char* __restrict__ Wq, const float* __restrict__ S, const float* __restrict__ Z,
+  ${T}* __restrict__ O, long long n, int K, long long rowBytes, int sRow, int gsize) {
+  for (long long t = (long long)blockIdx.x * 256 + threadIdx.x; t < n * K; t += (long long)gridDim.x * 256) {
+    const long long row = t / K; const int k = (int)(t - row * K);
+    const long long si = row * sRow + (sRow == 0 ? 0 : k / gsize);
+    const float v_ = ${w};
+    ${R.store(d, 'O', 't', 'v_')}
+  }
+}`;
+  return { src, name: 'quant_dequant', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i32', 'i32'] };
+}
+
+// ---- host side ----------------------------------------------------------------------------------
+
+const addr = (r: StridedRef | undefined): bigint => (r ? (r.buf as CudaBuffer).ptr + BigInt(r.offset * DTYPES[r.dtype].itemsize) : 0n);
+
+export interface Checked { f: QuantFormat; d: QuantDType; n: number; k: number; rowBytes: number; asym: boolean; sRow: number; gsize: number }
+
+/** Validates the call against the contract (typed errors naming what it got and what works). */
+function check(op: string, p: { qweight: StridedRef; scales?: StridedRef; zeros?: StridedRef; layout: QuantMatmulParams['layout']; dtype: DTypeName }): Checked {
+  const { layout: L } = p, f = L.format;
+  if (!QUANT_FORMATS.includes(f)) throw new UnsupportedError(op, `cuda has no kernel for quantized format '${f}' (supported: ${QUANT_FORMATS.join(', ')})`);
+  if (!(DTYPES_OK as readonly string[]).includes(p.dtype)) throw new UnsupportedError(op, `cuda '${op}' takes activations of dtype ${DTYPES_OK.join(', ')}, got ${p.dtype}`);
+  const g = GEOM[f];
+  if (!g.external && L.k % g.elems !== 0) throw new ShapeError(op, `format '${f}' needs K a multiple of ${g.elems}, got K=${L.k}`);
+  const rb = rowBytesOf(f, L.k);
+  if (L.rowBytes !== rb) throw new ShapeError(op, `format '${f}' with K=${L.k} has ${rb} bytes per row, the layout says ${L.rowBytes}`);
+  if (p.qweight.dtype !== 'uint8' && p.qweight.dtype !== 'int8') throw new UnsupportedError(op, `qweight must be uint8, got ${p.qweight.dtype}`);
+  let sRow = 0, gsize = 1 << 30;
+  if (g.external) {
+    if (!p.scales) throw new ShapeError(op, `format '${f}' needs scales`);
+    if (p.scales.dtype !== 'float32') throw new UnsupportedError(op, `scales must be float32, got ${p.scales.dtype}`);
+    const ns = p.scales.shape.reduce((a, b) => a * b, 1);
+    if (f === 'int4') {
+      gsize = L.groupSize;
+      if (!Number.isInteger(gsize) || gsize < 2 || gsize % 2 !== 0 || L.k % gsize !== 0) throw new ShapeError(op, `int4 needs an even group size dividing K, got group ${gsize} for K=${L.k}`);
+      sRow = L.k / gsize;
+      if (ns !== L.n * sRow) throw new ShapeError(op, `int4 scales must hold ${L.n}×${sRow} values, got ${ns}`);
+      if (p.zeros && p.zeros.shape.reduce((a, b) => a * b, 1) !== ns) throw new ShapeError(op, `int4 zeros must have the scales' shape`);
+      if (p.zeros && p.zeros.dtype !== 'float32') throw new UnsupportedError(op, `zeros must be float32, got ${p.zeros.dtype}`);
+    } else {
+      sRow = ns === 1 && f === 'fp8_e4m3' ? 0 : 1;
+      if (sRow === 1 && ns !== L.n) throw new ShapeError(op, `${f} scales must hold ${L.n} values${f === 'fp8_e4m3' ? ' (or 1)' : ''}, got ${ns}`);
+    }
+  }
+  return { f, d: p.dtype as QuantDType, n: L.n, k: L.k, rowBytes: rb, asym: f === 'int4' && !!p.zeros, sRow, gsize };
+}
+
+const log2 = (v: number): number => 31 - Math.clz32(v);
+
+/** The widest load (16/8/4/2 bytes) that divides the row pitch, the tile and the base address. */
+export function loadWidth(base: bigint, rowBytes: number, tb: number): number {
+  for (const v of [16, 8, 4, 2]) if (rowBytes % v === 0 && tb % v === 0 && Number(base % BigInt(v)) === 0) return v;
+  return 1;
+}
+
+/** Whether the GEMV kernel takes the call: K a multiple of 32, x and out 16-byte aligned, rows 4-byte aligned for the 4-byte fields. */
+function gemvOk(c: Checked, p: QuantMatmulParams): boolean {
+  if (p.m < 1 || p.m > QUANT_GEMV_MAX_ROWS || c.k % 32 !== 0) return false;
+  // int4 groups must not straddle the kernel's 32-element sub-blocks: powers of two from 32
+  if (c.f === 'int4' && (c.gsize < 32 || (c.gsize & (c.gsize - 1)) !== 0)) return false;
+  const xa = addr(p.x);
+  if (xa % 16n !== 0n) return false;
+  return loadWidth(addr(p.qweight), c.rowBytes, tileBytes(c.f, 1)) >= GEOM[c.f].align;
+}
+
+export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): void {
+  if (gemvSmem(c.f, cfg) > GEMV_SMEM_MAX) cfg = { rows: 1, sub: 1 };
+  const rows = cfg.rows as number, sub = cfg.sub as number, mr = quantRowsFor(p.m);
+  const W = addr(p.qweight), vw = loadWidth(W, c.rowBytes, tileBytes(c.f, sub));
+  const k = be.kernel(`quant_gemv:${c.f}:${c.asym}:${c.d}:${mr}:${rows}:${sub}:${vw}`, () => quantGemvSource(c.f, c.asym, c.d, mr, rows, sub, vw));
+  be.launch(k, Math.ceil(c.n / (WARPS * rows)), THREADS,
+    [addr(p.x), W, addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30]);
+}
+
+/** Recent tuner decisions (a model's few shapes skip the string keys). */
+const recent: { f: QuantFormat; asym: boolean; d: QuantDType; mr: number; n: number; k: number; cfg: Config }[] = [];
+/** Configurations forced by the benchmark (bench/quant.ts sweeps them itself). */
+let forced: Config | null = null;
+export function forceQuantGemvConfig(cfg: Config | null): void { forced = cfg; }
+
+function chooseGemv(c: Checked, p: QuantMatmulParams): Config {
+  if (forced) return forced;
+  const mr = quantRowsFor(p.m);
+  for (const r of recent) if (r.f === c.f && r.asym === c.asym && r.d === c.d && r.mr === mr && r.n === c.n && r.k === c.k) return r.cfg;
+  let cfg = QUANT_GEMV_SPACE.defaultConfig;
+  if (c.n * c.k >= TUNE_MIN_ELEMENTS) {
+    // timed only where the output is all the call writes (bias is read, never written)
+    const key = { shape: `${mr}x${bucketSize(c.n)}x${bucketSize(c.k)}`, dtype: `${c.d}.${c.f}${c.asym ? '.asym' : ''}`, device: be.tuning.deviceKey };
+    const cands = prune(QUANT_GEMV_SPACE, be.tuning.profile.limits).kept.filter((x) => gemvSmem(c.f, x) <= GEMV_SMEM_MAX);
+    cfg = tuneSync({ name: QUANT_GEMV_SPACE.name, knobs: QUANT_GEMV_SPACE.knobs, defaultConfig: QUANT_GEMV_SPACE.defaultConfig }, key, cands,
+      (cand) => timeColdL2(be, () => launchQuantGemv(c, p, cand), 10), { deviceLabel: be.ctx.info.name }).config;
+  }
+  if (recent.length >= 32) recent.shift();
+  recent.push({ f: c.f, asym: c.asym, d: c.d, mr, n: c.n, k: c.k, cfg });
+  return cfg;
+}
+
+function launchDequant(c: Checked, p: DequantizeParams | QuantMatmulParams, out: bigint, d: QuantDType): void {
+  const total = c.n * c.k;
+  if (total === 0) return;
+  if (GEOM[c.f].external) {
+    const k = be.kernel(`quant_dequant:${c.f}:${c.asym}:${d}`, () => dequantSimpleSource(c.f as 'int8', c.asym, d));
+    be.launch(k, be.gridFor(total, 256), 256, [addr(p.qweight), addr(p.scales), addr(p.zeros), out, c.n, c.k, c.rowBytes, c.sRow, c.gsize]);
+  } else {
+    const k = be.kernel(`quant_dequant:${c.f}:${d}`, () => dequantBlocksSource(c.f, d));
+    be.launch(k, be.gridFor(total / 16, 256), 256, [addr(p.qweight), out, c.n, c.k, c.rowBytes]);
+  }
+}
+
+/** out[M, N] = x[M, K] · dequantize(w)ᵀ (+ bias). */
+export function cudaQuantMatmul(p: QuantMatmulParams): void {
+  const c = check('quant_matmul', p);
+  if (p.x.dtype !== p.dtype || p.out.dtype !== p.dtype) throw new UnsupportedError('quant_matmul', `x and out must have dtype ${p.dtype}, got ${p.x.dtype} and ${p.out.dtype}`);
+  if (p.m === 0 || c.n === 0) return;
+  if (gemvOk(c, p)) { launchQuantGemv(c, p, chooseGemv(c, p)); return; }
+  // prefill: the weight dequantized into scratch (x's dtype), then the GEMM with linear's layout
+  const scratch = be.alloc(c.d, c.n * c.k);
+  try {
+    launchDequant(c, p, scratch.ptr, c.d);
+    const w: StridedRef = { buf: scratch, dtype: c.d, shape: [c.n, c.k], strides: [c.k, 1], offset: 0 } as StridedRef;
+    kernel('gemm', 'cuda', 'quant_matmul')({
+      transA: false, transB: true, m: p.m, n: c.n, k: c.k, alpha: 1, beta: 0,
+      a: p.x, lda: c.k, b: w, ldb: c.k, c: p.out, ldc: c.n, ...(p.bias ? { bias: p.bias } : {}),
+    });
+  } finally { be.free(scratch); } // stream-ordered: the GEMM above has read it by the time it is reused
+}
+
+/** The float weight [N, K] in `dtype`. */
+export function cudaDequantize(p: DequantizeParams): void {
+  const c = check('dequantize', p);
+  if (p.out.dtype !== p.dtype) throw new UnsupportedError('dequantize', `out must have dtype ${p.dtype}, got ${p.out.dtype}`);
+  launchDequant(c, p, addr(p.out), c.d);
+}
+
+export const kernels = { quant_matmul: cudaQuantMatmul, dequantize: cudaDequantize } satisfies BackendKernels;
+export const features: { quant: QuantFeatures } = { quant: { formats: QUANT_FORMATS, dtypes: DTYPES_OK } };
+
+/** Every specialization for the nvcc compile check (test/gen/cuda_quant_compile.mjs). */
+export function allQuantSources(): { label: string; src: string; name: string; sig: ArgType[] }[] {
+  const out: { label: string; src: string; name: string; sig: ArgType[] }[] = [];
+  for (const f of QUANT_FORMATS) {
+    for (const asym of f === 'int4' ? [false, true] : [false]) {
+      for (const d of DTYPES_OK) {
+        for (const mr of [1, 8]) for (const rows of [1, 2, 4]) for (const sub of [1, 2, 4]) {
+          if (gemvSmem(f, { rows, sub }) > GEMV_SMEM_MAX) continue;
+          out.push({ label: `gemv:${f}:${asym}:${d}:${mr}:${rows}:${sub}`, ...quantGemvSource(f, asym, d, mr, rows, sub, 16) });
+        }
+        out.push({ label: `dequant:${f}:${asym}:${d}`, ...(GEOM[f].external ? dequantSimpleSource(f as 'int8', asym, d) : dequantBlocksSource(f, d)) });
+      }
+    }
+  }
+  return out;
+}
