@@ -24,7 +24,8 @@ const HELP = `nbx — nbxtensor command line
   nbx chat [--model DIR] [--device D] [--system TEXT] [sampling flags as generate]
                                              a conversation through the model's chat template (/exit ends it)
   nbx serve [--model DIR|FILE] [--device D] [--dtype D] [--host 127.0.0.1] [--port 8000] [--max-batch N]
-            [--max-queue N] [--api-key KEY]   an OpenAI-compatible server (/v1/chat/completions, /v1/completions,
+            [--max-queue N] [--kv-blocks N] [--block-size N] [--api-key KEY] [--served-model-name NAME]
+                                             an OpenAI-compatible server (/v1/chat/completions, /v1/completions,
                                              /v1/models, /health, /metrics) with continuous batching
 
   nbx quantize MODEL_DIR OUT_DIR --scheme int8|int4-g128|int4-g64|int4-g32|fp8 [--symmetric]
