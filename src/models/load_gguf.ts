@@ -3,17 +3,24 @@
 // tensors are renamed to transformers' names, and Llama's query and key rows are put back in
 // transformers' order (llama.cpp's converter interleaves the two rotary halves of every head).
 //
-// For now every tensor is dequantized to the model dtype while loading (src/io/gguf.ts decodes every
-// float, 32-element block and K-quant type): the numbers are the file's, the memory is the float
-// model's. Keeping the packed blocks on the device behind dequantizing kernels is issue #21's next step.
+// Linear weights in a block format (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K) stay packed: the Linear
+// holds an nbx.quant.QuantizedTensor of the file's blocks (uint8 rows exactly as llama.cpp stores them;
+// Llama's Q/K row permutation is undone on the packed rows, which are whole output features), and runs
+// through the device's dequantizing kernels, on devices whose quant features list the format (the CPU:
+// all). Everything else (the token embedding, norms, float tensors, formats a device lacks) is
+// dequantized to the model dtype at load (src/io/gguf.ts decodes every float, 32-element block and
+// K-quant type), as is lm_head when tied to the embedding.
 // The tokenizer is rebuilt from the metadata as transformers' GGUF loader does it (tokenizerFromGguf:
 // byte-level BPE and SentencePiece); a file without one loads with `model.tokenizer` null.
 
 import { GgufFile, type GgufValue } from '../io/gguf.js';
 import type { TensorInfo } from '../io/index.js';
 import { FormatError, UnsupportedError } from '../errors.js';
-import type { Tensor } from '../tensor/tensor.js';
-import type { DeviceLike } from '../backend/backend.js';
+import { Tensor } from '../tensor/tensor.js';
+import { Device, backendFor, type DeviceLike } from '../backend/backend.js';
+import { hasKernel, kernelFeatures } from '../kernels/registry.js';
+import { formatOfGgml, makeLayout } from '../quant/formats.js';
+import type { QuantDecl } from './load_quant.js';
 import type { DTypeLike } from '../dtype/dtypes.js';
 import { assembleModel, type LoadModelOptions, type WeightSource } from './load.js';
 import type { CausalLMModel } from './causal_lm.js';
@@ -89,21 +96,59 @@ export function configFromGguf(f: GgufFile): Record<string, unknown> {
   return cfg;
 }
 
-/** The file's tensors under transformers' names, dequantized (and Llama's Q/K rows restored) on get(). */
+/** Linear weights of the model (transformers names) that may stay packed. */
+const LINEAR_WEIGHT = /^(model\.layers\.\d+\.(self_attn\.[qkvo]_proj|mlp\.(gate|up|down)_proj)|lm_head)\.weight$/;
+
+/**
+ * The file's tensors under transformers' names, dequantized (and Llama's Q/K rows restored) on get();
+ * Linear weights in a block format the device's quant kernels take are given packed as `X.qweight`
+ * (decls says their layouts).
+ */
 class GgufWeights implements WeightSource {
   private readonly byHf = new Map<string, string>();
-  constructor(private readonly f: GgufFile, private readonly cfg: Record<string, unknown>, private readonly permuteQK: boolean) {
-    for (const n of f.tensors.keys()) this.byHf.set(hfName(n), n);
+  readonly decls = new Map<string, QuantDecl>();
+  constructor(private readonly f: GgufFile, private readonly cfg: Record<string, unknown>, private readonly permuteQK: boolean, device: Device) {
+    backendFor(device); // a lazily started backend registers its kernels (and features) now
+    const feats = hasKernel('quant_matmul', device.type) ? kernelFeatures('quant', device).formats : [];
+    for (const n of f.tensors.keys()) {
+      const hf = hfName(n), t = f.tensors.get(n)!;
+      const format = formatOfGgml(t.typeName);
+      if (format && feats.includes(format) && LINEAR_WEIGHT.test(hf) && t.shape.length === 2) {
+        const p = hf.slice(0, -'.weight'.length);
+        this.decls.set(p, { layout: makeLayout(OP, format, t.shape[0]!, t.shape[1]!), asymmetric: false, perTensor: false });
+        this.byHf.set(`${p}.qweight`, n);
+      } else this.byHf.set(hf, n);
+    }
   }
   names(): string[] { return [...this.byHf.keys()]; }
   info(name: string): TensorInfo {
     const t = this.f.tensors.get(this.byHf.get(name)!)!;
+    const d = name.endsWith('.qweight') ? this.decls.get(name.slice(0, -'.qweight'.length)) : undefined;
+    if (d) return { name, dtype: 'uint8', shape: [d.layout.n, d.layout.rowBytes], byteOffset: t.offset, byteLength: t.byteLength };
     return { name, dtype: 'float32', shape: t.shape, byteOffset: t.offset, byteLength: t.byteLength };
   }
+  private qkHeads(name: string): number {
+    return /self_attn\.q_proj\.(q?weight)$/.test(name) ? this.cfg.num_attention_heads as number
+      : /self_attn\.k_proj\.(q?weight)$/.test(name) ? this.cfg.num_key_value_heads as number : 0;
+  }
   async get(name: string, opts: { device?: DeviceLike; dtype?: DTypeLike } = {}): Promise<Tensor> {
+    const d = name.endsWith('.qweight') ? this.decls.get(name.slice(0, -'.qweight'.length)) : undefined;
+    if (d) {
+      let b = await this.f.bytes(this.byHf.get(name)!);
+      const heads = this.qkHeads(name), rb = d.layout.rowBytes, rows = d.layout.n;
+      if (this.permuteQK && heads > 0) {
+        // llama.cpp's row order per head: [r0, r_h, r1, r_h+1, ...] (h = rows/heads/2); undone row by row
+        const out = new Uint8Array(b.length), half = rows / heads / 2;
+        for (let hd = 0; hd < heads; hd++) for (let i = 0; i < half; i++) for (let two = 0; two < 2; two++) {
+          const src = hd * 2 * half + i * 2 + two, dst = hd * 2 * half + two * half + i;
+          out.set(b.subarray(src * rb, (src + 1) * rb), dst * rb);
+        }
+        b = out;
+      }
+      return Tensor.fromStorage(b, 'uint8', [rows, rb], opts.device ?? 'cpu');
+    }
     let t = await this.f.dequantize(this.byHf.get(name)!);
-    const heads = /self_attn\.q_proj\.weight$/.test(name) ? this.cfg.num_attention_heads as number
-      : /self_attn\.k_proj\.weight$/.test(name) ? this.cfg.num_key_value_heads as number : 0;
+    const heads = this.qkHeads(name);
     if (this.permuteQK && heads > 0) {
       // llama.cpp: w.reshape(heads, 2, rows / heads / 2, cols).swapaxes(1, 2); undone here
       const [rows, cols] = t.shape as [number, number];
@@ -126,7 +171,7 @@ export async function loadGguf(path: string, opts: LoadModelOptions & { device?:
   return assembleModel({
     config, configName: `${path} (GGUF metadata)`,
     generationConfig: undefined, generationConfigName: path,
-    weights: async () => new GgufWeights(f, config, ARCHES[arch]!.permuteQK), weightsName: path,
+    weights: async () => new GgufWeights(f, config, ARCHES[arch]!.permuteQK, Device.of(opts.device ?? 'cpu')), weightsName: path,
     tokenizer: async () => tokenizerFromGguf(f),
   }, opts);
 }

@@ -94,6 +94,22 @@ export class Linear extends Module {
     return this;
   }
 
+  /** Replaces a quantized weight by its dequantize()d float weight (in the float form's dtype); returns this. */
+  dequantize_(): this {
+    const q = this.quantized_weight;
+    if (!q) return this;
+    const w = q.dequantize();
+    for (const n of ['qweight', 'scales', 'zeros']) {
+      const t = this._member(n);
+      this.register_buffer(n, null);
+      if (t instanceof Tensor) t.dispose();
+    }
+    this._quant = null;
+    this._qcache = null;
+    this.register_parameter('weight', w);
+    return this;
+  }
+
   /**
    * Declares (inside init_empty_weights, for a loader) a quantized weight of `layout` without data:
    * meta buffers qweight / scales (/ zeros when `asymmetric`) that load_state_dict(..., { assign: true })
