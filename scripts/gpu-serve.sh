@@ -14,12 +14,12 @@ parts=${*:-target load}
 nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv > "$OUT/gpu.txt" 2>&1
 for p in $parts; do
   case $p in
-    target) timeout 280 node scripts/load-serve.mjs --shape tinyllama --device cuda --concurrency 64 --requests 192 \
-              --output 256 --prompt 16:128 --cancel 0 --single 3 --verify 16 --timeout-s 250 \
+    target) timeout 240 node scripts/load-serve.mjs --shape tinyllama --device cuda --concurrency 64 --requests 192 \
+              --output 256 --prompt 16:128 --cancel 0 --single 3 --verify 16 --timeout-s 215 \
               --json "$OUT/serve_target.json" > "$OUT/serve_target.log" 2>&1
             echo "target rc=$?" >> "$OUT/summary.txt"; grep -vE '^#' "$OUT/serve_target.log" | tail -8 >> "$OUT/summary.txt" ;;
-    load)   timeout 290 node scripts/load-serve.mjs --shape tinyllama --device cuda --concurrency 64 --requests 1000 \
-              --output 16:256 --prompt 8:256 --cancel 0.1 --single 2 --verify 64 --timeout-s 260 \
+    load)   timeout 300 node scripts/load-serve.mjs --shape tinyllama --device cuda --concurrency 64 --requests 1000 \
+              --output 16:256 --prompt 8:256 --cancel 0.1 --single 2 --verify 64 --timeout-s 270 \
               --json "$OUT/serve_load.json" > "$OUT/serve_load.log" 2>&1
             echo "load rc=$?" >> "$OUT/summary.txt"; grep -vE '^#' "$OUT/serve_load.log" | tail -8 >> "$OUT/summary.txt" ;;
     *) echo "unknown part $p" >> "$OUT/summary.txt" ;;
