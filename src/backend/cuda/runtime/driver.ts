@@ -165,6 +165,7 @@ interface CuFns extends DeviceQueryFns {
   cuModuleGetFunction(out: Out64, m: bigint, name: string): number;
   cuFuncSetAttribute(f: bigint, attr: number, value: number): number;
   cuFuncGetAttribute(out: Out32, attr: number, f: bigint): number;
+  cuLaunchKernelEx: ((config: bigint, f: bigint, params: bigint, extra: null) => number) | null;
   cuLaunchKernel(
     f: bigint,
     gx: number,
@@ -198,6 +199,11 @@ function bind(lib: LibraryHandle, names: string[], ret: string, args: string[]):
     }
   }
   throw new DeviceError('cuda', `libcuda lacks ${names.join(' / ')}: ${lastErr instanceof Error ? lastErr.message : String(lastErr)}`);
+}
+
+/** An entry point some drivers lack, as null when missing (the caller takes another path). */
+function bindMaybe(lib: LibraryHandle, names: string[], ret: string, args: string[]): ((...a: unknown[]) => number) | null {
+  try { return bind(lib, names, ret, args); } catch { return null; }
 }
 
 /** An entry point some drivers lack: calling it then throws UnsupportedError naming it (nothing else is affected). */
@@ -249,6 +255,8 @@ export function loadDriver(): Driver {
     cuFuncSetAttribute: bind(lib, ['cuFuncSetAttribute'], 'int', [P, 'int', 'int']),
     cuFuncGetAttribute: bind(lib, ['cuFuncGetAttribute'], 'int', [P, 'int', P]),
     cuLaunchKernel: bind(lib, ['cuLaunchKernel'], 'int', [P, 'uint', 'uint', 'uint', 'uint', 'uint', 'uint', 'uint', P, P, P]),
+    // launches with attributes (programmatic dependent launch); CUDA 12.0+, absent from older drivers and the emulator
+    cuLaunchKernelEx: bindMaybe(lib, ['cuLaunchKernelEx'], 'int', [P, P, P, P]),
     // stream capture and graphs (CUDA >= 11.4 has every one of these names; a driver without them
     // still runs everything else, and a capture says what is missing)
     cuStreamBeginCapture: bindOptional(lib, ['cuStreamBeginCapture_v2', 'cuStreamBeginCapture'], 'int', [P, 'int']),
@@ -827,11 +835,57 @@ export class CudaContext {
     const bx = dim3(block, 0), by = dim3(block, 1), bz = dim3(block, 2);
     recentKernels[recentIdx] = kernel.name;
     recentIdx = (recentIdx + 1) % RECENT;
-    const r = (driver as Driver).fns.cuLaunchKernel(kernel.handle, gx, gy, gz, bx, by, bz, sharedMem, stream ? stream.handle : null, pb.pointers, null);
+    const d = driver as Driver;
+    const r = kernel.module.gridDependent && d.fns.cuLaunchKernelEx
+      ? launchGridDependent(d, kernel.handle, gx, gy, gz, bx, by, bz, sharedMem, stream ? stream.handle : 0n, pb.pointers)
+      : d.fns.cuLaunchKernel(kernel.handle, gx, gy, gz, bx, by, bz, sharedMem, stream ? stream.handle : null, pb.pointers, null);
     if (r !== 0) {
       throw makeError(r, `cuLaunchKernel(${kernel.name}, grid=[${gx},${gy},${gz}], block=[${bx},${by},${bz}], smem=${sharedMem})`);
     }
   }
+}
+
+// Programmatic dependent launch (Hopper and later). A kernel launched with the attribute may start while
+// the kernel before it in the stream is finishing: its blocks are scheduled and run their prologue, and
+// wait at `griddepcontrol.wait` (which every kernel compiled with gridDependencyWait starts with) until
+// the previous grid has completed and its writes are visible. So results are those of a serialized
+// launch, and the gap between two kernels (drain, launch, ramp-up), a large share of a decode step made
+// of a few hundred short kernels, overlaps. Only kernels compiled with the wait are launched this way.
+
+/** CUlaunchConfig (56 bytes) followed by one CUlaunchAttribute (72 bytes), reused by every launch. */
+let launchConfig: { ptr: bigint; view: DataView } | null = null;
+const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+
+function launchGridDependent(d: Driver, f: bigint, gx: number, gy: number, gz: number, bx: number, by: number, bz: number, smem: number, stream: bigint, params: bigint): number {
+  if (!launchConfig) {
+    const ptr = koffi.alloc('uint64_t', (56 + 72) / 8) as bigint;
+    const view = new DataView(koffi.view(ptr, 56 + 72));
+    for (let i = 0; i < 56 + 72; i++) view.setUint8(i, 0);
+    view.setBigUint64(40, ptr + 56n, true); // attrs
+    view.setUint32(48, 1, true); // numAttrs
+    view.setUint32(56, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, true);
+    view.setUint32(56 + 8, 1, true); // value.programmaticStreamSerializationAllowed
+    launchConfig = { ptr, view };
+  }
+  const v = launchConfig.view;
+  v.setUint32(0, gx, true); v.setUint32(4, gy, true); v.setUint32(8, gz, true);
+  v.setUint32(12, bx, true); v.setUint32(16, by, true); v.setUint32(20, bz, true);
+  v.setUint32(24, smem, true);
+  v.setBigUint64(32, stream, true);
+  return d.fns.cuLaunchKernelEx!(launchConfig.ptr, f, params, null);
+}
+
+/**
+ * Whether kernels compiled now for `ctx` start with the grid-dependency wait and launch with programmatic
+ * stream serialization: a device of compute capability 9.0 or later (a fact the driver reports) and a
+ * driver with cuLaunchKernelEx. NBX_CUDA_PDL=0 turns it off.
+ */
+export function gridDependencyEnabled(ctx: CudaContext): boolean {
+  const env = process.env.NBX_CUDA_PDL;
+  // 'compile': kernels get the wait (a no-op without the launch attribute) on any device; for tests of the rewrite
+  if (env === 'compile') return true;
+  if (env !== '1') return false;
+  return ctx.info.cc[0] >= 9 && fns().cuLaunchKernelEx !== null;
 }
 
 export interface ParamBuffer {
@@ -1010,6 +1064,8 @@ export class CudaModule {
   readonly label: string;
   private readonly functions = new Map<string, CudaKernel>();
   private unloaded = false;
+  /** Its kernels begin with the grid-dependency wait (nvrtc.ts withGridDependencyWait): launch them with PDL. */
+  gridDependent = false;
 
   constructor(ctx: CudaContext, handle: bigint, label: string) {
     this.ctx = ctx;

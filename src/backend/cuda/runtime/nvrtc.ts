@@ -20,7 +20,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import koffi from 'koffi';
 import { DeviceError, NbxError, UnsupportedError } from '../../../errors.js';
-import { type ArgType, type CudaContext, type CudaKernel, type CudaModule } from './driver.js';
+import { gridDependencyEnabled, type ArgType, type CudaContext, type CudaKernel, type CudaModule } from './driver.js';
 import { cudaToolkitRoots, loadCudaLibrary, pythonSitePackages } from './libs.js';
 
 /** A compilation that failed; `log` holds NVRTC's whole log. */
@@ -590,18 +590,53 @@ const modules = new Map<string, { module: CudaModule; compiled: CompiledModule }
 /** Compile (or fetch) `source` for `ctx`'s device and load it; loaded modules are cached per context. */
 export function loadSource(ctx: CudaContext, source: string, options: CompileOptions = {}): { module: CudaModule; compiled: CompiledModule } {
   const nv = Nvrtc.get();
-  const compiled = nv.compile(source, options.arch ?? ctx.info.cc, options);
-  return loadCompiled(ctx, compiled);
+  const pdl = gridDependencyEnabled(ctx);
+  const compiled = nv.compile(pdl ? withGridDependencyWait(source) : source, options.arch ?? ctx.info.cc, options);
+  return loadCompiled(ctx, compiled, pdl);
 }
 
 /** Async variant of loadSource (compilation off the main thread). */
 export async function loadSourceAsync(ctx: CudaContext, source: string, options: CompileOptions = {}): Promise<{ module: CudaModule; compiled: CompiledModule }> {
   const nv = Nvrtc.get();
-  const compiled = await nv.compileAsync(source, options.arch ?? ctx.info.cc, options);
-  return loadCompiled(ctx, compiled);
+  const pdl = gridDependencyEnabled(ctx);
+  const compiled = await nv.compileAsync(pdl ? withGridDependencyWait(source) : source, options.arch ?? ctx.info.cc, options);
+  return loadCompiled(ctx, compiled, pdl);
 }
 
-function loadCompiled(ctx: CudaContext, compiled: CompiledModule): { module: CudaModule; compiled: CompiledModule } {
+const GRID_DEPENDENCY_PRELUDE = `#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define NBX_GRID_DEPENDENCY_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#else
+#define NBX_GRID_DEPENDENCY_WAIT()
+#endif
+`;
+
+/**
+ * `source` with every __global__ function starting with the grid-dependency wait (driver.ts,
+ * programmatic dependent launch): the first statement of each kernel body, so nothing of a kernel reads
+ * or writes memory before the previous kernel in the stream has completed. A kernel body is the first
+ * `{` at parenthesis depth 0 after `__global__`.
+ */
+export function withGridDependencyWait(source: string): string {
+  let out = '', from = 0;
+  for (let at = source.indexOf('__global__'); at >= 0; at = source.indexOf('__global__', at + 10)) {
+    const lineStart = source.lastIndexOf('\n', at) + 1;
+    if (/\/\/|^\s*\*/.test(source.slice(lineStart, at))) continue; // in a comment
+    let depth = 0, i = at + 10;
+    for (; i < source.length; i++) {
+      const c = source[i];
+      if (c === '(') depth++;
+      else if (c === ')') depth--;
+      else if (c === ';' && depth === 0) { i = -1; break; } // a declaration, not a definition
+      else if (c === '{' && depth === 0) break;
+    }
+    if (i < 0 || i >= source.length) continue;
+    out += source.slice(from, i + 1) + ' NBX_GRID_DEPENDENCY_WAIT();';
+    from = i + 1;
+  }
+  return from === 0 ? source : GRID_DEPENDENCY_PRELUDE + out + source.slice(from);
+}
+
+function loadCompiled(ctx: CudaContext, compiled: CompiledModule, gridDependent = false): { module: CudaModule; compiled: CompiledModule } {
   const mk = `${ctx.device}:${compiled.key}`;
   const hit = modules.get(mk);
   if (hit) {
@@ -609,6 +644,7 @@ function loadCompiled(ctx: CudaContext, compiled: CompiledModule): { module: Cud
     return hit;
   }
   const module = ctx.loadModule(compiled.image, compiled.name);
+  module.gridDependent = gridDependent;
   stats.modulesLoaded++;
   const r = { module, compiled };
   modules.set(mk, r);
