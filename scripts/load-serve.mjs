@@ -3,9 +3,10 @@
 // stops by itself (a request count, and a wall-clock limit after which everything is aborted).
 //
 // It starts the server as a child process (or uses --url, which must be a loopback address), then:
-//  1. single stream: --single requests one at a time (output = the longest of --output): decode tok/s
-//     and inter-token latency of one stream alone (the baseline of the issue's ratio);
-//  2. warm-up: one burst of --concurrency short requests; reserved device memory read from /metrics;
+//  1. warm-up: one burst of --concurrency short requests, then one long request alone (both discarded);
+//  2. single stream: --single requests one at a time (output = the longest of --output): decode tok/s
+//     and inter-token latency of one stream alone (the baseline of the issue's ratio); then the warm
+//     level of reserved device memory, read from /metrics;
 //  3. load: --requests streaming chat requests, --concurrency at a time, random prompt and output
 //     lengths, a --cancel share aborted mid-stream after a random number of tokens; each request has
 //     its own seed (sampling at --temperature; 0 = greedy);
@@ -26,7 +27,7 @@
 import { parseArgs } from 'node:util';
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { cpus, hostname } from 'node:os';
+import { cpus, hostname, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -218,10 +219,15 @@ function makeBody(i, outTokens, promptWords) {
   return b;
 }
 
-// ------------------------------------------------------------------ 1. single stream
+// ------------------------------------------------------------------ 1. warm-up: a burst, then one long stream (discarded)
 
 const report = { date: new Date().toISOString(), host: hostname(), cpu: `${cpus()[0]?.model} x${cpus().length}`, url, model: modelId,
   device: V.device ?? (V.url ? 'server' : 'default'), concurrency, requests: total, cancel_share: cancelShare, prompt_words: [pLo, pHi], output_tokens: [oLo, oHi], temperature };
+await Promise.all(Array.from({ length: concurrency }, (_, i) => run(makeBody(-1000 - i, Math.min(8, oHi), randInt(pLo, pHi)))));
+await run(makeBody(-2000, oHi, Math.round((pLo + pHi) / 2)));
+
+// ------------------------------------------------------------------ 2. single stream, then memory warm
+
 const single = [];
 for (let i = 0; i < singles; i++) single.push(await run(makeBody(-1 - i, oHi, Math.round((pLo + pHi) / 2))));
 const singleOk = single.filter((r) => !r.error && r.usage);
@@ -231,9 +237,6 @@ const singleItl = singleOk.flatMap((r) => r.itl);
 report.single = { runs: singles, ok: singleOk.length, decode_tok_s: singleRate, ttft_ms_p50: pct(singleOk.map((r) => r.ttft), 50), itl_ms_p50: pct(singleItl, 50), itl_ms_p99: pct(singleItl, 99) };
 console.log(`single stream (${singleOk.length}/${singles} ok, ${oHi} tokens): ${f1(singleRate)} tok/s decode; TTFT p50 ${f1(report.single.ttft_ms_p50)} ms; ITL p50 ${f1(report.single.itl_ms_p50)} ms, p99 ${f1(report.single.itl_ms_p99)} ms`);
 
-// ------------------------------------------------------------------ 2. warm-up burst, memory before
-
-await Promise.all(Array.from({ length: concurrency }, (_, i) => run(makeBody(-1000 - i, Math.min(8, oHi), randInt(pLo, pHi)))));
 const before = await metrics();
 const kvMiB = (m) => (m.nbx_kv_cache_mapped_bytes ?? NaN) / MiB;
 report.before = { reserved_mib: before.nbx_device_memory_reserved_bytes / MiB, kv_mapped_mib: kvMiB(before), kv_blocks_used: before.nbx_kv_blocks_used, running: before.nbx_requests_running, waiting: before.nbx_requests_waiting };
@@ -301,6 +304,9 @@ for (const r of sample) {
   }
 }
 report.verify = { checked: same + mismatches.length, identical: same, mismatches: mismatches.slice(0, 10) };
+const endM = await metrics();
+report.end = { reserved_mib: endM.nbx_device_memory_reserved_bytes / MiB, kv_mapped_mib: kvMiB(endM), kv_blocks_used: endM.nbx_kv_blocks_used };
+report.loadavg = loadavg().map((x) => Number(x.toFixed(2)));
 stopServer();
 
 // ------------------------------------------------------------------ report
@@ -312,6 +318,7 @@ console.log(`  aggregate ${f1(L.aggregate_tok_s)} tok/s (${L.tokens} tokens) = $
 console.log(`  TTFT p50 ${f1(L.ttft_ms_p50)} ms, p99 ${f1(L.ttft_ms_p99)} ms; ITL p50 ${f1(L.itl_ms_p50)} ms, p99 ${f1(L.itl_ms_p99)} ms (${report.itl_p99_vs_single.toFixed(2)}x single-stream p99)`);
 console.log(`  reserved memory: ${f1(report.before.reserved_mib)} MiB warm, ${f1(report.after.reserved_mib)} MiB after (${(report.after.reserved_mib - report.before.reserved_mib >= 0 ? '+' : '')}${f1(report.after.reserved_mib - report.before.reserved_mib)} MiB); KV cache mapped ${f1(report.before.kv_mapped_mib)} -> ${f1(report.after.kv_mapped_mib)} MiB; ` +
   `after: running ${report.after.running}, waiting ${report.after.waiting}, KV blocks used ${report.after.kv_blocks_used}`);
+console.log(`  after the verification runs: reserved ${f1(report.end.reserved_mib)} MiB, KV cache mapped ${f1(report.end.kv_mapped_mib)} MiB; load average ${report.loadavg.join(' ')} (${report.cpu})`);
 console.log(`verify: ${same}/${report.verify.checked} completed requests give the same text alone (same seed)${mismatches.length ? `; first mismatches ${JSON.stringify(mismatches.slice(0, 3))}` : ''}`);
 if (V.json) writeFileSync(V.json, `${JSON.stringify(report, null, 1)}\n`);
 const ok = report.after.running === 0 && report.after.waiting === 0 && report.after.kv_blocks_used === 0 && mismatches.length === 0 &&
