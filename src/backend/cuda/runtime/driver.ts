@@ -884,7 +884,7 @@ export function gridDependencyEnabled(ctx: CudaContext): boolean {
   const env = process.env.NBX_CUDA_PDL;
   // 'compile': kernels get the wait (a no-op without the launch attribute) on any device; for tests of the rewrite
   if (env === 'compile') return true;
-  if (env !== '1') return false;
+  if (env !== '1' && env !== '2') return false;
   return ctx.info.cc[0] >= 9 && fns().cuLaunchKernelEx !== null;
 }
 

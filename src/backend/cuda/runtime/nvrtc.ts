@@ -603,8 +603,11 @@ export async function loadSourceAsync(ctx: CudaContext, source: string, options:
   return loadCompiled(ctx, compiled, pdl);
 }
 
-const GRID_DEPENDENCY_PRELUDE = `#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define NBX_GRID_DEPENDENCY_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+// NBX_CUDA_PDL=2 also lets the next kernel's blocks be scheduled as soon as every block of this one has
+// started (they then wait for this grid to complete): more overlap, at the risk of occupying room that a
+// grid of several waves still needs.
+const gridDependencyPrelude = (): string => `#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define NBX_GRID_DEPENDENCY_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")${process.env.NBX_CUDA_PDL === '2' ? '; asm volatile("griddepcontrol.launch_dependents;")' : ''}
 #else
 #define NBX_GRID_DEPENDENCY_WAIT()
 #endif
@@ -633,7 +636,7 @@ export function withGridDependencyWait(source: string): string {
     out += source.slice(from, i + 1) + ' NBX_GRID_DEPENDENCY_WAIT();';
     from = i + 1;
   }
-  return from === 0 ? source : GRID_DEPENDENCY_PRELUDE + out + source.slice(from);
+  return from === 0 ? source : gridDependencyPrelude() + out + source.slice(from);
 }
 
 function loadCompiled(ctx: CudaContext, compiled: CompiledModule, gridDependent = false): { module: CudaModule; compiled: CompiledModule } {
