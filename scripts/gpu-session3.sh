@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Device calls of 2026-12-02's third session (issues #19-#22): one script, parts chosen per call.
+#   run: source .gpu/bootstrap.sh && bash scripts/gpu-session3.sh PART...   (carry .gpu and dist)
+# Parts:
+#   pdl      decode of the TinyLlama shape (batch 1, nbx only) with programmatic dependent launch off / wait / wait+trigger
+#            (NBX_CUDA_PDL=0|1|2), then the graph, sampler and fused-kernel tests with NBX_CUDA_PDL=2
+#   attn     scripts/attention-check.mjs (issue #20: the Hopper kernel's correctness and bench rows vs SDPA)
+#   quant    the quantized GEMV check and bench (issue #21; QUANT_CMD overrides)
+#   serve    scripts/gpu-serve.sh (issue #22's load test on the TinyLlama shape)
+#   decode   nbx bench decode with its peers (DECODE_SHAPES, DECODE_ARGS)
+#   webgpu   nbx bench decode --device webgpu on the TinyLlama shape (batch 1, nbx only)
+#   cpugen   nbx bench generate on the host's CPU (the embedded model against PyTorch 2.11 CPU)
+#   tune     the autotuner's cache, to ship (src/autotune/shipped)
+# Logs go to $OUT; one summary line per part in $OUT/summary.txt.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
+L=$OUT/logs
+note() { echo "$*" >> "$OUT/summary.txt"; }
+for p in "$@"; do
+  t0=$(date +%s)
+  case $p in
+    pdl)
+      for m in 0 1 2; do
+        NBX_CUDA_PDL=$m timeout 150 node dist/src/cli/nbx.js bench decode --device cuda --shape tinyllama --batch 1 --peers none --json "$L/pdl_$m.json" > "$L/pdl_$m.log" 2>&1
+        note "pdl $m rc=$? $(grep -o '"decode_tok_s":[0-9.]*' "$L/pdl_$m.json" 2>/dev/null | head -1)"
+      done
+      NBX_CUDA_PDL=2 timeout 200 node --test --test-concurrency=3 dist/test/static_decode.test.js dist/test/sampler.test.js dist/test/cuda_llm.test.js > "$L/pdl_tests.log" 2>&1
+      note "pdl tests rc=$? $(grep -E '^# (pass|fail)' "$L/pdl_tests.log" | tr '\n' ' ')" ;;
+    attn)
+      NBX_CACHE_DIR=$(mktemp -d) timeout 280 node scripts/attention-check.mjs > "$L/attn.log" 2>&1
+      note "attn rc=$?" ;;
+    quant)
+      eval "timeout 280 ${QUANT_CMD:-node dist/bench/quant.js --check}" > "$L/quant.log" 2>&1
+      note "quant rc=$?" ;;
+    serve)
+      OUT=$L bash scripts/gpu-serve.sh ${SERVE_PARTS:-} > "$L/serve.log" 2>&1
+      note "serve rc=$?"; cat "$L/summary.txt" >> "$OUT/summary.txt" 2>/dev/null ;;
+    decode)
+      for s in ${DECODE_SHAPES:-tinyllama llama3-8b mixtral-4l}; do
+        timeout ${DECODE_TIMEOUT:-300} node dist/src/cli/nbx.js bench decode --device cuda --shape $s --json "$L/decode_$s.json" ${DECODE_ARGS:-} > "$L/decode_$s.log" 2>&1
+        note "decode $s rc=$?"
+      done ;;
+    webgpu)
+      timeout 200 node dist/src/cli/nbx.js bench decode --device webgpu --shape tinyllama --batch 1 --peers none --new-tokens 128 --json "$L/decode_webgpu.json" > "$L/decode_webgpu.log" 2>&1
+      note "webgpu decode rc=$?" ;;
+    cpugen)
+      timeout 120 node dist/src/cli/nbx.js bench generate > "$L/cpugen.log" 2>&1
+      note "cpugen rc=$?" ;;
+    tune)
+      cp ~/.cache/nbxtensor/autotune.json "$L/autotune.json" 2>/dev/null; note "tune $(ls -la ~/.cache/nbxtensor/ 2>&1 | tr '\n' ' ')" ;;
+    *) note "unknown part $p" ;;
+  esac
+  note "  ($p: $(( $(date +%s) - t0 )) s)"
+done
+tar -C "$OUT" -czf "$OUT/logs.tgz" logs && rm -rf "$L"
