@@ -6,7 +6,7 @@
 // fused attention kernel (flash-decoding) on CUDA where that covers the case.
 
 import type { BackendKernels } from '../../../kernels/table.js';
-import type { ExpertGemvParams, FusedAddRmsNormParams, RotaryParams } from '../../../kernels/llm.js';
+import type { ExpertGemvParams, FusedAddRmsNormParams, PagedAttentionParams, RotaryParams } from '../../../kernels/llm.js';
 import { IndexError } from '../../../errors.js';
 import type { CudaBuffer } from '../runtime/device.js';
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
@@ -245,6 +245,140 @@ function cudaExpertGemv(p: ExpertGemvParams): void {
   }
 }
 
-export const kernels = { fused_add_rms_norm: cudaFusedAddRmsNorm, rotary_embedding: cudaRotary, expert_gemv: cudaExpertGemv } satisfies BackendKernels;
+/** Warps of a paged attention block (each takes every NW-th key of the sequence). */
+const PAGED_WARPS = 4;
+/** Query heads of one key/value head that one block serves (a group of more runs in several blocks). */
+const PAGED_HEADS = 8;
+
+/**
+ * paged_attention: a block per (sequence, key/value head, group of ≤ 8 of its query heads), 4 warps.
+ * Each warp takes every 4th key of the sequence's visible range, finds its slot through the block
+ * table, reads the key row once for all the block's query heads (a lane per 32nd element, dot products
+ * by shuffle butterflies), soft-caps, and keeps an online softmax (max, sum, Σ p·v in registers, float);
+ * the warps' partials merge in shared memory in warp order. A bad length or block id writes zeros and
+ * records the sequence in the error word (checked after the launch, as expert_gemv's).
+ */
+export function pagedAttentionSource(d: DTypeName, D: number, Dv: number, heads: number, idx: 'int32' | 'int64', lens: 'int32' | 'int64') {
+  const T = R.storageType(d);
+  const IT = idx === 'int32' ? 'int' : 'long long', LT = lens === 'int32' ? 'int' : 'long long';
+  const NW = PAGED_WARPS, HB = heads, KPL = Math.ceil(D / 32), VPL = Math.ceil(Dv / 32);
+  const src = `
+extern "C" __global__ void __launch_bounds__(${NW * 32}) paged_attention(const ${T}* __restrict__ q, const ${T}* __restrict__ kc,
+  const ${T}* __restrict__ vc, const ${IT}* __restrict__ bt, const ${LT}* __restrict__ sl, ${T}* __restrict__ out,
+  unsigned long long* __restrict__ err, int H, int KVH, int chunks, long long numBlocks, int BS, int MB, float scale, int window, float softcap) {
+  __shared__ float qs[${HB}][${D}];
+  __shared__ float wm[${NW}][${HB}];
+  __shared__ float wl[${NW}][${HB}];
+  __shared__ float wacc[${NW}][${HB}][${Dv}];
+  __shared__ int bad;
+  const int b = blockIdx.x, g = blockIdx.y / chunks, h0 = (blockIdx.y % chunks) * ${HB};
+  const int rep = H / KVH;
+  const int nh = min(${HB}, rep - h0);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long len = (long long)sl[b];
+  if (threadIdx.x == 0) bad = (len < 0 || len > (long long)MB * BS) ? 1 : 0;
+  __syncthreads();
+  const long long first = window > 0 ? (len - window > 0 ? len - window : 0) : 0;
+  if (!bad) {
+    for (long long j = first / BS + threadIdx.x; j * BS < len; j += blockDim.x) {
+      const long long id = (long long)bt[(long long)b * MB + j];
+      if (id < 0 || id >= numBlocks) bad = 1;
+    }
+  }
+  __syncthreads();
+  const long long headBase = (long long)b * H + (long long)g * rep + h0;
+  if (bad) {
+    if (threadIdx.x == 0) atomicMax(err, ~(unsigned long long)b);
+    for (int i = threadIdx.x; i < nh * ${Dv}; i += blockDim.x) { ${R.store(d, 'out', `(headBase + i / ${Dv}) * ${Dv} + i % ${Dv}`, '0.0f')} }
+    return;
+  }
+  for (int i = threadIdx.x; i < ${HB} * ${D}; i += blockDim.x) {
+    const int h = i / ${D}, e = i % ${D};
+    qs[h][e] = h < nh ? (float)${R.load(d, 'q', `(headBase + h) * ${D} + e`)} : 0.0f;
+  }
+  __syncthreads();
+  float m[${HB}], l[${HB}], acc[${HB}][${VPL}];
+#pragma unroll
+  for (int h = 0; h < ${HB}; h++) {
+    m[h] = -INFINITY; l[h] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < ${VPL}; i++) acc[h][i] = 0.0f;
+  }
+  for (long long s = first + warp; s < len; s += ${NW}) {
+    const long long slot = (long long)bt[(long long)b * MB + s / BS] * BS + s % BS;
+    const ${T}* kr = kc + (slot * KVH + g) * ${D};
+    const ${T}* vr = vc + (slot * KVH + g) * ${Dv};
+    float kv[${KPL}], vv[${VPL}];
+#pragma unroll
+    for (int i = 0; i < ${KPL}; i++) { const int e = lane + 32 * i; kv[i] = e < ${D} ? (float)${R.load(d, 'kr', 'e')} : 0.0f; }
+#pragma unroll
+    for (int i = 0; i < ${VPL}; i++) { const int e = lane + 32 * i; vv[i] = e < ${Dv} ? (float)${R.load(d, 'vr', 'e')} : 0.0f; }
+#pragma unroll
+    for (int h = 0; h < ${HB}; h++) {
+      if (h >= nh) break;
+      float dot = 0.0f;
+#pragma unroll
+      for (int i = 0; i < ${KPL}; i++) { const int e = lane + 32 * i; if (e < ${D}) dot += qs[h][e] * kv[i]; }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      float sc = dot * scale;
+      if (softcap > 0.0f) sc = softcap * tanhf(sc / softcap);
+      const float mn = fmaxf(m[h], sc);
+      const float c = expf(m[h] - mn), p = expf(sc - mn);
+      l[h] = l[h] * c + p;
+#pragma unroll
+      for (int i = 0; i < ${VPL}; i++) acc[h][i] = acc[h][i] * c + p * vv[i];
+      m[h] = mn;
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < ${HB}; h++) {
+    if (lane == 0) { wm[warp][h] = m[h]; wl[warp][h] = l[h]; }
+#pragma unroll
+    for (int i = 0; i < ${VPL}; i++) { const int e = lane + 32 * i; if (e < ${Dv}) wacc[warp][h][e] = acc[h][i]; }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < nh * ${Dv}; i += blockDim.x) {
+    const int h = i / ${Dv}, e = i % ${Dv};
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < ${NW}; w++) M = fmaxf(M, wm[w][h]);
+    float L = 0.0f, A = 0.0f;
+    if (M != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < ${NW}; w++) { const float f = expf(wm[w][h] - M); L += wl[w][h] * f; A += wacc[w][h][e] * f; }
+    }
+    ${R.store(d, 'out', `(headBase + h) * ${Dv} + e`, 'L > 0.0f ? A / L : 0.0f')}
+  }
+}`;
+  return { src, name: 'paged_attention', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'f32', 'i32', 'f32'] as ArgType[] };
+}
+
+let pagedErr: CudaBuffer | null = null;
+function cudaPagedAttention(p: PagedAttentionParams): void {
+  const d = p.q.dtype, op = 'llm.paged_attention';
+  requireDType(op, d, FLOATS);
+  const rep = p.heads / p.kvHeads, heads = Math.min(PAGED_HEADS, rep), chunks = Math.ceil(rep / heads);
+  const it = p.blockTables.dtype as 'int32' | 'int64', lt = p.seqLens.dtype as 'int32' | 'int64';
+  const k = be.kernel(`llm_paged:${d}:${p.headDim}:${p.valueDim}:${heads}:${it}:${lt}`, () => pagedAttentionSource(d, p.headDim, p.valueDim, heads, it, lt));
+  let err: bigint;
+  if (be.capture !== null) err = be.capture.errBuf.ptr;
+  else {
+    pagedErr ??= be.alloc('int64', 1);
+    be.ctx.memsetD8(pagedErr.ptr, 0, 8, be.stream);
+    err = pagedErr.ptr;
+  }
+  be.ctx.launch(k, [p.seqs, p.kvHeads * chunks], PAGED_WARPS * 32,
+    [at(p.q), at(p.keyCache), at(p.valueCache), at(p.blockTables), at(p.seqLens), at(p.out), err,
+      p.heads, p.kvHeads, chunks, p.numBlocks, p.blockSize, p.maxBlocks, p.scale, p.window ?? 0, p.softcap ?? 0], 0, be.stream);
+  if (be.capture !== null) { be.capture.defer(op); return; }
+  const v = (be.downloadSync(pagedErr!, 'int64', 0, 1) as BigInt64Array)[0]!;
+  if (v !== 0n) {
+    const b = Number(~v);
+    throw new IndexError(op, `sequence ${b}: its length is outside [0, ${p.maxBlocks * p.blockSize}] or a block id of its row of block_tables is outside [0, ${p.numBlocks})`);
+  }
+}
+
+export const kernels = { fused_add_rms_norm: cudaFusedAddRmsNorm, rotary_embedding: cudaRotary, expert_gemv: cudaExpertGemv, paged_attention: cudaPagedAttention } satisfies BackendKernels;
 /** The dtypes these kernels take. */
 export const features = { llm: { dtypes: FLOATS } };
