@@ -389,3 +389,19 @@ test('KV cache: a request waits for blocks while others run; one that can never 
     assert.equal(again.choices.length, 1);
   } finally { await s.close(); }
 });
+
+test('close() with requests in flight: they end (503 in OpenAI\'s shape or the connection closes), nothing hangs', { skip }, async () => {
+  const s = await nbx.serve(model, { port: 0, modelName: MODEL, log: false });
+  const pending = raw('/v1/completions', { body: { model: MODEL, prompt: 'And God said', max_tokens: 300, temperature: 0 } }, s.url)
+    .then((r) => r, (e: unknown) => ({ status: -1, json: null, text: String(e) }));
+  await waitFor(() => s.engine.stats().tokens_out > 0);
+  const t0 = Date.now();
+  await s.close();
+  const r = await pending;
+  assert.ok(Date.now() - t0 < 3000);
+  if (r.status !== -1) {
+    assert.equal(r.status, 503, r.text);
+    assertErrorShape(r.json);
+  }
+  assert.equal(s.engine.stats().running, 0);
+});

@@ -98,6 +98,8 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
     sendJson(res, e.status, e.body(), e.headers);
   };
 
+  const shuttingDown = (): ApiError => new ApiError(503, 'the request was cancelled: the server is shutting down', 'server_error', null, 'server_shutting_down');
+
   /** An error from anywhere below as the API error to answer with (500 for a bug, without its stack). */
   const toApiError = (e: unknown): ApiError => {
     if (e instanceof ApiError) return e;
@@ -226,7 +228,8 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
       if (!p.stream) {
         for await (const _ of stream) onToken();
         const r = await stream.result;
-        if (r.finish_reason === 'cancelled') return;
+        // Cancelled with the client still there: the engine or the server is closing.
+        if (r.finish_reason === 'cancelled') { if (!res.destroyed) throw shuttingDown(); return; }
         note(`prompt=${r.prompt_tokens} completion=${r.completion_tokens} finish=${r.finish_reason}`);
         const choice = kind === 'chat'
           ? { index: 0, message: { role: 'assistant', content: r.text, refusal: null }, logprobs: null, finish_reason: finishOf(r) }
@@ -252,7 +255,7 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
           if (ev.text) send([piece(ev.text, null)]);
         }
         const r = await stream.result;
-        if (r.finish_reason === 'cancelled') return;
+        if (r.finish_reason === 'cancelled') { if (!res.destroyed) throw shuttingDown(); return; }
         note(`prompt=${r.prompt_tokens} completion=${r.completion_tokens} finish=${r.finish_reason} stream`);
         send([piece('', finishOf(r))]);
         if (p.include_usage) send([], { usage: usageOf(r) });
@@ -367,6 +370,7 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         for (const f of flights) f.abort.abort();
         if (ownEngine) await engine.close();
+        await new Promise((resolve) => setImmediate(resolve)); // the cancelled requests' 503s go out
         server.closeAllConnections();
         await stopped;
       })();
