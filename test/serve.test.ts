@@ -405,3 +405,31 @@ test('close() with requests in flight: they end (503 in OpenAI\'s shape or the c
   }
   assert.equal(s.engine.stats().running, 0);
 });
+
+test('random request bodies: every answer is 200 or an error in OpenAI\'s shape, and the server goes on', { skip }, async () => {
+  let state = 12345;
+  const rnd = (): number => { state = (Math.imul(state, 1103515245) + 12345) >>> 0; return state / 2 ** 32; };
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
+  const junk = (depth = 0): unknown => pick<() => unknown>([
+    () => null, () => true, () => -1, () => 0, () => 1, () => 2.5, () => 1e308, () => 'x', () => '', () => 'w'.repeat(50),
+    () => (depth < 2 ? [junk(depth + 1), junk(depth + 1)] : []), () => (depth < 2 ? { a: junk(depth + 1), role: 'user', content: junk(depth + 1) } : {}),
+  ])();
+  const keys = ['model', 'messages', 'prompt', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'seed', 'n', 'stream',
+    'stream_options', 'stop', 'logprobs', 'user', 'tools', 'response_format', 'echo', 'suffix', 'zzz'];
+  const statuses = new Map<number, number>();
+  for (let i = 0; i < 120; i++) {
+    const chat = rnd() < 0.5;
+    const body: Record<string, unknown> = { model: MODEL, max_tokens: 1, ...(chat ? { messages: [{ role: 'user', content: 'Hi' }] } : { prompt: 'Hi' }) };
+    for (let k = 0; k < 1 + Math.floor(rnd() * 3); k++) body[pick(keys)] = junk();
+    if (typeof body.max_tokens === 'number' || typeof body.max_completion_tokens === 'number') { body.max_tokens = 1; delete body.max_completion_tokens; }
+    const text = rnd() < 0.1 ? JSON.stringify(body).slice(0, Math.floor(rnd() * 40)) : JSON.stringify(body);
+    const r = await raw(chat ? '/v1/chat/completions' : '/v1/completions', { body: text });
+    statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+    if (r.status === 200) continue;
+    assert.ok([400, 404].includes(r.status), `${r.status} for ${text}: ${r.text}`);
+    assertErrorShape(r.json);
+  }
+  assert.ok((statuses.get(400) ?? 0) > 20, JSON.stringify([...statuses]));
+  const ok = await client.completions.create({ model: MODEL, prompt: 'And', max_tokens: 2 });
+  assert.equal(ok.choices.length, 1);
+});
