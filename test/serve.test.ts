@@ -191,6 +191,7 @@ test('400s in OpenAI\'s error shape (raw HTTP and the client), the server answer
     ['/v1/chat/completions', chat({ stop: 5 }), 'stop'],
     ['/v1/chat/completions', chat({ stop: ['a', 'b', 'c', 'd', 'e'] }), 'stop'],
     ['/v1/chat/completions', chat({ seed: 'x' }), 'seed'],
+    ['/v1/chat/completions', chat({ seed: -5 }), 'seed'],
     ['/v1/chat/completions', chat({ stream: 'yes' }), 'stream'],
     ['/v1/chat/completions', chat({ stream_options: { include_usage: true } }), 'stream_options'],
     ['/v1/chat/completions', chat({ logprobs: true }), 'logprobs'],

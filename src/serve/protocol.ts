@@ -108,6 +108,8 @@ function parseCommon(body: Json, kind: 'chat' | 'completion'): Omit<ParsedReques
   let seed: number | undefined;
   if (seedV !== undefined && seedV !== null) {
     if (typeof seedV !== 'number' || !Number.isSafeInteger(seedV)) throw wrongType('seed', 'an integer', seedV);
+    // OpenAI takes any int64; the generator here is seeded from 0 .. 2^53 - 1 (a JSON number's exact range).
+    if (seedV < 0) throw badRequest(`Invalid 'seed': this server takes seeds from 0 to 2^53 - 1, got ${seedV}.`, 'seed', 'unsupported_value');
     seed = seedV;
   }
   const n = optNumber(body, 'n', 1, 128, true);
