@@ -77,7 +77,9 @@ if (V['serve-child']) {
   process.stderr.write(`load-serve child: ${V.shape} (${dtype}) on ${device} built in ${(performance.now() - t0).toFixed(0)} ms; ` +
     `max batch ${h.engine.maxBatch}, ${h.engine.kvBlocks} KV blocks of ${h.engine.blockSize}\n`);
   process.stderr.write(`nbx serve: model '${V.shape}' at ${h.url}/v1 (OpenAI API)\n`);
-  const stop = () => { h.close().then(() => { model.dispose(); process.exit(0); }); };
+  // exitPromptly: a process that used CUDA ends without the runtime's native teardown (as the nbx CLI does).
+  const { exitPromptly } = await import('../dist/src/backend/exit.js');
+  const stop = () => { h.close().then(() => { model.dispose(); exitPromptly(0); }); };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
   await new Promise(() => {});
@@ -308,6 +310,11 @@ const endM = await metrics();
 report.end = { reserved_mib: endM.nbx_device_memory_reserved_bytes / MiB, kv_mapped_mib: kvMiB(endM), kv_blocks_used: endM.nbx_kv_blocks_used };
 report.loadavg = loadavg().map((x) => Number(x.toFixed(2)));
 stopServer();
+// the server child gone before this process ends (a next run gets the device to itself)
+if (child) {
+  await new Promise((resolve) => { if (child.exitCode !== null) resolve(); else { child.on('exit', resolve); setTimeout(resolve, 15_000); } });
+  if (child.exitCode === null) child.kill('SIGKILL');
+}
 
 // ------------------------------------------------------------------ report
 
