@@ -10,6 +10,7 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import { FLOAT_DTYPES, noStaging, rand, same, skip, tolFor } from './cuda_compare.js';
 import { IndexError } from '../src/errors.js';
 import { Engine } from '../src/generation/engine.js';
+import * as pagedModule from '../src/models/paged_cache.js';
 
 const EMU = !!process.env.NBX_EMU_DIR;
 const MODELS = join(dirname(fileURLToPath(import.meta.url)), '../../test/fixtures/models');
@@ -64,4 +65,36 @@ test('the engine on CUDA (tiny Llama, float32): batched greedy tokens equal each
     await e.close();
     assert.deepEqual(batched.map((r) => r.tokens), solo);
   } finally { model.dispose(); }
+});
+
+test('PagedKVCache on CUDA: the pools live in VMM ranges that grow in place (no copy, same address), counted in nbx.cuda.memory_stats()', { skip }, () => {
+  const { PagedKVCache } = pagedModule;
+  const before = nbx.cuda.memory_stats();
+  const cache = new PagedKVCache({ layers: 2, kvHeads: 2, headDim: 64, dtype: 'bfloat16', device: nbx.Device.of('cuda') }, { numBlocks: 4096, blockSize: 16, initialBlocks: 8 });
+  try {
+    const mem0 = cache.memory();
+    assert.equal(mem0.backing, 'vmm', 'a driver with VMM backs the pools with it');
+    const blockBytes = 16 * 2 * 64 * 2;
+    assert.equal(mem0.reservedBytes >= 4 * 4096 * blockBytes, true);
+    const addr = (t: Tensor): bigint => (t.ref().buf as { ptr: bigint }).ptr;
+    const k0 = addr(cache.pools(1).keys);
+    cache.addSequence(1);
+    cache.reserve(1, 40);
+    const b = cache.blocks(1);
+    cache.pools(1).keys[b[0]!]!.fill_(3);
+    const mid = nbx.cuda.memory_stats();
+    assert.equal((mid.vmmReservedBytes ?? 0) - (before.vmmReservedBytes ?? 0), mem0.reservedBytes);
+    cache.addSequence(2);
+    cache.reserve(2, 16 * 600); // past the first mapping: more of each range is mapped
+    const mem1 = cache.memory();
+    assert.ok(mem1.mappedBytes > mem0.mappedBytes && mem1.capacityBlocks >= 603, `mapped ${mem0.mappedBytes} -> ${mem1.mappedBytes}`);
+    assert.equal(addr(cache.pools(1).keys), k0, 'the pool kept its address');
+    assert.equal(Number(cache.pools(1).keys[b[0]!]!.float().min().item()), 3, 'the blocks kept their contents');
+    assert.equal(mem1.reservedBytes, mem0.reservedBytes);
+    const after = nbx.cuda.memory_stats();
+    assert.equal((after.vmmMappedBytes ?? 0) - (before.vmmMappedBytes ?? 0), mem1.mappedBytes);
+  } finally { cache.dispose(); }
+  const end = nbx.cuda.memory_stats();
+  assert.equal(end.vmmMappedBytes ?? 0, before.vmmMappedBytes ?? 0);
+  assert.equal(end.vmmReservedBytes ?? 0, before.vmmReservedBytes ?? 0);
 });

@@ -166,6 +166,10 @@ export interface MemoryStats {
   fragmentation: number;
   /** Bytes of blocks freed by the caller but waiting for other streams (recordStream). */
   pendingFreeBytes: number;
+  /** CUDA: address space reserved and physical memory mapped through the driver's VMM API (outside the cache). */
+  vmmReservedBytes?: number;
+  vmmMappedBytes?: number;
+  vmmRanges?: number;
 }
 
 export interface TraceEntry {

@@ -96,9 +96,11 @@ export class PagedKVCache {
     if (target <= this.capacity) return;
     let cap: number;
     if (this.vmm) {
+      // more of each pool's range mapped: the blocks stay where they are, the views get longer
       cap = this.vmm.mapBlocks(target);
-      if (this.keys.length === 0) {
-        for (let l = 0; l < layers; l++) { this.keys.push(this.vmm.tensor(2 * l)); this.values.push(this.vmm.tensor(2 * l + 1)); }
+      for (let l = 0; l < layers; l++) {
+        this.keys[l]?.dispose(); this.values[l]?.dispose();
+        this.keys[l] = this.vmm.tensor(2 * l); this.values[l] = this.vmm.tensor(2 * l + 1);
       }
     } else {
       cap = target;
@@ -178,7 +180,7 @@ export class PagedKVCache {
     return b * this.blockSize + (pos % this.blockSize);
   }
 
-  /** The pools of `layer` [capacity, block_size, kv_heads, head_dim] (VMM: [numBlocks, ...], backed up to the capacity). */
+  /** The pools of `layer` [capacity, block_size, kv_heads, head_dim] (views that change when the pools grow). */
   pools(layer: number): { keys: Tensor; values: Tensor } {
     this.check('PagedKVCache.pools');
     return { keys: this.keys[layer]!, values: this.values[layer]! };

@@ -5,6 +5,7 @@ import { installCudaKernels, cudaMatmulSettings, stagingStats } from './kernels/
 import { probeCuda } from './runtime/libs.js';
 import { CUDAGraph as GraphOnBackend, captureGraph } from './runtime/graph.js';
 import { replayTrace, saveTrace, loadTrace, type MemoryStats, type TraceEntry } from '../../memory/caching_allocator.js';
+import { vmmMemoryStats } from './runtime/driver.js';
 
 let instance: CudaBackend | null = null;
 function load(): CudaBackend {
@@ -25,8 +26,9 @@ export class CUDAGraph extends GraphOnBackend {
 export const cuda = {
   is_available(): boolean { try { return probeCuda().available; } catch { return false; } },
   device_count(): number { try { return probeCuda().devices?.length ?? 0; } catch { return 0; } },
-  memoryStats(): MemoryStats { return load().allocator.memoryStats(); },
-  memory_stats(): MemoryStats { return load().allocator.memoryStats(); },
+  /** The caching allocator's statistics, with the bytes reserved and mapped through the VMM API (the paged KV cache's pools). */
+  memoryStats(): MemoryStats { return { ...load().allocator.memoryStats(), ...vmmMemoryStats() }; },
+  memory_stats(): MemoryStats { return { ...load().allocator.memoryStats(), ...vmmMemoryStats() }; },
   emptyCache(): number { return load().allocator.emptyCache(); },
   empty_cache(): number { return load().allocator.emptyCache(); },
   startRecording(): void { load().allocator.startRecording(); },

@@ -5,6 +5,7 @@
 // the host. cuBLASLt matmuls run on the host with cuBLAS's column-major semantics (float32, float64,
 // float16, bfloat16; accumulation in double, one rounding).
 #include <cstdint>
+#include <sys/mman.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +39,7 @@ API CUresult cuDeviceGetAttribute(int* v, int attr, int) {
     case 39: *v = 2048; break; case 75: *v = 9; break; case 76: *v = 0; break; case 81: *v = 233472; break;
     case 82: *v = 65536; break; case 97: *v = 232448; break; case 33: *v = 0x1b; break;
     case 2: *v = 1024; break; case 3: *v = 64; break; case 5: *v = 2147483647; break; case 6: *v = 65535; break; case 7: *v = 65535; break;
+    case 102: *v = 1; break; // virtual memory management supported
     default: *v = 0;
   }
   return 0;
@@ -68,6 +70,26 @@ API CUresult cuMemAlloc_v2(uint64_t* p, size_t n) {
 }
 API CUresult cuMemFree_v2(uint64_t p) {
   if (unsafe_in_capture()) return 900; size_t* m = (size_t*)(uintptr_t)p - 8; mem_used -= m[0]; free(m); return 0; }
+// ---- virtual memory management: a reserved range is host address space mapped PROT_NONE; cuMemMap makes a
+// piece of it readable and writable (a "physical" handle only carries its size, for the memory limit) ----
+API CUresult cuMemGetAllocationGranularity(size_t* g, const void*, int) { *g = 2u << 20; return 0; }
+API CUresult cuMemAddressReserve(uint64_t* p, size_t n, size_t, uint64_t, unsigned long long) {
+  void* a = mmap(nullptr, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (a == MAP_FAILED) return 2;
+  *p = (uint64_t)(uintptr_t)a; return 0;
+}
+API CUresult cuMemAddressFree(uint64_t p, size_t n) { return munmap((void*)(uintptr_t)p, n) == 0 ? 0 : 1; }
+API CUresult cuMemCreate(uint64_t* h, size_t n, const void*, unsigned long long) {
+  if (n == 0 || mem_used + (long long)n > mem_limit) return n == 0 ? 1 : 2;
+  mem_used += n; *h = n; return 0;
+}
+API CUresult cuMemRelease(uint64_t h) { mem_used -= (long long)h; return 0; }
+API CUresult cuMemMap(uint64_t p, size_t n, size_t, uint64_t, unsigned long long) { return mprotect((void*)(uintptr_t)p, n, PROT_READ | PROT_WRITE) == 0 ? 0 : 1; }
+API CUresult cuMemUnmap(uint64_t p, size_t n) {
+  madvise((void*)(uintptr_t)p, n, MADV_DONTNEED);
+  return mprotect((void*)(uintptr_t)p, n, PROT_NONE) == 0 ? 0 : 1;
+}
+API CUresult cuMemSetAccess(uint64_t, size_t, const void*, size_t) { return 0; }
 API CUresult cuMemHostAlloc(void** p, size_t n, unsigned) { *p = malloc(n); return *p ? 0 : 2; }
 API CUresult cuMemFreeHost(void* p) { free(p); return 0; }
 // ---- stream capture (graphs): work on the capturing stream is recorded as nodes, replayed by cuGraphLaunch ----

@@ -1157,3 +1157,147 @@ export class CudaKernel {
 export function driverVersionString(): string {
   return formatCudaVersion(driverVersion());
 }
+
+// -------------------------------------------------------------------------------------------
+// Virtual memory management (optional): an address range reserved once, physical memory created and
+// mapped into it piece by piece, so a buffer grows in place without a copy and keeps its address (the
+// paged KV cache's block pools, src/models/paged_vmm.ts). CUDA >= 10.2 drivers have every entry point;
+// a driver without them (or the host emulator) gets null from vmmDriver() and the caller uses plain
+// allocations. Bytes reserved and mapped here are counted in vmmMemoryStats() (nbx.cuda.memory_stats).
+
+interface VmmFns {
+  cuMemAddressReserve(out: BigUint64Array, size: number, alignment: number, addr: bigint, flags: bigint): number;
+  cuMemAddressFree(ptr: bigint, size: number): number;
+  cuMemCreate(out: BigUint64Array, size: number, prop: Uint8Array, flags: bigint): number;
+  cuMemRelease(handle: bigint): number;
+  cuMemMap(ptr: bigint, size: number, offset: number, handle: bigint, flags: bigint): number;
+  cuMemUnmap(ptr: bigint, size: number): number;
+  cuMemSetAccess(ptr: bigint, size: number, desc: Uint8Array, count: number): number;
+  cuMemGetAllocationGranularity(out: BigUint64Array, prop: Uint8Array, option: number): number;
+}
+
+let vmmFns: VmmFns | null | undefined;
+/** CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED. */
+const CU_DEVICE_ATTRIBUTE_VMM_SUPPORTED = 102;
+const vmmTotals = { reservedBytes: 0, mappedBytes: 0, ranges: 0 };
+
+/** Bytes of address space reserved and of physical memory mapped through the VMM API, by this process. */
+export function vmmMemoryStats(): { vmmReservedBytes: number; vmmMappedBytes: number; vmmRanges: number } {
+  return { vmmReservedBytes: vmmTotals.reservedBytes, vmmMappedBytes: vmmTotals.mappedBytes, vmmRanges: vmmTotals.ranges };
+}
+
+function vmmBindings(): VmmFns | null {
+  if (vmmFns !== undefined) return vmmFns;
+  try {
+    const lib = koffi.load(driverLibraryPath());
+    const P = 'void *';
+    vmmFns = {
+      cuMemAddressReserve: bind(lib, ['cuMemAddressReserve'], 'int', [P, 'size_t', 'size_t', 'uint64_t', 'uint64_t']),
+      cuMemAddressFree: bind(lib, ['cuMemAddressFree'], 'int', ['uint64_t', 'size_t']),
+      cuMemCreate: bind(lib, ['cuMemCreate'], 'int', [P, 'size_t', P, 'uint64_t']),
+      cuMemRelease: bind(lib, ['cuMemRelease'], 'int', ['uint64_t']),
+      cuMemMap: bind(lib, ['cuMemMap'], 'int', ['uint64_t', 'size_t', 'size_t', 'uint64_t', 'uint64_t']),
+      cuMemUnmap: bind(lib, ['cuMemUnmap'], 'int', ['uint64_t', 'size_t']),
+      cuMemSetAccess: bind(lib, ['cuMemSetAccess'], 'int', ['uint64_t', 'size_t', P, 'size_t']),
+      cuMemGetAllocationGranularity: bind(lib, ['cuMemGetAllocationGranularity'], 'int', [P, P, 'int']),
+    } as unknown as VmmFns;
+  } catch {
+    vmmFns = null;
+  }
+  return vmmFns;
+}
+
+/** CUmemAllocationProp (32 bytes): pinned device memory on `ordinal`, no shareable handle. */
+function allocationProp(ordinal: number): Uint8Array {
+  const b = new Uint8Array(32), v = new DataView(b.buffer);
+  v.setInt32(0, 1, true); // type = CU_MEM_ALLOCATION_TYPE_PINNED
+  v.setInt32(4, 0, true); // requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE
+  v.setInt32(8, 1, true); // location.type = CU_MEM_LOCATION_TYPE_DEVICE
+  v.setInt32(12, ordinal, true); // location.id
+  return b; // win32HandleMetaData and allocFlags: 0
+}
+
+/** CUmemAccessDesc (12 bytes): read/write from device `ordinal`. */
+function accessDesc(ordinal: number): Uint8Array {
+  const b = new Uint8Array(12), v = new DataView(b.buffer);
+  v.setInt32(0, 1, true); v.setInt32(4, ordinal, true); // location: device `ordinal`
+  v.setInt32(8, 3, true); // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+  return b;
+}
+
+/**
+ * One reserved address range of a context's device, mapped from its start as it grows: map(bytes)
+ * backs [0, bytes) with physical memory (new allocations for the part not yet mapped, zero-filled on
+ * `stream`), dispose() unmaps and releases everything.
+ */
+export class VmmRange {
+  private readonly handles: { offset: number; size: number; handle: bigint }[] = [];
+  private mappedBytes = 0;
+  private disposed = false;
+  private readonly out = new BigUint64Array(1);
+
+  private constructor(private readonly ctx: CudaContext, private readonly f: VmmFns, readonly base: bigint, readonly reservedBytes: number, readonly granularity: number) {}
+
+  /** Reserves `bytes` (rounded up to the granularity) on ctx's device; null where the driver or device has no VMM. */
+  static reserve(ctx: CudaContext, bytes: number): VmmRange | null {
+    const f = vmmBindings();
+    if (!f) return null;
+    ctx.flushPending();
+    ctx.makeCurrent();
+    let supported = 0;
+    try { supported = deviceAttribute(CU_DEVICE_ATTRIBUTE_VMM_SUPPORTED, ctx.device); } catch { return null; }
+    if (!supported) return null;
+    const g = new BigUint64Array(1);
+    if (f.cuMemGetAllocationGranularity(g, allocationProp(ctx.device), 0) !== 0) return null;
+    const gran = Number(g[0]!);
+    const size = Math.ceil(bytes / gran) * gran;
+    const r = f.cuMemAddressReserve(g, size, gran, 0n, 0n);
+    if (r !== 0) throw makeError(r, `cuMemAddressReserve(${size} bytes)`);
+    vmmTotals.reservedBytes += size; vmmTotals.ranges++;
+    return new VmmRange(ctx, f, g[0]!, size, gran);
+  }
+
+  get mapped(): number { return this.mappedBytes; }
+
+  /** Backs [0, bytes) (rounded up to the granularity, at most the range); returns the bytes mapped. */
+  map(bytes: number, stream?: Stream): number {
+    if (this.disposed) throw new ValueError('cuda.VmmRange.map', 'this range was released');
+    const want = Math.min(this.reservedBytes, Math.ceil(bytes / this.granularity) * this.granularity);
+    if (want <= this.mappedBytes) return this.mappedBytes;
+    const size = want - this.mappedBytes, at = this.base + BigInt(this.mappedBytes);
+    this.ctx.flushPending();
+    this.ctx.makeCurrent();
+    const f = this.f;
+    let r = f.cuMemCreate(this.out, size, allocationProp(this.ctx.device), 0n);
+    if (r === CUDA_ERROR_OUT_OF_MEMORY) {
+      throw new OutOfMemoryError('cuda.cuMemCreate', `cuMemCreate(${size} bytes = ${(size / 2 ** 20).toFixed(1)} MiB) for a growing buffer failed: CUDA_ERROR_OUT_OF_MEMORY`);
+    }
+    if (r !== 0) throw makeError(r, 'cuMemCreate');
+    const handle = this.out[0]!;
+    r = f.cuMemMap(at, size, 0, handle, 0n);
+    if (r !== 0) { f.cuMemRelease(handle); throw makeError(r, 'cuMemMap'); }
+    r = f.cuMemSetAccess(at, size, accessDesc(this.ctx.device), 1);
+    if (r !== 0) { f.cuMemUnmap(at, size); f.cuMemRelease(handle); throw makeError(r, 'cuMemSetAccess'); }
+    this.handles.push({ offset: this.mappedBytes, size, handle });
+    this.ctx.memsetD8(at, 0, size, stream);
+    this.mappedBytes = want;
+    vmmTotals.mappedBytes += size;
+    return want;
+  }
+
+  /** Unmaps and releases the physical memory and frees the address range (after the device is done with it). */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.ctx.flushPending();
+    this.ctx.makeCurrent();
+    check(fns().cuCtxSynchronize(), 'cuCtxSynchronize');
+    for (const h of this.handles) {
+      check(this.f.cuMemUnmap(this.base + BigInt(h.offset), h.size), 'cuMemUnmap');
+      check(this.f.cuMemRelease(h.handle), 'cuMemRelease');
+    }
+    check(this.f.cuMemAddressFree(this.base, this.reservedBytes), 'cuMemAddressFree');
+    vmmTotals.mappedBytes -= this.mappedBytes; vmmTotals.reservedBytes -= this.reservedBytes; vmmTotals.ranges--;
+    this.mappedBytes = 0;
+  }
+}
