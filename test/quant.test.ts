@@ -5,7 +5,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
-import type { Tensor } from '../src/tensor/tensor.js';
+import { Tensor } from '../src/tensor/tensor.js';
+import { isResident, residentCopy } from '../src/quant/wasm_memory.js';
 import { dequantizeBlocks } from '../src/io/gguf.js';
 import { makeLayout } from '../src/quant/formats.js';
 import { toFloat16Bits } from '../src/dtype/convert.js';
@@ -61,11 +62,17 @@ test('quantize → dequantize is close to the weight; quant_linear equals linear
     const err = maxAbsDiff(dq, w) / maxAbs(w);
     const bound = name.startsWith('int8') ? 0.01 : name.startsWith('fp8') ? 0.07 : 0.15;
     assert.ok(err < bound, `${name}: quantization error ${err}`);
-    for (const [xi, b] of [[x, null], [x, bias], [x7, bias]] as [Tensor, Tensor | null][]) {
-      const got = q.quant_linear(xi, qt, b), want = nbx.nn.functional.linear(xi, dq, b);
-      assert.deepEqual(got.shape, want.shape);
-      const d = maxAbsDiff(got, want) / maxAbs(want);
-      assert.ok(d < 2e-6, `${name} m=${xi.numel() / 256}: quant_linear vs linear(dequantize) ${d}`);
+    // quantize() puts the packed parts in the quant memory (SIMD kernels); a clone is a plain array (JavaScript loops)
+    assert.ok(isResident(qt.qdata.storage.buf as Uint8Array), name);
+    const plain = new q.QuantizedTensor({ qdata: qt.qdata.clone(), scales: qt.scales!.clone(), zeros: qt.zeros?.clone() ?? null, layout: qt.layout });
+    assert.ok(!isResident(plain.qdata.storage.buf as Uint8Array));
+    for (const w of [qt, plain]) {
+      for (const [xi, b] of [[x, null], [x, bias], [x7, bias]] as [Tensor, Tensor | null][]) {
+        const got = q.quant_linear(xi, w, b), want = nbx.nn.functional.linear(xi, dq, b);
+        assert.deepEqual(got.shape, want.shape);
+        const d = maxAbsDiff(got, want) / maxAbs(want);
+        assert.ok(d < 2e-6, `${name} m=${xi.numel() / 256} ${w === qt ? 'simd' : 'js'}: quant_linear vs linear(dequantize) ${d}`);
+      }
     }
   }
 });
@@ -76,13 +83,16 @@ test('GGUF block formats: dequantize is src/io/gguf.ts\'s, quant_linear matches 
     const bytes = randomGguf(f, N, K, 11);
     const l = makeLayout('t', f as QuantFormat, N, K);
     const qt = new q.QuantizedTensor({ qdata: nbx.frombuffer(bytes, { dtype: 'uint8' }).view([N, l.rowBytes]), layout: l });
+    const resident = new q.QuantizedTensor({ qdata: Tensor.fromStorage(residentCopy(bytes), 'uint8', [N, l.rowBytes]), layout: l });
     const dq = qt.dequantize();
     const ref = dequantizeBlocks(f.toUpperCase(), bytes, N * K);
     assert.deepEqual(Array.from(dq.flatten().tolist() as number[]), Array.from(ref), `${f}: dequantize`);
-    for (const m of [1, 9]) {
-      const x = nbx.randn([m, K], { generator: gen(m) });
-      const d = maxAbsDiff(q.quant_linear(x, qt), nbx.nn.functional.linear(x, dq)) / maxAbs(nbx.nn.functional.linear(x, dq));
-      assert.ok(d < 2e-6, `${f} m=${m}: ${d}`);
+    for (const w of [qt, resident]) {
+      for (const m of [1, 3, 9]) {
+        const x = nbx.randn([m, K], { generator: gen(m) });
+        const d = maxAbsDiff(q.quant_linear(x, w), nbx.nn.functional.linear(x, dq)) / maxAbs(nbx.nn.functional.linear(x, dq));
+        assert.ok(d < 2e-6, `${f} m=${m} ${w === qt ? 'js' : 'simd'}: ${d}`);
+      }
     }
   }
 });

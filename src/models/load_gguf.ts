@@ -20,7 +20,7 @@ import { Tensor } from '../tensor/tensor.js';
 import { Device, backendFor, type DeviceLike } from '../backend/backend.js';
 import { hasKernel, kernelFeatures } from '../kernels/registry.js';
 import { formatOfGgml, makeLayout } from '../quant/formats.js';
-import type { QuantDecl } from './load_quant.js';
+import { onDevice, type QuantDecl } from './load_quant.js';
 import type { DTypeLike } from '../dtype/dtypes.js';
 import { assembleModel, type LoadModelOptions, type WeightSource } from './load.js';
 import type { CausalLMModel } from './causal_lm.js';
@@ -145,7 +145,7 @@ class GgufWeights implements WeightSource {
         }
         b = out;
       }
-      return Tensor.fromStorage(b, 'uint8', [rows, rb], opts.device ?? 'cpu');
+      return onDevice(b, [rows, rb], opts.device ?? 'cpu');
     }
     let t = await this.f.dequantize(this.byHf.get(name)!);
     const heads = this.qkHeads(name);

@@ -23,6 +23,7 @@ import type { DTypeLike } from '../dtype/dtypes.js';
 import { FormatError, UnsupportedError } from '../errors.js';
 import { makeLayout, type QuantFormat, type QuantLayout } from '../quant/formats.js';
 import type { WeightSource } from './load.js';
+import { residentCopy } from '../quant/wasm_memory.js';
 
 const OP = 'models.load';
 
@@ -57,8 +58,11 @@ export class QuantSource implements WeightSource {
   async host(name: string): Promise<Tensor> { return this.inner.get(name, { device: 'cpu' }); }
 }
 
-const onDevice = (data: Uint8Array | Float32Array, shape: number[], device: DeviceLike): Tensor =>
-  Tensor.fromStorage(data, data instanceof Uint8Array ? 'uint8' : 'float32', shape, device);
+/** Packed parts on the device; on the CPU in the quant memory (src/quant/wasm_memory.ts: read in place by the SIMD kernels). */
+export function onDevice(data: Uint8Array | Float32Array, shape: number[], device: DeviceLike): Tensor {
+  const cpu = device === 'cpu' || (typeof device === 'object' && device !== null && (device as { type?: string }).type === 'cpu');
+  return Tensor.fromStorage(cpu ? residentCopy(data) : data, data instanceof Uint8Array ? 'uint8' : 'float32', shape, device);
+}
 
 /** Float32 host values of a host tensor (any float dtype). */
 async function floats(src: QuantSource, name: string): Promise<Float32Array> {
@@ -112,6 +116,20 @@ export function quantSource(inner: WeightSource, qc: unknown, configName: string
         const K = format === 'int4' ? 2 * rb : rb;
         const g = format === 'int4' ? K / (s.shape[1] ?? 1) : undefined;
         src.decls.set(p, { layout: makeLayout(OP, format, N, K, g), asymmetric: names.has(`${p}.zeros`), perTensor: format === 'fp8_e4m3' && s.shape.reduce((a, b) => a * b, 1) === 1 });
+        for (const part of ['qweight', 'scales', 'zeros'] as const) {
+          const n = `${p}.${part}`;
+          if (!names.has(n)) continue;
+          const t = info(n);
+          src.add(n, t.dtype as 'uint8' | 'float32', t.shape, async (device) => {
+            const h = await src.host(n);
+            const c2 = h.contiguous();
+            const a = c2.storage.buf as Uint8Array | Float32Array;
+            const data = a.slice(c2.storage_offset(), c2.storage_offset() + c2.numel());
+            if (c2 !== h) c2.dispose();
+            h.dispose();
+            return onDevice(data, t.shape, device);
+          }, [n]);
+        }
       }
       return src;
     }

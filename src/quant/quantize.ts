@@ -14,6 +14,7 @@ import { DTypeError, ShapeError, ValueError } from '../errors.js';
 import { fmtShape } from '../tensor/shape.js';
 import { makeLayout } from './formats.js';
 import { QuantizedTensor } from './quantized_tensor.js';
+import { residentCopy } from './wasm_memory.js';
 
 export type QuantScheme = 'int8' | 'int4' | 'fp8_e4m3';
 
@@ -28,7 +29,7 @@ export interface QuantizeOptions {
 }
 
 const OP = 'quant.quantize';
-const rnd = (x: number): number => Math.round(x) - (x % 1 === -0.5 ? 0 : 0); // JS rounds .5 up; ties are measure-zero here
+const rnd = Math.round; // halves round up (torch.round: to even); only exact ties differ
 
 /** Host float32 copy of a weight's values. */
 function hostValues(w: Tensor): Float32Array {
@@ -49,7 +50,7 @@ export function quantize(weight: Tensor, opts: QuantizeOptions): QuantizedTensor
   const [N, K] = weight.shape as [number, number];
   const layout = makeLayout(OP, scheme, N, K, scheme === 'int4' ? opts.group_size ?? 128 : undefined);
   const w = hostValues(weight);
-  const q = new Uint8Array(N * layout.rowBytes);
+  let q = new Uint8Array(N * layout.rowBytes);
   let scales: Float32Array, zeros: Float32Array | null = null;
   if (scheme === 'int8') {
     scales = new Float32Array(N);
@@ -96,6 +97,8 @@ export function quantize(weight: Tensor, opts: QuantizeOptions): QuantizedTensor
     }
   }
   const dev = weight.device;
+  // on the CPU the packed parts live in the quant memory, where the SIMD kernels read them in place
+  if (dev.type === 'cpu') { q = residentCopy(q); scales = residentCopy(scales); if (zeros) zeros = residentCopy(zeros); }
   const perTensor = scheme === 'fp8_e4m3' && scales.length === 1;
   const qt = Tensor.fromStorage(q, 'uint8', [N, layout.rowBytes], dev);
   const st = Tensor.fromStorage(scales, 'float32', scheme === 'int4' ? [N, K / layout.groupSize] : [perTensor ? 1 : N], dev);

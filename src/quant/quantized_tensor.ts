@@ -13,6 +13,7 @@ import { fmtShape } from '../tensor/shape.js';
 import type { QuantFormat, QuantLayout } from '../kernels/quant.js';
 import { dequantizeWeight, type QuantWeight } from '../ops/quant.js';
 import { makeLayout, scaleShapes } from './formats.js';
+import { residentCopy } from './wasm_memory.js';
 
 const OP = 'quant.QuantizedTensor';
 
@@ -70,7 +71,15 @@ export class QuantizedTensor implements QuantWeight {
     const dev = o.device === undefined ? this.device : Device.of(o.device);
     const dt = o.dtype === undefined ? this.dtype : dtypeName(o.dtype);
     if (dev === this.device && dt === this.dtype) return this;
-    const mv = (t: Tensor | null): Tensor | null => (t === null ? null : t.device === dev ? t.clone() : t.to(dev));
+    const mv = (t: Tensor | null): Tensor | null => {
+      if (t === null) return null;
+      const c = t.device === dev ? t.clone() : t.to(dev);
+      if (dev.type !== 'cpu') return c;
+      // on the CPU, into the quant memory (read in place by the SIMD kernels)
+      const r = Tensor.fromStorage(residentCopy(c.storage.buf as Uint8Array | Float32Array), c.dt, c.shape, 'cpu');
+      c.dispose();
+      return r;
+    };
     return new QuantizedTensor({ qdata: mv(this.qdata)!, scales: mv(this.scales), zeros: mv(this.zeros), layout: this.layout, dtype: dt });
   }
 

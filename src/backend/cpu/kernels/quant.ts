@@ -2,7 +2,11 @@
 // src/quant/formats.ts's dequantizeRows). Activations float32, bfloat16 or float16, accumulated in double
 // (JavaScript numbers), stored once in the output dtype.
 //
-// Decode (m ≤ GEMV_ROWS): one pass over the packed bytes, no float copy of the weight. The scale is taken
+// Decode (m ≤ GEMV_ROWS), weights in the quant memory (src/quant/wasm_memory.ts: what quantize() and the
+// loaders make on the CPU): WebAssembly SIMD kernels (quant_simd.ts) read the packed bytes in place, for
+// int8, int4, fp8, q8_0 and q4_0; the other GGUF formats dequantize a few rows into a float32 scratch
+// there and run its SIMD dot. Elsewhere (plain arrays, or no WebAssembly), JavaScript loops:
+// one pass over the packed bytes, no float copy of the weight. The scale is taken
 // out of the inner sum (Σ_k x·(q·s) = s·Σ_k x·q per channel or group), and int4's zero point too
 // (Σ x·(q − z) = Σ x·q − z·Σ x, the group sums of x computed once per call), so the inner loops are
 // integer-to-double multiply-adds on bytes: this differs from dequantize-then-matmul only in rounding
@@ -20,6 +24,8 @@ import { f16Table, fromBFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../..
 import { UnsupportedError } from '../../../errors.js';
 import { QUANT_FORMATS, dequantizeRows, fp8E4M3Table } from '../../../quant/formats.js';
 import { gemm } from './gemm.js';
+import { quantModule, type QuantSimd } from './quant_simd.js';
+import { MAX_PAGES, allocRegion, freeRegion, isResident, memoryBytes, quantMemory } from '../../../quant/wasm_memory.js';
 
 const GEMV_ROWS = 4;
 /** Rows of float32 scratch per prefill tile: ~512 KiB (L2-sized), at least 8 rows. */
@@ -193,6 +199,91 @@ function gemv(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): void {
 
 let accBuf = new Float64Array(4096);
 
+let simdState: QuantSimd | null | undefined;
+function quantSimd(): QuantSimd | null {
+  if (simdState === undefined) {
+    simdState = null;
+    const mem = quantMemory();
+    if (mem && process.env.NBX_QUANT_SIMD !== '0') {
+      try {
+        simdState = new WebAssembly.Instance(new WebAssembly.Module(quantModule(MAX_PAGES)), { e: { m: mem } }).exports as unknown as QuantSimd;
+      } catch (e) {
+        console.warn(`nbxtensor: WebAssembly SIMD quant kernels unavailable (${(e as Error).message}); using JavaScript loops`);
+      }
+    }
+  }
+  return simdState;
+}
+
+/** A scratch region of the quant memory, grown as needed (kept between calls). */
+let scratch = { ptr: -1, bytes: 0 };
+function scratchRegion(bytes: number): number {
+  if (scratch.bytes < bytes) {
+    if (scratch.ptr >= 0) freeRegion(scratch.ptr, scratch.bytes);
+    const want = Math.max(bytes, 1 << 16);
+    scratch = { ptr: allocRegion(want), bytes: want };
+    if (scratch.ptr < 0) scratch.bytes = 0;
+  }
+  return scratch.ptr;
+}
+
+const SIMD_FORMATS = new Set(['int8', 'int4', 'fp8_e4m3', 'q8_0', 'q4_0']);
+
+/**
+ * The SIMD decode path: true when it ran (into acc, double values of float32 sums), false when the
+ * weight is not in the quant memory or the shape does not fit a kernel (then the JavaScript loops run).
+ */
+function gemvSimd(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): boolean {
+  const l = p.layout, N = l.n, K = l.k, M = p.m;
+  const qa = p.qweight.buf as Uint8Array;
+  if (!isResident(qa)) return false;
+  const direct = SIMD_FORMATS.has(l.format);
+  if (l.format === 'int8' ? K % 32 !== 0 : l.format === 'fp8_e4m3' ? K % 16 !== 0 : l.format === 'int4' ? l.groupSize % 32 !== 0 : !direct && K % 4 !== 0) return false;
+  const sim = quantSimd();
+  if (!sim) return false;
+  const G = l.format === 'int4' ? K / l.groupSize : 0;
+  const s = f32(p.scales), z = f32(p.zeros);
+  const sBytes = s ? s.byteLength : 0, zBytes = z ? z.byteLength : 0;
+  // scratch: x [K], group sums [G], out [N], scales and zeros when not resident, float rows for other formats
+  const rows = direct ? 0 : Math.max(1, Math.min(N, Math.floor((256 << 10) / (4 * K))));
+  const sRes = !s || isResident(s), zRes = !z || isResident(z);
+  const need = 4 * (K + G + N) + 64 * 4 + (sRes ? 0 : sBytes) + (zRes ? 0 : zBytes) + 4 * rows * K;
+  const base = scratchRegion(need);
+  if (base < 0) return false;
+  const align = (v: number): number => Math.ceil(v / 64) * 64;
+  const xp = base, xsp = align(xp + 4 * K), op = align(xsp + 4 * G), sp0 = align(op + 4 * N), zp0 = align(sp0 + (sRes ? 0 : sBytes)), wp = align(zp0 + (zRes ? 0 : zBytes));
+  const mem = memoryBytes();
+  const f32v = new Float32Array(mem.buffer);
+  const sp = !s ? 0 : sRes ? s.byteOffset : (mem.set(new Uint8Array(s.buffer, s.byteOffset, sBytes), sp0), sp0);
+  const zp = !z ? sp : zRes ? z.byteOffset : (mem.set(new Uint8Array(z.buffer, z.byteOffset, zBytes), zp0), zp0);
+  const qp = qa.byteOffset + p.qweight.offset;
+  for (let m = 0; m < M; m++) {
+    f32v.set(x.subarray(m * K, (m + 1) * K), xp >> 2);
+    switch (l.format) {
+      case 'int8': sim.i8(xp, qp, sp, op, N, K); break;
+      case 'fp8_e4m3': sim.fp8(xp, qp, sp, op, N, K, s!.length === 1 ? 1 : 0); break;
+      case 'int4': {
+        const g = l.groupSize;
+        for (let gi = 0; gi < G; gi++) { let t = 0; for (let k = gi * g; k < (gi + 1) * g; k++) t += f32v[(xp >> 2) + k]!; f32v[(xsp >> 2) + gi] = t; }
+        sim.int4(xp, qp, sp, zp, xsp, op, N, K, g, z ? 1 : 0);
+        break;
+      }
+      case 'q8_0': sim.q8_0(xp, qp, op, N, K); break;
+      case 'q4_0': sim.q4_0(xp, qp, op, N, K); break;
+      default: {
+        const w = new Float32Array(mem.buffer, wp, rows * K);
+        for (let n0 = 0; n0 < N; n0 += rows) {
+          const n1 = Math.min(N, n0 + rows);
+          dequantizeRows(l, qa.subarray(p.qweight.offset), s, z, n0, n1, w);
+          sim.f32(xp, wp, op + 4 * n0, n1 - n0, K);
+        }
+      }
+    }
+    for (let n = 0; n < N; n++) acc[m * N + n] = f32v[(op >> 2) + n]!;
+  }
+  return true;
+}
+
 function cpuQuantMatmul(p: QuantMatmulParams): void {
   checkDType(p.dtype);
   const l = p.layout, N = l.n, K = l.k, M = p.m;
@@ -203,7 +294,7 @@ function cpuQuantMatmul(p: QuantMatmulParams): void {
   const store = storer(p.out);
   if (M <= GEMV_ROWS) {
     if (accBuf.length < M * N) accBuf = new Float64Array(M * N);
-    gemv(p, x, accBuf);
+    if (!gemvSimd(p, x, accBuf)) gemv(p, x, accBuf);
     for (let i = 0, m = 0; m < M; m++) for (let n = 0; n < N; n++, i++) store(i, bias ? Math.fround(accBuf[i]!) + bias[n]! : accBuf[i]!);
     return;
   }

@@ -1,0 +1,237 @@
+// WebAssembly SIMD decode GEMVs for the CPU's quant kernels (part of kernels/quant.ts): one input row
+// x [K] (float32, in the quant memory) against all N packed rows of a weight that lives in the quant
+// memory (src/quant/wasm_memory.ts), out [N] float32. Each kernel widens the packed integers to float32
+// lanes (i8/u8 → i16 → i32 → f32), multiplies by x and sums in float32x4 accumulators; the scale (and
+// int4's zero point, through the group sums of x: Σx(q − z) = Σxq − z·Σx) is applied once per row,
+// group or block. So the numbers are dequantize-then-matmul's up to the order of accumulation, in
+// float32 as the contract says.
+//
+// Exports (all parameters i32 byte addresses or counts):
+//   i8(x, q, s, out, N, K)                   int8 per channel, K % 16 == 0
+//   fp8(x, q, s, out, N, K, perTensor)       e4m3fn: bits (b & 0x7f) << 20 | sign, × 2^120 (exact, NaN codes not special)
+//   int4(x, q, s, z, xs, out, N, K, g, asym) g % 32 == 0; z, xs float32 [N, K/g] and [K/g]; sym: z = 8
+//   q8_0(x, q, out, N, K), q4_0(x, q, out, N, K)   GGUF blocks; the f16 d decoded in the kernel
+//   f32(x, w, out, N, K)                     plain float rows (K % 4 == 0), for formats dequantized to a scratch
+
+import { uleb, sleb, name as wname, section, vec as wvec } from '../../../ir/wasm.js';
+
+const I32 = 0x7f, F32 = 0x7d, V128 = 0x7b;
+
+class Fn {
+  c: number[] = [];
+  constructor(readonly params: number, readonly i32Locals: number, readonly f32Locals: number, readonly vLocals: number) {}
+  e(...b: number[]): this { this.c.push(...b); return this; }
+  get(l: number): this { return this.e(0x20, ...uleb(l)); }
+  set(l: number): this { return this.e(0x21, ...uleb(l)); }
+  tee(l: number): this { return this.e(0x22, ...uleb(l)); }
+  i32(v: number): this { return this.e(0x41, ...sleb(v)); }
+  f32c(v: number): this { const b = new Uint8Array(new Float32Array([v]).buffer); return this.e(0x43, ...b); }
+  simd(op: number, ...imm: number[]): this { return this.e(0xfd, ...uleb(op), ...imm); }
+  vload(off = 0): this { return this.simd(0x00, 0, ...uleb(off)); } // align 1: packed rows are not 16-byte aligned
+  vconst(bytes: number[]): this { return this.simd(0x0c, ...bytes); }
+  add(): this { return this.e(0x6a); }
+  mul(): this { return this.e(0x6c); }
+  /** for (v = 0; v < bound(local); v += step) body */
+  loop(v: number, bound: number, step: number, body: () => void): this {
+    this.i32(0).set(v);
+    this.e(0x02, 0x40, 0x03, 0x40).get(v).get(bound).e(0x4e /* ge_s */, 0x0d, 1);
+    body();
+    this.get(v).i32(step).add().set(v).e(0x0c, 0, 0x0b, 0x0b);
+    return this;
+  }
+  bytes(): number[] {
+    const locals = [[...uleb(this.i32Locals), I32], [...uleb(this.f32Locals), F32], [...uleb(this.vLocals), V128]].filter((l) => l[0] !== 0);
+    const body = [...wvec(locals), ...this.c, 0x0b];
+    return [...uleb(body.length), ...body];
+  }
+}
+
+// SIMD opcodes
+const F32X4_ADD = 0xe4, F32X4_MUL = 0xe6, F32X4_SPLAT = 0x13, F32X4_EXTRACT = 0x1f, CONVERT_S = 0xfa;
+const I16_LOW_S = 0x87, I16_HIGH_S = 0x88, I16_LOW_U = 0x89, I16_HIGH_U = 0x8a;
+const I32_LOW_S = 0xa7, I32_HIGH_S = 0xa8, I32_LOW_U = 0xa9, I32_HIGH_U = 0xaa;
+const V_AND = 0x4e, V_OR = 0x50, I8_SUB = 0x71, I8_SHR_U = 0x6d, SHUFFLE = 0x0d, I32_SHL = 0xab;
+const splat8 = (v: number): number[] => new Array<number>(16).fill(v & 255);
+const splat32 = (v: number): number[] => { const b = new Uint8Array(16); new Uint32Array(b.buffer).fill(v >>> 0); return [...b]; };
+
+/**
+ * acc += Σ over the 16 i8 (signed) or u8 lanes on the stack (as a v128 in local `v`) × x[p .. p+16]:
+ * widen to four i32x4, convert, multiply by x, add into acc. `signed` picks the extends.
+ */
+function dot16(f: Fn, v: number, p: number, acc: number, signed: boolean): void {
+  const [lo16, hi16, lo32, hi32] = signed ? [I16_LOW_S, I16_HIGH_S, I32_LOW_S, I32_HIGH_S] : [I16_LOW_U, I16_HIGH_U, I32_LOW_U, I32_HIGH_U];
+  for (let h = 0; h < 2; h++) {
+    for (let q = 0; q < 2; q++) {
+      f.get(acc);
+      f.get(v).simd(h ? hi16 : lo16).simd(q ? hi32 : lo32).simd(CONVERT_S);
+      f.get(p).vload((h * 2 + q) * 16).simd(F32X4_MUL).simd(F32X4_ADD).set(acc);
+    }
+  }
+}
+/** The horizontal sum of f32x4 local `v` onto the stack. */
+function hsum(f: Fn, v: number): void {
+  f.get(v).simd(F32X4_EXTRACT, 0).get(v).simd(F32X4_EXTRACT, 1).e(0x92).get(v).simd(F32X4_EXTRACT, 2).get(v).simd(F32X4_EXTRACT, 3).e(0x92).e(0x92);
+}
+/** f16 bits at address (local a) + off → f32 on the stack: ((h & 0x7fff) << 13 as f32) × 2^112, sign or'ed. */
+function f16At(f: Fn, a: number, off: number, tmp: number): void {
+  f.get(a).e(0x2f, 1, ...uleb(off)).set(tmp); // i32.load16_u
+  f.get(tmp).i32(0x7fff).e(0x71).i32(13).e(0x74).get(tmp).i32(0x8000).e(0x71).i32(16).e(0x74).e(0x72).e(0xbe); // f32.reinterpret
+  f.f32c(2 ** 112).e(0x94);
+}
+
+function i8Fn(): Fn {
+  // params x q s out N K | i32: n k o p | v128: acc0 acc1 v
+  const f = new Fn(6, 4, 0, 3);
+  const [x, q, s, out, N, K, n, k, o, p, a0, a1, v] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+  f.loop(n, N, 1, () => {
+    f.vconst(splat8(0)).set(a0).vconst(splat8(0)).set(a1);
+    f.get(q).get(n).get(K).mul().add().set(o).get(x).set(p);
+    f.loop(k, K, 32, () => {
+      f.get(o).vload(0).set(v); dot16(f, v, p, a0, true);
+      f.get(o).vload(16).set(v); f.get(p).i32(64).add().set(p); dot16(f, v, p, a1, true);
+      f.get(o).i32(32).add().set(o).get(p).i32(64).add().set(p);
+    });
+    f.get(a0).get(a1).simd(F32X4_ADD).set(a0);
+    f.get(out).get(n).i32(4).mul().add();
+    hsum(f, a0); f.get(s).get(n).i32(4).mul().add().e(0x2a, 2, 0).e(0x94);
+    f.e(0x38, 2, 0); // f32.store
+  });
+  return f;
+}
+
+function fp8Fn(): Fn {
+  // params x q s out N K perTensor | i32: n k o p | v128: acc v w
+  const f = new Fn(7, 4, 0, 3);
+  const [x, q, s, out, N, K, per, n, k, o, p, acc, v, w] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
+  f.loop(n, N, 1, () => {
+    f.vconst(splat8(0)).set(acc);
+    f.get(q).get(n).get(K).mul().add().set(o).get(x).set(p);
+    f.loop(k, K, 16, () => {
+      f.get(o).vload(0).set(v);
+      for (let h = 0; h < 2; h++) for (let qq = 0; qq < 2; qq++) {
+        // u32 lanes b → f32 bits ((b & 0x7f) << 20) | ((b & 0x80) << 24), then × 2^120
+        f.get(v).simd(h ? I16_HIGH_U : I16_LOW_U).simd(qq ? I32_HIGH_U : I32_LOW_U).set(w);
+        f.get(w).vconst(splat32(0x7f)).simd(V_AND).i32(20).simd(I32_SHL);
+        f.get(w).vconst(splat32(0x80)).simd(V_AND).i32(24).simd(I32_SHL).simd(V_OR);
+        f.f32c(2 ** 120).simd(F32X4_SPLAT).simd(F32X4_MUL);
+        f.get(p).vload((h * 2 + qq) * 16).simd(F32X4_MUL).get(acc).simd(F32X4_ADD).set(acc);
+      }
+      f.get(o).i32(16).add().set(o).get(p).i32(64).add().set(p);
+    });
+    f.get(out).get(n).i32(4).mul().add();
+    hsum(f, acc);
+    f.get(s).get(per).e(0x45 /* eqz */).get(n).mul().i32(4).mul().add().e(0x2a, 2, 0).e(0x94);
+    f.e(0x38, 2, 0);
+  });
+  return f;
+}
+
+const INTERLEAVE_LO = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23];
+const INTERLEAVE_HI = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31];
+
+function int4Fn(): Fn {
+  // params x q s z xs out N K g asym | i32: n gi j o p G rowB sidx | f32: total t | v128: acc v lo hi
+  const f = new Fn(10, 8, 2, 4);
+  const [x, q, s, z, xs, out, N, K, g, asym] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+  const [n, gi, j, o, p, G, , sidx] = [10, 11, 12, 13, 14, 15, 16, 17];
+  const [total, t] = [18, 19];
+  const [acc, v, lo, hi] = [20, 21, 22, 23];
+  f.get(K).get(g).e(0x6e /* div_u */).set(G);
+  f.loop(n, N, 1, () => {
+    f.f32c(0).set(total);
+    f.get(q).get(n).get(K).mul().i32(1).e(0x76 /* shr_u */).add().set(o).get(x).set(p);
+    f.loop(gi, G, 1, () => {
+      f.vconst(splat8(0)).set(acc);
+      f.loop(j, g, 32, () => {
+        f.get(o).vload(0).set(v);
+        f.get(v).vconst(splat8(15)).simd(V_AND).set(lo);
+        f.get(v).i32(4).simd(I8_SHR_U).set(hi);
+        f.get(lo).get(hi).simd(SHUFFLE, ...INTERLEAVE_LO).set(v); dot16(f, v, p, acc, false);
+        f.get(p).i32(64).add().set(p);
+        f.get(lo).get(hi).simd(SHUFFLE, ...INTERLEAVE_HI).set(v); dot16(f, v, p, acc, false);
+        f.get(p).i32(64).add().set(p).get(o).i32(16).add().set(o);
+      });
+      // total += s[n, gi] · (Σxq − z·Σx)
+      f.get(n).get(G).mul().get(gi).add().i32(4).mul().set(sidx);
+      hsum(f, acc); f.set(t);
+      f.get(t);
+      // z: zeros[n, gi] when asym, else 8
+      f.get(z).get(sidx).add().e(0x2a, 2, 0).f32c(8).get(asym).e(0x1b /* select: zeros[...] when asym */);
+      f.get(xs).get(gi).i32(4).mul().add().e(0x2a, 2, 0).e(0x94).e(0x93 /* f32.sub */);
+      f.get(s).get(sidx).add().e(0x2a, 2, 0).e(0x94).get(total).e(0x92).set(total);
+    });
+    f.get(out).get(n).i32(4).mul().add().get(total).e(0x38, 2, 0);
+  });
+  return f;
+}
+
+/** GGUF q8_0 (34-byte blocks: f16 d, 32 int8) or q4_0 (18-byte blocks: f16 d, 16 bytes: lo nibbles 0..15, hi 16..31, minus 8). */
+function ggufFn(kind: 'q8_0' | 'q4_0'): Fn {
+  // params x q out N K | i32: n b o p B tmp | v128: acc bacc v
+  const f = new Fn(5, 6, 0, 3);
+  const [x, q, out, N, K, n, b, o, p, B, tmp, acc, bacc, v] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
+  const bs = kind === 'q8_0' ? 34 : 18;
+  f.get(K).i32(32).e(0x6e).set(B);
+  f.get(q).set(o);
+  f.loop(n, N, 1, () => {
+    f.vconst(splat8(0)).set(acc).get(x).set(p);
+    f.loop(b, B, 1, () => {
+      f.vconst(splat8(0)).set(bacc);
+      if (kind === 'q8_0') {
+        f.get(o).vload(2).set(v); dot16(f, v, p, bacc, true);
+        f.get(p).i32(64).add().set(p);
+        f.get(o).vload(18).set(v); dot16(f, v, p, bacc, true);
+      } else {
+        f.get(o).vload(2).vconst(splat8(15)).simd(V_AND).vconst(splat8(8)).simd(I8_SUB).set(v); dot16(f, v, p, bacc, true);
+        f.get(p).i32(64).add().set(p);
+        f.get(o).vload(2).i32(4).simd(I8_SHR_U).vconst(splat8(8)).simd(I8_SUB).set(v); dot16(f, v, p, bacc, true);
+      }
+      f.get(bacc); f16At(f, o, 0, tmp); f.simd(F32X4_SPLAT).simd(F32X4_MUL).get(acc).simd(F32X4_ADD).set(acc);
+      f.get(p).i32(64).add().set(p).get(o).i32(bs).add().set(o);
+    });
+    f.get(out).get(n).i32(4).mul().add();
+    hsum(f, acc);
+    f.e(0x38, 2, 0);
+  });
+  return f;
+}
+
+function f32Fn(): Fn {
+  // params x w out N K | i32: n k o p | v128: acc
+  const f = new Fn(5, 4, 0, 1);
+  const [x, w, out, N, K, n, k, o, p, acc] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+  f.get(w).set(o);
+  f.loop(n, N, 1, () => {
+    f.vconst(splat8(0)).set(acc).get(x).set(p);
+    f.loop(k, K, 4, () => {
+      f.get(o).vload(0).get(p).vload(0).simd(F32X4_MUL).get(acc).simd(F32X4_ADD).set(acc);
+      f.get(o).i32(16).add().set(o).get(p).i32(16).add().set(p);
+    });
+    f.get(out).get(n).i32(4).mul().add();
+    hsum(f, acc);
+    f.e(0x38, 2, 0);
+  });
+  return f;
+}
+
+/** The module's bytes: imports the shared memory `e.m` (its maximum), exports the kernels above. */
+export function quantModule(maxPages: number): Uint8Array<ArrayBuffer> {
+  const fns: [string, Fn][] = [['i8', i8Fn()], ['fp8', fp8Fn()], ['int4', int4Fn()], ['q8_0', ggufFn('q8_0')], ['q4_0', ggufFn('q4_0')], ['f32', f32Fn()]];
+  const types = fns.map(([, f]) => [0x60, ...wvec(new Array(f.params).fill([I32])), 0]);
+  return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
+    ...section(1, wvec(types)),
+    ...section(2, wvec([[...wname('e'), ...wname('m'), 0x02, 0x03, ...uleb(1), ...uleb(maxPages)]])),
+    ...section(3, wvec(fns.map((_, i) => uleb(i)))),
+    ...section(7, wvec(fns.map(([nm], i) => [...wname(nm), 0x00, ...uleb(i)]))),
+    ...section(10, wvec(fns.map(([, f]) => f.bytes()))),
+  ]);
+}
+
+export interface QuantSimd {
+  i8(x: number, q: number, s: number, out: number, N: number, K: number): void;
+  fp8(x: number, q: number, s: number, out: number, N: number, K: number, perTensor: number): void;
+  int4(x: number, q: number, s: number, z: number, xs: number, out: number, N: number, K: number, g: number, asym: number): void;
+  q8_0(x: number, q: number, out: number, N: number, K: number): void;
+  q4_0(x: number, q: number, out: number, N: number, K: number): void;
+  f32(x: number, w: number, out: number, N: number, K: number): void;
+}
