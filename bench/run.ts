@@ -15,6 +15,8 @@ const SUITES: Record<string, string[]> = {
   // issue #19: decode tok/s, GB/s of weights and % of the roofline next to compiled PyTorch and transformers;
   // `nbx bench decode --device cuda` on a GPU (tiny shapes on the CPU by default)
   decode: ['decode.js'],
+  // issue #21: dequantizing GEMV GB/s per format and quantized decode tok/s next to bf16 (--check: correctness first)
+  quant: ['quant.js'],
 };
 
 export async function bench(args: string[]): Promise<number> {

@@ -35,7 +35,7 @@ const HELP = `nbx — nbxtensor command line
                                              run a conformance suite (FORMAT.md); exit 1 if any case fails
   nbx inspect FILE|DIR                       table of the tensors of a safetensors file, a sharded index or a folder
   nbx bench [SUITE] [flags]                  benchmarks against the same-run peer (numpy / PyTorch); SUITE:
-                                             cpu (default), cuda, webgpu, generate, decode or all, named first;
+                                             cpu (default), cuda, webgpu, generate, decode, quant or all, named first;
                                              e.g. nbx bench decode --device cuda [--shape tinyllama] [--batch 1,8]
 `;
 

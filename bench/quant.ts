@@ -1,0 +1,379 @@
+// `nbx bench quant` (issue #21): the dequantizing GEMV's bandwidth per format, and decode speed of a
+// Llama-3-8B-shaped model with quantized weights next to the same model in bfloat16, in one run.
+//
+// --check first: every format of the quant contract through the device's quant_matmul (m = 1, 4, 8 and
+// a prefill m) and dequantize, against the CPU dequantizers (bench/quant_ref.ts: src/io/gguf.ts's
+// ggml dequantizers and the contract's int8/int4/fp8 formulas); a failure is printed and the exit code
+// is 1, the measurements still run.
+//
+// GEMV: out[m, N] = x[m, K] · dequantize(W)ᵀ for W [N, K] = 4096×14336 and 14336×4096 (Llama-3-8B's
+// down and gate/up projections), bfloat16 x. Bandwidth is counted in packed bytes (qweight + scales +
+// zeros) per call; time per call on CUDA is measured with weights coming from memory as in a model
+// (gemv.ts's timeColdL2: L2 evicted before each of 10 calls, events around each), on WebGPU the wall
+// clock of 20 calls. --sweep times every (rows, sub) configuration of the CUDA kernel and shows the
+// best next to the one the tuner/default gives. The roofline is data: --roofline-gbs, else measured
+// here (a + b over 1 GiB float32 operands, as bench/decode.ts measures it). Issue #21's target: ≥ 85%.
+//
+// Decode (--decode, default on cuda): nbx.models.fromConfig (random weights, bf16) greedy decode tok/s,
+// then the same shape with every nn.Linear but lm_head quantized (int8 per channel, int4 g128
+// symmetric), and a Q4_K_M-like model (q4_k, with q6_k for attn v / ffn down on llama.cpp's
+// use_more_bits layers and for lm_head). Packed weights are random (a valid 64-row pattern repeated on
+// the device: building them on the host would take minutes); speed does not depend on the values.
+// Targets (ratio to bf16 tok/s): int4 g128 ≥ 2.8×, int8 ≥ 1.7×, Q4_K_M ≥ 2.5×.
+//
+// Run: node dist/bench/quant.js [--device cuda|webgpu|cpu] [--check] [--no-gemv] [--sweep]
+//        [--formats all|int4,q4_k,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--shape llama3-8b|tiny]
+//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S]     (or `nbx bench quant ...`)
+//   --budget-s: past S seconds from the start, the sweep and the remaining decode models are skipped (said so).
+
+import { writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import * as nbx from '../src/index.js';
+import { Tensor } from '../src/tensor/tensor.js';
+import { Device } from '../src/backend/backend.js';
+import { kernel, kernelFeatures } from '../src/kernels/registry.js';
+import type { QuantFormat, QuantLayout } from '../src/kernels/quant.js';
+import { generateSteps, type PreparedPrompt } from '../src/generation/index.js';
+import type { CausalLMModel } from '../src/models/index.js';
+import { ALL_FORMATS, QUANT_TOL, dequantRef, lcg, matmulRef, randomPacked, relErr, rowBytes, type PackedWeight } from './quant_ref.js';
+
+const OP = 'bench quant';
+const now = (): number => performance.now();
+const out = (s: string): void => { process.stdout.write(`${s}\n`); };
+
+async function sync(device: string): Promise<void> {
+  if (device === 'cuda') await nbx.cuda.synchronize();
+  else if (device === 'webgpu') await nbx.webgpu.synchronize();
+}
+
+interface DevWeight { q: Tensor; s?: Tensor; z?: Tensor; layout: QuantLayout; bytes: number }
+
+function toDevice(p: PackedWeight, device: string): DevWeight {
+  const q = Tensor.fromStorage(p.qweight, 'uint8', [p.layout.n, p.layout.rowBytes]).to(device);
+  const s = p.scales ? Tensor.fromStorage(p.scales, 'float32', p.scaleShape!).to(device) : undefined;
+  const z = p.zeros ? Tensor.fromStorage(p.zeros, 'float32', p.scaleShape!).to(device) : undefined;
+  const bytes = p.qweight.length + (p.scales?.length ?? 0) * 4 + (p.zeros?.length ?? 0) * 4;
+  return { q, ...(s ? { s } : {}), ...(z ? { z } : {}), layout: p.layout, bytes };
+}
+
+/** A random packed weight [n, k] built on the device: a valid 64-row pattern repeated (n a multiple of 64). */
+function bigPacked(f: QuantFormat, n: number, k: number, device: string, seed: number, opts: { asym?: boolean } = {}): DevWeight {
+  const R = 64;
+  const p = randomPacked(f, R, k, seed, { groupSize: 128, ...opts });
+  const small = toDevice(p, device);
+  const rep = (t: Tensor | undefined): Tensor | undefined => {
+    if (!t) return undefined;
+    if (t.numel() === 1) return t;
+    const r = t.unsqueeze(0).expand([n / R, ...t.shape]).reshape([n, ...t.shape.slice(1)]).contiguous();
+    t.dispose();
+    return r;
+  };
+  const q = rep(small.q)!, s = rep(small.s), z = rep(small.z);
+  const layout = { ...p.layout, n };
+  const bytes = n * rowBytes(f, k) + (s ? s.numel() * 4 : 0) + (z ? z.numel() * 4 : 0);
+  return { q, ...(s ? { s } : {}), ...(z ? { z } : {}), layout, bytes };
+}
+
+function disposeW(w: DevWeight): void { w.q.dispose(); w.s?.dispose(); w.z?.dispose(); }
+
+function callQuant(device: string, w: DevWeight, x: Tensor, o: Tensor, m: number, dt: string): void {
+  kernel('quant_matmul', Device.of(device))({
+    x: x.ref(), qweight: w.q.ref(), ...(w.s ? { scales: w.s.ref() } : {}), ...(w.z ? { zeros: w.z.ref() } : {}),
+    out: o.ref(), m, layout: w.layout, dtype: dt as 'bfloat16',
+  });
+}
+
+// ---- correctness -------------------------------------------------------------------------------
+
+async function check(device: string, formats: readonly QuantFormat[]): Promise<boolean> {
+  let ok = true;
+  const K: Record<string, number> = { q2_k: 1280, q3_k: 1280, q4_k: 1280, q5_k: 1280, q6_k: 1280 };
+  let seed = 7;
+  for (const f of formats) {
+    const parts: string[] = [];
+    let fail = '';
+    const cases: [string, number][] = [['bfloat16', 1], ['bfloat16', 4], ['bfloat16', 8], ['float16', 3], ['float32', 2], ['bfloat16', 37]];
+    for (const [dt, m] of cases) {
+      const k = K[f] ?? 2304, n = 72;
+      const p = randomPacked(f, n, k, seed++, { asym: f === 'int4' && m === 4, groupSize: m === 8 ? 64 : 128 });
+      const w = toDevice(p, device);
+      const r = lcg(seed++);
+      const x = nbx.tensor(Array.from({ length: m * k }, () => r() * 2 - 1)).reshape([m, k]).to(dt as 'float32');
+      const b = nbx.tensor(Array.from({ length: n }, () => r() - 0.5)).to(dt as 'float32');
+      const want = matmulRef(x.to('float64').dataSync() as Float64Array, dequantRef(p), m, n, k, b.to('float64').dataSync() as Float64Array);
+      const xg = x.to(device), bg = b.to(device), o = Tensor.empty([m, n], dt as 'float32', device);
+      try {
+        kernel('quant_matmul', Device.of(device))({
+          x: xg.ref(), qweight: w.q.ref(), ...(w.s ? { scales: w.s.ref() } : {}), ...(w.z ? { zeros: w.z.ref() } : {}), bias: bg.ref(),
+          out: o.ref(), m, layout: w.layout, dtype: dt as 'bfloat16',
+        });
+        const got = (await o.cpu()).to('float64').dataSync() as Float64Array;
+        const e = relErr(got, want);
+        parts.push(`${dt === 'bfloat16' ? 'bf16' : dt === 'float16' ? 'f16' : 'f32'} m${m} ${e.toExponential(1)}`);
+        if (!(e <= QUANT_TOL[dt]!)) fail += ` [${dt} m=${m}: error ${e} > ${QUANT_TOL[dt]}]`;
+      } catch (err) { fail += ` [${dt} m=${m}: ${(err as Error).message}]`; }
+      disposeW(w); xg.dispose(); bg.dispose(); o.dispose();
+    }
+    // dequantize bit for bit (bfloat16)
+    try {
+      const p = randomPacked(f, 8, K[f] ?? 256, seed++, { asym: f === 'int4' });
+      const w = toDevice(p, device), o = Tensor.empty([8, p.layout.k], 'bfloat16', device);
+      kernel('dequantize', Device.of(device))({ qweight: w.q.ref(), ...(w.s ? { scales: w.s.ref() } : {}), ...(w.z ? { zeros: w.z.ref() } : {}), out: o.ref(), layout: w.layout, dtype: 'bfloat16' });
+      const want = Tensor.fromStorage(dequantRef(p), 'float32', [8, p.layout.k]).to('bfloat16').to('float32').dataSync() as Float32Array;
+      const got = (await o.cpu()).to('float32').dataSync() as Float32Array;
+      let bad = -1;
+      for (let i = 0; i < want.length && bad < 0; i++) if (!Object.is(got[i], want[i])) bad = i;
+      parts.push(bad < 0 ? 'dequant exact' : `dequant DIFFERS at ${bad}`);
+      if (bad >= 0) fail += ` [dequantize element ${bad}: ${got[bad]} vs ${want[bad]}]`;
+      disposeW(w); o.dispose();
+    } catch (err) { fail += ` [dequantize: ${(err as Error).message}]`; }
+    out(`check ${f.padEnd(8)} ${fail ? 'FAIL' : 'ok  '} ${parts.join(', ')}${fail}`);
+    if (fail) ok = false;
+  }
+  return ok;
+}
+
+// ---- GEMV bandwidth -----------------------------------------------------------------------------
+
+/** Milliseconds per call: CUDA with L2 evicted before each call (events), else the wall clock of 20 calls. */
+async function timeCall(device: string, fn: () => void): Promise<number> {
+  if (device === 'cuda') {
+    const { timeColdL2 } = await import('../src/backend/cuda/kernels/gemv.js');
+    const be = nbx.cuda.backend();
+    fn(); // compile / tune
+    timeColdL2(be, fn, 3);
+    return timeColdL2(be, fn, 10);
+  }
+  fn();
+  await sync(device);
+  const t = now();
+  for (let i = 0; i < 20; i++) fn();
+  await sync(device);
+  return (now() - t) / 20;
+}
+
+async function measureStreamGBs(device: string): Promise<{ gbs: number; how: string }> {
+  const n = device === 'cpu' ? 1 << 24 : 1 << 28;
+  const a = nbx.ones([n], { device, dtype: 'float32' }), b = nbx.ones([n], { device, dtype: 'float32' });
+  try {
+    let best = Infinity;
+    for (let i = 0; i < 6; i++) {
+      await sync(device);
+      const t = now();
+      const c = a.add(b);
+      await sync(device);
+      const ms = now() - t;
+      c.dispose();
+      if (i > 0) best = Math.min(best, ms);
+    }
+    return { gbs: (3 * 4 * n) / (best / 1000) / 1e9, how: `measured here: a + b, float32, ${(4 * n) / 2 ** 20} MiB operands, best of 5` };
+  } finally { a.dispose(); b.dispose(); }
+}
+
+/** --sweep times every configuration for these (the others run the tuner's / default choice only: the sweep's compiles cost time). */
+const SWEEP_FORMATS: readonly QuantFormat[] = ['int4', 'int8', 'fp8_e4m3', 'q8_0', 'q4_k', 'q6_k'];
+let deadline = Infinity;
+const overBudget = (): boolean => now() > deadline;
+
+interface GemvRow { format: string; n: number; k: number; m: number; us: number; gbs: number; pct?: number; config?: string; best?: { config: string; us: number; gbs: number } }
+
+async function gemv(device: string, formats: readonly QuantFormat[], ms: number[], sweep: boolean, roof: number | undefined, shapes: [number, number][]): Promise<GemvRow[]> {
+  const rows: GemvRow[] = [];
+  const cudaMod = device === 'cuda' ? await import('../src/backend/cuda/kernels/quant.js') : null;
+  const pct = (g: number): string => (roof ? ` ${((g / roof) * 100).toFixed(1).padStart(5)}%` : '');
+  out(`GEMV, bf16 x, time per call with weights from memory; GB/s of packed bytes${roof ? ` and % of ${roof.toFixed(0)} GB/s` : ''}`);
+  for (const [n, k] of shapes) {
+    for (const m of ms) {
+      // the bfloat16 reference: nn.functional.linear through the device's GEMM/GEMV (its own tuner)
+      const wb = nbx.randn([n, k], { device, dtype: 'bfloat16' }).mul(0.02), xb = nbx.randn([m, k], { device, dtype: 'bfloat16' });
+      const ref = await timeCall(device, () => { nbx.nn.functional.linear(xb, wb).dispose(); });
+      const refG = (n * k * 2) / (ref / 1000) / 1e9;
+      rows.push({ format: 'bf16', n, k, m, us: ref * 1000, gbs: refG, ...(roof ? { pct: (refG / roof) * 100 } : {}) });
+      out(`  ${'bf16'.padEnd(8)} ${n}x${k} m=${m}: ${(ref * 1000).toFixed(1).padStart(7)} us ${refG.toFixed(0).padStart(5)} GB/s${pct(refG)}`);
+      wb.dispose(); xb.dispose();
+      for (const f of formats) {
+        const w = bigPacked(f, n, k, device, 11);
+        const x = nbx.randn([m, k], { device, dtype: 'bfloat16' }), o = Tensor.empty([m, n], 'bfloat16', device);
+        try {
+          const ms1 = await timeCall(device, () => callQuant(device, w, x, o, m, 'bfloat16'));
+          const g = w.bytes / (ms1 / 1000) / 1e9;
+          const row: GemvRow = { format: f, n, k, m, us: ms1 * 1000, gbs: g, ...(roof ? { pct: (g / roof) * 100 } : {}) };
+          let extra = '';
+          if (sweep && cudaMod && SWEEP_FORMATS.includes(f) && m === ms[0] && !overBudget()) {
+            let best: { config: string; us: number; gbs: number } | undefined;
+            const all: string[] = [];
+            for (const rowsPer of [1, 2, 4]) {
+              for (const sub of [1, 2, 4]) {
+                if (cudaMod.gemvSmem(f, { rows: rowsPer, sub }) > cudaMod.GEMV_SMEM_MAX) continue;
+                cudaMod.forceQuantGemvConfig({ rows: rowsPer, sub });
+                try {
+                  const t = await timeCall(device, () => callQuant(device, w, x, o, m, 'bfloat16'));
+                  const gg = w.bytes / (t / 1000) / 1e9;
+                  all.push(`r${rowsPer}s${sub}:${gg.toFixed(0)}`);
+                  if (!best || t * 1000 < best.us) best = { config: `rows ${rowsPer} sub ${sub}`, us: t * 1000, gbs: gg };
+                } finally { cudaMod.forceQuantGemvConfig(null); }
+              }
+            }
+            if (best) { row.best = best; extra = ` | best ${best.config}: ${best.gbs.toFixed(0)} GB/s${pct(best.gbs)} [${all.join(' ')}]`; }
+          }
+          rows.push(row);
+          out(`  ${f.padEnd(8)} ${n}x${k} m=${m}: ${(ms1 * 1000).toFixed(1).padStart(7)} us ${g.toFixed(0).padStart(5)} GB/s${pct(g)}  (${(w.bytes / 2 ** 20).toFixed(1)} MiB, ${(refG > 0 ? (ref / ms1) : 0).toFixed(2)}x bf16)${extra}`);
+        } catch (e) {
+          out(`  ${f.padEnd(8)} ${n}x${k} m=${m}: failed (${(e as Error).message})`);
+        } finally { disposeW(w); x.dispose(); o.dispose(); }
+      }
+    }
+  }
+  return rows;
+}
+
+// ---- decode -------------------------------------------------------------------------------------
+
+const COMMON = { max_position_embeddings: 4096, rms_norm_eps: 1e-5, bos_token_id: 1, eos_token_id: 2, pad_token_id: 0, tie_word_embeddings: false, hidden_act: 'silu' };
+const SHAPES: Record<string, Record<string, unknown>> = {
+  'llama3-8b': { model_type: 'llama', architectures: ['LlamaForCausalLM'], num_hidden_layers: 32, hidden_size: 4096, intermediate_size: 14336, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 128256, rope_theta: 500000.0, ...COMMON },
+  tiny: { model_type: 'llama', architectures: ['LlamaForCausalLM'], num_hidden_layers: 2, hidden_size: 256, intermediate_size: 512, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1024, rope_theta: 10000.0, ...COMMON },
+};
+
+type Scheme = 'bf16' | 'int8' | 'int4-g128' | 'q4_k_m';
+const TARGET: Record<Scheme, number> = { bf16: 1, int8: 1.7, 'int4-g128': 2.8, q4_k_m: 2.5 };
+
+/** llama.cpp's use_more_bits(i, n): the layers whose attn_v / ffn_down Q4_K_M keeps in Q6_K. */
+const moreBits = (i: number, n: number): boolean => i < n / 8 || i >= (7 * n) / 8 || (i - Math.floor(n / 8)) % 3 === 2;
+
+/** Replaces the model's Linear weights by random packed ones of the scheme (built on the device). */
+function quantizeModel(model: CausalLMModel, scheme: Scheme, device: string): void {
+  const { QuantizedTensor } = nbx.quant;
+  const nLayers = Number((model.config as Record<string, unknown>).num_hidden_layers);
+  let seed = 100;
+  for (const [name, mod] of model.named_modules()) {
+    if (!(mod instanceof nbx.nn.Linear)) continue;
+    const lm = /(^|\.)lm_head$/.test(name);
+    let f: QuantFormat;
+    if (scheme === 'q4_k_m') {
+      const layer = Number(/layers\.(\d+)\./.exec(name)?.[1] ?? -1);
+      f = lm || ((/v_proj$/.test(name) || /down_proj$/.test(name)) && moreBits(layer, nLayers)) ? 'q6_k' : 'q4_k';
+    } else {
+      if (lm) continue; // as nbx.quant.quantize_ (and AWQ/GPTQ checkpoints): lm_head stays float
+      f = scheme === 'int8' ? 'int8' : 'int4';
+    }
+    const w = bigPacked(f, mod.out_features, mod.in_features, device, seed++);
+    const old = mod.weight;
+    mod.set_quantized_weight(new QuantizedTensor({ qdata: w.q, scales: w.s ?? null, zeros: w.z ?? null, layout: w.layout, dtype: 'bfloat16' }));
+    old?.dispose();
+  }
+}
+
+function weightBytes(model: CausalLMModel): number {
+  let total = 0;
+  for (const [name, t] of [...model.named_parameters(), ...model.named_buffers()]) {
+    if (/embed_tokens/.test(name) || /rotary|inv_freq|cos|sin/.test(name)) continue; // a decode step reads one embedding row
+    total += t.numel() * t.element_size();
+  }
+  return total;
+}
+
+async function timeDecode(model: CausalLMModel, prompt: number[], newTokens: number, device: string): Promise<number> {
+  const prepared: PreparedPrompt = { rows: [prompt.slice()], mask: null, length: prompt.length };
+  await sync(device);
+  let first = 0, n = 0;
+  for await (const _ of generateSteps(model, prepared, { max_new_tokens: newTokens, eos_token_id: null, do_sample: false })) {
+    if (n === 0) first = now();
+    n++;
+  }
+  await sync(device);
+  return (n - 1) / ((now() - first) / 1000);
+}
+
+interface DecodeRow { scheme: Scheme; tok_s?: number; ratio?: number; target: number; gb_per_step?: number; error?: string }
+
+async function decode(device: string, shape: string, newTokens: number): Promise<DecodeRow[]> {
+  const cfg = SHAPES[shape]!;
+  const rows: DecodeRow[] = [];
+  const prompt = Array.from({ length: 16 }, (_, i) => 3 + ((i * 7919) % 1000));
+  let base: number | undefined;
+  out(`decode ${shape}, batch 1, prompt 16, ${newTokens} new tokens (greedy, random weights)`);
+  for (const scheme of ['bf16', 'int8', 'int4-g128', 'q4_k_m'] as Scheme[]) {
+    if (overBudget()) { out(`  ${scheme.padEnd(10)} skipped (--budget-s reached)`); rows.push({ scheme, target: TARGET[scheme], error: 'time budget' }); continue; }
+    let model: CausalLMModel | null = null;
+    try {
+      model = nbx.models.fromConfig(cfg, { device, dtype: device === 'cuda' ? 'bfloat16' : 'float32', seed: 0 });
+      if (scheme !== 'bf16') quantizeModel(model, scheme, device);
+      const gb = weightBytes(model) / 1e9;
+      await timeDecode(model, prompt, Math.min(newTokens, 24), device); // warm-up: compile, tune, capture
+      const tps = await timeDecode(model, prompt, newTokens, device);
+      if (scheme === 'bf16') base = tps;
+      const ratio = base ? tps / base : undefined;
+      rows.push({ scheme, tok_s: tps, ...(ratio ? { ratio } : {}), target: TARGET[scheme], gb_per_step: gb });
+      out(`  ${scheme.padEnd(10)} ${tps.toFixed(1).padStart(7)} tok/s  ${gb.toFixed(2)} GB/step  ${(gb * tps).toFixed(0)} GB/s${ratio && scheme !== 'bf16' ? `  ${ratio.toFixed(2)}x bf16 (target ${TARGET[scheme]}x${ratio >= TARGET[scheme] ? ', met' : ', NOT met'})` : ''}`);
+    } catch (e) {
+      rows.push({ scheme, target: TARGET[scheme], error: (e as Error).message });
+      out(`  ${scheme.padEnd(10)} failed: ${(e as Error).message}`);
+    } finally {
+      model?.dispose();
+      if (device === 'cuda') nbx.cuda.empty_cache();
+    }
+  }
+  return rows;
+}
+
+// ---- main ---------------------------------------------------------------------------------------
+
+export async function run(args: string[] = []): Promise<void> {
+  const { values: v } = parseArgs({
+    args, allowPositionals: false,
+    options: {
+      device: { type: 'string', default: nbx.cuda.is_available() ? 'cuda' : 'cpu' }, shapes: { type: 'string' }, check: { type: 'boolean', default: false }, 'no-gemv': { type: 'boolean', default: false },
+      sweep: { type: 'boolean', default: false }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
+      decode: { type: 'boolean' }, 'no-decode': { type: 'boolean', default: false }, shape: { type: 'string' },
+      'new-tokens': { type: 'string', default: '64' }, 'budget-s': { type: 'string', default: '0' }, 'roofline-gbs': { type: 'string' }, json: { type: 'string' },
+    },
+  });
+  const device = v.device!;
+  if (Number(v['budget-s']) > 0) deadline = now() + Number(v['budget-s']) * 1000;
+  if (!['cpu', 'cuda', 'webgpu'].includes(device)) throw new nbx.ValueError(OP, `--device must be cpu, cuda or webgpu, got '${device}'`);
+  const feats = kernelFeatures('quant', Device.of(device).type);
+  await nbx.ones([1], { device }).cpu(); // starts the backend (registers its kernels and features)
+  const have = kernelFeatures('quant', Device.of(device).type).formats.length ? kernelFeatures('quant', Device.of(device).type) : feats;
+  const asked = v.formats === 'all' ? ALL_FORMATS : v.formats!.split(',').map((s) => s.trim()) as QuantFormat[];
+  for (const f of asked) if (!ALL_FORMATS.includes(f)) throw new nbx.ValueError(OP, `unknown format '${f}' (${ALL_FORMATS.join(', ')})`);
+  const formats = asked.filter((f) => have.formats.includes(f));
+  const missing = asked.filter((f) => !have.formats.includes(f));
+  let info = device;
+  if (device === 'cuda') {
+    const { probeCuda } = await import('../src/backend/cuda/runtime/libs.js');
+    info = probeCuda().devices?.[0]?.name ?? 'cuda';
+  }
+  out(`nbx bench quant on ${info} (${new Date().toISOString()}); formats with ${device} kernels: ${formats.join(', ')}${missing.length ? `; none for ${missing.join(', ')}` : ''}`);
+  const ms = v.m!.split(',').map(Number);
+  const result: Record<string, unknown> = { device, date: new Date().toISOString() };
+  let ok = true;
+  if (v.check) ok = await check(device, formats);
+  let roof: number | undefined;
+  if (!v['no-gemv']) {
+    if (v['roofline-gbs']) roof = Number(v['roofline-gbs']);
+    else {
+      try { const r = await measureStreamGBs(device); roof = r.gbs; out(`roofline ${r.gbs.toFixed(0)} GB/s (${r.how})`); } catch (e) { out(`roofline: not measured (${(e as Error).message})`); }
+    }
+    result.roofline_gbs = roof;
+    const shapes = (v.shapes ?? (device === 'cpu' ? '256x1024' : '4096x14336,14336x4096')).split(',').map((x) => {
+      const [n, k] = x.split('x').map(Number);
+      if (!(n! > 0 && k! > 0 && n! % 64 === 0 && k! % 256 === 0)) throw new nbx.ValueError(OP, `--shapes takes NxK pairs (N a multiple of 64, K of 256), got '${x}'`);
+      return [n!, k!] as [number, number];
+    });
+    result.gemv = await gemv(device, formats, ms, v.sweep!, roof, shapes);
+  }
+  const doDecode = v['no-decode'] ? false : v.decode ?? device === 'cuda';
+  if (doDecode) result.decode = await decode(device, v.shape ?? (device === 'cuda' ? 'llama3-8b' : 'tiny'), Number(v['new-tokens']));
+  if (v.json) writeFileSync(v.json, JSON.stringify(result, null, 2));
+  if (!ok) { out('CHECK FAILED'); process.exitCode = 1; }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  run(process.argv.slice(2)).then(() => process.exit(process.exitCode ?? 0), (e: Error) => {
+    const msg = e.message.startsWith(`${OP}:`) ? e.message : `${OP}: ${e.message}`;
+    process.stderr.write(`${process.env.NBX_DEBUG === '1' ? e.stack : msg}\n`);
+    process.exit(1);
+  });
+}
