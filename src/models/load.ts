@@ -19,7 +19,7 @@ import { createProgress } from '../io/progress.js';
 import { parseConfig, type ModelConfig } from './config.js';
 import { CausalLMModel } from './causal_lm.js';
 import { Linear } from '../nn/linear.js';
-import { quantSource, type QuantDecl } from './load_quant.js';
+import { quantSource, type WeightSource } from './load_quant.js';
 
 export interface LoadModelOptions {
   /** Where the weights go (default 'cpu'). */
@@ -125,14 +125,8 @@ function planLoad(cfg: ModelConfig, wanted: string[], names: Set<string>): { pla
 /** Checkpoint entries transformers also ignores when loading. */
 const IGNORED = [/\.rotary_emb\.inv_freq$/, /^lm_head\.weight$/];
 
-/**
- * What a checkpoint's tensors are read through: a SafetensorsHandle on files, or the in-memory
- * checkpoint of fetched files (load_remote.ts, for browsers).
- */
-export type WeightSource = Pick<SafetensorsHandle, 'names' | 'info' | 'get' | 'close'> & {
-  /** Quantized Linears (module path → layout) whose `qweight`/`scales`/`zeros` this source gives (load_quant.ts, GGUF). */
-  decls?: Map<string, QuantDecl>;
-};
+/** What a checkpoint's tensors are read through (defined in load_quant.ts, which load.ts imports). */
+export type { WeightSource } from './load_quant.js';
 
 async function openWeights(weights: string): Promise<WeightSource> {
   try { return await SafetensorsHandle.open(weights); } catch (e) {

@@ -16,18 +16,24 @@
 //   [N, 1]); block-wise scales are an UnsupportedError. An `input_scale` (static activation scale) is
 //   not used: activations stay in the model dtype (W8A16).
 
-import type { TensorInfo } from '../io/index.js';
+import type { SafetensorsHandle, TensorInfo } from '../io/index.js';
 import { Tensor } from '../tensor/tensor.js';
 import type { DeviceLike } from '../backend/backend.js';
 import type { DTypeLike } from '../dtype/dtypes.js';
 import { FormatError, UnsupportedError } from '../errors.js';
 import { makeLayout, type QuantFormat, type QuantLayout } from '../quant/formats.js';
-import type { WeightSource } from './load.js';
 import { residentCopy } from '../quant/wasm_memory.js';
 
 const OP = 'models.load';
 
 export interface QuantDecl { layout: QuantLayout; asymmetric: boolean; perTensor: boolean }
+
+/**
+ * What a checkpoint's tensors are read through (nbx.models.load): a SafetensorsHandle on files, the
+ * in-memory checkpoint of fetched files (load_remote.ts), a GGUF file (load_gguf.ts), or a QuantSource.
+ * `decls`: the quantized Linears (module path → layout) whose `qweight`/`scales`/`zeros` it gives.
+ */
+export type WeightSource = Pick<SafetensorsHandle, 'names' | 'info' | 'get' | 'close'> & { decls?: Map<string, QuantDecl> };
 
 type Maker = (device: DeviceLike) => Promise<Tensor>;
 
