@@ -175,3 +175,31 @@ test(`the decoder's paged path equals its dynamic cache on every fixture family 
   }
   assert.deepEqual(bad, []);
 });
+
+test('a decode step\'s logits for a sequence are bit-identical batched and alone (row-invariant CPU products, per-sequence paged attention)', async () => {
+  const { setRowInvariant } = await import('../src/backend/cpu/kernels/gemm.js');
+  const model = await nbx.models.load(join(MODELS, 'qwen3'), { device: 'cpu', dtype: 'float32' });
+  const c = model.cfg;
+  const cache = new PagedKVCache({ layers: c.num_hidden_layers, kvHeads: c.num_key_value_heads, headDim: c.head_dim, dtype: 'float32', device: model.device }, { numBlocks: 64, blockSize: 4 });
+  const was = setRowInvariant(true);
+  try {
+    const prompts = [[3, 7, 9, 11, 2, 5], [5, 6], [6, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [1], [4, 4], [9, 8, 7]];
+    prompts.forEach((p, i) => {
+      cache.addSequence(i); cache.reserve(i, p.length + 1);
+      const lc = PagedLayerCache.prefill(cache, i, p.length);
+      pagedLogits(model, [p], [p.map((_, j) => j)], lc).dispose(); lc.dispose();
+    });
+    const ids = prompts.map((_, i) => i);
+    const step = (rows: number[]): Float32Array => {
+      // the same step again: lengths are put back after (commit advanced them)
+      const lens = rows.map((i) => cache.length(i));
+      const lc = PagedLayerCache.decode(cache, rows);
+      const out = pagedLogits(model, rows.map((i) => [prompts[i]!.at(-1)!]), rows.map((i) => [cache.length(i)]), lc);
+      lc.dispose();
+      rows.forEach((i, k) => cache.advance(i, lens[k]! - cache.length(i)));
+      return out.dataSync() as Float32Array;
+    };
+    const all = step(ids), V = c.vocab_size;
+    for (const i of ids) assert.deepEqual(Array.from(step([i])), Array.from(all.subarray(i * V, (i + 1) * V)), `sequence ${i}`);
+  } finally { setRowInvariant(was); cache.dispose(); model.dispose(); }
+});
