@@ -11,7 +11,7 @@
 // zeros) per call; time per call on CUDA is measured with weights coming from memory as in a model
 // (gemv.ts's timeColdL2: L2 evicted before each of 10 calls, events around each), on WebGPU the wall
 // clock of 20 calls. --sweep times every (rows, sub) configuration of the CUDA kernel and shows the
-// best next to the one the tuner/default gives. The roofline is data: --roofline-gbs, else measured
+// best next to the one the tuner/default gives (last, for the main formats, as --budget-s allows). The roofline is data: --roofline-gbs, else measured
 // here (a + b over 1 GiB float32 operands, as bench/decode.ts measures it). Issue #21's target: ≥ 85%.
 //
 // Decode (--decode, default on cuda): nbx.models.fromConfig (random weights, bf16) greedy decode tok/s,
@@ -172,7 +172,7 @@ async function measureStreamGBs(device: string): Promise<{ gbs: number; how: str
 }
 
 /** --sweep times every configuration for these (the others run the tuner's / default choice only: the sweep's compiles cost time). */
-const SWEEP_FORMATS: readonly QuantFormat[] = ['int4', 'int8', 'fp8_e4m3', 'q8_0', 'q4_k', 'q6_k'];
+const SWEEP_FORMATS: readonly QuantFormat[] = ['int4', 'int8', 'q4_k', 'q6_k'];
 let deadline = Infinity;
 const overBudget = (): boolean => now() > deadline;
 
@@ -185,6 +185,7 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
   out(`GEMV, bf16 x, time per call with weights from memory; GB/s of packed bytes${roof ? ` and % of ${roof.toFixed(0)} GB/s` : ''}`);
   for (const [n, k] of shapes) {
     for (const m of ms) {
+      if (overBudget()) { out(`  ${n}x${k} m=${m}: skipped (--budget-s reached)`); continue; }
       // the bfloat16 reference: nn.functional.linear through the device's GEMM/GEMV (its own tuner)
       const wb = nbx.randn([n, k], { device, dtype: 'bfloat16' }).mul(0.02), xb = nbx.randn([m, k], { device, dtype: 'bfloat16' });
       const ref = await timeCall(device, () => { nbx.nn.functional.linear(xb, wb).dispose(); });
@@ -200,7 +201,7 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
           const g = w.bytes / (ms1 / 1000) / 1e9;
           const row: GemvRow = { format: f, n, k, m, us: ms1 * 1000, gbs: g, ...(roof ? { pct: (g / roof) * 100 } : {}) };
           let extra = '';
-          if (sweep && cudaMod && SWEEP_FORMATS.includes(f) && m === ms[0] && !overBudget()) {
+          if (sweep && cudaMod && !overBudget()) {
             let best: { config: string; us: number; gbs: number } | undefined;
             const all: string[] = [];
             for (const rowsPer of [1, 2, 4]) {
@@ -217,8 +218,10 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             }
             if (best) { row.best = best; extra = ` | best ${best.config}: ${best.gbs.toFixed(0)} GB/s${pct(best.gbs)} [${all.join(' ')}]`; }
           }
+          const chosen = cudaMod?.lastQuantGemvConfig();
+          if (chosen) row.config = `r${chosen.rows}s${chosen.sub}`;
           rows.push(row);
-          out(`  ${f.padEnd(8)} ${n}x${k} m=${m}: ${(ms1 * 1000).toFixed(1).padStart(7)} us ${g.toFixed(0).padStart(5)} GB/s${pct(g)}  (${(w.bytes / 2 ** 20).toFixed(1)} MiB, ${(refG > 0 ? (ref / ms1) : 0).toFixed(2)}x bf16)${extra}`);
+          out(`  ${f.padEnd(8)} ${n}x${k} m=${m}: ${(ms1 * 1000).toFixed(1).padStart(7)} us ${g.toFixed(0).padStart(5)} GB/s${pct(g)}  (${(w.bytes / 2 ** 20).toFixed(1)} MiB, ${(refG > 0 ? (ref / ms1) : 0).toFixed(2)}x bf16${row.config ? `, ${row.config}` : ''})${extra}`);
         } catch (e) {
           out(`  ${f.padEnd(8)} ${n}x${k} m=${m}: failed (${(e as Error).message})`);
         } finally { disposeW(w); x.dispose(); o.dispose(); }
@@ -351,6 +354,7 @@ export async function run(args: string[] = []): Promise<void> {
   let ok = true;
   if (v.check) ok = await check(device, formats);
   let roof: number | undefined;
+  let gemvArgs: { ms: number[]; roof: number | undefined; shapes: [number, number][] } | undefined;
   if (!v['no-gemv']) {
     if (v['roofline-gbs']) roof = Number(v['roofline-gbs']);
     else {
@@ -362,10 +366,16 @@ export async function run(args: string[] = []): Promise<void> {
       if (!(n! > 0 && k! > 0 && n! % 64 === 0 && k! % 256 === 0)) throw new nbx.ValueError(OP, `--shapes takes NxK pairs (N a multiple of 64, K of 256), got '${x}'`);
       return [n!, k!] as [number, number];
     });
-    result.gemv = await gemv(device, formats, ms, v.sweep!, roof, shapes);
+    result.gemv = await gemv(device, formats, ms, false, roof, shapes);
+    gemvArgs = { ms, roof, shapes };
   }
   const doDecode = v['no-decode'] ? false : v.decode ?? device === 'cuda';
   if (doDecode) result.decode = await decode(device, v.shape ?? (device === 'cuda' ? 'llama3-8b' : 'tiny'), Number(v['new-tokens']));
+  // last, as the time budget allows: every configuration of the CUDA GEMV for the main formats
+  if (v.sweep && gemvArgs && device === 'cuda') {
+    out('sweep of the CUDA GEMV configurations (rows per warp r, sub-blocks per lane s: GB/s)');
+    result.sweep = await gemv(device, formats.filter((f) => SWEEP_FORMATS.includes(f)), gemvArgs.ms.slice(0, 1), true, gemvArgs.roof, gemvArgs.shapes);
+  }
   if (v.json) writeFileSync(v.json, JSON.stringify(result, null, 2));
   if (!ok) { out('CHECK FAILED'); process.exitCode = 1; }
 }

@@ -84,14 +84,28 @@ export function rowBytesOf(format: QuantFormat, k: number): number {
 
 /**
  * Common helpers: 32-bit words of a block at 4- or 2-byte aligned offsets, float16 fields, and the
- * magic-number conversion of a small unsigned integer v < 2^23 to float (exact; an OR and a subtract).
+ * conversion of four byte-lane values (each < 256) of a word to floats minus a bias: PRMT places byte t
+ * under float32's exponent of 2^23 (0x4B000000 | v = 2^23 + v, exact), one FADD subtracts 2^23 + bias
+ * (exact for the small integers here): 2 instructions an element, none on the slow conversion pipe.
  */
 const HELPERS = String.raw`
 __device__ __forceinline__ unsigned nbxq_w4(const unsigned char* p) { return *reinterpret_cast<const unsigned*>(p); }
 __device__ __forceinline__ unsigned nbxq_w2(const unsigned char* p) {
   const unsigned short* h = reinterpret_cast<const unsigned short*>(p); return (unsigned)h[0] | ((unsigned)h[1] << 16); }
 __device__ __forceinline__ float nbxq_f16(const unsigned char* p) { return nbx_h2f(*reinterpret_cast<const unsigned short*>(p)); }
-__device__ __forceinline__ float nbxq_u2f(unsigned v) { return __uint_as_float(0x4B000000u | v) - 8388608.f; }
+#ifdef NBX_EMU
+__device__ __forceinline__ unsigned nbxq_prmt(unsigned a, unsigned b, unsigned s) {
+  const unsigned long long v = ((unsigned long long)b << 32) | a; unsigned r = 0;
+  for (int i = 0; i < 4; i++) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7u))) & 255u) << (8 * i);
+  return r; }
+#else
+__device__ __forceinline__ unsigned nbxq_prmt(unsigned a, unsigned b, unsigned s) { return __byte_perm(a, b, s); }
+#endif
+// q[0..3] (stride st) = byte t of m minus bias
+__device__ __forceinline__ void nbxq_b4(unsigned m, float bias, float* q, int st) {
+  #pragma unroll
+  for (int t = 0; t < 4; t++) q[st * t] = __uint_as_float(nbxq_prmt(m, 0x4B000000u, 0x7540u | (unsigned)t)) - (8388608.f + bias);
+}
 // e4m3fn: sign and the 7 exponent/mantissa bits moved to float32's positions, times 2^120 (subnormals
 // come out as float32 subnormals, exact); 0x7f / 0xff are NaN
 __device__ __forceinline__ float nbxq_e4m3(unsigned v) {
@@ -103,7 +117,8 @@ __device__ __forceinline__ float nbxq_e4m3(unsigned v) {
  * The decoder of format `f`: `nbxq_dq(blk, sb, h, q, a, b, s, z)` fills q[16] with half h of sub-block
  * sb of the block at blk (32-element sub-blocks; 8 per K-quant block) and sets the affine map
  * w = a·q + b that gives the CPU dequantizer's numbers when evaluated as fl(fl(a·q) + b). `s`, `z`:
- * the external scale and zero point (int8 / int4 / fp8), unused otherwise.
+ * the external scale and zero point (int8 / int4 / fp8), unused otherwise. Each 32-bit word of quants
+ * becomes a word of byte-lane values (masks and shifts over 4 or 8 elements at once), then nbxq_b4.
  */
 function decoderSource(f: QuantFormat, asym: boolean): string {
   const W = GEOM[f].align === 4 ? 'nbxq_w4' : 'nbxq_w2';
@@ -112,50 +127,53 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
   switch (f) {
     case 'int8':
       body = `a = s; b = 0.f;
-  #pragma unroll
-  for (int w = 0; w < 4; w++) { const unsigned u = nbxq_w4(blk + 16 * h + 4 * w) ^ 0x80808080u;
-    #pragma unroll
-    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f((u >> (8 * t)) & 255u) - 128.f; }`;
+  const uint4 v = *reinterpret_cast<const uint4*>(blk + 16 * h);
+  nbxq_b4(v.x ^ 0x80808080u, 128.f, q, 1); nbxq_b4(v.y ^ 0x80808080u, 128.f, q + 4, 1);
+  nbxq_b4(v.z ^ 0x80808080u, 128.f, q + 8, 1); nbxq_b4(v.w ^ 0x80808080u, 128.f, q + 12, 1);`;
       break;
     case 'fp8_e4m3':
       body = `a = s; b = 0.f;
+  const uint4 v = *reinterpret_cast<const uint4*>(blk + 16 * h);
+  const unsigned u[4] = { v.x, v.y, v.z, v.w };
   #pragma unroll
-  for (int w = 0; w < 4; w++) { const unsigned u = nbxq_w4(blk + 16 * h + 4 * w);
+  for (int w = 0; w < 4; w++) {
     #pragma unroll
-    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_e4m3((u >> (8 * t)) & 255u); }`;
+    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_e4m3((u[w] >> (8 * t)) & 255u); }`;
       break;
     case 'int4':
-      // element e of the sub-block in byte e/2, the even e in the low nibble
+      // element e of the sub-block in byte e/2, the even e in the low nibble: low nibbles are the even
+      // elements, high nibbles the odd ones
       body = `a = s; b = 0.f;
+  const uint2 v = *reinterpret_cast<const uint2*>(blk + 8 * h);
+  const unsigned u[2] = { v.x, v.y };
   #pragma unroll
-  for (int w = 0; w < 2; w++) { const unsigned u = nbxq_w4(blk + 8 * h + 4 * w);
-    #pragma unroll
-    for (int t = 0; t < 8; t++) q[8 * w + t] = ${asym ? 'nbxq_u2f((u >> (4 * t)) & 15u) - z' : 'nbxq_u2f((u >> (4 * t)) & 15u) - 8.f'}; }`;
+  for (int w = 0; w < 2; w++) {
+    nbxq_b4(u[w] & 0x0F0F0F0Fu, ${asym ? '0.f' : '8.f'}, q + 8 * w, 2);
+    nbxq_b4((u[w] >> 4) & 0x0F0F0F0Fu, ${asym ? '0.f' : '8.f'}, q + 8 * w + 1, 2); }${asym ? `
+  #pragma unroll
+  for (int c = 0; c < 16; c++) q[c] -= z;` : ''}`;
       break;
     case 'q8_0':
       body = `a = nbxq_f16(blk); b = 0.f;
   #pragma unroll
-  for (int w = 0; w < 4; w++) { const unsigned u = ${W}(blk + 2 + 16 * h + 4 * w) ^ 0x80808080u;
-    #pragma unroll
-    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f((u >> (8 * t)) & 255u) - 128.f; }`;
+  for (int w = 0; w < 4; w++) nbxq_b4(${W}(blk + 2 + 16 * h + 4 * w) ^ 0x80808080u, 128.f, q + 4 * w, 1);`;
       break;
     case 'q4_0': case 'q4_1': {
       const qo = f === 'q4_0' ? 2 : 4;
       body = `a = nbxq_f16(blk); b = ${f === 'q4_1' ? 'nbxq_f16(blk + 2)' : '0.f'};
   #pragma unroll
-  for (int w = 0; w < 4; w++) { const unsigned u = ${W}(blk + ${qo} + 4 * w) >> (4 * h);
-    #pragma unroll
-    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f((u >> (8 * t)) & 15u)${f === 'q4_0' ? ' - 8.f' : ''}; }`;
+  for (int w = 0; w < 4; w++) nbxq_b4((${W}(blk + ${qo} + 4 * w) >> (4 * h)) & 0x0F0F0F0Fu, ${f === 'q4_0' ? '8.f' : '0.f'}, q + 4 * w, 1);`;
       break;
     }
     case 'q5_0': case 'q5_1': {
+      // the 32 high bits (bit j: element j): 4 of them spread to the byte lanes by one multiply
       const one = f === 'q5_1', qh = one ? 4 : 2, qo = one ? 8 : 6;
       body = `a = nbxq_f16(blk); b = ${one ? 'nbxq_f16(blk + 2)' : '0.f'};
   const unsigned hb = ${W}(blk + ${qh}) >> (16 * h);
   #pragma unroll
-  for (int w = 0; w < 4; w++) { const unsigned u = ${W}(blk + ${qo} + 4 * w) >> (4 * h);
-    #pragma unroll
-    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f(((u >> (8 * t)) & 15u) | (((hb >> (4 * w + t)) & 1u) << 4))${one ? '' : ' - 16.f'}; }`;
+  for (int w = 0; w < 4; w++) {
+    const unsigned hi = ((((hb >> (4 * w)) & 15u) * 0x00204081u) & 0x01010101u) << 4;
+    nbxq_b4(((${W}(blk + ${qo} + 4 * w) >> (4 * h)) & 0x0F0F0F0Fu) | hi, ${one ? '0.f' : '16.f'}, q + 4 * w, 1); }`;
       break;
     }
     case 'q2_k':
@@ -165,9 +183,7 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
   a = d * (float)(sc & 15u); b = -(dmin * (float)(sc >> 4));
   const int sh = 2 * (sb & 3);
   #pragma unroll
-  for (int w = 0; w < 4; w++) { const unsigned u = nbxq_w4(blk + 16 + (sb >> 2) * 32 + 16 * h + 4 * w) >> sh;
-    #pragma unroll
-    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f((u >> (8 * t)) & 3u); }`;
+  for (int w = 0; w < 4; w++) nbxq_b4((nbxq_w4(blk + 16 + (sb >> 2) * 32 + 16 * h + 4 * w) >> sh) & 0x03030303u, 0.f, q + 4 * w, 1);`;
       break;
     case 'q3_k':
       // scale 2·sb + h (ggml's kmask unpacking of the 12 bytes at 96), high bit sb of the 32 bytes at 0
@@ -178,12 +194,13 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
   const int sh = 2 * (sb & 3);
   #pragma unroll
   for (int w = 0; w < 4; w++) {
-    const unsigned u = ${W}(blk + 32 + (sb >> 2) * 32 + 16 * h + 4 * w) >> sh, m = ${W}(blk + 16 * h + 4 * w) >> sb;
-    #pragma unroll
-    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f(((u >> (8 * t)) & 3u) + (((m >> (8 * t)) & 1u) << 2)) - 4.f; }`;
+    const unsigned u = (${W}(blk + 32 + (sb >> 2) * 32 + 16 * h + 4 * w) >> sh) & 0x03030303u;
+    const unsigned m = ((${W}(blk + 16 * h + 4 * w) >> sb) & 0x01010101u) << 2;
+    nbxq_b4(u | m, 4.f, q + 4 * w, 1); }`;
       break;
     case 'q4_k': case 'q5_k': {
       // ggml's get_scale_min_k4 for scale sb; nibble (sb & 1) of the 32 bytes at qo + (sb >> 1)·32
+      // (16-byte aligned in a block of 144 or 176 bytes: one vector load)
       const five = f === 'q5_k', qo = five ? 48 : 16;
       body = `const unsigned char* S = blk + 4;
   unsigned sc, mn;
@@ -191,11 +208,12 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
   else { sc = (S[sb + 4] & 15u) | ((S[sb - 4] >> 6) << 4); mn = (S[sb + 4] >> 4) | ((S[sb] >> 6) << 4); }
   a = nbxq_f16(blk) * (float)sc; b = -(nbxq_f16(blk + 2) * (float)mn);
   const int sh = 4 * (sb & 1);
+  const uint4 v = *reinterpret_cast<const uint4*>(blk + ${qo} + (sb >> 1) * 32 + 16 * h);
+  const unsigned u[4] = { v.x, v.y, v.z, v.w };${five ? `
+  const uint4 hv = *reinterpret_cast<const uint4*>(blk + 16 + 16 * h);
+  const unsigned hm[4] = { hv.x, hv.y, hv.z, hv.w };` : ''}
   #pragma unroll
-  for (int w = 0; w < 4; w++) { const unsigned u = nbxq_w4(blk + ${qo} + (sb >> 1) * 32 + 16 * h + 4 * w) >> sh;${five ? `
-    const unsigned m = nbxq_w4(blk + 16 + 16 * h + 4 * w) >> sb;` : ''}
-    #pragma unroll
-    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f(((u >> (8 * t)) & 15u)${five ? ' | (((m >> (8 * t)) & 1u) << 4)' : ''}); }`;
+  for (int w = 0; w < 4; w++) nbxq_b4(((u[w] >> sh) & 0x0F0F0F0Fu)${five ? ' | (((hm[w] >> sb) & 0x01010101u) << 4)' : ''}, 0.f, q + 4 * w, 1);`;
       break;
     }
     case 'q6_k':
@@ -205,10 +223,9 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
   a = nbxq_f16(blk + 208) * (float)(signed char)blk[192 + n * 8 + 2 * p + h]; b = 0.f;
   #pragma unroll
   for (int w = 0; w < 4; w++) {
-    const unsigned u = ${W}(blk + n * 64 + (p & 1) * 32 + 16 * h + 4 * w) >> (4 * (p >> 1));
-    const unsigned m = ${W}(blk + 128 + n * 32 + 16 * h + 4 * w) >> (2 * p);
-    #pragma unroll
-    for (int t = 0; t < 4; t++) q[4 * w + t] = nbxq_u2f(((u >> (8 * t)) & 15u) | (((m >> (8 * t)) & 3u) << 4)) - 32.f; }`;
+    const unsigned u = (${W}(blk + n * 64 + (p & 1) * 32 + 16 * h + 4 * w) >> (4 * (p >> 1))) & 0x0F0F0F0Fu;
+    const unsigned m = ((${W}(blk + 128 + n * 32 + 16 * h + 4 * w) >> (2 * p)) & 0x03030303u) << 4;
+    nbxq_b4(u | m, 32.f, q + 4 * w, 1); }`;
       break;
   }
   return `${head}\n  ${body}\n}`;
@@ -463,6 +480,9 @@ const recent: { f: QuantFormat; asym: boolean; d: QuantDType; mr: number; n: num
 /** Configurations forced by the benchmark (bench/quant.ts sweeps them itself). */
 let forced: Config | null = null;
 export function forceQuantGemvConfig(cfg: Config | null): void { forced = cfg; }
+let lastCfg: Config | null = null;
+/** The configuration of the last quant_matmul call (null: it took dequantize + GEMM), for the benchmark's log. */
+export function lastQuantGemvConfig(): Config | null { return lastCfg; }
 
 function chooseGemv(c: Checked, p: QuantMatmulParams): Config {
   if (forced) return forced;
@@ -498,7 +518,8 @@ export function cudaQuantMatmul(p: QuantMatmulParams): void {
   const c = check('quant_matmul', p);
   if (p.x.dtype !== p.dtype || p.out.dtype !== p.dtype) throw new UnsupportedError('quant_matmul', `x and out must have dtype ${p.dtype}, got ${p.x.dtype} and ${p.out.dtype}`);
   if (p.m === 0 || c.n === 0) return;
-  if (gemvOk(c, p)) { launchQuantGemv(c, p, chooseGemv(c, p)); return; }
+  if (gemvOk(c, p)) { lastCfg = chooseGemv(c, p); launchQuantGemv(c, p, lastCfg); return; }
+  lastCfg = null;
   // prefill: the weight dequantized into scratch (x's dtype), then the GEMM with linear's layout
   const scratch = be.alloc(c.d, c.n * c.k);
   try {
