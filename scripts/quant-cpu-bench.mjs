@@ -12,6 +12,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const nbx = await import(join(root, 'dist/src/index.js'));
 const { makeLayout } = await import(join(root, 'dist/src/quant/formats.js'));
 const { toFloat16Bits } = await import(join(root, 'dist/src/dtype/convert.js'));
+const { residentCopy } = await import(join(root, 'dist/src/quant/wasm_memory.js'));
 const arg = (k, d) => { const i = process.argv.indexOf(k); return i >= 0 ? process.argv[i + 1] : d; };
 const shapes = arg('--shapes', '256x256,576x256,256x576,2048x2048').split(',').map((s) => s.split('x').map(Number)); // N x K
 const ms = arg('--m', '1,4').split(',').map(Number);
@@ -39,7 +40,7 @@ function ggufWeight(format, n, k) {
   const dOff = { q8_0: [0], q4_0: [0], q4_k: [0, 2], q6_k: [208] }[format];
   const bs = { q8_0: 34, q4_0: 18, q4_k: 144, q6_k: 210 }[format];
   for (let o = 0; o < b.length; o += bs) for (const d of dOff) { const h = toFloat16Bits(0.001); b[o + d] = h & 255; b[o + d + 1] = h >> 8; }
-  return new nbx.quant.QuantizedTensor({ qdata: nbx.frombuffer(b, { dtype: 'uint8' }).view([n, l.rowBytes]), layout: l });
+  return new nbx.quant.QuantizedTensor({ qdata: nbx.Tensor.fromStorage(residentCopy(b), 'uint8', [n, l.rowBytes]), layout: l }); // in the quant memory, as the GGUF loader puts it
 }
 
 console.log(`# CPU packed GEMV vs the float32 path; ${cpus()[0].model}, ${cpus().length} cores; node ${process.version}; ${new Date().toISOString()}`);

@@ -181,7 +181,7 @@ function gemv(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): void {
       const w = new Float32Array(R * K);
       for (let n0 = 0; n0 < N; n0 += R) {
         const n1 = Math.min(N, n0 + R);
-        dequantizeRows(l, q, s, z, n0, n1, w);
+        dequantRowsFast(l, q, s, z, n0, n1, w);
         for (let m = 0; m < M; m++) {
           const xo = m * K;
           for (let n = n0; n < n1; n++) {
@@ -198,6 +198,120 @@ function gemv(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): void {
 }
 
 let accBuf = new Float64Array(4096);
+
+const q3Aux = new Uint32Array(4), q3Sc = new Int8Array(q3Aux.buffer);
+
+/**
+ * Rows [r0, r1) of a weight in a GGUF block format into out (K floats per row): ggml's dequantize_row_*
+ * with the roundings of src/io/gguf.ts's dequantizeBlocks (the definition; the tests check these equal
+ * it bit for bit), written without allocations (the definition's helpers allocate per sub-block, ~10 ns
+ * an element; this is the per-token cost of a K-quant GEMV). Other formats: dequantizeRows.
+ */
+function dequantRowsFast(l: QuantMatmulParams['layout'], q: Uint8Array, s: Float32Array | null, z: Float32Array | null, r0: number, r1: number, out: Float32Array): void {
+  const h = f16Table(), fr = Math.fround, K = l.k, rb = l.rowBytes;
+  const f16 = (o: number): number => h[q[o]! | (q[o + 1]! << 8)]!;
+  const i8 = (v: number): number => (v << 24) >> 24;
+  let y = 0;
+  switch (l.format) {
+    case 'q4_1': case 'q5_0': case 'q5_1': {
+      const fmt = l.format, bs = fmt === 'q4_1' ? 20 : fmt === 'q5_0' ? 22 : 24;
+      for (let o = r0 * rb, end = r1 * rb; o < end; o += bs, y += 32) {
+        const d = f16(o);
+        if (fmt === 'q4_1') {
+          const m = f16(o + 2);
+          for (let j = 0; j < 16; j++) { const b = q[o + 4 + j]!; out[y + j] = fr(d * (b & 15)) + m; out[y + j + 16] = fr(d * (b >> 4)) + m; }
+        } else {
+          const withMin = fmt === 'q5_1', m = withMin ? f16(o + 2) : 0, qo = withMin ? 8 : 6;
+          const hb = o + (withMin ? 4 : 2), qh = (q[hb]! | (q[hb + 1]! << 8) | (q[hb + 2]! << 16) | (q[hb + 3]! << 24)) >>> 0;
+          for (let j = 0; j < 16; j++) {
+            const b = q[o + qo + j]!;
+            const lo = (b & 15) | (((qh >>> j) & 1) << 4), hi = (b >> 4) | (((qh >>> (j + 16)) & 1) << 4);
+            out[y + j] = withMin ? fr(d * lo) + m : d * (lo - 16);
+            out[y + j + 16] = withMin ? fr(d * hi) + m : d * (hi - 16);
+          }
+        }
+      }
+      return;
+    }
+    case 'q4_k': case 'q5_k': {
+      const five = l.format === 'q5_k', bs = five ? 176 : 144, qo = five ? 48 : 16;
+      for (let o = r0 * rb, end = r1 * rb; o < end; o += bs) {
+        const d = f16(o), dmin = f16(o + 2), sc = o + 4;
+        for (let j = 0, u = 1; j < 4; j++, u <<= 2) {
+          const is = 2 * j;
+          let s1: number, m1: number, s2: number, m2: number;
+          if (is < 4) { s1 = q[sc + is]! & 63; m1 = q[sc + is + 4]! & 63; } else { s1 = (q[sc + is + 4]! & 15) | ((q[sc + is - 4]! >> 6) << 4); m1 = (q[sc + is + 4]! >> 4) | ((q[sc + is]! >> 6) << 4); }
+          const i2 = is + 1;
+          if (i2 < 4) { s2 = q[sc + i2]! & 63; m2 = q[sc + i2 + 4]! & 63; } else { s2 = (q[sc + i2 + 4]! & 15) | ((q[sc + i2 - 4]! >> 6) << 4); m2 = (q[sc + i2 + 4]! >> 4) | ((q[sc + i2]! >> 6) << 4); }
+          const d1 = fr(d * s1), n1 = fr(dmin * m1), d2 = fr(d * s2), n2 = fr(dmin * m2);
+          const qq = o + qo + j * 32;
+          if (five) {
+            for (let t = 0; t < 32; t++) out[y + t] = fr(d1 * ((q[qq + t]! & 15) + (q[o + 16 + t]! & u ? 16 : 0))) - n1;
+            for (let t = 0; t < 32; t++) out[y + 32 + t] = fr(d2 * ((q[qq + t]! >> 4) + (q[o + 16 + t]! & (u << 1) ? 16 : 0))) - n2;
+          } else {
+            for (let t = 0; t < 32; t++) out[y + t] = fr(d1 * (q[qq + t]! & 15)) - n1;
+            for (let t = 0; t < 32; t++) out[y + 32 + t] = fr(d2 * (q[qq + t]! >> 4)) - n2;
+          }
+          y += 64;
+        }
+      }
+      return;
+    }
+    case 'q6_k':
+      for (let o = r0 * rb, end = r1 * rb; o < end; o += 210, y += 256) {
+        const d = f16(o + 208);
+        for (let n = 0; n < 2; n++) {
+          const ql = o + n * 64, qh = o + 128 + n * 32, sc = o + 192 + n * 8, yy = y + n * 128;
+          for (let t = 0; t < 32; t++) {
+            const is = t >> 4, hh = q[qh + t]!, a = q[ql + t]!, c = q[ql + t + 32]!;
+            out[yy + t] = fr(d * i8(q[sc + is]!)) * (((a & 15) | ((hh & 3) << 4)) - 32);
+            out[yy + t + 32] = fr(d * i8(q[sc + is + 2]!)) * (((c & 15) | (((hh >> 2) & 3) << 4)) - 32);
+            out[yy + t + 64] = fr(d * i8(q[sc + is + 4]!)) * (((a >> 4) | (((hh >> 4) & 3) << 4)) - 32);
+            out[yy + t + 96] = fr(d * i8(q[sc + is + 6]!)) * (((c >> 4) | (((hh >> 6) & 3) << 4)) - 32);
+          }
+        }
+      }
+      return;
+    case 'q2_k':
+      for (let o = r0 * rb, end = r1 * rb; o < end; o += 84) {
+        const d = f16(o + 80), dmin = f16(o + 82);
+        let is = 0;
+        for (let n = 0; n < 2; n++) {
+          const qq = o + 16 + n * 32;
+          for (let shift = 0; shift < 8; shift += 2) {
+            for (let half = 0; half < 32; half += 16) {
+              const sc = q[o + is++]!, dl = fr(d * (sc & 15)), ml = fr(dmin * (sc >> 4));
+              for (let t = 0; t < 16; t++) out[y++] = fr(dl * ((q[qq + half + t]! >> shift) & 3)) - ml;
+            }
+          }
+        }
+      }
+      return;
+    case 'q3_k':
+      for (let o = r0 * rb, end = r1 * rb; o < end; o += 110) {
+        const d = f16(o + 108);
+        const so = o + 96;
+        for (let i = 0; i < 3; i++) q3Aux[i] = q[so + 4 * i]! | (q[so + 4 * i + 1]! << 8) | (q[so + 4 * i + 2]! << 16) | (q[so + 4 * i + 3]! << 24);
+        const k1 = 0x03030303, k2 = 0x0f0f0f0f, tmp = q3Aux[2]!;
+        q3Aux[2] = ((q3Aux[0]! >>> 4) & k2) | (((tmp >>> 4) & k1) << 4);
+        q3Aux[3] = ((q3Aux[1]! >>> 4) & k2) | (((tmp >>> 6) & k1) << 4);
+        q3Aux[0] = (q3Aux[0]! & k2) | (((tmp >>> 0) & k1) << 4);
+        q3Aux[1] = (q3Aux[1]! & k2) | (((tmp >>> 2) & k1) << 4);
+        let is = 0, m = 1;
+        for (let n = 0; n < 2; n++) {
+          const qq = o + 32 + n * 32;
+          for (let shift = 0; shift < 8; shift += 2, m <<= 1) {
+            for (let half = 0; half < 32; half += 16) {
+              const dl = fr(d * (q3Sc[is++]! - 32));
+              for (let t = 0; t < 16; t++) out[y++] = dl * (((q[qq + half + t]! >> shift) & 3) - ((q[o + half + t]! & m) ? 0 : 4));
+            }
+          }
+        }
+      }
+      return;
+    default: dequantizeRows(l, q, s, z, r0, r1, out);
+  }
+}
 
 let simdState: QuantSimd | null | undefined;
 function quantSimd(): QuantSimd | null {
@@ -274,7 +388,7 @@ function gemvSimd(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): boo
         const w = new Float32Array(mem.buffer, wp, rows * K);
         for (let n0 = 0; n0 < N; n0 += rows) {
           const n1 = Math.min(N, n0 + rows);
-          dequantizeRows(l, qa.subarray(p.qweight.offset), s, z, n0, n1, w);
+          dequantRowsFast(l, qa.subarray(p.qweight.offset), s, z, n0, n1, w);
           sim.f32(xp, wp, op + 4 * n0, n1 - n0, K);
         }
       }
@@ -307,7 +421,7 @@ function cpuQuantMatmul(p: QuantMatmulParams): void {
   const a: StridedRef = { buf: x, dtype: 'float32', shape: [M * K], strides: [1], offset: 0 };
   for (let n0 = 0; n0 < N; n0 += R) {
     const n1 = Math.min(N, n0 + R);
-    dequantizeRows(l, q, s, z, n0, n1, w);
+    dequantRowsFast(l, q, s, z, n0, n1, w);
     gemm({ transA: false, transB: true, m: M, n: n1 - n0, k: K, alpha: 1, beta: 0, a, lda: K,
       b: { buf: w, dtype: 'float32', shape: [(n1 - n0) * K], strides: [1], offset: 0 }, ldb: K,
       c: { ...c, offset: c.offset + n0 }, ldc: N });
@@ -322,9 +436,9 @@ function cpuDequantize(p: DequantizeParams): void {
   checkDType(p.dtype);
   const l = p.layout;
   const q = u8(p.qweight), s = f32(p.scales), z = f32(p.zeros);
-  if (p.dtype === 'float32') { dequantizeRows(l, q, s, z, 0, l.n, (p.out.buf as Float32Array).subarray(p.out.offset)); return; }
+  if (p.dtype === 'float32') { dequantRowsFast(l, q, s, z, 0, l.n, (p.out.buf as Float32Array).subarray(p.out.offset)); return; }
   const tmp = new Float32Array(l.n * l.k);
-  dequantizeRows(l, q, s, z, 0, l.n, tmp);
+  dequantRowsFast(l, q, s, z, 0, l.n, tmp);
   const store = storer(p.out);
   for (let i = 0; i < tmp.length; i++) store(i, tmp[i]!);
 }
