@@ -120,3 +120,19 @@ test('quant features and typed errors', { skip }, () => {
   assert.throws(() => call({ dtype: 'float64' }), UnsupportedError);
   call({}); // and the process goes on
 });
+
+test('packed weights viewed at an unaligned offset (a slice of a larger buffer): GEMV falls back to dequantize + GEMM', { skip }, () => {
+  for (const [f, off] of [['q4_k', 2], ['q6_k', 6], ['int4', 1]] as [QuantFormat, number][]) {
+    const p = randomPacked(f, 6, 512, 77, { groupSize: 64 });
+    const bytes = new Uint8Array(p.qweight.length + off);
+    bytes.set(p.qweight, off);
+    const q = Tensor.fromStorage(bytes, 'uint8', [bytes.length]).to('cuda').narrow(0, off, p.qweight.length).view([6, p.layout.rowBytes]);
+    const s = p.scales ? Tensor.fromStorage(p.scales, 'float32', p.scaleShape!).to('cuda') : undefined;
+    const x = randX(2, 512, 'float32', 5);
+    const want = matmulRef(x.to('float64').dataSync() as Float64Array, dequantRef(p), 2, 6, 512);
+    const out = Tensor.empty([2, 6], 'float32', 'cuda');
+    kernel('quant_matmul', 'cuda')({ x: x.to('cuda').ref(), qweight: q.ref(), ...(s ? { scales: s.ref() } : {}), out: out.ref(), m: 2, layout: p.layout, dtype: 'float32' });
+    const e = relErr(out.to('cpu').to('float64').dataSync() as Float64Array, want);
+    assert.ok(e <= QUANT_TOL.float32!, `${f} at offset ${off}: relative error ${e}`);
+  }
+});

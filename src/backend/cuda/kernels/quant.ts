@@ -508,8 +508,18 @@ function launchDequant(c: Checked, p: DequantizeParams | QuantMatmulParams, out:
     const k = be.kernel(`quant_dequant:${c.f}:${c.asym}:${d}`, () => dequantSimpleSource(c.f as 'int8', c.asym, d));
     be.launch(k, be.gridFor(total, 256), 256, [addr(p.qweight), addr(p.scales), addr(p.zeros), out, c.n, c.k, c.rowBytes, c.sRow, c.gsize]);
   } else {
+    // the decoders read a block's fields with 4- and 16-byte loads (q4_k / q5_k quants): a packed view
+    // not aligned for them (a slice of a larger buffer) is copied first
+    const need = c.f === 'q4_k' || c.f === 'q5_k' ? 16n : BigInt(GEOM[c.f].align);
+    let q = addr(p.qweight), tmp: CudaBuffer | null = null;
+    if (q % need !== 0n) {
+      tmp = be.alloc('uint8', c.n * c.rowBytes);
+      be.ctx.copyDtoD(tmp.ptr, q, c.n * c.rowBytes, be.stream);
+      q = tmp.ptr;
+    }
     const k = be.kernel(`quant_dequant:${c.f}:${d}`, () => dequantBlocksSource(c.f, d));
-    be.launch(k, be.gridFor(total / 16, 256), 256, [addr(p.qweight), out, c.n, c.k, c.rowBytes]);
+    be.launch(k, be.gridFor(total / 16, 256), 256, [q, out, c.n, c.k, c.rowBytes]);
+    if (tmp) be.free(tmp); // stream-ordered
   }
 }
 
