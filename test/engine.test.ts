@@ -59,6 +59,21 @@ test('a request batched with others gets the tokens it gets alone (greedy and se
   }
 });
 
+test('device sampling (src/generation/sampler.ts, as on GPUs): batched = alone, greedy rows = host sampling', async () => {
+  const model = await load('qwen3');
+  try {
+    const reqs = requests(7, model.config.vocab_size);
+    const opts = { blockSize: 4, sampling: 'device' as const };
+    const alone = await solo(model, reqs, opts);
+    const e = new Engine(model, { maxBatch: 3, ...opts });
+    const got = await Promise.all(reqs.map((r) => e.submit(r).result));
+    await e.close();
+    assert.deepEqual(got.map((r) => r.tokens), alone);
+    const host = await solo(model, reqs, { blockSize: 4 });
+    reqs.forEach((r, i) => { if (r.temperature === 0) assert.deepEqual(alone[i], host[i]); });
+  } finally { model.dispose(); }
+});
+
 test('greedy engine tokens equal model.generate() (embedded model); text streams in pieces equal to the result', async () => {
   const model = await nbx.models.load(defaultModelDir(), { device: 'cpu', dtype: 'float32' });
   const tok = model.tokenizer!;

@@ -26,6 +26,8 @@ import type { Tokenizer } from '../tokenizer/index.js';
 import { resolveConfig, type ResolvedConfig } from './config.js';
 import { chooseTokens, processLogits } from './logits.js';
 import { IncrementalDecoder } from './text.js';
+import { RowSamplingState, sampleRows } from './sampler.js';
+import { rand } from '../ops/random.js';
 
 const OP = 'Engine';
 
@@ -40,6 +42,12 @@ export interface EngineOptions {
   blockSize?: number;
   /** Prompt tokens one step prefills at most (default 256): longer prompts take several steps. */
   prefillChunk?: number;
+  /**
+   * Where tokens are chosen: 'host' runs transformers' processors on each row's scores on the CPU (the
+   * tokens model.generate() gives; default on the CPU), 'device' runs src/generation/sampler.ts where the
+   * logits are and reads back only the ids (default elsewhere).
+   */
+  sampling?: 'host' | 'device';
 }
 
 export interface EngineRequest {
@@ -187,6 +195,12 @@ class Sequence {
   }
 }
 
+/** One uniform draw in [0, 1) from the request's own generator (device sampling). */
+function uniformOf(seq: Sequence): number {
+  const t = rand([1], { dtype: 'float64', generator: seq.cfg.generator ?? undefined });
+  try { return Math.min((t.dataSync() as Float64Array)[0]!, 1 - 2 ** -53); } finally { t.dispose(); }
+}
+
 /** Yields to the event loop between steps (timers, sockets, aborts). */
 const breathe: () => Promise<void> = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -198,6 +212,7 @@ export class Engine {
   readonly blockSize: number;
   readonly kvBlocks: number;
   readonly prefillChunk: number;
+  readonly sampling: 'host' | 'device';
   private readonly waiting: Sequence[] = [];
   private readonly running: Sequence[] = [];
   private readonly cache: PagedKVCache;
@@ -220,6 +235,8 @@ export class Engine {
     this.maxQueue = mq ?? 256;
     this.blockSize = positive('blockSize', opts.blockSize, 16);
     this.prefillChunk = positive('prefillChunk', opts.prefillChunk, 256);
+    if (opts.sampling !== undefined && opts.sampling !== 'host' && opts.sampling !== 'device') throw new ValueError(OP, `sampling must be 'host' or 'device', got ${String(opts.sampling)}`);
+    this.sampling = opts.sampling ?? (model.device.type === 'cpu' ? 'host' : 'device');
     const context = this.context ?? 2048;
     this.kvBlocks = positive('kvBlocks', opts.kvBlocks, this.maxBatch * Math.ceil(context / this.blockSize));
     const c = model.cfg;
@@ -337,6 +354,8 @@ export class Engine {
     for (const s of [...this.waiting, ...this.running]) this.cancel(s);
     await this.loop;
     this.cache.dispose();
+    for (const st of this.samplingStates.values()) st.dispose();
+    this.samplingStates.clear();
   }
 
   private kick(): void {
@@ -392,26 +411,24 @@ export class Engine {
     const seq = this.running.find((s) => !s.done && s.prefilled < s.promptLength);
     if (!seq) return false;
     const start = seq.prefilled, n = Math.min(this.prefillChunk, seq.promptLength - start);
-    const tokens = seq.req.prompt.slice(start, start + n);
-    let scores: Tensor;
+    const prompt = seq.req.prompt.slice(start, start + n);
+    let tokens: number[];
     try {
       this.cache.reserve(seq.id, start + n);
       const lc = PagedLayerCache.prefill(this.cache, seq.id, n);
       let logits: Tensor;
       try {
-        logits = pagedLogits(this.model, [tokens], [tokens.map((_, i) => start + i)], lc);
+        logits = pagedLogits(this.model, [prompt], [prompt.map((_, i) => start + i)], lc);
       } finally { lc.dispose(); }
       seq.prefilled += n;
       this.counters.tokens_in += n;
       if (seq.prefilled < seq.promptLength) { logits.dispose(); return true; }
-      scores = await this.hostScores(logits);
+      tokens = await this.choose([seq], logits);
     } catch (e) {
       this.release(seq); seq.fail(e);
       return true;
     }
-    try {
-      if (!seq.done) this.emit(seq, scores);
-    } finally { scores.dispose(); }
+    if (!seq.done) this.emit(seq, tokens[0]!);
     return true;
   }
 
@@ -419,7 +436,7 @@ export class Engine {
   private async decodeStep(): Promise<boolean> {
     const batch = this.running.filter((s) => !s.done && s.prefilled === s.promptLength && s.tokens.length > 0);
     if (!batch.length) return false;
-    let scores: Tensor;
+    let tokens: number[];
     try {
       for (const s of batch) this.cache.reserve(s.id, s.length);
       const lc = PagedLayerCache.decode(this.cache, batch.map((s) => s.id));
@@ -427,28 +444,50 @@ export class Engine {
       try {
         logits = this.forward(() => pagedLogits(this.model, batch.map((s) => [s.tokens[s.tokens.length - 1]!]), batch.map((s) => [s.length - 1]), lc));
       } finally { lc.dispose(); }
-      scores = await this.hostScores(logits);
+      tokens = await this.choose(batch, logits);
     } catch (e) {
       for (const s of batch) { this.release(s); s.fail(e); }
       return true;
     }
-    try {
-      const V = scores.shape[1]!;
-      batch.forEach((s, b) => {
-        if (s.done) return; // cancelled while the scores were read back
-        const row = Tensor.fromStorage((scores.dataStorageSync() as Float32Array).subarray(b * V, (b + 1) * V), 'float32', [1, V]);
-        try { this.emit(s, row); } finally { row.dispose(); }
-      });
-    } finally { scores.dispose(); }
+    // a sequence cancelled while the tokens were read back is already gone
+    batch.forEach((s, b) => { if (!s.done) this.emit(s, tokens[b]!); });
     return true;
   }
 
-  /** Samples a sequence's next token from its scores [1, V] and streams it; a finished sequence leaves. */
-  private emit(seq: Sequence, scores: Tensor): void {
-    let token: number;
-    try { token = this.sample(seq, scores); } catch (e) { this.release(seq); seq.fail(e); return; }
+  /** Streams a sequence's next token; a finished sequence leaves. */
+  private emit(seq: Sequence, token: number): void {
     this.counters.tokens_out++;
     if (seq.push(token)) this.release(seq);
+  }
+
+  private samplingStates = new Map<number, RowSamplingState>();
+
+  /**
+   * Each row's next token from logits [B, V] (disposed here). On the CPU: transformers' processors on
+   * the row's own scores with its own generator (the tokens model.generate() samples). Elsewhere:
+   * src/generation/sampler.ts on the device, each row with its settings and one uniform draw from its
+   * own generator, so a step reads back B ids instead of B·V scores (a row's token depends on its row
+   * alone there too).
+   */
+  private async choose(seqs: readonly Sequence[], logits: Tensor): Promise<number[]> {
+    if (this.sampling === 'host') {
+      const scores = await this.hostScores(logits);
+      try {
+        const V = scores.shape[1]!, all = scores.dataStorageSync() as Float32Array;
+        return seqs.map((s, b) => {
+          const row = Tensor.fromStorage(all.subarray(b * V, (b + 1) * V), 'float32', [1, V]);
+          try { return this.sample(s, row); } finally { row.dispose(); }
+        });
+      } finally { scores.dispose(); }
+    }
+    const B = seqs.length;
+    let st = this.samplingStates.get(B);
+    if (!st) { st = new RowSamplingState(B, logits.device); this.samplingStates.set(B, st); }
+    st.write(seqs.map((s) => (s.cfg.do_sample ? { temperature: s.cfg.temperature, top_k: s.cfg.top_k, top_p: s.cfg.top_p, min_p: 0 } : { temperature: 0, top_k: 0, top_p: 1, min_p: 0 })),
+      seqs.map((s) => (s.cfg.do_sample ? uniformOf(s) : 0)));
+    let ids: Tensor;
+    try { ids = sampleRows(logits, st.tensors); } finally { logits.dispose(); }
+    try { return Array.from(await ids.dataStorage() as BigInt64Array, Number); } finally { ids.dispose(); }
   }
 
   /** The request's next token from its scores [1, V] float32 on the CPU, with its own generator. */
