@@ -341,7 +341,7 @@ function scratchRegion(bytes: number): number {
   return scratch.ptr;
 }
 
-const SIMD_FORMATS = new Set(['int8', 'int4', 'fp8_e4m3', 'q8_0', 'q4_0']);
+const SIMD_FORMATS = new Set(['int8', 'int4', 'fp8_e4m3', 'q8_0', 'q4_0', 'q4_k', 'q6_k']);
 
 /**
  * The SIMD decode path: true when it ran (into acc, double values of float32 sums), false when the
@@ -355,7 +355,7 @@ function gemvSimd(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): boo
   if (l.format === 'int8' ? K % 32 !== 0 : l.format === 'fp8_e4m3' ? K % 16 !== 0 : l.format === 'int4' ? l.groupSize % 32 !== 0 : !direct && K % 4 !== 0) return false;
   const sim = quantSimd();
   if (!sim) return false;
-  const G = l.format === 'int4' ? K / l.groupSize : 0;
+  const G = l.format === 'int4' ? K / l.groupSize : l.format === 'q4_k' ? K / 32 : 0;
   const s = f32(p.scales), z = f32(p.zeros);
   const sBytes = s ? s.byteLength : 0, zBytes = z ? z.byteLength : 0;
   // scratch: x [K], group sums [G], out [N], scales and zeros when not resident, float rows for other formats
@@ -384,6 +384,12 @@ function gemvSimd(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): boo
       }
       case 'q8_0': sim.q8_0(xp, qp, op, N, K); break;
       case 'q4_0': sim.q4_0(xp, qp, op, N, K); break;
+      case 'q4_k': {
+        for (let c = 0; c < G; c++) { let t = 0; for (let k = 32 * c; k < 32 * c + 32; k++) t += f32v[(xp >> 2) + k]!; f32v[(xsp >> 2) + c] = t; }
+        sim.q4_k(xp, qp, xsp, op, N, K);
+        break;
+      }
+      case 'q6_k': sim.q6_k(xp, qp, op, N, K); break;
       default: {
         const w = new Float32Array(mem.buffer, wp, rows * K);
         for (let n0 = 0; n0 < N; n0 += rows) {

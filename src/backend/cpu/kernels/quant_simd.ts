@@ -11,6 +11,7 @@
 //   fp8(x, q, s, out, N, K, perTensor)       e4m3fn: bits (b & 0x7f) << 20 | sign, × 2^120 (exact, NaN codes not special)
 //   int4(x, q, s, z, xs, out, N, K, g, asym) g % 32 == 0; z, xs float32 [N, K/g] and [K/g]; sym: z = 8
 //   q8_0(x, q, out, N, K), q4_0(x, q, out, N, K)   GGUF blocks; the f16 d decoded in the kernel
+//   q4_k(x, q, xs, out, N, K), q6_k(x, q, out, N, K)   GGUF K-quants (xs: Σx of every 32 elements)
 //   f32(x, w, out, N, K)                     plain float rows (K % 4 == 0), for formats dequantized to a scratch
 
 import { uleb, sleb, name as wname, section, vec as wvec } from '../../../ir/wasm.js';
@@ -58,13 +59,13 @@ const splat32 = (v: number): number[] => { const b = new Uint8Array(16); new Uin
  * acc += Σ over the 16 i8 (signed) or u8 lanes on the stack (as a v128 in local `v`) × x[p .. p+16]:
  * widen to four i32x4, convert, multiply by x, add into acc. `signed` picks the extends.
  */
-function dot16(f: Fn, v: number, p: number, acc: number, signed: boolean): void {
+function dot16(f: Fn, v: number, p: number, acc: number, signed: boolean, base = 0): void {
   const [lo16, hi16, lo32, hi32] = signed ? [I16_LOW_S, I16_HIGH_S, I32_LOW_S, I32_HIGH_S] : [I16_LOW_U, I16_HIGH_U, I32_LOW_U, I32_HIGH_U];
   for (let h = 0; h < 2; h++) {
     for (let q = 0; q < 2; q++) {
       f.get(acc);
       f.get(v).simd(h ? hi16 : lo16).simd(q ? hi32 : lo32).simd(CONVERT_S);
-      f.get(p).vload((h * 2 + q) * 16).simd(F32X4_MUL).simd(F32X4_ADD).set(acc);
+      f.get(p).vload(base + (h * 2 + q) * 16).simd(F32X4_MUL).simd(F32X4_ADD).set(acc);
     }
   }
 }
@@ -196,6 +197,102 @@ function ggufFn(kind: 'q8_0' | 'q4_0'): Fn {
   return f;
 }
 
+/**
+ * GGUF q4_k (144-byte blocks of 256: f16 d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles:
+ * byte l of sub-block pair j holds element 64j + l (low nibble) and 64j + 32 + l (high)). Per 32 elements
+ * Σx·(d1·q − m1) = d1·Σx·q − m1·Σx, with Σx of every 32 elements precomputed (xs).
+ */
+function q4kFn(): Fn {
+  // params x q xs out N K | i32: n b o p B tmp sc mn c | f32: d dmin tmin d1 | v128: tvec acc v
+  const f = new Fn(6, 9, 4, 3);
+  const [x, q, xs, out, N, K] = [0, 1, 2, 3, 4, 5];
+  const [n, b, o, p, B, tmp, sc, mn, c] = [6, 7, 8, 9, 10, 11, 12, 13, 14];
+  const [d, dmin, tmin, d1] = [15, 16, 17, 18];
+  const [tvec, acc, v] = [19, 20, 21];
+  const ld8 = (off: number): void => { f.get(o).e(0x2d, 0, ...uleb(off)); }; // i32.load8_u
+  f.get(K).i32(256).e(0x6e).set(B);
+  f.get(q).set(o);
+  f.loop(n, N, 1, () => {
+    f.vconst(splat8(0)).set(tvec).f32c(0).set(tmin).get(x).set(p).get(xs).set(c);
+    f.loop(b, B, 1, () => {
+      f16At(f, o, 0, tmp); f.set(d);
+      f16At(f, o, 2, tmp); f.set(dmin);
+      for (let is = 0; is < 8; is++) {
+        const j = is >> 1, half = is & 1;
+        if (is < 4) {
+          ld8(4 + is); f.i32(63).e(0x71).set(sc);
+          ld8(8 + is); f.i32(63).e(0x71).set(mn);
+        } else {
+          ld8(8 + is); f.i32(15).e(0x71); ld8(is); f.i32(6).e(0x76).i32(4).e(0x74).e(0x72).set(sc);
+          ld8(8 + is); f.i32(4).e(0x76); ld8(4 + is); f.i32(6).e(0x76).i32(4).e(0x74).e(0x72).set(mn);
+        }
+        f.get(d).get(sc).e(0xb3 /* f32.convert_i32_u */).e(0x94).set(d1);
+        f.vconst(splat8(0)).set(acc);
+        for (let w = 0; w < 2; w++) {
+          f.get(o).vload(16 + 32 * j + 16 * w);
+          if (half) f.i32(4).simd(I8_SHR_U); else f.vconst(splat8(15)).simd(V_AND);
+          f.set(v);
+          dot16(f, v, p, acc, false, (64 * j + 32 * half + 16 * w) * 4);
+        }
+        f.get(acc).get(d1).simd(F32X4_SPLAT).simd(F32X4_MUL).get(tvec).simd(F32X4_ADD).set(tvec);
+        // tmin += fround(dmin · m) · Σx over these 32 elements
+        f.get(dmin).get(mn).e(0xb3).e(0x94).get(c).e(0x2a, 2, ...uleb(is * 4)).e(0x94).get(tmin).e(0x92).set(tmin);
+      }
+      f.get(p).i32(1024).add().set(p).get(c).i32(32).add().set(c).get(o).i32(144).add().set(o);
+    });
+    f.get(out).get(n).i32(4).mul().add();
+    hsum(f, tvec); f.get(tmin).e(0x93);
+    f.e(0x38, 2, 0);
+  });
+  return f;
+}
+
+/**
+ * GGUF q6_k (210-byte blocks of 256: 128 bytes of low nibbles ql, 64 of 2-bit high parts qh, 16 int8
+ * scales, f16 d): per half n and 16 lanes l, the four values (ql[l] & 15 | (qh[l] & 3) << 4) − 32 at
+ * 128n + l, (ql[l+32] & 15 | ...) at +32, (ql[l] >> 4 | ...) at +64, (ql[l+32] >> 4 | ...) at +96, each
+ * 16 sharing the scale fround(d · sc[...]).
+ */
+function q6kFn(): Fn {
+  // params x q out N K | i32: n b o p B tmp | f32: d | v128: tvec acc A Bv H v
+  const f = new Fn(5, 6, 1, 6);
+  const [x, q, out, N, K, n, b, o, p, B, tmp, d, tvec, acc, A, Bv, H, v] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17];
+  const I8_SHL = 0x6b;
+  f.get(K).i32(256).e(0x6e).set(B);
+  f.get(q).set(o);
+  f.loop(n, N, 1, () => {
+    f.vconst(splat8(0)).set(tvec).get(x).set(p);
+    f.loop(b, B, 1, () => {
+      f16At(f, o, 208, tmp); f.set(d);
+      for (let nn = 0; nn < 2; nn++) {
+        for (let l0 = 0; l0 < 32; l0 += 16) {
+          const is = l0 >> 4;
+          f.get(o).vload(64 * nn + l0).set(A).get(o).vload(64 * nn + 32 + l0).set(Bv).get(o).vload(128 + 32 * nn + l0).set(H);
+          for (let t = 0; t < 4; t++) {
+            // low part
+            if (t === 0) f.get(A).vconst(splat8(15)).simd(V_AND);
+            else if (t === 1) f.get(Bv).vconst(splat8(15)).simd(V_AND);
+            else if (t === 2) f.get(A).i32(4).simd(I8_SHR_U);
+            else f.get(Bv).i32(4).simd(I8_SHR_U);
+            // high part ((qh >> 2t) & 3) << 4
+            f.get(H); if (t) f.i32(2 * t).simd(I8_SHR_U);
+            f.vconst(splat8(3)).simd(V_AND).i32(4).simd(I8_SHL).simd(V_OR).vconst(splat8(32)).simd(I8_SUB).set(v);
+            f.vconst(splat8(0)).set(acc);
+            dot16(f, v, p, acc, true, (128 * nn + l0 + 32 * t) * 4);
+            f.get(acc).get(d).get(o).e(0x2c /* i32.load8_s */, 0, ...uleb(192 + 8 * nn + is + 2 * t)).e(0xb2).e(0x94).simd(F32X4_SPLAT).simd(F32X4_MUL);
+            f.get(tvec).simd(F32X4_ADD).set(tvec);
+          }
+        }
+      }
+      f.get(p).i32(1024).add().set(p).get(o).i32(210).add().set(o);
+    });
+    f.get(out).get(n).i32(4).mul().add();
+    hsum(f, tvec);
+    f.e(0x38, 2, 0);
+  });
+  return f;
+}
+
 function f32Fn(): Fn {
   // params x w out N K | i32: n k o p | v128: acc
   const f = new Fn(5, 4, 0, 1);
@@ -216,7 +313,8 @@ function f32Fn(): Fn {
 
 /** The module's bytes: imports the shared memory `e.m` (its maximum), exports the kernels above. */
 export function quantModule(maxPages: number): Uint8Array<ArrayBuffer> {
-  const fns: [string, Fn][] = [['i8', i8Fn()], ['fp8', fp8Fn()], ['int4', int4Fn()], ['q8_0', ggufFn('q8_0')], ['q4_0', ggufFn('q4_0')], ['f32', f32Fn()]];
+  const fns: [string, Fn][] = [['i8', i8Fn()], ['fp8', fp8Fn()], ['int4', int4Fn()], ['q8_0', ggufFn('q8_0')], ['q4_0', ggufFn('q4_0')], ['f32', f32Fn()],
+    ['q4_k', q4kFn()], ['q6_k', q6kFn()]];
   const types = fns.map(([, f]) => [0x60, ...wvec(new Array(f.params).fill([I32])), 0]);
   return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
     ...section(1, wvec(types)),
@@ -234,4 +332,6 @@ export interface QuantSimd {
   q8_0(x: number, q: number, out: number, N: number, K: number): void;
   q4_0(x: number, q: number, out: number, N: number, K: number): void;
   f32(x: number, w: number, out: number, N: number, K: number): void;
+  q4_k(x: number, q: number, xs: number, out: number, N: number, K: number): void;
+  q6_k(x: number, q: number, out: number, N: number, K: number): void;
 }
