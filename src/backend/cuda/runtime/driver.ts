@@ -878,13 +878,14 @@ function launchGridDependent(d: Driver, f: bigint, gx: number, gy: number, gz: n
 /**
  * Whether kernels compiled now for `ctx` start with the grid-dependency wait and launch with programmatic
  * stream serialization: a device of compute capability 9.0 or later (a fact the driver reports) and a
- * driver with cuLaunchKernelEx. NBX_CUDA_PDL=0 turns it off.
+ * driver with cuLaunchKernelEx. NBX_CUDA_PDL=0 turns it off; 1 waits without triggering dependents early
+ * (nvrtc.ts); the default also triggers them.
  */
 export function gridDependencyEnabled(ctx: CudaContext): boolean {
   const env = process.env.NBX_CUDA_PDL;
   // 'compile': kernels get the wait (a no-op without the launch attribute) on any device; for tests of the rewrite
   if (env === 'compile') return true;
-  if (env !== '1' && env !== '2') return false;
+  if (env === '0') return false;
   return ctx.info.cc[0] >= 9 && fns().cuLaunchKernelEx !== null;
 }
 

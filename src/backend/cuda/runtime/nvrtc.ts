@@ -603,11 +603,11 @@ export async function loadSourceAsync(ctx: CudaContext, source: string, options:
   return loadCompiled(ctx, compiled, pdl);
 }
 
-// NBX_CUDA_PDL=2 also lets the next kernel's blocks be scheduled as soon as every block of this one has
-// started (they then wait for this grid to complete): more overlap, at the risk of occupying room that a
-// grid of several waves still needs.
+// By default a kernel also lets the next kernel's blocks be scheduled as soon as every block of this one
+// has started (they then wait for this grid to complete): more overlap than waiting alone (BENCHMARKS.md,
+// decode with programmatic dependent launch); NBX_CUDA_PDL=1 waits without that trigger.
 const gridDependencyPrelude = (): string => `#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define NBX_GRID_DEPENDENCY_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")${process.env.NBX_CUDA_PDL === '2' ? '; asm volatile("griddepcontrol.launch_dependents;")' : ''}
+#define NBX_GRID_DEPENDENCY_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")${process.env.NBX_CUDA_PDL === '1' ? '' : '; asm volatile("griddepcontrol.launch_dependents;")'}
 #else
 #define NBX_GRID_DEPENDENCY_WAIT()
 #endif
