@@ -154,7 +154,7 @@ async function timeCall(device: string, fn: () => void): Promise<number> {
 }
 
 async function measureStreamGBs(device: string): Promise<{ gbs: number; how: string }> {
-  const n = device === 'cpu' ? 1 << 24 : 1 << 28;
+  const n = device === 'cuda' ? 1 << 28 : 1 << 24; // WebGPU binds whole buffers: 64 MiB fits every adapter's binding limit
   const a = nbx.ones([n], { device, dtype: 'float32' }), b = nbx.ones([n], { device, dtype: 'float32' });
   try {
     let best = Infinity;
