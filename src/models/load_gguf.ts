@@ -1,4 +1,5 @@
-// nbx.models.load('model.gguf'): a llama.cpp GGUF file as a CausalLM. The config comes from the file's
+// nbx.models.load('model.gguf'): a llama.cpp GGUF file as a CausalLM (architectures llama, qwen2, qwen3,
+// gemma2, gemma3, phi3). The config comes from the file's
 // metadata (`<arch>.block_count`, `.embedding_length`, ... as llama.cpp's converter writes them), the
 // tensors are renamed to transformers' names, and Llama's query and key rows are put back in
 // transformers' order (llama.cpp's converter interleaves the two rotary halves of every head).
@@ -33,6 +34,21 @@ const ARCHES: Record<string, { modelType: string; architecture: string; permuteQ
   llama: { modelType: 'llama', architecture: 'LlamaForCausalLM', permuteQK: true },
   qwen2: { modelType: 'qwen2', architecture: 'Qwen2ForCausalLM', permuteQK: false },
   qwen3: { modelType: 'qwen3', architecture: 'Qwen3ForCausalLM', permuteQK: false },
+  gemma2: { modelType: 'gemma2', architecture: 'Gemma2ForCausalLM', permuteQK: false },
+  gemma3: { modelType: 'gemma3_text', architecture: 'Gemma3ForCausalLM', permuteQK: false },
+  phi3: { modelType: 'phi3', architecture: 'Phi3ForCausalLM', permuteQK: false },
+};
+
+/**
+ * Per-architecture tensor names where llama.cpp's differ from the common ones: Gemma 2/3's four norms
+ * per layer (post_attention_norm is transformers' post_attention_layernorm, ffn_norm its
+ * pre_feedforward_layernorm, post_ffw_norm its post_feedforward_layernorm); Phi-3's fused projections
+ * (attn_qkv, and ffn_up holding gate_up_proj).
+ */
+const ARCH_LAYER_NAMES: Record<string, Record<string, string>> = {
+  gemma2: { post_attention_norm: 'post_attention_layernorm', ffn_norm: 'pre_feedforward_layernorm', post_ffw_norm: 'post_feedforward_layernorm' },
+  gemma3: { post_attention_norm: 'post_attention_layernorm', ffn_norm: 'pre_feedforward_layernorm', post_ffw_norm: 'post_feedforward_layernorm' },
+  phi3: { attn_qkv: 'self_attn.qkv_proj', ffn_up: 'mlp.gate_up_proj' },
 };
 
 /** llama.cpp's per-layer tensor names → transformers'. */
@@ -44,10 +60,10 @@ const LAYER_NAMES: Record<string, string> = {
 const TOP_NAMES: Record<string, string> = { 'token_embd.weight': 'model.embed_tokens.weight', 'output_norm.weight': 'model.norm.weight', 'output.weight': 'lm_head.weight' };
 
 /** transformers' name of a GGUF tensor, or the GGUF name itself (then reported as unexpected by the loader). */
-export function hfName(ggufName: string): string {
+export function hfName(ggufName: string, arch = 'llama'): string {
   if (TOP_NAMES[ggufName]) return TOP_NAMES[ggufName]!;
   const m = /^blk\.(\d+)\.(\w+)\.(weight|bias)$/.exec(ggufName);
-  const part = m ? LAYER_NAMES[m[2]!] : undefined;
+  const part = m ? ARCH_LAYER_NAMES[arch]?.[m[2]!] ?? LAYER_NAMES[m[2]!] : undefined;
   return m && part ? `model.layers.${m[1]}.${part}.${m[3]}` : ggufName;
 }
 
@@ -72,7 +88,8 @@ export function configFromGguf(f: GgufFile): Record<string, unknown> {
   const emb = f.tensors.get('token_embd.weight');
   if (!emb) throw new FormatError(OP, `${path}: no token_embd.weight tensor`);
   const scaling = md.get(`${arch}.rope.scaling.type`);
-  if (scaling !== undefined && scaling !== 'none') throw new UnsupportedError(OP, `${path}: GGUF rope scaling '${String(scaling)}' is not mapped yet (files without rope scaling load)`);
+  if (scaling !== undefined && scaling !== 'none' && scaling !== 'linear') throw new UnsupportedError(OP, `${path}: GGUF rope scaling '${String(scaling)}' is not mapped yet (none and linear are)`);
+  if (f.tensors.has('rope_factors_long.weight') || f.tensors.has('rope_factors_short.weight')) throw new UnsupportedError(OP, `${path}: LongRoPE factors (rope_factors_long/short) are not mapped yet`);
   const heads = num(md, `${arch}.attention.head_count`, path, true)!;
   const cfg: Record<string, unknown> = {
     model_type: a.modelType, architectures: [a.architecture],
@@ -93,11 +110,37 @@ export function configFromGguf(f: GgufFile): Record<string, unknown> {
   const headDim = num(md, `${arch}.attention.key_length`, path, false);
   if (headDim !== undefined) cfg.head_dim = headDim;
   if (arch === 'qwen2') cfg.attention_bias = true;
+  if (scaling === 'linear') cfg.rope_scaling = { rope_type: 'linear', factor: num(md, `${arch}.rope.scaling.factor`, path, true) };
+  if (arch === 'gemma2' || arch === 'gemma3') {
+    const layers = cfg.num_hidden_layers as number, hidden = cfg.hidden_size as number;
+    delete cfg.hidden_act;
+    cfg.hidden_activation = 'gelu_pytorch_tanh';
+    cfg.head_dim = headDim ?? hidden / heads;
+    // llama.cpp scales queries by 1/√head_dim, except the 27B models (46 / 62 layers): 1/√(hidden/heads)
+    cfg.query_pre_attn_scalar = (arch === 'gemma2' && layers === 46) || (arch === 'gemma3' && layers === 62) ? hidden / heads : cfg.head_dim;
+    cfg.sliding_window = num(md, `${arch}.attention.sliding_window`, path, false) ?? null;
+    cfg.attn_logit_softcapping = num(md, `${arch}.attn_logit_softcapping`, path, false) ?? null;
+    cfg.final_logit_softcapping = num(md, `${arch}.final_logit_softcapping`, path, false) ?? null;
+    if (arch === 'gemma3') {
+      // llama.cpp: every 6th layer global (rope.freq_base), the others local with base 10000
+      cfg.rope_theta = num(md, `${arch}.rope.freq_base`, path, false) ?? 1e6;
+      cfg.rope_local_base_freq = 10000;
+      cfg.sliding_window_pattern = num(md, `${arch}.attention.sliding_window_pattern`, path, false) ?? 6;
+    }
+  }
+  if (arch === 'phi3') {
+    const dims = num(md, `${arch}.rope.dimension_count`, path, false), hd = headDim ?? (cfg.hidden_size as number) / heads;
+    if (dims !== undefined) cfg.partial_rotary_factor = dims / hd;
+    const orig = num(md, `${arch}.rope.scaling.original_context_length`, path, false);
+    if (orig !== undefined) cfg.original_max_position_embeddings = orig;
+    const sw = num(md, `${arch}.attention.sliding_window`, path, false);
+    cfg.sliding_window = sw ? sw : null;
+  }
   return cfg;
 }
 
 /** Linear weights of the model (transformers names) that may stay packed. */
-const LINEAR_WEIGHT = /^(model\.layers\.\d+\.(self_attn\.[qkvo]_proj|mlp\.(gate|up|down)_proj)|lm_head)\.weight$/;
+const LINEAR_WEIGHT = /^(model\.layers\.\d+\.(self_attn\.([qkvo]|qkv)_proj|mlp\.(gate|up|down|gate_up)_proj)|lm_head)\.weight$/;
 
 /**
  * The file's tensors under transformers' names, dequantized (and Llama's Q/K rows restored) on get();
@@ -107,11 +150,11 @@ const LINEAR_WEIGHT = /^(model\.layers\.\d+\.(self_attn\.[qkvo]_proj|mlp\.(gate|
 class GgufWeights implements WeightSource {
   private readonly byHf = new Map<string, string>();
   readonly decls = new Map<string, QuantDecl>();
-  constructor(private readonly f: GgufFile, private readonly cfg: Record<string, unknown>, private readonly permuteQK: boolean, device: Device) {
+  constructor(private readonly f: GgufFile, private readonly cfg: Record<string, unknown>, private readonly permuteQK: boolean, device: Device, private readonly arch: string) {
     backendFor(device); // a lazily started backend registers its kernels (and features) now
     const feats = hasKernel('quant_matmul', device.type) ? kernelFeatures('quant', device).formats : [];
     for (const n of f.tensors.keys()) {
-      const hf = hfName(n), t = f.tensors.get(n)!;
+      const hf = hfName(n, arch), t = f.tensors.get(n)!;
       const format = formatOfGgml(t.typeName);
       if (format && feats.includes(format) && LINEAR_WEIGHT.test(hf) && t.shape.length === 2) {
         const p = hf.slice(0, -'.weight'.length);
@@ -148,6 +191,10 @@ class GgufWeights implements WeightSource {
       return onDevice(b, [rows, rb], opts.device ?? 'cpu');
     }
     let t = await this.f.dequantize(this.byHf.get(name)!);
+    if ((this.arch === 'gemma2' || this.arch === 'gemma3') && /norm\.weight$/.test(name)) {
+      // llama.cpp's converter stores Gemma's norm weights as 1 + w (its RMSNorm multiplies by the weight)
+      const w = t.sub(1); t.dispose(); t = w;
+    }
     const heads = this.qkHeads(name);
     if (this.permuteQK && heads > 0) {
       // llama.cpp: w.reshape(heads, 2, rows / heads / 2, cols).swapaxes(1, 2); undone here
@@ -171,7 +218,7 @@ export async function loadGguf(path: string, opts: LoadModelOptions & { device?:
   return assembleModel({
     config, configName: `${path} (GGUF metadata)`,
     generationConfig: undefined, generationConfigName: path,
-    weights: async () => new GgufWeights(f, config, ARCHES[arch]!.permuteQK, Device.of(opts.device ?? 'cpu')), weightsName: path,
+    weights: async () => new GgufWeights(f, config, ARCHES[arch]!.permuteQK, Device.of(opts.device ?? 'cpu'), arch), weightsName: path,
     tokenizer: async () => tokenizerFromGguf(f),
   }, opts);
 }
