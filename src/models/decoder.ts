@@ -257,6 +257,14 @@ export class MLP extends Module {
 
 /** Tokens up to which a MoE layer reads its experts by device-held ids where the backend can (decode steps). */
 const ROUTED_ON_DEVICE_MAX_TOKENS = 16;
+/**
+ * Tokens up to which, on such a backend, every expert runs on every token (unrouted ones weighted 0) as
+ * one batched product instead of a host-routed loop: a batched decode step of up to this many sequences
+ * then reads each expert's weights once, as the loop would (at these counts nearly every expert is routed
+ * to), stays bound by those reads rather than by the E/k times larger arithmetic, and reads nothing back
+ * to the host, so a CUDA graph records it.
+ */
+const DENSE_EXPERTS_MAX_TOKENS = 128;
 
 /** The experts of one MoE layer as transformers 5 holds them: gate_up_proj [E, 2I, H], down_proj [E, H, I]. */
 export class Experts extends Module {
@@ -278,8 +286,10 @@ export class Experts extends Module {
    * Σ over the chosen experts of weight · down_e(act(gate_e(x)) · up_e(x)) for x [N, H], the chosen
    * experts `indices` [N, k] and their `weights` [N, k]. As transformers: each expert runs on the tokens
    * routed to it and its weighted output is index_add-ed into the result in the model dtype. That needs
-   * the routing on the host; on a device that cannot read back synchronously (WebGPU) every expert runs
-   * on every token instead and unrouted experts get weight 0 (same values, E/k times the work).
+   * the routing on the host; on a device that cannot read back synchronously (WebGPU), and for a batched
+   * decode step on one that reads experts by device-held ids (DENSE_EXPERTS_MAX_TOKENS), every expert runs
+   * on every token instead and unrouted experts get weight 0 (same values up to rounding, E/k times the
+   * arithmetic).
    */
   override forward(x: Tensor, indices: Tensor, weights: Tensor): Tensor {
     const [N, H] = x.shape as [number, number];
@@ -297,7 +307,7 @@ export class Experts extends Module {
       for (let j = 1; j < k; j++) out = out.add(contrib.select(1, j));
       return out.contiguous();
     }
-    if (!backendFor(x.device).downloadSync) {
+    if (!backendFor(x.device).downloadSync || (N <= DENSE_EXPERTS_MAX_TOKENS && fusedKernel('expert_gemv', x))) {
       const routing = nbx.zeros([N, this.num_experts], { dtype: weights.dt, device: x.device }).scatter(1, indices, weights);
       const gu = nbx.matmul(x.unsqueeze(0), this.gate_up_proj.transpose(1, 2)); // [E, N, 2I]
       const [gate, up] = gu.chunk(2, -1) as [Tensor, Tensor];
