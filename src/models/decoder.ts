@@ -9,6 +9,7 @@ import * as nbx from '../index.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { Module, Linear, Embedding, RMSNorm, ModuleList, type FactoryOptions } from '../nn/index.js';
 import { emptyParameter } from '../nn/module.js';
+import { QuantizedTensor } from '../quant/quantized_tensor.js';
 import type { ModelConfig, LayerType, SupportedModelType } from './config.js';
 import { RotaryEmbedding } from './rope.js';
 import { attention, booleanMask } from './attention.js';
@@ -112,10 +113,59 @@ class ConcatLinears {
   private views: (Tensor | null)[] = [];
   private w: Tensor | null = null;
   private b: Tensor | null = null;
+  /** Quantized parts (nbx.quant): the joined QuantizedTensor; each part's packed buffers are views of its rows. */
+  private qw: QuantizedTensor | null = null;
   constructor(private readonly owner: Module, private readonly name: string, private readonly parts: Linear[]) {}
+
+  /**
+   * Quantized parts of one format and K join the same way (QuantizedTensor.cat): one packed weight whose
+   * rows are the parts', one quant_matmul instead of one per part (issue #21).
+   */
+  private joinedQuant(): boolean {
+    const ps = this.parts, v = this.views, qw = this.qw;
+    if (qw && !qw.isDisposed && this.owner._member(`${this.name}_qweight`) === qw.qdata) {
+      let ok = true;
+      for (let i = 0; i < ps.length && ok; i++) {
+        ok = ps[i]!._member('qweight') === v[4 * i] && ps[i]!._member('scales') === v[4 * i + 1] && ps[i]!._member('zeros') === v[4 * i + 2] && ps[i]!._member('bias') === v[4 * i + 3];
+      }
+      if (ok) return true;
+    }
+    const qs = ps.map((p) => p.quantized_weight);
+    if (qs.some((q) => q === null || q.isDisposed)) return false;
+    const bs = ps.map((p) => p._member('bias'));
+    const hasBias = bs[0] instanceof nbx.Tensor;
+    for (const b of bs) if (hasBias ? !(b instanceof nbx.Tensor) || b.dt !== (bs[0] as Tensor).dt : b !== null) return false;
+    const joined = QuantizedTensor.cat(qs as QuantizedTensor[]);
+    if (!joined) return false;
+    const cb = hasBias ? nbx.keep(nbx.cat(bs as Tensor[], 0)) : null;
+    for (const t of [joined.qdata, joined.scales, joined.zeros]) if (t) nbx.keep(t);
+    const old: (Tensor | null)[] = [];
+    this.views = [];
+    let row = 0;
+    for (let i = 0; i < ps.length; i++) {
+      const q = qs[i]!, n = q.layout.n;
+      old.push(q.qdata, q.scales, q.zeros, bs[i] as Tensor | null);
+      const part = joined.rows(row, row + n);
+      ps[i]!.set_quantized_weight(part);
+      const vb = cb ? cb.slice(0, row, row + n) : null;
+      if (vb) ps[i]!.bias = vb;
+      this.views.push(part.qdata, part.scales, part.zeros, vb);
+      row += n;
+    }
+    for (const t of old) t?.dispose(); // the parts owned them; their values now live in the joined weight
+    for (const [k, t] of [['qweight', joined.qdata], ['qscales', joined.scales], ['qzeros', joined.zeros]] as const) {
+      (this.owner._member(`${this.name}_${k}`) as Tensor | null)?.dispose();
+      this.owner.register_buffer(`${this.name}_${k}`, t, { persistent: false, keep_dtype: true });
+    }
+    (this.owner._member(`${this.name}_bias`) as Tensor | null)?.dispose();
+    this.owner.register_buffer(`${this.name}_bias`, cb, { persistent: false });
+    this.qw = joined; this.b = cb;
+    return true;
+  }
 
   /** The concatenated weight and bias, (re)built when a part's parameters are no longer the views; false when the parts cannot be joined. */
   private joined(): boolean {
+    if (this.parts[0]!.is_quantized) return this.joinedQuant();
     const v = this.views, ps = this.parts;
     if (this.w && !this.w.isDisposed && this.owner._member(`${this.name}_weight`) === this.w) {
       let ok = true;
@@ -156,7 +206,8 @@ class ConcatLinears {
 
   /** x·[W₁; W₂; …]ᵀ (+ [b₁; b₂; …]), or null when the parts cannot be joined (then each runs on its own). */
   forward(x: Tensor): Tensor | null {
-    return this.joined() ? nbx.nn.functional.linear(x, this.w!, this.b) : null;
+    if (!this.joined()) return null;
+    return this.qw && this.parts[0]!.is_quantized ? nbx.quant.quant_linear(x, this.qw, this.b) : nbx.nn.functional.linear(x, this.w!, this.b);
   }
 }
 

@@ -14,6 +14,7 @@ import type { QuantFormat, QuantLayout } from '../kernels/quant.js';
 import { dequantizeWeight, type QuantWeight } from '../ops/quant.js';
 import { makeLayout, scaleShapes } from './formats.js';
 import { residentCopy } from './wasm_memory.js';
+import { cat as nbx_cat } from '../ops/shape.js';
 
 const OP = 'quant.QuantizedTensor';
 
@@ -84,6 +85,49 @@ export class QuantizedTensor implements QuantWeight {
   }
 
   dispose(): void { this.qdata.dispose(); this.scales?.dispose(); this.zeros?.dispose(); }
+
+  /**
+   * The weights stacked along N (rows), as one weight whose product is the parts' products side by side
+   * (q/k/v or gate/up projections run as one kernel call), or null when they cannot be joined exactly:
+   * different formats, K, int4 groups or symmetry, devices. Per-tensor fp8 scales become per-channel ones
+   * (each part's scale repeated over its rows: the same numbers). The result owns new tensors (on the
+   * CPU in the quant memory); rows(i) of it are the parts.
+   */
+  static cat(parts: readonly QuantizedTensor[]): QuantizedTensor | null {
+    const a = parts[0];
+    if (!a || parts.some((p) => p.isDisposed)) return null;
+    const l = a.layout, dev = a.device;
+    for (const p of parts) {
+      const m = p.layout;
+      if (m.format !== l.format || m.k !== l.k || m.rowBytes !== l.rowBytes || m.groupSize !== l.groupSize || p.device !== dev || (p.zeros === null) !== (a.zeros === null) || (p.scales === null) !== (a.scales === null)) return null;
+    }
+    const n = parts.reduce((t, p) => t + p.layout.n, 0);
+    const cpu = dev.type === 'cpu';
+    const home = (t: Tensor): Tensor => {
+      if (!cpu) return t;
+      const r = Tensor.fromStorage(residentCopy(t.storage.buf as Uint8Array | Float32Array), t.dt, t.shape, 'cpu');
+      t.dispose();
+      return r;
+    };
+    const catRows = (ts: Tensor[]): Tensor => home(nbx_cat(ts));
+    const scalesOf = (p: QuantizedTensor): Tensor => (l.format === 'fp8_e4m3' && p.scales!.numel() === 1 ? p.scales!.expand([p.layout.n]) : p.scales!);
+    return new QuantizedTensor({
+      qdata: catRows(parts.map((p) => p.qdata)),
+      scales: a.scales ? catRows(parts.map(scalesOf)) : null,
+      zeros: a.zeros ? catRows(parts.map((p) => p.zeros!)) : null,
+      layout: { ...l, n }, dtype: a.dtype,
+    });
+  }
+
+  /** Rows [r0, r1) as a QuantizedTensor of views (sharing this one's tensors; do not dispose it separately). */
+  rows(r0: number, r1: number): QuantizedTensor {
+    const l = this.layout;
+    const perTensor = l.format === 'fp8_e4m3' && this.scales!.numel() === 1;
+    return new QuantizedTensor({
+      qdata: this.qdata.slice(0, r0, r1), scales: this.scales ? (perTensor ? this.scales : this.scales.slice(0, r0, r1)) : null,
+      zeros: this.zeros ? this.zeros.slice(0, r0, r1) : null, layout: { ...l, n: r1 - r0 }, dtype: this.dtype,
+    });
+  }
 
   toString(): string {
     const l = this.layout;
