@@ -212,3 +212,27 @@ test('CPU step recording: a replay repeats every kernel with the values written 
   assert.throws(() => recordCpu(() => nbx.nonzero(x)), GraphCaptureError);
   x.dispose(); idx.dispose(); result.dispose(); acc.result.dispose();
 });
+
+test('CUDA: a MoE layer\'s batched step (17-128 tokens) runs every expert densely and equals the host-routed loop on the CPU', { skip }, async () => {
+  const cpuModel = await nbx.models.load(join(MODELS, 'mixtral'), { device: 'cpu', dtype: 'float32' }) as unknown as CausalLMModel;
+  const cudaModel = await nbx.models.load(join(MODELS, 'mixtral'), { device: 'cuda', dtype: 'float32' }) as unknown as CausalLMModel;
+  try {
+    type Moe = { forward(x: nbx.Tensor, i: nbx.Tensor, w: nbx.Tensor): nbx.Tensor; num_experts: number };
+    const experts = (m: CausalLMModel): Moe => (m.model.layers.get(0) as unknown as { mlp: { experts: Moe } }).mlp.experts;
+    const E = experts(cpuModel).num_experts, H = cpuModel.cfg.hidden_size;
+    for (const N of [17, 64, 128]) {
+      const g = new nbx.Generator().manual_seed(N);
+      const x = nbx.randn([N, H], { generator: g });
+      const idx = nbx.stack([nbx.randint(0, E, [N], { generator: g }), nbx.randint(0, E, [N], { generator: g })], 1);
+      const distinct = idx.select(1, 1).ne(idx.select(1, 0));
+      const indices = nbx.stack([idx.select(1, 0), nbx.where(distinct, idx.select(1, 1), idx.select(1, 0).add(1).remainder(E))], 1);
+      const w = nbx.softmax(nbx.randn([N, 2], { generator: g }), -1);
+      const ref = experts(cpuModel).forward(x, indices, w);
+      const got = await experts(cudaModel).forward(x.to('cuda'), indices.to('cuda'), w.to('cuda')).to('float32').data() as Float32Array;
+      const r = ref.dataSync() as Float32Array;
+      let worst = 0, scale = 0;
+      for (let i = 0; i < r.length; i++) { worst = Math.max(worst, Math.abs(r[i]! - got[i]!)); scale = Math.max(scale, Math.abs(r[i]!)); }
+      assert.ok(worst <= 1e-4 * Math.max(scale, 1), `N=${N}: max |dense - routed| = ${worst} (scale ${scale})`);
+    }
+  } finally { cpuModel.dispose(); cudaModel.dispose(); }
+});
