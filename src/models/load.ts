@@ -9,7 +9,8 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import * as nbx from '../index.js';
 import type { Tensor } from '../tensor/tensor.js';
-import { Device, type DeviceLike } from '../backend/backend.js';
+import { Device, backendFor, type DeviceLike } from '../backend/backend.js';
+import { checkQuantSupport } from '../ops/quant.js';
 import { dtypeName, DTYPES, type DTypeLike, type DTypeName } from '../dtype/dtypes.js';
 import { init_empty_weights } from '../nn/index.js';
 import { FormatError, NbxError, ShapeError, ValueError } from '../errors.js';
@@ -214,9 +215,12 @@ async function loadWeights(model: CausalLMModel, handle: WeightSource, weights: 
  * their packed tensors are what the model expects. Embeddings and norms stay float; lm_head is quantized
  * only when the checkpoint quantized it.
  */
-function declareQuantized(model: CausalLMModel, handle: WeightSource, weights: string): void {
-  if (!handle.decls) return;
+function declareQuantized(model: CausalLMModel, handle: WeightSource, weights: string, device: Device, dtype: DTypeName): void {
+  if (!handle.decls?.size) return;
+  backendFor(device); // a lazily started backend registers its kernels and features now
   for (const [path, d] of handle.decls) {
+    // a format the device's kernels lack is a typed error now, before any data is read
+    checkQuantSupport(OP, device, d.layout, dtype);
     let m: unknown;
     try { m = model.get_submodule(path); } catch { throw new ShapeError(OP, `${weights}: quantized weights for '${path}', which is not a module of this ${model.cfg.model_type} model`); }
     if (!(m instanceof Linear)) throw new ShapeError(OP, `${weights}: quantized weights for '${path}', which is not a Linear`);
@@ -258,7 +262,7 @@ export async function assembleModel(parts: ModelParts, opts: LoadModelOptions = 
     let handle = await parts.weights();
     try {
       handle = quantSource(handle, (cfg.raw as Record<string, unknown>).quantization_config, parts.configName) ?? handle;
-      declareQuantized(model, handle, parts.weightsName);
+      declareQuantized(model, handle, parts.weightsName, device, dtype);
     } catch (e) { await handle.close(); throw e; }
     await loadWeights(model, handle, parts.weightsName, device, dtype, opts);
     model.generationConfig = Object.freeze({ ...(genCfg as Record<string, unknown> | undefined) });
