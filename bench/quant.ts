@@ -93,10 +93,14 @@ async function check(device: string, formats: readonly QuantFormat[]): Promise<b
   for (const f of formats) {
     const parts: string[] = [];
     let fail = '';
-    const cases: [string, number][] = [['bfloat16', 1], ['bfloat16', 4], ['bfloat16', 8], ['float16', 3], ['float32', 2], ['bfloat16', 37]];
-    for (const [dt, m] of cases) {
+    const cases: [string, number, string?][] = [['bfloat16', 1], ['bfloat16', 4], ['bfloat16', 8], ['float16', 3], ['float32', 2], ['bfloat16', 37]];
+    // the tensor-core int4 kernel forced (the tuner may pick it on large shapes, which the check's are not)
+    if (f === 'int4' && device === 'cuda') cases.push(['bfloat16', 1, 'mma'], ['bfloat16', 8, 'mma-asym'], ['float16', 3, 'mma']);
+    const cudaMod = device === 'cuda' ? await import('../src/backend/cuda/kernels/quant.js') : null;
+    for (const [dt, m, impl] of cases) {
       const k = K[f] ?? 2304, n = 72;
-      const p = randomPacked(f, n, k, seed++, { asym: f === 'int4' && m === 4, groupSize: m === 8 ? 64 : 128 });
+      const p = randomPacked(f, n, k, seed++, impl ? { asym: impl === 'mma-asym', groupSize: 128 } : { asym: f === 'int4' && m === 4, groupSize: m === 8 ? 64 : 128 });
+      if (impl) cudaMod?.forceQuantGemvConfig({ impl: 'mma', rows: 1, sub: 1 });
       const w = toDevice(p, device);
       const r = lcg(seed++);
       const x = nbx.tensor(Array.from({ length: m * k }, () => r() * 2 - 1)).reshape([m, k]).to(dt as 'float32');
@@ -110,9 +114,9 @@ async function check(device: string, formats: readonly QuantFormat[]): Promise<b
         });
         const got = (await o.cpu()).to('float64').dataSync() as Float64Array;
         const e = relErr(got, want);
-        parts.push(`${dt === 'bfloat16' ? 'bf16' : dt === 'float16' ? 'f16' : 'f32'} m${m} ${e.toExponential(1)}`);
-        if (!(e <= QUANT_TOL[dt]!)) fail += ` [${dt} m=${m}: error ${e} > ${QUANT_TOL[dt]}]`;
-      } catch (err) { fail += ` [${dt} m=${m}: ${(err as Error).message}]`; }
+        parts.push(`${impl ? `${impl} ` : ''}${dt === 'bfloat16' ? 'bf16' : dt === 'float16' ? 'f16' : 'f32'} m${m} ${e.toExponential(1)}`);
+        if (!(e <= QUANT_TOL[dt]!)) fail += ` [${impl ?? ''} ${dt} m=${m}: error ${e} > ${QUANT_TOL[dt]}]`;
+      } catch (err) { fail += ` [${impl ?? ''} ${dt} m=${m}: ${(err as Error).message}]`; } finally { if (impl) cudaMod?.forceQuantGemvConfig(null); }
       disposeW(w); xg.dispose(); bg.dispose(); o.dispose();
     }
     // dequantize bit for bit (bfloat16)
@@ -204,22 +208,23 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
           if (sweep && cudaMod && !overBudget()) {
             let best: { config: string; us: number; gbs: number } | undefined;
             const all: string[] = [];
-            for (const rowsPer of [1, 2, 4]) {
-              for (const sub of [1, 2, 4]) {
-                if (cudaMod.gemvSmem(f, { rows: rowsPer, sub }) > cudaMod.GEMV_SMEM_MAX) continue;
-                cudaMod.forceQuantGemvConfig({ rows: rowsPer, sub });
-                try {
-                  const t = await timeCall(device, () => callQuant(device, w, x, o, m, 'bfloat16'));
-                  const gg = w.bytes / (t / 1000) / 1e9;
-                  all.push(`r${rowsPer}s${sub}:${gg.toFixed(0)}`);
-                  if (!best || t * 1000 < best.us) best = { config: `rows ${rowsPer} sub ${sub}`, us: t * 1000, gbs: gg };
-                } finally { cudaMod.forceQuantGemvConfig(null); }
-              }
+            const cfgs: { impl: string; rows: number; sub: number }[] = f === 'int4' ? [{ impl: 'mma', rows: 1, sub: 1 }] : [];
+            for (const rowsPer of [1, 2, 4]) for (const sub of [1, 2, 4]) cfgs.push({ impl: 'fma', rows: rowsPer, sub });
+            for (const cfg of cfgs) {
+              if (cfg.impl === 'fma' && cudaMod.gemvSmem(f, cfg) > cudaMod.GEMV_SMEM_MAX) continue;
+              cudaMod.forceQuantGemvConfig(cfg);
+              try {
+                const t = await timeCall(device, () => callQuant(device, w, x, o, m, 'bfloat16'));
+                const gg = w.bytes / (t / 1000) / 1e9;
+                const label = cfg.impl === 'mma' ? 'mma' : `r${cfg.rows}s${cfg.sub}`;
+                all.push(`${label}:${gg.toFixed(0)}`);
+                if (!best || t * 1000 < best.us) best = { config: label, us: t * 1000, gbs: gg };
+              } finally { cudaMod.forceQuantGemvConfig(null); }
             }
             if (best) { row.best = best; extra = ` | best ${best.config}: ${best.gbs.toFixed(0)} GB/s${pct(best.gbs)} [${all.join(' ')}]`; }
           }
           const chosen = cudaMod?.lastQuantGemvConfig();
-          if (chosen) row.config = `r${chosen.rows}s${chosen.sub}`;
+          if (chosen) row.config = chosen.impl === 'mma' ? 'mma' : `r${chosen.rows}s${chosen.sub}`;
           rows.push(row);
           out(`  ${f.padEnd(8)} ${n}x${k} m=${m}: ${(ms1 * 1000).toFixed(1).padStart(7)} us ${g.toFixed(0).padStart(5)} GB/s${pct(g)}  (${(w.bytes / 2 ** 20).toFixed(1)} MiB, ${(refG > 0 ? (ref / ms1) : 0).toFixed(2)}x bf16${row.config ? `, ${row.config}` : ''})${extra}`);
         } catch (e) {

@@ -234,14 +234,25 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
 // ---- the GEMV kernel ----------------------------------------------------------------------------
 
 export const QUANT_GEMV_SPACE = defineSpace({
-  name: 'cuda.quant_gemv.v1',
+  name: 'cuda.quant_gemv.v2',
   knobs: [
-    { name: 'rows', values: [1, 2, 4], movesBits: false, doc: 'weight rows per warp (x converted once for all of them)' },
-    { name: 'sub', values: [1, 2, 4], movesBits: true, doc: 'sub-blocks per lane per tile (tile = 32·sub sub-blocks of 32 elements)' },
+    { name: 'impl', values: ['fma', 'mma'], movesBits: true, doc: "the FMA kernel (every format), or tensor cores (int4, groups ≥ 128, 16-bit x)" },
+    { name: 'rows', values: [1, 2, 4], movesBits: false, doc: 'FMA kernel: weight rows per warp (x converted once for all of them)' },
+    { name: 'sub', values: [1, 2, 4], movesBits: true, doc: 'FMA kernel: sub-blocks per lane per tile (tile = 32·sub sub-blocks of 32 elements)' },
   ],
-  defaultConfig: { rows: 2, sub: 2 },
+  defaultConfig: { impl: 'fma', rows: 2, sub: 2 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
+  constraint: (cfg) => (cfg.impl === 'mma' && (cfg.rows !== 1 || cfg.sub !== 1) ? 'rows and sub are the FMA kernel\'s' : undefined),
 });
+
+/** Chunks of 128 elements each lane of the tensor-core kernel loads before using them. */
+const MMA_CHUNKS = 4;
+
+/** Whether the tensor-core kernel takes the call (see quantGemvMmaSource). */
+export function quantMmaOk(c: Checked, p: QuantMatmulParams): boolean {
+  return c.f === 'int4' && (c.d === 'bfloat16' || c.d === 'float16') && c.gsize >= 128 && (c.gsize & (c.gsize - 1)) === 0
+    && c.k % 128 === 0 && addr(p.qweight) % 16n === 0n && addr(p.x) % 16n === 0n && p.m >= 1 && p.m <= 8;
+}
 
 /** Tile bytes of a row for `sub` sub-blocks per lane. */
 export const tileBytes = (f: QuantFormat, sub: number): number => ((32 * sub * 32) / GEOM[f].elems) * GEOM[f].bytes;
@@ -368,6 +379,124 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
   return { src, name: 'quant_gemv', sig };
 }
 
+// ---- int4 on tensor cores ------------------------------------------------------------------------
+
+/**
+ * int4 with groups of ≥ 128 (powers of two), 16-bit x: the FMA kernel spends ~3.5 instructions an
+ * element (PRMT, FADD, FFMA, x conversion), close to the issue rate that HBM's 9 Telem/s of int4 needs;
+ * here nibbles become bf16/f16 pairs (2^7/2^10 magic: one mask-or and one packed FMA per pair, exact)
+ * that feed mma.sync m16n8k16 with x as the 8-column B operand (rows past m zero), so an element costs
+ * ~1.5 instructions and m ≤ 8 rows come for free. A warp owns 16 weight rows; lane (g, t) loads 16
+ * bytes (32 elements) of rows g and g + 8 for each 128-element chunk (one group), k slots assigned so
+ * that a nibble word's pairs (e, e + 4) are the fragment's pairs and x is permuted to match (PRMT). The
+ * 8 warps of a block take interleaved chunks; a chunk's products are scaled (and, asymmetric, minus
+ * z·Σx) into float32 sums, which the warps combine in shared memory in warp order: a fixed order, the
+ * same bits every run.
+ */
+export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number): { src: string; name: string; sig: ArgType[] } {
+  const bf = d === 'bfloat16', T = R.storageType(d);
+  // magic: 2^7 (bf16 0x4300) or 2^10 (f16 0x6400) with the nibble in the low mantissa bits; subtract it (+ 8 symmetric)
+  const MAG = bf ? '0x43004300u' : '0x64006400u', ONE = bf ? '0x3F803F80u' : '0x3C003C00u';
+  const SUB = bf ? (asym ? '0xC300C300u' : '0xC308C308u') : (asym ? '0xE400E400u' : '0xE408E408u');
+  const src = `${HELPERS}
+#ifdef NBX_EMU
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) { emu_mma16816(c, a, b0, b1, ${bf}); }
+__device__ __forceinline__ unsigned nbxq_fma2(unsigned a, unsigned b, unsigned c) {
+  unsigned r = 0;
+  for (int i = 0; i < 2; i++) {
+    const float v = emu_b16f((unsigned short)(a >> (16 * i)), ${bf}) * emu_b16f((unsigned short)(b >> (16 * i)), ${bf}) + emu_b16f((unsigned short)(c >> (16 * i)), ${bf});
+    r |= (unsigned)(${bf ? 'nbx_f2bf(v)' : 'emu_f2h(v)'}) << (16 * i);
+  }
+  return r; }
+#else
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${bf ? 'bf16.bf16' : 'f16.f16'}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ unsigned nbxq_fma2(unsigned a, unsigned b, unsigned c) {
+  unsigned d; asm("fma.rn.${bf ? 'bf16x2' : 'f16x2'} %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c)); return d; }
+#endif
+// nibbles (e, e + 4) of a word already shifted right by 4·e, as a pair of 16-bit floats minus the offset
+__device__ __forceinline__ unsigned nbxq_pair(unsigned u) { return nbxq_fma2((u & 0x000F000Fu) | ${MAG}, ${ONE}, ${SUB}); }
+extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
+  __shared__ float red[${WARPS}][32][4];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * 16;
+  const int r0 = n0 + g < n ? n0 + g : n - 1, r1 = n0 + g + 8 < n ? n0 + g + 8 : n - 1; // past the end: repeated, never stored
+  const unsigned char* w0 = Wq + (long long)r0 * rowBytes + 16 * t;
+  const unsigned char* w1 = Wq + (long long)r1 * rowBytes + 16 * t;
+  const bool xr = g < m;
+  const ${T}* xp = X + (long long)(xr ? g : 0) * K + 32 * t;
+  float acc[4] = { 0.f, 0.f, 0.f, 0.f };
+  const int nch = K >> 7;
+  for (int c0 = warp; c0 < nch; c0 += ${WARPS * U}) {
+    uint4 wa[${U}], wb[${U}];
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const int c = c0 + u * ${WARPS};
+      if (c < nch) { wa[u] = *reinterpret_cast<const uint4*>(w0 + 64LL * c); wb[u] = *reinterpret_cast<const uint4*>(w1 + 64LL * c); }
+    }
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const int c = c0 + u * ${WARPS};
+      if (c < nch) {
+        unsigned xv[16];
+        if (xr) {
+          #pragma unroll
+          for (int v = 0; v < 4; v++) { const uint4 q = reinterpret_cast<const uint4*>(xp + 128LL * c)[v]; xv[4 * v] = q.x; xv[4 * v + 1] = q.y; xv[4 * v + 2] = q.z; xv[4 * v + 3] = q.w; }
+        } else {
+          #pragma unroll
+          for (int v = 0; v < 16; v++) xv[v] = 0u;
+        }
+        float cc[4] = { 0.f, 0.f, 0.f, 0.f };
+        const unsigned ua[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w }, ub[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
+        #pragma unroll
+        for (int w = 0; w < 4; w++) {
+          // x elements 8w .. 8w+7 as pairs (e, e + 4), the weight pairs' order
+          const unsigned p0 = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x5410u), p1 = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x7632u);
+          const unsigned p2 = nbxq_prmt(xv[4 * w + 1], xv[4 * w + 3], 0x5410u), p3 = nbxq_prmt(xv[4 * w + 1], xv[4 * w + 3], 0x7632u);
+          const unsigned a1[4] = { nbxq_pair(ua[w]), nbxq_pair(ub[w]), nbxq_pair(ua[w] >> 4), nbxq_pair(ub[w] >> 4) };
+          mma16816(cc, a1, p0, p1);
+          const unsigned a2[4] = { nbxq_pair(ua[w] >> 8), nbxq_pair(ub[w] >> 8), nbxq_pair(ua[w] >> 12), nbxq_pair(ub[w] >> 12) };
+          mma16816(cc, a2, p2, p3);
+        }
+        const long long gi = (128LL * c) >> gshift;
+        const float s0 = S[(long long)r0 * sRow + gi], s1 = S[(long long)r1 * sRow + gi];${asym ? `
+        // Σx of this chunk for x rows 2t and 2t + 1 (lanes with g = row hold them after the butterfly over t)
+        float sx = 0.f;
+        #pragma unroll
+        for (int v = 0; v < 16; v++) sx += ${bf ? '__uint_as_float(xv[v] << 16) + __uint_as_float(xv[v] & 0xffff0000u)' : 'nbx_h2f((unsigned short)xv[v]) + nbx_h2f((unsigned short)(xv[v] >> 16))'};
+        sx += __shfl_xor_sync(0xffffffffu, sx, 1); sx += __shfl_xor_sync(0xffffffffu, sx, 2);
+        const float sxa = __shfl_sync(0xffffffffu, sx, 8 * t), sxb = __shfl_sync(0xffffffffu, sx, 8 * t + 4);
+        const float z0 = Z[(long long)r0 * sRow + gi], z1 = Z[(long long)r1 * sRow + gi];
+        acc[0] = fmaf(s0, cc[0] - z0 * sxa, acc[0]); acc[1] = fmaf(s0, cc[1] - z0 * sxb, acc[1]);
+        acc[2] = fmaf(s1, cc[2] - z1 * sxa, acc[2]); acc[3] = fmaf(s1, cc[3] - z1 * sxb, acc[3]);` : `
+        acc[0] = fmaf(s0, cc[0], acc[0]); acc[1] = fmaf(s0, cc[1], acc[1]);
+        acc[2] = fmaf(s1, cc[2], acc[2]); acc[3] = fmaf(s1, cc[3], acc[3]);`}
+      }
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (warp == 0) {
+    float v[4] = { 0.f, 0.f, 0.f, 0.f };
+    for (int w = 0; w < ${WARPS}; w++) {
+      #pragma unroll
+      for (int i = 0; i < 4; i++) v[i] += red[w][lane][i];
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int j = n0 + g + (i >> 1) * 8, col = 2 * t + (i & 1);
+      if (j < n && col < m) { float o = v[i]; if (bias) o += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)col * n + j', 'o')} }
+    }
+  }
+}`;
+  return { src, name: 'quant_gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
+}
+
 // ---- the dequantize kernels -----------------------------------------------------------------------
 
 /**
@@ -467,7 +596,14 @@ function gemvOk(c: Checked, p: QuantMatmulParams): boolean {
 }
 
 export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): void {
-  if (gemvSmem(c.f, cfg) > GEMV_SMEM_MAX) cfg = { rows: 1, sub: 1 };
+  if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
+    const d = c.d as 'bfloat16' | 'float16';
+    const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${MMA_CHUNKS}`, () => quantGemvMmaSource(c.asym, d, MMA_CHUNKS));
+    be.launch(k, Math.ceil(c.n / 16), THREADS,
+      [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, log2(c.gsize)]);
+    return;
+  }
+  if (cfg.impl === 'mma' || gemvSmem(c.f, cfg) > GEMV_SMEM_MAX) cfg = { impl: 'fma', rows: 1, sub: 1 };
   const rows = cfg.rows as number, sub = cfg.sub as number, mr = quantRowsFor(p.m);
   const W = addr(p.qweight), vw = loadWidth(W, c.rowBytes, tileBytes(c.f, sub));
   const k = be.kernel(`quant_gemv:${c.f}:${c.asym}:${c.d}:${mr}:${rows}:${sub}:${vw}`, () => quantGemvSource(c.f, c.asym, c.d, mr, rows, sub, vw));
@@ -492,7 +628,7 @@ function chooseGemv(c: Checked, p: QuantMatmulParams): Config {
   if (c.n * c.k >= TUNE_MIN_ELEMENTS) {
     // timed only where the output is all the call writes (bias is read, never written)
     const key = { shape: `${mr}x${bucketSize(c.n)}x${bucketSize(c.k)}`, dtype: `${c.d}.${c.f}${c.asym ? '.asym' : ''}`, device: be.tuning.deviceKey };
-    const cands = prune(QUANT_GEMV_SPACE, be.tuning.profile.limits).kept.filter((x) => gemvSmem(c.f, x) <= GEMV_SMEM_MAX);
+    const cands = prune(QUANT_GEMV_SPACE, be.tuning.profile.limits).kept.filter((x) => (x.impl === 'mma' ? quantMmaOk(c, p) : gemvSmem(c.f, x) <= GEMV_SMEM_MAX));
     cfg = tuneSync({ name: QUANT_GEMV_SPACE.name, knobs: QUANT_GEMV_SPACE.knobs, defaultConfig: QUANT_GEMV_SPACE.defaultConfig }, key, cands,
       (cand) => timeColdL2(be, () => launchQuantGemv(c, p, cand), 10), { deviceLabel: be.ctx.info.name }).config;
   }
@@ -559,9 +695,10 @@ export function allQuantSources(): { label: string; src: string; name: string; s
     for (const asym of f === 'int4' ? [false, true] : [false]) {
       for (const d of DTYPES_OK) {
         for (const mr of [1, 8]) for (const rows of [1, 2, 4]) for (const sub of [1, 2, 4]) {
-          if (gemvSmem(f, { rows, sub }) > GEMV_SMEM_MAX) continue;
+          if (gemvSmem(f, { impl: 'fma', rows, sub }) > GEMV_SMEM_MAX) continue;
           out.push({ label: `gemv:${f}:${asym}:${d}:${mr}:${rows}:${sub}`, ...quantGemvSource(f, asym, d, mr, rows, sub, 16) });
         }
+        if (f === 'int4' && d !== 'float32') out.push({ label: `mma:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS) });
         out.push({ label: `dequant:${f}:${asym}:${d}`, ...(GEOM[f].external ? dequantSimpleSource(f as 'int8', asym, d) : dequantBlocksSource(f, d)) });
       }
     }
