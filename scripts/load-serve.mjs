@@ -145,8 +145,10 @@ const wordTokenizer = modelId in SHAPES || V.shape !== undefined;
 const vocabSize = wordTokenizer ? SHAPES[V.shape ?? modelId]?.vocab_size ?? 1000 : 0;
 const promptText = (n) => Array.from({ length: n }, () => (wordTokenizer ? `w${randInt(2, vocabSize - 1)}` : KJV[randInt(0, KJV.length - 1)])).join(' ');
 
+/** /metrics summed by name ({} when the server is gone: the report still comes out). */
 async function metrics() {
-  const text = await (await fetch(`${url}/metrics`)).text();
+  let text = '';
+  try { text = await (await fetch(`${url}/metrics`)).text(); } catch (e) { console.log(`# /metrics unreachable: ${e.cause?.code ?? e.message}`); return {}; }
   const m = {};
   for (const line of text.split('\n')) {
     const r = /^(\w+)(?:\{[^}]*\})?\s+(\S+)$/.exec(line);
