@@ -134,10 +134,13 @@ if (url) {
     child.on('exit', (code) => reject(new Error(`the server exited (${code}):\n${log}`)));
   });
   child.stderr.removeAllListeners('data');
-  child.stderr.resume(); // per-request log lines are not kept
+  // per-request log lines are dropped; anything else the server says (an error) is kept for the report
+  child.stderr.on('data', (d) => { for (const l of d.toString().split('\n')) if (l && !/^nbx serve: \d{4}-/.test(l)) console.log(`# server: ${l}`); });
   console.log(header.trim().split('\n').map((l) => `# ${l}`).join('\n'));
 }
-const stopServer = () => { if (child && child.exitCode === null) child.kill('SIGINT'); };
+let stopping = false;
+const stopServer = () => { stopping = true; if (child && child.exitCode === null) child.kill('SIGINT'); };
+child?.on('exit', (code, sig) => { if (!stopping) console.log(`# THE SERVER EXITED during the run (code ${code}, signal ${sig})`); });
 process.on('exit', stopServer);
 
 const modelId = (await (await fetch(`${url}/v1/models`)).json()).data[0].id;
