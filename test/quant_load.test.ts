@@ -5,7 +5,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as nbx from '../src/index.js';
@@ -97,5 +97,39 @@ test('nbx quantize round trip on the embedded model: int4-g64 and fp8 folders lo
       m.dispose();
     }
     float.dispose();
+  } finally { rmSync(tmp, { recursive: true, force: true }); }
+});
+
+test('hostile or unsupported quantized checkpoints are typed errors, and the process goes on', async () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'nbx-qbad-'));
+  try {
+    const variant = async (name: string, from: string, qc: Record<string, unknown> | null, tensors?: (t: Record<string, Tensor>) => void): Promise<string> => {
+      const d = join(tmp, name);
+      cpSync(join(FIX, from), d, { recursive: true });
+      const cfg = JSON.parse(readFileSync(join(d, 'config.json'), 'utf8')) as Record<string, unknown>;
+      if (qc) cfg.quantization_config = { ...(cfg.quantization_config as object), ...qc };
+      writeFileSync(join(d, 'config.json'), JSON.stringify(cfg));
+      if (tensors) {
+        const { tensors: t } = await nbx.io.loadSafetensors(join(d, 'model.safetensors'));
+        tensors(t);
+        await nbx.io.saveSafetensors(join(d, 'model.safetensors'), t);
+      }
+      return d;
+    };
+    const cases: [string, Promise<string>, new (...a: never[]) => Error, RegExp][] = [
+      ['unknown method', variant('m', 'awq', { quant_method: 'bitsandbytes' }), nbx.UnsupportedError, /bitsandbytes.*not supported/],
+      ['awq gemv packing', variant('v', 'awq', { version: 'gemv' }), nbx.UnsupportedError, /gemv/],
+      ['8-bit gptq', variant('b', 'gptq', { bits: 8 }), nbx.UnsupportedError, /8-bit/],
+      ['block-wise fp8', variant('f', 'fp8', { weight_block_size: [128, 128] }), nbx.UnsupportedError, /block-wise/],
+      ['qzeros of the wrong shape', variant('z', 'awq', null, (t) => { t['model.layers.0.mlp.up_proj.qzeros'] = nbx.zeros([2, 8], { dtype: 'int32' }); }), nbx.FormatError, /do not agree/],
+      ['qweight not int32', variant('d', 'gptq', null, (t) => { t['model.layers.0.mlp.up_proj.qweight'] = t['model.layers.0.mlp.up_proj.qweight']!.to('float32'); }), nbx.FormatError, /int32/],
+      ['a module the model lacks', variant('x', 'awq', null, (t) => {
+        for (const s of ['qweight', 'qzeros', 'scales']) t[`model.layers.0.mlp.extra_proj.${s}`] = t[`model.layers.0.mlp.up_proj.${s}`]!;
+      }), nbx.ShapeError, /extra_proj/],
+    ];
+    for (const [label, dir, cls, re] of cases) {
+      await assert.rejects(nbx.models.load(await dir), (e: Error) => e instanceof cls && re.test(e.message), label);
+    }
+    (await nbx.models.load(join(FIX, 'awq'))).dispose();
   } finally { rmSync(tmp, { recursive: true, force: true }); }
 });
