@@ -183,3 +183,19 @@ test('bad requests are typed errors naming the field; close() cancels what is le
     assert.throws(() => e.submit({ prompt: [1], max_new_tokens: 2 }), ValueError);
   } finally { model.dispose(); }
 });
+
+test('a forward that fails rejects the requests in it (typed error passed through), frees their blocks, and the engine goes on', async () => {
+  const model = await load('llama');
+  const e = new Engine(model, { maxBatch: 2, blockSize: 4 });
+  try {
+    const head = model.lm_head, orig = head.forward.bind(head);
+    let fail = true;
+    head.forward = (x) => { if (fail) { fail = false; throw new ValueError('test', 'injected failure'); } return orig(x); };
+    const s = e.submit({ prompt: [1, 2, 3], max_new_tokens: 4, temperature: 0 });
+    await assert.rejects(s.result, /injected failure/);
+    await assert.rejects((async () => { for await (const _ of s) { /* the stream ends with the error */ } })(), ValueError);
+    assert.equal(e.stats().kv_blocks_used, 0);
+    head.forward = orig;
+    assert.equal((await e.submit({ prompt: [1, 2, 3], max_new_tokens: 4, temperature: 0 }).result).completion_tokens, 4);
+  } finally { await e.close(); model.dispose(); }
+});

@@ -360,7 +360,10 @@ export class Engine {
 
   private kick(): void {
     if (this.loop || this.closed) return;
-    this.loop = this.run().finally(() => { this.loop = null; if ((this.waiting.length || this.running.length) && !this.closed) this.kick(); });
+    this.loop = this.run().catch((e: unknown) => {
+      // a failure outside a forward (nothing expected): the requests in flight get it, the engine goes on
+      for (const s of [...this.running]) { this.release(s); s.fail(e); }
+    }).finally(() => { this.loop = null; if ((this.waiting.length || this.running.length) && !this.closed) this.kick(); });
   }
 
   private async run(): Promise<void> {
@@ -457,7 +460,9 @@ export class Engine {
   /** Streams a sequence's next token; a finished sequence leaves. */
   private emit(seq: Sequence, token: number): void {
     this.counters.tokens_out++;
-    if (seq.push(token)) this.release(seq);
+    let finished: boolean;
+    try { finished = seq.push(token); } catch (e) { this.release(seq); seq.fail(e); return; }
+    if (finished) this.release(seq);
   }
 
   private samplingStates = new Map<number, RowSamplingState>();
