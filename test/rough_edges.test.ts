@@ -23,7 +23,7 @@ test("a dim that is not an int is a ValueError naming what it got (a.sum('1'))",
 test('nbx bench takes the suite by name: a flag value is never a suite', () => {
   const r = spawnSync(process.execPath, [cli, 'bench', '--device', 'cuda'], { cwd: root, encoding: 'utf8' });
   assert.equal(r.status, 2);
-  assert.match(r.stderr, /name the suite first \(cpu, cuda, webgpu, generate, decode, all\)/);
+  assert.match(r.stderr, /name the suite first \(cpu, cuda, webgpu, generate, decode, quant, all\)/);
   const u = spawnSync(process.execPath, [cli, 'bench', 'constructor'], { cwd: root, encoding: 'utf8' });
   assert.equal(u.status, 2);
   assert.match(u.stderr, /unknown suite 'constructor'/);
