@@ -27,7 +27,7 @@ import { resolveConfig, type ResolvedConfig } from './config.js';
 import { chooseTokens, processLogits } from './logits.js';
 import { IncrementalDecoder } from './text.js';
 import { RowSamplingState, sampleRows } from './sampler.js';
-import { rand } from '../ops/random.js';
+import { uniform } from '../random/sample.js';
 
 const OP = 'Engine';
 
@@ -197,8 +197,8 @@ class Sequence {
 
 /** One uniform draw in [0, 1) from the request's own generator (device sampling). */
 function uniformOf(seq: Sequence): number {
-  const t = rand([1], { dtype: 'float64', generator: seq.cfg.generator ?? undefined });
-  try { return Math.min((t.dataSync() as Float64Array)[0]!, 1 - 2 ** -53); } finally { t.dispose(); }
+  // torch.rand(1, dtype=float64, generator=g)'s draw, without a tensor (34 µs a draw through nbx.rand)
+  return Math.min((uniform(seq.cfg.generator!, 1, 'float64') as Float64Array)[0]!, 1 - 2 ** -53);
 }
 
 /** Yields to the event loop between steps (timers, sockets, aborts). */
