@@ -177,3 +177,17 @@ test('a quantized tiny random model gives the logits of the float model run on t
     m.dispose(); ref.dispose();
   }
 });
+
+test('a quantized Linear whose packed parts are plain arrays (after to()) copies them once into the quant memory', () => {
+  const lin = new nbx.nn.Linear(64, 32, { bias: false });
+  const qt = q.quantize(lin.weight, { scheme: 'int8' });
+  const plain = new q.QuantizedTensor({ qdata: qt.qdata.clone(), scales: qt.scales!.clone(), layout: qt.layout });
+  lin.set_quantized_weight(plain);
+  assert.ok(!isResident(lin.state_dict().qweight!.storage.buf as Uint8Array));
+  const x = nbx.randn([1, 64], { generator: gen() });
+  const y = lin.forward(x);
+  assert.ok(isResident(lin.state_dict().qweight!.storage.buf as Uint8Array));
+  assert.ok(isResident(lin.state_dict().scales!.storage.buf as Float32Array));
+  assert.ok(maxAbsDiff(y, nbx.nn.functional.linear(x, qt.dequantize())) < 1e-5);
+  lin.dispose();
+});

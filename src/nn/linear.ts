@@ -18,6 +18,7 @@ import { quantMatmul } from '../ops/quant.js';
 import { QuantizedTensor } from '../quant/quantized_tensor.js';
 import { makeLayout, scaleShapes, type QuantLayout } from '../quant/formats.js';
 import type { DTypeName } from '../dtype/dtypes.js';
+import { isResident, residentCopy } from '../quant/wasm_memory.js';
 import { _calculate_fan_in_and_fan_out, kaiming_uniform_, uniform_ } from './init.js';
 
 export interface LinearOptions extends FactoryOptions { bias?: boolean }
@@ -71,8 +72,30 @@ export class Linear extends Module {
     const c = this._qcache;
     if (c && c.qdata === qd && c.scales === s && c.zeros === z) return c;
     if (!(qd instanceof Tensor)) return (this as unknown as { qweight: Tensor }).qweight as never; // throws the meta error of an unloaded module
+    if (qd.device.type === 'cpu' && this.rehome()) return this.quantized_weight;
     this._qcache = new QuantizedTensor({ qdata: qd, scales: s as Tensor | null, zeros: z as Tensor | null, layout: q.layout, dtype: q.dtype });
     return this._qcache;
+  }
+
+  /**
+   * Packed parts on the CPU that are plain arrays (moved there by `to('cpu')`, or loaded by hand) are
+   * copied once into the quant memory, where the SIMD kernels read them in place (src/quant/wasm_memory.ts);
+   * views (of a joined q/k/v weight) are left alone. True when a buffer was replaced.
+   */
+  private rehome(): boolean {
+    let moved = false;
+    for (const n of ['qweight', 'scales', 'zeros']) {
+      const t = this._member(n);
+      if (!(t instanceof Tensor)) continue;
+      const buf = t.storage.buf as Uint8Array | Float32Array;
+      if (isResident(buf) || t.storage_offset() !== 0 || t.numel() !== buf.length || !t.is_contiguous()) continue;
+      const copy = residentCopy(buf);
+      if (copy === buf) return moved; // no quant memory: the JavaScript loops run
+      this.register_buffer(n, Tensor.fromStorage(copy, t.dt, t.shape, 'cpu'), { keep_dtype: n !== 'qweight' });
+      t.dispose();
+      moved = true;
+    }
+    return moved;
   }
 
   /**

@@ -8,8 +8,8 @@
 // then runs its JavaScript loops.
 
 const PAGE = 65536;
-/** The memory's maximum in 64 KiB pages (2 GiB of address space reserved, committed as used). */
-export const MAX_PAGES = 32768;
+/** The memory's maximum in 64 KiB pages: 4 GiB, all of wasm32 (address space reserved, committed as used). */
+export const MAX_PAGES = 65536;
 
 let memory: WebAssembly.Memory | null | undefined;
 /** Every SharedArrayBuffer the memory has had (one per growth): views of any of them are resident. */

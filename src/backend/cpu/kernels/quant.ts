@@ -372,20 +372,20 @@ function gemvSimd(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): boo
   const zp = !z ? sp : zRes ? z.byteOffset : (mem.set(new Uint8Array(z.buffer, z.byteOffset, zBytes), zp0), zp0);
   const qp = qa.byteOffset + p.qweight.offset;
   for (let m = 0; m < M; m++) {
-    f32v.set(x.subarray(m * K, (m + 1) * K), xp >> 2);
+    f32v.set(x.subarray(m * K, (m + 1) * K), xp >>> 2);
     switch (l.format) {
       case 'int8': sim.i8(xp, qp, sp, op, N, K); break;
       case 'fp8_e4m3': sim.fp8(xp, qp, sp, op, N, K, s!.length === 1 ? 1 : 0); break;
       case 'int4': {
         const g = l.groupSize;
-        for (let gi = 0; gi < G; gi++) { let t = 0; for (let k = gi * g; k < (gi + 1) * g; k++) t += f32v[(xp >> 2) + k]!; f32v[(xsp >> 2) + gi] = t; }
+        for (let gi = 0; gi < G; gi++) { let t = 0; for (let k = gi * g; k < (gi + 1) * g; k++) t += f32v[(xp >>> 2) + k]!; f32v[(xsp >>> 2) + gi] = t; }
         sim.int4(xp, qp, sp, zp, xsp, op, N, K, g, z ? 1 : 0);
         break;
       }
       case 'q8_0': sim.q8_0(xp, qp, op, N, K); break;
       case 'q4_0': sim.q4_0(xp, qp, op, N, K); break;
       case 'q4_k': {
-        for (let c = 0; c < G; c++) { let t = 0; for (let k = 32 * c; k < 32 * c + 32; k++) t += f32v[(xp >> 2) + k]!; f32v[(xsp >> 2) + c] = t; }
+        for (let c = 0; c < G; c++) { let t = 0; for (let k = 32 * c; k < 32 * c + 32; k++) t += f32v[(xp >>> 2) + k]!; f32v[(xsp >>> 2) + c] = t; }
         sim.q4_k(xp, qp, xsp, op, N, K);
         break;
       }
@@ -399,7 +399,7 @@ function gemvSimd(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): boo
         }
       }
     }
-    for (let n = 0; n < N; n++) acc[m * N + n] = f32v[(op >> 2) + n]!;
+    for (let n = 0; n < N; n++) acc[m * N + n] = f32v[(op >>> 2) + n]!;
   }
   return true;
 }
