@@ -3,14 +3,17 @@
 // node test/gen/cuda_emu.mjs node --test dist/test/cuda_attention.test.js). Covers float16/bfloat16
 // (and float32 decode), head dims 64/128, causal with L = S, L < S, L > S, bool masks with fully
 // masked rows, additive float masks broadcast over batch/heads, GQA, scale, strided (transposed) and
-// 2-D/3-D inputs, decode with one and several KV chunks, and every prefill tile configuration.
+// 2-D/3-D inputs, decode with one and several KV chunks, and every prefill tile configuration; on a
+// device with warpgroup MMA (an H200, or the emulator, which reports compute capability 9.0) the
+// sm_90a kernel forced with each of its tiles over the same kinds of cases.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { check, rand, skip } from './cuda_compare.js';
-import { attentionStats, _forceAttentionConfig, PREFILL_SPACE, DECODE_SPACE } from '../src/backend/cuda/kernels/attention.js';
+import { attentionStats, _forceAttentionConfig, PREFILL_SPACE, DECODE_SPACE, hasWgmma } from '../src/backend/cuda/kernels/attention.js';
+import { sm90Configs } from '../src/backend/cuda/kernels/attention_sm90.js';
 import { enumerate } from '../src/autotune/index.js';
 
 const F = nbx.nn.functional;
@@ -60,10 +63,42 @@ test('attention prefill: bool mask (fully masked rows), float mask broadcast, GQ
 
 test('attention prefill: every tile configuration gives the same answer', { skip }, () => {
   try {
-    for (const c of enumerate(PREFILL_SPACE)) {
+    // every mma configuration the space allows, and the wgmma kernel's where the device has it
+    const wg = sm90Configs(128);
+    const cfgs = enumerate(PREFILL_SPACE).filter((c) => !PREFILL_SPACE.constraint?.(c, { D: 128 }) &&
+      (c.impl === 'mma' || (hasWgmma() && wg.some((w) => w.blockN === c.blockN && w.stages === c.stages && !!w.overlap === c.overlap))));
+    for (const c of cfgs) {
       _forceAttentionConfig({ prefill: c });
       // bfloat16 only: the float16 kernels differ in the mma/convert instruction names alone
       fused('prefill', `cfg ${JSON.stringify(c)}`, (q, k, v) => sdpa(q, k, v, { is_causal: true }), qkv(1, 2, 2, 150, 150, 128, 'bfloat16', 30), 'bfloat16');
+    }
+  } finally { _forceAttentionConfig({}); }
+});
+
+// The sm_90a kernel (attention_sm90.ts), each of its tiles forced: on an H200 and under the emulator,
+// which emulates wgmma from the PTX ISA's descriptor and fragment layouts (skipped on other cards).
+const wgSkip = (): boolean => !hasWgmma();
+test('attention prefill, wgmma kernel: dtypes, head dims, causal, masks, GQA, several K/V tiles', { skip }, (t) => {
+  nbx.zeros([1], { device: 'cuda' }).dispose(); // starts the backend
+  if (wgSkip()) { t.skip('this device has no warpgroup MMA (sm_90a)'); return; }
+  try {
+    for (const D of [64, 128]) for (const w of sm90Configs(D)) {
+      _forceAttentionConfig({ prefill: { impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, overlap: !!w.overlap } });
+      const tag = `wgmma n${w.blockN}s${w.stages}${w.overlap ? 'o' : ''} D${D}`;
+      for (const dt of HALF) {
+        const before = attentionStats.prefill90;
+        fused('prefill', `${tag} plain ${dt}`, (q, k, v) => sdpa(q, k, v), qkv(1, 2, 2, 150, 330, D, dt, 60), dt);
+        fused('prefill', `${tag} causal ${dt}`, (q, k, v) => sdpa(q, k, v, { is_causal: true }), qkv(1, 1, 1, 260, 260, D, dt, 61), dt);
+        fused('prefill', `${tag} causal L>S ${dt}`, (q, k, v) => sdpa(q, k, v, { is_causal: true, scale: 0.3 }), qkv(1, 1, 1, 200, 70, D, dt, 62), dt);
+        assert.ok(attentionStats.prefill90 > before, `${tag}: the wgmma kernel did not run`);
+      }
+      const dt = 'bfloat16';
+      fused('prefill', `${tag} gqa`, (q, k, v) => sdpa(q, k, v, { enable_gqa: true, is_causal: true }), qkv(1, 4, 2, 140, 140, D, dt, 63), dt);
+      const L = 133, S = 201;
+      const keep = nbx.logical_and(nbx.gt(rand([L, S], 64), -0.3), nbx.ne(nbx.arange(L).view(L, 1), 5)) as Tensor; // row 5 sees no key → 0
+      fused('prefill', `${tag} bool mask`, (q, k, v, m) => sdpa(q, k, v, m), [...qkv(1, 2, 2, L, S, D, dt, 65), keep], dt);
+      fused('prefill', `${tag} float mask`, (q, k, v, m) => sdpa(q, k, v, m), [...qkv(1, 2, 2, L, S, D, dt, 66), rand([1, 2, L, S], 67, -3, 1)], dt);
+      fused('prefill', `${tag} all masked`, (q, k, v, m) => sdpa(q, k, v, m), [...qkv(1, 1, 1, L, S, D, dt, 68), nbx.zeros([L, S], { dtype: 'bool' })], dt);
     }
   } finally { _forceAttentionConfig({}); }
 });

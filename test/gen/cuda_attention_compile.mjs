@@ -1,15 +1,17 @@
 // Every specialization of the CUDA attention kernels (prefill: dtype x head dim x tile config x mask kind;
-// decode: dtype x head dim x threads x mask kind; the chunk merge), compiled with nvcc for sm_90:
+// decode: dtype x head dim x threads x mask kind; the chunk merge), compiled with nvcc for sm_90, and
+// the Hopper kernel (attention_sm90.ts: dtype x head dim 64/128/256 x its tiles x mask kind) for sm_90a:
 // node test/gen/cuda_attention_compile.mjs
 import { compileAll } from './cuda_compile_util.mjs';
 import { prefillSource, decodeSource, decodeReduceSource, PREFILL_SPACE, DECODE_SPACE } from '../../dist/src/backend/cuda/kernels/attention.js';
+import { sm90Source, sm90Configs } from '../../dist/src/backend/cuda/kernels/attention_sm90.js';
 import { enumerate } from '../../dist/src/autotune/index.js';
 
 const specs = [];
 const masks = (dt) => ['none', 'bool', 'float32', ...(dt === 'float32' ? [] : [dt])];
 for (const D of [64, 128]) {
   for (const dt of ['float16', 'bfloat16']) {
-    for (const c of enumerate(PREFILL_SPACE)) for (const m of masks(dt)) {
+    for (const c of enumerate(PREFILL_SPACE).filter((x) => x.impl === 'mma' && !PREFILL_SPACE.constraint(x, { D }))) for (const m of masks(dt)) {
       specs.push({ label: `fwd ${dt} D${D} ${JSON.stringify(c)} ${m}`, ...prefillSource(dt, D, c, m) });
     }
   }
@@ -21,3 +23,8 @@ for (const D of [64, 128]) {
   }
 }
 await compileAll('attention', specs, 8);
+const sm90 = [];
+for (const D of [64, 128, 256]) for (const dt of ['float16', 'bfloat16']) for (const c of sm90Configs(D)) for (const m of masks(dt)) {
+  sm90.push({ label: `fwd90 ${dt} D${D} ${JSON.stringify(c)} ${m}`, ...sm90Source(dt, D, c, m) });
+}
+await compileAll('attention_sm90', sm90, 4, 'sm_90a');

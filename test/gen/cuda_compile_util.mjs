@@ -31,7 +31,7 @@ export function checkSignature(s) {
 }
 
 /** specs: [{ label, src, name, sig }]. Returns the number of kernels compiled; exits non-zero on any failure. */
-export async function compileAll(family, specs, batch = 24) {
+export async function compileAll(family, specs, batch = 24, arch = 'sm_90') {
   for (const s of specs) checkSignature(s);
   const dir = mkdtempSync(join(tmpdir(), `nbx_${family}_`));
   const files = [];
@@ -52,12 +52,12 @@ export async function compileAll(family, specs, batch = 24) {
   const worker = async () => {
     while (next < files.length) {
       const f = files[next++];
-      const r = await run(['-arch=sm_90', '-cubin', '--std=c++17', '-w', '-o', f.replace(/\.cu$/, '.cubin'), f]);
+      const r = await run([`-arch=${arch}`, '-cubin', '--std=c++17', '-w', '-o', f.replace(/\.cu$/, '.cubin'), f]);
       if (r.code !== 0) { failed++; console.error(`FAILED ${f}\n${r.out.slice(0, 4000)}`); }
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, files.length) }, worker));
-  console.log(`${family}: ${specs.length} kernels in ${files.length} files, ${failed ? `${failed} files FAILED` : 'all compiled'} for sm_90 (${dir})`);
+  console.log(`${family}: ${specs.length} kernels in ${files.length} files, ${failed ? `${failed} files FAILED` : 'all compiled'} for ${arch} (${dir})`);
   if (failed) process.exitCode = 1;
   return specs.length;
 }

@@ -12,12 +12,19 @@
 //   over KV chunks; each group of lanes owns one key at a time (16-byte loads of K and V rows), keeps
 //   its own (max, sum, acc) in registers, groups merge in shared memory, then a second small kernel
 //   merges the chunks' partials. Query heads sharing a KV head (GQA) share one read of K/V.
+// * prefill on Hopper (compute capability 9.0 with the profile's `wgmma` matrix unit): the warp-specialized
+//   wgmma kernel of attention_sm90.ts (head dims 64/128/256), a candidate beside this file's kernel.
 // Masks: bool (true = keep) or additive float, any broadcast strides over (batch, head, L, S); causal
 // is top-left aligned (key j visible to row i iff j ≤ i, PyTorch's tril(diagonal=0)). A row that sees
 // no key gives 0, as the composed path's safe softmax (PyTorch ≥ 2.5 math/flash behaviour).
 //
-// Knobs that move bits: BLOCK_N (prefill: where the running max is rescaled) and the decode chunk size
-// and thread count (the order partial sums merge). BLOCK_M and stages never change results.
+// Knobs that move bits: impl and BLOCK_N (prefill: where the running max is rescaled) and the decode
+// chunk size and thread count (the order partial sums merge). BLOCK_M and stages never change results.
+//
+// First-run tuning: each candidate is a compile (seconds each through NVRTC), so a problem is offered a
+// short list made from its shape (prefill: the default tile, BLOCK_N 128 where the profile's ceiling
+// allows, a 64-row tile, and on Hopper the wgmma kernel's tiles for the head dim; decode: two thread
+// counts around the chunk size that fills the device), never the whole space.
 
 import type { DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
@@ -30,6 +37,10 @@ import { defineSpace, prune, tuneSync, bucketSize, type Config, type ConfigSpace
 import { attentionTileCeiling } from '../../../profiles/index.js';
 import type { AttentionParams } from '../../../kernels/attention.js';
 import { basePtr as ptr } from './util.js';
+import { getKernel } from '../runtime/nvrtc.js';
+import { CUDA_PRELUDE } from '../../../ir/render_c.js';
+import type { CudaKernel } from '../runtime/driver.js';
+import { sm90Source, sm90Smem, sm90Configs, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS } from './attention_sm90.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
 export const DECODE_MAX_ROWS = 16;
@@ -94,7 +105,7 @@ function maskTerm(mask: MaskKind, x: string, idx: string): string {
 
 // ---- prefill ---------------------------------------------------------------------------------------
 
-export interface PrefillConfig { blockM: number; blockN: number; stages: number }
+export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; overlap?: boolean }
 
 export const prefillSmem = (D: number, c: PrefillConfig): number => 2 * D * (c.blockM + 2 * c.stages * c.blockN);
 
@@ -380,17 +391,31 @@ extern "C" __global__ void attn_dec_reduce(const float* __restrict__ pml, const 
 
 interface AttnProblem { D: number }
 
-/** Prefill tiles: BLOCK_M (warps = BLOCK_M / 16), BLOCK_N, K/V stages; pruned by the profile's attention tile ceiling and shared memory. */
+/**
+ * Prefill: impl 'mma' (this file's mma.sync kernel: BLOCK_M with 16 rows per warp, BLOCK_N, 1 or 2 K/V
+ * stages) or 'wgmma' (attention_sm90.ts: BLOCK_M 128 = two consumer warpgroups, BLOCK_N, a ring of
+ * 2-4 stages); pruned by the profile's attention tile ceiling (mma) and shared memory.
+ */
 export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention',
+  name: 'cuda.attention.v2',
   knobs: [
-    { name: 'blockM', values: [64, 128], movesBits: false, doc: 'query rows per block (16 per warp)' },
+    { name: 'impl', values: ['mma', 'wgmma'], movesBits: true, doc: 'mma.sync kernel (any card) or the sm_90a warpgroup-MMA kernel' },
+    { name: 'blockM', values: [64, 128], movesBits: false, doc: 'query rows per block (mma: 16 per warp; wgmma: 128)' },
     { name: 'blockN', values: [32, 64, 128], movesBits: true, doc: 'keys per K/V tile (where the running max is rescaled)' },
-    { name: 'stages', values: [1, 2], movesBits: false, doc: 'K/V tiles in flight (cp.async double buffering)' },
+    { name: 'stages', values: [1, 2, 3, 4], movesBits: false, doc: 'K/V tiles in flight (mma: 1 or 2, cp.async double buffering; wgmma: ring slots)' },
+    { name: 'overlap', values: [false, true], movesBits: false, doc: 'wgmma: Q·K(t+1)ᵀ in flight during the softmax of tile t (a second S in registers)' },
   ],
-  defaultConfig: { blockM: 128, blockN: 64, stages: 2 },
+  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, overlap: false },
   sharedMemoryOptIn: true,
-  resources: (c, p) => ({ threads: (c.blockM as number) * 2, sharedMemoryBytes: prefillSmem(p.D, c as unknown as PrefillConfig), stages: c.stages as number }),
+  constraint: (c) => {
+    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : c.overlap ? 'overlap is a wgmma knob' : undefined;
+    if (c.blockM !== SM90_BLOCK_M) return `the wgmma kernel has BLOCK_M ${SM90_BLOCK_M}`;
+    if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64/128 and 2-4 stages';
+    return undefined;
+  },
+  resources: (c, p) => (c.impl === 'wgmma'
+    ? { threads: SM90_THREADS, sharedMemoryBytes: sm90Smem(p.D, c as unknown as PrefillConfig), stages: c.stages as number }
+    : { threads: (c.blockM as number) * 2, sharedMemoryBytes: prefillSmem(p.D, c as unknown as PrefillConfig), stages: c.stages as number }),
 });
 
 /** Decode: keys per block (the split-KV chunk) and threads per block. */
@@ -408,24 +433,74 @@ function decodeSmem(D: number, dt: DTypeName, threads: number): number {
   return NG * DECODE_ROWS * (D + 2) * 4;
 }
 
-/** Launch counts (tests check that the fused kernels ran). */
-export const attentionStats = { prefill: 0, decode: 0 };
+/** Launch counts (tests check that the fused kernels ran); prefill90: launches of the wgmma kernel. */
+export const attentionStats = { prefill: 0, decode: 0, prefill90: 0 };
+
+const DECODE_CHUNKS = [32, 64, 128, 256, 512, 1024, 2048, 4096];
+
+const sm90Kernels = new Map<string, CudaKernel>();
+/** The sm_90a kernel, compiled once per specialization (NVRTC target sm_90a: wgmma and setmaxnreg need the arch-specific target). */
+function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind): CudaKernel {
+  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.overlap ? 1 : 0}:${maskKind}`;
+  let k = sm90Kernels.get(key);
+  if (!k) {
+    const { src, name, sig } = sm90Source(dt, D, cfg, maskKind);
+    const cc = be.ctx.info.cc;
+    k = getKernel(be.ctx, `${CUDA_PRELUDE}\n${src}`, name, sig, { options: ['--std=c++17'], includeCudaHeaders: false, arch: `sm_${cc[0]}${cc[1]}a` });
+    k.setMaxDynamicSharedMemory(sm90Smem(D, cfg));
+    sm90Kernels.set(key, k);
+  }
+  attentionStats.prefill90++;
+  return k;
+}
 /** Test/bench hook: force a configuration (empty: tune as usual). */
 let forced: { prefill?: Config; decode?: Config } = {};
 export function _forceAttentionConfig(f: { prefill?: Config; decode?: Config }): void { forced = f; }
 
+/**
+ * Whether this device runs the sm_90a kernel: the driver's compute capability is exactly 9.0 (sm_90a
+ * code runs on nothing else) and the matched profile's matrix unit is the warpgroup MMA.
+ */
+export function hasWgmma(): boolean {
+  if (!be) return false; // the CUDA backend has not started
+  const cc = be.ctx.info.cc;
+  return cc[0] === 9 && cc[1] === 0 && be.tuning.profile.matrixUnit.name === 'wgmma';
+}
+
+/**
+ * Whether the tuner offers the wgmma kernel: NBX_ATTENTION_WGMMA=1 until the kernel has been checked on
+ * a Hopper card (scripts/attention-check.mjs); it stays out of the candidates by default meanwhile.
+ */
+function wgmmaEnabled(): boolean {
+  return hasWgmma() && process.env.NBX_ATTENTION_WGMMA === '1';
+}
+
 const candidates = new Map<string, Config[]>();
-/** The space's candidates for head dim D that fit this device's limits and its attention tile ceiling. */
-function fit(space: ConfigSpace<AttnProblem>, D: number): Config[] {
-  const key = `${space.name}:${D}`;
+/**
+ * The candidates for head dim D (and, for decode, the chunk that fills the device), pruned by this
+ * device's limits and attention tile ceiling: a short list, since every one is a compile on first use.
+ */
+function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0): Config[] {
+  const key = `${space.name}:${D}:${half}:${chunk}`;
   let c = candidates.get(key);
   if (!c) {
     const profile = be.tuning.profile;
-    c = prune(space, profile.limits, { problem: { D } }).kept;
+    let list: Config[];
     if (space === PREFILL_SPACE) {
       const ceil = attentionTileCeiling(profile, D);
-      c = c.filter((x) => (x.blockM as number) <= ceil.blockM && (x.blockN as number) <= ceil.blockN);
+      list = HEAD_DIMS.includes(D)
+        ? [{ impl: 'mma', blockM: 128, blockN: 64, stages: 2, overlap: false }, { impl: 'mma', blockM: 128, blockN: 128, stages: 2, overlap: false }, { impl: 'mma', blockM: 64, blockN: 64, stages: 2, overlap: false }]
+          .filter((x) => x.blockM <= ceil.blockM && x.blockN <= ceil.blockN)
+        : [];
+      if (half && wgmmaEnabled() && SM90_HEAD_DIMS.includes(D)) {
+        list = [...sm90Configs(D).map((x) => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, overlap: !!x.overlap })), ...list];
+      }
+    } else {
+      const i = Math.max(0, DECODE_CHUNKS.indexOf(chunk));
+      const chunks = DECODE_CHUNKS.slice(Math.max(0, i - 1), i + 2);
+      list = [128, 256].flatMap((threads) => chunks.map((ch) => ({ chunk: ch, threads })));
     }
+    c = prune(space, profile.limits, { problem: { D }, candidates: list }).kept;
     candidates.set(key, c);
   }
   return c;
@@ -447,8 +522,9 @@ const TUNE_MIN_SCORES = 1 << 22;
 function pick(space: ConfigSpace<AttnProblem>, D: number, shape: string, dtype: string, work: number, fallback: Config, run: (cfg: Config) => void): Config {
   const f = space === PREFILL_SPACE ? forced.prefill : forced.decode;
   if (f) return f;
-  const cands = fit(space, D);
-  const fb = cands.find((c) => Object.keys(fallback).every((k) => c[k] === fallback[k])) ?? cands[0];
+  const cands = fit(space, D, dtype !== 'float32', space === PREFILL_SPACE ? 0 : (fallback.chunk as number));
+  // untuned (small problems, NBX_AUTOTUNE=off): the first candidate, the wgmma kernel where there is one
+  const fb = space === PREFILL_SPACE ? cands[0] : cands.find((c) => Object.keys(fallback).every((k) => c[k] === fallback[k])) ?? cands[0];
   if (!fb) throw new UnsupportedError('attention', `no ${space.name} configuration fits this device for head dim ${D}`);
   if (work < TUNE_MIN_SCORES) return fb;
   const kernel = { name: space.name, knobs: space.knobs, defaultConfig: fb };
@@ -465,7 +541,10 @@ export function cudaAttention(p: AttentionParams): void {
   const dt = q.dtype;
   const [B, H, L, D] = q.shape as [number, number, number, number];
   const S = k.shape[2]!;
-  if (!HEAD_DIMS.includes(D)) throw new UnsupportedError('attention', `cuda attention kernel takes head dims ${HEAD_DIMS.join(', ')}, got ${D}`);
+  const wg = (dt === 'float16' || dt === 'bfloat16') && (wgmmaEnabled() || forced.prefill?.impl === 'wgmma');
+  if (!HEAD_DIMS.includes(D) && !(wg && SM90_HEAD_DIMS.includes(D))) {
+    throw new UnsupportedError('attention', `cuda attention kernel takes head dims ${HEAD_DIMS.join(', ')}${wg ? ` (${SM90_HEAD_DIMS.join(', ')} on this device)` : ''}, got ${D}`);
+  }
   if (dt !== 'float16' && dt !== 'bfloat16' && dt !== 'float32') throw new UnsupportedError('attention', `cuda attention kernel does not support dtype ${dt}`);
   if (B * H * L === 0) return;
   const maskKind: MaskKind = mask ? (mask.dtype === 'bool' ? 'bool' : mask.dtype) : 'none';
@@ -474,7 +553,7 @@ export function cudaAttention(p: AttentionParams): void {
   const rows = rep * L;
   const maskArgs = mask ? [mask.offset, mask.strides[0]!, mask.strides[1]!, mask.strides[2]!, mask.strides[3]!] : [0, 0, 0, 0, 0];
   const common = [...st4(q), ...st4(k), ...st4(v), ...st4(out), ...maskArgs];
-  if (rows <= DECODE_MAX_ROWS || dt === 'float32') {
+  if ((rows <= DECODE_MAX_ROWS && HEAD_DIMS.includes(D)) || dt === 'float32') {
     if (dt === 'float32' && rows > DECODE_MAX_ROWS) throw new UnsupportedError('attention', `cuda attention kernel runs float32 only for decode (≤ ${DECODE_MAX_ROWS} query rows per KV head), got ${rows}`);
     const Se = causal ? Math.min(S, L) : S; // top-left causal: no row sees a key past L - 1
     const rb = decodeRowBlock(rows);
@@ -500,13 +579,19 @@ export function cudaAttention(p: AttentionParams): void {
     // decode step of one sequence: 4 KV heads x 256 keys) need chunks of a few dozen keys to fill the
     // device at all; one block per KV head would leave all but a handful of SMs idle.
     const want = Math.max(1, Math.ceil((be.smCount * 4) / (Z * zg)));
-    const chunk = [32, 64, 128, 256, 512, 1024, 2048, 4096].find((c) => Math.ceil(Se / c) <= want) ?? 256;
+    const chunk = DECODE_CHUNKS.find((c) => Math.ceil(Se / c) <= want) ?? 256;
     attentionStats.decode++;
     run(pick(DECODE_SPACE, D, `D${D}:r${bucketSize(rows)}:S${bucketSize(Se)}:Z${bucketSize(Z)}:${maskKind}`, dt, Z * rows * Se, { chunk, threads: 128 }, run));
     return;
   }
   const run = (c: Config): void => {
     const cfg = c as unknown as PrefillConfig;
+    if (c.impl === 'wgmma') {
+      const kw = sm90Kernel(dt, D, cfg, maskKind);
+      const ntiles = Math.ceil(L / SM90_BLOCK_M);
+      be.launch(kw, ntiles * B * H, SM90_THREADS, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, H, rep, L, S, B * H, ntiles, sl2, causal ? 1 : 0], sm90Smem(D, cfg));
+      return;
+    }
     const kf = be.kernel(`attn_fwd:${dt}:${D}:${cfg.blockM}:${cfg.blockN}:${cfg.stages}:${maskKind}`, () => prefillSource(dt, D, cfg, maskKind));
     const smem = prefillSmem(D, cfg);
     if (smem > 48 * 1024) kf.setMaxDynamicSharedMemory(smem);

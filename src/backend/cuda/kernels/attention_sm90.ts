@@ -1,0 +1,426 @@
+// Hopper (sm_90a) prefill attention: FlashAttention-3's structure on warpgroup MMA.
+//
+// Chosen by src/backend/cuda/kernels/attention.ts when the driver reports compute capability 9.0 and
+// the device profile's matrix unit is `wgmma` (data, not the card's name); the mma.sync kernel stays
+// for every other card, for float32 and under the tuner as the other candidate.
+//
+// One block owns BLOCK_M = 128 query rows of one (batch, head) and has three warpgroups (384 threads):
+// * warpgroup 0, the producer: `setmaxnreg.dec` to 40 registers, it copies Q once and then the K and V
+//   tiles of BLOCK_N keys into a ring of `stages` shared-memory slots with cp.async (16-byte chunks,
+//   rows past the end zero-filled). Completion is signalled per slot and operand through mbarriers:
+//   each producer thread waits for its own copies (K first, then V, so K of a tile is consumed while
+//   its V is in flight), issues `fence.proxy.async` (cp.async writes through the generic proxy, wgmma
+//   reads through the async proxy: the writer fences before it releases) and arrives. It runs ahead
+//   of the consumers by as many tiles as the ring holds; a slot is refilled after both consumer
+//   warpgroups arrived on its `empty` barrier. (cp.async rather than TMA: TMA needs tensor maps made on
+//   the host through cuTensorMapEncodeTiled for every view, which the driver binding does not have; with
+//   a whole warpgroup issuing copies the producer still keeps two tiles in flight.)
+// * warpgroups 1 and 2, the consumers (`setmaxnreg.inc` to 232): 64 query rows each. S = Q·Kᵀ is one
+//   chain of `wgmma.mma_async.m64nBNk16` with both operands in shared memory (K-major descriptors),
+//   O += P·V is `wgmma.mma_async.m64nDk16` with P in registers (the accumulator layout of S is the
+//   register-A fragment layout, so P is S rounded to the input dtype in place) and V read from shared
+//   memory as an N-major ("transposed") operand, so V needs no transpose.
+// * Overlap, two forms (config `overlap`): with it, FlashAttention-3's intra-warpgroup pipelining:
+//   Q·K(t+1)ᵀ is issued into a second S before the softmax of tile t and runs under it; P·V(t) follows
+//   the softmax. Without it (one S in registers, 64 fewer per thread at BLOCK_N 128), P·V(t) and
+//   Q·K(t+1)ᵀ are issued back to back after the softmax and waited for once. Either way the softmax of
+//   one consumer warpgroup also runs under the other's MMAs (they share the SM's tensor cores and are
+//   scheduled independently), the inter-warpgroup overlap, without FA3's named-barrier ping-pong. A
+//   loop iteration starts with `wgmma.wait_group 0` (S(t) and P·V(t-1) done), which frees the ring
+//   slot of tile t-1 before Q·K(t+1)ᵀ waits for its K: no deadlock at 2 slots.
+// Shared memory tiles are [D/64][rows][64] (128-byte rows, 16-byte chunks XOR-swizzled by row mod 8:
+// the hardware's 128B swizzle, so every descriptor is a canonical SW128 layout; tiles 1024-aligned).
+// Numerics are the mma.sync kernel's: fp32 accumulators, online softmax in base 2 with scale·log2(e)
+// folded in, P rounded to the input dtype, a row that sees no key gives 0, BLOCK_N decides where the
+// running max is rescaled. The launch order (heaviest causal tiles first) is also the same.
+//
+// Under the host emulator (NBX_EMU) wgmma, mbarriers and the proxy fences are emulated in C++ (the
+// descriptors decoded as the PTX ISA's canonical layouts describe), so the tests run this kernel too.
+
+import type { DTypeName } from '../../../dtype/dtypes.js';
+import type { ArgType } from '../runtime/driver.js';
+import { R } from '../runtime/backend.js';
+import { UnsupportedError } from '../../../errors.js';
+
+export type Sm90MaskKind = 'none' | 'bool' | DTypeName;
+
+/** blockN: keys per K/V tile; stages: ring slots; overlap: Q·K(t+1)ᵀ in flight during softmax(t) (a second S in registers). */
+export interface Sm90Config { blockN: number; stages: number; overlap?: boolean }
+
+/** Query rows per block: two consumer warpgroups of 64 rows. */
+export const SM90_BLOCK_M = 128;
+export const SM90_THREADS = 384;
+export const SM90_HEAD_DIMS = [64, 128, 256];
+
+/** The configurations tried for head dim D (K/V tile and ring depth that fit 227 KiB). */
+// With overlap, S(t), S(t+1) and the masked scores are live at once: at 168 registers per thread (the
+// 384-thread launch bound; ptxas allocates the consumers no more than that here) D 128 with BLOCK_N
+// 128 and D 256 spill and ptxas serializes their wgmmas, so those run without it.
+export function sm90Configs(D: number): Sm90Config[] {
+  if (D === 256) return [{ blockN: 64, stages: 2, overlap: false }];
+  if (D === 128) return [{ blockN: 128, stages: 2, overlap: false }, { blockN: 64, stages: 3, overlap: true }];
+  return [{ blockN: 128, stages: 3, overlap: true }, { blockN: 128, stages: 3, overlap: false }, { blockN: 64, stages: 4, overlap: true }];
+}
+
+/** Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers. */
+export const sm90Smem = (D: number, c: Sm90Config): number => 2 * D * (SM90_BLOCK_M + 2 * c.stages * c.blockN) + 1024 + 8 * (1 + 3 * c.stages);
+
+/** Registers the consumers take from the producer (setmaxnreg; 40·128 + 232·256 = 168·384). */
+const REG_PRODUCER = 40, REG_CONSUMER = 232;
+
+function wgmmaHelpers(bf16: boolean, ns: number[]): string {
+  const ty = bf16 ? 'bf16' : 'f16';
+  const regs = (n: number, from: number): string => Array.from({ length: n }, (_, i) => `%${from + i}`).join(', ');
+  const outs = (n: number, c = '+f'): string => Array.from({ length: n }, (_, i) => `"${c}"(d[${i}])`).join(', ');
+  let dev = '', emu = '';
+  for (const n of [...new Set(ns)]) {
+    const nr = n / 2;
+    // SS: A and B from shared memory, both K-major (trans 0)
+    dev += `__device__ __forceinline__ void wg_ss${n}(float (&d)[${nr}], unsigned long long da, unsigned long long db, int scd) {
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %${nr + 2}, 0;\\n"
+    "wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${ty}.${ty} {${regs(nr, 0)}}, %${nr}, %${nr + 1}, p, 1, 1, 0, 0; }"
+    : ${outs(nr)} : "l"(da), "l"(db), "r"(scd));
+}
+// SS with D = A·B (scale-d false): d is written only, so the compiler never materialises its old
+// values (copies into accumulator registers next to a wgmma make ptxas serialize, C7515)
+__device__ __forceinline__ void wg_ss${n}z(float (&d)[${nr}], unsigned long long da, unsigned long long db) {
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, 0, 0;\\n"
+    "wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${ty}.${ty} {${regs(nr, 0)}}, %${nr}, %${nr + 1}, p, 1, 1, 0, 0; }"
+    : ${outs(nr, '=f')} : "l"(da), "l"(db));
+}
+// RS: A (four packed pairs per thread, the m64k16 fragment) from registers, B from shared memory N-major (trans 1)
+__device__ __forceinline__ void wg_rs${n}(float (&d)[${nr}], const u32 (&a)[4], unsigned long long db) {
+  asm volatile("{ .reg .pred p; setp.eq.u32 p, 1, 1;\\n"
+    "wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${ty}.${ty} {${regs(nr, 0)}}, {%${nr}, %${nr + 1}, %${nr + 2}, %${nr + 3}}, %${nr + 4}, p, 1, 1, 1; }"
+    : ${outs(nr)} : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+// orders the compiler's uses of d after the wait that completed the wgmma writing them
+__device__ __forceinline__ void reg_fence${n}(float (&d)[${nr}]) {
+  #pragma unroll
+  for (int i = 0; i < ${nr}; i++) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+`;
+    emu += `inline void wg_ss${n}(float (&d)[${nr}], unsigned long long da, unsigned long long db, int scd) { emu90::mma<${n}>(d, da, db, nullptr, scd, false); }
+inline void wg_ss${n}z(float (&d)[${nr}], unsigned long long da, unsigned long long db) { emu90::mma<${n}>(d, da, db, nullptr, 0, false); }
+inline void wg_rs${n}(float (&d)[${nr}], const u32 (&a)[4], unsigned long long db) { emu90::mma<${n}>(d, 0, db, a, 1, true); }
+inline void reg_fence${n}(float (&)[${nr}]) {}
+`;
+  }
+  return String.raw`
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+#ifdef NBX_EMU
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+namespace emu90 {
+// shared-memory "addresses" are offsets from the 1 KiB boundary below the dynamic shared memory, so the
+// swizzle (address bits 4-6 ^= bits 7-9) sees the same bits as on the device
+inline char* origin() { return (char*)((uintptr_t)emu::dyn_smem & ~(uintptr_t)1023); }
+inline u32 addr(const void* p) { return (u32)((const char*)p - origin()); }
+inline float el(u16 v) { ${bf16 ? 'return __uint_as_float((u32)v << 16);' : 'return emu_h2f(v);'} }
+// element (mn, k) of a 16-bit operand described by a SW128 descriptor; K-major (trans 0) or MN-major (trans 1)
+inline float desc_el(u64 desc, int mn, int k, bool mnMajor) {
+  const u32 start = (u32)(desc & 0x3fff) << 4, lbo = (u32)((desc >> 16) & 0x3fff) << 4, sbo = (u32)((desc >> 32) & 0x3fff) << 4;
+  if ((desc >> 62) != 1) { fprintf(stderr, "emu90: only the 128B swizzle is emulated\n"); abort(); }
+  u32 a = mnMajor ? start + (u32)(mn / 64) * lbo + (u32)(mn % 64) * 2 + (u32)(k / 8) * sbo + (u32)(k % 8) * 128
+                  : start + (u32)(mn / 8) * sbo + (u32)(mn % 8) * 128 + (u32)k * 2;
+  a ^= ((a >> 7) & 7) << 4;
+  u16 v; memcpy(&v, origin() + a, 2); return el(v);
+}
+struct WG { int arrived = 0, gen = 0; u32 a[128][4]; };
+inline WG wgs[8];
+// a waiting thread parks as at a warp barrier: the emulator resumes such warps only once no thread is
+// runnable (a thread that stayed runnable while spinning would keep warps at shuffles from ever being
+// released). Every wait in this kernel is reached by all lanes of a warp together.
+inline void spin(long long& n) { if (++n > 50000000LL) { fprintf(stderr, "emu90: wait never satisfied (deadlock)\n"); abort(); } emu::sync_warp(); }
+inline void wg_sync(WG& w) {
+  const int g = w.gen;
+  if (++w.arrived == 128) { w.arrived = 0; w.gen++; return; }
+  long long n = 0; while (w.gen == g) spin(n);
+}
+// one warpgroup-wide m64nNk16 MMA, done when issued (commit/wait are no-ops): each thread computes its
+// own accumulator elements; A comes from shared memory or from the warpgroup's registers (exchanged)
+template <int N> void mma(float* d, u64 da, u64 db, const u32* ar, int scd, bool rs) {
+  const unsigned t = emu::lin_tid(), wt = t & 127, lane = wt & 31, w = wt >> 5;
+  WG& G = wgs[(t >> 7) & 7];
+  if (rs) { for (int i = 0; i < 4; i++) G.a[wt][i] = ar[i]; wg_sync(G); }
+  auto A = [&](int r, int k) -> float {
+    if (!rs) return desc_el(da, r, k, false);
+    const int ww = r / 16, rr = r % 16, g = rr % 8, hi = rr / 8, kh = k / 8, kc = k % 8;
+    const u32 v = G.a[ww * 32 + g * 4 + kc / 2][hi + 2 * kh];
+    return el((u16)(v >> (16 * (kc % 2))));
+  };
+  for (int j = 0; j < N / 8; j++) for (int e = 0; e < 4; e++) {
+    const int row = 16 * (int)w + (int)(lane >> 2) + (e >> 1) * 8, col = 8 * j + (int)(lane & 3) * 2 + (e & 1);
+    float s = 0.f;
+    for (int k = 0; k < 16; k++) s += A(row, k) * desc_el(db, col, k, rs);
+    d[4 * j + e] = (scd ? d[4 * j + e] : 0.f) + s;
+  }
+  if (rs) wg_sync(G);
+}
+struct Bar { u16 expected, pending; u32 phase; }; // 8 bytes, as the device's mbarrier object
+static_assert(sizeof(Bar) == 8, "mbarrier size");
+inline Bar* bar(u32 a) { return (Bar*)(origin() + a); }
+}
+__device__ __forceinline__ u32 smem_u32(const void* p) { return emu90::addr(p); }
+__device__ __forceinline__ void mbar_init(u32 b, u32 n) { emu90::Bar* x = emu90::bar(b); x->expected = (u16)n; x->pending = (u16)n; x->phase = 0; }
+__device__ __forceinline__ void mbar_arrive(u32 b) { emu90::Bar* x = emu90::bar(b); if (--x->pending == 0) { x->pending = x->expected; x->phase ^= 1u; } }
+__device__ __forceinline__ void mbar_wait(u32 b, u32 parity) { long long n = 0; while (emu90::bar(b)->phase == parity) emu90::spin(n); }
+__device__ __forceinline__ void init_fence() {}
+__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) { if (ok) memcpy(dst, src, 16); else memset(dst, 0, 16); }
+__device__ __forceinline__ void cp_commit() {}
+template <int N> __device__ __forceinline__ void cp_wait() {}
+__device__ __forceinline__ void proxy_fence() {}
+__device__ __forceinline__ void wg_arrive() {}
+__device__ __forceinline__ void wg_commit() {}
+template <int N> __device__ __forceinline__ void wg_wait() {}
+template <int N> __device__ __forceinline__ void reg_dealloc() {}
+template <int N> __device__ __forceinline__ void reg_alloc() {}
+__device__ __forceinline__ u32 pack2(float lo, float hi) { return (u32)${bf16 ? 'nbx_f2bf' : 'nbx_f2h'}(lo) | ((u32)${bf16 ? 'nbx_f2bf' : 'nbx_f2h'}(hi) << 16); }
+__device__ __forceinline__ float fexp2(float x) { return exp2f(x); }
+__device__ __forceinline__ float acc_zero() { return 0.f; }
+${emu}
+#else
+__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(u32 b, u32 n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(n)); }
+__device__ __forceinline__ void mbar_arrive(u32 b) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b) : "memory"); }
+__device__ __forceinline__ void mbar_wait(u32 b, u32 parity) {
+  asm volatile("{ .reg .pred p;\n"
+    "WAIT_%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+    "@!p bra WAIT_%=; }" :: "r"(b), "r"(parity) : "memory");
+}
+// makes the barriers' initialisation visible before any thread uses them
+__device__ __forceinline__ void init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+// cp.async writes through the generic proxy, wgmma reads through the async proxy
+__device__ __forceinline__ void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void wg_arrive() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+template <int N> __device__ __forceinline__ void reg_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N)); }
+template <int N> __device__ __forceinline__ void reg_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N)); }
+__device__ __forceinline__ u32 pack2(float lo, float hi) { u32 r; asm("cvt.rn.${ty}x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
+__device__ __forceinline__ float fexp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+// a zero that the compiler cannot sink past wgmma.fence (a plain 0.f moved next to the first P·V made
+// ptxas serialize every wgmma: "non wgmma instructions defining accumulator registers")
+__device__ __forceinline__ float acc_zero() { float z; asm volatile("mov.b32 %0, 0;" : "=f"(z)); return z; }
+${dev}
+#endif
+// SW128 descriptor: start address, LBO, SBO (bytes), 128-byte swizzle
+__device__ __forceinline__ u64 sw128_desc(u32 addr, u32 lbo, u32 sbo) {
+  return (u64)((addr >> 4) & 0x3fff) | ((u64)((lbo >> 4) & 0x3fff) << 16) | ((u64)((sbo >> 4) & 0x3fff) << 32) | (1ull << 62);
+}
+`;
+}
+
+/** The mask term for score element (row, col) added to `x` (already in log2 units). */
+function maskTerm(mask: Sm90MaskKind, x: string, idx: string): string {
+  if (mask === 'none') return '';
+  if (mask === 'bool') return `if (mb[${idx}] == 0) ${x} = -INFINITY;`;
+  return `${x} += (float)${R.load(mask, 'mb', idx)} * 1.4426950408889634f;`;
+}
+
+export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90MaskKind): { src: string; name: string; sig: ArgType[] } {
+  if (dt !== 'float16' && dt !== 'bfloat16') throw new UnsupportedError('attention', `the sm_90 prefill kernel takes float16/bfloat16, got ${dt}`);
+  if (!SM90_HEAD_DIMS.includes(D)) throw new UnsupportedError('attention', `the sm_90 prefill kernel takes head dims ${SM90_HEAD_DIMS.join(', ')}, got ${D}`);
+  const { blockN: BN, stages: ST } = c;
+  const OV = !!c.overlap;
+  const BM = SM90_BLOCK_M;
+  const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
+  const NS = BN / 2, NO = D / 2; // accumulator floats per thread: S (64 x BN), O (64 x D)
+  // one iteration of the consumer loop on tile t, S(t) in `cur`; with overlap, S(t+1) goes to `nxt`
+  const body = (cur: string, nxt: string, SX = OV ? 'sx' : cur): string => `    const int s = t % ${ST};
+    // S(t) done, and P·V(t-1), committed before it, too
+    wg_wait<0>();
+    reg_fence${BN}(${cur});
+    reg_fence${D}(oacc);
+    if (t > 0) mbar_arrive(barE((t - 1) % ${ST})); // slot of tile t-1 no longer read${OV ? `
+    // S(t+1) runs on the tensor cores while this warpgroup does the softmax of tile t
+    if (t + 1 < nt) issueS(t + 1, ${nxt});` : ''}
+    // scale (log2 units), masks${OV ? ' (into sx: writing an accumulator while a wgmma is in flight makes ptxas serialize, C7515)' : ''}
+    const int n0 = t * ${BN};
+    const bool edge = n0 + ${BN} > S || (causal && n0 + ${BN} - 1 > m0 + cw * 64 + warp * 16);
+    ${OV ? `float sx[${NS}];` : ''}
+    #pragma unroll
+    for (int j = 0; j < ${BN / 8}; j++) {
+      #pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int row = rowA + (e >> 1) * 8, col = n0 + j * 8 + tg * 2 + (e & 1);
+        float x = ${cur}[4 * j + e] * sl2;
+        ${mask === 'none' ? '' : `if (row < L && col < S) { const long long mi = (long long)row * msl + (long long)col * mss; ${maskTerm(mask, 'x', 'mi')} }`}
+        if (edge && (col >= S || (causal && col > row))) x = -INFINITY;
+        ${OV ? 'sx' : cur}[4 * j + e] = x;
+      }
+    }
+    // online softmax, rows rowA (e = 0,1) and rowA + 8 (e = 2,3); the 4 lanes of a quad share a row
+    u32 pf[${BN / 16}][4];
+    float corr[2];
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+      float mx = mrow[r];
+      #pragma unroll
+      for (int j = 0; j < ${BN / 8}; j++) mx = fmaxf(mx, fmaxf(${SX}[4 * j + 2 * r], ${SX}[4 * j + 2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mu = mx == -INFINITY ? 0.f : mx;
+      corr[r] = fexp2(mrow[r] - mu);
+      mrow[r] = mx;
+      float ls = 0.f;
+      #pragma unroll
+      for (int j = 0; j < ${BN / 8}; j++) {
+        const float p0 = fexp2(${SX}[4 * j + 2 * r] - mu), p1 = fexp2(${SX}[4 * j + 2 * r + 1] - mu);
+        ls += p0 + p1;
+        // register-A fragment of k-step j/2: a0 (row g, k 0-7), a1 (row g+8, k 0-7), a2 (row g, k 8-15), a3 (row g+8, k 8-15)
+        pf[j >> 1][(j & 1) * 2 + r] = pack2(p0, p1);
+      }
+      lrow[r] = lrow[r] * corr[r] + ls;
+    }
+    #pragma unroll
+    for (int i = 0; i < ${NO / 4}; i++) { oacc[4 * i] *= corr[0]; oacc[4 * i + 1] *= corr[0]; oacc[4 * i + 2] *= corr[1]; oacc[4 * i + 3] *= corr[1]; }
+    // O += P·V(t)${OV ? '' : ', then S(t+1) = Q·K(t+1)ᵀ behind it: both run while this warpgroup waits'}
+    mbar_wait(barV(s), (t / ${ST}) & 1);
+    proxy_fence();
+    wg_arrive();
+    #pragma unroll
+    for (int kk = 0; kk < ${BN / 16}; kk++) {
+      const u64 dv = sw128_desc(aV + s * ${BN} * D_ * 2 + kk * 16 * 128, ${BN} * 128, 1024);
+      wg_rs${D}(oacc, pf[kk], dv);
+    }
+    wg_commit();${OV ? '' : `
+    if (t + 1 < nt) issueS(t + 1, ${cur});`}`;
+  const src = `${wgmmaHelpers(dt === 'bfloat16', [BN, D])}
+constexpr int D_ = ${D};
+constexpr int CH = D_ / 8;      // 16-byte chunks per row
+// byte offset of chunk ch of row r in a [D_/64][rows][64] tile, 128B-swizzled (tile base 1024-aligned)
+__device__ __forceinline__ u32 tofs(int rows, int r, int ch) { return (u32)((ch >> 3) * rows * 128 + r * 128 + (((ch & 7) ^ (r & 7)) << 4)); }
+
+extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
+  const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V, u16* __restrict__ O, const ${MT}* __restrict__ MK,
+  long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
+  long long vo, long long vsb, long long vsh, long long vsl, long long oo, long long osb, long long osh, long long osl,
+  long long mo, long long msb, long long msh, long long msl, long long mss,
+  int H, int rep, int L, int S, int BH, int ntiles, float sl2, int causal) {
+  extern __shared__ __align__(1024) unsigned char smraw[];
+  unsigned char* sm = smraw + ((1024 - (smem_u32(smraw) & 1023)) & 1023);
+  unsigned char* sQ = sm;                                  // [D_/64][${BM}][64]
+  unsigned char* sK = sQ + ${BM} * D_ * 2;                 // ${ST} x [D_/64][${BN}][64]
+  unsigned char* sV = sK + ${ST * BN} * D_ * 2;
+  const u32 bars = smem_u32(sV + ${ST * BN} * D_ * 2);    // Q full, K full[ST], V full[ST], empty[ST]
+  const u32 barQ = bars;
+  auto barK = [&](int s) { return bars + 8u * (1 + s); };
+  auto barV = [&](int s) { return bars + 8u * (1 + ${ST} + s); };
+  auto barE = [&](int s) { return bars + 8u * (1 + ${2 * ST} + s); };
+  const int tid = threadIdx.x, wg = tid >> 7;
+  const int z = blockIdx.x / ntiles, mt = ntiles - 1 - blockIdx.x % ntiles;
+  const int b = z / H, h = z % H, hk = h / rep, m0 = mt * ${BM};
+  const int nEnd = causal ? min(S, m0 + ${BM}) : S;
+  const int nt = (nEnd + ${BN - 1}) / ${BN};
+  if (tid == 0) {
+    mbar_init(barQ, 128);
+    for (int s = 0; s < ${ST}; s++) { mbar_init(barK(s), 128); mbar_init(barV(s), 128); mbar_init(barE(s), 256); }
+    init_fence();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    // ---- producer ----
+    reg_dealloc<${REG_PRODUCER}>();
+    const u16* qb = Q + qo + b * qsb + h * qsh;
+    const u16* kb = K + ko + b * ksb + hk * ksh;
+    const u16* vb = V + vo + b * vsb + hk * vsh;
+    for (int c = tid; c < ${BM} * CH; c += 128) {
+      const int r = c / CH, ch = c % CH; const bool ok = m0 + r < L;
+      cp16(sQ + tofs(${BM}, r, ch), qb + (ok ? (long long)(m0 + r) * qsl : 0LL) + ch * 8, ok);
+    }
+    cp_commit();
+    for (int t = 0; t < nt; t++) {
+      const int s = t % ${ST};
+      if (t >= ${ST}) mbar_wait(barE(s), ((t / ${ST}) + 1) & 1);
+      const int n0 = t * ${BN};
+      unsigned char* dk = sK + s * ${BN} * D_ * 2;
+      unsigned char* dv = sV + s * ${BN} * D_ * 2;
+      for (int c = tid; c < ${BN} * CH; c += 128) {
+        const int r = c / CH, ch = c % CH; const bool ok = n0 + r < S;
+        cp16(dk + tofs(${BN}, r, ch), kb + (ok ? (long long)(n0 + r) * ksl : 0LL) + ch * 8, ok);
+      }
+      cp_commit();
+      for (int c = tid; c < ${BN} * CH; c += 128) {
+        const int r = c / CH, ch = c % CH; const bool ok = n0 + r < S;
+        cp16(dv + tofs(${BN}, r, ch), vb + (ok ? (long long)(n0 + r) * vsl : 0LL) + ch * 8, ok);
+      }
+      cp_commit();
+      // this thread's copies landed -> cross-proxy fence (wgmma reads through the async proxy) -> arrive;
+      // the consumers' mbarrier wait then acquires them. Q (first group) and K of the tile, then V.
+      cp_wait<1>();
+      proxy_fence();
+      if (t == 0) mbar_arrive(barQ);
+      mbar_arrive(barK(s));
+      cp_wait<0>();
+      proxy_fence();
+      mbar_arrive(barV(s));
+    }
+    if (nt == 0) { cp_wait<0>(); mbar_arrive(barQ); }
+    return;
+  }
+  // ---- consumers: warpgroup cw owns rows m0 + 64·cw .. +63; this thread rows rowA and rowA + 8 ----
+  reg_alloc<${REG_CONSUMER}>();
+  const int cw = wg - 1, wt = tid & 127, warp = wt >> 5, lane = wt & 31, g = lane >> 2, tg = lane & 3;
+  const int rowA = m0 + cw * 64 + warp * 16 + g;
+  const ${MT}* mb = MK + mo + b * msb + h * msh;
+  const u32 aQ = smem_u32(sQ) + cw * 64 * 128, aK = smem_u32(sK), aV = smem_u32(sV);
+  float ${OV ? 'sa[' + NS + '], sb[' + NS + ']' : 'sacc[' + NS + ']'}, oacc[${NO}];
+  #pragma unroll
+  for (int i = 0; i < ${NO}; i++) oacc[i] = acc_zero();
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+  // S = Q·Kᵀ of tile t into acc (issued, not waited for)
+  auto issueS = [&](int t, float (&acc)[${NS}]) {
+    const int s = t % ${ST};
+    mbar_wait(barK(s), (t / ${ST}) & 1);
+    proxy_fence();
+    wg_arrive();
+    #pragma unroll
+    for (int kk = 0; kk < D_ / 16; kk++) {
+      const u64 dq = sw128_desc(aQ + (kk >> 2) * ${BM} * 128 + (kk & 3) * 32, 16, 1024);
+      const u64 dk = sw128_desc(aK + s * ${BN} * D_ * 2 + (kk >> 2) * ${BN} * 128 + (kk & 3) * 32, 16, 1024);
+      if (kk == 0) wg_ss${BN}z(acc, dq, dk); else wg_ss${BN}(acc, dq, dk, 1);
+    }
+    wg_commit();
+  };
+  if (nt > 0) {
+    mbar_wait(barQ, 0);
+    issueS(0, ${OV ? 'sa' : 'sacc'});
+  }
+  for (int t = 0; t < nt; t++) {
+${OV ? `    // S(t) alternates between sa and sb (the loop body twice), so no accumulator is ever copied or
+    // written by other instructions (either makes ptxas serialize the wgmmas)
+    if ((t & 1) == 0) {
+${body('sa', 'sb')}
+    } else {
+${body('sb', 'sa')}
+    }` : body('sacc', '')}
+  }
+  wg_wait<0>();
+  reg_fence${D}(oacc);
+  if (nt > 0) mbar_arrive(barE((nt - 1) % ${ST}));
+  #pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float l = lrow[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f; // a row that sees no key: 0
+    const int row = rowA + r * 8;
+    if (row < L) {
+      u16* orow = O + oo + b * osb + h * osh + (long long)row * osl;
+      #pragma unroll
+      for (int i = 0; i < ${NO / 4}; i++) *(u32*)(orow + i * 8 + tg * 2) = pack2(oacc[4 * i + 2 * r] * inv, oacc[4 * i + 2 * r + 1] * inv);
+    }
+  }
+}`;
+  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
+  return { src, name: 'attn_fwd90', sig };
+}
