@@ -149,7 +149,8 @@ if (A.verify !== 'all') {
   const n = Math.min(Number(A.verify), done.length);
   pick = [...done].sort(() => rnd() - 0.5).slice(0, n);
 }
-const solo = new Engine(model, { ...engineOpts, maxBatch: 1 });
+// the same engine settings (a GPU engine pads every decode step to maxBatch rows); one request at a time
+const solo = new Engine(model, engineOpts);
 const mismatches = [];
 const tv = performance.now();
 for (const rec of pick) {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as nbx from '../src/index.js';
-import { Engine, type EngineRequest } from '../src/generation/engine.js';
+import { Engine, type EngineOptions, type EngineRequest } from '../src/generation/engine.js';
 import type { CausalLMModel } from '../src/models/causal_lm.js';
 import { KVCacheFullError, QueueFullError, ValueError } from '../src/errors.js';
 import { defaultModelDir } from '../src/cli/generate.js';
@@ -19,7 +19,7 @@ const load = (name: string): Promise<CausalLMModel> => nbx.models.load(join(MODE
 async function solo(model: CausalLMModel, reqs: EngineRequest[], opts = {}): Promise<number[][]> {
   const out: number[][] = [];
   for (const r of reqs) {
-    const e = new Engine(model, { maxBatch: 1, ...opts });
+    const e = new Engine(model, { maxBatch: 1, ...opts } as EngineOptions);
     out.push((await e.submit(r).result).tokens);
     await e.close();
   }
@@ -59,12 +59,12 @@ test('a request batched with others gets the tokens it gets alone (greedy and se
   }
 });
 
-test('device sampling (src/generation/sampler.ts, as on GPUs): batched = alone, greedy rows = host sampling', async () => {
+test('device sampling and padded decode steps (as on GPUs): batched = alone, greedy rows = host sampling', async () => {
   const model = await load('qwen3');
   try {
     const reqs = requests(7, model.config.vocab_size);
-    const opts = { blockSize: 4, sampling: 'device' as const };
-    const alone = await solo(model, reqs, opts);
+    const opts = { blockSize: 4, sampling: 'device' as const, padBatch: true };
+    const alone = await solo(model, reqs, { ...opts, maxBatch: 3 });
     const e = new Engine(model, { maxBatch: 3, ...opts });
     const got = await Promise.all(reqs.map((r) => e.submit(r).result));
     await e.close();

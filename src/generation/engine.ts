@@ -48,6 +48,14 @@ export interface EngineOptions {
    * logits are and reads back only the ids (default elsewhere).
    */
   sampling?: 'host' | 'device';
+  /**
+   * Decode steps run maxBatch rows whatever the number of sequences (the rest padding that attends to
+   * nothing): every step then has one shape, so a GPU's matrix products take the same kernel for a
+   * sequence alone and in a full batch and its numbers do not change (GPUs pick GEMM kernels by shape;
+   * the padding costs little while a step is bound by reading the weights). Default: on off the CPU,
+   * whose steps are row-invariant without it.
+   */
+  padBatch?: boolean;
 }
 
 export interface EngineRequest {
@@ -213,6 +221,7 @@ export class Engine {
   readonly kvBlocks: number;
   readonly prefillChunk: number;
   readonly sampling: 'host' | 'device';
+  readonly padBatch: boolean;
   private readonly waiting: Sequence[] = [];
   private readonly running: Sequence[] = [];
   private readonly cache: PagedKVCache;
@@ -237,11 +246,13 @@ export class Engine {
     this.prefillChunk = positive('prefillChunk', opts.prefillChunk, 256);
     if (opts.sampling !== undefined && opts.sampling !== 'host' && opts.sampling !== 'device') throw new ValueError(OP, `sampling must be 'host' or 'device', got ${String(opts.sampling)}`);
     this.sampling = opts.sampling ?? (model.device.type === 'cpu' ? 'host' : 'device');
+    this.padBatch = opts.padBatch ?? model.device.type !== 'cpu';
     const context = this.context ?? 2048;
     this.kvBlocks = positive('kvBlocks', opts.kvBlocks, this.maxBatch * Math.ceil(context / this.blockSize));
     const c = model.cfg;
+    // one block more when padding: the padding rows' scratch slot
     this.cache = new PagedKVCache({ layers: c.num_hidden_layers, kvHeads: c.num_key_value_heads, headDim: c.head_dim, dtype: model.dt, device: model.device },
-      { numBlocks: this.kvBlocks, blockSize: this.blockSize });
+      { numBlocks: this.kvBlocks + (this.padBatch ? 1 : 0), blockSize: this.blockSize });
   }
 
   private get context(): number | null {
@@ -442,10 +453,12 @@ export class Engine {
     let tokens: number[];
     try {
       for (const s of batch) this.cache.reserve(s.id, s.length);
-      const lc = PagedLayerCache.decode(this.cache, batch.map((s) => s.id));
+      const rows = this.padBatch ? Math.max(this.maxBatch, batch.length) : batch.length;
+      const lc = PagedLayerCache.decode(this.cache, batch.map((s) => s.id), rows);
+      const pad = new Array<number[]>(rows - batch.length).fill([0]);
       let logits: Tensor;
       try {
-        logits = this.forward(() => pagedLogits(this.model, batch.map((s) => [s.tokens[s.tokens.length - 1]!]), batch.map((s) => [s.length - 1]), lc));
+        logits = this.forward(() => pagedLogits(this.model, [...batch.map((s) => [s.tokens[s.tokens.length - 1]!]), ...pad], [...batch.map((s) => [s.length - 1]), ...pad], lc));
       } finally { lc.dispose(); }
       tokens = await this.choose(batch, logits);
     } catch (e) {
@@ -485,14 +498,14 @@ export class Engine {
         });
       } finally { scores.dispose(); }
     }
-    const B = seqs.length;
+    const B = logits.shape[0]!; // padding rows past the sequences: greedy, ignored
     let st = this.samplingStates.get(B);
     if (!st) { st = new RowSamplingState(B, logits.device); this.samplingStates.set(B, st); }
     st.write(seqs.map((s) => (s.cfg.do_sample ? { temperature: s.cfg.temperature, top_k: s.cfg.top_k, top_p: s.cfg.top_p, min_p: 0 } : { temperature: 0, top_k: 0, top_p: 1, min_p: 0 })),
       seqs.map((s) => (s.cfg.do_sample ? uniformOf(s) : 0)));
     let ids: Tensor;
     try { ids = sampleRows(logits, st.tensors); } finally { logits.dispose(); }
-    try { return Array.from(await ids.dataStorage() as BigInt64Array, Number); } finally { ids.dispose(); }
+    try { return Array.from(await ids.dataStorage() as BigInt64Array, Number).slice(0, seqs.length); } finally { ids.dispose(); }
   }
 
   /** The request's next token from its scores [1, V] float32 on the CPU, with its own generator. */

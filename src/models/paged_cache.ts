@@ -81,7 +81,21 @@ export class PagedKVCache {
   }
 
   /** Blocks not held by any sequence (backed or not yet). */
-  get freeBlocks(): number { return this.numBlocks - this.used; }
+  get freeBlocks(): number { return this.numBlocks - this.used - (this.scratch === null ? 0 : 1); }
+
+  private scratch: number | null = null;
+  /**
+   * A slot no sequence owns (one block taken from the pool the first time): where the padding rows of a
+   * fixed-size decode step write their keys and values (PagedLayerCache.decode with padTo).
+   */
+  scratchSlot(): number {
+    if (this.scratch === null) {
+      if (this.freeBlocks < 1) throw new KVCacheFullError('PagedKVCache.scratchSlot', `a padded decode step needs 1 scratch block, but 0 of ${this.numBlocks} are free`, 1, 0, this.numBlocks);
+      if (this.freeList.length === 0) this.grow(this.capacity + 1);
+      this.scratch = this.freeList.pop()!;
+    }
+    return this.scratch * this.blockSize;
+  }
   get usedBlocks(): number { return this.used; }
   get sequences(): number { return this.seqs.size; }
 
@@ -225,19 +239,23 @@ export class PagedLayerCache implements LayerCache {
   private readonly seqLens: Tensor | null;
   /** Slots of positions 0 .. past + T of the prefilled sequence (past > 0 only). */
   private readonly history: Tensor | null;
-  private constructor(private readonly cache: PagedKVCache, readonly ids: readonly number[], readonly past: number, readonly tokens: number, decode: boolean) {
+  private constructor(private readonly cache: PagedKVCache, readonly ids: readonly number[], readonly past: number, readonly tokens: number, decode: boolean, readonly rows = ids.length) {
     const dev = cache.shape.device;
     if (decode) {
+      const pad = rows - ids.length;
+      const scratch = pad > 0 ? cache.scratchSlot() : 0;
       const lens = ids.map((id) => cache.length(id) + 1);
-      this.slotMapping = int64(ids.map((id, i) => cache.slot(id, lens[i]! - 1)), [ids.length], dev);
+      this.slotMapping = int64([...ids.map((id, i) => cache.slot(id, lens[i]! - 1)), ...new Array<number>(pad).fill(scratch)], [rows], dev);
       const width = Math.max(...ids.map((id) => cache.blocks(id).length));
-      const rows = ids.flatMap((id) => {
+      const table = ids.flatMap((id) => {
         const b = cache.blocks(id);
         // past a sequence's last block: its own last block again (never read: beyond its length)
         return Array.from({ length: width }, (_, j) => b[Math.min(j, b.length - 1)]!);
       });
-      this.blockTables = int32(rows, [ids.length, width], dev);
-      this.seqLens = int32(lens, [ids.length], dev);
+      // padding rows: the scratch block, length 0 (they attend to nothing and give zeros)
+      for (let r = 0; r < pad; r++) for (let j = 0; j < width; j++) table.push(scratch / cache.blockSize);
+      this.blockTables = int32(table, [rows, width], dev);
+      this.seqLens = int32([...lens, ...new Array<number>(pad).fill(0)], [rows], dev);
       this.history = null;
     } else {
       const id = ids[0]!;
@@ -252,9 +270,15 @@ export class PagedLayerCache implements LayerCache {
     return new PagedLayerCache(cache, [id], cache.length(id), tokens, false);
   }
 
-  /** A decode step: one new token for each sequence of `ids` (reserved before). */
-  static decode(cache: PagedKVCache, ids: readonly number[]): PagedLayerCache {
-    return new PagedLayerCache(cache, ids, 0, 1, true);
+  /**
+   * A decode step: one new token for each sequence of `ids` (reserved before), as `padTo` rows (default:
+   * one per sequence); the rows past the sequences are padding, written to the scratch slot and attending
+   * to nothing, so that every step has the same shape (a GPU's matrix products then take the same
+   * kernel for a sequence whatever else runs: see src/generation/engine.ts).
+   */
+  static decode(cache: PagedKVCache, ids: readonly number[], padTo = ids.length): PagedLayerCache {
+    if (!(Number.isInteger(padTo) && padTo >= ids.length)) throw new ValueError('PagedLayerCache.decode', `padTo must be an integer >= the ${ids.length} sequences, got ${padTo}`);
+    return new PagedLayerCache(cache, ids, 0, 1, true, padTo);
   }
 
   get length(): number { return this.past; }
