@@ -77,3 +77,48 @@ test('a sampling static decoder draws in its recorded step what sampleRows draws
     assert.ok(dec.stats().captured, 'the CPU step was recorded');
   } finally { dec.dispose(); model.dispose(); }
 });
+
+test('sampler: the repetition penalty divides positive and multiplies negative scores of seen tokens, before the argmax', () => {
+  const st = new RowSamplingState(2, cpu, 4);
+  try {
+    const greedy = { temperature: 0, top_k: 0, top_p: 1, min_p: 0, repetition_penalty: 2 };
+    st.write([greedy, greedy], [0, 0]);
+    st.setSeen([[3], [0, 1]]);
+    // row 0: 3 → 1.5 < 2; row 1: 0 → -8 (×2), 1 → 2.5 (/2), 2 stays 2.4
+    const l = nbx.tensor([[0, 1, 2, 3], [-4, 5, 2.4, -9]], { dtype: 'float32' });
+    assert.deepEqual(Array.from(sampleRows(l, st.tensors).dataSync() as BigInt64Array, Number), [2, 1]);
+    // a step marks its input ids: row 0 now has seen {3, 2} (0 1 1 1.5), row 1 {0, 1, 2} (-8 2.5 1.2 -18)
+    st.markSeen(nbx.tensor([[2], [2]]));
+    assert.deepEqual(Array.from(sampleRows(l, st.tensors).dataSync() as BigInt64Array, Number), [3, 1]);
+    // setSeen starts over: row 1 has seen nothing (its 5 wins again)
+    st.setSeen([[0], []]);
+    assert.deepEqual(Array.from(sampleRows(l, st.tensors).dataSync() as BigInt64Array, Number), [3, 1]);
+  } finally { st.dispose(); }
+});
+
+test('generate() with a repetition penalty: a sampling static decoder (penalty applied on the device) gives the host path\'s greedy ids', async () => {
+  const { generate } = await import('../src/generation/index.js');
+  const model = await nbx.models.load(join(MODELS, 'llama'), { device: 'cpu', dtype: 'float32' }) as unknown as CausalLMModel;
+  const prompt = [[3, 5, 7, 9, 3, 5], [2, 4, 6, 8, 2, 4]];
+  try {
+    const host = (await generate(model, nbx.tensor(prompt), { max_new_tokens: 10, do_sample: false, repetition_penalty: 1.8, eos_token_id: null })).tolist() as number[][];
+    // the same steps through a decoder that chooses on the device (what CUDA runs)
+    const dec = new StaticDecoder(model, 2, 64, false, true);
+    const rows = prompt.map((r) => r.slice());
+    try {
+      dec.begin(null, 6, rows);
+      const first = model.forward(nbx.tensor(prompt), { cache: dec.cache, logits_to_keep: 1 });
+      const firstIds = host.map((r) => r[6]!);
+      first.dispose();
+      let tok = firstIds;
+      rows.forEach((r, b) => r.push(tok[b]!));
+      const penal = { temperature: 0, top_k: 0, top_p: 1, min_p: 0, repetition_penalty: 1.8 };
+      for (let s = 0; s < 9; s++) {
+        const r = dec.step(tok, [6 + s, 6 + s], { rows: [penal, penal], uniforms: [0, 0] });
+        tok = Array.from(r.next!.dataSync() as BigInt64Array, Number);
+        rows.forEach((row, b) => row.push(tok[b]!));
+      }
+    } finally { dec.dispose(); }
+    assert.deepEqual(rows, host);
+  } finally { model.dispose(); }
+});

@@ -203,8 +203,10 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
   const sampleOnDevice = deviceSampling(cfg, device, promptLength);
   const fast = cfg.cache_implementation === 'dynamic' ? null
     : model.staticDecoder?.({ batch, maxLength, greedy, sample: sampleOnDevice, force: cfg.cache_implementation === 'static' }) ?? null;
-  const rowSampling = sampleOnDevice ? new Array<RowSampling>(batch).fill({ temperature: cfg.temperature, top_k: cfg.top_k, top_p: cfg.top_p, min_p: cfg.min_p ?? 0 }) : null;
-  fast?.begin(maskRows, promptLength);
+  const rowSampling = sampleOnDevice ? new Array<RowSampling>(batch).fill(cfg.do_sample
+    ? { temperature: cfg.temperature, top_k: cfg.top_k, top_p: cfg.top_p, min_p: cfg.min_p ?? 0, repetition_penalty: cfg.repetition_penalty }
+    : { temperature: 0, top_k: 0, top_p: 1, min_p: 0, repetition_penalty: cfg.repetition_penalty }) : null;
+  fast?.begin(maskRows, promptLength, rows);
   const cache = fast ? fast.cache : model.newCache({ batch, maxLength });
   let feed: Tensor | null = null, positions: Tensor | null = null;
   try {
@@ -219,7 +221,7 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
       let owned = true;
       let next: Tensor | null = null;
       if (fed !== null && fast !== null && fast.fallbackReason === null) {
-        const uniforms = rowSampling ? Array.from(drawUniforms(batch, cfg)) : [];
+        const uniforms = rowSampling && cfg.do_sample ? Array.from(drawUniforms(batch, cfg)) : [];
         const r = fast.step(fed, maskRows ? seen.map((n) => n - 1) : new Array<number>(batch).fill(cache.length), rowSampling ? { rows: rowSampling, uniforms } : undefined);
         logits = r.logits; next = r.next; owned = false;
       } else {
@@ -275,12 +277,12 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
 }
 
 /**
- * Whether sampled steps draw on the device (src/generation/sampler.ts): on a GPU, when nothing but the
- * sampling warpers touches the scores (no repetition penalty, no minimum length masking EOS). The CPU keeps
+ * Whether the steps choose their tokens on the device (src/generation/sampler.ts): on a GPU, when sampling
+ * or a repetition penalty is on and no minimum length masks EOS. The CPU keeps
  * transformers' processors and multinomial on the host, so that its sampled ids equal transformers'.
  */
 function deviceSampling(cfg: ResolvedConfig, device: CausalLM['device'], promptLength: number): boolean {
-  if (!cfg.do_sample || device.type === 'cpu' || cfg.repetition_penalty !== 1.0) return false;
+  if ((!cfg.do_sample && cfg.repetition_penalty === 1.0) || device.type === 'cpu') return false;
   const eosMasked = cfg.eos_token_id.length > 0 && (cfg.min_new_tokens > 1 || cfg.min_length > promptLength + 1);
   return !eosMasked;
 }

@@ -8,7 +8,8 @@
 // depends only on that row's logits, settings and draw: batching sequences together does not change
 // what each one samples (the engine's guarantee that a request gives what it gives alone).
 //
-// Per row: temperature 0 is greedy (argmax); otherwise the scores are divided by the temperature, sorted
+// Per row: the repetition penalty (where given) first divides positive and multiplies negative scores
+// of the tokens the row has seen; then temperature 0 is greedy (argmax); otherwise the scores are divided by the temperature, sorted
 // descending and softmaxed, the candidates are cut by top-k (k = 0: no cut), top-p (a token is kept
 // while the mass before it is below top_p, so the first always is) and min-p (probability at least
 // min_p times the top one), and the draw u ∈ [0, 1) picks the token where the kept mass's cumulative
@@ -30,10 +31,13 @@ export interface RowSamplingTensors {
   minP: Tensor;
   /** Uniform draws in [0, 1). */
   uniform: Tensor;
+  /** transformers' repetition penalty per row (1 for none) and the tokens each row has seen, bool [B, V]. */
+  penalty?: Tensor;
+  seen?: Tensor;
 }
 
 /** One row's settings on the host (what RowSamplingState packs). */
-export interface RowSampling { temperature: number; top_k: number; top_p: number; min_p: number }
+export interface RowSampling { temperature: number; top_k: number; top_p: number; min_p: number; repetition_penalty?: number }
 
 const ranks = new Map<string, Tensor>();
 /** int64 [1, V] 0..V-1 on `device`, made once (a capture must not upload it). */
@@ -49,7 +53,12 @@ export function sampleRows(logits: Tensor, p: RowSamplingTensors): Tensor {
   const [B, V] = logits.shape as [number, number];
   const rank = rankRow(V, logits.device);
   return nbx.scope(() => {
-    const s = logits.to('float32');
+    let s = logits.to('float32');
+    if (p.penalty && p.seen) {
+      // RepetitionPenaltyLogitsProcessor on the tokens seen so far, before every warper (and the argmax)
+      const pen = p.penalty.unsqueeze(1);
+      s = nbx.where(p.seen, nbx.where(s.lt(0), s.mul(pen), s.div(pen)), s) as Tensor;
+    }
     const greedy = nbx.argmax(s, -1);
     const sampling = p.temperature.gt(0);
     const t = (nbx.where(sampling, p.temperature, nbx.ones([B], { device: s.device })) as Tensor).unsqueeze(1);
@@ -73,20 +82,42 @@ export function sampleRows(logits: Tensor, p: RowSamplingTensors): Tensor {
 }
 
 /**
- * Row settings and draws kept on the device in one float32 buffer [5, B] (temperature, top_k, top_p,
- * min_p, uniform), written by one host-to-device copy per step: the inputs a captured step reads.
+ * Row settings and draws kept on the device in one float32 buffer [6, B] (temperature, top_k, top_p,
+ * min_p, uniform, repetition penalty), written by one host-to-device copy per step: the inputs a captured
+ * step reads. With `vocab`, also the tokens each row has seen (bool [B, vocab]) for the repetition
+ * penalty: set from the prompt by setSeen(), marked by markSeen() with each step's input ids.
  */
 export class RowSamplingState {
   private readonly packed: Tensor;
   private readonly host: Float32Array;
   readonly tensors: RowSamplingTensors;
+  private readonly marks: Tensor | null;
 
-  constructor(readonly batch: number, device: Device) {
-    this.packed = nbx.keep(nbx.zeros([5, batch], { dtype: 'float32', device }));
-    this.host = new Float32Array(5 * batch);
+  constructor(readonly batch: number, device: Device, readonly vocab?: number) {
+    this.packed = nbx.keep(nbx.zeros([6, batch], { dtype: 'float32', device }));
+    this.host = new Float32Array(6 * batch);
     const row = (i: number): Tensor => nbx.keep(this.packed.select(0, i));
     // top_k as int64, converted from its packed row at each write()
     this.tensors = { temperature: row(0), topK: nbx.keep(nbx.zeros([batch], { dtype: 'int64', device })), topP: row(2), minP: row(3), uniform: row(4) };
+    if (vocab !== undefined) {
+      this.tensors.penalty = row(5);
+      this.tensors.seen = nbx.keep(nbx.zeros([batch, vocab], { dtype: 'bool', device }));
+    }
+    this.marks = vocab !== undefined ? nbx.keep(nbx.ones([batch, 1], { dtype: 'bool', device })) : null;
+  }
+
+  /** The tokens each row has seen: its prompt, padding included (as transformers' input_ids). */
+  setSeen(rows: readonly (readonly number[])[]): void {
+    const seen = this.tensors.seen;
+    if (!seen) return;
+    const V = this.vocab!, host = new Uint8Array(this.batch * V);
+    rows.forEach((r, b) => { for (const id of r) if (id >= 0 && id < V) host[b * V + id] = 1; });
+    seen.copy_(nbx.Tensor.fromStorage(host, 'bool', [this.batch, V]));
+  }
+
+  /** Marks `ids` [B, 1] (a step's input tokens) as seen, on the device (recorded in a captured step). */
+  markSeen(ids: Tensor): void {
+    if (this.tensors.seen) this.tensors.seen.scatter_(1, ids, this.marks!);
   }
 
   /** Sets every row's settings and draw (rows past `rows.length` are greedy). */
@@ -99,13 +130,15 @@ export class RowSamplingState {
       h[2 * B + b] = r ? r.top_p : 1;
       h[3 * B + b] = r ? r.min_p : 0;
       h[4 * B + b] = uniforms[b] ?? 0;
+      h[5 * B + b] = r?.repetition_penalty ?? 1;
     }
-    this.packed.copy_(nbx.Tensor.fromStorage(h, 'float32', [5, B]));
+    this.packed.copy_(nbx.Tensor.fromStorage(h, 'float32', [6, B]));
     this.tensors.topK.copy_(this.packed.select(0, 1));
   }
 
   dispose(): void {
     for (const t of Object.values(this.tensors)) t.dispose();
+    this.marks?.dispose();
     this.packed.dispose();
   }
 }

@@ -114,12 +114,14 @@ export class StaticDecoder {
     this.hostState = new BigInt64Array(2 * batch + 1);
     this.notPadding = nbx.keep(nbx.ones([batch, capacity], { dtype: 'bool', device }));
     this.cacheIndex = nbx.keep(nbx.arange(0, capacity, { dtype: 'int64', device }).unsqueeze(0));
-    this.sampling = sample && !greedy ? new RowSamplingState(batch, device) : null;
+    this.sampling = sample && !greedy ? new RowSamplingState(batch, device, model.cfg.vocab_size) : null;
   }
 
   /** Starts a generation: the cache forgets its positions, `promptMask` rows ([B][P] of 0/1, or null) give the padding. */
-  begin(promptMask: readonly (readonly number[])[] | null, promptLength: number): void {
+  begin(promptMask: readonly (readonly number[])[] | null, promptLength: number, promptIds?: readonly (readonly number[])[]): void {
     this.inUse = true;
+    // the repetition penalty's memory: the prompt (the steps mark their own input tokens)
+    if (this.sampling) this.sampling.setSeen(promptIds ?? []);
     this.cache.reset();
     const rows = Array.from({ length: this.batch }, (_, b) => {
       const row = new Array<boolean>(this.capacity).fill(true);
@@ -217,6 +219,7 @@ export class StaticDecoder {
       const cap = cfg.final_logit_softcapping;
       if (cap !== null) logits = logits.div(cap).tanh().mul(cap);
       const last = logits.view([B, logits.shape[2]!]);
+      this.sampling?.markSeen(this.ids);
       const next = this.greedy ? nbx.argmax(last, -1) : this.sampling ? sampleRows(last, this.sampling.tensors) : null;
       return next ? { logits, next } : { logits, next: null };
     });

@@ -34,7 +34,8 @@ export interface ForwardOptions {
 export interface StaticDecoderLike {
   readonly cache: KVCache & { readonly length: number };
   readonly fallbackReason: string | null;
-  begin(promptMask: readonly (readonly number[])[] | null, promptLength: number): void;
+  /** `promptIds`: the prompt rows (padding included), for a sampling decoder's repetition penalty. */
+  begin(promptMask: readonly (readonly number[])[] | null, promptLength: number, promptIds?: readonly (readonly number[])[]): void;
   /** The generation that began it is over (see StaticDecoder.release). */
   release(): void;
   /** `sampling`: each row's settings and uniform draw, for a decoder made with `sample` (its `next` is then the drawn ids). */
