@@ -11,7 +11,7 @@
 //   fp8(x, q, s, out, N, K, perTensor)       e4m3fn: bits (b & 0x7f) << 20 | sign, × 2^120 (exact, NaN codes not special)
 //   int4(x, q, s, z, xs, out, N, K, g, asym) g % 32 == 0; z, xs float32 [N, K/g] and [K/g]; sym: z = 8
 //   q8_0(x, q, out, N, K), q4_0(x, q, out, N, K)   GGUF blocks; the f16 d decoded in the kernel
-//   q4_k(x, q, xs, out, N, K), q6_k(x, q, out, N, K)   GGUF K-quants (xs: Σx of every 32 elements)
+//   q4_k / q5_k(x, q, xs, out, N, K), q6_k(x, q, out, N, K)   GGUF K-quants (xs: Σx of every 32 elements)
 //   f32(x, w, out, N, K)                     plain float rows (K % 4 == 0), for formats dequantized to a scratch
 
 import { uleb, sleb, name as wname, section, vec as wvec } from '../../../ir/wasm.js';
@@ -202,7 +202,7 @@ function ggufFn(kind: 'q8_0' | 'q4_0'): Fn {
  * byte l of sub-block pair j holds element 64j + l (low nibble) and 64j + 32 + l (high)). Per 32 elements
  * Σx·(d1·q − m1) = d1·Σx·q − m1·Σx, with Σx of every 32 elements precomputed (xs).
  */
-function q4kFn(): Fn {
+function q4kFn(five = false): Fn {
   // params x q xs out N K | i32: n b o p B tmp sc mn c | f32: d dmin tmin d1 | v128: tvec acc v
   const f = new Fn(6, 9, 4, 3);
   const [x, q, xs, out, N, K] = [0, 1, 2, 3, 4, 5];
@@ -229,8 +229,10 @@ function q4kFn(): Fn {
         f.get(d).get(sc).e(0xb3 /* f32.convert_i32_u */).e(0x94).set(d1);
         f.vconst(splat8(0)).set(acc);
         for (let w = 0; w < 2; w++) {
-          f.get(o).vload(16 + 32 * j + 16 * w);
+          f.get(o).vload((five ? 48 : 16) + 32 * j + 16 * w);
           if (half) f.i32(4).simd(I8_SHR_U); else f.vconst(splat8(15)).simd(V_AND);
+          // q5_k: + 16 where bit (2j + half) of qh[l] is set
+          if (five) f.get(o).vload(16 + 16 * w).i32(is).simd(I8_SHR_U).vconst(splat8(1)).simd(V_AND).i32(4).simd(0x6b /* i8x16.shl */).simd(V_OR);
           f.set(v);
           dot16(f, v, p, acc, false, (64 * j + 32 * half + 16 * w) * 4);
         }
@@ -238,7 +240,7 @@ function q4kFn(): Fn {
         // tmin += fround(dmin · m) · Σx over these 32 elements
         f.get(dmin).get(mn).e(0xb3).e(0x94).get(c).e(0x2a, 2, ...uleb(is * 4)).e(0x94).get(tmin).e(0x92).set(tmin);
       }
-      f.get(p).i32(1024).add().set(p).get(c).i32(32).add().set(c).get(o).i32(144).add().set(o);
+      f.get(p).i32(1024).add().set(p).get(c).i32(32).add().set(c).get(o).i32(five ? 176 : 144).add().set(o);
     });
     f.get(out).get(n).i32(4).mul().add();
     hsum(f, tvec); f.get(tmin).e(0x93);
@@ -314,7 +316,7 @@ function f32Fn(): Fn {
 /** The module's bytes: imports the shared memory `e.m` (its maximum), exports the kernels above. */
 export function quantModule(maxPages: number): Uint8Array<ArrayBuffer> {
   const fns: [string, Fn][] = [['i8', i8Fn()], ['fp8', fp8Fn()], ['int4', int4Fn()], ['q8_0', ggufFn('q8_0')], ['q4_0', ggufFn('q4_0')], ['f32', f32Fn()],
-    ['q4_k', q4kFn()], ['q6_k', q6kFn()]];
+    ['q4_k', q4kFn()], ['q6_k', q6kFn()], ['q5_k', q4kFn(true)]];
   const types = fns.map(([, f]) => [0x60, ...wvec(new Array(f.params).fill([I32])), 0]);
   return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
     ...section(1, wvec(types)),
@@ -334,4 +336,5 @@ export interface QuantSimd {
   f32(x: number, w: number, out: number, N: number, K: number): void;
   q4_k(x: number, q: number, xs: number, out: number, N: number, K: number): void;
   q6_k(x: number, q: number, out: number, N: number, K: number): void;
+  q5_k(x: number, q: number, xs: number, out: number, N: number, K: number): void;
 }
