@@ -6,6 +6,8 @@
 #            (NBX_CUDA_PDL=0|1|2), then the graph, sampler and fused-kernel tests with NBX_CUDA_PDL=2
 #   attn     scripts/attention-check.mjs (issue #20: the Hopper kernel's correctness and bench rows vs SDPA)
 #   quant    the quantized GEMV check and bench (issue #21; QUANT_CMD overrides)
+#   engine   scripts/gpu-engine.sh (paged attention on CUDA, the engine's soak and throughput)
+#   qcore    scripts/quant-device-check.mjs cuda (quantized checkpoints on the card vs the CPU)
 #   serve    scripts/gpu-serve.sh (issue #22's load test on the TinyLlama shape)
 #   decode   nbx bench decode with its peers (DECODE_SHAPES, DECODE_ARGS)
 #   webgpu   nbx bench decode --device webgpu on the TinyLlama shape (batch 1, nbx only)
@@ -29,6 +31,12 @@ for p in "$@"; do
     attn)
       NBX_CACHE_DIR=$(mktemp -d) timeout 280 node scripts/attention-check.mjs > "$L/attn.log" 2>&1
       note "attn rc=$?" ;;
+    engine)
+      OUT=$L bash scripts/gpu-engine.sh > "$L/engine.log" 2>&1
+      note "engine rc=$?"; cat "$L/engine_summary.txt" >> "$OUT/summary.txt" 2>/dev/null ;;
+    qcore)
+      timeout 200 node scripts/quant-device-check.mjs cuda > "$L/qcore.log" 2>&1
+      note "qcore rc=$? $(tail -1 "$L/qcore.log")" ;;
     quant)
       eval "timeout 280 ${QUANT_CMD:-node dist/bench/quant.js --check}" > "$L/quant.log" 2>&1
       note "quant rc=$?" ;;
