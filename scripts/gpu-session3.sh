@@ -60,4 +60,4 @@ for p in "$@"; do
   esac
   note "  ($p: $(( $(date +%s) - t0 )) s)"
 done
-tar -C "$OUT" -czf "$OUT/logs.tgz" logs && rm -rf "$L"
+[ -n "${NOTAR:-}" ] || { tar -C "$OUT" -czf "$OUT/logs.tgz" logs && rm -rf "$L"; }
