@@ -11,6 +11,7 @@
 #   serve    scripts/gpu-serve.sh (issue #22's load test on the TinyLlama shape)
 #   decode   nbx bench decode with its peers (DECODE_SHAPES, DECODE_ARGS)
 #   webgpu   nbx bench decode --device webgpu on the TinyLlama shape (batch 1, nbx only)
+#   cli      nbx generate on the host's CPU, twice (the README's main command, timed)
 #   cpugen   nbx bench generate on the host's CPU (the embedded model against PyTorch 2.11 CPU)
 #   tune     the autotuner's cache, to ship (src/autotune/shipped)
 # Logs go to $OUT; one summary line per part in $OUT/summary.txt.
@@ -51,6 +52,9 @@ for p in "$@"; do
     webgpu)
       timeout 200 node dist/src/cli/nbx.js bench decode --device webgpu --shape tinyllama --batch 1 --peers none --new-tokens 128 --json "$L/decode_webgpu.json" > "$L/decode_webgpu.log" 2>&1
       note "webgpu decode rc=$?" ;;
+    cli)
+      for i in 1 2; do { TIMEFORMAT="nbx generate (cpu, 50 tokens, seed 1): %R s wall, %U s user"; time timeout 60 node dist/src/cli/nbx.js generate "And God said" --device cpu --seed 1 --max-new-tokens 50; } >> "$L/cli.log" 2>&1; done
+      note "cli $(grep -E 'decode:|wall' "$L/cli.log" | tr '\n' ' ')" ;;
     cpugen)
       timeout 120 node dist/src/cli/nbx.js bench generate > "$L/cpugen.log" 2>&1
       note "cpugen rc=$?" ;;
