@@ -100,7 +100,7 @@ async function check(device: string, formats: readonly QuantFormat[]): Promise<b
     for (const [dt, m, impl] of cases) {
       const k = K[f] ?? 2304, n = 72;
       const p = randomPacked(f, n, k, seed++, impl ? { asym: impl === 'mma-asym', groupSize: 128 } : { asym: f === 'int4' && m === 4, groupSize: m === 8 ? 64 : 128 });
-      if (impl) cudaMod?.forceQuantGemvConfig({ impl: 'mma', rows: 1, sub: 1 });
+      if (impl) cudaMod?.forceQuantGemvConfig({ impl: 'mma', rows: 1, sub: 1, kw: 1 });
       const w = toDevice(p, device);
       const r = lcg(seed++);
       const x = nbx.tensor(Array.from({ length: m * k }, () => r() * 2 - 1)).reshape([m, k]).to(dt as 'float32');
@@ -208,15 +208,15 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
           if (sweep && cudaMod && !overBudget()) {
             let best: { config: string; us: number; gbs: number } | undefined;
             const all: string[] = [];
-            const cfgs: { impl: string; rows: number; sub: number }[] = f === 'int4' ? [{ impl: 'mma', rows: 1, sub: 1 }] : [];
-            for (const rowsPer of [1, 2, 4]) for (const sub of [1, 2, 4]) cfgs.push({ impl: 'fma', rows: rowsPer, sub });
+            const cfgs: { impl: string; rows: number; sub: number; kw: number }[] = f === 'int4' ? [{ impl: 'mma', rows: 1, sub: 1, kw: 1 }] : [];
+            for (const rowsPer of [1, 2, 4]) for (const sub of [1, 2, 4]) for (const kw of [1, 4, 8]) cfgs.push({ impl: 'fma', rows: rowsPer, sub, kw });
             for (const cfg of cfgs) {
               if (cfg.impl === 'fma' && cudaMod.gemvSmem(f, cfg) > cudaMod.GEMV_SMEM_MAX) continue;
               cudaMod.forceQuantGemvConfig(cfg);
               try {
                 const t = await timeCall(device, () => callQuant(device, w, x, o, m, 'bfloat16'));
                 const gg = w.bytes / (t / 1000) / 1e9;
-                const label = cfg.impl === 'mma' ? 'mma' : `r${cfg.rows}s${cfg.sub}`;
+                const label = cfg.impl === 'mma' ? 'mma' : `r${cfg.rows}s${cfg.sub}k${cfg.kw}`;
                 all.push(`${label}:${gg.toFixed(0)}`);
                 if (!best || t * 1000 < best.us) best = { config: label, us: t * 1000, gbs: gg };
               } finally { cudaMod.forceQuantGemvConfig(null); }
@@ -224,7 +224,7 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             if (best) { row.best = best; extra = ` | best ${best.config}: ${best.gbs.toFixed(0)} GB/s${pct(best.gbs)} [${all.join(' ')}]`; }
           }
           const chosen = cudaMod?.lastQuantGemvConfig();
-          if (chosen) row.config = chosen.impl === 'mma' ? 'mma' : `r${chosen.rows}s${chosen.sub}`;
+          if (chosen) row.config = chosen.impl === 'mma' ? 'mma' : `r${chosen.rows}s${chosen.sub}k${chosen.kw}`;
           rows.push(row);
           out(`  ${f.padEnd(8)} ${n}x${k} m=${m}: ${(ms1 * 1000).toFixed(1).padStart(7)} us ${g.toFixed(0).padStart(5)} GB/s${pct(g)}  (${(w.bytes / 2 ** 20).toFixed(1)} MiB, ${(refG > 0 ? (ref / ms1) : 0).toFixed(2)}x bf16${row.config ? `, ${row.config}` : ''})${extra}`);
         } catch (e) {

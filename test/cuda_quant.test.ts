@@ -76,9 +76,14 @@ test('quant_matmul GEMV: every weight-rows / sub-blocks configuration', { skip }
   try {
     for (const rows of [1, 2, 4]) {
       for (const sub of [1, 2, 4]) {
-        forceQuantGemvConfig({ impl: 'fma', rows, sub });
+        forceQuantGemvConfig({ impl: 'fma', rows, sub, kw: 1 });
         for (const f of ['q6_k', 'int4', 'q8_0'] as QuantFormat[]) checkMatmul(f, 'bfloat16', rows === 4 ? 1 : 2, 13, f === 'q6_k' ? 1280 : 1152, seed++);
       }
+    }
+    // warps splitting a row group's tiles (kw): more warps than tiles, tiles not a multiple of kw, m up to 8
+    for (const [rows, sub, kw] of [[2, 1, 2], [1, 1, 4], [2, 1, 8], [4, 2, 8], [1, 2, 4]]) {
+      forceQuantGemvConfig({ impl: 'fma', rows: rows!, sub: sub!, kw: kw! });
+      for (const f of ['q4_k', 'int4'] as QuantFormat[]) checkMatmul(f, 'bfloat16', kw === 8 ? 5 : 1, 11, f === 'q4_k' ? 2560 : 2304, seed++, { bias: true });
     }
   } finally { forceQuantGemvConfig(null); }
 });
@@ -140,7 +145,7 @@ test('packed weights viewed at an unaligned offset (a slice of a larger buffer):
 test('int4 on tensor cores (impl mma): symmetric and asymmetric, groups 128 and 256, bf16 and f16, m 1..8, bias, ragged N', { skip }, () => {
   let seed = 500;
   try {
-    forceQuantGemvConfig({ impl: 'mma', rows: 1, sub: 1 });
+    forceQuantGemvConfig({ impl: 'mma', rows: 1, sub: 1, kw: 1 });
     for (const [dt, m, n, k, g, asym] of [['bfloat16', 1, 40, 1024, 128, false], ['bfloat16', 3, 17, 1280, 128, true], ['float16', 8, 24, 512, 256, false],
       ['float16', 5, 16, 2048, 128, true], ['bfloat16', 8, 33, 384, 128, true], ['bfloat16', 2, 8, 128, 128, false]] as [DT, number, number, number, number, boolean][]) {
       checkMatmul('int4', dt, m, n, k, seed++, { groupSize: g, asym, bias: m % 2 === 1 });

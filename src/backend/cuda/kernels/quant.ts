@@ -234,15 +234,16 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
 // ---- the GEMV kernel ----------------------------------------------------------------------------
 
 export const QUANT_GEMV_SPACE = defineSpace({
-  name: 'cuda.quant_gemv.v2',
+  name: 'cuda.quant_gemv.v3',
   knobs: [
     { name: 'impl', values: ['fma', 'mma'], movesBits: true, doc: "the FMA kernel (every format), or tensor cores (int4, groups ≥ 128, 16-bit x)" },
     { name: 'rows', values: [1, 2, 4], movesBits: false, doc: 'FMA kernel: weight rows per warp (x converted once for all of them)' },
     { name: 'sub', values: [1, 2, 4], movesBits: true, doc: 'FMA kernel: sub-blocks per lane per tile (tile = 32·sub sub-blocks of 32 elements)' },
+    { name: 'kw', values: [1, 2, 4, 8], movesBits: true, doc: "FMA kernel: warps splitting a row group's tiles (a kernel argument: no extra compile)" },
   ],
-  defaultConfig: { impl: 'fma', rows: 2, sub: 2 },
+  defaultConfig: { impl: 'fma', rows: 2, sub: 2, kw: 1 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
-  constraint: (cfg) => (cfg.impl === 'mma' && (cfg.rows !== 1 || cfg.sub !== 1) ? 'rows and sub are the FMA kernel\'s' : undefined),
+  constraint: (cfg) => (cfg.impl === 'mma' && (cfg.rows !== 1 || cfg.sub !== 1 || cfg.kw !== 1) ? 'rows, sub and kw are the FMA kernel\'s' : undefined),
 });
 
 /** Chunks of 128 elements each lane of the tensor-core kernel loads before using them. */
@@ -272,16 +273,18 @@ export function quantGemvSource(f: QuantFormat, asym: boolean, d: QuantDType, mr
   const UPL = Math.ceil(TB / vw / 32), TBP = Math.ceil(TB / 16) * 16;
   const XV = 16 / DTYPES[d].itemsize; // x elements per 16-byte vector
   const xLoads = 16 / XV;
-  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'];
+  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'];
   const src = `${HELPERS}
 ${decoderSource(f, asym)}
 extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
   const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
-  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
+  int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
   __align__(16) __shared__ unsigned char tile[${WARPS}][${rows}][${TBP}];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int n0 = (blockIdx.x * ${WARPS} + warp) * ${rows};
-  if (n0 >= n) return; // uniform per warp
+  // kw warps share a row group and take its tiles in turn (split K: more loads in flight for long rows)
+  const int rg = warp / kw, ks = warp - rg * kw;
+  const int n0 = (blockIdx.x * (${WARPS} / kw) + rg) * ${rows};
+  const bool live = n0 < n; // uniform per warp; dead warps still meet the block's barrier below
   const int nsub = K >> 5;
   const long long tb = ${TB};
   const int ntiles = (int)((rowBytes + tb - 1) / tb);
@@ -301,8 +304,9 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
     _Pragma("unroll") for (int r = 0; r < ${rows}; r++) { \\
       _Pragma("unroll") for (int j = 0; j < ${UPL}; j++) { const int u_ = lane + 32 * j; \\
         if (u_ < units_) pre[r][j] = reinterpret_cast<const ${VT}*>(wrow[r] + base_)[u_]; } } }
-  NBXQ_LOAD(0)
-  for (int t = 0; t < ntiles; t++) {
+  if (live) {
+  NBXQ_LOAD(ks)
+  for (int t = ks; t < ntiles; t += kw) {
     __syncwarp();
     #pragma unroll
     for (int r = 0; r < ${rows}; r++) {
@@ -310,7 +314,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
       for (int j = 0; j < ${UPL}; j++) { const int u_ = lane + 32 * j; if (u_ * ${vw} < ${TB}) reinterpret_cast<${VT}*>(tile[warp][r])[u_] = pre[r][j]; }
     }
     __syncwarp();
-    if (t + 1 < ntiles) NBXQ_LOAD(t + 1)
+    if (t + kw < ntiles) NBXQ_LOAD(t + kw)
     #pragma unroll
     for (int s = 0; s < ${sub}; s++) {
       const int ls = s * 32 + lane;            // sub-block within the tile
@@ -356,6 +360,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
       }
     }
   }
+  }
   #undef NBXQ_LOAD
   #pragma unroll
   for (int i = 0; i < ${mr}; i++) {
@@ -365,7 +370,28 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
       for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
     }
   }
-  if (lane == 0) {
+  if (kw > 1) {
+    // the kw warps' partial sums, added in warp order by the row group's first warp
+    __shared__ float red[${WARPS}][${mr * rows}];
+    if (lane == 0) {
+      #pragma unroll
+      for (int i = 0; i < ${mr}; i++) {
+        #pragma unroll
+        for (int r = 0; r < ${rows}; r++) red[warp][i * ${rows} + r] = acc[i][r];
+      }
+    }
+    __syncthreads();
+    if (lane == 0 && ks == 0) {
+      for (int q = 1; q < kw; q++) {
+        #pragma unroll
+        for (int i = 0; i < ${mr}; i++) {
+          #pragma unroll
+          for (int r = 0; r < ${rows}; r++) acc[i][r] += red[warp + q][i * ${rows} + r];
+        }
+      }
+    }
+  }
+  if (lane == 0 && ks == 0 && live) {
     #pragma unroll
     for (int r = 0; r < ${rows}; r++) {
       const int j = n0 + r;
@@ -603,12 +629,12 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, log2(c.gsize)]);
     return;
   }
-  if (cfg.impl === 'mma' || gemvSmem(c.f, cfg) > GEMV_SMEM_MAX) cfg = { impl: 'fma', rows: 1, sub: 1 };
-  const rows = cfg.rows as number, sub = cfg.sub as number, mr = quantRowsFor(p.m);
+  if (cfg.impl === 'mma' || gemvSmem(c.f, cfg) > GEMV_SMEM_MAX) cfg = { impl: 'fma', rows: 1, sub: 1, kw: 1 };
+  const rows = cfg.rows as number, sub = cfg.sub as number, mr = quantRowsFor(p.m), kw = (cfg.kw as number | undefined) ?? 1;
   const W = addr(p.qweight), vw = loadWidth(W, c.rowBytes, tileBytes(c.f, sub));
   const k = be.kernel(`quant_gemv:${c.f}:${c.asym}:${c.d}:${mr}:${rows}:${sub}:${vw}`, () => quantGemvSource(c.f, c.asym, c.d, mr, rows, sub, vw));
-  be.launch(k, Math.ceil(c.n / (WARPS * rows)), THREADS,
-    [addr(p.x), W, addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30]);
+  be.launch(k, Math.ceil(c.n / ((WARPS / kw) * rows)), THREADS,
+    [addr(p.x), W, addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw]);
 }
 
 /** Recent tuner decisions (a model's few shapes skip the string keys). */
