@@ -22,7 +22,7 @@
 // Targets (ratio to bf16 tok/s): int4 g128 ≥ 2.8×, int8 ≥ 1.7×, Q4_K_M ≥ 2.5×.
 //
 // Run: node dist/bench/quant.js [--device cuda|webgpu|cpu] [--check] [--no-gemv] [--sweep]
-//        [--formats all|int4,q4_k,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--shape llama3-8b|tiny]
+//        [--formats all|int4,q4_k,...] [--gemv-formats int4,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--shape llama3-8b|tiny]
 //        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S]     (or `nbx bench quant ...`)
 //   --budget-s: past S seconds from the start, the sweep and the remaining decode models are skipped (said so).
 
@@ -335,7 +335,7 @@ export async function run(args: string[] = []): Promise<void> {
       device: { type: 'string', default: nbx.cuda.is_available() ? 'cuda' : 'cpu' }, shapes: { type: 'string' }, check: { type: 'boolean', default: false }, 'no-gemv': { type: 'boolean', default: false },
       sweep: { type: 'boolean', default: false }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
       decode: { type: 'boolean' }, 'no-decode': { type: 'boolean', default: false }, shape: { type: 'string' },
-      'new-tokens': { type: 'string', default: '64' }, 'budget-s': { type: 'string', default: '0' }, 'roofline-gbs': { type: 'string' }, json: { type: 'string' },
+      'new-tokens': { type: 'string', default: '64' }, 'budget-s': { type: 'string', default: '0' }, 'gemv-formats': { type: 'string' }, 'roofline-gbs': { type: 'string' }, json: { type: 'string' },
     },
   });
   const device = v.device!;
@@ -371,7 +371,8 @@ export async function run(args: string[] = []): Promise<void> {
       if (!(n! > 0 && k! > 0 && n! % 64 === 0 && k! % 256 === 0)) throw new nbx.ValueError(OP, `--shapes takes NxK pairs (N a multiple of 64, K of 256), got '${x}'`);
       return [n!, k!] as [number, number];
     });
-    result.gemv = await gemv(device, formats, ms, false, roof, shapes);
+    const gf = v['gemv-formats'] ? v['gemv-formats'].split(',').map((x) => x.trim()) as QuantFormat[] : formats;
+    result.gemv = await gemv(device, formats.filter((f) => gf.includes(f)), ms, false, roof, shapes);
     gemvArgs = { ms, roof, shapes };
   }
   const doDecode = v['no-decode'] ? false : v.decode ?? device === 'cuda';

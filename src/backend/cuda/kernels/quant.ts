@@ -656,7 +656,7 @@ function chooseGemv(c: Checked, p: QuantMatmulParams): Config {
     const key = { shape: `${mr}x${bucketSize(c.n)}x${bucketSize(c.k)}`, dtype: `${c.d}.${c.f}${c.asym ? '.asym' : ''}`, device: be.tuning.deviceKey };
     const cands = prune(QUANT_GEMV_SPACE, be.tuning.profile.limits).kept.filter((x) => (x.impl === 'mma' ? quantMmaOk(c, p) : gemvSmem(c.f, x) <= GEMV_SMEM_MAX));
     cfg = tuneSync({ name: QUANT_GEMV_SPACE.name, knobs: QUANT_GEMV_SPACE.knobs, defaultConfig: QUANT_GEMV_SPACE.defaultConfig }, key, cands,
-      (cand) => timeColdL2(be, () => launchQuantGemv(c, p, cand), 10), { deviceLabel: be.ctx.info.name }).config;
+      (cand) => timeColdL2(be, () => launchQuantGemv(c, p, cand), 10), { deviceLabel: be.ctx.info.name, warmup: 1, reps: 3 }).config; // a sample is already 10 calls
   }
   if (recent.length >= 32) recent.shift();
   recent.push({ f: c.f, asym: c.asym, d: c.d, mr, n: c.n, k: c.k, cfg });
