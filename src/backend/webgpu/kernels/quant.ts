@@ -1,7 +1,7 @@
 // Packed quantized weights on WebGPU (contract: src/kernels/quant.ts): quant_matmul and dequantize for
-// int8 (per channel), int4 (group-wise, symmetric/asymmetric) and the GGUF formats of Q4_K_M files
-// (q4_k, q6_k) plus q8_0; other formats are refused by the op layer from QuantFeatures (a typed error
-// naming these). float32/float16/bfloat16 activations.
+// every format of the contract: int8 (per channel), int4 (group-wise, symmetric/asymmetric), fp8 e4m3
+// (per tensor or channel) and the GGUF block formats; float32/float16/bfloat16 activations (others are
+// refused from QuantFeatures by the op layer, a typed error naming these).
 //
 // Decode (m ≤ 8, K a multiple of 32): a dequantizing GEMV, one workgroup of 64 invocations per output
 // feature; invocation t decodes sub-blocks t, t + 64, ... of the row (32 elements each, in halves of 16
@@ -29,9 +29,12 @@ export function bind(backend: WebGPUBackend): void { be = backend; }
 
 type QDType = 'float32' | 'float16' | 'bfloat16';
 const DTYPES_OK: readonly QDType[] = ['float32', 'float16', 'bfloat16'];
-export const WEBGPU_QUANT_FORMATS: readonly QuantFormat[] = ['int8', 'int4', 'q8_0', 'q4_k', 'q6_k'];
+export const WEBGPU_QUANT_FORMATS: readonly QuantFormat[] = ['int8', 'int4', 'fp8_e4m3', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k'];
 const GGUF: Record<string, { elems: number; bytes: number; mins: boolean }> = {
-  q8_0: { elems: 32, bytes: 34, mins: false }, q4_k: { elems: 256, bytes: 144, mins: true }, q6_k: { elems: 256, bytes: 210, mins: false },
+  q8_0: { elems: 32, bytes: 34, mins: false }, q4_0: { elems: 32, bytes: 18, mins: false }, q4_1: { elems: 32, bytes: 20, mins: true },
+  q5_0: { elems: 32, bytes: 22, mins: false }, q5_1: { elems: 32, bytes: 24, mins: true }, q2_k: { elems: 256, bytes: 84, mins: true },
+  q3_k: { elems: 256, bytes: 110, mins: false }, q4_k: { elems: 256, bytes: 144, mins: true }, q5_k: { elems: 256, bytes: 176, mins: true },
+  q6_k: { elems: 256, bytes: 210, mins: false },
 };
 const GEMV_MAX_ROWS = 8;
 const WG = 64;
@@ -59,6 +62,43 @@ function decodeWgsl(f: QuantFormat, asym: boolean): string {
     case 'q8_0':
       return `a = qf16(bo); for (var c = 0u; c < 16u; c += 4u) { let w = qw(bo + 2u + 16u * h + c);
       for (var t = 0u; t < 4u; t++) { q[c + t] = sx8(w >> (8u * t)); } }`;
+    case 'fp8_e4m3':
+      return `a = s; for (var c = 0u; c < 16u; c += 4u) { let w = qw(bo + 16u * h + c);
+      for (var t = 0u; t < 4u; t++) { q[c + t] = nbx_e4m3_to_f((w >> (8u * t)) & 255u); } }`;
+    case 'q4_0': case 'q4_1':
+      return `a = qf16(bo); ${f === 'q4_1' ? 'bb = qf16(bo + 2u);' : ''}
+      for (var c = 0u; c < 16u; c += 4u) { let w = qw(bo + ${f === 'q4_0' ? 2 : 4}u + c) >> (4u * h);
+      for (var t = 0u; t < 4u; t++) { q[c + t] = f32((w >> (8u * t)) & 15u)${f === 'q4_0' ? ' - 8.0' : ''}; } }`;
+    case 'q5_0': case 'q5_1': {
+      const one = f === 'q5_1';
+      return `a = qf16(bo); ${one ? 'bb = qf16(bo + 2u);' : ''} let hb = qw(bo + ${one ? 4 : 2}u) >> (16u * h);
+      for (var c = 0u; c < 16u; c += 4u) { let w = qw(bo + ${one ? 8 : 6}u + c) >> (4u * h);
+      for (var t = 0u; t < 4u; t++) { q[c + t] = f32(((w >> (8u * t)) & 15u) | (((hb >> (c + t)) & 1u) << 4u))${one ? '' : ' - 16.0'}; } }`;
+    }
+    case 'q2_k':
+      return `let sc = qb(bo + 2u * sb + h);
+      a = qf16(bo + 80u) * f32(sc & 15u); bb = -(qf16(bo + 82u) * f32(sc >> 4u));
+      let sh = 2u * (sb & 3u);
+      for (var c = 0u; c < 16u; c += 4u) { let w = qw(bo + 16u + (sb >> 2u) * 32u + 16u * h + c) >> sh;
+      for (var t = 0u; t < 4u; t++) { q[c + t] = f32((w >> (8u * t)) & 3u); } }`;
+    case 'q3_k':
+      return `let is = 2u * sb + h; let j = is & 3u; let wd = is >> 2u;
+      let sbyte = qb(bo + 96u + (wd & 1u) * 4u + j);
+      let lo = select(sbyte >> 4u, sbyte & 15u, wd < 2u);
+      let hi = (qb(bo + 104u + j) >> (2u * wd)) & 3u;
+      a = qf16(bo + 108u) * f32(i32(lo | (hi << 4u)) - 32);
+      let sh = 2u * (sb & 3u);
+      for (var c = 0u; c < 16u; c += 4u) {
+        let w = qw(bo + 32u + (sb >> 2u) * 32u + 16u * h + c) >> sh; let m = qw(bo + 16u * h + c) >> sb;
+        for (var t = 0u; t < 4u; t++) { q[c + t] = f32(((w >> (8u * t)) & 3u) + (((m >> (8u * t)) & 1u) << 2u)) - 4.0; } }`;
+    case 'q5_k':
+      return `var sc = 0u; var mn = 0u;
+      if (sb < 4u) { sc = qb(bo + 4u + sb) & 63u; mn = qb(bo + 8u + sb) & 63u; }
+      else { sc = (qb(bo + 8u + sb) & 15u) | ((qb(bo + sb) >> 6u) << 4u); mn = (qb(bo + 8u + sb) >> 4u) | ((qb(bo + 4u + sb) >> 6u) << 4u); }
+      a = qf16(bo) * f32(sc); bb = -(qf16(bo + 2u) * f32(mn));
+      let sh = 4u * (sb & 1u);
+      for (var c = 0u; c < 16u; c += 4u) { let w = qw(bo + 48u + (sb >> 1u) * 32u + 16u * h + c) >> sh; let m = qw(bo + 16u + 16u * h + c) >> sb;
+      for (var t = 0u; t < 4u; t++) { q[c + t] = f32(((w >> (8u * t)) & 15u) | (((m >> (8u * t)) & 1u) << 4u)); } }`;
     case 'q4_k':
       return `var sc = 0u; var mn = 0u;
       if (sb < 4u) { sc = qb(bo + 4u + sb) & 63u; mn = qb(bo + 8u + sb) & 63u; }
@@ -80,7 +120,7 @@ function decodeWgsl(f: QuantFormat, asym: boolean): string {
 
 /** Sub-block geometry: bytes per block and sub-blocks per block (int8/int4: one 32-element sub-block). */
 const geom = (f: QuantFormat): { bytes: number; spb: number; mins: boolean } =>
-  (f === 'int8' ? { bytes: 32, spb: 1, mins: false } : f === 'int4' ? { bytes: 16, spb: 1, mins: false }
+  (f === 'int8' || f === 'fp8_e4m3' ? { bytes: 32, spb: 1, mins: false } : f === 'int4' ? { bytes: 16, spb: 1, mins: false }
     : { bytes: GGUF[f]!.bytes, spb: GGUF[f]!.elems / 32, mins: GGUF[f]!.mins });
 
 /**
@@ -90,7 +130,7 @@ const geom = (f: QuantFormat): { bytes: number; spb: number; mins: boolean } =>
 function gemvProgram(f: QuantFormat, asym: boolean, d: QDType, mr: number): Program {
   const access = `${outAccess(d)}rrrrr`;
   return program(`quant.gemv|${f}|${asym}|${d}|${mr}`, access, 13, () => {
-    const g = geom(f), ext = f === 'int8' || f === 'int4';
+    const g = geom(f), ext = f === 'int8' || f === 'int4' || f === 'fp8_e4m3';
     const body = `let m = ${U(0)}; let N = ${U(1)}; let K = ${U(2)}; let rowBytes = ${U(3)}; let qoff = ${U(4)};
   let xoff = ${U(5)}; let ooff = ${U(6)}; let boff = ${U(7)}; let soff = ${U(8)}; let zoff = ${U(9)}; let sRow = ${U(10)}; let gshift = ${U(11)};
   let n = wid.y * nwg.x + wid.x;
@@ -151,12 +191,12 @@ function dequantProgram(f: QuantFormat, asym: boolean, d: QDType): Program {
   let soff = ${U(5)}; let zoff = ${U(6)}; let sRow = ${U(7)}; let gsize = ${U(8)};
   if (g >= total) { return; }`;
     let body: string;
-    if (f === 'int8' || f === 'int4') {
+    if (f === 'int8' || f === 'int4' || f === 'fp8_e4m3') {
       body = `${head}
   let row = g / K; let k = g % K;
   let si = soff + row * sRow + k / gsize;
   let s = bitcast<f32>(b4[si]);
-  ${f === 'int8' ? 'let v = sx8(qb(qoff + row * rowBytes + k)) * s;'
+  ${f === 'int8' ? 'let v = sx8(qb(qoff + row * rowBytes + k)) * s;' : f === 'fp8_e4m3' ? 'let v = nbx_e4m3_to_f(qb(qoff + row * rowBytes + k)) * s;'
     : `let v = (f32((qb(qoff + row * rowBytes + k / 2u) >> (4u * (k & 1u))) & 15u) - ${asym ? 'bitcast<f32>(b5[zoff + row * sRow + k / gsize])' : '8.0'}) * s;`}
   let oi = ooff + g;
   ${store(d, 'b1', 'oi', 'v')}`;
@@ -187,18 +227,19 @@ function check(op: string, p: { qweight: StridedRef; scales?: StridedRef; zeros?
   if (!(DTYPES_OK as readonly string[]).includes(p.dtype)) throw new UnsupportedError(op, `webgpu '${op}' takes activations of dtype ${DTYPES_OK.join(', ')}, got ${p.dtype}`);
   const blk = GGUF[f];
   if (blk && L.k % blk.elems !== 0) throw new ShapeError(op, `format '${f}' needs K a multiple of ${blk.elems}, got K=${L.k}`);
-  const rb = f === 'int8' ? L.k : f === 'int4' ? L.k / 2 : (L.k / blk!.elems) * blk!.bytes;
+  const rb = f === 'int8' || f === 'fp8_e4m3' ? L.k : f === 'int4' ? L.k / 2 : (L.k / blk!.elems) * blk!.bytes;
   if (L.rowBytes !== rb) throw new ShapeError(op, `format '${f}' with K=${L.k} has ${rb} bytes per row, the layout says ${L.rowBytes}`);
   if (p.qweight.dtype !== 'uint8' && p.qweight.dtype !== 'int8') throw new UnsupportedError(op, `qweight must be uint8, got ${p.qweight.dtype}`);
   let sRow = 0, gsize = 1 << 30;
-  if (f === 'int8' || f === 'int4') {
+  if (f === 'int8' || f === 'int4' || f === 'fp8_e4m3') {
     if (!p.scales || p.scales.dtype !== 'float32') throw new UnsupportedError(op, `format '${f}' needs float32 scales`);
-    if (f === 'int4') {
+    if (f === 'fp8_e4m3' && p.scales.shape.reduce((a, b) => a * b, 1) === 1) sRow = 0; // per tensor
+    else if (f === 'int4') {
       gsize = L.groupSize;
       if (!Number.isInteger(gsize) || gsize < 2 || gsize % 2 !== 0 || L.k % gsize !== 0) throw new ShapeError(op, `int4 needs an even group size dividing K, got group ${gsize} for K=${L.k}`);
       sRow = L.k / gsize;
     } else sRow = 1;
-    if (p.scales.shape.reduce((a, b) => a * b, 1) !== L.n * sRow) throw new ShapeError(op, `${f} scales must hold ${L.n * sRow} values`);
+    if (p.scales.shape.reduce((a, b) => a * b, 1) !== Math.max(1, L.n * sRow)) throw new ShapeError(op, `${f} scales must hold ${L.n * sRow} values`);
     if (p.zeros && p.zeros.dtype !== 'float32') throw new UnsupportedError(op, `zeros must be float32, got ${p.zeros.dtype}`);
   }
   return { f, d: p.dtype as QDType, n: L.n, k: L.k, asym: f === 'int4' && !!p.zeros, sRow, gsize };
@@ -207,7 +248,7 @@ function check(op: string, p: { qweight: StridedRef; scales?: StridedRef; zeros?
 const buf = (r: StridedRef | undefined): WGBuffer | undefined => (r ? (r.buf as WGBuffer) : undefined);
 
 function dequantInto(c: Checked, p: DequantizeParams | QuantMatmulParams, out: WGBuffer, ooff: number, d: QDType): void {
-  const simple = c.f === 'int8' || c.f === 'int4';
+  const simple = c.f === 'int8' || c.f === 'int4' || c.f === 'fp8_e4m3';
   const total = simple ? c.n * c.k : c.n * (c.k / 16);
   if (total === 0) return;
   const q = buf(p.qweight)!;
