@@ -5,8 +5,10 @@
 // It starts the server as a child process (or uses --url, which must be a loopback address), then:
 //  1. warm-up: one burst of --concurrency short requests, then one long request alone (both discarded);
 //  2. single stream: --single requests one at a time (output = the longest of --output): decode tok/s
-//     and inter-token latency of one stream alone (the baseline of the issue's ratio); then the warm
-//     level of reserved device memory, read from /metrics;
+//     and inter-token latency of one stream alone (the baseline of the issue's ratio); with
+//     --baseline-max-batch B also first on a server of batch B (started and stopped before the load's:
+//     an engine that pads its steps to the batch size is slower alone), the faster figure being the
+//     baseline; then the warm level of reserved device memory, read from /metrics;
 //  3. load: --requests streaming chat requests, --concurrency at a time, random prompt and output
 //     lengths, a --cancel share aborted mid-stream after a random number of tokens; each request has
 //     its own seed (sampling at --temperature; 0 = greedy);
@@ -19,7 +21,7 @@
 //   node scripts/load-serve.mjs [--model DIR | --shape tinyllama|tiny | --url http://127.0.0.1:PORT]
 //        [--device cpu|cuda] [--dtype D] [--concurrency 64] [--requests 1000] [--cancel 0.1]
 //        [--prompt 8:64] [--output 16:128] [--temperature 0.8] [--single 3] [--verify 64|all]
-//        [--max-batch N] [--timeout-s 540] [--seed 1] [--json FILE]
+//        [--max-batch N] [--baseline-max-batch 1] [--timeout-s 540] [--seed 1] [--json FILE]
 //
 // --shape builds a random-weight model of that shape in the server process (bfloat16 on CUDA) with a
 // word-level tokenizer of the model's vocabulary ("w123" is token 123), so prompt lengths are exact.
@@ -37,7 +39,7 @@ const { values: V } = parseArgs({ options: {
   concurrency: { type: 'string', default: '64' }, requests: { type: 'string', default: '1000' }, cancel: { type: 'string', default: '0.1' },
   prompt: { type: 'string', default: '8:64' }, output: { type: 'string', default: '16:128' }, temperature: { type: 'string', default: '0.8' },
   single: { type: 'string', default: '3' }, verify: { type: 'string', default: '64' }, 'max-batch': { type: 'string' },
-  'timeout-s': { type: 'string', default: '540' }, seed: { type: 'string', default: '1' }, json: { type: 'string' },
+  'timeout-s': { type: 'string', default: '540' }, 'baseline-max-batch': { type: 'string' }, seed: { type: 'string', default: '1' }, json: { type: 'string' },
   'serve-child': { type: 'boolean', default: false },
 } });
 
@@ -113,18 +115,19 @@ const KJV = ('and the of to that in he shall unto for i his a lord they be is hi
 
 // ------------------------------------------------------------------ the server
 
-let child = null, url = V.url;
-if (url) {
-  const host = new URL(url).hostname;
-  if (!['127.0.0.1', 'localhost', '[::1]', '::1'].includes(host)) throw new Error(`--url must be a loopback address (this generator loads only the local machine), got ${host}`);
-} else {
+const children = new Set();
+process.on('exit', () => { for (const c of children) if (c.exitCode === null) c.kill('SIGINT'); });
+
+/** Starts a server child with this batch size; resolves { url, stop() } once it listens. */
+async function startServer(maxBatch) {
   const args = V.shape
-    ? [join(here, 'load-serve.mjs'), '--serve-child', '--shape', V.shape, ...(V.device ? ['--device', V.device] : []), ...(V.dtype ? ['--dtype', V.dtype] : []), '--max-batch', V['max-batch'] ?? String(concurrency)]
-    : [join(here, '../dist/src/cli/nbx.js'), 'serve', '--port', '0', '--max-queue', '100000', '--max-batch', V['max-batch'] ?? String(concurrency),
+    ? [join(here, 'load-serve.mjs'), '--serve-child', '--shape', V.shape, ...(V.device ? ['--device', V.device] : []), ...(V.dtype ? ['--dtype', V.dtype] : []), '--max-batch', String(maxBatch)]
+    : [join(here, '../dist/src/cli/nbx.js'), 'serve', '--port', '0', '--max-queue', '100000', '--max-batch', String(maxBatch),
       ...(V.model ? ['--model', V.model] : []), ...(V.device ? ['--device', V.device] : []), ...(V.dtype ? ['--dtype', V.dtype] : [])];
-  child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '', header = '';
-  url = await new Promise((resolve, reject) => {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.add(child);
+  let log = '', header = '', stopping = false;
+  const url = await new Promise((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`the server did not start in 300 s:\n${log}`)), 300_000);
     child.stderr.on('data', (d) => {
       log += d.toString();
@@ -135,13 +138,34 @@ if (url) {
   });
   child.stderr.removeAllListeners('data');
   // per-request log lines are dropped; anything else the server says (an error) is kept for the report
-  child.stderr.on('data', (d) => { for (const l of d.toString().split('\n')) if (l && !/^nbx serve: \d{4}-/.test(l)) console.log(`# server: ${l}`); });
+  child.stderr.on('data', (d) => { for (const l of d.toString().split('\n')) if (l && !/^nbx serve: \d{4}-/.test(l) && !stopping) console.log(`# server: ${l}`); });
+  child.on('exit', (code, sig) => { if (!stopping) console.log(`# THE SERVER EXITED during the run (code ${code}, signal ${sig})`); });
   console.log(header.trim().split('\n').map((l) => `# ${l}`).join('\n'));
+  return {
+    url,
+    /** SIGINT, then wait for the exit (a next server gets the device to itself). */
+    async stop() {
+      stopping = true;
+      if (child.exitCode === null) child.kill('SIGINT');
+      await new Promise((resolve) => { if (child.exitCode !== null) resolve(); else { child.on('exit', resolve); setTimeout(resolve, 15_000); } });
+      if (child.exitCode === null) child.kill('SIGKILL');
+    },
+  };
 }
-let stopping = false;
-const stopServer = () => { stopping = true; if (child && child.exitCode === null) child.kill('SIGINT'); };
-child?.on('exit', (code, sig) => { if (!stopping) console.log(`# THE SERVER EXITED during the run (code ${code}, signal ${sig})`); });
-process.on('exit', stopServer);
+
+const baselineBatch = V['baseline-max-batch'] === undefined ? null : int('baseline-max-batch');
+if (V.url && baselineBatch !== null) throw new Error('--baseline-max-batch starts its own server: not with --url');
+let url = V.url, mainServer = null, baselineServer = null;
+if (url) {
+  const host = new URL(url).hostname;
+  if (!['127.0.0.1', 'localhost', '[::1]', '::1'].includes(host)) throw new Error(`--url must be a loopback address (this generator loads only the local machine), got ${host}`);
+} else if (baselineBatch !== null) {
+  baselineServer = await startServer(baselineBatch);
+  url = baselineServer.url;
+} else {
+  mainServer = await startServer(V['max-batch'] ? int('max-batch') : concurrency);
+  url = mainServer.url;
+}
 
 const modelId = (await (await fetch(`${url}/v1/models`)).json()).data[0].id;
 const wordTokenizer = modelId in SHAPES || V.shape !== undefined;
@@ -226,23 +250,35 @@ function makeBody(i, outTokens, promptWords) {
   return b;
 }
 
-// ------------------------------------------------------------------ 1. warm-up: a burst, then one long stream (discarded)
+// ------------------------------------------------------------------ 1. warm-up, 2. single stream
 
 const report = { date: new Date().toISOString(), host: hostname(), cpu: `${cpus()[0]?.model} x${cpus().length}`, url, model: modelId,
   device: V.device ?? (V.url ? 'server' : 'default'), concurrency, requests: total, cancel_share: cancelShare, prompt_words: [pLo, pHi], output_tokens: [oLo, oHi], temperature };
-await Promise.all(Array.from({ length: concurrency }, (_, i) => run(makeBody(-1000 - i, Math.min(8, oHi), randInt(pLo, pHi)))));
-await run(makeBody(-2000, oHi, Math.round((pLo + pHi) / 2)));
 
-// ------------------------------------------------------------------ 2. single stream, then memory warm
+/** Warm-up (a burst of short requests, then one long stream; discarded), then --single streams alone. */
+async function measureSingle(label, burst) {
+  await Promise.all(Array.from({ length: burst }, (_, i) => run(makeBody(-1000 - i, Math.min(8, oHi), randInt(pLo, pHi)))));
+  await run(makeBody(-2000, oHi, Math.round((pLo + pHi) / 2)));
+  const single = [];
+  for (let i = 0; i < singles; i++) single.push(await run(makeBody(-1 - i, oHi, Math.round((pLo + pHi) / 2))));
+  const ok = single.filter((r) => !r.error && r.usage);
+  const rate = ok.length ? ok.reduce((a, r) => a + (r.usage.completion_tokens - 1), 0) / ok.reduce((a, r) => a + (r.tEnd - r.t0 - r.ttft) / 1000, 0) : NaN;
+  const itl = ok.flatMap((r) => r.itl);
+  const out = { runs: singles, ok: ok.length, decode_tok_s: rate, ttft_ms_p50: pct(ok.map((r) => r.ttft), 50), itl_ms_p50: pct(itl, 50), itl_ms_p99: pct(itl, 99) };
+  console.log(`single stream, ${label} (${ok.length}/${singles} ok, ${oHi} tokens): ${f1(rate)} tok/s decode; TTFT p50 ${f1(out.ttft_ms_p50)} ms; ITL p50 ${f1(out.itl_ms_p50)} ms, p99 ${f1(out.itl_ms_p99)} ms`);
+  return out;
+}
 
-const single = [];
-for (let i = 0; i < singles; i++) single.push(await run(makeBody(-1 - i, oHi, Math.round((pLo + pHi) / 2))));
-const singleOk = single.filter((r) => !r.error && r.usage);
-const singleRate = singleOk.length
-  ? singleOk.reduce((a, r) => a + (r.usage.completion_tokens - 1), 0) / singleOk.reduce((a, r) => a + (r.tEnd - r.t0 - r.ttft) / 1000, 0) : NaN;
-const singleItl = singleOk.flatMap((r) => r.itl);
-report.single = { runs: singles, ok: singleOk.length, decode_tok_s: singleRate, ttft_ms_p50: pct(singleOk.map((r) => r.ttft), 50), itl_ms_p50: pct(singleItl, 50), itl_ms_p99: pct(singleItl, 99) };
-console.log(`single stream (${singleOk.length}/${singles} ok, ${oHi} tokens): ${f1(singleRate)} tok/s decode; TTFT p50 ${f1(report.single.ttft_ms_p50)} ms; ITL p50 ${f1(report.single.itl_ms_p50)} ms, p99 ${f1(report.single.itl_ms_p99)} ms`);
+if (baselineServer) {
+  report.single_baseline = { max_batch: baselineBatch, ...(await measureSingle(`on a server with --max-batch ${baselineBatch}`, 2)) };
+  await baselineServer.stop();
+  mainServer = await startServer(V['max-batch'] ? int('max-batch') : concurrency);
+  url = report.url = mainServer.url;
+}
+report.single = await measureSingle('on the load\'s server', concurrency);
+// the ratio's baseline: the faster single-stream figure (a batch-1 server need not pad its steps)
+const singleRate = Math.max(report.single.decode_tok_s, report.single_baseline?.decode_tok_s ?? 0);
+const singleItlP99 = report.single_baseline && report.single_baseline.decode_tok_s > report.single.decode_tok_s ? report.single_baseline.itl_ms_p99 : report.single.itl_ms_p99;
 
 const before = await metrics();
 const kvMiB = (m) => (m.nbx_kv_cache_mapped_bytes ?? NaN) / MiB;
@@ -284,7 +320,8 @@ report.load = {
   finish: { stop: completed.filter((r) => r.finish === 'stop').length, length: completed.filter((r) => r.finish === 'length').length },
 };
 report.ratio = report.load.aggregate_tok_s / singleRate;
-report.itl_p99_vs_single = report.load.itl_ms_p99 / report.single.itl_ms_p99;
+report.single_rate_for_ratio = singleRate;
+report.itl_p99_vs_single = report.load.itl_ms_p99 / singleItlP99;
 
 // ------------------------------------------------------------------ 4. memory after
 
@@ -314,12 +351,7 @@ report.verify = { checked: same + mismatches.length, identical: same, mismatches
 const endM = await metrics();
 report.end = { reserved_mib: endM.nbx_device_memory_reserved_bytes / MiB, kv_mapped_mib: kvMiB(endM), kv_blocks_used: endM.nbx_kv_blocks_used };
 report.loadavg = loadavg().map((x) => Number(x.toFixed(2)));
-stopServer();
-// the server child gone before this process ends (a next run gets the device to itself)
-if (child) {
-  await new Promise((resolve) => { if (child.exitCode !== null) resolve(); else { child.on('exit', resolve); setTimeout(resolve, 15_000); } });
-  if (child.exitCode === null) child.kill('SIGKILL');
-}
+await mainServer?.stop();
 
 // ------------------------------------------------------------------ report
 
