@@ -53,7 +53,7 @@ function randomGguf(format: string, n: number, k: number, seed: number): Uint8Ar
 test('quantize → dequantize is close to the weight; quant_linear equals linear on the dequantized weight', () => {
   const w = nbx.randn([48, 256], { generator: gen() }).mul(0.05);
   const x = nbx.randn([3, 256], { generator: gen(4) });
-  const x7 = nbx.randn([2, 7, 256], { generator: gen(5) }); // prefill route (m > 4)
+  const x7 = nbx.randn([3, 7, 256], { generator: gen(5) }); // prefill route (m > 16)
   const bias = nbx.randn([48], { generator: gen(6) });
   for (const [name, opts] of SCHEMES) {
     const qt = q.quantize(w, opts);
@@ -88,7 +88,7 @@ test('GGUF block formats: dequantize is src/io/gguf.ts\'s, quant_linear matches 
     const ref = dequantizeBlocks(f.toUpperCase(), bytes, N * K);
     assert.deepEqual(Array.from(dq.flatten().tolist() as number[]), Array.from(ref), `${f}: dequantize`);
     for (const w of [qt, resident]) {
-      for (const m of [1, 3, 9]) {
+      for (const m of [1, 3, 9, 20]) {
         const x = nbx.randn([m, K], { generator: gen(m) });
         const d = maxAbsDiff(q.quant_linear(x, w), nbx.nn.functional.linear(x, dq)) / maxAbs(nbx.nn.functional.linear(x, dq));
         assert.ok(d < 2e-6, `${f} m=${m} ${w === qt ? 'js' : 'simd'}: ${d}`);
@@ -190,4 +190,14 @@ test('a quantized Linear whose packed parts are plain arrays (after to()) copies
   assert.ok(isResident(lin.state_dict().scales!.storage.buf as Float32Array));
   assert.ok(maxAbsDiff(y, nbx.nn.functional.linear(x, qt.dequantize())) < 1e-5);
   lin.dispose();
+});
+
+test('up to 16 rows, each row of quant_linear is that row alone, bit for bit (batched decode = solo)', () => {
+  const w = nbx.randn([40, 128], { generator: gen() });
+  for (const opts of [{ scheme: 'int8' }, { scheme: 'int4', group_size: 32 }, { scheme: 'fp8_e4m3' }] as QuantizeOptions[]) {
+    const qt = q.quantize(w, opts);
+    const x = nbx.randn([16, 128], { generator: gen(2) });
+    const all = q.quant_linear(x, qt).tolist() as number[][];
+    for (const i of [0, 5, 15]) assert.deepEqual(all[i], (q.quant_linear(x.slice(0, i, i + 1), qt).tolist() as number[][])[0], `${opts.scheme} row ${i}`);
+  }
 });

@@ -27,7 +27,13 @@ import { gemm } from './gemm.js';
 import { quantModule, type QuantSimd } from './quant_simd.js';
 import { MAX_PAGES, allocRegion, freeRegion, isResident, memoryBytes, quantMemory } from '../../../quant/wasm_memory.js';
 
-const GEMV_ROWS = 4;
+/**
+ * Up to this many rows each row runs the decode GEMV on its own, so a row's result does not depend on how
+ * many rows came with it (the engine's batched decode steps, up to its default 16 sequences, give each
+ * sequence its solo numbers, as setRowInvariant does for float products); more rows (prefill) go
+ * through tiles of dequantized rows and the float gemm.
+ */
+const GEMV_ROWS = 16;
 /** Rows of float32 scratch per prefill tile: ~512 KiB (L2-sized), at least 8 rows. */
 const TILE_BYTES = 512 << 10;
 
