@@ -295,6 +295,49 @@ function q6kFn(): Fn {
   return f;
 }
 
+/**
+ * GGUF q4_1 (20-byte blocks: f16 d, m, 16 bytes of nibbles), q5_0 (22: d, u32 qh, nibbles; value
+ * d·(q − 16)) and q5_1 (24: d, m, qh, nibbles; value d·q + m): low nibbles are elements 0..15, high
+ * 16..31, q5's fifth bit of element j is bit j of qh. Per block Σx·w = d·Σx·q (+ m·Σx).
+ */
+function legacyFn(kind: 'q4_1' | 'q5_0' | 'q5_1'): Fn {
+  // params x q xs out N K | i32: n b o p B tmp c qh | f32: d plus | v128: acc bacc v
+  const f = new Fn(6, 8, 2, 3);
+  const [x, q, xs, out, N, K, n, b, o, p, B, tmp, c, qh, d, plus, acc, bacc, v] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18];
+  const bs = kind === 'q4_1' ? 20 : kind === 'q5_0' ? 22 : 24, qs = kind === 'q4_1' ? 4 : kind === 'q5_0' ? 6 : 8, qhOff = kind === 'q5_0' ? 2 : 4;
+  const five = kind !== 'q4_1', withMin = kind !== 'q5_0';
+  const BYTE_SEL = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1], BIT = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
+  /** 16 on the lanes j whose bit j of the 16-bit value on the stack is set, OR'ed into the v128 below it. */
+  const highBits = (): void => {
+    f.simd(0x11 /* i32x4.splat */).vconst(BYTE_SEL).simd(0x0e /* swizzle */).vconst(BIT).simd(V_AND).vconst(BIT).simd(0x23 /* i8x16.eq */);
+    f.vconst(splat8(16)).simd(V_AND).simd(V_OR);
+  };
+  f.get(K).i32(32).e(0x6e).set(B);
+  f.get(q).set(o);
+  f.loop(n, N, 1, () => {
+    f.vconst(splat8(0)).set(acc).f32c(0).set(plus).get(x).set(p).get(xs).set(c);
+    f.loop(b, B, 1, () => {
+      if (five) f.get(o).e(0x28 /* i32.load */, 0, ...uleb(qhOff)).set(qh);
+      f.vconst(splat8(0)).set(bacc);
+      for (let half = 0; half < 2; half++) {
+        f.get(o).vload(qs);
+        if (half) f.i32(4).simd(I8_SHR_U); else f.vconst(splat8(15)).simd(V_AND);
+        if (five) { f.get(qh); if (half) f.i32(16).e(0x76); else f.i32(0xffff).e(0x71); highBits(); }
+        if (!withMin) f.vconst(splat8(16)).simd(I8_SUB);
+        f.set(v);
+        dot16(f, v, p, bacc, !withMin, half * 64);
+      }
+      f.get(bacc); f16At(f, o, 0, tmp); f.simd(F32X4_SPLAT).simd(F32X4_MUL).get(acc).simd(F32X4_ADD).set(acc);
+      if (withMin) { f16At(f, o, 2, tmp); f.get(c).e(0x2a, 2, 0).e(0x94).get(plus).e(0x92).set(plus); }
+      f.get(p).i32(128).add().set(p).get(c).i32(4).add().set(c).get(o).i32(bs).add().set(o);
+    });
+    f.get(out).get(n).i32(4).mul().add();
+    hsum(f, acc); f.get(plus).e(0x92);
+    f.e(0x38, 2, 0);
+  });
+  return f;
+}
+
 function f32Fn(): Fn {
   // params x w out N K | i32: n k o p | v128: acc
   const f = new Fn(5, 4, 0, 1);
@@ -316,7 +359,7 @@ function f32Fn(): Fn {
 /** The module's bytes: imports the shared memory `e.m` (its maximum), exports the kernels above. */
 export function quantModule(maxPages: number): Uint8Array<ArrayBuffer> {
   const fns: [string, Fn][] = [['i8', i8Fn()], ['fp8', fp8Fn()], ['int4', int4Fn()], ['q8_0', ggufFn('q8_0')], ['q4_0', ggufFn('q4_0')], ['f32', f32Fn()],
-    ['q4_k', q4kFn()], ['q6_k', q6kFn()], ['q5_k', q4kFn(true)]];
+    ['q4_k', q4kFn()], ['q6_k', q6kFn()], ['q5_k', q4kFn(true)], ['q4_1', legacyFn('q4_1')], ['q5_0', legacyFn('q5_0')], ['q5_1', legacyFn('q5_1')]];
   const types = fns.map(([, f]) => [0x60, ...wvec(new Array(f.params).fill([I32])), 0]);
   return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
     ...section(1, wvec(types)),
@@ -337,4 +380,7 @@ export interface QuantSimd {
   q4_k(x: number, q: number, xs: number, out: number, N: number, K: number): void;
   q6_k(x: number, q: number, out: number, N: number, K: number): void;
   q5_k(x: number, q: number, xs: number, out: number, N: number, K: number): void;
+  q4_1(x: number, q: number, xs: number, out: number, N: number, K: number): void;
+  q5_0(x: number, q: number, xs: number, out: number, N: number, K: number): void;
+  q5_1(x: number, q: number, xs: number, out: number, N: number, K: number): void;
 }
