@@ -1,10 +1,13 @@
 // Fused scaled_dot_product_attention on the CUDA backend against PyTorch's SDPA in the same run:
 // prefill (causal and not, bf16/f16, head dim 128/64) in TFLOP/s (causal counts half the L x S
 // products, as FlashAttention does) and decode (1 query row, long KV) in GB/s of K/V read.
+// The kernel column says which prefill kernel the tuner chose (wgmma: attention_sm90.ts, offered with
+// NBX_ATTENTION_WGMMA=1 while it is unverified on a card; mma: the mma.sync kernel).
 // Run: node dist/bench/cuda_attention.js   (NBX_CACHE_DIR=<fresh dir> to watch the tuning sweep)
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
 import { timeCuda } from './gpu_timing.js';
+import { attentionStats } from '../src/backend/cuda/kernels/attention.js';
 
 const F = nbx.nn.functional as unknown as Record<string, (...a: unknown[]) => nbx.Tensor>;
 
@@ -14,6 +17,8 @@ const CASES: Case[] = [
   { name: 'prefill B4 H32 L4096 D128', B: 4, H: 32, Hk: 32, L: 4096, S: 4096, D: 128, causal: false, dt: 'bfloat16', decode: false },
   { name: 'prefill causal B8 H16 L1024 D128 (mid)', B: 8, H: 16, Hk: 16, L: 1024, S: 1024, D: 128, causal: true, dt: 'bfloat16', decode: false },
   { name: 'prefill causal GQA B4 H32/8 L4096 D128', B: 4, H: 32, Hk: 8, L: 4096, S: 4096, D: 128, causal: true, dt: 'bfloat16', decode: false },
+  { name: 'prefill causal B4 H32 L4096 D128 f16', B: 4, H: 32, Hk: 32, L: 4096, S: 4096, D: 128, causal: true, dt: 'float16', decode: false },
+  { name: 'prefill causal B4 H32 L4096 D64', B: 4, H: 32, Hk: 32, L: 4096, S: 4096, D: 64, causal: true, dt: 'bfloat16', decode: false },
   { name: 'decode B1 H32 S32768 D128', B: 1, H: 32, Hk: 32, L: 1, S: 32768, D: 128, causal: false, dt: 'bfloat16', decode: true },
   { name: 'decode B4 H32 S32768 D128', B: 4, H: 32, Hk: 32, L: 1, S: 32768, D: 128, causal: false, dt: 'bfloat16', decode: true },
   { name: 'decode GQA B4 H32/8 S32768 D128', B: 4, H: 32, Hk: 8, L: 1, S: 32768, D: 128, causal: false, dt: 'bfloat16', decode: true },
@@ -48,20 +53,26 @@ print(json.dumps(out))
 let peer: Record<string, number> = {};
 try { peer = JSON.parse(execFileSync('python3', ['-c', PEER, JSON.stringify(CASES)], { encoding: 'utf8' })) as Record<string, number>; } catch (e) { process.stderr.write(`PyTorch peer failed: ${(e as Error).message.slice(0, 300)}\n`); }
 
-const lines = ['| attention (bf16 unless noted) | nbx | PyTorch SDPA | nbx vs PyTorch |', '| --- | ---: | ---: | ---: |'];
+const lines = ['| attention (bf16 unless noted) | nbx | PyTorch SDPA | nbx vs PyTorch | kernel |', '| --- | ---: | ---: | ---: | --- |'];
 for (const c of CASES) {
   const o = { device: 'cuda', dtype: c.dt };
   const q = nbx.randn([c.B, c.H, c.L, c.D], o), k = nbx.randn([c.B, c.Hk, c.S, c.D], o), v = nbx.randn([c.B, c.Hk, c.S, c.D], o);
-  let line: string;
+  let line: string, firstCall = '';
   try {
-    const s = await timeCuda(() => F.scaled_dot_product_attention!(q, k, v, { is_causal: c.causal, enable_gqa: c.Hk !== c.H }).dispose(), c.decode ? 20 : 10);
+    const call = (): void => F.scaled_dot_product_attention!(q, k, v, { is_causal: c.causal, enable_gqa: c.Hk !== c.H }).dispose();
+    const f0 = performance.now();
+    call(); await nbx.cuda.synchronize(); // compiles and tunes
+    firstCall = `${((performance.now() - f0) / 1000).toFixed(1)} s (compile + tune)`;
+    const w0 = attentionStats.prefill90;
+    const s = await timeCuda(call, c.decode ? 20 : 10);
     const p = peer[c.name];
-    line = `| ${c.name} | ${rate(c, s)} | ${p ? rate(c, p) : '-'} | ${p ? `${((p / s) * 100).toFixed(1)}%` : '-'} |`;
+    const kern = c.decode ? 'decode' : attentionStats.prefill90 > w0 ? 'wgmma' : 'mma';
+    line = `| ${c.name} | ${rate(c, s)} | ${p ? rate(c, p) : '-'} | ${p ? `${((p / s) * 100).toFixed(1)}%` : '-'} | ${kern} |`;
   } catch (e) {
-    line = `| ${c.name} | FAILED: ${(e as Error).message.slice(0, 200).replace(/\|/g, '/')} | | |`;
+    line = `| ${c.name} | FAILED: ${(e as Error).message.slice(0, 200).replace(/\|/g, '/')} | | | |`;
   }
   lines.push(line);
-  process.stderr.write(`${line}\n`);
+  process.stderr.write(`${line}${firstCall ? ` first call ${firstCall}` : ''}\n`);
   q.dispose(); k.dispose(); v.dispose();
 }
 process.stdout.write(`${lines.join('\n')}\n`);
