@@ -4,8 +4,8 @@
 //
 // Decode (m ≤ GEMV_ROWS), weights in the quant memory (src/quant/wasm_memory.ts: what quantize() and the
 // loaders make on the CPU): WebAssembly SIMD kernels (quant_simd.ts) read the packed bytes in place, for
-// int8, int4, fp8, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k and q6_k; q2_k and q3_k dequantize a few
-// rows into a float32 scratch there and run its SIMD dot. Elsewhere (plain arrays, or no WebAssembly), JavaScript loops:
+// int8, int4, fp8 and every GGUF format but q3_k, which dequantizes a few rows into a float32 scratch
+// there and runs its SIMD dot. Elsewhere (plain arrays, or no WebAssembly), JavaScript loops:
 // one pass over the packed bytes, no float copy of the weight. The scale is taken
 // out of the inner sum (Σ_k x·(q·s) = s·Σ_k x·q per channel or group), and int4's zero point too
 // (Σ x·(q − z) = Σ x·q − z·Σ x, the group sums of x computed once per call), so the inner loops are
@@ -347,7 +347,7 @@ function scratchRegion(bytes: number): number {
   return scratch.ptr;
 }
 
-const SIMD_FORMATS = new Set(['int8', 'int4', 'fp8_e4m3', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q4_k', 'q5_k', 'q6_k']);
+const SIMD_FORMATS = new Set(['int8', 'int4', 'fp8_e4m3', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q4_k', 'q5_k', 'q6_k']);
 
 /**
  * The SIMD decode path: true when it ran (into acc, double values of float32 sums), false when the
@@ -361,7 +361,7 @@ function gemvSimd(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): boo
   if (l.format === 'int8' ? K % 32 !== 0 : l.format === 'fp8_e4m3' ? K % 16 !== 0 : l.format === 'int4' ? l.groupSize % 32 !== 0 : !direct && K % 4 !== 0) return false;
   const sim = quantSimd();
   if (!sim) return false;
-  const G = l.format === 'int4' ? K / l.groupSize : ['q4_k', 'q5_k', 'q4_1', 'q5_0', 'q5_1'].includes(l.format) ? K / 32 : 0;
+  const G = l.format === 'int4' ? K / l.groupSize : ['q4_k', 'q5_k', 'q4_1', 'q5_0', 'q5_1'].includes(l.format) ? K / 32 : l.format === 'q2_k' ? K / 16 : 0;
   const s = f32(p.scales), z = f32(p.zeros);
   const sBytes = s ? s.byteLength : 0, zBytes = z ? z.byteLength : 0;
   // scratch: x [K], group sums [G], out [N], scales and zeros when not resident, float rows for other formats
@@ -393,6 +393,11 @@ function gemvSimd(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): boo
       case 'q4_k': case 'q5_k': case 'q4_1': case 'q5_0': case 'q5_1': {
         for (let c = 0; c < G; c++) { let t = 0; for (let k = 32 * c; k < 32 * c + 32; k++) t += f32v[(xp >>> 2) + k]!; f32v[(xsp >>> 2) + c] = t; }
         sim[l.format](xp, qp, xsp, op, N, K);
+        break;
+      }
+      case 'q2_k': {
+        for (let c = 0; c < G; c++) { let t = 0; for (let k = 16 * c; k < 16 * c + 16; k++) t += f32v[(xp >>> 2) + k]!; f32v[(xsp >>> 2) + c] = t; }
+        sim.q2_k(xp, qp, xsp, op, N, K);
         break;
       }
       case 'q6_k': sim.q6_k(xp, qp, op, N, K); break;

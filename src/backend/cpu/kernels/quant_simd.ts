@@ -338,6 +338,43 @@ function legacyFn(kind: 'q4_1' | 'q5_0' | 'q5_1'): Fn {
   return f;
 }
 
+/**
+ * GGUF q2_k (84-byte blocks of 256: 16 scale bytes (low nibble scale, high nibble min), 64 bytes of 2-bit
+ * values, f16 d and dmin at 80 and 82): sub-block is = 8n + 2j + half holds elements
+ * 128n + 32j + 16·half + l = (qs[32n + 16·half + l] >> 2j) & 3, value fround(d·sc)·q − fround(dmin·m).
+ * Per 16 elements Σx·w = fround(d·sc)·Σx·q − fround(dmin·m)·Σx (xs: Σx of every 16 elements).
+ */
+function q2kFn(): Fn {
+  // params x q xs out N K | i32: n b o p B tmp c sc | f32: d dmin tmin | v128: tvec acc v
+  const f = new Fn(6, 8, 3, 3);
+  const [x, q, xs, out, N, K, n, b, o, p, B, tmp, c, sc, d, dmin, tmin, tvec, acc, v] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19];
+  f.get(K).i32(256).e(0x6e).set(B);
+  f.get(q).set(o);
+  f.loop(n, N, 1, () => {
+    f.vconst(splat8(0)).set(tvec).f32c(0).set(tmin).get(x).set(p).get(xs).set(c);
+    f.loop(b, B, 1, () => {
+      f16At(f, o, 80, tmp); f.set(d);
+      f16At(f, o, 82, tmp); f.set(dmin);
+      for (let nn = 0; nn < 2; nn++) for (let j = 0; j < 4; j++) for (let half = 0; half < 2; half++) {
+        const is = 8 * nn + 2 * j + half, y = 128 * nn + 32 * j + 16 * half;
+        f.get(o).e(0x2d, 0, ...uleb(is)).set(sc); // i32.load8_u
+        f.get(o).vload(16 + 32 * nn + 16 * half);
+        if (j) f.i32(2 * j).simd(I8_SHR_U);
+        f.vconst(splat8(3)).simd(V_AND).set(v);
+        f.vconst(splat8(0)).set(acc);
+        dot16(f, v, p, acc, false, 4 * y);
+        f.get(acc).get(d).get(sc).i32(15).e(0x71).e(0xb3).e(0x94).simd(F32X4_SPLAT).simd(F32X4_MUL).get(tvec).simd(F32X4_ADD).set(tvec);
+        f.get(dmin).get(sc).i32(4).e(0x76).e(0xb3).e(0x94).get(c).e(0x2a, 2, ...uleb(4 * (y >> 4))).e(0x94).get(tmin).e(0x92).set(tmin);
+      }
+      f.get(p).i32(1024).add().set(p).get(c).i32(64).add().set(c).get(o).i32(84).add().set(o);
+    });
+    f.get(out).get(n).i32(4).mul().add();
+    hsum(f, tvec); f.get(tmin).e(0x93);
+    f.e(0x38, 2, 0);
+  });
+  return f;
+}
+
 function f32Fn(): Fn {
   // params x w out N K | i32: n k o p | v128: acc
   const f = new Fn(5, 4, 0, 1);
@@ -359,7 +396,7 @@ function f32Fn(): Fn {
 /** The module's bytes: imports the shared memory `e.m` (its maximum), exports the kernels above. */
 export function quantModule(maxPages: number): Uint8Array<ArrayBuffer> {
   const fns: [string, Fn][] = [['i8', i8Fn()], ['fp8', fp8Fn()], ['int4', int4Fn()], ['q8_0', ggufFn('q8_0')], ['q4_0', ggufFn('q4_0')], ['f32', f32Fn()],
-    ['q4_k', q4kFn()], ['q6_k', q6kFn()], ['q5_k', q4kFn(true)], ['q4_1', legacyFn('q4_1')], ['q5_0', legacyFn('q5_0')], ['q5_1', legacyFn('q5_1')]];
+    ['q4_k', q4kFn()], ['q6_k', q6kFn()], ['q5_k', q4kFn(true)], ['q4_1', legacyFn('q4_1')], ['q5_0', legacyFn('q5_0')], ['q5_1', legacyFn('q5_1')], ['q2_k', q2kFn()]];
   const types = fns.map(([, f]) => [0x60, ...wvec(new Array(f.params).fill([I32])), 0]);
   return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
     ...section(1, wvec(types)),
@@ -383,4 +420,5 @@ export interface QuantSimd {
   q4_1(x: number, q: number, xs: number, out: number, N: number, K: number): void;
   q5_0(x: number, q: number, xs: number, out: number, N: number, K: number): void;
   q5_1(x: number, q: number, xs: number, out: number, N: number, K: number): void;
+  q2_k(x: number, q: number, xs: number, out: number, N: number, K: number): void;
 }
