@@ -4,8 +4,8 @@
 //
 // Decode (m ≤ GEMV_ROWS), weights in the quant memory (src/quant/wasm_memory.ts: what quantize() and the
 // loaders make on the CPU): WebAssembly SIMD kernels (quant_simd.ts) read the packed bytes in place, for
-// int8, int4, fp8 and every GGUF format but q3_k, which dequantizes a few rows into a float32 scratch
-// there and runs its SIMD dot. Elsewhere (plain arrays, or no WebAssembly), JavaScript loops:
+// int8, int4, fp8 and every GGUF format (a float32 scratch and its SIMD dot remain for formats without
+// a kernel of their own). Elsewhere (plain arrays, or no WebAssembly), JavaScript loops:
 // one pass over the packed bytes, no float copy of the weight. The scale is taken
 // out of the inner sum (Σ_k x·(q·s) = s·Σ_k x·q per channel or group), and int4's zero point too
 // (Σ x·(q − z) = Σ x·q − z·Σ x, the group sums of x computed once per call), so the inner loops are
@@ -347,7 +347,7 @@ function scratchRegion(bytes: number): number {
   return scratch.ptr;
 }
 
-const SIMD_FORMATS = new Set(['int8', 'int4', 'fp8_e4m3', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q4_k', 'q5_k', 'q6_k']);
+const SIMD_FORMATS = new Set(['int8', 'int4', 'fp8_e4m3', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k']);
 
 /**
  * The SIMD decode path: true when it ran (into acc, double values of float32 sums), false when the
@@ -401,6 +401,7 @@ function gemvSimd(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): boo
         break;
       }
       case 'q6_k': sim.q6_k(xp, qp, op, N, K); break;
+      case 'q3_k': sim.q3_k(xp, qp, op, N, K); break;
       default: {
         const w = new Float32Array(mem.buffer, wp, rows * K);
         for (let n0 = 0; n0 < N; n0 += rows) {

@@ -375,6 +375,57 @@ function q2kFn(): Fn {
   return f;
 }
 
+/**
+ * GGUF q3_k (110-byte blocks of 256: 32 bytes of high bits hm, 64 bytes of 2-bit values, 12 bytes of
+ * 6-bit scales (ggml's kmask packing, unpacked here as dequantize_row_q3_K does), f16 d at 108):
+ * sub-block is = 8n + 2j + half holds elements 128n + 32j + 16·half + l =
+ * ((qs[32n + 16·half + l] >> 2j) & 3) − (hm[16·half + l] bit (4n + j) ? 0 : 4), times fround(d·(sc − 32)).
+ */
+function q3kFn(): Fn {
+  // params x q out N K | i32: n b o p B tmp a0 a1 a2 a3 t | f32: d | v128: tvec acc v
+  const f = new Fn(5, 11, 1, 3);
+  const [x, q, out, N, K, n, b, o, p, B, tmp, a0, a1, a2, a3, t, d, tvec, acc, v] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19];
+  const k1 = 0x03030303, k2 = 0x0f0f0f0f;
+  const ld32 = (off: number): Fn => f.get(o).e(0x28, 0, ...uleb(off));
+  f.get(K).i32(256).e(0x6e).set(B);
+  f.get(q).set(o);
+  f.loop(n, N, 1, () => {
+    f.vconst(splat8(0)).set(tvec).get(x).set(p);
+    f.loop(b, B, 1, () => {
+      f16At(f, o, 108, tmp); f.set(d);
+      ld32(104).set(t);
+      // a2 = ((aux0 >> 4) & k2) | (((t >> 4) & k1) << 4); a3 = ((aux1 >> 4) & k2) | (((t >> 6) & k1) << 4)
+      ld32(96).i32(4).e(0x76).i32(k2).e(0x71).get(t).i32(4).e(0x76).i32(k1).e(0x71).i32(4).e(0x74).e(0x72).set(a2);
+      ld32(100).i32(4).e(0x76).i32(k2).e(0x71).get(t).i32(6).e(0x76).i32(k1).e(0x71).i32(4).e(0x74).e(0x72).set(a3);
+      // a0 = (aux0 & k2) | ((t & k1) << 4); a1 = (aux1 & k2) | (((t >> 2) & k1) << 4)
+      ld32(96).i32(k2).e(0x71).get(t).i32(k1).e(0x71).i32(4).e(0x74).e(0x72).set(a0);
+      ld32(100).i32(k2).e(0x71).get(t).i32(2).e(0x76).i32(k1).e(0x71).i32(4).e(0x74).e(0x72).set(a1);
+      const words = [a0, a1, a2, a3];
+      for (let nn = 0; nn < 2; nn++) for (let j = 0; j < 4; j++) for (let half = 0; half < 2; half++) {
+        const is = 8 * nn + 2 * j + half, y = 128 * nn + 32 * j + 16 * half, hb = 4 * nn + j;
+        // low 2 bits, plus 4 where the high bit is set, minus 4 (signed −4..3)
+        f.get(o).vload(32 + 32 * nn + 16 * half);
+        if (j) f.i32(2 * j).simd(I8_SHR_U);
+        f.vconst(splat8(3)).simd(V_AND);
+        f.get(o).vload(16 * half);
+        if (hb) f.i32(hb).simd(I8_SHR_U);
+        f.vconst(splat8(1)).simd(V_AND).i32(2).simd(0x6b /* i8x16.shl */).simd(V_OR).vconst(splat8(4)).simd(I8_SUB).set(v);
+        f.vconst(splat8(0)).set(acc);
+        dot16(f, v, p, acc, true, 4 * y);
+        // scale: byte (is & 3) of words[is >> 2], minus 32, times d (rounded to float32)
+        f.get(acc).get(d).get(words[is >> 2]!);
+        if (is & 3) f.i32(8 * (is & 3)).e(0x76);
+        f.i32(255).e(0x71).i32(32).e(0x6b /* i32.sub */).e(0xb2).e(0x94).simd(F32X4_SPLAT).simd(F32X4_MUL).get(tvec).simd(F32X4_ADD).set(tvec);
+      }
+      f.get(p).i32(1024).add().set(p).get(o).i32(110).add().set(o);
+    });
+    f.get(out).get(n).i32(4).mul().add();
+    hsum(f, tvec);
+    f.e(0x38, 2, 0);
+  });
+  return f;
+}
+
 function f32Fn(): Fn {
   // params x w out N K | i32: n k o p | v128: acc
   const f = new Fn(5, 4, 0, 1);
@@ -396,7 +447,7 @@ function f32Fn(): Fn {
 /** The module's bytes: imports the shared memory `e.m` (its maximum), exports the kernels above. */
 export function quantModule(maxPages: number): Uint8Array<ArrayBuffer> {
   const fns: [string, Fn][] = [['i8', i8Fn()], ['fp8', fp8Fn()], ['int4', int4Fn()], ['q8_0', ggufFn('q8_0')], ['q4_0', ggufFn('q4_0')], ['f32', f32Fn()],
-    ['q4_k', q4kFn()], ['q6_k', q6kFn()], ['q5_k', q4kFn(true)], ['q4_1', legacyFn('q4_1')], ['q5_0', legacyFn('q5_0')], ['q5_1', legacyFn('q5_1')], ['q2_k', q2kFn()]];
+    ['q4_k', q4kFn()], ['q6_k', q6kFn()], ['q5_k', q4kFn(true)], ['q4_1', legacyFn('q4_1')], ['q5_0', legacyFn('q5_0')], ['q5_1', legacyFn('q5_1')], ['q2_k', q2kFn()], ['q3_k', q3kFn()]];
   const types = fns.map(([, f]) => [0x60, ...wvec(new Array(f.params).fill([I32])), 0]);
   return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
     ...section(1, wvec(types)),
@@ -421,4 +472,5 @@ export interface QuantSimd {
   q5_0(x: number, q: number, xs: number, out: number, N: number, K: number): void;
   q5_1(x: number, q: number, xs: number, out: number, N: number, K: number): void;
   q2_k(x: number, q: number, xs: number, out: number, N: number, K: number): void;
+  q3_k(x: number, q: number, out: number, N: number, K: number): void;
 }
