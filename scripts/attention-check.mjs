@@ -55,6 +55,13 @@ function rand(shape, seed, lo = -1, hi = 1) {
   for (let i = 0; i < n; i++) { s = (Math.imul(s, 1664525) + 1013904223) >>> 0; v[i] = lo + ((s >>> 8) / 2 ** 24) * (hi - lo); }
   return Tensor.fromStorage(v, 'float32', shape, 'cpu');
 }
+/** A CPU float32 tensor whose element i (flat) is f(i). */
+function grid(shape, f) {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const v = new Float32Array(n);
+  for (let i = 0; i < n; i++) v[i] = f(i);
+  return Tensor.fromStorage(v, 'float32', shape, 'cpu');
+}
 const host = (t) => t.to('cpu').to('float32').contiguous().dataSync();
 /** CUDA [B,H,L,D] tensors as the kernel contract's refs (contiguous). */
 const ref = (t) => ({ ...t.ref(), shape: t.shape.slice(), strides: t.strides.slice() });
@@ -84,11 +91,19 @@ if (part === 'check') {
     cases.push({ dt, D, name: 'float mask', B: 2, H: 2, Hk: 2, L: 150, S: 190, mask: 'float' });
     cases.push({ dt, D, name: 'all masked', B: 1, H: 1, Hk: 1, L: 130, S: 140, mask: 'none-kept' });
   }
+  // diagnostics (they localise a layout error): V varying along the head dim only (O = V's row whatever
+  // the scores: the N-major V descriptor's head-dim direction and the O write), V varying along the keys
+  // only (Q·Kᵀ, softmax and the V descriptor's key direction)
+  for (const D of [64, 128, 256]) {
+    cases.push({ dt: 'bfloat16', D, name: 'V by dim', B: 1, H: 1, Hk: 1, L: 130, S: 300, vmode: 'dim' });
+    cases.push({ dt: 'bfloat16', D, name: 'V by key', B: 1, H: 1, Hk: 1, L: 130, S: 300, vmode: 'key' });
+  }
   for (const c of cases) {
     const { dt, D, B, H, Hk, L, S } = c;
     if (!filter.test(`${dt} D${D} ${c.name}`)) continue;
     const seed = lines * 7 + 1;
-    const q32 = rand([B, H, L, D], seed), k32 = rand([B, Hk, S, D], seed + 1), v32 = rand([B, Hk, S, D], seed + 2);
+    const q32 = rand([B, H, L, D], seed), k32 = rand([B, Hk, S, D], seed + 1);
+    const v32 = c.vmode ? grid([B, Hk, S, D], (i) => (c.vmode === 'dim' ? (i % D) / D : (Math.floor(i / D) % S) / S)) : rand([B, Hk, S, D], seed + 2);
     // inputs rounded to dt first, so the reference sees the same values
     const [qh, kh, vh] = [q32, k32, v32].map((t) => t.to(dt));
     const [qr, kr, vr] = [qh, kh, vh].map((t) => t.to('float32'));
