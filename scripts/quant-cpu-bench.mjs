@@ -37,8 +37,8 @@ function ggufWeight(format, n, k) {
   const l = makeLayout('bench', format, n, k);
   const b = new Uint8Array(n * l.rowBytes);
   for (let i = 0; i < b.length; i++) b[i] = (i * 2654435761) >>> 24;
-  const dOff = { q8_0: [0], q4_0: [0], q4_k: [0, 2], q6_k: [208] }[format];
-  const bs = { q8_0: 34, q4_0: 18, q4_k: 144, q6_k: 210 }[format];
+  const dOff = { q8_0: [0], q4_0: [0], q4_1: [0, 2], q5_0: [0], q5_1: [0, 2], q2_k: [80, 82], q3_k: [108], q4_k: [0, 2], q5_k: [0, 2], q6_k: [208] }[format];
+  const bs = { q8_0: 34, q4_0: 18, q4_1: 20, q5_0: 22, q5_1: 24, q2_k: 84, q3_k: 110, q4_k: 144, q5_k: 176, q6_k: 210 }[format];
   for (let o = 0; o < b.length; o += bs) for (const d of dOff) { const h = toFloat16Bits(0.001); b[o + d] = h & 255; b[o + d + 1] = h >> 8; }
   return new nbx.quant.QuantizedTensor({ qdata: nbx.Tensor.fromStorage(residentCopy(b), 'uint8', [n, l.rowBytes]), layout: l }); // in the quant memory, as the GGUF loader puts it
 }
@@ -54,8 +54,8 @@ for (const [N, K] of shapes) {
     ['fp8', nbx.quant.quantize(w, { scheme: 'fp8_e4m3' })],
     ['q8_0', ggufWeight('q8_0', N, K)],
     ['q4_0', ggufWeight('q4_0', N, K)],
-    ['q4_k', K % 256 === 0 ? ggufWeight('q4_k', N, K) : null],
-    ['q6_k', K % 256 === 0 ? ggufWeight('q6_k', N, K) : null],
+    ...['q4_1', 'q5_0', 'q5_1'].map((f) => [f, ggufWeight(f, N, K)]),
+    ...['q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k'].map((f) => [f, K % 256 === 0 ? ggufWeight(f, N, K) : null]),
   ];
   for (const m of ms) {
     const x = nbx.randn([m, K]);
@@ -70,6 +70,6 @@ for (const [N, K] of shapes) {
     console.error(rows[rows.length - 1]);
   }
 }
-console.log('| N×K | m | float32 linear | int8 | int4 g128 | int4 g32 | fp8 | q8_0 | q4_0 | q4_k | q6_k |');
-console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+console.log('| N×K | m | float32 linear | int8 | int4 g128 | int4 g32 | fp8 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k | q4_k | q5_k | q6_k |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 console.log(rows.join('\n'));
