@@ -24,7 +24,8 @@ import { f16Table, fromBFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../..
 import { UnsupportedError } from '../../../errors.js';
 import { QUANT_FORMATS, dequantizeRows, fp8E4M3Table } from '../../../quant/formats.js';
 import { gemm } from './gemm.js';
-import { quantModule, type QuantSimd } from './quant_simd.js';
+import { quantModule, SIMD_NAMES, type QuantSimd } from './quant_simd.js';
+import { parallelRows } from './quant_threads.js';
 import { MAX_PAGES, allocRegion, freeRegion, isResident, memoryBytes, quantMemory } from '../../../quant/wasm_memory.js';
 
 /**
@@ -379,29 +380,29 @@ function gemvSimd(p: QuantMatmulParams, x: Float32Array, acc: Float64Array): boo
   const qp = qa.byteOffset + p.qweight.offset;
   for (let m = 0; m < M; m++) {
     f32v.set(x.subarray(m * K, (m + 1) * K), xp >>> 2);
+    const rb = l.rowBytes, fn = (sim as unknown as Record<string, (...a: number[]) => void>);
+    /** The kernel over rows [0, N), spread over worker threads for large weights (quant_threads.ts). */
+    const rowsOf = (name: string, args: (n0: number, n1: number) => number[]): void =>
+      parallelRows(() => quantModule(MAX_PAGES), quantMemory()!, SIMD_NAMES, name, N, K, args, (a) => fn[name]!(...a));
+    /** Σx over every `w` elements of x, for the kernels that take zero points or block minimums that way. */
+    const sums = (w: number): void => { for (let c = 0; c < K / w; c++) { let t = 0; for (let k = w * c; k < w * c + w; k++) t += f32v[(xp >>> 2) + k]!; f32v[(xsp >>> 2) + c] = t; } };
     switch (l.format) {
-      case 'int8': sim.i8(xp, qp, sp, op, N, K); break;
-      case 'fp8_e4m3': sim.fp8(xp, qp, sp, op, N, K, s!.length === 1 ? 1 : 0); break;
+      case 'int8': rowsOf('i8', (n0, n1) => [xp, qp + n0 * rb, sp + 4 * n0, op + 4 * n0, n1 - n0, K]); break;
+      case 'fp8_e4m3': {
+        const per = s!.length === 1 ? 1 : 0;
+        rowsOf('fp8', (n0, n1) => [xp, qp + n0 * rb, per ? sp : sp + 4 * n0, op + 4 * n0, n1 - n0, K, per]);
+        break;
+      }
       case 'int4': {
-        const g = l.groupSize;
-        for (let gi = 0; gi < G; gi++) { let t = 0; for (let k = gi * g; k < (gi + 1) * g; k++) t += f32v[(xp >>> 2) + k]!; f32v[(xsp >>> 2) + gi] = t; }
-        sim.int4(xp, qp, sp, zp, xsp, op, N, K, g, z ? 1 : 0);
+        sums(l.groupSize);
+        rowsOf('int4', (n0, n1) => [xp, qp + n0 * rb, sp + 4 * n0 * G, z ? zp + 4 * n0 * G : sp + 4 * n0 * G, xsp, op + 4 * n0, n1 - n0, K, l.groupSize, z ? 1 : 0]);
         break;
       }
-      case 'q8_0': sim.q8_0(xp, qp, op, N, K); break;
-      case 'q4_0': sim.q4_0(xp, qp, op, N, K); break;
-      case 'q4_k': case 'q5_k': case 'q4_1': case 'q5_0': case 'q5_1': {
-        for (let c = 0; c < G; c++) { let t = 0; for (let k = 32 * c; k < 32 * c + 32; k++) t += f32v[(xp >>> 2) + k]!; f32v[(xsp >>> 2) + c] = t; }
-        sim[l.format](xp, qp, xsp, op, N, K);
+      case 'q8_0': case 'q4_0': case 'q6_k': case 'q3_k': rowsOf(l.format, (n0, n1) => [xp, qp + n0 * rb, op + 4 * n0, n1 - n0, K]); break;
+      case 'q4_k': case 'q5_k': case 'q4_1': case 'q5_0': case 'q5_1': case 'q2_k':
+        sums(l.format === 'q2_k' ? 16 : 32);
+        rowsOf(l.format, (n0, n1) => [xp, qp + n0 * rb, xsp, op + 4 * n0, n1 - n0, K]);
         break;
-      }
-      case 'q2_k': {
-        for (let c = 0; c < G; c++) { let t = 0; for (let k = 16 * c; k < 16 * c + 16; k++) t += f32v[(xp >>> 2) + k]!; f32v[(xsp >>> 2) + c] = t; }
-        sim.q2_k(xp, qp, xsp, op, N, K);
-        break;
-      }
-      case 'q6_k': sim.q6_k(xp, qp, op, N, K); break;
-      case 'q3_k': sim.q3_k(xp, qp, op, N, K); break;
       default: {
         const w = new Float32Array(mem.buffer, wp, rows * K);
         for (let n0 = 0; n0 < N; n0 += rows) {

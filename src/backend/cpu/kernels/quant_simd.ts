@@ -458,6 +458,9 @@ export function quantModule(maxPages: number): Uint8Array<ArrayBuffer> {
   ]);
 }
 
+/** The exported kernels' names, in the module's order (worker threads index them). */
+export const SIMD_NAMES = ['i8', 'fp8', 'int4', 'q8_0', 'q4_0', 'f32', 'q4_k', 'q6_k', 'q5_k', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k'];
+
 export interface QuantSimd {
   i8(x: number, q: number, s: number, out: number, N: number, K: number): void;
   fp8(x: number, q: number, s: number, out: number, N: number, K: number, perTensor: number): void;
