@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as nbx from '../src/index.js';
-import { sampleRows, RowSamplingState, type RowSampling } from '../src/generation/sampler.js';
+import { sampleRows, samplingModeOf, RowSamplingState, type RowSampling } from '../src/generation/sampler.js';
 import { StaticDecoder } from '../src/models/static_decode.js';
 import type { CausalLMModel } from '../src/models/causal_lm.js';
 
@@ -121,4 +121,33 @@ test('generate() with a repetition penalty: a sampling static decoder (penalty a
     } finally { dec.dispose(); }
     assert.deepEqual(rows, host);
   } finally { model.dispose(); }
+});
+
+test('sampler modes: greedy rows agree in every mode; unsorted sampling draws the same distribution as sorted', () => {
+  const logits = [[0, 1, 2, 3], [Math.log(1), Math.log(2), Math.log(3), Math.log(4)]];
+  const rows: RowSampling[] = [{ temperature: 0, top_k: 0, top_p: 1, min_p: 0 }, { temperature: 1, top_k: 0, top_p: 1, min_p: 0 }];
+  const st = new RowSamplingState(2, cpu);
+  try {
+    const l = nbx.tensor(logits, { dtype: 'float32' });
+    const counts = [0, 0, 0, 0];
+    for (let i = 0; i < 1000; i++) {
+      st.write(rows, [0.5, (i + 0.5) / 1000]);
+      const u = Array.from(sampleRows(l, st.tensors, 'unsorted').dataSync() as BigInt64Array, Number);
+      const g = Array.from(sampleRows(l, st.tensors, 'greedy').dataSync() as BigInt64Array, Number);
+      assert.equal(u[0], 3); assert.equal(g[0], 3);
+      counts[u[1]!]!++;
+    }
+    // probabilities 0.1 0.2 0.3 0.4 over evenly spread draws
+    assert.deepEqual(counts, [100, 200, 300, 400]);
+    // min_p 0.6 keeps 2 and 3 (3/7, 4/7)
+    const kept = [0, 0, 0, 0];
+    for (let i = 0; i < 700; i++) {
+      st.write([rows[0]!, { ...rows[1]!, min_p: 0.6 }], [0.5, (i + 0.5) / 700]);
+      kept[Number((sampleRows(l, st.tensors, 'unsorted').dataSync() as BigInt64Array)[1])]!++;
+    }
+    assert.deepEqual(kept, [0, 0, 300, 400]);
+  } finally { st.dispose(); }
+  assert.equal(samplingModeOf(rows), 'unsorted');
+  assert.equal(samplingModeOf([rows[0]!]), 'greedy');
+  assert.equal(samplingModeOf([rows[0]!, { ...rows[1]!, top_p: 0.9 }]), 'sorted');
 });

@@ -48,8 +48,31 @@ function rankRow(vocab: number, device: Device): Tensor {
   return r;
 }
 
-/** The next token of each row of `logits` [B, V] (any float dtype): int64 [B] on the logits' device. */
-export function sampleRows(logits: Tensor, p: RowSamplingTensors): Tensor {
+/**
+ * How much of the sampler a batch needs, from its rows' settings (the host knows them): 'greedy' when every
+ * row is greedy (an argmax), 'unsorted' when no row cuts by top-k or top-p (the draw needs no order: the
+ * inverse CDF over the vocabulary in index order samples the same distribution), else 'sorted'.
+ * A greedy row's token is the same in every mode, but a sampled row's token for a given draw differs
+ * between 'unsorted' and 'sorted' (another order of the vocabulary): rows from different requests, whose
+ * tokens must not depend on each other, use 'greedy' or 'sorted' only.
+ */
+export type SamplingMode = 'greedy' | 'unsorted' | 'sorted';
+export function samplingModeOf(rows: readonly (RowSampling | undefined)[]): SamplingMode {
+  let mode: SamplingMode = 'greedy';
+  for (const r of rows) {
+    if (!r || r.temperature <= 0) continue;
+    if (r.top_k > 0 || r.top_p < 1) return 'sorted';
+    mode = 'unsorted';
+  }
+  return mode;
+}
+
+/**
+ * The next token of each row of `logits` [B, V] (any float dtype): int64 [B] on the logits' device.
+ * `mode` (samplingModeOf the rows' settings) skips the sort, or everything but the argmax, where no row
+ * needs them; 'sorted' is right for every batch.
+ */
+export function sampleRows(logits: Tensor, p: RowSamplingTensors, mode: SamplingMode = 'sorted'): Tensor {
   const [B, V] = logits.shape as [number, number];
   const rank = rankRow(V, logits.device);
   return nbx.scope(() => {
@@ -60,6 +83,22 @@ export function sampleRows(logits: Tensor, p: RowSamplingTensors): Tensor {
       s = nbx.where(p.seen, nbx.where(s.lt(0), s.mul(pen), s.div(pen)), s) as Tensor;
     }
     const greedy = nbx.argmax(s, -1);
+    if (mode === 'greedy') return greedy;
+    if (mode === 'unsorted') {
+      const sampling = p.temperature.gt(0);
+      const t = (nbx.where(sampling, p.temperature, nbx.ones([B], { device: s.device })) as Tensor).unsqueeze(1);
+      const probs = nbx.softmax(s.div(t), -1);
+      const keep = probs.ge(probs.amax(-1, true).mul(p.minP.unsqueeze(1)));
+      const kept = nbx.where(keep, probs, nbx.zeros([], { device: s.device })) as Tensor;
+      const keptCum = nbx.cumsum(kept, -1);
+      const target = keptCum.narrow(1, V - 1, 1).mul(p.uniform.unsqueeze(1));
+      // the first kept index whose cumulative mass exceeds the target (an unkept index adds no mass, so the
+      // count of positions at or below the target lands on a kept one); never past the last kept index
+      const below = keptCum.le(target).sum(-1, { keepdim: true });
+      const lastKept = (nbx.where(keep, rank, nbx.zeros([], { dtype: 'int64', device: s.device })) as Tensor).amax(-1, true);
+      const drawn = nbx.minimum(below, lastKept).squeeze(1);
+      return nbx.where(sampling, drawn, greedy) as Tensor;
+    }
     const sampling = p.temperature.gt(0);
     const t = (nbx.where(sampling, p.temperature, nbx.ones([B], { device: s.device })) as Tensor).unsqueeze(1);
     const { values, indices } = nbx.sort(s.div(t), { dim: -1, descending: true });

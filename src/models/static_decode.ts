@@ -36,7 +36,7 @@ import type { ModelConfig } from './config.js';
 import type { Device } from '../backend/backend.js';
 import { CUDAGraph, captureGraph, type GraphHost } from '../backend/cuda/runtime/graph.js';
 import { recordCpu, type CpuRecording } from '../backend/cpu/runtime/recording.js';
-import { RowSamplingState, sampleRows, type RowSampling } from '../generation/sampler.js';
+import { RowSamplingState, sampleRows, samplingModeOf, type RowSampling, type SamplingMode } from '../generation/sampler.js';
 
 /** What a static decoder uses of the model (CausalLMModel; named here so causal_lm.ts and this file do not import each other). */
 export interface StaticDecodeModel {
@@ -96,6 +96,8 @@ export class StaticDecoder {
 
   /** Each row's sampling settings and draw on the device, for a decoder that samples (`sample`). */
   private readonly sampling: RowSamplingState | null;
+  /** What the recorded step's sampler computes (samplingModeOf the rows it was given). */
+  private samplingMode: SamplingMode = 'sorted';
 
   /**
    * `greedy`: each step also records the argmax; `sample`: each step draws the next ids on the device
@@ -141,6 +143,9 @@ export class StaticDecoder {
     if (this.sampling) {
       if (!sampling) throw new RangeError('StaticDecoder.step: a sampling decoder needs each row\'s settings and draw');
       this.sampling.write(sampling.rows, sampling.uniforms);
+      // the rows of one generation share their settings: the sampler skips what none of them needs
+      const mode = samplingModeOf(sampling.rows);
+      if (mode !== this.samplingMode) { this.dropGraph(); this.samplingMode = mode; this.steps = 0; } // warm up, then record again
     }
     for (let b = 0; b < B; b++) { this.hostState[b] = BigInt(tokens[b]!); this.hostState[B + b] = BigInt(positions[b]!); }
     this.hostState[2 * B] = BigInt(at);
@@ -220,7 +225,7 @@ export class StaticDecoder {
       if (cap !== null) logits = logits.div(cap).tanh().mul(cap);
       const last = logits.view([B, logits.shape[2]!]);
       this.sampling?.markSeen(this.ids);
-      const next = this.greedy ? nbx.argmax(last, -1) : this.sampling ? sampleRows(last, this.sampling.tensors) : null;
+      const next = this.greedy ? nbx.argmax(last, -1) : this.sampling ? sampleRows(last, this.sampling.tensors, this.samplingMode) : null;
       return next ? { logits, next } : { logits, next: null };
     });
   }
