@@ -4,7 +4,7 @@
 // over the whole run and per step, for each S of --streams. Random-weight model of a known shape.
 //
 //   node scripts/engine-throughput.mjs [--shape tinyllama|tiny] [--device cuda] [--dtype bfloat16]
-//        [--streams 1,16,64] [--prompt 128] [--new 128] [--temperature 0] [--max-batch 64]
+//        [--streams 1,16,64] [--prompt 128] [--new 64] [--temperature 0] [--max-batch 64]
 import { parseArgs } from 'node:util';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,7 +14,7 @@ const nbx = await import(join(dist, 'index.js'));
 const { Engine } = await import(join(dist, 'generation', 'engine.js'));
 const { values: A } = parseArgs({ options: {
   shape: { type: 'string', default: 'tinyllama' }, device: { type: 'string', default: 'cuda' }, dtype: { type: 'string' },
-  streams: { type: 'string', default: '1,16,64' }, prompt: { type: 'string', default: '128' }, new: { type: 'string', default: '128' },
+  streams: { type: 'string', default: '1,16,64' }, prompt: { type: 'string', default: '128' }, new: { type: 'string', default: '64' },
   temperature: { type: 'string', default: '0' }, 'max-batch': { type: 'string', default: '64' },
 } });
 const SHAPES = {
@@ -30,8 +30,9 @@ let seed = 1;
 const prompt = () => Array.from({ length: P }, () => 3 + ((seed = (seed * 1103515245 + 12345) >>> 0) % (cfg.vocab_size - 3)));
 const engine = new Engine(model, { maxBatch: Number(A['max-batch']), kvBlocks: Math.ceil((P + N) / 16) * Number(A['max-batch']) + 16 });
 // warm-up: compile and tune what the steps use (a prompt, decode steps at a few batch sizes)
+const tw = performance.now();
 await Promise.all(Array.from({ length: 4 }, () => engine.submit({ prompt: prompt(), max_new_tokens: 8, temperature: temp, seed: 1, eos_token_id: [] }).result));
-console.log(`engine throughput: ${A.shape} shape, ${dtype} on ${model.device}, prompts ${P}, ${N} new tokens each, temperature ${temp}`);
+console.log(`engine throughput: ${A.shape} shape, ${dtype} on ${model.device}, prompts ${P}, ${N} new tokens each, temperature ${temp}, decode steps padded to ${engine.padBatch ? engine.maxBatch : 'no'} rows; warm-up ${((performance.now() - tw) / 1000).toFixed(1)} s`);
 let single = null;
 for (const S of A.streams.split(',').map(Number)) {
   const s0 = engine.stats();

@@ -498,14 +498,23 @@ export class Engine {
         });
       } finally { scores.dispose(); }
     }
-    const B = logits.shape[0]!; // padding rows past the sequences: greedy, ignored
+    // the sequences' rows only (a padded step's other rows need no token; a row's token does not depend
+    // on how many rows the sampler gets)
+    const B = seqs.length;
     let st = this.samplingStates.get(B);
     if (!st) { st = new RowSamplingState(B, logits.device); this.samplingStates.set(B, st); }
     st.write(seqs.map((s) => (s.cfg.do_sample ? { temperature: s.cfg.temperature, top_k: s.cfg.top_k, top_p: s.cfg.top_p, min_p: 0 } : { temperature: 0, top_k: 0, top_p: 1, min_p: 0 })),
       seqs.map((s) => (s.cfg.do_sample ? uniformOf(s) : 0)));
+    // one argmax when every row is greedy; else the sorted draw for every row (a greedy row still gets
+    // its argmax): never the unsorted draw, whose token for a given u differs from the sorted one's, so
+    // a sampled row would change with what it is batched with
+    const mode = seqs.every((s) => !s.cfg.do_sample) ? 'greedy' : 'sorted';
     let ids: Tensor;
-    try { ids = sampleRows(logits, st.tensors); } finally { logits.dispose(); }
-    try { return Array.from(await ids.dataStorage() as BigInt64Array, Number).slice(0, seqs.length); } finally { ids.dispose(); }
+    try {
+      const rows = logits.shape[0] === B ? logits : logits.narrow(0, 0, B);
+      ids = sampleRows(rows, st.tensors, mode);
+    } finally { logits.dispose(); }
+    try { return Array.from(await ids.dataStorage() as BigInt64Array, Number); } finally { ids.dispose(); }
   }
 
   /** The request's next token from its scores [1, V] float32 on the CPU, with its own generator. */
