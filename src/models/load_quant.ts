@@ -11,7 +11,7 @@
 //   8r + i at bits 4i, qzeros int32 [K/g, N/8] packing columns 8c + i and storing z − 1 (v1: the zero is
 //   the stored value + 1; 'gptq_v2' stores z itself), scales [K/g, N], g_idx [K] which must be k / g
 //   (act-order checkpoints, desc_act with a permuted g_idx, are an UnsupportedError).
-// - 'fp8' and 'compressed-tensors' float8 checkpoints: `X.weight` float8_e4m3fn [N, K] with
+// - 'fp8', 'fbgemm_fp8' and 'compressed-tensors' float8 checkpoints: `X.weight` float8_e4m3fn [N, K] with
 //   `X.weight_scale` (or transformers' `weight_scale_inv`) per tensor ([] / [1]) or per channel ([N] /
 //   [N, 1]); block-wise scales are an UnsupportedError. An `input_scale` (static activation scale) is
 //   not used: activations stay in the model dtype (W8A16).
@@ -184,7 +184,7 @@ export function quantSource(inner: WeightSource, qc: unknown, configName: string
       }
       return src;
     }
-    case 'fp8': case 'compressed-tensors': {
+    case 'fp8': case 'fbgemm_fp8': case 'compressed-tensors': {
       if (c.weight_block_size !== undefined && c.weight_block_size !== null) throw new UnsupportedError(OP, `${configName}: block-wise fp8 scales (weight_block_size ${JSON.stringify(c.weight_block_size)}) are not supported (per-tensor and per-channel are)`);
       for (const n of names) {
         if (!n.endsWith('.weight') || info(n).dtype !== 'float8_e4m3fn') continue;
@@ -203,12 +203,12 @@ export function quantSource(inner: WeightSource, qc: unknown, configName: string
           if (c2 !== t) c2.dispose();
           t.dispose();
           return onDevice(b, [N, K], device);
-        }, [n, sn, `${p}.input_scale`]);
+        }, [n, sn, `${p}.input_scale`, `${p}.input_scale_ub`]);
         src.add(`${p}.scales`, 'float32', [perTensor ? 1 : N], async (device) => onDevice(await floats(src, sn), [perTensor ? 1 : N], device), []);
       }
       return src;
     }
     default:
-      throw new UnsupportedError(OP, `${configName}: quantization_config.quant_method '${method}' is not supported (nbx, awq, gptq, fp8, compressed-tensors float8 are)`);
+      throw new UnsupportedError(OP, `${configName}: quantization_config.quant_method '${method}' is not supported (nbx, awq, gptq, fp8, fbgemm_fp8, compressed-tensors float8 are)`);
   }
 }
