@@ -101,7 +101,8 @@ export function sampleRows(logits: Tensor, p: RowSamplingTensors, mode: Sampling
     }
     const sampling = p.temperature.gt(0);
     const t = (nbx.where(sampling, p.temperature, nbx.ones([B], { device: s.device })) as Tensor).unsqueeze(1);
-    const { values, indices } = nbx.sort(s.div(t), { dim: -1, descending: true });
+    // stable: ties (common in bfloat16 logits) in index order, without the CUDA sort's exact replay of an unstable sort
+    const { values, indices } = nbx.sort(s.div(t), { dim: -1, descending: true, stable: true });
     const probs = nbx.softmax(values, -1);
     const cum = nbx.cumsum(probs, -1);
     const k = (nbx.where(p.topK.gt(0), p.topK, nbx.full([B], V, { dtype: "int64", device: s.device })) as Tensor).unsqueeze(1);
