@@ -11,7 +11,11 @@ import { Storage, keep } from '../tensor/storage.js';
 import { backendFor } from '../backend/backend.js';
 import { DTYPES } from '../dtype/dtypes.js';
 import { VmmRange, type CudaContext, type Stream } from '../backend/cuda/runtime/driver.js';
-import type { PagedCacheShape } from './paged_cache.js';
+import type { DTypeName } from '../dtype/dtypes.js';
+import type { Device } from '../backend/backend.js';
+
+/** What the pools need of the cache's shape (paged_cache.ts's PagedCacheShape has these; named here so the two files do not import each other). */
+export interface VmmPoolShape { kvHeads: number; headDim: number; dtype: DTypeName; device: Device }
 
 export interface VmmPools {
   /** Maps memory for at least `blocks` blocks in every pool (at most numBlocks); returns the blocks now backed. */
@@ -27,7 +31,7 @@ export interface VmmPools {
 interface CudaBits { ctx: CudaContext; stream: Stream }
 
 /** Reserves one range per pool for numBlocks blocks; null where VMM is missing (the caller uses plain tensors). */
-export function openVmmPools(shape: PagedCacheShape, numBlocks: number, blockBytes: number, pools: number): VmmPools | null {
+export function openVmmPools(shape: VmmPoolShape, numBlocks: number, blockBytes: number, pools: number): VmmPools | null {
   if (shape.device.type !== 'cuda' || process.env.NBX_PAGED_VMM === '0') return null;
   const be = backendFor(shape.device) as unknown as CudaBits;
   const ranges: VmmRange[] = [];
