@@ -106,12 +106,22 @@ __device__ __forceinline__ void nbxq_b4(unsigned m, float bias, float* q, int st
   #pragma unroll
   for (int t = 0; t < 4; t++) q[st * t] = __uint_as_float(nbxq_prmt(m, 0x4B000000u, 0x7540u | (unsigned)t)) - (8388608.f + bias);
 }
+// q[0..3] (stride st) = 1 + v/128 for byte lane t of m = 0x80 | v (v < 128): byte t under 1.0's exponent, exact
+__device__ __forceinline__ void nbxq_f4(unsigned m, float* q, int st) {
+  #pragma unroll
+  for (int t = 0; t < 4; t++) q[st * t] = __uint_as_float(nbxq_prmt(m, 0x3F800000u, 0x7054u | ((unsigned)t << 8)));
+}
 // e4m3fn: sign and the 7 exponent/mantissa bits moved to float32's positions, times 2^120 (subnormals
 // come out as float32 subnormals, exact); 0x7f / 0xff are NaN
 __device__ __forceinline__ float nbxq_e4m3(unsigned v) {
   const float f = __uint_as_float(((v & 0x80u) << 24) | ((v & 0x7fu) << 20)) * 1.329227995784916e+36f;
   return (v & 0x7fu) == 0x7fu ? __int_as_float(0x7fc00000) : f;
 }`;
+
+/** Bits of the quant values a GEMV-form decoder turns into 1 + q/2^B (formats whose values fit 6 bits). */
+const FAST_BITS: Partial<Record<QuantFormat, number>> = { int4: 4, q4_0: 4, q4_1: 4, q5_0: 5, q5_1: 5, q2_k: 2, q3_k: 3, q4_k: 4, q5_k: 5, q6_k: 6 };
+/** Whether the GEMV needs Σx of each half (formats with mins, and every fast-form decoder). */
+const needsSx = (f: QuantFormat): boolean => GEOM[f].mins || FAST_BITS[f] !== undefined;
 
 /**
  * The decoder of format `f`: `nbxq_dq(blk, sb, h, q, a, b, s, z)` fills q[16] with half h of sub-block
@@ -120,8 +130,17 @@ __device__ __forceinline__ float nbxq_e4m3(unsigned v) {
  * the external scale and zero point (int8 / int4 / fp8), unused otherwise. Each 32-bit word of quants
  * becomes a word of byte-lane values (masks and shifts over 4 or 8 elements at once), then nbxq_b4.
  */
-function decoderSource(f: QuantFormat, asym: boolean): string {
+function decoderSource(f: QuantFormat, asym: boolean, fast = false): string {
   const W = GEOM[f].align === 4 ? 'nbxq_w4' : 'nbxq_w2';
+  // fast (the GEMV's form, formats of ≤ 6-bit quants): q as 1 + q/2^B (the value's bits under 1.0's exponent,
+  // no subtraction), and the affine map rewritten for it: w = a·(q − off) + b = (a·2^B)·f + (b − a·(2^B + off))
+  fast = fast && FAST_BITS[f] !== undefined;
+  const bits = FAST_BITS[f] ?? 0;
+  const B4 = (e: string, off: string, dest: string, st: number): string => (fast
+    ? `nbxq_f4((${e}) * ${2 ** (7 - bits)}u + 0x80808080u, ${dest}, ${st});`
+    : `nbxq_b4(${e}, ${off}, ${dest}, ${st});`);
+  const fin = (off: string): string => (fast ? `
+  { const float a0_ = a; a = a0_ * ${2 ** bits}.f; b = b - a0_ * (${2 ** bits}.f + ${off}); }` : '');
   const head = `__device__ __forceinline__ void nbxq_dq(const unsigned char* __restrict__ blk, int sb, int h, float* q, float& a, float& b, float s, float z) {`;
   let body: string;
   switch (f) {
@@ -148,10 +167,10 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
   const unsigned u[2] = { v.x, v.y };
   #pragma unroll
   for (int w = 0; w < 2; w++) {
-    nbxq_b4(u[w] & 0x0F0F0F0Fu, ${asym ? '0.f' : '8.f'}, q + 8 * w, 2);
-    nbxq_b4((u[w] >> 4) & 0x0F0F0F0Fu, ${asym ? '0.f' : '8.f'}, q + 8 * w + 1, 2); }${asym ? `
+    ${B4('u[w] & 0x0F0F0F0Fu', asym ? '0.f' : '8.f', 'q + 8 * w', 2)}
+    ${B4('(u[w] >> 4) & 0x0F0F0F0Fu', asym ? '0.f' : '8.f', 'q + 8 * w + 1', 2)} }${asym && !fast ? `
   #pragma unroll
-  for (int c = 0; c < 16; c++) q[c] -= z;` : ''}`;
+  for (int c = 0; c < 16; c++) q[c] -= z;` : ''}${fin(asym ? 'z' : '8.f')}`;
       break;
     case 'q8_0':
       body = `a = nbxq_f16(blk); b = 0.f;
@@ -162,7 +181,7 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
       const qo = f === 'q4_0' ? 2 : 4;
       body = `a = nbxq_f16(blk); b = ${f === 'q4_1' ? 'nbxq_f16(blk + 2)' : '0.f'};
   #pragma unroll
-  for (int w = 0; w < 4; w++) nbxq_b4((${W}(blk + ${qo} + 4 * w) >> (4 * h)) & 0x0F0F0F0Fu, ${f === 'q4_0' ? '8.f' : '0.f'}, q + 4 * w, 1);`;
+  for (int w = 0; w < 4; w++) ${B4(`(${W}(blk + ${qo} + 4 * w) >> (4 * h)) & 0x0F0F0F0Fu`, f === 'q4_0' ? '8.f' : '0.f', 'q + 4 * w', 1)}${fin(f === 'q4_0' ? '8.f' : '0.f')}`;
       break;
     }
     case 'q5_0': case 'q5_1': {
@@ -173,7 +192,7 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
   #pragma unroll
   for (int w = 0; w < 4; w++) {
     const unsigned hi = ((((hb >> (4 * w)) & 15u) * 0x00204081u) & 0x01010101u) << 4;
-    nbxq_b4(((${W}(blk + ${qo} + 4 * w) >> (4 * h)) & 0x0F0F0F0Fu) | hi, ${one ? '0.f' : '16.f'}, q + 4 * w, 1); }`;
+    ${B4(`((${W}(blk + ${qo} + 4 * w) >> (4 * h)) & 0x0F0F0F0Fu) | hi`, one ? '0.f' : '16.f', 'q + 4 * w', 1)} }${fin(one ? '0.f' : '16.f')}`;
       break;
     }
     case 'q2_k':
@@ -183,7 +202,7 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
   a = d * (float)(sc & 15u); b = -(dmin * (float)(sc >> 4));
   const int sh = 2 * (sb & 3);
   #pragma unroll
-  for (int w = 0; w < 4; w++) nbxq_b4((nbxq_w4(blk + 16 + (sb >> 2) * 32 + 16 * h + 4 * w) >> sh) & 0x03030303u, 0.f, q + 4 * w, 1);`;
+  for (int w = 0; w < 4; w++) ${B4('(nbxq_w4(blk + 16 + (sb >> 2) * 32 + 16 * h + 4 * w) >> sh) & 0x03030303u', '0.f', 'q + 4 * w', 1)}${fin('0.f')}`;
       break;
     case 'q3_k':
       // scale 2·sb + h (ggml's kmask unpacking of the 12 bytes at 96), high bit sb of the 32 bytes at 0
@@ -196,7 +215,7 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
   for (int w = 0; w < 4; w++) {
     const unsigned u = (${W}(blk + 32 + (sb >> 2) * 32 + 16 * h + 4 * w) >> sh) & 0x03030303u;
     const unsigned m = ((${W}(blk + 16 * h + 4 * w) >> sb) & 0x01010101u) << 2;
-    nbxq_b4(u | m, 4.f, q + 4 * w, 1); }`;
+    ${B4('u | m', '4.f', 'q + 4 * w', 1)} }${fin('4.f')}`;
       break;
     case 'q4_k': case 'q5_k': {
       // ggml's get_scale_min_k4 for scale sb; nibble (sb & 1) of the 32 bytes at qo + (sb >> 1)·32
@@ -213,7 +232,7 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
   const uint4 hv = *reinterpret_cast<const uint4*>(blk + 16 + 16 * h);
   const unsigned hm[4] = { hv.x, hv.y, hv.z, hv.w };` : ''}
   #pragma unroll
-  for (int w = 0; w < 4; w++) nbxq_b4(((u[w] >> sh) & 0x0F0F0F0Fu)${five ? ' | (((hm[w] >> sb) & 0x01010101u) << 4)' : ''}, 0.f, q + 4 * w, 1);`;
+  for (int w = 0; w < 4; w++) ${B4(`((u[w] >> sh) & 0x0F0F0F0Fu)${five ? ' | (((hm[w] >> sb) & 0x01010101u) << 4)' : ''}`, '0.f', 'q + 4 * w', 1)}${fin('0.f')}`;
       break;
     }
     case 'q6_k':
@@ -225,7 +244,7 @@ function decoderSource(f: QuantFormat, asym: boolean): string {
   for (int w = 0; w < 4; w++) {
     const unsigned u = (${W}(blk + n * 64 + (p & 1) * 32 + 16 * h + 4 * w) >> (4 * (p >> 1))) & 0x0F0F0F0Fu;
     const unsigned m = ((${W}(blk + 128 + n * 32 + 16 * h + 4 * w) >> (2 * p)) & 0x03030303u) << 4;
-    nbxq_b4(u | m, 32.f, q + 4 * w, 1); }`;
+    ${B4('u | m', '32.f', 'q + 4 * w', 1)} }${fin('32.f')}`;
       break;
   }
   return `${head}\n  ${body}\n}`;
@@ -274,8 +293,9 @@ export function quantGemvSource(f: QuantFormat, asym: boolean, d: QuantDType, mr
   const XV = 16 / DTYPES[d].itemsize; // x elements per 16-byte vector
   const xLoads = 16 / XV;
   const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'];
+  const sx = needsSx(f);
   const src = `${HELPERS}
-${decoderSource(f, asym)}
+${decoderSource(f, asym, true)}
 extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
   const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
   int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
@@ -343,7 +363,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
                 #pragma unroll
                 for (int c = 0; c < ${XV}; c++) x[v * ${XV} + c] = ${R.load(d, 'e', 'c')};
               }
-              ${g.mins ? `float sx = 0.f;
+              ${sx ? `float sx = 0.f;
               #pragma unroll
               for (int c = 0; c < 16; c++) sx += x[c];` : ''}
               #pragma unroll
@@ -351,7 +371,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
                 float dot = 0.f;
                 #pragma unroll
                 for (int c = 0; c < 16; c++) dot = fmaf(x[c], q[r][c], dot);
-                acc[i][r] = fmaf(a[r], dot, acc[i][r]);${g.mins ? `
+                acc[i][r] = fmaf(a[r], dot, acc[i][r]);${sx ? `
                 acc[i][r] = fmaf(b[r], sx, acc[i][r]);` : ''}
               }
             }
