@@ -129,6 +129,7 @@ async function startServer(maxBatch) {
   let log = '', header = '', stopping = false;
   const url = await new Promise((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`the server did not start in 300 s:\n${log}`)), 300_000);
+    t.unref();
     child.stderr.on('data', (d) => {
       log += d.toString();
       const m = /at (http:\/\/[^\s]+)\/v1 /.exec(log);
@@ -147,7 +148,7 @@ async function startServer(maxBatch) {
     async stop() {
       stopping = true;
       if (child.exitCode === null) child.kill('SIGINT');
-      await new Promise((resolve) => { if (child.exitCode !== null) resolve(); else { child.on('exit', resolve); setTimeout(resolve, 15_000); } });
+      await new Promise((resolve) => { if (child.exitCode !== null) resolve(); else { child.on('exit', resolve); setTimeout(resolve, 15_000).unref(); } });
       if (child.exitCode === null) child.kill('SIGKILL');
     },
   };
@@ -167,7 +168,7 @@ if (url) {
   url = mainServer.url;
 }
 
-const modelId = (await (await fetch(`${url}/v1/models`)).json()).data[0].id;
+const modelId = (await (await fetch(`${url}/v1/models`, { signal: AbortSignal.timeout(30_000) })).json()).data[0].id;
 const wordTokenizer = modelId in SHAPES || V.shape !== undefined;
 const vocabSize = wordTokenizer ? SHAPES[V.shape ?? modelId]?.vocab_size ?? 1000 : 0;
 const promptText = (n) => Array.from({ length: n }, () => (wordTokenizer ? `w${randInt(2, vocabSize - 1)}` : KJV[randInt(0, KJV.length - 1)])).join(' ');
@@ -175,7 +176,7 @@ const promptText = (n) => Array.from({ length: n }, () => (wordTokenizer ? `w${r
 /** /metrics summed by name ({} when the server is gone: the report still comes out). */
 async function metrics() {
   let text = '';
-  try { text = await (await fetch(`${url}/metrics`)).text(); } catch (e) { console.log(`# /metrics unreachable: ${e.cause?.code ?? e.message}`); return {}; }
+  try { text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text(); } catch (e) { console.log(`# /metrics unreachable: ${e.cause?.code ?? e.message}`); return {}; }
   const m = {};
   for (const line of text.split('\n')) {
     const r = /^(\w+)(?:\{[^}]*\})?\s+(\S+)$/.exec(line);
