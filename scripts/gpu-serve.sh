@@ -24,7 +24,7 @@ part() {  # name, shell timeout, load-serve flags...
 }
 for p in $parts; do
   case $p in
-    quick)  part quick 120 --requests 64 --output 128 --prompt 16:64 --cancel 0.1 --single 2 --baseline-max-batch 1 --verify 8 --timeout-s 105 ;;
+    quick)  part quick 120 --requests 64 --output 128 --prompt 16:64 --cancel 0.1 --single 2 --baseline-max-batch 1 --verify 8 --timeout-s 90 ;;
     target) part target 240 --requests 192 --output 256 --prompt 16:128 --cancel 0 --single 3 --baseline-max-batch 1 --verify 16 --timeout-s 220 ;;
     load)   part load 300 --requests 1000 --output 16:256 --prompt 8:256 --cancel 0.1 --single 2 --verify 64 --timeout-s 280 ;;
     *) echo "unknown part $p" >> "$OUT/summary.txt" ;;

@@ -148,7 +148,7 @@ async function startServer(maxBatch) {
     async stop() {
       stopping = true;
       if (child.exitCode === null) child.kill('SIGINT');
-      await new Promise((resolve) => { if (child.exitCode !== null) resolve(); else { child.on('exit', resolve); setTimeout(resolve, 15_000).unref(); } });
+      await new Promise((resolve) => { if (child.exitCode !== null) resolve(); else { child.on('exit', resolve); setTimeout(resolve, 5_000).unref(); } });
       if (child.exitCode === null) child.kill('SIGKILL');
     },
   };
@@ -176,7 +176,7 @@ const promptText = (n) => Array.from({ length: n }, () => (wordTokenizer ? `w${r
 /** /metrics summed by name ({} when the server is gone: the report still comes out). */
 async function metrics() {
   let text = '';
-  try { text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text(); } catch (e) { console.log(`# /metrics unreachable: ${e.cause?.code ?? e.message}`); return {}; }
+  try { text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) })).text(); } catch (e) { console.log(`# /metrics unreachable: ${e.cause?.code ?? e.message}`); return {}; }
   const m = {};
   for (const line of text.split('\n')) {
     const r = /^(\w+)(?:\{[^}]*\})?\s+(\S+)$/.exec(line);
