@@ -3,7 +3,8 @@
 // stops by itself (a request count, and a wall-clock limit after which everything is aborted).
 //
 // It starts the server as a child process (or uses --url, which must be a loopback address), then:
-//  1. warm-up: one burst of --concurrency short requests, then one long request alone (both discarded);
+//  1. warm-up: one burst of --concurrency requests whose prompts fill as many KV blocks as the load's
+//     longest requests will, then one long request alone (both discarded);
 //  2. single stream: --single requests one at a time (output = the longest of --output): decode tok/s
 //     and inter-token latency of one stream alone (the baseline of the issue's ratio); with
 //     --baseline-max-batch B also first on a server of batch B (started and stopped before the load's:
@@ -12,7 +13,8 @@
 //  3. load: --requests streaming chat requests, --concurrency at a time, random prompt and output
 //     lengths, a --cancel share aborted mid-stream after a random number of tokens; each request has
 //     its own seed (sampling at --temperature; 0 = greedy);
-//  4. after: reserved memory, running/waiting/KV blocks from /metrics (they must be back to the warm level);
+//  4. after: reserved memory, running/waiting/KV blocks from /metrics: nothing running, no block used;
+//     memory read again after step 5 must not have moved (the KV pools keep their high-water mark);
 //  5. verify: --verify completed requests (or all) run again one at a time with the same body: the
 //     text must be identical (no sequence sees another's tokens; batching changes nothing).
 // Report: completed, cancelled, errors by kind, aggregate tokens/s, TTFT and ITL p50/p99, the ratio of
@@ -256,9 +258,14 @@ function makeBody(i, outTokens, promptWords) {
 const report = { date: new Date().toISOString(), host: hostname(), cpu: `${cpus()[0]?.model} x${cpus().length}`, url, model: modelId,
   device: V.device ?? (V.url ? 'server' : 'default'), concurrency, requests: total, cancel_share: cancelShare, prompt_words: [pLo, pHi], output_tokens: [oLo, oHi], temperature };
 
-/** Warm-up (a burst of short requests, then one long stream; discarded), then --single streams alone. */
+/**
+ * Warm-up, then --single streams alone. The warm-up's burst fills the KV cache's pools to the load's
+ * peak (they grow as blocks are first written and never shrink): `burst` requests at once, each with a
+ * prompt as long as the longest prompt and output together and 2 new tokens; then one long stream. Both
+ * are discarded.
+ */
 async function measureSingle(label, burst) {
-  await Promise.all(Array.from({ length: burst }, (_, i) => run(makeBody(-1000 - i, Math.min(8, oHi), randInt(pLo, pHi)))));
+  await Promise.all(Array.from({ length: burst }, (_, i) => run(makeBody(-1000 - i, 2, pHi + oHi))));
   await run(makeBody(-2000, oHi, Math.round((pLo + pHi) / 2)));
   const single = [];
   for (let i = 0; i < singles; i++) single.push(await run(makeBody(-1 - i, oHi, Math.round((pLo + pHi) / 2))));
@@ -363,10 +370,16 @@ console.log(`  aggregate ${f1(L.aggregate_tok_s)} tok/s (${L.tokens} tokens) = $
 console.log(`  TTFT p50 ${f1(L.ttft_ms_p50)} ms, p99 ${f1(L.ttft_ms_p99)} ms; ITL p50 ${f1(L.itl_ms_p50)} ms, p99 ${f1(L.itl_ms_p99)} ms (${report.itl_p99_vs_single.toFixed(2)}x single-stream p99)`);
 console.log(`  reserved memory: ${f1(report.before.reserved_mib)} MiB warm, ${f1(report.after.reserved_mib)} MiB after (${(report.after.reserved_mib - report.before.reserved_mib >= 0 ? '+' : '')}${f1(report.after.reserved_mib - report.before.reserved_mib)} MiB); KV cache mapped ${f1(report.before.kv_mapped_mib)} -> ${f1(report.after.kv_mapped_mib)} MiB; ` +
   `after: running ${report.after.running}, waiting ${report.after.waiting}, KV blocks used ${report.after.kv_blocks_used}`);
-console.log(`  after the verification runs: reserved ${f1(report.end.reserved_mib)} MiB, KV cache mapped ${f1(report.end.kv_mapped_mib)} MiB; load average ${report.loadavg.join(' ')} (${report.cpu})`);
+// The KV pools keep their high-water mark (they grow as blocks are first written, never shrink), and
+// the warm-up cannot reach the load's peak cheaply: so memory must not move between the end of the load
+// and the end of the verification runs (idle, then 1 stream at a time), within 5% + 2 MiB.
+const flat = (a, b) => !(Number.isFinite(a) && Number.isFinite(b)) || Math.abs(b - a) <= 0.05 * a + 2;
+report.memory_flat_after_load = flat(report.after.reserved_mib, report.end.reserved_mib) && flat(report.after.kv_mapped_mib, report.end.kv_mapped_mib);
+console.log(`  after the verification runs: reserved ${f1(report.end.reserved_mib)} MiB, KV cache mapped ${f1(report.end.kv_mapped_mib)} MiB: ` +
+  `${report.memory_flat_after_load ? 'flat' : 'MOVED'} since the load's end; load average ${report.loadavg.join(' ')} (${report.cpu})`);
 console.log(`verify: ${same}/${report.verify.checked} completed requests give the same text alone (same seed)${mismatches.length ? `; first mismatches ${JSON.stringify(mismatches.slice(0, 3))}` : ''}`);
 if (V.json) writeFileSync(V.json, `${JSON.stringify(report, null, 1)}\n`);
-const ok = report.after.running === 0 && report.after.waiting === 0 && report.after.kv_blocks_used === 0 && mismatches.length === 0 &&
+const ok = report.after.running === 0 && report.after.waiting === 0 && report.after.kv_blocks_used === 0 && mismatches.length === 0 && report.memory_flat_after_load &&
   Object.keys(errors).length === 0;
 console.log(ok ? 'load-serve: OK' : 'load-serve: PROBLEMS (see above)');
 process.exitCode = ok ? 0 : 1;
