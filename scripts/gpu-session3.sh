@@ -32,6 +32,15 @@ for p in "$@"; do
     attn)
       NBX_CACHE_DIR=$(mktemp -d) timeout 280 node scripts/attention-check.mjs > "$L/attn.log" 2>&1
       note "attn rc=$?" ;;
+    decode8b)
+      timeout -k 5 70 node dist/src/cli/nbx.js bench decode --device cuda --shape llama3-8b --batch 1 --peers none --json "$L/decode_8b.json" > "$L/decode_8b.log" 2>&1
+      note "decode8b rc=$? $(grep -o '"decode_tok_s":[0-9.]*' "$L/decode_8b.json" 2>/dev/null | head -1)" ;;
+    servequick)
+      OUT=$L bash scripts/gpu-serve.sh quick > "$L/serve.log" 2>&1
+      note "serve quick rc=$?"; cat "$L/summary.txt" >> "$OUT/summary.txt" 2>/dev/null ;;
+    quantfinal)
+      timeout -k 5 140 node dist/bench/quant.js --device cuda --check --quick --gemv-formats int8,int4,q4_k,q6_k --new-tokens 32 --budget-s 80 --json "$L/quant.json" > "$L/quant.log" 2>&1
+      note "quant rc=$?"; tail -30 "$L/quant.log" >> "$OUT/summary.txt" ;;
     engine)
       OUT=$L bash scripts/gpu-engine.sh > "$L/engine.log" 2>&1
       note "engine rc=$?"; cat "$L/engine_summary.txt" >> "$OUT/summary.txt" 2>/dev/null ;;
