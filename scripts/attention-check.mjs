@@ -2,6 +2,9 @@
 // CUDA attention check for the device (issue #20): one command, a compact log, < 4 minutes.
 //   npm run build && node scripts/attention-check.mjs            (check + kernel timings + bench)
 //   node scripts/attention-check.mjs --no-bench                  (skip bench/cuda_attention.ts)
+//   node scripts/attention-check.mjs --no-check --probe --no-time --no-bench
+//        (each wgmma tile alone on B4 H32 D128 bf16, causal and not, L 1024/4096, in a child killed
+//        after 12 s: which configuration, if any, hangs)
 // 1. correctness (child process, 120 s limit, so a hung kernel cannot eat the device call): every
 //    variant through the wgmma (sm_90a) kernel, each of its tiles forced, and through the mma.sync
 //    kernel, against the CPU reference in float32 on the same inputs: bf16/f16, head dims 64/128/256,
@@ -18,6 +21,10 @@ import { dirname, join } from 'node:path';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const part = process.argv.find((a) => a.startsWith('--part='))?.slice(7);
 
+async function sm90ConfigsForImpl(D) {
+  const m = await import(join(root, 'dist/src/backend/cuda/kernels/attention_sm90.js'));
+  return m.sm90Configs(D).map((w) => ({ impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, overlap: !!w.overlap, tag: `n${w.blockN}s${w.stages}${w.overlap ? 'o' : ''}` }));
+}
 if (!part) {
   const t0 = performance.now();
   const step = (label, args, timeoutS) => {
@@ -30,7 +37,15 @@ if (!part) {
   };
   const self = fileURLToPath(import.meta.url);
   const fw = process.argv.filter((a) => a.startsWith('--filter='));
-  const ok = step('check', [self, '--part=check', ...fw], 120);
+  const ok = process.argv.includes('--no-check') || step('check', [self, '--part=check', ...fw], 120);
+  if (process.argv.includes('--probe')) {
+    // each wgmma configuration alone in a child with a 12 s limit, B4 H32 D128 bf16: does one hang?
+    const cfgs = await sm90ConfigsForImpl(128);
+    for (const causal of [0, 1]) for (const L of [1024, 4096]) for (const c of cfgs) {
+      const r = spawnSync(process.execPath, [self, '--part=one', String(L), String(causal), JSON.stringify(c)], { cwd: root, encoding: 'utf8', timeout: 12000, killSignal: 'SIGKILL', env: process.env });
+      console.log(`probe ${causal ? 'causal' : 'full  '} L${L} ${c.tag}: ${r.error ? 'KILLED after 12 s (hang?)' : (r.stdout || r.stderr).trim().split('\n').pop()}`);
+    }
+  }
   if (!process.argv.includes('--no-time')) step('kernel timings', [self, '--part=time'], 45);
   if (!process.argv.includes('--no-bench')) step('bench', ['dist/bench/cuda_attention.js'], 75);
   console.log(`== attention-check ${ok ? 'PASS' : 'FAIL'} in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
@@ -156,6 +171,20 @@ if (part === 'check') {
   process.exit(fails ? 1 : 0);
 }
 
+if (part === 'one') {
+  // one timed run of a forced configuration: L, causal, config JSON
+  const { timeCuda } = await import(join(root, 'dist/bench/gpu_timing.js'));
+  const [L, causal, cj] = process.argv.slice(3, 6);
+  const { tag, ...cfg } = JSON.parse(cj);
+  const o = { device: 'cuda', dtype: 'bfloat16' };
+  const B = 4, H = 32, D = 128, n = +L;
+  const q = nbx.randn([B, H, n, D], o), k = nbx.randn([B, H, n, D], o), v = nbx.randn([B, H, n, D], o);
+  att._forceAttentionConfig({ prefill: cfg });
+  const t = await timeCuda(() => runCuda(q, k, v, { causal: causal === '1' }).dispose(), 5);
+  console.log(`${(4 * B * H * n * n * D / (causal === '1' ? 2 : 1) / t / 1e12).toFixed(0)} TFLOP/s (${tag})`);
+  process.exit(0);
+}
+
 if (part === 'time') {
   const { timeCuda } = await import(join(root, 'dist/bench/gpu_timing.js'));
   nbx.zeros([1], { device: 'cuda' });
@@ -178,7 +207,7 @@ if (part === 'time') {
     const parts = [];
     for (const [label, cfg] of cfgs) {
       att._forceAttentionConfig({ prefill: cfg });
-      try { const t = await timeCuda(() => runCuda(q, k, v, { causal: s.causal }).dispose(), 10); parts.push(`${label} ${(fl / t / 1e12).toFixed(0)}`); }
+      try { const t = await timeCuda(() => runCuda(q, k, v, { causal: s.causal }).dispose(), 10); parts.push(`${label} ${(fl / t / 1e12).toFixed(0)}`); console.error(`  ${s.name} ${label} ${(fl / t / 1e12).toFixed(0)} TFLOP/s`); }
       catch (e) { parts.push(`${label} ERROR ${String(e.message).slice(0, 120)}`); }
       finally { att._forceAttentionConfig({}); }
     }
