@@ -279,8 +279,8 @@ export const tileBytes = (f: QuantFormat, sub: number): number => ((32 * sub * 3
 
 /** Static shared memory of the GEMV kernel for a configuration (the tiles of every warp's rows). */
 export const gemvSmem = (f: QuantFormat, cfg: Config): number => WARPS * (cfg.rows as number) * Math.ceil(tileBytes(f, cfg.sub as number) / 16) * 16;
-/** The static shared-memory ceiling (48 KiB); larger configurations are not offered. */
-export const GEMV_SMEM_MAX = 48 * 1024;
+/** The static shared-memory ceiling for the tiles: 48 KiB less the split-K partials (8 warps × 8 rows of x × 4 weight rows × 4 bytes); larger configurations are not offered. */
+export const GEMV_SMEM_MAX = 48 * 1024 - WARPS * 8 * 4 * 4;
 
 /** Rows of x the kernel is compiled for. */
 export const quantRowsFor = (m: number): number => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
