@@ -23,8 +23,8 @@
 //
 // First-run tuning: each candidate is a compile (seconds each through NVRTC), so a problem is offered a
 // short list made from its shape (prefill: the default tile, BLOCK_N 128 where the profile's ceiling
-// allows, a 64-row tile, and on Hopper the wgmma kernel's tiles for the head dim; decode: two thread
-// counts around the chunk size that fills the device), never the whole space.
+// allows, a 64-row tile, and on Hopper the wgmma kernel's tiles for the head dim; decode: every chunk
+// size, a launch argument, at two thread counts, i.e. two compiles), never the whole space.
 
 import type { DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
@@ -496,9 +496,9 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0)
         list = [...sm90Configs(D).map((x) => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, overlap: !!x.overlap })), ...list];
       }
     } else {
-      const i = Math.max(0, DECODE_CHUNKS.indexOf(chunk));
-      const chunks = DECODE_CHUNKS.slice(Math.max(0, i - 1), i + 2);
-      list = [128, 256].flatMap((threads) => chunks.map((ch) => ({ chunk: ch, threads })));
+      // the chunk is a launch argument (no compile): every chunk size, at two thread counts (two compiles)
+      void chunk;
+      list = [128, 256].flatMap((threads) => DECODE_CHUNKS.map((ch) => ({ chunk: ch, threads })));
     }
     c = prune(space, profile.limits, { problem: { D }, candidates: list }).kept;
     candidates.set(key, c);
