@@ -3,7 +3,7 @@
 //   npm run build && node scripts/attention-check.mjs            (check + kernel timings + bench)
 //   node scripts/attention-check.mjs --no-bench                  (skip bench/cuda_attention.ts)
 //   node scripts/attention-check.mjs --no-check --probe --no-time --no-bench
-//        (each wgmma tile alone on B4 H32 D128 bf16, causal and not, L 1024/4096, in a child killed
+//        (each wgmma tile and two mma tiles alone on B4 H32 L4096 D128 bf16, causal and not, in a child killed
 //        after 12 s: which configuration, if any, hangs)
 // 1. correctness (child process, 120 s limit, so a hung kernel cannot eat the device call): every
 //    variant through the wgmma (sm_90a) kernel, each of its tiles forced, and through the mma.sync
@@ -39,9 +39,10 @@ if (!part) {
   const fw = process.argv.filter((a) => a.startsWith('--filter='));
   const ok = process.argv.includes('--no-check') || step('check', [self, '--part=check', ...fw], 120);
   if (process.argv.includes('--probe')) {
-    // each wgmma configuration alone in a child with a 12 s limit, B4 H32 D128 bf16: does one hang?
-    const cfgs = await sm90ConfigsForImpl(128);
-    for (const causal of [0, 1]) for (const L of [1024, 4096]) for (const c of cfgs) {
+    // each wgmma (and mma) configuration alone in a child with a 12 s limit, B4 H32 L4096 D128 bf16: does one hang?
+    const cfgs = [...await sm90ConfigsForImpl(128), { impl: 'mma', blockM: 128, blockN: 64, stages: 2, overlap: false, tag: 'mma n64' },
+      { impl: 'mma', blockM: 128, blockN: 128, stages: 2, overlap: false, tag: 'mma n128' }];
+    for (const causal of [0, 1]) for (const L of [4096]) for (const c of cfgs) {
       const r = spawnSync(process.execPath, [self, '--part=one', String(L), String(causal), JSON.stringify(c)], { cwd: root, encoding: 'utf8', timeout: 12000, killSignal: 'SIGKILL', env: process.env });
       console.log(`probe ${causal ? 'causal' : 'full  '} L${L} ${c.tag}: ${r.error ? 'KILLED after 12 s (hang?)' : (r.stdout || r.stderr).trim().split('\n').pop()}`);
     }
