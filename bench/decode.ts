@@ -21,7 +21,7 @@
 // mixture of experts only the experts a step is expected to route to, E·(1 − (1 − k/E)^B) of E under
 // uniform routing (k at batch 1). GB/s = bytes per step × steps / decode seconds. The roofline is
 // data, never a device name: --roofline-gbs, else the device's streaming bandwidth measured in this
-// run (a + b over 1 GiB float32 operands, as BENCHMARKS.md measured the H200's 4.3 TB/s), with the
+// run (bench/roofline.ts: a + b over float32 operands, as BENCHMARKS.md measured the H200's 4.3 TB/s), with the
 // driver's nominal peak next to it on cuda. Issue #19's targets are printed next to the figures, not
 // asserted.
 //
@@ -39,6 +39,7 @@ import * as nbx from '../src/index.js';
 import { generateSteps, type PreparedPrompt } from '../src/generation/index.js';
 import type { CausalLMModel } from '../src/models/index.js';
 import type { DTypeLike } from '../src/dtype/dtypes.js';
+import { measureStreamGBs, syncDevice } from './roofline.js';
 
 const PEERS = join(dirname(fileURLToPath(import.meta.url)), '../../bench/peers');
 const OP = 'bench decode';
@@ -103,10 +104,7 @@ interface Row {
 
 const now = (): number => performance.now();
 
-async function sync(device: string): Promise<void> {
-  if (device === 'cuda') await nbx.cuda.synchronize();
-  else if (device === 'webgpu') await nbx.webgpu.synchronize();
-}
+const sync = syncDevice;
 
 /** One greedy generation of exactly `newTokens` tokens per row; times the first token and the rest. */
 async function timeDecode(model: CausalLMModel, rows: number[][], newTokens: number, device: string): Promise<NbxFigures> {
@@ -142,25 +140,6 @@ function bytesPerStep(model: CausalLMModel, batch: number): { total: number; per
   const E = Number(cfg.num_local_experts ?? cfg.num_experts ?? 0), k = Number(cfg.num_experts_per_tok ?? 0);
   const routed = E > 0 && k > 0 ? 1 - (1 - k / E) ** batch : 1;
   return { total, perStep: total - experts + experts * routed };
-}
-
-/** The device's streaming bandwidth, measured: best of 5 a + b over float32 operands (3 × size bytes moved). */
-async function measureStreamGBs(device: string): Promise<{ gbs: number; how: string }> {
-  const n = device === 'cpu' ? 1 << 24 : 1 << 28; // 64 MiB (past any L3) / 1 GiB per operand
-  const a = nbx.ones([n], { device, dtype: 'float32' }), b = nbx.ones([n], { device, dtype: 'float32' });
-  try {
-    let best = Infinity;
-    for (let i = 0; i < 6; i++) {
-      await sync(device);
-      const t = now();
-      const c = a.add(b);
-      await sync(device);
-      const ms = now() - t;
-      c.dispose();
-      if (i > 0) best = Math.min(best, ms); // the first run compiles/tunes the kernel
-    }
-    return { gbs: (3 * 4 * n) / (best / 1000) / 1e9, how: `measured here: a + b, float32, ${(4 * n) / 2 ** 20} MiB operands, best of 5` };
-  } finally { a.dispose(); b.dispose(); }
 }
 
 /** The CUDA driver's nominal peak (2 × memory clock × bus width), informative only. */

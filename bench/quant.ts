@@ -36,16 +36,14 @@ import { kernel, kernelFeatures } from '../src/kernels/registry.js';
 import type { QuantFormat, QuantLayout } from '../src/kernels/quant.js';
 import { generateSteps, type PreparedPrompt } from '../src/generation/index.js';
 import type { CausalLMModel } from '../src/models/index.js';
+import { measureStreamGBs, syncDevice } from './roofline.js';
 import { ALL_FORMATS, QUANT_TOL, dequantRef, lcg, matmulRef, randomPacked, relErr, rowBytes, type PackedWeight } from './quant_ref.js';
 
 const OP = 'bench quant';
 const now = (): number => performance.now();
 const out = (s: string): void => { process.stdout.write(`${s}\n`); };
 
-async function sync(device: string): Promise<void> {
-  if (device === 'cuda') await nbx.cuda.synchronize();
-  else if (device === 'webgpu') await nbx.webgpu.synchronize();
-}
+const sync = syncDevice;
 
 interface DevWeight { q: Tensor; s?: Tensor; z?: Tensor; layout: QuantLayout; bytes: number }
 
@@ -157,24 +155,6 @@ async function timeCall(device: string, fn: () => void): Promise<number> {
   for (let i = 0; i < 20; i++) fn();
   await sync(device);
   return (now() - t) / 20;
-}
-
-async function measureStreamGBs(device: string): Promise<{ gbs: number; how: string }> {
-  const n = device === 'cuda' ? 1 << 28 : 1 << 24; // WebGPU binds whole buffers: 64 MiB fits every adapter's binding limit
-  const a = nbx.ones([n], { device, dtype: 'float32' }), b = nbx.ones([n], { device, dtype: 'float32' });
-  try {
-    let best = Infinity;
-    for (let i = 0; i < 6; i++) {
-      await sync(device);
-      const t = now();
-      const c = a.add(b);
-      await sync(device);
-      const ms = now() - t;
-      c.dispose();
-      if (i > 0) best = Math.min(best, ms);
-    }
-    return { gbs: (3 * 4 * n) / (best / 1000) / 1e9, how: `measured here: a + b, float32, ${(4 * n) / 2 ** 20} MiB operands, best of 5` };
-  } finally { a.dispose(); b.dispose(); }
 }
 
 /** --sweep times every configuration for these (the others run the tuner's / default choice only: the sweep's compiles cost time). */
