@@ -10,19 +10,13 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as nbx from '../src/index.js';
+import { GgufBytes } from './gguf_writer.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 
 const FIX = join(import.meta.dirname, '..', '..', 'test', 'fixtures', 'models');
 
-class W {
-  parts: number[] = [];
-  u8(v: number): this { this.parts.push(v & 255); return this; }
-  u32(v: number): this { for (let i = 0; i < 4; i++) this.u8(v >>> (8 * i)); return this; }
-  u64(v: number): this { const b = BigInt(v); for (let i = 0n; i < 8n; i++) this.u8(Number((b >> (8n * i)) & 255n)); return this; }
-  f32(v: number): this { const b = new DataView(new ArrayBuffer(4)); b.setFloat32(0, v, true); for (let i = 0; i < 4; i++) this.u8(b.getUint8(i)); return this; }
-  str(s: string): this { const b = new TextEncoder().encode(s); this.u64(b.length); for (const x of b) this.u8(x); return this; }
-  pad(a: number): this { while (this.parts.length % a) this.u8(0); return this; }
-}
+const W = GgufBytes;
+type W = GgufBytes;
 
 type Kv = [string, 'u32' | 'f32' | 'str', number | string];
 function writeGguf(path: string, kv: Kv[], tensors: [string, Tensor][]): void {

@@ -8,8 +8,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as nbx from '../src/index.js';
+import { GgufBytes } from './gguf_writer.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { toFloat16Bits } from '../src/dtype/convert.js';
 
 const root = join(import.meta.dirname, '..', '..', 'test', 'fixtures');
 
@@ -32,17 +32,8 @@ test('GGUF Q8_0 Linear weights stay packed (q8_0 QuantizedTensor); logits equal 
   } finally { q8.dispose(); twin.dispose(); ref.dispose(); }
 });
 
-/** A little-endian writer for a GGUF v3 file. */
-class W {
-  parts: number[] = [];
-  u8(v: number): this { this.parts.push(v & 255); return this; }
-  u32(v: number): this { for (let i = 0; i < 4; i++) this.u8(v >>> (8 * i)); return this; }
-  u64(v: number): this { const b = BigInt(v); for (let i = 0n; i < 8n; i++) this.u8(Number((b >> (8n * i)) & 255n)); return this; }
-  f32(v: number): this { const b = new DataView(new ArrayBuffer(4)); b.setFloat32(0, v, true); for (let i = 0; i < 4; i++) this.u8(b.getUint8(i)); return this; }
-  f16(v: number): this { const h = toFloat16Bits(v); return this.u8(h).u8(h >> 8); }
-  str(s: string): this { const b = new TextEncoder().encode(s); this.u64(b.length); for (const x of b) this.u8(x); return this; }
-  pad(a: number): this { while (this.parts.length % a) this.u8(0); return this; }
-}
+const W = GgufBytes;
+type W = GgufBytes;
 
 /** ggml's reference quantizers (quantize_row_q8_0_ref / quantize_row_q4_0_ref) of one row into w. */
 function quantRow(w: W, x: number[], type: 'q8_0' | 'q4_0'): void {
