@@ -135,26 +135,36 @@ test('CUDA graph: capture, replay with new inputs, typed errors for what cannot 
   for (const t of [x, table, tokens]) t.dispose();
 });
 
-test('CUDA: generate() replays a CUDA graph per step and gives the dynamic cache\'s ids (every family, float32)', { skip }, async () => {
+/**
+ * On every fixture family (float32, the left-padded batch of 2): generate() with replayed steps, twice (the
+ * second replays the kept decoder without recording again), against the dynamic cache's ids. Returns the
+ * mismatches and, per family, the kept decoder's stats.
+ */
+async function replayedVsDynamic(device: 'cpu' | 'cuda'): Promise<{ mismatches: string[]; stats: Map<string, ReturnType<StaticDecoder['stats']>> }> {
   const mismatches: string[] = [];
+  const stats = new Map<string, ReturnType<StaticDecoder['stats']>>();
   for (const c of CASES) {
     if (DYNAMIC_ROPE.has(c)) continue;
-    const { tensors: e } = await nbx.io.loadSafetensors(join(MODELS, c, 'expected.safetensors'), { names: ['input_ids', 'attention_mask', 'greedy'] });
-    const model = await nbx.models.load(join(MODELS, c), { device: 'cuda', dtype: 'float32' }) as unknown as CausalLMModel;
+    const { tensors: e } = await nbx.io.loadSafetensors(join(MODELS, c, 'expected.safetensors'), { names: ['input_ids', 'attention_mask'] });
+    const model = await nbx.models.load(join(MODELS, c), { device, dtype: 'float32' }) as unknown as CausalLMModel;
     try {
       const common = { attention_mask: e.attention_mask!, max_new_tokens: 8, do_sample: false };
       const dynamic = await generate(model, e.input_ids!, { ...common, cache_implementation: 'dynamic' });
-      const graphed = await generate(model, e.input_ids!, common);
-      const again = await generate(model, e.input_ids!, common); // the kept decoder replays without capturing again
-      const dec = model.staticDecoder({ batch: 2, maxLength: e.input_ids!.shape[1]! + 8, greedy: true })!;
-      const st = dec.stats();
-      // mixture-of-experts layers too: a decode step's experts are read by device-held ids (llm.expert_linear)
-      if (!st.captured) mismatches.push(`${c}: not captured (${st.fallbackReason})`);
-      for (const [name, got] of [['graphed', graphed], ['again', again]] as const) {
+      const replayed = await generate(model, e.input_ids!, common);
+      const again = await generate(model, e.input_ids!, common);
+      stats.set(c, model.staticDecoder({ batch: 2, maxLength: e.input_ids!.shape[1]! + 8, greedy: true })!.stats());
+      for (const [name, got] of [['replayed', replayed], ['again', again]] as const) {
         if (JSON.stringify(ids(got)) !== JSON.stringify(ids(dynamic))) mismatches.push(`${c} ${name}: ${JSON.stringify(ids(got))} vs dynamic ${JSON.stringify(ids(dynamic))}`);
       }
     } finally { model.dispose(); }
   }
+  return { mismatches, stats };
+}
+
+test('CUDA: generate() replays a CUDA graph per step and gives the dynamic cache\'s ids (every family, float32)', { skip }, async () => {
+  const { mismatches, stats } = await replayedVsDynamic('cuda');
+  // mixture-of-experts layers too: a decode step's experts are read by device-held ids (llm.expert_linear)
+  for (const [c, st] of stats) if (!st.captured) mismatches.push(`${c}: not captured (${st.fallbackReason})`);
   assert.deepEqual(mismatches, []);
 });
 
@@ -172,25 +182,10 @@ test('concurrent generations on one model never share a static decoder\'s cache 
 });
 
 test('CPU: generate() replays a recorded step and gives the dynamic cache\'s ids (every family, float32, left-padded batch)', async () => {
-  const mismatches: string[] = [];
+  const { mismatches, stats } = await replayedVsDynamic('cpu');
   const recorded: string[] = [];
-  for (const c of CASES) {
-    if (DYNAMIC_ROPE.has(c)) continue;
-    const { tensors: e } = await nbx.io.loadSafetensors(join(MODELS, c, 'expected.safetensors'), { names: ['input_ids', 'attention_mask'] });
-    const model = await nbx.models.load(join(MODELS, c), { device: 'cpu', dtype: 'float32' }) as unknown as CausalLMModel;
-    try {
-      const common = { attention_mask: e.attention_mask!, max_new_tokens: 8, do_sample: false };
-      const dynamic = await generate(model, e.input_ids!, { ...common, cache_implementation: 'dynamic' });
-      const replayed = await generate(model, e.input_ids!, common);
-      const again = await generate(model, e.input_ids!, common); // the kept decoder replays without recording again
-      const st = model.staticDecoder({ batch: 2, maxLength: e.input_ids!.shape[1]! + 8, greedy: true })!.stats();
-      // mixture-of-experts layers route on the host on the CPU: refused while recording, run eagerly
-      if (st.captured) recorded.push(c); else if (!/reads a tensor's values on the host/.test(st.fallbackReason ?? '')) mismatches.push(`${c}: not recorded (${st.fallbackReason})`);
-      for (const [name, got] of [['replayed', replayed], ['again', again]] as const) {
-        if (JSON.stringify(ids(got)) !== JSON.stringify(ids(dynamic))) mismatches.push(`${c} ${name}: ${JSON.stringify(ids(got))} vs dynamic ${JSON.stringify(ids(dynamic))}`);
-      }
-    } finally { model.dispose(); }
-  }
+  // mixture-of-experts layers route on the host on the CPU: refused while recording, run eagerly
+  for (const [c, st] of stats) if (st.captured) recorded.push(c); else if (!/reads a tensor's values on the host/.test(st.fallbackReason ?? '')) mismatches.push(`${c}: not recorded (${st.fallbackReason})`);
   assert.deepEqual(mismatches, []);
   assert.ok(recorded.includes('llama') && recorded.length >= CASES.length - 4, `recorded: ${recorded.join(', ')}`);
 });
