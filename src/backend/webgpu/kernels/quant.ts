@@ -51,6 +51,14 @@ fn sx8(v: u32) -> f32 { return f32(bitcast<i32>(v << 24u) >> 24u); }`;
  * whose first byte is `bo` (the CPU dequantizer's numbers as fl(fl(a·q) + bb)); `s`, `z`: int8/int4's
  * scale and zero point.
  */
+
+/** Q4_K and Q5_K: sub-block sb's 6-bit scale and min from the 12 packed bytes (llama.cpp's get_scale_min_k4), a and bb of the affine decode. */
+const K_SCALE_MIN = `var sc = 0u; var mn = 0u;
+      if (sb < 4u) { sc = qb(bo + 4u + sb) & 63u; mn = qb(bo + 8u + sb) & 63u; }
+      else { sc = (qb(bo + 8u + sb) & 15u) | ((qb(bo + sb) >> 6u) << 4u); mn = (qb(bo + 8u + sb) >> 4u) | ((qb(bo + 4u + sb) >> 6u) << 4u); }
+      a = qf16(bo) * f32(sc); bb = -(qf16(bo + 2u) * f32(mn));
+      let sh = 4u * (sb & 1u);
+      `;
 function decodeWgsl(f: QuantFormat, asym: boolean): string {
   switch (f) {
     case 'int8':
@@ -92,19 +100,11 @@ function decodeWgsl(f: QuantFormat, asym: boolean): string {
         let w = qw(bo + 32u + (sb >> 2u) * 32u + 16u * h + c) >> sh; let m = qw(bo + 16u * h + c) >> sb;
         for (var t = 0u; t < 4u; t++) { q[c + t] = f32(((w >> (8u * t)) & 3u) + (((m >> (8u * t)) & 1u) << 2u)) - 4.0; } }`;
     case 'q5_k':
-      return `var sc = 0u; var mn = 0u;
-      if (sb < 4u) { sc = qb(bo + 4u + sb) & 63u; mn = qb(bo + 8u + sb) & 63u; }
-      else { sc = (qb(bo + 8u + sb) & 15u) | ((qb(bo + sb) >> 6u) << 4u); mn = (qb(bo + 8u + sb) >> 4u) | ((qb(bo + 4u + sb) >> 6u) << 4u); }
-      a = qf16(bo) * f32(sc); bb = -(qf16(bo + 2u) * f32(mn));
-      let sh = 4u * (sb & 1u);
+      return `${K_SCALE_MIN}
       for (var c = 0u; c < 16u; c += 4u) { let w = qw(bo + 48u + (sb >> 1u) * 32u + 16u * h + c) >> sh; let m = qw(bo + 16u + 16u * h + c) >> sb;
       for (var t = 0u; t < 4u; t++) { q[c + t] = f32(((w >> (8u * t)) & 15u) | (((m >> (8u * t)) & 1u) << 4u)); } }`;
     case 'q4_k':
-      return `var sc = 0u; var mn = 0u;
-      if (sb < 4u) { sc = qb(bo + 4u + sb) & 63u; mn = qb(bo + 8u + sb) & 63u; }
-      else { sc = (qb(bo + 8u + sb) & 15u) | ((qb(bo + sb) >> 6u) << 4u); mn = (qb(bo + 8u + sb) >> 4u) | ((qb(bo + 4u + sb) >> 6u) << 4u); }
-      a = qf16(bo) * f32(sc); bb = -(qf16(bo + 2u) * f32(mn));
-      let sh = 4u * (sb & 1u);
+      return `${K_SCALE_MIN}
       for (var c = 0u; c < 16u; c += 4u) { let w = qw(bo + 16u + (sb >> 1u) * 32u + 16u * h + c) >> sh;
       for (var t = 0u; t < 4u; t++) { q[c + t] = f32((w >> (8u * t)) & 15u); } }`;
     case 'q6_k':
