@@ -46,12 +46,6 @@ fn qw(i: u32) -> u32 { let s = (i & 3u) * 8u; let lo = b3[i >> 2u]; if (s == 0u)
 fn qf16(i: u32) -> f32 { return unpack2x16float(qw(i) & 0xffffu).x; }
 fn sx8(v: u32) -> f32 { return f32(bitcast<i32>(v << 24u) >> 24u); }`;
 
-/**
- * WGSL statements filling `q` (array<f32, 16>), `a`, `bb` for half `h` of sub-block `sb` of the block
- * whose first byte is `bo` (the CPU dequantizer's numbers as fl(fl(a·q) + bb)); `s`, `z`: int8/int4's
- * scale and zero point.
- */
-
 /** Q4_K and Q5_K: sub-block sb's 6-bit scale and min from the 12 packed bytes (llama.cpp's get_scale_min_k4), a and bb of the affine decode. */
 const K_SCALE_MIN = `var sc = 0u; var mn = 0u;
       if (sb < 4u) { sc = qb(bo + 4u + sb) & 63u; mn = qb(bo + 8u + sb) & 63u; }
@@ -59,6 +53,12 @@ const K_SCALE_MIN = `var sc = 0u; var mn = 0u;
       a = qf16(bo) * f32(sc); bb = -(qf16(bo + 2u) * f32(mn));
       let sh = 4u * (sb & 1u);
       `;
+
+/**
+ * WGSL statements filling `q` (array<f32, 16>), `a`, `bb` for half `h` of sub-block `sb` of the block
+ * whose first byte is `bo` (the CPU dequantizer's numbers as fl(fl(a·q) + bb)); `s`, `z`: int8/int4's
+ * scale and zero point.
+ */
 function decodeWgsl(f: QuantFormat, asym: boolean): string {
   switch (f) {
     case 'int8':
