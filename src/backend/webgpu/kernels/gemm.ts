@@ -1,5 +1,8 @@
 // WebGPU's gemm (contract: src/kernels/gemm.ts): a tiled WGSL kernel with float32 accumulation, or
-// the subgroup-matrix kernel (gemm_smm.ts) for large products where the adapter has one.
+// the subgroup-matrix kernel (gemm_smm.ts) for large products where the adapter has one, or the
+// matrix-vector kernel (gemv.ts) for a few rows times a transposed weight. float16/bfloat16 operands are
+// read as they are (float32 accumulation, one rounding on store): the `halfInputs` feature, so a
+// half-precision linear layer streams its weights at two bytes an element, not widened copies.
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
@@ -11,6 +14,7 @@ import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
 import { gemmConfig, registerTuneProblem } from '../tuning/spaces.js';
 import { smmProgram, validateSmm } from './gemm_smm.js';
+import { gemvRun } from './gemv.js';
 import { bindings, f32w, outAccess, program, storeOut } from './util.js';
 
 let be: WebGPUBackend;
@@ -140,6 +144,8 @@ function gemmRun(p: GemmParams, tile?: GemmTile): void {
   }
   const batch = p.batch ?? 1;
   if (batch === 0 || p.m === 0 || p.n === 0) return;
+  // a decode step's few rows times a weight: the matrix-vector kernel streams the weight (gemv.ts)
+  if (!tile && gemvRun(be, p)) return;
   const { bufs, idx, temp } = bindings(be, p.c.buf as WGBuffer, [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
   // tensor cores (subgroup matrices) where the device has a validated plan and the product is not tiny
   const smm = !tile && p.m * p.n * p.k >= 1 << 18 ? smmProgram(d, p.transA, p.transB, idx[0]!, idx[1]!) : null;

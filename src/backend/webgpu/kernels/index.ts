@@ -32,6 +32,6 @@ export const webgpuKernels: BackendKernels = {
 export function installWebGPUKernels(backend: WebGPUBackend): void {
   for (const family of FAMILIES) family.bind(backend);
   registerKernels('webgpu', webgpuKernels);
-  registerKernelFeatures('webgpu', quant.features);
+  registerKernelFeatures('webgpu', { gemm: { halfInputs: true, biasEpilogue: false }, ...quant.features });
   setStagingProvider('webgpu', (name: KernelName) => hostStaged(backend, name));
 }

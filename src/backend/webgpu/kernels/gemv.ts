@@ -1,0 +1,120 @@
+// WebGPU's matrix-vector path of gemm (contract: src/kernels/gemm.ts) for a decode step's products:
+// C[m, n] = alpha·A[m, k]·B[n, k]ᵀ with few rows m (a linear layer's x·Wᵀ at batch ≤ 8), the weight
+// B read once, row by row, in 16-byte words. The tiled GEMM spends a 64-row tile on one useful row and
+// stages B through workgroup memory; a decode step is bound by streaming the weights, so here a group
+// of 32 invocations owns one output column: each reads 16-byte words of its weight row (8 bfloat16 or
+// float16, 4 float32) and of the m input rows, accumulates in float32, and the 32 partial sums are
+// added by subgroupAdd where the device has 32-wide subgroups, else by a fixed-order tree in workgroup
+// memory (both orders are fixed, so results are reproducible). The loads are unrolled by four so each
+// invocation has four words in flight. Half types are unpacked by shifts (bfloat16: the high half of
+// an f32) or unpack2x16float, so no shader-f16 is needed.
+//
+// Taken when the operands allow 16-byte words: B rows contiguous (transB), A rows contiguous, k, the
+// row strides and both offsets multiples of the word's elements, beta = 0 and no bias; else gemm's
+// tiled kernel runs.
+
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { GemmParams } from '../../../kernels/gemm.js';
+import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
+import { module, U } from '../runtime/elementwise.js';
+import { bindings, f32w, outAccess, program, storeOut } from './util.js';
+
+/** Input rows up to which the matrix-vector kernel runs (one accumulator per row and invocation). */
+export const GEMV_MAX_ROWS = 8;
+/** Invocations per output column. */
+const G = 32;
+
+/** Whether the device's subgroups are exactly G wide (subgroupAdd then reduces one column's group). */
+export function subgroupsOf(be: WebGPUBackend): boolean {
+  if (!be.isReady || !be.device.features.has('subgroups' as GPUFeatureName)) return false;
+  const lo = Number(be.info.identity.subgroupMinSize ?? 0), hi = Number(be.info.identity.subgroupMaxSize ?? 0);
+  return lo === G && hi === G && process.env.NBX_WEBGPU_SUBGROUPS !== '0';
+}
+
+/** The compute value of the 16-byte word `w` (vec4<u32>) as two vec4<f32> halves (even, odd elements) or one. */
+function unpack(d: DTypeName, w: string): string[] {
+  if (d === 'float32') return [`bitcast<vec4<f32>>(${w})`];
+  if (d === 'bfloat16') return [`bitcast<vec4<f32>>(${w} << vec4<u32>(16u))`, `bitcast<vec4<f32>>(${w} & vec4<u32>(0xffff0000u))`];
+  // float16: unpack2x16float gives (lo, hi) of each word
+  return [`vec4<f32>(unpack2x16float(${w}.x).x, unpack2x16float(${w}.y).x, unpack2x16float(${w}.z).x, unpack2x16float(${w}.w).x)`,
+    `vec4<f32>(unpack2x16float(${w}.x).y, unpack2x16float(${w}.y).y, unpack2x16float(${w}.z).y, unpack2x16float(${w}.w).y)`];
+}
+
+/**
+ * uniform: [m, n, kv, lda4, ldb4, ldc, aoff4, boff4, coff, alpha] (kv, lda4, ldb4, aoff4, boff4 in
+ * 16-byte words). Bindings: b1 C, then A and B as vec4<u32> arrays (`ia`, `ib`: their binding numbers).
+ */
+function gemvProgram(d: DTypeName, M: number, wg: number, sub: boolean, access: string, ia: number, ib: number): Program {
+  const key = `gemv|${d}|${M}|${wg}|${sub}|${access}|${ia}${ib}`;
+  return program(key, access, 10, () => {
+    const R = wg / G;
+    const accs = [...Array(M).keys()];
+    const term = (c: string, wv: string): string => {
+      const wp = unpack(d, wv);
+      return accs.map((i) => {
+        const xw = `b${ia}[aoff + ${i}u * lda + ${c}]`;
+        const xp = unpack(d, `xw${i}`);
+        return `{ let xw${i} = ${xw}; acc${i} += ${wp.map((w, h) => `dot(${w}, ${xp[h]})`).join(' + ')}; }`;
+      }).join(' ');
+    };
+    const reduce = sub
+      ? accs.map((i) => `acc${i} = subgroupAdd(acc${i});`).join(' ')
+      : accs.map((i) => `red[lid] = acc${i};
+  workgroupBarrier();
+  for (var s = ${G / 2}u; s > 0u; s >>= 1u) { if (lane < s) { red[lid] += red[lid + s]; } workgroupBarrier(); }
+  acc${i} = red[lid];
+  workgroupBarrier();`).join('\n  ');
+    const stores = accs.map((i) => `if (${i}u < m) { ${storeOut(d, 'float32', `coff + ${i}u * ldc + j`, `alpha * acc${i}`)} }`).join('\n    ');
+    const fns = sub ? '' : `var<workgroup> red: array<f32, ${wg}>;`;
+    const entryCode = `@compute @workgroup_size(${wg})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let m = ${U(0)}; let n = ${U(1)}; let kv = ${U(2)}; let lda = ${U(3)}; let ldb = ${U(4)}; let ldc = ${U(5)};
+  let aoff = ${U(6)}; let boff = ${U(7)}; let coff = ${U(8)}; let alpha = bitcast<f32>(${U(9)});
+  let lane = lid % ${G}u;
+  let j = (wid.y * nwg.x + wid.x) * ${R}u + lid / ${G}u;
+  ${accs.map((i) => `var acc${i} = 0.0f;`).join(' ')}
+  if (j < n) {
+    let brow = boff + j * ldb;
+    var c = lane;
+    for (; c + ${3 * G}u < kv; c += ${4 * G}u) {
+      let w0 = b${ib}[brow + c]; let w1 = b${ib}[brow + c + ${G}u]; let w2 = b${ib}[brow + c + ${2 * G}u]; let w3 = b${ib}[brow + c + ${3 * G}u];
+      ${[0, 1, 2, 3].map((q) => term(`c + ${q * G}u`, `w${q}`)).join('\n      ')}
+    }
+    for (; c < kv; c += ${G}u) { let w0 = b${ib}[brow + c]; ${term('c', 'w0')} }
+  }
+  ${reduce}
+  if (lane == 0u && j < n) {
+    ${stores}
+  }
+}`;
+    const src = module(10, access, wg, '', fns, entryCode);
+    return sub ? `enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n${src}` : src;
+  });
+}
+
+/**
+ * Runs p on the matrix-vector kernel when it applies (see the header) and returns true; false leaves
+ * it to the tiled GEMM.
+ */
+export function gemvRun(be: WebGPUBackend, p: GemmParams): boolean {
+  const d = p.c.dtype;
+  if ((p.batch ?? 1) !== 1 || p.m < 1 || p.m > GEMV_MAX_ROWS || p.transA || !p.transB || p.beta !== 0 || p.bias) return false;
+  if (p.a.dtype !== d || p.b.dtype !== d || (d !== 'float32' && d !== 'bfloat16' && d !== 'float16')) return false;
+  const E = 16 / DTYPES[d].itemsize;
+  if (p.k % E || p.b.offset % E || p.ldb % E || p.a.offset % E || (p.m > 1 && p.lda % E) || p.k < E) return false;
+  const maxWg = be.isReady ? Math.min(be.info.limits.maxComputeInvocationsPerWorkgroup ?? 256, be.info.limits.maxComputeWorkgroupSizeX ?? 256, 256) : 256;
+  const wg = Math.max(G, 2 ** Math.floor(Math.log2(maxWg)));
+  const sub = subgroupsOf(be);
+  const { bufs, idx, temp } = bindings(be, p.c.buf as WGBuffer, [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
+  const access = `${outAccess(d)}${'v'.repeat(bufs.length - 1)}`;
+  const M = p.m <= 1 ? 1 : p.m <= 2 ? 2 : p.m <= 4 ? 4 : 8;
+  const prog = gemvProgram(d, M, wg, sub, access, idx[0]!, idx[1]!);
+  const u = new Uint32Array(10);
+  u.set([p.m, p.n, p.k / E, (p.m > 1 ? p.lda : p.k) / E, p.ldb / E, p.ldc, p.a.offset / E, p.b.offset / E, p.c.offset, f32w(p.alpha)]);
+  const groups = Math.ceil(p.n / (wg / G));
+  const maxDim = be.isReady ? be.info.limits.maxComputeWorkgroupsPerDimension ?? 65535 : 65535;
+  const x = Math.min(groups, maxDim), y = Math.ceil(groups / x);
+  be.dispatchGroups(prog, bufs, u, x, y, 1);
+  if (temp) be.free(temp);
+  return true;
+}
