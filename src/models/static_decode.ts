@@ -1,5 +1,6 @@
 // Decode steps of fixed shape, replayed as a CUDA graph (or, on the CPU, as a recording of their kernel
-// calls: src/backend/cpu/runtime/recording.ts, the same contract without a driver).
+// calls: src/backend/cpu/runtime/recording.ts, the same contract without a driver; on WebGPU, as the
+// step's encoded dispatches: src/backend/webgpu/runtime/graph.ts).
 //
 // An eager decode step launches hundreds of small kernels, and on a GPU their host cost (JS, FFI,
 // launches) is several times their GPU time. A step whose every tensor has a fixed shape and address
@@ -36,6 +37,7 @@ import type { ModelConfig } from './config.js';
 import type { Device } from '../backend/backend.js';
 import { CUDAGraph, captureGraph, type GraphHost } from '../backend/cuda/runtime/graph.js';
 import { recordCpu, type CpuRecording } from '../backend/cpu/runtime/recording.js';
+import { WebGPUGraph, captureWebGPU, type GraphBackend as WebGPUGraphBackend } from '../backend/webgpu/runtime/graph.js';
 import { RowSamplingState, sampleRows, samplingModeOf, type RowSampling, type SamplingMode } from '../generation/sampler.js';
 
 /** What a static decoder uses of the model (CausalLMModel; named here so causal_lm.ts and this file do not import each other). */
@@ -83,6 +85,8 @@ export class StaticDecoder {
   private readonly cacheIndex: Tensor;
   private graph: CUDAGraph | null = null;
   private recording: CpuRecording | null = null;
+  /** On WebGPU: the step's recorded dispatches (src/backend/webgpu/runtime/graph.ts). */
+  private webgpuGraph: WebGPUGraph | null = null;
   private out: StaticStepResult | null = null;
   private ropeSeen: unknown[] = [];
   private steps = 0;
@@ -166,12 +170,12 @@ export class StaticDecoder {
       if (!this.capture()) return this.eager(false);
       this.ropeSeen = tables;
     }
-    if (this.graph) this.graph.replay(); else this.recording!.replay();
+    if (this.graph) this.graph.replay(); else if (this.webgpuGraph) this.webgpuGraph.replay(); else this.recording!.replay();
     return this.out!;
   }
 
   /** A captured CUDA graph or a CPU recording to replay. */
-  private get replayable(): boolean { return this.graph !== null || this.recording !== null; }
+  private get replayable(): boolean { return this.graph !== null || this.recording !== null || this.webgpuGraph !== null; }
 
   /** The step run eagerly; its outputs are fresh tensors replacing the previous eager outputs. */
   private eager(warmup: boolean): StaticStepResult {
@@ -188,6 +192,10 @@ export class StaticDecoder {
       if (this.model.device.type === 'cpu') {
         const r = recordCpu(() => this.forward());
         out = r.result; this.recording = r.recording;
+      } else if (this.model.device.type === 'webgpu') {
+        const g = new WebGPUGraph(backendFor(this.model.device) as unknown as WebGPUGraphBackend);
+        out = captureWebGPU(g, () => this.forward());
+        this.webgpuGraph = g;
       } else {
         const g = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost);
         out = captureGraph(g, () => this.forward());
@@ -199,7 +207,7 @@ export class StaticDecoder {
     } catch (e) {
       if (!(e instanceof GraphCaptureError)) throw e;
       this.fallbackReason = e.message;
-      if (process.env.NBX_DEBUG) process.stderr.write(`nbx: decode steps run without ${this.model.device.type === 'cpu' ? 'a CPU step recording' : 'a CUDA graph'}: ${e.message}\n`);
+      if (process.env.NBX_DEBUG) process.stderr.write(`nbx: decode steps run without ${{ cpu: 'a CPU step recording', webgpu: 'a WebGPU step graph' }[this.model.device.type as string] ?? 'a CUDA graph'}: ${e.message}\n`);
       return false;
     }
   }
@@ -234,6 +242,7 @@ export class StaticDecoder {
     if (!this.replayable) return;
     this.out?.logits.dispose(); this.out?.next?.dispose(); this.out = null;
     this.graph?.reset(); this.graph = null;
+    this.webgpuGraph?.reset(); this.webgpuGraph = null;
     this.recording = null;
   }
 
@@ -244,11 +253,11 @@ export class StaticDecoder {
   }
 
   /** Index checks of the last replay (an out-of-range token id raises here). */
-  checkErrors(): void { this.graph?.checkErrors(); }
+  checkErrors(): void { this.graph?.checkErrors(); this.webgpuGraph?.checkErrors(); }
 
   /** Graph nodes and replays, for benchmarks and tests. */
   stats(): { captured: boolean; nodes: number; replays: number; fallbackReason: string | null } {
-    const s = this.graph?.stats() ?? this.recording?.stats();
+    const s = this.graph?.stats() ?? this.webgpuGraph?.stats() ?? this.recording?.stats();
     return { captured: this.replayable, nodes: s?.nodes ?? 0, replays: s?.replays ?? 0, fallbackReason: this.fallbackReason };
   }
 
@@ -277,11 +286,12 @@ export function capacityFor(maxLength: number, device?: Device): number {
 export const CPU_CAPACITY_BUCKET = 32;
 
 /**
- * Whether decode steps on `device` are replayed: CUDA graphs (NBX_CUDA_GRAPHS=0 turns them off) and CPU
- * step recordings (NBX_CPU_REPLAY=0).
+ * Whether decode steps on `device` are replayed: CUDA graphs (NBX_CUDA_GRAPHS=0 turns them off), CPU
+ * step recordings (NBX_CPU_REPLAY=0) and WebGPU step graphs (NBX_WEBGPU_REPLAY=0).
  */
 export function replayEnabled(device: Device): boolean {
   if (device.type === 'cuda') return process.env.NBX_CUDA_GRAPHS !== '0';
   if (device.type === 'cpu') return process.env.NBX_CPU_REPLAY !== '0';
+  if (device.type === 'webgpu') return process.env.NBX_WEBGPU_REPLAY !== '0';
   return false;
 }

@@ -73,7 +73,7 @@ const errBuffer = (): WGBuffer => be.allocBytes(16, true);
  * reaches the caller at the next read, as every WebGPU fault), then frees the record.
  */
 function raiseLater(op: string, err: WGBuffer, out: WGBuffer, error: (value: bigint) => Error): void {
-  be.host(op, [err], (host) => {
+  be.check(op, err, (host) => {
     const w = new Int32Array(host.get(err)!, 0, 4);
     if (w[0] !== 0) throw error(recordedIndex(w));
   }, [out]);
@@ -427,7 +427,7 @@ export function webgpuLinearIndex(indices: StridedRef[], sizes: number[], out: S
   be.dispatch(prog, bufs, u2, 1, wg);
   done();
   // the first failing index of the position names its dim; the value recorded is that index's
-  be.host(op, [err], (host) => {
+  be.check(op, err, (host) => {
     const w = new Int32Array(host.get(err)!, 0, 4);
     if (w[0] === 0) return;
     const q = w[2]!; // the position's first index out of range, as the CPU checks them in order

@@ -273,7 +273,7 @@ export function webgpuNllLoss(p: NllParams): void {
   be.dispatch(prog, bufs, u2, wg, wg);
   done();
   for (const s of scratch) be.free(s);
-  be.host('nll_loss', [err], (host) => {
+  be.check('nll_loss', err, (host) => {
     const w = new Int32Array(host.get(err)!, 0, 4);
     if (w[0] !== 0) throw new IndexError('nll_loss', `Target ${(BigInt(w[3]!) << 32n) | BigInt(w[1]! >>> 0)} is out of bounds.`);
   }, outs.slice(0, 2));

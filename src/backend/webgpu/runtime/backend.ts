@@ -20,7 +20,7 @@
 
 import { DTYPES, type DTypeName, type StorageArray } from '../../../dtype/dtypes.js';
 import type { Expr } from '../../../ir/expr.js';
-import { DeviceError, DeviceFaultError, DeviceLimitError, NbxError } from '../../../errors.js';
+import { DeviceError, DeviceFaultError, DeviceLimitError, GraphCaptureError, NbxError } from '../../../errors.js';
 import { formatBytes } from '../../../memory/caching_allocator.js';
 import { budgetFromEnv, GcPressure } from '../../../memory/gc_pressure.js';
 import type { Backend, StridedRef } from '../../backend.js';
@@ -32,6 +32,7 @@ import { quietNative } from '../../native_stderr.js';
 import { runElementwise } from './elementwise.js';
 import { tuneKeyOf, WebGPUTuning } from '../tuning/spaces.js';
 import { WGBuffer, type Program, type WebGPUDevice, type WebGPUInfo } from './device.js';
+import type { GraphBackend, WebGPUGraph } from './graph.js';
 export { WGBuffer, type Program, type WebGPUDevice, type WebGPUInfo } from './device.js';
 
 interface Pipeline { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout; layoutKey: string; bindBytes: number }
@@ -40,9 +41,10 @@ type Op =
   | { k: 'dispatch'; prog: Program; bufs: WGBuffer[]; u: Uint32Array; x: number; y: number; z: number }
   | { k: 'write'; buf: WGBuffer; data: Uint8Array }
   | { k: 'clear'; buf: WGBuffer }
-  | { k: 'copy'; src: WGBuffer; dst: WGBuffer; bytes: number }
+  | { k: 'copy'; src: WGBuffer; dst: WGBuffer; bytes: number; srcOffset?: number; dstOffset?: number }
   | { k: 'read'; buf: WGBuffer; start: number; bytes: number; done: (r: Uint8Array | Error) => void }
-  | { k: 'host'; name: string; bufs: WGBuffer[]; run: (host: Map<WGBuffer, ArrayBuffer>) => void; poisons?: WGBuffer[] }
+  | { k: 'host'; name: string; bufs: WGBuffer[]; run: (host: Map<WGBuffer, ArrayBuffer>) => void; poisons?: WGBuffer[]; check?: boolean }
+  | { k: 'graph'; g: WebGPUGraph }
   | { k: 'stamp'; set: GPUQuerySet; index: number; resolve?: GPUBuffer; read?: GPUBuffer };
 
 interface ReadJob { rb: GPUBuffer; rbSize: number; bytes: number; done: (r: Uint8Array | Error) => void }
@@ -64,7 +66,7 @@ function bytesBound(bufs: WGBuffer[]): number {
   return b;
 }
 
-export class WebGPUBackend implements Backend, WebGPUDevice {
+export class WebGPUBackend implements Backend, WebGPUDevice, GraphBackend {
   readonly type = 'webgpu' as const;
   /** Resolves when the device is up; work recorded before then waits for it. */
   readonly ready: Promise<void>;
@@ -111,7 +113,9 @@ export class WebGPUBackend implements Backend, WebGPUDevice {
   /** Async checks run once the device exists, before anything is encoded (kernels register them). */
   readonly initHooks: ((be: WebGPUBackend) => Promise<void>)[] = [];
   /** Counters for tests and benchmarks. */
-  readonly counters = { dispatches: 0, submits: 0, readbacks: 0, hostStaged: 0, pipelines: 0, uploads: 0 };
+  readonly counters = { dispatches: 0, submits: 0, readbacks: 0, hostStaged: 0, pipelines: 0, uploads: 0, replays: 0 };
+  /** The graph being captured (runtime/graph.ts): it notes what is recorded and owns what is allocated. */
+  private capture: WebGPUGraph | null = null;
 
   constructor() {
     this.ready = this.init().catch((e: Error) => {
@@ -179,6 +183,14 @@ export class WebGPUBackend implements Backend, WebGPUDevice {
       b.gpu = this.pool.take(b.size, clean ? this.submitted : undefined);
       return;
     }
+    const g = this.capture;
+    if (g) {
+      // the graph's own buffers: a spare of the capture first (reused in order), and none shared afterwards
+      const spare = clean ? undefined : g.spare.get(b.size)?.pop();
+      b.gpu = spare ?? this.pool.take(b.size, clean ? this.submitted : undefined);
+      g.owned.set(b.gpu, b.size);
+      return;
+    }
     b.gpu = this.pool.take(b.size, clean ? this.submitted : undefined);
   }
 
@@ -208,6 +220,16 @@ export class WebGPUBackend implements Backend, WebGPUDevice {
   free(buf: unknown): void {
     // Back to the pool now, stamped: commands recorded earlier still use it, and run first.
     const b = buf as WGBuffer;
+    const g = this.capture;
+    if (g && b.gpu) {
+      if (g.owned.has(b.gpu)) {
+        let list = g.spare.get(b.size);
+        if (!list) { list = []; g.spare.set(b.size, list); }
+        list.push(b.gpu);
+        return;
+      }
+      g.freedOutside.add(b.gpu);
+    }
     if (b.gpu) this.pool.give(b.gpu, b.size, this.recorded);
     else if (b.freedAt < 0) b.freedAt = this.recorded; // placed (and given back) when the device arrives
   }
@@ -245,6 +267,7 @@ export class WebGPUBackend implements Backend, WebGPUDevice {
 
   /** Bytes [start, start+bytes) of a buffer, 4-aligned around the range (the caller slices), after all recorded work. */
   readBytes(buf: WGBuffer, start: number, bytes: number): Promise<Uint8Array> {
+    if (this.capture) throw new GraphCaptureError('webgpu.graph', 'a read back to the host cannot be recorded in a graph (it would wait on the step it is part of)');
     this.counters.readbacks++;
     const a0 = Math.floor(start / 4) * 4, a1 = roundUp(start + bytes, 4);
     const p = new Promise<Uint8Array>((resolve, reject) => {
@@ -271,6 +294,14 @@ export class WebGPUBackend implements Backend, WebGPUDevice {
   // ---- recording -------------------------------------------------------------------------------
 
   record(op: Op): void {
+    const g = this.capture;
+    if (g) {
+      if (op.k === 'dispatch' || op.k === 'clear' || op.k === 'copy') g.note(op);
+      else if (op.k === 'host') {
+        if (!op.check || op.bufs.length !== 1) throw new GraphCaptureError(op.name, `'${op.name}' runs on the host (host staging) and cannot be recorded in a graph`);
+        g.noteCheck({ name: op.name, buf: op.bufs[0]!, run: op.run });
+      } else if (op.k !== 'write') throw new GraphCaptureError('webgpu.graph', `a '${op.k}' command cannot be recorded in a graph`);
+    }
     this.ops.push(op);
     this.recorded++;
     // Long chains without readbacks: start the GPU on the first batches while the caller records more;
@@ -307,6 +338,37 @@ export class WebGPUBackend implements Backend, WebGPUDevice {
     this.counters.hostStaged++;
     this.record({ k: 'host', name, bufs, run, poisons });
   }
+
+  /**
+   * A kernel's error check: `run` raises from the error record `err` (a 16-byte buffer the kernel wrote),
+   * at this point of the command list. Like host(); a graph capture defers it to the replays' error read
+   * instead of refusing it (runtime/graph.ts).
+   */
+  check(name: string, err: WGBuffer, run: (host: Map<WGBuffer, ArrayBuffer>) => void, poisons?: WGBuffer[]): void {
+    this.counters.hostStaged++;
+    this.record({ k: 'host', name, bufs: [err], run, poisons, check: true });
+  }
+
+  /** Writes `data` into `buf` at `byteOffset` (4-aligned) in order with the recorded commands: an upload to a fresh buffer, then a copy. */
+  writeBytes(buf: unknown, byteOffset: number, data: Uint8Array): void {
+    if (this.capture) throw new GraphCaptureError('webgpu.graph', 'a write from the host cannot be recorded in a graph: write the inputs before replay()');
+    const b = buf as WGBuffer;
+    if (byteOffset % 4 || data.byteLength % 4) throw new DeviceLimitError('webgpu', `writeBytes takes 4-aligned ranges, got offset ${byteOffset}, ${data.byteLength} bytes`);
+    const staging = this.upload('uint8', data);
+    this.record({ k: 'copy', src: staging, dst: b, bytes: data.byteLength, dstOffset: byteOffset });
+    this.free(staging);
+  }
+
+  // ---- graphs (runtime/graph.ts) --------------------------------------------------------------------
+
+  setCapture(g: WebGPUGraph | null): void {
+    if (g && this.capture) throw new GraphCaptureError('webgpu.graph', 'another graph is being captured');
+    this.capture = g;
+  }
+  pipelineOf(prog: Program): { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout; bindBytes: number } { return this.pipeline(prog); }
+  recordReplay(g: WebGPUGraph): void { this.counters.replays++; this.record({ k: 'graph', g }); }
+  releaseOwned(buf: GPUBuffer, size: number): void { this.pool.give(buf, size, this.recorded); }
+  fail(e: Error): void { this.setFault(e); }
 
   /**
    * A GPU timestamp into `set[index]` at this point of the command list (an empty pass that writes it);
@@ -399,7 +461,7 @@ export class WebGPUBackend implements Backend, WebGPUDevice {
         return;
       case 'copy':
         this.endPass();
-        if (op.bytes > 0) this.encoder().copyBufferToBuffer(op.src.gpu!, 0, op.dst.gpu!, 0, op.bytes);
+        if (op.bytes > 0) this.encoder().copyBufferToBuffer(op.src.gpu!, op.srcOffset ?? 0, op.dst.gpu!, op.dstOffset ?? 0, op.bytes);
         if (op.src.fault) op.dst.fault ??= op.src.fault;
         return;
       case 'read': {
@@ -422,6 +484,10 @@ export class WebGPUBackend implements Backend, WebGPUDevice {
         }
         return;
       }
+      case 'graph':
+        this.endPass();
+        op.g.encode(this.encoder());
+        return;
       case 'host':
         throw new Error('webgpu: host op reached encode');
     }

@@ -73,6 +73,8 @@ export interface WebGPUDevice {
   dispatch(prog: Program, bufs: WGBuffer[], u: Uint32Array, threads: number, wg: number): void;
   /** A host step in the recorded order: `run` reads the mapped `bufs`; what it throws poisons `poisons`. */
   host(name: string, bufs: WGBuffer[], run: (host: Map<WGBuffer, ArrayBuffer>) => void, poisons?: WGBuffer[]): void;
+  /** A kernel's error check from its 16-byte error record `err` (a host step; deferred by a graph capture). */
+  check(name: string, err: WGBuffer, run: (host: Map<WGBuffer, ArrayBuffer>) => void, poisons?: WGBuffer[]): void;
   timestamp(set: GPUQuerySet, index: number, resolve?: GPUBuffer, read?: GPUBuffer): void;
   /** Resolves when everything recorded so far has run. */
   idle(): Promise<void>;

@@ -320,7 +320,7 @@ export function runElementwise(be: WebGPUDevice, expr: Expr, ins: StridedRef[], 
   if (temp) be.free(temp);
   if (zdiv) {
     // as the CPU's integer division: raised at the next read (a kernel cannot raise)
-    be.host('div', [zdiv], (host) => { if (new Uint32Array(host.get(zdiv)!, 0, 1)[0] !== 0) throw new ValueError('div', 'ZeroDivisionError: integer division or modulo by zero'); }, [outBuf]);
+    be.check('div', zdiv, (host) => { if (new Uint32Array(host.get(zdiv)!, 0, 1)[0] !== 0) throw new ValueError('div', 'ZeroDivisionError: integer division or modulo by zero'); }, [outBuf]);
     be.free(zdiv);
   }
 }
