@@ -33,7 +33,7 @@ import type { DequantizeParams, QuantFeatures, QuantFormat, QuantMatmulParams } 
 import { kernel } from '../../../kernels/registry.js';
 import { R, unpack, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
-import { defineSpace, bucketSize, prune, tuneSync, type Config } from '../../../autotune/index.js';
+import { defineSpace, bucketSize, tuneSync, type Config } from '../../../autotune/index.js';
 import { timeColdL2 } from './gemv.js';
 import { TUNE_MIN_ELEMENTS } from '../tuning/spaces.js';
 
@@ -110,6 +110,34 @@ __device__ __forceinline__ void nbxq_b4(unsigned m, float bias, float* q, int st
 __device__ __forceinline__ void nbxq_f4(unsigned m, float* q, int st) {
   #pragma unroll
   for (int t = 0; t < 4; t++) q[st * t] = __uint_as_float(nbxq_prmt(m, 0x3F800000u, 0x7054u | ((unsigned)t << 8)));
+}
+// Programmatic dependent launch (runtime/nvrtc.ts): a kernel that writes NBX_GRID_DEPENDENCY_WAIT(); itself
+// may read what no earlier kernel writes (its packed weights) before it. Where the compiler's prelude
+// does not define the hooks (no PDL, older runtime), the wait is nothing and the prefetch a bulk L2
+// prefetch on sm_90 (nothing elsewhere and under the emulator).
+#ifndef NBX_GRID_DEPENDENCY_WAIT
+#define NBX_GRID_DEPENDENCY_WAIT()
+#endif
+#ifndef NBX_PREFETCH_L2
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(NBX_EMU)
+#define NBX_PREFETCH_L2(p, bytes) asm volatile("{ .reg .u64 g_; cvta.to.global.u64 g_, %0; cp.async.bulk.prefetch.L2.global [g_], %1; }" :: "l"(p), "r"((unsigned)(bytes)) : "memory")
+#else
+#define NBX_PREFETCH_L2(p, bytes)
+#endif
+#endif
+// [p, p + bytes) shrunk to 16-byte boundaries (the bulk prefetch's unit; never past either end) into L2
+__device__ __forceinline__ void nbxq_prefetch(const void* p, long long bytes) {
+  if (p == nullptr || bytes <= 0) return;
+  const unsigned long long a = (unsigned long long)p, s = (a + 15ull) & ~15ull, e = (a + (unsigned long long)bytes) & ~15ull;
+  if (e > s) NBX_PREFETCH_L2((const unsigned char*)s, (e - s < 0x7ffffff0ull ? e - s : 0x7ffffff0ull));
+}
+// 16 bytes of packed weights (16-byte aligned): read once, so not kept in L1 (x stays there)
+__device__ __forceinline__ uint4 nbxq_ld16(const unsigned char* p) {
+#ifdef NBX_EMU
+  return *reinterpret_cast<const uint4*>(p);
+#else
+  uint4 v; asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p)); return v;
+#endif
 }
 // e4m3fn: sign and the 7 exponent/mantissa bits moved to float32's positions, times 2^120 (subnormals
 // come out as float32 subnormals, exact); 0x7f / 0xff are NaN
@@ -252,17 +280,23 @@ function decoderSource(f: QuantFormat, asym: boolean, fast = false): string {
 
 // ---- the GEMV kernel ----------------------------------------------------------------------------
 
+/**
+ * The decode kernels and their one launch-time knob. 'vec': the register kernel (VEC_FORMATS); 'mma': int4
+ * on tensor cores (groups ≥ 128, 16-bit x); 'fma': the shared-memory tile kernel (every format; the
+ * others' only kernel), its weight rows per warp and sub-blocks per lane fixed per format (tileShape)
+ * unless a forced configuration names them. `kw` is a launch argument: trying its values compiles
+ * nothing, so first-use tuning costs one compile per kernel and a few milliseconds of timing; without
+ * tuning (NBX_AUTOTUNE=off, small shapes) defaultGemv picks kw from the shape.
+ */
 export const QUANT_GEMV_SPACE = defineSpace({
-  name: 'cuda.quant_gemv.v3',
+  name: 'cuda.quant_gemv.v4',
   knobs: [
-    { name: 'impl', values: ['fma', 'mma'], movesBits: true, doc: "the FMA kernel (every format), or tensor cores (int4, groups ≥ 128, 16-bit x)" },
-    { name: 'rows', values: [1, 2, 4], movesBits: false, doc: 'FMA kernel: weight rows per warp (x converted once for all of them)' },
-    { name: 'sub', values: [1, 2, 4], movesBits: true, doc: 'FMA kernel: sub-blocks per lane per tile (tile = 32·sub sub-blocks of 32 elements)' },
-    { name: 'kw', values: [1, 2, 4, 8], movesBits: true, doc: "FMA kernel: warps splitting a row group's tiles (a kernel argument: no extra compile)" },
+    { name: 'impl', values: ['vec', 'mma', 'fma'], movesBits: true, doc: "the register kernel (int8, int4, fp8, q4_k, q5_k), tensor cores (int4, groups ≥ 128, 16-bit x), or the shared-memory tile kernel (every format)" },
+    { name: 'kw', values: [1, 2, 4, 8], movesBits: true, doc: "warps splitting a row group's K inside a block (a kernel argument: no extra compile)" },
   ],
-  defaultConfig: { impl: 'fma', rows: 2, sub: 2, kw: 1 },
+  defaultConfig: { impl: 'vec', kw: 1 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
-  constraint: (cfg) => (cfg.impl === 'mma' && (cfg.rows !== 1 || cfg.sub !== 1 || cfg.kw !== 1) ? 'rows, sub and kw are the FMA kernel\'s' : undefined),
+  constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
 
 /** Chunks of 128 elements each lane of the tensor-core kernel loads before using them. */
@@ -278,7 +312,7 @@ export function quantMmaOk(c: Checked, p: QuantMatmulParams): boolean {
 export const tileBytes = (f: QuantFormat, sub: number): number => ((32 * sub * 32) / GEOM[f].elems) * GEOM[f].bytes;
 
 /** Static shared memory of the GEMV kernel for a configuration (the tiles of every warp's rows). */
-export const gemvSmem = (f: QuantFormat, cfg: Config): number => WARPS * (cfg.rows as number) * Math.ceil(tileBytes(f, cfg.sub as number) / 16) * 16;
+export const gemvSmem = (f: QuantFormat, cfg: { rows?: unknown; sub?: unknown }): number => WARPS * (cfg.rows as number) * Math.ceil(tileBytes(f, cfg.sub as number) / 16) * 16;
 /** The static shared-memory ceiling for the tiles: 48 KiB less the split-K partials (8 warps × 8 rows of x × 4 weight rows × 4 bytes); larger configurations are not offered. */
 export const GEMV_SMEM_MAX = 48 * 1024 - WARPS * 8 * 4 * 4;
 
@@ -303,7 +337,15 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // kw warps share a row group and take its tiles in turn (split K: more loads in flight for long rows)
   const int rg = warp / kw, ks = warp - rg * kw;
-  const int n0 = (blockIdx.x * (${WARPS} / kw) + rg) * ${rows};
+  const int nb = blockIdx.x * (${WARPS} / kw) * ${rows};
+  if (threadIdx.x == 0) { // the block's packed rows (and scales) into L2 before waiting for the previous kernel
+    const int nr_ = n - nb < (${WARPS} / kw) * ${rows} ? n - nb : (${WARPS} / kw) * ${rows};
+    nbxq_prefetch(Wq + (long long)nb * rowBytes, (long long)nr_ * rowBytes);${g.external ? `
+    nbxq_prefetch(S + (long long)nb * sRow, (long long)nr_ * sRow * 4);${asym ? `
+    nbxq_prefetch(Z + (long long)nb * sRow, (long long)nr_ * sRow * 4);` : ''}` : ''}
+  }
+  NBX_GRID_DEPENDENCY_WAIT();
+  const int n0 = nb + rg * ${rows};
   const bool live = n0 < n; // uniform per warp; dead warps still meet the block's barrier below
   const int nsub = K >> 5;
   const long long tb = ${TB};
@@ -425,6 +467,235 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
   return { src, name: 'quant_gemv', sig };
 }
 
+// ---- the register GEMV (formats whose packed rows tile into 16-byte units) -------------------------
+
+/**
+ * Formats of the register kernel: every 16-byte vector of packed quants ("unit") decodes on its own
+ * (int8 / fp8: 16 elements under a per-row scale; int4: 32 elements of one group; q4_k / q5_k: the
+ * 16 bytes of quants of half of two sub-blocks, with the block's 16-byte header (and q5_k's 16 bytes
+ * of high bits) loaded by the same lane), so lane l of a warp takes units l, l + 32, ... of a row:
+ * coalesced 16-byte loads straight into registers, no shared memory.
+ */
+export const VEC_FORMATS: readonly QuantFormat[] = ['int8', 'fp8_e4m3', 'int4', 'q4_k', 'q5_k'];
+/** Elements per unit. */
+const unitElems = (f: QuantFormat): number => (f === 'int8' || f === 'fp8_e4m3' ? 16 : 32);
+/** 16-byte loads per unit and weight row (quants, plus header / high bits). */
+const unitLoads = (f: QuantFormat): number => (f === 'q4_k' ? 2 : f === 'q5_k' ? 3 : 1);
+/** Weight rows per warp (x converted once for all of them) for MR rows of x. */
+export const vecRows = (mr: number): number => (mr <= 4 ? 2 : 1);
+/** Units per lane and weight row whose loads are issued before any is used: ~8 16-byte loads in flight per lane. */
+export const vecUnroll = (f: QuantFormat, mr: number): number => Math.max(2, Math.min(4, Math.floor(8 / (vecRows(mr) * unitLoads(f)))));
+
+/** 16 x values (float) at element p of x, any dtype (16-byte aligned). */
+function x16Source(d: QuantDType): string {
+  const T = R.storageType(d);
+  if (d === 'float32') {
+    return `__device__ __forceinline__ void nbxq_x16(const ${T}* p, float* x) {
+  #pragma unroll
+  for (int v = 0; v < 4; v++) { const uint4 u = reinterpret_cast<const uint4*>(p)[v]; x[4 * v] = __uint_as_float(u.x); x[4 * v + 1] = __uint_as_float(u.y); x[4 * v + 2] = __uint_as_float(u.z); x[4 * v + 3] = __uint_as_float(u.w); }
+}`;
+  }
+  const cv = d === 'bfloat16' ? (w: string, hi: boolean): string => (hi ? `__uint_as_float(${w} & 0xffff0000u)` : `__uint_as_float(${w} << 16)`)
+    : (w: string, hi: boolean): string => `nbx_h2f((unsigned short)(${w}${hi ? ' >> 16' : ''}))`;
+  return `__device__ __forceinline__ void nbxq_x16(const ${T}* p, float* x) {
+  #pragma unroll
+  for (int v = 0; v < 2; v++) {
+    const uint4 u = reinterpret_cast<const uint4*>(p)[v];
+    const unsigned w[4] = { u.x, u.y, u.z, u.w };
+    #pragma unroll
+    for (int j = 0; j < 4; j++) { x[8 * v + 2 * j] = ${cv('w[j]', false)}; x[8 * v + 2 * j + 1] = ${cv('w[j]', true)}; }
+  }
+}`;
+}
+
+/**
+ * Source of the register kernel: format `f`, asymmetric zeros (int4), x dtype, MR rows of x, NR weight
+ * rows per warp, U units per lane and row in flight. A block is 8 warps; `kw` (a launch argument)
+ * warps share a group of NR rows and take its 32-unit stripes in turn (split K inside the block, for
+ * short N), so a block covers 8 / kw · NR rows. Before the grid-dependency wait the block's packed rows
+ * (and int4 scales / zeros) are prefetched into L2: they are not written by earlier kernels, so with
+ * programmatic dependent launch that read overlaps the previous kernel; x is read after the wait.
+ * A unit is decoded in 16-element segments to 1 + q/2^B (formats of ≤ 6 bits) or exact integers, each
+ * segment's dot with x scaled once (w = a·q + b: a·Σx·q + b·Σx). Each lane sums its units in stripe
+ * order, then a butterfly, then the kw warps' partials in warp order: the same bits every run.
+ */
+export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number): { src: string; name: string; sig: ArgType[] } {
+  if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV has no decoder for '${f}'`);
+  const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
+  const ext = f === 'int8' || f === 'fp8_e4m3' || f === 'int4';
+  const sx = f === 'int4' || kq; // the fast form 1 + q/2^B needs Σx
+  // the unit's loads: quants (wv), K-quant header (hv), q5_k high bits (qv)
+  const unitOff = f === 'q4_k' ? '(long long)(u >> 3) * 144 + 16 + 16 * (u & 7)' : f === 'q5_k' ? '(long long)(u >> 3) * 176 + 48 + 16 * (u & 7)' : '16LL * u';
+  const loads = `wv[j][r] = ok ? nbxq_ld16(wr[r] + ${unitOff}) : z4;${kq ? `
+          hv[j][r] = ok ? nbxq_ld16(wr[r] + (long long)(u >> 3) * ${five ? 176 : 144}) : z4;` : ''}${five ? `
+          qv[j][r] = ok ? nbxq_ld16(wr[r] + (long long)(u >> 3) * 176 + 16 + 16 * (u & 1)) : z4;` : ''}${f === 'int4' ? `
+          { const long long si_ = srow[r] + (((long long)u << 5) >> gshift); sc[j][r] = ok ? S[si_] : 0.f;${asym ? ' zz[j][r] = ok ? Z[si_] : 0.f;' : ''} }` : ''}`;
+  // one 16-element segment: q[r][16] and the affine map (a[r], b[r]) of each row, x at element xoff
+  const segment = (decode: string, xoff: string): string => `{
+          float q[${nr}][16], a[${nr}], b[${nr}];
+          #pragma unroll
+          for (int r = 0; r < ${nr}; r++) { ${decode} }
+          #pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            if (i < m) {
+              float x[16];
+              nbxq_x16(X + (long long)i * K + (${xoff}), x);${sx ? `
+              float s_ = 0.f;
+              #pragma unroll
+              for (int c = 0; c < 16; c++) s_ += x[c];` : ''}
+              #pragma unroll
+              for (int r = 0; r < ${nr}; r++) {
+                float dot = 0.f;
+                #pragma unroll
+                for (int c = 0; c < 16; c++) dot = fmaf(x[c], q[r][c], dot);
+                acc[i][r] = fmaf(a[r], dot, acc[i][r]);${sx ? `
+                acc[i][r] = fmaf(b[r], s_, acc[i][r]);` : ''}
+              }
+            }
+          }
+        }`;
+  let body: string;
+  switch (f) {
+    case 'int8':
+      body = segment(`const unsigned w_[4] = { wv[j][r].x, wv[j][r].y, wv[j][r].z, wv[j][r].w };
+            #pragma unroll
+            for (int t = 0; t < 4; t++) nbxq_b4(w_[t] ^ 0x80808080u, 128.f, q[r] + 4 * t, 1);
+            a[r] = rs[r]; b[r] = 0.f;`, '(u << 4)');
+      break;
+    case 'fp8_e4m3':
+      body = segment(`const unsigned w_[4] = { wv[j][r].x, wv[j][r].y, wv[j][r].z, wv[j][r].w };
+            #pragma unroll
+            for (int t = 0; t < 16; t++) q[r][t] = nbxq_e4m3((w_[t >> 2] >> (8 * (t & 3))) & 255u);
+            a[r] = rs[r]; b[r] = 0.f;`, '(u << 4)');
+      break;
+    case 'int4':
+      // element e of the unit in byte e/2 (even e in the low nibble); segment h: words 2h, 2h + 1
+      body = [0, 1].map((h) => segment(`const unsigned w_[2] = { ${h ? 'wv[j][r].z, wv[j][r].w' : 'wv[j][r].x, wv[j][r].y'} };
+            #pragma unroll
+            for (int t = 0; t < 2; t++) { nbxq_f4((w_[t] & 0x0F0F0F0Fu) * 8u + 0x80808080u, q[r] + 8 * t, 2); nbxq_f4(((w_[t] >> 4) & 0x0F0F0F0Fu) * 8u + 0x80808080u, q[r] + 8 * t + 1, 2); }
+            a[r] = sc[j][r] * 16.f; b[r] = -(sc[j][r] * (16.f + ${asym ? 'zz[j][r]' : '8.f'}));`, `(u << 5) + ${16 * h}`)).join('\n        ');
+      break;
+    default: {
+      // q4_k / q5_k: unit p = u & 7 (= lane & 7) of block u >> 3 holds bytes 16·(p & 1) .. + 15 of the 32
+      // quant bytes of sub-blocks 2c and 2c + 1 (c = p >> 1): low nibbles sub-block 2c, high nibbles 2c + 1,
+      // elements 16·(p & 1) + 0..15 of each; scale and min of sub-block sb from the header (ggml's
+      // get_scale_min_k4) with this lane's constant shifts and branch-free selects
+      const B = five ? 5 : 4;
+      const dec = (hi: number): string => `const unsigned w_[4] = { wv[j][r].x, wv[j][r].y, wv[j][r].z, wv[j][r].w };${five ? `
+            const unsigned h_[4] = { qv[j][r].x, qv[j][r].y, qv[j][r].z, qv[j][r].w };` : ''}
+            #pragma unroll
+            for (int t = 0; t < 4; t++) nbxq_f4(((${hi ? '(w_[t] >> 4)' : 'w_[t]'} & 0x0F0F0F0Fu)${five ? ` | (((h_[t] >> (2 * kc + ${hi})) & 0x01010101u) << 4)` : ''}) * ${2 ** (7 - B)}u + 0x80808080u, q[r] + 4 * t, 1);
+            const unsigned A_ = hv[j][r].y >> sh${hi}, B_ = hv[j][r].z >> sh${hi}, C_ = hv[j][r].w >> sh${hi};
+            const unsigned sc_ = khi ? ((C_ & 15u) | ((A_ >> 2) & 0x30u)) : (A_ & 63u), mn_ = khi ? (((C_ >> 4) & 15u) | ((B_ >> 2) & 0x30u)) : (B_ & 63u);
+            const float a0_ = nbx_h2f((unsigned short)hv[j][r].x) * (float)sc_;
+            a[r] = a0_ * ${2 ** B}.f; b[r] = -(nbx_h2f((unsigned short)(hv[j][r].x >> 16)) * (float)mn_) - a0_ * ${2 ** B}.f;`;
+      body = [0, 1].map((hi) => segment(dec(hi), `(u >> 3) * 256 + kc * 64 + ${hi * 32} + 16 * (u & 1)`)).join('\n        ');
+    }
+  }
+  const ld = unitLoads(f);
+  const src = `${HELPERS}
+${x16Source(d)}
+extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_v(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int rg = warp / kw, ks = warp - rg * kw;
+  const int rpb = (${WARPS} / kw) * ${nr};
+  const int nb = blockIdx.x * rpb;
+  if (threadIdx.x == 0) {
+    const int nr_ = n - nb < rpb ? n - nb : rpb;
+    nbxq_prefetch(Wq + (long long)nb * rowBytes, (long long)nr_ * rowBytes);${f === 'int4' ? `
+    nbxq_prefetch(S + (long long)nb * sRow, (long long)nr_ * sRow * 4);${asym ? `
+    nbxq_prefetch(Z + (long long)nb * sRow, (long long)nr_ * sRow * 4);` : ''}` : ''}
+  }
+  NBX_GRID_DEPENDENCY_WAIT();
+  const int n0 = nb + rg * ${nr};
+  const int upr = K / ${UE}, nst = (upr + 31) >> 5;
+  const unsigned char* wr[${nr}];
+  long long srow[${nr}];
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) { const int rr = n0 + r < n ? n0 + r : n - 1; wr[r] = Wq + (long long)rr * rowBytes; srow[r] = (long long)rr * sRow; } // past the end: repeated, never stored
+  float acc[${mr}][${nr}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
+  }${ext && f !== 'int4' ? `
+  float rs[${nr}];
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}${kq ? `
+  // this lane's sub-blocks 2kc, 2kc + 1: byte shifts in the header's scale words, and which unpacking
+  const int kc = (lane & 7) >> 1, sh0 = 8 * ((2 * kc) & 3), sh1 = 8 * ((2 * kc + 1) & 3);
+  const bool khi = kc >= 2;` : ''}
+  uint4 z4; z4.x = z4.y = z4.z = z4.w = 0u;
+  if (n0 < n) { // uniform per warp
+    for (int s0 = ks; s0 < nst; s0 += kw * ${U}) {
+      uint4 wv[${U}][${nr}];${kq ? `
+      uint4 hv[${U}][${nr}];` : ''}${five ? `
+      uint4 qv[${U}][${nr}];` : ''}${f === 'int4' ? `
+      float sc[${U}][${nr}];${asym ? ` float zz[${U}][${nr}];` : ''}` : ''}
+      // every load of the ${U} stripes first (${U * nr * ld} 16-byte loads per lane in flight), then their arithmetic
+      #pragma unroll
+      for (int j = 0; j < ${U}; j++) {
+        const int u = (s0 + j * kw) * 32 + lane;
+        const bool ok = u < upr;
+        #pragma unroll
+        for (int r = 0; r < ${nr}; r++) {
+          ${loads}
+        }
+      }
+      #pragma unroll
+      for (int j = 0; j < ${U}; j++) {
+        const int u = (s0 + j * kw) * 32 + lane;
+        if (u < upr) {
+        ${body}
+        }
+      }
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) {
+      #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+    }
+  }
+  __shared__ float red[${WARPS}][${mr * nr}];
+  if (kw > 1) {
+    // the kw warps' partial sums, added in warp order by the row group's first warp
+    if (lane == 0) {
+      #pragma unroll
+      for (int i = 0; i < ${mr}; i++) {
+        #pragma unroll
+        for (int r = 0; r < ${nr}; r++) red[warp][i * ${nr} + r] = acc[i][r];
+      }
+    }
+    __syncthreads();
+    if (lane == 0 && ks == 0) {
+      for (int q = 1; q < kw; q++) {
+        #pragma unroll
+        for (int i = 0; i < ${mr}; i++) {
+          #pragma unroll
+          for (int r = 0; r < ${nr}; r++) acc[i][r] += red[warp + q][i * ${nr} + r];
+        }
+      }
+    }
+  }
+  if (lane == 0 && ks == 0 && n0 < n) {
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) {
+      const int j = n0 + r;
+      if (j < n) {
+        #pragma unroll
+        for (int i = 0; i < ${mr}; i++) if (i < m) { float v_ = acc[i][r]; if (bias) v_ += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)i * n + j', 'v_')} }
+      }
+    }
+  }
+}`;
+  return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
+}
+
 // ---- int4 on tensor cores ------------------------------------------------------------------------
 
 /**
@@ -470,6 +741,13 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${
   __shared__ float red[${WARPS}][32][4];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * 16;
+  if (threadIdx.x == 0) { // the block's 16 packed rows, scales and zeros into L2 before waiting for the previous kernel
+    const int nr_ = n - n0 < 16 ? n - n0 : 16;
+    nbxq_prefetch(Wq + (long long)n0 * rowBytes, (long long)nr_ * rowBytes);
+    nbxq_prefetch(S + (long long)n0 * sRow, (long long)nr_ * sRow * 4);${asym ? `
+    nbxq_prefetch(Z + (long long)n0 * sRow, (long long)nr_ * sRow * 4);` : ''}
+  }
+  NBX_GRID_DEPENDENCY_WAIT();
   const int r0 = n0 + g < n ? n0 + g : n - 1, r1 = n0 + g + 8 < n ? n0 + g + 8 : n - 1; // past the end: repeated, never stored
   const unsigned char* w0 = Wq + (long long)r0 * rowBytes + 16 * t;
   const unsigned char* w1 = Wq + (long long)r1 * rowBytes + 16 * t;
@@ -641,6 +919,41 @@ function gemvOk(c: Checked, p: QuantMatmulParams): boolean {
   return loadWidth(addr(p.qweight), c.rowBytes, tileBytes(c.f, 1)) >= GEOM[c.f].align;
 }
 
+/** Whether the register kernel takes the call: its formats, 16-byte aligned packed rows (K % 32 == 0 makes every row pitch a multiple of 16). */
+export function vecOk(c: Checked, p: QuantMatmulParams): boolean {
+  return VEC_FORMATS.includes(c.f) && addr(p.qweight) % 16n === 0n && c.rowBytes % 16 === 0;
+}
+
+/** The tile kernel's weight rows per warp and sub-blocks per lane: 2 × 2 where the tiles fit its shared memory. */
+export function tileShape(f: QuantFormat): { rows: number; sub: number } {
+  for (const [rows, sub] of [[2, 2], [1, 2], [1, 1]] as const) if (gemvSmem(f, { rows, sub }) <= GEMV_SMEM_MAX) return { rows, sub };
+  return { rows: 1, sub: 1 };
+}
+
+/** Weight rows a warp of the chosen kernel covers, and the K steps (stripes / tiles) of a row that warps can split. */
+function gemvWork(c: Checked, p: QuantMatmulParams, impl: string): { rows: number; steps: number } {
+  if (impl === 'vec') return { rows: vecRows(quantRowsFor(p.m)), steps: Math.ceil(c.k / unitElems(c.f) / 32) };
+  const t = tileShape(c.f);
+  return { rows: t.rows, steps: Math.ceil(c.rowBytes / tileBytes(c.f, t.sub)) };
+}
+
+/**
+ * kw from the shape: the fewest warps per row group that still give ≥ 3 blocks per SM (short N: split K
+ * instead of leaving SMs idle), never more warps than K steps to share.
+ */
+export function defaultKw(n: number, rowsPerWarp: number, steps: number, sms: number): number {
+  let kw = 1;
+  while (kw < WARPS && kw * 2 <= steps && Math.ceil(n / ((WARPS / kw) * rowsPerWarp)) < 3 * sms) kw *= 2;
+  return kw;
+}
+
+/** The configuration without tuning: the register kernel where it applies, else the tile kernel; kw from the shape. */
+export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount): Config {
+  const impl = vecOk(c, p) ? 'vec' : 'fma';
+  const w = gemvWork(c, p, impl);
+  return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms) };
+}
+
 export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): void {
   if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
     const d = c.d as 'bfloat16' | 'float16';
@@ -649,8 +962,19 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, log2(c.gsize)]);
     return;
   }
-  if (cfg.impl === 'mma' || gemvSmem(c.f, cfg) > GEMV_SMEM_MAX) cfg = { impl: 'fma', rows: 1, sub: 1, kw: 1 };
-  const rows = cfg.rows as number, sub = cfg.sub as number, mr = quantRowsFor(p.m), kw = (cfg.kw as number | undefined) ?? 1;
+  const mr = quantRowsFor(p.m);
+  if (cfg.impl === 'mma' || (cfg.impl === 'vec' && !vecOk(c, p))) cfg = defaultGemv(c, p);
+  const kw = (cfg.kw as number | undefined) ?? 1;
+  if (cfg.impl === 'vec') {
+    const nr = vecRows(mr), U = vecUnroll(c.f, mr);
+    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U));
+    be.launch(k, Math.ceil(c.n / ((WARPS / kw) * nr)), THREADS,
+      [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw]);
+    return;
+  }
+  // the tile kernel: rows / sub as forced (bench sweeps, tests), else the format's shape
+  let { rows, sub } = cfg.rows !== undefined && cfg.sub !== undefined ? { rows: cfg.rows as number, sub: cfg.sub as number } : tileShape(c.f);
+  if (gemvSmem(c.f, { rows, sub }) > GEMV_SMEM_MAX) ({ rows, sub } = tileShape(c.f));
   const W = addr(p.qweight), vw = loadWidth(W, c.rowBytes, tileBytes(c.f, sub));
   const k = be.kernel(`quant_gemv:${c.f}:${c.asym}:${c.d}:${mr}:${rows}:${sub}:${vw}`, () => quantGemvSource(c.f, c.asym, c.d, mr, rows, sub, vw));
   be.launch(k, Math.ceil(c.n / ((WARPS / kw) * rows)), THREADS,
@@ -659,24 +983,38 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
 
 /** Recent tuner decisions (a model's few shapes skip the string keys). */
 const recent: { f: QuantFormat; asym: boolean; d: QuantDType; mr: number; n: number; k: number; cfg: Config }[] = [];
-/** Configurations forced by the benchmark (bench/quant.ts sweeps them itself). */
+/** Configurations forced by the benchmark and tests ({ impl, kw }, and rows / sub for 'fma'). */
 let forced: Config | null = null;
 export function forceQuantGemvConfig(cfg: Config | null): void { forced = cfg; }
 let lastCfg: Config | null = null;
 /** The configuration of the last quant_matmul call (null: it took dequantize + GEMM), for the benchmark's log. */
 export function lastQuantGemvConfig(): Config | null { return lastCfg; }
 
+/**
+ * The tuner's candidates: the default kernel at kw from the shape, half and twice it (a launch argument:
+ * one compile for all), and the tensor-core kernel where int4 takes it: at most two compiles per
+ * (format, dtype, rows of x), timed in milliseconds.
+ */
+export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
+  const d = defaultGemv(c, p);
+  const steps = gemvWork(c, p, d.impl as string).steps, kw0 = d.kw as number;
+  const out: Config[] = [d];
+  for (const kw of [kw0 * 2, kw0 / 2]) if (kw >= 1 && kw <= WARPS && kw <= Math.max(1, steps)) out.push({ impl: d.impl, kw });
+  if (quantMmaOk(c, p)) out.push({ impl: 'mma', kw: 1 });
+  return out;
+}
+
 function chooseGemv(c: Checked, p: QuantMatmulParams): Config {
   if (forced) return forced;
   const mr = quantRowsFor(p.m);
   for (const r of recent) if (r.f === c.f && r.asym === c.asym && r.d === c.d && r.mr === mr && r.n === c.n && r.k === c.k) return r.cfg;
-  let cfg = QUANT_GEMV_SPACE.defaultConfig;
+  let cfg = defaultGemv(c, p);
   if (c.n * c.k >= TUNE_MIN_ELEMENTS) {
     // timed only where the output is all the call writes (bias is read, never written)
     const key = { shape: `${mr}x${bucketSize(c.n)}x${bucketSize(c.k)}`, dtype: `${c.d}.${c.f}${c.asym ? '.asym' : ''}`, device: be.tuning.deviceKey };
-    const cands = prune(QUANT_GEMV_SPACE, be.tuning.profile.limits).kept.filter((x) => (x.impl === 'mma' ? quantMmaOk(c, p) : gemvSmem(c.f, x) <= GEMV_SMEM_MAX));
-    cfg = tuneSync({ name: QUANT_GEMV_SPACE.name, knobs: QUANT_GEMV_SPACE.knobs, defaultConfig: QUANT_GEMV_SPACE.defaultConfig }, key, cands,
-      (cand) => timeColdL2(be, () => launchQuantGemv(c, p, cand), 10), { deviceLabel: be.ctx.info.name, warmup: 1, reps: 3 }).config; // a sample is already 10 calls
+    const r = tuneSync({ name: QUANT_GEMV_SPACE.name, knobs: QUANT_GEMV_SPACE.knobs, defaultConfig: cfg }, key, gemvCandidates(c, p),
+      (cand) => timeColdL2(be, () => launchQuantGemv(c, p, cand), 10), { deviceLabel: be.ctx.info.name, warmup: 1, reps: 3 }); // a sample is already 10 calls
+    cfg = r.config;
   }
   if (recent.length >= 32) recent.shift();
   recent.push({ f: c.f, asym: c.asym, d: c.d, mr, n: c.n, k: c.k, cfg });
@@ -741,8 +1079,11 @@ export function allQuantSources(): { label: string; src: string; name: string; s
     for (const asym of f === 'int4' ? [false, true] : [false]) {
       for (const d of DTYPES_OK) {
         for (const mr of [1, 8]) for (const rows of [1, 2, 4]) for (const sub of [1, 2, 4]) {
-          if (gemvSmem(f, { impl: 'fma', rows, sub }) > GEMV_SMEM_MAX) continue;
+          if (gemvSmem(f, { rows, sub }) > GEMV_SMEM_MAX) continue;
           out.push({ label: `gemv:${f}:${asym}:${d}:${mr}:${rows}:${sub}`, ...quantGemvSource(f, asym, d, mr, rows, sub, 16) });
+        }
+        if (VEC_FORMATS.includes(f)) {
+          for (const mr of [1, 2, 4, 8]) out.push({ label: `vec:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr)) });
         }
         if (f === 'int4' && d !== 'float32') out.push({ label: `mma:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS) });
         out.push({ label: `dequant:${f}:${asym}:${d}`, ...(GEOM[f].external ? dequantSimpleSource(f as 'int8', asym, d) : dequantBlocksSource(f, d)) });

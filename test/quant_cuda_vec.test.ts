@@ -1,0 +1,92 @@
+// The CUDA register GEMV (src/backend/cuda/kernels/quant.ts, impl 'vec': int8, int4, fp8, q4_k, q5_k)
+// against the CPU dequantizers: every x dtype, m = 1..8, warps splitting K (kw 1..8, more warps than
+// stripes, partial last stripes), ragged N, bias, int4 groups 32/64/128 symmetric and asymmetric, fp8
+// per tensor; the same bits on a second run; the default choice and the tuner's candidates. Runs where
+// a CUDA device is present, or on the host emulator:
+//   node test/gen/cuda_emu.mjs node --test dist/test/quant_cuda_vec.test.js
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as nbx from '../src/index.js';
+import { Tensor } from '../src/tensor/tensor.js';
+import { kernel } from '../src/kernels/registry.js';
+import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
+import { forceQuantGemvConfig, lastQuantGemvConfig, defaultKw } from '../src/backend/cuda/kernels/quant.js';
+import type { QuantFormat } from '../src/kernels/quant.js';
+import { QUANT_TOL, dequantRef, lcg, matmulRef, randomPacked, relErr } from '../bench/quant_ref.js';
+
+const probe = probeCuda();
+const skip = probe.available ? false : `no CUDA device (${probe.reason}): CUDA quant tests not run`;
+
+type DT = 'float32' | 'float16' | 'bfloat16';
+interface Opts { asym?: boolean; bias?: boolean; groupSize?: number; perTensor?: boolean }
+
+function randX(m: number, k: number, dt: DT, seed: number): Tensor {
+  const r = lcg(seed);
+  return nbx.tensor(Array.from({ length: m * k }, () => r() * 2 - 1)).reshape([m, k]).to(dt);
+}
+
+/** quant_matmul on the card (twice: the same bits) against the float64 product of the CPU-dequantized weight. */
+function check(f: QuantFormat, dt: DT, m: number, n: number, k: number, seed: number, o: Opts = {}): void {
+  const p = randomPacked(f, n, k, seed, o);
+  const x = randX(m, k, dt, seed + 1);
+  const b = o.bias ? randX(1, n, dt, seed + 2).reshape([n]) : undefined;
+  const want = matmulRef(x.to('float64').dataSync() as Float64Array, dequantRef(p), m, n, k, b ? (b.to('float64').dataSync() as Float64Array) : undefined);
+  const q = Tensor.fromStorage(p.qweight, 'uint8', [n, p.layout.rowBytes]).to('cuda');
+  const s = p.scales ? Tensor.fromStorage(p.scales, 'float32', p.scaleShape!).to('cuda') : undefined;
+  const z = p.zeros ? Tensor.fromStorage(p.zeros, 'float32', p.scaleShape!).to('cuda') : undefined;
+  const xg = x.to('cuda'), bg = b?.to('cuda');
+  const run = (): Float64Array => {
+    const out = Tensor.empty([m, n], dt, 'cuda');
+    kernel('quant_matmul', 'cuda')({
+      x: xg.ref(), qweight: q.ref(), ...(s ? { scales: s.ref() } : {}), ...(z ? { zeros: z.ref() } : {}), ...(bg ? { bias: bg.ref() } : {}),
+      out: out.ref(), m, layout: p.layout, dtype: dt,
+    });
+    return out.to('cpu').to('float64').dataSync() as Float64Array;
+  };
+  const got = run();
+  const e = relErr(got, want);
+  const what = `${f}${o.asym ? ' asym' : ''}${o.groupSize ? ` g${o.groupSize}` : ''} ${dt} m=${m} n=${n} k=${k} cfg=${JSON.stringify(lastQuantGemvConfig())}`;
+  assert.ok(e <= QUANT_TOL[dt]!, `${what}: relative error ${e} > ${QUANT_TOL[dt]}`);
+  const again = run();
+  for (let i = 0; i < got.length; i++) if (!Object.is(got[i], again[i])) assert.fail(`${what}: element ${i} differs between runs (${got[i]} vs ${again[i]})`);
+}
+
+const KQ: Record<string, number> = { q4_k: 1280, q5_k: 1280 }; // 40 units a row: the second stripe partial
+
+test('register GEMV: every format and x dtype, m = 1, 3, 8, kw 1/2/8, bias, ragged N', { skip }, () => {
+  let seed = 1;
+  try {
+    for (const f of ['int8', 'int4', 'fp8_e4m3', 'q4_k', 'q5_k'] as QuantFormat[]) {
+      const k = KQ[f] ?? (f === 'int4' ? 1152 : 1056); // int8 / fp8: 66 units, int4: 36 units (partial stripes)
+      for (const [dt, m, kw] of [['bfloat16', 1, 1], ['float16', 3, 2], ['float32', 8, 8], ['bfloat16', 5, 4]] as [DT, number, number][]) {
+        forceQuantGemvConfig({ impl: 'vec', kw });
+        check(f, dt, m, 21, k, seed++, { bias: m !== 3, groupSize: f === 'int4' ? 64 : undefined, asym: f === 'int4' && m === 8 });
+        assert.equal(lastQuantGemvConfig()?.impl, 'vec');
+      }
+    }
+  } finally { forceQuantGemvConfig(null); }
+});
+
+test('register GEMV: int4 groups 32/64/128 symmetric and asymmetric, every m, fp8 per tensor', { skip }, () => {
+  let seed = 100;
+  try {
+    forceQuantGemvConfig({ impl: 'vec', kw: 2 });
+    for (const g of [32, 64, 128]) for (const asym of [false, true]) check('int4', 'bfloat16', g === 64 ? 2 : 1, 9, 2048, seed++, { groupSize: g, asym });
+    for (let m = 1; m <= 8; m++) check('q4_k', 'bfloat16', m, 5, 512, seed++);
+    for (let m = 1; m <= 8; m += 2) check('int4', 'float16', m, 7, 512, seed++, { groupSize: 128, asym: m > 4 });
+    check('fp8_e4m3', 'bfloat16', 2, 16, 256, seed++, { perTensor: true });
+  } finally { forceQuantGemvConfig(null); }
+});
+
+test('register GEMV is the default for its formats (tile kernel for the others); kw from the shape', { skip }, () => {
+  let seed = 200;
+  for (const f of ['int8', 'q4_k', 'q6_k', 'q8_0'] as QuantFormat[]) {
+    check(f, 'bfloat16', 1, 16, f === 'q6_k' || f === 'q4_k' ? 512 : 256, seed++);
+    assert.equal(lastQuantGemvConfig()?.impl, f === 'q6_k' || f === 'q8_0' ? 'fma' : 'vec', f);
+  }
+  // short N splits K inside the block, long N does not; never more warps than K steps
+  assert.equal(defaultKw(4096, 2, 14, 132), 2); // 512 blocks
+  assert.equal(defaultKw(14336, 2, 4, 132), 1);
+  assert.equal(defaultKw(1024, 2, 2, 132), 2);
+  assert.equal(defaultKw(64, 1, 100, 132), 8);
+});
