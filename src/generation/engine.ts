@@ -18,15 +18,20 @@
 
 import { Tensor } from '../tensor/tensor.js';
 import { scope } from '../tensor/storage.js';
-import { KVCacheFullError, QueueFullError, ValueError } from '../errors.js';
+import * as nbx from '../index.js';
+import { GraphCaptureError, KVCacheFullError, QueueFullError, ValueError } from '../errors.js';
 import type { CausalLMModel } from '../models/causal_lm.js';
-import { PagedKVCache, PagedLayerCache, pagedLogits } from '../models/paged_cache.js';
+import { PagedKVCache, PagedLayerCache, PagedStepCache, pagedLogits } from '../models/paged_cache.js';
+import { replayEnabled } from '../models/static_decode.js';
 import { setRowInvariant } from '../backend/cpu/kernels/gemm.js';
+import { backendFor } from '../backend/backend.js';
+import { CUDAGraph, captureGraph, graphPoolHandle, type GraphHost } from '../backend/cuda/runtime/graph.js';
+import { recordCpu, type CpuRecording } from '../backend/cpu/runtime/recording.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import { resolveConfig, type ResolvedConfig } from './config.js';
 import { chooseTokens, processLogits } from './logits.js';
 import { IncrementalDecoder } from './text.js';
-import { RowSamplingState, sampleRows } from './sampler.js';
+import { RowSamplingState, sampleRows, type RowSampling, type SamplingMode } from './sampler.js';
 import { uniform } from '../random/sample.js';
 
 const OP = 'Engine';
@@ -56,6 +61,33 @@ export interface EngineOptions {
    * whose steps are row-invariant without it.
    */
   padBatch?: boolean;
+  /**
+   * One forward per step over every running sequence (vLLM's chunked prefill): each decoding sequence's
+   * next token is a row, and prompt tokens (at most prefillChunk a step) fill the rows left up to
+   * stepTokens, each attending over its own sequence's paged blocks up to its own position; the rows
+   * that end a prompt or decode are sampled on the device. The step's inputs live in fixed device
+   * buffers written once per step, so the step can be replayed as a graph (`graphs`). Needs device
+   * sampling; default: on with it (off the CPU). Otherwise a step runs one prompt chunk through the
+   * model's own attention, then the decode rows.
+   */
+  mixedSteps?: boolean;
+  /** Rows of a mixed step at most, decode and prompt tokens together (default maxBatch + min(prefillChunk, max(maxBatch, 16))). */
+  stepTokens?: number;
+  /**
+   * Row counts a mixed step is padded to (ascending; the last is stepTokens). Default: padBatch → one
+   * count, stepTokens (every step one shape: a request's tokens are those it gets alone on GPUs too; with
+   * maxBatch 1, [1, stepTokens], which keeps that since one sequence runs at a time); otherwise powers of
+   * two. With several counts on a GPU, matrix products may pick another kernel per count, so a row's
+   * numbers (and a sampled token near a tie) can depend on how many rows its step had.
+   */
+  rowBuckets?: readonly number[];
+  /**
+   * Replays each mixed step shape (rows bucket, block-table width bucket, greedy/sampled) as a graph
+   * recorded at its second use: a CUDA graph on CUDA (default there; NBX_CUDA_GRAPHS=0 turns it off),
+   * a CPU step recording on the CPU (opt-in). A step that cannot be recorded (GraphCaptureError) makes
+   * the engine run its steps eagerly from then on (graphStats().fallbackReason says why).
+   */
+  graphs?: boolean;
 }
 
 export interface EngineRequest {
@@ -209,6 +241,11 @@ function uniformOf(seq: Sequence): number {
   return Math.min((uniform(seq.cfg.generator!, 1, 'float64') as Float64Array)[0]!, 1 - 2 ** -53);
 }
 
+const GREEDY: RowSampling = { temperature: 0, top_k: 0, top_p: 1, min_p: 0 };
+const NO_MASK = { mask: null, isCausal: false };
+/** A mixed step attends through paged_attention (each row its own length and window): no masks to build. */
+const NO_MASKS = { full_attention: NO_MASK, sliding_attention: NO_MASK };
+
 /** Yields to the event loop between steps (timers, sockets, aborts). */
 const breathe: () => Promise<void> = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -222,6 +259,10 @@ export class Engine {
   readonly prefillChunk: number;
   readonly sampling: 'host' | 'device';
   readonly padBatch: boolean;
+  readonly mixedSteps: boolean;
+  readonly stepTokens: number;
+  readonly rowBuckets: readonly number[];
+  readonly graphs: boolean;
   private readonly waiting: Sequence[] = [];
   private readonly running: Sequence[] = [];
   private readonly cache: PagedKVCache;
@@ -249,10 +290,36 @@ export class Engine {
     this.padBatch = opts.padBatch ?? model.device.type !== 'cpu';
     const context = this.context ?? 2048;
     this.kvBlocks = positive('kvBlocks', opts.kvBlocks, this.maxBatch * Math.ceil(context / this.blockSize));
+    this.mixedSteps = opts.mixedSteps ?? this.sampling === 'device';
+    if (this.mixedSteps && this.sampling !== 'device') throw new ValueError(OP, 'mixedSteps samples on the device: it needs sampling \'device\'');
+    this.stepTokens = positive('stepTokens', opts.stepTokens, this.maxBatch + Math.min(this.prefillChunk, Math.max(this.maxBatch, 16)));
+    if (this.stepTokens < this.maxBatch) throw new ValueError(OP, `stepTokens (${this.stepTokens}) must be at least maxBatch (${this.maxBatch}): every running sequence decodes in each step`);
+    this.rowBuckets = this.bucketsOf(opts.rowBuckets);
+    const dev = model.device.type;
+    if (opts.graphs && !this.mixedSteps) throw new ValueError(OP, 'graphs replay mixed steps: they need mixedSteps (and device sampling)');
+    if (opts.graphs && dev !== 'cuda' && dev !== 'cpu') throw new ValueError(OP, `graphs are CUDA graphs or CPU step recordings; the ${dev} backend has neither`);
+    this.graphs = opts.graphs ?? (this.mixedSteps && dev === 'cuda' && replayEnabled(model.device));
+    // a RoPE whose frequencies depend on the positions seen keeps host state a replay would not see
+    if (this.graphs && model.model.positionDependentRope) this.graphFallback = 'the model\'s RoPE frequencies depend on the positions seen (dynamic / longrope)';
     const c = model.cfg;
     // one block more when padding: the padding rows' scratch slot
     this.cache = new PagedKVCache({ layers: c.num_hidden_layers, kvHeads: c.num_key_value_heads, headDim: c.head_dim, dtype: model.dt, device: model.device },
       { numBlocks: this.kvBlocks + (this.padBatch ? 1 : 0), blockSize: this.blockSize });
+  }
+
+  private bucketsOf(given: readonly number[] | undefined): number[] {
+    const top = this.stepTokens;
+    if (given !== undefined) {
+      if (!Array.isArray(given) || given.length === 0 || given.some((b, i) => !isInt(b) || b < 1 || (i > 0 && b <= given[i - 1]!)) || given[given.length - 1] !== top) {
+        throw new ValueError(OP, `rowBuckets must be ascending positive integers ending at stepTokens (${top}), got ${JSON.stringify(given)}`);
+      }
+      return [...given];
+    }
+    if (this.padBatch) return this.maxBatch === 1 && top > 1 ? [1, top] : [top];
+    const out: number[] = [];
+    for (let b = 1; b < top; b *= 2) out.push(b);
+    out.push(top);
+    return out;
   }
 
   private get context(): number | null {
@@ -364,9 +431,17 @@ export class Engine {
     this.closed = true;
     for (const s of [...this.waiting, ...this.running]) this.cancel(s);
     await this.loop;
+    this.dropGraphs();
+    this.inputs?.i64.dispose(); this.inputs?.i32.dispose(); this.inputs = null;
+    this.stepSampling?.dispose(); this.stepSampling = null;
     this.cache.dispose();
     for (const st of this.samplingStates.values()) st.dispose();
     this.samplingStates.clear();
+  }
+
+  /** How the mixed steps ran: graphs captured, replays, eager steps, and why graphs are off if they fell back. */
+  graphStats(): { enabled: boolean; captured: number; captures: number; replays: number; eagerSteps: number; fallbackReason: string | null } {
+    return { enabled: this.graphs, captured: this.stepGraphs.size, ...this.graphCounters, fallbackReason: this.graphFallback };
   }
 
   private kick(): void {
@@ -381,9 +456,13 @@ export class Engine {
     await breathe();
     while ((this.waiting.length || this.running.length) && !this.closed) {
       this.admit();
-      const didPrefill = await this.prefillStep();
-      const didDecode = await this.decodeStep();
-      if (didPrefill || didDecode) this.counters.steps++;
+      if (this.mixedSteps) {
+        if (await this.mixedStep()) this.counters.steps++;
+      } else {
+        const didPrefill = await this.prefillStep();
+        const didDecode = await this.decodeStep();
+        if (didPrefill || didDecode) this.counters.steps++;
+      }
       await breathe();
     }
   }
@@ -468,6 +547,241 @@ export class Engine {
     // a sequence cancelled while the tokens were read back is already gone
     batch.forEach((s, b) => { if (!s.done) this.emit(s, tokens[b]!); });
     return true;
+  }
+
+  // ---- mixed steps: every running sequence's rows in one forward over fixed input buffers ----------
+
+  /**
+   * The step's inputs on the device, written by one host-to-device copy each per step (what a replayed
+   * graph reads): int64 [3·Rmax + S] = token ids | positions | slots (Rmax each) | the S = maxBatch rows
+   * sampled; int32 [Rmax + Rmax·Wmax] = sequence lengths (Rmax) | block tables ([R, W] from Rmax on).
+   */
+  private inputs: { i64: Tensor; i32: Tensor; h64: Int32Array; h32: Int32Array } | null = null;
+  /** The sampled rows' settings and draws (maxBatch rows). */
+  private stepSampling: RowSamplingState | null = null;
+  private stepGraphs = new Map<string, { graph: CUDAGraph | null; recording: CpuRecording | null; out: Tensor }>();
+  /** (rows, mode) shapes run once eagerly (kernels compiled and tuned) before a capture. */
+  private readonly warmed = new Set<string>();
+  private graphPool: number | null = null;
+  private graphGeneration = -1;
+  private ropeSeen: unknown[] = [];
+  private graphFallback: string | null = null;
+  private graphCounters = { captures: 0, replays: 0, eagerSteps: 0 };
+  private lastGraph: CUDAGraph | null = null;
+
+  /** Block-table width a step may need at most (a request's blocks), and the widths steps are padded to. */
+  private get maxWidth(): number {
+    const ctx = this.context;
+    return Math.max(1, Math.min(this.kvBlocks, ctx !== null ? Math.ceil(ctx / this.blockSize) : this.kvBlocks));
+  }
+  private widthFor(w: number): number {
+    let b = 4;
+    while (b < w) b *= 2;
+    return Math.min(b, this.maxWidth);
+  }
+  /** Positions the RoPE table covers in a mixed step (fixed, so a replay never needs a larger one). */
+  private get ropeBound(): number { return this.context ?? this.maxWidth * this.blockSize; }
+
+  private ensureInputs(): NonNullable<Engine['inputs']> {
+    if (this.inputs) return this.inputs;
+    const Rmax = this.stepTokens, S = this.maxBatch, dev = this.model.device;
+    const n64 = 3 * Rmax + S, n32 = Rmax + Rmax * this.maxWidth;
+    this.inputs = {
+      i64: nbx.keep(nbx.zeros([n64], { dtype: 'int64', device: dev })),
+      i32: nbx.keep(nbx.zeros([n32], { dtype: 'int32', device: dev })),
+      // int64 values as (low, high) int32 pairs: every id, position and slot is below 2^31
+      h64: new Int32Array(2 * n64), h32: new Int32Array(n32),
+    };
+    this.stepSampling = new RowSamplingState(S, dev);
+    return this.inputs;
+  }
+
+  /** Writes the first `words` int32 words of `host` into `t` (from its start). */
+  private upload(t: Tensor, host: Int32Array, words: number): void {
+    const be = backendFor(t.device) as { writeBytes?: (buf: unknown, byteOffset: number, data: Uint8Array) => void };
+    const bytes = new Uint8Array(host.buffer, 0, words * 4);
+    if (t.device.type === 'cuda' && be.writeBytes) {
+      const ref = t.ref();
+      be.writeBytes(ref.buf, ref.offset * (t.dt === 'int64' ? 8 : 4), bytes);
+      return;
+    }
+    const n = t.dt === 'int64' ? words / 2 : words;
+    const src = t.dt === 'int64' ? new BigInt64Array(host.buffer, 0, n) : new Int32Array(host.buffer, 0, n);
+    t.narrow(0, 0, n).copy_(Tensor.fromStorage(src.slice(), t.dt, [n]));
+  }
+
+  /**
+   * One step over the running sequences: a row for each decoding sequence's last token, then prompt
+   * tokens of the sequences still reading theirs (in admission order, at most prefillChunk, as many as
+   * the rows left), padded to a row bucket; the rows that decode or end a prompt are sampled.
+   */
+  private async mixedStep(): Promise<boolean> {
+    const Rmax = this.stepTokens, S = this.maxBatch;
+    const work: { seq: Sequence; n: number; sample: boolean }[] = [];
+    let rows = 0;
+    for (const s of this.running) {
+      if (!s.done && s.prefilled === s.promptLength && s.tokens.length > 0) { work.push({ seq: s, n: 1, sample: true }); rows++; }
+    }
+    let budget = Math.min(this.prefillChunk, Rmax - rows);
+    for (const s of this.running) {
+      if (budget <= 0) break;
+      if (s.done || s.prefilled >= s.promptLength) continue;
+      const n = Math.min(budget, s.promptLength - s.prefilled);
+      work.push({ seq: s, n, sample: s.prefilled + n === s.promptLength });
+      rows += n; budget -= n;
+    }
+    if (!work.length) return false;
+    const sampled = work.filter((w) => w.sample);
+    let ids: number[];
+    try {
+      const inp = this.ensureInputs(), h64 = inp.h64, h32 = inp.h32;
+      const R = this.rowBuckets.find((b) => b >= rows)!;
+      let widest = 1;
+      for (const w of work) {
+        const s = w.seq;
+        this.cache.reserve(s.id, s.prefilled === s.promptLength ? s.length : s.prefilled + w.n);
+        widest = Math.max(widest, this.cache.blocks(s.id).length);
+      }
+      const W = this.widthFor(widest);
+      const scratch = this.cache.scratchSlot(), scratchBlock = scratch / this.blockSize;
+      let r = 0, k = 0, maxPos = 0;
+      const put64 = (i: number, v: number): void => { h64[2 * i] = v; h64[2 * i + 1] = 0; };
+      for (const w of work) {
+        const s = w.seq, blocks = this.cache.blocks(s.id), nb = blocks.length;
+        const decoding = s.prefilled === s.promptLength;
+        const start = decoding ? s.length - 1 : s.prefilled;
+        for (let i = 0; i < w.n; i++, r++) {
+          const pos = start + i;
+          put64(r, decoding ? s.tokens[s.tokens.length - 1]! : s.req.prompt[pos]!);
+          put64(Rmax + r, pos);
+          put64(2 * Rmax + r, blocks[Math.floor(pos / this.blockSize)]! * this.blockSize + (pos % this.blockSize));
+          h32[r] = pos + 1;
+          if (pos > maxPos) maxPos = pos;
+          // past the sequence's last block: that block again (never read: beyond its length)
+          const row = Rmax + r * W;
+          for (let j = 0; j < W; j++) h32[row + j] = blocks[j < nb ? j : nb - 1]!;
+        }
+        if (w.sample) put64(3 * Rmax + k++, r - 1);
+      }
+      // padding rows: the scratch slot, length 0 (they attend to nothing); unused sample rows read row 0
+      for (; r < R; r++) {
+        put64(r, 0); put64(Rmax + r, 0); put64(2 * Rmax + r, scratch);
+        h32[r] = 0;
+        h32.fill(scratchBlock, Rmax + r * W, Rmax + (r + 1) * W);
+      }
+      for (; k < S; k++) put64(3 * Rmax + k, 0);
+      const settings: RowSampling[] = sampled.map(({ seq: s }) => (s.cfg.do_sample ? { temperature: s.cfg.temperature, top_k: s.cfg.top_k, top_p: s.cfg.top_p, min_p: 0 } : GREEDY));
+      this.stepSampling!.write(settings, sampled.map(({ seq: s }) => (s.cfg.do_sample ? uniformOf(s) : 0)));
+      // one argmax when every row is greedy; else the sorted draw for every row (see choose())
+      const mode: SamplingMode = sampled.every(({ seq: s }) => !s.cfg.do_sample) ? 'greedy' : 'sorted';
+      this.upload(inp.i64, h64, 2 * (3 * Rmax + S));
+      this.upload(inp.i32, h32, Rmax + R * W);
+      this.stepMaxPos = maxPos;
+      const out = this.runStep(R, W, mode);
+      let got: BigInt64Array;
+      try {
+        got = (await out.ids.dataStorage()) as BigInt64Array;
+        if (!out.owned) this.lastGraph?.checkErrors();
+        ids = sampled.map((_, i) => Number(got[i]!));
+      } finally { if (out.owned) out.ids.dispose(); }
+      for (const w of work) {
+        const s = w.seq;
+        if (!this.cache.hasSequence(s.id)) continue; // cancelled while the step ran
+        this.cache.advance(s.id, w.n);
+        if (s.prefilled < s.promptLength) { s.prefilled += w.n; this.counters.tokens_in += w.n; }
+      }
+    } catch (e) {
+      for (const w of work) { this.release(w.seq); w.seq.fail(e); }
+      return true;
+    }
+    // a sequence cancelled while the ids were read back is already gone
+    sampled.forEach((w, i) => { if (!w.seq.done) this.emit(w.seq, ids[i]!); });
+    return true;
+  }
+
+  /** max(positions) of the step being run (what RoPE of position-dependent frequencies needs). */
+  private stepMaxPos = 0;
+
+  /**
+   * The step's forward over the input buffers: the decoder on R rows of one token each (paged attention
+   * per row), the sampled rows' logits, their tokens: int64 [maxBatch]. What a graph records.
+   */
+  private stepForward(R: number, W: number, mode: SamplingMode): Tensor {
+    const m = this.model, Rmax = this.stepTokens, S = this.maxBatch, inp = this.inputs!;
+    return nbx.scope(() => {
+      const ids = inp.i64.narrow(0, 0, R).view([R, 1]);
+      const pos = inp.i64.narrow(0, Rmax, R).view([R, 1]);
+      const slots = inp.i64.narrow(0, 2 * Rmax, R);
+      const rowsSampled = inp.i64.narrow(0, 3 * Rmax, S);
+      const lens = inp.i32.narrow(0, 0, R);
+      const tables = inp.i32.narrow(0, Rmax, R * W).view([R, W]);
+      const lc = new PagedStepCache(this.cache, slots, tables, lens);
+      const fixed = !m.model.positionDependentRope;
+      const bound = this.ropeBound;
+      const h = m.model.forward(ids, {
+        padding: null, positionIds: pos, maxPosition: fixed ? bound - 1 : this.stepMaxPos, positionBound: fixed ? bound : null, cache: lc, masks: NO_MASKS,
+      });
+      let logits = m.lm_head.forward(h.view([R, h.shape[2]!]).index_select(0, rowsSampled));
+      const cap = m.cfg.final_logit_softcapping;
+      if (cap !== null) logits = logits.div(cap).tanh().mul(cap);
+      return sampleRows(logits, this.stepSampling!.tensors, mode);
+    });
+  }
+
+  /** The step's sampled ids: a graph's output (rewritten by its next replay) or an eager step's own tensor (owned). */
+  private runStep(R: number, W: number, mode: SamplingMode): { ids: Tensor; owned: boolean } {
+    const eager = (warmup: boolean): { ids: Tensor; owned: boolean } => {
+      this.graphCounters.eagerSteps++;
+      // on CUDA, the kernels a capture records (small elementwise ops unbatched), compiled and tuned now
+      const be = backendFor(this.model.device) as { unbatched?: <T>(fn: () => T) => T };
+      const run = (): Tensor => this.forward(() => this.stepForward(R, W, mode));
+      return { ids: warmup && be.unbatched ? be.unbatched(run) : run(), owned: true };
+    };
+    if (!this.graphs || this.graphFallback !== null) return eager(false);
+    // the pools grew (new buffers or a new block count) or a RoPE table was rebuilt: recorded steps are stale
+    const tables = this.model.model.ropeTables();
+    if (this.cache.generation !== this.graphGeneration || tables.some((t, i) => t !== this.ropeSeen[i])) {
+      this.dropGraphs();
+      this.graphGeneration = this.cache.generation; this.ropeSeen = tables;
+    }
+    const key = `${R}:${W}:${mode}`;
+    const g = this.stepGraphs.get(key);
+    if (g) {
+      if (g.graph) { g.graph.replay(); this.lastGraph = g.graph; } else this.forward(() => g.recording!.replay());
+      this.graphCounters.replays++;
+      return { ids: g.out, owned: false };
+    }
+    const warm = `${R}:${mode}`;
+    if (!this.warmed.has(warm)) { this.warmed.add(warm); return eager(true); }
+    try {
+      if (this.model.device.type === 'cpu') {
+        // records while running: this step's result is the recording's
+        const r = this.forward(() => recordCpu(() => this.stepForward(R, W, mode)));
+        this.stepGraphs.set(key, { graph: null, recording: r.recording, out: r.result });
+        this.graphCounters.captures++;
+        return { ids: r.result, owned: false };
+      }
+      this.graphPool ??= graphPoolHandle();
+      const graph = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost, this.graphPool);
+      const out = captureGraph(graph, () => this.stepForward(R, W, mode));
+      this.stepGraphs.set(key, { graph, recording: null, out });
+      this.graphCounters.captures++;
+      graph.replay(); this.lastGraph = graph;
+      this.graphCounters.replays++;
+      return { ids: out, owned: false };
+    } catch (e) {
+      if (!(e instanceof GraphCaptureError)) throw e;
+      this.graphFallback = e.message;
+      this.dropGraphs();
+      if (process.env.NBX_DEBUG) process.stderr.write(`nbx: engine steps run without ${this.model.device.type === 'cpu' ? 'CPU step recordings' : 'CUDA graphs'}: ${e.message}\n`);
+      return eager(false);
+    }
+  }
+
+  private dropGraphs(): void {
+    for (const g of this.stepGraphs.values()) { g.out.dispose(); g.graph?.reset(); }
+    this.stepGraphs.clear();
+    this.lastGraph = null;
   }
 
   /** Streams a sequence's next token; a finished sequence leaves. */

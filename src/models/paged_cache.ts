@@ -64,6 +64,7 @@ export class PagedKVCache {
   private used = 0;
   private disposed = false;
   private readonly vmm: VmmPools | null;
+  private grown = 0;
   /** Bytes of one block of one pool (keys or values of one layer). */
   readonly blockBytes: number;
 
@@ -97,6 +98,11 @@ export class PagedKVCache {
     return this.scratch * this.blockSize;
   }
   get usedBlocks(): number { return this.used; }
+  /**
+   * Changes whenever the pools grow: their tensors (plain backing: new buffers) and block count (a
+   * launch argument of paged_attention) change then, so a captured step that read them is stale.
+   */
+  get generation(): number { return this.grown; }
   get sequences(): number { return this.seqs.size; }
 
   private check(op: string): void {
@@ -127,6 +133,7 @@ export class PagedKVCache {
         store[i] = t;
       }
     }
+    this.grown++;
     for (let b = cap - 1; b >= this.capacity; b--) this.freeList.push(b);
     // lowest ids first: the pools fill from the start
     this.freeList.sort((a, b) => b - a);
@@ -314,6 +321,32 @@ export class PagedLayerCache implements LayerCache {
 
   dispose(): void {
     this.slotMapping.dispose(); this.blockTables?.dispose(); this.seqLens?.dispose(); this.history?.dispose();
+  }
+}
+
+/**
+ * The LayerCache of a step whose indices are already on the device, in tensors of fixed address (the
+ * serving engine's steps, replayed as CUDA graphs: src/generation/engine.ts). Every row of the step is
+ * one token of one sequence at its own position, decode tokens and prompt tokens alike: attend() writes
+ * the rows' keys/values at `slotMapping` [R], then each row attends over its own sequence's blocks
+ * (`blockTables` [R, W]) up to `seqLens` [R] (a prompt token's own position + 1: causal; 0 for padding
+ * rows). A prompt chunk thus runs as rows of the batch (vLLM's chunked prefill), through
+ * nbx.llm.paged_attention as decode rows do.
+ */
+export class PagedStepCache implements LayerCache {
+  constructor(private readonly cache: PagedKVCache, private readonly slotMapping: Tensor, private readonly blockTables: Tensor, private readonly seqLens: Tensor) {}
+  get length(): number { return 0; }
+  update(): { keys: Tensor; values: Tensor } {
+    throw new ValueError('PagedStepCache.update', 'a step over the paged cache attends through attend() (paged attention), not update()');
+  }
+  attend(layer: number, q: Tensor, k: Tensor, v: Tensor, o: AttendOptions): Tensor | null {
+    const { keys, values } = this.cache.pools(layer);
+    const B = q.shape[0]!, H = q.shape[1]!, Dv = v.shape[3]!;
+    nbx.llm.reshape_and_cache(k.select(2, 0), v.select(2, 0), keys, values, this.slotMapping);
+    const out = nbx.llm.paged_attention(q.select(2, 0), keys, values, this.blockTables, this.seqLens, {
+      scale: o.scaling, sliding_window: o.window, softcap: o.softcap,
+    });
+    return out.reshape([B, 1, H * Dv]);
   }
 }
 

@@ -49,6 +49,26 @@ export class CaptureState {
 
 let nextPool = 1;
 
+/**
+ * A pool key several graphs can share (torch.cuda.graph_pool_handle()): graphs replayed one at a time on
+ * one stream, whose outputs are read before the next replay (the serving engine's step graphs, one per
+ * shape), reuse each other's intermediates' memory instead of holding a pool each. The pool stays
+ * private while any graph holding it exists.
+ */
+export function graphPoolHandle(): number { return -(nextPool++); }
+/** Graphs holding each pool (a shared pool returns to the allocator when the last one lets go). */
+const poolHolders = new Map<number, number>();
+function holdPool(a: CachingAllocator, pool: number): void {
+  poolHolders.set(pool, (poolHolders.get(pool) ?? 0) + 1);
+  a.retainPrivatePool(pool);
+}
+function dropPool(a: CachingAllocator, pool: number): void {
+  const n = (poolHolders.get(pool) ?? 1) - 1;
+  if (n > 0) { poolHolders.set(pool, n); return; }
+  poolHolders.delete(pool);
+  a.releasePrivatePool(pool);
+}
+
 export class CUDAGraph {
   private graph: bigint | null = null;
   private exec: bigint | null = null;
@@ -57,9 +77,10 @@ export class CUDAGraph {
   private nodes = 0;
   private replays = 0;
   /** The private pool's key in the caching allocator (negative: never a stream's). */
-  readonly pool = -(nextPool++);
+  readonly pool: number;
 
-  constructor(private readonly be: GraphHost) {}
+  /** `pool`: a graphPoolHandle() shared with other graphs (default: a pool of its own). */
+  constructor(private readonly be: GraphHost, pool?: number) { this.pool = pool ?? -(nextPool++); }
 
   /** Starts recording the backend's stream (torch.cuda.CUDAGraph.capture_begin). */
   capture_begin(): void {
@@ -67,7 +88,7 @@ export class CUDAGraph {
     if (this.graph !== null || this.capturing) throw new ValueError('cuda.CUDAGraph.capture_begin', 'this graph already holds a capture; reset() it first');
     if (be.capture !== null) throw new ValueError('cuda.CUDAGraph.capture_begin', 'another capture is in progress on this device');
     be.ctx.flushPending();
-    be.allocator.retainPrivatePool(this.pool);
+    holdPool(be.allocator, this.pool);
     be.ctx.beginCapture(be.stream);
     this.capturing = true;
     be.poolKey = this.pool;
@@ -95,7 +116,7 @@ export class CUDAGraph {
     try {
       graph = be.ctx.endCapture(be.stream);
     } catch (e) {
-      be.allocator.releasePrivatePool(this.pool);
+      dropPool(be.allocator, this.pool);
       throw new GraphCaptureError('cuda.CUDAGraph.capture_end', `the capture was invalidated: ${e instanceof Error ? e.message : String(e)}`);
     }
     this.graph = graph;
@@ -116,7 +137,7 @@ export class CUDAGraph {
       if (g !== 0n) be.ctx.destroyGraph(g, null);
     } catch { /* an invalidated capture ends with an error and no graph */ }
     this.state = null;
-    be.allocator.releasePrivatePool(this.pool);
+    dropPool(be.allocator, this.pool);
   }
 
   /** Enqueues the recorded work on the stream (torch.cuda.CUDAGraph.replay); returns at once. */
@@ -152,7 +173,7 @@ export class CUDAGraph {
       this.graph = null; this.exec = null;
       if (this.state) this.be.free(this.state.errBuf);
       this.state = null;
-      this.be.allocator.releasePrivatePool(this.pool);
+      dropPool(this.be.allocator, this.pool);
     }
     this.nodes = 0; this.replays = 0;
   }
