@@ -52,7 +52,7 @@ test('mixed steps replayed as CPU step recordings = eager mixed steps = each req
     const model = await cpu(name);
     try {
       const reqs = requests(8, model.config.vocab_size);
-      const base = { maxBatch: 3, blockSize: 4, prefillChunk: 5, sampling: 'device' as const };
+      const base = { maxBatch: 3, blockSize: 4, prefillChunk: 5, sampling: 'device' as const, mixedSteps: true };
       const split: number[][] = [];
       for (const r of reqs) {
         const e = new Engine(model, { ...base, padBatch: true, mixedSteps: false });
@@ -80,7 +80,7 @@ test('mixed steps: the pools growing mid-run (plain tensors replaced) drop the r
   try {
     // 64 blocks at first; prompts of ~30 tokens in blocks of 2 take the cache past them while steps replay
     const reqs = requests(6, model.config.vocab_size, 24);
-    const opts = { maxBatch: 4, blockSize: 2, kvBlocks: 400, sampling: 'device' as const, padBatch: true };
+    const opts = { maxBatch: 4, blockSize: 2, kvBlocks: 400, sampling: 'device' as const, mixedSteps: true, padBatch: true };
     const run = async (graphs: boolean): Promise<{ tokens: number[][]; stats: ReturnType<Engine['graphStats']>; blocks: number }> => {
       const e = new Engine(model, { ...opts, graphs });
       const tokens = (await Promise.all(reqs.map((r) => e.submit(r).result))).map((r) => r.tokens);
@@ -99,7 +99,7 @@ test('a step that cannot be recorded (a host read) raises GraphCaptureError insi
   const model = await cpu('llama');
   try {
     const reqs = requests(5, model.config.vocab_size);
-    const opts = { maxBatch: 3, blockSize: 4, sampling: 'device' as const, padBatch: true };
+    const opts = { maxBatch: 3, blockSize: 4, sampling: 'device' as const, mixedSteps: true, padBatch: true };
     const want = (await batchedAndAlone(model, reqs, { ...opts, graphs: false })).batched;
     const head = model.lm_head, orig = head.forward.bind(head);
     head.forward = (x) => { if (cpuRecording()) void x.sum().item(); return orig(x); };

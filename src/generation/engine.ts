@@ -15,6 +15,21 @@
 // computes each sequence on its own, so a request's tokens are those it gets when run alone with the
 // same seed, whatever else is in the batch (test/engine.test.ts, scripts/soak-engine.mjs).
 // Defaults follow OpenAI's API (the server's spec): temperature 1 (0 = greedy), top_p 1, top_k off.
+//
+// Mixed steps (default on CUDA; `mixedSteps`): steps 2 and 3 become one forward. Every decoding sequence's
+// last token is a row, and prompt tokens fill the rows left (at most prefillChunk, up to stepTokens rows),
+// each row one token at its own position attending over its own sequence's blocks up to that position
+// (paged attention per row: a prompt chunk's rows are causal because each row's length is its position
+// + 1, and reshape_and_cache writes every row before any layer attends). The rows that decode or end a
+// prompt are sampled on the device. An eager step launches hundreds of kernels, and for a 64-row bf16
+// step on an H200 their host cost was ~15-19 ms against ~1-2 ms of GPU time; so the step reads all it
+// varies (token ids, positions, slots, block tables, lengths, which rows are sampled, their settings
+// and draws) from device buffers of fixed address, written by three host-to-device copies, and is
+// recorded once per (rows bucket, block-table width bucket, greedy or sampled) as a CUDA graph (a CPU
+// step recording on the CPU, opt-in) and replayed; the host reads back only the sampled ids.
+// Steps are padded to one row count on GPUs (padBatch), so prompt chunks and decode tokens of every
+// request go through matrix products of one shape, whatever else runs: the guarantee above holds there
+// (test/engine_graphs.test.ts: replayed = eager = alone).
 
 import { Tensor } from '../tensor/tensor.js';
 import { scope } from '../tensor/storage.js';
@@ -67,8 +82,9 @@ export interface EngineOptions {
    * stepTokens, each attending over its own sequence's paged blocks up to its own position; the rows
    * that end a prompt or decode are sampled on the device. The step's inputs live in fixed device
    * buffers written once per step, so the step can be replayed as a graph (`graphs`). Needs device
-   * sampling; default: on with it (off the CPU). Otherwise a step runs one prompt chunk through the
-   * model's own attention, then the decode rows.
+   * sampling; default: on CUDA (whose paged attention kernel reads the blocks in place; elsewhere the
+   * composite gathers every row's blocks). Otherwise a step runs one prompt chunk through the model's
+   * own attention, then the decode rows.
    */
   mixedSteps?: boolean;
   /** Rows of a mixed step at most, decode and prompt tokens together (default maxBatch + min(prefillChunk, max(maxBatch, 16))). */
@@ -290,7 +306,7 @@ export class Engine {
     this.padBatch = opts.padBatch ?? model.device.type !== 'cpu';
     const context = this.context ?? 2048;
     this.kvBlocks = positive('kvBlocks', opts.kvBlocks, this.maxBatch * Math.ceil(context / this.blockSize));
-    this.mixedSteps = opts.mixedSteps ?? this.sampling === 'device';
+    this.mixedSteps = opts.mixedSteps ?? (this.sampling === 'device' && model.device.type === 'cuda');
     if (this.mixedSteps && this.sampling !== 'device') throw new ValueError(OP, 'mixedSteps samples on the device: it needs sampling \'device\'');
     this.stepTokens = positive('stepTokens', opts.stepTokens, this.maxBatch + Math.min(this.prefillChunk, Math.max(this.maxBatch, 16)));
     if (this.stepTokens < this.maxBatch) throw new ValueError(OP, `stepTokens (${this.stepTokens}) must be at least maxBatch (${this.maxBatch}): every running sequence decodes in each step`);
