@@ -14,7 +14,7 @@ import type { ModelConfig, LayerType, SupportedModelType } from './config.js';
 import { RotaryEmbedding } from './rope.js';
 import { attention, booleanMask } from './attention.js';
 import { backendFor } from '../backend/backend.js';
-import { fusedKernel, gatedActName } from '../ops/llm.js';
+import { fusedKernel, gatedActName, groupedExpertKernel } from '../ops/llm.js';
 
 export interface FamilyTraits {
   /** q, k, v projections as one `qkv_proj`, gate and up as one `gate_up_proj` (Phi-3). */
@@ -316,6 +316,11 @@ const ROUTED_ON_DEVICE_MAX_TOKENS = 16;
  * to the host, so a CUDA graph records it.
  */
 const DENSE_EXPERTS_MAX_TOKENS = 128;
+/**
+ * Rows per block of the grouped path (nbx.llm.moe_align's block size, the grouped GEMM's row tile): each
+ * expert's group is padded to a multiple of it, about E·(BS/2) rows of padding per layer.
+ */
+const GROUPED_EXPERTS_BLOCK = 64;
 
 /** The experts of one MoE layer as transformers 5 holds them: gate_up_proj [E, 2I, H], down_proj [E, H, I]. */
 export class Experts extends Module {
@@ -340,7 +345,8 @@ export class Experts extends Module {
    * the routing on the host; on a device that cannot read back synchronously (WebGPU), and for a batched
    * decode step on one that reads experts by device-held ids (DENSE_EXPERTS_MAX_TOKENS), every expert runs
    * on every token instead and unrouted experts get weight 0 (same values up to rounding, E/k times the
-   * arithmetic).
+   * arithmetic). A longer prompt on a device with the grouped GEMM (nbx.llm.moe_align and
+   * grouped_expert_linear) groups the slots by expert on the device instead of on the host.
    */
   override forward(x: Tensor, indices: Tensor, weights: Tensor): Tensor {
     const [N, H] = x.shape as [number, number];
@@ -356,6 +362,24 @@ export class Experts extends Module {
       const contrib = y.mul(weights.unsqueeze(-1)).to(x.dt);
       let out = contrib.select(1, 0);
       for (let j = 1; j < k; j++) out = out.add(contrib.select(1, j));
+      return out.contiguous();
+    }
+    if (N > DENSE_EXPERTS_MAX_TOKENS && groupedExpertKernel(x, GROUPED_EXPERTS_BLOCK)) {
+      // A prompt where the backend has the grouped GEMM (vLLM's fused_moe): the slots grouped by expert
+      // on the device (nbx.llm.moe_align), then one launch per projection for every expert; the routing
+      // weight multiplies in the down projection's epilogue. Nothing is read back to the host.
+      const [sorted, blockExperts, total] = nbx.llm.moe_align(indices, this.num_experts, GROUPED_EXPERTS_BLOCK) as [Tensor, Tensor, Tensor];
+      const opts = { top_k: k, block_size: GROUPED_EXPERTS_BLOCK };
+      const gu = nbx.llm.grouped_expert_linear(x, this.gate_up_proj, sorted, blockExperts, total, opts); // [N, k, 2I]
+      const act = gatedActName(this.act);
+      let h: Tensor;
+      if (act) h = nbx.llm.gated_activation(gu, { act });
+      else { const [gate, up] = gu.chunk(2, -1) as [Tensor, Tensor]; h = activation(this.act, gate).mul(up); }
+      gu.dispose();
+      const y = nbx.llm.grouped_expert_linear(h, this.down_proj, sorted, blockExperts, total, { ...opts, routing_weights: weights }); // [N, k, H], weighted
+      h.dispose(); sorted.dispose(); blockExperts.dispose(); total.dispose();
+      let out = y.select(1, 0);
+      for (let j = 1; j < k; j++) out = out.add(y.select(1, j));
       return out.contiguous();
     }
     if (!backendFor(x.device).downloadSync || (N <= DENSE_EXPERTS_MAX_TOKENS && fusedKernel('expert_gemv', x))) {

@@ -26,6 +26,11 @@ import { addcmul } from './elementwise.js';
 import { cat } from './shape.js';
 import { index_select } from './indexing.js';
 import { matmul } from './linalg.js';
+import { argsort, searchsorted } from './sort.js';
+import { cumsum } from './reduce.js';
+import { arange, full } from './creation.js';
+import { floor_divide, where } from './elementwise.js';
+import { index_add, index_copy } from './indexing.js';
 
 let fusion = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_LLM_FUSION !== '0';
 
@@ -489,4 +494,173 @@ function softmaxSafe(w: Tensor, dt: 'float32' | 'float64'): Tensor {
   const allMasked = f.eq(-Infinity).all(-1, true);
   const p = f.softmax(-1);
   return p.masked_fill(allMasked, 0);
+}
+
+// ---- fused mixture of experts: moe_align, grouped_expert_linear ----------------------------------------
+
+/** A non-negative integer argument. */
+function needCount(op: string, v: unknown, name: string, min: number): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new ValueError(op, `${name} must be an integer >= ${min}, got ${String(v)}`);
+  return n;
+}
+
+/** moe_align's fixed output sizes for M slots: capacity M + E·(block_size − 1) and ceil(capacity / block_size) blocks. */
+export function moeAlignSizes(slots: number, experts: number, blockSize: number): { capacity: number; blocks: number } {
+  const capacity = slots + experts * (blockSize - 1);
+  return { capacity, blocks: Math.ceil(capacity / blockSize) };
+}
+
+/**
+ * vLLM's moe_align_block_size: groups a routing's (token, slot) pairs by expert for the grouped GEMM.
+ * expert_ids [N, k] (int64 or int32, values in [0, num_experts)); slot s = n·k + j. Returns
+ * `(sorted_token_ids, block_expert_ids, num_tokens_post_padded)`, all int32:
+ * - sorted_token_ids [M + E·(block_size − 1)] (M = N·k): the slots of expert 0, then of expert 1, …, each
+ *   expert's group padded with the value M to a multiple of block_size; within an expert the slots keep
+ *   their order (deterministic, where vLLM's kernel orders them by atomics); unused entries are M.
+ * - block_expert_ids [ceil(that / block_size)]: the expert of each block of block_size positions, −1 past
+ *   the total.
+ * - num_tokens_post_padded [1]: Σ_e ceil(count_e / block_size)·block_size.
+ * The sizes depend only on (N, k, E, block_size), so a device kernel that fills them reads nothing back to
+ * the host (a CUDA graph records it). An id outside [0, E) is an IndexError.
+ *
+ * Definition (the composite): counts by index_add, padded starts by cumsum, a stable argsort of the ids,
+ * each slot's position = its expert's padded start + its rank among that expert's slots, and each block's
+ * expert by searchsorted over the padded ends.
+ */
+export const moe_align = def('llm.moe_align(expert_ids, num_experts, block_size)', (a): [Tensor, Tensor, Tensor] => {
+  const op = 'llm.moe_align';
+  const ids = asT(op, a.expert_ids, 'expert_ids');
+  needIndex(op, ids, 'expert_ids', 2);
+  const E = needCount(op, a.num_experts, 'num_experts', 1), BS = needCount(op, a.block_size, 'block_size', 1);
+  const M = ids.numel();
+  const { capacity, blocks } = moeAlignSizes(M, E, BS);
+  if (capacity >= 2 ** 31) throw new ValueError(op, `${M} slots padded for ${E} experts exceed int32 positions`);
+  if (fusedKernel('moe_align', ids)) {
+    const ic = ids.contiguous();
+    const sorted = Tensor.empty([capacity], 'int32', ids.device, false);
+    const bexp = Tensor.empty([blocks], 'int32', ids.device, false);
+    const total = Tensor.empty([1], 'int32', ids.device, false);
+    try {
+      kernel('moe_align', ids.device, op)({ ids: ic.ref(), sorted: sorted.ref(), blockExperts: bexp.ref(), total: total.ref(), slots: M, experts: E, blockSize: BS, capacity, blocks });
+    } catch (e) { sorted.dispose(); bexp.dispose(); total.dispose(); throw e; } finally {
+      if (ic !== ids) ic.dispose();
+    }
+    return [sorted, bexp, total];
+  }
+  return moeAlignComposite(ids, E, BS);
+});
+
+/** moe_align's definition. */
+export function moeAlignComposite(ids: Tensor, E: number, BS: number): [Tensor, Tensor, Tensor] {
+  const M = ids.numel(), dev = ids.device;
+  const { capacity, blocks } = moeAlignSizes(M, E, BS);
+  return scope(() => {
+    const flat = ids.reshape([M]).to('int64');
+    const counts = index_add(full([E], 0, { dtype: 'int64', device: dev }), 0, flat, full([M], 1, { dtype: 'int64', device: dev })) as Tensor;
+    const padded = floor_divide(counts.add(BS - 1), BS).mul(BS);
+    const ends = cumsum(padded, 0) as Tensor; // padded end of each expert's group
+    const starts = ends.sub(padded);
+    const rawStarts = (cumsum(counts, 0) as Tensor).sub(counts); // start of each expert's slots in the sorted order
+    const order = argsort(flat, { stable: true }) as Tensor; // slots by expert, in slot order within one
+    const e = index_select(flat, 0, order);
+    const dest = index_select(starts, 0, e).add(arange(M, { dtype: 'int64', device: dev })).sub(index_select(rawStarts, 0, e));
+    const sorted = index_copy(full([capacity], M, { dtype: 'int64', device: dev }), 0, dest, order) as Tensor;
+    const total = ends.slice(0, E - 1);
+    const first = arange(blocks, { dtype: 'int64', device: dev }).mul(BS);
+    const owner = searchsorted(ends, first, { right: true }) as Tensor; // first expert whose group ends after the block's start
+    const bexp = where(first.lt(total), owner, full([blocks], -1, { dtype: 'int64', device: dev })) as Tensor;
+    return [sorted.to('int32'), bexp.to('int32'), total.to('int32')];
+  });
+}
+
+/** grouped_expert_linear's kernel runs this input's dtype and block size on its device. */
+export function groupedExpertKernel(x: Tensor, blockSize: number): boolean {
+  if (!fusedKernel('grouped_expert_gemm', x)) return false;
+  const f = kernelFeatures('llm', x.device);
+  return !!f.groupedGemmDtypes?.includes(x.dt) && !!f.groupedGemmBlockSizes?.includes(blockSize);
+}
+
+/**
+ * The grouped GEMM of a mixture-of-experts layer (vLLM's fused_moe kernel, one launch for every expert):
+ * with moe_align's outputs for expert_ids [N, top_k] and `block_size`, out[n, j] = weight[e] @ x, e the
+ * expert of (n, j), x = input[n] ([N, K]) or input[n, j] (a per-slot input [N, top_k, K]); weight [E, O, K]
+ * holds each expert's nn.Linear weight [out, in]. routing_weights [N, top_k] (optional) multiply each
+ * slot's row. Returns [N, top_k, O] in the input's dtype; a slot that sorted_token_ids does not name is 0.
+ *
+ * Definition (the composite): per block of block_size sorted positions, the rows of its slots gathered
+ * (padding: a zero row), times its expert's weight (index_select, matmul), each row then copied to its
+ * slot (index_copy); with routing weights, the rows (in the dtype) times the weights, cast to the dtype.
+ * A device kernel (tensor cores, float32 accumulation) multiplies the float32 sum by the weight before
+ * its one rounding. A slot outside [0, M] (M = N·top_k: padding), a block's expert outside [0, E) before
+ * the total, or a total above the capacity is an IndexError.
+ */
+export const grouped_expert_linear = def('llm.grouped_expert_linear(input, weight, sorted_token_ids, block_expert_ids, num_tokens_post_padded, *, top_k, block_size, routing_weights=None)', (a): Tensor => {
+  const op = 'llm.grouped_expert_linear';
+  const x = asT(op, a.input, 'input'), w = asT(op, a.weight, 'weight');
+  const sorted = asT(op, a.sorted_token_ids, 'sorted_token_ids'), bexp = asT(op, a.block_expert_ids, 'block_expert_ids');
+  const total = asT(op, a.num_tokens_post_padded, 'num_tokens_post_padded');
+  const rw = a.routing_weights === null ? null : asT(op, a.routing_weights, 'routing_weights');
+  needFloat(op, x, 'input');
+  sameDType(op, x, w, 'input', 'weight');
+  for (const [t, n] of [[w, 'weight'], [sorted, 'sorted_token_ids'], [bexp, 'block_expert_ids'], [total, 'num_tokens_post_padded']] as const) sameDevice(op, x, t, n);
+  for (const [t, n, r] of [[sorted, 'sorted_token_ids', 1], [bexp, 'block_expert_ids', 1], [total, 'num_tokens_post_padded', 1]] as const) {
+    if (t.dt !== 'int32' || t.ndim !== r) throw new DTypeError(op, `${n} must be an int32 tensor of rank ${r} (llm.moe_align's output), got ${t.dt} ${fmtShape(t.shape)}`);
+  }
+  const topK = needCount(op, a.top_k, 'top_k', 1), BS = needCount(op, a.block_size, 'block_size', 1);
+  if (w.ndim !== 3) throw new ShapeError(op, `weight must be [experts, out_features, in_features], got ${fmtShape(w.shape)}`);
+  const [E, O, K] = w.shape as [number, number, number];
+  const perSlot = x.ndim === 3;
+  const N = x.shape[0] ?? 0;
+  if (!(x.ndim === 2 || x.ndim === 3) || x.shape[x.ndim - 1] !== K || (perSlot && x.shape[1] !== topK)) {
+    throw new ShapeError(op, `input must be [tokens, ${K}] or [tokens, ${topK}, ${K}] for weight ${fmtShape(w.shape)} and top_k ${topK}, got ${fmtShape(x.shape)}`);
+  }
+  const M = N * topK, cap = sorted.shape[0]!, blocks = bexp.shape[0]!;
+  if (total.shape[0] !== 1 || blocks !== Math.ceil(cap / BS)) {
+    throw new ShapeError(op, `block_expert_ids must have ceil(${cap} / ${BS}) = ${Math.ceil(cap / BS)} blocks for sorted_token_ids ${fmtShape(sorted.shape)}, and num_tokens_post_padded one element; got ${fmtShape(bexp.shape)} and ${fmtShape(total.shape)}`);
+  }
+  if (rw) {
+    needFloat(op, rw, 'routing_weights');
+    sameDevice(op, x, rw, 'routing_weights');
+    if (!sameShape(rw.shape, [N, topK])) throw new ShapeError(op, `routing_weights must be [${N}, ${topK}], got ${fmtShape(rw.shape)}`);
+  }
+  if (M === 0 || O === 0) return Tensor.empty([N, topK, O], x.dt, x.device, true);
+  // the kernel moves 16-byte rows: K a multiple of 8, operands at 16-byte-aligned offsets
+  if (groupedExpertKernel(x, BS) && K % 8 === 0 && cap < 2 ** 31) {
+    const aligned = (t: Tensor): Tensor => (t.is_contiguous() && t.ref().offset % 8 === 0 ? t : t.clone());
+    const xc = aligned(x), wc = aligned(w), sc = sorted.contiguous(), bc = bexp.contiguous(), rc = rw?.contiguous();
+    const out = Tensor.empty([N, topK, O], x.dt, x.device, true);
+    try {
+      kernel('grouped_expert_gemm', x.device, op)({
+        x: xc.ref(), xPerSlot: perSlot, weight: wc.ref(), sorted: sc.ref(), blockExperts: bc.ref(), total: total.ref(), routing: rc?.ref(), out: out.ref(),
+        slots: M, topK, experts: E, outFeatures: O, inFeatures: K, blockSize: BS, capacity: cap, blocks,
+      });
+    } catch (e) { out.dispose(); throw e; } finally {
+      for (const [c, t] of [[xc, x], [wc, w], [sc, sorted], [bc, bexp], [rc, rw]] as const) if (c && c !== t) c.dispose();
+    }
+    return out;
+  }
+  return groupedExpertLinearComposite(x, w, sorted, bexp, total, topK, BS, rw);
+});
+
+/** grouped_expert_linear's definition. */
+export function groupedExpertLinearComposite(x: Tensor, w: Tensor, sorted: Tensor, bexp: Tensor, total: Tensor, topK: number, BS: number, rw: Tensor | null): Tensor {
+  const perSlot = x.ndim === 3, N = x.shape[0]!, K = x.shape[x.ndim - 1]!, O = w.shape[1]!, M = N * topK;
+  const cap = sorted.shape[0]!, nb = bexp.shape[0]!, P = nb * BS, dev = x.device;
+  return scope(() => {
+    const tot = total.to('int64');
+    const pos = arange(P, { dtype: 'int64', device: dev });
+    const padded = P > cap ? cat([sorted.to('int64'), full([P - cap], M, { dtype: 'int64', device: dev })]) : sorted.to('int64');
+    const slot = where(pos.lt(tot), padded, full([P], M, { dtype: 'int64', device: dev })) as Tensor; // past the total: padding
+    const live = arange(nb, { dtype: 'int64', device: dev }).mul(BS).lt(tot);
+    const e = where(live, bexp.to('int64'), full([nb], 0, { dtype: 'int64', device: dev })) as Tensor; // blocks past the total are never stored
+    const rows = cat([perSlot ? x.reshape([M, K]) : x, full([1, K], 0, { dtype: x.dt, device: dev })], 0); // + a zero row for padding
+    // a slot outside [0, M] is index_copy's IndexError below; here it only must not pick a real row
+    const src = perSlot ? slot : where(slot.lt(M), floor_divide(slot, topK), full([P], N, { dtype: 'int64', device: dev })) as Tensor;
+    const xa = index_select(rows, 0, src.clamp(0, perSlot ? M : N)).view([nb, BS, K]);
+    let y = matmul(xa, index_select(w, 0, e).transpose(1, 2)).reshape([P, O]);
+    if (rw) y = y.mul(index_select(cat([rw.reshape([M]), full([1], 0, { dtype: rw.dt, device: dev })]), 0, slot.clamp(0, M)).unsqueeze(-1)).to(x.dt);
+    const out = index_copy(full([M + 1, O], 0, { dtype: x.dt, device: dev }), 0, slot, y) as Tensor;
+    return out.slice(0, 0, M).view([N, topK, O]);
+  });
 }

@@ -11,6 +11,7 @@ import * as fft from './fft.js';
 import * as gemm from './gemm.js';
 import * as indexing from './indexing.js';
 import * as llm from './llm.js';
+import * as moe from './moe.js';
 import * as nn from './nn.js';
 import * as pool from './pool.js';
 import * as quant from './quant.js';
@@ -22,18 +23,18 @@ import { hostStaged } from '../runtime/host_staging.js';
 export { stagingStats } from '../runtime/host_staging.js';
 export { cudaMatmulSettings } from './gemm.js';
 
-const FAMILIES = [copy, reduce, gemm, nn, indexing, sort, conv, pool, resample, fft, attention, llm, quant];
+const FAMILIES = [copy, reduce, gemm, nn, indexing, sort, conv, pool, resample, fft, attention, llm, quant, moe];
 
 /** Every kernel the CUDA backend implements itself; the CPU's others run through host staging. */
 export const cudaKernels: BackendKernels = {
-  ...copy.kernels, ...reduce.kernels, ...gemm.kernels, ...nn.kernels, ...indexing.kernels, ...sort.kernels, ...conv.kernels, ...pool.kernels, ...resample.kernels, ...fft.kernels, ...attention.kernels, ...llm.kernels, ...quant.kernels,
+  ...copy.kernels, ...reduce.kernels, ...gemm.kernels, ...nn.kernels, ...indexing.kernels, ...sort.kernels, ...conv.kernels, ...pool.kernels, ...resample.kernels, ...fft.kernels, ...attention.kernels, ...llm.kernels, ...quant.kernels, ...moe.kernels,
 };
 
 export function installCudaKernels(backend: CudaBackend): void {
   for (const family of FAMILIES) family.bind(backend);
   registerKernels('cuda', cudaKernels);
   // cuBLASLt multiplies float16/bfloat16 natively and adds linear's bias in its epilogue.
-  registerKernelFeatures('cuda', { gemm: { halfInputs: true, biasEpilogue: true }, ...llm.features, ...quant.features });
+  registerKernelFeatures('cuda', { gemm: { halfInputs: true, biasEpilogue: true }, llm: { ...llm.features.llm, ...moe.llmFeatures }, ...quant.features });
   setStagingProvider('cuda', (name) => hostStaged(backend, name));
 }
 

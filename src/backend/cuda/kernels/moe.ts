@@ -1,0 +1,321 @@
+// The CUDA backend's fused mixture-of-experts kernels (contracts in src/kernels/llm.ts; operations
+// nbx.llm.moe_align and nbx.llm.grouped_expert_linear in src/ops/llm.ts), vLLM's moe_align_block_size
+// and fused_moe:
+//
+// - moe_align: one block of 1024 threads. A shared-memory histogram of the expert ids, each expert's
+//   padded start (a serial prefix over E by one thread: E is small), every block's expert (a binary
+//   search over the starts), then the slots scattered to their positions in tiles of 1024: within a
+//   warp, the lanes of one expert are found by __match_any_sync and ranked by popcount, the warps' counts
+//   of each expert are prefixed in warp order, and a running count per expert carries across tiles. So
+//   the slots of an expert keep their order (the composite's stable sort: the result is deterministic,
+//   unlike vLLM's atomics) and nothing is read back to the host: a CUDA graph records it. One block is
+//   enough at prefill sizes (M = N·k slots ≤ a few 10⁴: a handful of tiles).
+// - grouped_expert_gemm: one CTA per (block of BM = block_size sorted positions, 128 output features).
+//   The block's expert is read on the device; its BM slots give the rows of x to gather (slot / k, or the
+//   slot itself for a per-slot input; padding rows are zeros). Tiles of x and of the expert's weight
+//   ([O, K]: nn.Linear's layout is already the column-major B operand) move to shared memory with
+//   cp.async in a 4-stage ring (rows padded to 40 elements: ldmatrix without bank conflicts), fragments
+//   by ldmatrix, products by mma.sync m16n8k16 with float32 accumulators; the epilogue multiplies by
+//   the routing weight (optional) and writes each row to its slot of out [M, O]. Blocks past the total
+//   return at once, so the grid has a fixed size (moe_align's capacity) and needs no host read.
+//
+// Both record bad indices in an error word, read after the launch (deferred inside a capture), as
+// expert_gemv does.
+
+import type { BackendKernels } from '../../../kernels/table.js';
+import type { GroupedExpertGemmParams, MoeAlignParams } from '../../../kernels/llm.js';
+import { IndexError } from '../../../errors.js';
+import type { CudaBuffer } from '../runtime/device.js';
+import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import type { ArgType } from '../runtime/driver.js';
+import { R, type CudaBackend } from '../runtime/backend.js';
+import { CP_ASYNC_DEVICE, CP_ASYNC_EMU, basePtr, requireDType } from './util.js';
+
+let be: CudaBackend;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void { be = backend; }
+
+/** The device address of a ref's first element. */
+const at = (r: StridedRef | undefined): bigint => (r ? basePtr(r) + BigInt(r.offset * DTYPES[r.dtype].itemsize) : 0n);
+
+/** The error word of this family (cleared per call), or the capture's (checked after a replay). */
+let errWord: CudaBuffer | null = null;
+function errorWord(): bigint {
+  if (be.capture !== null) return be.capture.errBuf.ptr;
+  errWord ??= be.alloc('int64', 1);
+  be.ctx.memsetD8(errWord.ptr, 0, 8, be.stream);
+  return errWord.ptr;
+}
+/** The error word's value after the launch (0: none); inside a capture the check is deferred to the replay. */
+function readError(op: string): bigint {
+  if (be.capture !== null) { be.capture.defer(op); return 0n; }
+  return (be.downloadSync(errWord!, 'int64', 0, 1) as BigInt64Array)[0]!;
+}
+/** Error words: kind in bits 48+, position below. */
+const KIND_SHIFT = 48n;
+
+// ---- moe_align ----------------------------------------------------------------------------------------
+
+const ALIGN_THREADS = 1024;
+const ALIGN_WARPS = ALIGN_THREADS / 32;
+
+export function moeAlignSource(idx: 'int32' | 'int64') {
+  const IT = idx === 'int32' ? 'int' : 'long long';
+  const src = `
+#ifdef NBX_EMU
+// the lanes of this warp holding the same value (scalar form of __match_any_sync)
+__device__ __forceinline__ unsigned match_any(int v) {
+  unsigned m = 0;
+  for (int l = 0; l < 32; l++) if (__shfl_sync(0xffffffffu, v, l) == v) m |= 1u << l;
+  return m;
+}
+#else
+__device__ __forceinline__ unsigned match_any(int v) { return __match_any_sync(0xffffffffu, v); }
+#endif
+extern "C" __global__ void __launch_bounds__(${ALIGN_THREADS}) moe_align(const ${IT}* __restrict__ ids, int* __restrict__ sorted,
+  int* __restrict__ bexp, int* __restrict__ total, unsigned long long* __restrict__ err, int M, int E, int BS, int cap, int nb) {
+  extern __shared__ int sh[];
+  int* cnt = sh;          // [E] slots per expert
+  int* start = sh + E;    // [E] padded start of each expert's group
+  int* run = sh + 2 * E;  // [E] slots of each expert placed by earlier tiles
+  int* wc = sh + 3 * E;   // [${ALIGN_WARPS}][E] this tile's count, then start, per warp and expert
+  __shared__ int tot;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int i = tid; i < E; i += ${ALIGN_THREADS}) { cnt[i] = 0; run[i] = 0; }
+  for (int i = tid; i < cap; i += ${ALIGN_THREADS}) sorted[i] = M;
+  __syncthreads();
+  for (int i = tid; i < M; i += ${ALIGN_THREADS}) {
+    const long long e = (long long)ids[i];
+    if (e >= 0 && e < E) atomicAdd(&cnt[e], 1);
+    else atomicMax(err, (1ull << ${KIND_SHIFT}) | (unsigned long long)i);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    int s = 0;
+    for (int e = 0; e < E; e++) { start[e] = s; s += (cnt[e] + BS - 1) / BS * BS; }
+    tot = s; total[0] = s;
+  }
+  __syncthreads();
+  // a block's expert: the last one whose padded start is at or before the block's first position (an
+  // empty expert starts where the next one does, so the last of equal starts is the one that owns it)
+  for (int b = tid; b < nb; b += ${ALIGN_THREADS}) {
+    const int p = b * BS;
+    int e = -1;
+    if (p < tot) {
+      int lo = 0, hi = E - 1;
+      while (lo < hi) { const int mid = (lo + hi + 1) >> 1; if (start[mid] <= p) lo = mid; else hi = mid - 1; }
+      e = lo;
+    }
+    bexp[b] = e;
+  }
+  for (int base = 0; base < M; base += ${ALIGN_THREADS}) {
+    const int i = base + tid;
+    int e = -1;
+    if (i < M) { const long long v = (long long)ids[i]; if (v >= 0 && v < E) e = (int)v; }
+    for (int j = tid; j < ${ALIGN_WARPS} * E; j += ${ALIGN_THREADS}) wc[j] = 0;
+    __syncthreads();
+    const unsigned same = match_any(e);
+    const int rank = __popc(same & ((1u << lane) - 1u));
+    if (e >= 0 && rank == 0) wc[warp * E + e] = __popc(same);
+    __syncthreads();
+    for (int x = tid; x < E; x += ${ALIGN_THREADS}) {
+      int s = run[x];
+      for (int w = 0; w < ${ALIGN_WARPS}; w++) { const int c = wc[w * E + x]; wc[w * E + x] = s; s += c; }
+      run[x] = s;
+    }
+    __syncthreads();
+    if (e >= 0) sorted[start[e] + wc[warp * E + e] + rank] = i;
+    __syncthreads(); // wc is cleared for the next tile
+  }
+}`;
+  return { src, name: 'moe_align', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32'] as ArgType[] };
+}
+
+function cudaMoeAlign(p: MoeAlignParams): void {
+  const op = 'llm.moe_align';
+  const it = p.ids.dtype as 'int32' | 'int64';
+  requireDType(op, it, ['int32', 'int64']);
+  const k = be.kernel(`moe_align:${it}`, () => moeAlignSource(it));
+  const smem = (3 + ALIGN_WARPS) * p.experts * 4;
+  if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
+  const err = errorWord();
+  be.ctx.launch(k, 1, ALIGN_THREADS, [at(p.ids), at(p.sorted), at(p.blockExperts), at(p.total), err, p.slots, p.experts, p.blockSize, p.capacity, p.blocks], smem, be.stream);
+  const v = readError(op);
+  if (v !== 0n) {
+    const pos = Number(v & ((1n << KIND_SHIFT) - 1n));
+    throw new IndexError(op, `expert id at position ${pos} of expert_ids is out of range for ${p.experts} experts`);
+  }
+}
+
+// ---- grouped_expert_gemm --------------------------------------------------------------------------------
+
+/** Output features per CTA, K per pipeline stage, stages in flight, shared-memory row length (K + 8: no bank conflicts). */
+const BN = 128, BK = 32, STAGES = 4, LDS = BK + 8;
+
+/** Warps along M and N for a row tile of BM (BN = 128): each warp's tile is a multiple of 16 × 16. */
+export function gemmLayout(bm: number): { wm: number; wn: number } {
+  if (bm === 128) return { wm: 2, wn: 4 }; // 8 warps of 64 × 32
+  if (bm === 64) return { wm: 2, wn: 2 };  // 4 warps of 32 × 64
+  return { wm: 1, wn: 4 };                  // 16, 32: 4 warps of bm × 32
+}
+/** The moe_align block sizes the kernel's row tiles cover. */
+export const GEMM_BLOCK_SIZES: readonly number[] = [16, 32, 64, 128];
+export const GEMM_DTYPES: readonly DTypeName[] = ['bfloat16', 'float16'];
+
+/** Dynamic shared memory of the stage ring for a row tile of BM. */
+export const gemmSmem = (bm: number): number => STAGES * (bm + BN) * LDS * 2;
+
+export function groupedGemmSource(d: 'bfloat16' | 'float16', bm: number, rd: DTypeName | null) {
+  const bf = d === 'bfloat16', ty = bf ? 'bf16' : 'f16';
+  const { wm, wn } = gemmLayout(bm);
+  const NT = wm * wn * 32, WTM = bm / wm, WTN = BN / wn, MT = WTM / 16, NTL = WTN / 8;
+  const RT = rd ? R.storageType(rd) : 'float';
+  const scale = rd ? `(float)${R.load(rd, 'rw', 's')}` : '1.0f';
+  const f2 = bf ? 'nbx_f2bf' : 'nbx_f2h';
+  const src = `
+typedef unsigned int u32;
+#ifdef NBX_EMU
+${CP_ASYNC_EMU}
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], const void* p) { emu_ldmatrix_x4(r, p, false); }
+__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) { emu_mma16816(c, a, b0, b1, ${bf}); }
+#else
+${CP_ASYNC_DEVICE}
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
+}
+__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${ty}.${ty}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+extern "C" __global__ void __launch_bounds__(${NT}${bm === 128 ? ', 2' : ''}) grouped_expert_gemm(const unsigned short* __restrict__ x,
+  const unsigned short* __restrict__ w, const int* __restrict__ sorted, const int* __restrict__ bexp, const int* __restrict__ totalp,
+  const ${RT}* __restrict__ rw, unsigned short* __restrict__ out, unsigned long long* __restrict__ err,
+  int topK, int M, int E, int O, int K, int BS, int cap, int perSlot) {
+  extern __shared__ __align__(16) unsigned char smem_[];
+  unsigned short* As = (unsigned short*)smem_;               // [STAGES][BM][LDS]
+  unsigned short* Bs = As + ${STAGES * bm * LDS};             // [STAGES][BN][LDS]
+  __shared__ int rowSrc[${bm}];  // row of x for each position of the tile (-1: padding)
+  __shared__ int rowSlot[${bm}]; // slot of out it is written to (-1: none)
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  int tot = totalp[0];
+  if (tot < 0 || tot > cap) {
+    if (tid == 0 && blockIdx.x == 0 && blockIdx.y == 0) atomicMax(err, 3ull << ${KIND_SHIFT});
+    tot = tot < 0 ? 0 : cap;
+  }
+  const int p0 = blockIdx.x * ${bm};
+  if (p0 >= tot) return;
+  const int e = bexp[p0 / BS];
+  if (e < 0 || e >= E) {
+    if (tid == 0 && blockIdx.y == 0) atomicMax(err, (2ull << ${KIND_SHIFT}) | (unsigned long long)(p0 / BS));
+    return;
+  }
+  for (int i = tid; i < ${bm}; i += ${NT}) {
+    const int p = p0 + i;
+    int s = p < tot ? sorted[p] : M;
+    if (s < 0 || s > M) { if (blockIdx.y == 0) atomicMax(err, (1ull << ${KIND_SHIFT}) | (unsigned long long)p); s = M; }
+    rowSlot[i] = s < M ? s : -1;
+    rowSrc[i] = s < M ? (perSlot ? s : s / topK) : -1;
+  }
+  __syncthreads();
+  const int n0 = blockIdx.y * ${BN};
+  const unsigned short* we = w + (long long)e * O * K;
+  const int KT = (K + ${BK - 1}) / ${BK};
+  // one stage: the tile's BM rows of x and BN rows of the expert's weight, K columns k0 .. k0 + BK (K is a
+  // multiple of 8: a 16-byte chunk is wholly in or out; out-of-range chunks are zero-filled)
+  auto load = [&](int stage, int kt) {
+    const int k0 = kt * ${BK};
+    unsigned short* as = As + stage * ${bm * LDS};
+    unsigned short* bs = Bs + stage * ${BN * LDS};
+    for (int c = tid; c < ${bm * (BK / 8)}; c += ${NT}) {
+      const int r = c / ${BK / 8}, cc = (c % ${BK / 8}) * 8, src = rowSrc[r];
+      const bool ok = src >= 0 && k0 + cc < K;
+      cp16(as + r * ${LDS} + cc, ok ? (const void*)(x + (long long)src * K + k0 + cc) : (const void*)x, ok);
+    }
+    for (int c = tid; c < ${BN * (BK / 8)}; c += ${NT}) {
+      const int r = c / ${BK / 8}, cc = (c % ${BK / 8}) * 8, o = n0 + r;
+      const bool ok = o < O && k0 + cc < K;
+      cp16(bs + r * ${LDS} + cc, ok ? (const void*)(we + (long long)o * K + k0 + cc) : (const void*)w, ok);
+    }
+  };
+  const int wm0 = (warp / ${wn}) * ${WTM}, wn0 = (warp % ${wn}) * ${WTN};
+  float acc[${MT}][${NTL}][4];
+#pragma unroll
+  for (int i = 0; i < ${MT}; i++)
+#pragma unroll
+    for (int j = 0; j < ${NTL}; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < ${STAGES - 1}; s++) { if (s < KT) load(s, s); cp_commit(); }
+  for (int kt = 0; kt < KT; kt++) {
+    cp_wait<${STAGES - 2}>();
+    __syncthreads(); // stage kt landed for every thread; stage kt - 1 is free to refill
+    if (kt + ${STAGES - 1} < KT) load((kt + ${STAGES - 1}) % ${STAGES}, kt + ${STAGES - 1});
+    cp_commit();
+    const unsigned short* as = As + (kt % ${STAGES}) * ${bm * LDS};
+    const unsigned short* bs = Bs + (kt % ${STAGES}) * ${BN * LDS};
+#pragma unroll
+    for (int ks = 0; ks < ${BK / 16}; ks++) {
+      u32 a[${MT}][4], b[${NTL / 2}][4];
+#pragma unroll
+      for (int i = 0; i < ${MT}; i++) ldsm4(a[i], as + (wm0 + i * 16 + (lane & 15)) * ${LDS} + ks * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int j = 0; j < ${NTL / 2}; j++) ldsm4(b[j], bs + (wn0 + j * 16 + ((lane >> 4) << 3) + (lane & 7)) * ${LDS} + ks * 16 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+      for (int i = 0; i < ${MT}; i++)
+#pragma unroll
+        for (int j = 0; j < ${NTL / 2}; j++) { mma16816(acc[i][2 * j], a[i], b[j][0], b[j][1]); mma16816(acc[i][2 * j + 1], a[i], b[j][2], b[j][3]); }
+    }
+  }
+  cp_wait<0>();
+  // epilogue: rows g and g + 8 of each 16-row tile, columns 2t, 2t + 1 of each 8-column tile
+#pragma unroll
+  for (int i = 0; i < ${MT}; i++) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int s = rowSlot[wm0 + i * 16 + g + h * 8];
+      if (s < 0) continue;
+      const float sc = ${scale};
+      unsigned short* orow = out + (long long)s * O;
+#pragma unroll
+      for (int j = 0; j < ${NTL}; j++) {
+        const int col = n0 + wn0 + j * 8 + 2 * t;
+        const float v0 = acc[i][j][2 * h] * sc, v1 = acc[i][j][2 * h + 1] * sc;
+        if ((O & 1) == 0 && col + 1 < O) *reinterpret_cast<u32*>(orow + col) = (u32)${f2}(v0) | ((u32)${f2}(v1) << 16);
+        else { if (col < O) orow[col] = ${f2}(v0); if (col + 1 < O) orow[col + 1] = ${f2}(v1); }
+      }
+    }
+  }
+}`;
+  return { src, name: 'grouped_expert_gemm', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'] as ArgType[] };
+}
+
+function cudaGroupedExpertGemm(p: GroupedExpertGemmParams): void {
+  const op = 'llm.grouped_expert_linear';
+  const d = p.x.dtype;
+  requireDType(op, d, GEMM_DTYPES);
+  if (!GEMM_BLOCK_SIZES.includes(p.blockSize)) throw new IndexError(op, `block_size ${p.blockSize} is not one of the kernel's row tiles (${GEMM_BLOCK_SIZES.join(', ')})`);
+  if (p.blocks === 0 || p.outFeatures === 0) return;
+  const rd = p.routing ? p.routing.dtype : null;
+  const bm = p.blockSize, { wm, wn } = gemmLayout(bm);
+  const k = be.kernel(`moe_gemm:${d}:${bm}:${rd}`, () => groupedGemmSource(d as 'bfloat16' | 'float16', bm, rd));
+  const smem = gemmSmem(bm);
+  if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
+  const err = errorWord();
+  be.ctx.launch(k, [p.blocks, Math.ceil(p.outFeatures / BN)], wm * wn * 32,
+    [at(p.x), at(p.weight), at(p.sorted), at(p.blockExperts), at(p.total), at(p.routing), at(p.out), err,
+      p.topK, p.slots, p.experts, p.outFeatures, p.inFeatures, p.blockSize, p.capacity, p.xPerSlot ? 1 : 0], smem, be.stream);
+  const v = readError(op);
+  if (v !== 0n) {
+    const kind = Number(v >> KIND_SHIFT), pos = Number(v & ((1n << KIND_SHIFT) - 1n));
+    throw new IndexError(op, kind === 3 ? `num_tokens_post_padded is outside [0, ${p.capacity}] (the length of sorted_token_ids)`
+      : kind === 2 ? `block_expert_ids[${pos}] is out of range for ${p.experts} experts`
+        : `sorted_token_ids[${pos}] is outside [0, ${p.slots}] (${p.slots} = padding)`);
+  }
+}
+
+export const kernels = { moe_align: cudaMoeAlign, grouped_expert_gemm: cudaGroupedExpertGemm } satisfies BackendKernels;
+/** Facts the operations read (merged into the 'llm' family's features). */
+export const llmFeatures = { groupedGemmDtypes: GEMM_DTYPES, groupedGemmBlockSizes: GEMM_BLOCK_SIZES };

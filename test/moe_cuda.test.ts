@@ -1,0 +1,91 @@
+// CUDA's fused mixture-of-experts kernels (src/backend/cuda/kernels/moe.ts) against the CPU composites
+// (skipped without a CUDA device; runs under the host emulator too: node test/gen/cuda_emu.mjs node
+// --test dist/test/moe_cuda.test.js): moe_align exactly (several tiles of 1024 slots, empty experts,
+// int32 and int64 ids), the grouped GEMM on bfloat16/float16 for every block size, shared and per-slot
+// input, routing weights, output features past a tile and K past a stage; bad indices as IndexError;
+// and a Mixtral layer's prompt (> 128 tokens: the grouped path) against the host-routed loop.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as nbx from '../src/index.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+import { groupedExpertKernel } from '../src/ops/llm.js';
+import { check, rand, skip } from './cuda_compare.js';
+import { routing } from './moe_util.js';
+
+const EMU = !!process.env.NBX_EMU_DIR;
+
+test('llm.moe_align on CUDA: the kernel equals the composite (several tiles, empty experts, int32/int64 ids)', { skip }, () => {
+  const cases: [number, number, number, number][] = EMU
+    ? [[5, 2, 4, 4], [600, 2, 8, 64], [40, 3, 64, 16]]
+    : [[5, 2, 4, 4], [600, 2, 8, 64], [2048, 2, 8, 64], [4096, 8, 128, 16], [1, 1, 256, 128], [3000, 6, 60, 32]];
+  for (const [N, k, E, BS] of cases) {
+    const ids = routing(N, k, E, N + E);
+    check(`moe_align ${N}x${k} E${E} BS${BS}`, (i) => nbx.llm.moe_align(i!, E, BS), [ids]);
+    check(`moe_align int32 ${N}x${k} E${E} BS${BS}`, (i) => nbx.llm.moe_align(i!, E, BS), [ids.to('int32')]);
+  }
+  // only experts 3 and 5 of 8 routed to
+  check('moe_align empty experts', (i) => nbx.llm.moe_align(i!, 8, 4), [nbx.tensor([[3, 5], [5, 3], [3, 3]], { dtype: 'int64' })]);
+  assert.throws(() => nbx.llm.moe_align(nbx.tensor([[0, 8]], { dtype: 'int64', device: 'cuda' }), 8, 16), nbx.IndexError);
+  assert.throws(() => nbx.llm.moe_align(nbx.tensor([[-1, 0]], { dtype: 'int64', device: 'cuda' }), 8, 16), nbx.IndexError);
+});
+
+test('llm.grouped_expert_linear on CUDA: the tensor-core kernel against the CPU composite (dtypes, block sizes, per-slot input, routing weights)', { skip }, () => {
+  // (the emulator runs each tensor-core instruction as 64 warp shuffles: a few small shapes there)
+  const shapes: [number, number, number, number, number][] = EMU
+    ? [[20, 2, 4, 40, 136], [7, 3, 5, 72, 18]]
+    : [[20, 2, 4, 40, 136], [7, 3, 5, 72, 18], [300, 2, 8, 256, 384], [150, 4, 16, 136, 130]];
+  for (const dt of ['bfloat16', 'float16'] as const) {
+    for (const [N, k, E, K, O] of EMU && dt === 'float16' ? shapes.slice(1) : shapes) {
+      for (const BS of EMU ? (dt === 'float16' ? [32, 128] : [16, 64]) : [16, 32, 64, 128]) {
+        const ids = routing(N, k, E, N * 7 + BS);
+        const x = rand([N, K], N + K, -1, 1, dt), xs = rand([N, k, K], N + 1, -1, 1, dt), w = rand([E, O, K], E + O, -1, 1, dt);
+        const rw = rand([N, k], 5, 0, 1, 'float32');
+        assert.ok(groupedExpertKernel(x.to('cuda'), BS), `the kernel covers ${dt} block ${BS}`);
+        const opts = { top_k: k, block_size: BS };
+        const f = (xx: Tensor, ww: Tensor, ii: Tensor, r?: Tensor): Tensor => {
+          const [s, b, t] = nbx.llm.moe_align(ii, E, BS) as [Tensor, Tensor, Tensor];
+          return nbx.llm.grouped_expert_linear(xx, ww, s, b, t, r ? { ...opts, routing_weights: r } : opts);
+        };
+        const label = `${dt} N${N} k${k} E${E} K${K} O${O} BS${BS}`;
+        check(`grouped shared ${label}`, (a, b, c) => f(a!, b!, c!), [x, w, ids]);
+        check(`grouped per slot ${label}`, (a, b, c) => f(a!, b!, c!), [xs, w, ids]);
+        check(`grouped weighted ${label}`, (a, b, c, d) => f(a!, b!, c!, d!), [x, w, ids, rw]);
+        if (BS === 16) check(`grouped weighted (${dt} weights) ${label}`, (a, b, c, d) => f(a!, b!, c!, d!), [x, w, ids, rw.to(dt)]);
+      }
+    }
+  }
+});
+
+test('llm.grouped_expert_linear on CUDA: bad indices are IndexErrors', { skip }, () => {
+  const ids = nbx.tensor([[0, 1], [1, 0]], { dtype: 'int64', device: 'cuda' });
+  const x = rand([2, 16], 1, -1, 1, 'bfloat16').to('cuda'), w = rand([2, 8, 16], 2, -1, 1, 'bfloat16').to('cuda');
+  const [s, b, t] = nbx.llm.moe_align(ids, 2, 16) as [Tensor, Tensor, Tensor];
+  const opts = { top_k: 2, block_size: 16 };
+  const badSlot = s.clone(); badSlot.index_fill_(0, nbx.tensor([0], { device: 'cuda' }), 9);
+  assert.throws(() => nbx.llm.grouped_expert_linear(x, w, badSlot, b, t, opts), nbx.IndexError);
+  const badExpert = b.clone(); badExpert.index_fill_(0, nbx.tensor([1], { device: 'cuda' }), 7);
+  assert.throws(() => nbx.llm.grouped_expert_linear(x, w, s, badExpert, t, opts), nbx.IndexError);
+  assert.throws(() => nbx.llm.grouped_expert_linear(x, w, s, b, nbx.tensor([999], { dtype: 'int32', device: 'cuda' }), opts), nbx.IndexError);
+  // the error word is cleared between calls: a good call after bad ones succeeds
+  nbx.llm.grouped_expert_linear(x, w, s, b, t, opts);
+});
+
+test('a Mixtral layer on CUDA (bfloat16): a prompt of more than 128 tokens takes the grouped path, within bf16 tolerance of the host-routed loop', { skip }, () => {
+  const H = 64, I = 96, E = 4, N = EMU ? 136 : 600;
+  const model = nbx.models.fromConfig({
+    model_type: 'mixtral', hidden_size: H, intermediate_size: I, num_hidden_layers: 1, num_attention_heads: 4, num_key_value_heads: 2,
+    num_local_experts: E, num_experts_per_tok: 2, vocab_size: 64, max_position_embeddings: 1024, rms_norm_eps: 1e-5,
+  }, { device: 'cuda', dtype: 'bfloat16', seed: 3, std: 0.2 });
+  try {
+    const block = (model as unknown as { model: { layers: { mlp: { forward(x: Tensor): Tensor } }[] } }).model.layers[0]!.mlp;
+    const x = rand([1, N, H], 9, -2, 2, 'bfloat16').to('cuda');
+    const fused = block.forward(x);
+    const was = nbx.llm.set_fusion(false);
+    let loop: Tensor;
+    try { loop = block.forward(x); } finally { nbx.llm.set_fusion(was); }
+    const a = fused.to('float32'), b = loop.to('float32');
+    const err = a.sub(b).abs().max().item() as number, scale = b.abs().max().item() as number;
+    assert.ok(err <= 2e-2 * scale, `grouped vs host-routed: max |diff| ${err} (max |loop| ${scale})`);
+  } finally { model.dispose(); }
+});
