@@ -43,6 +43,57 @@ test('llm.apply_rotary_pos_emb on CUDA: every float dtype, strided q/k, broadcas
   noStaging(['rotary_embedding']);
 });
 
+test('llm.rotary_and_cache on CUDA: rotated queries and the cache writes against the CPU composite; a bad index is an IndexError', { skip }, () => {
+  for (const dt of FLOAT_DTYPES) {
+    for (const [B, H, KVH, T, D, R, S] of [[1, 8, 4, 1, 32, 32, 16], [2, 4, 2, 2, 16, 16, 9], [1, 3, 1, 1, 24, 12, 5]]) {
+      const qkv = rand([B!, T!, H! + 2 * KVH!, D!], 7, -2, 2, dt);
+      const ang = rand([B!, T!, R! / 2], 3, 0, 6, 'float64');
+      const cos = nbx.cat([ang, ang], -1).cos().to(dt), sin = nbx.cat([ang, ang], -1).sin().to(dt);
+      const kc0 = rand([B!, KVH!, S!, D!], 11, -1, 1, dt), vc0 = rand([B!, KVH!, S!, D!], 12, -1, 1, dt);
+      const index = nbx.tensor(Array.from({ length: T! }, (_, t) => (S! - 1 - 2 * t)), { dtype: 'int64' });
+      // q, k and v as the decoder has them: slices of one projection, transposed to [B, heads, T, D]
+      const f = (x: Tensor, c: Tensor, s: Tensor, kc: Tensor, vc: Tensor, i: Tensor): unknown => {
+        const kcc = kc.clone(), vcc = vc.clone();
+        const q = nbx.llm.rotary_and_cache(x.slice(2, 0, H).transpose(1, 2), x.slice(2, H, H! + KVH!).transpose(1, 2), x.slice(2, H! + KVH!).transpose(1, 2), c, s, kcc, vcc, i);
+        return [q, kcc, vcc];
+      };
+      check(`rope+cache ${dt} [${B},${H},${KVH},${T},${D},${R},${S}]`, f, [qkv, cos, sin, kc0, vc0, index]);
+      check(`rope+cache ${dt} broadcast cos/sin`, f, [qkv, cos.slice(0, 0, 1), sin.slice(0, 0, 1), kc0, vc0, index]);
+      const g = [qkv, cos, sin, kc0, vc0, index].map((t) => t.to('cuda')) as [Tensor, Tensor, Tensor, Tensor, Tensor, Tensor];
+      same(`rope+cache ${dt} fused vs composite`, unfused(() => f(...g)), f(...g));
+    }
+  }
+  const g = [rand([1, 1, 4, 8], 1), rand([1, 1, 8], 2), rand([1, 1, 8], 3), nbx.zeros([1, 1, 4, 8]), nbx.zeros([1, 1, 4, 8])].map((t) => t.to('cuda')) as Tensor[];
+  const bad = nbx.tensor([4], { dtype: 'int64', device: 'cuda' });
+  assert.throws(() => nbx.llm.rotary_and_cache(g[0]!.slice(2, 0, 2).transpose(1, 2), g[0]!.slice(2, 2, 3).transpose(1, 2), g[0]!.slice(2, 3).transpose(1, 2), g[1]!, g[2]!, g[3]!, g[4]!, bad), (e: Error) => e.name === 'IndexError');
+  const ok = nbx.llm.rotary_and_cache(g[0]!.slice(2, 0, 2).transpose(1, 2), g[0]!.slice(2, 2, 3).transpose(1, 2), g[0]!.slice(2, 3).transpose(1, 2), g[1]!, g[2]!, g[3]!, g[4]!, nbx.tensor([3], { dtype: 'int64', device: 'cuda' }));
+  assert.equal(ok.shape.join(), '1,2,1,8');
+  noStaging(['rotary_cache']);
+});
+
+test('llm.gated_linear on CUDA: the activation fused into the GEMV against the CPU composite (rows 1-16, bias, every activation)', { skip }, () => {
+  for (const dt of ['bfloat16', 'float16', 'float32'] as const) {
+    for (const [rows, K, N] of [[1, 64, 40], [3, 128, 24], [9, 64, 16], [16, 32, 8]]) {
+      const gu = rand([rows!, 2 * K!], 5, -3, 3, dt), w = rand([N!, K!], 6, -0.5, 0.5, dt), b = rand([N!], 8, -1, 1, dt);
+      for (const act of ['silu', 'gelu_tanh']) {
+        check(`gated_linear ${dt} ${rows}x${K}->${N} ${act}`, (x, y) => nbx.llm.gated_linear(x, y, null, { act }), [gu, w]);
+      }
+      check(`gated_linear ${dt} ${rows}x${K}->${N} bias`, (x, y, z) => nbx.llm.gated_linear(x.view([1, rows!, 2 * K!]), y, z), [gu, w, b]);
+    }
+  }
+});
+
+test('llm.add_rms_norm_linear on CUDA: the norm done by the GEMV\'s blocks against the CPU composite (rows 1-16, split K, bias)', { skip }, () => {
+  for (const dt of ['bfloat16', 'float16', 'float32'] as const) {
+    for (const [rows, K, N] of [[1, 64, 40], [2, 256, 24], [9, 64, 16], [16, 512, 8], [1, 2048, 16]]) {
+      const x = rand([rows!, K!], 15, -2, 2, dt), r = rand([rows!, K!], 16, -2, 2, dt), nw = rand([K!], 17, 0.5, 1.5, dt);
+      const w = rand([N!, K!], 18, -0.5, 0.5, dt), b = rand([N!], 19, -1, 1, dt);
+      check(`norm_linear ${dt} ${rows}x${K}->${N}`, (a, c, d, e) => nbx.llm.add_rms_norm_linear(a, c, d, e, null, 1e-5), [x, r, nw, w]);
+      check(`norm_linear ${dt} ${rows}x${K}->${N} bias`, (a, c, d, e, f) => nbx.llm.add_rms_norm_linear(a.view([1, rows!, K!]), c.view([1, rows!, K!]), d, e, f, 1e-6), [x, r, nw, w, b]);
+    }
+  }
+});
+
 const LLAMA = join(process.cwd(), 'test', 'fixtures', 'models', 'llama');
 test('a tiny Llama on CUDA: greedy tokens with the fused kernels equal the unfused path\'s (float32)', { skip: skip || (existsSync(join(LLAMA, 'model.safetensors')) ? false : 'no llama fixture') }, async () => {
   const model = await nbx.models.load(LLAMA, { device: 'cuda', dtype: 'float32' });

@@ -6,6 +6,7 @@
 
 import type { StridedRef } from '../backend/backend.js';
 import type { DTypeName } from '../dtype/dtypes.js';
+import type { Expr } from '../ir/expr.js';
 
 /**
  * residualOut = x + residual (rounded to the dtype, as `add`), out = rms_norm(residualOut) · weight
@@ -43,6 +44,67 @@ export interface RotaryParams {
 
 export type FusedAddRmsNormKernel = (p: FusedAddRmsNormParams) => void;
 export type RotaryKernel = (p: RotaryParams) => void;
+
+/**
+ * A decode step's rotary embedding and cache write in one pass (nbx.llm.rotary_and_cache): queries and
+ * keys rotate as RotaryParams says; the rotated keys and the values are written into the caches at the
+ * positions cache_index[t] along the cache's sequence dim (index_copy_(2, index, ·)). An index outside
+ * [0, S) writes nothing and is recorded in the error word (IndexError after the launch, as index_copy_).
+ */
+export interface RotaryCacheParams {
+  /** [B, H, T, D], [B, KVH, T, D], [B, KVH, T, D]: any strides. */
+  q: StridedRef; k: StridedRef; v: StridedRef;
+  /** [B, T, R] with broadcast strides allowed. */
+  cos: StridedRef; sin: StridedRef;
+  /** [B, H, T, D], contiguous. */
+  qOut: StridedRef;
+  /** [B, KVH, S, D]: any strides. */
+  keyCache: StridedRef; valueCache: StridedRef;
+  /** [T] int64, contiguous. */
+  index: StridedRef;
+  rotary: number;
+}
+export type RotaryCacheKernel = (p: RotaryCacheParams) => void;
+
+/**
+ * A gated MLP's down projection with its activation (nbx.llm.gated_linear): out = act(gate)·up @ Wᵀ
+ * (+ bias) for gate_up rows [rows, 2K] (gate, then up) and W [N, K], the activation the expression
+ * `gate` (IR loads 0 = gate, 1 = up, rounded to the dtype as gated_activation stores it). Returns false
+ * when the kernel does not take the problem (rows, dtype, alignment): the op then runs its composite.
+ */
+export interface GatedGemvParams {
+  /** [rows, 2K], rows `strides[0]` apart, last stride 1. */
+  gateUp: StridedRef;
+  /** [N, K], last stride 1. */
+  weight: StridedRef;
+  bias?: StridedRef;
+  /** [rows, N], contiguous. */
+  out: StridedRef;
+  rows: number; n: number; k: number;
+  gate: Expr;
+}
+export type GatedGemvKernel = (p: GatedGemvParams) => boolean;
+
+/**
+ * A projection of a pre-norm layer's normalized input (nbx.llm.add_rms_norm_linear): residualOut =
+ * x + residual (rounded to the dtype), out = (rms_norm(residualOut)·normWeight) @ Wᵀ (+ bias), the norm's
+ * output rounded to the dtype before the product as fused_add_rms_norm stores it. Returns false when the
+ * kernel does not take the problem: the op then runs its composite.
+ */
+export interface NormGemvParams {
+  /** [rows, K] each, contiguous. */
+  x: StridedRef; residual: StridedRef;
+  /** [K], contiguous. */
+  normWeight: StridedRef;
+  eps: number;
+  /** [N, K], last stride 1. */
+  weight: StridedRef;
+  bias?: StridedRef;
+  /** [rows, N] and [rows, K], contiguous. */
+  out: StridedRef; residualOut: StridedRef;
+  rows: number; n: number; k: number;
+}
+export type NormGemvKernel = (p: NormGemvParams) => boolean;
 
 /** What a backend's LLM kernels cover: the dtypes they take (others run the composite). */
 export interface LlmFeatures {

@@ -12,7 +12,7 @@ import type { GemmFeatures, GemmKernel } from './gemm.js';
 import type {
   GatherKernel, LinearIndexKernel, MaskedScatterKernel, MaskedSelectKernel, NonzeroKernel, ScatterKernel,
 } from './indexing.js';
-import type { DecodeAttentionKernel, ExpertGemvKernel, FusedAddRmsNormKernel, GroupedExpertGemmKernel, LlmFeatures, MoeAlignKernel, PagedAttentionKernel, RotaryKernel } from './llm.js';
+import type { NormGemvKernel, GatedGemvKernel, RotaryCacheKernel, DecodeAttentionKernel, ExpertGemvKernel, FusedAddRmsNormKernel, GroupedExpertGemmKernel, LlmFeatures, MoeAlignKernel, PagedAttentionKernel, RotaryKernel } from './llm.js';
 import type { DequantizeKernel, QuantFeatures, QuantMatmulKernel } from './quant.js';
 import type { LocalResponseNormKernel, NllLossKernel, RowNormKernel, SoftmaxKernel } from './nn.js';
 import type { AdaptivePoolKernel, PoolKernel } from './pool.js';
@@ -68,6 +68,9 @@ export interface KernelTable {
   // llm.ts (optional: nbx.llm's operations run their composite where a backend lacks them)
   fused_add_rms_norm: FusedAddRmsNormKernel;
   rotary_embedding: RotaryKernel;
+  rotary_cache: RotaryCacheKernel;
+  gated_gemv: GatedGemvKernel;
+  norm_gemv: NormGemvKernel;
   decode_attention: DecodeAttentionKernel;
   expert_gemv: ExpertGemvKernel;
   paged_attention: PagedAttentionKernel;
@@ -96,6 +99,6 @@ export const KERNEL_NAMES = Object.keys({
   masked_select: 1, masked_scatter: 1, sort: 1, topk: 1, kthvalue: 1, median: 1, mode: 1, searchsorted: 1, unique: 1,
   fft: 1, fft_strided: 1, conv: 1, conv_transpose: 1, pool: 1, adaptive_pool: 1, interpolate: 1, grid_sample: 1,
   softmax: 1, row_norm: 1, nll_loss: 1, local_response_norm: 1, attention: 1,
-  fused_add_rms_norm: 1, rotary_embedding: 1, decode_attention: 1, expert_gemv: 1, paged_attention: 1, moe_align: 1, grouped_expert_gemm: 1,
+  fused_add_rms_norm: 1, rotary_embedding: 1, rotary_cache: 1, gated_gemv: 1, norm_gemv: 1, decode_attention: 1, expert_gemv: 1, paged_attention: 1, moe_align: 1, grouped_expert_gemm: 1,
   quant_matmul: 1, dequantize: 1,
 } satisfies Record<KernelName, 1>) as KernelName[];

@@ -89,6 +89,12 @@ export interface LayerCache {
    * [B, T, H·D]; null: this forward goes through update() and the layer's attention.
    */
   attend?(layer: number, q: Tensor, k: Tensor, v: Tensor, opts: AttendOptions): Tensor | null;
+  /**
+   * Optional: RoPE of q and k and the store of k/v in one call (a fixed-size cache written at a device
+   * index, static_decode.ts: nbx.llm.rotary_and_cache), giving the rotated queries and the buffers to
+   * attend over; the layer otherwise rotates and calls update().
+   */
+  rotateAndUpdate?(layer: number, q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor): { q: Tensor; keys: Tensor; values: Tensor };
 }
 
 /** The layer's attention parameters, for a cache that attends itself. */
@@ -209,6 +215,24 @@ class ConcatLinears {
     if (!this.joined()) return null;
     return this.qw && this.parts[0]!.is_quantized ? nbx.quant.quant_linear(x, this.qw, this.b) : nbx.nn.functional.linear(x, this.w!, this.b);
   }
+
+  /** (norm(h + residual)·[W₁; W₂; …]ᵀ, h + residual) in one call (nbx.llm.add_rms_norm_linear), or null: the caller norms, then forward()s. */
+  forwardNormed(h: Tensor, residual: Tensor, norm: RMSNorm): [Tensor, Tensor] | null {
+    if (this.parts[0]!.is_quantized || !this.joined()) return null;
+    return normedLinear(h, residual, norm, this.w!, this.b);
+  }
+}
+
+/** nbx.llm.add_rms_norm_linear for an nn.RMSNorm with an affine weight over the last dim, or null. */
+function normedLinear(h: Tensor, residual: Tensor, norm: RMSNorm, w: Tensor, b: Tensor | null): [Tensor, Tensor] | null {
+  const nw = norm.weight;
+  if (!(nw instanceof nbx.Tensor) || norm.normalized_shape.length !== 1) return null;
+  return nbx.llm.add_rms_norm_linear(h, residual, nw, w, b, norm.eps) as [Tensor, Tensor];
+}
+
+/** The same for one (unquantized) nn.Linear. */
+function normedLinearOf(h: Tensor, residual: Tensor, norm: RMSNorm, lin: Linear): [Tensor, Tensor] | null {
+  return lin.is_quantized ? null : normedLinear(h, residual, norm, lin.weight, lin.bias ?? null);
 }
 
 export class Attention extends Module {
@@ -248,18 +272,42 @@ export class Attention extends Module {
     const fused = nbx.llm.fusion_enabled();
     // q, k and v from one projection where the weights are (or can be) one matrix; RoPE for queries and
     // keys in one call (nbx.llm.apply_rotary_pos_emb).
-    let q: Tensor, k: Tensor, v: Tensor;
     const qkvOut = this.qkv_proj ? this.qkv_proj.forward(x) : fused && this.qkv ? this.qkv.forward(x) : null;
-    if (qkvOut) {
-      const qkv = qkvOut.view([B, T, H + 2 * KVH, D]);
-      q = qkv.slice(2, 0, H); k = qkv.slice(2, H, H + KVH); v = qkv.slice(2, H + KVH);
-    } else {
-      q = this.q_proj!.forward(x).view([B, T, H, D]); k = this.k_proj!.forward(x).view([B, T, KVH, D]);
-      v = this.v_proj!.forward(x).view([B, T, KVH, D]);
-    }
+    if (qkvOut) return this.fromQkv(qkvOut, ctx);
+    const q = this.q_proj!.forward(x).view([B, T, H, D]), k = this.k_proj!.forward(x).view([B, T, KVH, D]);
+    return this.attend(q, k, this.v_proj!.forward(x).view([B, T, KVH, D]), ctx);
+  }
+
+  /**
+   * forward(norm(h + residual)) with the norm done by the q/k/v projection (nbx.llm.add_rms_norm_linear,
+   * a pre-norm layer's fused path): (the attention output, h + residual), or null where that projection
+   * cannot take it (then the layer norms and calls forward).
+   */
+  forwardNormed(h: Tensor, residual: Tensor, norm: RMSNorm, ctx: LayerContext): [Tensor, Tensor] | null {
+    if (!nbx.llm.fusion_enabled()) return null;
+    const r = this.qkv_proj ? normedLinearOf(h, residual, norm, this.qkv_proj) : this.qkv ? this.qkv.forwardNormed(h, residual, norm) : null;
+    return r ? [this.fromQkv(r[0], ctx), r[1]] : null;
+  }
+
+  /** The attention of one projection's q/k/v [B, T, (H + 2·KVH)·D]. */
+  private fromQkv(qkvOut: Tensor, ctx: LayerContext): Tensor {
+    const H = this.heads, KVH = this.kvHeads;
+    const qkv = qkvOut.view([qkvOut.shape[0]!, qkvOut.shape[1]!, H + 2 * KVH, this.headDim]);
+    return this.attend(qkv.slice(2, 0, H), qkv.slice(2, H, H + KVH), qkv.slice(2, H + KVH), ctx);
+  }
+
+  /** q [B, T, H, D], k and v [B, T, KVH, D] → o_proj(attention). */
+  private attend(q: Tensor, k: Tensor, v: Tensor, ctx: LayerContext): Tensor {
+    const fused = nbx.llm.fusion_enabled();
     if (this.q_norm) { q = this.q_norm.forward(q); k = this.k_norm!.forward(k); }
     const type = this.cfg.layer_types[this.layerIdx]!;
     const { cos, sin } = ctx.rope[type];
+    if (fused && ctx.cache?.rotateAndUpdate && !ctx.cache.attend) {
+      const r = ctx.cache.rotateAndUpdate(this.layerIdx, q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), cos, sin);
+      const { mask, isCausal } = ctx.masks[type];
+      const out = attention({ q: r.q, k: r.keys, v: r.values, mask, isCausal, scaling: this.scaling, softcap: this.cfg.attn_logit_softcapping, impl: this.cfg.attn_implementation });
+      return this.o_proj.forward(out);
+    }
     const qk = nbx.llm.apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin) as [Tensor, Tensor];
     q = qk[0]; k = qk[1];
     v = v.transpose(1, 2);
@@ -296,13 +344,26 @@ export class MLP extends Module {
     // fused: gate and up from one projection ([..., 2I]: gate, then up), act(gate)·up in one pass
     if (nbx.llm.fusion_enabled() && this.gatedAct) {
       const gu = this.gate_up_proj ? this.gate_up_proj.forward(x) : this.gateUp!.forward(x);
-      if (gu) return this.down_proj.forward(nbx.llm.gated_activation(gu, { act: this.gatedAct }));
+      if (gu) return this.down(gu);
     }
     if (this.gate_up_proj) {
       const [gate, up] = this.gate_up_proj.forward(x).chunk(2, -1) as [Tensor, Tensor];
       return this.down_proj.forward(up.mul(activation(this.act, gate)));
     }
     return this.down_proj.forward(activation(this.act, this.gate_proj!.forward(x)).mul(this.up_proj!.forward(x)));
+  }
+
+  /** The down projection of gate_up [..., 2I], reading act(gate)·up as it loads it where a kernel can (nbx.llm.gated_linear). */
+  private down(gu: Tensor): Tensor {
+    if (!this.down_proj.is_quantized) return nbx.llm.gated_linear(gu, this.down_proj.weight, this.down_proj.bias ?? null, { act: this.gatedAct! });
+    return this.down_proj.forward(nbx.llm.gated_activation(gu, { act: this.gatedAct! }));
+  }
+
+  /** forward(norm(h + residual)) with the norm done by the gate/up projection: (output, h + residual), or null (see Attention.forwardNormed). */
+  forwardNormed(h: Tensor, residual: Tensor, norm: RMSNorm): [Tensor, Tensor] | null {
+    if (!nbx.llm.fusion_enabled() || !this.gatedAct) return null;
+    const r = this.gate_up_proj ? normedLinearOf(h, residual, norm, this.gate_up_proj) : this.gateUp!.forwardNormed(h, residual, norm);
+    return r ? [this.down(r[0]), r[1]] : null;
   }
 }
 
@@ -367,7 +428,8 @@ export class Experts extends Module {
     if (N > DENSE_EXPERTS_MAX_TOKENS && groupedExpertKernel(x, GROUPED_EXPERTS_BLOCK)) {
       // A prompt where the backend has the grouped GEMM (vLLM's fused_moe): the slots grouped by expert
       // on the device (nbx.llm.moe_align), then one launch per projection for every expert; the routing
-      // weight multiplies in the down projection's epilogue. Nothing is read back to the host.
+      // weight multiplies in the down projection's epilogue. The routing never goes to the host (only the
+      // kernels' error words are read after each eager launch, as expert_linear's; a CUDA graph defers them).
       const [sorted, blockExperts, total] = nbx.llm.moe_align(indices, this.num_experts, GROUPED_EXPERTS_BLOCK) as [Tensor, Tensor, Tensor];
       const opts = { top_k: k, block_size: GROUPED_EXPERTS_BLOCK };
       const gu = nbx.llm.grouped_expert_linear(x, this.gate_up_proj, sorted, blockExperts, total, opts); // [N, k, 2I]
@@ -475,9 +537,15 @@ export class DecoderLayer extends Module {
    */
   forwardResidual(h: Tensor, residual: Tensor | null, ctx: LayerContext): [Tensor, Tensor] {
     const n1 = this.input_layernorm as RMSNorm, n2 = this.post_attention_layernorm as RMSNorm;
-    let x: Tensor;
-    if (residual === null) { residual = h; x = n1.forward(h); } else { const r = n1.forward(h, residual); x = r[0]; residual = r[1]; }
-    const r2 = n2.forward(this.self_attn.forward(x, ctx), residual);
+    let a: Tensor;
+    // the norms done by the projections that follow them where those can (forwardNormed), else by the norm
+    const fa = residual === null ? null : this.self_attn.forwardNormed(h, residual, n1, ctx);
+    if (fa) { a = fa[0]; residual = fa[1]; }
+    else if (residual === null) { residual = h; a = this.self_attn.forward(n1.forward(h), ctx); }
+    else { const r = n1.forward(h, residual); residual = r[1]; a = this.self_attn.forward(r[0], ctx); }
+    const fm = this.mlp instanceof MLP ? this.mlp.forwardNormed(a, residual, n2) : null;
+    if (fm) return fm;
+    const r2 = n2.forward(a, residual);
     return [this.mlp.forward(r2[0]), r2[1]];
   }
 }

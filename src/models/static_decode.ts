@@ -62,6 +62,10 @@ class IndexedCacheWriter implements LayerCache {
     values.index_copy_(2, this.writeIndex, v);
     return { keys, values };
   }
+  rotateAndUpdate(layer: number, q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor): { q: Tensor; keys: Tensor; values: Tensor } {
+    const { keys, values } = this.cache.buffers(layer);
+    return { q: nbx.llm.rotary_and_cache(q, k, v, cos, sin, keys, values, this.writeIndex), keys, values };
+  }
 }
 
 export interface StaticStepResult {
@@ -87,6 +91,8 @@ export class StaticDecoder {
   private recording: CpuRecording | null = null;
   /** On WebGPU: the step's recorded dispatches (src/backend/webgpu/runtime/graph.ts). */
   private webgpuGraph: WebGPUGraph | null = null;
+  /** stepFromDevice()'s advance of the inputs, recorded against webgpuGraph's outputs. */
+  private advanceGraph: WebGPUGraph | null = null;
   private out: StaticStepResult | null = null;
   private ropeSeen: unknown[] = [];
   private steps = 0;
@@ -156,6 +162,32 @@ export class StaticDecoder {
     const be = backendFor(this.state.device) as { writeBytes?: (buf: unknown, byteOffset: number, data: Uint8Array) => void };
     if (be.writeBytes) { const ref = this.state.ref(); be.writeBytes(ref.buf, ref.offset * 8, new Uint8Array(this.hostState.buffer)); }
     else this.state.copy_(nbx.tensor(Array.from(this.hostState), { dtype: 'int64' }));
+    const out = this.run();
+    this.cache.advance(1);
+    return out;
+  }
+
+  /**
+   * The next greedy step fed from the device: its token ids are the last step's argmax, its positions and
+   * cache index the last ones plus one, all advanced on the device, so it can be queued before the last
+   * step's ids reach the host (a decode loop then reads step n's ids while step n + 1 runs). Needs a
+   * greedy decoder after at least one step(); on WebGPU the advance is itself a recorded graph.
+   */
+  stepFromDevice(): StaticStepResult {
+    const B = this.batch, at = this.cache.length;
+    if (!this.greedy || !this.out?.next) throw new RangeError('StaticDecoder.stepFromDevice: needs a greedy decoder that has stepped');
+    if (at >= this.capacity) throw new RangeError(`StaticDecoder: cache index ${at} is past the capacity ${this.capacity}`);
+    const next = this.out.next;
+    const advance = (): void => nbx.scope(() => {
+      this.ids.copy_(next.view([B, 1]));
+      this.positions.add_(1);
+      this.writeIndex.add_(1);
+    });
+    if (this.webgpuGraph) {
+      // the replayed step's outputs are fixed buffers: the advance reading them is recorded once too
+      if (this.advanceGraph) this.advanceGraph.replay();
+      else { const g = new WebGPUGraph(backendFor(this.model.device) as unknown as WebGPUGraphBackend); captureWebGPU(g, advance); this.advanceGraph = g; }
+    } else advance();
     const out = this.run();
     this.cache.advance(1);
     return out;
@@ -243,6 +275,7 @@ export class StaticDecoder {
     this.out?.logits.dispose(); this.out?.next?.dispose(); this.out = null;
     this.graph?.reset(); this.graph = null;
     this.webgpuGraph?.reset(); this.webgpuGraph = null;
+    this.advanceGraph?.reset(); this.advanceGraph = null;
     this.recording = null;
   }
 

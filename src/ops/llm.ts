@@ -25,7 +25,7 @@ import { rms_norm, scaled_dot_product_attention } from './nn.js';
 import { addcmul } from './elementwise.js';
 import { cat } from './shape.js';
 import { index_select } from './indexing.js';
-import { matmul } from './linalg.js';
+import { linear, matmul } from './linalg.js';
 import { argsort, searchsorted } from './sort.js';
 import { cumsum } from './reduce.js';
 import { arange, full } from './creation.js';
@@ -110,6 +110,45 @@ export const fused_add_rms_norm = def('llm.fused_add_rms_norm(input, residual, w
 });
 
 /** fused_add_rms_norm's definition. */
+/**
+ * A pre-norm layer's first projection: (linear(out, weight, bias), residual_out) where (out,
+ * residual_out) = fused_add_rms_norm(input, residual, norm_weight, eps). That composition is its
+ * definition; a backend with the 'norm_gemv' kernel has the projection's blocks compute the norm of their
+ * input themselves (a decode step's few rows: one launch instead of two, no trip of the normalized
+ * rows through memory; the sum of squares is added in another order, so the result is the composite's
+ * within the dtype's rounding).
+ */
+export const add_rms_norm_linear = def('llm.add_rms_norm_linear(input, residual, norm_weight, weight, bias=None, eps=None)', (a): [Tensor, Tensor] => {
+  const op = 'llm.add_rms_norm_linear';
+  const x = asT(op, a.input, 'input'), r = asT(op, a.residual, 'residual'), nw = asT(op, a.norm_weight, 'norm_weight'), w = asT(op, a.weight, 'weight');
+  const b = a.bias === null || a.bias === undefined ? null : asT(op, a.bias, 'bias');
+  needFloat(op, x, 'input');
+  for (const [t, n] of [[r, 'residual'], [nw, 'norm_weight'], [w, 'weight']] as const) { sameDType(op, x, t, 'input', n); sameDevice(op, x, t, n); }
+  if (b) { sameDType(op, x, b, 'input', 'bias'); sameDevice(op, x, b, 'bias'); }
+  const K = x.ndim ? x.shape[x.ndim - 1]! : 0;
+  if (x.ndim === 0 || !sameShape(x.shape, r.shape)) throw new ShapeError(op, `input and residual must have the same shape (at least 1-D), got ${fmtShape(x.shape)} and ${fmtShape(r.shape)}`);
+  if (nw.ndim !== 1 || nw.shape[0] !== K) throw new ShapeError(op, `norm_weight must be [${K}] (the input's last dim), got ${fmtShape(nw.shape)}`);
+  if (w.ndim !== 2 || w.shape[1] !== K) throw new ShapeError(op, `weight must be [out_features, ${K}], got ${fmtShape(w.shape)}`);
+  const N = w.shape[0]!;
+  if (b && (b.ndim !== 1 || b.shape[0] !== N)) throw new ShapeError(op, `bias must be [${N}], got ${fmtShape(b.shape)}`);
+  const eps = a.eps === null || a.eps === undefined ? defaultEps(x.dt) : Number(a.eps);
+  if (!Number.isFinite(eps) || eps < 0) throw new ValueError(op, `eps must be a non-negative number, got ${String(a.eps)}`);
+  const rows = x.numel() / Math.max(1, K);
+  if (fusedKernel('norm_gemv', x) && rows >= 1 && rows <= 16 && x.is_contiguous() && r.is_contiguous() && nw.is_contiguous()) {
+    const out = Tensor.empty([...x.shape.slice(0, -1), N], x.dt, x.device, false), res = Tensor.empty(x.shape, x.dt, x.device, false);
+    let done = false;
+    try {
+      done = kernel('norm_gemv', x.device, op)({ x: x.ref(), residual: r.ref(), normWeight: nw.ref(), eps, weight: w.ref(), bias: b?.ref(), out: out.ref(), residualOut: res.ref(), rows, n: N, k: K });
+    } catch (e) { out.dispose(); res.dispose(); throw e; }
+    if (done) return [out, res];
+    out.dispose(); res.dispose();
+  }
+  const [h, res] = fused_add_rms_norm(x, r, nw, eps) as [Tensor, Tensor];
+  const out = linear(h, w, b);
+  h.dispose();
+  return [out, res];
+});
+
 export function addRmsNormComposite(x: Tensor, r: Tensor, w: Tensor | null, eps: number): [Tensor, Tensor] {
   const sum = x.add(r);
   return [rms_norm(sum, [x.shape[x.ndim - 1]!], w, eps), sum];
@@ -167,6 +206,46 @@ export const gated_activation = def("llm.gated_activation(gate, up=None, *, act=
 });
 
 /** Normalizes a transformers activation name for gated_activation; null when it has no gated form here. */
+/** gated_activation's expression for `dtype` (loads 0 = gate, 1 = up, computed in float32 for half types, rounded once). */
+export function gatedActivationExpr(act: Act, dtype: DTypeName): Expr {
+  const cd: DTypeName = dtype === 'float16' || dtype === 'bfloat16' ? 'float32' : dtype;
+  return actExpr(act, Expr.load(0, dtype).cast(cd)).mul(Expr.load(1, dtype).cast(cd)).cast(dtype);
+}
+
+/**
+ * A gated MLP's down projection: linear(gated_activation(gate_up, act=act), weight, bias) for gate_up
+ * [..., 2I] (gate, then up), weight [out, I], bias [out] or None. That composition is its definition; a
+ * backend with the 'gated_gemv' kernel computes the activation as the product loads it (a decode step's
+ * few rows: one launch instead of two, the same activation values).
+ */
+export const gated_linear = def("llm.gated_linear(gate_up, weight, bias=None, *, act='silu')", (a): Tensor => {
+  const op = 'llm.gated_linear';
+  const gu = asT(op, a.gate_up, 'gate_up'), w = asT(op, a.weight, 'weight');
+  const b = a.bias === null || a.bias === undefined ? null : asT(op, a.bias, 'bias');
+  needFloat(op, gu, 'gate_up');
+  sameDType(op, gu, w, 'gate_up', 'weight'); sameDevice(op, gu, w, 'weight');
+  if (b) { sameDType(op, gu, b, 'gate_up', 'bias'); sameDevice(op, gu, b, 'bias'); }
+  const act = ACTS[String(a.act)];
+  if (!act) throw new ValueError(op, `act must be one of ${Object.keys(ACTS).join(', ')}; got '${String(a.act)}'`);
+  const n2 = gu.ndim ? gu.shape[gu.ndim - 1]! : 0;
+  if (gu.ndim === 0 || n2 % 2 !== 0) throw new ShapeError(op, `gate_up is the [..., 2I] gate_up layout: its last dim must be even, got shape ${fmtShape(gu.shape)}`);
+  const K = n2 / 2;
+  if (w.ndim !== 2 || w.shape[1] !== K) throw new ShapeError(op, `weight must be [out_features, ${K}] for gate_up ${fmtShape(gu.shape)}, got ${fmtShape(w.shape)}`);
+  const N = w.shape[0]!;
+  if (b && (b.ndim !== 1 || b.shape[0] !== N)) throw new ShapeError(op, `bias must be [${N}], got ${fmtShape(b.shape)}`);
+  const rows = gu.numel() / Math.max(1, n2);
+  if (fusedKernel('gated_gemv', gu) && rows >= 1 && rows <= 16 && gu.is_contiguous()) {
+    const out = Tensor.empty([...gu.shape.slice(0, -1), N], gu.dt, gu.device, false);
+    let done = false;
+    try {
+      done = kernel('gated_gemv', gu.device, op)({ gateUp: gu.reshape([rows, n2]).ref(), weight: w.ref(), bias: b?.ref(), out: out.ref(), rows, n: N, k: K, gate: gatedActivationExpr(act, gu.dt) });
+    } catch (e) { out.dispose(); throw e; }
+    if (done) return out;
+    out.dispose();
+  }
+  return scope(() => linear(gated_activation(gu, null, { act: String(a.act) }), w, b));
+});
+
 export function gatedActName(name: string): Act | null { return ACTS[name] ?? null; }
 
 // ---- apply_rotary_pos_emb -----------------------------------------------------------------------------
@@ -203,6 +282,50 @@ export const apply_rotary_pos_emb = def('llm.apply_rotary_pos_emb(q, k, cos, sin
     }
   }
   return rotaryComposite(q, k, cos, sin, ud);
+});
+
+/**
+ * A decode step's RoPE and KV-cache write: apply_rotary_pos_emb(query, key, cos, sin) (unsqueeze_dim 1),
+ * then key_cache.index_copy_(2, cache_index, rotated key) and value_cache.index_copy_(2, cache_index,
+ * value); returns the rotated query. query [B, H, T, D], key and value [B, KVH, T, D], cos/sin [B or 1,
+ * T, R], caches [B, KVH, S, D], cache_index [T] int64 (an index outside [0, S) is index_copy_'s
+ * IndexError). That composition is its definition; a backend with the 'rotary_cache' kernel does it in
+ * one pass (the same numbers: rotary's arithmetic, exact copies).
+ */
+export const rotary_and_cache = def('llm.rotary_and_cache(query, key, value, cos, sin, key_cache, value_cache, cache_index)', (a): Tensor => {
+  const op = 'llm.rotary_and_cache';
+  const q = asT(op, a.query, 'query'), k = asT(op, a.key, 'key'), v = asT(op, a.value, 'value');
+  const cos = asT(op, a.cos, 'cos'), sin = asT(op, a.sin, 'sin');
+  const kc = asT(op, a.key_cache, 'key_cache'), vc = asT(op, a.value_cache, 'value_cache'), idx = asT(op, a.cache_index, 'cache_index');
+  needFloat(op, q, 'query');
+  for (const [t, n] of [[k, 'key'], [v, 'value'], [cos, 'cos'], [sin, 'sin'], [kc, 'key_cache'], [vc, 'value_cache']] as const) { sameDType(op, q, t, 'query', n); sameDevice(op, q, t, n); }
+  sameDevice(op, q, idx, 'cache_index');
+  if (idx.dt !== 'int64' || idx.ndim !== 1) throw new DTypeError(op, `cache_index must be an int64 tensor [T], got ${idx.dt} ${fmtShape(idx.shape)}`);
+  if (q.ndim !== 4 || k.ndim !== 4 || v.ndim !== 4 || kc.ndim !== 4 || vc.ndim !== 4) {
+    throw new ShapeError(op, `query, key, value and the caches must be 4-D [batch, heads, len, head_dim], got ${fmtShape(q.shape)}, ${fmtShape(k.shape)}, ${fmtShape(v.shape)}, ${fmtShape(kc.shape)}, ${fmtShape(vc.shape)}`);
+  }
+  const [B, H, T, D] = q.shape as [number, number, number, number];
+  const KVH = k.shape[1]!, S = kc.shape[2]!;
+  if (!sameShape(k.shape, [B, KVH, T, D]) || !sameShape(v.shape, [B, KVH, T, v.shape[3]!]) || !sameShape(kc.shape, [B, KVH, S, D]) ||
+    !sameShape(vc.shape, [B, KVH, vc.shape[2]!, v.shape[3]!]) || idx.shape[0] !== T || (H % KVH !== 0)) {
+    throw new ShapeError(op, `expected key [${B}, KVH, ${T}, ${D}], value [${B}, KVH, ${T}, Dv], caches [${B}, KVH, S, D|Dv] and cache_index [${T}] for query ${fmtShape(q.shape)}; got key ${fmtShape(k.shape)}, value ${fmtShape(v.shape)}, caches ${fmtShape(kc.shape)}, ${fmtShape(vc.shape)}, cache_index ${fmtShape(idx.shape)}`);
+  }
+  const R = cos.ndim ? cos.shape[cos.ndim - 1]! : 0;
+  checkRotary(op, q, 'query', R, cos);
+  if (fusedKernel('rotary_cache', q) && cos.ndim === 3 && sameShape(cos.shape, sin.shape) && (cos.shape[0] === B || cos.shape[0] === 1) && cos.shape[1] === T &&
+    v.shape[3] === D && vc.shape[2] === S && idx.is_contiguous() && q.numel() > 0) {
+    const qo = Tensor.empty(q.shape, q.dt, q.device, false);
+    try {
+      kernel('rotary_cache', q.device, op)({ q: q.ref(), k: k.ref(), v: v.ref(), cos: tableRef(cos, B, T, R), sin: tableRef(sin, B, T, R), qOut: qo.ref(),
+        keyCache: kc.ref(), valueCache: vc.ref(), index: idx.ref(), rotary: R });
+    } catch (e) { qo.dispose(); throw e; }
+    return qo;
+  }
+  const [qr, kr] = apply_rotary_pos_emb(q, k, cos, sin) as [Tensor, Tensor];
+  kc.index_copy_(2, idx, kr);
+  vc.index_copy_(2, idx, v);
+  kr.dispose();
+  return qr;
 });
 
 function checkRotary(op: string, t: Tensor, name: string, R: number, cos: Tensor): void {

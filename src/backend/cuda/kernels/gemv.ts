@@ -30,6 +30,7 @@ import { TUNE_MIN_ELEMENTS } from '../tuning/spaces.js';
 import { Cublas } from '../runtime/cublas.js';
 import { CublasLt } from '../runtime/cublaslt.js';
 import { UnsupportedError } from '../../../errors.js';
+import type { Expr } from '../../../ir/expr.js';
 
 /** Largest small dimension (rows of X) this path takes. */
 export const GEMV_MAX_ROWS = 16;
@@ -97,6 +98,20 @@ const HEAD = (d: GemvDType, name: string, extra: string, minBlocks = 1): string 
 const epilogue = (d: GemvDType, acc: string, o: string, j: string): string =>
   `{ float v_ = alpha * (${acc}); if (beta != 0.f) v_ += beta * ${R.load(d, 'O', o)}; if (bias) v_ += ${R.load(d, 'bias', j)}; ${R.store(d, 'O', o, 'v_')} }`;
 
+/**
+ * The start of an 'nk' kernel under programmatic dependent launch (nvrtc.ts): the block's rows of W
+ * (`rows` from row `j0`, columns l0 … l1) are requested into L2 before the wait for the previous kernel,
+ * so the weight stream of this kernel's first blocks overlaps the previous kernel's tail (W is never an
+ * output of the kernels before it in a step; a prefetch is a hint and reads nothing into the SM anyway).
+ * Vector-aligned rows only; the wait itself then guards every read of X and write of O.
+ */
+const prefetchRows = (d: GemvDType, j0: string, rows: number, l0: string, l1: string): string => `if (vec && threadIdx.x < ${rows}) {
+    const long long jp_ = ${j0} + threadIdx.x;
+    const long long bytes_ = ((${l1} - ${l0}) * ${DTYPES[d].itemsize}) & ~15ll;
+    if (jp_ < n && bytes_ > 0) NBX_PREFETCH_L2(W + jp_ * ldw + ${l0}, bytes_);
+  }
+  NBX_GRID_DEPENDENCY_WAIT();`;
+
 /** 'nk': vector steps per lane whose loads (cols each) are issued before their arithmetic: 4 to 8 loads in flight, fewer for many rows (registers). */
 export const nkUnroll = (mr: number, cols: number): number => (mr <= 2 ? Math.max(2, 8 / cols) : mr <= 4 ? Math.max(1, 4 / cols) : mr <= 8 ? Math.max(1, 2 / cols) : 1);
 
@@ -129,6 +144,7 @@ export function gemvNkSource(d: GemvDType, mr: number, cols: number): { src: str
   const src = `${HEAD(d, 'gemv_nk', '')}) {
   const int lane = threadIdx.x & 31;
   const long long j0 = ((long long)blockIdx.x * ${WARPS} + (threadIdx.x >> 5)) * ${cols};
+  ${prefetchRows(d, `(long long)blockIdx.x * ${WARPS * cols}`, WARPS * cols, '0', 'k')}
   if (j0 >= n) return; // uniform per warp
   float acc[${mr}][${cols}];
   #pragma unroll
@@ -369,15 +385,46 @@ const fragsToRed = (mr: number, nt: number): string => `#pragma unroll
 /** 32-wide K steps per warp whose loads are issued before their MMAs. */
 const MMA_UNROLL = 2;
 
-/** Source of the tensor-core 'nk' kernel: MR = 8 or 16 rows, NT 8-column tiles per warp. */
-export function gemvMmaSource(d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number): { src: string; name: string; sig: ArgType[] } {
+/**
+ * A gated MLP's activation (nbx.llm.gated_activation's expression: loads 0 = gate, 1 = up) applied to
+ * eight elements of each, for a kernel whose X is the gate_up rows [m, 2K] (gate, then up, K apart): the
+ * same rendered expression as the elementwise kernel's, so the product reads the values the unfused
+ * activation would have stored.
+ */
+function gatedHelper(d: 'float16' | 'bfloat16', gate: Expr): string {
+  const T = R.storageType(d);
+  const [stmts, res] = R.render(gate, (slot) => R.load(d, slot === 0 ? 'gp' : 'up', 'e'), () => { throw new Error('gated activation: no parameters'); });
+  return `__device__ __forceinline__ uint4 nbx_gated8(uint4 g, uint4 u) {
+  const ${T}* gp = reinterpret_cast<const ${T}*>(&g); const ${T}* up = reinterpret_cast<const ${T}*>(&u);
+  uint4 r; ${T}* rp = reinterpret_cast<${T}*>(&r);
+  #pragma unroll
+  for (int e = 0; e < 8; e++) {
+    ${stmts}
+    ${R.store(d, 'rp', 'e', res)}
+  }
+  return r;
+}`;
+}
+
+/**
+ * Source of the tensor-core 'nk' kernel: MR = 8 or 16 rows, NT 8-column tiles per warp. With `gate`
+ * (an expression of gated activation), X is a gate_up matrix and the product's input is act(gate)·up,
+ * computed as it is loaded (the down projection of a gated MLP without the activation's own launch).
+ */
+export function gemvMmaSource(d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number, gate: Expr | null = null, norm = false): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(d), U = MMA_UNROLL, bf = d === 'bfloat16';
+  const off = norm ? 'kq - l0' : 'kq';
+  const xload = (p: string): string => (gate ? `nbx_gated8(*reinterpret_cast<const uint4*>(${p} + kq), *reinterpret_cast<const uint4*>(${p} + k + kq))` : `*reinterpret_cast<const uint4*>(${p} + ${off})`);
+  const extra = `float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ${norm ? `const ${T}* __restrict__ Rs, const ${T}* __restrict__ NW, ${T}* __restrict__ RO, float eps, ` : ''}`;
   const src = `${mmaHelpers(bf)}
-${HEAD(d, 'gemv_mma', 'float* __restrict__ P, unsigned* __restrict__ cnt, long long kchunk, ')}) {
+${gate ? gatedHelper(d, gate) : ''}
+${HEAD(d, 'gemv_mma', extra)}) {
   __shared__ float red[${WARPS}][${mr}][${8 * nt}];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const long long jb = (long long)blockIdx.x * ${8 * nt};
   const long long l0 = (long long)blockIdx.y * kchunk, l1 = l0 + kchunk < k ? l0 + kchunk : k;
+  ${prefetchRows(d, 'jb', 8 * nt, 'l0', 'l1')}
+${norm ? normPrologue(d, mr) : ''}
   float c[${nt}][4];
   const ${T}* wr[${nt}];
   #pragma unroll
@@ -388,8 +435,8 @@ ${HEAD(d, 'gemv_mma', 'float* __restrict__ P, unsigned* __restrict__ cnt, long l
     wr[q] = W + jn * ldw + t * 8;
   }
   const bool ra = g < m, rb = g + 8 < m;
-  const ${T}* xa = X + (ra ? g : 0) * xsi + t * 8;
-  const ${T}* xb = X + (rb ? g + 8 : 0) * xsi + t * 8;
+  const ${T}* xa = ${norm ? 'xs' : 'X'} + (ra ? g : 0) * ${norm ? 'kw' : 'xsi'} + t * 8;
+  const ${T}* xb = ${norm ? 'xs' : 'X'} + (rb ? g + 8 : 0) * ${norm ? 'kw' : 'xsi'} + t * 8;
   uint4 z; z.x = z.y = z.z = z.w = 0u;
   for (long long kk = l0 + warp * 32; kk < l1; kk += ${WARPS * 32 * U}) {
     uint4 wv[${U}][${nt}], av[${U}], bv[${U}];
@@ -399,8 +446,8 @@ ${HEAD(d, 'gemv_mma', 'float* __restrict__ P, unsigned* __restrict__ cnt, long l
       const bool ok = kq + t * 8 < l1; // k is a multiple of 8: a vector is wholly in or out
       #pragma unroll
       for (int q = 0; q < ${nt}; q++) wv[u][q] = ok ? *reinterpret_cast<const uint4*>(wr[q] + kq) : z;
-      av[u] = ok && ra ? *reinterpret_cast<const uint4*>(xa + kq) : z;
-      ${mr === 16 ? 'bv[u] = ok && rb ? *reinterpret_cast<const uint4*>(xb + kq) : z;' : 'bv[u] = z;'}
+      av[u] = ok && ra ? ${xload('xa')} : z;
+      ${mr === 16 ? `bv[u] = ok && rb ? ${xload('xb')} : z;` : 'bv[u] = z;'}
     }
     #pragma unroll
     for (int u = 0; u < ${U}; u++) {
@@ -412,7 +459,69 @@ ${HEAD(d, 'gemv_mma', 'float* __restrict__ P, unsigned* __restrict__ cnt, long l
   ${fragsToRed(mr, nt)}
 ${finishTile(d, mr, 8 * nt)}
 }`;
-  return { src, name: 'gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
+  return { src, name: 'gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', ...(norm ? ['ptr', 'ptr', 'ptr', 'f32'] as ArgType[] : []), 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'f32', 'f32', 'i32'] };
+}
+
+/**
+ * The add + RMSNorm before a projection, done by the projection's blocks (nbx.llm.add_rms_norm_linear):
+ * every block sums the squares of its rows h = x + residual (rounded to the dtype, as fused_add_rms_norm)
+ * over all of K — a few KB from L2 — and stages its own K chunk of h·rstd·w (rounded once) in dynamic
+ * shared memory for the MMAs; the blocks of column tile 0 also store h as the residual out. So the norm
+ * costs no launch of its own and no round trip of its output through memory.
+ */
+function normPrologue(d: 'float16' | 'bfloat16', mr: number): string {
+  const T = R.storageType(d);
+  return `  extern __shared__ __align__(16) unsigned char nbx_xs_[];
+  ${T}* xs = reinterpret_cast<${T}*>(nbx_xs_);
+  const int kw = (int)(l1 - l0);
+  __shared__ float nsum[${WARPS}][${mr}];
+  __shared__ float rstd[${mr}];
+  {
+    float ss[${mr}];
+    #pragma unroll
+    for (int i = 0; i < ${mr}; i++) ss[i] = 0.f;
+    for (long long j0 = (long long)threadIdx.x * 8; j0 < k; j0 += ${THREADS * 8}) {
+      const bool mine = j0 >= l0 && j0 < l1;
+      #pragma unroll
+      for (int i = 0; i < ${mr}; i++) {
+        if (i < m) {
+          const uint4 a = *reinterpret_cast<const uint4*>(X + i * xsi + j0), b = *reinterpret_cast<const uint4*>(Rs + i * k + j0);
+          const ${T}* pa = reinterpret_cast<const ${T}*>(&a); const ${T}* pb = reinterpret_cast<const ${T}*>(&b);
+          uint4 h; ${T}* ph = reinterpret_cast<${T}*>(&h);
+          #pragma unroll
+          for (int e = 0; e < 8; e++) {
+            const float v = ${d === 'bfloat16' ? 'nbx_round_bf16' : 'nbx_round_f16'}(${R.load(d, 'pa', 'e')} + ${R.load(d, 'pb', 'e')});
+            ss[i] += v * v;
+            ${R.store(d, 'ph', 'e', 'v')}
+          }
+          if (mine) {
+            *reinterpret_cast<uint4*>(xs + i * kw + (j0 - l0)) = h;
+            if (blockIdx.x == 0) *reinterpret_cast<uint4*>(RO + i * k + j0) = h;
+          }
+        }
+      }
+    }
+    #pragma unroll
+    for (int i = 0; i < ${mr}; i++) {
+      #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) ss[i] += __shfl_xor_sync(0xffffffffu, ss[i], o);
+      if (lane == 0) nsum[warp][i] = ss[i];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < ${mr}) {
+    float tot = 0.f;
+    #pragma unroll
+    for (int w = 0; w < ${WARPS}; w++) tot += nsum[w][threadIdx.x];
+    rstd[threadIdx.x] = 1.f / sqrtf(tot / (float)k + eps);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < m * kw; e += ${THREADS}) {
+    const int i = e / kw, j = e - i * kw;
+    const float v = ${R.load(d, 'xs', 'e')};
+    ${R.store(d, 'xs', 'e', `v * rstd[i] * ${R.load(d, 'NW', 'l0 + j')}`)}
+  }
+  __syncthreads();`;
 }
 
 /**
@@ -605,12 +714,12 @@ export function mmaSplit(g: GemvProblem, smCount: number, blockCols: number, per
 /** Whether a tensor-core kernel takes `g`: 'nk' with a half type and the vector path's alignment, or mmaKnOk. */
 export const mmaOk = (g: GemvProblem): boolean => (g.layout === 'nk' ? g.dtype !== 'float32' && gemvVectorOk(g) : mmaKnOk(g));
 
-function launchMma(be: CudaBackend, g: GemvProblem, cfg: Config): void {
+function launchMma(be: CudaBackend, g: GemvProblem, cfg: Config, gate: Expr | null = null): void {
   const mr = g.m <= 8 ? 8 : 16, kn = g.layout === 'kn', want = (cfg.nt as number | undefined) ?? 2;
   const form: MmaForm = !kn ? 'nk' : cfg.impl === 'mmat' ? 'mmat' : 'kn';
   const nt = form === 'nk' ? want : form === 'kn' ? (want === 4 ? 4 : 2) : want === 8 ? 8 : 4;
   const wc = form === 'mmat' ? (cfg.wc as number | undefined) ?? 1 : 1;
-  const k = mmaKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt, form, wc);
+  const k = gate ? gatedKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt, gate) : mmaKernelFor(be, g.dtype as 'float16' | 'bfloat16', mr, nt, form, wc);
   // K steps: 32 deep ('nk', 'mmat') or 16 ('kn'), taken by the warps that split K
   const unit = form === 'nk' ? WARPS * 32 : form === 'kn' ? WARPS * 16 : (WARPS / wc) * 32;
   const { gx, gy, kchunk } = mmaSplit(g, be.smCount, 8 * nt * wc, (cfg.split as number | undefined) ?? 2, unit);
@@ -620,6 +729,131 @@ function launchMma(be: CudaBackend, g: GemvProblem, cfg: Config): void {
   be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk, g.m, g.n, g.k,
     g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, vec], 0, be.stream);
 }
+
+const gatedKernels = new WeakMap<CudaBackend, Map<string, CudaKernel>>();
+function gatedKernelFor(be: CudaBackend, d: 'float16' | 'bfloat16', mr: 8 | 16, nt: number, gate: Expr): CudaKernel {
+  let m = gatedKernels.get(be);
+  if (!m) gatedKernels.set(be, (m = new Map()));
+  const key = `gemv_mma_gated:${d}:${mr}:${nt}:${gate.key}`;
+  let k = m.get(key);
+  if (!k) m.set(key, (k = be.kernel(key, () => gemvMmaSource(d, mr, nt, gate))));
+  return k;
+}
+
+/** What the gated product (nbx.llm.gated_linear's kernel) is given: gate_up [m, 2K] rows, weight [N, K], out [m, N]. */
+export interface GatedGemvProblem {
+  gateUp: StridedRef; weight: StridedRef; bias?: StridedRef; out: StridedRef;
+  m: number; n: number; k: number;
+  /** The activation's expression (loads 0 = gate, 1 = up; src/ops/llm.ts gatedActivationExpr). */
+  gate: Expr;
+}
+
+/**
+ * The down projection of a gated MLP with the activation computed as X is loaded (nbx.llm.gated_linear
+ * on CUDA): the tensor-core 'nk' kernel, its tiles and K split tuned on this product itself (tuner key
+ * dtype suffix '.gated'). False when the kernel does not take the problem (dtype, rows, alignment): the
+ * caller runs the composite.
+ */
+export function cudaGatedGemv(be: CudaBackend, p: GatedGemvProblem): boolean {
+  const d = p.out.dtype;
+  if ((d !== 'float16' && d !== 'bfloat16') || p.m < 1 || p.m > GEMV_MAX_ROWS || p.k % 8 !== 0) return false;
+  const xs = p.gateUp.strides, ws = p.weight.strides;
+  if (xs[xs.length - 1] !== 1 || ws[1] !== 1 || p.out.strides[p.out.strides.length - 1] !== 1) return false;
+  const g: GemvProblem = {
+    dtype: d, layout: 'nk', m: p.m, n: p.n, k: p.k, X: addr(p.gateUp), xsi: p.m > 1 ? xs[xs.length - 2]! : 2 * p.k, xsl: 1,
+    W: addr(p.weight), ldw: ws[0]!, O: addr(p.out), osi: p.m > 1 ? p.out.strides[p.out.strides.length - 2]! : p.n, osj: 1,
+    bias: p.bias ? addr(p.bias) : 0n, alpha: 1, beta: 0,
+  };
+  if (!mmaOk(g)) return false;
+  const mr = rowsFor(g.m);
+  let cfg: Config | undefined;
+  for (const r of gatedRecent) if (r.n === g.n && r.k === g.k && r.mr === mr && r.dtype === d && r.bias === (g.bias !== 0n)) { cfg = r.cfg; break; }
+  if (!cfg) {
+    cfg = GATED_DEFAULT;
+    if (g.n * g.k >= TUNE_MIN_ELEMENTS) {
+      const key = { shape: `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, dtype: `${d}${g.bias ? '.bias' : ''}.gated`, device: be.tuning.deviceKey };
+      const cands = prune(GEMV_NK_SPACE, be.tuning.profile.limits).kept.filter((c) => c.impl === 'mma');
+      cfg = tuneSync({ name: GEMV_NK_SPACE.name, knobs: GEMV_NK_SPACE.knobs, defaultConfig: GATED_DEFAULT }, key, cands,
+        (c) => timeColdL2(be, () => launchMma(be, g, c, p.gate), GEMV_TIMING_CALLS), { deviceLabel: be.ctx.info.name }).config;
+    }
+    if (gatedRecent.length >= 8) gatedRecent.shift();
+    gatedRecent.push({ dtype: d, layout: 'nk', mr, n: g.n, k: g.k, bias: g.bias !== 0n, cfg });
+  }
+  launchMma(be, g, cfg, p.gate);
+  return true;
+}
+const GATED_DEFAULT: Config = { impl: 'mma', cols: 2, nt: 2, split: 2 };
+
+/** What the normed product (nbx.llm.add_rms_norm_linear's kernel) is given: rows [m, K] of x and residual, the norm's weight [K], W [N, K]. */
+export interface NormGemvProblem {
+  x: StridedRef; residual: StridedRef; normWeight: StridedRef; eps: number;
+  weight: StridedRef; bias?: StridedRef; out: StridedRef; residualOut: StridedRef;
+  m: number; n: number; k: number;
+}
+
+/** Dynamic shared memory the normed kernel may take for its staged rows (more costs blocks per SM). */
+const NORM_STAGE_MAX_BYTES = 64 * 1024;
+
+/**
+ * A projection of rms_norm(x + residual)·w (nbx.llm.add_rms_norm_linear on CUDA): the tensor-core 'nk'
+ * kernel with the norm in its prologue (normPrologue), tuned on this product (tuner key suffix '.norm').
+ * False when the kernel does not take the problem (dtype, rows, alignment, staging size): the caller runs
+ * the composite.
+ */
+export function cudaNormGemv(be: CudaBackend, p: NormGemvProblem): boolean {
+  const d = p.out.dtype;
+  if ((d !== 'float16' && d !== 'bfloat16') || p.m < 1 || p.m > GEMV_MAX_ROWS || p.k % 8 !== 0) return false;
+  const g: GemvProblem = {
+    dtype: d, layout: 'nk', m: p.m, n: p.n, k: p.k, X: addr(p.x), xsi: p.k, xsl: 1,
+    W: addr(p.weight), ldw: p.weight.strides[0]!, O: addr(p.out), osi: p.n, osj: 1,
+    bias: p.bias ? addr(p.bias) : 0n, alpha: 1, beta: 0,
+  };
+  if (p.weight.strides[1] !== 1 || !mmaOk(g) || !aligned16(addr(p.residual)) || !aligned16(addr(p.residualOut))) return false;
+  const mr = rowsFor(g.m);
+  let cfg: Config | undefined;
+  for (const r of normRecent) if (r.n === g.n && r.k === g.k && r.mr === mr && r.dtype === d && r.bias === (g.bias !== 0n)) { cfg = r.cfg; break; }
+  if (!cfg) {
+    const fits = (c: Config): boolean => normSmem(be, g, c) <= NORM_STAGE_MAX_BYTES;
+    cfg = fits(GATED_DEFAULT) ? GATED_DEFAULT : { ...GATED_DEFAULT, split: 4 };
+    if (!fits(cfg)) return false;
+    if (g.n * g.k >= TUNE_MIN_ELEMENTS) {
+      const key = { shape: `${mr}x${bucketSize(g.n)}x${bucketSize(g.k)}`, dtype: `${d}${g.bias ? '.bias' : ''}.norm`, device: be.tuning.deviceKey };
+      const cands = prune(GEMV_NK_SPACE, be.tuning.profile.limits).kept.filter((c) => c.impl === 'mma' && fits(c));
+      cfg = tuneSync({ name: GEMV_NK_SPACE.name, knobs: GEMV_NK_SPACE.knobs, defaultConfig: cfg }, key, cands,
+        (c) => timeColdL2(be, () => launchMmaNorm(be, g, c, p), GEMV_TIMING_CALLS), { deviceLabel: be.ctx.info.name }).config;
+    }
+    if (normRecent.length >= 8) normRecent.shift();
+    normRecent.push({ dtype: d, layout: 'nk', mr, n: g.n, k: g.k, bias: g.bias !== 0n, cfg });
+  }
+  launchMmaNorm(be, g, cfg, p);
+  return true;
+}
+const normRecent: Decision[] = [];
+
+function normSplit(be: CudaBackend, g: GemvProblem, cfg: Config): { gx: number; gy: number; kchunk: number; nt: number } {
+  const nt = (cfg.nt as number | undefined) ?? 2;
+  return { ...mmaSplit(g, be.smCount, 8 * nt, (cfg.split as number | undefined) ?? 2, WARPS * 32), nt };
+}
+const normSmem = (be: CudaBackend, g: GemvProblem, cfg: Config): number => g.m * normSplit(be, g, cfg).kchunk * DTYPES[g.dtype].itemsize;
+
+function launchMmaNorm(be: CudaBackend, g: GemvProblem, cfg: Config, p: NormGemvProblem): void {
+  const mr = g.m <= 8 ? 8 : 16;
+  const { gx, gy, kchunk, nt } = normSplit(be, g, cfg);
+  let m = normKernels.get(be);
+  if (!m) normKernels.set(be, (m = new Map()));
+  const key = `gemv_mma_norm:${g.dtype}:${mr}:${nt}`;
+  let k = m.get(key);
+  if (!k) m.set(key, (k = be.kernel(key, () => gemvMmaSource(g.dtype as 'float16' | 'bfloat16', mr, nt, null, true))));
+  const smem = normSmem(be, g, cfg);
+  if (smem > 48 * 1024 && !normLargeSmem.has(k)) { k.setMaxDynamicSharedMemory(NORM_STAGE_MAX_BYTES); normLargeSmem.add(k); }
+  const ws = gy > 1 ? workspace(be, gy * g.m * g.n, gx) : null;
+  be.ctx.launch(k, [gx, gy, 1], THREADS, [g.X, g.W, g.O, g.bias, ws ? ws.part.ptr : 0n, ws ? ws.cnt.ptr : 0n, kchunk,
+    addr(p.residual), addr(p.normWeight), addr(p.residualOut), p.eps, g.m, g.n, g.k,
+    g.xsi, g.xsl, g.ldw, g.osi, g.osj, g.alpha, g.beta, 1], smem, be.stream);
+}
+const normKernels = new WeakMap<CudaBackend, Map<string, CudaKernel>>();
+const normLargeSmem = new WeakSet<CudaKernel>();
+const gatedRecent: Decision[] = [];
 
 /** The tensor-core kernels: 'nk', 'kn' (W staged in shared memory) and 'mmat' ('kn', W transposed in registers). */
 type MmaForm = 'nk' | 'kn' | 'mmat';

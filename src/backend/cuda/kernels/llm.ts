@@ -6,7 +6,7 @@
 // fused attention kernel (flash-decoding) on CUDA where that covers the case.
 
 import type { BackendKernels } from '../../../kernels/table.js';
-import type { ExpertGemvParams, FusedAddRmsNormParams, PagedAttentionParams, RotaryParams } from '../../../kernels/llm.js';
+import type { ExpertGemvParams, FusedAddRmsNormParams, GatedGemvParams, NormGemvParams, PagedAttentionParams, RotaryCacheParams, RotaryParams } from '../../../kernels/llm.js';
 import { IndexError } from '../../../errors.js';
 import type { CudaBuffer } from '../runtime/device.js';
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
@@ -14,6 +14,7 @@ import type { StridedRef } from '../../backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { R, type CudaBackend } from '../runtime/backend.js';
 import { FLOATS, basePtr, requireDType } from './util.js';
+import { cudaGatedGemv, cudaNormGemv } from './gemv.js';
 
 let be: CudaBackend;
 
@@ -176,6 +177,94 @@ function cudaRotary(p: RotaryParams): void {
   const xs = p.x.strides, cs = p.cos.strides, ss = p.sin.strides;
   be.launch(k, be.gridFor(total, ROPE_BLOCK), ROPE_BLOCK, [at(p.x), at(p.cos), at(p.sin), at(p.out), H, T, D, p.rotary, total,
     xs[0]!, xs[1]!, xs[2]!, xs[3]!, cs[0]!, cs[1]!, cs[2]!, ss[0]!, ss[1]!, ss[2]!]);
+}
+
+/**
+ * rotary_cache: a thread per element of the step's queries, keys and values ([B, H + 2·KVH, T, D] side
+ * by side, grid-stride): query heads rotate into qOut, key heads rotate into the key cache at position
+ * index[t], value heads are copied into the value cache there. The rotation's arithmetic is rotary's.
+ */
+export function rotaryCacheSource(d: DTypeName) {
+  const T = R.storageType(d), A = computeOf(d);
+  const mul = d === 'float64' ? '__dmul_rn' : '__fmul_rn', fma = d === 'float64' ? 'fma' : 'fmaf';
+  const src = `
+extern "C" __global__ void __launch_bounds__(${ROPE_BLOCK}) rotary_cache(const ${T}* __restrict__ q, const ${T}* __restrict__ k, const ${T}* __restrict__ v,
+  const ${T}* __restrict__ c, const ${T}* __restrict__ s, ${T}* __restrict__ qo, ${T}* __restrict__ kc, ${T}* __restrict__ vc,
+  const long long* __restrict__ index, unsigned long long* __restrict__ err, long long H, long long KVH, long long Tn, long long D, long long R, long long S, long long total,
+  long long qb, long long qh, long long qt, long long qd, long long kb, long long kh, long long kt, long long kd, long long vb, long long vh, long long vt, long long vd,
+  long long cb, long long ct, long long cr, long long sb, long long st, long long sr,
+  long long kcb, long long kch, long long kcs, long long kcd, long long vcb, long long vch, long long vcs, long long vcd) {
+  const long long HT = H + 2 * KVH;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+    long long rem = i;
+    const long long j = rem % D; rem /= D;
+    const long long t = rem % Tn; rem /= Tn;
+    const long long h = rem % HT; const long long b = rem / HT;
+    if (h >= H + KVH) { // a value: copied to its cache slot
+      const long long g = h - H - KVH, p = index[t];
+      if (p < 0 || p >= S) { if (j == 0) atomicMax(err, ~(unsigned long long)t); continue; }
+      vc[b * vcb + g * vch + p * vcs + j * vcd] = v[b * vb + g * vh + t * vt + j * vd];
+      continue;
+    }
+    const bool isq = h < H;
+    const ${T}* x = isq ? q : k;
+    const long long xr = isq ? b * qb + h * qh + t * qt : b * kb + (h - H) * kh + t * kt, xd = isq ? qd : kd;
+    long long o;
+    ${T}* out;
+    if (isq) { out = qo; o = ((b * H + h) * Tn + t) * D + j; }
+    else {
+      const long long p = index[t];
+      if (p < 0 || p >= S) { if (j == 0) atomicMax(err, ~(unsigned long long)t); continue; }
+      out = kc; o = b * kcb + (h - H) * kch + p * kcs + j * kcd;
+    }
+    if (j >= R) { out[o] = x[xr + j * xd]; continue; }
+    const long long half = R / 2;
+    const ${A} xv = (${A})${R.load(d, 'x', 'xr + j * xd')};
+    const ${A} rh = j < half ? -(${A})${R.load(d, 'x', 'xr + (j + half) * xd')} : (${A})${R.load(d, 'x', 'xr + (j - half) * xd')};
+    const ${A} cv = (${A})${R.load(d, 'c', 'b * cb + t * ct + j * cr')}, sv = (${A})${R.load(d, 's', 'b * sb + t * st + j * sr')};
+    const ${A} a = ${roundTo(d, `${mul}(xv, cv)`)};
+    ${R.store(d, 'out', 'o', `${fma}(rh, sv, a)`)}
+  }
+}`;
+  return { src, name: 'rotary_cache', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(33).fill('i64')] as ArgType[] };
+}
+
+/** An error word for a kernel that records bad indices: the capture's own (checked after a replay), else `own`, cleared. */
+function errorWord(own: CudaBuffer): bigint {
+  if (be.capture !== null) return be.capture.errBuf.ptr;
+  be.ctx.memsetD8(own.ptr, 0, 8, be.stream);
+  return own.ptr;
+}
+
+let rotaryCacheErr: CudaBuffer | null = null;
+function cudaRotaryCache(p: RotaryCacheParams): void {
+  const d = p.q.dtype;
+  requireDType('llm.rotary_and_cache', d, FLOATS);
+  const [B, H, T, D] = p.q.shape as [number, number, number, number];
+  const KVH = p.k.shape[1]!, S = p.keyCache.shape[2]!;
+  const total = B * (H + 2 * KVH) * T * D;
+  if (total === 0) return;
+  const kern = be.kernel(`llm_rotary_cache:${d}`, () => rotaryCacheSource(d));
+  rotaryCacheErr ??= be.alloc('int64', 1);
+  const err = errorWord(rotaryCacheErr);
+  const qs = p.q.strides, ks = p.k.strides, vs = p.v.strides, cs = p.cos.strides, ss = p.sin.strides, kcs = p.keyCache.strides, vcs = p.valueCache.strides;
+  be.launch(kern, be.gridFor(total, ROPE_BLOCK), ROPE_BLOCK, [at(p.q), at(p.k), at(p.v), at(p.cos), at(p.sin), at(p.qOut), at(p.keyCache), at(p.valueCache), at(p.index), err,
+    H, KVH, T, D, p.rotary, S, total, qs[0]!, qs[1]!, qs[2]!, qs[3]!, ks[0]!, ks[1]!, ks[2]!, ks[3]!, vs[0]!, vs[1]!, vs[2]!, vs[3]!,
+    cs[0]!, cs[1]!, cs[2]!, ss[0]!, ss[1]!, ss[2]!, kcs[0]!, kcs[1]!, kcs[2]!, kcs[3]!, vcs[0]!, vcs[1]!, vcs[2]!, vcs[3]!]);
+  if (be.capture !== null) { be.capture.defer('llm.rotary_and_cache'); return; }
+  const w = (be.downloadSync(rotaryCacheErr, 'int64', 0, 1) as BigInt64Array)[0]!;
+  if (w !== 0n) throw new IndexError('llm.rotary_and_cache', `cache_index[${Number(~w)}] is out of bounds for a cache of ${S} positions`);
+}
+
+/** gated_gemv: the tensor-core GEMV with the activation applied as it loads X (gemv.ts cudaGatedGemv). */
+function cudaGatedGemvKernel(p: GatedGemvParams): boolean {
+  return cudaGatedGemv(be, { gateUp: p.gateUp, weight: p.weight, bias: p.bias, out: p.out, m: p.rows, n: p.n, k: p.k, gate: p.gate });
+}
+
+/** norm_gemv: the tensor-core GEMV whose blocks compute the add + RMSNorm of their input first (gemv.ts cudaNormGemv). */
+function cudaNormGemvKernel(p: NormGemvParams): boolean {
+  return cudaNormGemv(be, { x: p.x, residual: p.residual, normWeight: p.normWeight, eps: p.eps, weight: p.weight, bias: p.bias, out: p.out,
+    residualOut: p.residualOut, m: p.rows, n: p.n, k: p.k });
 }
 
 const EXPERT_WARPS = 8;
@@ -379,6 +468,6 @@ function cudaPagedAttention(p: PagedAttentionParams): void {
   }
 }
 
-export const kernels = { fused_add_rms_norm: cudaFusedAddRmsNorm, rotary_embedding: cudaRotary, expert_gemv: cudaExpertGemv, paged_attention: cudaPagedAttention } satisfies BackendKernels;
+export const kernels = { fused_add_rms_norm: cudaFusedAddRmsNorm, rotary_embedding: cudaRotary, rotary_cache: cudaRotaryCache, gated_gemv: cudaGatedGemvKernel, norm_gemv: cudaNormGemvKernel, expert_gemv: cudaExpertGemv, paged_attention: cudaPagedAttention } satisfies BackendKernels;
 /** The dtypes these kernels take. */
 export const features = { llm: { dtypes: FLOATS } };

@@ -591,7 +591,7 @@ const modules = new Map<string, { module: CudaModule; compiled: CompiledModule }
 export function loadSource(ctx: CudaContext, source: string, options: CompileOptions = {}): { module: CudaModule; compiled: CompiledModule } {
   const nv = Nvrtc.get();
   const pdl = gridDependencyEnabled(ctx);
-  const compiled = nv.compile(pdl ? withGridDependencyWait(source) : source, options.arch ?? ctx.info.cc, options);
+  const compiled = nv.compile(pdl ? withGridDependencyWait(source) : withoutGridDependency(source), options.arch ?? ctx.info.cc, options);
   return loadCompiled(ctx, compiled, pdl);
 }
 
@@ -599,17 +599,29 @@ export function loadSource(ctx: CudaContext, source: string, options: CompileOpt
 export async function loadSourceAsync(ctx: CudaContext, source: string, options: CompileOptions = {}): Promise<{ module: CudaModule; compiled: CompiledModule }> {
   const nv = Nvrtc.get();
   const pdl = gridDependencyEnabled(ctx);
-  const compiled = await nv.compileAsync(pdl ? withGridDependencyWait(source) : source, options.arch ?? ctx.info.cc, options);
+  const compiled = await nv.compileAsync(pdl ? withGridDependencyWait(source) : withoutGridDependency(source), options.arch ?? ctx.info.cc, options);
   return loadCompiled(ctx, compiled, pdl);
 }
 
 // By default a kernel also lets the next kernel's blocks be scheduled as soon as every block of this one
 // has started (they then wait for this grid to complete): more overlap than waiting alone (BENCHMARKS.md,
 // decode with programmatic dependent launch); NBX_CUDA_PDL=1 waits without that trigger.
-const gridDependencyPrelude = (): string => `#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// NBX_PREFETCH_L2(ptr, bytes) asks L2 for a range (16-byte aligned, bytes a multiple of 16) without waiting:
+// a kernel issues it for data no earlier kernel writes (its weights) before its own wait, so the reads of
+// this kernel's first blocks overlap the previous kernel's tail.
+const gridDependencyPrelude = (): string => `#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(NBX_EMU)
 #define NBX_GRID_DEPENDENCY_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")${process.env.NBX_CUDA_PDL === '1' ? '' : '; asm volatile("griddepcontrol.launch_dependents;")'}
+#define NBX_PREFETCH_L2(p, bytes) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"((unsigned)(bytes)) : "memory")
 #else
 #define NBX_GRID_DEPENDENCY_WAIT()
+#define NBX_PREFETCH_L2(p, bytes)
+#endif
+`;
+
+/** The macros a kernel uses when it places its own wait; defined empty when PDL is off. */
+const noGridDependencyPrelude = `#ifndef NBX_GRID_DEPENDENCY_WAIT
+#define NBX_GRID_DEPENDENCY_WAIT()
+#define NBX_PREFETCH_L2(p, bytes)
 #endif
 `;
 
@@ -617,9 +629,12 @@ const gridDependencyPrelude = (): string => `#if defined(__CUDA_ARCH__) && __CUD
  * `source` with every __global__ function starting with the grid-dependency wait (driver.ts,
  * programmatic dependent launch): the first statement of each kernel body, so nothing of a kernel reads
  * or writes memory before the previous kernel in the stream has completed. A kernel body is the first
- * `{` at parenthesis depth 0 after `__global__`.
+ * `{` at parenthesis depth 0 after `__global__`. A source that calls NBX_GRID_DEPENDENCY_WAIT() itself
+ * places the wait in every one of its kernels (after work that reads nothing an earlier kernel writes):
+ * it gets the macros only.
  */
 export function withGridDependencyWait(source: string): string {
+  if (source.includes('NBX_GRID_DEPENDENCY_WAIT();')) return gridDependencyPrelude() + source;
   let out = '', from = 0;
   for (let at = source.indexOf('__global__'); at >= 0; at = source.indexOf('__global__', at + 10)) {
     const lineStart = source.lastIndexOf('\n', at) + 1;
@@ -637,6 +652,11 @@ export function withGridDependencyWait(source: string): string {
     from = i + 1;
   }
   return from === 0 ? source : gridDependencyPrelude() + out + source.slice(from);
+}
+
+/** `source` for a launch without PDL: the macros of a kernel that places its own wait, empty. */
+export function withoutGridDependency(source: string): string {
+  return source.includes('NBX_GRID_DEPENDENCY_WAIT') || source.includes('NBX_PREFETCH_L2') ? noGridDependencyPrelude + source : source;
 }
 
 function loadCompiled(ctx: CudaContext, compiled: CompiledModule, gridDependent = false): { module: CudaModule; compiled: CompiledModule } {
