@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Device calls of 2026-12-02's third session (issues #19-#22): one script, parts chosen per call.
-#   run: source .gpu/bootstrap.sh && bash scripts/gpu-session3.sh PART...   (carry .gpu and dist)
+# Device calls for issues #19-#22: one script, parts chosen per call (each bounded by timeout -k 5).
+#   run: source .gpu/bootstrap.sh && bash scripts/gpu-parts.sh PART...   (carry .gpu and dist)
 # Parts:
+#   fused    the fused decode kernels' tests on the card (cuda_llm, static_decode), then decode of the TinyLlama
+#            shape at batch 1 with the fused paths on and off (NBX_LLM_FUSION=0), and the 8B shape at batch 1
+#   engine4  scripts/gpu-engine.sh graphs (engine throughput with CUDA graphs on/off, serve quick, graph test)
+#   wgdecode scripts/gpu-webgpu-decode.sh (WebGPU decode on the card, CUDA in the same call)
+#   moe      scripts/moe-bench.mjs (Mixtral-layer prefill: grouped expert GEMM vs the host-routed loop)
 #   pdl      decode of the TinyLlama shape (batch 1, nbx only) with programmatic dependent launch off / wait / wait+trigger
 #            (NBX_CUDA_PDL=0|1|2), then the graph, sampler and fused-kernel tests with NBX_CUDA_PDL=2
 #   attn     scripts/attention-check.mjs (issue #20: the Hopper kernel's correctness and bench rows vs SDPA)
@@ -29,6 +34,26 @@ for p in "$@"; do
       done
       NBX_CUDA_PDL=2 timeout 200 node --test --test-concurrency=3 dist/test/static_decode.test.js dist/test/sampler.test.js dist/test/cuda_llm.test.js > "$L/pdl_tests.log" 2>&1
       note "pdl tests rc=$? $(grep -E '^# (pass|fail)' "$L/pdl_tests.log" | tr '\n' ' ')" ;;
+    fused)
+      timeout -k 5 150 node --test --test-concurrency=2 dist/test/cuda_llm.test.js dist/test/static_decode.test.js > "$L/fused_tests.log" 2>&1
+      note "fused tests rc=$? $(grep -E '^# (pass|fail)' "$L/fused_tests.log" | tr '\n' ' ') $(grep -E '^not ok' "$L/fused_tests.log" | head -5 | tr '\n' ' ')"
+      for v in on off; do
+        if [ $v = off ]; then export NBX_LLM_FUSION=0; fi
+        timeout -k 5 60 node dist/src/cli/nbx.js bench decode --device cuda --shape tinyllama --batch 1 --peers none --json "$L/fused_$v.json" > "$L/fused_$v.log" 2>&1
+        note "fused $v rc=$? $(grep -o '"decode_tok_s":[0-9.]*' "$L/fused_$v.json" 2>/dev/null | head -1)"
+        unset NBX_LLM_FUSION
+      done
+      timeout -k 5 70 node dist/src/cli/nbx.js bench decode --device cuda --shape llama3-8b --batch 1,8 --peers none --json "$L/fused_8b.json" > "$L/fused_8b.log" 2>&1
+      note "fused 8b rc=$? $(grep -o '"decode_tok_s":[0-9.]*' "$L/fused_8b.json" 2>/dev/null | tr '\n' ' ')" ;;
+    engine4)
+      OUT=$L bash scripts/gpu-engine.sh graphs > "$L/engine4.log" 2>&1
+      note "engine4 rc=$?"; cat "$L/engine_summary.txt" >> "$OUT/summary.txt" 2>/dev/null ;;
+    wgdecode)
+      OUT=$L bash scripts/gpu-webgpu-decode.sh > "$L/wgdecode.log" 2>&1
+      note "wgdecode rc=$?"; cat "$L/wgdecode/summary.txt" >> "$OUT/summary.txt" 2>/dev/null ;;
+    moe)
+      OUT=$L timeout -k 5 100 node scripts/moe-bench.mjs > "$L/moe.log" 2>&1
+      note "moe rc=$?"; tail -25 "$L/moe.log" >> "$OUT/summary.txt" ;;
     attn)
       NBX_CACHE_DIR=$(mktemp -d) timeout 280 node scripts/attention-check.mjs > "$L/attn.log" 2>&1
       note "attn rc=$?" ;;
