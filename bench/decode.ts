@@ -6,7 +6,7 @@
 //   llama3-8b  Llama-3-8B: 32 layers, 4096, 14336, 32/8, vocab 128256, rope_theta 500000
 //   mixtral-4l Mixtral-8x7B's layer shape, 4 layers: 4096, 14336, 32/8, 8 experts top-2, vocab 32000
 //   tiny, tiny-moe  2 layers, hidden 64 (Llama / Mixtral): smoke runs on a CPU
-// nbx: nbx.models.fromConfig (seeded random weights; bf16 on cuda, float32 elsewhere), one warm-up
+// nbx: nbx.models.fromConfig (seeded random weights; bf16 on cuda and webgpu, float32 on the cpu), one warm-up
 // generation as long as the timed one, then one timed greedy generation of --new-tokens tokens after a
 // --prompt-token prompt of seeded random ids (batch B: B different prompts), EOS ignored. Time to first
 // token: device synchronized, then prefill until the first token is on the host. Decode: the other
@@ -28,6 +28,7 @@
 // Run: node dist/bench/decode.js [--shape tinyllama|llama3-8b|mixtral-4l|tiny|tiny-moe|all[,...]]
 //        [--batch 1,8] [--prompt 128] [--new-tokens 256] [--device cuda|webgpu|cpu] [--dtype D]
 //        [--peers gpt-fast,hf|none] [--python PATH] [--json FILE] [--roofline-gbs N] [--warmup-tokens N]
+//        [--webgpu-profile] (WebGPU: where a step's time goes, bench/decode_webgpu.ts)
 //   (or `nbx bench decode ...`). Defaults: --device cpu; --shape all on a GPU, tiny,tiny-moe on cpu.
 
 import { execFile } from 'node:child_process';
@@ -40,6 +41,7 @@ import { generateSteps, type PreparedPrompt } from '../src/generation/index.js';
 import type { CausalLMModel } from '../src/models/index.js';
 import type { DTypeLike } from '../src/dtype/dtypes.js';
 import { measureStreamGBs, syncDevice } from './roofline.js';
+import { profileWebGPUSteps, timeDecodePipelined } from './decode_webgpu.js';
 
 const PEERS = join(dirname(fileURLToPath(import.meta.url)), '../../bench/peers');
 const OP = 'bench decode';
@@ -93,7 +95,11 @@ const PEER_NAMES = ['gpt-fast', 'hf'] as const;
 type PeerName = (typeof PEER_NAMES)[number];
 const PEER_TITLES: Record<PeerName, string> = { 'gpt-fast': 'gpt-fast (compiled)', hf: 'transformers eager' };
 
-interface NbxFigures { ttft_ms: number; decode_tok_s: number; decode_ms_per_step: number; new_tokens: number }
+interface NbxFigures {
+  ttft_ms: number; decode_tok_s: number; decode_ms_per_step: number; new_tokens: number;
+  /** WebGPU: the figures of generate() itself, when the row's figures are the pipelined loop's (bench/decode_webgpu.ts). */
+  generate?: { ttft_ms: number; decode_tok_s: number; decode_ms_per_step: number };
+}
 interface PeerLine { decode_tok_s?: number; ttft_ms?: number; compile_s?: number | null; note?: string | null; error?: string; [k: string]: unknown }
 interface Row {
   shape: string; batch: number; nbx: NbxFigures | { error: string };
@@ -107,14 +113,15 @@ const now = (): number => performance.now();
 const sync = syncDevice;
 
 /** One greedy generation of exactly `newTokens` tokens per row; times the first token and the rest. */
-async function timeDecode(model: CausalLMModel, rows: number[][], newTokens: number, device: string): Promise<NbxFigures> {
+async function timeDecode(model: CausalLMModel, rows: number[][], newTokens: number, device: string, tokens?: number[][]): Promise<NbxFigures> {
   const prepared: PreparedPrompt = { rows: rows.map((r) => r.slice()), mask: null, length: rows[0]!.length };
   await sync(device);
   const t0 = now();
   let first = 0, n = 0;
   // each step's ids are read back to the host before it is yielded: a step is done when it is seen
-  for await (const _ of generateSteps(model, prepared, { max_new_tokens: newTokens, eos_token_id: null, do_sample: false })) {
+  for await (const s of generateSteps(model, prepared, { max_new_tokens: newTokens, eos_token_id: null, do_sample: false })) {
     if (n === 0) first = now();
+    if (tokens) s.tokens.forEach((t, b) => (tokens[b] ??= []).push(t));
     n++;
   }
   await sync(device);
@@ -228,7 +235,7 @@ export async function run(args: string[] = []): Promise<void> {
       'new-tokens': { type: 'string', default: '256' }, 'warmup-tokens': { type: 'string' }, device: { type: 'string', default: 'cpu' },
       dtype: { type: 'string' }, peers: { type: 'string', default: 'gpt-fast,hf' }, python: { type: 'string' },
       json: { type: 'string' }, 'roofline-gbs': { type: 'string' }, seed: { type: 'string', default: '0' },
-      'peer-timeout': { type: 'string', default: '900' },
+      'peer-timeout': { type: 'string', default: '900' }, 'webgpu-profile': { type: 'boolean', default: false },
     },
   });
   const device = v.device!;
@@ -241,7 +248,9 @@ export async function run(args: string[] = []): Promise<void> {
   const warmupTokens = v['warmup-tokens'] !== undefined ? positiveInt(v['warmup-tokens'], '--warmup-tokens') : newTokens;
   const seed = Number(v.seed);
   if (!Number.isInteger(seed) || seed < 0) throw new nbx.ValueError(OP, `--seed must be a non-negative integer, got '${v.seed}'`);
-  const dtype = v.dtype ?? (device === 'cuda' ? 'bfloat16' : 'float32');
+  // WebGPU runs bfloat16 as CUDA does (packed two to a 32-bit word, computed in float32 in the kernels:
+  // no shader-f16 needed), so both stream the same weight bytes per step
+  const dtype = v.dtype ?? (device === 'cpu' ? 'float32' : 'bfloat16');
   const peers = v.peers === 'none' ? [] : list(v.peers!, '--peers').map((p) => {
     if (!(PEER_NAMES as readonly string[]).includes(p)) throw new nbx.ValueError(OP, `unknown peer '${p}' (${PEER_NAMES.join(', ')} or none)`);
     return p as PeerName;
@@ -286,7 +295,26 @@ export async function run(args: string[] = []): Promise<void> {
         const row: Row = { shape: name, batch: b, nbx: { error: '' }, weight_bytes_per_step: bytes.perStep, peers: {} };
         try {
           await timeDecode(model, rowsB, warmupTokens, device); // warm-up: kernels compiled and tuned, pools filled
-          const ours = await timeDecode(model, rowsB, newTokens, device);
+          const genTokens: number[][] = [];
+          let ours = await timeDecode(model, rowsB, newTokens, device, genTokens);
+          if (device === 'webgpu') {
+            // WebGPU: the decode loop that queues each step before reading the previous one's ids (the
+            // row's figures), checked to give generate()'s tokens; generate()'s own figures kept beside
+            process.stdout.write(`nbx ${name} batch ${b} generate(): ${fmt(ours.decode_tok_s)} tok/s, TTFT ${fmt(ours.ttft_ms, 2)} ms\n`);
+            await timeDecodePipelined(model, rowsB, Math.min(warmupTokens, 16), device);
+            const p = await timeDecodePipelined(model, rowsB, newTokens, device);
+            const same = p.tokens.every((r, i) => r.length === genTokens[i]!.length && r.every((t, j) => t === genTokens[i]![j]));
+            if (!same) throw new nbx.ValueError(OP, `the pipelined WebGPU loop gave other tokens than generate(): ${JSON.stringify(p.tokens[0]!.slice(0, 16))} vs ${JSON.stringify(genTokens[0]!.slice(0, 16))}`);
+            process.stdout.write(`nbx ${name} batch ${b} pipelined: ${fmt(p.decode_tok_s)} tok/s (${fmt(p.decode_ms_per_step, 3)} ms/step), TTFT ${fmt(p.ttft_ms, 2)} ms; ` +
+              `tokens equal generate()'s; step graph ${p.graph_nodes} commands\n`);
+            if (v['webgpu-profile']) {
+              const pr = await profileWebGPUSteps(model, rowsB, 32);
+              process.stdout.write(`nbx ${name} batch ${b} webgpu step profile (${pr.reps} steps): back to back ${fmt(pr.back_to_back_ms, 3)} ms/step, ` +
+                `host ${fmt(pr.host_ms, 3)} ms/step, GPU ${fmt(pr.gpu_ms, 3)} ms/step (timestamps), each read before the next ${fmt(pr.serial_ms, 3)} ms/step\n`);
+            }
+            ours = { ttft_ms: p.ttft_ms, decode_tok_s: p.decode_tok_s, decode_ms_per_step: p.decode_ms_per_step, new_tokens: p.new_tokens,
+              generate: { ttft_ms: ours.ttft_ms, decode_tok_s: ours.decode_tok_s, decode_ms_per_step: ours.decode_ms_per_step } };
+          }
           row.nbx = ours;
           process.stdout.write(`nbx ${name} batch ${b}: ${fmt(ours.decode_tok_s)} tok/s, TTFT ${fmt(ours.ttft_ms, 2)} ms\n`);
           row.nbx_weight_gbs = (bytes.perStep * (ours.decode_tok_s / b)) / 1e9;

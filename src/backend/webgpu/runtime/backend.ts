@@ -381,7 +381,13 @@ export class WebGPUBackend implements Backend, WebGPUDevice, GraphBackend {
   /** Submits everything recorded; resolves when the list is drained (not when the GPU is done). */
   flush(): Promise<void> {
     if (!this.pumping) {
-      this.pumping = this.pump().finally(() => { this.pumping = null; });
+      // Work recorded after the pump's last drain but before this finally (a continuation scheduled in
+      // the same microtask checkpoint, e.g. a decode loop queuing its next step as a read resolves) found
+      // the pump still set and was left for it: drain it now, or its reads would wait forever.
+      this.pumping = this.pump().finally(() => {
+        this.pumping = null;
+        if (this.head < this.ops.length && this.fault === null) this.flushInBackground();
+      });
     }
     return this.pumping;
   }

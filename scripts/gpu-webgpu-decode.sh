@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Issue #19's WebGPU target on the H200: the TinyLlama-1.1B shape (bf16 random weights, batch 1,
+# 128-token prompt, 256 new tokens, greedy) decoded on WebGPU (Dawn/Vulkan) and on CUDA in the same
+# call, and the ratio (target: WebGPU >= 50% of CUDA). Before that: the adapter (subgroups and their
+# size decide the kernels' reduction path) and the WebGPU decode kernels' tests against the CPU on the
+# card (test/webgpu_decode.test.ts: the subgroup variants only run there).
+# Run from the repo root with .gpu/bootstrap.sh sourced and $OUT set (dist/ built, .gpu and dist carried):
+#   source .gpu/bootstrap.sh && bash scripts/gpu-webgpu-decode.sh
+# Logs in $OUT/wgdecode/ (summary.txt first). About 90-120 s; every step is echoed, timed, hard-killed at
+# its limit (timeout -k 5; limits add up to 145 s) and allowed to fail without stopping the rest.
+set -u
+OUT=${OUT:-/tmp/out}; W="$OUT/wgdecode"; mkdir -p "$W"
+T0=$(date +%s)
+step() { # step NAME TIMEOUT CMD...: runs CMD into $W/NAME.log, records rc and seconds
+  local name=$1 to=$2; shift 2; local t=$(date +%s)
+  echo "+ [$name, ${to}s] $*" | tee -a "$W/summary.txt"
+  timeout -k 5 "$to" "$@" > "$W/$name.log" 2>&1
+  echo "  $name rc=$? $(( $(date +%s) - t ))s (at $(( $(date +%s) - T0 ))s)" | tee -a "$W/summary.txt"
+}
+nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.mem,power.draw,utilization.gpu,memory.used --format=csv > "$W/state.txt" 2>&1
+
+# 1. the adapter: features, subgroup sizes
+step probe 10 node -e '
+import("./dist/src/index.js").then(async (nbx) => {
+  const i = await nbx.webgpu.init();
+  console.log(JSON.stringify({ adapter: i.adapter, via: i.via, identity: i.identity, features: i.features }));
+  process.exit(0);
+}).catch((e) => { console.error(e); process.exit(1); });'
+
+# 2. the decode kernels against the CPU, on the card
+step test 25 node --test dist/test/webgpu_decode.test.js
+
+# 3. WebGPU decode (pipelined loop = the row's figure; generate() beside it; a step profile)
+BENCH=${WGD_BENCH:-"--shape tinyllama --batch 1 --prompt 128 --new-tokens 256 --warmup-tokens 32 --peers none"}
+step webgpu 60 node dist/src/cli/nbx.js bench decode --device webgpu $BENCH --webgpu-profile --json "$W/webgpu.json"
+
+# 4. CUDA decode, same settings
+step cuda 50 node dist/src/cli/nbx.js bench decode --device cuda $BENCH --json "$W/cuda.json"
+
+echo "== total $(( $(date +%s) - T0 ))s" | tee -a "$W/summary.txt"
+{
+  cat "$W/probe.log" | cut -c1-600
+  grep -E "^# (pass|fail)|^not ok|NOT RUN" "$W/test.log"
+  grep -E "^nbx |^roofline|Error|error" "$W/webgpu.log" | head -20
+  grep -E "^nbx |^roofline|Error|error" "$W/cuda.log" | head -10
+  node -e '
+    const fs = require("fs"), w = process.argv[1], c = process.argv[2];
+    const rd = (f) => { try { return JSON.parse(fs.readFileSync(f, "utf8")).rows[0].nbx; } catch (e) { return { error: String(e.message) }; } };
+    const a = rd(w), b = rd(c);
+    const r = a.decode_tok_s && b.decode_tok_s ? (100 * a.decode_tok_s / b.decode_tok_s).toFixed(1) + "%" : "-";
+    console.log(`RATIO webgpu ${a.decode_tok_s?.toFixed(1) ?? a.error} tok/s (generate() ${a.generate?.decode_tok_s?.toFixed(1) ?? "-"}) / cuda ${b.decode_tok_s?.toFixed(1) ?? b.error} tok/s = ${r} (target >= 50%)`);
+  ' "$W/webgpu.json" "$W/cuda.json"
+} | tee -a "$W/summary.txt"
