@@ -483,8 +483,8 @@ const unitElems = (f: QuantFormat): number => (f === 'int8' || f === 'fp8_e4m3' 
 const unitLoads = (f: QuantFormat): number => (f === 'q4_k' ? 2 : f === 'q5_k' ? 3 : 1);
 /** Weight rows per warp (x converted once for all of them) for MR rows of x. */
 export const vecRows = (mr: number): number => (mr <= 4 ? 2 : 1);
-/** Units per lane and weight row whose loads are issued before any is used: ~8 16-byte loads in flight per lane. */
-export const vecUnroll = (f: QuantFormat, mr: number): number => Math.max(2, Math.min(4, Math.floor(8 / (vecRows(mr) * unitLoads(f)))));
+/** Units per lane and weight row in the register ring (8 × 16-byte loads in flight per lane for the 1-load formats), within 2 blocks' 128 registers. */
+export const vecUnroll = (f: QuantFormat, mr: number): number => (f === 'q5_k' ? 2 : f === 'q4_k' && mr !== 1 ? 2 : 4); // more spills past 128 registers (ptxas -v, sm_90a)
 
 /** 16 x values (float) at element p of x, any dtype (16-byte aligned). */
 function x16Source(d: QuantDType): string {
@@ -526,10 +526,18 @@ export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType,
   const sx = f === 'int4' || kq; // the fast form 1 + q/2^B needs Σx
   // the unit's loads: quants (wv), K-quant header (hv), q5_k high bits (qv)
   const unitOff = f === 'q4_k' ? '(long long)(u >> 3) * 144 + 16 + 16 * (u & 7)' : f === 'q5_k' ? '(long long)(u >> 3) * 176 + 48 + 16 * (u & 7)' : '16LL * u';
-  const loads = `wv[j][r] = ok ? nbxq_ld16(wr[r] + ${unitOff}) : z4;${kq ? `
-          hv[j][r] = ok ? nbxq_ld16(wr[r] + (long long)(u >> 3) * ${five ? 176 : 144}) : z4;` : ''}${five ? `
-          qv[j][r] = ok ? nbxq_ld16(wr[r] + (long long)(u >> 3) * 176 + 16 + 16 * (u & 1)) : z4;` : ''}${f === 'int4' ? `
-          { const long long si_ = srow[r] + (((long long)u << 5) >> gshift); sc[j][r] = ok ? S[si_] : 0.f;${asym ? ' zz[j][r] = ok ? Z[si_] : 0.f;' : ''} }` : ''}`;
+  // the loads of unit u (slot j of the register ring); past the row's end: zeros, never used
+  const loads = (j: string, uExpr: string): string => `{
+        const int u = ${uExpr};
+        const bool ok = u < upr;
+        #pragma unroll
+        for (int r = 0; r < ${nr}; r++) {
+          wv[${j}][r] = ok ? nbxq_ld16(wr[r] + ${unitOff}) : z4;${kq ? `
+          hv[${j}][r] = ok ? nbxq_ld16(wr[r] + (long long)(u >> 3) * ${five ? 176 : 144}) : z4;` : ''}${five ? `
+          qv[${j}][r] = ok ? nbxq_ld16(wr[r] + (long long)(u >> 3) * 176 + 16 + 16 * (u & 1)) : z4;` : ''}${f === 'int4' ? `
+          { const long long si_ = srow[r] + (((long long)(ok ? u : 0) << 5) >> gshift); sc[${j}][r] = ok ? S[si_] : 0.f;${asym ? ` zz[${j}][r] = ok ? Z[si_] : 0.f;` : ''} }` : ''}
+        }
+      }`;
   // one 16-element segment: q[r][16] and the affine map (a[r], b[r]) of each row, x at element xoff
   const segment = (decode: string, xoff: string): string => `{
           float q[${nr}][16], a[${nr}], b[${nr}];
@@ -595,7 +603,7 @@ export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType,
   const ld = unitLoads(f);
   const src = `${HELPERS}
 ${x16Source(d)}
-extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_v(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+extern "C" __global__ void __launch_bounds__(${THREADS}, 2) quant_gemv_v(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
   const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
   int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -629,27 +637,22 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_v(const ${T}
   const bool khi = kc >= 2;` : ''}
   uint4 z4; z4.x = z4.y = z4.z = z4.w = 0u;
   if (n0 < n) { // uniform per warp
+    // a ring of ${U} units per row in registers: unit j of a round is used, then slot j is refilled with
+    // unit j of the next round, so ~${U * nr * ld} 16-byte loads per lane stay in flight through the arithmetic
+    uint4 wv[${U}][${nr}];${kq ? `
+    uint4 hv[${U}][${nr}];` : ''}${five ? `
+    uint4 qv[${U}][${nr}];` : ''}${f === 'int4' ? `
+    float sc[${U}][${nr}];${asym ? ` float zz[${U}][${nr}];` : ''}` : ''}
+    #pragma unroll
+    for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}
     for (int s0 = ks; s0 < nst; s0 += kw * ${U}) {
-      uint4 wv[${U}][${nr}];${kq ? `
-      uint4 hv[${U}][${nr}];` : ''}${five ? `
-      uint4 qv[${U}][${nr}];` : ''}${f === 'int4' ? `
-      float sc[${U}][${nr}];${asym ? ` float zz[${U}][${nr}];` : ''}` : ''}
-      // every load of the ${U} stripes first (${U * nr * ld} 16-byte loads per lane in flight), then their arithmetic
-      #pragma unroll
-      for (int j = 0; j < ${U}; j++) {
-        const int u = (s0 + j * kw) * 32 + lane;
-        const bool ok = u < upr;
-        #pragma unroll
-        for (int r = 0; r < ${nr}; r++) {
-          ${loads}
-        }
-      }
       #pragma unroll
       for (int j = 0; j < ${U}; j++) {
         const int u = (s0 + j * kw) * 32 + lane;
         if (u < upr) {
         ${body}
         }
+        ${loads('j', `(s0 + (${U} + j) * kw) * 32 + lane`)}
       }
     }
   }
