@@ -1,8 +1,9 @@
 // Fused scaled_dot_product_attention on the CUDA backend against PyTorch's SDPA in the same run:
-// prefill (causal and not, bf16/f16, head dim 128/64) in TFLOP/s (causal counts half the L x S
+// prefill (causal and not, bf16/f16, head dim 128/64/256) in TFLOP/s (causal counts half the L x S
 // products, as FlashAttention does) and decode (1 query row, long KV) in GB/s of K/V read.
 // The kernel column says which prefill kernel the tuner chose (wgmma: attention_sm90.ts, offered with
-// NBX_ATTENTION_WGMMA=1 while it is unverified on a card; mma: the mma.sync kernel).
+// NBX_ATTENTION_WGMMA=1 while it is unverified on a card; mma: the mma.sync kernel; composed: no fused kernel,
+// e.g. head dim 256 without the Hopper kernel).
 // Run: node dist/bench/cuda_attention.js   (NBX_CACHE_DIR=<fresh dir> to watch the tuning sweep)
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
@@ -19,6 +20,7 @@ const CASES: Case[] = [
   { name: 'prefill causal GQA B4 H32/8 L4096 D128', B: 4, H: 32, Hk: 8, L: 4096, S: 4096, D: 128, causal: true, dt: 'bfloat16', decode: false },
   { name: 'prefill causal B4 H32 L4096 D128 f16', B: 4, H: 32, Hk: 32, L: 4096, S: 4096, D: 128, causal: true, dt: 'float16', decode: false },
   { name: 'prefill causal B4 H32 L4096 D64', B: 4, H: 32, Hk: 32, L: 4096, S: 4096, D: 64, causal: true, dt: 'bfloat16', decode: false },
+  { name: 'prefill causal B4 H16 L4096 D256', B: 4, H: 16, Hk: 16, L: 4096, S: 4096, D: 256, causal: true, dt: 'bfloat16', decode: false },
   { name: 'decode B1 H32 S32768 D128', B: 1, H: 32, Hk: 32, L: 1, S: 32768, D: 128, causal: false, dt: 'bfloat16', decode: true },
   { name: 'decode B4 H32 S32768 D128', B: 4, H: 32, Hk: 32, L: 1, S: 32768, D: 128, causal: false, dt: 'bfloat16', decode: true },
   { name: 'decode GQA B4 H32/8 S32768 D128', B: 4, H: 32, Hk: 8, L: 1, S: 32768, D: 128, causal: false, dt: 'bfloat16', decode: true },
@@ -63,10 +65,10 @@ for (const c of CASES) {
     const f0 = performance.now();
     call(); await nbx.cuda.synchronize(); // compiles and tunes
     firstCall = `${((performance.now() - f0) / 1000).toFixed(1)} s (compile + tune)`;
-    const w0 = attentionStats.prefill90;
+    const w0 = attentionStats.prefill90, p0 = attentionStats.prefill;
     const s = await timeCuda(call, c.decode ? 20 : 10);
     const p = peer[c.name];
-    const kern = c.decode ? 'decode' : attentionStats.prefill90 > w0 ? 'wgmma' : 'mma';
+    const kern = c.decode ? 'decode' : attentionStats.prefill90 > w0 ? 'wgmma' : attentionStats.prefill > p0 ? 'mma' : 'composed';
     line = `| ${c.name} | ${rate(c, s)} | ${p ? rate(c, p) : '-'} | ${p ? `${((p / s) * 100).toFixed(1)}%` : '-'} | ${kern} |`;
   } catch (e) {
     line = `| ${c.name} | FAILED: ${(e as Error).message.slice(0, 200).replace(/\|/g, '/')} | | | |`;

@@ -1,19 +1,21 @@
 #!/usr/bin/env node
-// CUDA attention check for the device (issue #20): one command, a compact log, < 4 minutes.
-//   npm run build && node scripts/attention-check.mjs            (check + kernel timings + bench)
-//   node scripts/attention-check.mjs --no-bench                  (skip bench/cuda_attention.ts)
-//   node scripts/attention-check.mjs --no-check --probe --no-time --no-bench
-//        (each wgmma tile and two mma tiles alone on B4 H32 L4096 D128 bf16, causal and not, in a child killed
-//        after 12 s: which configuration, if any, hangs)
-// 1. correctness (child process, 120 s limit, so a hung kernel cannot eat the device call): every
-//    variant through the wgmma (sm_90a) kernel, each of its tiles forced, and through the mma.sync
-//    kernel, against the CPU reference in float32 on the same inputs: bf16/f16, head dims 64/128/256,
-//    causal (L = S, L < S, L > S) and not, GQA, bool mask with fully masked rows, additive masks, an
-//    all-masked input (must be 0, NaN-free), ragged lengths; and the same call twice bit for bit.
-//    Prints max |error| per kernel and PASS/FAIL (wgmma error ≤ max(2 x mma error, FlashAttention-
-//    class tolerance)).
-// 2. kernel timings: the wgmma kernel and the mma kernel forced on the bench's prefill shapes, TFLOP/s.
-// 3. bench/cuda_attention.ts (nbx as tuned vs PyTorch SDPA in the same run, when torch imports).
+// CUDA attention check for the device (issue #20). The device command is scripts/gpu-attn.sh, which runs
+// the parts below each in its own process under `timeout -k 5` (a hung kernel costs one part, not the call):
+//   node scripts/attention-check.mjs --part=check   compiles every prefill specialization side by side
+//        (precompileAttention), then every variant through the wgmma (sm_90a) kernel, each of its tiles
+//        forced, and through the mma.sync kernel, against the CPU reference in float32 on the same inputs:
+//        bf16/f16, head dims 64/128/256, causal (L = S, L < S, L > S) and not, GQA, bool mask with fully
+//        masked rows, additive masks, an all-masked input (must be 0, NaN-free), ragged lengths, long K/V
+//        (many ring wraps, odd tile counts); the same call twice bit for bit. Prints max |error| per kernel
+//        and PASS/FAIL (wgmma error ≤ max(2 x mma error, FlashAttention-class tolerance)).
+//   node scripts/attention-check.mjs --part=stall   the shapes that stalled the first Hopper kernel (B4 H32
+//        L4096 D128 bf16, non-causal and causal) with each wgmma tile, 20 launches back to back each, a line
+//        per configuration as it finishes (the last line printed names the one that hung, if any; run it
+//        with NBX_ATTENTION_WATCH=1 to have the kernel trap with the barrier it waited on)
+//   node scripts/attention-check.mjs --part=time    the wgmma tiles and the mma kernel forced on the bench's
+//        prefill shapes, TFLOP/s
+// and then dist/bench/cuda_attention.js (nbx as tuned vs PyTorch SDPA in the same run).
+// Without --part it runs check, time and bench in children with kill timeouts (no shell needed).
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
@@ -21,15 +23,10 @@ import { dirname, join } from 'node:path';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const part = process.argv.find((a) => a.startsWith('--part='))?.slice(7);
 
-async function sm90ConfigsForImpl(D) {
-  const m = await import(join(root, 'dist/src/backend/cuda/kernels/attention_sm90.js'));
-  return m.sm90Configs(D).map((w) => ({ impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, overlap: !!w.overlap, tag: `n${w.blockN}s${w.stages}${w.overlap ? 'o' : ''}` }));
-}
 if (!part) {
   const t0 = performance.now();
   const step = (label, args, timeoutS) => {
     const s = performance.now();
-    // the tuner offers the wgmma kernel only with NBX_ATTENTION_WGMMA=1 while it is unverified on a card
     const r = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit', timeout: timeoutS * 1000, killSignal: 'SIGKILL', env: { NBX_ATTENTION_WGMMA: '1', ...process.env } });
     const why = r.error ? ` (${r.error.code === 'ETIMEDOUT' ? `killed after ${timeoutS} s: a hang?` : r.error.message})` : r.status ? ` (exit ${r.status})` : '';
     console.log(`== ${label}: ${((performance.now() - s) / 1000).toFixed(0)} s${why}`);
@@ -38,15 +35,7 @@ if (!part) {
   const self = fileURLToPath(import.meta.url);
   const fw = process.argv.filter((a) => a.startsWith('--filter='));
   const ok = process.argv.includes('--no-check') || step('check', [self, '--part=check', ...fw], 120);
-  if (process.argv.includes('--probe')) {
-    // each wgmma (and mma) configuration alone in a child with a 12 s limit, B4 H32 L4096 D128 bf16: does one hang?
-    const cfgs = [...await sm90ConfigsForImpl(128), { impl: 'mma', blockM: 128, blockN: 64, stages: 2, overlap: false, tag: 'mma n64' },
-      { impl: 'mma', blockM: 128, blockN: 128, stages: 2, overlap: false, tag: 'mma n128' }];
-    for (const causal of [0, 1]) for (const L of [4096]) for (const c of cfgs) {
-      const r = spawnSync(process.execPath, [self, '--part=one', String(L), String(causal), JSON.stringify(c)], { cwd: root, encoding: 'utf8', timeout: 12000, killSignal: 'SIGKILL', env: process.env });
-      console.log(`probe ${causal ? 'causal' : 'full  '} L${L} ${c.tag}: ${r.error ? 'KILLED after 12 s (hang?)' : (r.stdout || r.stderr).trim().split('\n').pop()}`);
-    }
-  }
+  if (!process.argv.includes('--no-stall')) step('stall', [self, '--part=stall'], 40);
   if (!process.argv.includes('--no-time')) step('kernel timings', [self, '--part=time'], 45);
   if (!process.argv.includes('--no-bench')) step('bench', ['dist/bench/cuda_attention.js'], 75);
   console.log(`== attention-check ${ok ? 'PASS' : 'FAIL'} in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
@@ -61,8 +50,23 @@ const F = nbx.nn.functional;
 const sdpa = (q, k, v, mask, causal, scale, gqa) => F.scaled_dot_product_attention(q, k, v, { ...(mask ? { attn_mask: mask } : {}), is_causal: !!causal, ...(scale ? { scale } : {}), enable_gqa: gqa });
 const filter = new RegExp(process.argv.find((a) => a.startsWith('--filter='))?.slice(9) ?? '.');
 
-/** n<BLOCK_N>s<stages>, 'o' when Q·K(t+1)ᵀ overlaps the softmax. */
-const tagOf = (w) => `n${w.blockN}s${w.stages}${w.overlap ? 'o' : ''}`;
+/** n<BLOCK_N>s<stages>, 'p' with ping-pong */
+const tagOf = (w) => `n${w.blockN}s${w.stages}${w.pingpong ? 'p' : ''}`;
+const MMA = { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false };
+const wgCfg = (w) => ({ impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, pingpong: !!w.pingpong });
+/** Every prefill kernel the check and the timings use, compiled side by side first. */
+async function precompile(withTimes) {
+  if (process.argv.includes('--no-precompile')) return; // (the host emulator: each kernel is a g++ build)
+  const t0 = performance.now();
+  const specs = [];
+  for (const dt of ['bfloat16', 'float16']) for (const D of [64, 128, 256]) for (const mask of dt === 'bfloat16' ? ['none', 'bool', 'float32'] : ['none']) {
+    if (att.hasWgmma()) for (const w of sm90.sm90Configs(D)) specs.push({ dt, D, cfg: wgCfg(w), mask });
+    if (D !== 256) specs.push({ dt, D, cfg: MMA, mask });
+    if (withTimes && D !== 256 && mask === 'none') specs.push({ dt, D, cfg: { ...MMA, blockN: 128 }, mask });
+  }
+  const n = await att.precompileAttention(specs);
+  console.log(`precompiled ${n} prefill kernels in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+}
 /** Deterministic values in [lo, hi) (an LCG) as a CPU float32 tensor. */
 function rand(shape, seed, lo = -1, hi = 1) {
   const n = shape.reduce((a, b) => a * b, 1);
@@ -82,19 +86,15 @@ const host = (t) => t.to('cpu').to('float32').contiguous().dataSync();
 /** CUDA [B,H,L,D] tensors as the kernel contract's refs (contiguous). */
 const ref = (t) => ({ ...t.ref(), shape: t.shape.slice(), strides: t.strides.slice() });
 
-/** Runs attention on CUDA: through sdpa (D 64/128), or the kernel directly (D 256: sdpa's fused path stops at 128). */
+/** Runs attention on CUDA through sdpa (head dim 256 takes the fused path where the Hopper kernel runs: forced here). */
 function runCuda(q, k, v, o) {
-  const D = q.shape[3];
-  if (D !== 256) return sdpa(q, k, v, o.mask, o.causal, o.scale, q.shape[1] !== k.shape[1]);
-  const out = nbx.empty(q.shape, { device: 'cuda', dtype: q.dtype });
-  att.cudaAttention({ q: ref(q), k: ref(k), v: ref(v), out: ref(out), mask: o.mask ? { ...o.mask.ref(), shape: [q.shape[0], q.shape[1], q.shape[2], k.shape[2]], strides: o.maskStrides } : undefined,
-    causal: !!o.causal, scale: o.scale ?? 1 / Math.sqrt(D), rep: q.shape[1] / k.shape[1] });
-  return out;
+  return sdpa(q, k, v, o.mask, o.causal, o.scale, q.shape[1] !== k.shape[1]);
 }
 
 if (part === 'check') {
   const wg = (() => { nbx.zeros([1], { device: 'cuda' }); return att.hasWgmma(); })();
   console.log(`device: wgmma kernel ${wg ? 'available (sm_90a)' : 'NOT available on this device: only the mma.sync kernel is checked'}`);
+  await precompile(false);
   let fails = 0, lines = 0;
   const cases = [];
   for (const dt of ['bfloat16', 'float16']) for (const D of [64, 128, 256]) {
@@ -103,9 +103,15 @@ if (part === 'check') {
     cases.push({ dt, D, name: 'causal L<S', B: 1, H: 2, Hk: 2, L: 70, S: 260, causal: true });
     cases.push({ dt, D, name: 'causal L>S', B: 1, H: 2, Hk: 2, L: 260, S: 70, causal: true, scale: 0.3 });
     cases.push({ dt, D, name: 'gqa causal', B: 2, H: 8, Hk: 2, L: 257, S: 257, causal: true });
-    cases.push({ dt, D, name: 'bool mask', B: 1, H: 2, Hk: 2, L: 150, S: 190, mask: 'bool' });
-    cases.push({ dt, D, name: 'float mask', B: 2, H: 2, Hk: 2, L: 150, S: 190, mask: 'float' });
-    cases.push({ dt, D, name: 'all masked', B: 1, H: 1, Hk: 1, L: 130, S: 140, mask: 'none-kept' });
+    // masks in bfloat16 only (float16's kernels differ in the mma/convert instruction names alone): fewer compiles
+    if (dt === 'bfloat16') {
+      cases.push({ dt, D, name: 'bool mask', B: 1, H: 2, Hk: 2, L: 150, S: 190, mask: 'bool' });
+      cases.push({ dt, D, name: 'float mask', B: 2, H: 2, Hk: 2, L: 150, S: 190, mask: 'float' });
+      cases.push({ dt, D, name: 'all masked', B: 1, H: 1, Hk: 1, L: 130, S: 140, mask: 'none-kept' });
+    }
+    // many K/V tiles: the ring wraps 8+ times, an odd tile count at every BLOCK_N, and two query tiles
+    cases.push({ dt, D, name: 'long K/V', B: 1, H: 2, Hk: 2, L: 250, S: 2000 });
+    cases.push({ dt, D, name: 'long causal', B: 1, H: 1, Hk: 1, L: 1100, S: 1100, causal: true });
   }
   // diagnostics (they localise a layout error): V varying along the head dim only (O = V's row whatever
   // the scores: the N-major V descriptor's head-dim direction and the O write), V varying along the keys
@@ -142,16 +148,18 @@ if (part === 'check') {
     const parts = [];
     let mmaErr = null;
     if (D !== 256) {
-      att._forceAttentionConfig({ prefill: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, overlap: false } });
+      att._forceAttentionConfig({ prefill: MMA });
       try { const r = err(host(runCuda(qd, kd, vd, opts))); mmaErr = r.m; parts.push(`mma ${r.m.toExponential(1)}${r.nan ? ` NaN×${r.nan}` : ''}`); if (r.nan) fails++; } finally { att._forceAttentionConfig({}); }
     }
     const tol = dt === 'bfloat16' ? 2e-2 : 4e-3;
     let ok = true;
     if (wg) {
       for (const w of sm90.sm90Configs(D)) {
-        att._forceAttentionConfig({ prefill: { impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, overlap: !!w.overlap } });
+        att._forceAttentionConfig({ prefill: wgCfg(w) });
         try {
+          const w0 = att.attentionStats.prefill90;
           const a = host(runCuda(qd, kd, vd, opts)), b = host(runCuda(qd, kd, vd, opts));
+          if (att.attentionStats.prefill90 < w0 + 2) throw new Error('the wgmma kernel did not run (sdpa took another path)');
           const r = err(a);
           let same = true;
           for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) { same = false; break; }
@@ -172,17 +180,25 @@ if (part === 'check') {
   process.exit(fails ? 1 : 0);
 }
 
-if (part === 'one') {
-  // one timed run of a forced configuration: L, causal, config JSON
-  const { timeCuda } = await import(join(root, 'dist/bench/gpu_timing.js'));
-  const [L, causal, cj] = process.argv.slice(3, 6);
-  const { tag, ...cfg } = JSON.parse(cj);
+if (part === 'stall') {
+  // the first Hopper kernel stopped here in the 08:35 run: each tile, non-causal then causal, 20 launches
+  // back to back; a line per configuration as soon as it finished (a hang: the step's timeout kills it)
+  nbx.zeros([1], { device: 'cuda' });
+  if (!att.hasWgmma()) { console.log('stall: no wgmma kernel on this device'); process.exit(0); }
   const o = { device: 'cuda', dtype: 'bfloat16' };
-  const B = 4, H = 32, D = 128, n = +L;
+  const B = 4, H = 32, D = 128, n = 4096;
   const q = nbx.randn([B, H, n, D], o), k = nbx.randn([B, H, n, D], o), v = nbx.randn([B, H, n, D], o);
-  att._forceAttentionConfig({ prefill: cfg });
-  const t = await timeCuda(() => runCuda(q, k, v, { causal: causal === '1' }).dispose(), 5);
-  console.log(`${(4 * B * H * n * n * D / (causal === '1' ? 2 : 1) / t / 1e12).toFixed(0)} TFLOP/s (${tag})`);
+  for (const causal of [false, true]) for (const w of sm90.sm90Configs(D)) {
+    att._forceAttentionConfig({ prefill: wgCfg(w) });
+    runCuda(q, k, v, { causal }).dispose(); await nbx.cuda.synchronize();
+    const t0 = performance.now();
+    for (let i = 0; i < 20; i++) runCuda(q, k, v, { causal }).dispose();
+    await nbx.cuda.synchronize();
+    const t = (performance.now() - t0) / 1000 / 20;
+    console.log(`stall ${causal ? 'causal' : 'full  '} B4 H32 L4096 D128 bf16 wgmma ${tagOf(w)}: 21 launches done, ${(4 * B * H * n * n * D / (causal ? 2 : 1) / t / 1e12).toFixed(0)} TFLOP/s${process.env.NBX_ATTENTION_WATCH === '1' ? ' (watch build)' : ''}`);
+  }
+  att._forceAttentionConfig({});
+  console.log('stall: none');
   process.exit(0);
 }
 
@@ -190,6 +206,7 @@ if (part === 'time') {
   const { timeCuda } = await import(join(root, 'dist/bench/gpu_timing.js'));
   nbx.zeros([1], { device: 'cuda' });
   const wg = att.hasWgmma();
+  await precompile(true);
   const shapes = [
     { name: 'causal B4 H32 L4096 D128 bf16', B: 4, H: 32, Hk: 32, L: 4096, D: 128, causal: true, dt: 'bfloat16' },
     { name: 'B4 H32 L4096 D128 bf16', B: 4, H: 32, Hk: 32, L: 4096, D: 128, causal: false, dt: 'bfloat16' },
@@ -203,8 +220,8 @@ if (part === 'time') {
     const o = { device: 'cuda', dtype: s.dt };
     const q = nbx.randn([s.B, s.H, s.L, s.D], o), k = nbx.randn([s.B, s.Hk, s.L, s.D], o), v = nbx.randn([s.B, s.Hk, s.L, s.D], o);
     const fl = 4 * s.B * s.H * s.L * s.L * s.D / (s.causal ? 2 : 1);
-    const cfgs = [...(s.D !== 256 ? [['mma', { impl: 'mma', blockM: 128, blockN: 64, stages: 2, overlap: false }], ['mma n128', { impl: 'mma', blockM: 128, blockN: 128, stages: 2, overlap: false }]] : []),
-      ...(wg ? sm90.sm90Configs(s.D).map((w) => [`wgmma ${tagOf(w)}`, { impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, overlap: !!w.overlap }]) : [])];
+    const cfgs = [...(s.D !== 256 ? [['mma', MMA], ['mma n128', { ...MMA, blockN: 128 }]] : []),
+      ...(wg ? sm90.sm90Configs(s.D).map((w) => [`wgmma ${tagOf(w)}`, wgCfg(w)]) : [])];
     const parts = [];
     for (const [label, cfg] of cfgs) {
       att._forceAttentionConfig({ prefill: cfg });

@@ -1,35 +1,35 @@
 #!/usr/bin/env bash
-# Fused CUDA attention on the H200: test/cuda_attention.test.ts (fused vs CPU composed path, every tile
-# configuration), the SDPA/softmax conformance cases on cuda, then bench/cuda_attention.ts against
-# PyTorch SDPA with a fresh autotune cache (the sweep of every benchmarked shape bucket runs in the
-# warm-up calls) whose result is copied to $OUT/attn/attention-autotune.json: its "cuda.attention" and
-# "cuda.attention_decode" entries go into src/autotune/shipped/nvidia-h200-sm_90.json.
-# Run from the repo root with .gpu/bootstrap.sh sourced and $OUT set; logs in $OUT/attn/ (summary.txt
-# first). About 60-150 s.
+# Issue #20 on the H200, one call (about 90-150 s: parts bounded at 50 + 20 (+ 15 if the stall part fails) + 20 + 50 s): the fused CUDA attention checked, then measured.
+#   bash scripts/gpu-attn.sh          (repo root; logs in $OUT/attn/, summary.txt first; OUT defaults to /tmp/out)
+# Every part runs in its own process under `timeout -k 5` (a hung kernel costs that part only), on one
+# fresh kernel/tuning cache (NBX_CACHE_DIR) shared by the parts, with the Hopper kernel on
+# (NBX_ATTENTION_WGMMA=1):
+#   check      every prefill specialization compiled side by side, then every variant (bf16/f16, head dims
+#              64/128/256, causal L=S/L<S/L>S, GQA, masks, fully masked rows, long K/V) through each wgmma tile
+#              and the mma.sync kernel against the CPU float32 reference (scripts/attention-check.mjs)
+#   stall      B4 H32 L4096 D128 bf16 non-causal and causal, each wgmma tile, 21 launches (the shape that
+#              stalled the first Hopper kernel); if it fails, again with NBX_ATTENTION_WATCH=1 (every wait
+#              bounded: the kernel traps and prints the barrier it waited on)
+#   time       each wgmma tile and the mma kernel forced on the bench's prefill shapes (TFLOP/s)
+#   bench      bench/cuda_attention.ts: nbx as tuned vs PyTorch's SDPA in the same process tree
 set -u
 OUT=${OUT:-/tmp/out}
 L="$OUT/attn"; mkdir -p "$L"
 S="$L/summary.txt"; : > "$S"
 source "$(dirname "$0")/lib/step.sh"
 . scripts/lib/dist.sh
-if dist_stale src/backend/cuda/kernels/attention src/ops/nn test/cuda_attention.test bench/cuda_attention; then st build 120 npx tsc -p tsconfig.json; fi
-export NBX_CUDA_HOST_STAGING=0
-# one fresh cache for the whole run: compiled kernels are shared by the steps, and autotune.json ends
-# up holding exactly the sweeps of this run
-TUNE=/tmp/nbx-attn-tune; rm -rf "$TUNE"; mkdir -p "$TUNE"
-export NBX_CACHE_DIR="$TUNE" NBX_AUTOTUNE=full
-st test 70 node --test dist/test/cuda_attention.test.js
-st conf 15 node dist/src/cli/nbx.js conformance test/conformance --device cuda --filter 'attention|softmax'
-st bench 60 node dist/bench/cuda_attention.js
-cp "$TUNE/autotune.json" "$L/attention-autotune.json" 2>/dev/null || echo "no autotune.json written" | tee -a "$S"
+if dist_stale src/backend/cuda/kernels/attention src/backend/cuda/kernels/attention_sm90 src/ops/nn bench/cuda_attention; then st build 60 npx tsc -p tsconfig.json; fi
+export NBX_CUDA_HOST_STAGING=0 NBX_ATTENTION_WGMMA=1 UV_THREADPOOL_SIZE=16
+export NBX_CACHE_DIR; NBX_CACHE_DIR=$(mktemp -d /tmp/nbx-attn-XXXXXX)
+st check 50 node scripts/attention-check.mjs --part=check
+st stall 20 node scripts/attention-check.mjs --part=stall
+if ! grep -q '^stall: none' "$L/stall.log"; then st stallwatch 15 env NBX_ATTENTION_WATCH=1 node scripts/attention-check.mjs --part=stall; fi
+st time 20 node scripts/attention-check.mjs --part=time
+st bench 50 node dist/bench/cuda_attention.js
 {
-  echo "== tests"; grep -E '^# (tests|pass|fail|skip)|^not ok|SKIP' "$L/test.log" | head -20
-  grep -B2 -A12 '^not ok' "$L/test.log" | grep -E 'error|element|did not run|Error' | head -20
-  echo "== conformance"; grep -E '^FAIL' "$L/conf.log" | head -20; grep -E "passed, .* failed" "$L/conf.log"
-  echo "== bench"; cat "$L/bench.log" | grep -E '^\|' ; grep -iE 'error|failed' "$L/bench.log" | head -5
-  echo "== tuned configs"; node -e '
-    const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-    for (const [dev, ks] of Object.entries(j.entries)) for (const [k, es] of Object.entries(ks)) if (k.startsWith("cuda.attention"))
-      for (const [key, e] of Object.entries(es)) console.log(dev, k, key, JSON.stringify(e.config), e.timeMs?.toFixed(4), "ms of", (e.tried ?? []).length);
-  ' "$L/attention-autotune.json" 2>&1 | head -40
+  echo "== check"; grep -E '^(FAIL|precompiled|check:|device:)' "$L/check.log"; grep -iE 'error' "$L/check.log" | head -5
+  echo "== stall"; grep -E '^stall' "$L/stall.log"; tail -3 "$L/stall.log" | grep -v '^stall'
+  [ -f "$L/stallwatch.log" ] && { echo "== stall (watch build)"; grep -E 'stall|WATCH|rror' "$L/stallwatch.log" | head -12; }
+  echo "== kernel timings (TFLOP/s)"; grep -E '^time|precompiled' "$L/time.log"; grep -iE 'error' "$L/time.log" | head -3
+  echo "== bench"; grep -E '^\|' "$L/bench.log"; grep -E 'first call|failed|FAILED' "$L/bench.log" | head -14
 } | tee -a "$S"

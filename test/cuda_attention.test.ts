@@ -66,7 +66,7 @@ test('attention prefill: every tile configuration gives the same answer', { skip
     // every mma configuration the space allows, and the wgmma kernel's where the device has it
     const wg = sm90Configs(128);
     const cfgs = enumerate(PREFILL_SPACE).filter((c) => !PREFILL_SPACE.constraint?.(c, { D: 128 }) &&
-      (c.impl === 'mma' || (hasWgmma() && wg.some((w) => w.blockN === c.blockN && w.stages === c.stages && !!w.overlap === c.overlap))));
+      (c.impl === 'mma' || (hasWgmma() && wg.some((w) => w.blockN === c.blockN && w.stages === c.stages && !!w.pingpong === c.pingpong))));
     for (const c of cfgs) {
       _forceAttentionConfig({ prefill: c });
       // bfloat16 only: the float16 kernels differ in the mma/convert instruction names alone
@@ -82,9 +82,9 @@ test('attention prefill, wgmma kernel: dtypes, head dims, causal, masks, GQA, se
   nbx.zeros([1], { device: 'cuda' }).dispose(); // starts the backend
   if (wgSkip()) { t.skip('this device has no warpgroup MMA (sm_90a)'); return; }
   try {
-    for (const D of [64, 128]) for (const w of sm90Configs(D)) {
-      _forceAttentionConfig({ prefill: { impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, overlap: !!w.overlap } });
-      const tag = `wgmma n${w.blockN}s${w.stages}${w.overlap ? 'o' : ''} D${D}`;
+    for (const D of [64, 128, 256]) for (const w of sm90Configs(D)) {
+      _forceAttentionConfig({ prefill: { impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, pingpong: !!w.pingpong } });
+      const tag = `wgmma n${w.blockN}s${w.stages}${w.pingpong ? 'p' : ''} D${D}`;
       for (const dt of HALF) {
         const before = attentionStats.prefill90;
         fused('prefill', `${tag} plain ${dt}`, (q, k, v) => sdpa(q, k, v), qkv(1, 2, 2, 150, 330, D, dt, 60), dt);

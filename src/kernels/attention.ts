@@ -2,6 +2,7 @@
 // softmax kernels instead, so the contract is a fast path, not a requirement.
 
 import type { StridedRef } from '../backend/backend.js';
+import type { DTypeName } from '../dtype/dtypes.js';
 
 /** Parameters of the 'attention' kernel (device-neutral: StridedRefs + numbers). */
 export interface AttentionParams {
@@ -20,4 +21,11 @@ export interface AttentionParams {
   rep: number;
 }
 
-export type AttentionKernel = (p: AttentionParams) => void;
+export interface AttentionKernel {
+  (p: AttentionParams): void;
+  /**
+   * The head dims (query/key = value) the kernel takes for `dtype` on the device it runs on, a fact of that
+   * device (the op takes the composed path for others). Absent: 64 and 128.
+   */
+  headDims?: (dtype: DTypeName) => readonly number[];
+}

@@ -665,8 +665,10 @@ export function _setAttentionBlock(scores: number, causalRows = CAUSAL_ROWS): [n
 
 /**
  * The rule for the fused 'attention' kernel (src/backend/cuda/kernels/attention.ts): head dim 64 or 128
- * (query/key and value alike); float16/bfloat16 for any length, float32 only for decode (at most
- * FUSED_DECODE_ROWS query rows per key/value head); bool or float masks; GQA with equal key/value heads.
+ * (query/key and value alike), or what the kernel's headDims says for the dtype on its device (CUDA: 256
+ * too for float16/bfloat16 where the Hopper kernel runs); float16/bfloat16 for any length, float32 only
+ * for decode (at most FUSED_DECODE_ROWS query rows per key/value head); bool or float masks; GQA with
+ * equal key/value heads.
  * Anything else (float64, other head dims, empty inputs) takes the composed path.
  */
 const FUSED_HEAD_DIMS = [64, 128];
@@ -688,7 +690,8 @@ function fusedAttention(op: string, q: Tensor, k: Tensor, v: Tensor, mask: Tenso
   if (!hasKernel('attention', q.device.type)) return null;
   const dt = q.dt, nd = (t: Tensor, i: number): number => t.shape[t.ndim - i]!;
   const L = nd(q, 2), E = nd(q, 1), S = nd(k, 2);
-  if (!FUSED_HEAD_DIMS.includes(E) || nd(v, 1) !== E || L === 0 || S === 0) return null;
+  const fk = kernel('attention', q.device, op);
+  if (!(fk.headDims?.(dt) ?? FUSED_HEAD_DIMS).includes(E) || nd(v, 1) !== E || L === 0 || S === 0) return null;
   if (dt !== 'float16' && dt !== 'bfloat16' && dt !== 'float32') return null;
   // heads: grouped (enable_gqa with 3-D+ inputs) or matmul-style broadcast of all leading dims
   let outer: number[], H: number, Hk: number, noHeads = false;
@@ -726,7 +729,7 @@ function fusedAttention(op: string, q: Tensor, k: Tensor, v: Tensor, mask: Tenso
     if (sb === null) { mt = mask.expand(scoreShape).contiguous(); temps.push(mt); ms = [...mt.strides]; sb = mergedStride(scoreShape, ms, nO)!; }
     maskRef = { ...mt.ref(), shape: [B, H, L, S], strides: [sb, ms[nO]!, ms[nO + 1]!, ms[nO + 2]!] };
   }
-  kernel('attention', q.device, op)({ q: ref4(q, H, L), k: ref4(k, Hk, S), v: ref4(v, Hk, S), out: { ...out.ref(), shape: [B, H, L, E], strides: [H * L * E, L * E, E, 1] }, mask: maskRef, causal, scale, rep });
+  fk({ q: ref4(q, H, L), k: ref4(k, Hk, S), v: ref4(v, Hk, S), out: { ...out.ref(), shape: [B, H, L, E], strides: [H * L * E, L * E, E, 1] }, mask: maskRef, causal, scale, rep });
   for (const t of temps) t.dispose();
   return noHeads ? out.view([L, E]) : out; // 2-D inputs: no head dim in the output
 }

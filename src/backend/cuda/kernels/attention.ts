@@ -13,7 +13,8 @@
 //   its own (max, sum, acc) in registers, groups merge in shared memory, then a second small kernel
 //   merges the chunks' partials. Query heads sharing a KV head (GQA) share one read of K/V.
 // * prefill on Hopper (compute capability 9.0 with the profile's `wgmma` matrix unit): the warp-specialized
-//   wgmma kernel of attention_sm90.ts (head dims 64/128/256), a candidate beside this file's kernel.
+//   wgmma kernel of attention_sm90.ts (head dims 64/128/256), a candidate beside this file's kernel; head
+//   dim 256 (float16/bfloat16) runs only there, and SDPA learns it from cudaAttention.headDims.
 // Masks: bool (true = keep) or additive float, any broadcast strides over (batch, head, L, S); causal
 // is top-left aligned (key j visible to row i iff j ≤ i, PyTorch's tril(diagonal=0)). A row that sees
 // no key gives 0, as the composed path's safe softmax (PyTorch ≥ 2.5 math/flash behaviour).
@@ -37,7 +38,7 @@ import { defineSpace, prune, tuneSync, bucketSize, type Config, type ConfigSpace
 import { attentionTileCeiling } from '../../../profiles/index.js';
 import type { AttentionParams } from '../../../kernels/attention.js';
 import { basePtr as ptr } from './util.js';
-import { getKernel } from '../runtime/nvrtc.js';
+import { getKernel, loadSourceAsync, type CompileOptions } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
 import type { CudaKernel } from '../runtime/driver.js';
 import { sm90Source, sm90Smem, sm90Configs, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS } from './attention_sm90.js';
@@ -105,7 +106,7 @@ function maskTerm(mask: MaskKind, x: string, idx: string): string {
 
 // ---- prefill ---------------------------------------------------------------------------------------
 
-export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; overlap?: boolean }
+export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean }
 
 export const prefillSmem = (D: number, c: PrefillConfig): number => 2 * D * (c.blockM + 2 * c.stages * c.blockN);
 
@@ -314,12 +315,15 @@ extern "C" __global__ void __launch_bounds__(${threads}) attn_dec(
       if (j < c1) { ${load16('kw[u]', 'kb + (long long)j * ksl')} ${load16('vw[u]', 'vb + (long long)j * vsl')} }
       else { kw[u][0] = kw[u][1] = kw[u][2] = kw[u][3] = 0u; vw[u][0] = vw[u][1] = vw[u][2] = vw[u][3] = 0u; }
     }
+    // the U keys' scores first, then one online-softmax step for all of them: one rescale (exp2 and VEC
+    // multiplies) per U keys instead of per key
+    float xs[${U}][${RB}];
     #pragma unroll
     for (int u = 0; u < ${U}; u++) {
       const int j = j0 + u * ${NG} + kg;
-      float kf[${VEC}], vf[${VEC}];
+      float kf[${VEC}];
       #pragma unroll
-      for (int i = 0; i < ${VEC}; i++) { kf[i] = ${elem(dt, 'kw[u]', 'i')}; vf[i] = ${elem(dt, 'vw[u]', 'i')}; }
+      for (int i = 0; i < ${VEC}; i++) kf[i] = ${elem(dt, 'kw[u]', 'i')};
       #pragma unroll
       for (int r = 0; r < ${RB}; r++) {
         float d = 0.f;
@@ -330,11 +334,25 @@ extern "C" __global__ void __launch_bounds__(${threads}) attn_dec(
         float x = d;
         if (j >= c1 || !rok[r] || (causal && j > lr[r])) x = -INFINITY;
         ${mask === 'none' ? '' : `else { const long long mi = mrow[r] + (long long)j * mss; ${maskTerm(mask, 'x', 'mi')} }`}
-        const float mn = fmaxf(m[r], x), mu = mn == -INFINITY ? 0.f : mn;
-        const float corr = exp2f(m[r] - mu), p = exp2f(x - mu);
-        m[r] = mn; s[r] = s[r] * corr + p;
+        xs[u][r] = x;
+      }
+    }
+    #pragma unroll
+    for (int r = 0; r < ${RB}; r++) {
+      float mn = m[r];
+      #pragma unroll
+      for (int u = 0; u < ${U}; u++) mn = fmaxf(mn, xs[u][r]);
+      const float mu = mn == -INFINITY ? 0.f : mn;
+      const float corr = exp2f(m[r] - mu);
+      m[r] = mn; s[r] *= corr;
+      #pragma unroll
+      for (int i = 0; i < ${VEC}; i++) acc[r][i] *= corr;
+      #pragma unroll
+      for (int u = 0; u < ${U}; u++) {
+        const float p = exp2f(xs[u][r] - mu);
+        s[r] += p;
         #pragma unroll
-        for (int i = 0; i < ${VEC}; i++) acc[r][i] = acc[r][i] * corr + p * vf[i];
+        for (int i = 0; i < ${VEC}; i++) acc[r][i] += p * ${elem(dt, 'vw[u]', 'i')};
       }
     }
   }
@@ -394,23 +412,25 @@ interface AttnProblem { D: number }
 /**
  * Prefill: impl 'mma' (this file's mma.sync kernel: BLOCK_M with 16 rows per warp, BLOCK_N, 1 or 2 K/V
  * stages) or 'wgmma' (attention_sm90.ts: BLOCK_M 128 = two consumer warpgroups, BLOCK_N, a ring of
- * 2-4 stages); pruned by the profile's attention tile ceiling (mma) and shared memory.
+ * 2-4 stages, ping-pong or not); pruned by the profile's attention tile ceiling (mma) and shared memory.
+ * v3: the reworked Hopper kernel (asynchronous producer, FlashAttention-3's intra-warpgroup overlap) times
+ * differently from v2's, so its tuning results are not reused.
  */
 export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention.v2',
+  name: 'cuda.attention.v3',
   knobs: [
     { name: 'impl', values: ['mma', 'wgmma'], movesBits: true, doc: 'mma.sync kernel (any card) or the sm_90a warpgroup-MMA kernel' },
     { name: 'blockM', values: [64, 128], movesBits: false, doc: 'query rows per block (mma: 16 per warp; wgmma: 128)' },
-    { name: 'blockN', values: [32, 64, 128], movesBits: true, doc: 'keys per K/V tile (where the running max is rescaled)' },
+    { name: 'blockN', values: [32, 64, 80, 128, 192], movesBits: true, doc: 'keys per K/V tile (where the running max is rescaled)' },
     { name: 'stages', values: [1, 2, 3, 4], movesBits: false, doc: 'K/V tiles in flight (mma: 1 or 2, cp.async double buffering; wgmma: ring slots)' },
-    { name: 'overlap', values: [false, true], movesBits: false, doc: 'wgmma: Q·K(t+1)ᵀ in flight during the softmax of tile t (a second S in registers)' },
+    { name: 'pingpong', values: [false, true], movesBits: false, doc: 'wgmma: the two consumer warpgroups take turns issuing their MMAs (named barriers)' },
   ],
-  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, overlap: false },
+  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false },
   sharedMemoryOptIn: true,
   constraint: (c) => {
-    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : c.overlap ? 'overlap is a wgmma knob' : undefined;
+    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong ? 'pingpong is a wgmma knob' : undefined;
     if (c.blockM !== SM90_BLOCK_M) return `the wgmma kernel has BLOCK_M ${SM90_BLOCK_M}`;
-    if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64/128 and 2-4 stages';
+    if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64-192 and 2-4 stages';
     return undefined;
   },
   resources: (c, p) => (c.impl === 'wgmma'
@@ -439,19 +459,48 @@ export const attentionStats = { prefill: 0, decode: 0, prefill90: 0 };
 const DECODE_CHUNKS = [32, 64, 128, 256, 512, 1024, 2048, 4096];
 
 const sm90Kernels = new Map<string, CudaKernel>();
-/** The sm_90a kernel, compiled once per specialization (NVRTC target sm_90a: wgmma and setmaxnreg need the arch-specific target). */
+/** The sm_90a kernel's source and compile options (NVRTC target sm_90a: wgmma and setmaxnreg need the arch-specific target). */
+function sm90Build(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, watch: boolean): { source: string; name: string; sig: ArgType[]; options: CompileOptions } {
+  const { src, name, sig } = sm90Source(dt, D, cfg, maskKind, { watch });
+  const cc = be.ctx.info.cc;
+  return { source: `${CUDA_PRELUDE}\n${src}`, name, sig, options: { options: ['--std=c++17'], includeCudaHeaders: false, arch: `sm_${cc[0]}${cc[1]}a`, name } };
+}
+/** The sm_90a kernel, compiled once per specialization. */
 function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind): CudaKernel {
-  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.overlap ? 1 : 0}:${maskKind}`;
+  const watch = process.env.NBX_ATTENTION_WATCH === '1';
+  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${maskKind}:${watch ? 'w' : ''}`;
   let k = sm90Kernels.get(key);
   if (!k) {
-    const { src, name, sig } = sm90Source(dt, D, cfg, maskKind);
-    const cc = be.ctx.info.cc;
-    k = getKernel(be.ctx, `${CUDA_PRELUDE}\n${src}`, name, sig, { options: ['--std=c++17'], includeCudaHeaders: false, arch: `sm_${cc[0]}${cc[1]}a` });
+    const b = sm90Build(dt, D, cfg, maskKind, watch);
+    k = getKernel(be.ctx, b.source, b.name, b.sig, b.options);
     k.setMaxDynamicSharedMemory(sm90Smem(D, cfg));
     sm90Kernels.set(key, k);
   }
   attentionStats.prefill90++;
   return k;
+}
+const mmaKey = (dt: DTypeName, D: number, c: PrefillConfig, maskKind: MaskKind): string => `attn_fwd:${dt}:${D}:${c.blockM}:${c.blockN}:${c.stages}:${maskKind}`;
+
+/**
+ * Compiles the prefill kernels of these specializations side by side (NVRTC on libuv's worker threads,
+ * UV_THREADPOOL_SIZE of them) into the kernel caches, so a device check on a fresh cache spends seconds,
+ * not a minute, compiling before it measures. Resolves to the number of kernels.
+ */
+export async function precompileAttention(specs: { dt: DTypeName; D: number; cfg: PrefillConfig; mask: MaskKind }[]): Promise<number> {
+  const watch = process.env.NBX_ATTENTION_WATCH === '1';
+  const jobs = new Map<string, { source: string; options: CompileOptions }>();
+  for (const { dt, D, cfg, mask } of specs) {
+    if (cfg.impl === 'wgmma') {
+      const b = sm90Build(dt, D, cfg, mask, watch);
+      jobs.set(b.source, { source: b.source, options: b.options });
+    } else {
+      const { src, name } = prefillSource(dt, D, cfg, mask);
+      const source = `${CUDA_PRELUDE}\n${src}`;
+      jobs.set(source, { source, options: { options: ['--std=c++17'], includeCudaHeaders: false, name } });
+    }
+  }
+  await Promise.all([...jobs.values()].map((j) => loadSourceAsync(be.ctx, j.source, j.options)));
+  return jobs.size;
 }
 /** Test/bench hook: force a configuration (empty: tune as usual). */
 let forced: { prefill?: Config; decode?: Config } = {};
@@ -468,12 +517,20 @@ export function hasWgmma(): boolean {
 }
 
 /**
- * Whether the tuner offers the wgmma kernel: NBX_ATTENTION_WGMMA=1 until the kernel has been checked on
- * a Hopper card (scripts/attention-check.mjs); it stays out of the candidates by default meanwhile.
+ * Whether the Hopper kernel runs (the tuner offers it, and head dim 256 goes through it): the device has
+ * it (hasWgmma) and NBX_ATTENTION_WGMMA is not '0'; WGMMA_DEFAULT says what an unset variable means.
  */
+// Opt-in ('1') until the reworked kernel (asynchronous producer, separate K/V barriers) has passed the card's
+// check including the long non-causal shapes that stalled the first version in the 08:35 run.
+const WGMMA_DEFAULT = false;
 function wgmmaEnabled(): boolean {
-  return hasWgmma() && process.env.NBX_ATTENTION_WGMMA === '1';
+  const v = process.env.NBX_ATTENTION_WGMMA;
+  return hasWgmma() && (v === undefined || v === '' ? WGMMA_DEFAULT : v !== '0');
 }
+
+/** Head dims the fused kernel covers for `dtype` on this device: 64/128, and 256 for float16/bfloat16 where the Hopper kernel runs. */
+cudaAttention.headDims = (dtype: DTypeName): readonly number[] =>
+  ((dtype === 'float16' || dtype === 'bfloat16') && (wgmmaEnabled() || forced.prefill?.impl === 'wgmma') ? SM90_HEAD_DIMS : HEAD_DIMS);
 
 const candidates = new Map<string, Config[]>();
 /**
@@ -489,11 +546,13 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0)
     if (space === PREFILL_SPACE) {
       const ceil = attentionTileCeiling(profile, D);
       list = HEAD_DIMS.includes(D)
-        ? [{ impl: 'mma', blockM: 128, blockN: 64, stages: 2, overlap: false }, { impl: 'mma', blockM: 128, blockN: 128, stages: 2, overlap: false }, { impl: 'mma', blockM: 64, blockN: 64, stages: 2, overlap: false }]
+        ? [{ impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false }, { impl: 'mma', blockM: 128, blockN: 128, stages: 2, pingpong: false }, { impl: 'mma', blockM: 64, blockN: 64, stages: 2, pingpong: false }]
           .filter((x) => x.blockM <= ceil.blockM && x.blockN <= ceil.blockN)
         : [];
       if (half && wgmmaEnabled() && SM90_HEAD_DIMS.includes(D)) {
-        list = [...sm90Configs(D).map((x) => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, overlap: !!x.overlap })), ...list];
+        // the Hopper kernel's tiles, and the mma kernel's default tile only (a compile each on first use;
+        // the other mma tiles are not in the running on this device)
+        list = [...sm90Configs(D).map((x) => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong })), ...list.slice(0, 1)];
       }
     } else {
       // the chunk is a launch argument (no compile): every chunk size, at two thread counts (two compiles)
@@ -592,7 +651,7 @@ export function cudaAttention(p: AttentionParams): void {
       be.launch(kw, ntiles * B * H, SM90_THREADS, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, H, rep, L, S, B * H, ntiles, sl2, causal ? 1 : 0], sm90Smem(D, cfg));
       return;
     }
-    const kf = be.kernel(`attn_fwd:${dt}:${D}:${cfg.blockM}:${cfg.blockN}:${cfg.stages}:${maskKind}`, () => prefillSource(dt, D, cfg, maskKind));
+    const kf = be.kernel(mmaKey(dt, D, cfg, maskKind), () => prefillSource(dt, D, cfg, maskKind));
     const smem = prefillSmem(D, cfg);
     if (smem > 48 * 1024) kf.setMaxDynamicSharedMemory(smem);
     const ntiles = Math.ceil(L / cfg.blockM);

@@ -5,29 +5,34 @@
 // for every other card, for float32 and under the tuner as the other candidate.
 //
 // One block owns BLOCK_M = 128 query rows of one (batch, head) and has three warpgroups (384 threads):
-// * warpgroup 0, the producer: `setmaxnreg.dec` to 40 registers, it copies Q once and then the K and V
-//   tiles of BLOCK_N keys into a ring of `stages` shared-memory slots with cp.async (16-byte chunks,
-//   rows past the end zero-filled). Completion is signalled per slot and operand through mbarriers:
-//   each producer thread waits for its own copies (K first, then V, so K of a tile is consumed while
-//   its V is in flight), issues `fence.proxy.async` (cp.async writes through the generic proxy, wgmma
-//   reads through the async proxy: the writer fences before it releases) and arrives. It runs ahead
-//   of the consumers by as many tiles as the ring holds; a slot is refilled after both consumer
-//   warpgroups arrived on its `empty` barrier. (cp.async rather than TMA: TMA needs tensor maps made on
-//   the host through cuTensorMapEncodeTiled for every view, which the driver binding does not have; with
-//   a whole warpgroup issuing copies the producer still keeps two tiles in flight.)
-// * warpgroups 1 and 2, the consumers (`setmaxnreg.inc` to 232): 64 query rows each. S = Q·Kᵀ is one
-//   chain of `wgmma.mma_async.m64nBNk16` with both operands in shared memory (K-major descriptors),
-//   O += P·V is `wgmma.mma_async.m64nDk16` with P in registers (the accumulator layout of S is the
-//   register-A fragment layout, so P is S rounded to the input dtype in place) and V read from shared
-//   memory as an N-major ("transposed") operand, so V needs no transpose.
-// * Overlap, two forms (config `overlap`): with it, FlashAttention-3's intra-warpgroup pipelining:
-//   Q·K(t+1)ᵀ is issued into a second S before the softmax of tile t and runs under it; P·V(t) follows
-//   the softmax. Without it (one S in registers, 64 fewer per thread at BLOCK_N 128), P·V(t) and
-//   Q·K(t+1)ᵀ are issued back to back after the softmax and waited for once. Either way the softmax of
-//   one consumer warpgroup also runs under the other's MMAs (they share the SM's tensor cores and are
-//   scheduled independently), the inter-warpgroup overlap, without FA3's named-barrier ping-pong. A
-//   loop iteration starts with `wgmma.wait_group 0` (S(t) and P·V(t-1) done), which frees the ring
-//   slot of tile t-1 before Q·K(t+1)ᵀ waits for its K: no deadlock at 2 slots.
+// * warpgroup 0, the producer (`setmaxnreg.dec`): cp.async of Q once, then of the K and V tiles of
+//   BLOCK_N keys into a ring of `stages` slots, rows past the end zero-filled. It never waits for its own
+//   copies: after a tile's K (or V) copies each thread issues `cp.async.mbarrier.arrive.noinc` on the
+//   slot's K-full (V-full) barrier, which the hardware performs once that thread's copies have landed,
+//   and moves on, so up to `stages` tiles are in flight. (The previous producer waited for its copies
+//   before arriving: one tile in flight, and the consumers waited for every tile's full latency.)
+//   K and V have their own full and empty barriers, and V lags K by one tile (load order K(t), V(t-1)),
+//   as the consumers use them: a slot's K is refilled as soon as Q·Kᵀ of its tile is done, before the
+//   softmax, while its V is still being read. At the end the producer waits until the consumers have
+//   released the last V (so every arrival it started has been counted) before it exits.
+// * warpgroups 1 and 2, the consumers (`setmaxnreg.inc`), 64 query rows each, FlashAttention-3's
+//   intra-warpgroup overlap: iteration t issues S(t) = Q·K(t)ᵀ (`wgmma m64nBNk16`, both operands in shared
+//   memory, K-major) and then O += P(t-1)·V(t-1) (`wgmma m64nDk16`, P from registers, V an N-major shared
+//   operand, so V needs no transpose), waits for S(t) alone (`wgmma.wait_group 1`), runs the softmax of
+//   tile t while P·V(t-1) is still on the tensor cores, then waits for it, packs P(t) (the accumulator
+//   layout of S is the register-A layout of m64k16, so P is S rounded in place) and rescales O. Live
+//   registers: S, O and P (BN/2 + D/2 + BN/4 per thread), so BLOCK_N 128 fits at D 128. The two consumer
+//   warpgroups are scheduled independently, so one's softmax also runs under the other's MMAs.
+// Synchronisation, by construction: every mbarrier has one phase per use of its slot, in tile order;
+// a waiter waits for phase ⌊t/stages⌋ of slot t mod stages (parity = its low bit), and no barrier can run
+// two phases ahead of a waiter: a slot's full barrier is re-armed only after both consumer warpgroups
+// released the slot (empty barrier), which each does only after waiting on its full barrier, and the
+// producer waits on an empty barrier only for the phase the previous fill of that slot opened. The
+// consumers of one block have the same tile count (uniform branches), no named barriers are used and
+// nobody waits on the producer's exit. Deadlock freedom at 2 slots: a consumer waiting on K(t) needs
+// both consumers past S(t-2), a warpgroup that lags behind waits only on tiles the other has released.
+// NBX_ATTENTION_WATCH=1 compiles every wait with a 4-second limit (then it prints which barrier, tile,
+// block and thread, and traps): a hang becomes a launch error that names its wait (device checks).
 // Shared memory tiles are [D/64][rows][64] (128-byte rows, 16-byte chunks XOR-swizzled by row mod 8:
 // the hardware's 128B swizzle, so every descriptor is a canonical SW128 layout; tiles 1024-aligned).
 // Numerics are the mma.sync kernel's: fp32 accumulators, online softmax in base 2 with scale·log2(e)
@@ -44,30 +49,34 @@ import { UnsupportedError } from '../../../errors.js';
 
 export type Sm90MaskKind = 'none' | 'bool' | DTypeName;
 
-/** blockN: keys per K/V tile; stages: ring slots; overlap: Q·K(t+1)ᵀ in flight during softmax(t) (a second S in registers). */
-export interface Sm90Config { blockN: number; stages: number; overlap?: boolean }
+/**
+ * blockN: keys per K/V tile (a multiple of 16); stages: ring slots; pingpong: the two consumer warpgroups
+ * take turns issuing their MMAs (named barriers), so one's softmax runs while the other's MMAs do.
+ */
+export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean }
 
 /** Query rows per block: two consumer warpgroups of 64 rows. */
 export const SM90_BLOCK_M = 128;
 export const SM90_THREADS = 384;
 export const SM90_HEAD_DIMS = [64, 128, 256];
 
-/** The configurations tried for head dim D (K/V tile and ring depth that fit 227 KiB). */
-// With overlap, S(t), S(t+1) and the masked scores are live at once: at 168 registers per thread (the
-// 384-thread launch bound; ptxas allocates the consumers no more than that here) D 128 with BLOCK_N
-// 128 and D 256 spill and ptxas serializes their wgmmas, so those run without it.
+/** The configurations tried for head dim D (K/V tile and ring depth that fit 227 KiB of shared memory). */
+// Registers per consumer thread: S BN/2 + O D/2 + P BN/4 (+ ~40 of addressing and statistics) under 232.
+// Ping-pong where FlashAttention-3 uses it (head dims up to 128), against the same tile without.
 export function sm90Configs(D: number): Sm90Config[] {
-  if (D === 256) return [{ blockN: 64, stages: 2, overlap: false }];
-  if (D === 128) return [{ blockN: 128, stages: 2, overlap: false }, { blockN: 64, stages: 3, overlap: true }];
-  return [{ blockN: 128, stages: 3, overlap: true }, { blockN: 128, stages: 3, overlap: false }, { blockN: 64, stages: 4, overlap: true }];
+  if (D === 256) return [{ blockN: 64, stages: 2 }, { blockN: 80, stages: 2 }];
+  if (D === 128) return [{ blockN: 128, stages: 2, pingpong: true }, { blockN: 128, stages: 2 }];
+  return [{ blockN: 128, stages: 3, pingpong: true }, { blockN: 128, stages: 3 }];
 }
 
-/** Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers. */
-export const sm90Smem = (D: number, c: Sm90Config): number => 2 * D * (SM90_BLOCK_M + 2 * c.stages * c.blockN) + 1024 + 8 * (1 + 3 * c.stages);
+/** Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers (Q; K/V full and empty per slot). */
+export const sm90Smem = (D: number, c: Sm90Config): number => 2 * D * (SM90_BLOCK_M + 2 * c.stages * c.blockN) + 1024 + 8 * (1 + 4 * c.stages);
 
-/** Registers the consumers take from the producer (setmaxnreg; 40·128 + 232·256 = 168·384). */
+/** Registers the consumers take from the producer (setmaxnreg; 40·128 + 232·256 = 168·384, the 384-thread launch bound; the producer spills below 40). */
 const REG_PRODUCER = 40, REG_CONSUMER = 232;
 
+/** Wait limit of the NBX_ATTENTION_WATCH build (ns of %globaltimer). */
+const WATCH_NS = 4_000_000_000;
 function wgmmaHelpers(bf16: boolean, ns: number[]): string {
   const ty = bf16 ? 'bf16' : 'f16';
   const regs = (n: number, from: number): string => Array.from({ length: n }, (_, i) => `%${from + i}`).join(', ');
@@ -167,11 +176,16 @@ inline Bar* bar(u32 a) { return (Bar*)(origin() + a); }
 __device__ __forceinline__ u32 smem_u32(const void* p) { return emu90::addr(p); }
 __device__ __forceinline__ void mbar_init(u32 b, u32 n) { emu90::Bar* x = emu90::bar(b); x->expected = (u16)n; x->pending = (u16)n; x->phase = 0; }
 __device__ __forceinline__ void mbar_arrive(u32 b) { emu90::Bar* x = emu90::bar(b); if (--x->pending == 0) { x->pending = x->expected; x->phase ^= 1u; } }
-__device__ __forceinline__ void mbar_wait(u32 b, u32 parity) { long long n = 0; while (emu90::bar(b)->phase == parity) emu90::spin(n); }
+__device__ __forceinline__ void mbar_wait(u32 b, u32 parity, int, int) { long long n = 0; while (emu90::bar(b)->phase == parity) emu90::spin(n); }
+// cp16 copies at once here, so this thread's copies have landed: the deferred arrival is an arrival now
+__device__ __forceinline__ void cp_arrive(u32 b) { mbar_arrive(b); }
+namespace emu90 { struct NB { int arrived = 0, gen = 0; }; inline NB nbs[16]; }
+// named barrier id of n threads: bar.arrive counts, bar.sync counts and waits for the count
+__device__ __forceinline__ void nb_arrive(int id, int n) { emu90::NB& x = emu90::nbs[id]; if (++x.arrived == n) { x.arrived = 0; x.gen++; } }
+__device__ __forceinline__ void nb_sync(int id, int n) { emu90::NB& x = emu90::nbs[id]; const int g = x.gen; nb_arrive(id, n); long long k = 0; while (x.gen == g) emu90::spin(k); }
 __device__ __forceinline__ void init_fence() {}
 __device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) { if (ok) memcpy(dst, src, 16); else memset(dst, 0, 16); }
-__device__ __forceinline__ void cp_commit() {}
-template <int N> __device__ __forceinline__ void cp_wait() {}
+__device__ __forceinline__ void cp_wait_all() {}
 __device__ __forceinline__ void proxy_fence() {}
 __device__ __forceinline__ void wg_arrive() {}
 __device__ __forceinline__ void wg_commit() {}
@@ -186,18 +200,43 @@ ${emu}
 __device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(u32 b, u32 n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(n)); }
 __device__ __forceinline__ void mbar_arrive(u32 b) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b) : "memory"); }
-__device__ __forceinline__ void mbar_wait(u32 b, u32 parity) {
+#ifdef NBX_ATTN_WATCH
+__device__ __forceinline__ bool mbar_try(u32 b, u32 parity) {
+  u32 ok;
+  asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(ok) : "r"(b), "r"(parity) : "memory");
+  return ok != 0;
+}
+__device__ __forceinline__ u64 gtimer() { u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+// what: 0 Q full, 1 K full, 2 V full, 3 K empty, 4 V empty; t: the tile waited for
+__device__ __noinline__ void mbar_stuck(int what, int t, u32 parity) {
+  printf("attn_fwd90 WATCH: block %d thread %d waited > ${WATCH_NS / 1e9} s on %s of tile %d (parity %u)\n", (int)blockIdx.x, (int)threadIdx.x,
+    what == 0 ? "Q full" : what == 1 ? "K full" : what == 2 ? "V full" : what == 3 ? "K empty" : "V empty", t, parity);
+  asm volatile("trap;");
+}
+__device__ __forceinline__ void mbar_wait(u32 b, u32 parity, int what, int t) {
+  if (mbar_try(b, parity)) return;
+  const u64 t0 = gtimer();
+  while (!mbar_try(b, parity)) if (gtimer() - t0 > ${WATCH_NS}ull) mbar_stuck(what, t, parity);
+}
+#else
+__device__ __forceinline__ void mbar_wait(u32 b, u32 parity, int, int) {
   asm volatile("{ .reg .pred p;\n"
     "WAIT_%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
     "@!p bra WAIT_%=; }" :: "r"(b), "r"(parity) : "memory");
 }
+#endif
+// one arrival on b, made by the hardware once every cp.async this thread issued before has landed
+// (.noinc: it is one of the arrivals the barrier was initialised to expect)
+__device__ __forceinline__ void cp_arrive(u32 b) { asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(b) : "memory"); }
+// (immediate barrier ids: ptxas reserves all 16 hardware barriers for a register id)
+__device__ __forceinline__ void nb_arrive(int id, int n) { if (id == 1) asm volatile("bar.arrive 1, %0;" :: "n"(256) : "memory"); else asm volatile("bar.arrive 2, %0;" :: "n"(256) : "memory"); }
+__device__ __forceinline__ void nb_sync(int id, int n) { if (id == 1) asm volatile("bar.sync 1, %0;" :: "n"(256) : "memory"); else asm volatile("bar.sync 2, %0;" :: "n"(256) : "memory"); }
 // makes the barriers' initialisation visible before any thread uses them
 __device__ __forceinline__ void init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
 __device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
 }
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 // cp.async writes through the generic proxy, wgmma reads through the async proxy
 __device__ __forceinline__ void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 __device__ __forceinline__ void wg_arrive() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -226,75 +265,18 @@ function maskTerm(mask: Sm90MaskKind, x: string, idx: string): string {
   return `${x} += (float)${R.load(mask, 'mb', idx)} * 1.4426950408889634f;`;
 }
 
-export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90MaskKind): { src: string; name: string; sig: ArgType[] } {
+export interface Sm90SourceOptions { /** NBX_ATTENTION_WATCH: every wait bounded (a hang becomes a trap naming the wait). */ watch?: boolean }
+
+export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90MaskKind, opts: Sm90SourceOptions = {}): { src: string; name: string; sig: ArgType[] } {
   if (dt !== 'float16' && dt !== 'bfloat16') throw new UnsupportedError('attention', `the sm_90 prefill kernel takes float16/bfloat16, got ${dt}`);
   if (!SM90_HEAD_DIMS.includes(D)) throw new UnsupportedError('attention', `the sm_90 prefill kernel takes head dims ${SM90_HEAD_DIMS.join(', ')}, got ${D}`);
   const { blockN: BN, stages: ST } = c;
-  const OV = !!c.overlap;
+  const PP = !!c.pingpong;
+  if (BN % 16 !== 0 || BN < 16 || BN > 256 || ST < 2) throw new UnsupportedError('attention', `the sm_90 prefill kernel takes BLOCK_N a multiple of 16 up to 256 and 2+ stages, got ${BN}/${ST}`);
   const BM = SM90_BLOCK_M;
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
   const NS = BN / 2, NO = D / 2; // accumulator floats per thread: S (64 x BN), O (64 x D)
-  // one iteration of the consumer loop on tile t, S(t) in `cur`; with overlap, S(t+1) goes to `nxt`
-  const body = (cur: string, nxt: string, SX = OV ? 'sx' : cur): string => `    const int s = t % ${ST};
-    // S(t) done, and P·V(t-1), committed before it, too
-    wg_wait<0>();
-    reg_fence${BN}(${cur});
-    reg_fence${D}(oacc);
-    if (t > 0) mbar_arrive(barE((t - 1) % ${ST})); // slot of tile t-1 no longer read${OV ? `
-    // S(t+1) runs on the tensor cores while this warpgroup does the softmax of tile t
-    if (t + 1 < nt) issueS(t + 1, ${nxt});` : ''}
-    // scale (log2 units), masks${OV ? ' (into sx: writing an accumulator while a wgmma is in flight makes ptxas serialize, C7515)' : ''}
-    const int n0 = t * ${BN};
-    const bool edge = n0 + ${BN} > S || (causal && n0 + ${BN} - 1 > m0 + cw * 64 + warp * 16);
-    ${OV ? `float sx[${NS}];` : ''}
-    #pragma unroll
-    for (int j = 0; j < ${BN / 8}; j++) {
-      #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int row = rowA + (e >> 1) * 8, col = n0 + j * 8 + tg * 2 + (e & 1);
-        float x = ${cur}[4 * j + e] * sl2;
-        ${mask === 'none' ? '' : `if (row < L && col < S) { const long long mi = (long long)row * msl + (long long)col * mss; ${maskTerm(mask, 'x', 'mi')} }`}
-        if (edge && (col >= S || (causal && col > row))) x = -INFINITY;
-        ${OV ? 'sx' : cur}[4 * j + e] = x;
-      }
-    }
-    // online softmax, rows rowA (e = 0,1) and rowA + 8 (e = 2,3); the 4 lanes of a quad share a row
-    u32 pf[${BN / 16}][4];
-    float corr[2];
-    #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      float mx = mrow[r];
-      #pragma unroll
-      for (int j = 0; j < ${BN / 8}; j++) mx = fmaxf(mx, fmaxf(${SX}[4 * j + 2 * r], ${SX}[4 * j + 2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float mu = mx == -INFINITY ? 0.f : mx;
-      corr[r] = fexp2(mrow[r] - mu);
-      mrow[r] = mx;
-      float ls = 0.f;
-      #pragma unroll
-      for (int j = 0; j < ${BN / 8}; j++) {
-        const float p0 = fexp2(${SX}[4 * j + 2 * r] - mu), p1 = fexp2(${SX}[4 * j + 2 * r + 1] - mu);
-        ls += p0 + p1;
-        // register-A fragment of k-step j/2: a0 (row g, k 0-7), a1 (row g+8, k 0-7), a2 (row g, k 8-15), a3 (row g+8, k 8-15)
-        pf[j >> 1][(j & 1) * 2 + r] = pack2(p0, p1);
-      }
-      lrow[r] = lrow[r] * corr[r] + ls;
-    }
-    #pragma unroll
-    for (int i = 0; i < ${NO / 4}; i++) { oacc[4 * i] *= corr[0]; oacc[4 * i + 1] *= corr[0]; oacc[4 * i + 2] *= corr[1]; oacc[4 * i + 3] *= corr[1]; }
-    // O += P·V(t)${OV ? '' : ', then S(t+1) = Q·K(t+1)ᵀ behind it: both run while this warpgroup waits'}
-    mbar_wait(barV(s), (t / ${ST}) & 1);
-    proxy_fence();
-    wg_arrive();
-    #pragma unroll
-    for (int kk = 0; kk < ${BN / 16}; kk++) {
-      const u64 dv = sw128_desc(aV + s * ${BN} * D_ * 2 + kk * 16 * 128, ${BN} * 128, 1024);
-      wg_rs${D}(oacc, pf[kk], dv);
-    }
-    wg_commit();${OV ? '' : `
-    if (t + 1 < nt) issueS(t + 1, ${cur});`}`;
-  const src = `${wgmmaHelpers(dt === 'bfloat16', [BN, D])}
+  const src = `${opts.watch ? '#define NBX_ATTN_WATCH 1\n' : ''}${wgmmaHelpers(dt === 'bfloat16', [BN, D])}
 constexpr int D_ = ${D};
 constexpr int CH = D_ / 8;      // 16-byte chunks per row
 // byte offset of chunk ch of row r in a [D_/64][rows][64] tile, 128B-swizzled (tile base 1024-aligned)
@@ -311,24 +293,26 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
   unsigned char* sQ = sm;                                  // [D_/64][${BM}][64]
   unsigned char* sK = sQ + ${BM} * D_ * 2;                 // ${ST} x [D_/64][${BN}][64]
   unsigned char* sV = sK + ${ST * BN} * D_ * 2;
-  const u32 bars = smem_u32(sV + ${ST * BN} * D_ * 2);    // Q full, K full[ST], V full[ST], empty[ST]
+  // mbarriers: Q full; per slot K full, V full (the producer's 128 threads), K empty, V empty (the consumers' 256)
+  const u32 bars = smem_u32(sV + ${ST * BN} * D_ * 2);
   const u32 barQ = bars;
   auto barK = [&](int s) { return bars + 8u * (1 + s); };
   auto barV = [&](int s) { return bars + 8u * (1 + ${ST} + s); };
-  auto barE = [&](int s) { return bars + 8u * (1 + ${2 * ST} + s); };
+  auto barEK = [&](int s) { return bars + 8u * (1 + ${2 * ST} + s); };
+  auto barEV = [&](int s) { return bars + 8u * (1 + ${3 * ST} + s); };
   const int tid = threadIdx.x, wg = tid >> 7;
   const int z = blockIdx.x / ntiles, mt = ntiles - 1 - blockIdx.x % ntiles;
   const int b = z / H, h = z % H, hk = h / rep, m0 = mt * ${BM};
   const int nEnd = causal ? min(S, m0 + ${BM}) : S;
-  const int nt = (nEnd + ${BN - 1}) / ${BN};
+  const int nt = (nEnd + ${BN - 1}) / ${BN}; // the same for every warpgroup of the block
   if (tid == 0) {
     mbar_init(barQ, 128);
-    for (int s = 0; s < ${ST}; s++) { mbar_init(barK(s), 128); mbar_init(barV(s), 128); mbar_init(barE(s), 256); }
+    for (int s = 0; s < ${ST}; s++) { mbar_init(barK(s), 128); mbar_init(barV(s), 128); mbar_init(barEK(s), 256); mbar_init(barEV(s), 256); }
     init_fence();
   }
   __syncthreads();
   if (wg == 0) {
-    // ---- producer ----
+    // ---- producer: Q, then K(t) and V(t-1) for t = 0..nt; never waits for its own copies ----
     reg_dealloc<${REG_PRODUCER}>();
     const u16* qb = Q + qo + b * qsb + h * qsh;
     const u16* kb = K + ko + b * ksb + hk * ksh;
@@ -337,34 +321,33 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
       const int r = c / CH, ch = c % CH; const bool ok = m0 + r < L;
       cp16(sQ + tofs(${BM}, r, ch), qb + (ok ? (long long)(m0 + r) * qsl : 0LL) + ch * 8, ok);
     }
-    cp_commit();
-    for (int t = 0; t < nt; t++) {
-      const int s = t % ${ST};
-      if (t >= ${ST}) mbar_wait(barE(s), ((t / ${ST}) + 1) & 1);
-      const int n0 = t * ${BN};
-      unsigned char* dk = sK + s * ${BN} * D_ * 2;
-      unsigned char* dv = sV + s * ${BN} * D_ * 2;
-      for (int c = tid; c < ${BN} * CH; c += 128) {
-        const int r = c / CH, ch = c % CH; const bool ok = n0 + r < S;
-        cp16(dk + tofs(${BN}, r, ch), kb + (ok ? (long long)(n0 + r) * ksl : 0LL) + ch * 8, ok);
+    cp_arrive(barQ);
+    for (int t = 0; t <= nt; t++) {
+      if (t < nt) {
+        const int s = t % ${ST}, n0 = t * ${BN};
+        if (t >= ${ST}) mbar_wait(barEK(s), ((t / ${ST}) + 1) & 1, 3, t - ${ST}); // K of tile t - ${ST} released
+        unsigned char* dk = sK + s * ${BN} * D_ * 2;
+        for (int c = tid; c < ${BN} * CH; c += 128) {
+          const int r = c / CH, ch = c % CH; const bool ok = n0 + r < S;
+          cp16(dk + tofs(${BN}, r, ch), kb + (ok ? (long long)(n0 + r) * ksl : 0LL) + ch * 8, ok);
+        }
+        cp_arrive(barK(s));
       }
-      cp_commit();
-      for (int c = tid; c < ${BN} * CH; c += 128) {
-        const int r = c / CH, ch = c % CH; const bool ok = n0 + r < S;
-        cp16(dv + tofs(${BN}, r, ch), vb + (ok ? (long long)(n0 + r) * vsl : 0LL) + ch * 8, ok);
+      if (t > 0) {
+        const int u = t - 1, s = u % ${ST}, n0 = u * ${BN};
+        if (u >= ${ST}) mbar_wait(barEV(s), ((u / ${ST}) + 1) & 1, 4, u - ${ST}); // V of tile u - ${ST} released
+        unsigned char* dv = sV + s * ${BN} * D_ * 2;
+        for (int c = tid; c < ${BN} * CH; c += 128) {
+          const int r = c / CH, ch = c % CH; const bool ok = n0 + r < S;
+          cp16(dv + tofs(${BN}, r, ch), vb + (ok ? (long long)(n0 + r) * vsl : 0LL) + ch * 8, ok);
+        }
+        cp_arrive(barV(s));
       }
-      cp_commit();
-      // this thread's copies landed -> cross-proxy fence (wgmma reads through the async proxy) -> arrive;
-      // the consumers' mbarrier wait then acquires them. Q (first group) and K of the tile, then V.
-      cp_wait<1>();
-      proxy_fence();
-      if (t == 0) mbar_arrive(barQ);
-      mbar_arrive(barK(s));
-      cp_wait<0>();
-      proxy_fence();
-      mbar_arrive(barV(s));
     }
-    if (nt == 0) { cp_wait<0>(); mbar_arrive(barQ); }
+    // exit only once nothing of ours is pending: the copies landed and the consumers released the last V
+    // (they waited on every full barrier before, so every deferred arrival has been counted)
+    cp_wait_all();
+    if (nt > 0) mbar_wait(barEV((nt - 1) % ${ST}), ((nt - 1) / ${ST}) & 1, 4, nt - 1);
     return;
   }
   // ---- consumers: warpgroup cw owns rows m0 + 64·cw .. +63; this thread rows rowA and rowA + 8 ----
@@ -373,40 +356,118 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
   const int rowA = m0 + cw * 64 + warp * 16 + g;
   const ${MT}* mb = MK + mo + b * msb + h * msh;
   const u32 aQ = smem_u32(sQ) + cw * 64 * 128, aK = smem_u32(sK), aV = smem_u32(sV);
-  float ${OV ? 'sa[' + NS + '], sb[' + NS + ']' : 'sacc[' + NS + ']'}, oacc[${NO}];
+  float sacc[${NS}], oacc[${NO}];
+  u32 pf[${BN / 16}][4];
   #pragma unroll
   for (int i = 0; i < ${NO}; i++) oacc[i] = acc_zero();
-  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
-  // S = Q·Kᵀ of tile t into acc (issued, not waited for)
-  auto issueS = [&](int t, float (&acc)[${NS}]) {
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f};
+  // S = Q·K(t)ᵀ into sacc (issued, not waited for; the first k-step overwrites)
+  auto issueS = [&](int t) {
     const int s = t % ${ST};
-    mbar_wait(barK(s), (t / ${ST}) & 1);
-    proxy_fence();
+    mbar_wait(barK(s), (t / ${ST}) & 1, 1, t);
+    proxy_fence(); // cp.async wrote the tile through the generic proxy, wgmma reads through the async proxy
     wg_arrive();
     #pragma unroll
     for (int kk = 0; kk < D_ / 16; kk++) {
       const u64 dq = sw128_desc(aQ + (kk >> 2) * ${BM} * 128 + (kk & 3) * 32, 16, 1024);
       const u64 dk = sw128_desc(aK + s * ${BN} * D_ * 2 + (kk >> 2) * ${BN} * 128 + (kk & 3) * 32, 16, 1024);
-      if (kk == 0) wg_ss${BN}z(acc, dq, dk); else wg_ss${BN}(acc, dq, dk, 1);
+      if (kk == 0) wg_ss${BN}z(sacc, dq, dk); else wg_ss${BN}(sacc, dq, dk, 1);
     }
     wg_commit();
   };
-  if (nt > 0) {
-    mbar_wait(barQ, 0);
-    issueS(0, ${OV ? 'sa' : 'sacc'});
+  // O += P·V(t), P = pf (issued, not waited for)
+  auto issuePV = [&](int t) {
+    const int s = t % ${ST};
+    mbar_wait(barV(s), (t / ${ST}) & 1, 2, t);
+    proxy_fence();
+    wg_arrive();
+    #pragma unroll
+    for (int kk = 0; kk < ${BN / 16}; kk++) {
+      const u64 dv = sw128_desc(aV + s * ${BN} * D_ * 2 + kk * 16 * 128, ${BN} * 128, 1024);
+      wg_rs${D}(oacc, pf[kk], dv);
+    }
+    wg_commit();
+  };
+  // scale (log2 units), masks, online softmax of tile t in place: sacc becomes exp2(x - max) (fp32)
+  auto softmax = [&](int t) {
+    const int n0 = t * ${BN};
+    const bool edge = n0 + ${BN} > S || (causal && n0 + ${BN} - 1 > m0 + cw * 64 + warp * 16);
+    #pragma unroll
+    for (int j = 0; j < ${BN / 8}; j++) {
+      #pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int row = rowA + (e >> 1) * 8, col = n0 + j * 8 + tg * 2 + (e & 1);
+        float x = sacc[4 * j + e] * sl2;
+        ${mask === 'none' ? '' : `if (row < L && col < S) { const long long mi = (long long)row * msl + (long long)col * mss; ${maskTerm(mask, 'x', 'mi')} }`}
+        if (edge && (col >= S || (causal && col > row))) x = -INFINITY;
+        sacc[4 * j + e] = x;
+      }
+    }
+    // rows rowA (e = 0,1) and rowA + 8 (e = 2,3); the 4 lanes of a quad share a row
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+      float mx = mrow[r];
+      #pragma unroll
+      for (int j = 0; j < ${BN / 8}; j++) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * r], sacc[4 * j + 2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mu = mx == -INFINITY ? 0.f : mx;
+      corr[r] = fexp2(mrow[r] - mu);
+      mrow[r] = mx;
+      float ls = 0.f;
+      #pragma unroll
+      for (int j = 0; j < ${BN / 8}; j++) {
+        const float p0 = fexp2(sacc[4 * j + 2 * r] - mu), p1 = fexp2(sacc[4 * j + 2 * r + 1] - mu);
+        sacc[4 * j + 2 * r] = p0; sacc[4 * j + 2 * r + 1] = p1;
+        ls += p0 + p1;
+      }
+      lrow[r] = lrow[r] * corr[r] + ls;
+    }
+  };
+  // P(t) into the register-A fragments (k-step j/2: a0 row g k 0-7, a1 row g+8 k 0-7, a2 row g k 8-15,
+  // a3 row g+8 k 8-15), then O rescaled to the new running max, ready for O += P(t)·V(t)
+  auto packRescale = [&]() {
+    #pragma unroll
+    for (int j = 0; j < ${BN / 8}; j++) {
+      pf[j >> 1][(j & 1) * 2] = pack2(sacc[4 * j], sacc[4 * j + 1]);
+      pf[j >> 1][(j & 1) * 2 + 1] = pack2(sacc[4 * j + 2], sacc[4 * j + 3]);
+    }
+    #pragma unroll
+    for (int i = 0; i < ${NO / 4}; i++) { oacc[4 * i] *= corr[0]; oacc[4 * i + 1] *= corr[0]; oacc[4 * i + 2] *= corr[1]; oacc[4 * i + 3] *= corr[1]; }
+  };
+${PP ? `  // ping-pong: warpgroup cw issues its MMAs after named barrier 1 + cw opened (the other warpgroup's
+  // bar.arrive after issuing its own, 128 + 128 threads) and then opens the other's; consumer 1 lets
+  // consumer 0 start. Both issue nt + 1 times; the last turn is not passed on, so no barrier is left
+  // with arrivals when the block exits.
+  auto turnWait = [&]() { nb_sync(1 + cw, 256); };
+  auto turnPass = [&]() { nb_arrive(2 - cw, 256); };
+  if (nt > 0 && cw == 1) turnPass();
+` : ''}  if (nt > 0) {
+    mbar_wait(barQ, 0, 0, 0);${PP ? '\n    turnWait();' : ''}
+    issueS(0);${PP ? '\n    turnPass();' : ''}
+    wg_wait<0>();
+    reg_fence${BN}(sacc);
+    mbar_arrive(barEK(0)); // K(0) read
+    softmax(0);
+    packRescale();
+    for (int t = 1; t < nt; t++) {${PP ? '\n      turnWait();' : ''}
+      issueS(t);
+      issuePV(t - 1);${PP ? '\n      turnPass();' : ''}
+      // S(t) done (P·V(t-1), committed after it, may still run): K(t) is free, the softmax runs under P·V(t-1)
+      wg_wait<1>();
+      reg_fence${BN}(sacc);
+      mbar_arrive(barEK(t % ${ST}));
+      softmax(t);
+      wg_wait<0>();
+      reg_fence${D}(oacc);
+      mbar_arrive(barEV((t - 1) % ${ST})); // V(t-1) read; pf free again
+      packRescale();
+    }
+${PP ? '    turnWait();\n' : ''}    issuePV(nt - 1);${PP ? '\n    if (cw == 0) turnPass();' : ''}
+    wg_wait<0>();
+    reg_fence${D}(oacc);
+    mbar_arrive(barEV((nt - 1) % ${ST}));
   }
-  for (int t = 0; t < nt; t++) {
-${OV ? `    // S(t) alternates between sa and sb (the loop body twice), so no accumulator is ever copied or
-    // written by other instructions (either makes ptxas serialize the wgmmas)
-    if ((t & 1) == 0) {
-${body('sa', 'sb')}
-    } else {
-${body('sb', 'sa')}
-    }` : body('sacc', '')}
-  }
-  wg_wait<0>();
-  reg_fence${D}(oacc);
-  if (nt > 0) mbar_arrive(barE((nt - 1) % ${ST}));
   #pragma unroll
   for (int r = 0; r < 2; r++) {
     float l = lrow[r];
