@@ -2,8 +2,8 @@
 # Device calls for issues #19-#22: one script, parts chosen per call (each bounded by timeout -k 5).
 #   run: source .gpu/bootstrap.sh && bash scripts/gpu-parts.sh PART...   (carry .gpu and dist)
 # Parts:
-#   fused    the fused decode kernels' tests on the card (cuda_llm, static_decode), then decode of the TinyLlama
-#            shape at batch 1 with the fused paths on and off (NBX_LLM_FUSION=0), and the 8B shape at batch 1
+#   fused    the fused decode kernels' tests on the card (cuda_llm, static_decode)
+#   ab       decode tok/s (TinyLlama and 8B shapes, batch 1) under several env settings (AB_SETTINGS, AB_SHAPES)
 #   engine4  scripts/gpu-engine.sh graphs (engine throughput with CUDA graphs on/off, serve quick, graph test)
 #   wgdecode scripts/gpu-webgpu-decode.sh (WebGPU decode on the card, CUDA in the same call)
 #   moe      scripts/moe-bench.mjs (Mixtral-layer prefill: grouped expert GEMM vs the host-routed loop)
@@ -36,15 +36,16 @@ for p in "$@"; do
       note "pdl tests rc=$? $(grep -E '^# (pass|fail)' "$L/pdl_tests.log" | tr '\n' ' ')" ;;
     fused)
       timeout -k 5 150 node --test --test-concurrency=2 dist/test/cuda_llm.test.js dist/test/static_decode.test.js > "$L/fused_tests.log" 2>&1
-      note "fused tests rc=$? $(grep -E '^# (pass|fail)' "$L/fused_tests.log" | tr '\n' ' ') $(grep -E '^not ok' "$L/fused_tests.log" | head -5 | tr '\n' ' ')"
-      for v in on off; do
-        if [ $v = off ]; then export NBX_LLM_FUSION=0; fi
-        timeout -k 5 60 node dist/src/cli/nbx.js bench decode --device cuda --shape tinyllama --batch 1 --peers none --json "$L/fused_$v.json" > "$L/fused_$v.log" 2>&1
-        note "fused $v rc=$? $(grep -o '"decode_tok_s":[0-9.]*' "$L/fused_$v.json" 2>/dev/null | head -1)"
-        unset NBX_LLM_FUSION
-      done
-      timeout -k 5 70 node dist/src/cli/nbx.js bench decode --device cuda --shape llama3-8b --batch 1,8 --peers none --json "$L/fused_8b.json" > "$L/fused_8b.log" 2>&1
-      note "fused 8b rc=$? $(grep -o '"decode_tok_s":[0-9.]*' "$L/fused_8b.json" 2>/dev/null | tr '\n' ' ')" ;;
+      note "fused tests rc=$? $(grep -E '^# (pass|fail)' "$L/fused_tests.log" | tr '\n' ' ') $(grep -E '^not ok' "$L/fused_tests.log" | head -5 | tr '\n' ' ')" ;;
+    ab)
+      # decode tok/s of the TinyLlama and 8B shapes at batch 1 under settings AB_SETTINGS (';'-separated env assignments)
+      IFS=';' read -ra sets <<< "${AB_SETTINGS:-NBX_GEMV_PREFETCH=1024;NBX_GEMV_PREFETCH=0;NBX_LLM_FUSED_GEMV=none;NBX_LLM_FUSION=0}"
+      for shape in ${AB_SHAPES:-tinyllama llama3-8b}; do
+        for i in "${!sets[@]}"; do
+          env ${sets[$i]} timeout -k 5 ${AB_TIMEOUT:-45} node dist/src/cli/nbx.js bench decode --device cuda --shape $shape --batch ${AB_BATCH:-1} --peers none --new-tokens ${AB_TOKENS:-256} --json "$L/ab_${shape}_$i.json" > "$L/ab_${shape}_$i.log" 2>&1
+          note "ab $shape [${sets[$i]}] rc=$? $(grep -o '"decode_tok_s": *[0-9.]*' "$L/ab_${shape}_$i.json" 2>/dev/null | tr '\n' ' ')"
+        done
+      done ;;
     engine4)
       OUT=$L bash scripts/gpu-engine.sh graphs > "$L/engine4.log" 2>&1
       note "engine4 rc=$?"; cat "$L/engine_summary.txt" >> "$OUT/summary.txt" 2>/dev/null ;;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as nbx from '../src/index.js';
-import { sampleRows, samplingModeOf, RowSamplingState, type RowSampling } from '../src/generation/sampler.js';
+import { argmaxRows, sampleRows, samplingModeOf, RowSamplingState, type RowSampling } from '../src/generation/sampler.js';
 import { StaticDecoder } from '../src/models/static_decode.js';
 import type { CausalLMModel } from '../src/models/causal_lm.js';
 
@@ -36,6 +36,18 @@ test('sampler: greedy rows take the argmax; the draw picks by cumulative mass of
   assert.deepEqual([0.99].map((u) => row2(u, { min_p: 0.6 })), [2]);
   // temperature → 0.01 sharpens to the argmax
   assert.equal(row2(0.99, { temperature: 0.01 }), 3);
+});
+
+test('argmaxRows in slices = argmax: first index of the maximum, ties across slices, NaN, every device', () => {
+  const devices = ['cpu', ...(nbx.cuda.is_available() ? ['cuda'] : [])];
+  for (const device of devices) {
+    const x = nbx.randn([3, 4096], { generator: nbx.manual_seed(3) }).to(device);
+    x.select(0, 1).fill_(1); // all equal: index 0
+    x.select(0, 2).index_fill_(0, nbx.tensor([100, 3000], { dtype: 'int64', device }), 50); // tie in two slices: the first
+    for (const S of [1, 8, 64]) assert.deepEqual(argmaxRows(x, S).tolist(), nbx.argmax(x, -1).tolist(), `${device} S=${S}`);
+    const y = nbx.zeros([1, 4096], { device }).index_fill_(1, nbx.tensor([2500, 900], { dtype: 'int64', device }), NaN);
+    assert.deepEqual(argmaxRows(y, 8).tolist(), nbx.argmax(y, -1).tolist(), `${device} NaN`);
+  }
 });
 
 test('sampler: a row\'s draw does not depend on the other rows of the batch', () => {

@@ -68,6 +68,30 @@ export function samplingModeOf(rows: readonly (RowSampling | undefined)[]): Samp
 }
 
 /**
+ * argmax(x, -1) of rows [B, V] (the first index of the maximum; NaN counts as the maximum), in two
+ * stages off the CPU: the maximum and its index in each of S slices of a row (B·S blocks), then the
+ * first slice holding the row's maximum. The reduction kernels give a row one block, which for a
+ * vocabulary row is one SM reading up to 0.5 MB (tens of µs of a decode step); the CPU's argmax is
+ * already a single pass.
+ */
+export function argmaxRows(x: Tensor, slices?: number): Tensor {
+  const [B, V] = x.shape as [number, number];
+  const S = slices ?? (x.device.type === 'cpu' ? 1 : argmaxSlices(V));
+  if (S <= 1 || V % S !== 0) return nbx.argmax(x, -1);
+  return nbx.scope(() => {
+    const { values, indices } = x.view([B, S, V / S]).max(-1) as unknown as { values: Tensor; indices: Tensor };
+    const slice = nbx.argmax(values, -1, true); // [B, 1]
+    return indices.gather(1, slice).add(slice.mul(V / S)).squeeze(1);
+  });
+}
+
+/** Slices for argmaxRows: the most (≤ 64) that divide V into slices of ≥ 512 elements; 1 = one pass. */
+function argmaxSlices(V: number): number {
+  for (let s = Math.min(64, Math.floor(V / 512)); s > 1; s--) if (V % s === 0) return s;
+  return 1;
+}
+
+/**
  * The next token of each row of `logits` [B, V] (any float dtype): int64 [B] on the logits' device.
  * `mode` (samplingModeOf the rows' settings) skips the sort, or everything but the argmax, where no row
  * needs them; 'sorted' is right for every batch.
@@ -82,7 +106,7 @@ export function sampleRows(logits: Tensor, p: RowSamplingTensors, mode: Sampling
       const pen = p.penalty.unsqueeze(1);
       s = nbx.where(p.seen, nbx.where(s.lt(0), s.mul(pen), s.div(pen)), s) as Tensor;
     }
-    const greedy = nbx.argmax(s, -1);
+    const greedy = argmaxRows(s);
     if (mode === 'greedy') return greedy;
     if (mode === 'unsorted') {
       const sampling = p.temperature.gt(0);

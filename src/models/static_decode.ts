@@ -38,7 +38,7 @@ import type { Device } from '../backend/backend.js';
 import { CUDAGraph, captureGraph, type GraphHost } from '../backend/cuda/runtime/graph.js';
 import { recordCpu, type CpuRecording } from '../backend/cpu/runtime/recording.js';
 import { WebGPUGraph, captureWebGPU, type GraphBackend as WebGPUGraphBackend } from '../backend/webgpu/runtime/graph.js';
-import { RowSamplingState, sampleRows, samplingModeOf, type RowSampling, type SamplingMode } from '../generation/sampler.js';
+import { RowSamplingState, argmaxRows, sampleRows, samplingModeOf, type RowSampling, type SamplingMode } from '../generation/sampler.js';
 
 /** What a static decoder uses of the model (CausalLMModel; named here so causal_lm.ts and this file do not import each other). */
 export interface StaticDecodeModel {
@@ -265,7 +265,7 @@ export class StaticDecoder {
       if (cap !== null) logits = logits.div(cap).tanh().mul(cap);
       const last = logits.view([B, logits.shape[2]!]);
       this.sampling?.markSeen(this.ids);
-      const next = this.greedy ? nbx.argmax(last, -1) : this.sampling ? sampleRows(last, this.sampling.tensors, this.samplingMode) : null;
+      const next = this.greedy ? argmaxRows(last) : this.sampling ? sampleRows(last, this.sampling.tensors, this.samplingMode) : null;
       return next ? { logits, next } : { logits, next: null };
     });
   }

@@ -105,12 +105,27 @@ const epilogue = (d: GemvDType, acc: string, o: string, j: string): string =>
  * output of the kernels before it in a step; a prefetch is a hint and reads nothing into the SM anyway).
  * Vector-aligned rows only; the wait itself then guards every read of X and write of O.
  */
-const prefetchRows = (d: GemvDType, j0: string, rows: number, l0: string, l1: string): string => `if (vec && threadIdx.x < ${rows}) {
+const prefetchRows = (d: GemvDType, j0: string, rows: number, l0: string, l1: string): string => (PREFETCH_ROW_BYTES > 0 ? `if (vec && threadIdx.x < ${rows}) {
     const long long jp_ = ${j0} + threadIdx.x;
-    const long long bytes_ = ((${l1} - ${l0}) * ${DTYPES[d].itemsize}) & ~15ll;
+    long long bytes_ = ((${l1} - ${l0}) * ${DTYPES[d].itemsize}) & ~15ll;
+    if (bytes_ > ${PREFETCH_ROW_BYTES}) bytes_ = ${PREFETCH_ROW_BYTES};
     if (jp_ < n && bytes_ > 0) NBX_PREFETCH_L2(W + jp_ * ldw + ${l0}, bytes_);
   }
-  NBX_GRID_DEPENDENCY_WAIT();`;
+  ` : '') + 'NBX_GRID_DEPENDENCY_WAIT();';
+
+/**
+ * Bytes of each weight row a block asks L2 for before its wait: the start of its stream only. Whole
+ * slices (tens of KB per block, over every resident block) exceed L2 and evict each other before use.
+ * NBX_GEMV_PREFETCH=bytes overrides (0: none), for measuring.
+ */
+const PREFETCH_ROW_BYTES = (() => {
+  const v = Number((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_GEMV_PREFETCH ?? 1024);
+  return Number.isFinite(v) && v >= 0 ? Math.floor(v / 16) * 16 : 1024;
+})();
+
+/** Which fused GEMV forms run (NBX_LLM_FUSED_GEMV=all|none|norm|gated, for measuring; default all). */
+const FUSED_GEMV = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_LLM_FUSED_GEMV ?? 'all';
+const fusedGemvOn = (form: 'norm' | 'gated'): boolean => FUSED_GEMV === 'all' || FUSED_GEMV === form;
 
 /** 'nk': vector steps per lane whose loads (cols each) are issued before their arithmetic: 4 to 8 loads in flight, fewer for many rows (registers). */
 export const nkUnroll = (mr: number, cols: number): number => (mr <= 2 ? Math.max(2, 8 / cols) : mr <= 4 ? Math.max(1, 4 / cols) : mr <= 8 ? Math.max(1, 2 / cols) : 1);
@@ -756,7 +771,7 @@ export interface GatedGemvProblem {
  */
 export function cudaGatedGemv(be: CudaBackend, p: GatedGemvProblem): boolean {
   const d = p.out.dtype;
-  if ((d !== 'float16' && d !== 'bfloat16') || p.m < 1 || p.m > GEMV_MAX_ROWS || p.k % 8 !== 0) return false;
+  if (!fusedGemvOn('gated') || (d !== 'float16' && d !== 'bfloat16') || p.m < 1 || p.m > GEMV_MAX_ROWS || p.k % 8 !== 0) return false;
   const xs = p.gateUp.strides, ws = p.weight.strides;
   if (xs[xs.length - 1] !== 1 || ws[1] !== 1 || p.out.strides[p.out.strides.length - 1] !== 1) return false;
   const g: GemvProblem = {
@@ -802,7 +817,7 @@ const NORM_STAGE_MAX_BYTES = 64 * 1024;
  */
 export function cudaNormGemv(be: CudaBackend, p: NormGemvProblem): boolean {
   const d = p.out.dtype;
-  if ((d !== 'float16' && d !== 'bfloat16') || p.m < 1 || p.m > GEMV_MAX_ROWS || p.k % 8 !== 0) return false;
+  if (!fusedGemvOn('norm') || (d !== 'float16' && d !== 'bfloat16') || p.m < 1 || p.m > GEMV_MAX_ROWS || p.k % 8 !== 0) return false;
   const g: GemvProblem = {
     dtype: d, layout: 'nk', m: p.m, n: p.n, k: p.k, X: addr(p.x), xsi: p.k, xsl: 1,
     W: addr(p.weight), ldw: p.weight.strides[0]!, O: addr(p.out), osi: p.n, osj: 1,
