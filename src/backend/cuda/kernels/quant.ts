@@ -758,13 +758,17 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${
   const ${T}* xp = X + (long long)(xr ? g : 0) * K + 32 * t;
   float acc[4] = { 0.f, 0.f, 0.f, 0.f };
   const int nch = K >> 7;
+  // a ring of ${U} chunks in registers (weights, scales, zeros): chunk u of a round is used, then its slot
+  // is refilled with chunk u of the next round, so the loads stay in flight through the arithmetic
+  uint4 wa[${U}], wb[${U}];
+  float sa[${U}], sb[${U}];${asym ? `
+  float za[${U}], zb[${U}];` : ''}
+  #define NBXQ_MMA_LOAD(u, c) if ((c) < nch) { const long long gi_ = (128LL * (c)) >> gshift; \
+    wa[u] = nbxq_ld16(w0 + 64LL * (c)); wb[u] = nbxq_ld16(w1 + 64LL * (c)); \
+    sa[u] = S[(long long)r0 * sRow + gi_]; sb[u] = S[(long long)r1 * sRow + gi_];${asym ? ' \\\n    za[u] = Z[(long long)r0 * sRow + gi_]; zb[u] = Z[(long long)r1 * sRow + gi_];' : ''} }
+  #pragma unroll
+  for (int u = 0; u < ${U}; u++) NBXQ_MMA_LOAD(u, warp + u * ${WARPS})
   for (int c0 = warp; c0 < nch; c0 += ${WARPS * U}) {
-    uint4 wa[${U}], wb[${U}];
-    #pragma unroll
-    for (int u = 0; u < ${U}; u++) {
-      const int c = c0 + u * ${WARPS};
-      if (c < nch) { wa[u] = *reinterpret_cast<const uint4*>(w0 + 64LL * c); wb[u] = *reinterpret_cast<const uint4*>(w1 + 64LL * c); }
-    }
     #pragma unroll
     for (int u = 0; u < ${U}; u++) {
       const int c = c0 + u * ${WARPS};
@@ -789,22 +793,23 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${
           const unsigned a2[4] = { nbxq_pair(ua[w] >> 8), nbxq_pair(ub[w] >> 8), nbxq_pair(ua[w] >> 12), nbxq_pair(ub[w] >> 12) };
           mma16816(cc, a2, p2, p3);
         }
-        const long long gi = (128LL * c) >> gshift;
-        const float s0 = S[(long long)r0 * sRow + gi], s1 = S[(long long)r1 * sRow + gi];${asym ? `
+        const float s0 = sa[u], s1 = sb[u];${asym ? `
         // Σx of this chunk for x rows 2t and 2t + 1 (lanes with g = row hold them after the butterfly over t)
         float sx = 0.f;
         #pragma unroll
         for (int v = 0; v < 16; v++) sx += ${bf ? '__uint_as_float(xv[v] << 16) + __uint_as_float(xv[v] & 0xffff0000u)' : 'nbx_h2f((unsigned short)xv[v]) + nbx_h2f((unsigned short)(xv[v] >> 16))'};
         sx += __shfl_xor_sync(0xffffffffu, sx, 1); sx += __shfl_xor_sync(0xffffffffu, sx, 2);
         const float sxa = __shfl_sync(0xffffffffu, sx, 8 * t), sxb = __shfl_sync(0xffffffffu, sx, 8 * t + 4);
-        const float z0 = Z[(long long)r0 * sRow + gi], z1 = Z[(long long)r1 * sRow + gi];
+        const float z0 = za[u], z1 = zb[u];
         acc[0] = fmaf(s0, cc[0] - z0 * sxa, acc[0]); acc[1] = fmaf(s0, cc[1] - z0 * sxb, acc[1]);
         acc[2] = fmaf(s1, cc[2] - z1 * sxa, acc[2]); acc[3] = fmaf(s1, cc[3] - z1 * sxb, acc[3]);` : `
         acc[0] = fmaf(s0, cc[0], acc[0]); acc[1] = fmaf(s0, cc[1], acc[1]);
         acc[2] = fmaf(s1, cc[2], acc[2]); acc[3] = fmaf(s1, cc[3], acc[3]);`}
       }
+      NBXQ_MMA_LOAD(u, c + ${WARPS * U})
     }
   }
+  #undef NBXQ_MMA_LOAD
   #pragma unroll
   for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
   __syncthreads();
