@@ -14,6 +14,9 @@
 //   node scripts/soak-engine.mjs [--model DIR | --random] [--device cpu|cuda] [--dtype float32]
 //        [--steps 10000] [--warm N] [--max-batch 8] [--block-size 16] [--kv-blocks N] [--prefill-chunk 64]
 //        [--prompt 1:32] [--output 1:48] [--cancel 0.1] [--verify all|N] [--seed 1] [--json FILE]
+//        [--mixed] [--graphs on|off]
+// --mixed: the engine's mixed steps with device sampling (the CUDA default; opt-in elsewhere); --graphs:
+// their replay (CUDA graphs; CPU step recordings) on or off (default: the engine's, on for CUDA).
 //
 // Default model: the embedded one (`nbx generate` without --model); --random: a tiny random Llama
 // (2 layers, hidden 64, GQA 4/2, vocab 256). Build first (`npm run build`).
@@ -36,6 +39,7 @@ const { values: A } = parseArgs({ options: {
   'block-size': { type: 'string', default: '16' }, 'kv-blocks': { type: 'string' }, 'prefill-chunk': { type: 'string', default: '64' },
   prompt: { type: 'string', default: '1:32' }, output: { type: 'string', default: '1:48' }, cancel: { type: 'string', default: '0.1' },
   verify: { type: 'string', default: 'all' }, seed: { type: 'string', default: '1' }, json: { type: 'string' },
+  mixed: { type: 'boolean', default: false }, graphs: { type: 'string' },
 } });
 
 const STEPS = Number(A.steps), WARM = A.warm !== undefined ? Number(A.warm) : Math.floor(STEPS * 0.3);
@@ -56,7 +60,8 @@ const model = A.random
   : await nbx.models.load(A.model ?? defaultModelDir(), { device: A.device, dtype: A.dtype });
 const vocab = model.config.vocab_size;
 const name = A.random ? 'tiny random llama' : (A.model ?? 'embedded nbx-kjv');
-const engineOpts = { maxBatch: Number(A['max-batch']), blockSize: Number(A['block-size']), prefillChunk: Number(A['prefill-chunk']), ...(A['kv-blocks'] ? { kvBlocks: Number(A['kv-blocks']) } : {}) };
+const engineOpts = { maxBatch: Number(A['max-batch']), blockSize: Number(A['block-size']), prefillChunk: Number(A['prefill-chunk']), ...(A['kv-blocks'] ? { kvBlocks: Number(A['kv-blocks']) } : {}),
+  ...(A.mixed ? { sampling: 'device', mixedSteps: true } : {}), ...(A.graphs ? { graphs: A.graphs === 'on' } : {}) };
 const engine = new Engine(model, engineOpts);
 const cuda = model.device.type === 'cuda';
 
@@ -137,6 +142,8 @@ warmMem ??= memory();
 const endStats = engine.stats(), endMem = memory();
 const soakS = (performance.now() - t0) / 1000;
 console.log(`soak: ${submitted} requests, ${endStats.steps} steps, ${endStats.tokens_out} tokens in ${soakS.toFixed(1)} s (${(endStats.tokens_out / soakS).toFixed(0)} tok/s), errors ${errors} ${JSON.stringify(errorKinds)}`);
+const gs = engine.graphStats();
+if (engine.mixedSteps) console.log(`steps: mixed (${engine.rowBuckets.join('/')} rows), graphs ${gs.enabled ? 'on' : 'off'}: ${gs.captures} captured, ${gs.replays} replayed, ${gs.eagerSteps} eager${gs.fallbackReason ? `; fell back to eager steps: ${gs.fallbackReason}` : ''}`);
 
 // memory: flat after warm-up
 const grew = [];

@@ -786,10 +786,16 @@ export class Engine {
       this.graphCounters.replays++;
       return { ids: out, owned: false };
     } catch (e) {
-      if (!(e instanceof GraphCaptureError)) throw e;
-      this.graphFallback = e.message;
+      const what = this.model.device.type === 'cpu' ? 'CPU step recordings' : 'CUDA graphs';
+      this.graphFallback = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
       this.dropGraphs();
-      if (process.env.NBX_DEBUG) process.stderr.write(`nbx: engine steps run without ${this.model.device.type === 'cpu' ? 'CPU step recordings' : 'CUDA graphs'}: ${e.message}\n`);
+      if (!(e instanceof GraphCaptureError)) {
+        // not a step that cannot be recorded but a failure while recording it (the step's requests get the
+        // error): the next steps run eagerly rather than fail the same way
+        process.stderr.write(`nbx: engine steps run without ${what} from now on: the capture failed with ${this.graphFallback}\n`);
+        throw e;
+      }
+      if (process.env.NBX_DEBUG) process.stderr.write(`nbx: engine steps run without ${what}: ${e.message}\n`);
       return eager(false);
     }
   }
