@@ -207,7 +207,8 @@ __device__ __forceinline__ bool mbar_try(u32 b, u32 parity) {
   return ok != 0;
 }
 __device__ __forceinline__ u64 gtimer() { u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
-// what: 0 Q full, 1 K full, 2 V full, 3 K empty, 4 V empty; t: the tile waited for
+// what: 0 Q full, 1 K full, 2 V full, 3 K empty, 4 V empty; t: the tile waited for. (A call in the kernel:
+// ptxas then ignores setmaxnreg and serializes the wgmmas, so the watch build is slow; it is for diagnosis.)
 __device__ __noinline__ void mbar_stuck(int what, int t, u32 parity) {
   printf("attn_fwd90 WATCH: block %d thread %d waited > ${WATCH_NS / 1e9} s on %s of tile %d (parity %u)\n", (int)blockIdx.x, (int)threadIdx.x,
     what == 0 ? "Q full" : what == 1 ? "K full" : what == 2 ? "V full" : what == 3 ? "K empty" : "V empty", t, parity);
