@@ -9,6 +9,7 @@
 //   3. the grouped GEMMs alone at block sizes 16/32/64/128 (the row tile; padding E·BS/2 rows)
 //   4. 17–128 tokens: the dense path (every expert on every token) vs the grouped path
 //   5. the whole model's prefill (--layers layers), grouped vs host-routed (everything else the same)
+//   6. other CTA tiles of the grouped GEMM (NBX_MOE_GEMM_TILE="bn,bk,stages") at block size 64 (and 128)
 // Writes $OUT/moe-bench.json (default /tmp/out) and prints a line per figure. About 60 s on an H200:
 //   timeout -k 5 100 node scripts/moe-bench.mjs [--tokens 512,2048] [--layers 1] [--reps 5]
 import { parseArgs } from 'node:util';
@@ -26,7 +27,7 @@ const { moeAlignComposite } = await import('../dist/src/ops/llm.js');
 const OUT = process.env.OUT || '/tmp/out';
 mkdirSync(OUT, { recursive: true });
 const started = performance.now();
-const results = { config: null, checks: [], experts: [], blockSizes: [], dense: [], prefill: [] };
+const results = { config: null, checks: [], experts: [], blockSizes: [], dense: [], prefill: [], tiles: [] };
 const log = (s) => { console.log(`[${((performance.now() - started) / 1000).toFixed(1)}s] ${s}`); };
 const save = () => writeFileSync(join(OUT, 'moe-bench.json'), JSON.stringify(results, null, 1));
 
@@ -92,7 +93,7 @@ try {
     const [s, bx, tot] = nbx.llm.moe_align(idx, E, 64);
     const [cs, cb, ct] = moeAlignComposite(idx.to('cpu'), E, 64);
     const alignOk = nbx.equal(s.to('cpu'), cs) && nbx.equal(bx.to('cpu'), cb) && nbx.equal(tot.to('cpu'), ct);
-    const ok = maxErr <= 2e-2 * scale && meanErr <= 4e-3 * meanRef && alignOk;
+    const ok = maxErr <= 3e-2 * scale && meanErr <= 1e-2 * meanRef && alignOk; // bf16: an ulp is 2^-8 of a value
     results.checks.push({ tokens: n, expertCounts: counts, maxErr, meanErr, maxRef: scale, meanRef, alignExact: alignOk, ok });
     log(`check N=${n}: slots per expert [${counts.join(' ')}]; grouped vs host-routed max |diff| ${maxErr.toExponential(2)} (max |out| ${scale.toFixed(3)}), mean |diff| ${meanErr.toExponential(2)} (mean |out| ${meanRef.toExponential(2)}); moe_align = composite: ${alignOk} → ${ok ? 'OK' : 'FAIL'}`);
     for (const t of [a, b, s, bx, tot]) t.dispose();
@@ -133,6 +134,20 @@ try {
     ids.dispose();
   }
   save();
+  // 6. tiles (default 128,32,4)
+  for (const n of TOKENS) {
+    const { x, idx, w } = routed(n, n);
+    for (const [bs, tile] of values.small ? [[64, '256,32,4']] : [[64, '128,32,4'], [64, '256,32,4'], [64, '128,64,3'], [64, '256,64,3'], [64, '128,32,3'], [128, '128,32,4'], [128, '128,64,3']]) {
+      process.env.NBX_MOE_GEMM_TILE = tile;
+      try {
+        const tt = await time(() => grouped(ex, x, idx, w, bs));
+        results.tiles.push({ tokens: n, blockSize: bs, tile, groupedMs: tt, tflops: tflops(n, tt) });
+        log(`tile N=${n} block ${bs} bn,bk,stages ${tile}: grouped path ${tt.toFixed(3)} ms (${tflops(n, tt).toFixed(0)} TFLOP/s)`);
+      } finally { delete process.env.NBX_MOE_GEMM_TILE; }
+      save();
+    }
+    x.dispose(); idx.dispose(); w.dispose();
+  }
   const bad = results.checks.filter((c) => !c.ok);
   log(bad.length ? `CORRECTNESS FAIL at ${bad.map((c) => c.tokens).join(', ')} tokens` : 'all checks OK');
   process.exitCode = bad.length ? 1 : 0;

@@ -1,6 +1,6 @@
 // Every specialization of the CUDA mixture-of-experts kernels (src/backend/cuda/kernels/moe.ts):
 // moe_align for int32/int64 ids, the grouped GEMM for bfloat16/float16 × block sizes 16/32/64/128 ×
-// routing weights absent/float32/bfloat16/float16, compiled with nvcc for sm_90 (no GPU needed; run
+// routing weights absent/float32/bfloat16/float16 (and the other NBX_MOE_GEMM_TILE tiles), compiled with nvcc for sm_90 (no GPU needed; run
 // after `npx tsc`). `--verbose` prints ptxas's registers, spills and shared memory per kernel.
 //   node scripts/moe-compile.mjs [--verbose]
 import { spawnSync } from 'node:child_process';
@@ -9,12 +9,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { compileAll, checkSignature } from '../test/gen/cuda_compile_util.mjs';
 import { CUDA_PRELUDE } from '../dist/src/ir/render_c.js';
-import { moeAlignSource, groupedGemmSource, GEMM_BLOCK_SIZES } from '../dist/src/backend/cuda/kernels/moe.js';
+import { moeAlignSource, groupedGemmSource, gemmTile, GEMM_BLOCK_SIZES } from '../dist/src/backend/cuda/kernels/moe.js';
 
 const specs = [];
 for (const it of ['int32', 'int64']) specs.push({ label: `moe_align ${it}`, ...moeAlignSource(it) });
 for (const d of ['bfloat16', 'float16']) for (const bm of GEMM_BLOCK_SIZES) for (const rd of [null, 'float32', 'bfloat16', 'float16']) {
-  specs.push({ label: `grouped_expert_gemm ${d} BM${bm} routing ${rd}`, ...groupedGemmSource(d, bm, rd) });
+  specs.push({ label: `grouped_expert_gemm ${d} BM${bm} routing ${rd}`, ...groupedGemmSource(d, gemmTile(bm, ''), rd) });
+}
+// the other tiles NBX_MOE_GEMM_TILE offers (bn,bk,stages)
+for (const bm of GEMM_BLOCK_SIZES) for (const spec of ['256,32,4', '128,64,3', '256,64,3', '128,32,3', '128,32,5']) {
+  if (spec.startsWith('256') && bm > 64) continue;
+  specs.push({ label: `grouped_expert_gemm bfloat16 BM${bm} tile ${spec} routing float32`, ...groupedGemmSource('bfloat16', gemmTile(bm, spec), 'float32') });
 }
 await compileAll('moe', specs, 8);
 if (process.argv.includes('--verbose')) {

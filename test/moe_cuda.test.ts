@@ -80,6 +80,7 @@ test('a Mixtral layer on CUDA (bfloat16): a prompt of more than 128 tokens takes
   try {
     const block = (model as unknown as { model: { layers: { mlp: { forward(x: Tensor): Tensor } }[] } }).model.layers[0]!.mlp;
     const x = rand([1, N, H], 9, -2, 2, 'bfloat16').to('cuda');
+    assert.ok(groupedExpertKernel(x, 64), 'the grouped path is there for bf16 on CUDA');
     const fused = block.forward(x);
     const was = nbx.llm.set_fusion(false);
     let loop: Tensor;

@@ -8,23 +8,24 @@
 //   warp, the lanes of one expert are found by __match_any_sync and ranked by popcount, the warps' counts
 //   of each expert are prefixed in warp order, and a running count per expert carries across tiles. So
 //   the slots of an expert keep their order (the composite's stable sort: the result is deterministic,
-//   unlike vLLM's atomics) and nothing is read back to the host: a CUDA graph records it. One block is
+//   unlike vLLM's atomics) and the routing never goes to the host: a CUDA graph records it. One block is
 //   enough at prefill sizes (M = N·k slots ≤ a few 10⁴: a handful of tiles).
-// - grouped_expert_gemm: one CTA per (block of BM = block_size sorted positions, 128 output features).
+// - grouped_expert_gemm: one CTA per (block of BM = block_size sorted positions, BN = 128 output features).
 //   The block's expert is read on the device; its BM slots give the rows of x to gather (slot / k, or the
 //   slot itself for a per-slot input; padding rows are zeros). Tiles of x and of the expert's weight
 //   ([O, K]: nn.Linear's layout is already the column-major B operand) move to shared memory with
-//   cp.async in a 4-stage ring (rows padded to 40 elements: ldmatrix without bank conflicts), fragments
+//   cp.async in a 4-stage ring of 32-deep K slices (rows padded by 8 elements: ldmatrix without bank
+//   conflicts; other tiles by NBX_MOE_GEMM_TILE, for measuring), fragments
 //   by ldmatrix, products by mma.sync m16n8k16 with float32 accumulators; the epilogue multiplies by
 //   the routing weight (optional) and writes each row to its slot of out [M, O]. Blocks past the total
 //   return at once, so the grid has a fixed size (moe_align's capacity) and needs no host read.
 //
-// Both record bad indices in an error word, read after the launch (deferred inside a capture), as
-// expert_gemv does.
+// Both record bad indices in an error word, read after an eager launch (a host sync per call; deferred
+// to the replay inside a capture), as expert_gemv does.
 
 import type { BackendKernels } from '../../../kernels/table.js';
 import type { GroupedExpertGemmParams, MoeAlignParams } from '../../../kernels/llm.js';
-import { IndexError } from '../../../errors.js';
+import { IndexError, ValueError } from '../../../errors.js';
 import type { CudaBuffer } from '../runtime/device.js';
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
@@ -151,25 +152,40 @@ function cudaMoeAlign(p: MoeAlignParams): void {
 
 // ---- grouped_expert_gemm --------------------------------------------------------------------------------
 
-/** Output features per CTA, K per pipeline stage, stages in flight, shared-memory row length (K + 8: no bank conflicts). */
-const BN = 128, BK = 32, STAGES = 4, LDS = BK + 8;
+/**
+ * A CTA's tile: bm rows (the block size), bn output features, bk of K per pipeline stage, `stages` stages
+ * in flight, wm × wn warps. Shared-memory rows are bk + 8 elements long (ldmatrix without bank conflicts).
+ */
+export interface GemmTile { bm: number; bn: number; bk: number; stages: number; wm: number; wn: number }
 
-/** Warps along M and N for a row tile of BM (BN = 128): each warp's tile is a multiple of 16 × 16. */
-export function gemmLayout(bm: number): { wm: number; wn: number } {
-  if (bm === 128) return { wm: 2, wn: 4 }; // 8 warps of 64 × 32
-  if (bm === 64) return { wm: 2, wn: 2 };  // 4 warps of 32 × 64
-  return { wm: 1, wn: 4 };                  // 16, 32: 4 warps of bm × 32
+/**
+ * The tile for a block size: bn 128, bk 32, 4 stages by default. NBX_MOE_GEMM_TILE="bn,bk,stages" (bn 128
+ * or 256, bk 32 or 64, 2-5 stages) picks another, for measuring (scripts/moe-bench.mjs); bn 256 only with
+ * bm ≤ 64 (each warp's accumulators stay at 64 floats).
+ */
+export function gemmTile(bm: number, spec = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_MOE_GEMM_TILE): GemmTile {
+  let bn = 128, bk = 32, stages = 4;
+  if (spec) {
+    const v = spec.split(',').map(Number);
+    if (v.length !== 3 || ![128, 256].includes(v[0]!) || ![32, 64].includes(v[1]!) || !(v[2]! >= 2 && v[2]! <= 5) || (v[0] === 256 && bm > 64)) {
+      throw new ValueError('llm.grouped_expert_linear', `NBX_MOE_GEMM_TILE must be "bn,bk,stages" with bn 128 or 256 (256 only for block sizes up to 64), bk 32 or 64, 2 to 5 stages; got '${spec}' for block size ${bm}`);
+    }
+    [bn, bk, stages] = v as [number, number, number];
+  }
+  // warps: 64 × 32 (bm 128), 32 × 64 (bm 64), bm × 32 (bm 16, 32 with bn 128) or bm × 64 (bn 256)
+  const wm = bm >= 64 ? 2 : 1, wn = bm === 64 && bn === 128 ? 2 : 4;
+  return { bm, bn, bk, stages, wm, wn };
 }
 /** The moe_align block sizes the kernel's row tiles cover. */
 export const GEMM_BLOCK_SIZES: readonly number[] = [16, 32, 64, 128];
 export const GEMM_DTYPES: readonly DTypeName[] = ['bfloat16', 'float16'];
 
 /** Dynamic shared memory of the stage ring for a row tile of BM. */
-export const gemmSmem = (bm: number): number => STAGES * (bm + BN) * LDS * 2;
+export const gemmSmem = (t: GemmTile): number => t.stages * (t.bm + t.bn) * (t.bk + 8) * 2;
 
-export function groupedGemmSource(d: 'bfloat16' | 'float16', bm: number, rd: DTypeName | null) {
+export function groupedGemmSource(d: 'bfloat16' | 'float16', tile: GemmTile, rd: DTypeName | null) {
   const bf = d === 'bfloat16', ty = bf ? 'bf16' : 'f16';
-  const { wm, wn } = gemmLayout(bm);
+  const { bm, bn: BN, bk: BK, stages: STAGES, wm, wn } = tile, LDS = BK + 8;
   const NT = wm * wn * 32, WTM = bm / wm, WTN = BN / wn, MT = WTM / 16, NTL = WTN / 8;
   const RT = rd ? R.storageType(rd) : 'float';
   const scale = rd ? `(float)${R.load(rd, 'rw', 's')}` : '1.0f';
@@ -191,7 +207,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b
     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 #endif
-extern "C" __global__ void __launch_bounds__(${NT}${bm === 128 ? ', 2' : ''}) grouped_expert_gemm(const unsigned short* __restrict__ x,
+extern "C" __global__ void __launch_bounds__(${NT}${NT >= 256 ? ', 2' : ''}) grouped_expert_gemm(const unsigned short* __restrict__ x,
   const unsigned short* __restrict__ w, const int* __restrict__ sorted, const int* __restrict__ bexp, const int* __restrict__ totalp,
   const ${RT}* __restrict__ rw, unsigned short* __restrict__ out, unsigned long long* __restrict__ err,
   int topK, int M, int E, int O, int K, int BS, int cap, int perSlot) {
@@ -299,12 +315,12 @@ function cudaGroupedExpertGemm(p: GroupedExpertGemmParams): void {
   if (!GEMM_BLOCK_SIZES.includes(p.blockSize)) throw new IndexError(op, `block_size ${p.blockSize} is not one of the kernel's row tiles (${GEMM_BLOCK_SIZES.join(', ')})`);
   if (p.blocks === 0 || p.outFeatures === 0) return;
   const rd = p.routing ? p.routing.dtype : null;
-  const bm = p.blockSize, { wm, wn } = gemmLayout(bm);
-  const k = be.kernel(`moe_gemm:${d}:${bm}:${rd}`, () => groupedGemmSource(d as 'bfloat16' | 'float16', bm, rd));
-  const smem = gemmSmem(bm);
+  const tile = gemmTile(p.blockSize), { bm, bn, bk, stages, wm, wn } = tile;
+  const k = be.kernel(`moe_gemm:${d}:${bm}:${bn}:${bk}:${stages}:${rd}`, () => groupedGemmSource(d as 'bfloat16' | 'float16', tile, rd));
+  const smem = gemmSmem(tile);
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const err = errorWord();
-  be.ctx.launch(k, [p.blocks, Math.ceil(p.outFeatures / BN)], wm * wn * 32,
+  be.ctx.launch(k, [p.blocks, Math.ceil(p.outFeatures / bn)], wm * wn * 32,
     [at(p.x), at(p.weight), at(p.sorted), at(p.blockExperts), at(p.total), at(p.routing), at(p.out), err,
       p.topK, p.slots, p.experts, p.outFeatures, p.inFeatures, p.blockSize, p.capacity, p.xPerSlot ? 1 : 0], smem, be.stream);
   const v = readError(op);
