@@ -48,3 +48,90 @@ test('webgpu linear with few rows (the matrix-vector kernel) equals the CPU: dty
     assert.ok(e <= TOL[dt], `${dt} sliced weight: relative error ${e}`);
   }
 });
+
+const llm = nbx.llm as unknown as {
+  fused_add_rms_norm(x: Tensor, r: Tensor, w: Tensor | null, opts?: { eps?: number }): [Tensor, Tensor];
+  rotary_and_cache(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, kc: Tensor, vc: Tensor, idx: Tensor): Tensor;
+  decode_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null, opts?: { is_causal?: boolean; scale?: number }): Tensor;
+};
+
+test('webgpu fused_add_rms_norm equals the CPU (dtypes, with and without weight, long rows)', { skip }, async () => {
+  let seed = 100;
+  for (const dt of ['float32', 'bfloat16', 'float16'] as DT[]) {
+    for (const [rows, n, w] of [[1, 2048, true], [3, 100, false], [2, 5000, true]] as [number, number, boolean][]) {
+      const x = rand([rows, n], seed++).to(dt), r = rand([rows, n], seed++).to(dt), wt = w ? rand([n], seed++).to(dt) : null;
+      const [o, s] = llm.fused_add_rms_norm(x, r, wt, { eps: 1e-5 });
+      const [og, sg] = llm.fused_add_rms_norm(x.to(G), r.to(G), wt?.to(G) ?? null, { eps: 1e-5 });
+      assert.ok(await relErr(sg, s) <= TOL[dt], `${dt} ${rows}x${n} residual`);
+      const e = await relErr(og, o);
+      assert.ok(e <= TOL[dt], `${dt} ${rows}x${n} weight=${w}: relative error ${e}`);
+    }
+  }
+});
+
+test('webgpu rotary_and_cache equals the CPU: q rotated, k rotated and v written at the device index, partial rotary, strided inputs; a bad index raises', { skip }, async () => {
+  let seed = 200;
+  for (const dt of ['float32', 'bfloat16'] as DT[]) {
+    for (const [B, H, KVH, T, D, R, S] of [[1, 8, 2, 1, 64, 64, 16], [2, 4, 4, 3, 32, 16, 12]] as number[][]) {
+      // q/k/v as the decoder makes them: one projection [B, T, (H + 2KVH)·D] viewed as heads and transposed
+      const qkv = rand([B!, T!, H! + 2 * KVH!, D!], seed++).to(dt);
+      const q = qkv.slice(2, 0, H).transpose(1, 2), k = qkv.slice(2, H, H! + KVH!).transpose(1, 2), v = qkv.slice(2, H! + KVH!).transpose(1, 2);
+      const ang = rand([1, T!, R! / 2], seed++, 3);
+      const emb = nbx.cat([ang, ang], -1);
+      const cos = emb.cos().to(dt), sin = emb.sin().to(dt);
+      const kc = rand([B!, KVH!, S!, D!], seed++).to(dt), vc = rand([B!, KVH!, S!, D!], seed++).to(dt);
+      const idx = nbx.tensor(Array.from({ length: T! }, (_, t) => (5 + 3 * t) % S!), { dtype: 'int64' });
+      const kcg = kc.to(G), vcg = vc.to(G);
+      const want = llm.rotary_and_cache(q, k, v, cos, sin, kc, vc, idx);
+      const got = llm.rotary_and_cache(q.to(G), k.to(G), v.to(G), cos.to(G), sin.to(G), kcg, vcg, idx.to(G));
+      const tol = dt === 'float32' ? 1e-6 : 1e-2;
+      assert.ok(await relErr(got, want) <= tol, `${dt} q`);
+      assert.ok(await relErr(kcg, kc) <= tol, `${dt} key cache`);
+      assert.ok(await relErr(vcg, vc) <= 0, `${dt} value cache (exact copies)`);
+    }
+  }
+  // an index past the cache: nothing written, IndexError at the next read
+  const q = rand([1, 2, 1, 8], 1).to(G), k = rand([1, 1, 1, 8], 2).to(G), cs = rand([1, 1, 8], 3).to(G);
+  const kc = nbx.zeros([1, 1, 4, 8]).to(G), vc = nbx.zeros([1, 1, 4, 8]).to(G);
+  const out = llm.rotary_and_cache(q, k, k, cs, cs, kc, vc, nbx.tensor([4], { dtype: 'int64' }).to(G));
+  await assert.rejects(async () => out.cpu(), (e: Error) => e.name === 'IndexError' && /out of bounds/.test(e.message));
+});
+
+test('webgpu decode_attention equals the CPU: GQA, bool and additive masks, causal rows, a cache view, keys past one chunk', { skip }, async () => {
+  let seed = 300;
+  for (const dt of ['float32', 'bfloat16'] as DT[]) {
+    for (const [B, H, KVH, L, S, D, mask, causal] of [
+      [1, 8, 2, 1, 40, 64, 'bool', false], [2, 4, 4, 3, 7, 32, 'none', true], [1, 4, 1, 2, 1500, 16, 'float', false], [1, 32, 4, 1, 512, 64, 'bool', false],
+    ] as [number, number, number, number, number, number, string, boolean][]) {
+      const q = rand([B, H, L, D], seed++).to(dt);
+      // keys and values: the first S positions of a larger cache (a view, as the static decoder's)
+      const kc = rand([B, KVH, S + 5, D], seed++).to(dt), vc = rand([B, KVH, S + 5, D], seed++).to(dt);
+      const k = kc.slice(2, 0, S), v = vc.slice(2, 0, S);
+      let m: Tensor | null = null;
+      if (mask === 'bool') m = rand([B, 1, 1, S], seed++).gt(-0.6);
+      if (mask === 'float') m = rand([B, 1, L, S], seed++, 2).to(dt);
+      const want = llm.decode_attention(q, k, v, m, { is_causal: causal });
+      const got = llm.decode_attention(q.to(G), k.to(G), v.to(G), m?.to(G) ?? null, { is_causal: causal });
+      const e = await relErr(got, want);
+      assert.ok(e <= (dt === 'float32' ? 1e-5 : 2e-2), `${dt} B${B} H${H}/${KVH} L${L} S${S} D${D} ${mask}${causal ? ' causal' : ''}: relative error ${e}`);
+    }
+  }
+  // every key masked: zeros (the safe softmax)
+  const z = llm.decode_attention(rand([1, 2, 1, 8], 1).to(G), rand([1, 2, 5, 8], 2).to(G), rand([1, 2, 5, 8], 3).to(G), nbx.zeros([1, 1, 1, 5], { dtype: 'bool' }).to(G));
+  assert.deepEqual(Array.from((await z.cpu()).dataSync() as Float32Array), new Array(16).fill(0));
+});
+
+test('a tiny Llama on WebGPU decodes the CPU\'s greedy tokens, with the replayed step graph and without', { skip }, async () => {
+  const cfg = { model_type: 'llama', architectures: ['LlamaForCausalLM'], num_hidden_layers: 2, hidden_size: 64, intermediate_size: 128, num_attention_heads: 4, num_key_value_heads: 2,
+    vocab_size: 500, rope_theta: 10000, max_position_embeddings: 512, rms_norm_eps: 1e-5, bos_token_id: 1, eos_token_id: 2, pad_token_id: 0, tie_word_embeddings: false, hidden_act: 'silu' };
+  const cpu = nbx.models.fromConfig(cfg, { device: 'cpu', dtype: 'float32', seed: 3 });
+  const gpu = nbx.models.fromConfig(cfg, { device: G, dtype: 'float32', seed: 3 });
+  const ids = nbx.tensor([[5, 9, 77, 300, 12, 8]], { dtype: 'int64' });
+  const opts = { max_new_tokens: 12, do_sample: false, eos_token_id: null };
+  const want = (await cpu.generate(ids, opts)).tolist();
+  assert.deepEqual((await gpu.generate(ids, opts)).tolist(), want, 'replayed');
+  assert.deepEqual((await gpu.generate(ids, opts)).tolist(), want, 'replayed again (the kept decoder)');
+  process.env.NBX_WEBGPU_REPLAY = '0';
+  try { assert.deepEqual((await gpu.generate(ids, opts)).tolist(), want, 'eager'); } finally { delete process.env.NBX_WEBGPU_REPLAY; }
+  cpu.dispose(); gpu.dispose();
+});
