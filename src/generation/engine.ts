@@ -46,7 +46,7 @@ import type { Tokenizer } from '../tokenizer/index.js';
 import { resolveConfig, type ResolvedConfig } from './config.js';
 import { chooseTokens, processLogits } from './logits.js';
 import { IncrementalDecoder } from './text.js';
-import { RowSamplingState, sampleRows, type RowSampling, type SamplingMode } from './sampler.js';
+import { RowSamplingState, sampleRows, type RowSamplingTensors, type SamplingMode } from './sampler.js';
 import { uniform } from '../random/sample.js';
 
 const OP = 'Engine';
@@ -257,7 +257,6 @@ function uniformOf(seq: Sequence): number {
   return Math.min((uniform(seq.cfg.generator!, 1, 'float64') as Float64Array)[0]!, 1 - 2 ** -53);
 }
 
-const GREEDY: RowSampling = { temperature: 0, top_k: 0, top_p: 1, min_p: 0 };
 const NO_MASK = { mask: null, isCausal: false };
 /** A mixed step attends through paged_attention (each row its own length and window): no masks to build. */
 const NO_MASKS = { full_attention: NO_MASK, sliding_attention: NO_MASK };
@@ -448,8 +447,10 @@ export class Engine {
     for (const s of [...this.waiting, ...this.running]) this.cancel(s);
     await this.loop;
     this.dropGraphs();
-    this.inputs?.i64.dispose(); this.inputs?.i32.dispose(); this.inputs = null;
-    this.stepSampling?.dispose(); this.stepSampling = null;
+    if (this.inputs) {
+      for (const t of [...Object.values(this.inputs.sampling), this.inputs.i64, this.inputs.i32, this.inputs.f32]) (t as Tensor).dispose();
+      this.inputs = null;
+    }
     this.cache.dispose();
     for (const st of this.samplingStates.values()) st.dispose();
     this.samplingStates.clear();
@@ -569,12 +570,12 @@ export class Engine {
 
   /**
    * The step's inputs on the device, written by one host-to-device copy each per step (what a replayed
-   * graph reads): int64 [3·Rmax + S] = token ids | positions | slots (Rmax each) | the S = maxBatch rows
-   * sampled; int32 [Rmax + Rmax·Wmax] = sequence lengths (Rmax) | block tables ([R, W] from Rmax on).
+   * graph reads): int64 [3·Rmax + 2S] = token ids | positions | slots (Rmax each) | the S = maxBatch rows
+   * sampled | their top_k; int32 [Rmax + Rmax·Wmax] = sequence lengths (Rmax) | block tables ([R, W]
+   * from Rmax on); float32 [4S] = the sampled rows' temperature | top_p | min_p | uniform draw (as
+   * RowSamplingState packs them, without its per-step copies and top_k conversion).
    */
-  private inputs: { i64: Tensor; i32: Tensor; h64: Int32Array; h32: Int32Array } | null = null;
-  /** The sampled rows' settings and draws (maxBatch rows). */
-  private stepSampling: RowSamplingState | null = null;
+  private inputs: { i64: Tensor; i32: Tensor; f32: Tensor; h64: Int32Array; h32: Int32Array; hf: Float32Array; sampling: RowSamplingTensors } | null = null;
   private stepGraphs = new Map<string, { graph: CUDAGraph | null; recording: CpuRecording | null; out: Tensor }>();
   /** (rows, mode) shapes run once eagerly (kernels compiled and tuned) before a capture. */
   private readonly warmed = new Set<string>();
@@ -601,28 +602,29 @@ export class Engine {
   private ensureInputs(): NonNullable<Engine['inputs']> {
     if (this.inputs) return this.inputs;
     const Rmax = this.stepTokens, S = this.maxBatch, dev = this.model.device;
-    const n64 = 3 * Rmax + S, n32 = Rmax + Rmax * this.maxWidth;
+    const n64 = 3 * Rmax + 2 * S, n32 = Rmax + Rmax * this.maxWidth;
+    const i64 = nbx.keep(nbx.zeros([n64], { dtype: 'int64', device: dev }));
+    const f32 = nbx.keep(nbx.zeros([4 * S], { dtype: 'float32', device: dev }));
+    const view = (t: Tensor, i: number): Tensor => nbx.keep(t.narrow(0, i * S, S));
     this.inputs = {
-      i64: nbx.keep(nbx.zeros([n64], { dtype: 'int64', device: dev })),
-      i32: nbx.keep(nbx.zeros([n32], { dtype: 'int32', device: dev })),
-      // int64 values as (low, high) int32 pairs: every id, position and slot is below 2^31
-      h64: new Int32Array(2 * n64), h32: new Int32Array(n32),
+      i64, f32, i32: nbx.keep(nbx.zeros([n32], { dtype: 'int32', device: dev })),
+      // int64 values as (low, high) int32 pairs: every id, position, slot and top_k is below 2^31
+      h64: new Int32Array(2 * n64), h32: new Int32Array(n32), hf: new Float32Array(4 * S),
+      sampling: { temperature: view(f32, 0), topP: view(f32, 1), minP: view(f32, 2), uniform: view(f32, 3), topK: nbx.keep(i64.narrow(0, 3 * Rmax + S, S)) },
     };
-    this.stepSampling = new RowSamplingState(S, dev);
     return this.inputs;
   }
 
-  /** Writes the first `words` int32 words of `host` into `t` (from its start). */
-  private upload(t: Tensor, host: Int32Array, words: number): void {
+  /** Writes the first `n` elements of `host` (the tensor's dtype's bytes) into `t`, from its start. */
+  private upload(t: Tensor, host: Int32Array | Float32Array, n: number): void {
     const be = backendFor(t.device) as { writeBytes?: (buf: unknown, byteOffset: number, data: Uint8Array) => void };
-    const bytes = new Uint8Array(host.buffer, 0, words * 4);
+    const item = t.dt === 'int64' ? 8 : 4;
     if (t.device.type === 'cuda' && be.writeBytes) {
       const ref = t.ref();
-      be.writeBytes(ref.buf, ref.offset * (t.dt === 'int64' ? 8 : 4), bytes);
+      be.writeBytes(ref.buf, ref.offset * item, new Uint8Array(host.buffer, 0, n * item));
       return;
     }
-    const n = t.dt === 'int64' ? words / 2 : words;
-    const src = t.dt === 'int64' ? new BigInt64Array(host.buffer, 0, n) : new Int32Array(host.buffer, 0, n);
+    const src = t.dt === 'int64' ? new BigInt64Array(host.buffer, 0, n) : t.dt === 'int32' ? new Int32Array(host.buffer, 0, n) : new Float32Array(host.buffer, 0, n);
     t.narrow(0, 0, n).copy_(Tensor.fromStorage(src.slice(), t.dt, [n]));
   }
 
@@ -686,12 +688,23 @@ export class Engine {
         h32.fill(scratchBlock, Rmax + r * W, Rmax + (r + 1) * W);
       }
       for (; k < S; k++) put64(3 * Rmax + k, 0);
-      const settings: RowSampling[] = sampled.map(({ seq: s }) => (s.cfg.do_sample ? { temperature: s.cfg.temperature, top_k: s.cfg.top_k, top_p: s.cfg.top_p, min_p: 0 } : GREEDY));
-      this.stepSampling!.write(settings, sampled.map(({ seq: s }) => (s.cfg.do_sample ? uniformOf(s) : 0)));
+      // the sampled rows' settings and draws; the rest greedy (temperature 0, no cut)
+      const hf = inp.hf;
+      let sampling = false;
+      for (let i = 0; i < S; i++) {
+        const s = i < sampled.length ? sampled[i]!.seq : null, smp = s !== null && s.cfg.do_sample;
+        sampling ||= smp;
+        hf[i] = smp ? s.cfg.temperature : 0;
+        hf[S + i] = smp ? s.cfg.top_p : 1;
+        hf[2 * S + i] = 0;
+        hf[3 * S + i] = smp ? uniformOf(s) : 0;
+        put64(3 * Rmax + S + i, smp ? s.cfg.top_k : 0);
+      }
       // one argmax when every row is greedy; else the sorted draw for every row (see choose())
-      const mode: SamplingMode = sampled.every(({ seq: s }) => !s.cfg.do_sample) ? 'greedy' : 'sorted';
-      this.upload(inp.i64, h64, 2 * (3 * Rmax + S));
+      const mode: SamplingMode = sampling ? 'sorted' : 'greedy';
+      this.upload(inp.i64, h64, 3 * Rmax + 2 * S);
       this.upload(inp.i32, h32, Rmax + R * W);
+      this.upload(inp.f32, hf, 4 * S);
       this.stepMaxPos = maxPos;
       const out = this.runStep(R, W, mode);
       let got: BigInt64Array;
@@ -740,7 +753,7 @@ export class Engine {
       let logits = m.lm_head.forward(h.view([R, h.shape[2]!]).index_select(0, rowsSampled));
       const cap = m.cfg.final_logit_softcapping;
       if (cap !== null) logits = logits.div(cap).tanh().mul(cap);
-      return sampleRows(logits, this.stepSampling!.tensors, mode);
+      return sampleRows(logits, inp.sampling, mode);
     });
   }
 
