@@ -10,6 +10,7 @@ import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { FLOAT_DTYPES, check, noStaging, rand, same, skip } from './cuda_compare.js';
 import { greedy } from './models_util.js';
+import { setFusedGemvForms } from '../src/backend/cuda/kernels/gemv.js';
 
 const EMU = !!process.env.NBX_EMU_DIR;
 const unfused = <T>(fn: () => T): T => { const was = nbx.llm.set_fusion(false); try { return fn(); } finally { nbx.llm.set_fusion(was); } };
@@ -71,7 +72,9 @@ test('llm.rotary_and_cache on CUDA: rotated queries and the cache writes against
   noStaging(['rotary_cache']);
 });
 
-test('llm.gated_linear on CUDA: the activation fused into the GEMV against the CPU composite (rows 1-16, bias, every activation)', { skip }, () => {
+test('llm.gated_linear on CUDA: the activation fused into the GEMV against the CPU composite (rows 1-16, bias, every activation)', { skip }, (t) => {
+  const was = setFusedGemvForms('all'); // off by default (slower on the H200), tested all the same
+  t.after(() => setFusedGemvForms(was));
   for (const dt of ['bfloat16', 'float16', 'float32'] as const) {
     for (const [rows, K, N] of [[1, 64, 40], [3, 128, 24], [9, 64, 16], [16, 32, 8]]) {
       const gu = rand([rows!, 2 * K!], 5, -3, 3, dt), w = rand([N!, K!], 6, -0.5, 0.5, dt), b = rand([N!], 8, -1, 1, dt);
@@ -83,7 +86,9 @@ test('llm.gated_linear on CUDA: the activation fused into the GEMV against the C
   }
 });
 
-test('llm.add_rms_norm_linear on CUDA: the norm done by the GEMV\'s blocks against the CPU composite (rows 1-16, split K, bias)', { skip }, () => {
+test('llm.add_rms_norm_linear on CUDA: the norm done by the GEMV\'s blocks against the CPU composite (rows 1-16, split K, bias)', { skip }, (t) => {
+  const was = setFusedGemvForms('all');
+  t.after(() => setFusedGemvForms(was));
   for (const dt of ['bfloat16', 'float16', 'float32'] as const) {
     for (const [rows, K, N] of [[1, 64, 40], [2, 256, 24], [9, 64, 16], [16, 512, 8], [1, 2048, 16]]) {
       const x = rand([rows!, K!], 15, -2, 2, dt), r = rand([rows!, K!], 16, -2, 2, dt), nw = rand([K!], 17, 0.5, 1.5, dt);

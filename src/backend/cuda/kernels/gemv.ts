@@ -123,9 +123,15 @@ const PREFETCH_ROW_BYTES = (() => {
   return Number.isFinite(v) && v >= 0 ? Math.floor(v / 16) * 16 : 1024;
 })();
 
-/** Which fused GEMV forms run (NBX_LLM_FUSED_GEMV=all|none|norm|gated, for measuring; default all). */
-const FUSED_GEMV = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_LLM_FUSED_GEMV ?? 'all';
-const fusedGemvOn = (form: 'norm' | 'gated'): boolean => FUSED_GEMV === 'all' || FUSED_GEMV === form;
+/**
+ * Which fused GEMV forms run (NBX_LLM_FUSED_GEMV=all|none|norm|gated). Default none: with both on, decode
+ * measured slower than with the separate norm and activation kernels on the H200 (BENCHMARKS.md, fourth
+ * session); declined, the ops run their composites.
+ */
+let fusedGemv = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_LLM_FUSED_GEMV ?? 'none';
+const fusedGemvOn = (form: 'norm' | 'gated'): boolean => fusedGemv === 'all' || fusedGemv === form;
+/** Sets which fused GEMV forms run ('all' | 'none' | 'norm' | 'gated'; tests of the kernels); returns the previous setting. */
+export function setFusedGemvForms(forms: string): string { const was = fusedGemv; fusedGemv = forms; return was; }
 
 /** 'nk': vector steps per lane whose loads (cols each) are issued before their arithmetic: 4 to 8 loads in flight, fewer for many rows (registers). */
 export const nkUnroll = (mr: number, cols: number): number => (mr <= 2 ? Math.max(2, 8 / cols) : mr <= 4 ? Math.max(1, 4 / cols) : mr <= 8 ? Math.max(1, 2 / cols) : 1);
