@@ -135,3 +135,17 @@ test('a tiny Llama on WebGPU decodes the CPU\'s greedy tokens, with the replayed
   try { assert.deepEqual((await gpu.generate(ids, opts)).tolist(), want, 'eager'); } finally { delete process.env.NBX_WEBGPU_REPLAY; }
   cpu.dispose(); gpu.dispose();
 });
+
+test('webgpu gated_linear (the activation computed as the matrix-vector kernel loads it) equals the CPU; with a bias the composite', { skip }, async () => {
+  const gl = (nbx.llm as unknown as { gated_linear(gu: Tensor, w: Tensor, b: Tensor | null, o: { act: string }): Tensor }).gated_linear;
+  let seed = 400;
+  for (const dt of ['float32', 'bfloat16'] as DT[]) {
+    for (const [rows, K, N, act, bias] of [[1, 256, 40, 'silu', false], [3, 64, 9, 'gelu_tanh', false], [2, 32, 5, 'silu', true]] as [number, number, number, string, boolean][]) {
+      const gu = rand([rows, 2 * K], seed++).to(dt), w = rand([N, K], seed++, 0.2).to(dt), b = bias ? rand([N], seed++).to(dt) : null;
+      const want = gl(gu, w, b, { act });
+      const got = gl(gu.to(G), w.to(G), b?.to(G) ?? null, { act });
+      const e = await relErr(got, want);
+      assert.ok(e <= TOL[dt], `${dt} rows ${rows} K ${K} N ${N} ${act}${bias ? ' bias' : ''}: relative error ${e}`);
+    }
+  }
+});

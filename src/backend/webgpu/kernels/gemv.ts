@@ -15,6 +15,9 @@
 
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
 import type { GemmParams } from '../../../kernels/gemm.js';
+import type { GatedGemvParams } from '../../../kernels/llm.js';
+import type { Expr } from '../../../ir/expr.js';
+import { WGSL as RW } from '../../../ir/render_wgsl.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
 import { bindings, f32w, outAccess, program, storeOut } from './util.js';
@@ -44,19 +47,35 @@ function unpack(d: DTypeName, w: string): string[] {
  * uniform: [m, n, kv, lda4, ldb4, ldc, aoff4, boff4, coff, alpha] (kv, lda4, ldb4, aoff4, boff4 in
  * 16-byte words). Bindings: b1 C, then A and B as vec4<u32> arrays (`ia`, `ib`: their binding numbers).
  */
-function gemvProgram(d: DTypeName, M: number, wg: number, sub: boolean, access: string, ia: number, ib: number): Program {
-  const key = `gemv|${d}|${M}|${wg}|${sub}|${access}|${ia}${ib}`;
+function gemvProgram(d: DTypeName, M: number, wg: number, sub: boolean, access: string, ia: number, ib: number, gate: Expr | null = null): Program {
+  const key = `gemv|${d}|${M}|${wg}|${sub}|${access}|${ia}${ib}${gate ? `|gated:${gate.key}` : ''}`;
   return program(key, access, 10, () => {
     const R = wg / G;
     const accs = [...Array(M).keys()];
+    // gated (nbx.llm.gated_linear's kernel): A is the gate_up rows, the input word at c is act(gate)·up of
+    // the gate word at c and the up word kv words further, rounded to the dtype as gated_activation stores it
     const term = (c: string, wv: string): string => {
       const wp = unpack(d, wv);
       return accs.map((i) => {
         const xw = `b${ia}[aoff + ${i}u * lda + ${c}]`;
-        const xp = unpack(d, `xw${i}`);
-        return `{ let xw${i} = ${xw}; acc${i} += ${wp.map((w, h) => `dot(${w}, ${xp[h]})`).join(' + ')}; }`;
+        const xp = gate
+          ? unpack(d, `xw${i}`).map((g, h) => `nbx_gated4(${g}, ${unpack(d, `uw${i}`)[h]})`)
+          : unpack(d, `xw${i}`);
+        const up = gate ? ` let uw${i} = b${ia}[aoff + ${i}u * lda + kv + ${c}];` : '';
+        return `{ let xw${i} = ${xw};${up} acc${i} += ${wp.map((w, h) => `dot(${w}, ${xp[h]})`).join(' + ')}; }`;
       }).join(' ');
     };
+    let gatedFns = '';
+    if (gate) {
+      const [stmts, res] = RW.render(gate, (slot) => (slot === 0 ? 'g' : 'u'), () => { throw new Error('gated activation: no parameters'); });
+      gatedFns = `fn nbx_gated(g: f32, u: f32) -> f32 {
+  ${stmts}
+  return ${res};
+}
+fn nbx_gated4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
+  return vec4<f32>(nbx_gated(g.x, u.x), nbx_gated(g.y, u.y), nbx_gated(g.z, u.z), nbx_gated(g.w, u.w));
+}`;
+    }
     const reduce = sub
       ? accs.map((i) => `acc${i} = subgroupAdd(acc${i});`).join(' ')
       : accs.map((i) => `red[lid] = acc${i};
@@ -65,7 +84,7 @@ function gemvProgram(d: DTypeName, M: number, wg: number, sub: boolean, access: 
   acc${i} = red[lid];
   workgroupBarrier();`).join('\n  ');
     const stores = accs.map((i) => `if (${i}u < m) { ${storeOut(d, 'float32', `coff + ${i}u * ldc + j`, `alpha * acc${i}`)} }`).join('\n    ');
-    const fns = sub ? '' : `var<workgroup> red: array<f32, ${wg}>;`;
+    const fns = `${gatedFns}\n${sub ? '' : `var<workgroup> red: array<f32, ${wg}>;`}`;
     const entryCode = `@compute @workgroup_size(${wg})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
   let m = ${U(0)}; let n = ${U(1)}; let kv = ${U(2)}; let lda = ${U(3)}; let ldb = ${U(4)}; let ldc = ${U(5)};
@@ -96,25 +115,39 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
  * Runs p on the matrix-vector kernel when it applies (see the header) and returns true; false leaves
  * it to the tiled GEMM.
  */
-export function gemvRun(be: WebGPUBackend, p: GemmParams): boolean {
+export function gemvRun(be: WebGPUBackend, p: GemmParams, gate: Expr | null = null): boolean {
   const d = p.c.dtype;
   if ((p.batch ?? 1) !== 1 || p.m < 1 || p.m > GEMV_MAX_ROWS || p.transA || !p.transB || p.beta !== 0 || p.bias) return false;
   if (p.a.dtype !== d || p.b.dtype !== d || (d !== 'float32' && d !== 'bfloat16' && d !== 'float16')) return false;
   const E = 16 / DTYPES[d].itemsize;
-  if (p.k % E || p.b.offset % E || p.ldb % E || p.a.offset % E || (p.m > 1 && p.lda % E) || p.k < E) return false;
+  if (p.k % E || p.b.offset % E || p.ldb % E || p.a.offset % E || ((p.m > 1 || gate) && p.lda % E) || p.k < E) return false;
   const maxWg = be.isReady ? Math.min(be.info.limits.maxComputeInvocationsPerWorkgroup ?? 256, be.info.limits.maxComputeWorkgroupSizeX ?? 256, 256) : 256;
   const wg = Math.max(G, 2 ** Math.floor(Math.log2(maxWg)));
   const sub = subgroupsOf(be);
   const { bufs, idx, temp } = bindings(be, p.c.buf as WGBuffer, [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
   const access = `${outAccess(d)}${'v'.repeat(bufs.length - 1)}`;
   const M = p.m <= 1 ? 1 : p.m <= 2 ? 2 : p.m <= 4 ? 4 : 8;
-  const prog = gemvProgram(d, M, wg, sub, access, idx[0]!, idx[1]!);
+  const prog = gemvProgram(d, M, wg, sub, access, idx[0]!, idx[1]!, gate);
   const u = new Uint32Array(10);
-  u.set([p.m, p.n, p.k / E, (p.m > 1 ? p.lda : p.k) / E, p.ldb / E, p.ldc, p.a.offset / E, p.b.offset / E, p.c.offset, f32w(p.alpha)]);
+  u.set([p.m, p.n, p.k / E, (p.m > 1 || gate ? p.lda : p.k) / E, p.ldb / E, p.ldc, p.a.offset / E, p.b.offset / E, p.c.offset, f32w(p.alpha)]);
   const groups = Math.ceil(p.n / (wg / G));
   const maxDim = be.isReady ? be.info.limits.maxComputeWorkgroupsPerDimension ?? 65535 : 65535;
   const x = Math.min(groups, maxDim), y = Math.ceil(groups / x);
   be.dispatchGroups(prog, bufs, u, x, y, 1);
   if (temp) be.free(temp);
   return true;
+}
+
+/**
+ * nbx.llm.gated_linear's kernel (contract: GatedGemvParams): out = act(gate)·up @ Wᵀ for gate_up rows
+ * [rows, 2K], the activation computed as the matrix-vector kernel loads its input (one dispatch instead
+ * of the activation's and the product's). False (the op's composite runs) with a bias, more rows than
+ * GEMV_MAX_ROWS, or operands the 16-byte words do not fit.
+ */
+export function gatedGemvRun(be: WebGPUBackend, p: GatedGemvParams): boolean {
+  if (p.bias || p.rows > GEMV_MAX_ROWS || p.gateUp.strides[1] !== 1 || p.weight.strides[1] !== 1) return false;
+  return gemvRun(be, {
+    transA: false, transB: true, m: p.rows, n: p.n, k: p.k, alpha: 1, beta: 0,
+    a: p.gateUp, lda: p.gateUp.strides[0]!, b: p.weight, ldb: p.weight.strides[0]!, c: p.out, ldc: p.n,
+  }, p.gate);
 }

@@ -7,6 +7,7 @@
 //   the device-held index (index_copy_ along the sequence), in one dispatch of a thread per element;
 //   an index outside [0, S) writes nothing and is raised through the backend's check (an IndexError at
 //   the next read; deferred by a graph capture).
+// - gated_gemv: the matrix-vector kernel (gemv.ts) with act(gate)·up computed as it loads its input.
 // - decode_attention: a workgroup per query row: scores q·k·scale in f32 (mask and causal applied) in
 //   workgroup memory a chunk of keys at a time, the running max and sum of the safe softmax (rescaled
 //   from chunk to chunk), and Σ p·v with an invocation per output channel (coalesced value rows).
@@ -24,12 +25,15 @@ import type { DecodeAttentionParams, FusedAddRmsNormParams, LlmFeatures, RotaryC
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
 import { f32w, outAccess, program, store } from './util.js';
+import { gatedGemvRun } from './gemv.js';
+import type { GatedGemvParams } from '../../../kernels/llm.js';
 
 let be: WebGPUBackend;
 export const kernels = {
   fused_add_rms_norm: webgpuFusedAddRmsNorm,
   rotary_cache: webgpuRotaryCache,
   decode_attention: webgpuDecodeAttention,
+  gated_gemv: (p: GatedGemvParams) => gatedGemvRun(be, p),
 } satisfies BackendKernels;
 
 /** The dtypes these kernels take (others run the operations' composites). */
