@@ -65,7 +65,8 @@ export const SM90_HEAD_DIMS = [64, 128, 256];
 // Ping-pong where FlashAttention-3 uses it (head dims up to 128), against the same tile without.
 export function sm90Configs(D: number): Sm90Config[] {
   if (D === 256) return [{ blockN: 64, stages: 2 }, { blockN: 80, stages: 2 }];
-  if (D === 128) return [{ blockN: 128, stages: 2, pingpong: true }, { blockN: 128, stages: 2 }];
+  // 176 keys: FlashAttention-3's non-causal tile (S 88 + O 64 + P 44 registers)
+  if (D === 128) return [{ blockN: 128, stages: 2, pingpong: true }, { blockN: 128, stages: 2 }, { blockN: 176, stages: 2, pingpong: true }];
   return [{ blockN: 128, stages: 3, pingpong: true }, { blockN: 128, stages: 3 }];
 }
 
