@@ -4,6 +4,7 @@
 # Parts:
 #   fused    the fused decode kernels' tests on the card (cuda_llm, static_decode)
 #   ab       decode tok/s (TinyLlama and 8B shapes, batch 1) under several env settings (AB_SETTINGS, AB_SHAPES)
+#   peers    nbx bench decode with the gpt-fast peer: TinyLlama and 8B at batch 1 and 8, Mixtral-4l at batch 1
 #   engine4  scripts/gpu-engine.sh graphs (engine throughput with CUDA graphs on/off, serve quick, graph test)
 #   wgdecode scripts/gpu-webgpu-decode.sh (WebGPU decode on the card, CUDA in the same call)
 #   moe      scripts/moe-bench.mjs (Mixtral-layer prefill: grouped expert GEMM vs the host-routed loop)
@@ -45,6 +46,13 @@ for p in "$@"; do
           env ${sets[$i]} timeout -k 5 ${AB_TIMEOUT:-45} node dist/src/cli/nbx.js bench decode --device cuda --shape $shape --batch ${AB_BATCH:-1} --peers none --new-tokens ${AB_TOKENS:-256} --json "$L/ab_${shape}_$i.json" > "$L/ab_${shape}_$i.log" 2>&1
           note "ab $shape [${sets[$i]}] rc=$? $(grep -o '"decode_tok_s": *[0-9.]*' "$L/ab_${shape}_$i.json" 2>/dev/null | tr '\n' ' ')"
         done
+      done ;;
+    peers)
+      # the issue #19 shapes next to the compiled PyTorch peer (gpt-fast style, reduce-overhead) in the same run
+      for sb in "tinyllama 1,8 110" "llama3-8b 1,8 150" "mixtral-4l 1 110"; do
+        set -- $sb
+        timeout -k 5 $3 node dist/src/cli/nbx.js bench decode --device cuda --shape $1 --batch $2 --peers gpt-fast --json "$L/peers_$1.json" > "$L/peers_$1.log" 2>&1
+        note "peers $1 rc=$?"; grep -E '^\| [A-Z]' "$L/peers_$1.log" | grep -v '^| shape' >> "$OUT/summary.txt"
       done ;;
     engine4)
       OUT=$L bash scripts/gpu-engine.sh graphs > "$L/engine4.log" 2>&1
