@@ -311,6 +311,10 @@ export async function run(args: string[] = []): Promise<void> {
               const pr = await profileWebGPUSteps(model, rowsB, 32);
               process.stdout.write(`nbx ${name} batch ${b} webgpu step profile (${pr.reps} steps): back to back ${fmt(pr.back_to_back_ms, 3)} ms/step, ` +
                 `host ${fmt(pr.host_ms, 3)} ms/step, GPU ${fmt(pr.gpu_ms, 3)} ms/step (timestamps), each read before the next ${fmt(pr.serial_ms, 3)} ms/step\n`);
+              if (pr.kernels.length) {
+                process.stdout.write(`  dispatches timed one pass each: ${fmt(pr.dispatch_us_total / 1000, 3)} ms in all; by kernel (µs, count): ${pr.kernels.map(([k, us, n]) => `${k} ${fmt(us, 0)}/${n}`).join('; ')}\n`);
+                process.stdout.write(`  slowest: ${pr.slowest.map(([k, us]) => `${k} ${fmt(us, 1)}`).join('; ')}\n`);
+              }
             }
             ours = { ttft_ms: p.ttft_ms, decode_tok_s: p.decode_tok_s, decode_ms_per_step: p.decode_ms_per_step, new_tokens: p.new_tokens,
               generate: { ttft_ms: ours.ttft_ms, decode_tok_s: ours.decode_tok_s, decode_ms_per_step: ours.decode_ms_per_step } };

@@ -76,6 +76,11 @@ export interface StepProfile {
   /** ms per step reading every step's ids before queuing the next (generate()'s loop, on the replayed step). */
   serial_ms: number;
   reps: number;
+  /** GPU µs per recorded dispatch (each in a pass of its own), summed by kernel (program key up to its first '|' fields), largest first. */
+  kernels: [string, number, number][];
+  /** The slowest single dispatches: [key and grid, µs]. */
+  slowest: [string, number][];
+  dispatch_us_total: number;
 }
 
 /**
@@ -120,6 +125,18 @@ export async function profileWebGPUSteps(model: CausalLMModel, rows: number[][],
     for (let i = 0; i < reps; i++) { const s = fast.stepFromDevice(); await idsOf(s.next!); }
     const serial = (now() - t) / reps;
     fast.checkErrors();
-    return { back_to_back_ms: backToBack, host_ms: Math.max(host, hostAll) / reps, gpu_ms: gpu, serial_ms: serial, reps };
+    const graph = (fast as unknown as { webgpuGraph: { profile(): Promise<[string, number][]> } | null }).webgpuGraph;
+    const per = graph && be.device.features.has('timestamp-query') ? await graph.profile() : [];
+    const byKernel = new Map<string, [number, number]>();
+    for (const [key, us] of per) {
+      const k = key.split('|').slice(0, 2).join('|');
+      const e = byKernel.get(k) ?? [0, 0];
+      byKernel.set(k, [e[0] + us, e[1] + 1]);
+    }
+    return {
+      back_to_back_ms: backToBack, host_ms: Math.max(host, hostAll) / reps, gpu_ms: gpu, serial_ms: serial, reps,
+      kernels: [...byKernel].map(([k, [us, n]]) => [k, us, n] as [string, number, number]).sort((a, b) => b[1] - a[1]),
+      slowest: [...per].sort((a, b) => b[1] - a[1]).slice(0, 8), dispatch_us_total: per.reduce((a, [, us]) => a + us, 0),
+    };
   } finally { fast.release(); }
 }

@@ -26,7 +26,7 @@ import { GraphCaptureError } from '../../../errors.js';
 import type { Program, WGBuffer } from './device.js';
 
 /** A dispatch as the graph replays it. */
-interface GDispatch { k: 'dispatch'; pipeline: GPUComputePipeline; group: GPUBindGroup; offset: number; x: number; y: number; z: number }
+interface GDispatch { k: 'dispatch'; pipeline: GPUComputePipeline; group: GPUBindGroup; offset: number; x: number; y: number; z: number; key: string }
 type GCommand = GDispatch | { k: 'clear'; buf: GPUBuffer; size: number } | { k: 'copy'; src: GPUBuffer; srcOffset: number; dst: GPUBuffer; dstOffset: number; bytes: number };
 
 /** An index check of the recorded work: its error record and the host code that raises from it. */
@@ -55,6 +55,8 @@ export interface GraphBackend {
   allocBytes(bytes: number, zero?: boolean): WGBuffer;
   free(buf: unknown): void;
   fail(e: Error): void;
+  /** Resolves when everything recorded so far has run. */
+  idle(): Promise<void>;
 }
 
 const BLOCK = 256;
@@ -127,7 +129,7 @@ export class WebGPUGraph {
         const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.uniforms, offset: 0, size: p.bindBytes } }];
         op.bufs.forEach((b, j) => entries.push({ binding: j + 1, resource: { buffer: b.gpu! } }));
         data.set(op.u, (i * BLOCK) / 4);
-        this.commands.push({ k: 'dispatch', pipeline: p.pipeline, group: this.be.device.createBindGroup({ layout: p.layout, entries }), offset: i * BLOCK, x: op.x, y: op.y, z: op.z });
+        this.commands.push({ k: 'dispatch', pipeline: p.pipeline, group: this.be.device.createBindGroup({ layout: p.layout, entries }), offset: i * BLOCK, x: op.x, y: op.y, z: op.z, key: op.prog.key });
         i++;
       } else if (op.k === 'check') this.commands.push({ k: 'copy', src: this.checks[op.index]!.buf.gpu!, srcOffset: 0, dst: this.errAll!.gpu!, dstOffset: 16 * op.index, bytes: 16 });
       else if (op.k === 'clear') this.commands.push({ k: 'clear', buf: op.buf.gpu!, size: op.buf.size });
@@ -157,6 +159,40 @@ export class WebGPUGraph {
       else enc.copyBufferToBuffer(c.src, c.srcOffset, c.dst, c.dstOffset, c.bytes);
     }
     if (pass) pass.end();
+  }
+
+  /**
+   * GPU time of each recorded dispatch (a diagnostic: each runs in a pass of its own between timestamps,
+   * so the figures include a pass's overhead): [program key and grid, microseconds], in order. Needs the
+   * device's timestamp queries; waits for all recorded work. The step's results are those of a replay.
+   */
+  async profile(): Promise<[string, number][]> {
+    const dev = this.be.device;
+    const ds = this.commands.filter((c): c is GDispatch => c.k === 'dispatch');
+    const n = Math.min(ds.length, 2048);
+    const set = dev.createQuerySet({ type: 'timestamp', count: 2 * n });
+    const resolve = dev.createBuffer({ size: 16 * n, usage: 0x0200 | 0x0004 });
+    const read = dev.createBuffer({ size: 16 * n, usage: 0x0001 | 0x0008 });
+    await this.be.idle();
+    const enc = dev.createCommandEncoder();
+    let q = 0;
+    for (const c of this.commands) {
+      if (c.k !== 'dispatch') {
+        if (c.k === 'clear') enc.clearBuffer(c.buf, 0, c.size); else enc.copyBufferToBuffer(c.src, c.srcOffset, c.dst, c.dstOffset, c.bytes);
+        continue;
+      }
+      const timed = q < n;
+      const pass = enc.beginComputePass(timed ? { timestampWrites: { querySet: set, beginningOfPassWriteIndex: 2 * q, endOfPassWriteIndex: 2 * q + 1 } } : undefined);
+      pass.setPipeline(c.pipeline); pass.setBindGroup(0, c.group, [c.offset]); pass.dispatchWorkgroups(c.x, c.y, c.z); pass.end();
+      if (timed) q++;
+    }
+    enc.resolveQuerySet(set, 0, 2 * n, resolve, 0);
+    enc.copyBufferToBuffer(resolve, 0, read, 0, 16 * n);
+    dev.queue.submit([enc.finish()]);
+    await read.mapAsync(1);
+    const t = new BigInt64Array(read.getMappedRange().slice(0));
+    read.unmap(); set.destroy(); resolve.destroy(); read.destroy();
+    return ds.slice(0, n).map((c, i) => [`${c.key} [${c.x},${c.y},${c.z}]`, Number(t[2 * i + 1]! - t[2 * i]!) / 1000]);
   }
 
   /** Reruns the recorded step (recorded in the backend's command list, in order with other work). */
