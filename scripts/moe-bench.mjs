@@ -20,6 +20,7 @@ const { values } = parseArgs({ options: {
   tokens: { type: 'string', default: '512,2048' }, layers: { type: 'string', default: '1' }, reps: { type: 'string', default: '5' },
   // a tiny shape, one block size and one dense size: for checking the script itself under the host emulator
   small: { type: 'boolean', default: false },
+  parts: { type: 'string', default: '1,2,3,4,5,6' }, // which of the parts below run (1 and 2 together)
 } });
 const nbx = await import('../dist/src/index.js');
 const { kernelFeatures, registerKernelFeatures } = await import('../dist/src/kernels/registry.js');
@@ -40,6 +41,7 @@ const config = {
 results.config = config;
 const reps = Number(values.reps);
 const TOKENS = values.tokens.split(',').map(Number);
+const PARTS = new Set(values.parts.split(',').map(Number));
 const sync = () => nbx.cuda.synchronize();
 
 /** Mean ms of fn over `n` runs after one warm-up (which compiles), each run's tensors freed. */
@@ -83,28 +85,30 @@ function routed(n, seed) {
 }
 
 try {
-  for (const n of TOKENS) {
+  for (const n of PARTS.has(1) || PARTS.has(3) ? TOKENS : []) {
     const { x, idx, w } = routed(n, n);
-    // 1. correctness
-    const counts = Array.from(nbx.bincount(idx.flatten().to('cpu'), { minlength: E }).tolist());
-    const a = nbx.keep(ex.forward(x, idx, w)), b = nbx.keep(withoutGrouped(() => ex.forward(x, idx, w)));
-    const diff = a.to('float32').sub(b.to('float32')).abs(), ref = b.to('float32').abs();
-    const maxErr = diff.max().item(), meanErr = diff.mean().item(), scale = ref.max().item(), meanRef = ref.mean().item();
-    const [s, bx, tot] = nbx.llm.moe_align(idx, E, 64);
-    const [cs, cb, ct] = moeAlignComposite(idx.to('cpu'), E, 64);
-    const alignOk = nbx.equal(s.to('cpu'), cs) && nbx.equal(bx.to('cpu'), cb) && nbx.equal(tot.to('cpu'), ct);
-    const ok = maxErr <= 3e-2 * scale && meanErr <= 1e-2 * meanRef && alignOk; // bf16: an ulp is 2^-8 of a value
-    results.checks.push({ tokens: n, expertCounts: counts, maxErr, meanErr, maxRef: scale, meanRef, alignExact: alignOk, ok });
-    log(`check N=${n}: slots per expert [${counts.join(' ')}]; grouped vs host-routed max |diff| ${maxErr.toExponential(2)} (max |out| ${scale.toFixed(3)}), mean |diff| ${meanErr.toExponential(2)} (mean |out| ${meanRef.toExponential(2)}); moe_align = composite: ${alignOk} → ${ok ? 'OK' : 'FAIL'}`);
-    for (const t of [a, b, s, bx, tot]) t.dispose();
-    // 2. the Experts module
-    const tg = await time(() => ex.forward(x, idx, w));
-    const tl = await time(() => withoutGrouped(() => ex.forward(x, idx, w)), Math.min(reps, 3));
-    results.experts.push({ tokens: n, groupedMs: tg, hostLoopMs: tl, groupedTflops: tflops(n, tg), hostLoopTflops: tflops(n, tl), speedup: tl / tg });
-    log(`experts N=${n}: grouped ${tg.toFixed(3)} ms (${tflops(n, tg).toFixed(0)} TFLOP/s), host-routed loop ${tl.toFixed(3)} ms (${tflops(n, tl).toFixed(0)} TFLOP/s): ${(tl / tg).toFixed(2)}x`);
-    save();
+    if (PARTS.has(1)) {
+      // 1. correctness
+      const counts = Array.from(nbx.bincount(idx.flatten().to('cpu'), { minlength: E }).tolist());
+      const a = nbx.keep(ex.forward(x, idx, w)), b = nbx.keep(withoutGrouped(() => ex.forward(x, idx, w)));
+      const diff = a.to('float32').sub(b.to('float32')).abs(), ref = b.to('float32').abs();
+      const maxErr = diff.max().item(), meanErr = diff.mean().item(), scale = ref.max().item(), meanRef = ref.mean().item();
+      const [s, bx, tot] = nbx.llm.moe_align(idx, E, 64);
+      const [cs, cb, ct] = moeAlignComposite(idx.to('cpu'), E, 64);
+      const alignOk = nbx.equal(s.to('cpu'), cs) && nbx.equal(bx.to('cpu'), cb) && nbx.equal(tot.to('cpu'), ct);
+      const ok = maxErr <= 3e-2 * scale && meanErr <= 1e-2 * meanRef && alignOk; // bf16: an ulp is 2^-8 of a value
+      results.checks.push({ tokens: n, expertCounts: counts, maxErr, meanErr, maxRef: scale, meanRef, alignExact: alignOk, ok });
+      log(`check N=${n}: slots per expert [${counts.join(' ')}]; grouped vs host-routed max |diff| ${maxErr.toExponential(2)} (max |out| ${scale.toFixed(3)}), mean |diff| ${meanErr.toExponential(2)} (mean |out| ${meanRef.toExponential(2)}); moe_align = composite: ${alignOk} → ${ok ? 'OK' : 'FAIL'}`);
+      for (const t of [a, b, s, bx, tot]) t.dispose();
+      // 2. the Experts module
+      const tg = await time(() => ex.forward(x, idx, w));
+      const tl = await time(() => withoutGrouped(() => ex.forward(x, idx, w)), Math.min(reps, 3));
+      results.experts.push({ tokens: n, groupedMs: tg, hostLoopMs: tl, groupedTflops: tflops(n, tg), hostLoopTflops: tflops(n, tl), speedup: tl / tg });
+      log(`experts N=${n}: grouped ${tg.toFixed(3)} ms (${tflops(n, tg).toFixed(0)} TFLOP/s), host-routed loop ${tl.toFixed(3)} ms (${tflops(n, tl).toFixed(0)} TFLOP/s): ${(tl / tg).toFixed(2)}x`);
+      save();
+    }
     // 3. block sizes
-    for (const bs of values.small ? [64] : [16, 32, 64, 128]) {
+    for (const bs of !PARTS.has(3) ? [] : values.small ? [64] : [16, 32, 64, 128]) {
       const ta = await time(() => nbx.llm.moe_align(idx, E, bs));
       const tb = await time(() => grouped(ex, x, idx, w, bs));
       results.blockSizes.push({ tokens: n, blockSize: bs, alignMs: ta, groupedMs: tb, tflops: tflops(n, tb) });
@@ -114,7 +118,7 @@ try {
     x.dispose(); idx.dispose(); w.dispose();
   }
   // 4. 17–128 tokens: dense (Experts' path there) vs grouped
-  for (const n of values.small ? [32] : [32, 64, 128]) {
+  for (const n of !PARTS.has(4) ? [] : values.small ? [32] : [32, 64, 128]) {
     const { x, idx, w } = routed(n, 100 + n);
     const td = await time(() => ex.forward(x, idx, w));
     const row = { tokens: n, denseMs: td };
@@ -125,7 +129,7 @@ try {
   }
   save();
   // 5. whole-model prefill
-  for (const n of TOKENS) {
+  for (const n of PARTS.has(5) ? TOKENS : []) {
     const ids = nbx.tensor([Array.from({ length: n }, (_, i) => 1 + ((i * 7919) % (config.vocab_size - 1)))], { dtype: 'int64', device: 'cuda' });
     const fwd = () => model.forward(ids, { logits_to_keep: 1 });
     const tg = await time(fwd, 3), tl = await time(() => withoutGrouped(fwd), 3);
@@ -135,7 +139,7 @@ try {
   }
   save();
   // 6. tiles (default 128,32,4)
-  for (const n of TOKENS) {
+  for (const n of PARTS.has(6) ? TOKENS : []) {
     const { x, idx, w } = routed(n, n);
     for (const [bs, tile] of values.small ? [[64, '256,32,4']] : [[64, '128,32,4'], [64, '256,32,4'], [64, '128,64,3'], [64, '256,64,3'], [64, '128,32,3'], [128, '128,32,4'], [128, '128,64,3']]) {
       process.env.NBX_MOE_GEMM_TILE = tile;
