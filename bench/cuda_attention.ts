@@ -8,6 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
 import { timeCuda } from './gpu_timing.js';
+import { deviceRandn } from './device_randn.js';
 import { attentionStats } from '../src/backend/cuda/kernels/attention.js';
 
 const F = nbx.nn.functional as unknown as Record<string, (...a: unknown[]) => nbx.Tensor>;
@@ -57,8 +58,8 @@ try { peer = JSON.parse(execFileSync('python3', ['-c', PEER, JSON.stringify(CASE
 
 const lines = ['| attention (bf16 unless noted) | nbx | PyTorch SDPA | nbx vs PyTorch | kernel |', '| --- | ---: | ---: | ---: | --- |'];
 for (const c of CASES) {
-  const o = { device: 'cuda', dtype: c.dt };
-  const q = nbx.randn([c.B, c.H, c.L, c.D], o), k = nbx.randn([c.B, c.Hk, c.S, c.D], o), v = nbx.randn([c.B, c.Hk, c.S, c.D], o);
+  // inputs tiled on the device: host randn of these sizes takes tens of seconds per case (device_randn.ts)
+  const q = deviceRandn([c.B, c.H, c.L, c.D], c.dt), k = deviceRandn([c.B, c.Hk, c.S, c.D], c.dt), v = deviceRandn([c.B, c.Hk, c.S, c.D], c.dt);
   let line: string, firstCall = '';
   try {
     const call = (): void => F.scaled_dot_product_attention!(q, k, v, { is_causal: c.causal, enable_gqa: c.Hk !== c.H }).dispose();

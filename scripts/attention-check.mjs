@@ -8,10 +8,12 @@
 //        masked rows, additive masks, an all-masked input (must be 0, NaN-free), ragged lengths, long K/V
 //        (many ring wraps, odd tile counts); the same call twice bit for bit. Prints max |error| per kernel
 //        and PASS/FAIL (wgmma error ≤ max(2 x mma error, FlashAttention-class tolerance)).
-//   node scripts/attention-check.mjs --part=stall   the shapes that stalled the first Hopper kernel (B4 H32
-//        L4096 D128 bf16, non-causal and causal) with each wgmma tile, 20 launches back to back each, a line
-//        per configuration as it finishes (the last line printed names the one that hung, if any; run it
-//        with NBX_ATTENTION_WATCH=1 to have the kernel trap with the barrier it waited on)
+//   node scripts/attention-check.mjs --part=stall   the shape of the 08:35 run's "stall" (B4 H32 L4096 D128 bf16,
+//        non-causal and causal) with each wgmma tile, 20 launches back to back each, a line per configuration
+//        as it finishes (NBX_ATTENTION_WATCH=1: the kernel traps naming the barrier a wait exceeded 4 s on).
+//        That stall was the inputs: nbx.randn of 3 x 128 MiB bfloat16 draws PyTorch's stream on the host
+//        (tens of seconds per shape), past the step limits; large inputs are now tiled on the device
+//        (bench/device_randn.ts)
 //   node scripts/attention-check.mjs --part=time    the wgmma tiles and the mma kernel forced on the bench's
 //        prefill shapes, TFLOP/s
 // and then dist/bench/cuda_attention.js (nbx as tuned vs PyTorch SDPA in the same run).
@@ -187,7 +189,11 @@ if (part === 'stall') {
   if (!att.hasWgmma()) { console.log('stall: no wgmma kernel on this device'); process.exit(0); }
   const o = { device: 'cuda', dtype: 'bfloat16' };
   const B = 4, H = 32, D = 128, n = 4096;
-  const q = nbx.randn([B, H, n, D], o), k = nbx.randn([B, H, n, D], o), v = nbx.randn([B, H, n, D], o);
+  const { deviceRandn } = await import(join(root, 'dist/bench/device_randn.js'));
+  const t0 = performance.now();
+  const q = deviceRandn([B, H, n, D], o.dtype), k = deviceRandn([B, H, n, D], o.dtype), v = deviceRandn([B, H, n, D], o.dtype);
+  await nbx.cuda.synchronize();
+  console.log(`inputs made on the device in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   for (const causal of [false, true]) for (const w of sm90.sm90Configs(D)) {
     att._forceAttentionConfig({ prefill: wgCfg(w) });
     runCuda(q, k, v, { causal }).dispose(); await nbx.cuda.synchronize();
@@ -204,6 +210,7 @@ if (part === 'stall') {
 
 if (part === 'time') {
   const { timeCuda } = await import(join(root, 'dist/bench/gpu_timing.js'));
+  const { deviceRandn } = await import(join(root, 'dist/bench/device_randn.js'));
   nbx.zeros([1], { device: 'cuda' });
   const wg = att.hasWgmma();
   await precompile(true);
@@ -217,8 +224,7 @@ if (part === 'time') {
     { name: 'causal B4 H16 L4096 D256 bf16', B: 4, H: 16, Hk: 16, L: 4096, D: 256, causal: true, dt: 'bfloat16' },
   ];
   for (const s of shapes) {
-    const o = { device: 'cuda', dtype: s.dt };
-    const q = nbx.randn([s.B, s.H, s.L, s.D], o), k = nbx.randn([s.B, s.Hk, s.L, s.D], o), v = nbx.randn([s.B, s.Hk, s.L, s.D], o);
+    const q = deviceRandn([s.B, s.H, s.L, s.D], s.dt), k = deviceRandn([s.B, s.Hk, s.L, s.D], s.dt), v = deviceRandn([s.B, s.Hk, s.L, s.D], s.dt);
     const fl = 4 * s.B * s.H * s.L * s.L * s.D / (s.causal ? 2 : 1);
     const cfgs = [...(s.D !== 256 ? [['mma', MMA], ['mma n128', { ...MMA, blockN: 128 }]] : []),
       ...(wg ? sm90.sm90Configs(s.D).map((w) => [`wgmma ${tagOf(w)}`, wgCfg(w)]) : [])];
