@@ -38,16 +38,18 @@ console.log(`engine throughput: ${A.shape} shape, ${dtype} on ${model.device}, p
 
 /** S streams at once on `engine`: aggregate tok/s, ms per step, first token. */
 async function measure(engine, S) {
-  const s0 = engine.stats(), g0 = engine.graphStats();
+  const s0 = engine.stats(), g0 = engine.graphStats(), h0 = { ...engine.times };
   const t0 = performance.now();
   let first = 0;
   const rs = await Promise.all(Array.from({ length: S }, (_, i) => {
     const st = engine.submit({ prompt: prompt(), max_new_tokens: N, temperature: temp, seed: i, eos_token_id: [] });
     return (async () => { let k = 0; for await (const _ of st) if (++k === 1 && !first) first = performance.now() - t0; return st.result; })();
   }));
-  const dt = (performance.now() - t0) / 1000, s1 = engine.stats(), g1 = engine.graphStats();
+  const dt = (performance.now() - t0) / 1000, s1 = engine.stats(), g1 = engine.graphStats(), h1 = engine.times;
   const tok = rs.reduce((a, r) => a + r.completion_tokens, 0), steps = s1.steps - s0.steps;
-  return { tps: tok / dt, msStep: 1000 * dt / steps, steps, first, replays: g1.replays - g0.replays, captures: g1.captures - g0.captures, eager: g1.eagerSteps - g0.eagerSteps };
+  const per = (k) => (h1[k] - h0[k]) / steps;
+  return { tps: tok / dt, msStep: 1000 * dt / steps, steps, first, replays: g1.replays - g0.replays, captures: g1.captures - g0.captures, eager: g1.eagerSteps - g0.eagerSteps,
+    prepare: per('prepare'), wait: per('wait'), emit: per('emit') };
 }
 async function warm(engine) {
   // compile and tune what the steps use, record the shapes of the run (prompts, then decode past them)
@@ -56,7 +58,8 @@ async function warm(engine) {
   return (performance.now() - tw) / 1000;
 }
 const fmt = (S, m, single) => `${String(S).padStart(3)} streams: ${m.tps.toFixed(1)} tok/s aggregate, ${m.msStep.toFixed(2)} ms/step over ${m.steps} steps, first token ${m.first.toFixed(0)} ms` +
-  (single && S > 1 ? `, ${(m.tps / single).toFixed(2)}x one stream` : '') + ` (steps: ${m.replays} replayed, ${m.captures} captured, ${m.eager} eager)`;
+  (single && S > 1 ? `, ${(m.tps / single).toFixed(2)}x one stream` : '') + ` (steps: ${m.replays} replayed, ${m.captures} captured, ${m.eager} eager;` +
+  ` per step ${m.prepare.toFixed(2)} ms preparing/launching, ${m.wait.toFixed(2)} waiting for the ids, ${m.emit.toFixed(2)} streaming)`;
 
 for (const mode of modes) {
   const graphs = mode === 'on';

@@ -650,6 +650,7 @@ export class Engine {
     }
     if (!work.length) return false;
     const sampled = work.filter((w) => w.sample);
+    const t0 = performance.now();
     let ids: number[];
     try {
       const inp = this.ensureInputs(), h64 = inp.h64, h32 = inp.h32;
@@ -707,9 +708,12 @@ export class Engine {
       this.upload(inp.f32, hf, 4 * S);
       this.stepMaxPos = maxPos;
       const out = this.runStep(R, W, mode);
+      const t1 = performance.now();
+      this.times.prepare += t1 - t0;
       let got: BigInt64Array;
       try {
         got = (await out.ids.dataStorage()) as BigInt64Array;
+        this.times.wait += performance.now() - t1;
         if (!out.owned) this.lastGraph?.checkErrors();
         ids = sampled.map((_, i) => Number(got[i]!));
       } finally { if (out.owned) out.ids.dispose(); }
@@ -724,9 +728,18 @@ export class Engine {
       return true;
     }
     // a sequence cancelled while the ids were read back is already gone
+    const t2 = performance.now();
     sampled.forEach((w, i) => { if (!w.seq.done) this.emit(w.seq, ids[i]!); });
+    this.times.emit += performance.now() - t2;
     return true;
   }
+
+  /**
+   * Milliseconds the mixed steps spent so far: preparing (planning the rows, writing the inputs, the
+   * replay's launch or an eager step's host work), waiting for the sampled ids (the device), and
+   * streaming the tokens (text, stop strings, the consumers' wake-ups).
+   */
+  readonly times = { prepare: 0, wait: 0, emit: 0 };
 
   /** max(positions) of the step being run (what RoPE of position-dependent frequencies needs). */
   private stepMaxPos = 0;
