@@ -10,7 +10,7 @@
 // down and gate/up projections), bfloat16 x. Bandwidth is counted in packed bytes (qweight + scales +
 // zeros) per call; time per call on CUDA is measured with weights coming from memory as in a model
 // (gemv.ts's timeColdL2: L2 evicted before each of 10 calls, events around each), on WebGPU the wall
-// clock of 20 calls. --sweep times every (rows, sub) configuration of the CUDA kernel and shows the
+// clock of 20 calls. --sweep times every CUDA kernel that takes the format at every kw and shows the
 // best next to the one the tuner/default gives (last, for the main formats, as --budget-s allows). The roofline is data: --roofline-gbs, else measured
 // here (a + b over 1 GiB float32 operands, as bench/decode.ts measures it). Issue #21's target: ≥ 85%.
 //
@@ -92,14 +92,14 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
     const parts: string[] = [];
     let fail = '';
     const cases: [string, number, string?][] = quick
-      ? [['bfloat16', 1], ['bfloat16', 8], ['float16', 3], ...(f === 'int4' || f === 'q4_k' ? [['bfloat16', 37] as [string, number]] : [])]
+      ? [['bfloat16', 1], ['float16', 3], ...(f === 'int4' || f === 'q4_k' ? [['bfloat16', 8] as [string, number], ['bfloat16', 37] as [string, number]] : [])]
       : [['bfloat16', 1], ['bfloat16', 4], ['bfloat16', 8], ['float16', 3], ['float32', 2], ['bfloat16', 37]];
     // the tensor-core int4 kernel forced (the tuner may pick it on large shapes, which the check's are not)
     if (f === 'int4' && device === 'cuda') cases.push(['bfloat16', 1, 'mma'], ['bfloat16', 8, 'mma-asym'], ['float16', 3, 'mma']);
     const cudaMod = device === 'cuda' ? await import('../src/backend/cuda/kernels/quant.js') : null;
     for (const [dt, m, impl] of cases) {
       const k = K[f] ?? 2304, n = 72;
-      const p = randomPacked(f, n, k, seed++, impl ? { asym: impl === 'mma-asym', groupSize: 128 } : { asym: f === 'int4' && m === 4, groupSize: m === 8 ? 64 : 128 });
+      const p = randomPacked(f, n, k, seed++, impl ? { asym: impl === 'mma-asym', groupSize: 128 } : { asym: f === 'int4' && (m === 4 || (quick && m === 3)), groupSize: m === 8 ? 64 : 128 });
       if (impl) cudaMod?.forceQuantGemvConfig({ impl: 'mma', rows: 1, sub: 1, kw: 1 });
       const w = toDevice(p, device);
       const r = lcg(seed++);
@@ -162,6 +162,9 @@ const SWEEP_FORMATS: readonly QuantFormat[] = ['int4', 'int8', 'q4_k', 'q6_k'];
 let deadline = Infinity;
 const overBudget = (): boolean => now() > deadline;
 
+/** A CUDA GEMV configuration as the log shows it: 'mma', 'vec/kw4', 'fma/kw2' (the tile kernel; r·s· when forced). */
+const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? 'mma' : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}`);
+
 interface GemvRow { format: string; n: number; k: number; m: number; us: number; gbs: number; pct?: number; config?: string; best?: { config: string; us: number; gbs: number } }
 
 async function gemv(device: string, formats: readonly QuantFormat[], ms: number[], sweep: boolean, roof: number | undefined, shapes: [number, number][]): Promise<GemvRow[]> {
@@ -190,15 +193,15 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
           if (sweep && cudaMod && !overBudget()) {
             let best: { config: string; us: number; gbs: number } | undefined;
             const all: string[] = [];
-            const cfgs: { impl: string; rows: number; sub: number; kw: number }[] = f === 'int4' ? [{ impl: 'mma', rows: 1, sub: 1, kw: 1 }] : [];
-            for (const rowsPer of [1, 2, 4]) for (const sub of [1, 2, 4]) for (const kw of [1, 4, 8]) cfgs.push({ impl: 'fma', rows: rowsPer, sub, kw });
+            // every kernel that takes the format at every kw (the tile kernel at its per-format shape)
+            const cfgs: { impl: string; kw: number }[] = f === 'int4' ? [{ impl: 'mma', kw: 1 }] : [];
+            for (const impl of cudaMod.VEC_FORMATS.includes(f) ? ['vec', 'fma'] : ['fma']) for (const kw of [1, 2, 4, 8]) cfgs.push({ impl, kw });
             for (const cfg of cfgs) {
-              if (cfg.impl === 'fma' && cudaMod.gemvSmem(f, cfg) > cudaMod.GEMV_SMEM_MAX) continue;
               cudaMod.forceQuantGemvConfig(cfg);
               try {
                 const t = await timeCall(device, () => callQuant(device, w, x, o, m, 'bfloat16'));
                 const gg = w.bytes / (t / 1000) / 1e9;
-                const label = cfg.impl === 'mma' ? 'mma' : `r${cfg.rows}s${cfg.sub}k${cfg.kw}`;
+                const label = cfgLabel(cfg);
                 all.push(`${label}:${gg.toFixed(0)}`);
                 if (!best || t * 1000 < best.us) best = { config: label, us: t * 1000, gbs: gg };
               } finally { cudaMod.forceQuantGemvConfig(null); }
@@ -206,7 +209,7 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             if (best) { row.best = best; extra = ` | best ${best.config}: ${best.gbs.toFixed(0)} GB/s${pct(best.gbs)} [${all.join(' ')}]`; }
           }
           const chosen = cudaMod?.lastQuantGemvConfig();
-          if (chosen) row.config = chosen.impl === 'mma' ? 'mma' : `r${chosen.rows}s${chosen.sub}k${chosen.kw}`;
+          if (chosen) row.config = cfgLabel(chosen);
           rows.push(row);
           out(`  ${f.padEnd(8)} ${n}x${k} m=${m}: ${(ms1 * 1000).toFixed(1).padStart(7)} us ${g.toFixed(0).padStart(5)} GB/s${pct(g)}  (${(w.bytes / 2 ** 20).toFixed(1)} MiB, ${(refG > 0 ? (ref / ms1) : 0).toFixed(2)}x bf16${row.config ? `, ${row.config}` : ''})${extra}`);
         } catch (e) {
@@ -361,7 +364,7 @@ export async function run(args: string[] = []): Promise<void> {
   if (doDecode) result.decode = await decode(device, v.shape ?? (device === 'cuda' ? 'llama3-8b' : 'tiny'), Number(v['new-tokens']));
   // last, as the time budget allows: every configuration of the CUDA GEMV for the main formats
   if (v.sweep && gemvArgs && device === 'cuda') {
-    out('sweep of the CUDA GEMV configurations (rows per warp r, sub-blocks per lane s: GB/s)');
+    out('sweep of the CUDA GEMV configurations (kernel / warps splitting K: GB/s)');
     result.sweep = await gemv(device, formats.filter((f) => SWEEP_FORMATS.includes(f)), gemvArgs.ms.slice(0, 1), true, gemvArgs.roof, gemvArgs.shapes);
   }
   if (v.json) writeFileSync(v.json, JSON.stringify(result, null, 2));
