@@ -149,3 +149,25 @@ test('webgpu gated_linear (the activation computed as the matrix-vector kernel l
     }
   }
 });
+
+test('a WebGPU step graph replays what it captured on new inputs, and raises a replay\'s bad cache index (deferred check)', { skip }, async () => {
+  const { WebGPUGraph, captureWebGPU } = await import('../src/backend/webgpu/runtime/graph.js');
+  const be = nbx.webgpu.backend();
+  await be.ready;
+  const q = rand([1, 2, 1, 8], 1).to(G), k = rand([1, 1, 1, 8], 2).to(G), cs = rand([1, 1, 8], 3).to(G);
+  const kc = nbx.zeros([1, 1, 4, 8]).to(G), vc = nbx.zeros([1, 1, 4, 8]).to(G);
+  const idx = nbx.tensor([1], { dtype: 'int64' }).to(G);
+  const g = new WebGPUGraph(be as never);
+  const out = captureWebGPU(g, () => llm.rotary_and_cache(q, k, k, cs, cs, kc, vc, idx).mul(2));
+  const first = (await out.cpu()).tolist();
+  idx.copy_(nbx.tensor([3], { dtype: 'int64' }));
+  g.replay();
+  assert.deepEqual((await out.cpu()).tolist(), first, 'same inputs, same outputs');
+  await g.settle();
+  const rows = (await kc.cpu()).tolist() as number[][][][];
+  assert.ok(rows[0]![0]![1]!.some((x) => x !== 0) && rows[0]![0]![3]!.some((x) => x !== 0), 'keys written at the captured and at the replayed index');
+  idx.copy_(nbx.tensor([7], { dtype: 'int64' }));
+  g.replay();
+  await assert.rejects(async () => { await out.cpu(); await g.settle(); }, (e: Error) => e.name === 'IndexError' && /cache_index\[0\]/.test(e.message));
+  g.reset();
+});

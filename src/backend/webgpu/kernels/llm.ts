@@ -6,7 +6,8 @@
 // - rotary_cache: queries rotated into their output, keys rotated and values copied into the caches at
 //   the device-held index (index_copy_ along the sequence), in one dispatch of a thread per element;
 //   an index outside [0, S) writes nothing and is raised through the backend's check (an IndexError at
-//   the next read; deferred by a graph capture).
+//   the next read; deferred by a graph capture). Its record is a flag word per position, rewritten by
+//   every run, so it needs no clear before the kernel (one command less a layer in a replayed step).
 // - gated_gemv: the matrix-vector kernel (gemv.ts) with act(gate)·up computed as it loads its input.
 // - decode_attention: a workgroup per query row: scores q·k·scale in f32 (mask and causal applied) in
 //   workgroup memory a chunk of keys at a time, the running max and sum of the safe softmax (rescaled
@@ -173,10 +174,10 @@ function rotaryCacheProgram(d: DTypeName, access: string, at: Record<string, num
   let j = e % D; let t = (e / D) % T; let h = (e / (D * T)) % KVH; let b = e / (D * T * KVH);
   // the cache position: index[t] (int64), checked against S
   let lo = b${at.index}[2u * (${U(42)} + t)]; let hi = b${at.index}[2u * (${U(42)} + t) + 1u];
-  if (hi != 0u || lo >= S) {
-    if (j == 0u && h == 0u && b == 0u && !isV) { atomicMax(&b4[0], ~t); }
-    return;
-  }
+  let bad = hi != 0u || lo >= S;
+  // the record: a word per position, written every time (so it needs no clearing), 1 where out of range
+  if (j == 0u && h == 0u && b == 0u && !isV) { atomicStore(&b4[t], select(0u, 1u, bad)); }
+  if (bad) { return; }
   let pos = i32(lo);
   if (isV) {
     let v = ${L('v', `u32(i32(${U(18)}) + i32(b) * bitcast<i32>(${U(19)}) + i32(h) * bitcast<i32>(${U(20)}) + i32(t) * bitcast<i32>(${U(21)}) + i32(j) * bitcast<i32>(${U(22)}))`)};
@@ -195,7 +196,7 @@ function webgpuRotaryCache(p: RotaryCacheParams): void {
   const d = p.q.dtype;
   const [B, H, T, D] = p.q.shape as [number, number, number, number];
   const KVH = p.k.shape[1]!, S = p.keyCache.shape[2]!;
-  const err = be.allocBytes(16, true);
+  const err = be.allocBytes(4 * Math.max(4, T));
   const kc = p.keyCache.buf as WGBuffer, vc = p.valueCache.buf as WGBuffer, qo = p.qOut.buf as WGBuffer;
   const reads: Record<string, WGBuffer> = { q: p.q.buf as WGBuffer, k: p.k.buf as WGBuffer, v: p.v.buf as WGBuffer, cos: p.cos.buf as WGBuffer, sin: p.sin.buf as WGBuffer, index: p.index.buf as WGBuffer };
   const b = binder([qo, kc, vc, err], Object.values(reads));
@@ -214,8 +215,9 @@ function webgpuRotaryCache(p: RotaryCacheParams): void {
   be.dispatch(rotaryCacheProgram(d, access, at, wg), b.bufs, u, B * T * D * (H + 2 * KVH), wg);
   b.done();
   be.check('llm.rotary_and_cache', err, (host) => {
-    const w = new Uint32Array(host.get(err)!, 0, 4);
-    if (w[0] !== 0) throw new IndexError('llm.rotary_and_cache', `cache_index[${~w[0]! >>> 0}] is out of bounds for a cache of ${S} positions`);
+    const w = new Uint32Array(host.get(err)!);
+    const t = w.subarray(0, T).findIndex((f) => f !== 0);
+    if (t >= 0) throw new IndexError('llm.rotary_and_cache', `cache_index[${t}] is out of bounds for a cache of ${S} positions`);
   }, [qo, kc, vc]);
   be.free(err);
 }

@@ -223,6 +223,7 @@ export class WebGPUBackend implements Backend, WebGPUDevice, GraphBackend {
     const g = this.capture;
     if (g && b.gpu) {
       if (g.owned.has(b.gpu)) {
+        if (g.isCheck(b.gpu)) { g.held.set(b.gpu, b.size); return; }
         let list = g.spare.get(b.size);
         if (!list) { list = []; g.spare.set(b.size, list); }
         list.push(b.gpu);

@@ -69,6 +69,12 @@ export class WebGPUGraph {
   readonly owned = new Map<GPUBuffer, number>();
   /** Owned buffers freed during the capture, by size class: later allocations of the capture reuse them. */
   readonly spare = new Map<number, GPUBuffer[]>();
+  /**
+   * Check records freed during the capture: kept out of the spares (nothing else of the step writes them
+   * after their kernel), so their copies into the error read can wait until the end of the step instead
+   * of breaking the compute pass once a layer.
+   */
+  readonly held = new Map<GPUBuffer, number>();
   /** Buffers allocated before the capture and freed during it (must not be read by the recorded work). */
   readonly freedOutside = new Set<GPUBuffer>();
   private commands: GCommand[] = [];
@@ -108,6 +114,8 @@ export class WebGPUGraph {
   note(op: RecordedOp): void { this.ops.push(op); }
   /** Noted by the backend while capturing: an index check, deferred to the replays' error read. */
   noteCheck(c: GraphCheck): void { this.ops.push({ k: 'check', index: this.checks.length }); this.checks.push(c); }
+  /** Whether `buf` is the record of a check noted in this capture. */
+  isCheck(buf: GPUBuffer): boolean { return this.checks.some((c) => c.buf.gpu === buf); }
 
   private build(): void {
     for (const op of this.ops) {
@@ -123,6 +131,7 @@ export class WebGPUGraph {
     this.uniforms = this.be.device.createBuffer({ size: data.byteLength, usage: 64 /* UNIFORM */ | 8 /* COPY_DST */ });
     if (this.checks.length) this.errAll = this.be.allocBytes(16 * this.checks.length);
     let i = 0;
+    const atEnd: GCommand[] = [];
     for (const op of this.ops) {
       if (op.k === 'dispatch') {
         const p = this.be.pipelineOf(op.prog);
@@ -131,10 +140,14 @@ export class WebGPUGraph {
         data.set(op.u, (i * BLOCK) / 4);
         this.commands.push({ k: 'dispatch', pipeline: p.pipeline, group: this.be.device.createBindGroup({ layout: p.layout, entries }), offset: i * BLOCK, x: op.x, y: op.y, z: op.z, key: op.prog.key });
         i++;
-      } else if (op.k === 'check') this.commands.push({ k: 'copy', src: this.checks[op.index]!.buf.gpu!, srcOffset: 0, dst: this.errAll!.gpu!, dstOffset: 16 * op.index, bytes: 16 });
+      } else if (op.k === 'check') {
+        const src = this.checks[op.index]!.buf.gpu!;
+        (this.held.has(src) ? atEnd : this.commands).push({ k: 'copy', src, srcOffset: 0, dst: this.errAll!.gpu!, dstOffset: 16 * op.index, bytes: 16 });
+      }
       else if (op.k === 'clear') this.commands.push({ k: 'clear', buf: op.buf.gpu!, size: op.buf.size });
       else if (op.bytes > 0) this.commands.push({ k: 'copy', src: op.src.gpu!, srcOffset: op.srcOffset ?? 0, dst: op.dst.gpu!, dstOffset: op.dstOffset ?? 0, bytes: op.bytes });
     }
+    this.commands.push(...atEnd);
     // a fresh buffer, used by no command yet: written now, in order with everything
     this.be.device.queue.writeBuffer(this.uniforms, 0, data);
     this.ops.length = 0; // the recorded ops held the WGBuffers only for this
@@ -206,7 +219,7 @@ export class WebGPUGraph {
         const copy = bytes.slice().buffer;
         for (let j = 0; j < checks.length; j++) {
           const w = new Int32Array(copy, 16 * j, 4);
-          if (w[0] === 0) continue;
+          if (w.every((x) => x === 0)) continue; // every record here is zero when its kernel found nothing
           const host = new Map([[checks[j]!.buf, copy.slice(16 * j, 16 * j + 16)]]);
           try { checks[j]!.run(host); } catch (e) { this.pendingError ??= e as Error; this.be.fail(e as Error); }
           break;
@@ -247,7 +260,9 @@ export class WebGPUGraph {
   private releaseBuffers(): void {
     if (this.errAll) { this.be.free(this.errAll); this.errAll = null; }
     for (const list of this.spare.values()) for (const b of list) this.be.releaseOwned(b, this.owned.get(b)!);
+    for (const [b, size] of this.held) this.be.releaseOwned(b, size);
     this.spare.clear();
+    this.held.clear();
     this.owned.clear();
     this.freedOutside.clear();
   }
