@@ -148,3 +148,46 @@ test('mixed steps replayed as CUDA graphs = eager steps = each request alone (ti
     } finally { model.dispose(); }
   }
 });
+
+test('mixed steps with recordings: cancelling frees blocks at once, a request waits for blocks, stop strings and EOS end requests; a failing step rejects its requests and the engine goes on', async () => {
+  const model = await cpu('llama');
+  const opts = { maxBatch: 2, blockSize: 4, sampling: 'device' as const, mixedSteps: true, padBatch: true, graphs: true };
+  try {
+    const e = new Engine(model, { ...opts, kvBlocks: 12 });
+    const long = e.submit({ prompt: [1, 2, 3, 4, 5], max_new_tokens: 40, temperature: 0, eos_token_id: [] });
+    // 12 blocks: the first holds ceil((5 + 39) / 4) = 11, so this one waits until the first is cancelled
+    const waiting = e.submit({ prompt: [3, 4], max_new_tokens: 8, temperature: 0.7, seed: 5, eos_token_id: [] });
+    let n = 0;
+    for await (const _ of long) {
+      if (++n === 4) {
+        assert.equal(e.stats().waiting, 1);
+        long.cancel();
+        assert.equal(e.stats().kv_blocks_used, 0, 'blocks freed at once');
+      }
+    }
+    assert.equal((await long.result).finish_reason, 'cancelled');
+    const w = await waiting.result;
+    assert.equal(w.completion_tokens, 8);
+    const alone = new Engine(model, { ...opts, kvBlocks: 12 });
+    assert.deepEqual((await alone.submit({ prompt: [3, 4], max_new_tokens: 8, temperature: 0.7, seed: 5, eos_token_id: [] }).result).tokens, w.tokens);
+    await alone.close();
+    const eos = await e.submit({ prompt: [3, 4], max_new_tokens: 8, temperature: 0.7, seed: 5, eos_token_id: [w.tokens[2]!] }).result;
+    assert.equal(eos.finish_reason, 'stop');
+    assert.deepEqual(eos.tokens, w.tokens.slice(0, w.tokens.indexOf(w.tokens[2]!) + 1));
+    assert.ok(e.graphStats().replays > 0);
+
+    // a step that fails while being recorded: its requests get the error, the engine goes on eagerly
+    const head = model.lm_head, orig = head.forward.bind(head);
+    head.forward = (x) => { if (cpuRecording()) throw new RangeError('injected failure'); return orig(x); };
+    const f = new Engine(model, opts);
+    try {
+      const rs = [f.submit({ prompt: [1, 2, 3], max_new_tokens: 6, temperature: 0, eos_token_id: [] }), f.submit({ prompt: [4], max_new_tokens: 6, temperature: 0, eos_token_id: [] })];
+      const got = await Promise.allSettled(rs.map((r) => r.result));
+      assert.ok(got.some((g) => g.status === 'rejected' && /injected failure/.test(String(g.reason))), JSON.stringify(got.map((g) => g.status)));
+      assert.equal(f.stats().kv_blocks_used, 0);
+      assert.match(f.graphStats().fallbackReason ?? '', /RangeError: injected failure/);
+      assert.equal((await f.submit({ prompt: [1, 2, 3], max_new_tokens: 6, temperature: 0, eos_token_id: [] }).result).completion_tokens, 6);
+    } finally { head.forward = orig; await f.close(); }
+    await e.close();
+  } finally { model.dispose(); }
+});
