@@ -37,6 +37,7 @@ import type { QuantFormat, QuantLayout } from '../src/kernels/quant.js';
 import { generateSteps, type PreparedPrompt } from '../src/generation/index.js';
 import type { CausalLMModel } from '../src/models/index.js';
 import { measureStreamGBs, syncDevice } from './roofline.js';
+import { deviceRandn } from './device_randn.js';
 import { ALL_FORMATS, QUANT_TOL, dequantRef, lcg, matmulRef, randomPacked, relErr, rowBytes, type PackedWeight } from './quant_ref.js';
 
 const OP = 'bench quant';
@@ -176,7 +177,9 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
     for (const m of ms) {
       if (overBudget()) { out(`  ${n}x${k} m=${m}: skipped (--budget-s reached)`); continue; }
       // the bfloat16 reference: nn.functional.linear through the device's GEMM/GEMV (its own tuner)
-      const wb = nbx.randn([n, k], { device, dtype: 'bfloat16' }).mul(0.02), xb = nbx.randn([m, k], { device, dtype: 'bfloat16' });
+      const wb0 = device === 'cuda' ? deviceRandn([n, k], 'bfloat16') : nbx.randn([n, k], { device, dtype: 'bfloat16' }); // nbx.randn draws on the host: minutes for 59M values
+      const wb = wb0.mul(0.02), xb = nbx.randn([m, k], { device, dtype: 'bfloat16' });
+      wb0.dispose();
       const ref = await timeCall(device, () => { nbx.nn.functional.linear(xb, wb).dispose(); });
       const refG = (n * k * 2) / (ref / 1000) / 1e9;
       rows.push({ format: 'bf16', n, k, m, us: ref * 1000, gbs: refG, ...(roof ? { pct: (refG / roof) * 100 } : {}) });
