@@ -1,20 +1,25 @@
 // Packed quantized weights on CUDA (contract: src/kernels/quant.ts): quant_matmul and dequantize for
 // every format of the contract, float32/float16/bfloat16 activations.
 //
-// Decode (m ≤ QUANT_GEMV_MAX_ROWS): one dequantizing GEMV kernel for all formats. Decoding a token is
-// bound by the bytes of weight streamed, so the kernel reads the packed rows once, with coalesced
-// 16-byte loads, whatever the format's block size (34, 110, 210 bytes do not tile 16-byte vectors per
-// lane): each warp owns R output rows and walks them in tiles of 32·S sub-blocks of 32 elements; the
-// warp copies a tile's bytes into its own shared memory (the next tile's loads are issued before this
-// one is decoded, so a lane keeps R · ⌈tile / 512⌉ loads in flight) and each lane then decodes its S
-// sub-blocks from shared memory. A sub-block is decoded in halves of 16 elements to small exact floats
-// q (integers through the 2^23 magic-number trick, no I2F on the slow conversion pipe) and an affine
-// map w = a·q + b per half (a = block scale, b = −min for the formats with mins), so the inner loop
-// is one FMA per element and row of x: Σ x·w = a·Σ x·q + b·Σ x, Σ x shared by the R weight rows.
-// x (MR ≤ 8 rows) is read from global memory (L1), converted once per half and used for all R rows.
-// Accumulation is float32; each lane sums its sub-blocks in order, then a butterfly: a fixed order,
-// the same bits every run. The affine factoring changes only the rounding order against
-// dequantize-then-matmul (the contract's "up to the order of accumulation").
+// Decode (m ≤ QUANT_GEMV_MAX_ROWS): dequantizing GEMV kernels. Decoding a token is bound by the bytes
+// of weight streamed, so each reads the packed rows once with coalesced 16-byte loads, keeps several
+// loads per lane in flight through its arithmetic, and prefetches its block's packed rows into L2
+// before its grid-dependency wait (programmatic dependent launch: that read overlaps the previous
+// kernel's tail; x is read after the wait). Three kernels:
+// - 'vec' (int8, int4, fp8, q4_k, q5_k: formats whose rows tile into self-contained 16-byte units): lane l
+//   of a warp takes units l, l + 32, ... of NR rows straight into a register ring (no shared memory);
+// - 'mma' (int4, groups ≥ 128, 16-bit x): nibbles to bf16/f16 pairs feeding mma.sync, also a register ring;
+// - 'fma', the tile kernel (every format; the only one for the blocks of 2-byte alignment, 34/18/22/110/
+//   210 bytes, whose 16-byte vectors do not map to lanes): each warp copies tiles of R rows into its own
+//   shared memory (the next tile's loads issued before this one is decoded) and lanes decode from there.
+// Warps of a block split K by a launch argument (kw) where N is short. Quants are decoded in halves of
+// 16 elements to small exact floats q (1 + q/2^B under 1.0's exponent for ≤ 6-bit quants, integers
+// through the 2^23 magic-number trick: no I2F on the slow conversion pipe) and an affine map
+// w = a·q + b per half, so the inner loop is one FMA per element and row of x:
+// Σ x·w = a·Σ x·q + b·Σ x, Σ x shared by the weight rows. Accumulation is float32; each lane sums its
+// units in order, then a butterfly, then the warps splitting K in warp order: a fixed order, the same
+// bits every run. The affine factoring changes only the rounding order against dequantize-then-matmul
+// (the contract's "up to the order of accumulation").
 //
 // Prefill (more rows) and shapes the GEMV does not take (K not a multiple of 32): dequantize into a
 // scratch weight in x's dtype (one elementwise-like pass, exactly the CPU dequantizer's numbers) and
