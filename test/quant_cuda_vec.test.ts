@@ -90,3 +90,19 @@ test('register GEMV is the default for its formats (tile kernel for the others);
   assert.equal(defaultKw(1024, 2, 2, 132), 2);
   assert.equal(defaultKw(64, 1, 100, 132), 8);
 });
+
+test('grid-dependency wait: the GEMV kernels place their own (after the L2 prefetch, before x), the dequantize kernels get nvrtc.ts\'s', async () => {
+  const { allQuantSources } = await import('../src/backend/cuda/kernels/quant.js');
+  const { withGridDependencyWait } = await import('../src/backend/cuda/runtime/nvrtc.js');
+  for (const s of allQuantSources()) {
+    const own = s.src.includes('NBX_GRID_DEPENDENCY_WAIT();');
+    assert.equal(own, !s.label.startsWith('dequant'), `${s.label}: its own wait ${own}`);
+    if (own) {
+      const body = s.src.slice(s.src.indexOf('__global__'));
+      assert.ok(body.indexOf('nbxq_prefetch(') < body.indexOf('NBX_GRID_DEPENDENCY_WAIT();'), `${s.label}: prefetch before the wait`);
+      assert.ok(body.indexOf('NBX_GRID_DEPENDENCY_WAIT();') < body.indexOf('X + '), `${s.label}: x read after the wait`);
+    } else {
+      assert.ok(withGridDependencyWait(s.src).includes('{ NBX_GRID_DEPENDENCY_WAIT();'), `${s.label}: nvrtc.ts inserts the wait`);
+    }
+  }
+});

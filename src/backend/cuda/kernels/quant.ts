@@ -116,8 +116,9 @@ __device__ __forceinline__ void nbxq_f4(unsigned m, float* q, int st) {
   #pragma unroll
   for (int t = 0; t < 4; t++) q[st * t] = __uint_as_float(nbxq_prmt(m, 0x3F800000u, 0x7054u | ((unsigned)t << 8)));
 }
-// Programmatic dependent launch (runtime/nvrtc.ts): a kernel that writes NBX_GRID_DEPENDENCY_WAIT(); itself
-// may read what no earlier kernel writes (its packed weights) before it. Where the compiler's prelude
+// Programmatic dependent launch (runtime/nvrtc.ts): a source whose kernels call the grid-dependency wait
+// themselves (the GEMV kernels; never written here with its semicolon, which would tell nvrtc.ts that the
+// dequantize kernels place it too) may read what no earlier kernel writes (packed weights) before it. Where the compiler's prelude
 // does not define the hooks (no PDL, older runtime), the wait is nothing and the prefetch a bulk L2
 // prefetch on sm_90 (nothing elsewhere and under the emulator).
 #ifndef NBX_GRID_DEPENDENCY_WAIT
