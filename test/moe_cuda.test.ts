@@ -3,14 +3,15 @@
 // --test dist/test/moe_cuda.test.js): moe_align exactly (several tiles of 1024 slots, empty experts,
 // int32 and int64 ids), the grouped GEMM on bfloat16/float16 for every block size, shared and per-slot
 // input, routing weights, output features past a tile and K past a stage; bad indices as IndexError;
-// and a Mixtral layer's prompt (> 128 tokens: the grouped path) against the host-routed loop.
+// a Mixtral layer's prompt (> 128 tokens: the grouped path) against the host-routed loop; and both kernels
+// inside a CUDA graph (which also proves moe_align ran its kernel: the composite uploads host data).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { groupedExpertKernel } from '../src/ops/llm.js';
-import { check, rand, skip } from './cuda_compare.js';
+import { check, rand, same, skip } from './cuda_compare.js';
 import { routing } from './moe_util.js';
 
 const EMU = !!process.env.NBX_EMU_DIR;
@@ -90,4 +91,26 @@ test('a Mixtral layer on CUDA (bfloat16): a prompt of more than 128 tokens takes
     const err = a.sub(b).abs().max().item() as number, scale = b.abs().max().item() as number;
     assert.ok(err <= 2e-2 * scale, `grouped vs host-routed: max |diff| ${err} (max |loop| ${scale})`);
   } finally { model.dispose(); }
+});
+
+test('the grouped path in a CUDA graph: captured once, replayed with new routing (= eager), a bad id raised by checkErrors', { skip }, () => {
+  const N = EMU ? 40 : 300, k = 2, E = 4, K = 64, O = 48, BS = 16;
+  const x = rand([N, K], 1, -1, 1, 'bfloat16').to('cuda'), w = rand([E, O, K], 2, -1, 1, 'bfloat16').to('cuda');
+  const rw = rand([N, k], 4, 0, 1).to('cuda'), ids = routing(N, k, E, 3).to('cuda');
+  const f = (): Tensor => nbx.scope(() => {
+    const [s, b, t] = nbx.llm.moe_align(ids, E, BS) as [Tensor, Tensor, Tensor];
+    return nbx.llm.grouped_expert_linear(x, w, s, b, t, { top_k: k, block_size: BS, routing_weights: rw });
+  });
+  f().dispose(); // compiles outside the capture
+  const g = new nbx.cuda.CUDAGraph();
+  const y = nbx.cuda.graph(g, f);
+  for (const seed of [5, 6]) {
+    ids.copy_(routing(N, k, E, seed));
+    g.replay(); g.checkErrors();
+    same(`replay (routing ${seed}) vs eager`, f(), y, [0, 0]);
+  }
+  const bad = routing(N, k, E, 7); bad.index_fill_(0, nbx.tensor([N - 1]), E);
+  ids.copy_(bad);
+  g.replay();
+  assert.throws(() => g.checkErrors(), nbx.IndexError);
 });

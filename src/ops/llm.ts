@@ -659,7 +659,8 @@ export const moe_align = def('llm.moe_align(expert_ids, num_experts, block_size)
   const M = ids.numel();
   const { capacity, blocks } = moeAlignSizes(M, E, BS);
   if (capacity >= 2 ** 31) throw new ValueError(op, `${M} slots padded for ${E} experts exceed int32 positions`);
-  if (fusedKernel('moe_align', ids)) {
+  // (the ids are integers: the llm family's float dtypes do not apply; the kernel takes int32 and int64)
+  if (fusion && hasKernel('moe_align', ids.device.type)) {
     const ic = ids.contiguous();
     const sorted = Tensor.empty([capacity], 'int32', ids.device, false);
     const bexp = Tensor.empty([blocks], 'int32', ids.device, false);
