@@ -171,3 +171,19 @@ test('a WebGPU step graph replays what it captured on new inputs, and raises a r
   await assert.rejects(async () => { await out.cpu(); await g.settle(); }, (e: Error) => e.name === 'IndexError' && /cache_index\[0\]/.test(e.message));
   g.reset();
 });
+
+test('webgpu add_rms_norm_linear (the norm formed by the matrix-vector kernel) equals the CPU; with a bias the composite', { skip }, async () => {
+  const f = (nbx.llm as unknown as { add_rms_norm_linear(x: Tensor, r: Tensor, nw: Tensor, w: Tensor, b: Tensor | null, o: { eps: number }): [Tensor, Tensor] }).add_rms_norm_linear;
+  let seed = 500;
+  for (const dt of ['float32', 'bfloat16', 'float16'] as DT[]) {
+    for (const [rows, K, N, bias] of [[1, 2048, 40, false], [3, 64, 9, false], [2, 32, 5, true]] as [number, number, number, boolean][]) {
+      const x = rand([rows, K], seed++).to(dt), r = rand([rows, K], seed++).to(dt), nw = rand([K], seed++).to(dt), w = rand([N, K], seed++, 0.2).to(dt);
+      const b = bias ? rand([N], seed++).to(dt) : null;
+      const [o, s] = f(x, r, nw, w, b, { eps: 1e-5 });
+      const [og, sg] = f(x.to(G), r.to(G), nw.to(G), w.to(G), b?.to(G) ?? null, { eps: 1e-5 });
+      assert.ok(await relErr(sg, s) <= TOL[dt], `${dt} residual`);
+      const e = await relErr(og, o);
+      assert.ok(e <= TOL[dt], `${dt} rows ${rows} K ${K} N ${N}${bias ? ' bias' : ''}: relative error ${e}`);
+    }
+  }
+});

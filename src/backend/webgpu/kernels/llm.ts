@@ -9,6 +9,8 @@
 //   the next read; deferred by a graph capture). Its record is a flag word per position, rewritten by
 //   every run, so it needs no clear before the kernel (one command less a layer in a replayed step).
 // - gated_gemv: the matrix-vector kernel (gemv.ts) with act(gate)·up computed as it loads its input.
+// - norm_gemv: the matrix-vector kernel with x + residual, its RMS norm and weight formed by each
+//   workgroup in workgroup memory first (gemv.ts).
 // - decode_attention: a workgroup per query row: scores q·k·scale in f32 (mask and causal applied) in
 //   workgroup memory a chunk of keys at a time, the running max and sum of the safe softmax (rescaled
 //   from chunk to chunk), and Σ p·v with an invocation per output channel (coalesced value rows).
@@ -26,8 +28,8 @@ import type { DecodeAttentionParams, FusedAddRmsNormParams, LlmFeatures, RotaryC
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
 import { f32w, outAccess, program, store } from './util.js';
-import { gatedGemvRun } from './gemv.js';
-import type { GatedGemvParams } from '../../../kernels/llm.js';
+import { gatedGemvRun, normGemvRun } from './gemv.js';
+import type { GatedGemvParams, NormGemvParams } from '../../../kernels/llm.js';
 
 let be: WebGPUBackend;
 export const kernels = {
@@ -35,6 +37,7 @@ export const kernels = {
   rotary_cache: webgpuRotaryCache,
   decode_attention: webgpuDecodeAttention,
   gated_gemv: (p: GatedGemvParams) => gatedGemvRun(be, p),
+  norm_gemv: (p: NormGemvParams) => normGemvRun(be, p),
 } satisfies BackendKernels;
 
 /** The dtypes these kernels take (others run the operations' composites). */

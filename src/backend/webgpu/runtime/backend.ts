@@ -370,6 +370,7 @@ export class WebGPUBackend implements Backend, WebGPUDevice, GraphBackend {
   recordReplay(g: WebGPUGraph): void { this.counters.replays++; this.record({ k: 'graph', g }); }
   releaseOwned(buf: GPUBuffer, size: number): void { this.pool.give(buf, size, this.recorded); }
   fail(e: Error): void { this.setFault(e); }
+  takeFaultIf(which: (e: Error) => boolean): Error | null { return this.fault && which(this.fault) ? this.takeFault() : null; }
 
   /**
    * A GPU timestamp into `set[index]` at this point of the command list (an empty pass that writes it);

@@ -20,7 +20,7 @@
 //   by the recorded work (another tensor may hold it by the next replay).
 // * Index checks (a kernel's error record that eager work answers with a host step) are deferred: each
 //   replay copies the error records into one buffer and reads it back with the step; a failure is raised
-//   by checkErrors() and as the device's pending fault (at the next read), never ignored.
+//   as the device's pending fault: by checkErrors() or by the next read, whichever comes first; never ignored.
 
 import { GraphCaptureError } from '../../../errors.js';
 import type { Program, WGBuffer } from './device.js';
@@ -55,6 +55,8 @@ export interface GraphBackend {
   allocBytes(bytes: number, zero?: boolean): WGBuffer;
   free(buf: unknown): void;
   fail(e: Error): void;
+  /** Takes the pending device fault if `which` accepts it (so an error is raised once, by whoever asks first). */
+  takeFaultIf(which: (e: Error) => boolean): Error | null;
   /** Resolves when everything recorded so far has run. */
   idle(): Promise<void>;
 }
@@ -84,7 +86,8 @@ export class WebGPUGraph {
   private capturing = false;
   private captured = false;
   private replays = 0;
-  private pendingError: Error | null = null;
+  /** The errors its replays raised as the device's fault (checkErrors() takes them, unless a read did first). */
+  private readonly raised = new WeakSet<Error>();
   private errorReads: Promise<void>[] = [];
 
   constructor(private readonly be: GraphBackend) {}
@@ -221,10 +224,10 @@ export class WebGPUGraph {
           const w = new Int32Array(copy, 16 * j, 4);
           if (w.every((x) => x === 0)) continue; // every record here is zero when its kernel found nothing
           const host = new Map([[checks[j]!.buf, copy.slice(16 * j, 16 * j + 16)]]);
-          try { checks[j]!.run(host); } catch (e) { this.pendingError ??= e as Error; this.be.fail(e as Error); }
+          try { checks[j]!.run(host); } catch (e) { this.raised.add(e as Error); this.be.fail(e as Error); }
           break;
         }
-      }, (e: Error) => { this.pendingError ??= e; });
+      }, (e: Error) => { this.raised.add(e); this.be.fail(e); });
       this.errorReads.push(read);
       if (this.errorReads.length > 8) this.errorReads.splice(0, this.errorReads.length - 8);
     }
@@ -232,8 +235,8 @@ export class WebGPUGraph {
 
   /** Raises the first index error that a finished replay recorded (an out-of-range token id...). */
   checkErrors(): void {
-    const e = this.pendingError;
-    if (e) { this.pendingError = null; throw e; }
+    const e = this.be.takeFaultIf((f) => this.raised.has(f));
+    if (e) throw e;
   }
 
   /** Waits for the error reads of the replays so far, then raises as checkErrors(). */
