@@ -391,35 +391,42 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
     wg_commit();
   };
   // scale (log2 units), masks, online softmax of tile t in place: sacc becomes exp2(x - max) (fp32)
+  // Without a mask, on a tile no causal/length edge crosses and with a positive scale (max commutes with
+  // it), the scale is folded into the exponent's FFMA: no separate scaling pass over S.
   auto softmax = [&](int t) {
     const int n0 = t * ${BN};
     const bool edge = n0 + ${BN} > S || (causal && n0 + ${BN} - 1 > m0 + cw * 64 + warp * 16);
-    #pragma unroll
-    for (int j = 0; j < ${BN / 8}; j++) {
+    const bool fold = ${mask === 'none' ? '!edge && sl2 > 0.f' : 'false'};
+    if (!fold) {
       #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int row = rowA + (e >> 1) * 8, col = n0 + j * 8 + tg * 2 + (e & 1);
-        float x = sacc[4 * j + e] * sl2;
-        ${mask === 'none' ? '' : `if (row < L && col < S) { const long long mi = (long long)row * msl + (long long)col * mss; ${maskTerm(mask, 'x', 'mi')} }`}
-        if (edge && (col >= S || (causal && col > row))) x = -INFINITY;
-        sacc[4 * j + e] = x;
+      for (int j = 0; j < ${BN / 8}; j++) {
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int row = rowA + (e >> 1) * 8, col = n0 + j * 8 + tg * 2 + (e & 1);
+          float x = sacc[4 * j + e] * sl2;
+          ${mask === 'none' ? '' : `if (row < L && col < S) { const long long mi = (long long)row * msl + (long long)col * mss; ${maskTerm(mask, 'x', 'mi')} }`}
+          if (edge && (col >= S || (causal && col > row))) x = -INFINITY;
+          sacc[4 * j + e] = x;
+        }
       }
     }
+    const float sc = fold ? sl2 : 1.f; // sacc holds raw scores (fold) or scaled ones
     // rows rowA (e = 0,1) and rowA + 8 (e = 2,3); the 4 lanes of a quad share a row
     #pragma unroll
     for (int r = 0; r < 2; r++) {
-      float mx = mrow[r];
+      float mt = -INFINITY;
       #pragma unroll
-      for (int j = 0; j < ${BN / 8}; j++) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * r], sacc[4 * j + 2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      for (int j = 0; j < ${BN / 8}; j++) mt = fmaxf(mt, fmaxf(sacc[4 * j + 2 * r], sacc[4 * j + 2 * r + 1]));
+      mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+      mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+      const float mx = fmaxf(mrow[r], mt * sc);
       const float mu = mx == -INFINITY ? 0.f : mx;
       corr[r] = fexp2(mrow[r] - mu);
       mrow[r] = mx;
       float ls = 0.f;
       #pragma unroll
       for (int j = 0; j < ${BN / 8}; j++) {
-        const float p0 = fexp2(sacc[4 * j + 2 * r] - mu), p1 = fexp2(sacc[4 * j + 2 * r + 1] - mu);
+        const float p0 = fexp2(fmaf(sacc[4 * j + 2 * r], sc, -mu)), p1 = fexp2(fmaf(sacc[4 * j + 2 * r + 1], sc, -mu));
         sacc[4 * j + 2 * r] = p0; sacc[4 * j + 2 * r + 1] = p1;
         ls += p0 + p1;
       }
