@@ -30,18 +30,21 @@ import("./dist/src/index.js").then(async (nbx) => {
 # 2. the decode kernels against the CPU, on the card
 step test 25 node --test dist/test/webgpu_decode.test.js
 
-# 3. WebGPU decode (pipelined loop = the row's figure; generate() beside it; a step profile)
 BENCH=${WGD_BENCH:-"--shape tinyllama --batch 1 --prompt 128 --new-tokens 256 --warmup-tokens 32 --peers none"}
-step webgpu 60 node dist/src/cli/nbx.js bench decode --device webgpu $BENCH --webgpu-profile --json "$W/webgpu.json"
-
-# 4. CUDA decode, same settings
+# 3. CUDA decode: the figure the target is relative to, and the card's HBM roofline (1 GiB a + b)
 step cuda 50 node dist/src/cli/nbx.js bench decode --device cuda $BENCH --json "$W/cuda.json"
+
+# 4. WebGPU decode, same settings (pipelined loop = the row's figure; generate() beside it; a step profile),
+#    its % of roofline against the roofline CUDA measured on the same card (WebGPU's own measurement uses
+#    64 MiB operands, where a submit and readback round trip dominates)
+RF=$(node -e 'try { const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).roofline_gbs; if (r) process.stdout.write(`--roofline-gbs ${Math.round(r)}`); } catch {}' "$W/cuda.json")
+step webgpu 60 node dist/src/cli/nbx.js bench decode --device webgpu $BENCH $RF --webgpu-profile --json "$W/webgpu.json"
 
 echo "== total $(( $(date +%s) - T0 ))s" | tee -a "$W/summary.txt"
 {
   cat "$W/probe.log" | cut -c1-600
   grep -E "^# (pass|fail)|^not ok|NOT RUN" "$W/test.log"
-  grep -E "^nbx |^roofline|Error|error" "$W/webgpu.log" | head -20
+  grep -E "^nbx |^  (dispatches|slowest)|^roofline|Error|error" "$W/webgpu.log" | head -24
   grep -E "^nbx |^roofline|Error|error" "$W/cuda.log" | head -10
   node -e '
     const fs = require("fs"), w = process.argv[1], c = process.argv[2];
