@@ -97,11 +97,12 @@ test('webgpu rotary_and_cache equals the CPU: q rotated, k rotated and v written
   await assert.rejects(async () => out.cpu(), (e: Error) => e.name === 'IndexError' && /out of bounds/.test(e.message));
 });
 
-test('webgpu decode_attention equals the CPU: GQA, bool and additive masks, causal rows, a cache view, keys past one chunk', { skip }, async () => {
+test('webgpu decode_attention equals the CPU: GQA, bool and additive masks, causal rows, a cache view, keys past one chunk, wide and odd heads', { skip }, async () => {
   let seed = 300;
   for (const dt of ['float32', 'bfloat16'] as DT[]) {
     for (const [B, H, KVH, L, S, D, mask, causal] of [
       [1, 8, 2, 1, 40, 64, 'bool', false], [2, 4, 4, 3, 7, 32, 'none', true], [1, 4, 1, 2, 1500, 16, 'float', false], [1, 32, 4, 1, 512, 64, 'bool', false],
+      [1, 2, 1, 1, 30, 200, 'none', false], [1, 2, 2, 1, 9, 15, 'bool', false],
     ] as [number, number, number, number, number, number, string, boolean][]) {
       const q = rand([B, H, L, D], seed++).to(dt);
       // keys and values: the first S positions of a larger cache (a view, as the static decoder's)

@@ -13,7 +13,8 @@
 //   workgroup in workgroup memory first (gemv.ts).
 // - decode_attention: a workgroup per query row: scores q·k·scale in f32 (mask and causal applied) in
 //   workgroup memory a chunk of keys at a time, the running max and sum of the safe softmax (rescaled
-//   from chunk to chunk), and Σ p·v with an invocation per output channel (coalesced value rows).
+//   from chunk to chunk), and Σ p·v with an invocation per output channel (coalesced value rows), the
+//   keys split among wg / Ev groups of invocations when the head is narrower than the workgroup.
 // Arithmetic is in f32 for every dtype (half types packed in 32-bit words, no shader-f16 needed); the
 // rounding points of the composites are kept where they are cheap (the rotary product x·cos rounded to the
 // dtype first, as the composite's mul then addcmul); the softmax is not rounded to the dtype between
@@ -235,10 +236,43 @@ const CHUNK = 1024;
  * qoff, koff, voff, ooff, moff, ms0, ms1, ms2, flags (1 causal, 2 mask), scale, KVH, rows].
  * Bindings: b1 out, then q, k, v, mask (deduplicated: `at`).
  */
-function attentionProgram(d: DTypeName, md: DTypeName | null, access: string, at: Record<string, number>, wg: number): Program {
+function attentionProgram(d: DTypeName, md: DTypeName | null, access: string, at: Record<string, number>, wg: number, evp: number, pairs: boolean): Program {
   const words = 22;
-  return program(`llm.decode_attn|${d}|${md}|${access}|${Object.values(at).join(',')}|${wg}`, access, words, () => {
+  // evp < wg: the value channels (padded to evp) are covered wg / evp times over, each group of
+  // invocations summing every GRP-th key, the groups added at the end (keys in parallel, not serially)
+  const GRP = evp < wg ? wg / evp : 1;
+  return program(`llm.decode_attn|${d}|${md}|${access}|${Object.values(at).join(',')}|${wg}|${evp}|${pairs}`, access, words, () => {
     const L = (name: string, idx: string): string => R.load(d, `b${at[name]}`, idx);
+    // half types with even offsets and strides: a key row read a 32-bit word (two elements) at a time
+    const dotLoop = pairs
+      ? `for (var e = 0u; e < E; e += 2u) { let wv = b${at.k}[(kr + e) / 2u]; dot += qs[e] * ${R.fromWord(d, 'wv', 0)} + qs[e + 1u] * ${R.fromWord(d, 'wv', 1)}; }`
+      : `for (var e = 0u; e < E; e++) { dot += qs[e] * ${L('k', 'kr + e')}; }`;
+    const pv = GRP > 1
+      ? `let dd = lid % ${evp}u; let gi = lid / ${evp}u;
+    for (var s = gi; s < n; s += ${GRP}u) {
+      if (dd < Ev) { acc0 += ps[s] * ${L('v', `vb + (c0 + s) * ldv + dd`)}; }
+    }`
+      : `for (var s = 0u; s < n; s++) {
+      let pv = ps[s];
+      let vr = vb + (c0 + s) * ldv;
+      if (lid < Ev) { acc0 += pv * ${L('v', 'vr + lid')}; }
+      if (lid + ${wg}u < Ev) { acc1 += pv * ${L('v', `vr + lid + ${wg}u`)}; }
+      if (lid + ${2 * wg}u < Ev) { acc2 += pv * ${L('v', `vr + lid + ${2 * wg}u`)}; }
+      if (lid + ${3 * wg}u < Ev) { acc3 += pv * ${L('v', `vr + lid + ${3 * wg}u`)}; }
+    }`;
+    const outStores = GRP > 1
+      ? `sh[lid] = acc0;
+  workgroupBarrier();
+  let dd = lid % ${evp}u;
+  if (lid < ${evp}u && dd < Ev) {
+    var tot = 0.0f;
+    for (var gq = 0u; gq < ${GRP}u; gq++) { tot += sh[gq * ${evp}u + dd]; }
+    ${store(d, 'b1', 'ob + dd', 'tot * inv')}
+  }`
+      : `if (lid < Ev) { ${store(d, 'b1', 'ob + lid', 'acc0 * inv')} }
+  if (lid + ${wg}u < Ev) { ${store(d, 'b1', `ob + lid + ${wg}u`, 'acc1 * inv')} }
+  if (lid + ${2 * wg}u < Ev) { ${store(d, 'b1', `ob + lid + ${2 * wg}u`, 'acc2 * inv')} }
+  if (lid + ${3 * wg}u < Ev) { ${store(d, 'b1', `ob + lid + ${3 * wg}u`, 'acc3 * inv')} }`;
     const maskTerm = md === null ? '' : md === 'bool'
       ? `if (${R.load('bool', `b${at.mask}`, 'mi')} == 0i) { sc = -nbx_inf(); }`
       : `sc = sc + ${R.load(md, `b${at.mask}`, 'mi')};`;
@@ -267,7 +301,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
       let key = c0 + s;
       let kr = kb + key * ldk;
       var dot = 0.0f;
-      for (var e = 0u; e < E; e++) { dot += qs[e] * ${L('k', 'kr + e')}; }
+      ${dotLoop}
       var sc = dot * scale;
       ${md === null ? '' : `if ((flags & 2u) != 0u) { let mi = u32(i32(${U(14)}) + i32(bh) * bitcast<i32>(${U(15)}) + i32(l) * bitcast<i32>(${U(16)}) + i32(key) * bitcast<i32>(${U(17)})); ${maskTerm} }`}
       if ((flags & 1u) != 0u && key > l) { sc = -nbx_inf(); }
@@ -284,23 +318,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     ${tree(wg, 'psum', 'a + b')}
     lsum = lsum * alpha + psum;
     acc0 *= alpha; acc1 *= alpha; acc2 *= alpha; acc3 *= alpha;
-    for (var s = 0u; s < n; s++) {
-      let pv = ps[s];
-      let vr = vb + (c0 + s) * ldv;
-      if (lid < Ev) { acc0 += pv * ${L('v', 'vr + lid')}; }
-      if (lid + ${wg}u < Ev) { acc1 += pv * ${L('v', `vr + lid + ${wg}u`)}; }
-      if (lid + ${2 * wg}u < Ev) { acc2 += pv * ${L('v', `vr + lid + ${2 * wg}u`)}; }
-      if (lid + ${3 * wg}u < Ev) { acc3 += pv * ${L('v', `vr + lid + ${3 * wg}u`)}; }
-    }
+    ${pv}
     m = newm;
     workgroupBarrier();
   }
   let inv = select(0.0f, 1.0f / lsum, lsum > 0.0f);
   let ob = ${U(13)} + r * Ev;
-  if (lid < Ev) { ${store(d, 'b1', 'ob + lid', 'acc0 * inv')} }
-  if (lid + ${wg}u < Ev) { ${store(d, 'b1', `ob + lid + ${wg}u`, 'acc1 * inv')} }
-  if (lid + ${2 * wg}u < Ev) { ${store(d, 'b1', `ob + lid + ${2 * wg}u`, 'acc2 * inv')} }
-  if (lid + ${3 * wg}u < Ev) { ${store(d, 'b1', `ob + lid + ${3 * wg}u`, 'acc3 * inv')} }
+  ${outStores}
 }`;
     return module(words, access, wg, '', fns, entryCode);
   });
@@ -310,7 +334,10 @@ function webgpuDecodeAttention(p: DecodeAttentionParams): void {
   const d = p.q.dtype;
   const [B, H, Lq, E] = p.q.shape as [number, number, number, number];
   const S = p.k.shape[2]!, Ev = p.v.shape[3]!, KVH = H / p.rep;
-  const wg = workgroup(Ev > 128 ? 128 : 64);
+  const wg = workgroup(256);
+  const evp = 2 ** Math.ceil(Math.log2(Math.max(1, Ev)));
+  const half = DTYPES[d].itemsize === 2;
+  const pairs = half && E % 2 === 0 && p.ldk % 2 === 0 && p.strideK % 2 === 0 && p.k.offset % 2 === 0;
   if (E > 1024 || Ev > 4 * wg) throw new IndexError('llm.decode_attention', `webgpu decode attention takes head dims up to 1024 (keys) and ${4 * wg} (values), got ${E}, ${Ev}`);
   const reads: Record<string, WGBuffer> = { q: p.q.buf as WGBuffer, k: p.k.buf as WGBuffer, v: p.v.buf as WGBuffer, ...(p.mask ? { mask: p.mask.buf as WGBuffer } : {}) };
   const b = binder([p.out.buf as WGBuffer], Object.values(reads));
@@ -322,7 +349,7 @@ function webgpuDecodeAttention(p: DecodeAttentionParams): void {
   const u = new Uint32Array([H, Lq, S, E, Ev, p.rep, p.ldk, p.ldv, p.strideK, p.strideV, p.q.offset, p.k.offset, p.v.offset, p.out.offset,
     m?.offset ?? 0, sw(m?.strides[0] ?? 0), sw(m?.strides[1] ?? 0), sw(m?.strides[2] ?? 0), (p.causal ? 1 : 0) | (m ? 2 : 0), f32w(p.scale), KVH, rows]);
   const [x, y] = grid(rows);
-  be.dispatchGroups(attentionProgram(d, m ? m.dtype : null, access, at, wg), b.bufs, u, x, y, 1);
+  be.dispatchGroups(attentionProgram(d, m ? m.dtype : null, access, at, wg, evp <= wg / 2 ? evp : wg, pairs), b.bufs, u, x, y, 1);
   b.done();
 }
 
