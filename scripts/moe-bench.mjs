@@ -44,8 +44,9 @@ const TOKENS = values.tokens.split(',').map(Number);
 const PARTS = new Set(values.parts.split(',').map(Number));
 const sync = () => nbx.cuda.synchronize();
 
-/** Mean ms of fn over `n` runs after one warm-up (which compiles), each run's tensors freed. */
+/** Mean ms of fn over `n` runs after two warm-ups (compiles, first-use autotuning), each run's tensors freed. */
 async function time(fn, n = reps) {
+  nbx.scope(() => { fn(); });
   nbx.scope(() => { fn(); });
   await sync();
   const t0 = performance.now();

@@ -12,7 +12,8 @@ import type { GemmFeatures, GemmKernel } from './gemm.js';
 import type {
   GatherKernel, LinearIndexKernel, MaskedScatterKernel, MaskedSelectKernel, NonzeroKernel, ScatterKernel,
 } from './indexing.js';
-import type { NormGemvKernel, GatedGemvKernel, RotaryCacheKernel, DecodeAttentionKernel, ExpertGemvKernel, FusedAddRmsNormKernel, GroupedExpertGemmKernel, LlmFeatures, MoeAlignKernel, PagedAttentionKernel, RotaryKernel } from './llm.js';
+import type { NormGemvKernel, GatedGemvKernel, RotaryCacheKernel, DecodeAttentionKernel, ExpertGemvKernel, FusedAddRmsNormKernel, LlmFeatures, PagedAttentionKernel, RotaryKernel } from './llm.js';
+import type { GroupedExpertGemmKernel, MoeAlignKernel } from './moe.js';
 import type { DequantizeKernel, QuantFeatures, QuantMatmulKernel } from './quant.js';
 import type { LocalResponseNormKernel, NllLossKernel, RowNormKernel, SoftmaxKernel } from './nn.js';
 import type { AdaptivePoolKernel, PoolKernel } from './pool.js';
@@ -74,6 +75,7 @@ export interface KernelTable {
   decode_attention: DecodeAttentionKernel;
   expert_gemv: ExpertGemvKernel;
   paged_attention: PagedAttentionKernel;
+  // moe.ts (optional as llm.ts's: nbx.llm.moe_align and grouped_expert_linear run their composites without them)
   moe_align: MoeAlignKernel;
   grouped_expert_gemm: GroupedExpertGemmKernel;
   // quant.ts (nbx.quant's packed weights; a backend without them raises a typed error naming the ones that have them)

@@ -1,4 +1,4 @@
-// The CUDA backend's fused mixture-of-experts kernels (contracts in src/kernels/llm.ts; operations
+// The CUDA backend's fused mixture-of-experts kernels (contracts in src/kernels/moe.ts; operations
 // nbx.llm.moe_align and nbx.llm.grouped_expert_linear in src/ops/llm.ts), vLLM's moe_align_block_size
 // and fused_moe:
 //
@@ -24,7 +24,7 @@
 // to the replay inside a capture), as expert_gemv does.
 
 import type { BackendKernels } from '../../../kernels/table.js';
-import type { GroupedExpertGemmParams, MoeAlignParams } from '../../../kernels/llm.js';
+import type { GroupedExpertGemmParams, MoeAlignParams } from '../../../kernels/moe.js';
 import { IndexError, ValueError } from '../../../errors.js';
 import type { CudaBuffer } from '../runtime/device.js';
 import { DTYPES, type DTypeName } from '../../../dtype/dtypes.js';
