@@ -474,12 +474,15 @@ export class Engine {
     while ((this.waiting.length || this.running.length) && !this.closed) {
       this.admit();
       if (this.mixedSteps) {
-        if (await this.mixedStep()) this.counters.steps++;
-      } else {
-        const didPrefill = await this.prefillStep();
-        const didDecode = await this.decodeStep();
-        if (didPrefill || didDecode) this.counters.steps++;
+        const did = await this.mixedStep();
+        if (did) this.counters.steps++;
+        // on an asynchronous device a mixed step yielded while the device ran it (see mixedStep)
+        if (!did || !this.overlap) await breathe();
+        continue;
       }
+      const didPrefill = await this.prefillStep();
+      const didDecode = await this.decodeStep();
+      if (didPrefill || didDecode) this.counters.steps++;
       await breathe();
     }
   }
@@ -712,6 +715,9 @@ export class Engine {
       this.times.prepare += t1 - t0;
       let got: BigInt64Array;
       try {
+        // while the device runs the step: the event loop's turn (sockets, timers, aborts) and the
+        // consumers of the last step's tokens (their stream writes), instead of between steps
+        if (this.overlap) await breathe();
         got = (await out.ids.dataStorage()) as BigInt64Array;
         this.times.wait += performance.now() - t1;
         if (!out.owned) this.lastGraph?.checkErrors();
@@ -736,10 +742,13 @@ export class Engine {
 
   /**
    * Milliseconds the mixed steps spent so far: preparing (planning the rows, writing the inputs, the
-   * replay's launch or an eager step's host work), waiting for the sampled ids (the device), and
-   * streaming the tokens (text, stop strings, the consumers' wake-ups).
+   * replay's launch or an eager step's host work), waiting for the sampled ids (the device; on CUDA the
+   * event loop's turn runs meanwhile), and streaming the tokens (text, stop strings, wake-ups).
    */
   readonly times = { prepare: 0, wait: 0, emit: 0 };
+
+  /** Steps run asynchronously on the device (CUDA): the host's other work overlaps them. */
+  private get overlap(): boolean { return this.model.device.type === 'cuda'; }
 
   /** max(positions) of the step being run (what RoPE of position-dependent frequencies needs). */
   private stepMaxPos = 0;
