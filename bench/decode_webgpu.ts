@@ -2,7 +2,7 @@
 // read (src/models/static_decode.ts, StaticDecoder.stepFromDevice): step n + 1 takes its input ids from
 // step n's argmax on the device, so the host's wait for step n's ids (a WebGPU readback is a submit
 // and a map, ~0.7 ms on the H200 with Dawn/Vulkan) overlaps step n + 1 on the GPU instead of leaving
-// it idle. Every step's ids still come back to the host, in order, one step behind (what a streaming
+// it idle. Every step's ids still come back to the host, in order, PIPELINE_DEPTH steps behind (what a streaming
 // generate needs); the tokens are compared with generate()'s in the bench, so the loop is the same
 // computation. generate() itself reads each step's ids before queuing the next (src/generation/index.ts).
 
@@ -12,6 +12,12 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import { syncDevice } from './roofline.js';
 
 const OP = 'bench decode';
+/**
+ * Steps queued ahead of the one whose ids are awaited (NBX_BENCH_PIPELINE_DEPTH, default 2): one hides a
+ * readback shorter than a step; two also absorb a late map callback (Dawn delivers them from its event
+ * polling) without leaving the GPU idle.
+ */
+const PIPELINE_DEPTH = Math.max(1, Number(process.env.NBX_BENCH_PIPELINE_DEPTH ?? 2) || 2);
 const now = (): number => performance.now();
 
 export interface PipelinedFigures { ttft_ms: number; decode_tok_s: number; decode_ms_per_step: number; new_tokens: number; tokens: number[][]; graph_nodes: number }
@@ -23,7 +29,7 @@ async function idsOf(t: Tensor): Promise<number[]> { return Array.from(await t.d
  * one ahead of the host. Timing as bench decode's timeDecode: TTFT from a synchronized device to the
  * first token on the host; decode from then to the last token on the host and the device synchronized.
  */
-export async function timeDecodePipelined(model: CausalLMModel, rows: number[][], newTokens: number, device: string): Promise<PipelinedFigures> {
+export async function timeDecodePipelined(model: CausalLMModel, rows: number[][], newTokens: number, device: string, depth = PIPELINE_DEPTH): Promise<PipelinedFigures> {
   const B = rows.length, P = rows[0]!.length;
   const fast = model.staticDecoder({ batch: B, maxLength: P + newTokens, greedy: true });
   if (!fast) throw new nbx.ValueError(OP, `no static decoder on ${device} (NBX_WEBGPU_REPLAY=0, or a position-dependent RoPE)`);
@@ -50,8 +56,7 @@ export async function timeDecodePipelined(model: CausalLMModel, rows: number[][]
     for (let n = 3; n <= newTokens; n++) {
       const r = fast.stepFromDevice();
       pending.push(idsOf(r.next!));
-      push(await pending.shift()!);
-      fast.checkErrors();
+      if (pending.length > depth) { push(await pending.shift()!); fast.checkErrors(); }
     }
     while (pending.length) push(await pending.shift()!);
     fast.checkErrors();
