@@ -69,8 +69,8 @@ export interface EngineOptions {
    */
   sampling?: 'host' | 'device';
   /**
-   * Decode steps run maxBatch rows whatever the number of sequences (the rest padding that attends to
-   * nothing): every step then has one shape, so a GPU's matrix products take the same kernel for a
+   * Decode steps run maxBatch rows (mixed steps: stepTokens rows; see rowBuckets) whatever the number of
+   * sequences (the rest padding that attends to nothing): every step then has one shape, so a GPU's matrix products take the same kernel for a
    * sequence alone and in a full batch and its numbers do not change (GPUs pick GEMM kernels by shape;
    * the padding costs little while a step is bound by reading the weights). Default: on off the CPU,
    * whose steps are row-invariant without it.
