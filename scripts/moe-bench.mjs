@@ -142,7 +142,7 @@ try {
   // 6. tiles (default 128,32,4)
   for (const n of PARTS.has(6) ? TOKENS : []) {
     const { x, idx, w } = routed(n, n);
-    for (const [bs, tile] of values.small ? [[64, '256,32,4']] : [[64, '128,32,4'], [64, '256,32,4'], [64, '128,64,3'], [64, '256,64,3'], [64, '128,32,3'], [128, '128,32,4'], [128, '128,64,3']]) {
+    for (const [bs, tile] of values.small ? [[64, '256,32,4']] : [[64, '128,32,4'], [64, '256,32,4'], [64, '128,64,3'], [64, '256,64,3'], [64, '128,32,3'], [128, '128,32,4'], [128, '128,64,3'], [128, '256,32,3'], [128, '256,64,3']]) {
       process.env.NBX_MOE_GEMM_TILE = tile;
       try {
         const tt = await time(() => grouped(ex, x, idx, w, bs));

@@ -18,7 +18,6 @@ for (const d of ['bfloat16', 'float16']) for (const bm of GEMM_BLOCK_SIZES) for 
 }
 // the other tiles NBX_MOE_GEMM_TILE offers (bn,bk,stages)
 for (const bm of GEMM_BLOCK_SIZES) for (const spec of ['256,32,4', '128,64,3', '256,64,3', '128,32,3', '128,32,5']) {
-  if (spec.startsWith('256') && bm > 64) continue;
   specs.push({ label: `grouped_expert_gemm bfloat16 BM${bm} tile ${spec} routing float32`, ...groupedGemmSource('bfloat16', gemmTile(bm, spec), 'float32') });
 }
 await compileAll('moe', specs, 8);

@@ -160,19 +160,21 @@ export interface GemmTile { bm: number; bn: number; bk: number; stages: number; 
 
 /**
  * The tile for a block size: bn 128, bk 32, 4 stages by default. NBX_MOE_GEMM_TILE="bn,bk,stages" (bn 128
- * or 256, bk 32 or 64, 2-5 stages) picks another, for measuring (scripts/moe-bench.mjs); bn 256 only with
- * bm ≤ 64 (each warp's accumulators stay at 64 floats).
+ * or 256, bk 32 or 64, 2-5 stages) picks another, for measuring (scripts/moe-bench.mjs). A CTA reads
+ * (bm + bn)·K elements for 2·bm·bn·K flops, through L2 for the most part (every expert's tile is read by
+ * each of its row blocks): the card's first run put the default tiles near L2 bandwidth, hence the larger
+ * ones (bm 128 with bn 256: warps of 64 × 64, 128 accumulators, one CTA of 8 warps per SM).
  */
 export function gemmTile(bm: number, spec = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_MOE_GEMM_TILE): GemmTile {
   let bn = 128, bk = 32, stages = 4;
   if (spec) {
     const v = spec.split(',').map(Number);
-    if (v.length !== 3 || ![128, 256].includes(v[0]!) || ![32, 64].includes(v[1]!) || !(v[2]! >= 2 && v[2]! <= 5) || (v[0] === 256 && bm > 64)) {
-      throw new ValueError('llm.grouped_expert_linear', `NBX_MOE_GEMM_TILE must be "bn,bk,stages" with bn 128 or 256 (256 only for block sizes up to 64), bk 32 or 64, 2 to 5 stages; got '${spec}' for block size ${bm}`);
+    if (v.length !== 3 || ![128, 256].includes(v[0]!) || ![32, 64].includes(v[1]!) || !(v[2]! >= 2 && v[2]! <= 5)) {
+      throw new ValueError('llm.grouped_expert_linear', `NBX_MOE_GEMM_TILE must be "bn,bk,stages" with bn 128 or 256, bk 32 or 64, 2 to 5 stages; got '${spec}' for block size ${bm}`);
     }
     [bn, bk, stages] = v as [number, number, number];
   }
-  // warps: 64 × 32 (bm 128), 32 × 64 (bm 64), bm × 32 (bm 16, 32 with bn 128) or bm × 64 (bn 256)
+  // warps: 64 × 32 (bm 128), 32 × 64 (bm 64), bm × 32 (bm 16, 32 with bn 128), bm × 64 or 64 × 64 (bn 256)
   const wm = bm >= 64 ? 2 : 1, wn = bm === 64 && bn === 128 ? 2 : 4;
   return { bm, bn, bk, stages, wm, wn };
 }
@@ -207,7 +209,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b
     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 #endif
-extern "C" __global__ void __launch_bounds__(${NT}${NT >= 256 ? ', 2' : ''}) grouped_expert_gemm(const unsigned short* __restrict__ x,
+extern "C" __global__ void __launch_bounds__(${NT}${NT >= 256 ? `, ${MT * NTL > 16 ? 1 : 2}` : ''}) grouped_expert_gemm(const unsigned short* __restrict__ x,
   const unsigned short* __restrict__ w, const int* __restrict__ sorted, const int* __restrict__ bexp, const int* __restrict__ totalp,
   const ${RT}* __restrict__ rw, unsigned short* __restrict__ out, unsigned long long* __restrict__ err,
   int topK, int M, int E, int O, int K, int BS, int cap, int perSlot) {
