@@ -162,8 +162,9 @@ export interface GemmTile { bm: number; bn: number; bk: number; stages: number; 
  * The tile for a block size: bn 128, bk 32, 4 stages by default. NBX_MOE_GEMM_TILE="bn,bk,stages" (bn 128
  * or 256, bk 32 or 64, 2-5 stages) picks another, for measuring (scripts/moe-bench.mjs). A CTA reads
  * (bm + bn)·K elements for 2·bm·bn·K flops, through L2 for the most part (every expert's tile is read by
- * each of its row blocks): the card's first run put the default tiles near L2 bandwidth, hence the larger
- * ones (bm 128 with bn 256: warps of 64 × 64, 128 accumulators, one CTA of 8 warps per SM).
+ * each of its row blocks): the card's first run (about 200 TFLOP/s at 2048 tokens, 44 flops a byte for
+ * 64 × 128) works out near L2's bandwidth, hence the larger tiles to measure (bm 128 with bn 256: warps of
+ * 64 × 64, 128 accumulators, one CTA of 8 warps per SM).
  */
 export function gemmTile(bm: number, spec = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_MOE_GEMM_TILE): GemmTile {
   let bn = 128, bk = 32, stages = 4;
