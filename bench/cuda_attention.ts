@@ -1,9 +1,9 @@
 // Fused scaled_dot_product_attention on the CUDA backend against PyTorch's SDPA in the same run:
 // prefill (causal and not, bf16/f16, head dim 128/64/256) in TFLOP/s (causal counts half the L x S
 // products, as FlashAttention does) and decode (1 query row, long KV) in GB/s of K/V read.
-// The kernel column says which prefill kernel the tuner chose (wgmma: attention_sm90.ts, offered with
-// NBX_ATTENTION_WGMMA=1 while it is unverified on a card; mma: the mma.sync kernel; composed: no fused kernel,
-// e.g. head dim 256 without the Hopper kernel).
+// The kernel column says which prefill kernel the tuner chose (wgmma: attention_sm90.ts, on by default on
+// Hopper, NBX_ATTENTION_WGMMA=0 turns it off; mma: the mma.sync kernel; composed: no fused kernel, e.g. head
+// dim 256 without the Hopper kernel).
 // Run: node dist/bench/cuda_attention.js   (NBX_CACHE_DIR=<fresh dir> to watch the tuning sweep)
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';

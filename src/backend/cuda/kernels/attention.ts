@@ -520,9 +520,10 @@ export function hasWgmma(): boolean {
  * Whether the Hopper kernel runs (the tuner offers it, and head dim 256 goes through it): the device has
  * it (hasWgmma) and NBX_ATTENTION_WGMMA is not '0'; WGMMA_DEFAULT says what an unset variable means.
  */
-// Opt-in ('1') until the reworked kernel (asynchronous producer, separate K/V barriers) has passed the card's
-// check including the long non-causal shapes that stalled the first version in the 08:35 run.
-const WGMMA_DEFAULT = false;
+// On by default since device call 4 of 2026-12-02: every variant right on the H200 (57/57 against the CPU
+// reference), the B4 H32 L4096 shapes that "stalled" (the inputs' host randn, not the kernel) run, and it is
+// faster than the mma kernel on every bench row (BENCHMARKS.md). NBX_ATTENTION_WGMMA=0 turns it off.
+const WGMMA_DEFAULT = true;
 function wgmmaEnabled(): boolean {
   const v = process.env.NBX_ATTENTION_WGMMA;
   return hasWgmma() && (v === undefined || v === '' ? WGMMA_DEFAULT : v !== '0');
