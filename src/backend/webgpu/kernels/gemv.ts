@@ -47,6 +47,34 @@ function unpack(d: DTypeName, w: string): string[] {
  * uniform: [m, n, kv, lda4, ldb4, ldc, aoff4, boff4, coff, alpha] (kv, lda4, ldb4, aoff4, boff4 in
  * 16-byte words). Bindings: b1 C, then A and B as vec4<u32> arrays (`ia`, `ib`: their binding numbers).
  */
+/**
+ * The product part of a matrix-vector kernel: lanes of G stride row j's 16-byte words of b{ib} (four in
+ * flight), `term` adding one word's products into acc0 … acc{M-1}, then the lanes' sums meet by
+ * subgroupAdd or, without subgroups, a tree in the workgroup array `red`.
+ */
+function rowDots(R: number, accs: number[], ib: number, sub: boolean, term: (c: string, wv: string) => string): string {
+  const reduce = sub
+    ? accs.map((i) => `acc${i} = subgroupAdd(acc${i});`).join(' ')
+    : accs.map((i) => `red[lid] = acc${i};
+  workgroupBarrier();
+  for (var s = ${G / 2}u; s > 0u; s >>= 1u) { if (lane < s) { red[lid] += red[lid + s]; } workgroupBarrier(); }
+  acc${i} = red[lid];
+  workgroupBarrier();`).join('\n  ');
+  return `let lane = lid % ${G}u;
+  let j = (wid.y * nwg.x + wid.x) * ${R}u + lid / ${G}u;
+  ${accs.map((i) => `var acc${i} = 0.0f;`).join(' ')}
+  if (j < n) {
+    let brow = boff + j * ldb;
+    var c = lane;
+    for (; c + ${3 * G}u < kv; c += ${4 * G}u) {
+      let w0 = b${ib}[brow + c]; let w1 = b${ib}[brow + c + ${G}u]; let w2 = b${ib}[brow + c + ${2 * G}u]; let w3 = b${ib}[brow + c + ${3 * G}u];
+      ${[0, 1, 2, 3].map((q) => term(`c + ${q * G}u`, `w${q}`)).join('\n      ')}
+    }
+    for (; c < kv; c += ${G}u) { let w0 = b${ib}[brow + c]; ${term('c', 'w0')} }
+  }
+  ${reduce}`;
+}
+
 function gemvProgram(d: DTypeName, M: number, wg: number, sub: boolean, access: string, ia: number, ib: number, gate: Expr | null = null): Program {
   const key = `gemv|${d}|${M}|${wg}|${sub}|${access}|${ia}${ib}${gate ? `|gated:${gate.key}` : ''}`;
   return program(key, access, 10, () => {
@@ -76,32 +104,13 @@ fn nbx_gated4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
   return vec4<f32>(nbx_gated(g.x, u.x), nbx_gated(g.y, u.y), nbx_gated(g.z, u.z), nbx_gated(g.w, u.w));
 }`;
     }
-    const reduce = sub
-      ? accs.map((i) => `acc${i} = subgroupAdd(acc${i});`).join(' ')
-      : accs.map((i) => `red[lid] = acc${i};
-  workgroupBarrier();
-  for (var s = ${G / 2}u; s > 0u; s >>= 1u) { if (lane < s) { red[lid] += red[lid + s]; } workgroupBarrier(); }
-  acc${i} = red[lid];
-  workgroupBarrier();`).join('\n  ');
     const stores = accs.map((i) => `if (${i}u < m) { ${storeOut(d, 'float32', `coff + ${i}u * ldc + j`, `alpha * acc${i}`)} }`).join('\n    ');
     const fns = `${gatedFns}\n${sub ? '' : `var<workgroup> red: array<f32, ${wg}>;`}`;
     const entryCode = `@compute @workgroup_size(${wg})
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
   let m = ${U(0)}; let n = ${U(1)}; let kv = ${U(2)}; let lda = ${U(3)}; let ldb = ${U(4)}; let ldc = ${U(5)};
   let aoff = ${U(6)}; let boff = ${U(7)}; let coff = ${U(8)}; let alpha = bitcast<f32>(${U(9)});
-  let lane = lid % ${G}u;
-  let j = (wid.y * nwg.x + wid.x) * ${R}u + lid / ${G}u;
-  ${accs.map((i) => `var acc${i} = 0.0f;`).join(' ')}
-  if (j < n) {
-    let brow = boff + j * ldb;
-    var c = lane;
-    for (; c + ${3 * G}u < kv; c += ${4 * G}u) {
-      let w0 = b${ib}[brow + c]; let w1 = b${ib}[brow + c + ${G}u]; let w2 = b${ib}[brow + c + ${2 * G}u]; let w3 = b${ib}[brow + c + ${3 * G}u];
-      ${[0, 1, 2, 3].map((q) => term(`c + ${q * G}u`, `w${q}`)).join('\n      ')}
-    }
-    for (; c < kv; c += ${G}u) { let w0 = b${ib}[brow + c]; ${term('c', 'w0')} }
-  }
-  ${reduce}
+  ${rowDots(R, accs, ib, sub, term)}
   if (lane == 0u && j < n) {
     ${stores}
   }
@@ -176,13 +185,6 @@ function normGemvProgram(d: DTypeName, M: number, wg: number, sub: boolean, acce
       const wp = unpack(d, wv);
       return accs.map((i) => `acc${i} += ${wp.map((w, h) => `dot(${w}, xs[${i}u * K4 + ${E === 8 ? `2u * (${c}) + ${h}u` : c}])`).join(' + ')};`).join(' ');
     };
-    const reduce = sub
-      ? accs.map((i) => `acc${i} = subgroupAdd(acc${i});`).join(' ')
-      : accs.map((i) => `red[lid] = acc${i};
-  workgroupBarrier();
-  for (var s = ${G / 2}u; s > 0u; s >>= 1u) { if (lane < s) { red[lid] += red[lid + s]; } workgroupBarrier(); }
-  acc${i} = red[lid];
-  workgroupBarrier();`).join('\n  ');
     const norms = accs.map((i) => `{
     var ss = 0.0f;
     if (${i}u < m) {
@@ -218,19 +220,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   let first = wid.x == 0u && wid.y == 0u;
   ${norms}
   workgroupBarrier();
-  let lane = lid % ${G}u;
-  let j = (wid.y * nwg.x + wid.x) * ${R}u + lid / ${G}u;
-  ${accs.map((i) => `var acc${i} = 0.0f;`).join(' ')}
-  if (j < n) {
-    let brow = boff + j * ldb;
-    var c = lane;
-    for (; c + ${3 * G}u < kv; c += ${4 * G}u) {
-      let w0 = b${ib}[brow + c]; let w1 = b${ib}[brow + c + ${G}u]; let w2 = b${ib}[brow + c + ${2 * G}u]; let w3 = b${ib}[brow + c + ${3 * G}u];
-      ${[0, 1, 2, 3].map((q) => term(`c + ${q * G}u`, `w${q}`)).join('\n      ')}
-    }
-    for (; c < kv; c += ${G}u) { let w0 = b${ib}[brow + c]; ${term('c', 'w0')} }
-  }
-  ${reduce}
+  ${rowDots(R, accs, ib, sub, term)}
   if (lane == 0u && j < n) {
     ${stores}
   }
