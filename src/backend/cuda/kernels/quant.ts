@@ -438,9 +438,20 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
       for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
     }
   }
+${warpPartialsAndStore(d, mr, rows, 'live')}
+}`;
+  return { src, name: 'quant_gemv', sig };
+}
+
+/**
+ * The end of a decode GEMV whose warps hold acc[mr][rows] for output rows n0 … n0 + rows − 1: with kw
+ * warps splitting K, their partials are added in warp order by the row group's first warp (ks == 0),
+ * which then adds the bias and stores (where `live`).
+ */
+function warpPartialsAndStore(d: DTypeName, mr: number, rows: number, live: string): string {
+  return `  __shared__ float red[${WARPS}][${mr * rows}];
   if (kw > 1) {
     // the kw warps' partial sums, added in warp order by the row group's first warp
-    __shared__ float red[${WARPS}][${mr * rows}];
     if (lane == 0) {
       #pragma unroll
       for (int i = 0; i < ${mr}; i++) {
@@ -459,7 +470,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
       }
     }
   }
-  if (lane == 0 && ks == 0 && live) {
+  if (lane == 0 && ks == 0 && (${live})) {
     #pragma unroll
     for (int r = 0; r < ${rows}; r++) {
       const int j = n0 + r;
@@ -468,9 +479,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
         for (int i = 0; i < ${mr}; i++) if (i < m) { float v_ = acc[i][r]; if (bias) v_ += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)i * n + j', 'v_')} }
       }
     }
-  }
-}`;
-  return { src, name: 'quant_gemv', sig };
+  }`;
 }
 
 // ---- the register GEMV (formats whose packed rows tile into 16-byte units) -------------------------
@@ -670,37 +679,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 2) quant_gemv_v(const $
       for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
     }
   }
-  __shared__ float red[${WARPS}][${mr * nr}];
-  if (kw > 1) {
-    // the kw warps' partial sums, added in warp order by the row group's first warp
-    if (lane == 0) {
-      #pragma unroll
-      for (int i = 0; i < ${mr}; i++) {
-        #pragma unroll
-        for (int r = 0; r < ${nr}; r++) red[warp][i * ${nr} + r] = acc[i][r];
-      }
-    }
-    __syncthreads();
-    if (lane == 0 && ks == 0) {
-      for (int q = 1; q < kw; q++) {
-        #pragma unroll
-        for (int i = 0; i < ${mr}; i++) {
-          #pragma unroll
-          for (int r = 0; r < ${nr}; r++) acc[i][r] += red[warp + q][i * ${nr} + r];
-        }
-      }
-    }
-  }
-  if (lane == 0 && ks == 0 && n0 < n) {
-    #pragma unroll
-    for (int r = 0; r < ${nr}; r++) {
-      const int j = n0 + r;
-      if (j < n) {
-        #pragma unroll
-        for (int i = 0; i < ${mr}; i++) if (i < m) { float v_ = acc[i][r]; if (bias) v_ += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)i * n + j', 'v_')} }
-      }
-    }
-  }
+${warpPartialsAndStore(d, mr, nr, 'n0 < n')}
 }`;
   return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
 }

@@ -28,7 +28,7 @@ import type { BackendKernels } from '../../../kernels/table.js';
 import type { DecodeAttentionParams, FusedAddRmsNormParams, LlmFeatures, RotaryCacheParams } from '../../../kernels/llm.js';
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
-import { f32w, outAccess, program, store } from './util.js';
+import { f32w, outAccess, program, store, tree } from './util.js';
 import { gatedGemvRun, normGemvRun } from './gemv.js';
 import type { GatedGemvParams, NormGemvParams } from '../../../kernels/llm.js';
 
@@ -82,17 +82,6 @@ function grid(n: number): [number, number] {
 /** A signed stride or offset as a uniform word. */
 const sw = (v: number): number => v >>> 0;
 
-/** The fixed-order tree over `sh` leaving the merged value, uniform, in `v` (as nn.ts's). */
-function tree(wg: number, v: string, merge: string): string {
-  return `sh[lid] = ${v};
-  workgroupBarrier();
-  for (var s = ${wg / 2}u; s > 0u; s >>= 1u) {
-    if (lid < s) { let a = sh[lid]; let b = sh[lid + s]; sh[lid] = ${merge}; }
-    workgroupBarrier();
-  }
-  ${v} = workgroupUniformLoad(&sh[0]);
-  workgroupBarrier();`;
-}
 
 // ---- fused_add_rms_norm ----------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import { module, U } from '../runtime/elementwise.js';
 import type { BackendKernels } from '../../../kernels/table.js';
 import type { LrnParams, NllParams, RowNormParams, SoftmaxParams } from '../../../kernels/nn.js';
 import { IndexError } from '../../../errors.js';
-import { bindAll, checkFloat, decompose, dimWords, f32w, fitsI32, loadIndex, nextPow2, outAccess, program, recordErr, store, storeVal } from './util.js';
+import { bindAll, checkFloat, decompose, dimWords, f32w, fitsI32, loadIndex, nextPow2, outAccess, program, recordErr, store, storeVal, tree } from './util.js';
 import { numelOf } from '../../../tensor/shape.js';
 
 let be: WebGPUBackend;
@@ -29,20 +29,6 @@ export function bind(backend: WebGPUBackend): void {
   be = backend;
 }
 
-/**
- * The workgroup tree over `sh` (fixed order); leaves the merged value in `v` for every invocation, as a
- * uniform value (workgroupUniformLoad), so control flow may depend on it.
- */
-function tree(wg: number, v: string, merge: string): string {
-  return `sh[lid] = ${v};
-  workgroupBarrier();
-  for (var s = ${wg / 2}u; s > 0u; s >>= 1u) {
-    if (lid < s) { let a = sh[lid]; let b = sh[lid + s]; sh[lid] = ${merge}; }
-    workgroupBarrier();
-  }
-  ${v} = workgroupUniformLoad(&sh[0]);
-  workgroupBarrier();`;
-}
 const MAX_NAN = 'select(select(a, b, b > a), select(a, b, nbx_isnan(b)), nbx_isnan(a) || nbx_isnan(b))';
 
 // ---- softmax -------------------------------------------------------------------------------------

@@ -136,3 +136,18 @@ export const fitsI32 = (v: string): string => `(${v}_hi == select(0u, 0xffffffff
 export const storeIndex = (d: DTypeName, buf: string, idx: string, v: string): string => (d === 'int64'
   ? `{ let nbx_j = 2u * (${idx}); let nbx_x: i32 = ${v}; ${buf}[nbx_j] = bitcast<u32>(nbx_x); ${buf}[nbx_j + 1u] = select(0u, 0xffffffffu, nbx_x < 0i); }`
   : `${buf}[${idx}] = bitcast<u32>(${v});`);
+
+/**
+ * The workgroup tree over `sh` (fixed order); leaves the merged value in `v` for every invocation, as a
+ * uniform value (workgroupUniformLoad), so control flow may depend on it.
+ */
+export function tree(wg: number, v: string, merge: string): string {
+  return `sh[lid] = ${v};
+  workgroupBarrier();
+  for (var s = ${wg / 2}u; s > 0u; s >>= 1u) {
+    if (lid < s) { let a = sh[lid]; let b = sh[lid + s]; sh[lid] = ${merge}; }
+    workgroupBarrier();
+  }
+  ${v} = workgroupUniformLoad(&sh[0]);
+  workgroupBarrier();`;
+}
