@@ -138,13 +138,28 @@ function cudaFusedAddRmsNorm(p: FusedAddRmsNormParams): void {
 const ROPE_BLOCK = 256;
 
 /**
+ * Element j < R of a rotated row (x at xr, stride xd; cos/sin rows of batch b, position t) stored at
+ * out[idx]: x·cos rounded to the dtype, plus rotate_half(x)·sin with one rounding (fma), as the
+ * composite's mul then addcmul.
+ */
+function rotateElement(d: DTypeName, idx: string): string {
+  const A = computeOf(d);
+  const mul = d === 'float64' ? '__dmul_rn' : '__fmul_rn', fma = d === 'float64' ? 'fma' : 'fmaf';
+  return `const long long half = R / 2;
+    const ${A} xv = (${A})${R.load(d, 'x', 'xr + j * xd')};
+    const ${A} rh = j < half ? -(${A})${R.load(d, 'x', 'xr + (j + half) * xd')} : (${A})${R.load(d, 'x', 'xr + (j - half) * xd')};
+    const ${A} cv = (${A})${R.load(d, 'c', 'b * cb + t * ct + j * cr')}, sv = (${A})${R.load(d, 's', 'b * sb + t * st + j * sr')};
+    const ${A} a = ${roundTo(d, `${mul}(xv, cv)`)};
+    ${R.store(d, 'out', idx, `${fma}(rh, sv, a)`)}`;
+}
+
+/**
  * A thread per output element of [B, H, T, D] (grid-stride): x·cos rounded to the dtype, plus
  * rotate_half(x)·sin with one rounding (fma), as the composite's mul then addcmul; channels past the
  * rotary dim are copied.
  */
 export function rotarySource(d: DTypeName) {
-  const T = R.storageType(d), A = computeOf(d);
-  const mul = d === 'float64' ? '__dmul_rn' : '__fmul_rn', fma = d === 'float64' ? 'fma' : 'fmaf';
+  const T = R.storageType(d);
   const src = `
 extern "C" __global__ void __launch_bounds__(${ROPE_BLOCK}) rotary(const ${T}* __restrict__ x, const ${T}* __restrict__ c, const ${T}* __restrict__ s,
   ${T}* __restrict__ out, long long H, long long Tn, long long D, long long R, long long total,
@@ -156,12 +171,7 @@ extern "C" __global__ void __launch_bounds__(${ROPE_BLOCK}) rotary(const ${T}* _
     const long long h = rem % H; const long long b = rem / H;
     const long long xr = b * xb + h * xh + t * xt;
     if (j >= R) { ${R.store(d, 'out', 'i', R.load(d, 'x', 'xr + j * xd'))} continue; }
-    const long long half = R / 2;
-    const ${A} v = (${A})${R.load(d, 'x', 'xr + j * xd')};
-    const ${A} rh = j < half ? -(${A})${R.load(d, 'x', 'xr + (j + half) * xd')} : (${A})${R.load(d, 'x', 'xr + (j - half) * xd')};
-    const ${A} cv = (${A})${R.load(d, 'c', 'b * cb + t * ct + j * cr')}, sv = (${A})${R.load(d, 's', 'b * sb + t * st + j * sr')};
-    const ${A} a = ${roundTo(d, `${mul}(v, cv)`)};
-    ${R.store(d, 'out', 'i', `${fma}(rh, sv, a)`)}
+    ${rotateElement(d, 'i')}
   }
 }`;
   return { src, name: 'rotary', sig: ['ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(15).fill('i64')] as ArgType[] };
@@ -185,8 +195,7 @@ function cudaRotary(p: RotaryParams): void {
  * index[t], value heads are copied into the value cache there. The rotation's arithmetic is rotary's.
  */
 export function rotaryCacheSource(d: DTypeName) {
-  const T = R.storageType(d), A = computeOf(d);
-  const mul = d === 'float64' ? '__dmul_rn' : '__fmul_rn', fma = d === 'float64' ? 'fma' : 'fmaf';
+  const T = R.storageType(d);
   const src = `
 extern "C" __global__ void __launch_bounds__(${ROPE_BLOCK}) rotary_cache(const ${T}* __restrict__ q, const ${T}* __restrict__ k, const ${T}* __restrict__ v,
   const ${T}* __restrict__ c, const ${T}* __restrict__ s, ${T}* __restrict__ qo, ${T}* __restrict__ kc, ${T}* __restrict__ vc,
@@ -218,12 +227,7 @@ extern "C" __global__ void __launch_bounds__(${ROPE_BLOCK}) rotary_cache(const $
       out = kc; o = b * kcb + (h - H) * kch + p * kcs + j * kcd;
     }
     if (j >= R) { out[o] = x[xr + j * xd]; continue; }
-    const long long half = R / 2;
-    const ${A} xv = (${A})${R.load(d, 'x', 'xr + j * xd')};
-    const ${A} rh = j < half ? -(${A})${R.load(d, 'x', 'xr + (j + half) * xd')} : (${A})${R.load(d, 'x', 'xr + (j - half) * xd')};
-    const ${A} cv = (${A})${R.load(d, 'c', 'b * cb + t * ct + j * cr')}, sv = (${A})${R.load(d, 's', 'b * sb + t * st + j * sr')};
-    const ${A} a = ${roundTo(d, `${mul}(xv, cv)`)};
-    ${R.store(d, 'out', 'o', `${fma}(rh, sv, a)`)}
+    ${rotateElement(d, 'o')}
   }
 }`;
   return { src, name: 'rotary_cache', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(33).fill('i64')] as ArgType[] };
