@@ -14,6 +14,7 @@ import type {
 } from './indexing.js';
 import type { NormGemvKernel, GatedGemvKernel, RotaryCacheKernel, DecodeAttentionKernel, ExpertGemvKernel, FusedAddRmsNormKernel, LlmFeatures, PagedAttentionKernel, RotaryKernel } from './llm.js';
 import type { GroupedExpertGemmKernel, MoeAlignKernel } from './moe.js';
+import type { DecodeStepKernel } from './decode_step.js';
 import type { DequantizeKernel, QuantFeatures, QuantMatmulKernel } from './quant.js';
 import type { LocalResponseNormKernel, NllLossKernel, RowNormKernel, SoftmaxKernel } from './nn.js';
 import type { AdaptivePoolKernel, PoolKernel } from './pool.js';
@@ -75,6 +76,8 @@ export interface KernelTable {
   decode_attention: DecodeAttentionKernel;
   expert_gemv: ExpertGemvKernel;
   paged_attention: PagedAttentionKernel;
+  // decode_step.ts (optional: nbx.llm.fused_decode_step runs its composite without it)
+  decode_step: DecodeStepKernel;
   // moe.ts (optional as llm.ts's: nbx.llm.moe_align and grouped_expert_linear run their composites without them)
   moe_align: MoeAlignKernel;
   grouped_expert_gemm: GroupedExpertGemmKernel;
@@ -101,6 +104,6 @@ export const KERNEL_NAMES = Object.keys({
   masked_select: 1, masked_scatter: 1, sort: 1, topk: 1, kthvalue: 1, median: 1, mode: 1, searchsorted: 1, unique: 1,
   fft: 1, fft_strided: 1, conv: 1, conv_transpose: 1, pool: 1, adaptive_pool: 1, interpolate: 1, grid_sample: 1,
   softmax: 1, row_norm: 1, nll_loss: 1, local_response_norm: 1, attention: 1,
-  fused_add_rms_norm: 1, rotary_embedding: 1, rotary_cache: 1, gated_gemv: 1, norm_gemv: 1, decode_attention: 1, expert_gemv: 1, paged_attention: 1, moe_align: 1, grouped_expert_gemm: 1,
+  fused_add_rms_norm: 1, rotary_embedding: 1, rotary_cache: 1, gated_gemv: 1, norm_gemv: 1, decode_attention: 1, expert_gemv: 1, paged_attention: 1, decode_step: 1, moe_align: 1, grouped_expert_gemm: 1,
   quant_matmul: 1, dequantize: 1,
 } satisfies Record<KernelName, 1>) as KernelName[];

@@ -14,7 +14,7 @@ import type { ModelConfig, LayerType, SupportedModelType } from './config.js';
 import { RotaryEmbedding } from './rope.js';
 import { attention, booleanMask } from './attention.js';
 import { backendFor } from '../backend/backend.js';
-import { fusedKernel, gatedActName, groupedExpertKernel } from '../ops/llm.js';
+import { fusedKernel, gatedActName, groupedExpertKernel, type DecodeStepLayerTensors } from '../ops/llm.js';
 
 export interface FamilyTraits {
   /** q, k, v projections as one `qkv_proj`, gate and up as one `gate_up_proj` (Phi-3). */
@@ -210,6 +210,12 @@ class ConcatLinears {
     return true;
   }
 
+  /** The joined float weight [ΣN, K] where the parts have no bias and are not quantized, else null. */
+  plainWeight(): Tensor | null {
+    if (this.parts[0]!.is_quantized || !this.joined() || this.b !== null) return null;
+    return this.w;
+  }
+
   /** x·[W₁; W₂; …]ᵀ (+ [b₁; b₂; …]), or null when the parts cannot be joined (then each runs on its own). */
   forward(x: Tensor): Tensor | null {
     if (!this.joined()) return null;
@@ -289,6 +295,17 @@ export class Attention extends Module {
     return r ? [this.fromQkv(r[0], ctx), r[1]] : null;
   }
 
+  /**
+   * The weights nbx.llm.fused_decode_step takes for this layer's attention (q/k/v stacked, o), or null
+   * where it computes something else: biases, q/k norms, soft-capping, a sliding window, quantized weights.
+   */
+  decodeStepWeights(): { qkv: Tensor; o: Tensor; scaling: number } | null {
+    if (this.q_norm || this.cfg.attn_logit_softcapping !== null || this.cfg.layer_types[this.layerIdx] !== 'full_attention') return null;
+    if (this.o_proj.is_quantized || this.o_proj.bias) return null;
+    const qkv = this.qkv_proj ? (this.qkv_proj.is_quantized || this.qkv_proj.bias ? null : this.qkv_proj.weight) : this.qkv?.plainWeight() ?? null;
+    return qkv ? { qkv, o: this.o_proj.weight, scaling: this.scaling } : null;
+  }
+
   /** The attention of one projection's q/k/v [B, T, (H + 2·KVH)·D]. */
   private fromQkv(qkvOut: Tensor, ctx: LayerContext): Tensor {
     const H = this.heads, KVH = this.kvHeads;
@@ -351,6 +368,13 @@ export class MLP extends Module {
       return this.down_proj.forward(up.mul(activation(this.act, gate)));
     }
     return this.down_proj.forward(activation(this.act, this.gate_proj!.forward(x)).mul(this.up_proj!.forward(x)));
+  }
+
+  /** The weights nbx.llm.fused_decode_step takes (gate/up stacked, down) for a SiLU-gated MLP without biases, else null. */
+  decodeStepWeights(): { gateUp: Tensor; down: Tensor } | null {
+    if (this.gatedAct !== 'silu' || this.down_proj.is_quantized || this.down_proj.bias) return null;
+    const gu = this.gate_up_proj ? (this.gate_up_proj.is_quantized || this.gate_up_proj.bias ? null : this.gate_up_proj.weight) : this.gateUp!.plainWeight();
+    return gu ? { gateUp: gu, down: this.down_proj.weight } : null;
   }
 
   /** The down projection of gate_up [..., 2I], reading act(gate)·up as it loads it where a kernel can (nbx.llm.gated_linear). */
@@ -523,6 +547,16 @@ export class DecoderLayer extends Module {
     return x.add(this.mlp.forward(this.post_attention_layernorm.forward(x)));
   }
 
+  /** This layer's tensors for nbx.llm.fused_decode_step (its caches added by the caller), or null where the kernel's layer is not this one. */
+  decodeStepTensors(eps: number): Omit<DecodeStepLayerTensors, 'key_cache' | 'value_cache'> | null {
+    if (!this.residualChain || !(this.mlp instanceof MLP)) return null;
+    const n1 = this.input_layernorm as RMSNorm, n2 = this.post_attention_layernorm as RMSNorm;
+    for (const n of [n1, n2]) if (!(n.weight instanceof nbx.Tensor) || n.normalized_shape.length !== 1 || (n.eps ?? eps) !== eps) return null;
+    const a = this.self_attn.decodeStepWeights(), m = this.mlp.decodeStepWeights();
+    if (!a || !m) return null;
+    return { input_norm: n1.weight!, qkv: a.qkv, o: a.o, post_norm: n2.weight!, gate_up: m.gateUp, down: m.down };
+  }
+
   /** Whether forwardResidual applies: pre-norm layers whose norms are nn.RMSNorm (not Gemma's). */
   get residualChain(): boolean {
     return !this.pre_feedforward_layernorm && this.input_layernorm instanceof RMSNorm && this.post_attention_layernorm instanceof RMSNorm;
@@ -624,6 +658,34 @@ export class DecoderModel extends Module {
     }
     for (const layer of this.layers) x = layer.forward(x, ctx);
     return this.norm.forward(x);
+  }
+
+  /**
+   * A batch-1 decode step in one call (nbx.llm.fused_decode_step) where every layer is the op's layer:
+   * the logits [1, 1, V] of `lmHead`, their argmax [1], or null (then the caller runs forward). `ids` and
+   * `positionIds` [1, 1], `cacheIndex` [1], `notPadding` [1, S]; `caches(l)` the static cache's buffers.
+   */
+  fusedDecodeStep(a: {
+    ids: Tensor; positionIds: Tensor; cacheIndex: Tensor; notPadding: Tensor; capacity: number; lmHead: Tensor;
+    caches: (layer: number) => { keys: Tensor; values: Tensor };
+  }): [Tensor, Tensor] | null {
+    const cfg = this.cfg, x = this.embed_tokens.weight;
+    if (this.traits.gemma || !nbx.llm.fusion_enabled() || !this.residualChain || cfg.final_logit_softcapping !== null || a.ids.shape[0] !== 1) return null;
+    if (!(this.norm instanceof RMSNorm) || !(this.norm.weight instanceof nbx.Tensor)) return null;
+    const eps = this.norm.eps ?? cfg.rms_norm_eps;
+    const layers: DecodeStepLayerTensors[] = [];
+    let scaling: number | null = null;
+    for (const [i, layer] of [...this.layers].entries()) {
+      const t = (layer as DecoderLayer).decodeStepTensors(eps);
+      const sc = (layer as DecoderLayer).self_attn.decodeStepWeights()?.scaling ?? null;
+      if (!t || sc === null || (scaling !== null && sc !== scaling)) return null;
+      scaling = sc;
+      const c = a.caches(i);
+      layers.push({ ...t, key_cache: c.keys, value_cache: c.values });
+    }
+    const { cos, sin } = this.ropes.full_attention.forward(a.positionIds, a.capacity - 1, x.dt, x.device, a.capacity);
+    return nbx.llm.fused_decode_step(a.ids, a.cacheIndex, a.notPadding, cos, sin, x, layers, this.norm.weight, a.lmHead,
+      { heads: cfg.num_attention_heads, kv_heads: cfg.num_key_value_heads, eps, scaling: scaling! }) as [Tensor, Tensor];
   }
 
   /** The RoPE tables' identities: a captured CUDA graph reads them, so it is stale once one is rebuilt. */

@@ -38,6 +38,7 @@ import type { Device } from '../backend/backend.js';
 import { CUDAGraph, captureGraph, type GraphHost } from '../backend/cuda/runtime/graph.js';
 import { recordCpu, type CpuRecording } from '../backend/cpu/runtime/recording.js';
 import { WebGPUGraph, captureWebGPU, type GraphBackend as WebGPUGraphBackend } from '../backend/webgpu/runtime/graph.js';
+import { fusedKernel } from '../ops/llm.js';
 import { RowSamplingState, argmaxRows, sampleRows, samplingModeOf, type RowSampling, type SamplingMode } from '../generation/sampler.js';
 
 /** What a static decoder uses of the model (CausalLMModel; named here so causal_lm.ts and this file do not import each other). */
@@ -256,6 +257,13 @@ export class StaticDecoder {
         const inWindow = this.cacheIndex.gt(this.writeIndex.sub(cfg.sliding_window));
         masks.sliding_attention = { mask: attend.logical_and(inWindow).view([B, 1, 1, this.capacity]), isCausal: false };
       }
+      // batch 1 where the device has the whole-step kernel: one launch (nbx.llm.fused_decode_step)
+      const one = B === 1 && decodeStepEnabled() ? this.fusedStep() : null;
+      if (one) {
+        this.sampling?.markSeen(this.ids);
+        const next = this.greedy ? one[1] : this.sampling ? sampleRows(one[0].view([B, one[0].shape[2]!]), this.sampling.tensors, this.samplingMode) : null;
+        return next ? { logits: one[0], next } : { logits: one[0], next: null };
+      }
       const h = m.model.forward(this.ids, {
         padding: null, positionIds: this.positions, maxPosition: this.capacity - 1, positionBound: this.capacity,
         cache: new IndexedCacheWriter(this.cache, this.writeIndex), masks,
@@ -267,6 +275,16 @@ export class StaticDecoder {
       this.sampling?.markSeen(this.ids);
       const next = this.greedy ? argmaxRows(last) : this.sampling ? sampleRows(last, this.sampling.tensors, this.samplingMode) : null;
       return next ? { logits, next } : { logits, next: null };
+    });
+  }
+
+  /** The step as nbx.llm.fused_decode_step where the model's layers and lm_head are that op's and the device has its kernel, else null. */
+  private fusedStep(): [Tensor, Tensor] | null {
+    const m = this.model, lm = m.lm_head as unknown;
+    if (!(lm instanceof nbx.nn.Linear) || lm.is_quantized || lm.bias || !fusedKernel('decode_step', lm.weight)) return null;
+    return m.model.fusedDecodeStep({
+      ids: this.ids, positionIds: this.positions, cacheIndex: this.writeIndex, notPadding: this.notPadding, capacity: this.capacity,
+      lmHead: lm.weight, caches: (l) => this.cache.buffers(l),
     });
   }
 
@@ -322,6 +340,12 @@ export const CPU_CAPACITY_BUCKET = 32;
  * Whether decode steps on `device` are replayed: CUDA graphs (NBX_CUDA_GRAPHS=0 turns them off), CPU
  * step recordings (NBX_CPU_REPLAY=0) and WebGPU step graphs (NBX_WEBGPU_REPLAY=0).
  */
+/** Whether batch-1 steps take nbx.llm.fused_decode_step where they can (NBX_DECODE_STEP=off: the op-by-op step). */
+export function decodeStepEnabled(): boolean {
+  const v = process.env.NBX_DECODE_STEP;
+  return v !== 'off' && v !== '0';
+}
+
 export function replayEnabled(device: Device): boolean {
   if (device.type === 'cuda') return process.env.NBX_CUDA_GRAPHS !== '0';
   if (device.type === 'cpu') return process.env.NBX_CPU_REPLAY !== '0';

@@ -237,6 +237,7 @@ inline double max(double a, double b) { return std::fmax(a, b); }
 // atomics: blocks and fibers run on one OS thread, so plain read-modify-write is atomic
 template <class T> T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
 template <class T> T __ldcg(const T* p) { return *p; }
+template <class T> void __stcg(T* p, T v) { *p = v; }
 template <class T> T atomicSub(T* p, T v) { T o = *p; *p = o - v; return o; }
 template <class T> T atomicMax(T* p, T v) { T o = *p; if (v > o) *p = v; return o; }
 template <class T> T atomicMin(T* p, T v) { T o = *p; if (v < o) *p = v; return o; }

@@ -7,6 +7,7 @@ import type { BackendKernels } from '../../../kernels/table.js';
 import * as attention from './attention.js';
 import * as conv from './conv.js';
 import * as copy from './copy.js';
+import * as decodeStep from './decode_step.js';
 import * as fft from './fft.js';
 import * as gemm from './gemm.js';
 import * as indexing from './indexing.js';
@@ -23,11 +24,11 @@ import { hostStaged } from '../runtime/host_staging.js';
 export { stagingStats } from '../runtime/host_staging.js';
 export { cudaMatmulSettings } from './gemm.js';
 
-const FAMILIES = [copy, reduce, gemm, nn, indexing, sort, conv, pool, resample, fft, attention, llm, quant, moe];
+const FAMILIES = [copy, reduce, gemm, nn, indexing, sort, conv, pool, resample, fft, attention, llm, quant, moe, decodeStep];
 
 /** Every kernel the CUDA backend implements itself; the CPU's others run through host staging. */
 export const cudaKernels: BackendKernels = {
-  ...copy.kernels, ...reduce.kernels, ...gemm.kernels, ...nn.kernels, ...indexing.kernels, ...sort.kernels, ...conv.kernels, ...pool.kernels, ...resample.kernels, ...fft.kernels, ...attention.kernels, ...llm.kernels, ...quant.kernels, ...moe.kernels,
+  ...copy.kernels, ...reduce.kernels, ...gemm.kernels, ...nn.kernels, ...indexing.kernels, ...sort.kernels, ...conv.kernels, ...pool.kernels, ...resample.kernels, ...fft.kernels, ...attention.kernels, ...llm.kernels, ...quant.kernels, ...moe.kernels, ...decodeStep.kernels,
 };
 
 export function installCudaKernels(backend: CudaBackend): void {

@@ -1,0 +1,558 @@
+// decode_step: a batch-1 decode step of a pre-norm Llama-family decoder in one persistent launch
+// (nbx.llm.fused_decode_step). A step launched op by op is about ten kernels per layer; at batch 1 each
+// streams a few MB of weights, and a kernel boundary (drain, launch, ramp-up) costs as much as the
+// streaming of the smaller projections. Here one block per SM runs every phase of every layer:
+//
+//   per layer: A  RMSNorm (each block, redundantly) + q/k/v rows      → qkv
+//              B  RoPE, cache write, attention (a block per head)     → att
+//              C  o_proj rows + residual add                           → res
+//              D  RMSNorm + gate/up rows + act(gate)·up                → act
+//              E  down rows + residual add                             → res
+//   then       F  final RMSNorm + lm_head rows + each block's argmax; the last block to finish picks the step's
+//
+// with a grid-wide barrier between phases (every phase reads what all blocks wrote in the one before).
+// Weights never depend on activations, so before a barrier each warp asks L2 for the start of its rows of
+// the next phase, and inside a phase for rows ahead of the ones it reads: the weight stream continues
+// through the barriers instead of stopping at every kernel boundary.
+//
+// Every value the op-by-op step stores in the model dtype is rounded to it here at the same point
+// (projection outputs, residual sums, norm outputs, rotated q/k, attention output, activation), so the
+// steps differ only in the order of float sums.
+//
+// Grid = the SM count with one 512-thread block per SM (checked by occupancy), so all blocks are resident
+// and the barrier cannot wait on a block that never starts; a barrier that still waits for 2 s sets the
+// error word (the step's outputs are then invalid) instead of hanging. NBX_DECODE_STEP=phases launches
+// each phase on its own (the same code, no barriers): how the CPU emulator runs it, and an A/B setting.
+
+import type { BackendKernels } from '../../../kernels/table.js';
+import type { DecodeStepParams } from '../../../kernels/decode_step.js';
+import { DeviceFaultError, IndexError } from '../../../errors.js';
+import type { CudaBuffer } from '../runtime/device.js';
+import { DTYPES } from '../../../dtype/dtypes.js';
+import type { StridedRef } from '../../backend.js';
+import type { ArgType } from '../runtime/driver.js';
+import type { CudaBackend } from '../runtime/backend.js';
+import { basePtr } from './util.js';
+
+let be: CudaBackend;
+
+/** Points this family's kernels at the backend (called once, when the backend starts). */
+export function bind(backend: CudaBackend): void { be = backend; }
+
+const THREADS = 512;
+const WARPS = THREADS / 32;
+/** 16-byte weight loads a warp issues before using them. */
+const UNROLL = 8;
+/** 512-byte units (a warp's 16-byte loads) a warp asks L2 for ahead of the ones it reads. */
+const AHEAD_UNITS = 24;
+/** Key passes of the attention loaded before their arithmetic. */
+const ATT_UNROLL = 4;
+const DTYPES_TAKEN = ['bfloat16', 'float16'] as const;
+
+interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number }
+
+const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
+/** Rows a warp's contiguous share of a block's (row, 256-column segment) units can touch, for the partial sums' shared array. */
+function maxRowsPerWarp(s: Shape): number {
+  const cases: [number, number][] = [[(s.NH + 2 * s.NKV) * s.D, s.H], [s.H, s.NH * s.D], [2 * s.I, s.H], [s.H, s.I], [s.V, s.H]];
+  let m = 1;
+  for (const [n, k] of cases) {
+    const rows = n === 2 * s.I ? 2 * rowsPerBlock(s.I, s.G) : rowsPerBlock(n, s.G);
+    const segs = Math.ceil(k / 256), per = Math.ceil((rows * segs) / WARPS);
+    m = Math.max(m, Math.ceil(per / segs) + 2);
+  }
+  return m;
+}
+
+export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape): { src: string; name: string; sig: ArgType[] } {
+  const bf = d === 'bfloat16';
+  const MAXR = maxRowsPerWarp(s);
+  const LG = s.D / 8; // lanes per key in the attention: 8 columns each
+  const src = `
+#define T_ unsigned short
+#define LD(p, i) ${bf ? '__uint_as_float(((unsigned)(p)[i]) << 16)' : 'nbx_h2f((p)[i])'}
+#define RND(f) ${bf ? 'nbx_round_bf16(f)' : 'nbx_round_f16(f)'}
+#define TOS(f) ${bf ? 'nbx_f2bf(f)' : 'nbx_f2h(f)'}
+#define H_ ${s.H}
+#define NH_ ${s.NH}
+#define NKV_ ${s.NKV}
+#define D_ ${s.D}
+#define RD_ ${s.RD}
+#define I_ ${s.I}
+#define V_ ${s.V}
+#define L_ ${s.L}
+#define S_ ${s.S}
+#define QKV_ ${(s.NH + 2 * s.NKV) * s.D}
+#define WARPS_ ${WARPS}
+#define THREADS_ ${THREADS}
+#define MAXR_ ${MAXR}
+#define LG_ ${LG}
+#define KPW_ (32 / LG_)
+#define UNROLL_ ${UNROLL}
+#define AHEAD_ ${AHEAD_UNITS}
+#define ATTU_ ${ATT_UNROLL}
+#define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
+
+struct Layer { const T_* ln1; const T_* wqkv; const T_* wo; const T_* ln2; const T_* wgu; const T_* wdown; T_* kc; T_* vc; };
+
+// Mutable workspace is read with ld.global.cg: L1 is not coherent between blocks, and a line of the residual
+// cached in one phase would be stale after another block rewrote it.
+__device__ __forceinline__ uint4 ldcg4(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ float ldcgv(const T_* p, long long i) { const unsigned short u = __ldcg(p + i); return LD(&u, 0); }
+__device__ __forceinline__ void stcgv(T_* p, long long i, float v) { __stcg(p + i, (unsigned short)TOS(v)); }
+
+__device__ __forceinline__ void unpack8(const uint4 v, float (&f)[8]) {
+  const unsigned w[4] = { v.x, v.y, v.z, v.w };
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+${bf ? `    f[2 * i] = __uint_as_float(w[i] << 16); f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);`
+    : `    f[2 * i] = nbx_h2f((unsigned short)(w[i] & 0xffffu)); f[2 * i + 1] = nbx_h2f((unsigned short)(w[i] >> 16));`}
+  }
+}
+
+__device__ __forceinline__ float dot8(const uint4 a, const uint4 b) {
+  float x[8], y[8];
+  unpack8(a, x); unpack8(b, y);
+  float s = 0.f;
+#pragma unroll
+  for (int e = 0; e < 8; e++) s = fmaf(x[e], y[e], s);
+  return s;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/** Sum over the block; every thread gets it (red: WARPS_ floats of shared memory). */
+__device__ float block_sum(float v, float* red) {
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = 0.f;
+#pragma unroll
+  for (int w = 0; w < WARPS_; w++) t += red[w];
+  __syncthreads();
+  return t;
+}
+
+__device__ __forceinline__ unsigned long long nbx_globaltimer() {
+#ifdef NBX_EMU
+  return 0ull;
+#else
+  unsigned long long t; asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t)); return t;
+#endif
+}
+
+/** Every block of the grid reaches this point before any goes on (the counter grows by the grid each time; the last block of a step resets it). */
+__device__ void grid_sync(unsigned* bar, unsigned& target, unsigned long long* err) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    target += gridDim.x;
+    __threadfence();
+    atomicAdd(bar, 1u);
+#ifndef NBX_EMU
+    const unsigned long long t0 = nbx_globaltimer();
+    for (;;) {
+      unsigned v; asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+      if (v >= target) break;
+      if (nbx_globaltimer() - t0 > 2000000000ull) { atomicOr(err, 1ull << 62); break; }
+    }
+#endif
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ void prefetch_units(const T_* base, long long u0, long long u1, long long limit) {
+  if (u1 > limit) u1 = limit;
+  if (u1 > u0) NBX_PREFETCH_L2(base + u0 * 256, (unsigned)((u1 - u0) * 512));
+}
+
+/** A block's rows of a phase: [r0, r1) of n, split evenly over the grid. */
+__device__ __forceinline__ void block_rows(int n, int& r0, int& r1) {
+  r0 = (int)(((long long)n * blockIdx.x) / gridDim.x); r1 = (int)(((long long)n * (blockIdx.x + 1)) / gridDim.x);
+}
+
+/**
+ * Σ_k W_v[k]·x[k] for the block's virtual rows v of two row ranges (A: nA rows, then B: nB rows) of
+ * K-long rows, x in shared memory; results in out[v]. The (row, 256-column segment) units are split
+ * into contiguous runs per warp; a warp's partial sum of each row it touches goes to part[warp][row - its
+ * first row] and the rows are summed over warps in warp order (the same bits every run).
+ */
+__device__ void block_gemv(const T_* A, int nA, const T_* B, int nB, int K, const T_* xs, float* part, float* out) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int segs = (K + 255) / 256, rows = nA + nB;
+  const long long U = (long long)rows * segs, up = (U + WARPS_ - 1) / WARPS_;
+  const long long u0 = warp * up, u1 = u0 + up < U ? u0 + up : U;
+  const int rw0 = (int)(u0 / segs);
+  const bool flat = (K & 255) == 0; // units of a range are then consecutive 512-byte pieces of memory
+  const long long unitsA = (long long)nA * segs;
+  if (flat && lane == 0 && u0 < u1) {
+    if (u0 < unitsA) prefetch_units(A, u0, u0 + AHEAD_, unitsA < u1 ? unitsA : u1);
+    else prefetch_units(B, u0 - unitsA, u0 - unitsA + AHEAD_, u1 - unitsA);
+  }
+  float acc = 0.f;
+  uint4 z; z.x = z.y = z.z = z.w = 0u;
+  for (long long u = u0; u < u1; u += UNROLL_) {
+    if (flat && lane == 0) {
+      const long long p0 = u + AHEAD_, p1 = p0 + UNROLL_;
+      if (p0 < unitsA) prefetch_units(A, p0, p1, unitsA < u1 ? unitsA : u1);
+      else prefetch_units(B, p0 - unitsA, p1 - unitsA, u1 - unitsA);
+    }
+    uint4 wv[UNROLL_], xv[UNROLL_];
+#pragma unroll
+    for (int i = 0; i < UNROLL_; i++) {
+      const long long uu = u + i;
+      wv[i] = z; xv[i] = z;
+      if (uu < u1) {
+        const int r = (int)(uu / segs), sg = (int)(uu - (long long)r * segs), k = sg * 256 + lane * 8;
+        if (k < K) {
+          const T_* wp = (r < nA ? A + (long long)r * K : B + (long long)(r - nA) * K) + k;
+          wv[i] = __ldg(reinterpret_cast<const uint4*>(wp));
+          xv[i] = *reinterpret_cast<const uint4*>(xs + k);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < UNROLL_; i++) {
+      const long long uu = u + i;
+      if (uu < u1) {
+        acc += dot8(wv[i], xv[i]);
+        const int r = (int)(uu / segs);
+        if (uu + 1 == u1 || (int)((uu + 1) / segs) != r) {
+          const float t = warp_sum(acc);
+          if (lane == 0) part[warp * MAXR_ + (r - rw0)] = t;
+          acc = 0.f;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  for (int v = threadIdx.x; v < rows; v += THREADS_) {
+    const int wlo = (int)(((long long)v * segs) / up), whi = (int)((((long long)v + 1) * segs - 1) / up);
+    float t = 0.f;
+    for (int w = wlo; w <= whi && w < WARPS_; w++) t += part[w * MAXR_ + (v - (int)(((long long)w * up) / segs))];
+    out[v] = t;
+  }
+  __syncthreads();
+}
+
+/** xs = RMSNorm(x)·w rounded to the dtype, x the residual (or the embedding row at layer 0). */
+__device__ void norm_into(const T_* x, const T_* w, float eps, T_* xs, float* red) {
+  float ss = 0.f;
+  for (int j = threadIdx.x; j < H_; j += THREADS_) { const float v = ldcgv(x, j); ss += v * v; }
+  const float tot = block_sum(ss, red);
+  const float rstd = 1.f / sqrtf(tot / (float)H_ + eps);
+  for (int j = threadIdx.x; j < H_; j += THREADS_) xs[j] = TOS(ldcgv(x, j) * rstd * LD(w, j));
+  __syncthreads();
+}
+
+/** xs = x (K values of a workspace vector). */
+__device__ void load_x(const T_* x, int K, T_* xs) {
+  for (int j = threadIdx.x * 8; j < K; j += THREADS_ * 8) *reinterpret_cast<uint4*>(xs + j) = ldcg4(x + j);
+  __syncthreads();
+}
+
+/** One element of the half-split RoPE of a D-vector (rotary's arithmetic: x·cos rounded, then fma with rotate_half(x)·sin). */
+__device__ __forceinline__ float rope_at(const T_* x, int j, const T_* c, const T_* s) {
+  if (j >= RD_) return ldcgv(x, j);
+  const int half = RD_ / 2;
+  const float xv = ldcgv(x, j);
+  const float rh = j < half ? -ldcgv(x, j + half) : ldcgv(x, j - half);
+  const float a = RND(__fmul_rn(xv, LD(c, j)));
+  return RND(fmaf(rh, LD(s, j), a));
+}
+
+/** Attention of query head h over cache positions [0, w] (the new key and value at w from shared memory). */
+__device__ void attention_head(int h, const Layer& ly, const T_* qkv, const T_* c, const T_* s, int w, const unsigned char* notpad,
+    float scale, T_* att, float* sm) {
+  const int g = h / (NH_ / NKV_);
+  float* qf = sm; float* kf = sm + D_; float* vf = sm + 2 * D_;
+  float* gm = sm + 3 * D_; float* gl = gm + WARPS_ * KPW_; float* gacc = gl + WARPS_ * KPW_;
+  for (int j = threadIdx.x; j < D_; j += THREADS_) {
+    qf[j] = rope_at(qkv + h * D_, j, c, s);
+    const float kv = rope_at(qkv + (NH_ + g) * D_, j, c, s), vv = ldcgv(qkv, (NH_ + NKV_ + g) * D_ + j);
+    kf[j] = kv; vf[j] = vv;
+    if (h % (NH_ / NKV_) == 0) { ly.kc[((long long)g * S_ + w) * D_ + j] = TOS(kv); ly.vc[((long long)g * S_ + w) * D_ + j] = TOS(vv); }
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane / LG_, li = lane % LG_;
+  float q[8];
+#pragma unroll
+  for (int e = 0; e < 8; e++) q[e] = qf[li * 8 + e];
+  float m = -INFINITY, l = 0.f, acc[8];
+#pragma unroll
+  for (int e = 0; e < 8; e++) acc[e] = 0.f;
+  const T_* kbase = ly.kc + (long long)g * S_ * D_ + li * 8;
+  const T_* vbase = ly.vc + (long long)g * S_ * D_ + li * 8;
+  const int stride = WARPS_ * KPW_;
+  for (int jb = warp * KPW_; jb <= w; jb += stride * ATTU_) { // warp-uniform bounds: the shuffles below need every lane
+    uint4 kr[ATTU_], vr[ATTU_];
+#pragma unroll
+    for (int i = 0; i < ATTU_; i++) {
+      const int j = jb + grp + i * stride;
+      kr[i].x = kr[i].y = kr[i].z = kr[i].w = 0u; vr[i] = kr[i];
+      if (j < w) { kr[i] = ldcg4(kbase + (long long)j * D_); vr[i] = ldcg4(vbase + (long long)j * D_); }
+    }
+#pragma unroll
+    for (int i = 0; i < ATTU_; i++) {
+      const int j = jb + grp + i * stride;
+      float kx[8], vx[8];
+      if (j == w) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) { kx[e] = kf[li * 8 + e]; vx[e] = vf[li * 8 + e]; }
+      } else { unpack8(kr[i], kx); unpack8(vr[i], vx); }
+      float dsum = 0.f;
+#pragma unroll
+      for (int e = 0; e < 8; e++) dsum = fmaf(q[e], kx[e], dsum);
+#pragma unroll
+      for (int o = LG_ / 2; o > 0; o >>= 1) dsum += __shfl_xor_sync(0xffffffffu, dsum, o);
+      if (j <= w && notpad[j]) {
+        const float sc = dsum * scale, mn = fmaxf(m, sc), cor = __expf(m - mn), p = __expf(sc - mn);
+        l = l * cor + p;
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[e] = fmaf(p, vx[e], acc[e] * cor);
+        m = mn;
+      }
+    }
+  }
+  const int gi = warp * KPW_ + grp;
+  if (li == 0) { gm[gi] = m; gl[gi] = l; }
+#pragma unroll
+  for (int e = 0; e < 8; e++) gacc[gi * D_ + li * 8 + e] = acc[e];
+  __syncthreads();
+  for (int j = threadIdx.x; j < D_; j += THREADS_) {
+    float M = -INFINITY;
+    for (int q2 = 0; q2 < stride; q2++) M = fmaxf(M, gm[q2]);
+    float den = 0.f, num = 0.f;
+    for (int q2 = 0; q2 < stride; q2++) {
+      if (gm[q2] == -INFINITY) continue;
+      const float f = __expf(gm[q2] - M);
+      den += gl[q2] * f; num += gacc[q2 * D_ + j] * f;
+    }
+    stcgv(att, h * D_ + j, den > 0.f ? num / den : 0.f);
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ bool argmax_better(float a, int ia, float b, int ib) {
+  // b replaces a: larger, or equal at a smaller index, or NaN (torch.argmax: NaN is the maximum)
+  if (isnan(a)) return isnan(b) && ib < ia;
+  if (isnan(b)) return true;
+  return b > a || (b == a && ib < ia);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Layer* __restrict__ layers, const T_* __restrict__ embed,
+    const T_* __restrict__ fnorm, const T_* __restrict__ lmhead, const T_* __restrict__ cosr, const T_* __restrict__ sinr,
+    const long long* ids, const long long* widx, const unsigned char* notpad, T_* logits, long long* next,
+    T_* res, T_* qkv, T_* att, T_* act, float* amax_v, int* amax_i, unsigned* sync, unsigned long long* err,
+    int ph0, int ph1, float eps, float scale) {
+  extern __shared__ __align__(16) unsigned char nbx_dyn_[];
+  T_* xs = reinterpret_cast<T_*>(nbx_dyn_);
+  float* part = reinterpret_cast<float*>(nbx_dyn_ + ((XMAX_ * 2 + 15) / 16) * 16);
+  float* rowv = part + WARPS_ * MAXR_;
+  float* sm = rowv; // attention scratch (phases B only) shares the row values' space
+  __shared__ float red[WARPS_];
+  __shared__ int sh_last;
+  NBX_GRID_DEPENDENCY_WAIT();
+  long long id = ids[0];
+  if (id < 0 || id >= V_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 61); id = 0; }
+  const T_* emb = embed + id * (long long)H_;
+  const int w = (int)__ldcg(widx);
+  if (w < 0 || w >= S_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 60); return; }
+  unsigned target = 0u; // barriers passed in this launch × grid
+  for (int ph = ph0; ph < ph1; ph++) {
+    const int l = ph / 5, st = ph - l * 5;
+    const Layer ly = l < L_ ? layers[l] : layers[0];
+    const T_* rin = l == 0 ? emb : res; // the residual stream (the embedding row before layer 0's first add)
+    int r0, r1;
+    if (l < L_ && st == 0) { // A: norm + q/k/v
+      block_rows(QKV_, r0, r1);
+      norm_into(rin, ly.ln1, eps, xs, red);
+      block_gemv(ly.wqkv + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv);
+      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(qkv, r0 + v, rowv[v]);
+    } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
+      for (int h = blockIdx.x; h < NH_; h += gridDim.x) attention_head(h, ly, qkv, cosr, sinr, w, notpad, scale, att, sm);
+    } else if (l < L_ && st == 2) { // C: o_proj + residual
+      block_rows(H_, r0, r1);
+      load_x(att, NH_ * D_, xs);
+      block_gemv(ly.wo + (long long)r0 * (NH_ * D_), r1 - r0, nullptr, 0, NH_ * D_, xs, part, rowv);
+      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(rin, r0 + v));
+    } else if (l < L_ && st == 3) { // D: norm + gate/up + act
+      block_rows(I_, r0, r1);
+      norm_into(res, ly.ln2, eps, xs, red);
+      block_gemv(ly.wgu + (long long)r0 * H_, r1 - r0, ly.wgu + ((long long)I_ + r0) * H_, r1 - r0, H_, xs, part, rowv);
+      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
+        const float g = RND(rowv[v]), u = RND(rowv[r1 - r0 + v]);
+        stcgv(act, r0 + v, g / (1.f + expf(-g)) * u);
+      }
+    } else if (l < L_ && st == 4) { // E: down + residual
+      block_rows(H_, r0, r1);
+      load_x(act, I_, xs);
+      block_gemv(ly.wdown + (long long)r0 * I_, r1 - r0, nullptr, 0, I_, xs, part, rowv);
+      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(res, r0 + v));
+    } else { // F: final norm, lm_head, argmax
+      block_rows(V_, r0, r1);
+      norm_into(L_ == 0 ? emb : res, fnorm, eps, xs, red);
+      block_gemv(lmhead + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv);
+      float bv = NAN; int bi = 0x7fffffff; bool any = false;
+      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
+        const float lv = RND(rowv[v]);
+        logits[r0 + v] = TOS(lv);
+        if (!any || argmax_better(bv, bi, lv, r0 + v)) { bv = lv; bi = r0 + v; any = true; }
+      }
+      // the block's argmax: warp shuffles, then warps in order
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o); const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        const bool oany = __shfl_xor_sync(0xffffffffu, (int)any, o) != 0;
+        if (oany && (!any || argmax_better(bv, bi, ov, oi))) { bv = ov; bi = oi; any = true; }
+      }
+      __shared__ float wv[WARPS_]; __shared__ int wi[WARPS_]; __shared__ int wa[WARPS_];
+      if ((threadIdx.x & 31) == 0) { wv[threadIdx.x >> 5] = bv; wi[threadIdx.x >> 5] = bi; wa[threadIdx.x >> 5] = any; }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        float b2 = NAN; int i2 = 0x7fffffff; bool a2 = false;
+        for (int q2 = 0; q2 < WARPS_; q2++) if (wa[q2] && (!a2 || argmax_better(b2, i2, wv[q2], wi[q2]))) { b2 = wv[q2]; i2 = wi[q2]; a2 = true; }
+        __stcg(amax_v + blockIdx.x, a2 ? b2 : -INFINITY); __stcg(amax_i + blockIdx.x, a2 ? i2 : 0x7fffffff);
+        __threadfence();
+        sh_last = atomicAdd(sync + 1, 1u) == gridDim.x - 1;
+      }
+      __syncthreads();
+      if (sh_last && threadIdx.x == 0) { // the last block to finish: the step's argmax over the blocks' in block order
+        __threadfence();
+        float b2 = __ldcg(amax_v); int i2 = __ldcg(amax_i);
+        for (unsigned q2 = 1; q2 < gridDim.x; q2++) {
+          const float ov = __ldcg(amax_v + q2); const int oi = __ldcg(amax_i + q2);
+          if (argmax_better(b2, i2, ov, oi)) { b2 = ov; i2 = oi; }
+        }
+        next[0] = i2;
+        sync[0] = 0u; sync[1] = 0u; // every block is past its last barrier: ready for the next step
+      }
+    }
+    if (ph + 1 < ph1) {
+      // ask L2 for the start of this block's rows of the next phase, then wait for the grid
+      const int nl = (ph + 1) / 5, ns = (ph + 1) - nl * 5;
+      if ((threadIdx.x & 31) == 0 && ns != 1) {
+        const int warp = threadIdx.x >> 5;
+        const T_* base = nullptr; int n = 0, K = H_;
+        if (nl >= L_) { base = lmhead; n = V_; }
+        else if (ns == 0) { base = layers[nl].wqkv; n = QKV_; }
+        else if (ns == 2) { base = layers[nl].wo; n = H_; K = NH_ * D_; }
+        else if (ns == 3) { base = layers[nl].wgu; n = I_; }
+        else { base = layers[nl].wdown; n = H_; K = I_; }
+        if ((K & 255) == 0) {
+          int a0, a1; block_rows(n, a0, a1);
+          const long long segs = K / 256, units = (long long)(a1 - a0) * (ns == 3 ? 2 : 1) * segs, up = (units + WARPS_ - 1) / WARPS_;
+          const long long u0 = warp * up;
+          if (ns == 3 && u0 >= (long long)(a1 - a0) * segs) prefetch_units(base + ((long long)I_ + a0) * K, u0 - (long long)(a1 - a0) * segs, u0 - (long long)(a1 - a0) * segs + AHEAD_, (long long)(a1 - a0) * segs);
+          else prefetch_units(base + (long long)a0 * K, u0, u0 + AHEAD_, (long long)(a1 - a0) * segs);
+        }
+      }
+      grid_sync(sync, target, err);
+    }
+  }
+}`;
+  return {
+    src, name: 'decode_step',
+    sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'f32', 'f32'] as ArgType[],
+  };
+}
+
+/** Dynamic shared memory of the kernel: the input vector, the warps' partial sums, the rows' sums or the attention's scratch. */
+function smemBytes(s: Shape): number {
+  const xs = Math.ceil((Math.max(s.H, s.NH * s.D, s.I) * 2) / 16) * 16;
+  const part = WARPS * maxRowsPerWarp(s) * 4;
+  const rows = Math.max(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G), 2 * rowsPerBlock(s.I, s.G), rowsPerBlock(s.V, s.G), rowsPerBlock(s.H, s.G)) * 4;
+  const kpw = 32 / (s.D / 8);
+  const attn = (3 * s.D + 2 * WARPS * kpw + WARPS * kpw * s.D) * 4;
+  return xs + part + Math.max(rows, attn);
+}
+
+const at = (r: StridedRef): bigint => basePtr(r) + BigInt(r.offset * DTYPES[r.dtype].itemsize);
+
+/** Per-backend state: the layer tables (by the layers' addresses), the workspace, the error word. */
+interface StepState { tables: Map<string, CudaBuffer>; ws: CudaBuffer | null; wsBytes: number; err: CudaBuffer }
+const states = new WeakMap<CudaBackend, StepState>();
+
+function contiguous(r: StridedRef, shape: readonly number[]): boolean {
+  if (r.shape.length !== shape.length || r.shape.some((v, i) => v !== shape[i])) return false;
+  let st = 1;
+  for (let i = shape.length - 1; i >= 0; i--) { if (shape[i] !== 1 && r.strides[i] !== st) return false; st *= shape[i]!; }
+  return true;
+}
+
+/** How the step launches: 'fused' (one launch, grid barriers), 'phases' (a launch per phase), or off. */
+const MODE = (): string => process.env.NBX_DECODE_STEP ?? 'fused';
+
+function cudaDecodeStep(p: DecodeStepParams): boolean {
+  const mode = MODE();
+  if (mode === 'off' || mode === '0') return false;
+  const d = p.embed.dtype;
+  if (!(DTYPES_TAKEN as readonly string[]).includes(d)) return false;
+  const [V, H] = p.embed.shape as [number, number];
+  const L = p.layers.length, NH = p.heads, NKV = p.kvHeads, D = p.headDim, I = p.intermediate, RD = p.cos.shape[p.cos.shape.length - 1]!;
+  const S = p.notPadding.shape[p.notPadding.shape.length - 1]!;
+  if (D % 8 !== 0 || D > 256 || (256 / D) * D !== 256 && D !== 256 && 256 % D !== 0) return false;
+  if (H % 8 !== 0 || I % 8 !== 0 || (NH * D) % 8 !== 0 || NH % NKV !== 0 || RD % 2 !== 0 || RD > D) return false;
+  const refs: [StridedRef, number[]][] = [[p.embed, [V, H]], [p.finalNorm, [H]], [p.lmHead, [V, H]], [p.logits, [V]], [p.cos, [RD]], [p.sin, [RD]],
+    [p.ids, [1]], [p.next, [1]], [p.cacheIndex, [1]], [p.notPadding, [S]]];
+  for (const ly of p.layers) {
+    refs.push([ly.inputNorm, [H]], [ly.qkv, [(NH + 2 * NKV) * D, H]], [ly.o, [H, NH * D]], [ly.postNorm, [H]], [ly.gateUp, [2 * I, H]], [ly.down, [H, I]],
+      [ly.keyCache, [1, NKV, S, D]], [ly.valueCache, [1, NKV, S, D]]);
+  }
+  for (const [r, shape] of refs) if (!contiguous(r, shape)) return false;
+  for (const [r] of refs) if (r.dtype !== d && r !== p.ids && r !== p.next && r !== p.cacheIndex && r !== p.notPadding) return false;
+  for (const [r] of refs) if ((r.dtype === d && r.shape.length === 2) && Number(at(r) % 16n) !== 0) return false; // 16-byte rows
+  const G = be.smCount;
+  const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G };
+  const smem = smemBytes(s);
+  if (smem > 200 * 1024) return false;
+  const key = `decode_step:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}`;
+  const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s));
+  if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
+  const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1) };
+  states.set(be, st);
+  // the layer table: eight pointers per layer, uploaded once per set of layers
+  const ptrs = new BigUint64Array(8 * L);
+  p.layers.forEach((ly, i) => ptrs.set([at(ly.inputNorm), at(ly.qkv), at(ly.o), at(ly.postNorm), at(ly.gateUp), at(ly.down), at(ly.keyCache), at(ly.valueCache)], 8 * i));
+  const tkey = Array.from(ptrs, (v) => v.toString(16)).join(',');
+  let table = st.tables.get(tkey);
+  if (!table) {
+    if (be.capture !== null) return false; // uploads are not captured: the eager step before the capture makes it
+    table = be.alloc('int64', Math.max(1, 8 * L));
+    be.writeBytes(table, 0, new Uint8Array(ptrs.buffer));
+    st.tables.set(tkey, table);
+  }
+  // workspace: residual, qkv, attention, activation (model dtype), the blocks' argmax, the barrier counters
+  const el = 2, sizes = [H, (NH + 2 * NKV) * D, NH * D, I].map((n) => Math.ceil((n * el) / 256) * 256);
+  const wsBytes = sizes.reduce((a, b) => a + b, 0) + G * 8 + 256;
+  if (!st.ws || st.wsBytes < wsBytes) {
+    if (be.capture !== null) return false;
+    st.ws = be.alloc('uint8', wsBytes); st.wsBytes = wsBytes;
+    be.ctx.memsetD8(st.ws.ptr, 0, wsBytes, be.stream);
+  }
+  let off = st.ws.ptr;
+  const [res, qkv, att, act] = sizes.map((b) => { const o = off; off += BigInt(b); return o; });
+  const amaxV = off, amaxI = off + BigInt(G * 4), sync = off + BigInt(G * 8);
+  let err: bigint;
+  if (be.capture !== null) err = be.capture.errBuf.ptr;
+  else { be.ctx.memsetD8(st.err.ptr, 0, 8, be.stream); err = st.err.ptr; }
+  const phases = 5 * L + 1;
+  const args = (ph0: number, ph1: number) => [table!.ptr, at(p.embed), at(p.finalNorm), at(p.lmHead), at(p.cos), at(p.sin), at(p.ids), at(p.cacheIndex),
+    at(p.notPadding), at(p.logits), at(p.next), res, qkv, att, act, amaxV, amaxI, sync, err, ph0, ph1, p.eps, p.scaling];
+  if (mode === 'phases') for (let ph = 0; ph < phases; ph++) be.ctx.launch(k, G, THREADS, args(ph, ph + 1), smem, be.stream);
+  else be.ctx.launch(k, G, THREADS, args(0, phases), smem, be.stream);
+  if (be.capture !== null) { be.capture.defer('llm.fused_decode_step'); return true; }
+  const v = (be.downloadSync(st.err, 'int64', 0, 1) as BigInt64Array)[0]!;
+  if (v !== 0n) {
+    if (v & (1n << 62n)) throw new DeviceFaultError('llm.fused_decode_step', 'a grid barrier waited more than 2 s (blocks not resident together); the step\'s outputs are not valid');
+    if (v & (1n << 60n)) throw new IndexError('llm.fused_decode_step', `cache_index is out of bounds for a cache of ${S} positions`);
+    throw new IndexError('llm.fused_decode_step', `the token id is out of range for a vocabulary of ${V}`);
+  }
+  return true;
+}
+
+export const kernels = { decode_step: cudaDecodeStep } satisfies BackendKernels;

@@ -1,0 +1,48 @@
+// The contract of the whole-step decode kernel (nbx.llm.fused_decode_step): one launch computes a
+// batch-1 decode step of a pre-norm Llama-family decoder, from the token id to the logits and their
+// argmax, instead of about ten launches per layer. A backend without it runs the op's composite.
+
+import type { StridedRef } from '../backend/backend.js';
+
+/** One decoder layer's tensors, all contiguous, in the model dtype. */
+export interface DecodeStepLayer {
+  /** [hidden]: the input RMSNorm's weight. */
+  inputNorm: StridedRef;
+  /** [(H + 2·KVH)·D, hidden]: q, k and v projections stacked (rows of q, then k, then v). */
+  qkv: StridedRef;
+  /** [hidden, H·D] */
+  o: StridedRef;
+  /** [hidden]: the post-attention RMSNorm's weight. */
+  postNorm: StridedRef;
+  /** [2·I, hidden]: gate rows, then up rows. */
+  gateUp: StridedRef;
+  /** [hidden, I] */
+  down: StridedRef;
+  /** [1, KVH, S, D]: the static cache's buffers. */
+  keyCache: StridedRef; valueCache: StridedRef;
+}
+
+export interface DecodeStepParams {
+  /** [1] int64: the step's token id. */
+  ids: StridedRef;
+  /** [1] int64: the cache index the step's key and value are written at (positions ≤ it are attended). */
+  cacheIndex: StridedRef;
+  /** [S] bool: false at padding (masked). */
+  notPadding: StridedRef;
+  /** [R] each: the step's RoPE rows (half-split layout, R ≤ D). */
+  cos: StridedRef; sin: StridedRef;
+  /** [vocab, hidden] */
+  embed: StridedRef;
+  layers: DecodeStepLayer[];
+  /** [hidden] */
+  finalNorm: StridedRef;
+  /** [vocab, hidden] */
+  lmHead: StridedRef;
+  /** [vocab] logits out (model dtype), [1] int64 argmax out. */
+  logits: StridedRef; next: StridedRef;
+  heads: number; kvHeads: number; headDim: number; intermediate: number;
+  eps: number; scaling: number;
+}
+
+/** Returns false where the kernel does not take the problem (shape, dtype, sizes): the op runs its composite. */
+export type DecodeStepKernel = (p: DecodeStepParams) => boolean;
