@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+// nbx.llm.fused_decode_step against the op-by-op step on one device: a random-weight model decoded
+// greedily with the static decoder (CUDA graph replay) for --steps steps under NBX_DECODE_STEP=off, fused
+// and phases (a fresh decoder each), comparing the tokens and the last step's logits. Build first.
+//   node scripts/decode-step-check.mjs [--shape tinyllama|llama3-8b|tiny] [--steps 64] [--prompt 128] [--device cuda]
+import { parseArgs } from 'node:util';
+
+const { values } = parseArgs({ options: {
+  shape: { type: 'string', default: 'tinyllama' }, steps: { type: 'string', default: '64' }, prompt: { type: 'string', default: '128' },
+  device: { type: 'string', default: 'cuda' }, dtype: { type: 'string', default: 'bfloat16' }, modes: { type: 'string', default: 'off,fused,phases' },
+} });
+const nbx = await import('../dist/src/index.js');
+const SHAPES = {
+  tinyllama: { hidden_size: 2048, intermediate_size: 5632, num_hidden_layers: 22, num_attention_heads: 32, num_key_value_heads: 4, vocab_size: 32000 },
+  'llama3-8b': { hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 128256, rope_theta: 500000 },
+  tiny: { hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 256 },
+};
+const config = { model_type: 'llama', max_position_embeddings: 4096, rms_norm_eps: 1e-5, hidden_act: 'silu', tie_word_embeddings: false, ...SHAPES[values.shape] };
+const model = nbx.models.fromConfig(config, { device: values.device, dtype: values.dtype, seed: 0 });
+const P = Number(values.prompt), N = Number(values.steps);
+const promptIds = Array.from({ length: P }, (_, i) => 1 + ((i * 7919) % (config.vocab_size - 1)));
+const results = {};
+for (const mode of values.modes.split(',')) {
+  process.env.NBX_DECODE_STEP = mode;
+  const dec = model.staticDecoder({ batch: 1, maxLength: P + N + 1, greedy: true, force: true });
+  dec.begin(null, P);
+  const prompt = nbx.tensor([promptIds], { dtype: 'int64', device: values.device });
+  const first = model.forward(prompt, { cache: dec.cache, logits_to_keep: 1 });
+  let tok = [Number((await first.view([config.vocab_size]).argmax().data())[0])];
+  first.dispose(); prompt.dispose();
+  const toks = [];
+  let logits = null;
+  const t0 = performance.now();
+  for (let s = 0; s < N; s++) {
+    const r = dec.step(tok, [P + s]);
+    tok = Array.from(await r.next.data(), Number);
+    toks.push(tok[0]);
+    if (s === N - 1) logits = Float32Array.from(await r.logits.float().data());
+  }
+  const ms = (performance.now() - t0) / N;
+  dec.checkErrors();
+  results[mode] = { toks, logits, ms, stats: dec.stats() };
+  console.log(`${mode}: ${N} steps, ${ms.toFixed(3)} ms/step (incl. reading each id), graph ${JSON.stringify(results[mode].stats)}, first tokens ${toks.slice(0, 8).join(',')}`);
+  dec.dispose();
+}
+const ref = results.off ?? Object.values(results)[0];
+let bad = 0;
+for (const [mode, r] of Object.entries(results)) {
+  if (r === ref) continue;
+  let same = 0; while (same < N && r.toks[same] === ref.toks[same]) same++;
+  let md = 0, mx = 0;
+  if (same === N) for (let i = 0; i < r.logits.length; i++) { md = Math.max(md, Math.abs(r.logits[i] - ref.logits[i])); mx = Math.max(mx, Math.abs(ref.logits[i])); }
+  const ok = same === N;
+  if (!ok) bad++;
+  console.log(`${mode} vs ${ref === results.off ? 'off' : 'first'}: tokens equal for ${same}/${N} steps${same === N ? `, last logits max |diff| ${md.toExponential(2)} (max |logit| ${mx.toFixed(3)})` : ` (first difference at step ${same}: ${r.toks[same]} vs ${ref.toks[same]})`} ${ok ? 'PASS' : 'DIFFER'}`);
+}
+process.exit(bad ? 1 : 0);
