@@ -20,6 +20,8 @@
 #   cli      nbx generate on the host's CPU, twice (the README's main command, timed)
 #   cpugen   nbx bench generate on the host's CPU (the embedded model against PyTorch 2.11 CPU)
 #   tune     the autotuner's cache, to ship (src/autotune/shipped)
+#   dstep    nbx.llm.fused_decode_step: tokens and logits against the op-by-op step (TinyLlama and 8B shapes), then
+#            decode tok/s with NBX_DECODE_STEP=fused and off (DSTEP_SHAPES, DSTEP_TOKENS)
 # Logs go to $OUT; one summary line per part in $OUT/summary.txt.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
@@ -38,6 +40,15 @@ for p in "$@"; do
     fused)
       timeout -k 5 150 node --test --test-concurrency=2 dist/test/cuda_llm.test.js dist/test/static_decode.test.js > "$L/fused_tests.log" 2>&1
       note "fused tests rc=$? $(grep -E '^# (pass|fail)' "$L/fused_tests.log" | tr '\n' ' ') $(grep -E '^not ok' "$L/fused_tests.log" | head -5 | tr '\n' ' ')" ;;
+    dstep)
+      for shape in ${DSTEP_SHAPES:-tinyllama llama3-8b}; do
+        timeout -k 5 ${DSTEP_CHECK_TIMEOUT:-120} node scripts/decode-step-check.mjs --shape $shape --steps 48 --modes ${DSTEP_MODES:-off,fused,phases} > "$L/dstep_check_$shape.log" 2>&1
+        note "dstep check $shape rc=$?"; grep -E '^(off|fused|phases)' "$L/dstep_check_$shape.log" | cut -c1-220 >> "$OUT/summary.txt"
+        for m in fused off; do
+          NBX_DECODE_STEP=$m timeout -k 5 ${DSTEP_BENCH_TIMEOUT:-60} node dist/src/cli/nbx.js bench decode --device cuda --shape $shape --batch 1 --peers none --new-tokens ${DSTEP_TOKENS:-256} --json "$L/dstep_${shape}_$m.json" > "$L/dstep_${shape}_$m.log" 2>&1
+          note "dstep bench $shape $m rc=$? $(grep -o '"decode_tok_s": *[0-9.]*' "$L/dstep_${shape}_$m.json" 2>/dev/null | tr '\n' ' ')"
+        done
+      done ;;
     ab)
       # decode tok/s of the TinyLlama and 8B shapes at batch 1 under settings AB_SETTINGS (';'-separated env assignments)
       IFS=';' read -ra sets <<< "${AB_SETTINGS:-NBX_GEMV_PREFETCH=1024;NBX_GEMV_PREFETCH=0;NBX_LLM_FUSED_GEMV=none;NBX_LLM_FUSION=0}"
