@@ -191,3 +191,81 @@ test('mixed steps with recordings: cancelling frees blocks at once, a request wa
     await e.close();
   } finally { model.dispose(); }
 });
+
+/** A load of random requests (some cancelled mid-stream), `concurrency` at a time; resolves their tokens. */
+async function randomLoad(e: Engine, vocab: number, n: number, concurrency: number, maxPrompt: number, maxNew: number): Promise<number[][]> {
+  let s = 12345;
+  const rnd = (lo: number, hi: number): number => { s = (s * 1103515245 + 12345) % 2147483648; return lo + Math.floor((s / 2147483648) * (hi - lo + 1)); };
+  const out: number[][] = new Array<number[]>(n);
+  let next = 0;
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < n) {
+      const i = next++;
+      const ac = new AbortController();
+      const req: EngineRequest = {
+        prompt: Array.from({ length: rnd(1, maxPrompt) }, () => rnd(3, vocab - 1)), max_new_tokens: rnd(1, maxNew), eos_token_id: [], signal: ac.signal,
+        ...(i % 3 === 0 ? { temperature: 0 } : { temperature: 0.8, top_p: 0.9, seed: 1000 + i }),
+      };
+      const cut = i % 7 === 3 ? rnd(1, 3) : Infinity;
+      const st = e.submit(req);
+      let k = 0;
+      for await (const _ of st) if (++k >= cut) ac.abort();
+      out[i] = (await st.result).tokens;
+    }
+  }));
+  return out;
+}
+
+test('warmup(): the pools backed for every block and every step shape recorded before the load, none after it; tokens unchanged; typed errors', async () => {
+  const model = await cpu('llama');
+  try {
+    const opts = { maxBatch: 4, blockSize: 4, prefillChunk: 8, kvBlocks: 96, sampling: 'device' as const, mixedSteps: true, padBatch: true, graphs: true };
+    const plain = new Engine(model, opts);
+    const want = await randomLoad(plain, model.config.vocab_size, 24, 4, 40, 30);
+    assert.ok(plain.kvMemory().capacityBlocks < 97, 'without warm-up the pools grow as needed');
+    await plain.close();
+
+    const e = new Engine(model, opts);
+    const w = await e.warmup();
+    // context 128 / 4 = 32 blocks at most: widths 4, 8, 16, 32; one rows bucket (padBatch); greedy and sorted
+    assert.deepEqual({ kvBlocks: w.kvBlocks, shapes: w.shapes, recorded: w.recorded }, { kvBlocks: 97, shapes: 8, recorded: 8 });
+    const warm = { ...e.graphStats() }, mem = e.kvMemory();
+    const got = await randomLoad(e, model.config.vocab_size, 24, 4, 40, 30);
+    assert.deepEqual(got, want, 'the warm-up changes no token');
+    const after = e.graphStats();
+    assert.equal(after.captures, warm.captures, 'no step recorded during the load');
+    assert.equal(after.eagerSteps, warm.eagerSteps, 'no eager step during the load');
+    assert.ok(after.replays > warm.replays);
+    assert.deepEqual(e.kvMemory(), mem, 'the pools did not grow');
+    assert.equal(e.stats().kv_blocks_used, 0);
+
+    // busy: a typed error; requests submitted during a warm-up wait for it
+    const r = e.submit({ prompt: [1, 2], max_new_tokens: 3, temperature: 0, eos_token_id: [] });
+    await assert.rejects(e.warmup(), /idle engine/);
+    await r.result;
+    await e.close();
+    const f = new Engine(model, opts);
+    await assert.rejects(f.warmup({ kvBlocks: 1000 }), /kvBlocks must be an integer in 0\.\.96/);
+    const during = f.warmup({ kvBlocks: 10 });
+    const queued = f.submit({ prompt: [5, 6, 7], max_new_tokens: 4, temperature: 0, eos_token_id: [] });
+    assert.ok((await during).kvBlocks >= 11);
+    assert.equal((await queued.result).completion_tokens, 4);
+    await f.close();
+  } finally { model.dispose(); }
+});
+
+test('warmup() on CUDA: the caching allocator\'s reserved bytes and the KV pools after a random load equal those after the warm-up (tiny Llama, float32)', { skip: noCuda }, async () => {
+  const model = await nbx.models.load(join(MODELS, 'llama'), { device: 'cuda', dtype: 'float32' });
+  try {
+    const e = new Engine(model, { maxBatch: 4, blockSize: 4, prefillChunk: 8, kvBlocks: 96 });
+    await e.warmup();
+    const reserved = (): number => nbx.cuda.memoryStats().reservedBytes;
+    const before = { reserved: reserved(), kv: e.kvMemory(), graphs: { ...e.graphStats() } };
+    await randomLoad(e, model.config.vocab_size, EMU ? 12 : 48, 4, EMU ? 20 : 40, EMU ? 12 : 30);
+    const after = { reserved: reserved(), kv: e.kvMemory(), graphs: e.graphStats() };
+    assert.equal(after.graphs.captures, before.graphs.captures, 'no step recorded during the load');
+    assert.deepEqual(after.kv, before.kv);
+    assert.equal(after.reserved, before.reserved, `reserved ${before.reserved} -> ${after.reserved} bytes`);
+    await e.close();
+  } finally { model.dispose(); }
+});

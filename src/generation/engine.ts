@@ -135,6 +135,15 @@ export interface EngineResult {
   completion_tokens: number;
 }
 
+/** What Engine.warmup() did. */
+export interface EngineWarmup {
+  /** Blocks the KV cache's pools back now, and their bytes (mapped, or the tensors' on plain backing). */
+  kvBlocks: number; kvMappedBytes: number;
+  /** Mixed-step shapes run (rows bucket x width bucket x sampling mode), and steps recorded after it. */
+  shapes: number; recorded: number;
+  ms: number;
+}
+
 export interface EngineStats {
   running: number; waiting: number;
   kv_blocks_used: number; kv_blocks_total: number;
@@ -265,6 +274,9 @@ const NO_MASKS = { full_attention: NO_MASK, sliding_attention: NO_MASK };
 const breathe: () => Promise<void> = () => new Promise((resolve) => setImmediate(resolve));
 
 function isInt(v: unknown): v is number { return typeof v === 'number' && Number.isInteger(v); }
+
+/** A sequence's rows in a mixed step: `n` tokens (1 when decoding), sampled when they end its prompt or decode. */
+interface StepWork { seq: Sequence; n: number; sample: boolean }
 
 export class Engine {
   readonly maxBatch: number;
@@ -461,6 +473,58 @@ export class Engine {
     return { enabled: this.graphs, captured: this.stepGraphs.size, ...this.graphCounters, fallbackReason: this.graphFallback };
   }
 
+  /**
+   * Brings an idle engine to the state it serves in, before its first request (nbx.serve calls it before
+   * listening, off the CPU). The paged KV cache's pools are backed for `kvBlocks` blocks (default: all
+   * of them): otherwise they grow as a load first needs blocks, and each growth drops the recorded steps
+   * (the pools' block count is a launch argument), which are recorded again under load. Then every
+   * mixed-step shape the engine can run (each rows bucket x block-table width bucket x greedy/sorted
+   * sampling), every row padding, runs once eagerly (kernels compiled and tuned) and is recorded where
+   * the engine records its steps. The H200 load test (BENCHMARKS.md, call 4) read the allocator's
+   * reserved memory 16 MiB above its warm level after 1,000 requests, with the pools grown from 88 to
+   * 352 MiB during the load: after warmup(), a load meets no new shape and no growth, so the memory the
+   * engine holds is that of the warm-up (scripts/load-serve.mjs checks it). Requests submitted meanwhile
+   * wait for it.
+   */
+  async warmup(opts: { kvBlocks?: number } = {}): Promise<EngineWarmup> {
+    if (this.closed) throw new ValueError(OP, 'the engine is closed');
+    if (this.loop || this.running.length || this.waiting.length) throw new ValueError(OP, 'warmup() runs on an idle engine: call it before submitting requests');
+    const kv = opts.kvBlocks ?? this.kvBlocks;
+    if (!isInt(kv) || kv < 0 || kv > this.kvBlocks) throw new ValueError(OP, `warmup's kvBlocks must be an integer in 0..${this.kvBlocks} (the engine's kvBlocks), got ${String(opts.kvBlocks)}`);
+    const t0 = performance.now();
+    const work = async (): Promise<EngineWarmup> => {
+      const cache = this.cache;
+      if (this.mixedSteps || this.padBatch) cache.scratchSlot();
+      const want = Math.min(kv, cache.freeBlocks);
+      if (want > 0) {
+        const id = 0; // sequence ids start at 1: this one only backs the blocks
+        cache.addSequence(id);
+        try { cache.reserve(id, want * this.blockSize); } finally { cache.free(id); }
+      }
+      let shapes = 0;
+      if (this.mixedSteps) {
+        for (const R of this.rowBuckets) {
+          for (const mode of ['greedy', 'sorted'] as const) {
+            for (const W of this.widths) {
+              const recorded = (): boolean => this.stepGraphs.has(`${R}:${W}:${mode}`);
+              await this.stepRows([], 0, { R, W, mode });
+              // the first step of a (rows, mode) runs eagerly; the next records it
+              if (this.graphs && this.graphFallback === null && !recorded()) await this.stepRows([], 0, { R, W, mode });
+              shapes++;
+            }
+          }
+        }
+      }
+      return { kvBlocks: cache.memory().capacityBlocks, kvMappedBytes: cache.memory().mappedBytes, shapes, recorded: this.stepGraphs.size, ms: performance.now() - t0 };
+    };
+    const done = work();
+    this.loop = done.then(() => undefined, () => undefined).finally(() => {
+      this.loop = null;
+      if ((this.waiting.length || this.running.length) && !this.closed) this.kick();
+    });
+    return done;
+  }
+
   private kick(): void {
     if (this.loop || this.closed) return;
     this.loop = this.run().catch((e: unknown) => {
@@ -594,6 +658,11 @@ export class Engine {
     const ctx = this.context;
     return Math.max(1, Math.min(this.kvBlocks, ctx !== null ? Math.ceil(ctx / this.blockSize) : this.kvBlocks));
   }
+  /** widthFor's values: every block-table width a step can be padded to. */
+  private get widths(): number[] {
+    const out: number[] = [];
+    for (let b = 4; ; b *= 2) { out.push(Math.min(b, this.maxWidth)); if (b >= this.maxWidth) return out; }
+  }
   private widthFor(w: number): number {
     let b = 4;
     while (b < w) b *= 2;
@@ -637,8 +706,8 @@ export class Engine {
    * the rows left), padded to a row bucket; the rows that decode or end a prompt are sampled.
    */
   private async mixedStep(): Promise<boolean> {
-    const Rmax = this.stepTokens, S = this.maxBatch;
-    const work: { seq: Sequence; n: number; sample: boolean }[] = [];
+    const Rmax = this.stepTokens;
+    const work: StepWork[] = [];
     let rows = 0;
     for (const s of this.running) {
       if (!s.done && s.prefilled === s.promptLength && s.tokens.length > 0) { work.push({ seq: s, n: 1, sample: true }); rows++; }
@@ -652,19 +721,30 @@ export class Engine {
       rows += n; budget -= n;
     }
     if (!work.length) return false;
+    await this.stepRows(work, rows);
+    return true;
+  }
+
+  /**
+   * Writes the inputs of a step over `work` (`rows` rows, padded to a rows bucket), runs it (replayed
+   * where recorded) and streams the sampled tokens. `shape` (warm-up, no work: every row padding) sets
+   * the rows bucket, block-table width and sampling mode instead; its failures are thrown.
+   */
+  private async stepRows(work: readonly StepWork[], rows: number, shape?: { R: number; W: number; mode: SamplingMode }): Promise<void> {
+    const Rmax = this.stepTokens, S = this.maxBatch;
     const sampled = work.filter((w) => w.sample);
     const t0 = performance.now();
     let ids: number[];
     try {
       const inp = this.ensureInputs(), h64 = inp.h64, h32 = inp.h32;
-      const R = this.rowBuckets.find((b) => b >= rows)!;
+      const R = shape?.R ?? this.rowBuckets.find((b) => b >= rows)!;
       let widest = 1;
       for (const w of work) {
         const s = w.seq;
         this.cache.reserve(s.id, s.prefilled === s.promptLength ? s.length : s.prefilled + w.n);
         widest = Math.max(widest, this.cache.blocks(s.id).length);
       }
-      const W = this.widthFor(widest);
+      const W = shape?.W ?? this.widthFor(widest);
       const scratch = this.cache.scratchSlot(), scratchBlock = scratch / this.blockSize;
       let r = 0, k = 0, maxPos = 0;
       const put64 = (i: number, v: number): void => { h64[2 * i] = v; h64[2 * i + 1] = 0; };
@@ -705,7 +785,7 @@ export class Engine {
         put64(3 * Rmax + S + i, smp ? s.cfg.top_k : 0);
       }
       // one argmax when every row is greedy; else the sorted draw for every row (see choose())
-      const mode: SamplingMode = sampling ? 'sorted' : 'greedy';
+      const mode: SamplingMode = shape?.mode ?? (sampling ? 'sorted' : 'greedy');
       this.upload(inp.i64, h64, 3 * Rmax + 2 * S);
       this.upload(inp.i32, h32, Rmax + R * W);
       this.upload(inp.f32, hf, 4 * S);
@@ -730,14 +810,14 @@ export class Engine {
         if (s.prefilled < s.promptLength) { s.prefilled += w.n; this.counters.tokens_in += w.n; }
       }
     } catch (e) {
+      if (shape) throw e;
       for (const w of work) { this.release(w.seq); w.seq.fail(e); }
-      return true;
+      return;
     }
     // a sequence cancelled while the ids were read back is already gone
     const t2 = performance.now();
     sampled.forEach((w, i) => { if (!w.seq.done) this.emit(w.seq, ids[i]!); });
     this.times.emit += performance.now() - t2;
-    return true;
   }
 
   /**
