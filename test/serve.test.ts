@@ -355,9 +355,11 @@ test('/metrics: Prometheus text that parses, with requests, tokens, queue, batch
   assert.ok((m.get(`nbx_requests_total{model="${MODEL}",endpoint="chat",status="400"}`) ?? 0) >= 10);
   assert.ok(get('nbx_prompt_tokens_total') > 0);
   assert.ok(get('nbx_generation_tokens_total') > 0);
-  for (const g of ['nbx_generation_tokens_per_second', 'nbx_requests_waiting', 'nbx_requests_running', 'nbx_kv_blocks_used', 'nbx_kv_blocks_free', 'nbx_device_memory_reserved_bytes']) {
+  for (const g of ['nbx_generation_tokens_per_second', 'nbx_requests_waiting', 'nbx_requests_running', 'nbx_kv_blocks_used', 'nbx_kv_blocks_free']) {
     assert.ok(m.has(`${g}{model="${MODEL}"}`), g);
   }
+  // on the CPU, the process's RSS (no device allocator), labelled so
+  assert.ok((m.get(`nbx_device_memory_reserved_bytes{model="${MODEL}",source="rss"}`) ?? 0) > 0);
   assert.equal(m.get(`nbx_kv_blocks_free{model="${MODEL}"}`)! + m.get(`nbx_kv_blocks_used{model="${MODEL}"}`)!, server.engine.stats().kv_blocks_total);
   for (const h of ['nbx_time_to_first_token_seconds', 'nbx_inter_token_latency_seconds']) {
     const count = m.get(`${h}_count{model="${MODEL}"}`)!;

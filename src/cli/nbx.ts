@@ -25,8 +25,10 @@ const HELP = `nbx — nbxtensor command line
                                              a conversation through the model's chat template (/exit ends it)
   nbx serve [--model DIR|FILE] [--device D] [--dtype D] [--host 127.0.0.1] [--port 8000] [--max-batch N]
             [--max-queue N] [--kv-blocks N] [--block-size N] [--api-key KEY] [--served-model-name NAME]
+            [--warmup on|off]
                                              an OpenAI-compatible server (/v1/chat/completions, /v1/completions,
-                                             /v1/models, /health, /metrics) with continuous batching
+                                             /v1/models, /health, /metrics) with continuous batching; --warmup
+                                             (default on off the CPU): KV cache and step graphs made before listening
 
   nbx quantize MODEL_DIR OUT_DIR --scheme int8|int4-g128|int4-g64|int4-g32|fp8 [--symmetric]
                                              round-to-nearest quantized copy of a model folder (Linear weights)

@@ -22,7 +22,7 @@ export async function serveCommand(args: string[]): Promise<number> {
       model: { type: 'string' }, device: { type: 'string' }, dtype: { type: 'string' },
       host: { type: 'string', default: '127.0.0.1' }, port: { type: 'string', default: '8000' },
       'max-batch': { type: 'string' }, 'max-queue': { type: 'string' }, 'kv-blocks': { type: 'string' }, 'block-size': { type: 'string' },
-      'api-key': { type: 'string' }, 'served-model-name': { type: 'string' },
+      'api-key': { type: 'string' }, 'served-model-name': { type: 'string' }, warmup: { type: 'string' },
     },
   });
   void positionals;
@@ -34,6 +34,8 @@ export async function serveCommand(args: string[]): Promise<number> {
   const blockSize = intFlag('block-size', values['block-size'], 1);
   const apiKey = values['api-key'] ?? process.env.NBX_API_KEY ?? null;
   if (apiKey === '') throw new ValueError(OP, '--api-key is empty');
+  const warmup = values.warmup;
+  if (warmup !== undefined && warmup !== 'on' && warmup !== 'off') throw new ValueError(OP, `--warmup must be on or off, got '${warmup}'`);
 
   const loaded = await loadForCommand(OP, values.model, values.device, values.dtype);
   const { model } = loaded;
@@ -45,6 +47,7 @@ export async function serveCommand(args: string[]): Promise<number> {
       host: values.host, port, apiKey, modelName,
       ...(maxBatch !== undefined ? { maxBatch } : {}), ...(maxQueue !== undefined ? { maxQueue } : {}),
       ...(kvBlocks !== undefined ? { kvBlocks } : {}), ...(blockSize !== undefined ? { blockSize } : {}),
+      ...(warmup !== undefined ? { warmup: warmup === 'on' } : {}),
     });
   } catch (e) {
     model.dispose();

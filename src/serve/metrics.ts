@@ -30,8 +30,13 @@ export interface GaugeSnapshot {
   kv_blocks_total: number;
   engine_steps: number;
   in_flight: number;
-  /** Reserved device memory (bytes): the device allocator's on CUDA / WebGPU, the process's RSS on the CPU. */
+  /**
+   * Reserved device memory (bytes): the device allocator's on CUDA / WebGPU, the process's RSS on the
+   * CPU. A KV cache backed by CUDA's virtual memory API is not in it (kv_cache.mappedBytes is).
+   */
   reserved_bytes: number;
+  /** What reserved_bytes counts: the device allocator's segments, or the process's RSS (the CPU). */
+  reserved_source: 'allocator' | 'rss';
   /** The paged KV cache's memory, when the engine reports it (VMM ranges are outside the allocator). */
   kv_cache?: { backing: string; reservedBytes: number; mappedBytes: number } | null;
 }
@@ -98,8 +103,8 @@ export class ServerMetrics {
     out.push(`nbx_kv_blocks_free{${lbl}} ${Math.max(0, g.kv_blocks_total - g.kv_blocks_used)}`);
     head('nbx_engine_steps_total', 'counter', 'Engine steps (one forward of the running batch each).');
     out.push(`nbx_engine_steps_total{${lbl}} ${g.engine_steps}`);
-    head('nbx_device_memory_reserved_bytes', 'gauge', "Memory reserved by the model's device allocator (the process RSS on the CPU).");
-    out.push(`nbx_device_memory_reserved_bytes{${lbl}} ${g.reserved_bytes}`);
+    head('nbx_device_memory_reserved_bytes', 'gauge', "Memory reserved by the model's device allocator (source=\"allocator\"), or the process RSS on the CPU (source=\"rss\"); a KV cache on CUDA's virtual memory API is outside it (nbx_kv_cache_mapped_bytes).");
+    out.push(`nbx_device_memory_reserved_bytes{${lbl},source="${g.reserved_source}"} ${g.reserved_bytes}`);
     if (g.kv_cache) {
       const kl = `${lbl},backing="${esc(g.kv_cache.backing)}"`;
       head('nbx_kv_cache_reserved_bytes', 'gauge', 'Bytes the paged KV cache holds (VMM: address space reserved; plain: tensor bytes).');

@@ -33,6 +33,13 @@ export interface ServeOptions extends EngineOptions {
   log?: ((line: string) => void) | false;
   /** Largest request body accepted (bytes, default 16 MiB; larger: 413). */
   maxBodyBytes?: number;
+  /**
+   * Engine.warmup() before listening: the KV cache backed for all its blocks (or `kvBlocks`) and every
+   * step shape run and recorded, so that the memory the server holds once it listens is what it holds
+   * under any load. Default: on for an engine it makes, off the CPU (whose steps are not recorded and
+   * whose KV pools grow by copying, in the process's own memory).
+   */
+  warmup?: boolean | { kvBlocks?: number };
 }
 
 export interface ServeHandle {
@@ -64,19 +71,29 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
     ...(opts.maxBatch !== undefined ? { maxBatch: opts.maxBatch } : {}), ...(opts.maxQueue !== undefined ? { maxQueue: opts.maxQueue } : {}),
     ...(opts.kvBlocks !== undefined ? { kvBlocks: opts.kvBlocks } : {}), ...(opts.blockSize !== undefined ? { blockSize: opts.blockSize } : {}),
   });
+  const warm = opts.warmup ?? (ownEngine && model.device.type !== 'cpu');
+  if (warm !== false) {
+    try {
+      const w = await engine.warmup(typeof warm === 'object' ? warm : {});
+      log?.(`${OP}: warm-up: KV cache ${w.kvBlocks} blocks (${(w.kvMappedBytes / 2 ** 20).toFixed(1)} MiB), ${w.shapes} step shapes run, ${w.recorded} recorded, ${w.ms.toFixed(0)} ms`);
+    } catch (e) {
+      if (ownEngine) await engine.close();
+      throw e;
+    }
+  }
   const metrics = new ServerMetrics();
   const flights = new Set<Flight>();
   const created = Math.floor(Date.now() / 1000);
   const context = typeof model.config.max_position_embeddings === 'number' ? model.config.max_position_embeddings : Infinity;
   const tokenizer = model.tokenizer;
 
-  const reserved = (): number => {
+  const reserved = (): { bytes: number; source: 'allocator' | 'rss' } => {
     const t = model.device.type;
     try {
-      if (t === 'cuda') return nbx.cuda.memoryStats().reservedBytes;
-      if (t === 'webgpu') return nbx.webgpu.memoryStats().reservedBytes;
+      if (t === 'cuda') return { bytes: nbx.cuda.memoryStats().reservedBytes, source: 'allocator' };
+      if (t === 'webgpu') return { bytes: nbx.webgpu.memoryStats().reservedBytes, source: 'allocator' };
     } catch { /* the backend went away: report the process instead */ }
-    return process.memoryUsage().rss;
+    return { bytes: process.memoryUsage().rss, source: 'rss' };
   };
 
   /** The engine's paged-cache memory when it reports it (not part of the serving interface: read if present). */
@@ -286,10 +303,10 @@ export async function serve(model: CausalLMModel, opts: ServeOptions = {}): Prom
     }
     if (path === '/metrics') {
       allow('GET');
-      const s = engine.stats();
+      const s = engine.stats(), mem = reserved();
       const text = metrics.render({
         running: s.running, waiting: s.waiting, kv_blocks_used: s.kv_blocks_used, kv_blocks_total: s.kv_blocks_total,
-        engine_steps: s.steps, in_flight: flights.size, reserved_bytes: reserved(), kv_cache: kvMemory(),
+        engine_steps: s.steps, in_flight: flights.size, reserved_bytes: mem.bytes, reserved_source: mem.source, kv_cache: kvMemory(),
       }, modelName);
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
       res.end(text);
