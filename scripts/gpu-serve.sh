@@ -15,7 +15,7 @@
 # warm-up included), the warm-up requests, the single streams and the load; --verify-timeout-s the
 # re-runs alone, whose sample is cut beforehand to what fits (requests aborted at a limit, the report
 # still printed). The shell timeout kills the whole process group (the server child too) 5 s later.
-# Logs and JSON in $OUT; summary.txt has the report lines.
+# Logs and JSON in $OUT (mem_<part>/: the allocator's segments at each memory reading); summary.txt has the report lines.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 parts=${*:-quick}
@@ -23,7 +23,7 @@ nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv > "$OUT/gpu.txt" 
 part() {  # name, shell timeout, load-serve flags...
   local name=$1 limit=$2; shift 2
   timeout -k 5 "$limit" node scripts/load-serve.mjs --shape tinyllama --device cuda --concurrency 64 "$@" \
-    --json "$OUT/serve_$name.json" > "$OUT/serve_$name.log" 2>&1
+    --json "$OUT/serve_$name.json" --mem-dump "$OUT/mem_$name" > "$OUT/serve_$name.log" 2>&1
   echo "$name rc=$?" >> "$OUT/summary.txt"; grep -vE '^# (nbx serve|load-serve child):' "$OUT/serve_$name.log" | tail -16 >> "$OUT/summary.txt"
 }
 for p in $parts; do

@@ -32,7 +32,10 @@
 //        [--device cpu|cuda] [--dtype D] [--concurrency 64] [--requests 1000] [--cancel 0.1]
 //        [--prompt 8:64] [--output 16:128] [--temperature 0.8] [--single 3] [--verify 64|all]
 //        [--max-batch N] [--baseline-max-batch 1] [--timeout-s 540] [--verify-timeout-s 120]
-//        [--seed 1] [--json FILE]
+//        [--seed 1] [--json FILE] [--mem-dump DIR]
+// --mem-dump (with --shape on a device with a caching allocator): the server child writes the allocator's
+// segments (size, stream or graph pool, blocks) at each memory reading to DIR/mem_<label>.json, and when
+// the memory check fails the report lists the segments that differ from the warm level's.
 // --timeout-s bounds everything before the verification (servers' start, warm-up, single streams, load);
 // --verify-timeout-s the verification. A run takes at most their sum plus the server's stop (5 s).
 //
@@ -53,7 +56,7 @@ const { values: V } = parseArgs({ options: {
   prompt: { type: 'string', default: '8:64' }, output: { type: 'string', default: '16:128' }, temperature: { type: 'string', default: '0.8' },
   single: { type: 'string', default: '3' }, verify: { type: 'string', default: '64' }, 'max-batch': { type: 'string' },
   'timeout-s': { type: 'string', default: '540' }, 'baseline-max-batch': { type: 'string' }, seed: { type: 'string', default: '1' }, json: { type: 'string' },
-  'verify-timeout-s': { type: 'string', default: '120' }, 'serve-child': { type: 'boolean', default: false }, help: { type: 'boolean', default: false },
+  'verify-timeout-s': { type: 'string', default: '120' }, 'mem-dump': { type: 'string' }, 'serve-child': { type: 'boolean', default: false }, help: { type: 'boolean', default: false },
 } });
 if (V.help) {
   const { readFileSync } = await import('node:fs');
@@ -82,6 +85,7 @@ function wordTokenizerFiles(vocabSize) {
   };
 }
 
+let dumpSeq = 0;
 if (V['serve-child']) {
   const nbx = await import('../dist/src/index.js');
   const shape = SHAPES[V.shape];
@@ -100,6 +104,22 @@ if (V['serve-child']) {
     `max batch ${h.engine.maxBatch}, ${h.engine.kvBlocks} KV blocks of ${h.engine.blockSize}\n`);
   process.stderr.write(`nbx serve: model '${V.shape}' at ${h.url}/v1 (OpenAI API)\n`);
   // exitPromptly: a process that used CUDA ends without the runtime's native teardown (as the nbx CLI does).
+  if (V['mem-dump']) {
+    // SIGUSR2: the caching allocator's segments into the next file the parent named (its memory readings)
+    const { backendFor } = await import('../dist/src/backend/backend.js');
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(V['mem-dump'], { recursive: true });
+    process.on('SIGUSR2', () => {
+      const a = backendFor(model.device).allocator;
+      let body;
+      try {
+        const segs = a?.snapshot?.() ?? [];
+        body = { stats: nbx.cuda.memoryStats(), segments: segs.map((g) => ({ ptr: `0x${g.ptr.toString(16)}`, size: g.size, stream: String(g.stream), pool: g.pool,
+          allocated: g.blocks.filter((b) => b.allocated).map((b) => b.requested) })) };
+      } catch (e) { body = { error: String(e) }; }
+      writeFileSync(join(V['mem-dump'], `mem_${dumpSeq++}.json`), `${JSON.stringify(body, (k, v) => (typeof v === 'bigint' ? String(v) : v))}\n`);
+    });
+  }
   const { exitPromptly } = await import('../dist/src/backend/exit.js');
   const stop = () => { h.close().then(() => { model.dispose(); exitPromptly(0); }); };
   process.on('SIGINT', stop);
@@ -141,7 +161,8 @@ process.on('exit', () => { for (const c of children) if (c.exitCode === null) c.
 /** Starts a server child with this batch size; resolves { url, stop() } once it listens. */
 async function startServer(maxBatch) {
   const args = V.shape
-    ? [join(here, 'load-serve.mjs'), '--serve-child', '--shape', V.shape, ...(V.device ? ['--device', V.device] : []), ...(V.dtype ? ['--dtype', V.dtype] : []), '--max-batch', String(maxBatch)]
+    ? [join(here, 'load-serve.mjs'), '--serve-child', '--shape', V.shape, ...(V.device ? ['--device', V.device] : []), ...(V.dtype ? ['--dtype', V.dtype] : []), '--max-batch', String(maxBatch),
+      ...(V['mem-dump'] ? ['--mem-dump', V['mem-dump']] : [])]
     : [join(here, '../dist/src/cli/nbx.js'), 'serve', '--port', '0', '--max-queue', '100000', '--max-batch', String(maxBatch), '--warmup', 'on',
       ...(V.model ? ['--model', V.model] : []), ...(V.device ? ['--device', V.device] : []), ...(V.dtype ? ['--dtype', V.dtype] : [])];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -162,8 +183,22 @@ async function startServer(maxBatch) {
   child.stderr.on('data', (d) => { for (const l of d.toString().split('\n')) if (l && !/^nbx serve: \d{4}-/.test(l) && !stopping) console.log(`# server: ${l}`); });
   child.on('exit', (code, sig) => { if (!stopping) console.log(`# THE SERVER EXITED during the run (code ${code}, signal ${sig})`); });
   console.log(header.trim().split('\n').map((l) => `# ${l}`).join('\n'));
+  let dumps = 0;
   return {
     url,
+    /** With --mem-dump: the child's allocator segments now, as DIR/mem_<label>.json (null when none came). */
+    async dumpMemory(label) {
+      if (!V['mem-dump'] || !V.shape || child.exitCode !== null) return null;
+      const { existsSync, readFileSync, renameSync } = await import('node:fs');
+      const file = join(V['mem-dump'], `mem_${dumps++}.json`);
+      child.kill('SIGUSR2');
+      for (let t = 0; t < 100 && !existsSync(file); t++) await new Promise((r) => setTimeout(r, 50));
+      if (!existsSync(file)) return null;
+      await new Promise((r) => setTimeout(r, 50));
+      const named = join(V['mem-dump'], `mem_${label}.json`);
+      renameSync(file, named);
+      try { return JSON.parse(readFileSync(named, 'utf8')); } catch { return null; }
+    },
     /** SIGINT, then wait for the exit (a next server gets the device to itself). */
     async stop() {
       stopping = true;
@@ -309,12 +344,14 @@ if (baselineServer) {
 const memOf = (m) => ({ reserved_mib: m.nbx_device_memory_reserved_bytes / MiB, kv_mapped_mib: (m.nbx_kv_cache_mapped_bytes ?? NaN) / MiB, kv_backing: m.kv_backing ?? null, reserved_source: m.reserved_source ?? null,
   reserved_bytes: m.nbx_device_memory_reserved_bytes, kv_mapped_bytes: m.nbx_kv_cache_mapped_bytes ?? null });
 report.start = memOf(await metrics());
+const dumps = { start: await mainServer?.dumpMemory('start') };
 report.single = await measureSingle('on the load\'s server', concurrency);
 // the ratio's baseline: the faster single-stream figure (a batch-1 server need not pad its steps)
 const singleRate = Math.max(report.single.decode_tok_s, report.single_baseline?.decode_tok_s ?? 0);
 const singleItlP99 = report.single_baseline && report.single_baseline.decode_tok_s > report.single.decode_tok_s ? report.single_baseline.itl_ms_p99 : report.single.itl_ms_p99;
 
 const before = await metrics();
+dumps.warm = await mainServer?.dumpMemory('warm');
 report.before = { ...memOf(before), kv_blocks_used: before.nbx_kv_blocks_used, running: before.nbx_requests_running, waiting: before.nbx_requests_waiting };
 
 // ------------------------------------------------------------------ 3. load
@@ -360,6 +397,7 @@ report.itl_p99_vs_single = report.load.itl_ms_p99 / singleItlP99;
 
 await new Promise((r) => setTimeout(r, 200));
 const afterM = await metrics();
+dumps.after = await mainServer?.dumpMemory('after');
 report.after = { ...memOf(afterM), kv_blocks_used: afterM.nbx_kv_blocks_used, running: afterM.nbx_requests_running, waiting: afterM.nbx_requests_waiting, engine_steps: afterM.nbx_engine_steps_total };
 
 // ------------------------------------------------------------------ 5. verify: alone, same seed, same text
@@ -397,6 +435,7 @@ for (const r of sample) {
 report.verify = { completed: completed.length, asked: planned, sample: sample.length, estimate_s: estimate / 1000, budget_s: verifyBudgetMs / 1000,
   seconds: (performance.now() - tVerify) / 1000, checked: same + mismatches.length, identical: same, mismatches: mismatches.slice(0, 10) };
 const endM = await metrics();
+dumps.end = await mainServer?.dumpMemory('end');
 report.end = { ...memOf(endM), kv_blocks_used: endM.nbx_kv_blocks_used };
 report.loadavg = loadavg().map((x) => Number(x.toFixed(2)));
 await mainServer?.stop();
@@ -426,6 +465,19 @@ console.log(memLine('after the load', report.after));
 console.log(memLine('after the verification', report.end));
 console.log(`  memory after the load and the verification == warm (${rss ? 'KV cache' : 'allocator reserved and KV cache mapped'}, to the byte): ${report.memory_pass ? 'PASS' : 'FAIL'}; ` +
   `after: running ${report.after.running}, waiting ${report.after.waiting}, KV blocks used ${report.after.kv_blocks_used}; load average ${report.loadavg.join(' ')} (${report.cpu})`);
+if (!report.memory_pass && dumps.warm?.segments) {
+  // what moved: the allocator's segments that are not in the warm level's snapshot, and those gone
+  const seg = (g) => `${g.ptr} ${f1(g.size / MiB)} MiB ${g.pool} stream/pool ${g.stream}, allocated [${g.allocated.slice(0, 6).join(', ')}${g.allocated.length > 6 ? ', ...' : ''}]`;
+  for (const label of ['after', 'end']) {
+    const d = dumps[label];
+    if (!d?.segments) continue;
+    const had = new Set(dumps.warm.segments.map((g) => g.ptr)), has = new Set(d.segments.map((g) => g.ptr));
+    const added = d.segments.filter((g) => !had.has(g.ptr)), gone = dumps.warm.segments.filter((g) => !has.has(g.ptr));
+    console.log(`  allocator segments ${label} vs warm: ${added.length} new, ${gone.length} gone`);
+    for (const g of added.slice(0, 8)) console.log(`    + ${seg(g)}`);
+    for (const g of gone.slice(0, 8)) console.log(`    - ${seg(g)}`);
+  }
+}
 const Vf = report.verify;
 console.log(`verify: ${same}/${Vf.checked} requests give the same text alone (same seed): a random sample of ${Vf.sample} of the ${Vf.completed} completed` +
   `${Vf.sample < Vf.asked ? ` (${Vf.asked} asked, cut to the ${Vf.budget_s} s budget by the single-stream estimate)` : ''}, ${Vf.checked === Vf.sample ? 'all' : `${Vf.checked} of them`} run in ${Vf.seconds.toFixed(1)} s ` +
