@@ -6,10 +6,10 @@
 # card (test/webgpu_decode.test.ts: the subgroup variants only run there).
 # Run from the repo root with .gpu/bootstrap.sh sourced and $OUT set (dist/ built, .gpu and dist carried):
 #   source .gpu/bootstrap.sh && bash scripts/gpu-webgpu-decode.sh
-# Logs in $OUT/wgdecode/ (summary.txt first). About 90-120 s; every step is echoed, timed, hard-killed at
-# its limit (timeout -k 5; limits add up to 145 s) and allowed to fail without stopping the rest.
+# Logs in $OUT/wgdecode/ ($OUT/$WGD_DIR/ when set; summary.txt first). About 120-150 s; every step is echoed, timed, hard-killed at
+# its limit (timeout -k 5; limits add up to 200 s) and allowed to fail without stopping the rest.
 set -u
-OUT=${OUT:-/tmp/out}; W="$OUT/wgdecode"; mkdir -p "$W"
+OUT=${OUT:-/tmp/out}; W="$OUT/${WGD_DIR:-wgdecode}"; mkdir -p "$W"
 T0=$(date +%s)
 step() { # step NAME TIMEOUT CMD...: runs CMD into $W/NAME.log, records rc and seconds
   local name=$1 to=$2; shift 2; local t=$(date +%s)
@@ -28,7 +28,7 @@ import("./dist/src/index.js").then(async (nbx) => {
 }).catch((e) => { console.error(e); process.exit(1); });'
 
 # 2. the decode kernels against the CPU, on the card
-step test 25 node --test dist/test/webgpu_decode.test.js
+step test 40 node --test dist/test/webgpu_decode.test.js
 
 # the warm-up as long as the timed run (the default): the same capacity bucket, so neither backend captures its step graph inside the timed run
 BENCH=${WGD_BENCH:-"--shape tinyllama --batch 1 --prompt 128 --new-tokens 256 --peers none"}
@@ -41,12 +41,16 @@ step cuda 50 node dist/src/cli/nbx.js bench decode --device cuda $BENCH --json "
 RF=$(node -e 'try { const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).roofline_gbs; if (r) process.stdout.write(`--roofline-gbs ${Math.round(r)}`); } catch {}' "$W/cuda.json")
 step webgpu 60 node dist/src/cli/nbx.js bench decode --device webgpu $BENCH $RF --webgpu-profile --json "$W/webgpu.json"
 
+# 5. the matrix-vector kernel's launch shapes on the step's products (GPU µs and GB/s by timestamps; WGD_SWEEP=0 skips)
+[ "${WGD_SWEEP:-1}" = 1 ] && step gemv 40 node dist/bench/webgpu_gemv.js --json "$W/gemv.json"
+
 echo "== total $(( $(date +%s) - T0 ))s" | tee -a "$W/summary.txt"
 {
   cat "$W/probe.log" | cut -c1-600
   grep -E "^# (pass|fail)|^not ok|NOT RUN" "$W/test.log"
   grep -E "^nbx |^  (dispatches|slowest)|^roofline|Error|error" "$W/webgpu.log" | head -24
   grep -E "^nbx |^roofline|Error|error" "$W/cuda.log" | head -10
+  grep -E "^floor|^BEST|ERROR" "$W/gemv.log" 2>/dev/null
   node -e '
     const fs = require("fs"), w = process.argv[1], c = process.argv[2];
     const rd = (f) => { try { return JSON.parse(fs.readFileSync(f, "utf8")).rows[0].nbx; } catch (e) { return { error: String(e.message) }; } };

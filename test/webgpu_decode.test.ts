@@ -188,3 +188,34 @@ test('webgpu add_rms_norm_linear (the norm formed by the matrix-vector kernel) e
     }
   }
 });
+
+test('webgpu matrix-vector launch shapes (lanes per column 32..256, loads in flight 2..8, capped grids looping over column blocks) equal the CPU: plain, gated, normed', { skip }, async () => {
+  const gl = (nbx.llm as unknown as { gated_linear(gu: Tensor, w: Tensor, b: Tensor | null, o: { act: string }): Tensor }).gated_linear;
+  const nl = (nbx.llm as unknown as { add_rms_norm_linear(x: Tensor, r: Tensor, nw: Tensor, w: Tensor, b: Tensor | null, o: { eps: number }): [Tensor, Tensor] }).add_rms_norm_linear;
+  const was = process.env.NBX_WEBGPU_GEMV;
+  let seed = 700;
+  try {
+    for (const shape of ['32,4,0', '64,8,0', '128,2,3', '256,4,1', '32,8,2']) {
+      process.env.NBX_WEBGPU_GEMV = shape;
+      for (const dt of ['float32', 'bfloat16', 'float16'] as DT[]) {
+        for (const [m, n, k] of [[1, 37, 2048], [3, 21, 264]] as [number, number, number][]) {
+          const x = rand([m, k], seed++).to(dt), w = rand([n, k], seed++, 0.1).to(dt);
+          const e = await relErr(nbx.nn.functional.linear(x.to(G), w.to(G)), nbx.nn.functional.linear(x, w));
+          assert.ok(e <= TOL[dt], `${shape} ${dt} linear m=${m} n=${n} k=${k}: relative error ${e}`);
+        }
+        const [rows, K, N] = dt === 'float32' ? [1, 1536, 19] : [2, 4096, 11];
+        const gu = rand([rows, 2 * K], seed++).to(dt), wd = rand([N, K], seed++, 0.05).to(dt);
+        const eg = await relErr(gl(gu.to(G), wd.to(G), null, { act: 'silu' }), gl(gu, wd, null, { act: 'silu' }));
+        assert.ok(eg <= TOL[dt], `${shape} ${dt} gated rows ${rows} K ${K}: relative error ${eg}`);
+        const x = rand([rows, K], seed++).to(dt), r = rand([rows, K], seed++).to(dt), nw = rand([K], seed++).to(dt);
+        const [o, s] = nl(x, r, nw, wd, null, { eps: 1e-5 });
+        const [og, sg] = nl(x.to(G), r.to(G), nw.to(G), wd.to(G), null, { eps: 1e-5 });
+        assert.ok(await relErr(sg, s) <= TOL[dt], `${shape} ${dt} normed residual`);
+        const en = await relErr(og, o);
+        assert.ok(en <= TOL[dt], `${shape} ${dt} normed rows ${rows} K ${K}: relative error ${en}`);
+      }
+    }
+  } finally {
+    if (was === undefined) delete process.env.NBX_WEBGPU_GEMV; else process.env.NBX_WEBGPU_GEMV = was;
+  }
+});
