@@ -437,3 +437,21 @@ test('random request bodies: every answer is 200 or an error in OpenAI\'s shape,
   const ok = await client.completions.create({ model: MODEL, prompt: 'And', max_tokens: 2 });
   assert.equal(ok.choices.length, 1);
 });
+
+test('warmup: the server backs its KV cache before listening (logged); /metrics reports its mapped bytes and a request streams normally', { skip }, async () => {
+  const lines: string[] = [];
+  const h = await nbx.serve(model, { port: 0, modelName: MODEL, kvBlocks: 24, maxBatch: 2, warmup: true, log: (l) => lines.push(l) });
+  try {
+    assert.ok(lines.some((l) => /warm-up: KV cache 2[45] blocks/.test(l)), lines.join('\n'));
+    const before = parsePrometheus(await (await fetch(`${h.url}/metrics`)).text());
+    const key = [...before.keys()].find((k) => k.startsWith('nbx_kv_cache_mapped_bytes{'))!;
+    assert.ok(before.get(key)! > 0);
+    const c = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const r = await c.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'In the beginning' }], max_tokens: 4, temperature: 0 });
+    assert.equal(r.usage?.completion_tokens, 4);
+    const after = parsePrometheus(await (await fetch(`${h.url}/metrics`)).text());
+    assert.equal(after.get(key), before.get(key), 'the KV cache did not grow');
+  } finally { await h.close(); }
+  // a bad warm-up count is a typed error, and the server does not start
+  await assert.rejects(nbx.serve(model, { port: 0, kvBlocks: 4, warmup: { kvBlocks: 5 }, log: false }), /kvBlocks must be an integer in 0\.\.4/);
+});
