@@ -164,7 +164,9 @@ let deadline = Infinity;
 const overBudget = (): boolean => now() > deadline;
 
 /** A CUDA GEMV configuration as the log shows it: 'mma', 'vec/kw4', 'fma/kw2' (the tile kernel; r·s· when forced). */
-const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? 'mma' : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}`);
+const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? 'mma'
+  : c.impl === 'svec' || c.impl === 'smma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}`
+  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}`);
 
 interface GemvRow { format: string; n: number; k: number; m: number; us: number; gbs: number; pct?: number; config?: string; best?: { config: string; us: number; gbs: number } }
 
@@ -197,8 +199,9 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             let best: { config: string; us: number; gbs: number } | undefined;
             const all: string[] = [];
             // every kernel that takes the format at every kw (the tile kernel at its per-format shape)
-            const cfgs: { impl: string; kw: number }[] = f === 'int4' ? [{ impl: 'mma', kw: 1 }] : [];
-            for (const impl of cudaMod.VEC_FORMATS.includes(f) ? ['vec', 'fma'] : ['fma']) for (const kw of [1, 2, 4, 8]) cfgs.push({ impl, kw });
+            const cfgs: Record<string, string | number>[] = f === 'int4' ? [{ impl: 'mma', kw: 1 }, ...[[4, 2], [6, 2], [8, 1]].map(([ring, bps]) => ({ impl: 'smma', kw: 1, ring, bps }))] : [];
+            if (cudaMod.VEC_FORMATS.includes(f)) for (const [ring, bps] of [[2, 2], [4, 2], [8, 1]]) cfgs.push({ impl: 'svec', kw: 1, ring, bps });
+            for (const impl of cudaMod.VEC_FORMATS.includes(f) ? ['vec'] : ['fma']) for (const kw of [1, 2, 4, 8]) cfgs.push({ impl, kw });
             for (const cfg of cfgs) {
               cudaMod.forceQuantGemvConfig(cfg);
               try {

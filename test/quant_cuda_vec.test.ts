@@ -1,4 +1,4 @@
-// The CUDA register GEMV (src/backend/cuda/kernels/quant.ts, impl 'vec': int8, int4, fp8, q4_k, q5_k)
+// The CUDA register GEMVs (src/backend/cuda/kernels/quant.ts, impl 'vec' and the streaming 'svec' / 'smma': int8, int4, fp8, q4_k, q5_k)
 // against the CPU dequantizers: every x dtype, m = 1..8, warps splitting K (kw 1..8, more warps than
 // stripes, partial last stripes), ragged N, bias, int4 groups 32/64/128 symmetric and asymmetric, fp8
 // per tensor; the same bits on a second run; the default choice and the tuner's candidates. Runs where
@@ -10,7 +10,7 @@ import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import { kernel } from '../src/kernels/registry.js';
 import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
-import { forceQuantGemvConfig, lastQuantGemvConfig, defaultKw } from '../src/backend/cuda/kernels/quant.js';
+import { forceQuantGemvConfig, lastQuantGemvConfig, defaultKw, streamGrid } from '../src/backend/cuda/kernels/quant.js';
 import type { QuantFormat } from '../src/kernels/quant.js';
 import { QUANT_TOL, dequantRef, lcg, matmulRef, randomPacked, relErr } from '../bench/quant_ref.js';
 
@@ -78,12 +78,16 @@ test('register GEMV: int4 groups 32/64/128 symmetric and asymmetric, every m, fp
   } finally { forceQuantGemvConfig(null); }
 });
 
-test('register GEMV is the default for its formats (tile kernel for the others); kw from the shape', { skip }, () => {
+test('streaming register GEMV is the default for its formats (tile kernel for the others); kw from the shape', { skip }, () => {
   let seed = 200;
   for (const f of ['int8', 'q4_k', 'q6_k', 'q8_0'] as QuantFormat[]) {
     check(f, 'bfloat16', 1, 16, f === 'q6_k' || f === 'q4_k' ? 512 : 256, seed++);
-    assert.equal(lastQuantGemvConfig()?.impl, f === 'q6_k' || f === 'q8_0' ? 'fma' : 'vec', f);
+    assert.equal(lastQuantGemvConfig()?.impl, f === 'q6_k' || f === 'q8_0' ? 'fma' : 'svec', f);
   }
+  // the streaming grid: bps blocks per SM, never more warps than K steps
+  assert.equal(streamGrid(100000, 2, 132), 264);
+  assert.equal(streamGrid(100, 2, 132), 12);
+  assert.equal(streamGrid(8, 1, 132), 1);
   // short N splits K inside the block, long N does not; never more warps than K steps
   assert.equal(defaultKw(4096, 2, 14, 132), 2); // 512 blocks
   assert.equal(defaultKw(14336, 2, 4, 132), 1);
@@ -105,4 +109,26 @@ test('grid-dependency wait: the GEMV kernels place their own (after the L2 prefe
       assert.ok(withGridDependencyWait(s.src).includes('{ NBX_GRID_DEPENDENCY_WAIT();'), `${s.label}: nvrtc.ts inserts the wait`);
     }
   }
+});
+
+test('streaming GEMV (svec, smma): every register format, m = 1..8, split K across warps, ragged N, bias, the same bits twice', { skip }, () => {
+  let seed = 300;
+  try {
+    // K steps few and many against the warps (one warp a row group, several sharing one, warps spanning several)
+    for (const f of ['int8', 'int4', 'fp8_e4m3', 'q4_k', 'q5_k'] as QuantFormat[]) {
+      const k = KQ[f] ?? (f === 'int4' ? 1152 : 1056);
+      for (const [dt, m, ring, bps] of [['bfloat16', 1, 4, 2], ['float16', 3, 2, 1], ['float32', 8, 4, 2]] as [DT, number, number, number][]) {
+        forceQuantGemvConfig({ impl: 'svec', kw: 1, ring, bps });
+        check(f, dt, m, 37, k, seed++, { bias: m !== 3, groupSize: f === 'int4' ? 64 : undefined, asym: f === 'int4' && m === 8 });
+        assert.equal(lastQuantGemvConfig()?.impl, 'svec');
+      }
+    }
+    forceQuantGemvConfig({ impl: 'svec', kw: 1, ring: 4, bps: 2 });
+    check('int8', 'bfloat16', 1, 1000, 64, seed++, { bias: true }); // one step a row group: many groups a warp
+    for (const [m, asym, ring, bps] of [[1, false, 4, 2], [8, true, 8, 1], [3, false, 8, 1]] as [number, boolean, number, number][]) {
+      forceQuantGemvConfig({ impl: 'smma', kw: 1, ring, bps });
+      check('int4', 'bfloat16', m, 45, 2048, seed++, { bias: true, groupSize: 128, asym });
+      check('int4', 'float16', m, 16, 768, seed++, { groupSize: 256, asym });
+    }
+  } finally { forceQuantGemvConfig(null); }
 });

@@ -295,12 +295,14 @@ function decoderSource(f: QuantFormat, asym: boolean, fast = false): string {
  * tuning (NBX_AUTOTUNE=off, small shapes) defaultGemv picks kw from the shape.
  */
 export const QUANT_GEMV_SPACE = defineSpace({
-  name: 'cuda.quant_gemv.v4',
+  name: 'cuda.quant_gemv.v5',
   knobs: [
-    { name: 'impl', values: ['vec', 'mma', 'fma'], movesBits: true, doc: "the register kernel (int8, int4, fp8, q4_k, q5_k), tensor cores (int4, groups ≥ 128, 16-bit x), or the shared-memory tile kernel (every format)" },
-    { name: 'kw', values: [1, 2, 4, 8], movesBits: true, doc: "warps splitting a row group's K inside a block (a kernel argument: no extra compile)" },
+    { name: 'impl', values: ['vec', 'mma', 'fma', 'svec', 'smma'], movesBits: true, doc: "the register kernel (int8, int4, fp8, q4_k, q5_k), tensor cores (int4, groups ≥ 128, 16-bit x), the shared-memory tile kernel (every format), or the streaming schedule of the register / tensor-core kernels (split K across blocks)" },
+    { name: 'kw', values: [1, 2, 4, 8], movesBits: true, doc: "warps splitting a row group's K inside a block (a kernel argument: no extra compile; not the streaming kernels')" },
+    { name: 'ring', values: [2, 4, 6, 8], movesBits: false, doc: "the streaming kernels' loads in flight per lane and row (K steps in the register ring)" },
+    { name: 'bps', values: [1, 2], movesBits: true, doc: "the streaming kernels' resident blocks per SM (the grid is bps × SMs; it decides the split of K)" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -524,20 +526,12 @@ function x16Source(d: QuantDType): string {
 }
 
 /**
- * Source of the register kernel: format `f`, asymmetric zeros (int4), x dtype, MR rows of x, NR weight
- * rows per warp, U units per lane and row in flight. A block is 8 warps; `kw` (a launch argument)
- * warps share a group of NR rows and take its 32-unit stripes in turn (split K inside the block, for
- * short N), so a block covers 8 / kw · NR rows. Before the grid-dependency wait the block's packed rows
- * (and int4 scales / zeros) are prefetched into L2: they are not written by earlier kernels, so with
- * programmatic dependent launch that read overlaps the previous kernel; x is read after the wait.
- * A unit is decoded in 16-element segments to 1 + q/2^B (formats of ≤ 6 bits) or exact integers, each
- * segment's dot with x scaled once (w = a·q + b: a·Σx·q + b·Σx). Each lane sums its units in stripe
- * order, then a butterfly, then the kw warps' partials in warp order: the same bits every run.
+ * The register kernels' per-format pieces ('vec' and 'svec'): loads(j, u) fills ring slot j with unit u
+ * of the rows at wr[r] (int4: scales / zeros through srow[r]; past the row's end: zeros, never used),
+ * body decodes slot j (unit u) and adds its products to acc[i][r] (int8 / fp8: row scales rs[r]).
  */
-export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number): { src: string; name: string; sig: ArgType[] } {
-  if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV has no decoder for '${f}'`);
-  const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
-  const ext = f === 'int8' || f === 'fp8_e4m3' || f === 'int4';
+function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number): { loads: (j: string, uExpr: string) => string; body: string } {
+  const kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const sx = f === 'int4' || kq; // the fast form 1 + q/2^B needs Σx
   // the unit's loads: quants (wv), K-quant header (hv), q5_k high bits (qv)
   const unitOff = f === 'q4_k' ? '(long long)(u >> 3) * 144 + 16 + 16 * (u & 7)' : f === 'q5_k' ? '(long long)(u >> 3) * 176 + 48 + 16 * (u & 7)' : '16LL * u';
@@ -615,6 +609,25 @@ export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType,
       body = [0, 1].map((hi) => segment(dec(hi), `(u >> 3) * 256 + kc * 64 + ${hi * 32} + 16 * (u & 1)`)).join('\n        ');
     }
   }
+  return { loads, body };
+}
+
+/**
+ * Source of the register kernel: format `f`, asymmetric zeros (int4), x dtype, MR rows of x, NR weight
+ * rows per warp, U units per lane and row in flight. A block is 8 warps; `kw` (a launch argument)
+ * warps share a group of NR rows and take its 32-unit stripes in turn (split K inside the block, for
+ * short N), so a block covers 8 / kw · NR rows. Before the grid-dependency wait the block's packed rows
+ * (and int4 scales / zeros) are prefetched into L2: they are not written by earlier kernels, so with
+ * programmatic dependent launch that read overlaps the previous kernel; x is read after the wait.
+ * A unit is decoded in 16-element segments to 1 + q/2^B (formats of ≤ 6 bits) or exact integers, each
+ * segment's dot with x scaled once (w = a·q + b: a·Σx·q + b·Σx). Each lane sums its units in stripe
+ * order, then a butterfly, then the kw warps' partials in warp order: the same bits every run.
+ */
+export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number): { src: string; name: string; sig: ArgType[] } {
+  if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV has no decoder for '${f}'`);
+  const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
+  const ext = f === 'int8' || f === 'fp8_e4m3' || f === 'int4';
+  const { loads, body } = vecParts(f, asym, mr, nr);
   const ld = unitLoads(f);
   const src = `${HELPERS}
 ${x16Source(d)}
@@ -686,25 +699,12 @@ ${warpPartialsAndStore(d, mr, nr, 'n0 < n')}
 
 // ---- int4 on tensor cores ------------------------------------------------------------------------
 
-/**
- * int4 with groups of ≥ 128 (powers of two), 16-bit x: the FMA kernel spends ~3.5 instructions an
- * element (PRMT, FADD, FFMA, x conversion), close to the issue rate that HBM's 9 Telem/s of int4 needs;
- * here nibbles become bf16/f16 pairs (2^7/2^10 magic: one mask-or and one packed FMA per pair, exact)
- * that feed mma.sync m16n8k16 with x as the 8-column B operand (rows past m zero), so an element costs
- * ~1.5 instructions and m ≤ 8 rows come for free. A warp owns 16 weight rows; lane (g, t) loads 16
- * bytes (32 elements) of rows g and g + 8 for each 128-element chunk (one group), k slots assigned so
- * that a nibble word's pairs (e, e + 4) are the fragment's pairs and x is permuted to match (PRMT). The
- * 8 warps of a block take interleaved chunks; a chunk's products are scaled (and, asymmetric, minus
- * z·Σx) into float32 sums, which the warps combine in shared memory in warp order: a fixed order, the
- * same bits every run.
- */
-export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number): { src: string; name: string; sig: ArgType[] } {
-  const bf = d === 'bfloat16', T = R.storageType(d);
+/** The tensor-core kernels' device helpers: mma.sync m16n8k16 (f32 accumulate), packed FMA, and nibble pairs to 16-bit floats. */
+function mmaPrelude(bf: boolean, asym: boolean): string {
   // magic: 2^7 (bf16 0x4300) or 2^10 (f16 0x6400) with the nibble in the low mantissa bits; subtract it (+ 8 symmetric)
   const MAG = bf ? '0x43004300u' : '0x64006400u', ONE = bf ? '0x3F803F80u' : '0x3C003C00u';
   const SUB = bf ? (asym ? '0xC300C300u' : '0xC308C308u') : (asym ? '0xE400E400u' : '0xE408E408u');
-  const src = `${HELPERS}
-#ifdef NBX_EMU
+  return `#ifdef NBX_EMU
 __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) { emu_mma16816(c, a, b0, b1, ${bf}); }
 __device__ __forceinline__ unsigned nbxq_fma2(unsigned a, unsigned b, unsigned c) {
   unsigned r = 0;
@@ -723,7 +723,65 @@ __device__ __forceinline__ unsigned nbxq_fma2(unsigned a, unsigned b, unsigned c
 #endif
 // nibbles (e, e + 4) of a word already shifted right by 4·e, as a pair of 16-bit floats minus the offset
 __device__ __forceinline__ unsigned nbxq_pair(unsigned u) { return nbxq_fma2((u & 0x000F000Fu) | ${MAG}, ${ONE}, ${SUB}); }
-extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+`;
+}
+
+/**
+ * One 128-element chunk of rows g and g + 8 (ring slot u: wa[u], wb[u], scales sa / sb, zeros za / zb)
+ * against x at xp + 128·c (lanes of x rows g < m: xr), added to acc[4] (rows g, g + 8 × x rows 2t, 2t + 1).
+ */
+function mmaChunk(bf: boolean, asym: boolean): string {
+  return `        unsigned xv[16];
+        if (xr) {
+          #pragma unroll
+          for (int v = 0; v < 4; v++) { const uint4 q = reinterpret_cast<const uint4*>(xp + 128LL * c)[v]; xv[4 * v] = q.x; xv[4 * v + 1] = q.y; xv[4 * v + 2] = q.z; xv[4 * v + 3] = q.w; }
+        } else {
+          #pragma unroll
+          for (int v = 0; v < 16; v++) xv[v] = 0u;
+        }
+        float cc[4] = { 0.f, 0.f, 0.f, 0.f };
+        const unsigned ua[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w }, ub[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
+        #pragma unroll
+        for (int w = 0; w < 4; w++) {
+          // x elements 8w .. 8w+7 as pairs (e, e + 4), the weight pairs' order
+          const unsigned p0 = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x5410u), p1 = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x7632u);
+          const unsigned p2 = nbxq_prmt(xv[4 * w + 1], xv[4 * w + 3], 0x5410u), p3 = nbxq_prmt(xv[4 * w + 1], xv[4 * w + 3], 0x7632u);
+          const unsigned a1[4] = { nbxq_pair(ua[w]), nbxq_pair(ub[w]), nbxq_pair(ua[w] >> 4), nbxq_pair(ub[w] >> 4) };
+          mma16816(cc, a1, p0, p1);
+          const unsigned a2[4] = { nbxq_pair(ua[w] >> 8), nbxq_pair(ub[w] >> 8), nbxq_pair(ua[w] >> 12), nbxq_pair(ub[w] >> 12) };
+          mma16816(cc, a2, p2, p3);
+        }
+        const float s0 = sa[u], s1 = sb[u];${asym ? `
+        // Σx of this chunk for x rows 2t and 2t + 1 (lanes with g = row hold them after the butterfly over t)
+        float sx = 0.f;
+        #pragma unroll
+        for (int v = 0; v < 16; v++) sx += ${bf ? '__uint_as_float(xv[v] << 16) + __uint_as_float(xv[v] & 0xffff0000u)' : 'nbx_h2f((unsigned short)xv[v]) + nbx_h2f((unsigned short)(xv[v] >> 16))'};
+        sx += __shfl_xor_sync(0xffffffffu, sx, 1); sx += __shfl_xor_sync(0xffffffffu, sx, 2);
+        const float sxa = __shfl_sync(0xffffffffu, sx, 8 * t), sxb = __shfl_sync(0xffffffffu, sx, 8 * t + 4);
+        const float z0 = za[u], z1 = zb[u];
+        acc[0] = fmaf(s0, cc[0] - z0 * sxa, acc[0]); acc[1] = fmaf(s0, cc[1] - z0 * sxb, acc[1]);
+        acc[2] = fmaf(s1, cc[2] - z1 * sxa, acc[2]); acc[3] = fmaf(s1, cc[3] - z1 * sxb, acc[3]);` : `
+        acc[0] = fmaf(s0, cc[0], acc[0]); acc[1] = fmaf(s0, cc[1], acc[1]);
+        acc[2] = fmaf(s1, cc[2], acc[2]); acc[3] = fmaf(s1, cc[3], acc[3]);`}
+`;
+}
+
+/**
+ * int4 with groups of ≥ 128 (powers of two), 16-bit x: the FMA kernel spends ~3.5 instructions an
+ * element (PRMT, FADD, FFMA, x conversion), close to the issue rate that HBM's 9 Telem/s of int4 needs;
+ * here nibbles become bf16/f16 pairs (2^7/2^10 magic: one mask-or and one packed FMA per pair, exact)
+ * that feed mma.sync m16n8k16 with x as the 8-column B operand (rows past m zero), so an element costs
+ * ~1.5 instructions and m ≤ 8 rows come for free. A warp owns 16 weight rows; lane (g, t) loads 16
+ * bytes (32 elements) of rows g and g + 8 for each 128-element chunk (one group), k slots assigned so
+ * that a nibble word's pairs (e, e + 4) are the fragment's pairs and x is permuted to match (PRMT). The
+ * 8 warps of a block take interleaved chunks; a chunk's products are scaled (and, asymmetric, minus
+ * z·Σx) into float32 sums, which the warps combine in shared memory in warp order: a fixed order, the
+ * same bits every run.
+ */
+export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number): { src: string; name: string; sig: ArgType[] } {
+  const bf = d === 'bfloat16', T = R.storageType(d);
+  const src = `${HELPERS}
+${mmaPrelude(bf, asym)}extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
   const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
   int m, int n, int K, long long rowBytes, int sRow, int gshift) {
   __shared__ float red[${WARPS}][32][4];
@@ -758,39 +816,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${
     for (int u = 0; u < ${U}; u++) {
       const int c = c0 + u * ${WARPS};
       if (c < nch) {
-        unsigned xv[16];
-        if (xr) {
-          #pragma unroll
-          for (int v = 0; v < 4; v++) { const uint4 q = reinterpret_cast<const uint4*>(xp + 128LL * c)[v]; xv[4 * v] = q.x; xv[4 * v + 1] = q.y; xv[4 * v + 2] = q.z; xv[4 * v + 3] = q.w; }
-        } else {
-          #pragma unroll
-          for (int v = 0; v < 16; v++) xv[v] = 0u;
-        }
-        float cc[4] = { 0.f, 0.f, 0.f, 0.f };
-        const unsigned ua[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w }, ub[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
-        #pragma unroll
-        for (int w = 0; w < 4; w++) {
-          // x elements 8w .. 8w+7 as pairs (e, e + 4), the weight pairs' order
-          const unsigned p0 = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x5410u), p1 = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x7632u);
-          const unsigned p2 = nbxq_prmt(xv[4 * w + 1], xv[4 * w + 3], 0x5410u), p3 = nbxq_prmt(xv[4 * w + 1], xv[4 * w + 3], 0x7632u);
-          const unsigned a1[4] = { nbxq_pair(ua[w]), nbxq_pair(ub[w]), nbxq_pair(ua[w] >> 4), nbxq_pair(ub[w] >> 4) };
-          mma16816(cc, a1, p0, p1);
-          const unsigned a2[4] = { nbxq_pair(ua[w] >> 8), nbxq_pair(ub[w] >> 8), nbxq_pair(ua[w] >> 12), nbxq_pair(ub[w] >> 12) };
-          mma16816(cc, a2, p2, p3);
-        }
-        const float s0 = sa[u], s1 = sb[u];${asym ? `
-        // Σx of this chunk for x rows 2t and 2t + 1 (lanes with g = row hold them after the butterfly over t)
-        float sx = 0.f;
-        #pragma unroll
-        for (int v = 0; v < 16; v++) sx += ${bf ? '__uint_as_float(xv[v] << 16) + __uint_as_float(xv[v] & 0xffff0000u)' : 'nbx_h2f((unsigned short)xv[v]) + nbx_h2f((unsigned short)(xv[v] >> 16))'};
-        sx += __shfl_xor_sync(0xffffffffu, sx, 1); sx += __shfl_xor_sync(0xffffffffu, sx, 2);
-        const float sxa = __shfl_sync(0xffffffffu, sx, 8 * t), sxb = __shfl_sync(0xffffffffu, sx, 8 * t + 4);
-        const float z0 = za[u], z1 = zb[u];
-        acc[0] = fmaf(s0, cc[0] - z0 * sxa, acc[0]); acc[1] = fmaf(s0, cc[1] - z0 * sxb, acc[1]);
-        acc[2] = fmaf(s1, cc[2] - z1 * sxa, acc[2]); acc[3] = fmaf(s1, cc[3] - z1 * sxb, acc[3]);` : `
-        acc[0] = fmaf(s0, cc[0], acc[0]); acc[1] = fmaf(s0, cc[1], acc[1]);
-        acc[2] = fmaf(s1, cc[2], acc[2]); acc[3] = fmaf(s1, cc[3], acc[3]);`}
-      }
+${mmaChunk(bf, asym)}      }
       NBXQ_MMA_LOAD(u, c + ${WARPS * U})
     }
   }
@@ -812,6 +838,233 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${
   }
 }`;
   return { src, name: 'quant_gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
+}
+
+// ---- streaming GEMVs: every warp one contiguous run of K steps, split K across blocks ------------
+
+/**
+ * The streaming kernels ('svec': the register kernel's decoders; 'smma': int4 on tensor cores) size
+ * their grid to what the SMs hold at once (bps blocks of 8 warps each) and give every warp one
+ * contiguous run of the T = row groups × K steps of the whole product, floor(w·T/W) to
+ * floor((w+1)·T/W): all warps stream from start to end (no tail of blocks, no wave quantization, short N
+ * or long K alike), each with a ring of loads in flight that never drains at row-group boundaries. A
+ * row group whose steps one warp covers is stored by that warp; one shared by several warps (split K)
+ * gets their partial sums in a workspace slot each, and the last warp to count itself in (an atomic
+ * counter per row group, reset by that warp) adds them in warp order: a fixed order, the same bits
+ * every run. Before the grid-dependency wait the block's packed bytes are prefetched into L2, as the
+ * other kernels do.
+ */
+function streamFlush(nv: number, whole: string, wholeCode: string, partials: string, reduce: string): string {
+  return `{
+        const long long ga_ = (long long)cg * spr;
+        if (${whole}) {
+          ${wholeCode}
+        } else { // the warp's partial sums into its slot (0: its first row group, 1: its last), then counted in
+          const long long slot_ = gw * 2 + (first ? 0 : 1);
+          ${partials}
+          __threadfence();
+          __syncwarp();
+          unsigned old_ = 0u;
+          if (lane == 0) old_ = atomicAdd(C + cg, 1u);
+          old_ = __shfl_sync(0xffffffffu, old_, 0);
+          // the row group's warps: those whose runs hold its first and last steps, and all between
+          const long long wa_ = ((ga_ + 1) * W + T - 1) / T - 1, wb_ = ((ga_ + spr) * W + T - 1) / T - 1;
+          if (old_ == (unsigned)(wb_ - wa_)) { // the last to count in: the partials in warp order
+            __threadfence();
+            for (int v_ = lane; v_ < ${nv}; v_ += 32) {
+              float t_ = 0.f;
+              for (long long w_ = wa_; w_ <= wb_; w_++) t_ += __ldcg(P + (w_ * 2 + (w_ * T / W >= ga_ ? 0 : 1)) * ${nv} + v_);
+              ${reduce}
+            }
+            if (lane == 0) C[cg] = 0u; // ready for the next call
+          }
+        }
+      }`;
+}
+
+/** The streaming kernels' head: warp w's run [s0, s1) of steps, the block's bytes into L2, the wait. */
+function streamHead(nr: number, int4: boolean, asym: boolean): string {
+  return `  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long W = (long long)gridDim.x * ${WARPS}, gw = (long long)blockIdx.x * ${WARPS} + warp;
+  const long long s0 = gw * T / W, s1 = (gw + 1) * T / W;
+  { // the block's steps [b0, b1): row r of row group g from stripe (b0 − g·spr or 0) to (b1 − g·spr or spr)
+    const long long b0 = (long long)blockIdx.x * ${WARPS} * T / W, b1 = ((long long)blockIdx.x + 1) * ${WARPS} * T / W;
+    const int g0 = (int)(b0 / spr), g1 = (int)((b1 - 1) / spr);
+    for (int i = threadIdx.x; i < (g1 - g0 + 1) * ${nr}; i += ${THREADS}) {
+      const int g = g0 + i / ${nr}, row = g * ${nr} + i % ${nr};
+      if (row < n) {
+        const long long a = (g == g0 ? b0 - (long long)g * spr : 0LL) * stepBytes, e_ = (g == g1 ? b1 - (long long)g * spr : (long long)spr) * stepBytes;
+        nbxq_prefetch(Wq + (long long)row * rowBytes + a, (e_ < rowBytes ? e_ : rowBytes) - a);
+      }
+    }${int4 ? `
+    if (threadIdx.x == ${THREADS - 1}) {
+      const long long r0_ = (long long)g0 * ${nr}, r1_ = (long long)(g1 + 1) * ${nr} < n ? (long long)(g1 + 1) * ${nr} : (long long)n;
+      nbxq_prefetch(S + r0_ * sRow, (r1_ - r0_) * sRow * 4);${asym ? `
+      nbxq_prefetch(Z + r0_ * sRow, (r1_ - r0_) * sRow * 4);` : ''}
+    }` : ''}
+  }
+  NBX_GRID_DEPENDENCY_WAIT();
+  const int nsteps = (int)(s1 - s0);`;
+}
+
+const STREAM_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'i64'];
+const streamParams = (T: string): string => `const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift, float* P, unsigned* C, int spr, long long T, long long stepBytes`;
+
+/**
+ * 'svec': the register kernel's formats and decoders (vecParts) on the streaming schedule. A step is
+ * one stripe of 32 units (one per lane) of a group of NR rows; the ring holds U steps.
+ */
+export function quantGemvStreamSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, bps: number): { src: string; name: string; sig: ArgType[] } {
+  if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the streaming GEMV has no decoder for '${f}'`);
+  const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
+  const rowScale = f === 'int8' || f === 'fp8_e4m3';
+  const { loads, body } = vecParts(f, asym, mr, nr);
+  const nv = mr * nr;
+  const store = (val: string, i: string, r: string): string => `{ const int row_ = cg * ${nr} + ${r}; if (${i} < m && row_ < n) { float v_ = ${val}; if (bias) v_ += ${R.load(d, 'bias', 'row_')}; ${R.store(d, 'O', `(long long)(${i}) * n + row_`, 'v_')} } }`;
+  const flush = streamFlush(nv, 'k0 == 0 && ck == spr', `if (lane == 0) {
+            #pragma unroll
+            for (int i = 0; i < ${mr}; i++) {
+              #pragma unroll
+              for (int r = 0; r < ${nr}; r++) ${store('acc[i][r]', 'i', 'r')}
+            }
+          }`, `if (lane == 0) {
+            #pragma unroll
+            for (int i = 0; i < ${mr}; i++) {
+              #pragma unroll
+              for (int r = 0; r < ${nr}; r++) P[slot_ * ${nv} + i * ${nr} + r] = acc[i][r];
+            }
+          }`, `const int i_ = v_ / ${nr}, r_ = v_ - i_ * ${nr};
+              ${store('t_', 'i_', 'r_')}`);
+  const src = `${HELPERS}
+${x16Source(d)}
+extern "C" __global__ void __launch_bounds__(${THREADS}, ${bps}) quant_gemv_s(${streamParams(T)}) {
+${streamHead(nr, f === 'int4', asym)}
+  const int upr = K / ${UE};
+  uint4 z4; z4.x = z4.y = z4.z = z4.w = 0u;
+  // the load cursor: row group lg, stripe lk, its rows (past the end: the last row, never stored)
+  int lg = (int)(s0 / spr), lk = (int)(s0 - (long long)lg * spr);
+  const unsigned char* wr[${nr}];
+  long long srow[${nr}];
+  #define NBXQ_ROWS _Pragma("unroll") for (int r = 0; r < ${nr}; r++) { const int rr = lg * ${nr} + r < n ? lg * ${nr} + r : n - 1; wr[r] = Wq + (long long)rr * rowBytes; srow[r] = (long long)rr * sRow; }
+  #define NBXQ_NEXT { if (++lk == spr) { lk = 0; lg++; NBXQ_ROWS } }
+  NBXQ_ROWS
+  // the compute cursor: row group cg, stripe ck; k0 the stripe its segment started at, first: the warp's first segment
+  int cg = lg, ck = lk, k0 = lk;
+  bool first = true;
+  float acc[${mr}][${nr}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
+  }${rowScale ? `
+  float rs[${nr}];
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}${kq ? `
+  const int kc = (lane & 7) >> 1, sh0 = 8 * ((2 * kc) & 3), sh1 = 8 * ((2 * kc + 1) & 3);
+  const bool khi = kc >= 2;` : ''}
+  uint4 wv[${U}][${nr}];${kq ? `
+  uint4 hv[${U}][${nr}];` : ''}${five ? `
+  uint4 qv[${U}][${nr}];` : ''}${f === 'int4' ? `
+  float sc[${U}][${nr}];${asym ? ` float zz[${U}][${nr}];` : ''}` : ''}
+  #pragma unroll
+  for (int j = 0; j < ${U}; j++) if (j < nsteps) { ${loads('j', 'lk * 32 + lane')} NBXQ_NEXT }
+  for (int s = 0; s < nsteps; s += ${U}) {
+    #pragma unroll
+    for (int j = 0; j < ${U}; j++) {
+      if (s + j < nsteps) {
+        { const int u = ck * 32 + lane;
+        if (u < upr) {
+        ${body}
+        } }
+        if (s + j + ${U} < nsteps) { ${loads('j', 'lk * 32 + lane')} NBXQ_NEXT }
+        if (++ck == spr || s + j + 1 == nsteps) {
+          #pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            #pragma unroll
+            for (int r = 0; r < ${nr}; r++) {
+              #pragma unroll
+              for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+            }
+          }
+          ${flush}
+          #pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            #pragma unroll
+            for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
+          }
+          if (ck == spr) { ck = 0; k0 = 0; cg++; first = false;${rowScale ? `
+            #pragma unroll
+            for (int r = 0; r < ${nr}; r++) rs[r] = S[(long long)(cg * ${nr} + r < n ? cg * ${nr} + r : n - 1) * sRow];` : ''} }
+        }
+      }
+    }
+  }
+  #undef NBXQ_ROWS
+  #undef NBXQ_NEXT
+}`;
+  return { src, name: 'quant_gemv_s', sig: STREAM_SIG };
+}
+
+/**
+ * 'smma': int4 (groups ≥ 128, 16-bit x) on tensor cores on the streaming schedule. A step is one
+ * 128-element chunk of a group of 16 rows (the tensor-core kernel's fragments: lane (g, t) loads 16
+ * bytes of rows g and g + 8, see quantGemvMmaSource); the ring holds U chunks.
+ */
+export function quantGemvStreamMmaSource(asym: boolean, d: 'float16' | 'bfloat16', mr: number, U: number, bps: number): { src: string; name: string; sig: ArgType[] } {
+  const bf = d === 'bfloat16', T = R.storageType(d), nv = 16 * mr;
+  // acc[i]: row g + 8·(i >> 1), x row 2t + (i & 1)
+  const each = (code: (i: number) => string): string => [0, 1, 2, 3].map((i) => `{ const int row_ = ${i >> 1 ? 'g + 8' : 'g'}, col_ = 2 * t + ${i & 1}; ${code(i)} }`).join('\n          ');
+  const store = (val: string): string => `if (col_ < m && cg * 16 + row_ < n) { float v_ = ${val}; const int j_ = cg * 16 + row_; if (bias) v_ += ${R.load(d, 'bias', 'j_')}; ${R.store(d, 'O', '(long long)col_ * n + j_', 'v_')} }`;
+  const flush = streamFlush(nv, 'k0 == 0 && ck == spr', each((i) => store(`acc[${i}]`)),
+    each((i) => `if (col_ < ${mr}) P[slot_ * ${nv} + col_ * 16 + row_] = acc[${i}];`),
+    `const int col_ = v_ >> 4, row_ = v_ & 15;
+              ${store('t_')}`);
+  const src = `${HELPERS}
+${mmaPrelude(bf, asym)}extern "C" __global__ void __launch_bounds__(${THREADS}, ${bps}) quant_gemv_sm(${streamParams(T)}) {
+${streamHead(16, true, asym)}
+  const int g = lane >> 2, t = lane & 3;
+  // the load cursor: row group lg, chunk lk, the lane's two rows (past the end: the last row, never stored)
+  int lg = (int)(s0 / spr), lk = (int)(s0 - (long long)lg * spr);
+  const unsigned char *w0, *w1;
+  long long q0, q1;
+  #define NBXQ_ROWS { const int r0_ = lg * 16 + g < n ? lg * 16 + g : n - 1, r1_ = lg * 16 + g + 8 < n ? lg * 16 + g + 8 : n - 1; \\
+    w0 = Wq + (long long)r0_ * rowBytes + 16 * t; w1 = Wq + (long long)r1_ * rowBytes + 16 * t; q0 = (long long)r0_ * sRow; q1 = (long long)r1_ * sRow; }
+  #define NBXQ_NEXT { if (++lk == spr) { lk = 0; lg++; NBXQ_ROWS } }
+  #define NBXQ_LOAD(u) { const long long gi_ = (128LL * lk) >> gshift; \\
+    wa[u] = nbxq_ld16(w0 + 64LL * lk); wb[u] = nbxq_ld16(w1 + 64LL * lk); sa[u] = S[q0 + gi_]; sb[u] = S[q1 + gi_];${asym ? ' za[u] = Z[q0 + gi_]; zb[u] = Z[q1 + gi_];' : ''} NBXQ_NEXT }
+  NBXQ_ROWS
+  int cg = lg, ck = lk, k0 = lk;
+  bool first = true;
+  const bool xr = g < m;
+  const ${T}* xp = X + (long long)(xr ? g : 0) * K + 32 * t;
+  float acc[4] = { 0.f, 0.f, 0.f, 0.f };
+  uint4 wa[${U}], wb[${U}];
+  float sa[${U}], sb[${U}];${asym ? `
+  float za[${U}], zb[${U}];` : ''}
+  #pragma unroll
+  for (int u = 0; u < ${U}; u++) if (u < nsteps) NBXQ_LOAD(u)
+  for (int s = 0; s < nsteps; s += ${U}) {
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      if (s + u < nsteps) {
+        { const int c = ck;
+${mmaChunk(bf, asym)} }
+        if (s + u + ${U} < nsteps) NBXQ_LOAD(u)
+        if (++ck == spr || s + u + 1 == nsteps) {
+          ${flush}
+          acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+          if (ck == spr) { ck = 0; k0 = 0; cg++; first = false; }
+        }
+      }
+    }
+  }
+  #undef NBXQ_ROWS
+  #undef NBXQ_NEXT
+  #undef NBXQ_LOAD
+}`;
+  return { src, name: 'quant_gemv_sm', sig: STREAM_SIG };
 }
 
 // ---- the dequantize kernels -----------------------------------------------------------------------
@@ -940,14 +1193,75 @@ export function defaultKw(n: number, rowsPerWarp: number, steps: number, sms: nu
   return kw;
 }
 
-/** The configuration without tuning: the register kernel where it applies, else the tile kernel; kw from the shape. */
+/** Row groups the streaming kernels' counters cover (N up to 2^20 rows: every model's). */
+const STREAM_GROUPS = 1 << 20;
+/** Partial sums per workspace slot: 16 rows × 8 rows of x (the largest of either kernel). */
+const STREAM_NV = 128;
+interface StreamWs { part: CudaBuffer; cnt: CudaBuffer; slots: number }
+const streamWsOf = new WeakMap<CudaBackend, StreamWs>();
+/**
+ * The streaming kernels' workspace, one per backend for its life: two partial slots per warp of the
+ * largest grid, and the row groups' counters (zeroed once; each call's last warp resets its own).
+ * Never allocated inside a graph capture (that memory would be the graph's): null there until a call
+ * outside one (the warm-up before a capture) made it.
+ */
+function streamWs(): StreamWs | null {
+  let ws = streamWsOf.get(be);
+  if (!ws && be.capture === null) {
+    const slots = 2 * WARPS * 2 * be.smCount;
+    ws = { part: be.alloc('float32', slots * STREAM_NV), cnt: be.alloc('int32', STREAM_GROUPS, true), slots };
+    streamWsOf.set(be, ws);
+  }
+  return ws ?? null;
+}
+
+/**
+ * The streaming schedule of a call: nr rows per group, spr K steps per group, sb packed bytes per step
+ * of a row, t steps in all; null where the kernel does not take the call.
+ */
+export function streamGeom(c: Checked, p: QuantMatmulParams, impl: string): { nr: number; spr: number; sb: number; t: number } | null {
+  let nr: number, spr: number, sb: number;
+  if (impl === 'smma') {
+    if (!quantMmaOk(c, p)) return null;
+    nr = 16; spr = c.k / 128; sb = 64;
+  } else {
+    if (!vecOk(c, p)) return null;
+    const ue = unitElems(c.f);
+    nr = vecRows(quantRowsFor(p.m)); spr = Math.ceil(c.k / ue / 32); sb = (32 * ue * c.rowBytes) / c.k;
+  }
+  const groups = Math.ceil(c.n / nr), t = groups * spr;
+  if (groups > STREAM_GROUPS || t < WARPS) return null;
+  return { nr, spr, sb, t };
+}
+
+/** Blocks of a streaming launch: bps per SM, fewer where there are fewer K steps than warps. */
+export const streamGrid = (t: number, bps: number, sms: number): number => Math.max(1, Math.min(bps * sms, Math.floor(t / WARPS)));
+
+/** The configuration without tuning: the streaming register kernel where it applies, else the register kernel, else the tile kernel; kw from the shape. */
 export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount): Config {
+  const base = { ring: 4, bps: 2 };
+  if (streamGeom(c, p, 'svec')) return { impl: 'svec', kw: 1, ...base, ring: vecUnroll(c.f, quantRowsFor(p.m)) };
   const impl = vecOk(c, p) ? 'vec' : 'fma';
   const w = gemvWork(c, p, impl);
-  return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms) };
+  return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms), ...base };
+}
+
+/** The streaming launch (false where its geometry or workspace is missing: the caller takes another kernel). */
+function launchStream(c: Checked, p: QuantMatmulParams, cfg: Config): boolean {
+  const impl = cfg.impl as string, geo = streamGeom(c, p, impl), ws = geo ? streamWs() : null;
+  if (!geo || !ws) return false;
+  const mr = quantRowsFor(p.m), ring = (cfg.ring as number | undefined) ?? 4, bps = (cfg.bps as number | undefined) ?? 2;
+  const grid = Math.min(streamGrid(geo.t, bps, be.smCount), ws.slots / (2 * WARPS));
+  const k = impl === 'smma'
+    ? be.kernel(`quant_gemv_sm:${c.asym}:${c.d}:${mr}:${ring}:${bps}`, () => quantGemvStreamMmaSource(c.asym, c.d as 'bfloat16', mr, ring, bps))
+    : be.kernel(`quant_gemv_s:${c.f}:${c.asym}:${c.d}:${mr}:${geo.nr}:${ring}:${bps}`, () => quantGemvStreamSource(c.f, c.asym, c.d, mr, geo.nr, ring, bps));
+  be.launch(k, grid, THREADS, [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow,
+    c.f === 'int4' ? log2(c.gsize) : 30, ws.part.ptr, ws.cnt.ptr, geo.spr, geo.t, geo.sb]);
+  return true;
 }
 
 export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): void {
+  if ((cfg.impl === 'svec' || cfg.impl === 'smma') && launchStream(c, p, cfg)) return;
   if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
     const d = c.d as 'bfloat16' | 'float16';
     const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${MMA_CHUNKS}`, () => quantGemvMmaSource(c.asym, d, MMA_CHUNKS));
@@ -956,7 +1270,11 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
     return;
   }
   const mr = quantRowsFor(p.m);
-  if (cfg.impl === 'mma' || (cfg.impl === 'vec' && !vecOk(c, p))) cfg = defaultGemv(c, p);
+  if (cfg.impl === 'mma' || cfg.impl === 'svec' || cfg.impl === 'smma' || (cfg.impl === 'vec' && !vecOk(c, p))) {
+    // not taken by the chosen kernel: the register kernel where it applies, else the tile kernel
+    const impl = vecOk(c, p) ? 'vec' : 'fma', w = gemvWork(c, p, impl);
+    cfg = { impl, kw: defaultKw(c.n, w.rows, w.steps, be.smCount) };
+  }
   const kw = (cfg.kw as number | undefined) ?? 1;
   if (cfg.impl === 'vec') {
     const nr = vecRows(mr), U = vecUnroll(c.f, mr);
@@ -984,16 +1302,25 @@ let lastCfg: Config | null = null;
 export function lastQuantGemvConfig(): Config | null { return lastCfg; }
 
 /**
- * The tuner's candidates: the default kernel at kw from the shape, half and twice it (a launch argument:
- * one compile for all), and the tensor-core kernel where int4 takes it: at most two compiles per
- * (format, dtype, rows of x), timed in milliseconds.
+ * The tuner's candidates: the streaming register kernel (its ring at 2 blocks per SM, twice the ring at
+ * one), the register kernel at kw from the shape, and for int4 with 16-bit x the streaming tensor-core
+ * kernel (ring 4 at 2 blocks per SM, 8 at one); without the streaming kernel, the older set (the default
+ * at kw from the shape, half and twice it, the tensor-core kernel). At most five compiles per (format,
+ * dtype, rows of x), timed in milliseconds.
  */
 export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
   const d = defaultGemv(c, p);
-  const steps = gemvWork(c, p, d.impl as string).steps, kw0 = d.kw as number;
   const out: Config[] = [d];
-  for (const kw of [kw0 * 2, kw0 / 2]) if (kw >= 1 && kw <= WARPS && kw <= Math.max(1, steps)) out.push({ impl: d.impl, kw });
-  if (quantMmaOk(c, p)) out.push({ impl: 'mma', kw: 1 });
+  if (d.impl === 'svec') {
+    out.push({ ...d, ring: 2 * (d.ring as number), bps: 1 });
+    const w = gemvWork(c, p, 'vec');
+    out.push({ impl: 'vec', kw: defaultKw(c.n, w.rows, w.steps, be.smCount), ring: 4, bps: 2 });
+  } else {
+    const steps = gemvWork(c, p, d.impl as string).steps, kw0 = d.kw as number;
+    for (const kw of [kw0 * 2, kw0 / 2]) if (kw >= 1 && kw <= WARPS && kw <= Math.max(1, steps)) out.push({ ...d, kw });
+  }
+  if (streamGeom(c, p, 'smma')) out.push({ impl: 'smma', kw: 1, ring: 4, bps: 2 }, { impl: 'smma', kw: 1, ring: 8, bps: 1 });
+  else if (quantMmaOk(c, p)) out.push({ impl: 'mma', kw: 1, ring: 4, bps: 2 });
   return out;
 }
 
@@ -1078,7 +1405,13 @@ export function allQuantSources(): { label: string; src: string; name: string; s
         if (VEC_FORMATS.includes(f)) {
           for (const mr of [1, 2, 4, 8]) out.push({ label: `vec:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr)) });
         }
-        if (f === 'int4' && d !== 'float32') out.push({ label: `mma:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS) });
+        if (VEC_FORMATS.includes(f)) {
+          for (const mr of [1, 2, 8]) for (const [ring, bps] of [[vecUnroll(f, mr), 2], [2 * vecUnroll(f, mr), 1]]) out.push({ label: `svec:${f}:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamSource(f, asym, d, mr, vecRows(mr), ring!, bps!) });
+        }
+        if (f === 'int4' && d !== 'float32') {
+          out.push({ label: `mma:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS) });
+          for (const mr of [1, 8]) for (const [ring, bps] of [[4, 2], [8, 1]]) out.push({ label: `smma:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamMmaSource(asym, d, mr, ring!, bps!) });
+        }
         out.push({ label: `dequant:${f}:${asym}:${d}`, ...(GEOM[f].external ? dequantSimpleSource(f as 'int8', asym, d) : dequantBlocksSource(f, d)) });
       }
     }
