@@ -113,6 +113,8 @@ export interface LlmFeatures {
   groupedGemmDtypes?: readonly DTypeName[];
   /** The moe_align block sizes grouped_expert_gemm's row tiles cover. */
   groupedGemmBlockSizes?: readonly number[];
+  /** The dtypes the whole-step decode kernel (decode_step) takes (absent: none, fused_decode_step runs its composite). */
+  decodeStepDtypes?: readonly DTypeName[];
 }
 
 

@@ -38,7 +38,7 @@ import type { Device } from '../backend/backend.js';
 import { CUDAGraph, captureGraph, type GraphHost } from '../backend/cuda/runtime/graph.js';
 import { recordCpu, type CpuRecording } from '../backend/cpu/runtime/recording.js';
 import { WebGPUGraph, captureWebGPU, type GraphBackend as WebGPUGraphBackend } from '../backend/webgpu/runtime/graph.js';
-import { fusedKernel } from '../ops/llm.js';
+import { decodeStepKernel } from '../ops/llm.js';
 import { RowSamplingState, argmaxRows, sampleRows, samplingModeOf, type RowSampling, type SamplingMode } from '../generation/sampler.js';
 
 /** What a static decoder uses of the model (CausalLMModel; named here so causal_lm.ts and this file do not import each other). */
@@ -281,7 +281,7 @@ export class StaticDecoder {
   /** The step as nbx.llm.fused_decode_step where the model's layers and lm_head are that op's and the device has its kernel, else null. */
   private fusedStep(): [Tensor, Tensor] | null {
     const m = this.model, lm = m.lm_head as unknown;
-    if (!(lm instanceof nbx.nn.Linear) || lm.is_quantized || lm.bias || !fusedKernel('decode_step', lm.weight)) return null;
+    if (!(lm instanceof nbx.nn.Linear) || lm.is_quantized || lm.bias || !decodeStepKernel(lm.weight)) return null;
     return m.model.fusedDecodeStep({
       ids: this.ids, positionIds: this.positions, cacheIndex: this.writeIndex, notPadding: this.notPadding, capacity: this.capacity,
       lmHead: lm.weight, caches: (l) => this.cache.buffers(l),

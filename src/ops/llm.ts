@@ -43,6 +43,11 @@ export function set_fusion(on: boolean): boolean { const was = fusion; fusion = 
 /** Whether the fused paths are on (see set_fusion). */
 export function fusion_enabled(): boolean { return fusion; }
 
+/** Whether nbx.llm.fused_decode_step runs `t`'s device's whole-step kernel for t's dtype (else its composite would run). */
+export function decodeStepKernel(t: Tensor): boolean {
+  return fusion && hasKernel('decode_step', t.device.type) && (kernelFeatures('llm', t.device).decodeStepDtypes ?? []).includes(t.dt);
+}
+
 /** The device's own kernel `name` runs this dtype (never host-staged: without it the composite runs). */
 export function fusedKernel(name: KernelName, t: Tensor): boolean {
   return fusion && hasKernel(name, t.device.type) && kernelFeatures('llm', t.device).dtypes.includes(t.dt);
@@ -836,7 +841,7 @@ export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, no
   for (const [t, n] of [[lm, 'lm_head'], [fnorm, 'final_norm'], [cos, 'cos'], [sin, 'sin']] as const) { sameDType(op, embed, t, 'embed', n); sameDevice(op, embed, t, n); }
   for (const [t, n] of [[ids, 'ids'], [idx, 'cache_index'], [notPad, 'not_padding']] as const) sameDevice(op, embed, t, n);
   const R = cos.shape[cos.ndim - 1] ?? 0;
-  if (layers.length && fusedKernel('decode_step', embed) && cos.numel() === R && sin.numel() === R) {
+  if (layers.length && decodeStepKernel(embed) && cos.numel() === R && sin.numel() === R) {
     const logits = Tensor.empty([1, 1, V], embed.dt, embed.device, false), next = Tensor.empty([1], 'int64', embed.device, false);
     const flat = (t: Tensor): Tensor => t.view([t.numel()]);
     let took = false;

@@ -556,3 +556,5 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
 }
 
 export const kernels = { decode_step: cudaDecodeStep } satisfies BackendKernels;
+/** Facts the operations read (merged into the 'llm' family's features). */
+export const llmFeatures = { decodeStepDtypes: DTYPES_TAKEN };

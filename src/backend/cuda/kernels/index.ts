@@ -35,7 +35,7 @@ export function installCudaKernels(backend: CudaBackend): void {
   for (const family of FAMILIES) family.bind(backend);
   registerKernels('cuda', cudaKernels);
   // cuBLASLt multiplies float16/bfloat16 natively and adds linear's bias in its epilogue.
-  registerKernelFeatures('cuda', { gemm: { halfInputs: true, biasEpilogue: true }, llm: { ...llm.features.llm, ...moe.llmFeatures }, ...quant.features });
+  registerKernelFeatures('cuda', { gemm: { halfInputs: true, biasEpilogue: true }, llm: { ...llm.features.llm, ...moe.llmFeatures, ...decodeStep.llmFeatures }, ...quant.features });
   setStagingProvider('cuda', (name) => hostStaged(backend, name));
 }
 
