@@ -14,7 +14,9 @@
 // - decode_attention: a workgroup per query row: scores q·k·scale in f32 (mask and causal applied) in
 //   workgroup memory a chunk of keys at a time, the running max and sum of the safe softmax (rescaled
 //   from chunk to chunk), and Σ p·v with an invocation per output channel (coalesced value rows), the
-//   keys split among wg / Ev groups of invocations when the head is narrower than the workgroup.
+//   keys split among wg / Ev groups of invocations when the head is narrower than the workgroup. Heads of
+//   whole 16-byte words (the usual 64/128 channels) take attentionVecProgram: keys and values read 16
+//   bytes at a time, several loads in flight, subgroup reductions where the device has them.
 // Arithmetic is in f32 for every dtype (half types packed in 32-bit words, no shader-f16 needed); the
 // rounding points of the composites are kept where they are cheap (the rotary product x·cos rounded to the
 // dtype first, as the composite's mul then addcmul); the softmax is not rounded to the dtype between
@@ -29,7 +31,7 @@ import type { DecodeAttentionParams, FusedAddRmsNormParams, LlmFeatures, RotaryC
 import type { Program, WebGPUBackend, WGBuffer } from '../runtime/backend.js';
 import { module, U } from '../runtime/elementwise.js';
 import { f32w, outAccess, program, store, tree } from './util.js';
-import { gatedGemvRun, normGemvRun } from './gemv.js';
+import { gatedGemvRun, normGemvRun, subgroupsOf } from './gemv.js';
 import type { GatedGemvParams, NormGemvParams } from '../../../kernels/llm.js';
 
 let be: WebGPUBackend;
@@ -319,6 +321,125 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   });
 }
 
+/** The compute value of 16-byte word `w` (vec4<u32>) as vec4<f32> halves: [even, odd] elements for half types, one for float32. */
+function halves(d: DTypeName, w: string): string[] {
+  if (d === 'float32') return [`bitcast<vec4<f32>>(${w})`];
+  if (d === 'bfloat16') return [`bitcast<vec4<f32>>(${w} << vec4<u32>(16u))`, `bitcast<vec4<f32>>(${w} & vec4<u32>(0xffff0000u))`];
+  return [0, 1].map((h) => `vec4<f32>(${['x', 'y', 'z', 'w'].map((c) => `unpack2x16float(${w}.${c})[${h}]`).join(', ')})`);
+}
+
+/**
+ * decode_attention with keys and values read in 16-byte words (E and Ev whole words, rows and matrices
+ * word-aligned): a workgroup per query row as the general kernel, but a key's score is one invocation's
+ * EW = E / 8 (half types; E / 4 for float32) independent 16-byte loads against q held in workgroup memory
+ * in the words' even/odd order, the max and the sum by subgroup operations where the device has 32-wide
+ * subgroups, and Σ p·v by invocations (key group, value word): each loads whole 16-byte value words,
+ * four keys in flight, the key groups' sums added at the end. The general kernel read a key 2 bytes or a
+ * word at a time and summed p·v one key after another (~41 µs a call for 32 heads × 512 keys on the H200).
+ * Same uniform words and bindings as the general kernel, k and v bound as vec4 words.
+ */
+function attentionVecProgram(d: DTypeName, md: DTypeName | null, access: string, at: Record<string, number>, EW: number, VW: number, sub: boolean): Program {
+  const words = 22, wg = 256;
+  const NH = d === 'float32' ? 1 : 2; // vec4<f32> halves per word
+  const KG = Math.floor(wg / VW); // key groups of Σ p·v
+  return program(`llm.decode_attn_vec|${d}|${md}|${access}|${Object.values(at).join(',')}|${EW}|${VW}|${sub}`, access, words, () => {
+    const L = (name: string, idx: string): string => R.load(d, `b${at[name]}`, idx);
+    const dotTerms = [...Array(EW).keys()].map((w) => `let k${w} = b${at.k}[kr + ${w}u];`).join(' ') + '\n      '
+      + `dk = ${[...Array(EW).keys()].map((w) => halves(d, `k${w}`).map((h, i) => `dot(${h}, qs[${NH * w + i}u])`).join(' + ')).join('\n        + ')};`;
+    const reduce = (v: string, op: 'max' | 'add'): string => (sub
+      ? `{ let t = ${op === 'max' ? 'subgroupMax' : 'subgroupAdd'}(${v}); if (lid % 32u == 0u) { sh[lid / 32u] = t; }
+    workgroupBarrier();
+    var tot = sh[0]; for (var q = 1u; q < ${wg / 32}u; q++) { tot = ${op === 'max' ? 'max(tot, sh[q])' : 'tot + sh[q]'}; }
+    ${v} = tot;
+    workgroupBarrier(); }`
+      : tree(wg, v, op === 'max' ? 'max(a, b)' : 'a + b'));
+    const maskTerm = md === null ? '' : md === 'bool'
+      ? `if (${R.load('bool', `b${at.mask}`, 'mi')} == 0i) { sc = -nbx_inf(); }`
+      : `sc = sc + ${R.load(md, `b${at.mask}`, 'mi')};`;
+    const accs = [...Array(NH).keys()];
+    const pvLoad = (q: number): string => `let vw${q} = b${at.v}[vb + (c0 + s + ${q * KG}u) * ldv + vlane];`;
+    const pvAdd = (q: number): string => accs.map((h) => `acc${h} += ps[s + ${q * KG}u] * ${halves(d, `vw${q}`)[h]};`).join(' ');
+    // the output: word vlane of the row holds channels 8·vlane + 2j + h (half types) or 4·vlane + j
+    const outStore = d === 'float32'
+      ? ['x', 'y', 'z', 'w'].map((c, j) => `b1[ob + 4u * t + ${j}u] = bitcast<u32>(o0.${c});`).join(' ')
+      : ['x', 'y', 'z', 'w'].map((c, j) => `atomicStore(&b1[(ob + 8u * t) / 2u + ${j}u], ${R.bits(d, `o0.${c}`)} | (${R.bits(d, `o1.${c}`)} << 16u));`).join(' ');
+    const fns = `var<workgroup> sh: array<f32, ${wg}>;
+var<workgroup> qs: array<vec4<f32>, ${NH * EW}>;
+var<workgroup> ps: array<f32, ${CHUNK}>;
+var<workgroup> pv: array<vec4<f32>, ${NH * wg}>;`;
+    const entryCode = `@compute @workgroup_size(${wg})
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let r = wid.y * nwg.x + wid.x;
+  if (r >= ${U(21)}) { return; }
+  let H = ${U(0)}; let Lq = ${U(1)}; let S = ${U(2)}; let E = ${U(3)}; let rep = ${U(5)};
+  let ldk = ${U(6)}; let ldv = ${U(7)}; let flags = ${U(18)}; let scale = bitcast<f32>(${U(19)}); let KVH = ${U(20)};
+  let l = r % Lq; let bh = r / Lq; let bi = bh / H; let h = bh % H;
+  let kvm = bi * KVH + h / rep;
+  // k and v in 16-byte words: offsets, row and matrix strides divided by the word's elements (checked by the caller)
+  let kb = ${U(11)} + kvm * ${U(8)}; let vb = ${U(12)} + kvm * ${U(9)};
+  let qb = ${U(10)} + r * E;
+  // q in the key words' order: for word w, its even elements then its odd ones (half types)
+  for (var e = lid; e < E; e += ${wg}u) {
+    let w = e / ${NH === 2 ? 8 : 4}u; let p = e % ${NH === 2 ? 8 : 4}u;
+    qs[${NH} * w + ${NH === 2 ? 'p % 2u' : '0u'}][${NH === 2 ? 'p / 2u' : 'p'}] = ${L('q', 'qb + e')};
+  }
+  workgroupBarrier();
+  var m = -nbx_inf();
+  var lsum = 0.0f;
+  ${accs.map((h) => `var acc${h} = vec4<f32>(0.0f);`).join(' ')}
+  let vlane = lid % ${VW}u; let vg = lid / ${VW}u;
+  for (var c0 = 0u; c0 < S; c0 += ${CHUNK}u) {
+    let n = min(${CHUNK}u, S - c0);
+    var cmax = -nbx_inf();
+    for (var s = lid; s < n; s += ${wg}u) {
+      let key = c0 + s;
+      let kr = kb + key * ldk;
+      var dk = 0.0f;
+      ${dotTerms}
+      var sc = dk * scale;
+      ${md === null ? '' : `if ((flags & 2u) != 0u) { let mi = u32(i32(${U(14)}) + i32(bh) * bitcast<i32>(${U(15)}) + i32(l) * bitcast<i32>(${U(16)}) + i32(key) * bitcast<i32>(${U(17)})); ${maskTerm} }`}
+      if ((flags & 1u) != 0u && key > l) { sc = -nbx_inf(); }
+      ps[s] = sc;
+      cmax = max(cmax, sc);
+    }
+    ${reduce('cmax', 'max')}
+    let newm = max(m, cmax);
+    // no key visible yet: every p is exp(-inf) = 0 against a finite reference (no branch around the barriers)
+    let mref = select(newm, 0.0f, newm == -nbx_inf());
+    let alpha = select(exp(m - newm), 0.0f, m == -nbx_inf());
+    var psum = 0.0f;
+    for (var s = lid; s < n; s += ${wg}u) { let pe = exp(ps[s] - mref); ps[s] = pe; psum += pe; }
+    ${reduce('psum', 'add')}
+    lsum = lsum * alpha + psum;
+    ${accs.map((h) => `acc${h} *= alpha;`).join(' ')}
+    if (vg < ${KG}u) {
+      var s = vg;
+      for (; s + ${3 * KG}u < n; s += ${4 * KG}u) {
+        ${[0, 1, 2, 3].map(pvLoad).join(' ')}
+        ${[0, 1, 2, 3].map(pvAdd).join('\n        ')}
+      }
+      for (; s < n; s += ${KG}u) { ${pvLoad(0)} ${pvAdd(0)} }
+    }
+    m = newm;
+    workgroupBarrier();
+  }
+  ${accs.map((h) => `pv[${NH}u * lid + ${h}u] = acc${h};`).join(' ')}
+  workgroupBarrier();
+  let inv = select(0.0f, 1.0f / lsum, lsum > 0.0f);
+  let ob = ${U(13)} + r * ${U(4)};
+  if (lid < ${VW}u) {
+    let t = lid;
+    ${accs.map((h) => `var o${h} = vec4<f32>(0.0f);`).join(' ')}
+    for (var g = 0u; g < ${KG}u; g++) { ${accs.map((h) => `o${h} += pv[${NH}u * (g * ${VW}u + t) + ${h}u];`).join(' ')} }
+    ${accs.map((h) => `o${h} *= inv;`).join(' ')}
+    ${outStore}
+  }
+}`;
+    const src = module(words, access, wg, '', fns, entryCode);
+    return sub ? `enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n${src}` : src;
+  });
+}
+
 function webgpuDecodeAttention(p: DecodeAttentionParams): void {
   const d = p.q.dtype;
   const [B, H, Lq, E] = p.q.shape as [number, number, number, number];
@@ -332,13 +453,21 @@ function webgpuDecodeAttention(p: DecodeAttentionParams): void {
   const b = binder([p.out.buf as WGBuffer], Object.values(reads));
   const at: Record<string, number> = {};
   for (const [name, buf] of Object.entries(reads)) at[name] = b.at(buf);
-  const access = `${outAccess(d)}${'r'.repeat(b.bufs.length - 1)}`;
   const rows = B * H * Lq;
   const m = p.mask;
-  const u = new Uint32Array([H, Lq, S, E, Ev, p.rep, p.ldk, p.ldv, p.strideK, p.strideV, p.q.offset, p.k.offset, p.v.offset, p.out.offset,
+  // 16-byte words: E and Ev whole words (at most 32 words a key row), k/v offsets and strides and the
+  // output offset word-aligned, k and v in bindings of their own (bound as vec4 words)
+  const W = 16 / DTYPES[d].itemsize;
+  const vec = wg === 256 && E % W === 0 && Ev % W === 0 && E / W <= 32 && Ev / W <= wg && [p.ldk, p.ldv, p.strideK, p.strideV, p.k.offset, p.v.offset, p.out.offset].every((v) => v % W === 0)
+    && at.q !== at.k && at.q !== at.v && (!m || (at.mask !== at.k && at.mask !== at.v)) && process.env.NBX_WEBGPU_ATTN_VEC !== '0';
+  const access = `${outAccess(d)}${b.bufs.slice(1).map((_, i) => (vec && (i + 2 === at.k || i + 2 === at.v) ? 'v' : 'r')).join('')}`;
+  const kw = vec ? W : 1;
+  const u = new Uint32Array([H, Lq, S, E, Ev, p.rep, p.ldk / kw, p.ldv / kw, p.strideK / kw, p.strideV / kw, p.q.offset, p.k.offset / kw, p.v.offset / kw, p.out.offset,
     m?.offset ?? 0, sw(m?.strides[0] ?? 0), sw(m?.strides[1] ?? 0), sw(m?.strides[2] ?? 0), (p.causal ? 1 : 0) | (m ? 2 : 0), f32w(p.scale), KVH, rows]);
   const [x, y] = grid(rows);
-  be.dispatchGroups(attentionProgram(d, m ? m.dtype : null, access, at, wg, evp <= wg / 2 ? evp : wg, pairs), b.bufs, u, x, y, 1);
+  const prog = vec ? attentionVecProgram(d, m ? m.dtype : null, access, at, E / W, Ev / W, subgroupsOf(be))
+    : attentionProgram(d, m ? m.dtype : null, access, at, wg, evp <= wg / 2 ? evp : wg, pairs);
+  be.dispatchGroups(prog, b.bufs, u, x, y, 1);
   b.done();
 }
 
