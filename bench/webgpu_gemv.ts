@@ -3,7 +3,7 @@
 // (each call reads another copy of the weight, so the L2 does not hold the next call's weight), the
 // weight bytes per µs as GB/s, for every launch shape of the sweep (NBX_WEBGPU_GEMV="lpr,unroll,cap").
 // Without timestamp queries, wall-clock times (a check of the bench itself). Also the floor of a dependent dispatch: `reps` one-element adds in a chain.
-//   node dist/bench/webgpu_gemv.js [--quick] [--json FILE]
+//   node dist/bench/webgpu_gemv.js [--quick] [--shapes 'default;32,4,0'] [--json FILE]
 // Prints a line per (product, shape) and the best shape per product.
 import { writeFileSync } from 'node:fs';
 import * as nbx from '../src/index.js';
@@ -14,6 +14,9 @@ const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
 const jsonAt = argv.indexOf('--json');
 const jsonFile = jsonAt >= 0 ? argv[jsonAt + 1] : undefined;
+const shapesAt = argv.indexOf('--shapes');
+/** --shapes 'default;32,4,0;...': only these launch shapes. */
+const onlyShapes = shapesAt >= 0 ? argv[shapesAt + 1]!.split(';').filter(Boolean) : null;
 
 type Kind = 'norm' | 'plain' | 'gated';
 interface Product { name: string; kind: Kind; n: number; k: number }
@@ -91,7 +94,7 @@ async function main(): Promise<void> {
       else nbx.nn.functional.linear(x, w).dispose();
     };
     let best: { shape: string; us: number } | null = null;
-    for (const shape of ['default', ...shapes]) {
+    for (const shape of onlyShapes ?? ['default', ...shapes]) {
       if (shape === 'default') delete process.env.NBX_WEBGPU_GEMV; else process.env.NBX_WEBGPU_GEMV = shape;
       try {
         call(0); await be.idle(); // compile

@@ -44,6 +44,13 @@ step webgpu 60 node dist/src/cli/nbx.js bench decode --device webgpu $BENCH $RF 
 # 5. the matrix-vector kernel's launch shapes on the step's products (GPU µs and GB/s by timestamps; WGD_SWEEP=0 skips)
 [ "${WGD_SWEEP:-1}" = 1 ] && step gemv 40 node dist/bench/webgpu_gemv.js --json "$W/gemv.json"
 
+# 6. (WGD_TOGGLES=1) what Dawn's checks cost: the default kernels without robustness (index clamping), and
+#    the decode without validation (host time per step); diagnostics only, both toggles are unsafe
+if [ "${WGD_TOGGLES:-0}" = 1 ]; then
+  NBX_WEBGPU_DAWN_TOGGLES=disable_robustness step gemv_norobust 20 node dist/bench/webgpu_gemv.js --shapes default
+  NBX_WEBGPU_DAWN_TOGGLES=skip_validation,disable_robustness step webgpu_noval 45 node dist/src/cli/nbx.js bench decode --device webgpu --shape tinyllama --batch 1 --prompt 128 --new-tokens 128 --peers none --webgpu-profile --json "$W/webgpu_noval.json"
+fi
+
 echo "== total $(( $(date +%s) - T0 ))s" | tee -a "$W/summary.txt"
 {
   cat "$W/probe.log" | cut -c1-600
@@ -51,6 +58,8 @@ echo "== total $(( $(date +%s) - T0 ))s" | tee -a "$W/summary.txt"
   grep -E "^nbx |^  (dispatches|slowest)|^roofline|Error|error" "$W/webgpu.log" | head -24
   grep -E "^nbx |^roofline|Error|error" "$W/cuda.log" | head -10
   grep -E "^floor|^BEST|ERROR" "$W/gemv.log" 2>/dev/null
+  [ -f "$W/gemv_norobust.log" ] && { echo "-- disable_robustness:"; grep -E "^floor|shape default|ERROR" "$W/gemv_norobust.log"; }
+  [ -f "$W/webgpu_noval.log" ] && { echo "-- skip_validation,disable_robustness:"; grep -E "^nbx |^  (dispatches|slowest)|Error|error" "$W/webgpu_noval.log" | head -8; }
   node -e '
     const fs = require("fs"), w = process.argv[1], c = process.argv[2];
     const rd = (f) => { try { return JSON.parse(fs.readFileSync(f, "utf8")).rows[0].nbx; } catch (e) { return { error: String(e.message) }; } };
