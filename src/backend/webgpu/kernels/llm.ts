@@ -223,6 +223,41 @@ function webgpuRotaryCache(p: RotaryCacheParams): void {
 const CHUNK = 1024;
 
 /**
+ * One chunk of keys [c0, c0 + n) of a decode_attention workgroup: scores q·k·scale (`dotCode` leaves q·k
+ * of key row `kr` in `dk`) with the mask and causal rule into `ps`, the chunk's max, the running max `m`
+ * and sum `lsum` of the safe softmax updated, `ps` turned into exp(score − max); leaves `alpha` (the
+ * rescale of what was summed before) and `newm` for the caller's Σ p·v.
+ */
+function softmaxChunk(wg: number, md: DTypeName | null, at: Record<string, number>, dotCode: string, reduce: (v: string, op: 'max' | 'add') => string): string {
+  const maskTerm = md === null ? '' : md === 'bool'
+    ? `if (${R.load('bool', `b${at.mask}`, 'mi')} == 0i) { sc = -nbx_inf(); }`
+    : `sc = sc + ${R.load(md, `b${at.mask}`, 'mi')};`;
+  return `let n = min(${CHUNK}u, S - c0);
+    var cmax = -nbx_inf();
+    for (var s = lid; s < n; s += ${wg}u) {
+      let key = c0 + s;
+      let kr = kb + key * ldk;
+      var dk = 0.0f;
+      ${dotCode}
+      var sc = dk * scale;
+      ${md === null ? '' : `if ((flags & 2u) != 0u) { let mi = u32(i32(${U(14)}) + i32(bh) * bitcast<i32>(${U(15)}) + i32(l) * bitcast<i32>(${U(16)}) + i32(key) * bitcast<i32>(${U(17)})); ${maskTerm} }`}
+      if ((flags & 1u) != 0u && key > l) { sc = -nbx_inf(); }
+      ps[s] = sc;
+      cmax = max(cmax, sc);
+    }
+    ${reduce('cmax', 'max')}
+    let newm = max(m, cmax);
+    // no key visible yet: every p is exp(-inf) = 0 against a finite reference (no branch around the barriers)
+    let mref = select(newm, 0.0f, newm == -nbx_inf());
+    let alpha = select(exp(m - newm), 0.0f, m == -nbx_inf());
+    var psum = 0.0f;
+    for (var s = lid; s < n; s += ${wg}u) { let pe = exp(ps[s] - mref); ps[s] = pe; psum += pe; }
+    ${reduce('psum', 'add')}
+    lsum = lsum * alpha + psum;`;
+}
+
+
+/**
  * A workgroup per query row (b·H + h, l). uniform: [H, L, S, E, Ev, rep, ldk, ldv, strideK, strideV,
  * qoff, koff, voff, ooff, moff, ms0, ms1, ms2, flags (1 causal, 2 mask), scale, KVH, rows].
  * Bindings: b1 out, then q, k, v, mask (deduplicated: `at`).
@@ -236,8 +271,8 @@ function attentionProgram(d: DTypeName, md: DTypeName | null, access: string, at
     const L = (name: string, idx: string): string => R.load(d, `b${at[name]}`, idx);
     // half types with even offsets and strides: a key row read a 32-bit word (two elements) at a time
     const dotLoop = pairs
-      ? `for (var e = 0u; e < E; e += 2u) { let wv = b${at.k}[(kr + e) / 2u]; dot += qs[e] * ${R.fromWord(d, 'wv', 0)} + qs[e + 1u] * ${R.fromWord(d, 'wv', 1)}; }`
-      : `for (var e = 0u; e < E; e++) { dot += qs[e] * ${L('k', 'kr + e')}; }`;
+      ? `for (var e = 0u; e < E; e += 2u) { let wv = b${at.k}[(kr + e) / 2u]; dk += qs[e] * ${R.fromWord(d, 'wv', 0)} + qs[e + 1u] * ${R.fromWord(d, 'wv', 1)}; }`
+      : `for (var e = 0u; e < E; e++) { dk += qs[e] * ${L('k', 'kr + e')}; }`;
     const pv = GRP > 1
       ? `let dd = lid % ${evp}u; let gi = lid / ${evp}u;
     for (var s = gi; s < n; s += ${GRP}u) {
@@ -264,9 +299,6 @@ function attentionProgram(d: DTypeName, md: DTypeName | null, access: string, at
   if (lid + ${wg}u < Ev) { ${store(d, 'b1', `ob + lid + ${wg}u`, 'acc1 * inv')} }
   if (lid + ${2 * wg}u < Ev) { ${store(d, 'b1', `ob + lid + ${2 * wg}u`, 'acc2 * inv')} }
   if (lid + ${3 * wg}u < Ev) { ${store(d, 'b1', `ob + lid + ${3 * wg}u`, 'acc3 * inv')} }`;
-    const maskTerm = md === null ? '' : md === 'bool'
-      ? `if (${R.load('bool', `b${at.mask}`, 'mi')} == 0i) { sc = -nbx_inf(); }`
-      : `sc = sc + ${R.load(md, `b${at.mask}`, 'mi')};`;
     const fns = `var<workgroup> sh: array<f32, ${wg}>;
 var<workgroup> qs: array<f32, 1024>;
 var<workgroup> ps: array<f32, ${CHUNK}>;`;
@@ -286,28 +318,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   var lsum = 0.0f;
   var acc0 = 0.0f; var acc1 = 0.0f; var acc2 = 0.0f; var acc3 = 0.0f;
   for (var c0 = 0u; c0 < S; c0 += ${CHUNK}u) {
-    let n = min(${CHUNK}u, S - c0);
-    var cmax = -nbx_inf();
-    for (var s = lid; s < n; s += ${wg}u) {
-      let key = c0 + s;
-      let kr = kb + key * ldk;
-      var dot = 0.0f;
-      ${dotLoop}
-      var sc = dot * scale;
-      ${md === null ? '' : `if ((flags & 2u) != 0u) { let mi = u32(i32(${U(14)}) + i32(bh) * bitcast<i32>(${U(15)}) + i32(l) * bitcast<i32>(${U(16)}) + i32(key) * bitcast<i32>(${U(17)})); ${maskTerm} }`}
-      if ((flags & 1u) != 0u && key > l) { sc = -nbx_inf(); }
-      ps[s] = sc;
-      cmax = max(cmax, sc);
-    }
-    ${tree(wg, 'cmax', 'max(a, b)')}
-    let newm = max(m, cmax);
-    // no key visible yet: every p is exp(-inf) = 0 against a finite reference (no branch around the barriers)
-    let mref = select(newm, 0.0f, newm == -nbx_inf());
-    let alpha = select(exp(m - newm), 0.0f, m == -nbx_inf());
-    var psum = 0.0f;
-    for (var s = lid; s < n; s += ${wg}u) { let pv = exp(ps[s] - mref); ps[s] = pv; psum += pv; }
-    ${tree(wg, 'psum', 'a + b')}
-    lsum = lsum * alpha + psum;
+    ${softmaxChunk(wg, md, at, dotLoop, (v, op) => tree(wg, v, op === 'max' ? 'max(a, b)' : 'a + b'))}
     acc0 *= alpha; acc1 *= alpha; acc2 *= alpha; acc3 *= alpha;
     ${pv}
     m = newm;
@@ -353,9 +364,6 @@ function attentionVecProgram(d: DTypeName, md: DTypeName | null, access: string,
     ${v} = tot;
     workgroupBarrier(); }`
       : tree(wg, v, op === 'max' ? 'max(a, b)' : 'a + b'));
-    const maskTerm = md === null ? '' : md === 'bool'
-      ? `if (${R.load('bool', `b${at.mask}`, 'mi')} == 0i) { sc = -nbx_inf(); }`
-      : `sc = sc + ${R.load(md, `b${at.mask}`, 'mi')};`;
     const accs = [...Array(NH).keys()];
     const pvLoad = (q: number): string => `let vw${q} = b${at.v}[vb + (c0 + s + ${q * KG}u) * ldv + vlane];`;
     const pvAdd = (q: number): string => accs.map((h) => `acc${h} += ps[s + ${q * KG}u] * ${halves(d, `vw${q}`)[h]};`).join(' ');
@@ -389,28 +397,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   ${accs.map((h) => `var acc${h} = vec4<f32>(0.0f);`).join(' ')}
   let vlane = lid % ${VW}u; let vg = lid / ${VW}u;
   for (var c0 = 0u; c0 < S; c0 += ${CHUNK}u) {
-    let n = min(${CHUNK}u, S - c0);
-    var cmax = -nbx_inf();
-    for (var s = lid; s < n; s += ${wg}u) {
-      let key = c0 + s;
-      let kr = kb + key * ldk;
-      var dk = 0.0f;
-      ${dotTerms}
-      var sc = dk * scale;
-      ${md === null ? '' : `if ((flags & 2u) != 0u) { let mi = u32(i32(${U(14)}) + i32(bh) * bitcast<i32>(${U(15)}) + i32(l) * bitcast<i32>(${U(16)}) + i32(key) * bitcast<i32>(${U(17)})); ${maskTerm} }`}
-      if ((flags & 1u) != 0u && key > l) { sc = -nbx_inf(); }
-      ps[s] = sc;
-      cmax = max(cmax, sc);
-    }
-    ${reduce('cmax', 'max')}
-    let newm = max(m, cmax);
-    // no key visible yet: every p is exp(-inf) = 0 against a finite reference (no branch around the barriers)
-    let mref = select(newm, 0.0f, newm == -nbx_inf());
-    let alpha = select(exp(m - newm), 0.0f, m == -nbx_inf());
-    var psum = 0.0f;
-    for (var s = lid; s < n; s += ${wg}u) { let pe = exp(ps[s] - mref); ps[s] = pe; psum += pe; }
-    ${reduce('psum', 'add')}
-    lsum = lsum * alpha + psum;
+    ${softmaxChunk(wg, md, at, dotTerms, reduce)}
     ${accs.map((h) => `acc${h} *= alpha;`).join(' ')}
     if (vg < ${KG}u) {
       var s = vg;
