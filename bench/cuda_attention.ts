@@ -1,9 +1,9 @@
 // Fused scaled_dot_product_attention on the CUDA backend against PyTorch's SDPA in the same run:
 // prefill (causal and not, bf16/f16, head dim 128/64/256) in TFLOP/s (causal counts half the L x S
 // products, as FlashAttention does) and decode (1 query row, long KV) in GB/s of K/V read.
-// The kernel column says which prefill kernel the tuner chose (wgmma: attention_sm90.ts, on by default on
-// Hopper, NBX_ATTENTION_WGMMA=0 turns it off; mma: the mma.sync kernel; composed: no fused kernel, e.g. head
-// dim 256 without the Hopper kernel).
+// The kernel column says which prefill kernel and tile the tuner chose (wgmma: attention_sm90.ts, on by default
+// on Hopper, NBX_ATTENTION_WGMMA=0 turns it off, with K/V by TMA or cp.async, n<keys>s<stages>, p ping-pong,
+// P persistent; mma: the mma.sync kernel; composed: no fused kernel, e.g. head dim 256 without the Hopper kernel).
 // Run: node dist/bench/cuda_attention.js   (NBX_CACHE_DIR=<fresh dir> to watch the tuning sweep)
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
@@ -66,10 +66,10 @@ for (const c of CASES) {
     const f0 = performance.now();
     call(); await nbx.cuda.synchronize(); // compiles and tunes
     firstCall = `${((performance.now() - f0) / 1000).toFixed(1)} s (compile + tune)`;
-    const w0 = attentionStats.prefill90, p0 = attentionStats.prefill;
+    const p0 = attentionStats.prefill;
     const s = await timeCuda(call, c.decode ? 20 : 10);
     const p = peer[c.name];
-    const kern = c.decode ? 'decode' : attentionStats.prefill90 > w0 ? 'wgmma' : attentionStats.prefill > p0 ? 'mma' : 'composed';
+    const kern = c.decode ? 'decode' : attentionStats.prefill > p0 ? attentionStats.lastPrefill : 'composed';
     line = `| ${c.name} | ${rate(c, s)} | ${p ? rate(c, p) : '-'} | ${p ? `${((p / s) * 100).toFixed(1)}%` : '-'} | ${kern} |`;
   } catch (e) {
     line = `| ${c.name} | FAILED: ${(e as Error).message.slice(0, 200).replace(/\|/g, '/')} | | | |`;

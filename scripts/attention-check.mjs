@@ -52,10 +52,10 @@ const F = nbx.nn.functional;
 const sdpa = (q, k, v, mask, causal, scale, gqa) => F.scaled_dot_product_attention(q, k, v, { ...(mask ? { attn_mask: mask } : {}), is_causal: !!causal, ...(scale ? { scale } : {}), enable_gqa: gqa });
 const filter = new RegExp(process.argv.find((a) => a.startsWith('--filter='))?.slice(9) ?? '.');
 
-/** n<BLOCK_N>s<stages>, 'p' with ping-pong */
-const tagOf = (w) => `n${w.blockN}s${w.stages}${w.pingpong ? 'p' : ''}`;
-const MMA = { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false };
-const wgCfg = (w) => ({ impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, pingpong: !!w.pingpong });
+/** n<BLOCK_N>s<stages>, 'p' with ping-pong, 'P' persistent */
+const tagOf = (w) => `n${w.blockN}s${w.stages}${w.pingpong ? 'p' : ''}${w.persistent ? 'P' : ''}`;
+const MMA = { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false };
+const wgCfg = (w) => ({ impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, pingpong: !!w.pingpong, persistent: !!w.persistent });
 /** Every prefill kernel the check and the timings use, compiled side by side first. */
 async function precompile(withTimes) {
   if (process.argv.includes('--no-precompile')) return; // (the host emulator: each kernel is a g++ build)
@@ -66,7 +66,13 @@ async function precompile(withTimes) {
     if (D !== 256) specs.push({ dt, D, cfg: MMA, mask });
     if (withTimes && D !== 256 && mask === 'none') specs.push({ dt, D, cfg: { ...MMA, blockN: 128 }, mask });
   }
-  const n = await att.precompileAttention(specs);
+  const jobs = [att.precompileAttention(specs)];
+  if (att.hasWgmma()) {
+    // the cp.async build (inputs TMA cannot address) of bfloat16 without a mask, for the check's cp.async cases
+    process.env.NBX_ATTENTION_TMA = '0';
+    try { jobs.push(att.precompileAttention([64, 128, 256].flatMap((D) => sm90.sm90Configs(D).map((w) => ({ dt: 'bfloat16', D, cfg: wgCfg(w), mask: 'none' }))))); } finally { delete process.env.NBX_ATTENTION_TMA; }
+  }
+  const n = (await Promise.all(jobs)).reduce((a, b) => a + b, 0);
   console.log(`precompiled ${n} prefill kernels in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 }
 /** Deterministic values in [lo, hi) (an LCG) as a CPU float32 tensor. */
@@ -102,6 +108,7 @@ if (part === 'check') {
   for (const dt of ['bfloat16', 'float16']) for (const D of [64, 128, 256]) {
     cases.push({ dt, D, name: 'plain', B: 2, H: 3, Hk: 3, L: 200, S: 333 });
     cases.push({ dt, D, name: 'causal L=S', B: 1, H: 2, Hk: 2, L: 300, S: 300, causal: true });
+    if (dt === 'bfloat16') cases.push({ dt, D, name: 'cp.async', B: 1, H: 2, Hk: 2, L: 300, S: 300, causal: true, tma: '0' });
     cases.push({ dt, D, name: 'causal L<S', B: 1, H: 2, Hk: 2, L: 70, S: 260, causal: true });
     cases.push({ dt, D, name: 'causal L>S', B: 1, H: 2, Hk: 2, L: 260, S: 70, causal: true, scale: 0.3 });
     cases.push({ dt, D, name: 'gqa causal', B: 2, H: 8, Hk: 2, L: 257, S: 257, causal: true });
@@ -158,10 +165,12 @@ if (part === 'check') {
     if (wg) {
       for (const w of sm90.sm90Configs(D)) {
         att._forceAttentionConfig({ prefill: wgCfg(w) });
+        if (c.tma) process.env.NBX_ATTENTION_TMA = c.tma;
         try {
-          const w0 = att.attentionStats.prefill90;
+          const w0 = att.attentionStats.prefill90, t0 = att.attentionStats.prefill90tma;
           const a = host(runCuda(qd, kd, vd, opts)), b = host(runCuda(qd, kd, vd, opts));
           if (att.attentionStats.prefill90 < w0 + 2) throw new Error('the wgmma kernel did not run (sdpa took another path)');
+          if ((att.attentionStats.prefill90tma > t0) !== !c.tma) throw new Error(c.tma ? 'the TMA build ran' : 'the TMA build did not run');
           const r = err(a);
           let same = true;
           for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) { same = false; break; }
@@ -170,7 +179,7 @@ if (part === 'check') {
           if (!good) ok = false;
           parts.push(`wgmma ${tagOf(w)} ${r.m.toExponential(1)}${r.nan ? ` NaN×${r.nan}` : ''}${same ? '' : ' NOT-REPEATABLE'}`);
         } catch (e) { ok = false; parts.push(`wgmma ${tagOf(w)} ERROR ${String(e.message).slice(0, 160)}`); }
-        finally { att._forceAttentionConfig({}); }
+        finally { att._forceAttentionConfig({}); delete process.env.NBX_ATTENTION_TMA; }
       }
     }
     if (!ok) fails++;
@@ -213,7 +222,22 @@ if (part === 'time') {
   const { deviceRandn } = await import(join(root, 'dist/bench/device_randn.js'));
   nbx.zeros([1], { device: 'cuda' });
   const wg = att.hasWgmma();
-  await precompile(true);
+  // the builds timed below, compiled side by side first: mma (default tile), the wgmma tiles with TMA loads,
+  // the first wgmma tile with cp.async loads (NBX_ATTENTION_TMA=0), and the diagnostics of the first tile
+  // (NBX_ATTENTION_ABLATE: wrong results, the time of a part left out)
+  const variants = [['', {}], ['cp.async ', { NBX_ATTENTION_TMA: '0' }], ['noload ', { NBX_ATTENTION_ABLATE: 'noload' }], ['nosoftmax ', { NBX_ATTENTION_ABLATE: 'nosoftmax' }]];
+  const setEnv = (env) => { const old = {}; for (const k of Object.keys(env)) { old[k] = process.env[k]; process.env[k] = env[k]; } return () => { for (const k of Object.keys(env)) { if (old[k] === undefined) delete process.env[k]; else process.env[k] = old[k]; } }; };
+  const withEnv = (env, f) => { const undo = setEnv(env); try { return f(); } finally { undo(); } };
+  const withEnvAsync = async (env, f) => { const undo = setEnv(env); try { return await f(); } finally { undo(); } };
+  if (!process.argv.includes('--no-precompile')) {
+    const t0 = performance.now(), jobs = [];
+    for (const dt of ['bfloat16', 'float16']) for (const D of [64, 128, 256]) {
+      if (D !== 256) jobs.push(att.precompileAttention([{ dt, D, cfg: MMA, mask: 'none' }]));
+      if (wg) for (const [, env] of variants) withEnv(env, () => jobs.push(att.precompileAttention(sm90.sm90Configs(D).slice(0, Object.keys(env).length ? 1 : undefined).map((w) => ({ dt, D, cfg: wgCfg(w), mask: 'none' })))));
+    }
+    const n = (await Promise.all(jobs)).reduce((a, b) => a + b, 0);
+    console.log(`precompiled ${n} prefill kernels in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  }
   const shapes = [
     { name: 'causal B4 H32 L4096 D128 bf16', B: 4, H: 32, Hk: 32, L: 4096, D: 128, causal: true, dt: 'bfloat16' },
     { name: 'B4 H32 L4096 D128 bf16', B: 4, H: 32, Hk: 32, L: 4096, D: 128, causal: false, dt: 'bfloat16' },
@@ -226,13 +250,17 @@ if (part === 'time') {
   for (const s of shapes) {
     const q = deviceRandn([s.B, s.H, s.L, s.D], s.dt), k = deviceRandn([s.B, s.Hk, s.L, s.D], s.dt), v = deviceRandn([s.B, s.Hk, s.L, s.D], s.dt);
     const fl = 4 * s.B * s.H * s.L * s.L * s.D / (s.causal ? 2 : 1);
-    const cfgs = [...(s.D !== 256 ? [['mma', MMA], ['mma n128', { ...MMA, blockN: 128 }]] : []),
-      ...(wg ? sm90.sm90Configs(s.D).map((w) => [`wgmma ${tagOf(w)}`, wgCfg(w)]) : [])];
+    const first = s === shapes[0] || s === shapes[1]; // the diagnostics on the two D128 L4096 shapes only
+    const cfgs = [...(s.D !== 256 ? [['mma', MMA, {}]] : []),
+      ...(wg ? sm90.sm90Configs(s.D).flatMap((w, i) => variants.filter(([, env]) => i === 0 ? first || !env.NBX_ATTENTION_ABLATE : !Object.keys(env).length)
+        .map(([pre, env]) => [`wgmma ${pre}${tagOf(w)}`, wgCfg(w), env])) : [])];
     const parts = [];
-    for (const [label, cfg] of cfgs) {
+    for (const [label, cfg, env] of cfgs) {
       att._forceAttentionConfig({ prefill: cfg });
-      try { const t = await timeCuda(() => runCuda(q, k, v, { causal: s.causal }).dispose(), 10); parts.push(`${label} ${(fl / t / 1e12).toFixed(0)}`); console.error(`  ${s.name} ${label} ${(fl / t / 1e12).toFixed(0)} TFLOP/s`); }
-      catch (e) { parts.push(`${label} ERROR ${String(e.message).slice(0, 120)}`); }
+      try {
+        const t = await withEnvAsync(env, () => timeCuda(() => runCuda(q, k, v, { causal: s.causal }).dispose(), 10));
+        parts.push(`${label} ${(fl / t / 1e12).toFixed(0)}`); console.error(`  ${s.name} ${label} ${(fl / t / 1e12).toFixed(0)} TFLOP/s`);
+      } catch (e) { parts.push(`${label} ERROR ${String(e.message).slice(0, 120)}`); }
       finally { att._forceAttentionConfig({}); }
     }
     console.log(`time ${s.name.padEnd(36)} TFLOP/s: ${parts.join(' | ')}`);

@@ -66,7 +66,7 @@ test('attention prefill: every tile configuration gives the same answer', { skip
     // every mma configuration the space allows, and the wgmma kernel's where the device has it
     const wg = sm90Configs(128);
     const cfgs = enumerate(PREFILL_SPACE).filter((c) => !PREFILL_SPACE.constraint?.(c, { D: 128 }) &&
-      (c.impl === 'mma' || (hasWgmma() && wg.some((w) => w.blockN === c.blockN && w.stages === c.stages && !!w.pingpong === c.pingpong))));
+      (c.impl === 'mma' || (hasWgmma() && wg.some((w) => w.blockN === c.blockN && w.stages === c.stages && !!w.pingpong === c.pingpong && !!w.persistent === c.persistent))));
     for (const c of cfgs) {
       _forceAttentionConfig({ prefill: c });
       // bfloat16 only: the float16 kernels differ in the mma/convert instruction names alone
@@ -83,11 +83,13 @@ test('attention prefill, wgmma kernel: dtypes, head dims, causal, masks, GQA, se
   if (wgSkip()) { t.skip('this device has no warpgroup MMA (sm_90a)'); return; }
   try {
     for (const D of [64, 128, 256]) for (const w of sm90Configs(D)) {
-      _forceAttentionConfig({ prefill: { impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, pingpong: !!w.pingpong } });
-      const tag = `wgmma n${w.blockN}s${w.stages}${w.pingpong ? 'p' : ''} D${D}`;
+      _forceAttentionConfig({ prefill: { impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, pingpong: !!w.pingpong, persistent: !!w.persistent } });
+      const tag = `wgmma n${w.blockN}s${w.stages}${w.pingpong ? 'p' : ''}${w.persistent ? 'P' : ''} D${D}`;
       for (const dt of HALF) {
-        const before = attentionStats.prefill90;
+        const before = attentionStats.prefill90, tma = attentionStats.prefill90tma;
         fused('prefill', `${tag} plain ${dt}`, (q, k, v) => sdpa(q, k, v), qkv(1, 2, 2, 150, 330, D, dt, 60), dt);
+        // K/V through the tensor memory accelerator where the driver encodes descriptors (the emulator does)
+        if (process.env.NBX_ATTENTION_TMA !== '0') assert.ok(attentionStats.prefill90tma > tma, `${tag}: the TMA build did not run`);
         fused('prefill', `${tag} causal ${dt}`, (q, k, v) => sdpa(q, k, v, { is_causal: true }), qkv(1, 1, 1, 260, 260, D, dt, 61), dt);
         fused('prefill', `${tag} causal L>S ${dt}`, (q, k, v) => sdpa(q, k, v, { is_causal: true, scale: 0.3 }), qkv(1, 1, 1, 200, 70, D, dt, 62), dt);
         assert.ok(attentionStats.prefill90 > before, `${tag}: the wgmma kernel did not run`);
@@ -99,6 +101,11 @@ test('attention prefill, wgmma kernel: dtypes, head dims, causal, masks, GQA, se
       fused('prefill', `${tag} bool mask`, (q, k, v, m) => sdpa(q, k, v, m), [...qkv(1, 2, 2, L, S, D, dt, 65), keep], dt);
       fused('prefill', `${tag} float mask`, (q, k, v, m) => sdpa(q, k, v, m), [...qkv(1, 2, 2, L, S, D, dt, 66), rand([1, 2, L, S], 67, -3, 1)], dt);
       fused('prefill', `${tag} all masked`, (q, k, v, m) => sdpa(q, k, v, m), [...qkv(1, 1, 1, L, S, D, dt, 68), nbx.zeros([L, S], { dtype: 'bool' })], dt);
+      // rows 8 bytes longer than the head: no TMA descriptor (strides of 16 bytes), the cp.async build
+      const tma = attentionStats.prefill90tma, wide = (x: Tensor): Tensor => x.narrow(3, 0, D);
+      fused('prefill', `${tag} unaligned rows`, (q, k, v) => sdpa(q, wide(k), wide(v), { is_causal: true }),
+        [rand([1, 2, 90, D], 69, -1, 1, dt), rand([1, 2, 90, D + 4], 70, -1, 1, dt), rand([1, 2, 90, D + 4], 71, -1, 1, dt)], dt);
+      assert.equal(attentionStats.prefill90tma, tma, `${tag}: unaligned rows took the TMA build`);
     }
   } finally { _forceAttentionConfig({}); }
 });

@@ -50,6 +50,24 @@ static const char* errname(int c) {
 }
 API CUresult cuGetErrorName(int c, const char** s) { const char* n = errname(c); if (!n) return 1; *s = n; return 0; }
 API CUresult cuGetErrorString(int c, const char** s) { const char* n = errname(c); if (!n) return 1; *s = n; return 0; }
+// TMA descriptors: the emulator's own layout in the 128 bytes (the kernels' NBX_EMU code reads it back):
+// u64 address, u64 dims[5], u64 strides[4] (bytes, dims 1..), u32 box[5], u32 element bytes, u32 swizzle, u32 rank
+API CUresult cuTensorMapEncodeTiled(void* map, int dtype, unsigned rank, uint64_t addr, const uint64_t* dims, const uint64_t* strides,
+                                    const unsigned* box, const unsigned*, int, int swizzle, int, int) {
+  if (rank < 1 || rank > 5 || (addr & 15)) return 1;
+  for (unsigned i = 0; i + 1 < rank; i++) if (strides[i] & 15) return 1;
+  static const unsigned sizes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+  if (dtype < 0 || dtype > 12) return 1;
+  uint64_t* w = (uint64_t*)map;
+  memset(map, 0, 128);
+  w[0] = addr;
+  for (unsigned i = 0; i < rank; i++) w[1 + i] = dims[i];
+  for (unsigned i = 0; i + 1 < rank; i++) w[6 + i] = strides[i];
+  unsigned* u = (unsigned*)(w + 10);
+  for (unsigned i = 0; i < rank; i++) { if (box[i] == 0 || box[i] > 256) return 1; u[i] = box[i]; }
+  u[5] = sizes[dtype]; u[6] = (unsigned)swizzle; u[7] = rank;
+  return 0;
+}
 static int ctx_obj;
 API CUresult cuDevicePrimaryCtxRetain(void** ctx, int) { *ctx = &ctx_obj; return 0; }
 API CUresult cuCtxSetCurrent(void*) { return 0; }

@@ -40,7 +40,7 @@ import type { AttentionParams } from '../../../kernels/attention.js';
 import { basePtr as ptr } from './util.js';
 import { getKernel, loadSourceAsync, type CompileOptions } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
-import type { CudaKernel } from '../runtime/driver.js';
+import { encodeTensorMapTiled, CU_TENSOR_MAP_DATA_TYPE, CU_TENSOR_MAP_SWIZZLE, type CudaKernel } from '../runtime/driver.js';
 import { sm90Source, sm90Smem, sm90Configs, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS } from './attention_sm90.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
@@ -106,7 +106,7 @@ function maskTerm(mask: MaskKind, x: string, idx: string): string {
 
 // ---- prefill ---------------------------------------------------------------------------------------
 
-export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean }
+export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean }
 
 export const prefillSmem = (D: number, c: PrefillConfig): number => 2 * D * (c.blockM + 2 * c.stages * c.blockN);
 
@@ -417,18 +417,19 @@ interface AttnProblem { D: number }
  * differently from v2's, so its tuning results are not reused.
  */
 export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention.v3',
+  name: 'cuda.attention.v4',
   knobs: [
     { name: 'impl', values: ['mma', 'wgmma'], movesBits: true, doc: 'mma.sync kernel (any card) or the sm_90a warpgroup-MMA kernel' },
     { name: 'blockM', values: [64, 128], movesBits: false, doc: 'query rows per block (mma: 16 per warp; wgmma: 128)' },
     { name: 'blockN', values: [32, 64, 80, 128, 176], movesBits: true, doc: 'keys per K/V tile (where the running max is rescaled)' },
     { name: 'stages', values: [1, 2, 3, 4], movesBits: false, doc: 'K/V tiles in flight (mma: 1 or 2, cp.async double buffering; wgmma: ring slots)' },
     { name: 'pingpong', values: [false, true], movesBits: false, doc: 'wgmma: the two consumer warpgroups take turns issuing their MMAs (named barriers)' },
+    { name: 'persistent', values: [false, true], movesBits: false, doc: 'wgmma with TMA: one block per SM walks the (batch·head, query tile) items' },
   ],
-  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false },
+  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false },
   sharedMemoryOptIn: true,
   constraint: (c) => {
-    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong ? 'pingpong is a wgmma knob' : undefined;
+    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent ? 'pingpong and persistent are wgmma knobs' : undefined;
     if (c.blockM !== SM90_BLOCK_M) return `the wgmma kernel has BLOCK_M ${SM90_BLOCK_M}`;
     if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64-176 and 2-4 stages';
     return undefined;
@@ -453,31 +454,57 @@ function decodeSmem(D: number, dt: DTypeName, threads: number): number {
   return NG * DECODE_ROWS * (D + 2) * 4;
 }
 
-/** Launch counts (tests check that the fused kernels ran); prefill90: launches of the wgmma kernel. */
-export const attentionStats = { prefill: 0, decode: 0, prefill90: 0 };
+/** Launch counts (tests check that the fused kernels ran); prefill90: launches of the wgmma kernel, prefill90tma: of those, with TMA loads. */
+export const attentionStats = { prefill: 0, decode: 0, prefill90: 0, prefill90tma: 0, /** the last prefill launch's kernel and tile, e.g. 'wgmma tma n128s2pP' */ lastPrefill: '' };
 
 const DECODE_CHUNKS = [32, 64, 128, 256, 512, 1024, 2048, 4096];
 
 const sm90Kernels = new Map<string, CudaKernel>();
 /** The sm_90a kernel's source and compile options (NVRTC target sm_90a: wgmma and setmaxnreg need the arch-specific target). */
-function sm90Build(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, watch: boolean): { source: string; name: string; sig: ArgType[]; options: CompileOptions } {
-  const { src, name, sig } = sm90Source(dt, D, cfg, maskKind, { watch });
+function sm90Build(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, watch: boolean, tma: boolean): { source: string; name: string; sig: ArgType[]; options: CompileOptions } {
+  const { src, name, sig } = sm90Source(dt, D, tma ? cfg : { ...cfg, persistent: false }, maskKind, { watch, tma, ablate: ablation() });
   const cc = be.ctx.info.cc;
   return { source: `${CUDA_PRELUDE}\n${src}`, name, sig, options: { options: ['--std=c++17'], includeCudaHeaders: false, arch: `sm_${cc[0]}${cc[1]}a`, name } };
 }
 /** The sm_90a kernel, compiled once per specialization. */
-function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind): CudaKernel {
+function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, tma: boolean): CudaKernel {
   const watch = process.env.NBX_ATTENTION_WATCH === '1';
-  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${maskKind}:${watch ? 'w' : ''}`;
+  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}`;
   let k = sm90Kernels.get(key);
   if (!k) {
-    const b = sm90Build(dt, D, cfg, maskKind, watch);
+    const b = sm90Build(dt, D, cfg, maskKind, watch, tma);
     k = getKernel(be.ctx, b.source, b.name, b.sig, b.options);
     k.setMaxDynamicSharedMemory(sm90Smem(D, cfg));
     sm90Kernels.set(key, k);
   }
   attentionStats.prefill90++;
+  if (tma) attentionStats.prefill90tma++;
   return k;
+}
+
+/** NBX_ATTENTION_ABLATE (diagnostics, wrong results): a part of the Hopper kernel left out (Sm90SourceOptions.ablate). */
+function ablation(): 'noload' | 'nosoftmax' | undefined {
+  const a = process.env.NBX_ATTENTION_ABLATE;
+  return a === 'noload' || a === 'nosoftmax' ? a : undefined;
+}
+
+/** Whether the Hopper kernel loads K/V through TMA where the descriptors encode (NBX_ATTENTION_TMA=0: cp.async). */
+const tmaEnabled = (): boolean => process.env.NBX_ATTENTION_TMA !== '0';
+
+/**
+ * K's or V's TMA descriptor for the Hopper kernel: dims {D, S, KV heads, batch}, a box of 64 columns x
+ * BLOCK_N rows, 128B swizzle (the kernel's shared-memory layout). null where TMA cannot address the
+ * tensor (base or a stride not a multiple of 16 bytes) or the driver lacks it: the cp.async build then runs.
+ */
+function sm90TmaMap(r: StridedRef, dt: DTypeName, rows: number): BigUint64Array | null {
+  const [B, HK, S, D] = r.shape as [number, number, number, number];
+  const [sb, sh, sl] = r.strides as [number, number, number, number];
+  // a dim of size 1 is only ever at coordinate 0: any legal stride describes it
+  const row = D * 2, strides = [sl * 2, HK === 1 ? row * S : sh * 2, B === 1 ? row * S * HK : sb * 2];
+  if (strides.some((x) => x <= 0 || x % 16 !== 0)) return null;
+  const addr = ptr(r) + BigInt(r.offset * 2);
+  if (addr % 16n !== 0n) return null;
+  return encodeTensorMapTiled(CU_TENSOR_MAP_DATA_TYPE[dt as 'float16' | 'bfloat16'], addr, [D, S, HK, B], strides, [64, rows, 1, 1], CU_TENSOR_MAP_SWIZZLE.b128);
 }
 const mmaKey = (dt: DTypeName, D: number, c: PrefillConfig, maskKind: MaskKind): string => `attn_fwd:${dt}:${D}:${c.blockM}:${c.blockN}:${c.stages}:${maskKind}`;
 
@@ -491,7 +518,7 @@ export async function precompileAttention(specs: { dt: DTypeName; D: number; cfg
   const jobs = new Map<string, { source: string; options: CompileOptions }>();
   for (const { dt, D, cfg, mask } of specs) {
     if (cfg.impl === 'wgmma') {
-      const b = sm90Build(dt, D, cfg, mask, watch);
+      const b = sm90Build(dt, D, cfg, mask, watch, tmaEnabled());
       jobs.set(b.source, { source: b.source, options: b.options });
     } else {
       const { src, name } = prefillSource(dt, D, cfg, mask);
@@ -547,13 +574,13 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0)
     if (space === PREFILL_SPACE) {
       const ceil = attentionTileCeiling(profile, D);
       list = HEAD_DIMS.includes(D)
-        ? [{ impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false }, { impl: 'mma', blockM: 128, blockN: 128, stages: 2, pingpong: false }, { impl: 'mma', blockM: 64, blockN: 64, stages: 2, pingpong: false }]
+        ? [{ impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false }, { impl: 'mma', blockM: 128, blockN: 128, stages: 2, pingpong: false, persistent: false }, { impl: 'mma', blockM: 64, blockN: 64, stages: 2, pingpong: false, persistent: false }]
           .filter((x) => x.blockM <= ceil.blockM && x.blockN <= ceil.blockN)
         : [];
       if (half && wgmmaEnabled() && SM90_HEAD_DIMS.includes(D)) {
         // the Hopper kernel's tiles, and the mma kernel's default tile only (a compile each on first use;
         // the other mma tiles are not in the running on this device)
-        list = [...sm90Configs(D).map((x) => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong })), ...list.slice(0, 1)];
+        list = [...sm90Configs(D).map((x) => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent })), ...list.slice(0, 1)];
       }
     } else {
       // the chunk is a launch argument (no compile): every chunk size, at two thread counts (two compiles)
@@ -647,12 +674,26 @@ export function cudaAttention(p: AttentionParams): void {
   const run = (c: Config): void => {
     const cfg = c as unknown as PrefillConfig;
     if (c.impl === 'wgmma') {
-      const kw = sm90Kernel(dt, D, cfg, maskKind);
       const ntiles = Math.ceil(L / SM90_BLOCK_M);
-      be.launch(kw, ntiles * B * H, SM90_THREADS, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, H, rep, L, S, B * H, ntiles, sl2, causal ? 1 : 0], sm90Smem(D, cfg));
+      const tail = [H, rep, L, S, B * H, ntiles, sl2, causal ? 1 : 0];
+      const mq = tmaEnabled() ? sm90TmaMap(q, dt, SM90_BLOCK_M) : null;
+      const mk = mq && sm90TmaMap(k, dt, cfg.blockN), mv = mk && sm90TmaMap(v, dt, cfg.blockN);
+      const tag = `n${cfg.blockN}s${cfg.stages}${cfg.pingpong ? 'p' : ''}`;
+      if (mq && mk && mv) {
+        const kw = sm90Kernel(dt, D, cfg, maskKind, true);
+        attentionStats.lastPrefill = `wgmma tma ${tag}${cfg.persistent ? 'P' : ''}`;
+        const items = ntiles * B * H;
+        be.launch(kw, cfg.persistent ? Math.min(items, be.smCount) : items, SM90_THREADS, [ptr(out), ptr(mask), ...st4(out), ...maskArgs, ...tail, ...mq, ...mk, ...mv], sm90Smem(D, cfg));
+        return;
+      }
+      // inputs TMA cannot address: the cp.async build, one block per item (the same results: persistence moves no bits)
+      const kw = sm90Kernel(dt, D, { ...cfg, persistent: false }, maskKind, false);
+      attentionStats.lastPrefill = `wgmma cp.async ${tag}`;
+      be.launch(kw, ntiles * B * H, SM90_THREADS, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, ...tail], sm90Smem(D, cfg));
       return;
     }
     const kf = be.kernel(mmaKey(dt, D, cfg, maskKind), () => prefillSource(dt, D, cfg, maskKind));
+    attentionStats.lastPrefill = `mma m${cfg.blockM}n${cfg.blockN}s${cfg.stages}`;
     const smem = prefillSmem(D, cfg);
     if (smem > 48 * 1024) kf.setMaxDynamicSharedMemory(smem);
     const ntiles = Math.ceil(L / cfg.blockM);

@@ -4,17 +4,23 @@
 // the device profile's matrix unit is `wgmma` (data, not the card's name); the mma.sync kernel stays
 // for every other card, for float32 and under the tuner as the other candidate.
 //
-// One block owns BLOCK_M = 128 query rows of one (batch, head) and has three warpgroups (384 threads):
-// * warpgroup 0, the producer (`setmaxnreg.dec`): cp.async of Q once, then of the K and V tiles of
-//   BLOCK_N keys into a ring of `stages` slots, rows past the end zero-filled. It never waits for its own
-//   copies: after a tile's K (or V) copies each thread issues `cp.async.mbarrier.arrive.noinc` on the
-//   slot's K-full (V-full) barrier, which the hardware performs once that thread's copies have landed,
-//   and moves on, so up to `stages` tiles are in flight. (The previous producer waited for its copies
-//   before arriving: one tile in flight, and the consumers waited for every tile's full latency.)
+// A work item is BLOCK_M = 128 query rows of one (batch, head); a block has three warpgroups (384 threads)
+// and runs one item, or (persistent) one block per SM walks items i, i + gridDim.x, ...:
+// * warpgroup 0, the producer (`setmaxnreg.dec`). TMA build (the default where the driver encodes the
+//   descriptors: 16-byte aligned base and strides): one thread issues every load as tensor-memory-accelerator
+//   boxes (`cp.async.bulk.tensor`, descriptors from cuTensorMapEncodeTiled passed by value as a
+//   __grid_constant__ parameter): per item Q, then the K and V tiles of BLOCK_N keys into a ring of `stages`
+//   slots, each completing on its full barrier by transaction bytes (`mbarrier.arrive.expect_tx`); rows
+//   past the end arrive as zeros. No copy passes through registers or the generic proxy, and the other
+//   127 threads exit. Persistent: the next item's Q loads once both consumers finished their last Q·Kᵀ
+//   (Q-empty barrier), while they finish P·V and write O; ring slots and phases count tiles over the
+//   block's items. cp.async build (inputs TMA cannot address): the 128 threads copy 16-byte chunks and
+//   each issues `cp.async.mbarrier.arrive.noinc` on the slot's barrier (performed once its copies landed);
+//   at the end they wait until the consumers released the last V (every deferred arrival counted).
+//   Either way the producer never waits for its own copies, so up to `stages` tiles are in flight.
 //   K and V have their own full and empty barriers, and V lags K by one tile (load order K(t), V(t-1)),
 //   as the consumers use them: a slot's K is refilled as soon as Q·Kᵀ of its tile is done, before the
-//   softmax, while its V is still being read. At the end the producer waits until the consumers have
-//   released the last V (so every arrival it started has been counted) before it exits.
+//   softmax, while its V is still being read. Consumers release a slot with one arrival per warp.
 // * warpgroups 1 and 2, the consumers (`setmaxnreg.inc`), 64 query rows each, FlashAttention-3's
 //   intra-warpgroup overlap: iteration t issues S(t) = Q·K(t)ᵀ (`wgmma m64nBNk16`, both operands in shared
 //   memory, K-major) and then O += P(t-1)·V(t-1) (`wgmma m64nDk16`, P from registers, V an N-major shared
@@ -23,8 +29,8 @@
 //   layout of S is the register-A layout of m64k16, so P is S rounded in place) and rescales O. Live
 //   registers: S, O and P (BN/2 + D/2 + BN/4 per thread), so BLOCK_N 128 fits at D 128. The two consumer
 //   warpgroups are scheduled independently, so one's softmax also runs under the other's MMAs.
-// Synchronisation, by construction: every mbarrier has one phase per use of its slot, in tile order;
-// a waiter waits for phase ⌊t/stages⌋ of slot t mod stages (parity = its low bit), and no barrier can run
+// Synchronisation, by construction: every mbarrier has one phase per use of its slot, in tile order (t
+// counts the block's tiles over its items); a waiter waits for phase ⌊t/stages⌋ of slot t mod stages (parity = its low bit), and no barrier can run
 // two phases ahead of a waiter: a slot's full barrier is re-armed only after both consumer warpgroups
 // released the slot (empty barrier), which each does only after waiting on its full barrier, and the
 // producer waits on an empty barrier only for the phase the previous fill of that slot opened. The
@@ -39,8 +45,9 @@
 // folded in, P rounded to the input dtype, a row that sees no key gives 0, BLOCK_N decides where the
 // running max is rescaled. The launch order (heaviest causal tiles first) is also the same.
 //
-// Under the host emulator (NBX_EMU) wgmma, mbarriers and the proxy fences are emulated in C++ (the
-// descriptors decoded as the PTX ISA's canonical layouts describe), so the tests run this kernel too.
+// Under the host emulator (NBX_EMU) wgmma, mbarriers (with transaction counts), TMA loads (the emulated
+// driver's descriptor layout, the 128B swizzle) and the proxy fences are emulated in C++ (the descriptors
+// decoded as the PTX ISA's canonical layouts describe), so the tests run this kernel too.
 
 import type { DTypeName } from '../../../dtype/dtypes.js';
 import type { ArgType } from '../runtime/driver.js';
@@ -51,9 +58,11 @@ export type Sm90MaskKind = 'none' | 'bool' | DTypeName;
 
 /**
  * blockN: keys per K/V tile (a multiple of 16); stages: ring slots; pingpong: the two consumer warpgroups
- * take turns issuing their MMAs (named barriers), so one's softmax runs while the other's MMAs do.
+ * take turns issuing their MMAs (named barriers), so one's softmax runs while the other's MMAs do;
+ * persistent (TMA builds): one block per SM walks the work items (batch·head, query tile), so a block's
+ * next Q and K/V load while it finishes the previous item (no launch, prologue and tail per item).
  */
-export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean }
+export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean }
 
 /** Query rows per block: two consumer warpgroups of 64 rows. */
 export const SM90_BLOCK_M = 128;
@@ -64,14 +73,17 @@ export const SM90_HEAD_DIMS = [64, 128, 256];
 // Registers per consumer thread: S BN/2 + O D/2 + P BN/4 (+ ~40 of addressing and statistics) under 232.
 // Ping-pong where FlashAttention-3 uses it (head dims up to 128), against the same tile without.
 export function sm90Configs(D: number): Sm90Config[] {
-  if (D === 256) return [{ blockN: 64, stages: 2 }, { blockN: 80, stages: 2 }];
+  if (D === 256) return [{ blockN: 64, stages: 2 }, { blockN: 80, stages: 2 }, { blockN: 64, stages: 2, persistent: true }];
   // 176 keys: FlashAttention-3's non-causal tile (S 88 + O 64 + P 44 registers)
-  if (D === 128) return [{ blockN: 128, stages: 2, pingpong: true }, { blockN: 128, stages: 2 }, { blockN: 176, stages: 2, pingpong: true }];
-  return [{ blockN: 128, stages: 3, pingpong: true }, { blockN: 128, stages: 3 }];
+  if (D === 128) {
+    return [{ blockN: 128, stages: 2, pingpong: true }, { blockN: 128, stages: 2 }, { blockN: 176, stages: 2, pingpong: true },
+      { blockN: 128, stages: 2, pingpong: true, persistent: true }, { blockN: 176, stages: 2, pingpong: true, persistent: true }];
+  }
+  return [{ blockN: 128, stages: 3, pingpong: true }, { blockN: 128, stages: 3 }, { blockN: 128, stages: 3, pingpong: true, persistent: true }];
 }
 
-/** Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers (Q; K/V full and empty per slot). */
-export const sm90Smem = (D: number, c: Sm90Config): number => 2 * D * (SM90_BLOCK_M + 2 * c.stages * c.blockN) + 1024 + 8 * (1 + 4 * c.stages);
+/** Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers (Q full and empty; K/V full and empty per slot). */
+export const sm90Smem = (D: number, c: Sm90Config): number => 2 * D * (SM90_BLOCK_M + 2 * c.stages * c.blockN) + 1024 + 8 * (2 + 4 * c.stages);
 
 /** Registers the consumers take from the producer (setmaxnreg; 40·128 + 232·256 = 168·384, the 384-thread launch bound; the producer spills below 40). */
 const REG_PRODUCER = 40, REG_CONSUMER = 232;
@@ -170,14 +182,39 @@ template <int N> void mma(float* d, u64 da, u64 db, const u32* ar, int scd, bool
   }
   if (rs) wg_sync(G);
 }
-struct Bar { u16 expected, pending; u32 phase; }; // 8 bytes, as the device's mbarrier object
+// 8 bytes, as the device's mbarrier object: arrivals expected and pending, the phase bit and the
+// transaction bytes still expected (expect_tx raises them, a TMA load's completion lowers them)
+struct Bar { u16 expected, pending; u32 phase : 1; u32 tx : 31; };
 static_assert(sizeof(Bar) == 8, "mbarrier size");
 inline Bar* bar(u32 a) { return (Bar*)(origin() + a); }
+inline void settle(Bar* x) { if (x->pending == 0 && x->tx == 0) { x->pending = x->expected; x->phase ^= 1u; } }
 }
 __device__ __forceinline__ u32 smem_u32(const void* p) { return emu90::addr(p); }
-__device__ __forceinline__ void mbar_init(u32 b, u32 n) { emu90::Bar* x = emu90::bar(b); x->expected = (u16)n; x->pending = (u16)n; x->phase = 0; }
-__device__ __forceinline__ void mbar_arrive(u32 b) { emu90::Bar* x = emu90::bar(b); if (--x->pending == 0) { x->pending = x->expected; x->phase ^= 1u; } }
+__device__ __forceinline__ void mbar_init(u32 b, u32 n) { emu90::Bar* x = emu90::bar(b); x->expected = (u16)n; x->pending = (u16)n; x->phase = 0; x->tx = 0; }
+__device__ __forceinline__ void mbar_arrive(u32 b) { emu90::Bar* x = emu90::bar(b); --x->pending; emu90::settle(x); }
+__device__ __forceinline__ void mbar_arrive_tx(u32 b, u32 bytes) { emu90::Bar* x = emu90::bar(b); x->tx += bytes; --x->pending; emu90::settle(x); }
 __device__ __forceinline__ void mbar_wait(u32 b, u32 parity, int, int) { long long n = 0; while (emu90::bar(b)->phase == parity) emu90::spin(n); }
+// a 4-D tiled TMA load (box {64 elements, rows, 1, 1}) as the emulated driver encodes the descriptor
+// (emu_driver.cpp: address, dims, byte strides, box, element bytes, swizzle): out-of-bounds elements 0,
+// rows of 128 bytes swizzled as the hardware's 128B mode, then the barrier's transaction bytes lowered
+__device__ __forceinline__ void tma_load4(u32 dst, const void* map, int c0, int c1, int c2, int c3, u32 b) {
+  const u64* w = (const u64*)map; const u32* u = (const u32*)(w + 10);
+  const u32 es = u[5], pitch = u[0] * es, rows = u[1];
+  if (u[6] != 3 || pitch != 128) { fprintf(stderr, "emu90: only 128-byte rows with the 128B swizzle are emulated\n"); abort(); }
+  const int cc[4] = {c0, c1, c2, c3};
+  for (u32 r = 0; r < rows; r++) for (u32 e = 0; e < u[0]; e++) {
+    long long off = 0; bool in = true;
+    for (int d = 0; d < 4; d++) {
+      const long long x = (long long)cc[d] + (d == 0 ? (long long)e : d == 1 ? (long long)r : 0LL);
+      if (x < 0 || x >= (long long)w[1 + d]) { in = false; break; }
+      off += d == 0 ? x * es : x * (long long)w[5 + d];
+    }
+    u32 a = dst + r * pitch + e * es;
+    a ^= ((a >> 7) & 7) << 4;
+    if (in) memcpy(emu90::origin() + a, (const char*)w[0] + off, es); else memset(emu90::origin() + a, 0, es);
+  }
+  emu90::Bar* x = emu90::bar(b); x->tx -= rows * pitch; emu90::settle(x);
+}
 // cp16 copies at once here, so this thread's copies have landed: the deferred arrival is an arrival now
 __device__ __forceinline__ void cp_arrive(u32 b) { mbar_arrive(b); }
 namespace emu90 { struct NB { int arrived = 0, gen = 0; }; inline NB nbs[16]; }
@@ -208,11 +245,11 @@ __device__ __forceinline__ bool mbar_try(u32 b, u32 parity) {
   return ok != 0;
 }
 __device__ __forceinline__ u64 gtimer() { u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
-// what: 0 Q full, 1 K full, 2 V full, 3 K empty, 4 V empty; t: the tile waited for. (A call in the kernel:
+// what: 0 Q full, 1 K full, 2 V full, 3 K empty, 4 V empty, 5 Q empty; t: the tile (Q: the work item) waited for. (A call in the kernel:
 // ptxas then ignores setmaxnreg and serializes the wgmmas, so the watch build is slow; it is for diagnosis.)
 __device__ __noinline__ void mbar_stuck(int what, int t, u32 parity) {
   printf("attn_fwd90 WATCH: block %d thread %d waited > ${WATCH_NS / 1e9} s on %s of tile %d (parity %u)\n", (int)blockIdx.x, (int)threadIdx.x,
-    what == 0 ? "Q full" : what == 1 ? "K full" : what == 2 ? "V full" : what == 3 ? "K empty" : "V empty", t, parity);
+    what == 0 ? "Q full" : what == 1 ? "K full" : what == 2 ? "V full" : what == 3 ? "K empty" : what == 4 ? "V empty" : "Q empty", t, parity);
   asm volatile("trap;");
 }
 __device__ __forceinline__ void mbar_wait(u32 b, u32 parity, int what, int t) {
@@ -230,6 +267,13 @@ __device__ __forceinline__ void mbar_wait(u32 b, u32 parity, int, int) {
 // one arrival on b, made by the hardware once every cp.async this thread issued before has landed
 // (.noinc: it is one of the arrivals the barrier was initialised to expect)
 __device__ __forceinline__ void cp_arrive(u32 b) { asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(b) : "memory"); }
+// one arrival on b that also expects bytes more transaction bytes (the TMA loads issued next complete them)
+__device__ __forceinline__ void mbar_arrive_tx(u32 b, u32 bytes) { asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory"); }
+// a 4-D tiled TMA load into shared memory (dst), completing bytes on the mbarrier b; map: a __grid_constant__ descriptor
+__device__ __forceinline__ void tma_load4(u32 dst, const void* map, int c0, int c1, int c2, int c3, u32 b) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];"
+    :: "r"(dst), "l"((u64)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(b) : "memory");
+}
 // (immediate barrier ids: ptxas reserves all 16 hardware barriers for a register id)
 __device__ __forceinline__ void nb_arrive(int id, int n) { if (id == 1) asm volatile("bar.arrive 1, %0;" :: "n"(256) : "memory"); else asm volatile("bar.arrive 2, %0;" :: "n"(256) : "memory"); }
 __device__ __forceinline__ void nb_sync(int id, int n) { if (id == 1) asm volatile("bar.sync 1, %0;" :: "n"(256) : "memory"); else asm volatile("bar.sync 2, %0;" :: "n"(256) : "memory"); }
@@ -267,7 +311,24 @@ function maskTerm(mask: Sm90MaskKind, x: string, idx: string): string {
   return `${x} += (float)${R.load(mask, 'mb', idx)} * 1.4426950408889634f;`;
 }
 
-export interface Sm90SourceOptions { /** NBX_ATTENTION_WATCH: every wait bounded (a hang becomes a trap naming the wait). */ watch?: boolean }
+export interface Sm90SourceOptions {
+  /** NBX_ATTENTION_WATCH: every wait bounded (a hang becomes a trap naming the wait). */
+  watch?: boolean;
+  /**
+   * K and V tiles loaded by the tensor memory accelerator (one producer thread, descriptors passed by value
+   * as the last parameter, see sm90TmaMaps) instead of cp.async by the producer warpgroup's 128 threads.
+   */
+  tma?: boolean;
+  /**
+   * Diagnostics only (wrong results; scripts/attention-check.mjs --part=time with NBX_ATTENTION_ABLATE): 'noload'
+   * the TMA producer signals tiles without loading them (the MMAs and softmax alone), 'nosoftmax' P = S without
+   * the exponentials (MMAs and loads alone).
+   */
+  ablate?: 'noload' | 'nosoftmax';
+}
+
+/** Kernel parameters of the TMA build: Q's, K's and V's descriptors (128 bytes each) as 48 words after the common ones. */
+export const SM90_TMA_WORDS = 48;
 
 export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90MaskKind, opts: Sm90SourceOptions = {}): { src: string; name: string; sig: ArgType[] } {
   if (dt !== 'float16' && dt !== 'bfloat16') throw new UnsupportedError('attention', `the sm_90 prefill kernel takes float16/bfloat16, got ${dt}`);
@@ -276,6 +337,11 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
   const PP = !!c.pingpong;
   if (BN % 16 !== 0 || BN < 16 || BN > 256 || ST < 2) throw new UnsupportedError('attention', `the sm_90 prefill kernel takes BLOCK_N a multiple of 16 up to 256 and 2+ stages, got ${BN}/${ST}`);
   const BM = SM90_BLOCK_M;
+  const TMA = !!opts.tma;
+  const P = !!c.persistent;
+  if (P && !TMA) throw new UnsupportedError('attention', 'the persistent sm_90 kernel is a TMA build');
+  const AB = opts.ablate;
+  if (AB === 'noload' && !TMA) throw new UnsupportedError('attention', 'the noload diagnostic is a TMA build');
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
   const NS = BN / 2, NO = D / 2; // accumulator floats per thread: S (64 x BN), O (64 x D)
   const src = `${opts.watch ? '#define NBX_ATTN_WATCH 1\n' : ''}${wgmmaHelpers(dt === 'bfloat16', [BN, D])}
@@ -283,47 +349,96 @@ constexpr int D_ = ${D};
 constexpr int CH = D_ / 8;      // 16-byte chunks per row
 // byte offset of chunk ch of row r in a [D_/64][rows][64] tile, 128B-swizzled (tile base 1024-aligned)
 __device__ __forceinline__ u32 tofs(int rows, int r, int ch) { return (u32)((ch >> 3) * rows * 128 + r * 128 + (((ch & 7) ^ (r & 7)) << 4)); }
-
+${TMA ? `#if !defined(__grid_constant__) && !defined(NBX_EMU)
+#define __grid_constant__ __attribute__((grid_constant))
+#endif
+#ifdef NBX_EMU
+#define __grid_constant__
+#endif
+// Q's, K's and V's TMA descriptors (CUtensorMap: 128 bytes, 64-aligned), dims {D, rows, heads, batch}
+struct alignas(64) TMaps { u64 q[16]; u64 k[16]; u64 v[16]; };
+` : ''}
 extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
-  const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V, u16* __restrict__ O, const ${MT}* __restrict__ MK,
-  long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
-  long long vo, long long vsb, long long vsh, long long vsl, long long oo, long long osb, long long osh, long long osl,
+  ${TMA ? '' : 'const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V, '}u16* __restrict__ O, const ${MT}* __restrict__ MK,
+  ${TMA ? '' : `long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
+  long long vo, long long vsb, long long vsh, long long vsl, `}long long oo, long long osb, long long osh, long long osl,
   long long mo, long long msb, long long msh, long long msl, long long mss,
-  int H, int rep, int L, int S, int BH, int ntiles, float sl2, int causal) {
+  int H, int rep, int L, int S, int BH, int ntiles, float sl2, int causal${TMA ? ', const __grid_constant__ TMaps tm' : ''}) {
   extern __shared__ __align__(1024) unsigned char smraw[];
   unsigned char* sm = smraw + ((1024 - (smem_u32(smraw) & 1023)) & 1023);
   unsigned char* sQ = sm;                                  // [D_/64][${BM}][64]
   unsigned char* sK = sQ + ${BM} * D_ * 2;                 // ${ST} x [D_/64][${BN}][64]
   unsigned char* sV = sK + ${ST * BN} * D_ * 2;
-  // mbarriers: Q full; per slot K full, V full (the producer's 128 threads), K empty, V empty (the consumers' 256)
+  // mbarriers: Q full; per slot K full, V full (the producer's arrivals), K empty, V empty (one per consumer
+  // warp); Q empty (persistent: one per consumer warp once its last Q·Kᵀ of a work item is done)
   const u32 bars = smem_u32(sV + ${ST * BN} * D_ * 2);
-  const u32 barQ = bars;
+  const u32 barQ = bars, barQE = bars + 8u * (1 + ${4 * ST});
   auto barK = [&](int s) { return bars + 8u * (1 + s); };
   auto barV = [&](int s) { return bars + 8u * (1 + ${ST} + s); };
   auto barEK = [&](int s) { return bars + 8u * (1 + ${2 * ST} + s); };
   auto barEV = [&](int s) { return bars + 8u * (1 + ${3 * ST} + s); };
   const int tid = threadIdx.x, wg = tid >> 7;
-  const int z = blockIdx.x / ntiles, mt = ntiles - 1 - blockIdx.x % ntiles;
-  const int b = z / H, h = z % H, hk = h / rep, m0 = mt * ${BM};
-  const int nEnd = causal ? min(S, m0 + ${BM}) : S;
-  const int nt = (nEnd + ${BN - 1}) / ${BN}; // the same for every warpgroup of the block
+  // work item w: batch·head z = w / ntiles and its query tiles heaviest (causal: last) first, so the blocks
+  // running together share a head's K/V in L2. ${P ? 'Persistent: block i takes items i, i + gridDim.x, ...' : 'One item per block.'}
+  int b = 0, h = 0, hk = 0, m0 = 0, nt = 0;
+  auto item = [&](int w) {
+    const int z = w / ntiles, mt = ntiles - 1 - w % ntiles;
+    b = z / H; h = z % H; hk = h / rep; m0 = mt * ${BM};
+    const int nEnd = causal ? min(S, m0 + ${BM}) : S;
+    nt = (nEnd + ${BN - 1}) / ${BN}; // the same for every warpgroup of the block
+  };
+  const int wFirst = blockIdx.x, wEnd = ${P ? 'ntiles * BH' : 'blockIdx.x + 1'}, wStep = ${P ? 'gridDim.x' : '1'};
   if (tid == 0) {
-    mbar_init(barQ, 128);
-    for (int s = 0; s < ${ST}; s++) { mbar_init(barK(s), 128); mbar_init(barV(s), 128); mbar_init(barEK(s), 256); mbar_init(barEV(s), 256); }
+    mbar_init(barQ, ${TMA ? 1 : 128});
+    // full: the producer's arrivals (TMA: one, with the tile's bytes); empty: one per consumer warp
+    for (int s = 0; s < ${ST}; s++) { mbar_init(barK(s), ${TMA ? 1 : 128}); mbar_init(barV(s), ${TMA ? 1 : 128}); mbar_init(barEK(s), 8); mbar_init(barEV(s), 8); }
+    mbar_init(barQE, 8);
     init_fence();
   }
   __syncthreads();
   if (wg == 0) {
-    // ---- producer: Q, then K(t) and V(t-1) for t = 0..nt; never waits for its own copies ----
     reg_dealloc<${REG_PRODUCER}>();
+${TMA ? `    // ---- producer: one thread issues every load: per work item Q, then K(t) and V(t-1) for t = 0..nt (boxes of
+    // 64 columns x rows per 128-byte-row slab, the hardware's 128B swizzle; rows past the end arrive as zeros).
+    // Ring slots and phases count tiles over the block's work items (gt). It never waits for its own loads.
+    if (tid != 0) return;
+    int gt = 0, it = 0;
+    for (int w = wFirst; w < wEnd; w += wStep, it++) {
+      item(w);
+${P ? `      if (it > 0) mbar_wait(barQE, (it - 1) & 1, 5, it - 1); // the previous item's Q·Kᵀ done
+` : ''}      mbar_arrive_tx(barQ, ${BM * 2} * D_);
+      #pragma unroll
+      for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sQ) + j * ${BM * 128}, &tm.q, j * 64, m0, h, b, barQ);
+      for (int t = 0; t <= nt; t++) {
+        if (t < nt) {
+          const int g = gt + t, s = g % ${ST};
+          if (g >= ${ST}) mbar_wait(barEK(s), ((g / ${ST}) + 1) & 1, 3, g - ${ST}); // K of tile g - ${ST} released
+${AB === 'noload' ? `          mbar_arrive(barK(s));` : `          mbar_arrive_tx(barK(s), ${BN * 2} * D_);
+          #pragma unroll
+          for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sK) + (s * D_ / 64 + j) * ${BN * 128}, &tm.k, j * 64, t * ${BN}, hk, b, barK(s));`}
+        }
+        if (t > 0) {
+          const int g = gt + t - 1, s = g % ${ST};
+          if (g >= ${ST}) mbar_wait(barEV(s), ((g / ${ST}) + 1) & 1, 4, g - ${ST}); // V of tile g - ${ST} released
+${AB === 'noload' ? `          mbar_arrive(barV(s));` : `          mbar_arrive_tx(barV(s), ${BN * 2} * D_);
+          #pragma unroll
+          for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sV) + (s * D_ / 64 + j) * ${BN * 128}, &tm.v, j * 64, (t - 1) * ${BN}, hk, b, barV(s));`}
+        }
+      }
+      gt += nt;
+    }
+    // (the loads in flight complete on their barriers without this thread; the consumers wait for them)
+    return;
+` : `    // ---- producer: Q, then K(t) and V(t-1) for t = 0..nt by cp.async (128 threads); never waits for its own copies ----
+    item(wFirst);
     const u16* qb = Q + qo + b * qsb + h * qsh;
-    const u16* kb = K + ko + b * ksb + hk * ksh;
-    const u16* vb = V + vo + b * vsb + hk * vsh;
     for (int c = tid; c < ${BM} * CH; c += 128) {
       const int r = c / CH, ch = c % CH; const bool ok = m0 + r < L;
       cp16(sQ + tofs(${BM}, r, ch), qb + (ok ? (long long)(m0 + r) * qsl : 0LL) + ch * 8, ok);
     }
     cp_arrive(barQ);
+    const u16* kb = K + ko + b * ksb + hk * ksh;
+    const u16* vb = V + vo + b * vsb + hk * vsh;
     for (int t = 0; t <= nt; t++) {
       if (t < nt) {
         const int s = t % ${ST}, n0 = t * ${BN};
@@ -351,24 +466,21 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
     cp_wait_all();
     if (nt > 0) mbar_wait(barEV((nt - 1) % ${ST}), ((nt - 1) / ${ST}) & 1, 4, nt - 1);
     return;
-  }
+`}  }
   // ---- consumers: warpgroup cw owns rows m0 + 64·cw .. +63; this thread rows rowA and rowA + 8 ----
   reg_alloc<${REG_CONSUMER}>();
   const int cw = wg - 1, wt = tid & 127, warp = wt >> 5, lane = wt & 31, g = lane >> 2, tg = lane & 3;
-  const int rowA = m0 + cw * 64 + warp * 16 + g;
-  const ${MT}* mb = MK + mo + b * msb + h * msh;
+  int rowA = 0, gt = 0; // gt: tiles of the earlier work items (ring slots and phases)
+  const ${MT}* mb = MK;
   const u32 aQ = smem_u32(sQ) + cw * 64 * 128, aK = smem_u32(sK), aV = smem_u32(sV);
   float sacc[${NS}], oacc[${NO}];
   u32 pf[${BN / 16}][4];
-  #pragma unroll
-  for (int i = 0; i < ${NO}; i++) oacc[i] = acc_zero();
-  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f};
+  float mrow[2], lrow[2], corr[2];
   // S = Q·K(t)ᵀ into sacc (issued, not waited for; the first k-step overwrites)
   auto issueS = [&](int t) {
-    const int s = t % ${ST};
-    mbar_wait(barK(s), (t / ${ST}) & 1, 1, t);
-    proxy_fence(); // cp.async wrote the tile through the generic proxy, wgmma reads through the async proxy
-    wg_arrive();
+    const int s = (gt + t) % ${ST};
+    mbar_wait(barK(s), ((gt + t) / ${ST}) & 1, 1, gt + t);
+${TMA ? '' : '    proxy_fence(); // cp.async wrote the tile through the generic proxy, wgmma reads through the async proxy\n'}    wg_arrive();
     #pragma unroll
     for (int kk = 0; kk < D_ / 16; kk++) {
       const u64 dq = sw128_desc(aQ + (kk >> 2) * ${BM} * 128 + (kk & 3) * 32, 16, 1024);
@@ -379,10 +491,9 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
   };
   // O += P·V(t), P = pf (issued, not waited for)
   auto issuePV = [&](int t) {
-    const int s = t % ${ST};
-    mbar_wait(barV(s), (t / ${ST}) & 1, 2, t);
-    proxy_fence();
-    wg_arrive();
+    const int s = (gt + t) % ${ST};
+    mbar_wait(barV(s), ((gt + t) / ${ST}) & 1, 2, gt + t);
+${TMA ? '' : '    proxy_fence();\n'}    wg_arrive();
     #pragma unroll
     for (int kk = 0; kk < ${BN / 16}; kk++) {
       const u64 dv = sw128_desc(aV + s * ${BN} * D_ * 2 + kk * 16 * 128, ${BN} * 128, 1024);
@@ -390,11 +501,14 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
     }
     wg_commit();
   };
+  // the slot of tile t read: one arrival per warp (the wgmma wait before it is warpgroup-wide)
+  auto releaseK = [&](int t) { if (lane == 0) mbar_arrive(barEK((gt + t) % ${ST})); ${P ? 'if (t == nt - 1 && lane == 0) mbar_arrive(barQE); /* and Q, after the last Q·Kᵀ */' : ''} };
+  auto releaseV = [&](int t) { if (lane == 0) mbar_arrive(barEV((gt + t) % ${ST})); };
   // scale (log2 units), masks, online softmax of tile t in place: sacc becomes exp2(x - max) (fp32)
   // Without a mask, on a tile no causal/length edge crosses and with a positive scale (max commutes with
   // it), the scale is folded into the exponent's FFMA: no separate scaling pass over S.
   auto softmax = [&](int t) {
-    const int n0 = t * ${BN};
+${AB === 'nosoftmax' ? '    return;\n' : ''}    const int n0 = t * ${BN};
     const bool edge = n0 + ${BN} > S || (causal && n0 + ${BN} - 1 > m0 + cw * 64 + warp * 16);
     const bool fold = ${mask === 'none' ? '!edge && sl2 > 0.f' : 'false'};
     if (!fold) {
@@ -446,51 +560,65 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
   };
 ${PP ? `  // ping-pong: warpgroup cw issues its MMAs after named barrier 1 + cw opened (the other warpgroup's
   // bar.arrive after issuing its own, 128 + 128 threads) and then opens the other's; consumer 1 lets
-  // consumer 0 start. Both issue nt + 1 times; the last turn is not passed on, so no barrier is left
-  // with arrivals when the block exits.
+  // consumer 0 start. Both issue nt + 1 times per work item; the last turn is not passed on, so no
+  // barrier is left with arrivals when an item ends (both warpgroups have the same items and tile counts).
   auto turnWait = [&]() { nb_sync(1 + cw, 256); };
   auto turnPass = [&]() { nb_arrive(2 - cw, 256); };
-  if (nt > 0 && cw == 1) turnPass();
-` : ''}  if (nt > 0) {
-    mbar_wait(barQ, 0, 0, 0);${PP ? '\n    turnWait();' : ''}
-    issueS(0);${PP ? '\n    turnPass();' : ''}
-    wg_wait<0>();
-    reg_fence${BN}(sacc);
-    mbar_arrive(barEK(0)); // K(0) read
-    softmax(0);
-    packRescale();
-    for (int t = 1; t < nt; t++) {${PP ? '\n      turnWait();' : ''}
-      issueS(t);
-      issuePV(t - 1);${PP ? '\n      turnPass();' : ''}
-      // S(t) done (P·V(t-1), committed after it, may still run): K(t) is free, the softmax runs under P·V(t-1)
-      wg_wait<1>();
+` : ''}  int it = 0;
+  for (int w = wFirst; w < wEnd; w += wStep, it++) {
+    item(w);
+    rowA = m0 + cw * 64 + warp * 16 + g;
+    mb = MK + mo + b * msb + h * msh;
+    #pragma unroll
+    for (int i = 0; i < ${NO}; i++) oacc[i] = acc_zero();
+    mrow[0] = mrow[1] = -INFINITY; lrow[0] = lrow[1] = 0.f; corr[0] = corr[1] = 1.f;
+${PP ? '    if (nt > 0 && cw == 1) turnPass();\n' : ''}    if (nt > 0) {
+      mbar_wait(barQ, it & 1, 0, it);${PP ? '\n      turnWait();' : ''}
+      issueS(0);${PP ? '\n      turnPass();' : ''}
+      wg_wait<0>();
       reg_fence${BN}(sacc);
-      mbar_arrive(barEK(t % ${ST}));
-      softmax(t);
+      releaseK(0);
+      softmax(0);
+      packRescale();
+      for (int t = 1; t < nt; t++) {${PP ? '\n        turnWait();' : ''}
+        issueS(t);
+        issuePV(t - 1);${PP ? '\n        turnPass();' : ''}
+        // S(t) done (P·V(t-1), committed after it, may still run): K(t) is free, the softmax runs under P·V(t-1)
+        wg_wait<1>();
+        reg_fence${BN}(sacc);
+        releaseK(t);
+        softmax(t);
+        wg_wait<0>();
+        reg_fence${D}(oacc);
+        releaseV(t - 1); // V(t-1) read; pf free again
+        packRescale();
+      }
+${PP ? '      turnWait();\n' : ''}      issuePV(nt - 1);${PP ? '\n      if (cw == 0) turnPass();' : ''}
       wg_wait<0>();
       reg_fence${D}(oacc);
-      mbar_arrive(barEV((t - 1) % ${ST})); // V(t-1) read; pf free again
-      packRescale();
+      releaseV(nt - 1);
+    }${P ? ` else {
+      mbar_wait(barQ, it & 1, 0, it); // no key for this item: its Q phase still passes
+      if (lane == 0) mbar_arrive(barQE);
+    }` : ''}
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+      float l = lrow[r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = l > 0.f ? 1.f / l : 0.f; // a row that sees no key: 0
+      const int row = rowA + r * 8;
+      if (row < L) {
+        u16* orow = O + oo + b * osb + h * osh + (long long)row * osl;
+        #pragma unroll
+        for (int i = 0; i < ${NO / 4}; i++) *(u32*)(orow + i * 8 + tg * 2) = pack2(oacc[4 * i + 2 * r] * inv, oacc[4 * i + 2 * r + 1] * inv);
+      }
     }
-${PP ? '    turnWait();\n' : ''}    issuePV(nt - 1);${PP ? '\n    if (cw == 0) turnPass();' : ''}
-    wg_wait<0>();
-    reg_fence${D}(oacc);
-    mbar_arrive(barEV((nt - 1) % ${ST}));
-  }
-  #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    float l = lrow[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.f ? 1.f / l : 0.f; // a row that sees no key: 0
-    const int row = rowA + r * 8;
-    if (row < L) {
-      u16* orow = O + oo + b * osb + h * osh + (long long)row * osl;
-      #pragma unroll
-      for (int i = 0; i < ${NO / 4}; i++) *(u32*)(orow + i * 8 + tg * 2) = pack2(oacc[4 * i + 2 * r] * inv, oacc[4 * i + 2 * r + 1] * inv);
-    }
+    gt += nt;
   }
 }`;
-  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
+  const sig: ArgType[] = TMA
+    ? ['ptr', 'ptr', ...Array<ArgType>(9).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32', ...Array<ArgType>(SM90_TMA_WORDS).fill('u64')]
+    : ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
   return { src, name: 'attn_fwd90', sig };
 }

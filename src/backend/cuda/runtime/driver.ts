@@ -166,6 +166,7 @@ interface CuFns extends DeviceQueryFns {
   cuFuncSetAttribute(f: bigint, attr: number, value: number): number;
   cuFuncGetAttribute(out: Out32, attr: number, f: bigint): number;
   cuLaunchKernelEx: ((config: bigint, f: bigint, params: bigint, extra: null) => number) | null;
+  cuTensorMapEncodeTiled: ((...a: unknown[]) => number) | null;
   cuLaunchKernel(
     f: bigint,
     gx: number,
@@ -257,6 +258,8 @@ export function loadDriver(): Driver {
     cuLaunchKernel: bind(lib, ['cuLaunchKernel'], 'int', [P, 'uint', 'uint', 'uint', 'uint', 'uint', 'uint', 'uint', P, P, P]),
     // launches with attributes (programmatic dependent launch); CUDA 12.0+, absent from older drivers and the emulator
     cuLaunchKernelEx: bindMaybe(lib, ['cuLaunchKernelEx'], 'int', [P, P, P, P]),
+    // tensor-memory-accelerator descriptors (CUDA 12.0+; absent: the kernels that use them take their other path)
+    cuTensorMapEncodeTiled: bindMaybe(lib, ['cuTensorMapEncodeTiled'], 'int', [P, 'int', 'uint', 'uint64_t', P, P, P, P, 'int', 'int', 'int', 'int']),
     // stream capture and graphs (CUDA >= 11.4 has every one of these names; a driver without them
     // still runs everything else, and a capture says what is missing)
     cuStreamBeginCapture: bindOptional(lib, ['cuStreamBeginCapture_v2', 'cuStreamBeginCapture'], 'int', [P, 'int']),
@@ -288,6 +291,26 @@ function fns(): CuFns {
 /** CUDA version supported by the driver, e.g. 13000 (see formatCudaVersion). */
 export function driverVersion(): number {
   return (driver ?? loadDriver()).version;
+}
+
+/** CUtensorMapDataType codes of the 16-bit float types. */
+export const CU_TENSOR_MAP_DATA_TYPE = { float16: 6, bfloat16: 9 } as const;
+/** CUtensorMapSwizzle: none, 32, 64, 128 bytes. */
+export const CU_TENSOR_MAP_SWIZZLE = { none: 0, b32: 1, b64: 2, b128: 3 } as const;
+
+/**
+ * cuTensorMapEncodeTiled: the 128-byte descriptor of a tiled TMA load (as 16 words, passed by value to a
+ * kernel), zero fill out of bounds, L2 promotion of 128 bytes. dims and box innermost first; strides in
+ * bytes of dims 1..rank-1. null where the driver lacks the entry point or rejects the arguments
+ * (alignment, strides): the caller then takes a path without TMA.
+ */
+export function encodeTensorMapTiled(dataType: number, address: bigint, dims: readonly number[], strides: readonly number[], box: readonly number[], swizzle: number): BigUint64Array | null {
+  const f = fns().cuTensorMapEncodeTiled;
+  if (!f) return null;
+  const map = new BigUint64Array(16);
+  const r = f(map, dataType, dims.length, address, new BigUint64Array(dims.map(BigInt)), new BigUint64Array(strides.map(BigInt)),
+    new Uint32Array(box), new Uint32Array(dims.length).fill(1), 0, swizzle, 2, 0);
+  return r === CUDA_SUCCESS ? map : null;
 }
 
 export function driverLibraryPath(): string {
@@ -484,7 +507,9 @@ export function parseSignature(sig: string | readonly ArgType[]): ArgType[] {
   return out;
 }
 
-export const MAX_KERNEL_ARGS = 64;
+// (80: the Hopper attention kernel passes three 128-byte TMA descriptors by value as its last parameter: a
+// struct parameter spans consecutive 8-byte slots, whose first slot's pointer the driver reads it from)
+export const MAX_KERNEL_ARGS = 80;
 
 class ParamBlock {
   readonly slots: bigint; // MAX_KERNEL_ARGS 8-byte slots
