@@ -233,7 +233,10 @@ if (part === 'time') {
     const t0 = performance.now(), jobs = [];
     for (const dt of ['bfloat16', 'float16']) for (const D of [64, 128, 256]) {
       if (D !== 256) jobs.push(att.precompileAttention([{ dt, D, cfg: MMA, mask: 'none' }]));
-      if (wg) for (const [, env] of variants) withEnv(env, () => jobs.push(att.precompileAttention(sm90.sm90Configs(D).slice(0, Object.keys(env).length ? 1 : undefined).map((w) => ({ dt, D, cfg: wgCfg(w), mask: 'none' })))));
+      if (wg) for (const [, env] of variants) {
+        if (env.NBX_ATTENTION_ABLATE && (dt !== 'bfloat16' || D !== 128)) continue; // the diagnostics run on bf16 D128 only
+        withEnv(env, () => jobs.push(att.precompileAttention(sm90.sm90Configs(D).slice(0, Object.keys(env).length ? 1 : undefined).map((w) => ({ dt, D, cfg: wgCfg(w), mask: 'none' })))));
+      }
     }
     const n = (await Promise.all(jobs)).reduce((a, b) => a + b, 0);
     console.log(`precompiled ${n} prefill kernels in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
