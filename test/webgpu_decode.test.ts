@@ -197,7 +197,7 @@ test('webgpu matrix-vector launch shapes (lanes per column 32..256, loads in fli
   const was = process.env.NBX_WEBGPU_GEMV;
   let seed = 700;
   try {
-    for (const shape of ['32,4,0', '64,8,0', '128,2,3', '256,4,1', '32,8,2']) {
+    for (const shape of ['32,4,0', '64,8,0', '128,2,3', '256,4,1', '32,8,2', '64,4,0,g']) {
       process.env.NBX_WEBGPU_GEMV = shape;
       for (const dt of ['float32', 'bfloat16', 'float16'] as DT[]) {
         for (const [m, n, k] of [[1, 37, 2048], [3, 21, 264]] as [number, number, number][]) {

@@ -18,7 +18,8 @@
 // - Workgroups may loop over column blocks (GRID cap) so the staging is paid once per workgroup.
 // Half types are unpacked by shifts (bfloat16: the high half of an f32) or unpack2x16float, so no
 // shader-f16 is needed. The launch shape (LPR, UNROLL, grid cap) has defaults from the bandwidth sweep
-// (bench/webgpu_gemv.ts) and can be set by NBX_WEBGPU_GEMV="lpr,unroll,cap" (a diagnostic).
+// (bench/webgpu_gemv.ts) and can be set by NBX_WEBGPU_GEMV="lpr,unroll,cap[,g]" (a diagnostic; g: plain
+// products read A from memory, not staged).
 //
 // Taken when the operands allow 16-byte words: B rows contiguous (transB), A rows contiguous, k, the
 // row strides and both offsets multiples of the word's elements, beta = 0 and no bias; else gemm's
@@ -50,7 +51,7 @@ export function subgroupsOf(be: WebGPUBackend): boolean {
 }
 
 /** The launch shape of one product: lanes per column, loads in flight per lane, workgroups cap (0: one per column block). */
-export interface GemvShape { lpr: number; unroll: number; cap: number }
+export interface GemvShape { lpr: number; unroll: number; cap: number; /** plain products read A from memory instead of staging it */ global: boolean }
 
 /**
  * The launch shape for n columns of kv 16-byte words: enough subgroups on the card (≥ 4096 over the
@@ -59,14 +60,15 @@ export interface GemvShape { lpr: number; unroll: number; cap: number }
 export function gemvShape(n: number, kv: number): GemvShape {
   const env = process.env.NBX_WEBGPU_GEMV;
   if (env) {
-    const [l, u, c] = env.split(',').map(Number);
+    const f = env.split(',');
+    const [l, u, c] = f.map(Number);
     const lpr = [32, 64, 128, 256].includes(l!) ? l! : 32;
-    return { lpr, unroll: u === 8 || u === 2 ? u : 4, cap: Number.isFinite(c) && c! > 0 ? c! : 0 };
+    return { lpr, unroll: u === 8 || u === 2 ? u : 4, cap: Number.isFinite(c) && c! > 0 ? c! : 0, global: f[3] === 'g' };
   }
   const unroll = 4;
   let lpr = SG;
   while (lpr < WG && n * (lpr / SG) < 4096 && kv >= 2 * lpr * unroll) lpr *= 2;
-  return { lpr, unroll, cap: 0 };
+  return { lpr, unroll, cap: 0, global: false };
 }
 
 /** The compute value of the 16-byte word `w` (vec4<u32>) as two vec4<f32> halves (even, odd elements) or one. */
@@ -166,7 +168,8 @@ fn nbx_gated4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
       // per row: s = x + residual rounded to the dtype (workgroup 0 stores it as residualOut), its mean
       // square (f32, fixed order), then s·rsqrt(ms + eps)·w rounded to the dtype, all in 16-byte words
       const xp = unpack(d, 'xv'), rp = unpack(d, 'rv');
-      stage = accs.map((i) => `if (${i}u < m) {
+      // the norm weight's word of this invocation's first position, loaded with x and residual (one load round less)
+      stage = `let nwFirst = b${iw}[nwoff + min(lid, kv - 1u)];\n  ` + accs.map((i) => `if (${i}u < m) {
     var ss = 0.0f;
     for (var t = lid; t < kv; t += ${WG}u) {
       let xv = b${ia}[aoff + ${i}u * kv + t]; let rv = b${ir}[roff + ${i}u * kv + t];
@@ -178,7 +181,8 @@ fn nbx_gated4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
     ${workgroupSum(sub, 'ss')}
     let inv = inverseSqrt(ss / f32(K) + eps);
     for (var t = lid; t < kv; t += ${WG}u) {
-      let sv = xs[${i}u * kv + t]; let wv = b${iw}[nwoff + t];
+      let sv = xs[${i}u * kv + t];
+      var wv: vec4<u32>; if (t == lid) { wv = nwFirst; } else { wv = b${iw}[nwoff + t]; }
       ${packWord(d, 'nw', unpack(d, 'sv').map((s, h) => `${s} * inv * ${unpack(d, 'wv')[h]}`))}
       xs[${i}u * kv + t] = nw;
     }
@@ -278,13 +282,13 @@ export function gemvRun(be: WebGPUBackend, p: GemmParams, gate: Expr | null = nu
   const E = 16 / DTYPES[d].itemsize;
   if (p.k % E || p.b.offset % E || p.ldb % E || p.a.offset % E || ((p.m > 1 || gate) && p.lda % E) || p.k < E) return false;
   const kv = p.k / E, M = rowsOf(p.m);
-  const XW = stagedWords(M, kv);
+  const sh = gemvShape(p.n, kv);
+  const XW = gate || !sh.global ? stagedWords(M, kv) : 0;
   if (gate && !XW) return false;
   if (!fits(be, 16 * XW + REST_BYTES)) return false;
   const sub = subgroupsOf(be);
   const { bufs, idx, temp } = bindings(be, p.c.buf as WGBuffer, [p.a.buf as WGBuffer, p.b.buf as WGBuffer]);
   const access = `${outAccess(d)}${'v'.repeat(bufs.length - 1)}`;
-  const sh = gemvShape(p.n, kv);
   const mode: Mode = gate ? { k: 'gated', gate } : { k: 'plain', staged: XW > 0 };
   const prog = matvecProgram(d, M, sh, sub, access, mode, XW, idx[0]!, idx[1]!);
   const u = uniforms({ m: p.m, n: p.n, kv, lda: (p.m > 1 || gate ? p.lda : p.k) / E, ldb: p.ldb / E, ldc: p.ldc, aoff: p.a.offset / E, boff: p.b.offset / E, coff: p.c.offset, alpha: f32w(p.alpha) });
