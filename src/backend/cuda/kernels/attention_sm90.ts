@@ -77,7 +77,8 @@ export function sm90Configs(D: number): Sm90Config[] {
   // 176 keys: FlashAttention-3's non-causal tile (S 88 + O 64 + P 44 registers)
   if (D === 128) {
     return [{ blockN: 128, stages: 2, pingpong: true }, { blockN: 128, stages: 2 }, { blockN: 176, stages: 2, pingpong: true },
-      { blockN: 128, stages: 2, pingpong: true, persistent: true }, { blockN: 176, stages: 2, pingpong: true, persistent: true }];
+      { blockN: 128, stages: 2, pingpong: true, persistent: true }, { blockN: 176, stages: 2, pingpong: true, persistent: true },
+      { blockN: 128, stages: 3, pingpong: true, persistent: true }]; // 3 slots: 225 KiB of shared memory
   }
   return [{ blockN: 128, stages: 3, pingpong: true }, { blockN: 128, stages: 3 }, { blockN: 128, stages: 3, pingpong: true, persistent: true }];
 }
