@@ -78,11 +78,11 @@ test('register GEMV: int4 groups 32/64/128 symmetric and asymmetric, every m, fp
   } finally { forceQuantGemvConfig(null); }
 });
 
-test('streaming register GEMV is the default for its formats (tile kernel for the others); kw from the shape', { skip }, () => {
+test('streaming GEMVs are the default (register kernel for its formats, tile kernel for the others); kw from the shape', { skip }, () => {
   let seed = 200;
   for (const f of ['int8', 'q4_k', 'q6_k', 'q8_0'] as QuantFormat[]) {
     check(f, 'bfloat16', 1, 16, f === 'q6_k' || f === 'q4_k' ? 512 : 256, seed++);
-    assert.equal(lastQuantGemvConfig()?.impl, f === 'q6_k' || f === 'q8_0' ? 'fma' : 'svec', f);
+    assert.equal(lastQuantGemvConfig()?.impl, f === 'q6_k' || f === 'q8_0' ? 'sfma' : 'svec', f);
   }
   // the streaming grid: bps blocks per SM, never more warps than K steps
   assert.equal(streamGrid(100000, 2, 132), 264);
@@ -129,6 +129,22 @@ test('streaming GEMV (svec, smma): every register format, m = 1..8, split K acro
       forceQuantGemvConfig({ impl: 'smma', kw: 1, ring, bps });
       check('int4', 'bfloat16', m, 45, 2048, seed++, { bias: true, groupSize: 128, asym });
       check('int4', 'float16', m, 16, 768, seed++, { groupSize: 256, asym });
+    }
+  } finally { forceQuantGemvConfig(null); }
+});
+
+test('streaming tile GEMV (sfma): every GGUF block format, m = 1..8, split K across warps, ragged N, bias, the same bits twice', { skip }, () => {
+  let seed = 400;
+  const KB: Record<string, number> = { q2_k: 1280, q3_k: 1536, q4_k: 1280, q5_k: 1280, q6_k: 1536 };
+  try {
+    for (const f of ['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k'] as QuantFormat[]) {
+      const k = KB[f] ?? 1088;
+      for (const [dt, m, ring, bps] of [['bfloat16', 1, 4, 2], ['float16', 3, 2, 1], ['float32', 8, 3, 2]] as [DT, number, number, number][]) {
+        if (f !== 'q8_0' && f !== 'q6_k' && m !== 1) continue;
+        forceQuantGemvConfig({ impl: 'sfma', kw: 1, ring, bps });
+        check(f, dt, m, 29, k, seed++, { bias: m !== 3 });
+        assert.equal(lastQuantGemvConfig()?.impl, 'sfma');
+      }
     }
   } finally { forceQuantGemvConfig(null); }
 });

@@ -297,9 +297,9 @@ function decoderSource(f: QuantFormat, asym: boolean, fast = false): string {
 export const QUANT_GEMV_SPACE = defineSpace({
   name: 'cuda.quant_gemv.v5',
   knobs: [
-    { name: 'impl', values: ['vec', 'mma', 'fma', 'svec', 'smma'], movesBits: true, doc: "the register kernel (int8, int4, fp8, q4_k, q5_k), tensor cores (int4, groups ≥ 128, 16-bit x), the shared-memory tile kernel (every format), or the streaming schedule of the register / tensor-core kernels (split K across blocks)" },
+    { name: 'impl', values: ['vec', 'mma', 'fma', 'svec', 'smma', 'sfma'], movesBits: true, doc: "the register kernel (int8, int4, fp8, q4_k, q5_k), tensor cores (int4, groups ≥ 128, 16-bit x), the shared-memory tile kernel (every format), or the streaming schedule of the register / tensor-core / tile kernels (split K across blocks)" },
     { name: 'kw', values: [1, 2, 4, 8], movesBits: true, doc: "warps splitting a row group's K inside a block (a kernel argument: no extra compile; not the streaming kernels')" },
-    { name: 'ring', values: [2, 4, 6, 8], movesBits: false, doc: "the streaming kernels' loads in flight per lane and row (K steps in the register ring)" },
+    { name: 'ring', values: [2, 3, 4, 6, 8], movesBits: false, doc: "the streaming kernels' K steps in flight: register ring slots per lane and row ('svec', 'smma'), shared-memory stages per warp ('sfma')" },
     { name: 'bps', values: [1, 2], movesBits: true, doc: "the streaming kernels' resident blocks per SM (the grid is bps × SMs; it decides the split of K)" },
   ],
   defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2 },
@@ -326,6 +326,62 @@ export const GEMV_SMEM_MAX = 48 * 1024 - WARPS * 8 * 4 * 4;
 
 /** Rows of x the kernel is compiled for. */
 export const quantRowsFor = (m: number): number => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
+
+/**
+ * The tile kernels' decode of one tile (index t in its row) of `rows` rows in shared memory at
+ * tileRef[r]: lane l takes sub-blocks l, l + 32, ... (sub of them), each in halves of 16 elements, and
+ * adds their products with x to acc[i][r] (the affine form: a·Σx·q + b·Σx).
+ */
+function tileDecode(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, rows: number, sub: number, tileRef: string): string {
+  const g = GEOM[f], T = R.storageType(d), SPB = g.elems / 32;
+  const XV = 16 / DTYPES[d].itemsize, xLoads = 16 / XV;
+  const sx = needsSx(f);
+  return `    #pragma unroll
+    for (int s = 0; s < ${sub}; s++) {
+      const int ls = s * 32 + lane;            // sub-block within the tile
+      const int gs = t * ${32 * sub} + ls;      // sub-block within the row
+      if (gs < nsub) {
+        float sc[${rows}], zp[${rows}];
+        #pragma unroll
+        for (int r = 0; r < ${rows}; r++) {
+          ${g.external ? `const long long si = (long long)(n0 + r < n ? n0 + r : n - 1) * sRow + (sRow == 0 ? 0 : ((gs << 5) >> gshift));
+          sc[r] = S[si]; zp[r] = ${asym ? 'Z[si]' : '0.f'};` : 'sc[r] = 0.f; zp[r] = 0.f;'}
+        }
+        #pragma unroll
+        for (int h = 0; h < 2; h++) {
+          float q[${rows}][16], a[${rows}], b[${rows}];
+          #pragma unroll
+          for (int r = 0; r < ${rows}; r++) nbxq_dq(&${tileRef}[r][(ls / ${SPB}) * ${g.bytes}], ls % ${SPB}, h, q[r], a[r], b[r], sc[r], zp[r]);
+          #pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            if (i < m) {
+              float x[16];
+              const ${T}* xp = X + (long long)i * K + (gs << 5) + 16 * h;
+              #pragma unroll
+              for (int v = 0; v < ${xLoads}; v++) {
+                const uint4 ux = reinterpret_cast<const uint4*>(xp)[v];
+                const ${T} e[${XV}] = { ${unpack(d, 'ux', XV)} };
+                #pragma unroll
+                for (int c = 0; c < ${XV}; c++) x[v * ${XV} + c] = ${R.load(d, 'e', 'c')};
+              }
+              ${sx ? `float sx = 0.f;
+              #pragma unroll
+              for (int c = 0; c < 16; c++) sx += x[c];` : ''}
+              #pragma unroll
+              for (int r = 0; r < ${rows}; r++) {
+                float dot = 0.f;
+                #pragma unroll
+                for (int c = 0; c < 16; c++) dot = fmaf(x[c], q[r][c], dot);
+                acc[i][r] = fmaf(a[r], dot, acc[i][r]);${sx ? `
+                acc[i][r] = fmaf(b[r], sx, acc[i][r]);` : ''}
+              }
+            }
+          }
+        }
+      }
+    }
+`;
+}
 
 /** Source of the GEMV kernel: format, asymmetric zeros (int4), x dtype, MR rows of x, R weight rows per warp, S sub-blocks per lane, VW-byte loads. */
 export function quantGemvSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, rows: number, sub: number, vw: number): { src: string; name: string; sig: ArgType[] } {
@@ -385,51 +441,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
     }
     __syncwarp();
     if (t + kw < ntiles) NBXQ_LOAD(t + kw)
-    #pragma unroll
-    for (int s = 0; s < ${sub}; s++) {
-      const int ls = s * 32 + lane;            // sub-block within the tile
-      const int gs = t * ${32 * sub} + ls;      // sub-block within the row
-      if (gs < nsub) {
-        float sc[${rows}], zp[${rows}];
-        #pragma unroll
-        for (int r = 0; r < ${rows}; r++) {
-          ${g.external ? `const long long si = (long long)(n0 + r < n ? n0 + r : n - 1) * sRow + (sRow == 0 ? 0 : ((gs << 5) >> gshift));
-          sc[r] = S[si]; zp[r] = ${asym ? 'Z[si]' : '0.f'};` : 'sc[r] = 0.f; zp[r] = 0.f;'}
-        }
-        #pragma unroll
-        for (int h = 0; h < 2; h++) {
-          float q[${rows}][16], a[${rows}], b[${rows}];
-          #pragma unroll
-          for (int r = 0; r < ${rows}; r++) nbxq_dq(&tile[warp][r][(ls / ${SPB}) * ${g.bytes}], ls % ${SPB}, h, q[r], a[r], b[r], sc[r], zp[r]);
-          #pragma unroll
-          for (int i = 0; i < ${mr}; i++) {
-            if (i < m) {
-              float x[16];
-              const ${T}* xp = X + (long long)i * K + (gs << 5) + 16 * h;
-              #pragma unroll
-              for (int v = 0; v < ${xLoads}; v++) {
-                const uint4 ux = reinterpret_cast<const uint4*>(xp)[v];
-                const ${T} e[${XV}] = { ${unpack(d, 'ux', XV)} };
-                #pragma unroll
-                for (int c = 0; c < ${XV}; c++) x[v * ${XV} + c] = ${R.load(d, 'e', 'c')};
-              }
-              ${sx ? `float sx = 0.f;
-              #pragma unroll
-              for (int c = 0; c < 16; c++) sx += x[c];` : ''}
-              #pragma unroll
-              for (int r = 0; r < ${rows}; r++) {
-                float dot = 0.f;
-                #pragma unroll
-                for (int c = 0; c < 16; c++) dot = fmaf(x[c], q[r][c], dot);
-                acc[i][r] = fmaf(a[r], dot, acc[i][r]);${sx ? `
-                acc[i][r] = fmaf(b[r], sx, acc[i][r]);` : ''}
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+${tileDecode(f, asym, d, mr, rows, sub, 'tile[warp]')}  }
   }
   #undef NBXQ_LOAD
   #pragma unroll
@@ -1067,6 +1079,102 @@ ${mmaChunk(bf, asym)} }
   return { src, name: 'quant_gemv_sm', sig: STREAM_SIG };
 }
 
+/**
+ * 'sfma': the tile kernel's decoders (every GGUF block format, whose blocks of 2-byte alignment do not
+ * map to lanes) on the streaming schedule. A step is one tile (32·sub sub-blocks) of a group of `rows`
+ * rows; tiles go from memory into each warp's shared-memory ring of NS stages by cp.async (no register
+ * staging: NS − 1 tiles in flight while one is decoded), lanes decode from there.
+ */
+export function quantGemvStreamTileSource(f: QuantFormat, d: QuantDType, mr: number, rows: number, sub: number, ns: number, vw: number, bps: number): { src: string; name: string; sig: ArgType[] } {
+  if (GEOM[f].external) throw new UnsupportedError('quant_matmul', `the streaming tile GEMV takes the GGUF block formats, not '${f}'`);
+  const T = R.storageType(d), TB = tileBytes(f, sub), TBP = Math.ceil(TB / 16) * 16, UPL = Math.ceil(TB / vw / 32);
+  const nv = mr * rows;
+  const store = (val: string, i: string, r: string): string => `{ const int row_ = cg * ${rows} + ${r}; if (${i} < m && row_ < n) { float v_ = ${val}; if (bias) v_ += ${R.load(d, 'bias', 'row_')}; ${R.store(d, 'O', `(long long)(${i}) * n + row_`, 'v_')} } }`;
+  const flush = streamFlush(nv, 'k0 == 0 && ck == spr', `if (lane == 0) {
+            #pragma unroll
+            for (int i = 0; i < ${mr}; i++) {
+              #pragma unroll
+              for (int r = 0; r < ${rows}; r++) ${store('acc[i][r]', 'i', 'r')}
+            }
+          }`, `if (lane == 0) {
+            #pragma unroll
+            for (int i = 0; i < ${mr}; i++) {
+              #pragma unroll
+              for (int r = 0; r < ${rows}; r++) P[slot_ * ${nv} + i * ${rows} + r] = acc[i][r];
+            }
+          }`, `const int i_ = v_ / ${rows}, r_ = v_ - i_ * ${rows};
+              ${store('t_', 'i_', 'r_')}`);
+  const src = `${HELPERS}
+${decoderSource(f, false, true)}
+#ifdef NBX_EMU
+#define NBXQ_CP(dst, src_) { for (int b_ = 0; b_ < ${vw}; b_++) ((unsigned char*)(dst))[b_] = ((const unsigned char*)(src_))[b_]; }
+#define NBXQ_COMMIT()
+#define NBXQ_WAIT()
+#else
+#define NBXQ_CP(dst, src_) asm volatile("cp.async.${vw === 16 ? 'cg' : 'ca'}.shared.global [%0], [%1], ${vw};" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src_) : "memory")
+#define NBXQ_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define NBXQ_WAIT() asm volatile("cp.async.wait_group ${ns - 1};" ::: "memory")
+#endif
+extern "C" __global__ void __launch_bounds__(${THREADS}, ${bps}) quant_gemv_st(${streamParams(T)}) {
+  __align__(16) __shared__ unsigned char ring[${WARPS}][${ns}][${rows}][${TBP}];
+${streamHead(rows, false, false)}
+  const int nsub = K >> 5;
+  // the load cursor: row group lg, tile lk, its rows (past the end: the last row, never stored)
+  int lg = (int)(s0 / spr), lk = (int)(s0 - (long long)lg * spr);
+  const unsigned char* wr[${rows}];
+  #define NBXQ_ROWS _Pragma("unroll") for (int r = 0; r < ${rows}; r++) wr[r] = Wq + (long long)(lg * ${rows} + r < n ? lg * ${rows} + r : n - 1) * rowBytes;
+  // tile lk of the rows into stage st_: the ${vw}-byte units inside the row, lane u, u + 32, ...
+  #define NBXQ_ISSUE(st_) { const long long base_ = (long long)lk * ${TB}, left_ = rowBytes - base_; \\
+    const int units_ = (int)((left_ < ${TB} ? left_ : ${TB}) / ${vw}); \\
+    _Pragma("unroll") for (int r = 0; r < ${rows}; r++) { \\
+      _Pragma("unroll") for (int j_ = 0; j_ < ${UPL}; j_++) { const int u_ = lane + 32 * j_; \\
+        if (u_ < units_) NBXQ_CP(&ring[warp][st_][r][u_ * ${vw}], wr[r] + base_ + u_ * ${vw}); } } \\
+    if (++lk == spr) { lk = 0; lg++; NBXQ_ROWS } }
+  NBXQ_ROWS
+  int cg = lg, ck = lk, k0 = lk;
+  bool first = true;
+  float acc[${mr}][${rows}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${rows}; r++) acc[i][r] = 0.f;
+  }
+  #pragma unroll
+  for (int j = 0; j < ${ns - 1}; j++) { if (j < nsteps) NBXQ_ISSUE(j) NBXQ_COMMIT(); }
+  for (int s = 0; s < nsteps; s++) {
+    const int st = s % ${ns};
+    // the stage decoded last (s − 1) is free: tile s + NS − 1 into it; a group is committed every step
+    if (s + ${ns - 1} < nsteps) NBXQ_ISSUE((s + ${ns - 1}) % ${ns})
+    NBXQ_COMMIT();
+    NBXQ_WAIT();
+    __syncwarp();
+    { const int t = ck;
+${tileDecode(f, false, d, mr, rows, sub, 'ring[warp][st]')} }
+    __syncwarp();
+    if (++ck == spr || s + 1 == nsteps) {
+      #pragma unroll
+      for (int i = 0; i < ${mr}; i++) {
+        #pragma unroll
+        for (int r = 0; r < ${rows}; r++) {
+          #pragma unroll
+          for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+        }
+      }
+      ${flush}
+      #pragma unroll
+      for (int i = 0; i < ${mr}; i++) {
+        #pragma unroll
+        for (int r = 0; r < ${rows}; r++) acc[i][r] = 0.f;
+      }
+      if (ck == spr) { ck = 0; k0 = 0; cg++; first = false; }
+    }
+  }
+  #undef NBXQ_ROWS
+  #undef NBXQ_ISSUE
+}`;
+  return { src, name: 'quant_gemv_st', sig: STREAM_SIG };
+}
+
 // ---- the dequantize kernels -----------------------------------------------------------------------
 
 /**
@@ -1221,7 +1329,11 @@ function streamWs(): StreamWs | null {
  */
 export function streamGeom(c: Checked, p: QuantMatmulParams, impl: string): { nr: number; spr: number; sb: number; t: number } | null {
   let nr: number, spr: number, sb: number;
-  if (impl === 'smma') {
+  if (impl === 'sfma') {
+    const t = sfmaShape(c.f);
+    if (!t || !gemvOk(c, p) || loadWidth(addr(p.qweight), c.rowBytes, tileBytes(c.f, t.sub)) < 4) return null;
+    nr = t.rows; sb = tileBytes(c.f, t.sub); spr = Math.ceil(c.rowBytes / sb);
+  } else if (impl === 'smma') {
     if (!quantMmaOk(c, p)) return null;
     nr = 16; spr = c.k / 128; sb = 64;
   } else {
@@ -1234,6 +1346,22 @@ export function streamGeom(c: Checked, p: QuantMatmulParams, impl: string): { nr
   return { nr, spr, sb, t };
 }
 
+/**
+ * The streaming tile kernel's shape for a GGUF block format: one row per group, the fewest sub-blocks
+ * per lane whose tile is a whole number of 16-byte vectors of at least 1 KiB (2-3 tiles in flight per
+ * warp), and the most stages (≤ 4, ≥ 3) of 8 warps' tiles in 48 KiB of static shared memory; null for
+ * the formats with external scales (their kernels are 'svec').
+ */
+export function sfmaShape(f: QuantFormat): { rows: number; sub: number; stages: number } | null {
+  if (GEOM[f].external) return null;
+  for (const sub of [1, 2, 4]) {
+    const tb = tileBytes(f, sub);
+    if (tb % 16 !== 0 || tb < 1024) continue;
+    for (const stages of [4, 3]) if (WARPS * stages * tb <= 48 * 1024) return { rows: 1, sub, stages };
+  }
+  return null;
+}
+
 /** Blocks of a streaming launch: bps per SM, fewer where there are fewer K steps than warps. */
 export const streamGrid = (t: number, bps: number, sms: number): number => Math.max(1, Math.min(bps * sms, Math.floor(t / WARPS)));
 
@@ -1241,6 +1369,7 @@ export const streamGrid = (t: number, bps: number, sms: number): number => Math.
 export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount): Config {
   const base = { ring: 4, bps: 2 };
   if (streamGeom(c, p, 'svec')) return { impl: 'svec', kw: 1, ...base, ring: vecUnroll(c.f, quantRowsFor(p.m)) };
+  if (!VEC_FORMATS.includes(c.f) && streamGeom(c, p, 'sfma')) return { impl: 'sfma', kw: 1, ...base, ring: sfmaShape(c.f)!.stages };
   const impl = vecOk(c, p) ? 'vec' : 'fma';
   const w = gemvWork(c, p, impl);
   return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms), ...base };
@@ -1252,7 +1381,11 @@ function launchStream(c: Checked, p: QuantMatmulParams, cfg: Config): boolean {
   if (!geo || !ws) return false;
   const mr = quantRowsFor(p.m), ring = (cfg.ring as number | undefined) ?? 4, bps = (cfg.bps as number | undefined) ?? 2;
   const grid = Math.min(streamGrid(geo.t, bps, be.smCount), ws.slots / (2 * WARPS));
-  const k = impl === 'smma'
+  let k;
+  if (impl === 'sfma') {
+    const t = sfmaShape(c.f)!, vw = loadWidth(addr(p.qweight), c.rowBytes, tileBytes(c.f, t.sub)), st = Math.min(t.stages, Math.max(2, ring));
+    k = be.kernel(`quant_gemv_st:${c.f}:${c.d}:${mr}:${t.rows}:${t.sub}:${st}:${vw}:${bps}`, () => quantGemvStreamTileSource(c.f, c.d, mr, t.rows, t.sub, st, vw, bps));
+  } else k = impl === 'smma'
     ? be.kernel(`quant_gemv_sm:${c.asym}:${c.d}:${mr}:${ring}:${bps}`, () => quantGemvStreamMmaSource(c.asym, c.d as 'bfloat16', mr, ring, bps))
     : be.kernel(`quant_gemv_s:${c.f}:${c.asym}:${c.d}:${mr}:${geo.nr}:${ring}:${bps}`, () => quantGemvStreamSource(c.f, c.asym, c.d, mr, geo.nr, ring, bps));
   be.launch(k, grid, THREADS, [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow,
@@ -1261,7 +1394,7 @@ function launchStream(c: Checked, p: QuantMatmulParams, cfg: Config): boolean {
 }
 
 export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): void {
-  if ((cfg.impl === 'svec' || cfg.impl === 'smma') && launchStream(c, p, cfg)) return;
+  if ((cfg.impl === 'svec' || cfg.impl === 'smma' || cfg.impl === 'sfma') && launchStream(c, p, cfg)) return;
   if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
     const d = c.d as 'bfloat16' | 'float16';
     const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${MMA_CHUNKS}`, () => quantGemvMmaSource(c.asym, d, MMA_CHUNKS));
@@ -1270,7 +1403,7 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
     return;
   }
   const mr = quantRowsFor(p.m);
-  if (cfg.impl === 'mma' || cfg.impl === 'svec' || cfg.impl === 'smma' || (cfg.impl === 'vec' && !vecOk(c, p))) {
+  if (cfg.impl === 'mma' || cfg.impl === 'svec' || cfg.impl === 'smma' || cfg.impl === 'sfma' || (cfg.impl === 'vec' && !vecOk(c, p))) {
     // not taken by the chosen kernel: the register kernel where it applies, else the tile kernel
     const impl = vecOk(c, p) ? 'vec' : 'fma', w = gemvWork(c, p, impl);
     cfg = { impl, kw: defaultKw(c.n, w.rows, w.steps, be.smCount) };
@@ -1311,7 +1444,11 @@ export function lastQuantGemvConfig(): Config | null { return lastCfg; }
 export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
   const d = defaultGemv(c, p);
   const out: Config[] = [d];
-  if (d.impl === 'svec') {
+  if (d.impl === 'sfma') {
+    out.push({ ...d, bps: 1 });
+    const w = gemvWork(c, p, 'fma');
+    out.push({ impl: 'fma', kw: defaultKw(c.n, w.rows, w.steps, be.smCount), ring: 4, bps: 2 });
+  } else if (d.impl === 'svec') {
     out.push({ ...d, ring: 2 * (d.ring as number), bps: 1 });
     const w = gemvWork(c, p, 'vec');
     out.push({ impl: 'vec', kw: defaultKw(c.n, w.rows, w.steps, be.smCount), ring: 4, bps: 2 });
@@ -1408,6 +1545,8 @@ export function allQuantSources(): { label: string; src: string; name: string; s
         if (VEC_FORMATS.includes(f)) {
           for (const mr of [1, 2, 8]) for (const [ring, bps] of [[vecUnroll(f, mr), 2], [2 * vecUnroll(f, mr), 1]]) out.push({ label: `svec:${f}:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamSource(f, asym, d, mr, vecRows(mr), ring!, bps!) });
         }
+        const st = sfmaShape(f);
+        if (st) for (const mr of [1, 8]) out.push({ label: `sfma:${f}:${d}:${mr}:${st.sub}:${st.stages}`, ...quantGemvStreamTileSource(f, d, mr, st.rows, st.sub, st.stages, 16, 2) });
         if (f === 'int4' && d !== 'float32') {
           out.push({ label: `mma:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS) });
           for (const mr of [1, 8]) for (const [ring, bps] of [[4, 2], [8, 1]]) out.push({ label: `smma:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamMmaSource(asym, d, mr, ring!, bps!) });
