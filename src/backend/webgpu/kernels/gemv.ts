@@ -345,3 +345,27 @@ export function normGemvRun(be: WebGPUBackend, p: NormGemvParams): boolean {
   dispatchBlocks(be, prog, bufs, u, Math.ceil(p.n / (WG / sh.lpr)), sh.cap);
   return true;
 }
+
+/**
+ * WGSL of the matrix-vector kernels over the launch shapes, modes and dtypes (for compile checks, e.g. the
+ * subgroup variants on Dawn's null backend where no adapter here has subgroups). `gate`: a gated
+ * activation's expression (the op layer's, so the checked source is the one that runs).
+ */
+export function allGemvSources(sub: boolean, gate: (d: DTypeName) => Expr): { key: string; code: string }[] {
+  const out: { key: string; code: string }[] = [];
+  for (const d of ['float32', 'bfloat16', 'float16'] as DTypeName[]) {
+    const o = outAccess(d);
+    for (const M of [1, 2, 8]) {
+      for (const sh of [{ lpr: 32, unroll: 4 }, { lpr: 64, unroll: 8 }, { lpr: 256, unroll: 2 }]) {
+        const s: GemvShape = { ...sh, cap: 0, global: false };
+        for (const p of [
+          matvecProgram(d, M, s, sub, `${o}vv`, { k: 'plain', staged: true }, 64 * M, 2, 3),
+          matvecProgram(d, M, s, sub, `${o}v`, { k: 'plain', staged: false }, 0, 2, 2),
+          matvecProgram(d, M, s, sub, `${o}vv`, { k: 'gated', gate: gate(d) }, 64 * M, 2, 3),
+          matvecProgram(d, M, s, sub, `${o}${o}vvvv`, { k: 'norm' }, 64 * M, 3, 6, 4, 5),
+        ]) out.push({ key: p.key, code: p.source() });
+      }
+    }
+  }
+  return out;
+}

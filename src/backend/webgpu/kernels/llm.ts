@@ -460,3 +460,20 @@ function webgpuDecodeAttention(p: DecodeAttentionParams): void {
 
 /** Elements of a dtype per 32-bit word (for callers sizing records). */
 export const perWordOf = (d: DTypeName): number => 4 / DTYPES[d].itemsize;
+
+/** WGSL of the 16-byte-word decode attention kernels (for compile checks, e.g. the subgroup variants on Dawn's null backend). */
+export function allDecodeAttentionSources(sub: boolean): { key: string; code: string }[] {
+  const out: { key: string; code: string }[] = [];
+  for (const d of ['float32', 'bfloat16', 'float16'] as DTypeName[]) {
+    for (const md of [null, 'bool', d] as (DTypeName | null)[]) {
+      const at = { q: 2, k: 3, v: 4, ...(md ? { mask: 5 } : {}) };
+      const W = 16 / DTYPES[d].itemsize;
+      for (const [E, Ev] of [[64, 64], [128, 128], [200, 200]]) {
+        if (E % W || Ev % W) continue;
+        const p = attentionVecProgram(d, md, `${outAccess(d)}rvv${md ? 'r' : ''}`, at, E / W, Ev / W, sub);
+        out.push({ key: p.key, code: p.source() });
+      }
+    }
+  }
+  return out;
+}
