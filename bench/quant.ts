@@ -159,13 +159,13 @@ async function timeCall(device: string, fn: () => void): Promise<number> {
 }
 
 /** --sweep times every configuration for these (the others run the tuner's / default choice only: the sweep's compiles cost time). */
-const SWEEP_FORMATS: readonly QuantFormat[] = ['int4', 'int8', 'q4_k', 'q6_k'];
+const SWEEP_FORMATS: readonly QuantFormat[] = ['int4', 'int8', 'q4_k', 'q6_k', 'q8_0'];
 let deadline = Infinity;
 const overBudget = (): boolean => now() > deadline;
 
 /** A CUDA GEMV configuration as the log shows it: 'mma', 'vec/kw4', 'fma/kw2' (the tile kernel; r·s· when forced). */
 const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? 'mma'
-  : c.impl === 'svec' || c.impl === 'smma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}`
+  : c.impl === 'svec' || c.impl === 'smma' || c.impl === 'sfma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}`
   : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}`);
 
 interface GemvRow { format: string; n: number; k: number; m: number; us: number; gbs: number; pct?: number; config?: string; best?: { config: string; us: number; gbs: number } }
@@ -201,7 +201,8 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             // every kernel that takes the format at every kw (the tile kernel at its per-format shape)
             const cfgs: Record<string, string | number>[] = f === 'int4' ? [{ impl: 'mma', kw: 1 }, ...[[4, 2], [6, 2], [8, 1]].map(([ring, bps]) => ({ impl: 'smma', kw: 1, ring, bps }))] : [];
             if (cudaMod.VEC_FORMATS.includes(f)) for (const [ring, bps] of [[2, 2], [4, 2], [8, 1]]) cfgs.push({ impl: 'svec', kw: 1, ring, bps });
-            for (const impl of cudaMod.VEC_FORMATS.includes(f) ? ['vec'] : ['fma']) for (const kw of [1, 2, 4, 8]) cfgs.push({ impl, kw });
+            if (cudaMod.sfmaShape(f)) for (const [ring, bps] of [[3, 2], [4, 2], [4, 1]]) cfgs.push({ impl: 'sfma', kw: 1, ring, bps });
+            for (const impl of cudaMod.VEC_FORMATS.includes(f) ? ['vec'] : ['fma']) for (const kw of [1, 2, 4]) cfgs.push({ impl, kw });
             for (const cfg of cfgs) {
               cudaMod.forceQuantGemvConfig(cfg);
               try {
