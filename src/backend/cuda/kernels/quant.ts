@@ -712,7 +712,7 @@ ${warpPartialsAndStore(d, mr, nr, 'n0 < n')}
 // ---- int4 on tensor cores ------------------------------------------------------------------------
 
 /** The tensor-core kernels' device helpers: mma.sync m16n8k16 (f32 accumulate), packed FMA, and nibble pairs to 16-bit floats. */
-function mmaPrelude(bf: boolean, asym: boolean): string {
+function mmaPrelude(bf: boolean, asym: boolean, viaSum = false): string {
   // magic: 2^7 (bf16 0x4300) or 2^10 (f16 0x6400) with the nibble in the low mantissa bits; subtract it (+ 8 symmetric)
   const MAG = bf ? '0x43004300u' : '0x64006400u', ONE = bf ? '0x3F803F80u' : '0x3C003C00u';
   const SUB = bf ? (asym ? '0xC300C300u' : '0xC308C308u') : (asym ? '0xE400E400u' : '0xE408E408u');
@@ -734,7 +734,9 @@ __device__ __forceinline__ unsigned nbxq_fma2(unsigned a, unsigned b, unsigned c
   unsigned d; asm("fma.rn.${bf ? 'bf16x2' : 'f16x2'} %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c)); return d; }
 #endif
 // nibbles (e, e + 4) of a word already shifted right by 4·e, as a pair of 16-bit floats minus the offset
-__device__ __forceinline__ unsigned nbxq_pair(unsigned u) { return nbxq_fma2((u & 0x000F000Fu) | ${MAG}, ${ONE}, ${SUB}); }
+__device__ __forceinline__ unsigned nbxq_pair(unsigned u) { return nbxq_fma2((u & 0x000F000Fu) | ${MAG}, ${ONE}, ${SUB}); }${viaSum ? `
+// the same pair without the subtraction: magic + nibble (one LOP3), the offset taken off the chunk's sums
+__device__ __forceinline__ unsigned nbxq_raw(unsigned u) { return (u & 0x000F000Fu) | ${MAG}; }` : ''}
 `;
 }
 
@@ -742,7 +744,8 @@ __device__ __forceinline__ unsigned nbxq_pair(unsigned u) { return nbxq_fma2((u 
  * One 128-element chunk of rows g and g + 8 (ring slot u: wa[u], wb[u], scales sa / sb, zeros za / zb)
  * against x at xp + 128·c (lanes of x rows g < m: xr), added to acc[4] (rows g, g + 8 × x rows 2t, 2t + 1).
  */
-function mmaChunk(bf: boolean, asym: boolean): string {
+function mmaChunk(bf: boolean, asym: boolean, viaSum = false): string {
+  if (viaSum) return mmaChunkViaSum(bf, asym);
   return `        unsigned xv[16];
         if (xr) {
           #pragma unroll
@@ -775,6 +778,46 @@ function mmaChunk(bf: boolean, asym: boolean): string {
         acc[2] = fmaf(s1, cc[2] - z1 * sxa, acc[2]); acc[3] = fmaf(s1, cc[3] - z1 * sxb, acc[3]);` : `
         acc[0] = fmaf(s0, cc[0], acc[0]); acc[1] = fmaf(s0, cc[1], acc[1]);
         acc[2] = fmaf(s1, cc[2], acc[2]); acc[3] = fmaf(s1, cc[3], acc[3]);`}
+`;
+}
+
+/**
+ * mmaChunk with one instruction less per nibble pair: the pairs are magic + q (2^7 or 2^10 with the
+ * nibble in the low mantissa bits, exact), a second mma of all-ones rows gives the chunk's Σx per x row
+ * (on the tensor pipe, not the ALUs), and the offset comes off in float32: s·(Σx·(M + q) − (M + z)·Σx),
+ * z = 8 symmetric. The cancellation costs ~7-10 bits of the float32 sums (2^7 / 2^10 against the
+ * nibble's 4), far below the 16-bit output's rounding.
+ */
+function mmaChunkViaSum(bf: boolean, asym: boolean): string {
+  const M = bf ? 128 : 1024, ONE = bf ? '0x3F803F80u' : '0x3C003C00u';
+  return `        unsigned xv[16];
+        if (xr) {
+          #pragma unroll
+          for (int v = 0; v < 4; v++) { const uint4 q = reinterpret_cast<const uint4*>(xp + 128LL * c)[v]; xv[4 * v] = q.x; xv[4 * v + 1] = q.y; xv[4 * v + 2] = q.z; xv[4 * v + 3] = q.w; }
+        } else {
+          #pragma unroll
+          for (int v = 0; v < 16; v++) xv[v] = 0u;
+        }
+        float cc[4] = { 0.f, 0.f, 0.f, 0.f }, cx[4] = { 0.f, 0.f, 0.f, 0.f };
+        const unsigned ones[4] = { ${ONE}, ${ONE}, ${ONE}, ${ONE} };
+        const unsigned ua[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w }, ub[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
+        #pragma unroll
+        for (int w = 0; w < 4; w++) {
+          // x elements 8w .. 8w+7 as pairs (e, e + 4), the weight pairs' order
+          const unsigned p0 = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x5410u), p1 = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x7632u);
+          const unsigned p2 = nbxq_prmt(xv[4 * w + 1], xv[4 * w + 3], 0x5410u), p3 = nbxq_prmt(xv[4 * w + 1], xv[4 * w + 3], 0x7632u);
+          const unsigned a1[4] = { nbxq_raw(ua[w]), nbxq_raw(ub[w]), nbxq_raw(ua[w] >> 4), nbxq_raw(ub[w] >> 4) };
+          mma16816(cc, a1, p0, p1);
+          mma16816(cx, ones, p0, p1);
+          const unsigned a2[4] = { nbxq_raw(ua[w] >> 8), nbxq_raw(ub[w] >> 8), nbxq_raw(ua[w] >> 12), nbxq_raw(ub[w] >> 12) };
+          mma16816(cc, a2, p2, p3);
+          mma16816(cx, ones, p2, p3);
+        }
+        // cx[0] / cx[1]: Σx of x rows 2t / 2t + 1 (every row of the all-ones operand alike)
+        const float o0 = ${asym ? `${M}.f + za[u]` : `${M + 8}.f`}, o1 = ${asym ? `${M}.f + zb[u]` : `${M + 8}.f`};
+        const float s0 = sa[u], s1 = sb[u];
+        acc[0] = fmaf(s0, fmaf(-o0, cx[0], cc[0]), acc[0]); acc[1] = fmaf(s0, fmaf(-o0, cx[1], cc[1]), acc[1]);
+        acc[2] = fmaf(s1, fmaf(-o1, cx[0], cc[2]), acc[2]); acc[3] = fmaf(s1, fmaf(-o1, cx[1], cc[3]), acc[3]);
 `;
 }
 
@@ -1034,7 +1077,7 @@ export function quantGemvStreamMmaSource(asym: boolean, d: 'float16' | 'bfloat16
     `const int col_ = v_ >> 4, row_ = v_ & 15;
               ${store('t_')}`);
   const src = `${HELPERS}
-${mmaPrelude(bf, asym)}extern "C" __global__ void __launch_bounds__(${THREADS}, ${bps}) quant_gemv_sm(${streamParams(T)}) {
+${mmaPrelude(bf, asym, true)}extern "C" __global__ void __launch_bounds__(${THREADS}, ${bps}) quant_gemv_sm(${streamParams(T)}) {
 ${streamHead(16, true, asym)}
   const int g = lane >> 2, t = lane & 3;
   // the load cursor: row group lg, chunk lk, the lane's two rows (past the end: the last row, never stored)
@@ -1062,7 +1105,7 @@ ${streamHead(16, true, asym)}
     for (int u = 0; u < ${U}; u++) {
       if (s + u < nsteps) {
         { const int c = ck;
-${mmaChunk(bf, asym)} }
+${mmaChunk(bf, asym, true)} }
         if (s + u + ${U} < nsteps) NBXQ_LOAD(u)
         if (++ck == spr || s + u + 1 == nsteps) {
           ${flush}
