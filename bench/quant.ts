@@ -165,7 +165,7 @@ const overBudget = (): boolean => now() > deadline;
 
 /** A CUDA GEMV configuration as the log shows it: 'mma', 'vec/kw4', 'fma/kw2' (the tile kernel; r·s· when forced). */
 const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? 'mma'
-  : c.impl === 'svec' || c.impl === 'smma' || c.impl === 'sfma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}`
+  : c.impl === 'svec' || c.impl === 'smma' || c.impl === 'sfma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}${c.pf === 0 ? '/nopf' : ''}`
   : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}`);
 
 interface GemvRow { format: string; n: number; k: number; m: number; us: number; gbs: number; pct?: number; config?: string; best?: { config: string; us: number; gbs: number } }
@@ -199,9 +199,10 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             let best: { config: string; us: number; gbs: number } | undefined;
             const all: string[] = [];
             // every kernel that takes the format at every kw (the tile kernel at its per-format shape)
-            const cfgs: Record<string, string | number>[] = f === 'int4' ? [{ impl: 'mma', kw: 1 }, ...[[4, 2], [6, 2], [8, 1]].map(([ring, bps]) => ({ impl: 'smma', kw: 1, ring, bps }))] : [];
-            if (cudaMod.VEC_FORMATS.includes(f)) for (const [ring, bps] of [[2, 2], [4, 2], [8, 1]]) cfgs.push({ impl: 'svec', kw: 1, ring, bps });
-            if (cudaMod.sfmaShape(f)) for (const [ring, bps] of [[3, 2], [4, 2], [4, 1]]) cfgs.push({ impl: 'sfma', kw: 1, ring, bps });
+            // the streaming kernels at ring × blocks per SM, and once without their L2 prefetch (pf 0)
+            const cfgs: Record<string, string | number>[] = f === 'int4' ? [{ impl: 'mma', kw: 1 }, ...[[4, 2, 1], [6, 2, 1], [8, 1, 1], [4, 2, 0]].map(([ring, bps, pf]) => ({ impl: 'smma', kw: 1, ring, bps, pf }))] : [];
+            if (cudaMod.VEC_FORMATS.includes(f)) for (const [ring, bps, pf] of [[2, 2, 1], [4, 2, 1], [8, 1, 1], [4, 2, 0]]) cfgs.push({ impl: 'svec', kw: 1, ring, bps, pf });
+            if (cudaMod.sfmaShape(f)) for (const [ring, bps, pf] of [[3, 2, 1], [4, 2, 1], [4, 1, 1], [4, 2, 0]]) cfgs.push({ impl: 'sfma', kw: 1, ring, bps, pf });
             for (const impl of cudaMod.VEC_FORMATS.includes(f) ? ['vec'] : ['fma']) for (const kw of [1, 2, 4]) cfgs.push({ impl, kw });
             for (const cfg of cfgs) {
               cudaMod.forceQuantGemvConfig(cfg);

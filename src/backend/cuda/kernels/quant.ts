@@ -937,14 +937,20 @@ function streamFlush(nv: number, whole: string, wholeCode: string, partials: str
       }`;
 }
 
-/** The streaming kernels' head: warp w's run [s0, s1) of steps, the block's bytes into L2, the wait. */
+/**
+ * The streaming kernels' head: warp w's run [s0, s1) of steps, the first pfs steps of the block's run
+ * into L2 (pfs from the host: all blocks are resident from the start, so prefetching every block's
+ * whole run would ask for the whole matrix at once and, past the L2's size, evict lines before their
+ * use), then the wait.
+ */
 function streamHead(nr: number, int4: boolean, asym: boolean): string {
   return `  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long W = (long long)gridDim.x * ${WARPS}, gw = (long long)blockIdx.x * ${WARPS} + warp;
   const long long s0 = gw * T / W, s1 = (gw + 1) * T / W;
   { // the block's steps [b0, b1): row r of row group g from stripe (b0 − g·spr or 0) to (b1 − g·spr or spr)
-    const long long b0 = (long long)blockIdx.x * ${WARPS} * T / W, b1 = ((long long)blockIdx.x + 1) * ${WARPS} * T / W;
+    const long long b0 = (long long)blockIdx.x * ${WARPS} * T / W, be_ = ((long long)blockIdx.x + 1) * ${WARPS} * T / W, b1 = be_ < b0 + pfs ? be_ : b0 + pfs;
     const int g0 = (int)(b0 / spr), g1 = (int)((b1 - 1) / spr);
+    if (b1 > b0)
     for (int i = threadIdx.x; i < (g1 - g0 + 1) * ${nr}; i += ${THREADS}) {
       const int g = g0 + i / ${nr}, row = g * ${nr} + i % ${nr};
       if (row < n) {
@@ -952,7 +958,7 @@ function streamHead(nr: number, int4: boolean, asym: boolean): string {
         nbxq_prefetch(Wq + (long long)row * rowBytes + a, (e_ < rowBytes ? e_ : rowBytes) - a);
       }
     }${int4 ? `
-    if (threadIdx.x == ${THREADS - 1}) {
+    if (threadIdx.x == ${THREADS - 1} && b1 > b0) {
       const long long r0_ = (long long)g0 * ${nr}, r1_ = (long long)(g1 + 1) * ${nr} < n ? (long long)(g1 + 1) * ${nr} : (long long)n;
       nbxq_prefetch(S + r0_ * sRow, (r1_ - r0_) * sRow * 4);${asym ? `
       nbxq_prefetch(Z + r0_ * sRow, (r1_ - r0_) * sRow * 4);` : ''}
@@ -962,10 +968,10 @@ function streamHead(nr: number, int4: boolean, asym: boolean): string {
   const int nsteps = (int)(s1 - s0);`;
 }
 
-const STREAM_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'i64'];
+const STREAM_SIG: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'i64', 'i64'];
 const streamParams = (T: string): string => `const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
   const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
-  int m, int n, int K, long long rowBytes, int sRow, int gshift, float* P, unsigned* C, int spr, long long T, long long stepBytes`;
+  int m, int n, int K, long long rowBytes, int sRow, int gshift, float* P, unsigned* C, int spr, long long T, long long stepBytes, long long pfs`;
 
 /**
  * 'svec': the register kernel's formats and decoders (vecParts) on the streaming schedule. A step is
@@ -1418,6 +1424,12 @@ export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount):
   return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms), ...base };
 }
 
+/** Steps of each block's run its prefetch covers: the grid's together half the L2. */
+function prefetchSteps(geo: { nr: number; sb: number }, grid: number): number {
+  const l2 = be.ctx.info.l2CacheSize > 0 ? be.ctx.info.l2CacheSize : 0;
+  return Math.floor(l2 / 2 / (grid * geo.nr * geo.sb));
+}
+
 /** The streaming launch (false where its geometry or workspace is missing: the caller takes another kernel). */
 function launchStream(c: Checked, p: QuantMatmulParams, cfg: Config): boolean {
   const impl = cfg.impl as string, geo = streamGeom(c, p, impl), ws = geo ? streamWs() : null;
@@ -1432,7 +1444,7 @@ function launchStream(c: Checked, p: QuantMatmulParams, cfg: Config): boolean {
     ? be.kernel(`quant_gemv_sm:${c.asym}:${c.d}:${mr}:${ring}:${bps}`, () => quantGemvStreamMmaSource(c.asym, c.d as 'bfloat16', mr, ring, bps))
     : be.kernel(`quant_gemv_s:${c.f}:${c.asym}:${c.d}:${mr}:${geo.nr}:${ring}:${bps}`, () => quantGemvStreamSource(c.f, c.asym, c.d, mr, geo.nr, ring, bps));
   be.launch(k, grid, THREADS, [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow,
-    c.f === 'int4' ? log2(c.gsize) : 30, ws.part.ptr, ws.cnt.ptr, geo.spr, geo.t, geo.sb]);
+    c.f === 'int4' ? log2(c.gsize) : 30, ws.part.ptr, ws.cnt.ptr, geo.spr, geo.t, geo.sb, cfg.pf === 0 ? 0 : prefetchSteps(geo, grid)]);
   return true;
 }
 
