@@ -6,8 +6,8 @@
 # card (test/webgpu_decode.test.ts: the subgroup variants only run there).
 # Run from the repo root with .gpu/bootstrap.sh sourced and $OUT set (dist/ built, .gpu and dist carried):
 #   source .gpu/bootstrap.sh && bash scripts/gpu-webgpu-decode.sh
-# Logs in $OUT/wgdecode/ ($OUT/$WGD_DIR/ when set; summary.txt first). About 120-150 s; every step is echoed, timed, hard-killed at
-# its limit (timeout -k 5; limits add up to 200 s) and allowed to fail without stopping the rest.
+# Logs in $OUT/wgdecode/ ($OUT/$WGD_DIR/ when set; summary.txt first). About 100-140 s; every step is echoed, timed, hard-killed at
+# its limit (timeout -k 5; limits add up to 163 s without WGD_TOGGLES) and allowed to fail without stopping the rest.
 set -u
 OUT=${OUT:-/tmp/out}; W="$OUT/${WGD_DIR:-wgdecode}"; mkdir -p "$W"
 T0=$(date +%s)
@@ -20,7 +20,7 @@ step() { # step NAME TIMEOUT CMD...: runs CMD into $W/NAME.log, records rc and s
 nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.mem,power.draw,utilization.gpu,memory.used --format=csv > "$W/state.txt" 2>&1
 
 # 1. the adapter: features, subgroup sizes
-step probe 10 node -e '
+step probe 8 node -e '
 import("./dist/src/index.js").then(async (nbx) => {
   const i = await nbx.webgpu.init();
   console.log(JSON.stringify({ adapter: i.adapter, via: i.via, identity: i.identity, features: i.features }));
@@ -28,21 +28,21 @@ import("./dist/src/index.js").then(async (nbx) => {
 }).catch((e) => { console.error(e); process.exit(1); });'
 
 # 2. the decode kernels against the CPU, on the card
-step test 40 node --test dist/test/webgpu_decode.test.js
+step test 30 node --test dist/test/webgpu_decode.test.js
 
 # the warm-up as long as the timed run (the default): the same capacity bucket, so neither backend captures its step graph inside the timed run
 BENCH=${WGD_BENCH:-"--shape tinyllama --batch 1 --prompt 128 --new-tokens 256 --peers none"}
 # 3. CUDA decode: the figure the target is relative to, and the card's HBM roofline (1 GiB a + b)
-step cuda 50 node dist/src/cli/nbx.js bench decode --device cuda $BENCH --json "$W/cuda.json"
+step cuda 45 node dist/src/cli/nbx.js bench decode --device cuda $BENCH --json "$W/cuda.json"
 
 # 4. WebGPU decode, same settings (pipelined loop = the row's figure; generate() beside it; a step profile),
 #    its % of roofline against the roofline CUDA measured on the same card (WebGPU's own measurement uses
 #    64 MiB operands, where a submit and readback round trip dominates)
 RF=$(node -e 'try { const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).roofline_gbs; if (r) process.stdout.write(`--roofline-gbs ${Math.round(r)}`); } catch {}' "$W/cuda.json")
-step webgpu 60 node dist/src/cli/nbx.js bench decode --device webgpu $BENCH $RF --webgpu-profile --json "$W/webgpu.json"
+step webgpu 50 node dist/src/cli/nbx.js bench decode --device webgpu $BENCH $RF --webgpu-profile --json "$W/webgpu.json"
 
 # 5. the matrix-vector kernel's launch shapes on the step's products (GPU µs and GB/s by timestamps; WGD_SWEEP=0 skips)
-[ "${WGD_SWEEP:-1}" = 1 ] && step gemv 40 node dist/bench/webgpu_gemv.js --json "$W/gemv.json"
+[ "${WGD_SWEEP:-1}" = 1 ] && step gemv 30 node dist/bench/webgpu_gemv.js --json "$W/gemv.json"
 
 # 6. (WGD_TOGGLES=1) what Dawn's checks cost: the default kernels without robustness (index clamping), and
 #    the decode without validation (host time per step); diagnostics only, both toggles are unsafe
