@@ -34,7 +34,7 @@
 import { Tensor } from '../tensor/tensor.js';
 import { scope } from '../tensor/storage.js';
 import * as nbx from '../index.js';
-import { GraphCaptureError, KVCacheFullError, QueueFullError, ValueError } from '../errors.js';
+import { GraphCaptureError, KVCacheFullError, OutOfMemoryError, QueueFullError, ValueError } from '../errors.js';
 import type { CausalLMModel } from '../models/causal_lm.js';
 import { PagedKVCache, PagedLayerCache, PagedStepCache, pagedLogits } from '../models/paged_cache.js';
 import { replayEnabled } from '../models/static_decode.js';
@@ -499,7 +499,13 @@ export class Engine {
       if (want > 0) {
         const id = 0; // sequence ids start at 1: this one only backs the blocks
         cache.addSequence(id);
-        try { cache.reserve(id, want * this.blockSize); } finally { cache.free(id); }
+        try { cache.reserve(id, want * this.blockSize); } catch (e) {
+          // at start rather than under load: say what to change
+          if (e instanceof OutOfMemoryError) {
+            throw new OutOfMemoryError(OP, `the warm-up could not back the KV cache's ${want} blocks (${e.message}); give the engine fewer (kvBlocks, or maxBatch, whose full contexts are the default), or warm up fewer`);
+          }
+          throw e;
+        } finally { cache.free(id); }
       }
       let shapes = 0;
       if (this.mixedSteps) {
