@@ -10,6 +10,8 @@ const { values } = parseArgs({ options: {
   device: { type: 'string', default: 'cuda' }, dtype: { type: 'string', default: 'bfloat16' }, modes: { type: 'string', default: 'off,fused,phases' },
 } });
 const nbx = await import('../dist/src/index.js');
+const { backendFor } = await import('../dist/src/backend/backend.js');
+const { decodeStepTrace } = await import('../dist/src/backend/cuda/kernels/decode_step.js');
 const SHAPES = {
   tinyllama: { hidden_size: 2048, intermediate_size: 5632, num_hidden_layers: 22, num_attention_heads: 32, num_key_value_heads: 4, vocab_size: 32000 },
   'llama3-8b': { hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 128256, rope_theta: 500000 },
@@ -29,24 +31,58 @@ for (const mode of values.modes.split(',')) {
   let tok = [Number((await first.view([config.vocab_size]).argmax().data())[0])];
   first.dispose(); prompt.dispose();
   const toks = [];
-  let logits = null;
+  let logits = null, first0 = null;
   const t0 = performance.now();
   for (let s = 0; s < N; s++) {
     const r = dec.step(tok, [P + s]);
     tok = Array.from(await r.next.data(), Number);
     toks.push(tok[0]);
+    if (s === 0) first0 = Float32Array.from(await r.logits.float().data());
     if (s === N - 1) logits = Float32Array.from(await r.logits.float().data());
   }
   const ms = (performance.now() - t0) / N;
   dec.checkErrors();
-  results[mode] = { toks, logits, ms, stats: dec.stats() };
+  results[mode] = { toks, logits, first0, ms, stats: dec.stats() };
+  if (process.env.NBX_DECODE_STEP_TRACE === '1' && mode === 'fused') traceSummary();
   console.log(`${mode}: ${N} steps, ${ms.toFixed(3)} ms/step (incl. reading each id), graph ${JSON.stringify(results[mode].stats)}, first tokens ${toks.slice(0, 8).join(',')}`);
   dec.dispose();
 }
+/** Per-phase times of the last traced fused step: each stage's mean over layers of the phase span and the barrier after it. */
+function traceSummary() {
+  const t = decodeStepTrace(backendFor(model.device));
+  if (!t) { console.log('trace: none (NBX_DECODE_STEP_TRACE=1 and the CUDA kernel needed)'); return; }
+  const { phases, grid: G, ns } = t;
+  const at = (ph, e, b) => Number(ns[(2 * ph + e) * G + b]);
+  const stats = {};
+  let t0 = Infinity, t1 = 0;
+  for (let ph = 0; ph < phases; ph++) {
+    let s0 = Infinity, s1 = 0, e0 = Infinity, e1 = 0, work = 0;
+    for (let b = 0; b < G; b++) { s0 = Math.min(s0, at(ph, 0, b)); s1 = Math.max(s1, at(ph, 0, b)); e0 = Math.min(e0, at(ph, 1, b)); e1 = Math.max(e1, at(ph, 1, b)); work += at(ph, 1, b) - at(ph, 0, b); }
+    t0 = Math.min(t0, s0); t1 = Math.max(t1, e1);
+    let next0 = Infinity;
+    if (ph + 1 < phases) for (let b = 0; b < G; b++) next0 = Math.min(next0, at(ph + 1, 0, b));
+    const stage = ph === phases - 1 ? 'F lm_head' : ['A qkv', 'B attention', 'C o_proj', 'D gate_up', 'E down'][ph % 5];
+    const x = (stats[stage] ??= { n: 0, span: 0, mean: 0, skew: 0, barrier: 0 });
+    x.n++; x.span += e1 - s0; x.mean += work / G; x.skew += s1 - s0; x.barrier += ph + 1 < phases ? next0 - e1 : 0;
+  }
+  console.log(`trace: step ${((t1 - t0) / 1e3).toFixed(1)} µs over ${phases} phases, grid ${G}`);
+  for (const [k, x] of Object.entries(stats)) {
+    console.log(`trace ${k.padEnd(12)}: span ${(x.span / x.n / 1e3).toFixed(2)} µs (first start to last end), block mean ${(x.mean / x.n / 1e3).toFixed(2)} µs, start skew ${(x.skew / x.n / 1e3).toFixed(2)} µs, barrier after ${(x.barrier / x.n / 1e3).toFixed(2)} µs; ×${x.n} = ${((x.span + x.barrier) / 1e3).toFixed(1)} µs`);
+  }
+}
+
 const ref = results.off ?? Object.values(results)[0];
 let bad = 0;
 for (const [mode, r] of Object.entries(results)) {
   if (r === ref) continue;
+  // the first step's inputs are equal in every mode (the prompt ran op by op): its logits compare directly
+  let d0 = 0, m0 = 0, arg = [0, 0];
+  for (let i = 0; i < r.first0.length; i++) {
+    d0 = Math.max(d0, Math.abs(r.first0[i] - ref.first0[i])); m0 = Math.max(m0, Math.abs(ref.first0[i]));
+    if (r.first0[i] > r.first0[arg[0]]) arg[0] = i;
+    if (ref.first0[i] > ref.first0[arg[1]]) arg[1] = i;
+  }
+  console.log(`${mode}: first step's logits max |diff| ${d0.toExponential(2)} (max |logit| ${m0.toFixed(3)}); argmax ${arg[0]} (${r.first0[arg[0]]}) vs ${arg[1]} (${ref.first0[arg[1]]}); the reference's logit at ${arg[0]}: ${ref.first0[arg[0]]}`);
   let same = 0; while (same < N && r.toks[same] === ref.toks[same]) same++;
   let md = 0, mx = 0;
   if (same === N) for (let i = 0; i < r.logits.length; i++) { md = Math.max(md, Math.abs(r.logits[i] - ref.logits[i])); mx = Math.max(mx, Math.abs(ref.logits[i])); }

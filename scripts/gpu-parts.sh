@@ -42,9 +42,9 @@ for p in "$@"; do
       note "fused tests rc=$? $(grep -E '^# (pass|fail)' "$L/fused_tests.log" | tr '\n' ' ') $(grep -E '^not ok' "$L/fused_tests.log" | head -5 | tr '\n' ' ')" ;;
     dstep)
       for shape in ${DSTEP_SHAPES:-tinyllama llama3-8b}; do
-        timeout -k 5 ${DSTEP_CHECK_TIMEOUT:-120} node scripts/decode-step-check.mjs --shape $shape --steps 48 --modes ${DSTEP_MODES:-off,fused,phases} > "$L/dstep_check_$shape.log" 2>&1
-        note "dstep check $shape rc=$?"; grep -E '^(off|fused|phases)' "$L/dstep_check_$shape.log" | cut -c1-220 >> "$OUT/summary.txt"
-        for m in fused off; do
+        NBX_DECODE_STEP_TRACE=1 timeout -k 5 ${DSTEP_CHECK_TIMEOUT:-120} node scripts/decode-step-check.mjs --shape $shape --steps 48 --modes ${DSTEP_MODES:-off,fused,phases} > "$L/dstep_check_$shape.log" 2>&1
+        note "dstep check $shape rc=$?"; grep -E '^(off|fused|phases|trace)' "$L/dstep_check_$shape.log" | cut -c1-260 >> "$OUT/summary.txt"
+        for m in ${DSTEP_BENCH_MODES:-fused off}; do
           NBX_DECODE_STEP=$m timeout -k 5 ${DSTEP_BENCH_TIMEOUT:-60} node dist/src/cli/nbx.js bench decode --device cuda --shape $shape --batch 1 --peers none --new-tokens ${DSTEP_TOKENS:-256} --json "$L/dstep_${shape}_$m.json" > "$L/dstep_${shape}_$m.log" 2>&1
           note "dstep bench $shape $m rc=$? $(grep -o '"decode_tok_s": *[0-9.]*' "$L/dstep_${shape}_$m.json" 2>/dev/null | tr '\n' ' ')"
         done

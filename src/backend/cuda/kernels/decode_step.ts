@@ -92,6 +92,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape): { src: st
 #define AHEAD_ ${AHEAD_UNITS}
 #define ATTU_ ${ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
+#define NPT_ ${Math.ceil(s.H / THREADS)}
 
 struct Layer { const T_* ln1; const T_* wqkv; const T_* wo; const T_* ln2; const T_* wgu; const T_* wdown; T_* kc; T_* vc; };
 
@@ -182,70 +183,76 @@ __device__ __forceinline__ void block_rows(int n, int& r0, int& r1) {
  * first row] and the rows are summed over warps in warp order (the same bits every run).
  */
 __device__ void block_gemv(const T_* A, int nA, const T_* B, int nB, int K, const T_* xs, float* part, float* out) {
+  // 32-bit unit counters stepped without division (a 64-bit divide per 16-byte load made the phase
+  // instruction-bound): (r, sg) is the row and segment of unit u
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int segs = (K + 255) / 256, rows = nA + nB;
-  const long long U = (long long)rows * segs, up = (U + WARPS_ - 1) / WARPS_;
-  const long long u0 = warp * up, u1 = u0 + up < U ? u0 + up : U;
-  const int rw0 = (int)(u0 / segs);
+  const int U = rows * segs, up = (U + WARPS_ - 1) / WARPS_;
+  const int u0 = warp * up, u1 = u0 + up < U ? u0 + up : U;
+  const int rw0 = u0 / segs;
   const bool flat = (K & 255) == 0; // units of a range are then consecutive 512-byte pieces of memory
-  const long long unitsA = (long long)nA * segs;
+  const int unitsA = nA * segs;
   if (flat && lane == 0 && u0 < u1) {
     if (u0 < unitsA) prefetch_units(A, u0, u0 + AHEAD_, unitsA < u1 ? unitsA : u1);
     else prefetch_units(B, u0 - unitsA, u0 - unitsA + AHEAD_, u1 - unitsA);
   }
   float acc = 0.f;
   uint4 z; z.x = z.y = z.z = z.w = 0u;
-  for (long long u = u0; u < u1; u += UNROLL_) {
+  int r = rw0, sg = u0 - rw0 * segs;
+  for (int u = u0; u < u1; u += UNROLL_) {
     if (flat && lane == 0) {
-      const long long p0 = u + AHEAD_, p1 = p0 + UNROLL_;
+      const int p0 = u + AHEAD_, p1 = p0 + UNROLL_;
       if (p0 < unitsA) prefetch_units(A, p0, p1, unitsA < u1 ? unitsA : u1);
       else prefetch_units(B, p0 - unitsA, p1 - unitsA, u1 - unitsA);
     }
     uint4 wv[UNROLL_], xv[UNROLL_];
+    {
+      int rr = r, ss = sg;
+      const T_* row = rr < nA ? A + (long long)rr * K : B + (long long)(rr - nA) * K;
 #pragma unroll
-    for (int i = 0; i < UNROLL_; i++) {
-      const long long uu = u + i;
-      wv[i] = z; xv[i] = z;
-      if (uu < u1) {
-        const int r = (int)(uu / segs), sg = (int)(uu - (long long)r * segs), k = sg * 256 + lane * 8;
-        if (k < K) {
-          const T_* wp = (r < nA ? A + (long long)r * K : B + (long long)(r - nA) * K) + k;
-          wv[i] = __ldg(reinterpret_cast<const uint4*>(wp));
+      for (int i = 0; i < UNROLL_; i++) {
+        wv[i] = z; xv[i] = z;
+        const int k = ss * 256 + lane * 8;
+        if (u + i < u1 && k < K) {
+          wv[i] = __ldg(reinterpret_cast<const uint4*>(row + k));
           xv[i] = *reinterpret_cast<const uint4*>(xs + k);
         }
+        if (++ss == segs) { ss = 0; rr++; row = rr < nA ? A + (long long)rr * K : B + (long long)(rr - nA) * K; }
       }
     }
 #pragma unroll
     for (int i = 0; i < UNROLL_; i++) {
-      const long long uu = u + i;
-      if (uu < u1) {
+      if (u + i < u1) {
         acc += dot8(wv[i], xv[i]);
-        const int r = (int)(uu / segs);
-        if (uu + 1 == u1 || (int)((uu + 1) / segs) != r) {
+        if (sg + 1 == segs || u + i + 1 == u1) {
           const float t = warp_sum(acc);
           if (lane == 0) part[warp * MAXR_ + (r - rw0)] = t;
           acc = 0.f;
         }
       }
+      if (++sg == segs) { sg = 0; r++; }
     }
   }
   __syncthreads();
   for (int v = threadIdx.x; v < rows; v += THREADS_) {
-    const int wlo = (int)(((long long)v * segs) / up), whi = (int)((((long long)v + 1) * segs - 1) / up);
+    const int wlo = (v * segs) / up, whi = ((v + 1) * segs - 1) / up;
     float t = 0.f;
-    for (int w = wlo; w <= whi && w < WARPS_; w++) t += part[w * MAXR_ + (v - (int)(((long long)w * up) / segs))];
+    for (int w = wlo; w <= whi && w < WARPS_; w++) t += part[w * MAXR_ + (v - (w * up) / segs)];
     out[v] = t;
   }
   __syncthreads();
 }
 
-/** xs = RMSNorm(x)·w rounded to the dtype, x the residual (or the embedding row at layer 0). */
+/** xs = RMSNorm(x)·w rounded to the dtype, x the residual (or the embedding row at layer 0); x read once, into registers. */
 __device__ void norm_into(const T_* x, const T_* w, float eps, T_* xs, float* red) {
+  float v[NPT_];
   float ss = 0.f;
-  for (int j = threadIdx.x; j < H_; j += THREADS_) { const float v = ldcgv(x, j); ss += v * v; }
+#pragma unroll
+  for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; v[i] = j < H_ ? ldcgv(x, j) : 0.f; ss += v[i] * v[i]; }
   const float tot = block_sum(ss, red);
   const float rstd = 1.f / sqrtf(tot / (float)H_ + eps);
-  for (int j = threadIdx.x; j < H_; j += THREADS_) xs[j] = TOS(ldcgv(x, j) * rstd * LD(w, j));
+#pragma unroll
+  for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; if (j < H_) xs[j] = TOS(v[i] * rstd * LD(w, j)); }
   __syncthreads();
 }
 
@@ -323,15 +330,17 @@ __device__ void attention_head(int h, const Layer& ly, const T_* qkv, const T_* 
 #pragma unroll
   for (int e = 0; e < 8; e++) gacc[gi * D_ + li * 8 + e] = acc[e];
   __syncthreads();
-  for (int j = threadIdx.x; j < D_; j += THREADS_) {
+  // the groups' partial softmaxes merged: each group's factor once, then sums over groups per column
+  float* fac = gacc + stride * D_;
+  if (threadIdx.x < stride) {
     float M = -INFINITY;
     for (int q2 = 0; q2 < stride; q2++) M = fmaxf(M, gm[q2]);
+    fac[threadIdx.x] = gm[threadIdx.x] == -INFINITY ? 0.f : __expf(gm[threadIdx.x] - M);
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < D_; j += THREADS_) {
     float den = 0.f, num = 0.f;
-    for (int q2 = 0; q2 < stride; q2++) {
-      if (gm[q2] == -INFINITY) continue;
-      const float f = __expf(gm[q2] - M);
-      den += gl[q2] * f; num += gacc[q2 * D_ + j] * f;
-    }
+    for (int q2 = 0; q2 < stride; q2++) { den = fmaf(gl[q2], fac[q2], den); num = fmaf(gacc[q2 * D_ + j], fac[q2], num); }
     stcgv(att, h * D_ + j, den > 0.f ? num / den : 0.f);
   }
   __syncthreads();
@@ -348,7 +357,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     const T_* __restrict__ fnorm, const T_* __restrict__ lmhead, const T_* __restrict__ cosr, const T_* __restrict__ sinr,
     const long long* ids, const long long* widx, const unsigned char* notpad, T_* logits, long long* next,
     T_* res, T_* qkv, T_* att, T_* act, float* amax_v, int* amax_i, unsigned* sync, unsigned long long* err,
-    int ph0, int ph1, float eps, float scale) {
+    unsigned long long* trace, int ph0, int ph1, float eps, float scale) {
   extern __shared__ __align__(16) unsigned char nbx_dyn_[];
   T_* xs = reinterpret_cast<T_*>(nbx_dyn_);
   float* part = reinterpret_cast<float*>(nbx_dyn_ + ((XMAX_ * 2 + 15) / 16) * 16);
@@ -365,6 +374,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
   unsigned target = 0u; // barriers passed in this launch × grid
   for (int ph = ph0; ph < ph1; ph++) {
     const int l = ph / 5, st = ph - l * 5;
+    if (trace && threadIdx.x == 0) trace[(2ll * ph) * gridDim.x + blockIdx.x] = nbx_globaltimer();
     const Layer ly = l < L_ ? layers[l] : layers[0];
     const T_* rin = l == 0 ? emb : res; // the residual stream (the embedding row before layer 0's first add)
     int r0, r1;
@@ -432,6 +442,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
         sync[0] = 0u; sync[1] = 0u; // every block is past its last barrier: ready for the next step
       }
     }
+    if (trace) { __syncthreads(); if (threadIdx.x == 0) trace[(2ll * ph + 1) * gridDim.x + blockIdx.x] = nbx_globaltimer(); }
     if (ph + 1 < ph1) {
       // ask L2 for the start of this block's rows of the next phase, then wait for the grid
       const int nl = (ph + 1) / 5, ns = (ph + 1) - nl * 5;
@@ -457,7 +468,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
 }`;
   return {
     src, name: 'decode_step',
-    sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'f32', 'f32'] as ArgType[],
+    sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'f32', 'f32'] as ArgType[],
   };
 }
 
@@ -467,14 +478,14 @@ function smemBytes(s: Shape): number {
   const part = WARPS * maxRowsPerWarp(s) * 4;
   const rows = Math.max(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G), 2 * rowsPerBlock(s.I, s.G), rowsPerBlock(s.V, s.G), rowsPerBlock(s.H, s.G)) * 4;
   const kpw = 32 / (s.D / 8);
-  const attn = (3 * s.D + 2 * WARPS * kpw + WARPS * kpw * s.D) * 4;
+  const attn = (3 * s.D + 3 * WARPS * kpw + WARPS * kpw * s.D) * 4;
   return xs + part + Math.max(rows, attn);
 }
 
 const at = (r: StridedRef): bigint => basePtr(r) + BigInt(r.offset * DTYPES[r.dtype].itemsize);
 
 /** Per-backend state: the layer tables (by the layers' addresses), the workspace, the error word. */
-interface StepState { tables: Map<string, CudaBuffer>; ws: CudaBuffer | null; wsBytes: number; err: CudaBuffer }
+interface StepState { tables: Map<string, CudaBuffer>; ws: CudaBuffer | null; wsBytes: number; err: CudaBuffer; trace: CudaBuffer | null; traceShape: [number, number] }
 const states = new WeakMap<CudaBackend, StepState>();
 
 function contiguous(r: StridedRef, shape: readonly number[]): boolean {
@@ -513,7 +524,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const key = `decode_step:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
-  const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1) };
+  const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
   states.set(be, st);
   // the layer table: eight pointers per layer, uploaded once per set of layers
   const ptrs = new BigUint64Array(8 * L);
@@ -541,8 +552,14 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   if (be.capture !== null) err = be.capture.errBuf.ptr;
   else { be.ctx.memsetD8(st.err.ptr, 0, 8, be.stream); err = st.err.ptr; }
   const phases = 5 * L + 1;
+  // NBX_DECODE_STEP_TRACE=1: each block's start and end time of every phase (decodeStepTrace), for profiling
+  if (process.env.NBX_DECODE_STEP_TRACE === '1' && (st.trace === null || st.traceShape[0] !== phases || st.traceShape[1] !== G)) {
+    if (be.capture !== null) return false;
+    st.trace = be.alloc('int64', 2 * phases * G); st.traceShape = [phases, G];
+  }
+  const trace = process.env.NBX_DECODE_STEP_TRACE === '1' && st.trace ? st.trace.ptr : 0n;
   const args = (ph0: number, ph1: number) => [table!.ptr, at(p.embed), at(p.finalNorm), at(p.lmHead), at(p.cos), at(p.sin), at(p.ids), at(p.cacheIndex),
-    at(p.notPadding), at(p.logits), at(p.next), res, qkv, att, act, amaxV, amaxI, sync, err, ph0, ph1, p.eps, p.scaling];
+    at(p.notPadding), at(p.logits), at(p.next), res, qkv, att, act, amaxV, amaxI, sync, err, trace, ph0, ph1, p.eps, p.scaling];
   if (mode === 'phases') for (let ph = 0; ph < phases; ph++) be.ctx.launch(k, G, THREADS, args(ph, ph + 1), smem, be.stream);
   else be.ctx.launch(k, G, THREADS, args(0, phases), smem, be.stream);
   if (be.capture !== null) { be.capture.defer('llm.fused_decode_step'); return true; }
@@ -553,6 +570,16 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
     throw new IndexError('llm.fused_decode_step', `the token id is out of range for a vocabulary of ${V}`);
   }
   return true;
+}
+
+/**
+ * The last traced step's timestamps (NBX_DECODE_STEP_TRACE=1): ns of each block's start and end of each phase,
+ * [phase][start, end][block], with the phase count and grid; null when nothing was traced. For profiling scripts.
+ */
+export function decodeStepTrace(backend: CudaBackend): { phases: number; grid: number; ns: BigInt64Array } | null {
+  const st = states.get(backend);
+  if (!st?.trace) return null;
+  return { phases: st.traceShape[0], grid: st.traceShape[1], ns: backend.downloadSync(st.trace, 'int64', 0, 2 * st.traceShape[0] * st.traceShape[1]) as BigInt64Array };
 }
 
 export const kernels = { decode_step: cudaDecodeStep } satisfies BackendKernels;
