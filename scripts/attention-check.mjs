@@ -69,6 +69,7 @@ async function precompile(withTimes) {
   const jobs = [att.precompileAttention(specs)];
   if (att.hasWgmma()) {
     // the cp.async build (inputs TMA cannot address) of bfloat16 without a mask, for the check's cp.async cases
+    jobs.push(att.precompileAttention([['bfloat16', 64], ['bfloat16', 128], ['float16', 128]].map(([dt, D]) => ({ dt, D, cfg: { impl: 'decode-mma' }, mask: 'none' }))));
     process.env.NBX_ATTENTION_TMA = '0';
     try { jobs.push(att.precompileAttention([64, 128, 256].flatMap((D) => sm90.sm90Configs(D).map((w) => ({ dt: 'bfloat16', D, cfg: wgCfg(w), mask: 'none' }))))); } finally { delete process.env.NBX_ATTENTION_TMA; }
   }
@@ -186,6 +187,34 @@ if (part === 'check') {
     console.log(`${ok ? 'ok  ' : 'FAIL'} ${dt === 'bfloat16' ? 'bf16' : 'f16 '} D${String(D).padEnd(3)} ${c.name.padEnd(11)} B${B} H${H}/${Hk} L${L} S${S}: ${parts.join(' | ')}`);
     lines++;
     for (const t of [q32, k32, v32, qh, kh, vh, qr, kr, vr, qd, kd, vd]) t.dispose();
+  }
+  // decode (≤ 16 query rows per KV head): the lane kernel and the tensor-core kernel, each forced, several chunks
+  for (const [dt, D, H, Hk, L, S] of [['bfloat16', 128, 32, 8, 1, 3000], ['bfloat16', 64, 8, 2, 2, 777], ['float16', 128, 16, 1, 1, 1500]]) {
+    if (!filter.test(`${dt} D${D} decode`)) continue;
+    const seed = lines * 7 + 1;
+    const [qh, kh, vh] = [rand([1, H, L, D], seed), rand([1, Hk, S, D], seed + 1), rand([1, Hk, S, D], seed + 2)].map((t) => t.to(dt));
+    const want = host(sdpa(qh.to('float32'), kh.to('float32'), vh.to('float32'), null, false, undefined, H !== Hk));
+    const [qd, kd, vd] = [qh, kh, vh].map((t) => t.to('cuda'));
+    const parts = [];
+    let ok = true;
+    for (const cfg of [{ impl: 'lanes', chunk: 256, threads: 128 }, { impl: 'mma', chunk: 256, threads: 128 }, { impl: 'mma', chunk: 4096, threads: 128 }]) {
+      att._forceAttentionConfig({ decode: cfg });
+      try {
+        const d0 = att.attentionStats.decode;
+        const got = host(runCuda(qd, kd, vd, {}));
+        if (att.attentionStats.decode === d0) throw new Error('the decode kernel did not run');
+        let m = 0, nan = 0;
+        for (let i = 0; i < want.length; i++) { const d = Math.abs(got[i] - want[i]); if (Number.isNaN(got[i])) nan++; else if (d > m) m = d; }
+        const good = nan === 0 && m <= (dt === 'bfloat16' ? 2e-2 : 4e-3);
+        if (!good) ok = false;
+        parts.push(`${cfg.impl} c${cfg.chunk} ${m.toExponential(1)}${nan ? ` NaN×${nan}` : ''}`);
+      } catch (e) { ok = false; parts.push(`${cfg.impl} c${cfg.chunk} ERROR ${String(e.message).slice(0, 160)}`); }
+      finally { att._forceAttentionConfig({}); }
+    }
+    if (!ok) fails++;
+    console.log(`${ok ? 'ok  ' : 'FAIL'} ${dt === 'bfloat16' ? 'bf16' : 'f16 '} D${String(D).padEnd(3)} decode      B1 H${H}/${Hk} L${L} S${S}: ${parts.join(' | ')}`);
+    lines++;
+    for (const t of [qh, kh, vh, qd, kd, vd]) t.dispose();
   }
   console.log(`check: ${lines - fails}/${lines} cases pass${wg ? '' : ' (mma kernel only)'}; max |error| vs the CPU float32 reference on dt-rounded inputs`);
   process.exit(fails ? 1 : 0);

@@ -1,43 +1,44 @@
 #!/usr/bin/env bash
-# Issue #20 on the H200, one call (at most ~175 s: parts bounded at 60 + 45 + 60 s, plus a build if dist/ is stale):
+# Issue #20 on the H200, one call (at most ~140 s: parts bounded at 50 + 55 + 30 s, plus a build if dist/ is stale):
 # the fused CUDA attention checked, then measured.
 #   bash scripts/gpu-attn.sh          (repo root; logs in $OUT/attn/, summary.txt first; OUT defaults to /tmp/out)
-#   NBX_ATTN_PARTS="check time bench stall" selects parts (default: check time bench)
+#   NBX_ATTN_PARTS="check bench time stall" selects parts (default: check bench time, in that order)
 # Every part runs in its own process under `timeout -k 5` (a hung kernel costs that part only), on one
 # fresh kernel/tuning cache (NBX_CACHE_DIR) shared by the parts, with the Hopper kernel on
 # (NBX_ATTENTION_WGMMA=1):
 #   check      every prefill specialization compiled side by side, then every variant (bf16/f16, head dims
 #              64/128/256, causal L=S/L<S/L>S, GQA, masks, fully masked rows, long K/V; K/V by TMA and by
 #              cp.async) through each wgmma tile (persistent ones too) and the mma.sync kernel against the CPU
-#              float32 reference (scripts/attention-check.mjs)
+#              float32 reference; decode (GQA groups) through the lane and the tensor-core kernels
+#              (scripts/attention-check.mjs)
+#   bench      bench/cuda_attention.ts: nbx as tuned vs PyTorch's SDPA in the same process tree
 #   time       each wgmma tile and the mma kernel forced on the bench's prefill shapes (TFLOP/s), the first
 #              tile also with cp.async loads and, on the D128 L4096 shapes, with loads or softmax left out
 #              (NBX_ATTENTION_ABLATE: where the time goes)
-#   bench      bench/cuda_attention.ts: nbx as tuned vs PyTorch's SDPA in the same process tree
 #   stall      (optional) B4 H32 L4096 D128 bf16, each wgmma tile, 21 launches; if it fails, again with
 #              NBX_ATTENTION_WATCH=1 (every wait bounded: the kernel traps and prints the barrier it waited on)
 set -u
 OUT=${OUT:-/tmp/out}
 L="$OUT/attn"; mkdir -p "$L"
 S="$L/summary.txt"; : > "$S"
-PARTS=${NBX_ATTN_PARTS:-check time bench}
+PARTS=${NBX_ATTN_PARTS:-check bench time}
 source "$(dirname "$0")/lib/step.sh"
 . scripts/lib/dist.sh
 if dist_stale src/backend/cuda/kernels/attention src/backend/cuda/kernels/attention_sm90 src/backend/cuda/runtime/driver src/ops/nn bench/cuda_attention; then st build 60 npx tsc -p tsconfig.json; fi
 export NBX_CUDA_HOST_STAGING=0 NBX_ATTENTION_WGMMA=1 UV_THREADPOOL_SIZE=16
 export NBX_CACHE_DIR; NBX_CACHE_DIR=$(mktemp -d /tmp/nbx-attn-XXXXXX)
 has() { case " $PARTS " in *" $1 "*) return 0;; *) return 1;; esac; }
-has check && st check 60 node scripts/attention-check.mjs --part=check
+has check && st check 50 node scripts/attention-check.mjs --part=check
+has bench && st bench 55 node dist/bench/cuda_attention.js
 if has stall; then
   st stall 20 node scripts/attention-check.mjs --part=stall
   if ! grep -q '^stall: none' "$L/stall.log"; then st stallwatch 15 env NBX_ATTENTION_WATCH=1 node scripts/attention-check.mjs --part=stall; fi
 fi
-has time && st time 45 node scripts/attention-check.mjs --part=time
-has bench && st bench 60 node dist/bench/cuda_attention.js
+has time && st time 30 node scripts/attention-check.mjs --part=time
 {
   [ -f "$L/check.log" ] && { echo "== check"; grep -E '^(FAIL|precompiled|check:|device:)' "$L/check.log"; grep -iE 'error' "$L/check.log" | head -5; }
   [ -f "$L/stall.log" ] && { echo "== stall"; grep -E '^stall' "$L/stall.log"; tail -3 "$L/stall.log" | grep -v '^stall'; }
   [ -f "$L/stallwatch.log" ] && { echo "== stall (watch build)"; grep -E 'stall|WATCH|rror' "$L/stallwatch.log" | head -12; }
   [ -f "$L/time.log" ] && { echo "== kernel timings (TFLOP/s)"; grep -E '^time|precompiled' "$L/time.log"; grep -iE 'error' "$L/time.log" | head -3; }
-  [ -f "$L/bench.log" ] && { echo "== bench"; grep -E '^\|' "$L/bench.log"; grep -E 'first call|failed|FAILED' "$L/bench.log" | head -14; }
+  [ -f "$L/bench.log" ] && { echo "== bench"; grep -E '^\|' "$L/bench.log"; grep -E 'first call|compiled or found|failed|FAILED' "$L/bench.log" | head -14; }
 } | tee -a "$S"

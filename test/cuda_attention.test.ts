@@ -124,9 +124,30 @@ test('attention decode: one/several chunks, GQA row groups, masks, causal, float
     fused('decode', `decode all masked ${dt}`, (a, b, c, m) => sdpa(a, b, c, m), [q!, k!, v!, none], dt);
   }
   try {
-    for (const c of enumerate(DECODE_SPACE)) {
+    for (const c of enumerate(DECODE_SPACE).filter((x) => !DECODE_SPACE.constraint?.(x, { D: 128 }))) {
       _forceAttentionConfig({ decode: c });
       fused('decode', `decode cfg ${JSON.stringify(c)}`, (q, k, v) => sdpa(q, k, v), qkv(1, 2, 2, 1, 3000, 128, 'bfloat16', 45), 'bfloat16');
+    }
+  } finally { _forceAttentionConfig({}); }
+});
+
+// The tensor-core decode kernel (a KV group's rows as one m16 tile), forced: one and several chunks,
+// GQA groups of 4 and 16 rows, masks, causal, a fully masked input.
+test('attention decode on tensor cores: GQA row groups, chunks, masks, causal', { skip }, () => {
+  try {
+    for (const chunk of [64, 256]) {
+      _forceAttentionConfig({ decode: { impl: 'mma', chunk, threads: 128 } });
+      for (const dt of HALF) for (const D of [64, 128]) {
+        fused('decode', `mma${chunk} decode 1x300 ${dt} D${D}`, (q, k, v) => sdpa(q, k, v), qkv(2, 2, 2, 1, 300, D, dt, 40), dt);
+        fused('decode', `mma${chunk} gqa rep4 L2 ${dt} D${D}`, (q, k, v) => sdpa(q, k, v, { enable_gqa: true }), qkv(1, 8, 2, 2, 777, D, dt, 41), dt);
+      }
+      const dt = 'bfloat16';
+      fused('decode', `mma${chunk} gqa rep16`, (q, k, v) => sdpa(q, k, v, { enable_gqa: true }), qkv(1, 16, 1, 1, 500, 128, dt, 46), dt);
+      const [q, k, v] = qkv(1, 2, 2, 3, 600, 64, dt, 42);
+      fused('decode', `mma${chunk} bool mask`, (a, b, c, m) => sdpa(a, b, c, m), [q!, k!, v!, nbx.gt(rand([3, 600], 43), 0.2) as Tensor], dt);
+      fused('decode', `mma${chunk} float mask`, (a, b, c, m) => sdpa(a, b, c, m), [q!, k!, v!, rand([1, 2, 1, 600], 44, -2, 2)], dt);
+      fused('decode', `mma${chunk} causal`, (a, b, c) => sdpa(a, b, c, { is_causal: true }), [q!, k!, v!], dt);
+      fused('decode', `mma${chunk} all masked`, (a, b, c, m) => sdpa(a, b, c, m), [q!, k!, v!, nbx.zeros([3, 600], { dtype: 'bool' })], dt);
     }
   } finally { _forceAttentionConfig({}); }
 });

@@ -3,7 +3,7 @@
 // the Hopper kernel (attention_sm90.ts: dtype x head dim 64/128/256 x its tiles x mask kind) for sm_90a:
 // node test/gen/cuda_attention_compile.mjs
 import { compileAll } from './cuda_compile_util.mjs';
-import { prefillSource, decodeSource, decodeReduceSource, PREFILL_SPACE, DECODE_SPACE } from '../../dist/src/backend/cuda/kernels/attention.js';
+import { prefillSource, decodeSource, decodeReduceSource, decodeMmaSource, PREFILL_SPACE, DECODE_SPACE } from '../../dist/src/backend/cuda/kernels/attention.js';
 import { sm90Source, sm90Configs, SM90_TMA_WORDS } from '../../dist/src/backend/cuda/kernels/attention_sm90.js';
 import { enumerate } from '../../dist/src/autotune/index.js';
 
@@ -20,6 +20,7 @@ for (const D of [64, 128]) {
       specs.push({ label: `dec ${dt} D${D} t${t} ${m} rb${rb}`, ...decodeSource(dt, D, t, m, rb) });
     }
     specs.push({ label: `dec_reduce ${dt} D${D}`, ...decodeReduceSource(dt, D) });
+    if (dt !== 'float32') for (const m of masks(dt)) specs.push({ label: `dec_mma ${dt} D${D} ${m}`, ...decodeMmaSource(dt, D, m) });
   }
 }
 await compileAll('attention', specs, 8);

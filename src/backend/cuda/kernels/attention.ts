@@ -387,6 +387,181 @@ extern "C" __global__ void __launch_bounds__(${threads}) attn_dec(
   const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
   return { src, name: 'attn_dec', sig };
 }
+/** Keys per shared-memory tile of the tensor-core decode kernel (16 per warp). */
+export const DECODE_MMA_KEYS = 64;
+/** Dynamic shared memory of the tensor-core decode kernel: Q (16 rows) and two K/V tiles (the warps' merge reuses it). */
+export const decodeMmaSmem = (D: number): number => Math.max(2 * D * (16 + 4 * DECODE_MMA_KEYS), 4 * 16 * (D + 2) * 4);
+
+/**
+ * Decode on tensor cores (float16/bfloat16, ≤ 16 query rows per KV head): the rows of a KV group (GQA's query
+ * heads, or a short prompt's positions) are one m16 tile, so each key costs a few mma.sync per warp instead
+ * of a dot product and a shuffle reduction per row on the CUDA cores (which bound the lane kernel once a
+ * KV head serves 4+ rows). Grid and partials as attn_dec: blocks over KV chunks, (m, l, acc) per chunk
+ * merged by attn_dec_reduce. A block's 4 warps take 16 keys each of every 64-key tile (cp.async, double
+ * buffered), each with its own online softmax; they merge in shared memory in warp order. P is rounded to
+ * the input dtype for P·V, as in prefill.
+ */
+export function decodeMmaSource(dt: DTypeName, D: number, mask: MaskKind): { src: string; name: string; sig: ArgType[] } {
+  if (dt !== 'float16' && dt !== 'bfloat16') throw new UnsupportedError('attention', `the tensor-core decode kernel takes float16/bfloat16, got ${dt}`);
+  const T = R.storageType(dt), NK = DECODE_MMA_KEYS;
+  const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
+  const src = `${primitives(dt === 'bfloat16')}
+constexpr int D_ = ${D};
+constexpr int CH = D_ / 8;
+// element index of 16-byte chunk c of row r in a [rows][D_] tile: chunks XOR-swizzled by row (ldmatrix without bank conflicts)
+__device__ __forceinline__ int swz(int r, int c) { return r * D_ + ((c ^ (r & 7)) << 3); }
+
+extern "C" __global__ void __launch_bounds__(128) attn_dec_mma(
+  const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V, ${T}* __restrict__ O, const ${MT}* __restrict__ MK,
+  float* __restrict__ pml, float* __restrict__ pacc,
+  long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
+  long long vo, long long vsb, long long vsh, long long vsl, long long oo, long long osb, long long osh, long long osl,
+  long long mo, long long msb, long long msh, long long msl, long long mss,
+  int HK, int rep, int L, int S, int z0, int chunk, float sl2, int causal) {
+  extern __shared__ __align__(16) u16 smem[];
+  u16* sQ = smem;               // [16][D_]
+  u16* sK = smem + 16 * D_;     // 2 x [${NK}][D_]
+  u16* sV = sK + ${2 * NK} * D_;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tg = lane & 3;
+  const int z = z0 + blockIdx.y, b = z / HK, hk = z % HK, nrows = rep * L;
+  const int c0 = blockIdx.x * chunk, c1 = min(S, c0 + chunk);
+  // row rr of the tile: query head hk·rep + rr / L, position rr % L; rows past nrows are zeros
+  for (int c = tid; c < 16 * CH; c += 128) {
+    const int r = c / CH, ch = c % CH; const bool ok = r < nrows;
+    const int hh = hk * rep + (ok ? r / L : 0), l = ok ? r % L : 0;
+    cp16(sQ + swz(r, ch), Q + qo + b * qsb + hh * qsh + (long long)l * qsl + ch * 8, ok);
+  }
+  const u16* kb = K + ko + b * ksb + hk * ksh;
+  const u16* vb = V + vo + b * vsb + hk * vsh;
+  const int nt = c1 > c0 ? (c1 - c0 + ${NK - 1}) / ${NK} : 0;
+  auto load = [&](int t, int st) {
+    const int n0 = c0 + t * ${NK};
+    for (int c = tid; c < ${NK} * CH; c += 128) {
+      const int r = c / CH, ch = c % CH; const bool ok = n0 + r < c1;
+      const long long rr = ok ? (long long)(n0 + r) : 0LL;
+      cp16(sK + st * ${NK} * D_ + swz(r, ch), kb + rr * ksl + ch * 8, ok);
+      cp16(sV + st * ${NK} * D_ + swz(r, ch), vb + rr * vsl + ch * 8, ok);
+    }
+  };
+  if (nt > 0) load(0, 0);
+  cp_commit();
+  int lr[2]; long long mrow[2]; bool rok[2];
+  #pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int rr = g + 8 * r; rok[r] = rr < nrows;
+    const int hh = hk * rep + (rok[r] ? rr / L : 0), l = rok[r] ? rr % L : 0;
+    lr[r] = l; mrow[r] = mo + b * msb + hh * msh + (long long)l * msl;
+  }
+  const ${MT}* mb = MK;
+  float oacc[D_ / 8][4];
+  #pragma unroll
+  for (int i = 0; i < D_ / 8; i++) { oacc[i][0] = 0.f; oacc[i][1] = 0.f; oacc[i][2] = 0.f; oacc[i][3] = 0.f; }
+  float mrun[2] = {-INFINITY, -INFINITY}, lrun[2] = {0.f, 0.f};
+  u32 qf[D_ / 16][4];
+  for (int t = 0; t < nt; t++) {
+    const int st = t & 1;
+    if (t + 1 < nt) { load(t + 1, (t + 1) & 1); cp_commit(); cp_wait<1>(); } else cp_wait<0>();
+    __syncthreads();
+    if (t == 0) {
+      #pragma unroll
+      for (int kk = 0; kk < D_ / 16; kk++) ldsm4(qf[kk], sQ + swz((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
+    }
+    const u16* sk = sK + st * ${NK} * D_;
+    const u16* sv = sV + st * ${NK} * D_;
+    const int n0 = c0 + t * ${NK} + warp * 16; // this warp's 16 keys
+    float s[2][4];
+    #pragma unroll
+    for (int j = 0; j < 2; j++) {
+      s[j][0] = 0.f; s[j][1] = 0.f; s[j][2] = 0.f; s[j][3] = 0.f;
+      #pragma unroll
+      for (int kk = 0; kk < D_ / 16; kk += 2) {
+        u32 bk[4]; ldsm4(bk, sk + swz(warp * 16 + j * 8 + (lane & 7), 2 * kk + (lane >> 3)));
+        mma16816(s[j], qf[kk], bk[0], bk[1]);
+        mma16816(s[j], qf[kk + 1], bk[2], bk[3]);
+      }
+    }
+    #pragma unroll
+    for (int j = 0; j < 2; j++) {
+      #pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int r = e >> 1, col = n0 + j * 8 + tg * 2 + (e & 1);
+        float x = s[j][e] * sl2;
+        if (col >= c1 || !rok[r] || (causal && col > lr[r])) x = -INFINITY;
+        ${mask === 'none' ? '' : `else { const long long mi = mrow[r] + (long long)col * mss; ${maskTerm(mask, 'x', 'mi')} }`}
+        s[j][e] = x;
+      }
+    }
+    // online softmax over the warp's 16 keys, rows g (e = 0,1) and g + 8 (e = 2,3); 4 lanes share a row
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+      float mx = fmaxf(mrun[r], fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1])));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mu = mx == -INFINITY ? 0.f : mx;
+      const float corr = fexp2(mrun[r] - mu);
+      mrun[r] = mx;
+      float ls = 0.f;
+      #pragma unroll
+      for (int j = 0; j < 2; j++) {
+        const float p0 = fexp2(s[j][2 * r] - mu), p1 = fexp2(s[j][2 * r + 1] - mu);
+        s[j][2 * r] = p0; s[j][2 * r + 1] = p1; ls += p0 + p1;
+      }
+      lrun[r] = lrun[r] * corr + ls;
+      #pragma unroll
+      for (int i = 0; i < D_ / 8; i++) { oacc[i][2 * r] *= corr; oacc[i][2 * r + 1] *= corr; }
+    }
+    // O += P·V over the warp's 16 keys (one k16 step; the score accumulators are the A fragment)
+    const u32 a[4] = { pack2(s[0][0], s[0][1]), pack2(s[0][2], s[0][3]), pack2(s[1][0], s[1][1]), pack2(s[1][2], s[1][3]) };
+    #pragma unroll
+    for (int c = 0; c < D_ / 8; c += 2) {
+      u32 bv[4]; ldsm4t(bv, sv + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c + (lane >> 4)));
+      mma16816(oacc[c], a, bv[0], bv[1]);
+      mma16816(oacc[c + 1], a, bv[2], bv[3]);
+    }
+    __syncthreads();
+  }
+  cp_wait<0>();
+  __syncthreads();
+  // merge the 4 warps (fixed order) through shared memory: per warp and row its max, sum and accumulator
+  float* wm = (float*)smem;            // [4][16]
+  float* wl = wm + 64;                 // [4][16]
+  float* wa = wl + 64;                 // [4][16][D_]
+  #pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float l = lrun[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int rr = g + 8 * r;
+    if (tg == 0) { wm[warp * 16 + rr] = mrun[r]; wl[warp * 16 + rr] = l; }
+    #pragma unroll
+    for (int i = 0; i < D_ / 8; i++) { wa[(warp * 16 + rr) * D_ + i * 8 + tg * 2] = oacc[i][2 * r]; wa[(warp * 16 + rr) * D_ + i * 8 + tg * 2 + 1] = oacc[i][2 * r + 1]; }
+  }
+  __syncthreads();
+  const int nch = gridDim.x;
+  for (int e = tid; e < 16 * D_; e += 128) {
+    const int rr = e / D_, d = e % D_;
+    if (rr >= nrows) break;
+    float M = -INFINITY;
+    #pragma unroll
+    for (int w = 0; w < 4; w++) M = fmaxf(M, wm[w * 16 + rr]);
+    const float mu = M == -INFINITY ? 0.f : M;
+    float sum = 0.f, acc = 0.f;
+    #pragma unroll
+    for (int w = 0; w < 4; w++) { const float f = exp2f(wm[w * 16 + rr] - mu); sum += wl[w * 16 + rr] * f; acc += wa[(w * 16 + rr) * D_ + d] * f; }
+    if (nch == 1) {
+      const int hh = hk * rep + rr / L, l = rr % L;
+      ${R.store(dt, 'O', 'oo + b * osb + hh * osh + (long long)l * osl + d', 'sum > 0.f ? acc / sum : 0.f')}
+    } else {
+      const long long pi = ((long long)z * nrows + rr) * nch + blockIdx.x; // partial (z, row, chunk)
+      if (d == 0) { pml[2 * pi] = M; pml[2 * pi + 1] = sum; }
+      pacc[pi * ${D} + d] = acc;
+    }
+  }
+}
+`;
+  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
+  return { src, name: 'attn_dec_mma', sig };
+}
 export function decodeReduceSource(dt: DTypeName, D: number): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(dt);
   const src = `// merges the chunks' partials of one (z, row): block of D threads
@@ -439,15 +614,20 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
     : { threads: (c.blockM as number) * 2, sharedMemoryBytes: prefillSmem(p.D, c as unknown as PrefillConfig), stages: c.stages as number }),
 });
 
-/** Decode: keys per block (the split-KV chunk) and threads per block. */
+/** Decode: kernel, keys per block (the split-KV chunk) and threads per block. v2: the tensor-core kernel. */
 export const DECODE_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention_decode',
+  name: 'cuda.attention_decode.v2',
   knobs: [
+    { name: 'impl', values: ['lanes', 'mma'], movesBits: true, doc: 'lane groups on the CUDA cores (any dtype) or the rows of a KV group as one mma.sync tile (float16/bfloat16)' },
     { name: 'chunk', values: [32, 64, 128, 256, 512, 1024, 2048, 4096], movesBits: true, doc: 'keys per block (split-KV chunk; partials merge in a second kernel)' },
     { name: 'threads', values: [64, 128, 256], movesBits: true, doc: 'threads per block (lane groups merged in a fixed order)' },
   ],
-  defaultConfig: { chunk: 1024, threads: 128 },
-  resources: (c, p) => ({ threads: c.threads as number, sharedMemoryBytes: decodeSmem(p.D, 'float32', c.threads as number) }),
+  defaultConfig: { impl: 'lanes', chunk: 1024, threads: 128 },
+  sharedMemoryOptIn: true,
+  constraint: (c) => (c.impl === 'mma' && c.threads !== 128 ? 'the tensor-core decode kernel has 128 threads' : undefined),
+  resources: (c, p) => (c.impl === 'mma'
+    ? { threads: 128, sharedMemoryBytes: decodeMmaSmem(p.D) }
+    : { threads: c.threads as number, sharedMemoryBytes: decodeSmem(p.D, 'float32', c.threads as number) }),
 });
 function decodeSmem(D: number, dt: DTypeName, threads: number): number {
   const NG = (threads / 32) * (32 / (D / (16 / esize(dt))));
@@ -509,7 +689,7 @@ function sm90TmaMap(r: StridedRef, dt: DTypeName, rows: number): BigUint64Array 
 const mmaKey = (dt: DTypeName, D: number, c: PrefillConfig, maskKind: MaskKind): string => `attn_fwd:${dt}:${D}:${c.blockM}:${c.blockN}:${c.stages}:${maskKind}`;
 
 /**
- * Compiles the prefill kernels of these specializations side by side (NVRTC on libuv's worker threads,
+ * Compiles the prefill kernels (and, impl 'decode-mma', the tensor-core decode kernel) of these specializations side by side (NVRTC on libuv's worker threads,
  * UV_THREADPOOL_SIZE of them) into the kernel caches, so a device check on a fresh cache spends seconds,
  * not a minute, compiling before it measures. Resolves to the number of kernels.
  */
@@ -521,7 +701,8 @@ export async function precompileAttention(specs: { dt: DTypeName; D: number; cfg
       const b = sm90Build(dt, D, cfg, mask, watch, tmaEnabled());
       jobs.set(b.source, { source: b.source, options: b.options });
     } else {
-      const { src, name } = prefillSource(dt, D, cfg, mask);
+      // impl 'decode-mma': the tensor-core decode kernel of (dt, D, mask)
+      const { src, name } = cfg.impl === 'decode-mma' ? decodeMmaSource(dt, D, mask) : prefillSource(dt, D, cfg, mask);
       const source = `${CUDA_PRELUDE}\n${src}`;
       jobs.set(source, { source, options: { options: ['--std=c++17'], includeCudaHeaders: false, name } });
     }
@@ -583,9 +764,11 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0)
         list = [...sm90Configs(D).map((x) => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent })), ...list.slice(0, 1)];
       }
     } else {
-      // the chunk is a launch argument (no compile): every chunk size, at two thread counts (two compiles)
+      // the chunk is a launch argument (no compile): every chunk size, at two thread counts (two compiles),
+      // and for half types every chunk of a tile or more on tensor cores (one compile)
       void chunk;
-      list = [128, 256].flatMap((threads) => DECODE_CHUNKS.map((ch) => ({ chunk: ch, threads })));
+      list = [128, 256].flatMap((threads) => DECODE_CHUNKS.map((ch) => ({ impl: 'lanes', chunk: ch, threads })));
+      if (half) list.push(...DECODE_CHUNKS.filter((ch) => ch >= DECODE_MMA_KEYS).map((ch) => ({ impl: 'mma', chunk: ch, threads: 128 })));
     }
     c = prune(space, profile.limits, { problem: { D }, candidates: list }).kept;
     candidates.set(key, c);
@@ -648,13 +831,18 @@ export function cudaAttention(p: AttentionParams): void {
     const run = (c: Config): void => {
       const threads = c.threads as number, chunk = Math.min(c.chunk as number, Math.max(Se, 1));
       const nch = Math.max(1, Math.ceil(Se / chunk));
-      const kd = be.kernel(`attn_dec:${dt}:${D}:${threads}:${maskKind}:${rb}`, () => decodeSource(dt, D, threads, maskKind, rb));
+      const mmaImpl = c.impl === 'mma';
+      const kd = mmaImpl
+        ? be.kernel(`attn_dec_mma:${dt}:${D}:${maskKind}`, () => decodeMmaSource(dt, D, maskKind))
+        : be.kernel(`attn_dec:${dt}:${D}:${threads}:${maskKind}:${rb}`, () => decodeSource(dt, D, threads, maskKind, rb));
+      const smem = mmaImpl ? decodeMmaSmem(D) : 0;
+      if (smem > 48 * 1024) kd.setMaxDynamicSharedMemory(smem);
       let pml: CudaBuffer | null = null, pacc: CudaBuffer | null = null;
       if (nch > 1) { pml = be.alloc('float32', Z * rows * nch * 2); pacc = be.alloc('float32', Z * rows * nch * D); }
       for (let z0 = 0; z0 < Z; z0 += 65535) {
         const zc = Math.min(65535, Z - z0);
-        be.ctx.launch(kd, [nch, zc, zg], threads, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), pml?.ptr ?? 0n, pacc?.ptr ?? 0n,
-          ...common, HK, rep, L, Se, z0, chunk, sl2, causal ? 1 : 0], 0, be.stream);
+        be.ctx.launch(kd, [nch, zc, mmaImpl ? 1 : zg], mmaImpl ? 128 : threads, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), pml?.ptr ?? 0n, pacc?.ptr ?? 0n,
+          ...common, HK, rep, L, Se, z0, chunk, sl2, causal ? 1 : 0], smem, be.stream);
       }
       if (pml && pacc) {
         const kr = be.kernel(`attn_dec_reduce:${dt}:${D}`, () => decodeReduceSource(dt, D));
@@ -668,7 +856,7 @@ export function cudaAttention(p: AttentionParams): void {
     const want = Math.max(1, Math.ceil((be.smCount * 4) / (Z * zg)));
     const chunk = DECODE_CHUNKS.find((c) => Math.ceil(Se / c) <= want) ?? 256;
     attentionStats.decode++;
-    run(pick(DECODE_SPACE, D, `D${D}:r${bucketSize(rows)}:S${bucketSize(Se)}:Z${bucketSize(Z)}:${maskKind}`, dt, Z * rows * Se, { chunk, threads: 128 }, run));
+    run(pick(DECODE_SPACE, D, `D${D}:r${bucketSize(rows)}:S${bucketSize(Se)}:Z${bucketSize(Z)}:${maskKind}`, dt, Z * rows * Se, { impl: 'lanes', chunk, threads: 128 }, run));
     return;
   }
   const run = (c: Config): void => {
