@@ -974,6 +974,39 @@ const streamParams = (T: string): string => `const ${T}* __restrict__ X, const u
   int m, int n, int K, long long rowBytes, int sRow, int gshift, float* P, unsigned* C, int spr, long long T, long long stepBytes, long long pfs`;
 
 /**
+ * The end of a row group's segment for kernels whose lanes hold acc[mr][nr] (rows cg·nr + r): the
+ * butterfly, then the store or the partials (streamFlush), acc zeroed, and at the group's last step
+ * the compute cursor moved to the next group (`next`: what else the kernel reloads there).
+ */
+function rowGroupEnd(d: QuantDType, mr: number, nr: number, next = ''): string {
+  const nv = mr * nr;
+  const store = (val: string, i: string, r: string): string => `{ const int row_ = cg * ${nr} + ${r}; if (${i} < m && row_ < n) { float v_ = ${val}; if (bias) v_ += ${R.load(d, 'bias', 'row_')}; ${R.store(d, 'O', `(long long)(${i}) * n + row_`, 'v_')} } }`;
+  const each = (code: string): string => `if (lane == 0) {
+            #pragma unroll
+            for (int i = 0; i < ${mr}; i++) {
+              #pragma unroll
+              for (int r = 0; r < ${nr}; r++) ${code}
+            }
+          }`;
+  return `#pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            #pragma unroll
+            for (int r = 0; r < ${nr}; r++) {
+              #pragma unroll
+              for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+            }
+          }
+          ${streamFlush(nv, 'k0 == 0 && ck == spr', each(store('acc[i][r]', 'i', 'r')), each(`P[slot_ * ${nv} + i * ${nr} + r] = acc[i][r];`), `const int i_ = v_ / ${nr}, r_ = v_ - i_ * ${nr};
+              ${store('t_', 'i_', 'r_')}`)}
+          #pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            #pragma unroll
+            for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
+          }
+          if (ck == spr) { ck = 0; k0 = 0; cg++; first = false;${next} }`;
+}
+
+/**
  * 'svec': the register kernel's formats and decoders (vecParts) on the streaming schedule. A step is
  * one stripe of 32 units (one per lane) of a group of NR rows; the ring holds U steps.
  */
@@ -982,22 +1015,6 @@ export function quantGemvStreamSource(f: QuantFormat, asym: boolean, d: QuantDTy
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const rowScale = f === 'int8' || f === 'fp8_e4m3';
   const { loads, body } = vecParts(f, asym, mr, nr);
-  const nv = mr * nr;
-  const store = (val: string, i: string, r: string): string => `{ const int row_ = cg * ${nr} + ${r}; if (${i} < m && row_ < n) { float v_ = ${val}; if (bias) v_ += ${R.load(d, 'bias', 'row_')}; ${R.store(d, 'O', `(long long)(${i}) * n + row_`, 'v_')} } }`;
-  const flush = streamFlush(nv, 'k0 == 0 && ck == spr', `if (lane == 0) {
-            #pragma unroll
-            for (int i = 0; i < ${mr}; i++) {
-              #pragma unroll
-              for (int r = 0; r < ${nr}; r++) ${store('acc[i][r]', 'i', 'r')}
-            }
-          }`, `if (lane == 0) {
-            #pragma unroll
-            for (int i = 0; i < ${mr}; i++) {
-              #pragma unroll
-              for (int r = 0; r < ${nr}; r++) P[slot_ * ${nv} + i * ${nr} + r] = acc[i][r];
-            }
-          }`, `const int i_ = v_ / ${nr}, r_ = v_ - i_ * ${nr};
-              ${store('t_', 'i_', 'r_')}`);
   const src = `${HELPERS}
 ${x16Source(d)}
 extern "C" __global__ void __launch_bounds__(${THREADS}, ${bps}) quant_gemv_s(${streamParams(T)}) {
@@ -1041,23 +1058,9 @@ ${streamHead(nr, f === 'int4', asym)}
         } }
         if (s + j + ${U} < nsteps) { ${loads('j', 'lk * 32 + lane')} NBXQ_NEXT }
         if (++ck == spr || s + j + 1 == nsteps) {
-          #pragma unroll
-          for (int i = 0; i < ${mr}; i++) {
+          ${rowGroupEnd(d, mr, nr, rowScale ? `
             #pragma unroll
-            for (int r = 0; r < ${nr}; r++) {
-              #pragma unroll
-              for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
-            }
-          }
-          ${flush}
-          #pragma unroll
-          for (int i = 0; i < ${mr}; i++) {
-            #pragma unroll
-            for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
-          }
-          if (ck == spr) { ck = 0; k0 = 0; cg++; first = false;${rowScale ? `
-            #pragma unroll
-            for (int r = 0; r < ${nr}; r++) rs[r] = S[(long long)(cg * ${nr} + r < n ? cg * ${nr} + r : n - 1) * sRow];` : ''} }
+            for (int r = 0; r < ${nr}; r++) rs[r] = S[(long long)(cg * ${nr} + r < n ? cg * ${nr} + r : n - 1) * sRow];` : '')}
         }
       }
     }
@@ -1137,22 +1140,6 @@ ${mmaChunk(bf, asym, true)} }
 export function quantGemvStreamTileSource(f: QuantFormat, d: QuantDType, mr: number, rows: number, sub: number, ns: number, vw: number, bps: number): { src: string; name: string; sig: ArgType[] } {
   if (GEOM[f].external) throw new UnsupportedError('quant_matmul', `the streaming tile GEMV takes the GGUF block formats, not '${f}'`);
   const T = R.storageType(d), TB = tileBytes(f, sub), TBP = Math.ceil(TB / 16) * 16, UPL = Math.ceil(TB / vw / 32);
-  const nv = mr * rows;
-  const store = (val: string, i: string, r: string): string => `{ const int row_ = cg * ${rows} + ${r}; if (${i} < m && row_ < n) { float v_ = ${val}; if (bias) v_ += ${R.load(d, 'bias', 'row_')}; ${R.store(d, 'O', `(long long)(${i}) * n + row_`, 'v_')} } }`;
-  const flush = streamFlush(nv, 'k0 == 0 && ck == spr', `if (lane == 0) {
-            #pragma unroll
-            for (int i = 0; i < ${mr}; i++) {
-              #pragma unroll
-              for (int r = 0; r < ${rows}; r++) ${store('acc[i][r]', 'i', 'r')}
-            }
-          }`, `if (lane == 0) {
-            #pragma unroll
-            for (int i = 0; i < ${mr}; i++) {
-              #pragma unroll
-              for (int r = 0; r < ${rows}; r++) P[slot_ * ${nv} + i * ${rows} + r] = acc[i][r];
-            }
-          }`, `const int i_ = v_ / ${rows}, r_ = v_ - i_ * ${rows};
-              ${store('t_', 'i_', 'r_')}`);
   const src = `${HELPERS}
 ${decoderSource(f, false, true)}
 #ifdef NBX_EMU
@@ -1201,21 +1188,7 @@ ${streamHead(rows, false, false)}
 ${tileDecode(f, false, d, mr, rows, sub, 'ring[warp][st]')} }
     __syncwarp();
     if (++ck == spr || s + 1 == nsteps) {
-      #pragma unroll
-      for (int i = 0; i < ${mr}; i++) {
-        #pragma unroll
-        for (int r = 0; r < ${rows}; r++) {
-          #pragma unroll
-          for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
-        }
-      }
-      ${flush}
-      #pragma unroll
-      for (int i = 0; i < ${mr}; i++) {
-        #pragma unroll
-        for (int r = 0; r < ${rows}; r++) acc[i][r] = 0.f;
-      }
-      if (ck == spr) { ck = 0; k0 = 0; cg++; first = false; }
+          ${rowGroupEnd(d, mr, rows)}
     }
   }
   #undef NBXQ_ROWS
