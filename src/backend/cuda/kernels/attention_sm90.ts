@@ -549,13 +549,17 @@ ${AB === 'nosoftmax' ? '    return;\n' : ''}    const int n0 = t * ${BN};
     }
   };
   // P(t) into the register-A fragments (k-step j/2: a0 row g k 0-7, a1 row g+8 k 0-7, a2 row g k 8-15,
-  // a3 row g+8 k 8-15), then O rescaled to the new running max, ready for O += P(t)·V(t)
-  auto packRescale = [&]() {
+  // a3 row g+8 k 8-15)
+  auto pack = [&]() {
     #pragma unroll
     for (int j = 0; j < ${BN / 8}; j++) {
       pf[j >> 1][(j & 1) * 2] = pack2(sacc[4 * j], sacc[4 * j + 1]);
       pf[j >> 1][(j & 1) * 2 + 1] = pack2(sacc[4 * j + 2], sacc[4 * j + 3]);
     }
+  };
+  // O rescaled to tile t's running max before O += P(t)·V(t): issued after Q·K(t+1)ᵀ, so the multiplies
+  // run while that MMA does (FlashAttention-3's order), not between P·V(t-1)'s end and the next issue
+  auto rescale = [&]() {
     #pragma unroll
     for (int i = 0; i < ${NO / 4}; i++) { oacc[4 * i] *= corr[0]; oacc[4 * i + 1] *= corr[0]; oacc[4 * i + 2] *= corr[1]; oacc[4 * i + 3] *= corr[1]; }
   };
@@ -580,9 +584,10 @@ ${PP ? '    if (nt > 0 && cw == 1) turnPass();\n' : ''}    if (nt > 0) {
       reg_fence${BN}(sacc);
       releaseK(0);
       softmax(0);
-      packRescale();
+      pack();
       for (int t = 1; t < nt; t++) {${PP ? '\n        turnWait();' : ''}
         issueS(t);
+        rescale();
         issuePV(t - 1);${PP ? '\n        turnPass();' : ''}
         // S(t) done (P·V(t-1), committed after it, may still run): K(t) is free, the softmax runs under P·V(t-1)
         wg_wait<1>();
@@ -592,9 +597,10 @@ ${PP ? '    if (nt > 0 && cw == 1) turnPass();\n' : ''}    if (nt > 0) {
         wg_wait<0>();
         reg_fence${D}(oacc);
         releaseV(t - 1); // V(t-1) read; pf free again
-        packRescale();
+        pack();
       }
-${PP ? '      turnWait();\n' : ''}      issuePV(nt - 1);${PP ? '\n      if (cw == 0) turnPass();' : ''}
+${PP ? '      turnWait();\n' : ''}      rescale();
+      issuePV(nt - 1);${PP ? '\n      if (cw == 0) turnPass();' : ''}
       wg_wait<0>();
       reg_fence${D}(oacc);
       releaseV(nt - 1);
