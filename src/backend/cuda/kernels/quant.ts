@@ -327,6 +327,18 @@ export const GEMV_SMEM_MAX = 48 * 1024 - WARPS * 8 * 4 * 4;
 /** Rows of x the kernel is compiled for. */
 export const quantRowsFor = (m: number): number => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
 
+/** A 16-element segment's products for `rows` weight rows and x row i: acc += a·Σ x·q (+ b·Σx, held in `sum`). */
+function segmentDots(rows: number, sx: boolean, sum: string): string {
+  return `              #pragma unroll
+              for (int r = 0; r < ${rows}; r++) {
+                float dot = 0.f;
+                #pragma unroll
+                for (int c = 0; c < 16; c++) dot = fmaf(x[c], q[r][c], dot);
+                acc[i][r] = fmaf(a[r], dot, acc[i][r]);${sx ? `
+                acc[i][r] = fmaf(b[r], ${sum}, acc[i][r]);` : ''}
+              }`;
+}
+
 /**
  * The tile kernels' decode of one tile (index t in its row) of `rows` rows in shared memory at
  * tileRef[r]: lane l takes sub-blocks l, l + 32, ... (sub of them), each in halves of 16 elements, and
@@ -367,14 +379,7 @@ function tileDecode(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, ro
               ${sx ? `float sx = 0.f;
               #pragma unroll
               for (int c = 0; c < 16; c++) sx += x[c];` : ''}
-              #pragma unroll
-              for (int r = 0; r < ${rows}; r++) {
-                float dot = 0.f;
-                #pragma unroll
-                for (int c = 0; c < 16; c++) dot = fmaf(x[c], q[r][c], dot);
-                acc[i][r] = fmaf(a[r], dot, acc[i][r]);${sx ? `
-                acc[i][r] = fmaf(b[r], sx, acc[i][r]);` : ''}
-              }
+${segmentDots(rows, sx, 'sx')}
             }
           }
         }
@@ -572,14 +577,7 @@ function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number): { load
               float s_ = 0.f;
               #pragma unroll
               for (int c = 0; c < 16; c++) s_ += x[c];` : ''}
-              #pragma unroll
-              for (int r = 0; r < ${nr}; r++) {
-                float dot = 0.f;
-                #pragma unroll
-                for (int c = 0; c < 16; c++) dot = fmaf(x[c], q[r][c], dot);
-                acc[i][r] = fmaf(a[r], dot, acc[i][r]);${sx ? `
-                acc[i][r] = fmaf(b[r], s_, acc[i][r]);` : ''}
-              }
+${segmentDots(nr, sx, 's_')}
             }
           }
         }`;
