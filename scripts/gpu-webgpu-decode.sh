@@ -41,6 +41,16 @@ step cuda 45 node dist/src/cli/nbx.js bench decode --device cuda $BENCH --json "
 RF=$(node -e 'try { const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).roofline_gbs; if (r) process.stdout.write(`--roofline-gbs ${Math.round(r)}`); } catch {}' "$W/cuda.json")
 step webgpu 50 node dist/src/cli/nbx.js bench decode --device webgpu $BENCH $RF --webgpu-profile --json "$W/webgpu.json"
 
+# 4b. (WGD_AB="shape;shape") the decode again with the matrix-vector kernel's launch shape set (NBX_WEBGPU_GEMV), 128 tokens:
+#     an A/B inside the real step (the sweep of step 5 times its calls from the op layer; its µs per call came out
+#     ~2.7x the step's own timestamps in call B, so its absolute figures are not the step's)
+i=0
+for ab in $(echo "${WGD_AB:-}" | tr ';' ' '); do
+  i=$((i+1))
+  NBX_WEBGPU_GEMV=$ab step "ab$i" 25 node dist/src/cli/nbx.js bench decode --device webgpu --shape tinyllama --batch 1 --prompt 128 --new-tokens 128 --peers none --json "$W/ab$i.json"
+  echo "  ab$i = NBX_WEBGPU_GEMV=$ab" >> "$W/summary.txt"
+done
+
 # 5. the matrix-vector kernel's launch shapes on the step's products (GPU µs and GB/s by timestamps; WGD_SWEEP=0 skips)
 [ "${WGD_SWEEP:-1}" = 1 ] && step gemv 30 node dist/bench/webgpu_gemv.js --json "$W/gemv.json"
 
@@ -58,6 +68,7 @@ echo "== total $(( $(date +%s) - T0 ))s" | tee -a "$W/summary.txt"
   grep -E "^nbx |^  (dispatches|slowest)|^roofline|Error|error" "$W/webgpu.log" | head -24
   grep -E "^nbx |^roofline|Error|error" "$W/cuda.log" | head -10
   grep -E "^floor|^BEST|ERROR" "$W/gemv.log" 2>/dev/null
+  for f in "$W"/ab*.log; do [ -f "$f" ] && echo "$(basename "$f" .log): $(grep -E '^nbx .* pipelined' "$f" | head -1)"; done
   [ -f "$W/gemv_norobust.log" ] && { echo "-- disable_robustness:"; grep -E "^floor|shape default|ERROR" "$W/gemv_norobust.log"; }
   [ -f "$W/webgpu_noval.log" ] && { echo "-- skip_validation,disable_robustness:"; grep -E "^nbx |^  (dispatches|slowest)|Error|error" "$W/webgpu_noval.log" | head -8; }
   node -e '

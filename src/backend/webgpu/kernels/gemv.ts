@@ -4,9 +4,8 @@
 // streaming the weights, so the kernel is built around keeping many weight loads in flight:
 // - LPR invocations (a power of two ≥ 32: one or more subgroups) own an output column; each reads the
 //   16-byte words c = lane, lane + LPR, ... of its weight row, UNROLL of them issued before any is used;
-//   a workgroup of 256 holds 256 / LPR columns. Tall K takes a wider LPR (the split of K stays inside
-//   the workgroup: the subgroups' partial sums meet in workgroup memory), so short-and-tall weights
-//   (the down projection) still put enough subgroups on the card.
+//   a workgroup of 256 holds 256 / LPR columns. A wider LPR splits K inside the workgroup (the subgroups'
+//   partial sums meet in workgroup memory); on the H200 one subgroup per column is fastest (gemvShape).
 // - The input rows are staged once per workgroup in workgroup memory as 16-byte words of the dtype (the
 //   same word layout as the weight, so one unpack serves both), which is also where the fused variants
 //   form their input: act(gate)·up (gated_linear) and rms_norm(x + residual)·w (add_rms_norm_linear),
@@ -54,10 +53,13 @@ export function subgroupsOf(be: WebGPUBackend): boolean {
 export interface GemvShape { lpr: number; unroll: number; cap: number; /** plain products read A from memory instead of staging it */ global: boolean }
 
 /**
- * The launch shape for n columns of kv 16-byte words: enough subgroups on the card (≥ 4096 over the
- * grid) without lanes that get fewer words than they issue at once. NBX_WEBGPU_GEMV overrides it.
+ * The launch shape: one subgroup per column, four loads in flight. Call B's sweep on the H200 (bench/
+ * webgpu_gemv.ts, the 1.1B step's five products) found wider columns slower on every product (the down
+ * projection 5632→2048: 32 lanes 49 µs, 64 lanes 64 µs, 256 lanes 162 µs; gate/up: 66, 94, 265 µs): more
+ * workgroups each staging their input cost more than the extra loads in flight gain. NBX_WEBGPU_GEMV
+ * overrides it (a diagnostic).
  */
-export function gemvShape(n: number, kv: number): GemvShape {
+export function gemvShape(): GemvShape {
   const env = process.env.NBX_WEBGPU_GEMV;
   if (env) {
     const f = env.split(',');
@@ -65,10 +67,7 @@ export function gemvShape(n: number, kv: number): GemvShape {
     const lpr = [32, 64, 128, 256].includes(l!) ? l! : 32;
     return { lpr, unroll: u === 8 || u === 2 ? u : 4, cap: Number.isFinite(c) && c! > 0 ? c! : 0, global: f[3] === 'g' };
   }
-  const unroll = 4;
-  let lpr = SG;
-  while (lpr < WG && n * (lpr / SG) < 4096 && kv >= 2 * lpr * unroll) lpr *= 2;
-  return { lpr, unroll, cap: 0, global: false };
+  return { lpr: SG, unroll: 4, cap: 0, global: false };
 }
 
 /** The compute value of the 16-byte word `w` (vec4<u32>) as two vec4<f32> halves (even, odd elements) or one. */
@@ -282,7 +281,7 @@ export function gemvRun(be: WebGPUBackend, p: GemmParams, gate: Expr | null = nu
   const E = 16 / DTYPES[d].itemsize;
   if (p.k % E || p.b.offset % E || p.ldb % E || p.a.offset % E || ((p.m > 1 || gate) && p.lda % E) || p.k < E) return false;
   const kv = p.k / E, M = rowsOf(p.m);
-  const sh = gemvShape(p.n, kv);
+  const sh = gemvShape();
   const XW = gate || !sh.global ? stagedWords(M, kv) : 0;
   if (gate && !XW) return false;
   if (!fits(be, 16 * XW + REST_BYTES)) return false;
@@ -338,7 +337,7 @@ export function normGemvRun(be: WebGPUBackend, p: NormGemvParams): boolean {
   const at = (b: WGBuffer): number => bufs.indexOf(b) + 1;
   const access = `${outAccess(d)}${outAccess(d)}${'v'.repeat(bufs.length - 2)}`;
   const sub = subgroupsOf(be);
-  const sh = gemvShape(p.n, kv);
+  const sh = gemvShape();
   const prog = matvecProgram(d, M, sh, sub, access, { k: 'norm' }, XW, at(p.x.buf as WGBuffer), bufs.length, at(p.residual.buf as WGBuffer), at(p.normWeight.buf as WGBuffer));
   const u = uniforms({ m: p.rows, n: p.n, kv, ldb: p.weight.strides[0]! / E, ldc: p.n, aoff: p.x.offset / E, boff: p.weight.offset / E, coff: p.out.offset, alpha: f32w(1),
     K, eps: f32w(p.eps), roff: p.residual.offset / E, nwoff: p.normWeight.offset / E, soff: p.residualOut.offset / E });
