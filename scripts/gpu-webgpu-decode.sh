@@ -41,14 +41,16 @@ step cuda 45 node dist/src/cli/nbx.js bench decode --device cuda $BENCH --json "
 RF=$(node -e 'try { const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).roofline_gbs; if (r) process.stdout.write(`--roofline-gbs ${Math.round(r)}`); } catch {}' "$W/cuda.json")
 step webgpu 50 node dist/src/cli/nbx.js bench decode --device webgpu $BENCH $RF --webgpu-profile --json "$W/webgpu.json"
 
-# 4b. (WGD_AB="shape;shape") the decode again with the matrix-vector kernel's launch shape set (NBX_WEBGPU_GEMV), 128 tokens:
-#     an A/B inside the real step (the sweep of step 5 times its calls from the op layer; its µs per call came out
-#     ~2.7x the step's own timestamps in call B, so its absolute figures are not the step's)
+# 4b. (WGD_AB="VAR=value;VAR=value+VAR2=value") the decode again (128 tokens) under each set of environment
+#     variables (e.g. NBX_WEBGPU_GEMV, NBX_WEBGPU_ATTN_WG; "-" for none): an A/B inside the real step (the sweep
+#     of step 5 times its calls from the op layer; its µs per call came out ~2.7x the step's own timestamps in
+#     call B, so its absolute figures are not the step's)
 i=0
 for ab in $(echo "${WGD_AB:-}" | tr ';' ' '); do
   i=$((i+1))
-  NBX_WEBGPU_GEMV=$ab step "ab$i" 25 node dist/src/cli/nbx.js bench decode --device webgpu --shape tinyllama --batch 1 --prompt 128 --new-tokens 128 --peers none --json "$W/ab$i.json"
-  echo "  ab$i = NBX_WEBGPU_GEMV=$ab" >> "$W/summary.txt"
+  vars=$( [ "$ab" = - ] && echo "" || echo "$ab" | tr '+' ' ')
+  echo "  ab$i = ${ab}" >> "$W/summary.txt"
+  step "ab$i" 25 env $vars node dist/src/cli/nbx.js bench decode --device webgpu --shape tinyllama --batch 1 --prompt 128 --new-tokens 128 --peers none --json "$W/ab$i.json"
 done
 
 # 5. the matrix-vector kernel's launch shapes on the step's products (GPU µs and GB/s by timestamps; WGD_SWEEP=0 skips)

@@ -99,8 +99,10 @@ test('webgpu rotary_and_cache equals the CPU: q rotated, k rotated and v written
 
 test('webgpu decode_attention equals the CPU: GQA, bool and additive masks, causal rows, a cache view, keys past one chunk, wide and odd heads; 16-byte-word kernel and the general one', { skip }, async () => {
   let seed = 300;
-  for (const [dt, vec] of [['float32', '1'], ['bfloat16', '1'], ['float16', '1'], ['float32', '0'], ['bfloat16', '0']] as [DT, string][]) {
+  for (const [dt, vec, awg] of [['float32', '1', '256'], ['bfloat16', '1', '256'], ['float16', '1', '256'], ['float32', '0', '256'], ['bfloat16', '0', '256'],
+    ['bfloat16', '1', '512'], ['float32', '1', '1024'], ['bfloat16', '1', '1024']] as [DT, string, string][]) {
     process.env.NBX_WEBGPU_ATTN_VEC = vec;
+    process.env.NBX_WEBGPU_ATTN_WG = awg; // 512/1024 where the device takes them (else 256)
     for (const [B, H, KVH, L, S, D, mask, causal] of [
       [1, 8, 2, 1, 40, 64, 'bool', false], [2, 4, 4, 3, 7, 32, 'none', true], [1, 4, 1, 2, 1500, 16, 'float', false], [1, 32, 4, 1, 512, 64, 'bool', false],
       [1, 2, 1, 1, 30, 200, 'none', false], [1, 2, 2, 1, 9, 15, 'bool', false],
@@ -115,10 +117,11 @@ test('webgpu decode_attention equals the CPU: GQA, bool and additive masks, caus
       const want = llm.decode_attention(q, k, v, m, { is_causal: causal });
       const got = llm.decode_attention(q.to(G), k.to(G), v.to(G), m?.to(G) ?? null, { is_causal: causal });
       const e = await relErr(got, want);
-      assert.ok(e <= (dt === 'float32' ? 1e-5 : 2e-2), `${dt} vec=${vec} B${B} H${H}/${KVH} L${L} S${S} D${D} ${mask}${causal ? ' causal' : ''}: relative error ${e}`);
+      assert.ok(e <= (dt === 'float32' ? 1e-5 : 2e-2), `${dt} vec=${vec} wg=${awg} B${B} H${H}/${KVH} L${L} S${S} D${D} ${mask}${causal ? ' causal' : ''}: relative error ${e}`);
     }
   }
   delete process.env.NBX_WEBGPU_ATTN_VEC;
+  delete process.env.NBX_WEBGPU_ATTN_WG;
   // every key masked: zeros (the safe softmax)
   const z = llm.decode_attention(rand([1, 2, 1, 8], 1).to(G), rand([1, 2, 5, 8], 2).to(G), rand([1, 2, 5, 8], 3).to(G), nbx.zeros([1, 1, 1, 5], { dtype: 'bool' }).to(G));
   assert.deepEqual(Array.from((await z.cpu()).dataSync() as Float32Array), new Array(16).fill(0));

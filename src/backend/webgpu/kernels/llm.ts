@@ -349,11 +349,12 @@ function halves(d: DTypeName, w: string): string[] {
  * word at a time and summed p·v one key after another (~41 µs a call for 32 heads × 512 keys on the H200).
  * Same uniform words and bindings as the general kernel, k and v bound as vec4 words.
  */
-function attentionVecProgram(d: DTypeName, md: DTypeName | null, access: string, at: Record<string, number>, EW: number, VW: number, sub: boolean): Program {
-  const words = 22, wg = 256;
+function attentionVecProgram(d: DTypeName, md: DTypeName | null, access: string, at: Record<string, number>, EW: number, VW: number, sub: boolean, wg: number): Program {
+  const words = 22;
   const NH = d === 'float32' ? 1 : 2; // vec4<f32> halves per word
   const KG = Math.floor(wg / VW); // key groups of Σ p·v
-  return program(`llm.decode_attn_vec|${d}|${md}|${access}|${Object.values(at).join(',')}|${EW}|${VW}|${sub}`, access, words, () => {
+  const KGP = 2 ** Math.ceil(Math.log2(Math.max(2, KG)));
+  return program(`llm.decode_attn_vec|${d}|${md}|${access}|${Object.values(at).join(',')}|${EW}|${VW}|${sub}|${wg}`, access, words, () => {
     const L = (name: string, idx: string): string => R.load(d, `b${at[name]}`, idx);
     const dotTerms = [...Array(EW).keys()].map((w) => `let k${w} = b${at.k}[kr + ${w}u];`).join(' ') + '\n      '
       + `dk = ${[...Array(EW).keys()].map((w) => halves(d, `k${w}`).map((h, i) => `dot(${h}, qs[${NH * w + i}u])`).join(' + ')).join('\n        + ')};`;
@@ -412,13 +413,16 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   }
   ${accs.map((h) => `pv[${NH}u * lid + ${h}u] = acc${h};`).join(' ')}
   workgroupBarrier();
+  // the key groups' sums added by a fixed-order tree (group g takes g + st while g + st < KG)
+  for (var st = ${KGP / 2}u; st > 0u; st >>= 1u) {
+    if (vg < st && vg + st < ${KG}u) { ${accs.map((h) => `pv[${NH}u * lid + ${h}u] += pv[${NH}u * (lid + st * ${VW}u) + ${h}u];`).join(' ')} }
+    workgroupBarrier();
+  }
   let inv = select(0.0f, 1.0f / lsum, lsum > 0.0f);
   let ob = ${U(13)} + r * ${U(4)};
   if (lid < ${VW}u) {
     let t = lid;
-    ${accs.map((h) => `var o${h} = vec4<f32>(0.0f);`).join(' ')}
-    for (var g = 0u; g < ${KG}u; g++) { ${accs.map((h) => `o${h} += pv[${NH}u * (g * ${VW}u + t) + ${h}u];`).join(' ')} }
-    ${accs.map((h) => `o${h} *= inv;`).join(' ')}
+    ${accs.map((h) => `let o${h} = pv[${NH}u * t + ${h}u] * inv;`).join(' ')}
     ${outStore}
   }
 }`;
@@ -445,6 +449,12 @@ function webgpuDecodeAttention(p: DecodeAttentionParams): void {
   // 16-byte words: E and Ev whole words (at most 32 words a key row), k/v offsets and strides and the
   // output offset word-aligned, k and v in bindings of their own (bound as vec4 words)
   const W = 16 / DTYPES[d].itemsize;
+  // invocations: 256, or 512/1024 (NBX_WEBGPU_ATTN_WG) where the device takes them and their workgroup memory
+  // (the groups' Σ p·v, 32 bytes an invocation): more keys scored at once, fewer keys per group of Σ p·v
+  const NH = DTYPES[d].itemsize === 4 ? 1 : 2;
+  const want = Number(process.env.NBX_WEBGPU_ATTN_WG ?? 256);
+  const vwg = (want === 512 || want === 1024) && workgroup(want) === want
+    && (!be.isReady || (be.info.limits.maxComputeWorkgroupStorageSize ?? 16384) >= 4 * want + 16 * NH * (E / W) + 4 * CHUNK + 16 * NH * want) ? want : 256;
   const vec = wg === 256 && E % W === 0 && Ev % W === 0 && E / W <= 32 && Ev / W <= wg && [p.ldk, p.ldv, p.strideK, p.strideV, p.k.offset, p.v.offset, p.out.offset].every((v) => v % W === 0)
     && at.q !== at.k && at.q !== at.v && (!m || (at.mask !== at.k && at.mask !== at.v)) && process.env.NBX_WEBGPU_ATTN_VEC !== '0';
   const access = `${outAccess(d)}${b.bufs.slice(1).map((_, i) => (vec && (i + 2 === at.k || i + 2 === at.v) ? 'v' : 'r')).join('')}`;
@@ -452,7 +462,7 @@ function webgpuDecodeAttention(p: DecodeAttentionParams): void {
   const u = new Uint32Array([H, Lq, S, E, Ev, p.rep, p.ldk / kw, p.ldv / kw, p.strideK / kw, p.strideV / kw, p.q.offset, p.k.offset / kw, p.v.offset / kw, p.out.offset,
     m?.offset ?? 0, sw(m?.strides[0] ?? 0), sw(m?.strides[1] ?? 0), sw(m?.strides[2] ?? 0), (p.causal ? 1 : 0) | (m ? 2 : 0), f32w(p.scale), KVH, rows]);
   const [x, y] = grid(rows);
-  const prog = vec ? attentionVecProgram(d, m ? m.dtype : null, access, at, E / W, Ev / W, subgroupsOf(be))
+  const prog = vec ? attentionVecProgram(d, m ? m.dtype : null, access, at, E / W, Ev / W, subgroupsOf(be), vwg)
     : attentionProgram(d, m ? m.dtype : null, access, at, wg, evp <= wg / 2 ? evp : wg, pairs);
   be.dispatchGroups(prog, b.bufs, u, x, y, 1);
   b.done();
@@ -470,8 +480,10 @@ export function allDecodeAttentionSources(sub: boolean): { key: string; code: st
       const W = 16 / DTYPES[d].itemsize;
       for (const [E, Ev] of [[64, 64], [128, 128], [200, 200]]) {
         if (E % W || Ev % W) continue;
-        const p = attentionVecProgram(d, md, `${outAccess(d)}rvv${md ? 'r' : ''}`, at, E / W, Ev / W, sub);
-        out.push({ key: p.key, code: p.source() });
+        for (const wg of [256, 512, 1024]) {
+          const p = attentionVecProgram(d, md, `${outAccess(d)}rvv${md ? 'r' : ''}`, at, E / W, Ev / W, sub, wg);
+          out.push({ key: p.key, code: p.source() });
+        }
       }
     }
   }
