@@ -15,6 +15,8 @@
 // - The lanes' sums meet by subgroupAdd where the device has 32-wide subgroups, else by a fixed-order
 //   tree in workgroup memory (both orders fixed: results are reproducible).
 // - Workgroups may loop over column blocks (GRID cap) so the staging is paid once per workgroup.
+// - The first block's first UNROLL weight words are loaded before the staging, so the staging's loads,
+//   reductions and barriers run while those weight loads are in flight instead of before them.
 // Half types are unpacked by shifts (bfloat16: the high half of an f32) or unpack2x16float, so no
 // shader-f16 is needed. The launch shape (LPR, UNROLL, grid cap) has defaults from the bandwidth sweep
 // (bench/webgpu_gemv.ts) and can be set by NBX_WEBGPU_GEMV="lpr,unroll,cap[,g]" (a diagnostic; g: plain
@@ -127,7 +129,9 @@ function matvecProgram(d: DTypeName, M: number, sh: GemvShape, sub: boolean, acc
   ia: number, ib: number, ir = 0, iw = 0): Program {
   const { lpr: LPR, unroll: UN } = sh;
   const modeKey = mode.k === 'gated' ? `gated:${mode.gate.key}` : mode.k === 'plain' ? `plain${mode.staged ? 's' : 'g'}` : 'norm';
-  const key = `gemv|${d}|${modeKey}|${M}|${LPR},${UN}|${sub}|${XW}|${access}|${ia}${ib}${ir}${iw}`;
+  // prefetch only where something is staged first (NBX_WEBGPU_GEMV_PREFETCH=0: never; a diagnostic)
+  const pre = XW > 0 && process.env.NBX_WEBGPU_GEMV_PREFETCH !== '0';
+  const key = `gemv|${d}|${modeKey}|${M}|${LPR},${UN}|${sub}|${XW}|${pre}|${access}|${ia}${ib}${ir}${iw}`;
   return program(key, access, 15, () => {
     const R = WG / LPR, SUBS = LPR / SG;
     const accs = [...Array(M).keys()];
@@ -216,8 +220,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   let K = ${U(10)}; let eps = bitcast<f32>(${U(11)}); let roff = ${U(12)}; let nwoff = ${U(13)}; let soff = ${U(14)};
   let g0 = wid.y * nwg.x + wid.x;
   let first = g0 == 0u;
-  ${stage}
   let lane = lid % ${LPR}u;
+  ${pre ? `// the first block's first ${UN} weight words, loaded before the staging so it runs under their latency
+  // (indices clamped into the weight; only those inside the row are used)
+  let jf = min(g0 * ${R}u + lid / ${LPR}u, max(n, 1u) - 1u);
+  ${[...Array(UN).keys()].map((q) => `let pf${q} = b${ib}[boff + jf * ldb + min(lane + ${q * LPR}u, kv - 1u)];`).join(' ')}` : ''}
+  ${stage}
   let blocks = (n + ${R - 1}u) / ${R}u;
   for (var blk = g0; blk < blocks; blk += nwg.x * nwg.y) {
     let j = blk * ${R}u + lid / ${LPR}u;
@@ -225,6 +233,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     if (j < n) {
       let brow = boff + j * ldb;
       var c = lane;
+      ${pre ? `if (blk == g0) {
+        ${[...Array(UN).keys()].map((q) => `if (lane + ${q * LPR}u < kv) { ${term(`lane + ${q * LPR}u`, `pf${q}`)} }`).join('\n        ')}
+        c = lane + ${UN * LPR}u;
+      }` : ''}
       for (; c + ${(UN - 1) * LPR}u < kv; c += ${UN * LPR}u) {
         ${loads}
         ${terms}
