@@ -44,7 +44,7 @@ const WARPS = THREADS / 32;
 /** 16-byte weight loads a warp issues before using them. */
 const UNROLL = 8;
 /** 512-byte units (a warp's 16-byte loads) a warp asks L2 for ahead of the ones it reads. */
-const AHEAD_UNITS = 24;
+const AHEAD_UNITS = 32;
 /** Key passes of the attention loaded before their arithmetic. */
 const ATT_UNROLL = 4;
 const DTYPES_TAKEN = ['bfloat16', 'float16'] as const;
@@ -182,9 +182,13 @@ __device__ __forceinline__ void block_rows(int n, int& r0, int& r1) {
  * into contiguous runs per warp; a warp's partial sum of each row it touches goes to part[warp][row - its
  * first row] and the rows are summed over warps in warp order (the same bits every run).
  */
-__device__ void block_gemv(const T_* A, int nA, const T_* B, int nB, int K, const T_* xs, float* part, float* out) {
+template <class Prologue>
+__device__ void block_gemv(const T_* A, int nA, const T_* B, int nB, int K, const T_* xs, float* part, float* out, Prologue prologue) {
   // 32-bit unit counters stepped without division (a 64-bit divide per 16-byte load made the phase
-  // instruction-bound): (r, sg) is the row and segment of unit u
+  // instruction-bound): (r, sg) is the row and segment of unit u. Batches hold weights only (x is read from
+  // shared memory as it is used), and the first batch is loaded before the prologue that writes x (the
+  // norm, or x's copy from the workspace), so the weight stream starts at the phase's start. Lane 1 asks
+  // L2 for units ahead (not lane 0 of warp 0, whose fence in the grid barrier would wait for them).
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int segs = (K + 255) / 256, rows = nA + nB;
   const int U = rows * segs, up = (U + WARPS_ - 1) / WARPS_;
@@ -192,38 +196,37 @@ __device__ void block_gemv(const T_* A, int nA, const T_* B, int nB, int K, cons
   const int rw0 = u0 / segs;
   const bool flat = (K & 255) == 0; // units of a range are then consecutive 512-byte pieces of memory
   const int unitsA = nA * segs;
-  if (flat && lane == 0 && u0 < u1) {
-    if (u0 < unitsA) prefetch_units(A, u0, u0 + AHEAD_, unitsA < u1 ? unitsA : u1);
-    else prefetch_units(B, u0 - unitsA, u0 - unitsA + AHEAD_, u1 - unitsA);
-  }
   float acc = 0.f;
   uint4 z; z.x = z.y = z.z = z.w = 0u;
-  int r = rw0, sg = u0 - rw0 * segs;
+  int r = rw0, sg = u0 - rw0 * segs;   // the unit being summed
+  int lr = r, ls = sg;                  // the next unit to load
+  const T_* lrow = lr < nA ? A + (long long)lr * K : B + (long long)(lr - nA) * K;
+  uint4 wv[UNROLL_];
+#define NBX_LOAD_BATCH(u_) \
+  _Pragma("unroll") for (int i = 0; i < UNROLL_; i++) { \
+    wv[i] = z; \
+    const int k = ls * 256 + lane * 8; \
+    if ((u_) + i < u1 && k < K) wv[i] = __ldg(reinterpret_cast<const uint4*>(lrow + k)); \
+    if (++ls == segs) { ls = 0; lr++; lrow = lr < nA ? A + (long long)lr * K : B + (long long)(lr - nA) * K; } \
+  }
+  if (u0 < u1) { NBX_LOAD_BATCH(u0) }
+  if (flat && lane == 1 && u0 < u1) {
+    if (u0 < unitsA) prefetch_units(A, u0 + UNROLL_, u0 + AHEAD_, unitsA < u1 ? unitsA : u1);
+    else prefetch_units(B, u0 - unitsA + UNROLL_, u0 - unitsA + AHEAD_, u1 - unitsA);
+  }
+  prologue();
   for (int u = u0; u < u1; u += UNROLL_) {
-    if (flat && lane == 0) {
+    if (u != u0) { NBX_LOAD_BATCH(u) }
+    if (flat && lane == 1) {
       const int p0 = u + AHEAD_, p1 = p0 + UNROLL_;
       if (p0 < unitsA) prefetch_units(A, p0, p1, unitsA < u1 ? unitsA : u1);
       else prefetch_units(B, p0 - unitsA, p1 - unitsA, u1 - unitsA);
     }
-    uint4 wv[UNROLL_], xv[UNROLL_];
-    {
-      int rr = r, ss = sg;
-      const T_* row = rr < nA ? A + (long long)rr * K : B + (long long)(rr - nA) * K;
-#pragma unroll
-      for (int i = 0; i < UNROLL_; i++) {
-        wv[i] = z; xv[i] = z;
-        const int k = ss * 256 + lane * 8;
-        if (u + i < u1 && k < K) {
-          wv[i] = __ldg(reinterpret_cast<const uint4*>(row + k));
-          xv[i] = *reinterpret_cast<const uint4*>(xs + k);
-        }
-        if (++ss == segs) { ss = 0; rr++; row = rr < nA ? A + (long long)rr * K : B + (long long)(rr - nA) * K; }
-      }
-    }
 #pragma unroll
     for (int i = 0; i < UNROLL_; i++) {
       if (u + i < u1) {
-        acc += dot8(wv[i], xv[i]);
+        const int k = sg * 256 + lane * 8;
+        if (k < K) acc += dot8(wv[i], *reinterpret_cast<const uint4*>(xs + k));
         if (sg + 1 == segs || u + i + 1 == u1) {
           const float t = warp_sum(acc);
           if (lane == 0) part[warp * MAXR_ + (r - rw0)] = t;
@@ -353,6 +356,24 @@ __device__ __forceinline__ bool argmax_better(float a, int ia, float b, int ib) 
   return b > a || (b == a && ib < ia);
 }
 
+/** The block's maximum of (value, index) under argmax_better, in thread 0 (every thread takes part). */
+__device__ void block_argmax(float& bv, int& bi, bool& any) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o); const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    const bool oany = __shfl_xor_sync(0xffffffffu, (int)any, o) != 0;
+    if (oany && (!any || argmax_better(bv, bi, ov, oi))) { bv = ov; bi = oi; any = true; }
+  }
+  __shared__ float wv[WARPS_]; __shared__ int wi[WARPS_]; __shared__ int wa[WARPS_];
+  if ((threadIdx.x & 31) == 0) { wv[threadIdx.x >> 5] = bv; wi[threadIdx.x >> 5] = bi; wa[threadIdx.x >> 5] = any; }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    bv = NAN; bi = 0x7fffffff; any = false;
+    for (int q2 = 0; q2 < WARPS_; q2++) if (wa[q2] && (!any || argmax_better(bv, bi, wv[q2], wi[q2]))) { bv = wv[q2]; bi = wi[q2]; any = true; }
+  }
+  __syncthreads();
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Layer* __restrict__ layers, const T_* __restrict__ embed,
     const T_* __restrict__ fnorm, const T_* __restrict__ lmhead, const T_* __restrict__ cosr, const T_* __restrict__ sinr,
     const long long* ids, const long long* widx, const unsigned char* notpad, T_* logits, long long* next,
@@ -380,73 +401,60 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     int r0, r1;
     if (l < L_ && st == 0) { // A: norm + q/k/v
       block_rows(QKV_, r0, r1);
-      norm_into(rin, ly.ln1, eps, xs, red);
-      block_gemv(ly.wqkv + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv);
+      block_gemv(ly.wqkv + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv, [&] { norm_into(rin, ly.ln1, eps, xs, red); });
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(qkv, r0 + v, rowv[v]);
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
       for (int h = blockIdx.x; h < NH_; h += gridDim.x) attention_head(h, ly, qkv, cosr, sinr, w, notpad, scale, att, sm);
     } else if (l < L_ && st == 2) { // C: o_proj + residual
       block_rows(H_, r0, r1);
-      load_x(att, NH_ * D_, xs);
-      block_gemv(ly.wo + (long long)r0 * (NH_ * D_), r1 - r0, nullptr, 0, NH_ * D_, xs, part, rowv);
+      block_gemv(ly.wo + (long long)r0 * (NH_ * D_), r1 - r0, nullptr, 0, NH_ * D_, xs, part, rowv, [&] { load_x(att, NH_ * D_, xs); });
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(rin, r0 + v));
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
-      norm_into(res, ly.ln2, eps, xs, red);
-      block_gemv(ly.wgu + (long long)r0 * H_, r1 - r0, ly.wgu + ((long long)I_ + r0) * H_, r1 - r0, H_, xs, part, rowv);
+      block_gemv(ly.wgu + (long long)r0 * H_, r1 - r0, ly.wgu + ((long long)I_ + r0) * H_, r1 - r0, H_, xs, part, rowv, [&] { norm_into(res, ly.ln2, eps, xs, red); });
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
         const float g = RND(rowv[v]), u = RND(rowv[r1 - r0 + v]);
         stcgv(act, r0 + v, g / (1.f + expf(-g)) * u);
       }
     } else if (l < L_ && st == 4) { // E: down + residual
       block_rows(H_, r0, r1);
-      load_x(act, I_, xs);
-      block_gemv(ly.wdown + (long long)r0 * I_, r1 - r0, nullptr, 0, I_, xs, part, rowv);
+      block_gemv(ly.wdown + (long long)r0 * I_, r1 - r0, nullptr, 0, I_, xs, part, rowv, [&] { load_x(act, I_, xs); });
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(res, r0 + v));
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
-      norm_into(L_ == 0 ? emb : res, fnorm, eps, xs, red);
-      block_gemv(lmhead + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv);
+      block_gemv(lmhead + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv, [&] { norm_into(L_ == 0 ? emb : res, fnorm, eps, xs, red); });
       float bv = NAN; int bi = 0x7fffffff; bool any = false;
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
         const float lv = RND(rowv[v]);
         logits[r0 + v] = TOS(lv);
         if (!any || argmax_better(bv, bi, lv, r0 + v)) { bv = lv; bi = r0 + v; any = true; }
       }
-      // the block's argmax: warp shuffles, then warps in order
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, bv, o); const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        const bool oany = __shfl_xor_sync(0xffffffffu, (int)any, o) != 0;
-        if (oany && (!any || argmax_better(bv, bi, ov, oi))) { bv = ov; bi = oi; any = true; }
-      }
-      __shared__ float wv[WARPS_]; __shared__ int wi[WARPS_]; __shared__ int wa[WARPS_];
-      if ((threadIdx.x & 31) == 0) { wv[threadIdx.x >> 5] = bv; wi[threadIdx.x >> 5] = bi; wa[threadIdx.x >> 5] = any; }
-      __syncthreads();
+      block_argmax(bv, bi, any);
       if (threadIdx.x == 0) {
-        float b2 = NAN; int i2 = 0x7fffffff; bool a2 = false;
-        for (int q2 = 0; q2 < WARPS_; q2++) if (wa[q2] && (!a2 || argmax_better(b2, i2, wv[q2], wi[q2]))) { b2 = wv[q2]; i2 = wi[q2]; a2 = true; }
-        __stcg(amax_v + blockIdx.x, a2 ? b2 : -INFINITY); __stcg(amax_i + blockIdx.x, a2 ? i2 : 0x7fffffff);
+        __stcg(amax_v + blockIdx.x, any ? bv : -INFINITY); __stcg(amax_i + blockIdx.x, any ? bi : 0x7fffffff);
         __threadfence();
         sh_last = atomicAdd(sync + 1, 1u) == gridDim.x - 1;
       }
       __syncthreads();
-      if (sh_last && threadIdx.x == 0) { // the last block to finish: the step's argmax over the blocks' in block order
+      if (sh_last) { // the last block to finish: the step's argmax over the blocks' (an order-free maximum)
         __threadfence();
-        float b2 = __ldcg(amax_v); int i2 = __ldcg(amax_i);
-        for (unsigned q2 = 1; q2 < gridDim.x; q2++) {
+        bv = NAN; bi = 0x7fffffff; any = false;
+        for (unsigned q2 = threadIdx.x; q2 < gridDim.x; q2 += THREADS_) {
           const float ov = __ldcg(amax_v + q2); const int oi = __ldcg(amax_i + q2);
-          if (argmax_better(b2, i2, ov, oi)) { b2 = ov; i2 = oi; }
+          if (!any || argmax_better(bv, bi, ov, oi)) { bv = ov; bi = oi; any = true; }
         }
-        next[0] = i2;
-        sync[0] = 0u; sync[1] = 0u; // every block is past its last barrier: ready for the next step
+        block_argmax(bv, bi, any);
+        if (threadIdx.x == 0) {
+          next[0] = bi;
+          sync[0] = 0u; sync[1] = 0u; // every block is past its last barrier: ready for the next step
+        }
       }
     }
     if (trace) { __syncthreads(); if (threadIdx.x == 0) trace[(2ll * ph + 1) * gridDim.x + blockIdx.x] = nbx_globaltimer(); }
     if (ph + 1 < ph1) {
       // ask L2 for the start of this block's rows of the next phase, then wait for the grid
       const int nl = (ph + 1) / 5, ns = (ph + 1) - nl * 5;
-      if ((threadIdx.x & 31) == 0 && ns != 1) {
+      if ((threadIdx.x & 31) == 1 && ns != 1) { // not thread 0: its fence in grid_sync would wait for the prefetches
         const int warp = threadIdx.x >> 5;
         const T_* base = nullptr; int n = 0, K = H_;
         if (nl >= L_) { base = lmhead; n = V_; }
