@@ -69,9 +69,10 @@ test('webgpu fused_add_rms_norm equals the CPU (dtypes, with and without weight,
   }
 });
 
-test('webgpu rotary_and_cache equals the CPU: q rotated, k rotated and v written at the device index, partial rotary, strided inputs; a bad index raises', { skip }, async () => {
+test('webgpu rotary_and_cache equals the CPU: q rotated, k rotated and v written at the device index, partial rotary, strided inputs; a bad index raises; half types by words and by elements', { skip }, async () => {
   let seed = 200;
-  for (const dt of ['float32', 'bfloat16'] as DT[]) {
+  for (const [dt, pairs] of [['float32', '1'], ['bfloat16', '1'], ['bfloat16', '0'], ['float16', '1']] as [DT, string][]) {
+    process.env.NBX_WEBGPU_ROTARY_PAIRS = pairs;
     for (const [B, H, KVH, T, D, R, S] of [[1, 8, 2, 1, 64, 64, 16], [2, 4, 4, 3, 32, 16, 12]] as number[][]) {
       // q/k/v as the decoder makes them: one projection [B, T, (H + 2KVH)·D] viewed as heads and transposed
       const qkv = rand([B!, T!, H! + 2 * KVH!, D!], seed++).to(dt);
@@ -85,16 +86,19 @@ test('webgpu rotary_and_cache equals the CPU: q rotated, k rotated and v written
       const want = llm.rotary_and_cache(q, k, v, cos, sin, kc, vc, idx);
       const got = llm.rotary_and_cache(q.to(G), k.to(G), v.to(G), cos.to(G), sin.to(G), kcg, vcg, idx.to(G));
       const tol = dt === 'float32' ? 1e-6 : 1e-2;
-      assert.ok(await relErr(got, want) <= tol, `${dt} q`);
-      assert.ok(await relErr(kcg, kc) <= tol, `${dt} key cache`);
-      assert.ok(await relErr(vcg, vc) <= 0, `${dt} value cache (exact copies)`);
+      assert.ok(await relErr(got, want) <= tol, `${dt} pairs=${pairs} q`);
+      assert.ok(await relErr(kcg, kc) <= tol, `${dt} pairs=${pairs} key cache`);
+      assert.ok(await relErr(vcg, vc) <= 0, `${dt} pairs=${pairs} value cache (exact copies)`);
     }
   }
+  delete process.env.NBX_WEBGPU_ROTARY_PAIRS;
   // an index past the cache: nothing written, IndexError at the next read
-  const q = rand([1, 2, 1, 8], 1).to(G), k = rand([1, 1, 1, 8], 2).to(G), cs = rand([1, 1, 8], 3).to(G);
-  const kc = nbx.zeros([1, 1, 4, 8]).to(G), vc = nbx.zeros([1, 1, 4, 8]).to(G);
-  const out = llm.rotary_and_cache(q, k, k, cs, cs, kc, vc, nbx.tensor([4], { dtype: 'int64' }).to(G));
-  await assert.rejects(async () => out.cpu(), (e: Error) => e.name === 'IndexError' && /out of bounds/.test(e.message));
+  for (const dt of ['float32', 'bfloat16'] as DT[]) {
+    const q = rand([1, 2, 1, 8], 1).to(dt).to(G), k = rand([1, 1, 1, 8], 2).to(dt).to(G), cs = rand([1, 1, 8], 3).to(dt).to(G);
+    const kc = nbx.zeros([1, 1, 4, 8]).to(dt).to(G), vc = nbx.zeros([1, 1, 4, 8]).to(dt).to(G);
+    const out = llm.rotary_and_cache(q, k, k, cs, cs, kc, vc, nbx.tensor([4], { dtype: 'int64' }).to(G));
+    await assert.rejects(async () => out.cpu(), (e: Error) => e.name === 'IndexError' && /out of bounds/.test(e.message), dt);
+  }
 });
 
 test('webgpu decode_attention equals the CPU: GQA, bool and additive masks, causal rows, a cache view, keys past one chunk, wide and odd heads; 16-byte-word kernel and the general one', { skip }, async () => {

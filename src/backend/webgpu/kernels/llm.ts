@@ -136,9 +136,9 @@ function webgpuFusedAddRmsNorm(p: FusedAddRmsNormParams): void {
  *   qOut off (31), kc: off, sB, sH, sS, sD (32..36), vc: 37..41, index off (42)]
  * Bindings: b1 qOut, b2 keyCache, b3 valueCache (distinct), b4 the error record, then the read operands.
  */
-function rotaryCacheProgram(d: DTypeName, access: string, at: Record<string, number>, wg: number): Program {
+function rotaryCacheProgram(d: DTypeName, access: string, at: Record<string, number>, wg: number, pairs: boolean): Program {
   const words = 43;
-  return program(`llm.rotary_cache|${d}|${access}|${Object.values(at).join(',')}|${wg}`, access, words, () => {
+  return program(`llm.rotary_cache|${d}|${access}|${Object.values(at).join(',')}|${wg}|${pairs}`, access, words, () => {
     const L = (name: string, idx: string): string => R.load(d, `b${at[name]}`, idx);
     const rot = (name: string, w: number): string => `{
       let xr = i32(${U(w)}) + i32(b) * bitcast<i32>(${U(w + 1)}) + i32(h) * bitcast<i32>(${U(w + 2)}) + i32(t) * bitcast<i32>(${U(w + 3)});
@@ -155,33 +155,45 @@ function rotaryCacheProgram(d: DTypeName, access: string, at: Record<string, num
       } else { val = x; }
     }`;
     const cacheAt = (w: number): string => `u32(i32(${U(w)}) + i32(b) * bitcast<i32>(${U(w + 1)}) + i32(h) * bitcast<i32>(${U(w + 2)}) + pos * bitcast<i32>(${U(w + 3)}) + i32(j) * bitcast<i32>(${U(w + 4)}))`;
+    // each invocation computes one element and where it goes (dst: 1 qOut, 2 keyCache, 3 valueCache, 0 nowhere);
+    // with `pairs` (half types, outputs of whole words) neighbours meet in workgroup memory and the even one
+    // stores the word (a plain atomic store instead of two read-modify-writes per element on a shared word)
+    const stores = pairs
+      ? `rv[lid] = val;
+  workgroupBarrier();
+  if (dst != 0u && (lid & 1u) == 0u) {
+    let w = ${R.bits(d, 'val')} | (${R.bits(d, 'rv[lid + 1u]')} << 16u);
+    if (dst == 1u) { atomicStore(&b1[oi >> 1u], w); } else if (dst == 2u) { atomicStore(&b2[oi >> 1u], w); } else { atomicStore(&b3[oi >> 1u], w); }
+  }`
+      : `if (dst == 1u) { ${store(d, 'b1', 'oi', 'val')} } else if (dst == 2u) { ${store(d, 'b2', 'oi', 'val')} } else if (dst == 3u) { ${store(d, 'b3', 'oi', 'val')} }`;
     const body = `let B = ${U(0)}; let H = ${U(1)}; let KVH = ${U(2)}; let T = ${U(3)}; let D = ${U(4)}; let R = ${U(5)}; let S = ${U(6)};
   let nq = B * H * T * D; let nk = B * KVH * T * D;
-  if (g >= nq + 2u * nk) { return; }
-  var val = 0.0f;
+  var val = 0.0f; var dst = 0u; var oi = 0u;
   if (g < nq) {
     let j = g % D; let t = (g / D) % T; let h = (g / (D * T)) % H; let b = g / (D * T * H);
     ${rot('q', 8)}
-    ${store(d, 'b1', `${U(31)} + g`, 'val')}
-    return;
+    dst = 1u; oi = ${U(31)} + g;
+  } else if (g < nq + 2u * nk) {
+    let e = (g - nq) % nk; let isV = g - nq >= nk;
+    let j = e % D; let t = (e / D) % T; let h = (e / (D * T)) % KVH; let b = e / (D * T * KVH);
+    // the cache position: index[t] (int64), checked against S
+    let lo = b${at.index}[2u * (${U(42)} + t)]; let hi = b${at.index}[2u * (${U(42)} + t) + 1u];
+    let bad = hi != 0u || lo >= S;
+    // the record: a word per position, written every time (so it needs no clearing), 1 where out of range
+    if (j == 0u && h == 0u && b == 0u && !isV) { atomicStore(&b4[t], select(0u, 1u, bad)); }
+    if (!bad) {
+      let pos = i32(lo);
+      if (isV) {
+        val = ${L('v', `u32(i32(${U(18)}) + i32(b) * bitcast<i32>(${U(19)}) + i32(h) * bitcast<i32>(${U(20)}) + i32(t) * bitcast<i32>(${U(21)}) + i32(j) * bitcast<i32>(${U(22)}))`)};
+        dst = 3u; oi = ${cacheAt(37)};
+      } else {
+        ${rot('k', 13)}
+        dst = 2u; oi = ${cacheAt(32)};
+      }
+    }
   }
-  let e = (g - nq) % nk; let isV = g - nq >= nk;
-  let j = e % D; let t = (e / D) % T; let h = (e / (D * T)) % KVH; let b = e / (D * T * KVH);
-  // the cache position: index[t] (int64), checked against S
-  let lo = b${at.index}[2u * (${U(42)} + t)]; let hi = b${at.index}[2u * (${U(42)} + t) + 1u];
-  let bad = hi != 0u || lo >= S;
-  // the record: a word per position, written every time (so it needs no clearing), 1 where out of range
-  if (j == 0u && h == 0u && b == 0u && !isV) { atomicStore(&b4[t], select(0u, 1u, bad)); }
-  if (bad) { return; }
-  let pos = i32(lo);
-  if (isV) {
-    let v = ${L('v', `u32(i32(${U(18)}) + i32(b) * bitcast<i32>(${U(19)}) + i32(h) * bitcast<i32>(${U(20)}) + i32(t) * bitcast<i32>(${U(21)}) + i32(j) * bitcast<i32>(${U(22)}))`)};
-    ${store(d, 'b3', cacheAt(37), 'v')}
-  } else {
-    ${rot('k', 13)}
-    ${store(d, 'b2', cacheAt(32), 'val')}
-  }`;
-    return module(words, access, wg, body);
+  ${stores}`;
+    return module(words, access, wg, body, pairs ? `var<workgroup> rv: array<f32, ${wg}>;` : '');
   });
 }
 
@@ -207,7 +219,10 @@ function webgpuRotaryCache(p: RotaryCacheParams): void {
   u.set(strides4(p.keyCache), 32); u.set(strides4(p.valueCache), 37);
   u[42] = p.index.offset;
   const wg = workgroup(256);
-  be.dispatch(rotaryCacheProgram(d, access, at, wg), b.bufs, u, B * T * D * (H + 2 * KVH), wg);
+  // whole words per pair of neighbours: half types, even D, every output offset and stride even and unit along D
+  const cacheOk = (r: StridedRef): boolean => r.strides[3] === 1 && r.offset % 2 === 0 && r.strides.slice(0, 3).every((x) => x % 2 === 0);
+  const pairs = DTYPES[d].itemsize === 2 && D % 2 === 0 && p.qOut.offset % 2 === 0 && cacheOk(p.keyCache) && cacheOk(p.valueCache) && process.env.NBX_WEBGPU_ROTARY_PAIRS !== '0';
+  be.dispatch(rotaryCacheProgram(d, access, at, wg, pairs), b.bufs, u, B * T * D * (H + 2 * KVH), wg);
   b.done();
   be.check('llm.rotary_and_cache', err, (host) => {
     const w = new Uint32Array(host.get(err)!);
