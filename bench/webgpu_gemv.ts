@@ -42,6 +42,9 @@ async function gpuMicros(be: ReturnType<typeof nbx.webgpu.backend>, reps: number
     await be.idle();
     return ((performance.now() - t0) * 1000) / reps;
   }
+  // the same calls untimed first, right before: the GPU comes out of the idle of the previous shape's compile
+  // (a guess at why call B's figures were ~2.7x the step's own: clocks after an idle gap; not verified)
+  for (let i = 0; i < reps; i++) call(i);
   const set = dev.createQuerySet({ type: 'timestamp', count: 2 });
   const resolve = dev.createBuffer({ size: 16, usage: 0x0200 | 0x0004 });
   const read = dev.createBuffer({ size: 16, usage: 0x0001 | 0x0008 });
