@@ -7,7 +7,7 @@
 // Run: node dist/bench/cuda_attention.js   (NBX_CACHE_DIR=<fresh dir> to watch the tuning sweep)
 import { execFileSync } from 'node:child_process';
 import * as nbx from '../src/index.js';
-import { timeCuda } from './gpu_timing.js';
+import { timeCuda, TRIALS } from './gpu_timing.js';
 import { deviceRandn } from './device_randn.js';
 import { attentionStats, precompileAttention, hasWgmma } from '../src/backend/cuda/kernels/attention.js';
 import { sm90Configs } from '../src/backend/cuda/kernels/attention_sm90.js';
@@ -29,6 +29,9 @@ const CASES: Case[] = [
   { name: 'decode B8 H32 S4096 D128 (mid)', B: 8, H: 32, Hk: 32, L: 1, S: 4096, D: 128, causal: false, dt: 'bfloat16', decode: true },
 ];
 
+// calls per timed sample, the same on both sides: short calls (decode, L 1024: ~0.02-0.15 ms) need many for
+// the sample to outweigh the synchronisation at its end; each figure is the best of TRIALS samples
+const reps = (c: Case): number => (c.decode || c.L <= 1024 ? 50 : 10);
 const flops = (c: Case): number => 4 * c.B * c.H * c.L * c.S * c.D / (c.causal ? 2 : 1);
 const kvBytes = (c: Case): number => 2 * c.B * c.Hk * c.S * c.D * 2;
 const rate = (c: Case, s: number): string => (c.decode ? `${(kvBytes(c) / s / 1e9).toFixed(0)} GB/s` : `${(flops(c) / s / 1e12).toFixed(1)} TFLOP/s`);
@@ -37,12 +40,15 @@ const PEER = String.raw`
 import torch, json, time, sys
 import torch.nn.functional as F
 cases = json.loads(sys.argv[1])
-def t(fn, reps):
+def t(fn, reps, trials):
     fn(); torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(reps): fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / reps
+    best = float('inf')
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        for _ in range(reps): fn()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best
 out = {}
 for c in cases:
     dt = torch.bfloat16 if c['dt'] == 'bfloat16' else torch.float16
@@ -50,12 +56,12 @@ for c in cases:
     k = torch.randn(c['B'], c['Hk'], c['S'], c['D'], device='cuda', dtype=dt)
     v = torch.randn(c['B'], c['Hk'], c['S'], c['D'], device='cuda', dtype=dt)
     g = c['Hk'] != c['H']
-    out[c['name']] = t(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=c['causal'], enable_gqa=g), 20 if c['decode'] else 10)
+    out[c['name']] = t(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=c['causal'], enable_gqa=g), c['reps'], c['trials'])
 print(json.dumps(out))
 `;
 
 let peer: Record<string, number> = {};
-try { peer = JSON.parse(execFileSync('python3', ['-c', PEER, JSON.stringify(CASES)], { encoding: 'utf8' })) as Record<string, number>; } catch (e) { process.stderr.write(`PyTorch peer failed: ${(e as Error).message.slice(0, 300)}\n`); }
+try { peer = JSON.parse(execFileSync('python3', ['-c', PEER, JSON.stringify(CASES.map((c) => ({ ...c, reps: reps(c), trials: TRIALS })))], { encoding: 'utf8' })) as Record<string, number>; } catch (e) { process.stderr.write(`PyTorch peer failed: ${(e as Error).message.slice(0, 300)}\n`); }
 
 // the tuner's candidates compiled side by side first (NVRTC on UV_THREADPOOL_SIZE threads; a warm kernel cache
 // makes this a lookup), so each row's first call is the tuning sweep, not a row of serial compiles
@@ -82,7 +88,8 @@ for (const c of CASES) {
     call(); await nbx.cuda.synchronize(); // compiles and tunes
     firstCall = `${((performance.now() - f0) / 1000).toFixed(1)} s (tune)`;
     const p0 = attentionStats.prefill;
-    const s = await timeCuda(call, c.decode ? 20 : 10);
+    let s = Infinity;
+    for (let i = 0; i < TRIALS; i++) s = Math.min(s, await timeCuda(call, reps(c)));
     const p = peer[c.name];
     const kern = c.decode ? 'decode' : attentionStats.prefill > p0 ? attentionStats.lastPrefill : 'composed';
     line = `| ${c.name} | ${rate(c, s)} | ${p ? rate(c, p) : '-'} | ${p ? `${((p / s) * 100).toFixed(1)}%` : '-'} | ${kern} |`;

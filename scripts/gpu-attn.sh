@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #20 on the H200, one call (at most ~140 s: parts bounded at 50 + 55 + 30 s, plus a build if dist/ is stale):
+# Issue #20 on the H200, one call (at most ~115 s: parts bounded at 45 + 45 + 20 s, plus a build if dist/ is stale):
 # the fused CUDA attention checked, then measured.
 #   bash scripts/gpu-attn.sh          (repo root; logs in $OUT/attn/, summary.txt first; OUT defaults to /tmp/out)
 #   NBX_ATTN_PARTS="check bench time stall" selects parts (default: check bench time, in that order)
@@ -28,13 +28,13 @@ if dist_stale src/backend/cuda/kernels/attention src/backend/cuda/kernels/attent
 export NBX_CUDA_HOST_STAGING=0 NBX_ATTENTION_WGMMA=1 UV_THREADPOOL_SIZE=16
 export NBX_CACHE_DIR; NBX_CACHE_DIR=$(mktemp -d /tmp/nbx-attn-XXXXXX)
 has() { case " $PARTS " in *" $1 "*) return 0;; *) return 1;; esac; }
-has check && st check 50 node scripts/attention-check.mjs --part=check
-has bench && st bench 55 node dist/bench/cuda_attention.js
+has check && st check 45 node scripts/attention-check.mjs --part=check
+has bench && st bench 45 node dist/bench/cuda_attention.js
 if has stall; then
   st stall 20 node scripts/attention-check.mjs --part=stall
   if ! grep -q '^stall: none' "$L/stall.log"; then st stallwatch 15 env NBX_ATTENTION_WATCH=1 node scripts/attention-check.mjs --part=stall; fi
 fi
-has time && st time 30 node scripts/attention-check.mjs --part=time
+has time && st time 20 node scripts/attention-check.mjs --part=time
 {
   [ -f "$L/check.log" ] && { echo "== check"; grep -E '^(FAIL|precompiled|check:|device:)' "$L/check.log"; grep -iE 'error' "$L/check.log" | head -5; }
   [ -f "$L/stall.log" ] && { echo "== stall"; grep -E '^stall' "$L/stall.log"; tail -3 "$L/stall.log" | grep -v '^stall'; }

@@ -73,14 +73,13 @@ export const SM90_HEAD_DIMS = [64, 128, 256];
 // Registers per consumer thread: S BN/2 + O D/2 + P BN/4 (+ ~40 of addressing and statistics) under 232.
 // Ping-pong where FlashAttention-3 uses it (head dims up to 128), against the same tile without.
 export function sm90Configs(D: number): Sm90Config[] {
-  if (D === 256) return [{ blockN: 64, stages: 2 }, { blockN: 80, stages: 2 }, { blockN: 64, stages: 2, persistent: true }];
-  // 176 keys: FlashAttention-3's non-causal tile (S 88 + O 64 + P 44 registers)
-  if (D === 128) {
-    return [{ blockN: 128, stages: 2, pingpong: true }, { blockN: 128, stages: 2 }, { blockN: 176, stages: 2, pingpong: true },
-      { blockN: 128, stages: 2, pingpong: true, persistent: true }, { blockN: 176, stages: 2, pingpong: true, persistent: true },
-      { blockN: 128, stages: 3, pingpong: true, persistent: true }]; // 3 slots: 225 KiB of shared memory
-  }
-  return [{ blockN: 128, stages: 3, pingpong: true }, { blockN: 128, stages: 3 }, { blockN: 128, stages: 3, pingpong: true, persistent: true }];
+  // Kept after device call B of 2026-12-02 (BENCHMARKS.md, fifth session; every tile forced on the bench's
+  // shapes): D256 n80s2 617 / n64s2 598 TFLOP/s (persistent n64 560); D128 n128s2 550 / n128s2p 537 causal,
+  // 614 both non-causal, persistent n128s2pP 524 / 574 but 250 (as n128s2p) at L1024, while n176s2p 532,
+  // n176s2pP 500 and n128s3pP 475 lost everywhere; D64 n128s3pP 349 / n128s3p 333 / n128s3 312.
+  if (D === 256) return [{ blockN: 80, stages: 2 }, { blockN: 64, stages: 2 }];
+  if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, pingpong: true }, { blockN: 128, stages: 2, pingpong: true, persistent: true }];
+  return [{ blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true }];
 }
 
 /** Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers (Q full and empty; K/V full and empty per slot). */
@@ -559,7 +558,10 @@ ${AB === 'nosoftmax' ? '    return;\n' : ''}    const int n0 = t * ${BN};
   };
   // O rescaled to tile t's running max before O += P(t)·V(t): issued after Q·K(t+1)ᵀ, so the multiplies
   // run while that MMA does (FlashAttention-3's order), not between P·V(t-1)'s end and the next issue
+  // Skipped when no row of the warp changed its max (corr exactly 1: the product would be O itself), which
+  // after the first tiles is most tiles: the branch is warp-uniform.
   auto rescale = [&]() {
+    if (__ballot_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f) == 0u) return;
     #pragma unroll
     for (int i = 0; i < ${NO / 4}; i++) { oacc[4 * i] *= corr[0]; oacc[4 * i + 1] *= corr[0]; oacc[4 * i + 2] *= corr[1]; oacc[4 * i + 3] *= corr[1]; }
   };
