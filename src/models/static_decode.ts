@@ -340,10 +340,14 @@ export const CPU_CAPACITY_BUCKET = 32;
  * Whether decode steps on `device` are replayed: CUDA graphs (NBX_CUDA_GRAPHS=0 turns them off), CPU
  * step recordings (NBX_CPU_REPLAY=0) and WebGPU step graphs (NBX_WEBGPU_REPLAY=0).
  */
-/** Whether batch-1 steps take nbx.llm.fused_decode_step where they can (NBX_DECODE_STEP=off: the op-by-op step). */
+/**
+ * Whether batch-1 steps take nbx.llm.fused_decode_step where they can: NBX_DECODE_STEP=fused (one launch) or
+ * phases (a launch per phase). Off by default: on the H200 the whole-step kernel still measured slower than
+ * the op-by-op step (BENCHMARKS.md, fifth session).
+ */
 export function decodeStepEnabled(): boolean {
   const v = process.env.NBX_DECODE_STEP;
-  return v !== 'off' && v !== '0';
+  return v === 'fused' || v === 'phases' || v === 'on';
 }
 
 export function replayEnabled(device: Device): boolean {

@@ -44,10 +44,12 @@ const WARPS = THREADS / 32;
 /** 16-byte weight loads a warp issues before using them. */
 const UNROLL = 8;
 /** 512-byte units (a warp's 16-byte loads) a warp asks L2 for ahead of the ones it reads. */
-const AHEAD_UNITS = 32;
+const AHEAD_UNITS = 24;
 /** Key passes of the attention loaded before their arithmetic. */
 const ATT_UNROLL = 4;
 const DTYPES_TAKEN = ['bfloat16', 'float16'] as const;
+/** Which L2 prefetches the kernel issues: 'all' (rows ahead inside a phase and the next phase's before a barrier), 'loop', 'barrier' or 'none' (NBX_DECODE_STEP_PREFETCH, for measuring). */
+const PF = process.env.NBX_DECODE_STEP_PREFETCH ?? 'loop';
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number }
 
@@ -93,6 +95,8 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape): { src: st
 #define ATTU_ ${ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
 #define NPT_ ${Math.ceil(s.H / THREADS)}
+#define NBX_PF_LOOP ${PF === 'all' || PF === 'loop' ? 1 : 0}
+#define NBX_PF_BARRIER ${PF === 'all' || PF === 'barrier' ? 1 : 0}
 
 struct Layer { const T_* ln1; const T_* wqkv; const T_* wo; const T_* ln2; const T_* wgu; const T_* wdown; T_* kc; T_* vc; };
 
@@ -182,13 +186,9 @@ __device__ __forceinline__ void block_rows(int n, int& r0, int& r1) {
  * into contiguous runs per warp; a warp's partial sum of each row it touches goes to part[warp][row - its
  * first row] and the rows are summed over warps in warp order (the same bits every run).
  */
-template <class Prologue>
-__device__ void block_gemv(const T_* A, int nA, const T_* B, int nB, int K, const T_* xs, float* part, float* out, Prologue prologue) {
+__device__ void block_gemv(const T_* A, int nA, const T_* B, int nB, int K, const T_* xs, float* part, float* out) {
   // 32-bit unit counters stepped without division (a 64-bit divide per 16-byte load made the phase
-  // instruction-bound): (r, sg) is the row and segment of unit u. Batches hold weights only (x is read from
-  // shared memory as it is used), and the first batch is loaded before the prologue that writes x (the
-  // norm, or x's copy from the workspace), so the weight stream starts at the phase's start. Lane 1 asks
-  // L2 for units ahead (not lane 0 of warp 0, whose fence in the grid barrier would wait for them).
+  // instruction-bound): (r, sg) is the row and segment of unit u
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int segs = (K + 255) / 256, rows = nA + nB;
   const int U = rows * segs, up = (U + WARPS_ - 1) / WARPS_;
@@ -196,37 +196,38 @@ __device__ void block_gemv(const T_* A, int nA, const T_* B, int nB, int K, cons
   const int rw0 = u0 / segs;
   const bool flat = (K & 255) == 0; // units of a range are then consecutive 512-byte pieces of memory
   const int unitsA = nA * segs;
+  if (NBX_PF_LOOP && flat && lane == 1 && u0 < u1) {
+    if (u0 < unitsA) prefetch_units(A, u0, u0 + AHEAD_, unitsA < u1 ? unitsA : u1);
+    else prefetch_units(B, u0 - unitsA, u0 - unitsA + AHEAD_, u1 - unitsA);
+  }
   float acc = 0.f;
   uint4 z; z.x = z.y = z.z = z.w = 0u;
-  int r = rw0, sg = u0 - rw0 * segs;   // the unit being summed
-  int lr = r, ls = sg;                  // the next unit to load
-  const T_* lrow = lr < nA ? A + (long long)lr * K : B + (long long)(lr - nA) * K;
-  uint4 wv[UNROLL_];
-#define NBX_LOAD_BATCH(u_) \
-  _Pragma("unroll") for (int i = 0; i < UNROLL_; i++) { \
-    wv[i] = z; \
-    const int k = ls * 256 + lane * 8; \
-    if ((u_) + i < u1 && k < K) wv[i] = __ldg(reinterpret_cast<const uint4*>(lrow + k)); \
-    if (++ls == segs) { ls = 0; lr++; lrow = lr < nA ? A + (long long)lr * K : B + (long long)(lr - nA) * K; } \
-  }
-  if (u0 < u1) { NBX_LOAD_BATCH(u0) }
-  if (flat && lane == 1 && u0 < u1) {
-    if (u0 < unitsA) prefetch_units(A, u0 + UNROLL_, u0 + AHEAD_, unitsA < u1 ? unitsA : u1);
-    else prefetch_units(B, u0 - unitsA + UNROLL_, u0 - unitsA + AHEAD_, u1 - unitsA);
-  }
-  prologue();
+  int r = rw0, sg = u0 - rw0 * segs;
   for (int u = u0; u < u1; u += UNROLL_) {
-    if (u != u0) { NBX_LOAD_BATCH(u) }
-    if (flat && lane == 1) {
+    if (NBX_PF_LOOP && flat && lane == 1) {
       const int p0 = u + AHEAD_, p1 = p0 + UNROLL_;
       if (p0 < unitsA) prefetch_units(A, p0, p1, unitsA < u1 ? unitsA : u1);
       else prefetch_units(B, p0 - unitsA, p1 - unitsA, u1 - unitsA);
     }
+    uint4 wv[UNROLL_], xv[UNROLL_];
+    {
+      int rr = r, ss = sg;
+      const T_* row = rr < nA ? A + (long long)rr * K : B + (long long)(rr - nA) * K;
+#pragma unroll
+      for (int i = 0; i < UNROLL_; i++) {
+        wv[i] = z; xv[i] = z;
+        const int k = ss * 256 + lane * 8;
+        if (u + i < u1 && k < K) {
+          wv[i] = __ldg(reinterpret_cast<const uint4*>(row + k));
+          xv[i] = *reinterpret_cast<const uint4*>(xs + k);
+        }
+        if (++ss == segs) { ss = 0; rr++; row = rr < nA ? A + (long long)rr * K : B + (long long)(rr - nA) * K; }
+      }
+    }
 #pragma unroll
     for (int i = 0; i < UNROLL_; i++) {
       if (u + i < u1) {
-        const int k = sg * 256 + lane * 8;
-        if (k < K) acc += dot8(wv[i], *reinterpret_cast<const uint4*>(xs + k));
+        acc += dot8(wv[i], xv[i]);
         if (sg + 1 == segs || u + i + 1 == u1) {
           const float t = warp_sum(acc);
           if (lane == 0) part[warp * MAXR_ + (r - rw0)] = t;
@@ -401,28 +402,33 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     int r0, r1;
     if (l < L_ && st == 0) { // A: norm + q/k/v
       block_rows(QKV_, r0, r1);
-      block_gemv(ly.wqkv + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv, [&] { norm_into(rin, ly.ln1, eps, xs, red); });
+      norm_into(rin, ly.ln1, eps, xs, red);
+      block_gemv(ly.wqkv + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(qkv, r0 + v, rowv[v]);
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
       for (int h = blockIdx.x; h < NH_; h += gridDim.x) attention_head(h, ly, qkv, cosr, sinr, w, notpad, scale, att, sm);
     } else if (l < L_ && st == 2) { // C: o_proj + residual
       block_rows(H_, r0, r1);
-      block_gemv(ly.wo + (long long)r0 * (NH_ * D_), r1 - r0, nullptr, 0, NH_ * D_, xs, part, rowv, [&] { load_x(att, NH_ * D_, xs); });
+      load_x(att, NH_ * D_, xs);
+      block_gemv(ly.wo + (long long)r0 * (NH_ * D_), r1 - r0, nullptr, 0, NH_ * D_, xs, part, rowv);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(rin, r0 + v));
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
-      block_gemv(ly.wgu + (long long)r0 * H_, r1 - r0, ly.wgu + ((long long)I_ + r0) * H_, r1 - r0, H_, xs, part, rowv, [&] { norm_into(res, ly.ln2, eps, xs, red); });
+      norm_into(res, ly.ln2, eps, xs, red);
+      block_gemv(ly.wgu + (long long)r0 * H_, r1 - r0, ly.wgu + ((long long)I_ + r0) * H_, r1 - r0, H_, xs, part, rowv);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
         const float g = RND(rowv[v]), u = RND(rowv[r1 - r0 + v]);
         stcgv(act, r0 + v, g / (1.f + expf(-g)) * u);
       }
     } else if (l < L_ && st == 4) { // E: down + residual
       block_rows(H_, r0, r1);
-      block_gemv(ly.wdown + (long long)r0 * I_, r1 - r0, nullptr, 0, I_, xs, part, rowv, [&] { load_x(act, I_, xs); });
+      load_x(act, I_, xs);
+      block_gemv(ly.wdown + (long long)r0 * I_, r1 - r0, nullptr, 0, I_, xs, part, rowv);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(res, r0 + v));
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
-      block_gemv(lmhead + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv, [&] { norm_into(L_ == 0 ? emb : res, fnorm, eps, xs, red); });
+      norm_into(L_ == 0 ? emb : res, fnorm, eps, xs, red);
+      block_gemv(lmhead + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv);
       float bv = NAN; int bi = 0x7fffffff; bool any = false;
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
         const float lv = RND(rowv[v]);
@@ -454,7 +460,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     if (ph + 1 < ph1) {
       // ask L2 for the start of this block's rows of the next phase, then wait for the grid
       const int nl = (ph + 1) / 5, ns = (ph + 1) - nl * 5;
-      if ((threadIdx.x & 31) == 1 && ns != 1) { // not thread 0: its fence in grid_sync would wait for the prefetches
+      if (NBX_PF_BARRIER && (threadIdx.x & 31) == 1 && ns != 1) {
         const int warp = threadIdx.x >> 5;
         const T_* base = nullptr; int n = 0, K = H_;
         if (nl >= L_) { base = lmhead; n = V_; }
@@ -504,7 +510,7 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
 }
 
 /** How the step launches: 'fused' (one launch, grid barriers), 'phases' (a launch per phase), or off. */
-const MODE = (): string => process.env.NBX_DECODE_STEP ?? 'fused';
+const MODE = (): string => (process.env.NBX_DECODE_STEP === 'phases' ? 'phases' : process.env.NBX_DECODE_STEP === 'off' || process.env.NBX_DECODE_STEP === '0' ? 'off' : 'fused');
 
 function cudaDecodeStep(p: DecodeStepParams): boolean {
   const mode = MODE();
@@ -529,7 +535,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G };
   const smem = smemBytes(s);
   if (smem > 200 * 1024) return false;
-  const key = `decode_step:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}`;
+  const key = `decode_step:${PF}:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
