@@ -9,7 +9,8 @@
 // GEMV: out[m, N] = x[m, K] · dequantize(W)ᵀ for W [N, K] = 4096×14336 and 14336×4096 (Llama-3-8B's
 // down and gate/up projections), bfloat16 x. Bandwidth is counted in packed bytes (qweight + scales +
 // zeros) per call; time per call on CUDA is measured with weights coming from memory as in a model
-// (gemv.ts's timeColdL2: L2 evicted before each of 10 calls, events around each), on WebGPU the wall
+// (quant.ts's timeCleanL2: L2 evicted and left clean before each of 10 calls, events around each; --flush
+// dirty: gemv.ts's timeColdL2, memsets only, whose dirty lines the timed call writes back), on WebGPU the wall
 // clock of 20 calls. --sweep times every CUDA kernel that takes the format at every kw and shows the
 // best next to the one the tuner/default gives (last, for the main formats, as --budget-s allows). The roofline is data: --roofline-gbs, else measured
 // here (a + b over 1 GiB float32 operands, as bench/decode.ts measures it). Issue #21's target: ≥ 85%.
@@ -23,7 +24,7 @@
 //
 // Run: node dist/bench/quant.js [--device cuda|webgpu|cpu] [--check [--quick]] [--no-gemv] [--sweep]
 //        [--formats all|int4,q4_k,...] [--gemv-formats int4,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--shape llama3-8b|tiny]
-//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S]     (or `nbx bench quant ...`)
+//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty]     (or `nbx bench quant ...`)
 //   --budget-s: past S seconds from the start, the sweep and the remaining decode models are skipped (said so).
 
 import { writeFileSync } from 'node:fs';
@@ -145,10 +146,12 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
 async function timeCall(device: string, fn: () => void): Promise<number> {
   if (device === 'cuda') {
     const { timeColdL2 } = await import('../src/backend/cuda/kernels/gemv.js');
+    const { timeCleanL2 } = await import('../src/backend/cuda/kernels/quant.js');
     const be = nbx.cuda.backend();
+    const time = (calls: number): number => (dirtyFlush ? timeColdL2(be, fn, calls) : timeCleanL2(fn, calls));
     fn(); // compile / tune
-    timeColdL2(be, fn, 3);
-    return timeColdL2(be, fn, 10);
+    time(3);
+    return time(10);
   }
   fn();
   await sync(device);
@@ -157,6 +160,9 @@ async function timeCall(device: string, fn: () => void): Promise<number> {
   await sync(device);
   return (now() - t) / 20;
 }
+
+/** --flush dirty: evict L2 by memsets only (gemv.ts's timeColdL2, the figures before 2026-12-02's fifth session), which leaves ~L2-size dirty lines for the timed call to write back; default: evicted and clean (quant.ts's timeCleanL2). */
+let dirtyFlush = false;
 
 /** --sweep times every configuration for these (the others run the tuner's / default choice only: the sweep's compiles cost time). */
 const SWEEP_FORMATS: readonly QuantFormat[] = ['int4', 'int8', 'q4_k', 'q6_k', 'q8_0'];
@@ -328,10 +334,12 @@ export async function run(args: string[] = []): Promise<void> {
       device: { type: 'string', default: nbx.cuda.is_available() ? 'cuda' : 'cpu' }, shapes: { type: 'string' }, quick: { type: 'boolean', default: false }, check: { type: 'boolean', default: false }, 'no-gemv': { type: 'boolean', default: false },
       sweep: { type: 'boolean', default: false }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
       decode: { type: 'boolean' }, 'no-decode': { type: 'boolean', default: false }, shape: { type: 'string' },
-      'new-tokens': { type: 'string', default: '64' }, 'budget-s': { type: 'string', default: '0' }, 'gemv-formats': { type: 'string' }, 'roofline-gbs': { type: 'string' }, json: { type: 'string' },
+      'new-tokens': { type: 'string', default: '64' }, flush: { type: 'string', default: 'clean' }, 'budget-s': { type: 'string', default: '0' }, 'gemv-formats': { type: 'string' }, 'roofline-gbs': { type: 'string' }, json: { type: 'string' },
     },
   });
   const device = v.device!;
+  if (v.flush !== 'clean' && v.flush !== 'dirty') throw new nbx.ValueError(OP, `--flush takes clean or dirty, got '${v.flush}'`);
+  dirtyFlush = v.flush === 'dirty';
   if (Number(v['budget-s']) > 0) deadline = now() + Number(v['budget-s']) * 1000;
   if (!['cpu', 'cuda', 'webgpu'].includes(device)) throw new nbx.ValueError(OP, `--device must be cpu, cuda or webgpu, got '${device}'`);
   const feats = kernelFeatures('quant', Device.of(device).type);

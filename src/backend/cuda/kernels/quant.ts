@@ -295,14 +295,15 @@ function decoderSource(f: QuantFormat, asym: boolean, fast = false): string {
  * tuning (NBX_AUTOTUNE=off, small shapes) defaultGemv picks kw from the shape.
  */
 export const QUANT_GEMV_SPACE = defineSpace({
-  name: 'cuda.quant_gemv.v5',
+  name: 'cuda.quant_gemv.v6',
   knobs: [
     { name: 'impl', values: ['vec', 'mma', 'fma', 'svec', 'smma', 'sfma'], movesBits: true, doc: "the register kernel (int8, int4, fp8, q4_k, q5_k), tensor cores (int4, groups ≥ 128, 16-bit x), the shared-memory tile kernel (every format), or the streaming schedule of the register / tensor-core / tile kernels (split K across blocks)" },
     { name: 'kw', values: [1, 2, 4, 8], movesBits: true, doc: "warps splitting a row group's K inside a block (a kernel argument: no extra compile; not the streaming kernels')" },
     { name: 'ring', values: [2, 3, 4, 6, 8], movesBits: false, doc: "the streaming kernels' K steps in flight: register ring slots per lane and row ('svec', 'smma'), shared-memory stages per warp ('sfma')" },
     { name: 'bps', values: [1, 2], movesBits: true, doc: "the streaming kernels' resident blocks per SM (the grid is bps × SMs; it decides the split of K)" },
+    { name: 'pf', values: [0, 1], movesBits: false, doc: "whether the streaming kernels prefetch the start of each block's run into L2 before the grid-dependency wait" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -1385,11 +1386,13 @@ export function sfmaShape(f: QuantFormat): { rows: number; sub: number; stages: 
 /** Blocks of a streaming launch: bps per SM, fewer where there are fewer K steps than warps. */
 export const streamGrid = (t: number, bps: number, sms: number): number => Math.max(1, Math.min(bps * sms, Math.floor(t / WARPS)));
 
-/** The configuration without tuning: the streaming register kernel where it applies, else the register kernel, else the tile kernel; kw from the shape. */
+/**
+ * The configuration without tuning: the register kernel where it applies, else the tile kernel; kw from
+ * the shape. (The streaming kernels are candidates only: on the H200 (call B of 2026-12-02) they did
+ * not beat these under timeColdL2.)
+ */
 export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount): Config {
-  const base = { ring: 4, bps: 2 };
-  if (streamGeom(c, p, 'svec')) return { impl: 'svec', kw: 1, ...base, ring: vecUnroll(c.f, quantRowsFor(p.m)) };
-  if (!VEC_FORMATS.includes(c.f) && streamGeom(c, p, 'sfma')) return { impl: 'sfma', kw: 1, ...base, ring: sfmaShape(c.f)!.stages };
+  const base = { ring: 4, bps: 2, pf: 0 };
   const impl = vecOk(c, p) ? 'vec' : 'fma';
   const w = gemvWork(c, p, impl);
   return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms), ...base };
@@ -1415,7 +1418,7 @@ function launchStream(c: Checked, p: QuantMatmulParams, cfg: Config): boolean {
     ? be.kernel(`quant_gemv_sm:${c.asym}:${c.d}:${mr}:${ring}:${bps}`, () => quantGemvStreamMmaSource(c.asym, c.d as 'bfloat16', mr, ring, bps))
     : be.kernel(`quant_gemv_s:${c.f}:${c.asym}:${c.d}:${mr}:${geo.nr}:${ring}:${bps}`, () => quantGemvStreamSource(c.f, c.asym, c.d, mr, geo.nr, ring, bps));
   be.launch(k, grid, THREADS, [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow,
-    c.f === 'int4' ? log2(c.gsize) : 30, ws.part.ptr, ws.cnt.ptr, geo.spr, geo.t, geo.sb, cfg.pf === 0 ? 0 : prefetchSteps(geo, grid)]);
+    c.f === 'int4' ? log2(c.gsize) : 30, ws.part.ptr, ws.cnt.ptr, geo.spr, geo.t, geo.sb, cfg.pf === 1 ? prefetchSteps(geo, grid) : 0]);
   return true;
 }
 
@@ -1451,6 +1454,41 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
     [addr(p.x), W, addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw]);
 }
 
+/**
+ * Milliseconds per call of `fn` with the weights evicted from L2 and the L2 left clean. gemv.ts's
+ * timeColdL2 evicts by memset, which leaves up to the L2's size of dirty lines that the timed call then
+ * writes back to HBM while it reads (~50 MB on an H200: ~15 µs, the larger part of a 30 MB GEMV's time);
+ * a decode step's previous kernels leave no such thing. Here the memsets still keep the GPU busy while
+ * the host enqueues, then one kernel reads another 2 × L2 buffer (writing nothing), which evicts the
+ * memsets' lines (their write-back before the start event) and leaves clean lines behind.
+ */
+export function timeCleanL2(fn: () => void, calls: number): number {
+  const l2 = be.ctx.info.l2CacheSize;
+  if (!(l2 > 0)) return timeColdL2(be, fn, calls);
+  const k = be.kernel('quant_l2_read', () => ({
+    name: 'quant_l2_read', sig: ['ptr', 'i64', 'ptr'] as ArgType[],
+    src: `extern "C" __global__ void __launch_bounds__(256) quant_l2_read(const uint4* __restrict__ p, long long n, unsigned* out) {
+  unsigned a = 0u;
+  for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n; i += (long long)gridDim.x * 256) { const uint4 v = p[i]; a ^= v.x ^ v.y ^ v.z ^ v.w; }
+  if (a == 0x9e3779b9u && n < 0) *out = a; // never true (n > 0), but the compiler cannot know: keeps the loads
+}` }));
+  const busy = be.alloc('uint8', 2 * l2), read = be.alloc('uint8', 2 * l2, true);
+  const ev = Array.from({ length: 2 * calls }, () => be.ctx.createEvent({ timing: true }));
+  try {
+    for (let i = 0; i < calls; i++) {
+      for (let r = 0; r < 4; r++) be.ctx.memsetD8(busy.ptr, (i + r) & 0xff, busy.bytes, be.stream);
+      be.launch(k, be.smCount * 8, 256, [read.ptr, Math.floor(read.bytes / 16), busy.ptr]);
+      ev[2 * i]!.record(be.stream);
+      fn();
+      ev[2 * i + 1]!.record(be.stream);
+    }
+    ev[2 * calls - 1]!.synchronize();
+    let total = 0;
+    for (let i = 0; i < calls; i++) total += ev[2 * i + 1]!.elapsedSince(ev[2 * i]!);
+    return total / calls;
+  } finally { be.free(busy); be.free(read); for (const e of ev) e.destroy?.(); }
+}
+
 /** Recent tuner decisions (a model's few shapes skip the string keys). */
 const recent: { f: QuantFormat; asym: boolean; d: QuantDType; mr: number; n: number; k: number; cfg: Config }[] = [];
 /** Configurations forced by the benchmark and tests ({ impl, kw }, and rows / sub for 'fma'). */
@@ -1461,29 +1499,20 @@ let lastCfg: Config | null = null;
 export function lastQuantGemvConfig(): Config | null { return lastCfg; }
 
 /**
- * The tuner's candidates: the streaming register kernel (its ring at 2 blocks per SM, twice the ring at
- * one), the register kernel at kw from the shape, and for int4 with 16-bit x the streaming tensor-core
- * kernel (ring 4 at 2 blocks per SM, 8 at one); without the streaming kernel, the older set (the default
- * at kw from the shape, half and twice it, the tensor-core kernel). At most five compiles per (format,
- * dtype, rows of x), timed in milliseconds.
+ * The tuner's candidates: the default at kw from the shape, half and twice it, the streaming kernel of
+ * the format (register or tile) without prefetch at its shortest ring, and for int4 with 16-bit x the
+ * tensor-core kernel and its streaming form: at most four compiles per (format, dtype, rows of x).
  */
 export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
   const d = defaultGemv(c, p);
+  const steps = gemvWork(c, p, d.impl as string).steps, kw0 = d.kw as number;
   const out: Config[] = [d];
-  if (d.impl === 'sfma') {
-    out.push({ ...d, bps: 1 });
-    const w = gemvWork(c, p, 'fma');
-    out.push({ impl: 'fma', kw: defaultKw(c.n, w.rows, w.steps, be.smCount), ring: 4, bps: 2 });
-  } else if (d.impl === 'svec') {
-    out.push({ ...d, ring: 2 * (d.ring as number), bps: 1 });
-    const w = gemvWork(c, p, 'vec');
-    out.push({ impl: 'vec', kw: defaultKw(c.n, w.rows, w.steps, be.smCount), ring: 4, bps: 2 });
-  } else {
-    const steps = gemvWork(c, p, d.impl as string).steps, kw0 = d.kw as number;
-    for (const kw of [kw0 * 2, kw0 / 2]) if (kw >= 1 && kw <= WARPS && kw <= Math.max(1, steps)) out.push({ ...d, kw });
-  }
-  if (streamGeom(c, p, 'smma')) out.push({ impl: 'smma', kw: 1, ring: 4, bps: 2 }, { impl: 'smma', kw: 1, ring: 8, bps: 1 });
-  else if (quantMmaOk(c, p)) out.push({ impl: 'mma', kw: 1, ring: 4, bps: 2 });
+  for (const kw of [kw0 * 2, kw0 / 2]) if (kw >= 1 && kw <= WARPS && kw <= Math.max(1, steps)) out.push({ ...d, kw });
+  // the streaming kernels without their L2 prefetch (it cost ~15% in call B's sweep), the shortest ring that held up
+  if (streamGeom(c, p, 'svec')) out.push({ ...d, impl: 'svec', kw: 1, ring: 2 });
+  else if (streamGeom(c, p, 'sfma')) out.push({ ...d, impl: 'sfma', kw: 1, ring: sfmaShape(c.f)!.stages });
+  if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1 });
+  if (streamGeom(c, p, 'smma')) out.push({ ...d, impl: 'smma', kw: 1, ring: 4 });
   return out;
 }
 
@@ -1496,7 +1525,7 @@ function chooseGemv(c: Checked, p: QuantMatmulParams): Config {
     // timed only where the output is all the call writes (bias is read, never written)
     const key = { shape: `${mr}x${bucketSize(c.n)}x${bucketSize(c.k)}`, dtype: `${c.d}.${c.f}${c.asym ? '.asym' : ''}`, device: be.tuning.deviceKey };
     const r = tuneSync({ name: QUANT_GEMV_SPACE.name, knobs: QUANT_GEMV_SPACE.knobs, defaultConfig: cfg }, key, gemvCandidates(c, p),
-      (cand) => timeColdL2(be, () => launchQuantGemv(c, p, cand), 10), { deviceLabel: be.ctx.info.name, warmup: 1, reps: 3 }); // a sample is already 10 calls
+      (cand) => timeCleanL2(() => launchQuantGemv(c, p, cand), 10), { deviceLabel: be.ctx.info.name, warmup: 1, reps: 3 }); // a sample is already 10 calls
     cfg = r.config;
   }
   if (recent.length >= 32) recent.shift();
