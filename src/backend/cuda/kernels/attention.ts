@@ -41,7 +41,7 @@ import { basePtr as ptr } from './util.js';
 import { getKernel, loadSourceAsync, type CompileOptions } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
 import { encodeTensorMapTiled, CU_TENSOR_MAP_DATA_TYPE, CU_TENSOR_MAP_SWIZZLE, type CudaKernel } from '../runtime/driver.js';
-import { sm90Source, sm90Smem, sm90Configs, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS } from './attention_sm90.js';
+import { sm90Source, sm90Smem, sm90Configs, prefillStoreO, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS } from './attention_sm90.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
 export const DECODE_MAX_ROWS = 16;
@@ -236,19 +236,7 @@ extern "C" __global__ void __launch_bounds__(${NW * 32}) attn_fwd(
     __syncthreads();
   }
   cp_wait<0>();
-  #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    float l = lrow[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.f ? 1.f / l : 0.f; // a row that sees no key: 0
-    const int row = rowA + r * 8;
-    if (row < L) {
-      u16* orow = O + oo + b * osb + h * osh + (long long)row * osl;
-      #pragma unroll
-      for (int i = 0; i < D_ / 8; i++) *(u32*)(orow + i * 8 + tg * 2) = pack2(oacc[i][2 * r] * inv, oacc[i][2 * r + 1] * inv);
-    }
-  }
+${prefillStoreO(D / 8, (c) => `oacc[i][2 * r + ${c}]`)}
 }`;
   const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
   return { src, name: 'attn_fwd', sig };

@@ -304,6 +304,27 @@ __device__ __forceinline__ u64 sw128_desc(u32 addr, u32 lbo, u32 sbo) {
 `;
 }
 
+/**
+ * The prefill kernels' epilogue (this file's and the mma.sync kernel's): each thread's rows rowA and rowA + 8
+ * divided by their softmax sums (the quad's partial sums added; a row that sees no key gives 0) and stored
+ * as packed pairs at columns i·8 + 2·tg; acc(c) names element c (0, 1) of pair i of row r.
+ */
+export function prefillStoreO(pairs: number, acc: (c: number) => string): string {
+  return `  #pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float l = lrow[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f; // a row that sees no key: 0
+    const int row = rowA + r * 8;
+    if (row < L) {
+      u16* orow = O + oo + b * osb + h * osh + (long long)row * osl;
+      #pragma unroll
+      for (int i = 0; i < ${pairs}; i++) *(u32*)(orow + i * 8 + tg * 2) = pack2(${acc(0)} * inv, ${acc(1)} * inv);
+    }
+  }`;
+}
+
 /** The mask term for score element (row, col) added to `x` (already in log2 units). */
 function maskTerm(mask: Sm90MaskKind, x: string, idx: string): string {
   if (mask === 'none') return '';
@@ -610,19 +631,7 @@ ${PP ? '      turnWait();\n' : ''}      rescale();
       mbar_wait(barQ, it & 1, 0, it); // no key for this item: its Q phase still passes
       if (lane == 0) mbar_arrive(barQE);
     }` : ''}
-    #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      float l = lrow[r];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv = l > 0.f ? 1.f / l : 0.f; // a row that sees no key: 0
-      const int row = rowA + r * 8;
-      if (row < L) {
-        u16* orow = O + oo + b * osb + h * osh + (long long)row * osl;
-        #pragma unroll
-        for (int i = 0; i < ${NO / 4}; i++) *(u32*)(orow + i * 8 + tg * 2) = pack2(oacc[4 * i + 2 * r] * inv, oacc[4 * i + 2 * r + 1] * inv);
-      }
-    }
+${prefillStoreO(NO / 4, (c) => `oacc[4 * i + 2 * r + ${c}]`)}
     gt += nt;
   }
 }`;
