@@ -48,8 +48,8 @@ const AHEAD_UNITS = 24;
 /** Key passes of the attention loaded before their arithmetic. */
 const ATT_UNROLL = 4;
 const DTYPES_TAKEN = ['bfloat16', 'float16'] as const;
-/** Which L2 prefetches the kernel issues: 'all' (rows ahead inside a phase and the next phase's before a barrier), 'loop', 'barrier' or 'none' (NBX_DECODE_STEP_PREFETCH, for measuring). */
-const PF = process.env.NBX_DECODE_STEP_PREFETCH ?? 'loop';
+/** Which L2 prefetches the kernel issues: 'all' (rows ahead inside a phase and the next phase's before a barrier), 'loop', 'barrier' or 'none' (NBX_DECODE_STEP_PREFETCH, for measuring; default none: each measured slower on the H200). */
+const PF = process.env.NBX_DECODE_STEP_PREFETCH ?? 'none';
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number }
 
