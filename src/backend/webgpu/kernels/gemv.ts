@@ -6,7 +6,8 @@
 //   16-byte words c = lane, lane + LPR, ... of its weight row, UNROLL of them issued before any is used;
 //   a workgroup of 256 holds 256 / LPR columns. A wider LPR splits K inside the workgroup (the subgroups'
 //   partial sums meet in workgroup memory); on the H200 one subgroup per column is fastest (gemvShape).
-// - The input rows are staged once per workgroup in workgroup memory as 16-byte words of the dtype (the
+// - The input rows are staged once per workgroup in workgroup memory as 16-byte words of the dtype (plain
+//   products by default read them from memory instead, measured faster: gemvShape) (the
 //   same word layout as the weight, so one unpack serves both), which is also where the fused variants
 //   form their input: act(gate)·up (gated_linear) and rms_norm(x + residual)·w (add_rms_norm_linear),
 //   each rounded to the dtype as the composite stores it. The staging reads 16-byte words (one or two
@@ -69,7 +70,9 @@ export function gemvShape(): GemvShape {
     const lpr = [32, 64, 128, 256].includes(l!) ? l! : 32;
     return { lpr, unroll: u === 8 || u === 2 ? u : 4, cap: Number.isFinite(c) && c! > 0 ? c! : 0, global: f[3] === 'g' };
   }
-  return { lpr: SG, unroll: 4, cap: 0, global: false };
+  // plain products read their input from memory (L1) rather than staging it: call B's sweep (lm_head 8%, o_proj 4%)
+  // and call C's decode A/B (+2.1%) both favoured it; the gated and normed products stage by construction
+  return { lpr: SG, unroll: 4, cap: 0, global: true };
 }
 
 /** The compute value of the 16-byte word `w` (vec4<u32>) as two vec4<f32> halves (even, odd elements) or one. */

@@ -464,10 +464,10 @@ function webgpuDecodeAttention(p: DecodeAttentionParams): void {
   // 16-byte words: E and Ev whole words (at most 32 words a key row), k/v offsets and strides and the
   // output offset word-aligned, k and v in bindings of their own (bound as vec4 words)
   const W = 16 / DTYPES[d].itemsize;
-  // invocations: 256, or 512/1024 (NBX_WEBGPU_ATTN_WG) where the device takes them and their workgroup memory
-  // (the groups' Σ p·v, 32 bytes an invocation): more keys scored at once, fewer keys per group of Σ p·v
+  // invocations: 512 (call C's A/B on the H200: +3.9% decode over 256, 1024 -14%), or NBX_WEBGPU_ATTN_WG, where the
+  // device takes them and their workgroup memory (the groups' Σ p·v, 32 bytes an invocation), else 256
   const NH = DTYPES[d].itemsize === 4 ? 1 : 2;
-  const want = Number(process.env.NBX_WEBGPU_ATTN_WG ?? 256);
+  const want = Number(process.env.NBX_WEBGPU_ATTN_WG ?? 512);
   const vwg = (want === 512 || want === 1024) && workgroup(want) === want
     && (!be.isReady || (be.info.limits.maxComputeWorkgroupStorageSize ?? 16384) >= 4 * want + 16 * NH * (E / W) + 4 * CHUNK + 16 * NH * want) ? want : 256;
   const vec = wg === 256 && E % W === 0 && Ev % W === 0 && E / W <= 32 && Ev / W <= wg && [p.ldk, p.ldv, p.strideK, p.strideV, p.k.offset, p.v.offset, p.out.offset].every((v) => v % W === 0)
