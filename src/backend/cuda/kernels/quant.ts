@@ -1005,6 +1005,16 @@ function rowGroupEnd(d: QuantDType, mr: number, nr: number, next = ''): string {
           if (ck == spr) { ck = 0; k0 = 0; cg++; first = false;${next} }`;
 }
 
+/** A streaming kernel's compute cursor (row group cg, stripe ck, segment start k0, first segment) and its zeroed accumulators [mr][rows]. */
+const streamCursor = (mr: number, rows: number): string => `  int cg = lg, ck = lk, k0 = lk;
+  bool first = true;
+  float acc[${mr}][${rows}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${rows}; r++) acc[i][r] = 0.f;
+  }`;
+
 /**
  * 'svec': the register kernel's formats and decoders (vecParts) on the streaming schedule. A step is
  * one stripe of 32 units (one per lane) of a group of NR rows; the ring holds U steps.
@@ -1028,14 +1038,7 @@ ${streamHead(nr, f === 'int4', asym)}
   #define NBXQ_NEXT { if (++lk == spr) { lk = 0; lg++; NBXQ_ROWS } }
   NBXQ_ROWS
   // the compute cursor: row group cg, stripe ck; k0 the stripe its segment started at, first: the warp's first segment
-  int cg = lg, ck = lk, k0 = lk;
-  bool first = true;
-  float acc[${mr}][${nr}];
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
-  }${rowScale ? `
+${streamCursor(mr, nr)}${rowScale ? `
   float rs[${nr}];
   #pragma unroll
   for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}${kq ? `
@@ -1166,14 +1169,7 @@ ${streamHead(rows, false, false)}
         if (u_ < units_) NBXQ_CP(&ring[warp][st_][r][u_ * ${vw}], wr[r] + base_ + u_ * ${vw}); } } \\
     if (++lk == spr) { lk = 0; lg++; NBXQ_ROWS } }
   NBXQ_ROWS
-  int cg = lg, ck = lk, k0 = lk;
-  bool first = true;
-  float acc[${mr}][${rows}];
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${rows}; r++) acc[i][r] = 0.f;
-  }
+${streamCursor(mr, rows)}
   #pragma unroll
   for (int j = 0; j < ${ns - 1}; j++) { if (j < nsteps) NBXQ_ISSUE(j) NBXQ_COMMIT(); }
   for (int s = 0; s < nsteps; s++) {
