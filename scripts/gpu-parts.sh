@@ -22,6 +22,11 @@
 #   tune     the autotuner's cache, to ship (src/autotune/shipped)
 #   dstep    nbx.llm.fused_decode_step: tokens and logits against the op-by-op step (TinyLlama and 8B shapes), then
 #            decode tok/s with NBX_DECODE_STEP=fused and off (DSTEP_SHAPES, DSTEP_TOKENS)
+#   peers8   the batch-8 rows of 'peers' alone (PEERS8_SHAPES, default tinyllama llama3-8b; PEERS8_TIMEOUT s per shape,
+#            default 170): one nbx run and one compiled peer per shape instead of two of each, the peer's Inductor
+#            cache in /tmp/nbx-inductor-cache (kept for a later call on the same warm machine)
+#   dsoak    scripts/soak-decode.mjs on the TinyLlama shape (10,000 steps, batches of 1/2/4/8 joining and leaving,
+#            reserved memory flat after warm-up, rows isolated: a row's tokens unchanged when another row's prompt changes)
 # Logs go to $OUT; one summary line per part in $OUT/summary.txt.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
@@ -58,6 +63,14 @@ for p in "$@"; do
           note "ab $shape [${sets[$i]}] rc=$? $(grep -o '"decode_tok_s": *[0-9.]*' "$L/ab_${shape}_$i.json" 2>/dev/null | tr '\n' ' ')"
         done
       done ;;
+    peers8)
+      for s in ${PEERS8_SHAPES:-tinyllama llama3-8b}; do
+        TORCHINDUCTOR_CACHE_DIR=/tmp/nbx-inductor-cache timeout -k 5 ${PEERS8_TIMEOUT:-170} node dist/src/cli/nbx.js bench decode --device cuda --shape $s --batch 8 --peers gpt-fast --json "$L/peers8_$s.json" > "$L/peers8_$s.log" 2>&1
+        note "peers8 $s rc=$?"; grep -E '^(nbx|gpt-fast) ' "$L/peers8_$s.log" >> "$OUT/summary.txt"; grep -E '^\| [A-Z]' "$L/peers8_$s.log" | grep -v '^| shape' >> "$OUT/summary.txt"
+      done ;;
+    dsoak)
+      timeout -k 5 ${DSOAK_TIMEOUT:-170} node scripts/soak-decode.mjs --device cuda --shape tinyllama --steps ${DSOAK_STEPS:-10000} --isolation 6 --json "$L/dsoak.json" > "$L/dsoak.log" 2>&1
+      note "dsoak rc=$?"; grep -E '^(round +(6|30|60|90|120|150|180) |isolation|decode soak)' "$L/dsoak.log" >> "$OUT/summary.txt" ;;
     peers)
       # the issue #19 shapes next to the compiled PyTorch peer (gpt-fast style, reduce-overhead) in the same run
       for sb in "tinyllama 1,8 110" "llama3-8b 1,8 150" "mixtral-4l 1 110"; do
