@@ -90,7 +90,8 @@ const REG_PRODUCER = 40, REG_CONSUMER = 232;
 
 /** Wait limit of the NBX_ATTENTION_WATCH build (ns of %globaltimer). */
 const WATCH_NS = 4_000_000_000;
-function wgmmaHelpers(bf16: boolean, ns: number[]): string {
+/** The warpgroup-MMA, mbarrier, cp.async and TMA helpers, device and emulator forms (also the Hopper grouped GEMM's, kernels/moe.ts). */
+export function wgmmaHelpers(bf16: boolean, ns: number[]): string {
   const ty = bf16 ? 'bf16' : 'f16';
   const regs = (n: number, from: number): string => Array.from({ length: n }, (_, i) => `%${from + i}`).join(', ');
   const outs = (n: number, c = '+f'): string => Array.from({ length: n }, (_, i) => `"${c}"(d[${i}])`).join(', ');
