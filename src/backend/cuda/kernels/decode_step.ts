@@ -11,9 +11,11 @@
 //   then       F  final RMSNorm + lm_head rows + each block's argmax; the last block to finish picks the step's
 //
 // with a grid-wide barrier between phases (every phase reads what all blocks wrote in the one before).
-// Weights never depend on activations, so before a barrier each warp asks L2 for the start of its rows of
-// the next phase, and inside a phase for rows ahead of the ones it reads: the weight stream continues
-// through the barriers instead of stopping at every kernel boundary.
+// Weights never depend on activations, so each warp streams its share of every phase's weight rows into its
+// own ring in shared memory (cp.async, a group of units per lane at a time, several groups in flight) and
+// refills the ring as it consumes it, whatever phase the next units belong to: the loads in flight at a
+// barrier, at the norm prologues and during the attention phase are the next phase's, so the weight stream
+// does not stop at every phase boundary the way it stops at every kernel boundary.
 //
 // Every value the op-by-op step stores in the model dtype is rounded to it here at the same point
 // (projection outputs, residual sums, norm outputs, rotated q/k, attention output, activation), so the
@@ -26,7 +28,7 @@
 
 import type { BackendKernels } from '../../../kernels/table.js';
 import type { DecodeStepParams } from '../../../kernels/decode_step.js';
-import { DeviceFaultError, IndexError } from '../../../errors.js';
+import { DeviceFaultError, IndexError, ValueError } from '../../../errors.js';
 import type { CudaBuffer } from '../runtime/device.js';
 import { DTYPES } from '../../../dtype/dtypes.js';
 import type { StridedRef } from '../../backend.js';
@@ -41,15 +43,12 @@ export function bind(backend: CudaBackend): void { be = backend; }
 
 const THREADS = 512;
 const WARPS = THREADS / 32;
-/** 16-byte weight loads a warp issues before using them. */
-const UNROLL = 8;
-/** 512-byte units (a warp's 16-byte loads) a warp asks L2 for ahead of the ones it reads. */
-const AHEAD_UNITS = 24;
 /** Key passes of the attention loaded before their arithmetic. */
 const ATT_UNROLL = 4;
 const DTYPES_TAKEN = ['bfloat16', 'float16'] as const;
-/** Which L2 prefetches the kernel issues: 'all' (rows ahead inside a phase and the next phase's before a barrier), 'loop', 'barrier' or 'none' (NBX_DECODE_STEP_PREFETCH, for measuring; default none: each measured slower on the H200). */
-const PF = process.env.NBX_DECODE_STEP_PREFETCH ?? 'none';
+/** A lane's 16-byte pieces per cp.async group (the weight ring's stage), and the most groups in flight. */
+const RING_CH = 4;
+const RING_NS_MAX = 6;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number }
 
@@ -66,7 +65,7 @@ function maxRowsPerWarp(s: Shape): number {
   return m;
 }
 
-export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape): { src: string; name: string; sig: ArgType[] } {
+export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16';
   const MAXR = maxRowsPerWarp(s);
   const LG = s.D / 8; // lanes per key in the attention: 8 columns each
@@ -90,13 +89,22 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape): { src: st
 #define MAXR_ ${MAXR}
 #define LG_ ${LG}
 #define KPW_ (32 / LG_)
-#define UNROLL_ ${UNROLL}
-#define AHEAD_ ${AHEAD_UNITS}
+#define CH_ ${ring.ch}
+#define NS_ ${ring.ns}
 #define ATTU_ ${ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
 #define NPT_ ${Math.ceil(s.H / THREADS)}
-#define NBX_PF_LOOP ${PF === 'all' || PF === 'loop' ? 1 : 0}
-#define NBX_PF_BARRIER ${PF === 'all' || PF === 'barrier' ? 1 : 0}
+#ifdef NBX_EMU
+#define CP16(dst, src_) (*reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src_))
+#define CP_COMMIT()
+#define CP_WAIT()
+#define CP_WAIT_ALL()
+#else
+#define CP16(dst, src_) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src_) : "memory")
+#define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define CP_WAIT() asm volatile("cp.async.wait_group ${ring.ns - 1};" ::: "memory")
+#define CP_WAIT_ALL() asm volatile("cp.async.wait_all;" ::: "memory")
+#endif
 
 struct Layer { const T_* ln1; const T_* wqkv; const T_* wo; const T_* ln2; const T_* wgu; const T_* wdown; T_* kc; T_* vc; };
 
@@ -170,72 +178,123 @@ __device__ void grid_sync(unsigned* bar, unsigned& target, unsigned long long* e
   __syncthreads();
 }
 
-__device__ __forceinline__ void prefetch_units(const T_* base, long long u0, long long u1, long long limit) {
-  if (u1 > limit) u1 = limit;
-  if (u1 > u0) NBX_PREFETCH_L2(base + u0 * 256, (unsigned)((u1 - u0) * 512));
-}
-
 /** A block's rows of a phase: [r0, r1) of n, split evenly over the grid. */
 __device__ __forceinline__ void block_rows(int n, int& r0, int& r1) {
   r0 = (int)(((long long)n * blockIdx.x) / gridDim.x); r1 = (int)(((long long)n * (blockIdx.x + 1)) / gridDim.x);
 }
 
+/** A phase's weight rows for this block: nA rows from A, then nB rows from B, K long (a multiple of 8). */
+struct Slice { const T_* A; int nA; const T_* B; int nB; int K; };
+
+/** The weight rows phase ph (layer ph / 5, step ph % 5, or the lm_head after the layers) streams for this block. */
+__device__ Slice phase_slice(int ph, const Layer* layers, const T_* lmhead) {
+  const int l = ph / 5, st = ph - l * 5;
+  Slice z; z.A = nullptr; z.nA = 0; z.B = nullptr; z.nB = 0; z.K = H_;
+  int r0, r1;
+  if (l >= L_) { block_rows(V_, r0, r1); z.A = lmhead + (long long)r0 * H_; z.nA = r1 - r0; }
+  else if (st == 0) { block_rows(QKV_, r0, r1); z.A = layers[l].wqkv + (long long)r0 * H_; z.nA = r1 - r0; }
+  else if (st == 2) { block_rows(H_, r0, r1); z.K = NH_ * D_; z.A = layers[l].wo + (long long)r0 * z.K; z.nA = r1 - r0; }
+  else if (st == 3) {
+    block_rows(I_, r0, r1);
+    z.A = layers[l].wgu + (long long)r0 * H_; z.nA = r1 - r0; z.B = layers[l].wgu + ((long long)I_ + r0) * H_; z.nB = r1 - r0;
+  } else if (st == 4) { block_rows(H_, r0, r1); z.K = I_; z.A = layers[l].wdown + (long long)r0 * I_; z.nA = r1 - r0; }
+  return z;
+}
+
 /**
- * Σ_k W_v[k]·x[k] for the block's virtual rows v of two row ranges (A: nA rows, then B: nB rows) of
- * K-long rows, x in shared memory; results in out[v]. The (row, 256-column segment) units are split
- * into contiguous runs per warp; a warp's partial sum of each row it touches goes to part[warp][row - its
- * first row] and the rows are summed over warps in warp order (the same bits every run).
+ * This warp's share of a phase's units (a unit: one row's 256-column segment, a 16-byte piece per lane):
+ * the units of the block's rows are split into contiguous runs per warp, [u0, u1).
  */
-__device__ void block_gemv(const T_* A, int nA, const T_* B, int nB, int K, const T_* xs, float* part, float* out) {
-  // 32-bit unit counters stepped without division (a 64-bit divide per 16-byte load made the phase
-  // instruction-bound): (r, sg) is the row and segment of unit u
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int segs = (K + 255) / 256, rows = nA + nB;
-  const int U = rows * segs, up = (U + WARPS_ - 1) / WARPS_;
-  const int u0 = warp * up, u1 = u0 + up < U ? u0 + up : U;
-  const int rw0 = u0 / segs;
-  const bool flat = (K & 255) == 0; // units of a range are then consecutive 512-byte pieces of memory
-  const int unitsA = nA * segs;
-  if (NBX_PF_LOOP && flat && lane == 1 && u0 < u1) {
-    if (u0 < unitsA) prefetch_units(A, u0, u0 + AHEAD_, unitsA < u1 ? unitsA : u1);
-    else prefetch_units(B, u0 - unitsA, u0 - unitsA + AHEAD_, u1 - unitsA);
+__device__ __forceinline__ void warp_share(const Slice& z, int& u0, int& u1) {
+  const int U = (z.nA + z.nB) * ((z.K + 255) >> 8), up = (U + WARPS_ - 1) / WARPS_;
+  u0 = (threadIdx.x >> 5) * up; u1 = u0 + up < U ? u0 + up : U;
+}
+
+__device__ __forceinline__ const T_* slice_row(const Slice& z, int r) { return r < z.nA ? z.A + (long long)r * z.K : z.B + (long long)(r - z.nA) * z.K; }
+
+/**
+ * The load side of a warp's weight ring: the next unit to load (phase, unit, its row and segment) over
+ * the launch's phases. Lane i's piece of ring unit q lives at ring[((q mod CH_·NS_)·WARPS_ + warp)·32 + i]:
+ * each lane reads back only what it loaded itself, so a cp.async group's wait is the only synchronisation.
+ */
+struct Loader { Slice z; int ph, ph1, u, u1, r, sg; const T_* row; unsigned q; };
+
+/** Points the loader at the first phase ≥ ph (before ph1) with units for this warp. */
+__device__ void loader_seek(Loader& ld, int ph, const Layer* layers, const T_* lmhead) {
+  for (; ph < ld.ph1; ph++) {
+    if (ph < 5 * L_ && ph % 5 == 1) continue; // attention: no weights
+    ld.z = phase_slice(ph, layers, lmhead);
+    int u0, u1; warp_share(ld.z, u0, u1);
+    if (u0 >= u1) continue;
+    const int segs = (ld.z.K + 255) >> 8;
+    ld.ph = ph; ld.u = u0; ld.u1 = u1; ld.r = u0 / segs; ld.sg = u0 - ld.r * segs; ld.row = slice_row(ld.z, ld.r);
+    return;
   }
-  float acc = 0.f;
-  uint4 z; z.x = z.y = z.z = z.w = 0u;
-  int r = rw0, sg = u0 - rw0 * segs;
-  for (int u = u0; u < u1; u += UNROLL_) {
-    if (NBX_PF_LOOP && flat && lane == 1) {
-      const int p0 = u + AHEAD_, p1 = p0 + UNROLL_;
-      if (p0 < unitsA) prefetch_units(A, p0, p1, unitsA < u1 ? unitsA : u1);
-      else prefetch_units(B, p0 - unitsA, p1 - unitsA, u1 - unitsA);
-    }
-    uint4 wv[UNROLL_], xv[UNROLL_];
-    {
-      int rr = r, ss = sg;
-      const T_* row = rr < nA ? A + (long long)rr * K : B + (long long)(rr - nA) * K;
+  ld.ph = ld.ph1;
+}
+
+/** Loads the next CH_ units of the stream (fewer at its end) into the ring as one cp.async group. */
+__device__ __forceinline__ void loader_issue(Loader& ld, uint4* ring, const Layer* layers, const T_* lmhead) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-      for (int i = 0; i < UNROLL_; i++) {
-        wv[i] = z; xv[i] = z;
-        const int k = ss * 256 + lane * 8;
-        if (u + i < u1 && k < K) {
-          wv[i] = __ldg(reinterpret_cast<const uint4*>(row + k));
-          xv[i] = *reinterpret_cast<const uint4*>(xs + k);
+  for (int i = 0; i < CH_; i++) {
+    if (ld.ph < ld.ph1) {
+      const int k = ld.sg * 256 + lane * 8;
+      if (k < ld.z.K) CP16(ring + ((ld.q % (CH_ * NS_)) * WARPS_ + warp) * 32 + lane, ld.row + k);
+      if (++ld.u == ld.u1) loader_seek(ld, ld.ph + 1, layers, lmhead);
+      else if (++ld.sg == ((ld.z.K + 255) >> 8)) { ld.sg = 0; ld.r++; ld.row = slice_row(ld.z, ld.r); }
+    }
+    ld.q++;
+  }
+  CP_COMMIT();
+}
+
+/**
+ * Σ_k W_v[k]·x[k] for the block's rows v of a phase (the slice's A rows, then its B rows), x in shared
+ * memory, the weights from the warp's ring (c: the units this warp has consumed in the launch); results in
+ * out[v]. A warp's partial sum of each row it touches goes to part[warp][row − its first row] and the
+ * rows are summed over warps in warp order (the same bits every run).
+ */
+__device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, uint4* ring, unsigned& c, Loader& ld,
+    const Layer* layers, const T_* lmhead) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int segs = (z.K + 255) >> 8, rows = z.nA + z.nB;
+  const int up = (rows * segs + WARPS_ - 1) / WARPS_;
+  int u0, u1; warp_share(z, u0, u1);
+  const int rw0 = u0 / segs;
+  float acc = 0.f;
+  int r = rw0, sg = u0 - rw0 * segs;
+  for (int u = u0; u < u1;) {
+    // the rest of the current group (a group may have begun in the previous phase)
+    const int inG = (int)(c % CH_), n = CH_ - inG < u1 - u ? CH_ - inG : u1 - u;
+    if (inG == 0) CP_WAIT();
+    uint4 wv[CH_], xv[CH_];
+    {
+      int ss = sg;
+#pragma unroll
+      for (int i = 0; i < CH_; i++) {
+        wv[i].x = wv[i].y = wv[i].z = wv[i].w = 0u; xv[i] = wv[i];
+        if (i < n && ss * 256 + lane * 8 < z.K) { // a ragged row's last segment: lanes past K add nothing
+          wv[i] = ring[(((c + i) % (CH_ * NS_)) * WARPS_ + warp) * 32 + lane];
+          xv[i] = *reinterpret_cast<const uint4*>(xs + ss * 256 + lane * 8);
         }
-        if (++ss == segs) { ss = 0; rr++; row = rr < nA ? A + (long long)rr * K : B + (long long)(rr - nA) * K; }
+        if (++ss == segs) ss = 0;
       }
     }
 #pragma unroll
-    for (int i = 0; i < UNROLL_; i++) {
-      if (u + i < u1) {
+    for (int i = 0; i < CH_; i++) {
+      if (i < n) {
         acc += dot8(wv[i], xv[i]);
         if (sg + 1 == segs || u + i + 1 == u1) {
           const float t = warp_sum(acc);
           if (lane == 0) part[warp * MAXR_ + (r - rw0)] = t;
           acc = 0.f;
         }
+        if (++sg == segs) { sg = 0; r++; }
       }
-      if (++sg == segs) { sg = 0; r++; }
     }
+    u += n; c += n;
+    if (c % CH_ == 0) loader_issue(ld, ring, layers, lmhead);
   }
   __syncthreads();
   for (int v = threadIdx.x; v < rows; v += THREADS_) {
@@ -381,8 +440,9 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     T_* res, T_* qkv, T_* att, T_* act, float* amax_v, int* amax_i, unsigned* sync, unsigned long long* err,
     unsigned long long* trace, int ph0, int ph1, float eps, float scale) {
   extern __shared__ __align__(16) unsigned char nbx_dyn_[];
-  T_* xs = reinterpret_cast<T_*>(nbx_dyn_);
-  float* part = reinterpret_cast<float*>(nbx_dyn_ + ((XMAX_ * 2 + 15) / 16) * 16);
+  uint4* ring = reinterpret_cast<uint4*>(nbx_dyn_);
+  T_* xs = reinterpret_cast<T_*>(nbx_dyn_ + CH_ * NS_ * THREADS_ * 16);
+  float* part = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + ((XMAX_ * 2 + 15) / 16) * 16);
   float* rowv = part + WARPS_ * MAXR_;
   float* sm = rowv; // attention scratch (phases B only) shares the row values' space
   __shared__ float red[WARPS_];
@@ -394,28 +454,34 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
   const int w = (int)__ldcg(widx);
   if (w < 0 || w >= S_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 60); return; }
   unsigned target = 0u; // barriers passed in this launch × grid
+  // the weight stream: NS_ groups in flight from the start, one more each time a group is consumed
+  Loader ld; ld.ph1 = ph1; ld.q = 0u;
+  loader_seek(ld, ph0, layers, lmhead);
+  for (int g = 0; g < NS_; g++) loader_issue(ld, ring, layers, lmhead);
+  unsigned c = 0u; // units this warp consumed
   for (int ph = ph0; ph < ph1; ph++) {
     const int l = ph / 5, st = ph - l * 5;
     if (trace && threadIdx.x == 0) trace[(2ll * ph) * gridDim.x + blockIdx.x] = nbx_globaltimer();
     const Layer ly = l < L_ ? layers[l] : layers[0];
     const T_* rin = l == 0 ? emb : res; // the residual stream (the embedding row before layer 0's first add)
     int r0, r1;
+    const Slice z = phase_slice(ph, layers, lmhead);
     if (l < L_ && st == 0) { // A: norm + q/k/v
       block_rows(QKV_, r0, r1);
       norm_into(rin, ly.ln1, eps, xs, red);
-      block_gemv(ly.wqkv + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv);
+      block_gemv(z, xs, part, rowv, ring, c, ld, layers, lmhead);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(qkv, r0 + v, rowv[v]);
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
       for (int h = blockIdx.x; h < NH_; h += gridDim.x) attention_head(h, ly, qkv, cosr, sinr, w, notpad, scale, att, sm);
     } else if (l < L_ && st == 2) { // C: o_proj + residual
       block_rows(H_, r0, r1);
       load_x(att, NH_ * D_, xs);
-      block_gemv(ly.wo + (long long)r0 * (NH_ * D_), r1 - r0, nullptr, 0, NH_ * D_, xs, part, rowv);
+      block_gemv(z, xs, part, rowv, ring, c, ld, layers, lmhead);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(rin, r0 + v));
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
       norm_into(res, ly.ln2, eps, xs, red);
-      block_gemv(ly.wgu + (long long)r0 * H_, r1 - r0, ly.wgu + ((long long)I_ + r0) * H_, r1 - r0, H_, xs, part, rowv);
+      block_gemv(z, xs, part, rowv, ring, c, ld, layers, lmhead);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
         const float g = RND(rowv[v]), u = RND(rowv[r1 - r0 + v]);
         stcgv(act, r0 + v, g / (1.f + expf(-g)) * u);
@@ -423,12 +489,12 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     } else if (l < L_ && st == 4) { // E: down + residual
       block_rows(H_, r0, r1);
       load_x(act, I_, xs);
-      block_gemv(ly.wdown + (long long)r0 * I_, r1 - r0, nullptr, 0, I_, xs, part, rowv);
+      block_gemv(z, xs, part, rowv, ring, c, ld, layers, lmhead);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(res, r0 + v));
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
       norm_into(L_ == 0 ? emb : res, fnorm, eps, xs, red);
-      block_gemv(lmhead + (long long)r0 * H_, r1 - r0, nullptr, 0, H_, xs, part, rowv);
+      block_gemv(z, xs, part, rowv, ring, c, ld, layers, lmhead);
       float bv = NAN; int bi = 0x7fffffff; bool any = false;
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
         const float lv = RND(rowv[v]);
@@ -458,27 +524,10 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     }
     if (trace) { __syncthreads(); if (threadIdx.x == 0) trace[(2ll * ph + 1) * gridDim.x + blockIdx.x] = nbx_globaltimer(); }
     if (ph + 1 < ph1) {
-      // ask L2 for the start of this block's rows of the next phase, then wait for the grid
-      const int nl = (ph + 1) / 5, ns = (ph + 1) - nl * 5;
-      if (NBX_PF_BARRIER && (threadIdx.x & 31) == 1 && ns != 1) {
-        const int warp = threadIdx.x >> 5;
-        const T_* base = nullptr; int n = 0, K = H_;
-        if (nl >= L_) { base = lmhead; n = V_; }
-        else if (ns == 0) { base = layers[nl].wqkv; n = QKV_; }
-        else if (ns == 2) { base = layers[nl].wo; n = H_; K = NH_ * D_; }
-        else if (ns == 3) { base = layers[nl].wgu; n = I_; }
-        else { base = layers[nl].wdown; n = H_; K = I_; }
-        if ((K & 255) == 0) {
-          int a0, a1; block_rows(n, a0, a1);
-          const long long segs = K / 256, units = (long long)(a1 - a0) * (ns == 3 ? 2 : 1) * segs, up = (units + WARPS_ - 1) / WARPS_;
-          const long long u0 = warp * up;
-          if (ns == 3 && u0 >= (long long)(a1 - a0) * segs) prefetch_units(base + ((long long)I_ + a0) * K, u0 - (long long)(a1 - a0) * segs, u0 - (long long)(a1 - a0) * segs + AHEAD_, (long long)(a1 - a0) * segs);
-          else prefetch_units(base + (long long)a0 * K, u0, u0 + AHEAD_, (long long)(a1 - a0) * segs);
-        }
-      }
       grid_sync(sync, target, err);
     }
   }
+  CP_WAIT_ALL();
 }`;
   return {
     src, name: 'decode_step',
@@ -486,7 +535,29 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
   };
 }
 
-/** Dynamic shared memory of the kernel: the input vector, the warps' partial sums, the rows' sums or the attention's scratch. */
+/** The weight ring: CH 16-byte pieces per lane per cp.async group, NS groups (the ring holds CH·NS·THREADS·16 bytes). */
+interface Ring { ch: number; ns: number }
+const ringBytes = (r: Ring): number => r.ch * r.ns * THREADS * 16;
+
+/**
+ * The ring for a kernel whose other shared memory takes `base` bytes: RING_CH pieces per group and as many
+ * groups (up to RING_NS_MAX) as the block's shared memory still holds; null below two groups.
+ * NBX_DECODE_STEP_RING="CH,NS" sets both (for sweeps on a card).
+ */
+function ringFor(base: number, optin: number): Ring | null {
+  const env = process.env.NBX_DECODE_STEP_RING;
+  const STATIC = 1024; // the kernel's static shared arrays (block reductions, argmax)
+  if (env) {
+    const [ch, ns] = env.split(',').map(Number);
+    if (!Number.isInteger(ch) || !Number.isInteger(ns) || ch! < 1 || ns! < 1) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_RING must be "CH,NS" (positive integers), got '${env}'`);
+    const r = { ch: ch!, ns: ns! };
+    return base + ringBytes(r) + STATIC <= optin ? r : null;
+  }
+  const ns = Math.min(RING_NS_MAX, Math.floor((optin - STATIC - base) / ringBytes({ ch: RING_CH, ns: 1 })));
+  return ns >= 2 ? { ch: RING_CH, ns } : null;
+}
+
+/** Dynamic shared memory of the kernel besides the ring: the input vector, the warps' partial sums, the rows' sums or the attention's scratch. */
 function smemBytes(s: Shape): number {
   const xs = Math.ceil((Math.max(s.H, s.NH * s.D, s.I) * 2) / 16) * 16;
   const part = WARPS * maxRowsPerWarp(s) * 4;
@@ -533,10 +604,11 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   for (const [r] of refs) if ((r.dtype === d && r.shape.length === 2) && Number(at(r) % 16n) !== 0) return false; // 16-byte rows
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G };
-  const smem = smemBytes(s);
-  if (smem > 200 * 1024) return false;
-  const key = `decode_step:${PF}:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}`;
-  const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s));
+  const base = smemBytes(s), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin);
+  if (ring === null) return false;
+  const smem = base + ringBytes(ring);
+  const key = `decode_step:${ring.ch},${ring.ns}:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}`;
+  const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
   states.set(be, st);
