@@ -22,6 +22,8 @@
 #   tune     the autotuner's cache, to ship (src/autotune/shipped)
 #   dstep    nbx.llm.fused_decode_step: tokens and logits against the op-by-op step (TinyLlama and 8B shapes), then
 #            decode tok/s with NBX_DECODE_STEP=fused and off (DSTEP_SHAPES, DSTEP_TOKENS)
+#   dring    decode tok/s with NBX_DECODE_STEP=fused under weight-ring shapes DRING_SETS (space-separated "CH,NS" or
+#            "-" for the default) on DRING_SHAPES (default tinyllama)
 #   peers8   the batch-8 rows of 'peers' alone (PEERS8_SHAPES, default tinyllama llama3-8b; PEERS8_TIMEOUT s per shape,
 #            default 170): one nbx run and one compiled peer per shape instead of two of each, the peer's Inductor
 #            cache in /tmp/nbx-inductor-cache (kept for a later call on the same warm machine)
@@ -52,6 +54,15 @@ for p in "$@"; do
         for m in ${DSTEP_BENCH_MODES:-fused off}; do
           NBX_DECODE_STEP=$m timeout -k 5 ${DSTEP_BENCH_TIMEOUT:-60} node dist/src/cli/nbx.js bench decode --device cuda --shape $shape --batch 1 --peers none --new-tokens ${DSTEP_TOKENS:-256} --json "$L/dstep_${shape}_$m.json" > "$L/dstep_${shape}_$m.log" 2>&1
           note "dstep bench $shape $m rc=$? $(grep -o '"decode_tok_s": *[0-9.]*' "$L/dstep_${shape}_$m.json" 2>/dev/null | tr '\n' ' ')"
+        done
+      done ;;
+    dring)
+      for shape in ${DRING_SHAPES:-tinyllama}; do
+        for r in ${DRING_SETS:--}; do
+          tag=${r/,/x}
+          if [ "$r" = "-" ]; then env=(); else env=(NBX_DECODE_STEP_RING=$r); fi
+          env "${env[@]}" NBX_DECODE_STEP=fused timeout -k 5 ${DSTEP_BENCH_TIMEOUT:-60} node dist/src/cli/nbx.js bench decode --device cuda --shape $shape --batch 1 --peers none --new-tokens ${DSTEP_TOKENS:-256} --json "$L/dring_${shape}_$tag.json" > "$L/dring_${shape}_$tag.log" 2>&1
+          note "dring $shape ring=$r rc=$? $(grep -o '"decode_tok_s": *[0-9.]*' "$L/dring_${shape}_$tag.json" 2>/dev/null | tr '\n' ' ')"
         done
       done ;;
     ab)
