@@ -5,11 +5,13 @@
 // linear, index_add: transformers' loop), on a random-weight model from nbx.models.fromConfig.
 //   1. correctness: the MoE layer's output, grouped vs host-routed, same routing (bf16 tolerance);
 //      moe_align's kernel vs its CPU composite on that routing (exact)
-//   2. the Experts module alone, grouped vs host-routed, at each --tokens (ms, expert TFLOP/s)
+//   2. the Experts module alone, grouped vs host-routed, at each --tokens (ms, expert TFLOP/s); on Hopper also
+//      the grouped path with the mma.sync kernel (NBX_MOE_GEMM90=0) instead of the warpgroup-MMA one
 //   3. the grouped GEMMs alone at block sizes 16/32/64/128 (the row tile; padding E·BS/2 rows)
 //   4. 17–128 tokens: the dense path (every expert on every token) vs the grouped path
 //   5. the whole model's prefill (--layers layers), grouped vs host-routed (everything else the same)
-//   6. other CTA tiles of the grouped GEMM (NBX_MOE_GEMM_TILE="bn,bk,stages") at block size 64 (and 128)
+//   6. other CTA tiles of the grouped GEMM at block sizes 64 and 128: the Hopper kernel's (NBX_MOE_GEMM90_TILE=
+//      "bm,bn,stages") where it runs, else the mma.sync kernel's (NBX_MOE_GEMM_TILE="bn,bk,stages")
 // Writes $OUT/moe-bench.json (default /tmp/out) and prints a line per figure. About 60 s on an H200:
 //   timeout -k 5 100 node scripts/moe-bench.mjs [--tokens 512,2048] [--layers 1] [--reps 5]
 import { parseArgs } from 'node:util';
@@ -25,6 +27,7 @@ const { values } = parseArgs({ options: {
 const nbx = await import('../dist/src/index.js');
 const { kernelFeatures, registerKernelFeatures } = await import('../dist/src/kernels/registry.js');
 const { moeAlignComposite } = await import('../dist/src/ops/llm.js');
+const { gemm90Enabled, moeStats } = await import('../dist/src/backend/cuda/kernels/moe.js');
 const OUT = process.env.OUT || '/tmp/out';
 mkdirSync(OUT, { recursive: true });
 const started = performance.now();
@@ -104,8 +107,14 @@ try {
       // 2. the Experts module
       const tg = await time(() => ex.forward(x, idx, w));
       const tl = await time(() => withoutGrouped(() => ex.forward(x, idx, w)), Math.min(reps, 3));
-      results.experts.push({ tokens: n, groupedMs: tg, hostLoopMs: tl, groupedTflops: tflops(n, tg), hostLoopTflops: tflops(n, tl), speedup: tl / tg });
-      log(`experts N=${n}: grouped ${tg.toFixed(3)} ms (${tflops(n, tg).toFixed(0)} TFLOP/s), host-routed loop ${tl.toFixed(3)} ms (${tflops(n, tl).toFixed(0)} TFLOP/s): ${(tl / tg).toFixed(2)}x`);
+      let tm = null;
+      if (gemm90Enabled()) {
+        process.env.NBX_MOE_GEMM90 = '0';
+        try { tm = await time(() => ex.forward(x, idx, w)); } finally { delete process.env.NBX_MOE_GEMM90; }
+      }
+      results.experts.push({ tokens: n, groupedMs: tg, hostLoopMs: tl, groupedTflops: tflops(n, tg), hostLoopTflops: tflops(n, tl), speedup: tl / tg, groupedMmaSyncMs: tm, kernels: { ...moeStats } });
+      log(`experts N=${n}: grouped ${tg.toFixed(3)} ms (${tflops(n, tg).toFixed(0)} TFLOP/s${gemm90Enabled() ? ', wgmma kernel' : ''}), host-routed loop ${tl.toFixed(3)} ms (${tflops(n, tl).toFixed(0)} TFLOP/s): ${(tl / tg).toFixed(2)}x` +
+        (tm !== null ? `; grouped with the mma.sync kernel ${tm.toFixed(3)} ms (${tflops(n, tm).toFixed(0)} TFLOP/s)` : '') + ` [launches ${JSON.stringify(moeStats)}]`);
       save();
     }
     // 3. block sizes
@@ -142,13 +151,17 @@ try {
   // 6. tiles (default 128,32,4)
   for (const n of PARTS.has(6) ? TOKENS : []) {
     const { x, idx, w } = routed(n, n);
-    for (const [bs, tile] of values.small ? [[64, '256,32,4']] : [[64, '128,32,4'], [64, '256,32,4'], [64, '128,64,3'], [64, '256,64,3'], [64, '128,32,3'], [128, '128,32,4'], [128, '128,64,3'], [128, '256,32,3'], [128, '256,64,3']]) {
-      process.env.NBX_MOE_GEMM_TILE = tile;
+    const hopper = gemm90Enabled(), VAR = hopper ? 'NBX_MOE_GEMM90_TILE' : 'NBX_MOE_GEMM_TILE';
+    const tiles = hopper
+      ? (values.small ? [[64, '64,128,5']] : [[64, '64,256,4'], [64, '64,128,5'], [64, '64,256,3'], [128, '128,256,4'], [128, '128,256,3'], [128, '128,128,4'], [128, '64,256,4']])
+      : (values.small ? [[64, '256,32,4']] : [[64, '128,32,4'], [64, '256,32,4'], [64, '128,64,3'], [64, '256,64,3'], [64, '128,32,3'], [128, '128,32,4'], [128, '128,64,3'], [128, '256,32,3'], [128, '256,64,3']]);
+    for (const [bs, tile] of tiles) {
+      process.env[VAR] = tile;
       try {
         const tt = await time(() => grouped(ex, x, idx, w, bs));
-        results.tiles.push({ tokens: n, blockSize: bs, tile, groupedMs: tt, tflops: tflops(n, tt) });
-        log(`tile N=${n} block ${bs} bn,bk,stages ${tile}: grouped path ${tt.toFixed(3)} ms (${tflops(n, tt).toFixed(0)} TFLOP/s)`);
-      } finally { delete process.env.NBX_MOE_GEMM_TILE; }
+        results.tiles.push({ tokens: n, blockSize: bs, kernel: hopper ? 'wgmma' : 'mma.sync', tile, groupedMs: tt, tflops: tflops(n, tt) });
+        log(`tile N=${n} block ${bs} ${hopper ? 'wgmma bm,bn,stages' : 'mma.sync bn,bk,stages'} ${tile}: grouped path ${tt.toFixed(3)} ms (${tflops(n, tt).toFixed(0)} TFLOP/s)`);
+      } finally { delete process.env[VAR]; }
       save();
     }
     x.dispose(); idx.dispose(); w.dispose();

@@ -13,6 +13,8 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import { groupedExpertKernel } from '../src/ops/llm.js';
 import { check, rand, same, skip } from './cuda_compare.js';
 import { routing } from './moe_util.js';
+import { moeStats } from '../src/backend/cuda/kernels/moe.js';
+import { hasWgmma } from '../src/backend/cuda/kernels/attention.js';
 
 const EMU = !!process.env.NBX_EMU_DIR;
 
@@ -35,8 +37,11 @@ test('llm.grouped_expert_linear on CUDA: the tensor-core kernel against the CPU 
   // [N, k, E, K, O, block sizes]; the emulator runs each tensor-core instruction as 64 warp shuffles (a
   // few small shapes there), and the CPU composite of the larger ones takes about a second a check
   const shapes = (dt: string): [number, number, number, number, number, number[]][] => (EMU
-    ? (dt === 'float16' ? [[7, 3, 5, 72, 18, [32, 128]]] : [[20, 2, 4, 40, 136, [16, 64]], [7, 3, 5, 72, 18, [16, 64]]])
-    : [[20, 2, 4, 40, 136, [16, 32, 64, 128]], [7, 3, 5, 72, 18, [16, 32, 64, 128]], [300, 2, 8, 256, 384, [64, 128]], [150, 4, 16, 136, 130, [16, 32]]]);
+    ? (dt === 'float16' ? [[7, 3, 5, 72, 18, [32, 128]]] : [[20, 2, 4, 40, 136, [16, 64]], [7, 3, 5, 72, 18, [16, 64]], [70, 2, 3, 328, 264, [64, 128]]])
+    : [[20, 2, 4, 40, 136, [16, 32, 64, 128]], [7, 3, 5, 72, 18, [16, 32, 64, 128]], [300, 2, 8, 256, 384, [64, 128]], [150, 4, 16, 136, 130, [16, 32]],
+      [600, 2, 8, 1096, 520, [64, 128]]]);
+  // (K 328 / 1096: the Hopper kernel's ring of 64-deep slots wraps; O 264 / 520: a partial 256-wide tile)
+  const was = { ...moeStats };
   for (const dt of ['bfloat16', 'float16'] as const) {
     for (const [N, k, E, K, O, sizes] of shapes(dt)) {
       for (const BS of sizes) {
@@ -57,6 +62,9 @@ test('llm.grouped_expert_linear on CUDA: the tensor-core kernel against the CPU 
       }
     }
   }
+  // block sizes 64 and 128 went to the warpgroup-MMA kernel where the device has it, the others to mma.sync
+  assert.ok(moeStats.gemm > was.gemm, 'the mma.sync kernel ran');
+  if (hasWgmma() && process.env.NBX_MOE_GEMM90 !== '0') assert.ok(moeStats.gemm90 > was.gemm90, 'the Hopper kernel ran');
 });
 
 test('llm.grouped_expert_linear on CUDA: bad indices are IndexErrors', { skip }, () => {

@@ -19,6 +19,17 @@
 //   by ldmatrix, products by mma.sync m16n8k16 with float32 accumulators; the epilogue multiplies by
 //   the routing weight (optional) and writes each row to its slot of out [M, O]. Blocks past the total
 //   return at once, so the grid has a fixed size (moe_align's capacity) and needs no host read.
+// - grouped_expert_gemm90 (Hopper: compute capability 9.0 with the profile's wgmma matrix unit, block
+//   sizes 64 and 128): the same work split and epilogue on warpgroup MMA. Two warpgroups (256 threads);
+//   a stage is the tile's rows of x and BN rows of the weight, 64 of K (one 128-byte row each), in
+//   shared memory as the hardware's 128B-swizzled K-major layout, so both operands are wgmma descriptors
+//   (m64nNk16, fp32 accumulators in registers: 64 x BN per warpgroup at BM 128, 64 x BN/2 at BM 64).
+//   All 256 threads fill a ring of `stages` slots with cp.async, STAGES - 2 tiles ahead: at iteration kt
+//   the wgmma of tile kt - 1 may still run (wgmma.wait_group 1), so the slot refilled is kt - 2's, free
+//   once every warpgroup passed the barrier of iteration kt (each waited for its kt - 2 wgmma at kt - 1).
+//   The mma.sync kernel's 64 x 128 tile with ldmatrix fragments reached about 150-220 TFLOP/s on the
+//   H200 (BENCHMARKS.md, fourth session), below cuBLASLt's per-expert GEMMs; this one is measured by
+//   scripts/moe-bench.mjs (NBX_MOE_GEMM90=0 takes the mma.sync kernel, NBX_MOE_GEMM90_TILE another tile).
 //
 // Both record bad indices in an error word, read after an eager launch (a host sync per call; deferred
 // to the replay inside a capture), as expert_gemv does.
@@ -32,6 +43,11 @@ import type { StridedRef } from '../../backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { R, type CudaBackend } from '../runtime/backend.js';
 import { CP_ASYNC_DEVICE, CP_ASYNC_EMU, basePtr, requireDType } from './util.js';
+import { wgmmaHelpers } from './attention_sm90.js';
+import { hasWgmma } from './attention.js';
+import { getKernel } from '../runtime/nvrtc.js';
+import { CUDA_PRELUDE } from '../../../ir/render_c.js';
+import type { CudaKernel } from '../runtime/driver.js';
 
 let be: CudaBackend;
 
@@ -311,6 +327,168 @@ extern "C" __global__ void __launch_bounds__(${NT}${NT >= 256 ? `, ${MT * NTL > 
   return { src, name: 'grouped_expert_gemm', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'] as ArgType[] };
 }
 
+// ---- grouped_expert_gemm90 (Hopper) -------------------------------------------------------------------------
+
+/** The Hopper kernel's CTA tile: bm rows (64 or 128, dividing the block size), bn weight rows, `stages` ring slots of 64 of K. */
+export interface Gemm90Tile { bm: number; bn: number; stages: number }
+export const GEMM90_THREADS = 256;
+/**
+ * The tile for a block size: 128 x 256 at block size 128 (a warpgroup's m64n256: 128 accumulators a
+ * thread), 64 x 256 at 64 (two warpgroups side by side, m64n128 each), 4 slots; NBX_MOE_GEMM90_TILE="bm,bn,stages"
+ * (bm 64/128 dividing the block size, bn 128/256, 3-5 stages within 227 KiB) picks another, for measuring.
+ */
+export function gemm90Tile(bs: number, spec = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_MOE_GEMM90_TILE): Gemm90Tile {
+  let t: Gemm90Tile = { bm: bs >= 128 ? 128 : 64, bn: 256, stages: 4 };
+  if (spec) {
+    const v = spec.split(',').map(Number);
+    const c: Gemm90Tile = { bm: v[0]!, bn: v[1]!, stages: v[2]! };
+    if (v.length !== 3 || ![64, 128].includes(c.bm) || bs % c.bm !== 0 || ![128, 256].includes(c.bn) || !(c.stages >= 3 && c.stages <= 5) || gemm90Smem(c) > 227 * 1024) {
+      throw new ValueError('llm.grouped_expert_linear', `NBX_MOE_GEMM90_TILE must be "bm,bn,stages" with bm 64 or 128 dividing the block size (${bs}), bn 128 or 256, 3 to 5 stages within 227 KiB of shared memory; got '${spec}'`);
+    }
+    t = c;
+  }
+  return t;
+}
+/** Dynamic shared memory: the ring (128-byte rows of x and of the weight per slot) and 1 KiB to align it for the 128B swizzle. */
+export const gemm90Smem = (t: Gemm90Tile): number => t.stages * (t.bm + t.bn) * 128 + 1024;
+/** The moe_align block sizes the Hopper kernel covers. */
+export const GEMM90_BLOCK_SIZES: readonly number[] = [64, 128];
+
+export function groupedGemm90Source(d: 'bfloat16' | 'float16', tile: Gemm90Tile, rd: DTypeName | null) {
+  const bf = d === 'bfloat16';
+  const { bm: BM, bn: BN, stages: ST } = tile;
+  // a warpgroup's tile: 64 rows; at BM 128 warpgroup g takes rows 64g.. and every column, at BM 64 both
+  // take the 64 rows and warpgroup g the columns g·BN/2..
+  const WN = BM === 128 ? BN : BN / 2, NR = WN / 2;
+  const RT = rd ? R.storageType(rd) : 'float';
+  const scale = rd ? `(float)${R.load(rd, 'rw', 's')}` : '1.0f';
+  const f2 = bf ? 'nbx_f2bf' : 'nbx_f2h';
+  const src = `${wgmmaHelpers(bf, [WN])}
+#ifdef NBX_EMU
+__device__ __forceinline__ void cp_commit() {}
+template <int N> __device__ __forceinline__ void cp_wait() {}
+#else
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+#endif
+extern "C" __global__ void __launch_bounds__(${GEMM90_THREADS}, 1) grouped_expert_gemm90(const u16* __restrict__ x,
+  const u16* __restrict__ w, const int* __restrict__ sorted, const int* __restrict__ bexp, const int* __restrict__ totalp,
+  const ${RT}* __restrict__ rw, u16* __restrict__ out, unsigned long long* __restrict__ err,
+  int topK, int M, int E, int O, int K, int BS, int cap, int perSlot) {
+  extern __shared__ __align__(1024) unsigned char smraw[];
+  unsigned char* sm = smraw + ((1024 - (smem_u32(smraw) & 1023)) & 1023);
+  unsigned char* sA = sm;                    // ${ST} x [${BM}][64]: rows of x, 128B-swizzled
+  unsigned char* sB = sm + ${ST * BM * 128};  // ${ST} x [${BN}][64]: rows of the expert's weight
+  __shared__ int rowSrc[${BM}];  // row of x for each position of the tile (-1: padding)
+  __shared__ int rowSlot[${BM}]; // slot of out it is written to (-1: none)
+  const int tid = threadIdx.x;
+  int tot = totalp[0];
+  if (tot < 0 || tot > cap) {
+    if (tid == 0 && blockIdx.x == 0 && blockIdx.y == 0) atomicMax(err, 3ull << ${KIND_SHIFT});
+    tot = tot < 0 ? 0 : cap;
+  }
+  const int p0 = blockIdx.x * ${BM};
+  if (p0 >= tot) return;
+  const int e = bexp[p0 / BS];
+  if (e < 0 || e >= E) {
+    if (tid == 0 && blockIdx.y == 0) atomicMax(err, (2ull << ${KIND_SHIFT}) | (unsigned long long)(p0 / BS));
+    return;
+  }
+  for (int i = tid; i < ${BM}; i += ${GEMM90_THREADS}) {
+    const int p = p0 + i;
+    int s = p < tot ? sorted[p] : M;
+    if (s < 0 || s > M) { if (blockIdx.y == 0) atomicMax(err, (1ull << ${KIND_SHIFT}) | (unsigned long long)p); s = M; }
+    rowSlot[i] = s < M ? s : -1;
+    rowSrc[i] = s < M ? (perSlot ? s : s / topK) : -1;
+  }
+  __syncthreads();
+  const int n0 = blockIdx.y * ${BN};
+  const u16* we = w + (long long)e * O * K;
+  const int KT = (K + 63) / 64;
+  // one stage: 16-byte chunk ch of row r at r·128 + ((ch ^ r mod 8)·16) (K is a multiple of 8: a chunk is
+  // wholly in or out; out-of-range chunks and padding rows are zero-filled)
+  auto load = [&](int slot, int kt) {
+    const int k0 = kt * 64;
+    unsigned char* as = sA + slot * ${BM * 128};
+    unsigned char* bs = sB + slot * ${BN * 128};
+    #pragma unroll
+    for (int c = tid; c < ${BM * 8}; c += ${GEMM90_THREADS}) {
+      const int r = c >> 3, ch = c & 7, src = rowSrc[r];
+      const bool ok = src >= 0 && k0 + ch * 8 < K;
+      cp16(as + r * 128 + ((ch ^ (r & 7)) << 4), ok ? (const void*)(x + (long long)src * K + k0 + ch * 8) : (const void*)x, ok);
+    }
+    #pragma unroll
+    for (int c = tid; c < ${BN * 8}; c += ${GEMM90_THREADS}) {
+      const int r = c >> 3, ch = c & 7, o = n0 + r;
+      const bool ok = o < O && k0 + ch * 8 < K;
+      cp16(bs + r * 128 + ((ch ^ (r & 7)) << 4), ok ? (const void*)(we + (long long)o * K + k0 + ch * 8) : (const void*)w, ok);
+    }
+  };
+  const int wg = tid >> 7;
+  const u32 aOff = ${BM === 128 ? 'wg * 64 * 128' : '0'}, bOff = ${BM === 128 ? '0' : `wg * ${WN * 128}`};
+  float acc[${NR}];
+  #pragma unroll
+  for (int s = 0; s < ${ST - 2}; s++) { if (s < KT) load(s, s); cp_commit(); }
+  for (int kt = 0; kt < KT; kt++) {
+    cp_wait<${ST - 3}>();
+    proxy_fence(); // cp.async wrote the tile through the generic proxy, wgmma reads through the async proxy
+    __syncthreads(); // tile kt is in for every thread; every warpgroup's wgmma of tile kt - 2 is done
+    if (kt + ${ST - 2} < KT) load((kt + ${ST - 2}) % ${ST}, kt + ${ST - 2});
+    cp_commit();
+    const int slot = kt % ${ST};
+    const u32 a0 = smem_u32(sA + slot * ${BM * 128}) + aOff, b0 = smem_u32(sB + slot * ${BN * 128}) + bOff;
+    wg_arrive();
+    #pragma unroll
+    for (int ks = 0; ks < 4; ks++) wg_ss${WN}(acc, sw128_desc(a0 + ks * 32, 16, 1024), sw128_desc(b0 + ks * 32, 16, 1024), kt > 0 || ks > 0);
+    wg_commit();
+    wg_wait<1>();
+  }
+  wg_wait<0>();
+  reg_fence${WN}(acc);
+  // epilogue: the m64nN accumulator layout: warp q of the warpgroup holds rows 16q + lane/4 (+ 8), columns
+  // 8j + 2·(lane mod 4) (+ 1) of its 64 x ${WN} tile
+  const int lane = tid & 31, q = (tid >> 5) & 3;
+  const int rBase = ${BM === 128 ? 'wg * 64' : '0'} + 16 * q + (lane >> 2), cBase = n0 + ${BM === 128 ? '0' : `wg * ${WN}`} + 2 * (lane & 3);
+  #pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int s = rowSlot[rBase + 8 * h];
+    if (s < 0) continue;
+    const float sc = ${scale};
+    u16* orow = out + (long long)s * O;
+    #pragma unroll
+    for (int j = 0; j < ${WN / 8}; j++) {
+      const int col = cBase + 8 * j;
+      const float v0 = acc[4 * j + 2 * h] * sc, v1 = acc[4 * j + 2 * h + 1] * sc;
+      if ((O & 1) == 0 && col + 1 < O) *reinterpret_cast<u32*>(orow + col) = (u32)${f2}(v0) | ((u32)${f2}(v1) << 16);
+      else { if (col < O) orow[col] = ${f2}(v0); if (col + 1 < O) orow[col + 1] = ${f2}(v1); }
+    }
+  }
+}`;
+  return { src, name: 'grouped_expert_gemm90', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'] as ArgType[] };
+}
+
+/** Whether the Hopper kernel runs: the device has wgmma (attention.ts's hasWgmma: data from the profile) and NBX_MOE_GEMM90 is not '0'. */
+export function gemm90Enabled(): boolean {
+  const v = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_MOE_GEMM90;
+  return v !== '0' && hasWgmma();
+}
+const gemm90Kernels = new Map<string, CudaKernel>();
+/** The sm_90a kernel (NVRTC target sm_90a: wgmma needs the arch-specific target), compiled once per specialization. */
+function gemm90Kernel(d: 'bfloat16' | 'float16', tile: Gemm90Tile, rd: DTypeName | null): CudaKernel {
+  const key = `${d}:${tile.bm}:${tile.bn}:${tile.stages}:${rd}`;
+  let k = gemm90Kernels.get(key);
+  if (!k) {
+    const { src, name, sig } = groupedGemm90Source(d, tile, rd);
+    const cc = be.ctx.info.cc;
+    k = getKernel(be.ctx, `${CUDA_PRELUDE}\n${src}`, name, sig, { options: ['--std=c++17'], includeCudaHeaders: false, arch: `sm_${cc[0]}${cc[1]}a`, name });
+    k.setMaxDynamicSharedMemory(gemm90Smem(tile));
+    gemm90Kernels.set(key, k);
+  }
+  return k;
+}
+/** Launches of each grouped kernel (tests check which one ran). */
+export const moeStats = { gemm: 0, gemm90: 0 };
+
 function cudaGroupedExpertGemm(p: GroupedExpertGemmParams): void {
   const op = 'llm.grouped_expert_linear';
   const d = p.x.dtype;
@@ -318,14 +496,21 @@ function cudaGroupedExpertGemm(p: GroupedExpertGemmParams): void {
   if (!GEMM_BLOCK_SIZES.includes(p.blockSize)) throw new IndexError(op, `block_size ${p.blockSize} is not one of the kernel's row tiles (${GEMM_BLOCK_SIZES.join(', ')})`);
   if (p.blocks === 0 || p.outFeatures === 0) return;
   const rd = p.routing ? p.routing.dtype : null;
-  const tile = gemmTile(p.blockSize), { bm, bn, bk, stages, wm, wn } = tile;
-  const k = be.kernel(`moe_gemm:${d}:${bm}:${bn}:${bk}:${stages}:${rd}`, () => groupedGemmSource(d as 'bfloat16' | 'float16', tile, rd));
-  const smem = gemmSmem(tile);
-  if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
-  const err = errorWord();
-  be.ctx.launch(k, [p.blocks, Math.ceil(p.outFeatures / bn)], wm * wn * 32,
-    [at(p.x), at(p.weight), at(p.sorted), at(p.blockExperts), at(p.total), at(p.routing), at(p.out), err,
-      p.topK, p.slots, p.experts, p.outFeatures, p.inFeatures, p.blockSize, p.capacity, p.xPerSlot ? 1 : 0], smem, be.stream);
+  const args = (err: bigint) => [at(p.x), at(p.weight), at(p.sorted), at(p.blockExperts), at(p.total), at(p.routing), at(p.out), err,
+    p.topK, p.slots, p.experts, p.outFeatures, p.inFeatures, p.blockSize, p.capacity, p.xPerSlot ? 1 : 0];
+  if (GEMM90_BLOCK_SIZES.includes(p.blockSize) && gemm90Enabled()) {
+    const t = gemm90Tile(p.blockSize);
+    const k = gemm90Kernel(d as 'bfloat16' | 'float16', t, rd);
+    be.ctx.launch(k, [p.blocks * (p.blockSize / t.bm), Math.ceil(p.outFeatures / t.bn)], GEMM90_THREADS, args(errorWord()), gemm90Smem(t), be.stream);
+    moeStats.gemm90++;
+  } else {
+    const tile = gemmTile(p.blockSize), { bm, bn, bk, stages, wm, wn } = tile;
+    const k = be.kernel(`moe_gemm:${d}:${bm}:${bn}:${bk}:${stages}:${rd}`, () => groupedGemmSource(d as 'bfloat16' | 'float16', tile, rd));
+    const smem = gemmSmem(tile);
+    if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
+    be.ctx.launch(k, [p.blocks, Math.ceil(p.outFeatures / bn)], wm * wn * 32, args(errorWord()), smem, be.stream);
+    moeStats.gemm++;
+  }
   const v = readError(op);
   if (v !== 0n) {
     const kind = Number(v >> KIND_SHIFT), pos = Number(v & ((1n << KIND_SHIFT) - 1n));
