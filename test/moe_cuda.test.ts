@@ -13,8 +13,7 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import { groupedExpertKernel } from '../src/ops/llm.js';
 import { check, rand, same, skip } from './cuda_compare.js';
 import { routing } from './moe_util.js';
-import { moeStats } from '../src/backend/cuda/kernels/moe.js';
-import { hasWgmma } from '../src/backend/cuda/kernels/attention.js';
+import { moeStats, gemm90Enabled } from '../src/backend/cuda/kernels/moe.js';
 
 const EMU = !!process.env.NBX_EMU_DIR;
 
@@ -64,7 +63,7 @@ test('llm.grouped_expert_linear on CUDA: the tensor-core kernel against the CPU 
   }
   // block sizes 64 and 128 went to the warpgroup-MMA kernel where the device has it, the others to mma.sync
   assert.ok(moeStats.gemm > was.gemm, 'the mma.sync kernel ran');
-  if (hasWgmma() && process.env.NBX_MOE_GEMM90 !== '0') assert.ok(moeStats.gemm90 > was.gemm90, 'the Hopper kernel ran');
+  if (gemm90Enabled()) assert.ok(moeStats.gemm90 > was.gemm90, 'the Hopper kernel ran');
 });
 
 test('llm.grouped_expert_linear on CUDA: bad indices are IndexErrors', { skip }, () => {

@@ -44,7 +44,6 @@ import type { ArgType } from '../runtime/driver.js';
 import { R, type CudaBackend } from '../runtime/backend.js';
 import { CP_ASYNC_DEVICE, CP_ASYNC_EMU, basePtr, requireDType } from './util.js';
 import { wgmmaHelpers } from './attention_sm90.js';
-import { hasWgmma } from './attention.js';
 import { getKernel } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
 import type { CudaKernel } from '../runtime/driver.js';
@@ -467,10 +466,16 @@ extern "C" __global__ void __launch_bounds__(${GEMM90_THREADS}, 1) grouped_exper
   return { src, name: 'grouped_expert_gemm90', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'] as ArgType[] };
 }
 
-/** Whether the Hopper kernel runs: the device has wgmma (attention.ts's hasWgmma: data from the profile) and NBX_MOE_GEMM90 is not '0'. */
+/**
+ * Whether the Hopper kernel runs: compute capability exactly 9.0 (sm_90a code runs on nothing else) and the
+ * matched profile's matrix unit is the warpgroup MMA (the facts attention.ts's Hopper kernel asks), and
+ * NBX_MOE_GEMM90 is not '0'.
+ */
 export function gemm90Enabled(): boolean {
   const v = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_MOE_GEMM90;
-  return v !== '0' && hasWgmma();
+  if (v === '0' || !be) return false;
+  const cc = be.ctx.info.cc;
+  return cc[0] === 9 && cc[1] === 0 && be.tuning.profile.matrixUnit.name === 'wgmma';
 }
 const gemm90Kernels = new Map<string, CudaKernel>();
 /** The sm_90a kernel (NVRTC target sm_90a: wgmma needs the arch-specific target), compiled once per specialization. */
