@@ -22,7 +22,7 @@
 #   tune     the autotuner's cache, to ship (src/autotune/shipped)
 #   dstep    nbx.llm.fused_decode_step: tokens and logits against the op-by-op step (TinyLlama and 8B shapes), then
 #            decode tok/s with NBX_DECODE_STEP=fused and off (DSTEP_SHAPES, DSTEP_TOKENS)
-#   dring    decode tok/s with NBX_DECODE_STEP=fused under weight-ring shapes DRING_SETS (space-separated "CH,NS" or
+#   dring    decode tok/s with NBX_DECODE_STEP=fused under weight-ring shapes DRING_SETS (space-separated items per warp, or
 #            "-" for the default) on DRING_SHAPES (default tinyllama)
 #   peers8   the batch-8 rows of 'peers' alone (PEERS8_SHAPES, default tinyllama llama3-8b; PEERS8_TIMEOUT s per shape,
 #            default 170): one nbx run and one compiled peer per shape instead of two of each, the peer's Inductor

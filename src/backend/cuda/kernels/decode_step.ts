@@ -12,10 +12,12 @@
 //
 // with a grid-wide barrier between phases (every phase reads what all blocks wrote in the one before).
 // Weights never depend on activations, so each warp streams its share of every phase's weight rows into its
-// own ring in shared memory (cp.async, a group of units per lane at a time, several groups in flight) and
-// refills the ring as it consumes it, whatever phase the next units belong to: the loads in flight at a
-// barrier, at the norm prologues and during the attention phase are the next phase's, so the weight stream
-// does not stop at every phase boundary the way it stops at every kernel boundary.
+// own ring in shared memory (cp.async, a 2 KB item per group, several in flight) and refills the ring as it
+// consumes it, whatever phase the next item belongs to: the loads in flight at a barrier, at the norm
+// prologues and during the attention phase are the next phase's, so the weight stream does not stop at every
+// phase boundary the way it stops at every kernel boundary. The products run on tensor cores: with only 16
+// warps per SM (one block, all registers), float FMAs per weight element were the limit (an issue-bound
+// ~125 instructions per 512 bytes streamed), not memory.
 //
 // Every value the op-by-op step stores in the model dtype is rounded to it here at the same point
 // (projection outputs, residual sums, norm outputs, rotated q/k, attention output, activation), so the
@@ -46,28 +48,28 @@ const WARPS = THREADS / 32;
 /** Key passes of the attention loaded before their arithmetic. */
 const ATT_UNROLL = 4;
 const DTYPES_TAKEN = ['bfloat16', 'float16'] as const;
-/** A lane's 16-byte pieces per cp.async group (the weight ring's stage), and the most groups in flight. */
-const RING_CH = 4;
+/** The most items (2 KB each) a warp's weight ring holds in flight. */
 const RING_NS_MAX = 6;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number }
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
-/** Rows a warp's contiguous share of a block's (row, 256-column segment) units can touch, for the partial sums' shared array. */
-function maxRowsPerWarp(s: Shape): number {
-  const cases: [number, number][] = [[(s.NH + 2 * s.NKV) * s.D, s.H], [s.H, s.NH * s.D], [2 * s.I, s.H], [s.H, s.I], [s.V, s.H]];
+/** Tiles (16 rows) a warp's contiguous run of a block's (tile, 64-column chunk) items can touch, for the partial sums' shared array. */
+function maxTilesPerWarp(s: Shape): number {
+  const t16 = (n: number): number => Math.ceil(n / 16);
+  const cases: [number, number][] = [[t16(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G)), s.H], [t16(rowsPerBlock(s.H, s.G)), s.NH * s.D],
+    [2 * t16(rowsPerBlock(s.I, s.G)), s.H], [t16(rowsPerBlock(s.H, s.G)), s.I], [t16(rowsPerBlock(s.V, s.G)), s.H]];
   let m = 1;
-  for (const [n, k] of cases) {
-    const rows = n === 2 * s.I ? 2 * rowsPerBlock(s.I, s.G) : rowsPerBlock(n, s.G);
-    const segs = Math.ceil(k / 256), per = Math.ceil((rows * segs) / WARPS);
-    m = Math.max(m, Math.ceil(per / segs) + 2);
+  for (const [tiles, k] of cases) {
+    const kcs = k / 64, up = Math.ceil((tiles * kcs) / WARPS);
+    m = Math.max(m, Math.ceil(up / kcs) + 2);
   }
   return m;
 }
 
 export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16';
-  const MAXR = maxRowsPerWarp(s);
+  const MAXT = maxTilesPerWarp(s);
   const LG = s.D / 8; // lanes per key in the attention: 8 columns each
   const src = `
 #define T_ unsigned short
@@ -86,10 +88,9 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define QKV_ ${(s.NH + 2 * s.NKV) * s.D}
 #define WARPS_ ${WARPS}
 #define THREADS_ ${THREADS}
-#define MAXR_ ${MAXR}
+#define MAXT_ ${MAXT}
 #define LG_ ${LG}
 #define KPW_ (32 / LG_)
-#define CH_ ${ring.ch}
 #define NS_ ${ring.ns}
 #define ATTU_ ${ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
@@ -183,7 +184,7 @@ __device__ __forceinline__ void block_rows(int n, int& r0, int& r1) {
   r0 = (int)(((long long)n * blockIdx.x) / gridDim.x); r1 = (int)(((long long)n * (blockIdx.x + 1)) / gridDim.x);
 }
 
-/** A phase's weight rows for this block: nA rows from A, then nB rows from B, K long (a multiple of 8). */
+/** A phase's weight rows for this block: nA rows from A, then nB rows from B, K long (a multiple of 64). */
 struct Slice { const T_* A; int nA; const T_* B; int nB; int K; };
 
 /** The weight rows phase ph (layer ph / 5, step ph % 5, or the lm_head after the layers) streams for this block. */
@@ -201,107 +202,124 @@ __device__ Slice phase_slice(int ph, const Layer* layers, const T_* lmhead) {
   return z;
 }
 
-/**
- * This warp's share of a phase's units (a unit: one row's 256-column segment, a 16-byte piece per lane):
- * the units of the block's rows are split into contiguous runs per warp, [u0, u1).
- */
+// The products run on tensor cores (mma.sync m16n8k16, float32 accumulators): an item is 16 rows × 64
+// columns of a slice (tiles of 16 rows: the A rows' tiles, then the B rows'), the A operand, and x the B
+// operand in all eight columns. A lane feeds each MMA four consecutive k of its rows g and g + 8 and of x
+// (the sum over k does not care which k a fragment slot holds as long as A and B agree), so the weights
+// are read from shared memory as 16-byte pieces, no ldmatrix. A warp's items are a contiguous run of the
+// slice's (tile, 64-column chunk) pairs.
+__device__ __forceinline__ int tiles_of(int n) { return (n + 15) >> 4; }
 __device__ __forceinline__ void warp_share(const Slice& z, int& u0, int& u1) {
-  const int U = (z.nA + z.nB) * ((z.K + 255) >> 8), up = (U + WARPS_ - 1) / WARPS_;
+  const int U = (tiles_of(z.nA) + tiles_of(z.nB)) * (z.K >> 6), up = (U + WARPS_ - 1) / WARPS_;
   u0 = (threadIdx.x >> 5) * up; u1 = u0 + up < U ? u0 + up : U;
 }
-
-__device__ __forceinline__ const T_* slice_row(const Slice& z, int r) { return r < z.nA ? z.A + (long long)r * z.K : z.B + (long long)(r - z.nA) * z.K; }
+/** Tile t of a slice: its first row's address and its rows (≤ 16). */
+__device__ __forceinline__ const T_* tile_at(const Slice& z, int t, int& valid) {
+  const int tA = tiles_of(z.nA);
+  if (t < tA) { valid = z.nA - 16 * t < 16 ? z.nA - 16 * t : 16; return z.A + (long long)(16 * t) * z.K; }
+  valid = z.nB - 16 * (t - tA) < 16 ? z.nB - 16 * (t - tA) : 16; return z.B + (long long)(16 * (t - tA)) * z.K;
+}
 
 /**
- * The load side of a warp's weight ring: the next unit to load (phase, unit, its row and segment) over
- * the launch's phases. Lane i's piece of ring unit q lives at ring[((q mod CH_·NS_)·WARPS_ + warp)·32 + i]:
- * each lane reads back only what it loaded itself, so a cp.async group's wait is the only synchronisation.
+ * The load side of a warp's weight ring: the next item to load (phase, item, tile, chunk) over the launch's
+ * phases. Item q of the stream goes to stage q mod NS_ of the warp's ring (16 rows × 128 bytes, the 16-byte
+ * pieces of a row swizzled so a quarter-warp's reads of rows g, g + 1 hit distinct banks), one cp.async
+ * group per item. A lane reads pieces other lanes loaded, so the consumer waits for the group and then
+ * __syncwarp()s.
  */
-struct Loader { Slice z; int ph, ph1, u, u1, r, sg; const T_* row; unsigned q; };
+struct Loader { Slice z; int ph, ph1, u, u1, t, kc, valid; const T_* tile; unsigned q; };
 
-/** Points the loader at the first phase ≥ ph (before ph1) with units for this warp. */
+/** Points the loader at the first phase ≥ ph (before ph1) with items for this warp. */
 __device__ void loader_seek(Loader& ld, int ph, const Layer* layers, const T_* lmhead) {
   for (; ph < ld.ph1; ph++) {
     if (ph < 5 * L_ && ph % 5 == 1) continue; // attention: no weights
     ld.z = phase_slice(ph, layers, lmhead);
     int u0, u1; warp_share(ld.z, u0, u1);
     if (u0 >= u1) continue;
-    const int segs = (ld.z.K + 255) >> 8;
-    ld.ph = ph; ld.u = u0; ld.u1 = u1; ld.r = u0 / segs; ld.sg = u0 - ld.r * segs; ld.row = slice_row(ld.z, ld.r);
+    const int kcs = ld.z.K >> 6;
+    ld.ph = ph; ld.u = u0; ld.u1 = u1; ld.t = u0 / kcs; ld.kc = u0 - ld.t * kcs; ld.tile = tile_at(ld.z, ld.t, ld.valid);
     return;
   }
   ld.ph = ld.ph1;
 }
 
-/** Loads the next CH_ units of the stream (fewer at its end) into the ring as one cp.async group. */
-__device__ __forceinline__ void loader_issue(Loader& ld, uint4* ring, const Layer* layers, const T_* lmhead) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+__device__ __forceinline__ unsigned char* ring_stage(unsigned char* ring, unsigned q) {
+  return ring + ((threadIdx.x >> 5) * NS_ + q % NS_) * 2048;
+}
+
+/** Loads the stream's next item into its stage as one cp.async group (an empty group past the stream's end). */
+__device__ __forceinline__ void loader_issue(Loader& ld, unsigned char* ring, const Layer* layers, const T_* lmhead) {
+  const int lane = threadIdx.x & 31;
+  if (ld.ph < ld.ph1) {
+    unsigned char* st = ring_stage(ring, ld.q);
 #pragma unroll
-  for (int i = 0; i < CH_; i++) {
-    if (ld.ph < ld.ph1) {
-      const int k = ld.sg * 256 + lane * 8;
-      if (k < ld.z.K) CP16(ring + ((ld.q % (CH_ * NS_)) * WARPS_ + warp) * 32 + lane, ld.row + k);
-      if (++ld.u == ld.u1) loader_seek(ld, ld.ph + 1, layers, lmhead);
-      else if (++ld.sg == ((ld.z.K + 255) >> 8)) { ld.sg = 0; ld.r++; ld.row = slice_row(ld.z, ld.r); }
+    for (int j = 0; j < 4; j++) {
+      const int p = lane + 32 * j, row = p >> 3, ch = p & 7;
+      if (row < ld.valid) CP16(st + row * 128 + ((ch ^ ((row & 1) << 2)) << 4), ld.tile + (long long)row * ld.z.K + ld.kc * 64 + ch * 8);
     }
-    ld.q++;
+    if (++ld.u == ld.u1) loader_seek(ld, ld.ph + 1, layers, lmhead);
+    else if (++ld.kc == (ld.z.K >> 6)) { ld.kc = 0; ld.t++; ld.tile = tile_at(ld.z, ld.t, ld.valid); }
   }
+  ld.q++;
   CP_COMMIT();
 }
 
+#ifdef NBX_EMU
+__device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  const unsigned a[4] = { a0, a1, a2, a3 }; emu_mma16816(c, a, b0, b1, ${bf});
+}
+#else
+__device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${bf ? 'bf16.bf16' : 'f16.f16'}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#endif
+
 /**
  * Σ_k W_v[k]·x[k] for the block's rows v of a phase (the slice's A rows, then its B rows), x in shared
- * memory, the weights from the warp's ring (c: the units this warp has consumed in the launch); results in
- * out[v]. A warp's partial sum of each row it touches goes to part[warp][row − its first row] and the
- * rows are summed over warps in warp order (the same bits every run).
+ * memory, the weights from the warp's ring (c: the items this warp has consumed in the launch); results in
+ * out[v]. A warp's sums of each tile it touches go to part[warp][tile − its first tile][row] and are summed
+ * over warps in warp order (the same bits every run).
  */
-__device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, uint4* ring, unsigned& c, Loader& ld,
+__device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ring, unsigned& c, Loader& ld,
     const Layer* layers, const T_* lmhead) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int segs = (z.K + 255) >> 8, rows = z.nA + z.nB;
-  const int up = (rows * segs + WARPS_ - 1) / WARPS_;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+  const int kcs = z.K >> 6, tA = tiles_of(z.nA), rows = z.nA + z.nB;
+  const int up = ((tA + tiles_of(z.nB)) * kcs + WARPS_ - 1) / WARPS_;
   int u0, u1; warp_share(z, u0, u1);
-  const int rw0 = u0 / segs;
-  float acc = 0.f;
-  int r = rw0, sg = u0 - rw0 * segs;
-  for (int u = u0; u < u1;) {
-    // the rest of the current group (a group may have begun in the previous phase)
-    const int inG = (int)(c % CH_), n = CH_ - inG < u1 - u ? CH_ - inG : u1 - u;
-    if (inG == 0) CP_WAIT();
-    uint4 wv[CH_], xv[CH_];
-    {
-      int ss = sg;
+  const int t0 = u0 / kcs;
+  int t = t0, kc = u0 - t0 * kcs;
+  float acc[4] = { 0.f, 0.f, 0.f, 0.f };
+  const int sw = ((g & 1) << 2);
+  for (int u = u0; u < u1; u++) {
+    CP_WAIT();
+    __syncwarp();
+    const unsigned char* st = ring_stage(ring, c);
 #pragma unroll
-      for (int i = 0; i < CH_; i++) {
-        wv[i].x = wv[i].y = wv[i].z = wv[i].w = 0u; xv[i] = wv[i];
-        if (i < n && ss * 256 + lane * 8 < z.K) { // a ragged row's last segment: lanes past K add nothing
-          wv[i] = ring[(((c + i) % (CH_ * NS_)) * WARPS_ + warp) * 32 + lane];
-          xv[i] = *reinterpret_cast<const uint4*>(xs + ss * 256 + lane * 8);
-        }
-        if (++ss == segs) ss = 0;
-      }
+    for (int s2 = 0; s2 < 2; s2++) {
+      const int pos = ((4 * s2 + tq) ^ sw) << 4;
+      const uint4 w = *reinterpret_cast<const uint4*>(st + g * 128 + pos);
+      const uint4 v = *reinterpret_cast<const uint4*>(st + (g + 8) * 128 + pos);
+      const uint4 x = *reinterpret_cast<const uint4*>(xs + kc * 64 + 32 * s2 + 8 * tq);
+      mma16816(acc, w.x, v.x, w.y, v.y, x.x, x.y);
+      mma16816(acc, w.z, v.z, w.w, v.w, x.z, x.w);
     }
-#pragma unroll
-    for (int i = 0; i < CH_; i++) {
-      if (i < n) {
-        acc += dot8(wv[i], xv[i]);
-        if (sg + 1 == segs || u + i + 1 == u1) {
-          const float t = warp_sum(acc);
-          if (lane == 0) part[warp * MAXR_ + (r - rw0)] = t;
-          acc = 0.f;
-        }
-        if (++sg == segs) { sg = 0; r++; }
-      }
+    __syncwarp();
+    c++;
+    loader_issue(ld, ring, layers, lmhead);
+    if (++kc == kcs || u + 1 == u1) {
+      if (tq == 0) { part[(warp * MAXT_ + (t - t0)) * 16 + g] = acc[0]; part[(warp * MAXT_ + (t - t0)) * 16 + g + 8] = acc[2]; }
+      acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+      if (kc == kcs) { kc = 0; t++; }
     }
-    u += n; c += n;
-    if (c % CH_ == 0) loader_issue(ld, ring, layers, lmhead);
   }
   __syncthreads();
   for (int v = threadIdx.x; v < rows; v += THREADS_) {
-    const int wlo = (v * segs) / up, whi = ((v + 1) * segs - 1) / up;
-    float t = 0.f;
-    for (int w = wlo; w <= whi && w < WARPS_; w++) t += part[w * MAXR_ + (v - (w * up) / segs)];
-    out[v] = t;
+    const int T = v < z.nA ? v >> 4 : tA + ((v - z.nA) >> 4), rr = v < z.nA ? v & 15 : (v - z.nA) & 15;
+    const int wlo = (T * kcs) / up, whi = ((T + 1) * kcs - 1) / up;
+    float sum = 0.f;
+    for (int w = wlo; w <= whi && w < WARPS_; w++) sum += part[(w * MAXT_ + (T - (w * up) / kcs)) * 16 + rr];
+    out[v] = sum;
   }
   __syncthreads();
 }
@@ -440,10 +458,10 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     T_* res, T_* qkv, T_* att, T_* act, float* amax_v, int* amax_i, unsigned* sync, unsigned long long* err,
     unsigned long long* trace, int ph0, int ph1, float eps, float scale) {
   extern __shared__ __align__(16) unsigned char nbx_dyn_[];
-  uint4* ring = reinterpret_cast<uint4*>(nbx_dyn_);
-  T_* xs = reinterpret_cast<T_*>(nbx_dyn_ + CH_ * NS_ * THREADS_ * 16);
+  unsigned char* ring = nbx_dyn_;
+  T_* xs = reinterpret_cast<T_*>(nbx_dyn_ + NS_ * WARPS_ * 2048);
   float* part = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + ((XMAX_ * 2 + 15) / 16) * 16);
-  float* rowv = part + WARPS_ * MAXR_;
+  float* rowv = part + WARPS_ * MAXT_ * 16;
   float* sm = rowv; // attention scratch (phases B only) shares the row values' space
   __shared__ float red[WARPS_];
   __shared__ int sh_last;
@@ -454,11 +472,11 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
   const int w = (int)__ldcg(widx);
   if (w < 0 || w >= S_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 60); return; }
   unsigned target = 0u; // barriers passed in this launch × grid
-  // the weight stream: NS_ groups in flight from the start, one more each time a group is consumed
+  // the weight stream: NS_ items in flight from the start, one more each time one is consumed
   Loader ld; ld.ph1 = ph1; ld.q = 0u;
   loader_seek(ld, ph0, layers, lmhead);
   for (int g = 0; g < NS_; g++) loader_issue(ld, ring, layers, lmhead);
-  unsigned c = 0u; // units this warp consumed
+  unsigned c = 0u; // items this warp consumed
   for (int ph = ph0; ph < ph1; ph++) {
     const int l = ph / 5, st = ph - l * 5;
     if (trace && threadIdx.x == 0) trace[(2ll * ph) * gridDim.x + blockIdx.x] = nbx_globaltimer();
@@ -535,32 +553,31 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
   };
 }
 
-/** The weight ring: CH 16-byte pieces per lane per cp.async group, NS groups (the ring holds CH·NS·THREADS·16 bytes). */
-interface Ring { ch: number; ns: number }
-const ringBytes = (r: Ring): number => r.ch * r.ns * THREADS * 16;
+/** The weight ring: NS items of 2 KB per warp. */
+interface Ring { ns: number }
+const ringBytes = (r: Ring): number => r.ns * WARPS * 2048;
 
 /**
- * The ring for a kernel whose other shared memory takes `base` bytes: RING_CH pieces per group and as many
- * groups (up to RING_NS_MAX) as the block's shared memory still holds; null below two groups.
- * NBX_DECODE_STEP_RING="CH,NS" sets both (for sweeps on a card).
+ * The ring for a kernel whose other shared memory takes `base` bytes: as many items per warp (up to
+ * RING_NS_MAX) as the block's shared memory still holds; null below two. NBX_DECODE_STEP_RING=NS sets it
+ * (for sweeps on a card).
  */
 function ringFor(base: number, optin: number): Ring | null {
   const env = process.env.NBX_DECODE_STEP_RING;
   const STATIC = 1024; // the kernel's static shared arrays (block reductions, argmax)
   if (env) {
-    const [ch, ns] = env.split(',').map(Number);
-    if (!Number.isInteger(ch) || !Number.isInteger(ns) || ch! < 1 || ns! < 1) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_RING must be "CH,NS" (positive integers), got '${env}'`);
-    const r = { ch: ch!, ns: ns! };
-    return base + ringBytes(r) + STATIC <= optin ? r : null;
+    const ns = Number(env);
+    if (!Number.isInteger(ns) || ns < 1) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_RING must be a positive integer (items per warp), got '${env}'`);
+    return base + ringBytes({ ns }) + STATIC <= optin ? { ns } : null;
   }
-  const ns = Math.min(RING_NS_MAX, Math.floor((optin - STATIC - base) / ringBytes({ ch: RING_CH, ns: 1 })));
-  return ns >= 2 ? { ch: RING_CH, ns } : null;
+  const ns = Math.min(RING_NS_MAX, Math.floor((optin - STATIC - base) / ringBytes({ ns: 1 })));
+  return ns >= 2 ? { ns } : null;
 }
 
 /** Dynamic shared memory of the kernel besides the ring: the input vector, the warps' partial sums, the rows' sums or the attention's scratch. */
 function smemBytes(s: Shape): number {
   const xs = Math.ceil((Math.max(s.H, s.NH * s.D, s.I) * 2) / 16) * 16;
-  const part = WARPS * maxRowsPerWarp(s) * 4;
+  const part = WARPS * maxTilesPerWarp(s) * 16 * 4;
   const rows = Math.max(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G), 2 * rowsPerBlock(s.I, s.G), rowsPerBlock(s.V, s.G), rowsPerBlock(s.H, s.G)) * 4;
   const kpw = 32 / (s.D / 8);
   const attn = (3 * s.D + 3 * WARPS * kpw + WARPS * kpw * s.D) * 4;
@@ -591,6 +608,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const [V, H] = p.embed.shape as [number, number];
   const L = p.layers.length, NH = p.heads, NKV = p.kvHeads, D = p.headDim, I = p.intermediate, RD = p.cos.shape[p.cos.shape.length - 1]!;
   const S = p.notPadding.shape[p.notPadding.shape.length - 1]!;
+  if (H % 64 !== 0 || I % 64 !== 0 || (NH * D) % 64 !== 0) return false; // whole 64-column items
   if (D % 8 !== 0 || D > 256 || (256 / D) * D !== 256 && D !== 256 && 256 % D !== 0) return false;
   if (H % 8 !== 0 || I % 8 !== 0 || (NH * D) % 8 !== 0 || NH % NKV !== 0 || RD % 2 !== 0 || RD > D) return false;
   const refs: [StridedRef, number[]][] = [[p.embed, [V, H]], [p.finalNorm, [H]], [p.lmHead, [V, H]], [p.logits, [V]], [p.cos, [RD]], [p.sin, [RD]],
@@ -607,7 +625,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const base = smemBytes(s), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin);
   if (ring === null) return false;
   const smem = base + ringBytes(ring);
-  const key = `decode_step:${ring.ch},${ring.ns}:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}`;
+  const key = `decode_step:${ring.ns}:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
