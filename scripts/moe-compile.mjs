@@ -24,8 +24,10 @@ const sm90 = [];
 for (const d of ['bfloat16', 'float16']) for (const bs of GEMM90_BLOCK_SIZES) for (const rd of [null, 'float32', 'bfloat16', 'float16']) {
   sm90.push({ label: `grouped_expert_gemm90 ${d} BS${bs} routing ${rd}`, ...groupedGemm90Source(d, gemm90Tile(bs, ''), rd) });
 }
-for (const [bs, spec] of [[128, '128,128,4'], [128, '128,256,3'], [128, '64,256,4'], [64, '64,128,5'], [64, '64,256,5'], [64, '64,256,3']]) {
-  sm90.push({ label: `grouped_expert_gemm90 bfloat16 BS${bs} tile ${spec} routing float32`, ...groupedGemm90Source('bfloat16', gemm90Tile(bs, spec), 'float32') });
+for (const [bs, spec] of [[128, '128,128,4'], [128, '128,256,3'], [128, '64,256,4'], [64, '64,128,5'], [64, '64,256,5'], [64, '64,256,3'], [128, '128,256,4,ws'], [128, '128,256,3,ws'], [64, '64,256,4,ws'], [64, '64,256,5,ws'], [128, '128,128,5,ws']]) {
+  const k = groupedGemm90Source('bfloat16', gemm90Tile(bs, spec), 'float32');
+  // the warp-specialized kernel's last parameter is the descriptor's struct (16 words of the launcher's signature)
+  sm90.push({ label: `grouped_expert_gemm90 bfloat16 BS${bs} tile ${spec} routing float32`, ...k, sig: spec.endsWith('ws') ? [...k.sig.slice(0, -16), '?__grid_constant__ TMap'] : k.sig });
 }
 if (!process.argv.includes('--sm90-only')) await compileAll('moe', specs, 8);
 await compileAll('moe_sm90', sm90, 4, 'sm_90a');

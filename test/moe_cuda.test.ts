@@ -66,6 +66,27 @@ test('llm.grouped_expert_linear on CUDA: the tensor-core kernel against the CPU 
   if (gemm90Enabled()) assert.ok(moeStats.gemm90 > was.gemm90, 'the Hopper kernel ran');
 });
 
+test('llm.grouped_expert_linear on CUDA: the Hopper kernel\'s other tiles (warp-specialized with the weight by TMA, 3-5 slots) against the composite', { skip }, (t) => {
+  nbx.zeros([1], { device: 'cuda' }).dispose(); // the backend started: its device facts known
+  if (!gemm90Enabled()) { t.skip('the device has no warpgroup MMA'); return; }
+  // K 328: the ring wraps; O 264: a partial tile (the TMA box's rows past O arrive as zeros)
+  const [N, k, E, K, O] = EMU ? [70, 2, 3, 328, 264] : [600, 2, 8, 1096, 520];
+  const tiles: [number, string][] = [[128, '128,256,4,ws'], [64, '64,256,3,ws'], [128, '128,128,5,ws'], [64, '64,128,5'], [128, '64,256,3']];
+  for (const [BS, spec] of tiles) {
+    const ids = routing(N, k, E, BS + spec.length);
+    const x = rand([N, K], 11, -1, 1, 'bfloat16'), w = rand([E, O, K], 12, -1, 1, 'bfloat16'), rw = rand([N, k], 13, 0, 1, 'float32');
+    const was = { ...moeStats };
+    process.env.NBX_MOE_GEMM90_TILE = spec;
+    try {
+      check(`grouped ${spec} BS${BS}`, (a, b, c, d) => {
+        const [s, bx, t] = nbx.llm.moe_align(c!, E, BS) as [Tensor, Tensor, Tensor];
+        return nbx.llm.grouped_expert_linear(a!, b!, s, bx, t, { top_k: k, block_size: BS, routing_weights: d! });
+      }, [x, w, ids, rw]);
+    } finally { delete process.env.NBX_MOE_GEMM90_TILE; }
+    if (spec.endsWith('ws')) assert.ok(moeStats.gemm90ws > was.gemm90ws, `${spec}: the warp-specialized kernel ran`);
+  }
+});
+
 test('llm.grouped_expert_linear on CUDA: bad indices are IndexErrors', { skip }, () => {
   const ids = nbx.tensor([[0, 1], [1, 0]], { dtype: 'int64', device: 'cuda' });
   const x = rand([2, 16], 1, -1, 1, 'bfloat16').to('cuda'), w = rand([2, 8, 16], 2, -1, 1, 'bfloat16').to('cuda');

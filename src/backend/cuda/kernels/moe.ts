@@ -46,7 +46,7 @@ import { CP_ASYNC_DEVICE, CP_ASYNC_EMU, basePtr, requireDType } from './util.js'
 import { wgmmaHelpers } from './attention_sm90.js';
 import { getKernel } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
-import type { CudaKernel } from '../runtime/driver.js';
+import { encodeTensorMapTiled, CU_TENSOR_MAP_DATA_TYPE, CU_TENSOR_MAP_SWIZZLE, type CudaKernel } from '../runtime/driver.js';
 
 let be: CudaBackend;
 
@@ -328,40 +328,135 @@ extern "C" __global__ void __launch_bounds__(${NT}${NT >= 256 ? `, ${MT * NTL > 
 
 // ---- grouped_expert_gemm90 (Hopper) -------------------------------------------------------------------------
 
-/** The Hopper kernel's CTA tile: bm rows (64 or 128, dividing the block size), bn weight rows, `stages` ring slots of 64 of K. */
-export interface Gemm90Tile { bm: number; bn: number; stages: number }
-export const GEMM90_THREADS = 256;
+/**
+ * The Hopper kernel's CTA tile: bm rows (64 or 128, dividing the block size), bn weight rows, `stages` ring
+ * slots of 64 of K; ws: warp-specialized (a producer warpgroup loads, TMA for the weight; two consumer
+ * warpgroups only multiply) instead of every thread loading and multiplying.
+ */
+export interface Gemm90Tile { bm: number; bn: number; stages: number; ws: boolean }
+/** Threads of a CTA: two consumer warpgroups, and the producer's in the warp-specialized kernel. */
+export const gemm90Threads = (t: Gemm90Tile): number => (t.ws ? 384 : 256);
 /**
  * The tile for a block size: 128 x 256 at block size 128 (a warpgroup's m64n256: 128 accumulators a
- * thread), 64 x 256 at 64 (two warpgroups side by side, m64n128 each), 4 slots; NBX_MOE_GEMM90_TILE="bm,bn,stages"
- * (bm 64/128 dividing the block size, bn 128/256, 3-5 stages within 227 KiB) picks another, for measuring.
+ * thread), 64 x 256 at 64 (two warpgroups side by side, m64n128 each), 4 slots, not warp-specialized;
+ * NBX_MOE_GEMM90_TILE="bm,bn,stages[,ws]" (bm 64/128 dividing the block size, bn 128/256, 3-5 stages within
+ * 227 KiB) picks another, for measuring.
  */
 export function gemm90Tile(bs: number, spec = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_MOE_GEMM90_TILE): Gemm90Tile {
-  let t: Gemm90Tile = { bm: bs >= 128 ? 128 : 64, bn: 256, stages: 4 };
+  let t: Gemm90Tile = { bm: bs >= 128 ? 128 : 64, bn: 256, stages: 4, ws: false };
   if (spec) {
-    const v = spec.split(',').map(Number);
-    const c: Gemm90Tile = { bm: v[0]!, bn: v[1]!, stages: v[2]! };
-    if (v.length !== 3 || ![64, 128].includes(c.bm) || bs % c.bm !== 0 || ![128, 256].includes(c.bn) || !(c.stages >= 3 && c.stages <= 5) || gemm90Smem(c) > 227 * 1024) {
-      throw new ValueError('llm.grouped_expert_linear', `NBX_MOE_GEMM90_TILE must be "bm,bn,stages" with bm 64 or 128 dividing the block size (${bs}), bn 128 or 256, 3 to 5 stages within 227 KiB of shared memory; got '${spec}'`);
+    const f = spec.split(','), v = f.slice(0, 3).map(Number);
+    const c: Gemm90Tile = { bm: v[0]!, bn: v[1]!, stages: v[2]!, ws: f[3] === 'ws' };
+    if ((f.length !== 3 && !(f.length === 4 && c.ws)) || ![64, 128].includes(c.bm) || bs % c.bm !== 0 || ![128, 256].includes(c.bn) || !(c.stages >= 3 && c.stages <= 5) || gemm90Smem(c) > 227 * 1024) {
+      throw new ValueError('llm.grouped_expert_linear', `NBX_MOE_GEMM90_TILE must be "bm,bn,stages" or "bm,bn,stages,ws" with bm 64 or 128 dividing the block size (${bs}), bn 128 or 256, 3 to 5 stages within 227 KiB of shared memory; got '${spec}'`);
     }
     t = c;
   }
   return t;
 }
-/** Dynamic shared memory: the ring (128-byte rows of x and of the weight per slot) and 1 KiB to align it for the 128B swizzle. */
-export const gemm90Smem = (t: Gemm90Tile): number => t.stages * (t.bm + t.bn) * 128 + 1024;
+/** Dynamic shared memory: the ring (128-byte rows of x and of the weight per slot), 1 KiB to align it for the 128B swizzle, the ring's mbarriers. */
+export const gemm90Smem = (t: Gemm90Tile): number => t.stages * (t.bm + t.bn) * 128 + 1024 + 16 * t.stages;
 /** The moe_align block sizes the Hopper kernel covers. */
 export const GEMM90_BLOCK_SIZES: readonly number[] = [64, 128];
+/** Words of the warp-specialized kernel's last parameter (the weight's TMA descriptor, 128 bytes). */
+export const GEMM90_TMA_WORDS = 16;
 
 export function groupedGemm90Source(d: 'bfloat16' | 'float16', tile: Gemm90Tile, rd: DTypeName | null) {
   const bf = d === 'bfloat16';
-  const { bm: BM, bn: BN, stages: ST } = tile;
-  // a warpgroup's tile: 64 rows; at BM 128 warpgroup g takes rows 64g.. and every column, at BM 64 both
-  // take the 64 rows and warpgroup g the columns g·BN/2..
+  const { bm: BM, bn: BN, stages: ST, ws: WS } = tile;
+  const NT = gemm90Threads(tile);
+  // a consumer warpgroup's tile: 64 rows; at BM 128 consumer g takes rows 64g.. and every column, at BM 64
+  // both take the 64 rows and consumer g the columns g·BN/2..
   const WN = BM === 128 ? BN : BN / 2, NR = WN / 2;
   const RT = rd ? R.storageType(rd) : 'float';
   const scale = rd ? `(float)${R.load(rd, 'rw', 's')}` : '1.0f';
   const f2 = bf ? 'nbx_f2bf' : 'nbx_f2h';
+  // one stage's rows of x (gathered: cp.async by the loading threads, `lt` of `ln`); the weight's rows the same
+  // way, or (warp-specialized) one TMA box of 64 x BN from the descriptor (rows past O arrive as zeros)
+  const loadA = (lt: string, ln: number): string => `
+    #pragma unroll
+    for (int c = ${lt}; c < ${BM * 8}; c += ${ln}) {
+      const int r = c >> 3, ch = c & 7, src = rowSrc[r];
+      const bool ok = src >= 0 && k0 + ch * 8 < K;
+      cp16(as + r * 128 + ((ch ^ (r & 7)) << 4), ok ? (const void*)(x + (long long)src * K + k0 + ch * 8) : (const void*)x, ok);
+    }`;
+  const loadB = `
+    #pragma unroll
+    for (int c = tid; c < ${BN * 8}; c += ${NT}) {
+      const int r = c >> 3, ch = c & 7, o = n0 + r;
+      const bool ok = o < O && k0 + ch * 8 < K;
+      cp16(bs + r * 128 + ((ch ^ (r & 7)) << 4), ok ? (const void*)(we + (long long)o * K + k0 + ch * 8) : (const void*)w, ok);
+    }`;
+  const mma = `
+    wg_arrive();
+    #pragma unroll
+    for (int ks = 0; ks < 4; ks++) wg_ss${WN}(acc, sw128_desc(a0 + ks * 32, 16, 1024), sw128_desc(b0 + ks * 32, 16, 1024), kt > 0 || ks > 0);
+    wg_commit();
+    wg_wait<1>();`;
+  const mainloop = WS ? `
+  const u32 bars = smem_u32(sB + ${ST * BN * 128});
+  auto full = [&](int s) { return bars + 8u * s; };
+  auto empty = [&](int s) { return bars + 8u * (${ST} + s); };
+  if (tid == 0) {
+    // full: the producer's 128 deferred cp.async arrivals and the TMA thread's arrival with the box's bytes;
+    // empty: one arrival per consumer warp
+    for (int s = 0; s < ${ST}; s++) { mbar_init(full(s), 129); mbar_init(empty(s), 8); }
+    init_fence();
+  }
+  __syncthreads();
+  const int wg = tid >> 7;
+  if (wg == 0) {
+    // ---- producer: tile kt into slot kt mod ${ST} once both consumers released its previous tile; never waits for its own copies
+    reg_dealloc<40>();
+    for (int kt = 0; kt < KT; kt++) {
+      const int slot = kt % ${ST}, k0 = kt * 64;
+      if (kt >= ${ST}) mbar_wait(empty(slot), ((kt / ${ST}) + 1) & 1, 1, kt - ${ST});
+      unsigned char* as = sA + slot * ${BM * 128};
+      if (tid == 0) { mbar_arrive_tx(full(slot), ${BN * 128}); tma_load4(smem_u32(sB + slot * ${BN * 128}), &tb, k0, n0, e, 0, full(slot)); }
+${loadA('tid', 128)}
+      cp_arrive(full(slot));
+    }
+    cp_wait_all(); // (its deferred arrivals are counted by the consumers' waits; nothing in flight at exit)
+    return;
+  }
+  reg_alloc<232>();
+  const int cg = wg - 1; // consumer warpgroup
+  const u32 aOff = ${BM === 128 ? 'cg * 64 * 128' : '0'}, bOff = ${BM === 128 ? '0' : `cg * ${WN * 128}`};
+  float acc[${NR}];
+  for (int kt = 0; kt < KT; kt++) {
+    const int slot = kt % ${ST};
+    mbar_wait(full(slot), (kt / ${ST}) & 1, 0, kt);
+    proxy_fence(); // the cp.async rows came through the generic proxy, wgmma reads through the async proxy
+    const u32 a0 = smem_u32(sA + slot * ${BM * 128}) + aOff, b0 = smem_u32(sB + slot * ${BN * 128}) + bOff;${mma}
+    // tile kt - 1's wgmma is done: its slot is free (one arrival per warp)
+    if (kt > 0 && (tid & 31) == 0) mbar_arrive(empty((kt - 1) % ${ST}));
+  }
+  wg_wait<0>();
+  reg_fence${WN}(acc);
+  const int wgE = cg;` : `
+  const int wg = tid >> 7;
+  const u32 aOff = ${BM === 128 ? 'wg * 64 * 128' : '0'}, bOff = ${BM === 128 ? '0' : `wg * ${WN * 128}`};
+  auto load = [&](int slot, int kt) {
+    const int k0 = kt * 64;
+    unsigned char* as = sA + slot * ${BM * 128};
+    unsigned char* bs = sB + slot * ${BN * 128};${loadA('tid', NT)}${loadB}
+  };
+  float acc[${NR}];
+  #pragma unroll
+  for (int s = 0; s < ${ST - 2}; s++) { if (s < KT) load(s, s); cp_commit(); }
+  for (int kt = 0; kt < KT; kt++) {
+    cp_wait<${ST - 3}>();
+    proxy_fence(); // cp.async wrote the tile through the generic proxy, wgmma reads through the async proxy
+    __syncthreads(); // tile kt is in for every thread; every warpgroup's wgmma of tile kt - 2 is done
+    if (kt + ${ST - 2} < KT) load((kt + ${ST - 2}) % ${ST}, kt + ${ST - 2});
+    cp_commit();
+    const int slot = kt % ${ST};
+    const u32 a0 = smem_u32(sA + slot * ${BM * 128}) + aOff, b0 = smem_u32(sB + slot * ${BN * 128}) + bOff;${mma}
+  }
+  wg_wait<0>();
+  reg_fence${WN}(acc);
+  const int wgE = wg;`;
+  const name = WS ? 'grouped_expert_gemm90ws' : 'grouped_expert_gemm90';
   const src = `${wgmmaHelpers(bf, [WN])}
 #ifdef NBX_EMU
 __device__ __forceinline__ void cp_commit() {}
@@ -370,10 +465,18 @@ template <int N> __device__ __forceinline__ void cp_wait() {}
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 #endif
-extern "C" __global__ void __launch_bounds__(${GEMM90_THREADS}, 1) grouped_expert_gemm90(const u16* __restrict__ x,
+${WS ? `#if !defined(__grid_constant__) && !defined(NBX_EMU)
+#define __grid_constant__ __attribute__((grid_constant))
+#endif
+#ifdef NBX_EMU
+#define __grid_constant__
+#endif
+// the weight's TMA descriptor (CUtensorMap: 128 bytes, 64-aligned), dims {K, O, E, 1}
+struct alignas(64) TMap { u64 w[16]; };
+` : ''}extern "C" __global__ void __launch_bounds__(${NT}, 1) ${name}(const u16* __restrict__ x,
   const u16* __restrict__ w, const int* __restrict__ sorted, const int* __restrict__ bexp, const int* __restrict__ totalp,
   const ${RT}* __restrict__ rw, u16* __restrict__ out, unsigned long long* __restrict__ err,
-  int topK, int M, int E, int O, int K, int BS, int cap, int perSlot) {
+  int topK, int M, int E, int O, int K, int BS, int cap, int perSlot${WS ? ', const __grid_constant__ TMap tb' : ''}) {
   extern __shared__ __align__(1024) unsigned char smraw[];
   unsigned char* sm = smraw + ((1024 - (smem_u32(smraw) & 1023)) & 1023);
   unsigned char* sA = sm;                    // ${ST} x [${BM}][64]: rows of x, 128B-swizzled
@@ -393,7 +496,7 @@ extern "C" __global__ void __launch_bounds__(${GEMM90_THREADS}, 1) grouped_exper
     if (tid == 0 && blockIdx.y == 0) atomicMax(err, (2ull << ${KIND_SHIFT}) | (unsigned long long)(p0 / BS));
     return;
   }
-  for (int i = tid; i < ${BM}; i += ${GEMM90_THREADS}) {
+  for (int i = tid; i < ${BM}; i += ${NT}) {
     const int p = p0 + i;
     int s = p < tot ? sorted[p] : M;
     if (s < 0 || s > M) { if (blockIdx.y == 0) atomicMax(err, (1ull << ${KIND_SHIFT}) | (unsigned long long)p); s = M; }
@@ -404,50 +507,13 @@ extern "C" __global__ void __launch_bounds__(${GEMM90_THREADS}, 1) grouped_exper
   const int n0 = blockIdx.y * ${BN};
   const u16* we = w + (long long)e * O * K;
   const int KT = (K + 63) / 64;
-  // one stage: 16-byte chunk ch of row r at r·128 + ((ch ^ r mod 8)·16) (K is a multiple of 8: a chunk is
-  // wholly in or out; out-of-range chunks and padding rows are zero-filled)
-  auto load = [&](int slot, int kt) {
-    const int k0 = kt * 64;
-    unsigned char* as = sA + slot * ${BM * 128};
-    unsigned char* bs = sB + slot * ${BN * 128};
-    #pragma unroll
-    for (int c = tid; c < ${BM * 8}; c += ${GEMM90_THREADS}) {
-      const int r = c >> 3, ch = c & 7, src = rowSrc[r];
-      const bool ok = src >= 0 && k0 + ch * 8 < K;
-      cp16(as + r * 128 + ((ch ^ (r & 7)) << 4), ok ? (const void*)(x + (long long)src * K + k0 + ch * 8) : (const void*)x, ok);
-    }
-    #pragma unroll
-    for (int c = tid; c < ${BN * 8}; c += ${GEMM90_THREADS}) {
-      const int r = c >> 3, ch = c & 7, o = n0 + r;
-      const bool ok = o < O && k0 + ch * 8 < K;
-      cp16(bs + r * 128 + ((ch ^ (r & 7)) << 4), ok ? (const void*)(we + (long long)o * K + k0 + ch * 8) : (const void*)w, ok);
-    }
-  };
-  const int wg = tid >> 7;
-  const u32 aOff = ${BM === 128 ? 'wg * 64 * 128' : '0'}, bOff = ${BM === 128 ? '0' : `wg * ${WN * 128}`};
-  float acc[${NR}];
-  #pragma unroll
-  for (int s = 0; s < ${ST - 2}; s++) { if (s < KT) load(s, s); cp_commit(); }
-  for (int kt = 0; kt < KT; kt++) {
-    cp_wait<${ST - 3}>();
-    proxy_fence(); // cp.async wrote the tile through the generic proxy, wgmma reads through the async proxy
-    __syncthreads(); // tile kt is in for every thread; every warpgroup's wgmma of tile kt - 2 is done
-    if (kt + ${ST - 2} < KT) load((kt + ${ST - 2}) % ${ST}, kt + ${ST - 2});
-    cp_commit();
-    const int slot = kt % ${ST};
-    const u32 a0 = smem_u32(sA + slot * ${BM * 128}) + aOff, b0 = smem_u32(sB + slot * ${BN * 128}) + bOff;
-    wg_arrive();
-    #pragma unroll
-    for (int ks = 0; ks < 4; ks++) wg_ss${WN}(acc, sw128_desc(a0 + ks * 32, 16, 1024), sw128_desc(b0 + ks * 32, 16, 1024), kt > 0 || ks > 0);
-    wg_commit();
-    wg_wait<1>();
-  }
-  wg_wait<0>();
-  reg_fence${WN}(acc);
+  // a stage: 16-byte chunk ch of row r at r·128 + ((ch ^ r mod 8)·16), the hardware's 128B swizzle (K is a
+  // multiple of 8: a chunk is wholly in or out; out-of-range chunks and padding rows are zero-filled)
+${mainloop}
   // epilogue: the m64nN accumulator layout: warp q of the warpgroup holds rows 16q + lane/4 (+ 8), columns
   // 8j + 2·(lane mod 4) (+ 1) of its 64 x ${WN} tile
   const int lane = tid & 31, q = (tid >> 5) & 3;
-  const int rBase = ${BM === 128 ? 'wg * 64' : '0'} + 16 * q + (lane >> 2), cBase = n0 + ${BM === 128 ? '0' : `wg * ${WN}`} + 2 * (lane & 3);
+  const int rBase = ${BM === 128 ? 'wgE * 64' : '0'} + 16 * q + (lane >> 2), cBase = n0 + ${BM === 128 ? '0' : `wgE * ${WN}`} + 2 * (lane & 3);
   #pragma unroll
   for (int h = 0; h < 2; h++) {
     const int s = rowSlot[rBase + 8 * h];
@@ -463,7 +529,8 @@ extern "C" __global__ void __launch_bounds__(${GEMM90_THREADS}, 1) grouped_exper
     }
   }
 }`;
-  return { src, name: 'grouped_expert_gemm90', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'] as ArgType[] };
+  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', ...Array<ArgType>(WS ? GEMM90_TMA_WORDS : 0).fill('u64')];
+  return { src, name, sig };
 }
 
 /**
@@ -480,7 +547,7 @@ export function gemm90Enabled(): boolean {
 const gemm90Kernels = new Map<string, CudaKernel>();
 /** The sm_90a kernel (NVRTC target sm_90a: wgmma needs the arch-specific target), compiled once per specialization. */
 function gemm90Kernel(d: 'bfloat16' | 'float16', tile: Gemm90Tile, rd: DTypeName | null): CudaKernel {
-  const key = `${d}:${tile.bm}:${tile.bn}:${tile.stages}:${rd}`;
+  const key = `${d}:${tile.bm}:${tile.bn}:${tile.stages}:${tile.ws ? 'ws' : ''}:${rd}`;
   let k = gemm90Kernels.get(key);
   if (!k) {
     const { src, name, sig } = groupedGemm90Source(d, tile, rd);
@@ -491,8 +558,17 @@ function gemm90Kernel(d: 'bfloat16' | 'float16', tile: Gemm90Tile, rd: DTypeName
   }
   return k;
 }
+/**
+ * The weight's TMA descriptor for the warp-specialized kernel: [E, O, K] as dims {K, O, E, 1}, a box of 64 x
+ * bn, 128B swizzle; null where TMA cannot address it (base not 16-byte aligned) or the driver lacks it.
+ */
+function weightTmaMap(w: StridedRef, dt: 'bfloat16' | 'float16', E: number, O: number, K: number, bn: number): BigUint64Array | null {
+  const addr = at(w);
+  if (addr % 16n !== 0n || (K * 2) % 16 !== 0) return null;
+  return encodeTensorMapTiled(CU_TENSOR_MAP_DATA_TYPE[dt], addr, [K, O, E, 1], [K * 2, O * K * 2, E * O * K * 2], [64, bn, 1, 1], CU_TENSOR_MAP_SWIZZLE.b128);
+}
 /** Launches of each grouped kernel (tests check which one ran). */
-export const moeStats = { gemm: 0, gemm90: 0 };
+export const moeStats = { gemm: 0, gemm90: 0, gemm90ws: 0 };
 
 function cudaGroupedExpertGemm(p: GroupedExpertGemmParams): void {
   const op = 'llm.grouped_expert_linear';
@@ -504,10 +580,14 @@ function cudaGroupedExpertGemm(p: GroupedExpertGemmParams): void {
   const args = (err: bigint) => [at(p.x), at(p.weight), at(p.sorted), at(p.blockExperts), at(p.total), at(p.routing), at(p.out), err,
     p.topK, p.slots, p.experts, p.outFeatures, p.inFeatures, p.blockSize, p.capacity, p.xPerSlot ? 1 : 0];
   if (GEMM90_BLOCK_SIZES.includes(p.blockSize) && gemm90Enabled()) {
-    const t = gemm90Tile(p.blockSize);
+    let t = gemm90Tile(p.blockSize);
+    // the warp-specialized kernel loads the weight by TMA; a weight TMA cannot address takes the other one
+    const map = t.ws ? weightTmaMap(p.weight, d as 'bfloat16' | 'float16', p.experts, p.outFeatures, p.inFeatures, t.bn) : null;
+    if (t.ws && !map) t = { ...t, ws: false };
     const k = gemm90Kernel(d as 'bfloat16' | 'float16', t, rd);
-    be.ctx.launch(k, [p.blocks * (p.blockSize / t.bm), Math.ceil(p.outFeatures / t.bn)], GEMM90_THREADS, args(errorWord()), gemm90Smem(t), be.stream);
+    be.ctx.launch(k, [p.blocks * (p.blockSize / t.bm), Math.ceil(p.outFeatures / t.bn)], gemm90Threads(t), [...args(errorWord()), ...(map ?? [])], gemm90Smem(t), be.stream);
     moeStats.gemm90++;
+    if (t.ws) moeStats.gemm90ws++;
   } else {
     const tile = gemmTile(p.blockSize), { bm, bn, bk, stages, wm, wn } = tile;
     const k = be.kernel(`moe_gemm:${d}:${bm}:${bn}:${bk}:${stages}:${rd}`, () => groupedGemmSource(d as 'bfloat16' | 'float16', tile, rd));
