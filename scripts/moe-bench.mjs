@@ -11,7 +11,7 @@
 //   4. 17–128 tokens: the dense path (every expert on every token) vs the grouped path
 //   5. the whole model's prefill (--layers layers), grouped vs host-routed (everything else the same)
 //   6. other CTA tiles of the grouped GEMM at block sizes 64 and 128: the Hopper kernel's (NBX_MOE_GEMM90_TILE=
-//      "bm,bn,stages") where it runs, else the mma.sync kernel's (NBX_MOE_GEMM_TILE="bn,bk,stages")
+//      "bm,bn,stages[,ws]") where it runs, else the mma.sync kernel's (NBX_MOE_GEMM_TILE="bn,bk,stages")
 // Writes $OUT/moe-bench.json (default /tmp/out) and prints a line per figure. About 60 s on an H200:
 //   timeout -k 5 100 node scripts/moe-bench.mjs [--tokens 512,2048] [--layers 1] [--reps 5]
 import { parseArgs } from 'node:util';
@@ -153,7 +153,9 @@ try {
     const { x, idx, w } = routed(n, n);
     const hopper = gemm90Enabled(), VAR = hopper ? 'NBX_MOE_GEMM90_TILE' : 'NBX_MOE_GEMM_TILE';
     const tiles = hopper
-      ? (values.small ? [[64, '64,128,5']] : [[64, '64,256,4'], [64, '64,128,5'], [64, '64,256,3'], [128, '128,256,4'], [128, '128,256,3'], [128, '128,128,4'], [128, '64,256,4']])
+      ? (values.small ? [[64, '64,128,5']] : [[64, '64,256,4'], [64, '64,128,5'], [128, '128,256,4'], [128, '128,256,3'], [128, '128,128,4'],
+        // warp-specialized (weight by TMA) last: a hang there leaves the others' figures saved
+        [64, '64,256,4,ws'], [64, '64,256,5,ws'], [128, '128,256,4,ws'], [128, '128,256,3,ws'], [128, '128,128,5,ws']])
       : (values.small ? [[64, '256,32,4']] : [[64, '128,32,4'], [64, '256,32,4'], [64, '128,64,3'], [64, '256,64,3'], [64, '128,32,3'], [128, '128,32,4'], [128, '128,64,3'], [128, '256,32,3'], [128, '256,64,3']]);
     for (const [bs, tile] of tiles) {
       process.env[VAR] = tile;
