@@ -221,13 +221,26 @@ __device__ __forceinline__ const T_* tile_at(const Slice& z, int t, int& valid) 
 }
 
 /**
- * The load side of a warp's weight ring: the next item to load (phase, item, tile, chunk) over the launch's
- * phases. Item q of the stream goes to stage q mod NS_ of the warp's ring (16 rows × 128 bytes, the 16-byte
- * pieces of a row swizzled so a quarter-warp's reads of rows g, g + 1 hit distinct banks), one cp.async
- * group per item. A lane reads pieces other lanes loaded, so the consumer waits for the group and then
- * __syncwarp()s.
+ * The load side of a warp's weight ring: the next item to load over the launch's phases. Item q of the
+ * stream goes to stage q mod NS_ of the warp's ring (16 rows × 128 bytes; a row's 16-byte pieces swizzled so
+ * a quarter-warp's reads of rows g and g + 1 hit distinct banks), one cp.async group per item. Lane i loads
+ * pieces i + 32j (j < 4): row i/8 + 4j, piece i mod 8, so its source advances by 4 rows per piece and 64
+ * columns per item, and its destination is fixed within a stage. A lane reads pieces other lanes loaded, so
+ * the consumer waits for its groups and then __syncwarp()s.
  */
-struct Loader { Slice z; int ph, ph1, u, u1, t, kc, valid; const T_* tile; unsigned q; };
+struct Loader {
+  Slice z; int ph, ph1, u, u1, t, kc;
+  const T_* src;    // this lane's first piece of the next item
+  unsigned vmask;   // bit j: piece j's row is inside the tile
+};
+
+/** The loader at tile t, chunk kc of its slice. */
+__device__ __forceinline__ void loader_tile(Loader& ld) {
+  int valid; const T_* tile = tile_at(ld.z, ld.t, valid);
+  const int lane = threadIdx.x & 31, r = lane >> 3;
+  ld.src = tile + (long long)r * ld.z.K + ld.kc * 64 + (lane & 7) * 8;
+  ld.vmask = (r < valid ? 1u : 0u) | (r + 4 < valid ? 2u : 0u) | (r + 8 < valid ? 4u : 0u) | (r + 12 < valid ? 8u : 0u);
+}
 
 /** Points the loader at the first phase ≥ ph (before ph1) with items for this warp. */
 __device__ void loader_seek(Loader& ld, int ph, const Layer* layers, const T_* lmhead) {
@@ -237,30 +250,23 @@ __device__ void loader_seek(Loader& ld, int ph, const Layer* layers, const T_* l
     int u0, u1; warp_share(ld.z, u0, u1);
     if (u0 >= u1) continue;
     const int kcs = ld.z.K >> 6;
-    ld.ph = ph; ld.u = u0; ld.u1 = u1; ld.t = u0 / kcs; ld.kc = u0 - ld.t * kcs; ld.tile = tile_at(ld.z, ld.t, ld.valid);
+    ld.ph = ph; ld.u = u0; ld.u1 = u1; ld.t = u0 / kcs; ld.kc = u0 - ld.t * kcs;
+    loader_tile(ld);
     return;
   }
   ld.ph = ld.ph1;
 }
 
-__device__ __forceinline__ unsigned char* ring_stage(unsigned char* ring, unsigned q) {
-  return ring + ((threadIdx.x >> 5) * NS_ + q % NS_) * 2048;
-}
-
-/** Loads the stream's next item into its stage as one cp.async group (an empty group past the stream's end). */
-__device__ __forceinline__ void loader_issue(Loader& ld, unsigned char* ring, const Layer* layers, const T_* lmhead) {
-  const int lane = threadIdx.x & 31;
+/** Loads the stream's next item into stage st (this lane's swizzled place in it) as one cp.async group; an empty group past the stream's end. */
+__device__ __forceinline__ void loader_issue(Loader& ld, unsigned char* st, const Layer* layers, const T_* lmhead) {
   if (ld.ph < ld.ph1) {
-    unsigned char* st = ring_stage(ring, ld.q);
+    const long long r4 = 4ll * ld.z.K;
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const int p = lane + 32 * j, row = p >> 3, ch = p & 7;
-      if (row < ld.valid) CP16(st + row * 128 + ((ch ^ ((row & 1) << 2)) << 4), ld.tile + (long long)row * ld.z.K + ld.kc * 64 + ch * 8);
-    }
+    for (int j = 0; j < 4; j++) if (ld.vmask & (1u << j)) CP16(st + 512 * j, ld.src + j * r4);
+    ld.src += 64;
     if (++ld.u == ld.u1) loader_seek(ld, ld.ph + 1, layers, lmhead);
-    else if (++ld.kc == (ld.z.K >> 6)) { ld.kc = 0; ld.t++; ld.tile = tile_at(ld.z, ld.t, ld.valid); }
+    else if (++ld.kc == (ld.z.K >> 6)) { ld.kc = 0; ld.t++; loader_tile(ld); }
   }
-  ld.q++;
   CP_COMMIT();
 }
 
@@ -277,11 +283,11 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
 
 /**
  * Σ_k W_v[k]·x[k] for the block's rows v of a phase (the slice's A rows, then its B rows), x in shared
- * memory, the weights from the warp's ring (c: the items this warp has consumed in the launch); results in
- * out[v]. A warp's sums of each tile it touches go to part[warp][tile − its first tile][row] and are summed
- * over warps in warp order (the same bits every run).
+ * memory, the weights from the warp's ring (cs: the stage of the next item, which the loader refills right
+ * after it is consumed); results in out[v]. A warp's sums of each tile it touches go to
+ * part[warp][tile − its first tile][row] and are summed over warps in warp order (the same bits every run).
  */
-__device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ring, unsigned& c, Loader& ld,
+__device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ringw, int& cs, Loader& ld,
     const Layer* layers, const T_* lmhead) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
   const int kcs = z.K >> 6, tA = tiles_of(z.nA), rows = z.nA + z.nB;
@@ -290,27 +296,28 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
   const int t0 = u0 / kcs;
   int t = t0, kc = u0 - t0 * kcs;
   float acc[4] = { 0.f, 0.f, 0.f, 0.f };
-  const int sw = ((g & 1) << 2);
+  const int sw = (g & 1) << 2, off0 = g * 128 + ((tq ^ sw) << 4), off1 = g * 128 + (((4 + tq) ^ sw) << 4);
+  const int lst = (lane >> 3) * 128 + (((lane & 7) ^ (((lane >> 3) & 1) << 2)) << 4); // this lane's place in a stage for the loader
+  const T_* xp = xs + kc * 64 + 8 * tq;
   for (int u = u0; u < u1; u++) {
     CP_WAIT();
     __syncwarp();
-    const unsigned char* st = ring_stage(ring, c);
-#pragma unroll
-    for (int s2 = 0; s2 < 2; s2++) {
-      const int pos = ((4 * s2 + tq) ^ sw) << 4;
-      const uint4 w = *reinterpret_cast<const uint4*>(st + g * 128 + pos);
-      const uint4 v = *reinterpret_cast<const uint4*>(st + (g + 8) * 128 + pos);
-      const uint4 x = *reinterpret_cast<const uint4*>(xs + kc * 64 + 32 * s2 + 8 * tq);
-      mma16816(acc, w.x, v.x, w.y, v.y, x.x, x.y);
-      mma16816(acc, w.z, v.z, w.w, v.w, x.z, x.w);
-    }
+    unsigned char* st = ringw + cs * 2048;
+    const uint4 w0 = *reinterpret_cast<const uint4*>(st + off0), v0 = *reinterpret_cast<const uint4*>(st + off0 + 1024);
+    const uint4 w1 = *reinterpret_cast<const uint4*>(st + off1), v1 = *reinterpret_cast<const uint4*>(st + off1 + 1024);
+    const uint4 x0 = *reinterpret_cast<const uint4*>(xp), x1 = *reinterpret_cast<const uint4*>(xp + 32);
+    mma16816(acc, w0.x, v0.x, w0.y, v0.y, x0.x, x0.y);
+    mma16816(acc, w0.z, v0.z, w0.w, v0.w, x0.z, x0.w);
+    mma16816(acc, w1.x, v1.x, w1.y, v1.y, x1.x, x1.y);
+    mma16816(acc, w1.z, v1.z, w1.w, v1.w, x1.z, x1.w);
     __syncwarp();
-    c++;
-    loader_issue(ld, ring, layers, lmhead);
+    loader_issue(ld, st + lst, layers, lmhead);
+    cs = cs + 1 == NS_ ? 0 : cs + 1;
+    xp += 64;
     if (++kc == kcs || u + 1 == u1) {
       if (tq == 0) { part[(warp * MAXT_ + (t - t0)) * 16 + g] = acc[0]; part[(warp * MAXT_ + (t - t0)) * 16 + g + 8] = acc[2]; }
       acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
-      if (kc == kcs) { kc = 0; t++; }
+      if (kc == kcs) { kc = 0; t++; xp = xs + 8 * tq; }
     }
   }
   __syncthreads();
@@ -473,10 +480,14 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
   if (w < 0 || w >= S_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 60); return; }
   unsigned target = 0u; // barriers passed in this launch × grid
   // the weight stream: NS_ items in flight from the start, one more each time one is consumed
-  Loader ld; ld.ph1 = ph1; ld.q = 0u;
+  unsigned char* ringw = ring + (threadIdx.x >> 5) * NS_ * 2048; // this warp's ring
+  Loader ld; ld.ph1 = ph1;
   loader_seek(ld, ph0, layers, lmhead);
-  for (int g = 0; g < NS_; g++) loader_issue(ld, ring, layers, lmhead);
-  unsigned c = 0u; // items this warp consumed
+  {
+    const int lane = threadIdx.x & 31, lst = (lane >> 3) * 128 + (((lane & 7) ^ (((lane >> 3) & 1) << 2)) << 4);
+    for (int q = 0; q < NS_; q++) loader_issue(ld, ringw + q * 2048 + lst, layers, lmhead);
+  }
+  int cs = 0; // the ring's stage holding the next item
   for (int ph = ph0; ph < ph1; ph++) {
     const int l = ph / 5, st = ph - l * 5;
     if (trace && threadIdx.x == 0) trace[(2ll * ph) * gridDim.x + blockIdx.x] = nbx_globaltimer();
@@ -487,19 +498,19 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     if (l < L_ && st == 0) { // A: norm + q/k/v
       block_rows(QKV_, r0, r1);
       norm_into(rin, ly.ln1, eps, xs, red);
-      block_gemv(z, xs, part, rowv, ring, c, ld, layers, lmhead);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(qkv, r0 + v, rowv[v]);
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
       for (int h = blockIdx.x; h < NH_; h += gridDim.x) attention_head(h, ly, qkv, cosr, sinr, w, notpad, scale, att, sm);
     } else if (l < L_ && st == 2) { // C: o_proj + residual
       block_rows(H_, r0, r1);
       load_x(att, NH_ * D_, xs);
-      block_gemv(z, xs, part, rowv, ring, c, ld, layers, lmhead);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(rin, r0 + v));
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
       norm_into(res, ly.ln2, eps, xs, red);
-      block_gemv(z, xs, part, rowv, ring, c, ld, layers, lmhead);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
         const float g = RND(rowv[v]), u = RND(rowv[r1 - r0 + v]);
         stcgv(act, r0 + v, g / (1.f + expf(-g)) * u);
@@ -507,12 +518,12 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     } else if (l < L_ && st == 4) { // E: down + residual
       block_rows(H_, r0, r1);
       load_x(act, I_, xs);
-      block_gemv(z, xs, part, rowv, ring, c, ld, layers, lmhead);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(res, r0 + v));
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
       norm_into(L_ == 0 ? emb : res, fnorm, eps, xs, red);
-      block_gemv(z, xs, part, rowv, ring, c, ld, layers, lmhead);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
       float bv = NAN; int bi = 0x7fffffff; bool any = false;
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
         const float lv = RND(rowv[v]);
