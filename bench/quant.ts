@@ -24,7 +24,7 @@
 //
 // Run: node dist/bench/quant.js [--device cuda|webgpu|cpu] [--check [--quick]] [--no-gemv] [--sweep]
 //        [--formats all|int4,q4_k,...] [--gemv-formats int4,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--shape llama3-8b|tiny]
-//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty]     (or `nbx bench quant ...`)
+//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty] [--sweep-stream] [--sass DIR]     (or `nbx bench quant ...`)
 //   --budget-s: past S seconds from the start, the sweep and the remaining decode models are skipped (said so).
 
 import { writeFileSync } from 'node:fs';
@@ -97,12 +97,18 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
       ? [['bfloat16', 1], ['float16', 3], ...(f === 'int4' || f === 'q4_k' ? [['bfloat16', 8] as [string, number], ['bfloat16', 37] as [string, number]] : [])]
       : [['bfloat16', 1], ['bfloat16', 4], ['bfloat16', 8], ['float16', 3], ['float32', 2], ['bfloat16', 37]];
     // the tensor-core int4 kernel forced (the tuner may pick it on large shapes, which the check's are not)
-    if (f === 'int4' && device === 'cuda') cases.push(['bfloat16', 1, 'mma'], ['bfloat16', 8, 'mma-asym'], ['float16', 3, 'mma']);
+    if (f === 'int4' && device === 'cuda') cases.push(['bfloat16', 1, 'mma'], ['bfloat16', 8, 'mma-asym'], ['float16', 3, 'mma'], ['bfloat16', 1, 'mma-xs'], ['bfloat16', 8, 'mma-asym-xs']);
     const cudaMod = device === 'cuda' ? await import('../src/backend/cuda/kernels/quant.js') : null;
+    // the default stages x in shared memory (xs); the kernel with x from global memory forced too
+    // and one warp per row group (kw 1) on a longer K, where the register kernel's unguarded rounds run
+    if (cudaMod) {
+      const kern = cudaMod.VEC_FORMATS.includes(f) ? 'vec' : 'fma';
+      cases.push(['bfloat16', 1, `${kern}-x0`], ['float16', 3, `${kern}-x0`], ['bfloat16', 1, `${kern}-kw1-xs`], ['float16', 2, `${kern}-kw1-xs`]);
+    }
     for (const [dt, m, impl] of cases) {
-      const k = K[f] ?? 2304, n = 72;
-      const p = randomPacked(f, n, k, seed++, impl ? { asym: impl === 'mma-asym', groupSize: 128 } : { asym: f === 'int4' && (m === 4 || (quick && m === 3)), groupSize: m === 8 ? 64 : 128 });
-      if (impl) cudaMod?.forceQuantGemvConfig({ impl: 'mma', rows: 1, sub: 1, kw: 1 });
+      const k = impl?.includes('-kw1') ? 4608 : K[f] ?? 2304, n = 72;
+      const p = randomPacked(f, n, k, seed++, impl?.startsWith('mma') ? { asym: impl.startsWith('mma-asym'), groupSize: 128 } : { asym: f === 'int4' && (m === 4 || (quick && m === 3)), groupSize: m === 8 ? 64 : 128 });
+      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0 }); // kw 1 always: a launch argument
       const w = toDevice(p, device);
       const r = lcg(seed++);
       const x = nbx.tensor(Array.from({ length: m * k }, () => r() * 2 - 1)).reshape([m, k]).to(dt as 'float32');
@@ -163,6 +169,8 @@ async function timeCall(device: string, fn: () => void): Promise<number> {
 
 /** --flush dirty: evict L2 by memsets only (gemv.ts's timeColdL2, the figures before 2026-12-02's fifth session), which leaves ~L2-size dirty lines for the timed call to write back; default: evicted and clean (quant.ts's timeCleanL2). */
 let dirtyFlush = false;
+/** --sweep-stream: the sweep also times the streaming kernels (svec / smma / sfma, without their prefetch). */
+let sweepStream = false;
 
 /** --sweep times every configuration for these (the others run the tuner's / default choice only: the sweep's compiles cost time). */
 const SWEEP_FORMATS: readonly QuantFormat[] = ['int4', 'int8', 'q4_k', 'q6_k', 'q8_0'];
@@ -170,9 +178,9 @@ let deadline = Infinity;
 const overBudget = (): boolean => now() > deadline;
 
 /** A CUDA GEMV configuration as the log shows it: 'mma', 'vec/kw4', 'fma/kw2' (the tile kernel; r·s· when forced). */
-const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? 'mma'
+const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? `mma${c.xs === 1 ? '/xs' : ''}`
   : c.impl === 'svec' || c.impl === 'smma' || c.impl === 'sfma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}${c.pf === 0 ? '/nopf' : ''}`
-  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}`);
+  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.U !== undefined ? `/U${String(c.U)}` : ''}`);
 
 interface GemvRow { format: string; n: number; k: number; m: number; us: number; gbs: number; pct?: number; config?: string; best?: { config: string; us: number; gbs: number } }
 
@@ -206,10 +214,15 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             const all: string[] = [];
             // every kernel that takes the format at every kw (the tile kernel at its per-format shape)
             // the streaming kernels at ring × blocks per SM, and once without their L2 prefetch (pf 0)
-            const cfgs: Record<string, string | number>[] = f === 'int4' ? [{ impl: 'mma', kw: 1 }, ...[[4, 2, 1], [6, 2, 1], [8, 1, 1], [4, 2, 0]].map(([ring, bps, pf]) => ({ impl: 'smma', kw: 1, ring, bps, pf }))] : [];
-            if (cudaMod.VEC_FORMATS.includes(f)) for (const [ring, bps, pf] of [[2, 2, 1], [4, 2, 1], [8, 1, 1], [4, 2, 0]]) cfgs.push({ impl: 'svec', kw: 1, ring, bps, pf });
-            if (cudaMod.sfmaShape(f)) for (const [ring, bps, pf] of [[3, 2, 1], [4, 2, 1], [4, 1, 1], [4, 2, 0]]) cfgs.push({ impl: 'sfma', kw: 1, ring, bps, pf });
-            for (const impl of cudaMod.VEC_FORMATS.includes(f) ? ['vec'] : ['fma']) for (const kw of [1, 2, 4]) cfgs.push({ impl, kw });
+            // x from global memory and staged in shared memory (xs), and the streaming kernels with --sweep-stream
+            const cfgs: Record<string, string | number>[] = f === 'int4' ? [{ impl: 'mma', kw: 1, xs: 0 }, { impl: 'mma', kw: 1, xs: 1 }] : [];
+            if (sweepStream) {
+              if (f === 'int4') for (const [ring, bps, pf] of [[4, 2, 0], [8, 1, 0]]) cfgs.push({ impl: 'smma', kw: 1, ring, bps, pf });
+              if (cudaMod.VEC_FORMATS.includes(f)) for (const [ring, bps, pf] of [[2, 2, 0], [4, 2, 0]]) cfgs.push({ impl: 'svec', kw: 1, ring, bps, pf });
+              if (cudaMod.sfmaShape(f)) for (const [ring, bps, pf] of [[3, 2, 0], [4, 2, 0]]) cfgs.push({ impl: 'sfma', kw: 1, ring, bps, pf });
+            }
+            for (const impl of cudaMod.VEC_FORMATS.includes(f) ? ['vec'] : ['fma']) for (const xs of [0, 1]) for (const kw of [1, 2, 4]) cfgs.push({ impl, kw, xs });
+            if (f === 'int8' || f === 'int4') for (const U of [2, 3]) cfgs.push({ impl: 'vec', kw: 1, xs: 1, U }); // register ring depth (default 4)
             for (const cfg of cfgs) {
               cudaMod.forceQuantGemvConfig(cfg);
               try {
@@ -325,6 +338,39 @@ async function decode(device: string, shape: string, newTokens: number): Promise
   return rows;
 }
 
+// ---- SASS of the GEMV kernels (--sass DIR) ------------------------------------------------------
+
+/**
+ * The SASS of every quant GEMV kernel this process compiled (read back from the kernel cache, which
+ * --sass needs on: set NBX_CACHE_DIR to an empty folder), through the toolkit's cuobjdump, one file per
+ * kernel in DIR, and per kernel the counts that tell where the weight loads wait: global loads (LDG),
+ * shared loads (LDS), dependency barriers (DEPBAR) and instructions.
+ */
+async function dumpSass(dir: string): Promise<void> {
+  const { kernelCacheDir, decodeCacheFile } = await import('../src/backend/cuda/runtime/nvrtc.js');
+  const { readdirSync, readFileSync, mkdirSync, existsSync } = await import('node:fs');
+  const { execFileSync } = await import('node:child_process');
+  const { join } = await import('node:path');
+  const { tmpdir } = await import('node:os');
+  const tool = join(process.env.CUDA_HOME ?? '/usr/local/cuda', 'bin', 'cuobjdump');
+  if (!existsSync(tool)) { out(`sass: no ${tool}`); return; }
+  mkdirSync(dir, { recursive: true });
+  const cache = kernelCacheDir();
+  for (const f of existsSync(cache) ? readdirSync(cache) : []) {
+    const d = decodeCacheFile(readFileSync(join(cache, f)));
+    if (!d || d.meta.kind !== 'cubin' || !/^quant_gemv/.test(d.meta.name)) continue;
+    const base = join(dir, `${d.meta.name}_${f.slice(0, 10)}`), cubin = join(tmpdir(), `nbx_sass_${process.pid}.cubin`);
+    writeFileSync(cubin, d.image);
+    try {
+      const sass = execFileSync(tool, ['-sass', cubin], { encoding: 'utf8', maxBuffer: 1 << 28 });
+      writeFileSync(`${base}.sass`, sass);
+      const count = (re: RegExp): number => (sass.match(re) ?? []).length;
+      // no source name in the cache: the counts tell the kernels apart (HMMA: tensor cores, LDS: x staged)
+      out(`sass ${base}: ${count(/\bLDG\b/g)} LDG, ${count(/\bLDS\b/g)} LDS, ${count(/HMMA/g)} HMMA, ${count(/\bPRMT\b/g)} PRMT, ${count(/DEPBAR/g)} DEPBAR, ${count(/^\s+\/\*[0-9a-f]{4,}\*\//gm)} instructions, ${d.meta.created}`);
+    } catch (e) { out(`sass ${base}: ${(e as Error).message.split('\n')[0]}`); }
+  }
+}
+
 // ---- main ---------------------------------------------------------------------------------------
 
 export async function run(args: string[] = []): Promise<void> {
@@ -332,7 +378,7 @@ export async function run(args: string[] = []): Promise<void> {
     args, allowPositionals: false,
     options: {
       device: { type: 'string', default: nbx.cuda.is_available() ? 'cuda' : 'cpu' }, shapes: { type: 'string' }, quick: { type: 'boolean', default: false }, check: { type: 'boolean', default: false }, 'no-gemv': { type: 'boolean', default: false },
-      sweep: { type: 'boolean', default: false }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
+      sweep: { type: 'boolean', default: false }, 'sweep-stream': { type: 'boolean', default: false }, sass: { type: 'string' }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
       decode: { type: 'boolean' }, 'no-decode': { type: 'boolean', default: false }, shape: { type: 'string' },
       'new-tokens': { type: 'string', default: '64' }, flush: { type: 'string', default: 'clean' }, 'budget-s': { type: 'string', default: '0' }, 'gemv-formats': { type: 'string' }, 'roofline-gbs': { type: 'string' }, json: { type: 'string' },
     },
@@ -340,6 +386,7 @@ export async function run(args: string[] = []): Promise<void> {
   const device = v.device!;
   if (v.flush !== 'clean' && v.flush !== 'dirty') throw new nbx.ValueError(OP, `--flush takes clean or dirty, got '${v.flush}'`);
   dirtyFlush = v.flush === 'dirty';
+  sweepStream = v['sweep-stream']!;
   if (Number(v['budget-s']) > 0) deadline = now() + Number(v['budget-s']) * 1000;
   if (!['cpu', 'cuda', 'webgpu'].includes(device)) throw new nbx.ValueError(OP, `--device must be cpu, cuda or webgpu, got '${device}'`);
   const feats = kernelFeatures('quant', Device.of(device).type);
@@ -384,6 +431,7 @@ export async function run(args: string[] = []): Promise<void> {
     result.sweep = await gemv(device, formats.filter((f) => SWEEP_FORMATS.includes(f)), gemvArgs.ms.slice(0, 1), true, gemvArgs.roof, gemvArgs.shapes);
   }
   if (v.json) writeFileSync(v.json, JSON.stringify(result, null, 2));
+  if (v.sass && device === 'cuda') await dumpSass(v.sass);
   if (!ok) { out('CHECK FAILED'); process.exitCode = 1; }
 }
 

@@ -103,8 +103,14 @@ test('grid-dependency wait: the GEMV kernels place their own (after the L2 prefe
     assert.equal(own, !s.label.startsWith('dequant'), `${s.label}: its own wait ${own}`);
     if (own) {
       const body = s.src.slice(s.src.indexOf('__global__'));
-      assert.ok(body.indexOf('nbxq_prefetch(') < body.indexOf('NBX_GRID_DEPENDENCY_WAIT();'), `${s.label}: prefetch before the wait`);
-      assert.ok(body.indexOf('NBX_GRID_DEPENDENCY_WAIT();') < body.indexOf('X + '), `${s.label}: x read after the wait`);
+      const wait = body.indexOf('NBX_GRID_DEPENDENCY_WAIT();');
+      if (s.label.includes('xs:')) { // x staged in shared memory after the wait; the first weight loads before it
+        assert.ok(wait < body.indexOf('reinterpret_cast<const uint4*>(X)') && !body.includes('X + '), `${s.label}: x read after the wait, from shared memory only`);
+        assert.ok((s.label.startsWith('gemvxs') ? body.indexOf('NBXQ_LOAD(ks)') : body.indexOf('nbxq_ld16(')) < wait, `${s.label}: weight loads before the wait`);
+      } else {
+        assert.ok(body.indexOf('nbxq_prefetch(') < wait, `${s.label}: prefetch before the wait`);
+        assert.ok(wait < body.indexOf('X + '), `${s.label}: x read after the wait`);
+      }
     } else {
       assert.ok(withGridDependencyWait(s.src).includes('{ NBX_GRID_DEPENDENCY_WAIT();'), `${s.label}: nvrtc.ts inserts the wait`);
     }
@@ -144,6 +150,37 @@ test('streaming tile GEMV (sfma): every GGUF block format, m = 1..8, split K acr
         forceQuantGemvConfig({ impl: 'sfma', kw: 1, ring, bps });
         check(f, dt, m, 29, k, seed++, { bias: m !== 3 });
         assert.equal(lastQuantGemvConfig()?.impl, 'sfma');
+      }
+    }
+  } finally { forceQuantGemvConfig(null); }
+});
+
+test('x in shared memory (xs): register, tensor-core and tile kernels, every x dtype, m = 1..8, kw 1/2/8, bias, ragged N, the same bits twice', { skip }, () => {
+  let seed = 500;
+  try {
+    for (const f of ['int8', 'int4', 'fp8_e4m3', 'q4_k', 'q5_k'] as QuantFormat[]) {
+      const k = KQ[f] ?? (f === 'int4' ? 1152 : 1056);
+      for (const [dt, m, kw] of [['bfloat16', 1, 1], ['float16', 3, 2], ['float32', 8, 8]] as [DT, number, number][]) {
+        forceQuantGemvConfig({ impl: 'vec', kw, xs: 1 });
+        check(f, dt, m, 21, k, seed++, { bias: m !== 3, groupSize: f === 'int4' ? 64 : undefined, asym: f === 'int4' && m === 8 });
+      }
+    }
+    // one warp per row group on longer rows: the register kernel's unguarded rounds (whole stripes), then the guarded rest
+    for (const [f, k, dt, m] of [['int8', 2560, 'bfloat16', 1], ['int4', 5120, 'float16', 2], ['q4_k', 5120, 'bfloat16', 1], ['q5_k', 2560, 'float32', 3], ['fp8_e4m3', 2560, 'bfloat16', 4]] as [QuantFormat, number, DT, number][]) {
+      forceQuantGemvConfig({ impl: 'vec', kw: 1, xs: 1 });
+      check(f, dt, m, 5, k, seed++, { bias: true, groupSize: f === 'int4' ? 128 : undefined, asym: f === 'int4' });
+      forceQuantGemvConfig({ impl: 'vec', kw: 1, xs: 0 });
+      check(f, dt, m, 5, k, seed++, { groupSize: f === 'int4' ? 128 : undefined });
+    }
+    for (const [dt, m, asym] of [['bfloat16', 1, false], ['float16', 3, true], ['bfloat16', 8, false]] as [DT, number, boolean][]) {
+      forceQuantGemvConfig({ impl: 'mma', kw: 1, xs: 1 });
+      check('int4', dt, m, 24, 512, seed++, { groupSize: 128, asym, bias: true });
+      assert.equal(lastQuantGemvConfig()?.impl, 'mma');
+    }
+    for (const f of ['q8_0', 'q6_k', 'q4_0', 'q3_k'] as QuantFormat[]) {
+      for (const [dt, m, kw] of [['bfloat16', 1, 1], ['float16', 5, 2]] as [DT, number, number][]) {
+        forceQuantGemvConfig({ impl: 'fma', kw, xs: 1 });
+        check(f, dt, m, 9, 512, seed++, { bias: true });
       }
     }
   } finally { forceQuantGemvConfig(null); }

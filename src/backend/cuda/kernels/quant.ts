@@ -142,7 +142,7 @@ __device__ __forceinline__ uint4 nbxq_ld16(const unsigned char* p) {
 #ifdef NBX_EMU
   return *reinterpret_cast<const uint4*>(p);
 #else
-  uint4 v; asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p)); return v;
+  uint4 v; asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p)); return v;
 #endif
 }
 // e4m3fn: sign and the 7 exponent/mantissa bits moved to float32's positions, times 2^120 (subnormals
@@ -295,15 +295,16 @@ function decoderSource(f: QuantFormat, asym: boolean, fast = false): string {
  * tuning (NBX_AUTOTUNE=off, small shapes) defaultGemv picks kw from the shape.
  */
 export const QUANT_GEMV_SPACE = defineSpace({
-  name: 'cuda.quant_gemv.v6',
+  name: 'cuda.quant_gemv.v7',
   knobs: [
     { name: 'impl', values: ['vec', 'mma', 'fma', 'svec', 'smma', 'sfma'], movesBits: true, doc: "the register kernel (int8, int4, fp8, q4_k, q5_k), tensor cores (int4, groups ≥ 128, 16-bit x), the shared-memory tile kernel (every format), or the streaming schedule of the register / tensor-core / tile kernels (split K across blocks)" },
     { name: 'kw', values: [1, 2, 4, 8], movesBits: true, doc: "warps splitting a row group's K inside a block (a kernel argument: no extra compile; not the streaming kernels')" },
     { name: 'ring', values: [2, 3, 4, 6, 8], movesBits: false, doc: "the streaming kernels' K steps in flight: register ring slots per lane and row ('svec', 'smma'), shared-memory stages per warp ('sfma')" },
     { name: 'bps', values: [1, 2], movesBits: true, doc: "the streaming kernels' resident blocks per SM (the grid is bps × SMs; it decides the split of K)" },
     { name: 'pf', values: [0, 1], movesBits: false, doc: "whether the streaming kernels prefetch the start of each block's run into L2 before the grid-dependency wait" },
+    { name: 'xs', values: [0, 1], movesBits: false, doc: "whether 'vec', 'mma' and 'fma' stage x in shared memory (where m·K fits XS_MAX_BYTES), keeping their weight loads in flight" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, xs: 1 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -345,7 +346,7 @@ function segmentDots(rows: number, sx: boolean, sum: string): string {
  * tileRef[r]: lane l takes sub-blocks l, l + 32, ... (sub of them), each in halves of 16 elements, and
  * adds their products with x to acc[i][r] (the affine form: a·Σx·q + b·Σx).
  */
-function tileDecode(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, rows: number, sub: number, tileRef: string): string {
+function tileDecode(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, rows: number, sub: number, tileRef: string, xb = 'X'): string {
   const g = GEOM[f], T = R.storageType(d), SPB = g.elems / 32;
   const XV = 16 / DTYPES[d].itemsize, xLoads = 16 / XV;
   const sx = needsSx(f);
@@ -367,9 +368,9 @@ function tileDecode(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, ro
           for (int r = 0; r < ${rows}; r++) nbxq_dq(&${tileRef}[r][(ls / ${SPB}) * ${g.bytes}], ls % ${SPB}, h, q[r], a[r], b[r], sc[r], zp[r]);
           #pragma unroll
           for (int i = 0; i < ${mr}; i++) {
-            if (i < m) {
+            if (i == 0 || i < m) { // m ≥ 1
               float x[16];
-              const ${T}* xp = X + (long long)i * K + (gs << 5) + 16 * h;
+              const ${T}* xp = ${xb} + (long long)i * K + (gs << 5) + 16 * h;
               #pragma unroll
               for (int v = 0; v < ${xLoads}; v++) {
                 const uint4 ux = reinterpret_cast<const uint4*>(xp)[v];
@@ -390,7 +391,7 @@ ${segmentDots(rows, sx, 'sx')}
 }
 
 /** Source of the GEMV kernel: format, asymmetric zeros (int4), x dtype, MR rows of x, R weight rows per warp, S sub-blocks per lane, VW-byte loads. */
-export function quantGemvSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, rows: number, sub: number, vw: number): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, rows: number, sub: number, vw: number, xs = false): { src: string; name: string; sig: ArgType[] } {
   const g = GEOM[f], T = R.storageType(d), TB = tileBytes(f, sub), SPB = g.elems / 32;
   const VT = vw === 16 ? 'uint4' : vw === 8 ? 'uint2' : vw === 4 ? 'unsigned' : 'unsigned short';
   const UPL = Math.ceil(TB / vw / 32), TBP = Math.ceil(TB / 16) * 16;
@@ -414,8 +415,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
     nbxq_prefetch(S + (long long)nb * sRow, (long long)nr_ * sRow * 4);${asym ? `
     nbxq_prefetch(Z + (long long)nb * sRow, (long long)nr_ * sRow * 4);` : ''}` : ''}
   }
-  NBX_GRID_DEPENDENCY_WAIT();
-  const int n0 = nb + rg * ${rows};
+${xs ? '' : '  NBX_GRID_DEPENDENCY_WAIT();\n'}  const int n0 = nb + rg * ${rows};
   const bool live = n0 < n; // uniform per warp; dead warps still meet the block's barrier below
   const int nsub = K >> 5;
   const long long tb = ${TB};
@@ -436,8 +436,12 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
     _Pragma("unroll") for (int r = 0; r < ${rows}; r++) { \\
       _Pragma("unroll") for (int j = 0; j < ${UPL}; j++) { const int u_ = lane + 32 * j; \\
         if (u_ < units_) pre[r][j] = reinterpret_cast<const ${VT}*>(wrow[r] + base_)[u_]; } } }
-  if (live) {
-  NBXQ_LOAD(ks)
+${xs ? `  // xs: the first tile's loads before the wait (packed weights: never written by earlier kernels), then x staged
+  if (live) NBXQ_LOAD(ks)
+  NBX_GRID_DEPENDENCY_WAIT();
+${xStage(T)}
+  if (live) {` : `  if (live) {
+  NBXQ_LOAD(ks)`}
   for (int t = ks; t < ntiles; t += kw) {
     __syncwarp();
     #pragma unroll
@@ -447,7 +451,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
     }
     __syncwarp();
     if (t + kw < ntiles) NBXQ_LOAD(t + kw)
-${tileDecode(f, asym, d, mr, rows, sub, 'tile[warp]')}  }
+${tileDecode(f, asym, d, mr, rows, sub, 'tile[warp]', xs ? 'Xs' : 'X')}  }
   }
   #undef NBXQ_LOAD
   #pragma unroll
@@ -548,21 +552,23 @@ function x16Source(d: QuantDType): string {
  * of the rows at wr[r] (int4: scales / zeros through srow[r]; past the row's end: zeros, never used),
  * body decodes slot j (unit u) and adds its products to acc[i][r] (int8 / fp8: row scales rs[r]).
  */
-function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number): { loads: (j: string, uExpr: string) => string; body: string } {
+function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number, xb = 'X'): { loads: (j: string, uExpr: string) => string; body: string } {
   const kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const sx = f === 'int4' || kq; // the fast form 1 + q/2^B needs Σx
   // the unit's loads: quants (wv), K-quant header (hv), q5_k high bits (qv)
   const unitOff = f === 'q4_k' ? '(long long)(u >> 3) * 144 + 16 + 16 * (u & 7)' : f === 'q5_k' ? '(long long)(u >> 3) * 176 + 48 + 16 * (u & 7)' : '16LL * u';
   // the loads of unit u (slot j of the register ring); past the row's end: zeros, never used
+  // unconditional (past the row's end: its last unit again, never used): straight-line loads that the
+  // compiler counts in issue order, so using slot j waits for slot j's loads only
   const loads = (j: string, uExpr: string): string => `{
-        const int u = ${uExpr};
-        const bool ok = u < upr;
+        const int u_ = ${uExpr};
+        const int u = u_ < upr ? u_ : upr - 1;
         #pragma unroll
         for (int r = 0; r < ${nr}; r++) {
-          wv[${j}][r] = ok ? nbxq_ld16(wr[r] + ${unitOff}) : z4;${kq ? `
-          hv[${j}][r] = ok ? nbxq_ld16(wr[r] + (long long)(u >> 3) * ${five ? 176 : 144}) : z4;` : ''}${five ? `
-          qv[${j}][r] = ok ? nbxq_ld16(wr[r] + (long long)(u >> 3) * 176 + 16 + 16 * (u & 1)) : z4;` : ''}${f === 'int4' ? `
-          { const long long si_ = srow[r] + (((long long)(ok ? u : 0) << 5) >> gshift); sc[${j}][r] = ok ? S[si_] : 0.f;${asym ? ` zz[${j}][r] = ok ? Z[si_] : 0.f;` : ''} }` : ''}
+          wv[${j}][r] = nbxq_ld16(wr[r] + ${unitOff});${kq ? `
+          hv[${j}][r] = nbxq_ld16(wr[r] + (long long)(u >> 3) * ${five ? 176 : 144});` : ''}${five ? `
+          qv[${j}][r] = nbxq_ld16(wr[r] + (long long)(u >> 3) * 176 + 16 + 16 * (u & 1));` : ''}${f === 'int4' ? `
+          { const long long si_ = srow[r] + (((long long)u << 5) >> gshift); sc[${j}][r] = S[si_];${asym ? ` zz[${j}][r] = Z[si_];` : ''} }` : ''}
         }
       }`;
   // one 16-element segment: q[r][16] and the affine map (a[r], b[r]) of each row, x at element xoff
@@ -572,9 +578,9 @@ function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number): { load
           for (int r = 0; r < ${nr}; r++) { ${decode} }
           #pragma unroll
           for (int i = 0; i < ${mr}; i++) {
-            if (i < m) {
+            if (i == 0 || i < m) { // m ≥ 1: row 0 unguarded (no branch around the whole decode for one row)
               float x[16];
-              nbxq_x16(X + (long long)i * K + (${xoff}), x);${sx ? `
+              nbxq_x16(${xb} + (long long)i * K + (${xoff}), x);${sx ? `
               float s_ = 0.f;
               #pragma unroll
               for (int c = 0; c < 16; c++) s_ += x[c];` : ''}
@@ -634,11 +640,12 @@ ${segmentDots(nr, sx, 's_')}
  * segment's dot with x scaled once (w = a·q + b: a·Σx·q + b·Σx). Each lane sums its units in stripe
  * order, then a butterfly, then the kw warps' partials in warp order: the same bits every run.
  */
-export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false): { src: string; name: string; sig: ArgType[] } {
   if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV has no decoder for '${f}'`);
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const ext = f === 'int8' || f === 'fp8_e4m3' || f === 'int4';
-  const { loads, body } = vecParts(f, asym, mr, nr);
+  const { loads, body } = vecParts(f, asym, mr, nr, xs ? 'Xs' : 'X');
+  if (xs) return vecXsSource(f, asym, d, mr, nr, U, loads, body);
   const ld = unitLoads(f);
   const src = `${HELPERS}
 ${x16Source(d)}
@@ -674,7 +681,6 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 2) quant_gemv_v(const $
   // this lane's sub-blocks 2kc, 2kc + 1: byte shifts in the header's scale words, and which unpacking
   const int kc = (lane & 7) >> 1, sh0 = 8 * ((2 * kc) & 3), sh1 = 8 * ((2 * kc + 1) & 3);
   const bool khi = kc >= 2;` : ''}
-  uint4 z4; z4.x = z4.y = z4.z = z4.w = 0u;
   if (n0 < n) { // uniform per warp
     // a ring of ${U} units per row in registers: unit j of a round is used, then slot j is refilled with
     // unit j of the next round, so ~${U * nr * ld} 16-byte loads per lane stay in flight through the arithmetic
@@ -704,6 +710,111 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 2) quant_gemv_v(const $
     }
   }
 ${warpPartialsAndStore(d, mr, nr, 'n0 < n')}
+}`;
+  return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
+}
+
+/**
+ * x staged in shared memory ('xs' kernels): the block's m rows of x copied once after the grid-dependency
+ * wait, then read with shared loads. Why: a global load of x right before its use waits, in the
+ * compiler's in-order count of outstanding global loads, for every weight load issued before it, which
+ * drains a register ring of weight loads at each step (about one 16-byte load per lane in flight: time
+ * followed elements, not bytes). Shared loads are counted apart, so the ring's loads stay in flight.
+ * Dynamic shared memory of m·K·itemsize bytes (quantXsBytes); kernels are launched with it where it fits.
+ */
+function xStage(T: string): string {
+  return `  ${XS_DECL}
+  { // x into shared memory (m·K elements, a whole number of 16-byte vectors: K % 32 == 0)
+    const int nv_ = (int)(((long long)m * K * (long long)sizeof(${T})) >> 4);
+    uint4* xd_ = reinterpret_cast<uint4*>(nbxq_xs_);
+    const uint4* xg_ = reinterpret_cast<const uint4*>(X);
+    for (int i_ = threadIdx.x; i_ < nv_; i_ += ${THREADS}) xd_[i_] = xg_[i_];
+  }
+  __syncthreads();
+  const ${T}* Xs = reinterpret_cast<const ${T}*>(nbxq_xs_);`;
+}
+const XS_DECL = 'extern __shared__ __align__(16) unsigned char nbxq_xs_[]; // declared in the kernel (the emulator maps it per launch)';
+
+/** Bytes of shared memory the 'xs' kernels take for x; 0 where x does not fit (they are not used then). */
+export function quantXsBytes(m: number, k: number, d: QuantDType): number {
+  const b = m * k * DTYPES[d].itemsize;
+  return b <= XS_MAX_BYTES ? b : 0;
+}
+/** The largest x the 'xs' kernels stage: two blocks of the register kernel per SM and the tile kernel's static tiles still fit. */
+export const XS_MAX_BYTES = 64 * 1024;
+
+/**
+ * The register kernel with x in shared memory (see xStage): the first ring of weight loads is issued
+ * before the grid-dependency wait (packed weights are never written by earlier kernels: their reads
+ * overlap the previous kernel's tail, in place of an L2 prefetch), then x is staged and the ring runs.
+ */
+function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string) => string, body: string): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
+  const src = `${HELPERS}
+${x16Source(d)}
+extern "C" __global__ void __launch_bounds__(${THREADS}, 2) quant_gemv_v(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int rg = warp / kw, ks = warp - rg * kw;
+  const int n0 = blockIdx.x * (${WARPS} / kw) * ${nr} + rg * ${nr};
+  const bool live = n0 < n; // uniform per warp; dead warps still stage x
+  const int upr = K / ${UE}, nst = (upr + 31) >> 5;
+  const unsigned char* wr[${nr}];
+  long long srow[${nr}];
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) { const int rr = n0 + r < n ? n0 + r : n - 1; wr[r] = Wq + (long long)rr * rowBytes; srow[r] = (long long)rr * sRow; } // past the end: repeated, never stored
+  float acc[${mr}][${nr}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
+  }${f === 'int8' || f === 'fp8_e4m3' ? `
+  float rs[${nr}];
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}${kq ? `
+  const int kc = (lane & 7) >> 1, sh0 = 8 * ((2 * kc) & 3), sh1 = 8 * ((2 * kc + 1) & 3);
+  const bool khi = kc >= 2;` : ''}
+  uint4 wv[${U}][${nr}];${kq ? `
+  uint4 hv[${U}][${nr}];` : ''}${five ? `
+  uint4 qv[${U}][${nr}];` : ''}${f === 'int4' ? `
+  float sc[${U}][${nr}];${asym ? ` float zz[${U}][${nr}];` : ''}` : ''}
+  #pragma unroll
+  for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}
+  NBX_GRID_DEPENDENCY_WAIT();
+${xStage(T)}
+  if (live) {
+    int s0 = ks;
+    // rounds whose stripes are all whole: no per-lane guard, so the loop is straight-line code between its
+    // loads (the compiler keeps them counted in order across the back edge)
+    for (; s0 + (${U - 1}) * kw < (upr >> 5); s0 += kw * ${U}) {
+      #pragma unroll
+      for (int j = 0; j < ${U}; j++) {
+        const int u = (s0 + j * kw) * 32 + lane;
+        ${body}
+        ${loads('j', `(s0 + (${U} + j) * kw) * 32 + lane`)}
+      }
+    }
+    for (; s0 < nst; s0 += kw * ${U}) {
+      #pragma unroll
+      for (int j = 0; j < ${U}; j++) {
+        const int u = (s0 + j * kw) * 32 + lane;
+        if (u < upr) {
+        ${body}
+        }
+        ${loads('j', `(s0 + (${U} + j) * kw) * 32 + lane`)}
+      }
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) {
+      #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+    }
+  }
+${warpPartialsAndStore(d, mr, nr, 'live')}
 }`;
   return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
 }
@@ -832,8 +943,9 @@ function mmaChunkViaSum(bf: boolean, asym: boolean): string {
  * z·Σx) into float32 sums, which the warps combine in shared memory in warp order: a fixed order, the
  * same bits every run.
  */
-export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, xs = false): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16', T = R.storageType(d);
+  if (xs) return mmaXsSource(asym, d, U);
   const src = `${HELPERS}
 ${mmaPrelude(bf, asym)}extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
   const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
@@ -866,6 +978,76 @@ ${mmaPrelude(bf, asym)}extern "C" __global__ void __launch_bounds__(${THREADS}) 
   #pragma unroll
   for (int u = 0; u < ${U}; u++) NBXQ_MMA_LOAD(u, warp + u * ${WARPS})
   for (int c0 = warp; c0 < nch; c0 += ${WARPS * U}) {
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const int c = c0 + u * ${WARPS};
+      if (c < nch) {
+${mmaChunk(bf, asym)}      }
+      NBXQ_MMA_LOAD(u, c + ${WARPS * U})
+    }
+  }
+  #undef NBXQ_MMA_LOAD
+  #pragma unroll
+  for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (warp == 0) {
+    float v[4] = { 0.f, 0.f, 0.f, 0.f };
+    for (int w = 0; w < ${WARPS}; w++) {
+      #pragma unroll
+      for (int i = 0; i < 4; i++) v[i] += red[w][lane][i];
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int j = n0 + g + (i >> 1) * 8, col = 2 * t + (i & 1);
+      if (j < n && col < m) { float o = v[i]; if (bias) o += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)col * n + j', 'o')} }
+    }
+  }
+}`;
+  return { src, name: 'quant_gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
+}
+
+/**
+ * The tensor-core kernel with x in shared memory (xStage): the first ring of chunks loaded before the
+ * grid-dependency wait, unconditional loads (past the row's end: its last chunk again, never used).
+ */
+function mmaXsSource(asym: boolean, d: 'float16' | 'bfloat16', U: number): { src: string; name: string; sig: ArgType[] } {
+  const bf = d === 'bfloat16', T = R.storageType(d);
+  const src = `${HELPERS}
+${mmaPrelude(bf, asym)}
+extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
+  __shared__ float red[${WARPS}][32][4];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * 16;
+  const int r0 = n0 + g < n ? n0 + g : n - 1, r1 = n0 + g + 8 < n ? n0 + g + 8 : n - 1; // past the end: repeated, never stored
+  const unsigned char* w0 = Wq + (long long)r0 * rowBytes + 16 * t;
+  const unsigned char* w1 = Wq + (long long)r1 * rowBytes + 16 * t;
+  const bool xr = g < m;
+  float acc[4] = { 0.f, 0.f, 0.f, 0.f };
+  const int nch = K >> 7;
+  uint4 wa[${U}], wb[${U}];
+  float sa[${U}], sb[${U}];${asym ? `
+  float za[${U}], zb[${U}];` : ''}
+  #define NBXQ_MMA_LOAD(u, c) { const int lc_ = (c) < nch ? (c) : nch - 1; const long long gi_ = (128LL * lc_) >> gshift; \\
+    wa[u] = nbxq_ld16(w0 + 64LL * lc_); wb[u] = nbxq_ld16(w1 + 64LL * lc_); \\
+    sa[u] = S[(long long)r0 * sRow + gi_]; sb[u] = S[(long long)r1 * sRow + gi_];${asym ? ' \\\n    za[u] = Z[(long long)r0 * sRow + gi_]; zb[u] = Z[(long long)r1 * sRow + gi_];' : ''} }
+  #pragma unroll
+  for (int u = 0; u < ${U}; u++) NBXQ_MMA_LOAD(u, warp + u * ${WARPS})
+  NBX_GRID_DEPENDENCY_WAIT();
+${xStage(T)}
+  const ${T}* xp = Xs + (long long)(xr ? g : 0) * K + 32 * t;
+  int c0 = warp;
+  for (; c0 + ${(U - 1) * WARPS} < nch; c0 += ${WARPS * U}) { // whole rounds: straight-line code between the loads
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const int c = c0 + u * ${WARPS};
+      {
+${mmaChunk(bf, asym)}      }
+      NBXQ_MMA_LOAD(u, c + ${WARPS * U})
+    }
+  }
+  for (; c0 < nch; c0 += ${WARPS * U}) {
     #pragma unroll
     for (int u = 0; u < ${U}; u++) {
       const int c = c0 + u * ${WARPS};
@@ -1029,7 +1211,6 @@ ${x16Source(d)}
 extern "C" __global__ void __launch_bounds__(${THREADS}, ${bps}) quant_gemv_s(${streamParams(T)}) {
 ${streamHead(nr, f === 'int4', asym)}
   const int upr = K / ${UE};
-  uint4 z4; z4.x = z4.y = z4.z = z4.w = 0u;
   // the load cursor: row group lg, stripe lk, its rows (past the end: the last row, never stored)
   int lg = (int)(s0 / spr), lk = (int)(s0 - (long long)lg * spr);
   const unsigned char* wr[${nr}];
@@ -1388,7 +1569,7 @@ export const streamGrid = (t: number, bps: number, sms: number): number => Math.
  * not beat these under timeColdL2.)
  */
 export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount): Config {
-  const base = { ring: 4, bps: 2, pf: 0 };
+  const base = { ring: 4, bps: 2, pf: 0, xs: 1 };
   const impl = vecOk(c, p) ? 'vec' : 'fma';
   const w = gemvWork(c, p, impl);
   return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms), ...base };
@@ -1420,34 +1601,37 @@ function launchStream(c: Checked, p: QuantMatmulParams, cfg: Config): boolean {
 
 export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): void {
   if ((cfg.impl === 'svec' || cfg.impl === 'smma' || cfg.impl === 'sfma') && launchStream(c, p, cfg)) return;
+  // x in shared memory where the configuration asks for it and x fits (xStage)
+  const xsb = cfg.xs === 1 ? quantXsBytes(p.m, c.k, c.d) : 0, xs = xsb > 0;
+  const dyn = (k: ReturnType<CudaBackend['kernel']>): number => { if (xsb > 48 * 1024) k.setMaxDynamicSharedMemory(xsb); return xsb; };
   if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
     const d = c.d as 'bfloat16' | 'float16';
-    const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${MMA_CHUNKS}`, () => quantGemvMmaSource(c.asym, d, MMA_CHUNKS));
+    const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${MMA_CHUNKS}:${xs}`, () => quantGemvMmaSource(c.asym, d, MMA_CHUNKS, xs));
     be.launch(k, Math.ceil(c.n / 16), THREADS,
-      [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, log2(c.gsize)]);
+      [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, log2(c.gsize)], dyn(k));
     return;
   }
   const mr = quantRowsFor(p.m);
   if (cfg.impl === 'mma' || cfg.impl === 'svec' || cfg.impl === 'smma' || cfg.impl === 'sfma' || (cfg.impl === 'vec' && !vecOk(c, p))) {
     // not taken by the chosen kernel: the register kernel where it applies, else the tile kernel
     const impl = vecOk(c, p) ? 'vec' : 'fma', w = gemvWork(c, p, impl);
-    cfg = { impl, kw: defaultKw(c.n, w.rows, w.steps, be.smCount) };
+    cfg = { impl, kw: defaultKw(c.n, w.rows, w.steps, be.smCount), xs: cfg.xs ?? 1 };
   }
   const kw = (cfg.kw as number | undefined) ?? 1;
   if (cfg.impl === 'vec') {
-    const nr = vecRows(mr), U = vecUnroll(c.f, mr);
-    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U));
+    const nr = vecRows(mr), U = (cfg.U as number | undefined) ?? vecUnroll(c.f, mr); // U: forced by the benchmark's sweep only
+    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs));
     be.launch(k, Math.ceil(c.n / ((WARPS / kw) * nr)), THREADS,
-      [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw]);
+      [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw], dyn(k));
     return;
   }
   // the tile kernel: rows / sub as forced (bench sweeps, tests), else the format's shape
   let { rows, sub } = cfg.rows !== undefined && cfg.sub !== undefined ? { rows: cfg.rows as number, sub: cfg.sub as number } : tileShape(c.f);
   if (gemvSmem(c.f, { rows, sub }) > GEMV_SMEM_MAX) ({ rows, sub } = tileShape(c.f));
   const W = addr(p.qweight), vw = loadWidth(W, c.rowBytes, tileBytes(c.f, sub));
-  const k = be.kernel(`quant_gemv:${c.f}:${c.asym}:${c.d}:${mr}:${rows}:${sub}:${vw}`, () => quantGemvSource(c.f, c.asym, c.d, mr, rows, sub, vw));
+  const k = be.kernel(`quant_gemv:${c.f}:${c.asym}:${c.d}:${mr}:${rows}:${sub}:${vw}:${xs}`, () => quantGemvSource(c.f, c.asym, c.d, mr, rows, sub, vw, xs));
   be.launch(k, Math.ceil(c.n / ((WARPS / kw) * rows)), THREADS,
-    [addr(p.x), W, addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw]);
+    [addr(p.x), W, addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw], dyn(k));
 }
 
 /**
@@ -1495,20 +1679,18 @@ let lastCfg: Config | null = null;
 export function lastQuantGemvConfig(): Config | null { return lastCfg; }
 
 /**
- * The tuner's candidates: the default at kw from the shape, half and twice it, the streaming kernel of
- * the format (register or tile) without prefetch at its shortest ring, and for int4 with 16-bit x the
- * tensor-core kernel and its streaming form: at most four compiles per (format, dtype, rows of x).
+ * The tuner's candidates: the default at kw from the shape, half and twice it, the default with x read
+ * from global memory, and for int4 with 16-bit x the tensor-core kernel: at most three compiles per
+ * (format, dtype, rows of x). (The streaming kernels are forced only: they never won a tuning.)
  */
 export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
   const d = defaultGemv(c, p);
   const steps = gemvWork(c, p, d.impl as string).steps, kw0 = d.kw as number;
   const out: Config[] = [d];
   for (const kw of [kw0 * 2, kw0 / 2]) if (kw >= 1 && kw <= WARPS && kw <= Math.max(1, steps)) out.push({ ...d, kw });
-  // the streaming kernels without their L2 prefetch (it cost ~15% in call B's sweep), the shortest ring that held up
-  if (streamGeom(c, p, 'svec')) out.push({ ...d, impl: 'svec', kw: 1, ring: 2 });
-  else if (streamGeom(c, p, 'sfma')) out.push({ ...d, impl: 'sfma', kw: 1, ring: sfmaShape(c.f)!.stages });
+  // x from global memory (where x fits shared memory, the default stages it), and int4's tensor-core kernel
+  if (quantXsBytes(p.m, c.k, c.d) > 0) out.push({ ...d, xs: 0 });
   if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1 });
-  if (streamGeom(c, p, 'smma')) out.push({ ...d, impl: 'smma', kw: 1, ring: 4 });
   return out;
 }
 
@@ -1592,14 +1774,17 @@ export function allQuantSources(): { label: string; src: string; name: string; s
         }
         if (VEC_FORMATS.includes(f)) {
           for (const mr of [1, 2, 4, 8]) out.push({ label: `vec:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr)) });
+          for (const mr of [1, 2, 4, 8]) out.push({ label: `vecxs:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr), true) });
         }
         if (VEC_FORMATS.includes(f)) {
           for (const mr of [1, 2, 8]) for (const [ring, bps] of [[vecUnroll(f, mr), 2], [2 * vecUnroll(f, mr), 1]]) out.push({ label: `svec:${f}:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamSource(f, asym, d, mr, vecRows(mr), ring!, bps!) });
         }
+        { const t = tileShape(f); for (const mr of [1, 8]) out.push({ label: `gemvxs:${f}:${asym}:${d}:${mr}:${t.rows}:${t.sub}`, ...quantGemvSource(f, asym, d, mr, t.rows, t.sub, 16, true) }); }
         const st = sfmaShape(f);
         if (st) for (const mr of [1, 8]) out.push({ label: `sfma:${f}:${d}:${mr}:${st.sub}:${st.stages}`, ...quantGemvStreamTileSource(f, d, mr, st.rows, st.sub, st.stages, 16, 2) });
         if (f === 'int4' && d !== 'float32') {
           out.push({ label: `mma:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS) });
+          out.push({ label: `mmaxs:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS, true) });
           for (const mr of [1, 8]) for (const [ring, bps] of [[4, 2], [8, 1]]) out.push({ label: `smma:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamMmaSource(asym, d, mr, ring!, bps!) });
         }
         out.push({ label: `dequant:${f}:${asym}:${d}`, ...(GEOM[f].external ? dequantSimpleSource(f as 'int8', asym, d) : dequantBlocksSource(f, d)) });
