@@ -123,6 +123,12 @@ if (part === 'check') {
     cases.push({ dt, D, name: 'long K/V', B: 1, H: 2, Hk: 2, L: 250, S: 2000 });
     cases.push({ dt, D, name: 'long causal', B: 1, H: 1, Hk: 1, L: 1100, S: 1100, causal: true });
   }
+  // more work items (batch·head x query tile) than SMs: the persistent kernel's blocks take several from its
+  // counter; scores that grow along the keys (q > 0, k scaled by its position): the running max moves by
+  // ~10 (log2 units) per tile, past the lazy rescale's threshold, and by less within a tile
+  cases.push({ dt: 'bfloat16', D: 64, name: 'many items', B: 1, H: 48, Hk: 48, L: 384, S: 384, causal: true });
+  cases.push({ dt: 'bfloat16', D: 128, name: 'many items', B: 2, H: 40, Hk: 20, L: 260, S: 260, causal: true });
+  for (const D of [64, 128, 256]) cases.push({ dt: 'bfloat16', D, name: 'ramp', B: 1, H: 2, Hk: 2, L: 300, S: 300, causal: true, scale: 32 / D, ramp: true });
   // diagnostics (they localise a layout error): V varying along the head dim only (O = V's row whatever
   // the scores: the N-major V descriptor's head-dim direction and the O write), V varying along the keys
   // only (Q·Kᵀ, softmax and the V descriptor's key direction)
@@ -134,7 +140,8 @@ if (part === 'check') {
     const { dt, D, B, H, Hk, L, S } = c;
     if (!filter.test(`${dt} D${D} ${c.name}`)) continue;
     const seed = lines * 7 + 1;
-    const q32 = rand([B, H, L, D], seed), k32 = rand([B, Hk, S, D], seed + 1);
+    const q32 = c.ramp ? rand([B, H, L, D], seed, 0.5, 1) : rand([B, H, L, D], seed);
+    const k32 = c.ramp ? nbx.mul(rand([B, Hk, S, D], seed + 1, 0.5, 1), grid([1, 1, S, 1], (i) => i / S)) : rand([B, Hk, S, D], seed + 1);
     const v32 = c.vmode ? grid([B, Hk, S, D], (i) => (c.vmode === 'dim' ? (i % D) / D : (Math.floor(i / D) % S) / S)) : rand([B, Hk, S, D], seed + 2);
     // inputs rounded to dt first, so the reference sees the same values
     const [qh, kh, vh] = [q32, k32, v32].map((t) => t.to(dt));
@@ -254,7 +261,8 @@ if (part === 'time') {
   // the builds timed below, compiled side by side first: mma (default tile), the wgmma tiles with TMA loads,
   // the first wgmma tile with cp.async loads (NBX_ATTENTION_TMA=0), and the diagnostics of the first tile
   // (NBX_ATTENTION_ABLATE: wrong results, the time of a part left out)
-  const variants = [['', {}], ['cp.async ', { NBX_ATTENTION_TMA: '0' }], ['noload ', { NBX_ATTENTION_ABLATE: 'noload' }], ['nosoftmax ', { NBX_ATTENTION_ABLATE: 'nosoftmax' }]];
+  // (and the first tile with the softmax arithmetic of the fifth session, 'serial', 'tree' and 'poly': the default is 'lazy')
+  const variants = [['', {}], ['serial ', { NBX_ATTENTION_SOFTMAX: 'serial' }], ['tree ', { NBX_ATTENTION_SOFTMAX: 'tree' }], ['poly ', { NBX_ATTENTION_SOFTMAX: 'poly' }], ['cp.async ', { NBX_ATTENTION_TMA: '0' }], ['noload ', { NBX_ATTENTION_ABLATE: 'noload' }], ['nosoftmax ', { NBX_ATTENTION_ABLATE: 'nosoftmax' }]];
   const setEnv = (env) => { const old = {}; for (const k of Object.keys(env)) { old[k] = process.env[k]; process.env[k] = env[k]; } return () => { for (const k of Object.keys(env)) { if (old[k] === undefined) delete process.env[k]; else process.env[k] = old[k]; } }; };
   const withEnv = (env, f) => { const undo = setEnv(env); try { return f(); } finally { undo(); } };
   const withEnvAsync = async (env, f) => { const undo = setEnv(env); try { return await f(); } finally { undo(); } };

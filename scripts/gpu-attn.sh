@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #20 on the H200, one call (at most ~115 s: parts bounded at 45 + 45 + 20 s, plus a build if dist/ is stale):
+# Issue #20 on the H200, one call (at most ~150 s: parts bounded at 60 + 50 + 40 s, plus a build if dist/ is stale):
 # the fused CUDA attention checked, then measured.
 #   bash scripts/gpu-attn.sh          (repo root; logs in $OUT/attn/, summary.txt first; OUT defaults to /tmp/out)
 #   NBX_ATTN_PARTS="check bench time stall" selects parts (default: check bench time, in that order)
@@ -13,8 +13,8 @@
 #              (scripts/attention-check.mjs)
 #   bench      bench/cuda_attention.ts: nbx as tuned vs PyTorch's SDPA in the same process tree
 #   time       each wgmma tile and the mma kernel forced on the bench's prefill shapes (TFLOP/s), the first
-#              tile also with cp.async loads and, on the D128 L4096 shapes, with loads or softmax left out
-#              (NBX_ATTENTION_ABLATE: where the time goes)
+#              tile also with the other softmax forms (NBX_ATTENTION_SOFTMAX), with cp.async loads and, on the
+#              D128 L4096 shapes, with loads or softmax left out (NBX_ATTENTION_ABLATE: where the time goes)
 #   stall      (optional) B4 H32 L4096 D128 bf16, each wgmma tile, 21 launches; if it fails, again with
 #              NBX_ATTENTION_WATCH=1 (every wait bounded: the kernel traps and prints the barrier it waited on)
 set -u
@@ -28,13 +28,13 @@ if dist_stale src/backend/cuda/kernels/attention src/backend/cuda/kernels/attent
 export NBX_CUDA_HOST_STAGING=0 NBX_ATTENTION_WGMMA=1 UV_THREADPOOL_SIZE=16
 export NBX_CACHE_DIR; NBX_CACHE_DIR=$(mktemp -d /tmp/nbx-attn-XXXXXX)
 has() { case " $PARTS " in *" $1 "*) return 0;; *) return 1;; esac; }
-has check && st check 45 node scripts/attention-check.mjs --part=check
-has bench && st bench 45 node dist/bench/cuda_attention.js
+has check && st check 60 node scripts/attention-check.mjs --part=check
+has bench && st bench 50 node dist/bench/cuda_attention.js
 if has stall; then
   st stall 20 node scripts/attention-check.mjs --part=stall
   if ! grep -q '^stall: none' "$L/stall.log"; then st stallwatch 15 env NBX_ATTENTION_WATCH=1 node scripts/attention-check.mjs --part=stall; fi
 fi
-has time && st time 20 node scripts/attention-check.mjs --part=time
+has time && st time 40 node scripts/attention-check.mjs --part=time
 {
   [ -f "$L/check.log" ] && { echo "== check"; grep -E '^(FAIL|precompiled|check:|device:)' "$L/check.log"; grep -iE 'error' "$L/check.log" | head -5; }
   [ -f "$L/stall.log" ] && { echo "== stall"; grep -E '^stall' "$L/stall.log"; tail -3 "$L/stall.log" | grep -v '^stall'; }

@@ -41,7 +41,7 @@ import { basePtr as ptr } from './util.js';
 import { getKernel, loadSourceAsync, type CompileOptions } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
 import { encodeTensorMapTiled, CU_TENSOR_MAP_DATA_TYPE, CU_TENSOR_MAP_SWIZZLE, type CudaKernel } from '../runtime/driver.js';
-import { sm90Source, sm90Smem, sm90Configs, prefillStoreO, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS } from './attention_sm90.js';
+import { sm90Source, sm90Smem, sm90Configs, prefillStoreO, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, type Sm90Softmax } from './attention_sm90.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
 export const DECODE_MAX_ROWS = 16;
@@ -628,16 +628,18 @@ export const attentionStats = { prefill: 0, decode: 0, prefill90: 0, prefill90tm
 const DECODE_CHUNKS = [32, 64, 128, 256, 512, 1024, 2048, 4096];
 
 const sm90Kernels = new Map<string, CudaKernel>();
+/** The persistent Hopper kernel's work counters (int32 x 2, zero between launches). */
+let sm90Queue: CudaBuffer | undefined;
 /** The sm_90a kernel's source and compile options (NVRTC target sm_90a: wgmma and setmaxnreg need the arch-specific target). */
 function sm90Build(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, watch: boolean, tma: boolean): { source: string; name: string; sig: ArgType[]; options: CompileOptions } {
-  const { src, name, sig } = sm90Source(dt, D, tma ? cfg : { ...cfg, persistent: false }, maskKind, { watch, tma, ablate: ablation() });
+  const { src, name, sig } = sm90Source(dt, D, tma ? cfg : { ...cfg, persistent: false }, maskKind, { watch, tma, ablate: ablation(), softmax: softmaxVariant() });
   const cc = be.ctx.info.cc;
   return { source: `${CUDA_PRELUDE}\n${src}`, name, sig, options: { options: ['--std=c++17'], includeCudaHeaders: false, arch: `sm_${cc[0]}${cc[1]}a`, name } };
 }
 /** The sm_90a kernel, compiled once per specialization. */
 function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, tma: boolean): CudaKernel {
   const watch = process.env.NBX_ATTENTION_WATCH === '1';
-  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}`;
+  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxVariant() ?? ''}`;
   let k = sm90Kernels.get(key);
   if (!k) {
     const b = sm90Build(dt, D, cfg, maskKind, watch, tma);
@@ -654,6 +656,14 @@ function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: Mask
 function ablation(): 'noload' | 'nosoftmax' | undefined {
   const a = process.env.NBX_ATTENTION_ABLATE;
   return a === 'noload' || a === 'nosoftmax' ? a : undefined;
+}
+
+/** NBX_ATTENTION_SOFTMAX (for measuring): the Hopper kernel's softmax arithmetic (Sm90SourceOptions.softmax); unset: the default. */
+function softmaxVariant(): Sm90Softmax | undefined {
+  const v = process.env.NBX_ATTENTION_SOFTMAX;
+  if (v === undefined || v === '') return undefined;
+  if (!(SM90_SOFTMAX as readonly string[]).includes(v)) throw new UnsupportedError('attention', `NBX_ATTENTION_SOFTMAX takes ${SM90_SOFTMAX.join(', ')}, got ${v}`);
+  return v as Sm90Softmax;
 }
 
 /** Whether the Hopper kernel loads K/V through TMA where the descriptors encode (NBX_ATTENTION_TMA=0: cp.async). */
@@ -764,14 +774,20 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0)
   return c;
 }
 
+/**
+ * Launches per timing sample, back to back as a prefill's layers (and the benchmark) run them. One launch
+ * after an idle synchronisation ranked the Hopper tiles differently: it took n128s2p where back-to-back
+ * launches measured n128s2 8-13% faster at L 4096 (BENCHMARKS.md, fifth session, call C).
+ */
+const TUNE_LAUNCHES = 4;
 let events: { start: ReturnType<CudaBackend['ctx']['createEvent']>; end: ReturnType<CudaBackend['ctx']['createEvent']> } | undefined;
 function timeRun(cfg: Config, run: (cfg: Config) => void): number {
   events ??= { start: be.ctx.createEvent({ timing: true }), end: be.ctx.createEvent({ timing: true }) };
   events.start.record(be.stream);
-  run(cfg);
+  for (let i = 0; i < TUNE_LAUNCHES; i++) run(cfg);
   events.end.record(be.stream);
   events.end.synchronize();
-  return events.end.elapsedSince(events.start);
+  return events.end.elapsedSince(events.start) / TUNE_LAUNCHES;
 }
 
 /** Problems below this many score elements run the default configuration (launch-bound). */
@@ -859,7 +875,16 @@ export function cudaAttention(p: AttentionParams): void {
         const kw = sm90Kernel(dt, D, cfg, maskKind, true);
         attentionStats.lastPrefill = `wgmma tma ${tag}${cfg.persistent ? 'P' : ''}`;
         const items = ntiles * B * H;
-        be.launch(kw, cfg.persistent ? Math.min(items, be.smCount) : items, SM90_THREADS, [ptr(out), ptr(mask), ...st4(out), ...maskArgs, ...tail, ...mq, ...mk, ...mv], sm90Smem(D, cfg));
+        if (cfg.persistent) {
+          // the work counters (next item, blocks done; zero between launches: the last block resets them) and
+          // the L2 group: batch·heads whose K and V fit in half the L2 together (the driver's L2 size)
+          sm90Queue ??= be.alloc('int32', 2, true);
+          const l2 = be.ctx.info.l2CacheSize > 0 ? be.ctx.info.l2CacheSize : 32 << 20;
+          const G = Math.max(1, Math.min(B * H, Math.floor(l2 / 2 / (4 * S * D)) * rep));
+          be.launch(kw, Math.min(items, be.smCount), SM90_THREADS, [ptr(out), ptr(mask), sm90Queue.ptr, ...st4(out), ...maskArgs, ...tail, G, ...mq, ...mk, ...mv], sm90Smem(D, cfg));
+        } else {
+          be.launch(kw, items, SM90_THREADS, [ptr(out), ptr(mask), ...st4(out), ...maskArgs, ...tail, ...mq, ...mk, ...mv], sm90Smem(D, cfg));
+        }
         return;
       }
       // inputs TMA cannot address: the cp.async build, one block per item (the same results: persistence moves no bits)

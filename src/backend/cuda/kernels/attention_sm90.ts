@@ -5,7 +5,8 @@
 // for every other card, for float32 and under the tuner as the other candidate.
 //
 // A work item is BLOCK_M = 128 query rows of one (batch, head); a block has three warpgroups (384 threads)
-// and runs one item, or (persistent) one block per SM walks items i, i + gridDim.x, ...:
+// and runs one item, or (persistent) one block per SM takes items from a global counter until none is left
+// (the items ordered heaviest causal tiles first within groups of heads whose K/V fit in L2):
 // * warpgroup 0, the producer (`setmaxnreg.dec`). TMA build (the default where the driver encodes the
 //   descriptors: 16-byte aligned base and strides): one thread issues every load as tensor-memory-accelerator
 //   boxes (`cp.async.bulk.tensor`, descriptors from cuTensorMapEncodeTiled passed by value as a
@@ -13,8 +14,9 @@
 //   slots, each completing on its full barrier by transaction bytes (`mbarrier.arrive.expect_tx`); rows
 //   past the end arrive as zeros. No copy passes through registers or the generic proxy, and the other
 //   127 threads exit. Persistent: the next item's Q loads once both consumers finished their last Q·Kᵀ
-//   (Q-empty barrier), while they finish P·V and write O; ring slots and phases count tiles over the
-//   block's items. cp.async build (inputs TMA cannot address): the 128 threads copy 16-byte chunks and
+//   (Q-empty barrier), while they finish P·V and write O; the item's index travels to the consumers in
+//   shared memory with its Q (an index past the end: no more work); ring slots and phases count tiles over
+//   the block's items. cp.async build (inputs TMA cannot address): the 128 threads copy 16-byte chunks and
 //   each issues `cp.async.mbarrier.arrive.noinc` on the slot's barrier (performed once its copies landed);
 //   at the end they wait until the consumers released the last V (every deferred arrival counted).
 //   Either way the producer never waits for its own copies, so up to `stages` tiles are in flight.
@@ -41,9 +43,10 @@
 // block and thread, and traps): a hang becomes a launch error that names its wait (device checks).
 // Shared memory tiles are [D/64][rows][64] (128-byte rows, 16-byte chunks XOR-swizzled by row mod 8:
 // the hardware's 128B swizzle, so every descriptor is a canonical SW128 layout; tiles 1024-aligned).
-// Numerics are the mma.sync kernel's: fp32 accumulators, online softmax in base 2 with scale·log2(e)
-// folded in, P rounded to the input dtype, a row that sees no key gives 0, BLOCK_N decides where the
-// running max is rescaled. The launch order (heaviest causal tiles first) is also the same.
+// Numerics: fp32 accumulators, online softmax in base 2 with scale·log2(e) folded in, P rounded to the
+// input dtype, a row that sees no key gives 0 (as the mma.sync kernel); the running max moves only when a
+// tile's exceeds it by more than 8 (log2 units; O and the row sum share the stale max, so it is exact, and O
+// is hardly ever rescaled), row max and sum over 4 partials (NBX_ATTENTION_SOFTMAX picks the older forms). The launch order (heaviest causal tiles first) is also the same.
 //
 // Under the host emulator (NBX_EMU) wgmma, mbarriers (with transaction counts), TMA loads (the emulated
 // driver's descriptor layout, the 128B swizzle) and the proxy fences are emulated in C++ (the descriptors
@@ -78,15 +81,29 @@ export function sm90Configs(D: number): Sm90Config[] {
   // 614 both non-causal, persistent n128s2pP 524 / 574 but 250 (as n128s2p) at L1024, while n176s2p 532,
   // n176s2pP 500 and n128s3pP 475 lost everywhere; D64 n128s3pP 349 / n128s3p 333 / n128s3 312.
   if (D === 256) return [{ blockN: 80, stages: 2 }, { blockN: 64, stages: 2 }];
-  if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, pingpong: true }, { blockN: 128, stages: 2, pingpong: true, persistent: true }];
+  // Sixth session: the persistent variant takes its items from a counter (was a static round robin), with and
+  // without ping-pong.
+  if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, pingpong: true }, { blockN: 128, stages: 2, persistent: true }, { blockN: 128, stages: 2, pingpong: true, persistent: true }];
   return [{ blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true }];
 }
 
-/** Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers (Q full and empty; K/V full and empty per slot). */
-export const sm90Smem = (D: number, c: Sm90Config): number => 2 * D * (SM90_BLOCK_M + 2 * c.stages * c.blockN) + 1024 + 8 * (2 + 4 * c.stages);
+/** Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers (Q full and empty; K/V full and empty per slot), persistent: the item index. */
+export const sm90Smem = (D: number, c: Sm90Config): number => 2 * D * (SM90_BLOCK_M + 2 * c.stages * c.blockN) + 1024 + 8 * (2 + 4 * c.stages) + (c.persistent ? 16 : 0);
 
 /** Registers the consumers take from the producer (setmaxnreg; 40·128 + 232·256 = 168·384, the 384-thread launch bound; the producer spills below 40). */
 const REG_PRODUCER = 40, REG_CONSUMER = 232;
+
+/**
+ * 2^x on the FMA pipes for x ≤ 8 (finite; below -125 it gives 2^-125, not 0, so only unmasked tiles use it):
+ * x = n + f with n = round(x) (the 1.5·2^23 shift), 2^f on [-0.5, 0.5] by a degree-3 polynomial fitted for
+ * relative error (7.5e-5, under half an ulp of float16 and bfloat16), n added to the exponent bits.
+ */
+const EXP2_FMA = `__device__ __forceinline__ float exp2_fma(float x) {
+  x = fmaxf(x, -125.f);
+  const float r = x + 12582912.f, f = x - (r - 12582912.f);
+  const float p = fmaf(fmaf(fmaf(0.0551716685f, f, 0.242611155f), f, 0.693260968f), f, 0.999928057f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(r) << 23));
+}`;
 
 /** Wait limit of the NBX_ATTENTION_WATCH build (ns of %globaltimer). */
 const WATCH_NS = 4_000_000_000;
@@ -233,6 +250,7 @@ template <int N> __device__ __forceinline__ void reg_dealloc() {}
 template <int N> __device__ __forceinline__ void reg_alloc() {}
 __device__ __forceinline__ u32 pack2(float lo, float hi) { return (u32)${bf16 ? 'nbx_f2bf' : 'nbx_f2h'}(lo) | ((u32)${bf16 ? 'nbx_f2bf' : 'nbx_f2h'}(hi) << 16); }
 __device__ __forceinline__ float fexp2(float x) { return exp2f(x); }
+${EXP2_FMA}
 __device__ __forceinline__ float acc_zero() { return 0.f; }
 ${emu}
 #else
@@ -293,6 +311,7 @@ template <int N> __device__ __forceinline__ void reg_dealloc() { asm volatile("s
 template <int N> __device__ __forceinline__ void reg_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N)); }
 __device__ __forceinline__ u32 pack2(float lo, float hi) { u32 r; asm("cvt.rn.${ty}x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
 __device__ __forceinline__ float fexp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+${EXP2_FMA}
 // a zero that the compiler cannot sink past wgmma.fence (a plain 0.f moved next to the first P·V made
 // ptxas serialize every wgmma: "non wgmma instructions defining accumulator registers")
 __device__ __forceinline__ float acc_zero() { float z; asm volatile("mov.b32 %0, 0;" : "=f"(z)); return z; }
@@ -326,6 +345,16 @@ export function prefillStoreO(pairs: number, acc: (c: number) => string): string
   }`;
 }
 
+/** A balanced tree over n terms: op(a, b) (or a + b where op is empty). */
+function tree(n: number, term: (i: number) => string, op: string): string {
+  const go = (lo: number, hi: number): string => {
+    if (hi - lo === 1) return term(lo);
+    const mid = (lo + hi) >> 1, a = go(lo, mid), b = go(mid, hi);
+    return op ? `${op}(${a}, ${b})` : `(${a} + ${b})`;
+  };
+  return go(0, n);
+}
+
 /** The mask term for score element (row, col) added to `x` (already in log2 units). */
 function maskTerm(mask: Sm90MaskKind, x: string, idx: string): string {
   if (mask === 'none') return '';
@@ -347,7 +376,17 @@ export interface Sm90SourceOptions {
    * the exponentials (MMAs and loads alone).
    */
   ablate?: 'noload' | 'nosoftmax';
+  /**
+   * The online softmax's arithmetic (NBX_ATTENTION_SOFTMAX, for measuring; each moves bits): 'serial' the fifth
+   * session's (the row max and sum as one chain each, the running max follows every increase), 'tree' the max and
+   * sum over 4 independent partials, 'lazy' (default) as tree, and the running max moves only when a tile's
+   * exceeds it by more than 8 in log2 units (O hardly ever rescaled), 'poly' as lazy with a quarter of the
+   * exponentials of unmasked tiles computed on the FMA pipes (FlashAttention-4's offload of the MUFU).
+   */
+  softmax?: Sm90Softmax;
 }
+export type Sm90Softmax = 'serial' | 'tree' | 'lazy' | 'poly';
+export const SM90_SOFTMAX: readonly Sm90Softmax[] = ['serial', 'tree', 'lazy', 'poly'];
 
 /** Kernel parameters of the TMA build: Q's, K's and V's descriptors (128 bytes each) as 48 words after the common ones. */
 export const SM90_TMA_WORDS = 48;
@@ -366,6 +405,17 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
   if (AB === 'noload' && !TMA) throw new UnsupportedError('attention', 'the noload diagnostic is a TMA build');
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
   const NS = BN / 2, NO = D / 2; // accumulator floats per thread: S (64 x BN), O (64 x D)
+  const SX = opts.softmax ?? 'lazy';
+  // partials of the row max and sum (2 at D 256, where O takes 128 registers), the lazy rescale's threshold (log2 units)
+  const RP = Math.min(D >= 256 ? 2 : 4, BN / 8), LAZY = 8;
+  // exp2(S·sc - mu) of row r's pairs into P, their sums into the partials lp; poly: every fourth pair by exp2_fma
+  const expLoop = (poly: boolean): string => `      #pragma unroll
+      for (int j = 0; j < ${BN / 8}; j++) {
+        const float x0 = fmaf(sacc[4 * j + 2 * r], sc, -mu), x1 = fmaf(sacc[4 * j + 2 * r + 1], sc, -mu);
+        const float p0 = ${poly ? '(j & 3) == 3 ? exp2_fma(x0) : ' : ''}fexp2(x0), p1 = ${poly ? '(j & 3) == 3 ? exp2_fma(x1) : ' : ''}fexp2(x1);
+        sacc[4 * j + 2 * r] = p0; sacc[4 * j + 2 * r + 1] = p1;
+        if (j < ${RP}) lp[j] = p0 + p1; else lp[j % ${RP}] += p0 + p1;
+      }`;
   const src = `${opts.watch ? '#define NBX_ATTN_WATCH 1\n' : ''}${wgmmaHelpers(dt === 'bfloat16', [BN, D])}
 constexpr int D_ = ${D};
 constexpr int CH = D_ / 8;      // 16-byte chunks per row
@@ -381,11 +431,11 @@ ${TMA ? `#if !defined(__grid_constant__) && !defined(NBX_EMU)
 struct alignas(64) TMaps { u64 q[16]; u64 k[16]; u64 v[16]; };
 ` : ''}
 extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
-  ${TMA ? '' : 'const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V, '}u16* __restrict__ O, const ${MT}* __restrict__ MK,
+  ${TMA ? '' : 'const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V, '}u16* __restrict__ O, const ${MT}* __restrict__ MK,${P ? ' int* __restrict__ WQ,' : ''}
   ${TMA ? '' : `long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
   long long vo, long long vsb, long long vsh, long long vsl, `}long long oo, long long osb, long long osh, long long osl,
   long long mo, long long msb, long long msh, long long msl, long long mss,
-  int H, int rep, int L, int S, int BH, int ntiles, float sl2, int causal${TMA ? ', const __grid_constant__ TMaps tm' : ''}) {
+  int H, int rep, int L, int S, int BH, int ntiles, float sl2, int causal${P ? ', int G' : ''}${TMA ? ', const __grid_constant__ TMaps tm' : ''}) {
   extern __shared__ __align__(1024) unsigned char smraw[];
   unsigned char* sm = smraw + ((1024 - (smem_u32(smraw) & 1023)) & 1023);
   unsigned char* sQ = sm;                                  // [D_/64][${BM}][64]
@@ -393,24 +443,28 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
   unsigned char* sV = sK + ${ST * BN} * D_ * 2;
   // mbarriers: Q full; per slot K full, V full (the producer's arrivals), K empty, V empty (one per consumer
   // warp); Q empty (persistent: one per consumer warp once its last Q·Kᵀ of a work item is done)
-  const u32 bars = smem_u32(sV + ${ST * BN} * D_ * 2);
+  const u32 bars = smem_u32(sV + ${ST * BN} * D_ * 2);${P ? `
+  volatile int* sItem = (volatile int*)(sV + ${ST * BN} * D_ * 2 + 8 * ${2 + 4 * ST}); // the producer's item index, read with its Q` : ''}
   const u32 barQ = bars, barQE = bars + 8u * (1 + ${4 * ST});
   auto barK = [&](int s) { return bars + 8u * (1 + s); };
   auto barV = [&](int s) { return bars + 8u * (1 + ${ST} + s); };
   auto barEK = [&](int s) { return bars + 8u * (1 + ${2 * ST} + s); };
   auto barEV = [&](int s) { return bars + 8u * (1 + ${3 * ST} + s); };
   const int tid = threadIdx.x, wg = tid >> 7;
-  // work item w: batch·head z = w / ntiles and its query tiles heaviest (causal: last) first, so the blocks
-  // running together share a head's K/V in L2. ${P ? 'Persistent: block i takes items i, i + gridDim.x, ...' : 'One item per block.'}
+  // work item w: ${P ? `the batch·heads in groups of G (whose K/V fit in L2 together), each group's query tiles heaviest
+  // (causal: last) first across its heads. Persistent: the producer takes the next item from the counter WQ[0]
+  // (atomicAdd, so a block that finished early takes more: no static schedule to unbalance) and passes its index
+  // to the consumers with its Q; the block that finishes last resets the counters for the next launch.` : `batch·head z = w / ntiles and its query tiles heaviest (causal: last) first, so the blocks
+  // running together share a head's K/V in L2. One item per block.`}
   int b = 0, h = 0, hk = 0, m0 = 0, nt = 0;
   auto item = [&](int w) {
-    const int z = w / ntiles, mt = ntiles - 1 - w % ntiles;
+${P ? `    const int z0 = w / (G * ntiles) * G, gc = min(G, BH - z0), r = w - z0 * ntiles;
+    const int z = z0 + r % gc, mt = ntiles - 1 - r / gc;` : `    const int z = w / ntiles, mt = ntiles - 1 - w % ntiles;`}
     b = z / H; h = z % H; hk = h / rep; m0 = mt * ${BM};
     const int nEnd = causal ? min(S, m0 + ${BM}) : S;
     nt = (nEnd + ${BN - 1}) / ${BN}; // the same for every warpgroup of the block
   };
-  const int wFirst = blockIdx.x, wEnd = ${P ? 'ntiles * BH' : 'blockIdx.x + 1'}, wStep = ${P ? 'gridDim.x' : '1'};
-  if (tid == 0) {
+${P ? '  const int items = ntiles * BH;\n' : ''}  if (tid == 0) {
     mbar_init(barQ, ${TMA ? 1 : 128});
     // full: the producer's arrivals (TMA: one, with the tile's bytes); empty: one per consumer warp
     for (int s = 0; s < ${ST}; s++) { mbar_init(barK(s), ${TMA ? 1 : 128}); mbar_init(barV(s), ${TMA ? 1 : 128}); mbar_init(barEK(s), 8); mbar_init(barEV(s), 8); }
@@ -424,11 +478,17 @@ ${TMA ? `    // ---- producer: one thread issues every load: per work item Q, th
     // 64 columns x rows per 128-byte-row slab, the hardware's 128B swizzle; rows past the end arrive as zeros).
     // Ring slots and phases count tiles over the block's work items (gt). It never waits for its own loads.
     if (tid != 0) return;
-    int gt = 0, it = 0;
-    for (int w = wFirst; w < wEnd; w += wStep, it++) {
+    int gt = 0;
+${P ? `    int w = atomicAdd(WQ, 1);
+    for (int it = 0; ; it++) {
+      if (it > 0) mbar_wait(barQE, (it - 1) & 1, 5, it - 1); // the previous item's Q·Kᵀ done (and its index read)
+      *sItem = w;
+      if (w >= items) { mbar_arrive(barQ); break; } // no more items: the consumers read an index past the end
       item(w);
-${P ? `      if (it > 0) mbar_wait(barQE, (it - 1) & 1, 5, it - 1); // the previous item's Q·Kᵀ done
-` : ''}      mbar_arrive_tx(barQ, ${BM * 2} * D_);
+      const int wn = atomicAdd(WQ, 1); // the next item's index, fetched while this one loads` : `    {
+      const int w = blockIdx.x;
+      item(w);`}
+      mbar_arrive_tx(barQ, ${BM * 2} * D_);
       #pragma unroll
       for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sQ) + j * ${BM * 128}, &tm.q, j * 64, m0, h, b, barQ);
       for (int t = 0; t <= nt; t++) {
@@ -447,12 +507,14 @@ ${AB === 'noload' ? `          mbar_arrive(barV(s));` : `          mbar_arrive_t
           for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sV) + (s * D_ / 64 + j) * ${BN * 128}, &tm.v, j * 64, (t - 1) * ${BN}, hk, b, barV(s));`}
         }
       }
-      gt += nt;
+      gt += nt;${P ? ' w = wn;' : ''}
     }
-    // (the loads in flight complete on their barriers without this thread; the consumers wait for them)
+${P ? `    __threadfence();
+    if (atomicAdd(WQ + 1, 1) == (int)gridDim.x - 1) { WQ[0] = 0; WQ[1] = 0; } // every block past its last fetch
+` : ''}    // (the loads in flight complete on their barriers without this thread; the consumers wait for them)
     return;
 ` : `    // ---- producer: Q, then K(t) and V(t-1) for t = 0..nt by cp.async (128 threads); never waits for its own copies ----
-    item(wFirst);
+    item(blockIdx.x);
     const u16* qb = Q + qo + b * qsb + h * qsh;
     for (int c = tid; c < ${BM} * CH; c += 128) {
       const int r = c / CH, ch = c % CH; const bool ok = m0 + r < L;
@@ -550,22 +612,39 @@ ${AB === 'nosoftmax' ? '    return;\n' : ''}    const int n0 = t * ${BN};
     // rows rowA (e = 0,1) and rowA + 8 (e = 2,3); the 4 lanes of a quad share a row
     #pragma unroll
     for (int r = 0; r < 2; r++) {
-      float mt = -INFINITY;
+${SX === 'serial' ? `      float mt = -INFINITY;
       #pragma unroll
-      for (int j = 0; j < ${BN / 8}; j++) mt = fmaxf(mt, fmaxf(sacc[4 * j + 2 * r], sacc[4 * j + 2 * r + 1]));
+      for (int j = 0; j < ${BN / 8}; j++) mt = fmaxf(mt, fmaxf(sacc[4 * j + 2 * r], sacc[4 * j + 2 * r + 1]));` : `      // the row's max and sum over ${RP} independent partials: dependent chains of ${Math.ceil(BN / 8 / RP)}, not ${BN / 8}, instructions
+      float mp[${RP}];
+      #pragma unroll
+      for (int i = 0; i < ${RP}; i++) mp[i] = fmaxf(sacc[4 * i + 2 * r], sacc[4 * i + 2 * r + 1]);
+      #pragma unroll
+      for (int j = ${RP}; j < ${BN / 8}; j++) mp[j % ${RP}] = fmaxf(mp[j % ${RP}], fmaxf(sacc[4 * j + 2 * r], sacc[4 * j + 2 * r + 1]));
+      float mt = ${tree(RP, (i) => `mp[${i}]`, 'fmaxf')};`}
       mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
       mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
-      const float mx = fmaxf(mrow[r], mt * sc);
+${SX === 'lazy' || SX === 'poly' ? `      // the running max moves only when the tile's exceeds it by more than ${LAZY} (log2 units), so after the
+      // first tiles O is hardly ever rescaled; P ≤ 2^${LAZY} then, and O and the sum share the stale max, so the
+      // result is exact (FlashAttention-4's rule)
+      const float mn = mt * sc;
+      const float mx = mn > mrow[r] + ${LAZY}.f ? mn : mrow[r];` : `      const float mx = fmaxf(mrow[r], mt * sc);`}
       const float mu = mx == -INFINITY ? 0.f : mx;
       corr[r] = fexp2(mrow[r] - mu);
       mrow[r] = mx;
-      float ls = 0.f;
+${SX === 'serial' ? `      float ls = 0.f;
       #pragma unroll
       for (int j = 0; j < ${BN / 8}; j++) {
         const float p0 = fexp2(fmaf(sacc[4 * j + 2 * r], sc, -mu)), p1 = fexp2(fmaf(sacc[4 * j + 2 * r + 1], sc, -mu));
         sacc[4 * j + 2 * r] = p0; sacc[4 * j + 2 * r + 1] = p1;
         ls += p0 + p1;
-      }
+      }` : `      float lp[${RP}];
+${SX === 'poly' ? `      // on unmasked tiles a quarter of the exponentials on the FMA pipes (exp2_fma), the rest on the MUFU
+      if (fold) {
+${expLoop(true)}
+      } else {
+${expLoop(false)}
+      }` : expLoop(false)}
+      const float ls = ${tree(RP, (i) => `lp[${i}]`, '')};`}
       lrow[r] = lrow[r] * corr[r] + ls;
     }
   };
@@ -593,16 +672,19 @@ ${PP ? `  // ping-pong: warpgroup cw issues its MMAs after named barrier 1 + cw 
   // barrier is left with arrivals when an item ends (both warpgroups have the same items and tile counts).
   auto turnWait = [&]() { nb_sync(1 + cw, 256); };
   auto turnPass = [&]() { nb_arrive(2 - cw, 256); };
-` : ''}  int it = 0;
-  for (int w = wFirst; w < wEnd; w += wStep, it++) {
+` : ''}${P ? `  for (int it = 0; ; it++) {
+    mbar_wait(barQ, it & 1, 0, it); // the item's index arrives with its Q
+    const int w = *sItem;
+    if (w >= items) break;` : `  { // one item per block
+    const int it = 0, w = blockIdx.x;`}
     item(w);
     rowA = m0 + cw * 64 + warp * 16 + g;
     mb = MK + mo + b * msb + h * msh;
     #pragma unroll
     for (int i = 0; i < ${NO}; i++) oacc[i] = acc_zero();
     mrow[0] = mrow[1] = -INFINITY; lrow[0] = lrow[1] = 0.f; corr[0] = corr[1] = 1.f;
-${PP ? '    if (nt > 0 && cw == 1) turnPass();\n' : ''}    if (nt > 0) {
-      mbar_wait(barQ, it & 1, 0, it);${PP ? '\n      turnWait();' : ''}
+${PP ? '    if (nt > 0 && cw == 1) turnPass();\n' : ''}    if (nt > 0) {${P ? '' : `
+      mbar_wait(barQ, it & 1, 0, it);`}${PP ? '\n      turnWait();' : ''}
       issueS(0);${PP ? '\n      turnPass();' : ''}
       wg_wait<0>();
       reg_fence${BN}(sacc);
@@ -628,16 +710,13 @@ ${PP ? '      turnWait();\n' : ''}      rescale();
       wg_wait<0>();
       reg_fence${D}(oacc);
       releaseV(nt - 1);
-    }${P ? ` else {
-      mbar_wait(barQ, it & 1, 0, it); // no key for this item: its Q phase still passes
-      if (lane == 0) mbar_arrive(barQE);
-    }` : ''}
+    }${P ? ` else if (lane == 0) mbar_arrive(barQE); // no key for this item: its Q is free at once` : ''}
 ${prefillStoreO(NO / 4, (c) => `oacc[4 * i + 2 * r + ${c}]`)}
     gt += nt;
   }
 }`;
   const sig: ArgType[] = TMA
-    ? ['ptr', 'ptr', ...Array<ArgType>(9).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32', ...Array<ArgType>(SM90_TMA_WORDS).fill('u64')]
+    ? ['ptr', 'ptr', ...(P ? ['ptr' as const] : []), ...Array<ArgType>(9).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32', ...(P ? ['i32' as const] : []), ...Array<ArgType>(SM90_TMA_WORDS).fill('u64')]
     : ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
   return { src, name: 'attn_fwd90', sig };
 }
