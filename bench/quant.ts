@@ -210,6 +210,7 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
           const g = w.bytes / (ms1 / 1000) / 1e9;
           const row: GemvRow = { format: f, n, k, m, us: ms1 * 1000, gbs: g, ...(roof ? { pct: (g / roof) * 100 } : {}) };
           let extra = '';
+          const chosen = cudaMod?.lastQuantGemvConfig(); // the tuner's / default choice, before the sweep forces others
           if (sweep && cudaMod && !overBudget()) {
             let best: { config: string; us: number; gbs: number } | undefined;
             const all: string[] = [];
@@ -236,7 +237,6 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             }
             if (best) { row.best = best; extra = ` | best ${best.config}: ${best.gbs.toFixed(0)} GB/s${pct(best.gbs)} [${all.join(' ')}]`; }
           }
-          const chosen = cudaMod?.lastQuantGemvConfig();
           if (chosen) row.config = cfgLabel(chosen);
           rows.push(row);
           out(`  ${f.padEnd(8)} ${n}x${k} m=${m}: ${(ms1 * 1000).toFixed(1).padStart(7)} us ${g.toFixed(0).padStart(5)} GB/s${pct(g)}  (${(w.bytes / 2 ** 20).toFixed(1)} MiB, ${(refG > 0 ? (ref / ms1) : 0).toFixed(2)}x bf16${row.config ? `, ${row.config}` : ''})${extra}`);
