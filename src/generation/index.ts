@@ -7,6 +7,7 @@
 import type { CausalLM } from '../models/types.js';
 import { Tensor } from '../tensor/tensor.js';
 import { scope } from '../tensor/storage.js';
+import type { StorageArray } from '../dtype/storage.js';
 import { DeviceLimitError, DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import { argmax as nbxArgmax } from '../ops/reduce.js';
 import { rand as nbxRand } from '../ops/random.js';
@@ -215,6 +216,14 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
       ? int64(maskRows.flatMap((m) => { let c = 0; return m.map((x) => (x ? c++ : 1)); }), [batch, promptLength], device) : null;
     /** The tokens this step feeds (after the prompt). */
     let fed: number[] | null = null;
+    /**
+     * A greedy static decoder's next step, queued before this step's ids were read (stepFromDevice feeds
+     * the device's argmax): the device runs it while the host reads, yields and checks the stop criteria.
+     * Only while every row is unfinished (a finished row would be fed a pad token) and no processor applies.
+     */
+    let queued: { logits: Tensor; next: Tensor | null } | null = null;
+    const pipelined = (curLen: number): boolean => fast !== null && fast.fallbackReason === null && greedy && rowSampling === null
+      && device.type === 'cuda' && curLen < maxLength && !hasProcessors(cfg, curLen, promptLength) && !unfinished.includes(false);
     for (let cur = promptLength, step = 1; ; cur++, step++) {
       let logits: Tensor;
       /** Logits of a static decoder's step belong to it (rewritten by its next step). */
@@ -222,7 +231,8 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
       let next: Tensor | null = null;
       if (fed !== null && fast !== null && fast.fallbackReason === null) {
         const uniforms = rowSampling && cfg.do_sample ? Array.from(drawUniforms(batch, cfg)) : [];
-        const r = fast.step(fed, maskRows ? seen.map((n) => n - 1) : new Array<number>(batch).fill(cache.length), rowSampling ? { rows: rowSampling, uniforms } : undefined);
+        const r = queued ?? fast.step(fed, maskRows ? seen.map((n) => n - 1) : new Array<number>(batch).fill(cache.length), rowSampling ? { rows: rowSampling, uniforms } : undefined);
+        queued = null;
         logits = r.logits; next = r.next; owned = false;
       } else {
         feed ??= int64(fed!, [batch, 1], device);
@@ -238,7 +248,9 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
       let chosen: number[] | null = null;
       try {
         if (next !== null && (rowSampling !== null || !hasProcessors(cfg, cur, promptLength))) {
-          chosen = Array.from(await next.dataStorage() as BigInt64Array, Number);
+          const read: Promise<StorageArray> = next.dataStorage(); // queued now: the copy precedes the next step, which rewrites `next`
+          if (pipelined(cur + 1)) queued = fast!.stepFromDevice();
+          chosen = Array.from(await read as BigInt64Array, Number);
           fast!.checkErrors();
         } else if (onDeviceArgmax && !hasProcessors(cfg, cur, promptLength)) {
           chosen = await deviceArgmax(logits);

@@ -40,6 +40,8 @@ export interface StaticDecoderLike {
   release(): void;
   /** `sampling`: each row's settings and uniform draw, for a decoder made with `sample` (its `next` is then the drawn ids). */
   step(tokens: readonly number[], positions: readonly number[], sampling?: { rows: readonly RowSampling[]; uniforms: readonly number[] }): { logits: Tensor; next: Tensor | null };
+  /** The next greedy step fed from the device (the last step's argmax; positions and cache index plus one), queued without a host read. */
+  stepFromDevice(): { logits: Tensor; next: Tensor | null };
   checkErrors(): void;
 }
 

@@ -49,7 +49,7 @@ const WARPS = THREADS / 32;
 const ATT_UNROLL = 4;
 const DTYPES_TAKEN = ['bfloat16', 'float16'] as const;
 /** The most items (2 KB each) a warp's weight ring holds in flight. */
-const RING_NS_MAX = 6;
+const RING_NS_MAX = 4;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number }
 

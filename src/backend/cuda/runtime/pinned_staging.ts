@@ -46,10 +46,14 @@ export class PinnedStaging {
     }
   }
 
-  /** Device → host bytes; with `wait` = async waits (never blocking the event loop), else blocking. */
+  /**
+   * Device → host bytes; with `wait` = async waits (never blocking the event loop), else blocking. The
+   * copies are queued when this is called, so the bytes are those after the work queued before the call,
+   * and work queued while it waits does not delay it (a decode loop reads step n's ids while step n + 1 runs).
+   */
   async download(dst: Uint8Array, src: bigint, wait: boolean): Promise<void> {
-    if (dst.byteLength < SMALL_COPY) {
-      if (wait) await this.stream.synchronizeAsync(); else this.stream.synchronize();
+    if (dst.byteLength < SMALL_COPY && !wait) {
+      this.stream.synchronize();
       this.ctx.copyDtoH(dst, src, dst.byteLength, this.stream);
       this.stream.synchronize();
       return;
