@@ -1603,7 +1603,8 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   if ((cfg.impl === 'svec' || cfg.impl === 'smma' || cfg.impl === 'sfma') && launchStream(c, p, cfg)) return;
   // x in shared memory where the configuration asks for it and x fits (xStage)
   const xsb = cfg.xs === 1 ? quantXsBytes(p.m, c.k, c.d) : 0, xs = xsb > 0;
-  const dyn = (k: ReturnType<CudaBackend['kernel']>): number => { if (xsb > 48 * 1024) k.setMaxDynamicSharedMemory(xsb); return xsb; };
+  // the limit raised once to the most x can take: static (tiles, partials) + dynamic shared memory past 48 KiB needs it
+  const dyn = (k: ReturnType<CudaBackend['kernel']>): number => { if (xsb > 0) k.setMaxDynamicSharedMemory(XS_MAX_BYTES); return xsb; };
   if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
     const d = c.d as 'bfloat16' | 'float16';
     const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${MMA_CHUNKS}:${xs}`, () => quantGemvMmaSource(c.asym, d, MMA_CHUNKS, xs));
