@@ -91,7 +91,7 @@ for (const c of CASES) {
     let s = Infinity;
     for (let i = 0; i < TRIALS; i++) s = Math.min(s, await timeCuda(call, reps(c)));
     const p = peer[c.name];
-    const kern = c.decode ? 'decode' : attentionStats.prefill > p0 ? attentionStats.lastPrefill : 'composed';
+    const kern = c.decode ? attentionStats.lastDecode : attentionStats.prefill > p0 ? attentionStats.lastPrefill : 'composed';
     line = `| ${c.name} | ${rate(c, s)} | ${p ? rate(c, p) : '-'} | ${p ? `${((p / s) * 100).toFixed(1)}%` : '-'} | ${kern} |`;
   } catch (e) {
     line = `| ${c.name} | FAILED: ${(e as Error).message.slice(0, 200).replace(/\|/g, '/')} | | | |`;

@@ -131,6 +131,25 @@ test('attention decode: one/several chunks, GQA row groups, masks, causal, float
   } finally { _forceAttentionConfig({}); }
 });
 
+// The chunks' partials merged by the last block of each row group (one launch) or by the reduce kernel: the
+// same function in the same order, so the same bits; the counters reset themselves (repeated launches).
+test('attention decode: fused and kernel merges give the same bits', { skip }, () => {
+  try {
+    for (const impl of ['lanes', 'mma']) for (const [H, Hk, L] of [[2, 2, 1], [8, 2, 2], [16, 1, 1]]) {
+      const [q, k, v] = qkv(2, H!, Hk!, L!, 1000, 128, 'bfloat16', 47).map((t) => t.to('cuda'));
+      const out: Float32Array[] = [];
+      for (const merge of ['fused', 'kernel', 'fused']) {
+        _forceAttentionConfig({ decode: { impl, chunk: 128, threads: 128, merge } });
+        const d0 = attentionStats.decode;
+        out.push(sdpa(q, k, v, { enable_gqa: H !== Hk }).to('float32').to('cpu').contiguous().dataSync() as Float32Array);
+        assert.ok(attentionStats.decode > d0, `${impl} ${merge}: the decode kernel did not run`);
+      }
+      assert.deepEqual(out[1], out[0], `${impl} H${H}/${Hk} L${L}: kernel merge differs from the fused one`);
+      assert.deepEqual(out[2], out[0], `${impl} H${H}/${Hk} L${L}: a second fused launch differs`);
+    }
+  } finally { _forceAttentionConfig({}); }
+});
+
 // The tensor-core decode kernel (a KV group's rows as one m16 tile), forced: one and several chunks,
 // GQA groups of 4 and 16 rows, masks, causal, a fully masked input.
 test('attention decode on tensor cores: GQA row groups, chunks, masks, causal', { skip }, () => {

@@ -266,10 +266,11 @@ export function decodeSource(dt: DTypeName, D: number, threads: number, mask: Ma
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
   const load16 = (dst: string, p: string): string => `{ const uint4 v_ = *(const uint4*)(${p}); ${dst}[0] = v_.x; ${dst}[1] = v_.y; ${dst}[2] = v_.z; ${dst}[3] = v_.w; }`;
   const src = `typedef unsigned int u32;
+${decodeMergeFn(dt, D)}
 // grid (chunks, KV heads x batch, row groups); block: lane groups of ${LPK} lanes, one key each
 extern "C" __global__ void __launch_bounds__(${threads}) attn_dec(
   const ${T}* __restrict__ Q, const ${T}* __restrict__ K, const ${T}* __restrict__ V, ${T}* __restrict__ O, const ${MT}* __restrict__ MK,
-  float* __restrict__ pml, float* __restrict__ pacc,
+  float* __restrict__ pml, float* __restrict__ pacc, int* __restrict__ cnt,
   long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
   long long vo, long long vsb, long long vsh, long long vsl, long long oo, long long osb, long long osh, long long osl,
   long long mo, long long msb, long long msh, long long msl, long long mss,
@@ -370,9 +371,10 @@ extern "C" __global__ void __launch_bounds__(${threads}) attn_dec(
       pacc[pi * ${D} + d] = a;
     }
   }
+${decodeFusedTail(RB, D, threads)}
 }
 `;
-  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
+  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
   return { src, name: 'attn_dec', sig };
 }
 /** Keys per shared-memory tile of the tensor-core decode kernel (16 per warp). */
@@ -399,9 +401,10 @@ constexpr int CH = D_ / 8;
 // element index of 16-byte chunk c of row r in a [rows][D_] tile: chunks XOR-swizzled by row (ldmatrix without bank conflicts)
 __device__ __forceinline__ int swz(int r, int c) { return r * D_ + ((c ^ (r & 7)) << 3); }
 
+${decodeMergeFn(dt, D)}
 extern "C" __global__ void __launch_bounds__(128) attn_dec_mma(
   const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V, ${T}* __restrict__ O, const ${MT}* __restrict__ MK,
-  float* __restrict__ pml, float* __restrict__ pacc,
+  float* __restrict__ pml, float* __restrict__ pacc, int* __restrict__ cnt,
   long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
   long long vo, long long vsb, long long vsh, long long vsl, long long oo, long long osb, long long osh, long long osl,
   long long mo, long long msb, long long msh, long long msl, long long mss,
@@ -545,25 +548,68 @@ extern "C" __global__ void __launch_bounds__(128) attn_dec_mma(
       pacc[pi * ${D} + d] = acc;
     }
   }
+  const int r0 = 0;
+${decodeFusedTail(16, D, 128)}
 }
 `;
-  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
+  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
   return { src, name: 'attn_dec_mma', sig };
 }
-export function decodeReduceSource(dt: DTypeName, D: number): { src: string; name: string; sig: ArgType[] } {
+/**
+ * dec_merge: the chunks' partials (pml: max and sum, pacc: unnormalised O) of query row rr of KV group z at
+ * head-dim element d merged into O, in chunk order. The reduce kernel and the decode kernels' fused tail (the
+ * block that writes a row group's last partial merges it) share it, so both give the same bits. Loads bypass
+ * L1 (__ldcg): in the fused tail the partials come from other blocks.
+ */
+function decodeMergeFn(dt: DTypeName, D: number): string {
   const T = R.storageType(dt);
-  const src = `// merges the chunks' partials of one (z, row): block of D threads
-extern "C" __global__ void attn_dec_reduce(const float* __restrict__ pml, const float* __restrict__ pacc, ${T}* __restrict__ O,
-  long long oo, long long osb, long long osh, long long osl, int HK, int rep, int L, int nch) {
-  const int nrows = rep * L, zr = blockIdx.x, z = zr / nrows, rr = zr % nrows, d = threadIdx.x;
-  const int b = z / HK, hk = z % HK, hh = hk * rep + rr / L, l = rr % L;
-  const long long p0 = (long long)zr * nch;
+  return `__device__ __forceinline__ void dec_merge(const float* __restrict__ pml, const float* __restrict__ pacc, ${T}* __restrict__ O,
+  long long oo, long long osb, long long osh, long long osl, int HK, int rep, int L, int nch, int z, int rr, int d) {
+  const int nrows = rep * L, b = z / HK, hk = z % HK, hh = hk * rep + rr / L, l = rr % L;
+  const long long p0 = ((long long)z * nrows + rr) * nch;
   float M = -INFINITY;
-  for (int c = 0; c < nch; c++) M = fmaxf(M, pml[2 * (p0 + c)]);
+  for (int c = 0; c < nch; c++) M = fmaxf(M, __ldcg(pml + 2 * (p0 + c)));
   const float mu = M == -INFINITY ? 0.f : M;
   float sum = 0.f, a = 0.f;
-  for (int c = 0; c < nch; c++) { const float f = exp2f(pml[2 * (p0 + c)] - mu); sum += pml[2 * (p0 + c) + 1] * f; a += pacc[(p0 + c) * ${D} + d] * f; }
+  for (int c = 0; c < nch; c++) { const float f = exp2f(__ldcg(pml + 2 * (p0 + c)) - mu); sum += __ldcg(pml + 2 * (p0 + c) + 1) * f; a += __ldcg(pacc + (p0 + c) * ${D} + d) * f; }
   ${R.store(dt, 'O', 'oo + b * osb + hh * osh + (long long)l * osl + d', 'sum > 0.f ? a / sum : 0.f')}
+}`;
+}
+
+/**
+ * The decode kernels' fused merge (cnt non-null, several chunks): after writing its partials a block counts
+ * itself in cnt[z·gridDim.z + blockIdx.z]; the last of the row group's nch blocks resets the counter and
+ * merges the group's rows r0 .. r0 + rows - 1 (dec_merge), so no second kernel runs.
+ */
+function decodeFusedTail(rows: number, D: number, threads: number): string {
+  return `  if (nch > 1 && cnt) {
+    __shared__ int lastBlk;
+    __threadfence(); // this block's partials visible to the block that merges
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int ci = z * gridDim.z + blockIdx.z;
+      lastBlk = atomicAdd(cnt + ci, 1) == nch - 1;
+      if (lastBlk) cnt[ci] = 0; // every block of the group has counted itself: ready for the next launch
+    }
+    __syncthreads();
+    if (lastBlk) {
+      __threadfence();
+      for (int e = threadIdx.x; e < ${rows * D}; e += ${threads}) {
+        const int rr = r0 + e / ${D};
+        if (rr < nrows) dec_merge(pml, pacc, O, oo, osb, osh, osl, HK, rep, L, nch, z, rr, e % ${D});
+      }
+    }
+  }`;
+}
+
+export function decodeReduceSource(dt: DTypeName, D: number): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(dt);
+  const src = `${decodeMergeFn(dt, D)}
+// merges the chunks' partials of one (z, row): block of D threads
+extern "C" __global__ void attn_dec_reduce(const float* __restrict__ pml, const float* __restrict__ pacc, ${T}* __restrict__ O,
+  long long oo, long long osb, long long osh, long long osl, int HK, int rep, int L, int nch) {
+  const int nrows = rep * L, zr = blockIdx.x;
+  dec_merge(pml, pacc, O, oo, osb, osh, osl, HK, rep, L, nch, zr / nrows, zr % nrows, threadIdx.x);
 }`;
   return { src, name: 'attn_dec_reduce', sig: ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i32', 'i32', 'i32', 'i32'] };
 }
@@ -602,15 +648,16 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
     : { threads: (c.blockM as number) * 2, sharedMemoryBytes: prefillSmem(p.D, c as unknown as PrefillConfig), stages: c.stages as number }),
 });
 
-/** Decode: kernel, keys per block (the split-KV chunk) and threads per block. v2: the tensor-core kernel. */
+/** Decode: kernel, keys per block (the split-KV chunk), threads per block and where chunks merge. v2: the tensor-core kernel; v3: merge. */
 export const DECODE_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention_decode.v2',
+  name: 'cuda.attention_decode.v3',
   knobs: [
     { name: 'impl', values: ['lanes', 'mma'], movesBits: true, doc: 'lane groups on the CUDA cores (any dtype) or the rows of a KV group as one mma.sync tile (float16/bfloat16)' },
-    { name: 'chunk', values: [32, 64, 128, 256, 512, 1024, 2048, 4096], movesBits: true, doc: 'keys per block (split-KV chunk; partials merge in a second kernel)' },
+    { name: 'chunk', values: [32, 64, 128, 256, 512, 1024, 2048, 4096], movesBits: true, doc: 'keys per block (split-KV chunk; partials merged in chunk order)' },
     { name: 'threads', values: [64, 128, 256], movesBits: true, doc: 'threads per block (lane groups merged in a fixed order)' },
+    { name: 'merge', values: ['fused', 'kernel'], movesBits: false, doc: 'the chunks\' partials merged by the last block of each row group (one launch) or by a second kernel' },
   ],
-  defaultConfig: { impl: 'lanes', chunk: 1024, threads: 128 },
+  defaultConfig: { impl: 'lanes', chunk: 1024, threads: 128, merge: 'fused' },
   sharedMemoryOptIn: true,
   constraint: (c) => (c.impl === 'mma' && c.threads !== 128 ? 'the tensor-core decode kernel has 128 threads' : undefined),
   resources: (c, p) => (c.impl === 'mma'
@@ -623,11 +670,27 @@ function decodeSmem(D: number, dt: DTypeName, threads: number): number {
 }
 
 /** Launch counts (tests check that the fused kernels ran); prefill90: launches of the wgmma kernel, prefill90tma: of those, with TMA loads. */
-export const attentionStats = { prefill: 0, decode: 0, prefill90: 0, prefill90tma: 0, /** the last prefill launch's kernel and tile, e.g. 'wgmma tma n128s2pP' */ lastPrefill: '' };
+export const attentionStats = {
+  prefill: 0, decode: 0, prefill90: 0, prefill90tma: 0,
+  /** the last prefill launch's kernel and tile, e.g. 'wgmma tma n128s2pP' */ lastPrefill: '',
+  /** the last decode launch's kernel, chunk and merge, e.g. 'mma c1024 fused' (one chunk: 'single') */ lastDecode: '',
+};
 
 const DECODE_CHUNKS = [32, 64, 128, 256, 512, 1024, 2048, 4096];
 
 const sm90Kernels = new Map<string, CudaKernel>();
+/**
+ * The decode kernels' merge counters (one per row group; zero between launches: the merging block resets its
+ * own). A larger need takes a new buffer and keeps the old one: a captured CUDA graph may still point at it.
+ */
+let decCounters: CudaBuffer | undefined, decCountersLen = 0;
+function decodeCounters(n: number): bigint {
+  if (n > decCountersLen) {
+    decCountersLen = Math.max(n, 1 << 14);
+    decCounters = be.alloc('int32', decCountersLen, true);
+  }
+  return decCounters!.ptr;
+}
 /** The persistent Hopper kernel's work counters (int32 x 2, zero between launches). */
 let sm90Queue: CudaBuffer | undefined;
 /** The sm_90a kernel's source and compile options (NVRTC target sm_90a: wgmma and setmaxnreg need the arch-specific target). */
@@ -767,6 +830,7 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0)
       void chunk;
       list = [128, 256].flatMap((threads) => DECODE_CHUNKS.map((ch) => ({ impl: 'lanes', chunk: ch, threads })));
       if (half) list.push(...DECODE_CHUNKS.filter((ch) => ch >= DECODE_MMA_KEYS).map((ch) => ({ impl: 'mma', chunk: ch, threads: 128 })));
+      list = list.flatMap((c) => [{ ...c, merge: 'fused' }, { ...c, merge: 'kernel' }]);
     }
     c = prune(space, profile.limits, { problem: { D }, candidates: list }).kept;
     candidates.set(key, c);
@@ -843,12 +907,16 @@ export function cudaAttention(p: AttentionParams): void {
       if (smem > 48 * 1024) kd.setMaxDynamicSharedMemory(smem);
       let pml: CudaBuffer | null = null, pacc: CudaBuffer | null = null;
       if (nch > 1) { pml = be.alloc('float32', Z * rows * nch * 2); pacc = be.alloc('float32', Z * rows * nch * D); }
+      const fused = nch > 1 && c.merge !== 'kernel';
+      attentionStats.lastDecode = `${mmaImpl ? 'mma' : `lanes t${threads}`} c${chunk} ${nch === 1 ? 'single' : fused ? 'fused' : 'kernel'}`;
+      const cnt = fused ? decodeCounters(Z * (mmaImpl ? 1 : zg)) : 0n;
       for (let z0 = 0; z0 < Z; z0 += 65535) {
         const zc = Math.min(65535, Z - z0);
-        be.ctx.launch(kd, [nch, zc, mmaImpl ? 1 : zg], mmaImpl ? 128 : threads, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), pml?.ptr ?? 0n, pacc?.ptr ?? 0n,
+        be.ctx.launch(kd, [nch, zc, mmaImpl ? 1 : zg], mmaImpl ? 128 : threads, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), pml?.ptr ?? 0n, pacc?.ptr ?? 0n, cnt,
           ...common, HK, rep, L, Se, z0, chunk, sl2, causal ? 1 : 0], smem, be.stream);
       }
-      if (pml && pacc) {
+      if (pml && pacc && fused) { be.free(pml); be.free(pacc); }
+      if (pml && pacc && !fused) {
         const kr = be.kernel(`attn_dec_reduce:${dt}:${D}`, () => decodeReduceSource(dt, D));
         be.launch(kr, Z * rows, D, [pml.ptr, pacc.ptr, ptr(out), ...st4(out), HK, rep, L, nch]);
         be.free(pml); be.free(pacc);
@@ -860,7 +928,7 @@ export function cudaAttention(p: AttentionParams): void {
     const want = Math.max(1, Math.ceil((be.smCount * 4) / (Z * zg)));
     const chunk = DECODE_CHUNKS.find((c) => Math.ceil(Se / c) <= want) ?? 256;
     attentionStats.decode++;
-    run(pick(DECODE_SPACE, D, `D${D}:r${bucketSize(rows)}:S${bucketSize(Se)}:Z${bucketSize(Z)}:${maskKind}`, dt, Z * rows * Se, { impl: 'lanes', chunk, threads: 128 }, run));
+    run(pick(DECODE_SPACE, D, `D${D}:r${bucketSize(rows)}:S${bucketSize(Se)}:Z${bucketSize(Z)}:${maskKind}`, dt, Z * rows * Se, { impl: 'lanes', chunk, threads: 128, merge: 'fused' }, run));
     return;
   }
   const run = (c: Config): void => {
