@@ -15,6 +15,9 @@
 #   time       each wgmma tile and the mma kernel forced on the bench's prefill shapes (TFLOP/s), the first
 #              tile also with the other softmax forms (NBX_ATTENTION_SOFTMAX), with cp.async loads and, on the
 #              D128 L4096 shapes, with loads or softmax left out (NBX_ATTENTION_ABLATE: where the time goes)
+#   ttft       (optional) time to first token, `nbx bench decode` (dist/bench/decode.js) on the shape
+#              NBX_ATTN_TTFT_SHAPE (default tinyllama), batch 1, prompts NBX_ATTN_TTFT_PROMPTS (default
+#              "128 4096"), 8 new tokens, against the compiled gpt-fast peer (it compiles for 40-90 s): ~85 s a prompt
 #   stall      (optional) B4 H32 L4096 D128 bf16, each wgmma tile, 21 launches; if it fails, again with
 #              NBX_ATTENTION_WATCH=1 (every wait bounded: the kernel traps and prints the barrier it waited on)
 set -u
@@ -35,10 +38,16 @@ if has stall; then
   if ! grep -q '^stall: none' "$L/stall.log"; then st stallwatch 15 env NBX_ATTENTION_WATCH=1 node scripts/attention-check.mjs --part=stall; fi
 fi
 has time && st time 40 node scripts/attention-check.mjs --part=time
+if has ttft; then
+  for P in ${NBX_ATTN_TTFT_PROMPTS:-128 4096}; do
+    st "ttft_$P" 90 node dist/bench/decode.js --device cuda --shape "${NBX_ATTN_TTFT_SHAPE:-tinyllama}" --batch 1 --prompt "$P" --new-tokens 8 --warmup-tokens 8 --peers gpt-fast --peer-timeout 80 --json "$L/ttft_$P.json"
+  done
+fi
 {
   [ -f "$L/check.log" ] && { echo "== check"; grep -E '^(FAIL|precompiled|check:|device:)' "$L/check.log"; grep -iE 'error' "$L/check.log" | head -5; }
   [ -f "$L/stall.log" ] && { echo "== stall"; grep -E '^stall' "$L/stall.log"; tail -3 "$L/stall.log" | grep -v '^stall'; }
   [ -f "$L/stallwatch.log" ] && { echo "== stall (watch build)"; grep -E 'stall|WATCH|rror' "$L/stallwatch.log" | head -12; }
   [ -f "$L/time.log" ] && { echo "== kernel timings (TFLOP/s)"; grep -E '^time|precompiled' "$L/time.log"; grep -iE 'error' "$L/time.log" | head -3; }
+  for f in "$L"/ttft_*.log; do [ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -E '^\||TTFT|rror' "$f" | head -8; }; done
   [ -f "$L/bench.log" ] && { echo "== bench"; grep -E '^\|' "$L/bench.log"; grep -E 'first call|compiled or found|failed|FAILED' "$L/bench.log" | head -14; }
 } | tee -a "$S"
