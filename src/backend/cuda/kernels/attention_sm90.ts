@@ -485,8 +485,7 @@ ${P ? `    int w = atomicAdd(WQ, 1);
       *sItem = w;
       if (w >= items) { mbar_arrive(barQ); break; } // no more items: the consumers read an index past the end
       item(w);
-      const int wn = atomicAdd(WQ, 1); // the next item's index, fetched while this one loads` : `    {
-      const int w = blockIdx.x;
+      const int wn = atomicAdd(WQ, 1); // the next item's index, fetched while this one loads` : `    for (int w = blockIdx.x; w < blockIdx.x + 1; w++) {
       item(w);`}
       mbar_arrive_tx(barQ, ${BM * 2} * D_);
       #pragma unroll
@@ -675,8 +674,8 @@ ${PP ? `  // ping-pong: warpgroup cw issues its MMAs after named barrier 1 + cw 
 ` : ''}${P ? `  for (int it = 0; ; it++) {
     mbar_wait(barQ, it & 1, 0, it); // the item's index arrives with its Q
     const int w = *sItem;
-    if (w >= items) break;` : `  { // one item per block
-    const int it = 0, w = blockIdx.x;`}
+    if (w >= items) break;` : `  // one item per block (written as a loop: ptxas then allocates the masked D 256 builds without spills)
+  for (int w = blockIdx.x, it = 0; w < blockIdx.x + 1; w++, it++) {`}
     item(w);
     rowA = m0 + cw * 64 + warp * 16 + g;
     mb = MK + mo + b * msb + h * msh;
