@@ -97,7 +97,7 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
       ? [['bfloat16', 1], ['float16', 3], ...(f === 'int4' || f === 'q4_k' ? [['bfloat16', 8] as [string, number], ['bfloat16', 37] as [string, number]] : [])]
       : [['bfloat16', 1], ['bfloat16', 4], ['bfloat16', 8], ['float16', 3], ['float32', 2], ['bfloat16', 37]];
     // the tensor-core int4 kernel forced (the tuner may pick it on large shapes, which the check's are not)
-    if (f === 'int4' && device === 'cuda') cases.push(['bfloat16', 1, 'mma'], ['bfloat16', 8, 'mma-asym'], ['float16', 3, 'mma'], ['bfloat16', 1, 'mma-xs'], ['bfloat16', 8, 'mma-asym-xs']);
+    if (f === 'int4' && device === 'cuda') cases.push(['bfloat16', 1, 'mma'], ['bfloat16', 8, 'mma-asym'], ['float16', 3, 'mma'], ['bfloat16', 1, 'mma-xs'], ['bfloat16', 8, 'mma-asym-xs'], ['bfloat16', 1, 'mma-sum-xs'], ['float16', 3, 'mma-asym-sum-xs']);
     const cudaMod = device === 'cuda' ? await import('../src/backend/cuda/kernels/quant.js') : null;
     // the default stages x in shared memory (xs); the kernel with x from global memory forced too
     // and one warp per row group (kw 1) on a longer K, where the register kernel's unguarded rounds run
@@ -109,7 +109,7 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
     for (const [dt, m, impl] of cases) {
       const k = impl?.includes('-kw1') ? 4608 : K[f] ?? 2304, n = 72;
       const p = randomPacked(f, n, k, seed++, impl?.startsWith('mma') ? { asym: impl.startsWith('mma-asym'), groupSize: 128 } : { asym: f === 'int4' && (m === 4 || (quick && m === 3)), groupSize: m === 8 ? 64 : 128 });
-      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0 }); // kw 1 always: a launch argument
+      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0, ms: impl.includes('-sum') ? 1 : 0 }); // kw 1 always: a launch argument
       const w = toDevice(p, device);
       const r = lcg(seed++);
       const x = nbx.tensor(Array.from({ length: m * k }, () => r() * 2 - 1)).reshape([m, k]).to(dt as 'float32');
@@ -179,7 +179,7 @@ let deadline = Infinity;
 const overBudget = (): boolean => now() > deadline;
 
 /** A CUDA GEMV configuration as the log shows it: 'mma', 'vec/kw4', 'fma/kw2' (the tile kernel; r·s· when forced). */
-const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? `mma${c.xs === 1 ? '/xs' : ''}`
+const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? `mma${c.xs === 1 ? '/xs' : ''}${c.ms === 1 ? '/sum' : ''}`
   : c.impl === 'svec' || c.impl === 'smma' || c.impl === 'sfma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}${c.pf === 0 ? '/nopf' : ''}`
   : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.U !== undefined ? `/U${String(c.U)}` : ''}`);
 
@@ -217,7 +217,7 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             // every kernel that takes the format at every kw (the tile kernel at its per-format shape)
             // the streaming kernels at ring × blocks per SM, and once without their L2 prefetch (pf 0)
             // x from global memory and staged in shared memory (xs), and the streaming kernels with --sweep-stream
-            const cfgs: Record<string, string | number>[] = f === 'int4' ? [{ impl: 'mma', kw: 1, xs: 0 }, { impl: 'mma', kw: 1, xs: 1 }] : [];
+            const cfgs: Record<string, string | number>[] = f === 'int4' ? [{ impl: 'mma', kw: 1, xs: 0 }, { impl: 'mma', kw: 1, xs: 1 }, { impl: 'mma', kw: 1, xs: 1, ms: 1 }] : [];
             if (sweepStream) {
               if (f === 'int4') for (const [ring, bps, pf] of [[4, 2, 0], [8, 1, 0]]) cfgs.push({ impl: 'smma', kw: 1, ring, bps, pf });
               if (cudaMod.VEC_FORMATS.includes(f)) for (const [ring, bps, pf] of [[2, 2, 0], [4, 2, 0]]) cfgs.push({ impl: 'svec', kw: 1, ring, bps, pf });

@@ -172,10 +172,12 @@ test('x in shared memory (xs): register, tensor-core and tile kernels, every x d
       forceQuantGemvConfig({ impl: 'vec', kw: 1, xs: 0 });
       check(f, dt, m, 5, k, seed++, { groupSize: f === 'int4' ? 128 : undefined });
     }
-    for (const [dt, m, asym] of [['bfloat16', 1, false], ['float16', 3, true], ['bfloat16', 8, false]] as [DT, number, boolean][]) {
-      forceQuantGemvConfig({ impl: 'mma', kw: 1, xs: 1 });
-      check('int4', dt, m, 24, 512, seed++, { groupSize: 128, asym, bias: true });
-      assert.equal(lastQuantGemvConfig()?.impl, 'mma');
+    for (const ms of [0, 1]) {
+      for (const [dt, m, asym, k] of [['bfloat16', 1, false, 512], ['float16', 3, true, 512], ['bfloat16', 8, false, 512], ['bfloat16', 2, true, 5120]] as [DT, number, boolean, number][]) {
+        forceQuantGemvConfig({ impl: 'mma', kw: 1, xs: 1, ms }); // K 5120: 40 chunks, whole rounds then the rest
+        check('int4', dt, m, 24, k, seed++, { groupSize: 128, asym, bias: true });
+        assert.equal(lastQuantGemvConfig()?.impl, 'mma');
+      }
     }
     for (const f of ['q8_0', 'q6_k', 'q4_0', 'q3_k'] as QuantFormat[]) {
       for (const [dt, m, kw] of [['bfloat16', 1, 1], ['float16', 5, 2]] as [DT, number, number][]) {

@@ -302,9 +302,10 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'ring', values: [2, 3, 4, 6, 8], movesBits: false, doc: "the streaming kernels' K steps in flight: register ring slots per lane and row ('svec', 'smma'), shared-memory stages per warp ('sfma')" },
     { name: 'bps', values: [1, 2], movesBits: true, doc: "the streaming kernels' resident blocks per SM (the grid is bps × SMs; it decides the split of K)" },
     { name: 'pf', values: [0, 1], movesBits: false, doc: "whether the streaming kernels prefetch the start of each block's run into L2 before the grid-dependency wait" },
+    { name: 'ms', values: [0, 1], movesBits: true, doc: "'mma' with x staged (xs): nibble pairs as magic + q (one LOP3 a pair) and the offset taken off through Σx from an all-ones mma, instead of a packed FMA a pair" },
     { name: 'xs', values: [0, 1], movesBits: false, doc: "whether 'vec', 'mma' and 'fma' stage x in shared memory (where m·K fits XS_MAX_BYTES), keeping their weight loads in flight" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, xs: 1 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -943,9 +944,9 @@ function mmaChunkViaSum(bf: boolean, asym: boolean): string {
  * z·Σx) into float32 sums, which the warps combine in shared memory in warp order: a fixed order, the
  * same bits every run.
  */
-export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, xs = false): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, xs = false, viaSum = false): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16', T = R.storageType(d);
-  if (xs) return mmaXsSource(asym, d, U);
+  if (xs) return mmaXsSource(asym, d, U, viaSum);
   const src = `${HELPERS}
 ${mmaPrelude(bf, asym)}extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
   const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
@@ -1010,10 +1011,10 @@ ${mmaChunk(bf, asym)}      }
  * The tensor-core kernel with x in shared memory (xStage): the first ring of chunks loaded before the
  * grid-dependency wait, unconditional loads (past the row's end: its last chunk again, never used).
  */
-function mmaXsSource(asym: boolean, d: 'float16' | 'bfloat16', U: number): { src: string; name: string; sig: ArgType[] } {
+function mmaXsSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, viaSum: boolean): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16', T = R.storageType(d);
   const src = `${HELPERS}
-${mmaPrelude(bf, asym)}
+${mmaPrelude(bf, asym, viaSum)}
 extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
   const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
   int m, int n, int K, long long rowBytes, int sRow, int gshift) {
@@ -1043,7 +1044,7 @@ ${xStage(T)}
     for (int u = 0; u < ${U}; u++) {
       const int c = c0 + u * ${WARPS};
       {
-${mmaChunk(bf, asym)}      }
+${mmaChunk(bf, asym, viaSum)}      }
       NBXQ_MMA_LOAD(u, c + ${WARPS * U})
     }
   }
@@ -1052,7 +1053,7 @@ ${mmaChunk(bf, asym)}      }
     for (int u = 0; u < ${U}; u++) {
       const int c = c0 + u * ${WARPS};
       if (c < nch) {
-${mmaChunk(bf, asym)}      }
+${mmaChunk(bf, asym, viaSum)}      }
       NBXQ_MMA_LOAD(u, c + ${WARPS * U})
     }
   }
@@ -1569,7 +1570,7 @@ export const streamGrid = (t: number, bps: number, sms: number): number => Math.
  * not beat these under timeColdL2.)
  */
 export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount): Config {
-  const base = { ring: 4, bps: 2, pf: 0, xs: 1 };
+  const base = { ring: 4, bps: 2, pf: 0, ms: 0, xs: 1 };
   const impl = vecOk(c, p) ? 'vec' : 'fma';
   const w = gemvWork(c, p, impl);
   return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms), ...base };
@@ -1607,7 +1608,8 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   const dyn = (k: ReturnType<CudaBackend['kernel']>): number => { if (xsb > 0) k.setMaxDynamicSharedMemory(XS_MAX_BYTES); return xsb; };
   if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
     const d = c.d as 'bfloat16' | 'float16';
-    const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${MMA_CHUNKS}:${xs}`, () => quantGemvMmaSource(c.asym, d, MMA_CHUNKS, xs));
+    const ms = xs && cfg.ms === 1;
+    const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${MMA_CHUNKS}:${xs}:${ms}`, () => quantGemvMmaSource(c.asym, d, MMA_CHUNKS, xs, ms));
     be.launch(k, Math.ceil(c.n / 16), THREADS,
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, log2(c.gsize)], dyn(k));
     return;
@@ -1692,6 +1694,7 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
   // x from global memory (where x fits shared memory, the default stages it), and int4's tensor-core kernel
   if (quantXsBytes(p.m, c.k, c.d) > 0) out.push({ ...d, xs: 0 });
   if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1 });
+  if (quantMmaOk(c, p) && quantXsBytes(p.m, c.k, c.d) > 0) out.push({ ...d, impl: 'mma', kw: 1, ms: 1 });
   return out;
 }
 
@@ -1786,6 +1789,7 @@ export function allQuantSources(): { label: string; src: string; name: string; s
         if (f === 'int4' && d !== 'float32') {
           out.push({ label: `mma:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS) });
           out.push({ label: `mmaxs:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS, true) });
+          out.push({ label: `mmaxs:sum:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS, true, true) });
           for (const mr of [1, 8]) for (const [ring, bps] of [[4, 2], [8, 1]]) out.push({ label: `smma:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamMmaSource(asym, d, mr, ring!, bps!) });
         }
         out.push({ label: `dequant:${f}:${asym}:${d}`, ...(GEOM[f].external ? dequantSimpleSource(f as 'int8', asym, d) : dequantBlocksSource(f, d)) });
