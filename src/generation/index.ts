@@ -7,7 +7,6 @@
 import type { CausalLM } from '../models/types.js';
 import { Tensor } from '../tensor/tensor.js';
 import { scope } from '../tensor/storage.js';
-import type { StorageArray } from '../dtype/storage.js';
 import { DeviceLimitError, DTypeError, ShapeError, UnsupportedError, ValueError } from '../errors.js';
 import { argmax as nbxArgmax } from '../ops/reduce.js';
 import { rand as nbxRand } from '../ops/random.js';
@@ -223,7 +222,7 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
      */
     let queued: { logits: Tensor; next: Tensor | null } | null = null;
     const pipelined = (curLen: number): boolean => fast !== null && fast.fallbackReason === null && greedy && rowSampling === null
-      && device.type === 'cuda' && curLen < maxLength && !hasProcessors(cfg, curLen, promptLength) && !unfinished.includes(false);
+      && device.type === 'cuda' && process.env.NBX_DECODE_PIPELINE !== '0' && curLen < maxLength && !hasProcessors(cfg, curLen, promptLength) && !unfinished.includes(false);
     for (let cur = promptLength, step = 1; ; cur++, step++) {
       let logits: Tensor;
       /** Logits of a static decoder's step belong to it (rewritten by its next step). */
@@ -248,10 +247,9 @@ export async function* generateSteps(model: CausalLM, input: GenerateInput | Pre
       let chosen: number[] | null = null;
       try {
         if (next !== null && (rowSampling !== null || !hasProcessors(cfg, cur, promptLength))) {
-          const read: Promise<StorageArray> = next.dataStorage(); // queued now: the copy precedes the next step, which rewrites `next`
+          const read = fast!.readNext(next); // queued now: the copies precede the next step, which rewrites `next`
           if (pipelined(cur + 1)) queued = fast!.stepFromDevice();
-          chosen = Array.from(await read as BigInt64Array, Number);
-          fast!.checkErrors();
+          chosen = await read;
         } else if (onDeviceArgmax && !hasProcessors(cfg, cur, promptLength)) {
           chosen = await deviceArgmax(logits);
           if (chosen === null) onDeviceArgmax = false;

@@ -94,6 +94,8 @@ export class StaticDecoder {
   private webgpuGraph: WebGPUGraph | null = null;
   /** stepFromDevice()'s advance of the inputs, recorded against webgpuGraph's outputs. */
   private advanceGraph: WebGPUGraph | null = null;
+  /** The same advance as a CUDA graph. */
+  private cudaAdvance: CUDAGraph | null = null;
   private out: StaticStepResult | null = null;
   private ropeSeen: unknown[] = [];
   private steps = 0;
@@ -184,10 +186,17 @@ export class StaticDecoder {
       this.positions.add_(1);
       this.writeIndex.add_(1);
     });
+    // the replayed step's outputs are fixed buffers: the advance reading them is recorded once too (three
+    // eager launches cost the host more than a replay, and the host's time is what a queued step hides)
     if (this.webgpuGraph) {
-      // the replayed step's outputs are fixed buffers: the advance reading them is recorded once too
       if (this.advanceGraph) this.advanceGraph.replay();
       else { const g = new WebGPUGraph(backendFor(this.model.device) as unknown as WebGPUGraphBackend); captureWebGPU(g, advance); this.advanceGraph = g; }
+    } else if (this.graph) {
+      if (this.cudaAdvance) this.cudaAdvance.replay();
+      else { // a capture records the work without running it: replayed once captured
+        const g = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost);
+        try { captureGraph(g, advance); this.cudaAdvance = g; g.replay(); } catch (e) { if (!(e instanceof GraphCaptureError)) throw e; g.reset(); advance(); }
+      }
     } else advance();
     const out = this.run();
     this.cache.advance(1);
@@ -294,6 +303,7 @@ export class StaticDecoder {
     this.graph?.reset(); this.graph = null;
     this.webgpuGraph?.reset(); this.webgpuGraph = null;
     this.advanceGraph?.reset(); this.advanceGraph = null;
+    this.cudaAdvance?.reset(); this.cudaAdvance = null;
     this.recording = null;
   }
 
@@ -305,6 +315,18 @@ export class StaticDecoder {
 
   /** Index checks of the last replay (an out-of-range token id raises here). */
   checkErrors(): void { this.graph?.checkErrors(); this.webgpuGraph?.checkErrors(); }
+
+  /**
+   * The ids of a step's `next` (its last step's, when called right after it) and its deferred checks, both
+   * copies queued at the call, so a step queued afterwards (stepFromDevice) runs while they come back.
+   */
+  async readNext(next: Tensor): Promise<number[]> {
+    const ids = next.dataStorage();
+    const errors = this.graph ? this.graph.checkErrorsQueued() : null;
+    const got = await ids;
+    if (errors) await errors; else this.checkErrors();
+    return Array.from(got as BigInt64Array, Number);
+  }
 
   /** Graph nodes and replays, for benchmarks and tests. */
   stats(): { captured: boolean; nodes: number; replays: number; fallbackReason: string | null } {

@@ -42,6 +42,8 @@ export interface StaticDecoderLike {
   step(tokens: readonly number[], positions: readonly number[], sampling?: { rows: readonly RowSampling[]; uniforms: readonly number[] }): { logits: Tensor; next: Tensor | null };
   /** The next greedy step fed from the device (the last step's argmax; positions and cache index plus one), queued without a host read. */
   stepFromDevice(): { logits: Tensor; next: Tensor | null };
+  /** A step's `next` ids on the host and its deferred checks raised, both copies queued at the call. */
+  readNext(next: Tensor): Promise<number[]>;
   checkErrors(): void;
 }
 

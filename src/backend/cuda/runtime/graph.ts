@@ -36,6 +36,8 @@ export interface GraphHost {
   alloc(dtype: DTypeName, numel: number): CudaBuffer;
   free(buf: unknown): void;
   downloadSync(buf: unknown, dtype: DTypeName, offset: number, numel: number): StorageArray;
+  /** Queues the copy when called; resolves once it has arrived (work queued later does not delay it). */
+  download(buf: unknown, dtype: DTypeName, offset: number, numel: number): Promise<StorageArray>;
 }
 
 /** The capture in progress: what the backend and kernels consult while recording. */
@@ -158,6 +160,21 @@ export class CUDAGraph {
     if (v !== 0n) {
       throw new IndexError(st.checks.join(' / '), `an index was out of range during the replay of a CUDA graph (checked by ${st.checks.join(', ')}); that replay's outputs are not valid`);
     }
+  }
+
+  /**
+   * checkErrors() without blocking: the error word's copy is queued now (behind the last replay, before
+   * anything queued later), and the promise raises as checkErrors() once it has arrived.
+   */
+  checkErrorsQueued(): Promise<void> {
+    const st = this.state;
+    if (st === null || st.checks.length === 0 || this.replays === 0) return Promise.resolve();
+    const word = this.be.download(st.errBuf, 'int64', 0, 1);
+    return word.then((w) => {
+      if ((w as BigInt64Array)[0]! !== 0n) {
+        throw new IndexError(st.checks.join(' / '), `an index was out of range during the replay of a CUDA graph (checked by ${st.checks.join(', ')}); that replay's outputs are not valid`);
+      }
+    });
   }
 
   /** Nodes of the captured graph (kernels, copies, memsets), and replays so far. */
