@@ -403,9 +403,15 @@ const ROUTED_ON_DEVICE_MAX_TOKENS = 16;
 const DENSE_EXPERTS_MAX_TOKENS = 128;
 /**
  * Rows per block of the grouped path (nbx.llm.moe_align's block size, the grouped GEMM's row tile): each
- * expert's group is padded to a multiple of it, about E·(BS/2) rows of padding per layer.
+ * expert's group is padded to a multiple of it, about E·(BS/2) rows of padding per layer. 64, and 128 from
+ * GROUPED_EXPERTS_BLOCK128_ROWS routed rows per expert on average (N·k/E). Measured on the H200 (BENCHMARKS.md,
+ * sixth session; one Mixtral-8x7B layer, the Hopper kernel's warp-specialized tiles): 512 tokens (128 rows an
+ * expert) 1.62 ms at block 64 vs 1.92 at 128; 2048 tokens (512 rows) 4.41 vs 4.28 ms. The grouped path beat the
+ * host-routed loop at every measured prompt (256-4096 tokens: 3.2x to 1.5x; 1.02x at worst, 2048 tokens, with
+ * the earlier non-specialized 64-row tile), so prompts above DENSE_EXPERTS_MAX_TOKENS always take it where the
+ * kernel exists; at 32-128 tokens the dense path measured faster (0.87-1.01 ms vs 1.13-1.24 grouped).
  */
-const GROUPED_EXPERTS_BLOCK = 64;
+const GROUPED_EXPERTS_BLOCK = 64, GROUPED_EXPERTS_BLOCK128_ROWS = 512;
 
 /** The experts of one MoE layer as transformers 5 holds them: gate_up_proj [E, 2I, H], down_proj [E, H, I]. */
 export class Experts extends Module {
@@ -449,13 +455,14 @@ export class Experts extends Module {
       for (let j = 1; j < k; j++) out = out.add(contrib.select(1, j));
       return out.contiguous();
     }
-    if (N > DENSE_EXPERTS_MAX_TOKENS && groupedExpertKernel(x, GROUPED_EXPERTS_BLOCK)) {
+    const BS = (N * k) / this.num_experts >= GROUPED_EXPERTS_BLOCK128_ROWS && groupedExpertKernel(x, 128) ? 128 : GROUPED_EXPERTS_BLOCK;
+    if (N > DENSE_EXPERTS_MAX_TOKENS && groupedExpertKernel(x, BS)) {
       // A prompt where the backend has the grouped GEMM (vLLM's fused_moe): the slots grouped by expert
       // on the device (nbx.llm.moe_align), then one launch per projection for every expert; the routing
       // weight multiplies in the down projection's epilogue. The routing never goes to the host (only the
       // kernels' error words are read after each eager launch, as expert_linear's; a CUDA graph defers them).
-      const [sorted, blockExperts, total] = nbx.llm.moe_align(indices, this.num_experts, GROUPED_EXPERTS_BLOCK) as [Tensor, Tensor, Tensor];
-      const opts = { top_k: k, block_size: GROUPED_EXPERTS_BLOCK };
+      const [sorted, blockExperts, total] = nbx.llm.moe_align(indices, this.num_experts, BS) as [Tensor, Tensor, Tensor];
+      const opts = { top_k: k, block_size: BS };
       const gu = nbx.llm.grouped_expert_linear(x, this.gate_up_proj, sorted, blockExperts, total, opts); // [N, k, 2I]
       const act = gatedActName(this.act);
       let h: Tensor;

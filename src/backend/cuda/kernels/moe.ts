@@ -338,12 +338,14 @@ export interface Gemm90Tile { bm: number; bn: number; stages: number; ws: boolea
 export const gemm90Threads = (t: Gemm90Tile): number => (t.ws ? 384 : 256);
 /**
  * The tile for a block size: 128 x 256 at block size 128 (a warpgroup's m64n256: 128 accumulators a
- * thread), 64 x 256 at 64 (two warpgroups side by side, m64n128 each), 4 slots, not warp-specialized;
+ * thread), 64 x 256 at 64 (two warpgroups side by side, m64n128 each), 4 slots, warp-specialized;
  * NBX_MOE_GEMM90_TILE="bm,bn,stages[,ws]" (bm 64/128 dividing the block size, bn 128/256, 3-5 stages within
  * 227 KiB) picks another, for measuring.
  */
 export function gemm90Tile(bs: number, spec = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NBX_MOE_GEMM90_TILE): Gemm90Tile {
-  let t: Gemm90Tile = { bm: bs >= 128 ? 128 : 64, bn: 256, stages: 4, ws: false };
+  // warp-specialized by default: on the H200 (BENCHMARKS.md, sixth session) the Mixtral layer's grouped path took
+  // 1.62 ms (64,256,4,ws) vs 2.80 (64,256,4) at 512 tokens, 4.28 ms (128,256,4,ws) vs 4.51 (128,256,4) at 2048
+  let t: Gemm90Tile = { bm: bs >= 128 ? 128 : 64, bn: 256, stages: 4, ws: true };
   if (spec) {
     const f = spec.split(','), v = f.slice(0, 3).map(Number);
     const c: Gemm90Tile = { bm: v[0]!, bn: v[1]!, stages: v[2]!, ws: f[3] === 'ws' };
