@@ -7,9 +7,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as nbx from '../src/index.js';
-import { StaticDecoder } from '../src/models/static_decode.js';
+import { StaticDecoder, decodeStepMode } from '../src/models/static_decode.js';
 import type { CausalLMModel } from '../src/models/causal_lm.js';
-import { IndexError, ShapeError } from '../src/errors.js';
+import { IndexError, ShapeError, ValueError } from '../src/errors.js';
 import { skip } from './cuda_compare.js';
 
 const CONFIG = {
@@ -65,6 +65,13 @@ test('fused_decode_step on the CPU (its composite) equals the static decoder\'s 
   } finally { model.dispose(); }
 });
 
+test('NBX_DECODE_STEP: auto (unset), fused/on/phases, off/0; anything else is a ValueError naming the choices', () => {
+  assert.equal(decodeStepMode({}), 'auto');
+  assert.equal(decodeStepMode({ NBX_DECODE_STEP: 'phases' }), 'fused');
+  assert.equal(decodeStepMode({ NBX_DECODE_STEP: 'OFF' }), 'off');
+  assert.throws(() => decodeStepMode({ NBX_DECODE_STEP: 'fast' }), (e: unknown) => e instanceof ValueError && /auto, fused, phases, off/.test(e.message));
+});
+
 /** Greedy tokens and last logits of `steps` static-decoder steps on CUDA under NBX_DECODE_STEP=`mode`. */
 async function decodeCuda(model: CausalLMModel, mode: string, steps: number): Promise<{ toks: number[]; logits: number[]; keys: number[] }> {
   const was = process.env.NBX_DECODE_STEP;
@@ -101,6 +108,17 @@ test('CUDA decode_step kernel: the op-by-op step\'s tokens, logits and cache (bf
       const kd = r.keys.reduce((m, v, i) => Math.max(m, Math.abs(v - off.keys[i]!)), 0);
       assert.ok(kd <= 2e-2, `${mode}: layer 1's cached keys differ by ${kd}`);
     }
+  } finally { model.dispose(); }
+});
+
+test('CUDA static decoder, NBX_DECODE_STEP unset (auto): both step graphs timed, the faster kept; the op-by-op step\'s tokens', { skip }, async () => {
+  const model = nbx.models.fromConfig(CONFIG, { device: 'cuda', dtype: 'bfloat16', seed: 0 });
+  try {
+    const off = await decodeCuda(model, 'off', 6);
+    const auto = await decodeCuda(model, 'auto', 6);
+    assert.deepEqual(auto.toks, off.toks, 'tokens');
+    const md = auto.logits.reduce((m, v, i) => Math.max(m, Math.abs(v - off.logits[i]!)), 0);
+    assert.ok(md <= 2e-2, `last logits differ by ${md}`);
   } finally { model.dispose(); }
 });
 

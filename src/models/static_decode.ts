@@ -30,7 +30,8 @@
 import * as nbx from '../index.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { backendFor } from '../backend/backend.js';
-import { GraphCaptureError } from '../errors.js';
+import { GraphCaptureError, ValueError } from '../errors.js';
+import { autotuneMode, tuneSync } from '../autotune/index.js';
 import type { KVCacheBuffers } from './cache.js';
 import type { DecoderModel, LayerCache, LayerContext } from './decoder.js';
 import type { ModelConfig } from './config.js';
@@ -111,6 +112,12 @@ export class StaticDecoder {
   private readonly sampling: RowSamplingState | null;
   /** What the recorded step's sampler computes (samplingModeOf the rows it was given). */
   private samplingMode: SamplingMode = 'sorted';
+  /** Steps take nbx.llm.fused_decode_step (decodeStepMode(); 'auto' decides at the first capture). */
+  private fused: boolean;
+  /** The step path is still to be chosen by timing both (decodeStepMode() 'auto' on CUDA, batch 1). */
+  private autoFused: boolean;
+  /** Whether the last forward() ran the whole-step op (the model and device took it). */
+  private tookFused = false;
 
   /**
    * `greedy`: each step also records the argmax; `sample`: each step draws the next ids on the device
@@ -130,6 +137,9 @@ export class StaticDecoder {
     this.notPadding = nbx.keep(nbx.ones([batch, capacity], { dtype: 'bool', device }));
     this.cacheIndex = nbx.keep(nbx.arange(0, capacity, { dtype: 'int64', device }).unsqueeze(0));
     this.sampling = sample && !greedy ? new RowSamplingState(batch, device, model.cfg.vocab_size) : null;
+    const mode = decodeStepMode();
+    this.fused = batch === 1 && mode === 'fused';
+    this.autoFused = batch === 1 && mode === 'auto' && device.type === 'cuda' && autotuneMode() !== 'off';
   }
 
   /** Starts a generation: the cache forgets its positions, `promptMask` rows ([B][P] of 0/1, or null) give the padding. */
@@ -224,7 +234,14 @@ export class StaticDecoder {
     if (this.out && !this.graph) { this.out.logits.dispose(); this.out.next?.dispose(); }
     // on CUDA, the kernels a capture records (small elementwise ops unbatched), compiled and tuned now
     const be = backendFor(this.model.device) as { unbatched?: <T>(fn: () => T) => T };
-    this.out = warmup && be.unbatched ? be.unbatched(() => this.forward()) : this.forward();
+    const run = (): StaticStepResult => {
+      if (warmup && this.autoFused) { // the whole-step kernel compiled (and its op taken, or not) before the capture times it
+        const o = this.forward(true);
+        if (this.tookFused) { o.logits.dispose(); o.next?.dispose(); } else this.autoFused = false;
+      }
+      return this.forward();
+    };
+    this.out = warmup && be.unbatched ? be.unbatched(run) : run();
     return this.out;
   }
 
@@ -242,6 +259,7 @@ export class StaticDecoder {
         const g = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost);
         out = captureGraph(g, () => this.forward());
         this.graph = g;
+        if (this.autoFused) out = this.chooseStep(out);
       }
       if (this.out) { this.out.logits.dispose(); this.out.next?.dispose(); }
       this.out = out;
@@ -255,7 +273,7 @@ export class StaticDecoder {
   }
 
   /** The step itself: the model's forward over the fixed-size cache, logits and (greedy) their argmax. */
-  private forward(): StaticStepResult {
+  private forward(fused = this.fused): StaticStepResult {
     const m = this.model, cfg = m.cfg, B = this.batch;
     return nbx.scope(() => {
       const written = this.cacheIndex.le(this.writeIndex); // [1, C]
@@ -267,7 +285,8 @@ export class StaticDecoder {
         masks.sliding_attention = { mask: attend.logical_and(inWindow).view([B, 1, 1, this.capacity]), isCausal: false };
       }
       // batch 1 where the device has the whole-step kernel: one launch (nbx.llm.fused_decode_step)
-      const one = B === 1 && decodeStepEnabled() ? this.fusedStep() : null;
+      const one = B === 1 && fused ? this.fusedStep() : null;
+      this.tookFused = one !== null;
       if (one) {
         this.sampling?.markSeen(this.ids);
         const next = this.greedy ? one[1] : this.sampling ? sampleRows(one[0].view([B, one[0].shape[2]!]), this.sampling.tensors, this.samplingMode) : null;
@@ -285,6 +304,49 @@ export class StaticDecoder {
       const next = this.greedy ? argmaxRows(last) : this.sampling ? sampleRows(last, this.sampling.tensors, this.samplingMode) : null;
       return next ? { logits, next } : { logits, next: null };
     });
+  }
+
+  /**
+   * decodeStepMode() 'auto': the step captured again through nbx.llm.fused_decode_step, both graphs timed
+   * (replays of one step are idempotent: the same keys and values at the same index), and the faster one
+   * kept. The autotuner's caches keep the choice per device and model shape (key STEP_PATH), so later
+   * decoders capture only the chosen one. Measured on the H200 (BENCHMARKS.md): the whole-step kernel is
+   * faster at the TinyLlama shape and slower at Llama-3-8B's, so no rule of shape decides it.
+   */
+  private chooseStep(ops: StaticStepResult): StaticStepResult {
+    this.autoFused = false;
+    const be = backendFor(this.model.device) as unknown as GraphHost & { tuning?: { deviceKey: string }; ctx: { info?: { name?: string } } };
+    if (!be.tuning) return ops;
+    const cfg = this.model.cfg, kv = this.cache.buffers(0).keys;
+    const shape = `L${cfg.num_hidden_layers}xH${cfg.hidden_size}xI${cfg.intermediate_size}xA${cfg.num_attention_heads}/${cfg.num_key_value_heads}` +
+      `xD${kv.shape[3]}xV${cfg.vocab_size}xC${2 ** Math.ceil(Math.log2(this.capacity))}`;
+    const opsGraph = this.graph!;
+    let fusedRun: { graph: CUDAGraph; out: StaticStepResult } | null = null;
+    const fusedGraph = (): CUDAGraph => {
+      if (!fusedRun) {
+        const g = new CUDAGraph(be);
+        const out = captureGraph(g, () => this.forward(true));
+        fusedRun = { graph: g, out };
+      }
+      return fusedRun.graph;
+    };
+    const r = tuneSync(STEP_PATH, { shape, dtype: kv.dtype.name, device: be.tuning.deviceKey }, [{ step: 'ops' }, { step: 'fused' }],
+      (c) => (c.step === 'fused' ? fusedGraph() : opsGraph).timeReplays(4), { deviceLabel: be.ctx.info?.name });
+    const drop = (x: { graph: CUDAGraph; out: StaticStepResult }): void => { x.out.logits.dispose(); x.out.next?.dispose(); x.graph.reset(); };
+    if (process.env.NBX_DEBUG) {
+      const t = (r.entry?.tried ?? []).map((c) => `${c.config.step} ${c.timeMs.toFixed(4)} ms`).join(', ');
+      process.stderr.write(`nbx: decode steps take the ${r.config.step === 'fused' ? 'whole-step kernel' : 'op-by-op graph'} (${r.source}${t ? `: ${t}` : ''})\n`);
+    }
+    this.tookFused = r.config.step === 'fused';
+    if (!this.tookFused) {
+      if (fusedRun) drop(fusedRun);
+      return ops;
+    }
+    fusedGraph();
+    drop({ graph: opsGraph, out: ops });
+    this.graph = fusedRun!.graph;
+    this.fused = true;
+    return fusedRun!.out;
   }
 
   /** The step as nbx.llm.fused_decode_step where the model's layers and lm_head are that op's and the device has its kernel, else null. */
@@ -329,9 +391,9 @@ export class StaticDecoder {
   }
 
   /** Graph nodes and replays, for benchmarks and tests. */
-  stats(): { captured: boolean; nodes: number; replays: number; fallbackReason: string | null } {
+  stats(): { captured: boolean; nodes: number; replays: number; fallbackReason: string | null; step: 'fused' | 'ops' } {
     const s = this.graph?.stats() ?? this.webgpuGraph?.stats() ?? this.recording?.stats();
-    return { captured: this.replayable, nodes: s?.nodes ?? 0, replays: s?.replays ?? 0, fallbackReason: this.fallbackReason };
+    return { captured: this.replayable, nodes: s?.nodes ?? 0, replays: s?.replays ?? 0, fallbackReason: this.fallbackReason, step: this.tookFused ? 'fused' : 'ops' };
   }
 
   get isDisposed(): boolean { return this.disposed; }
@@ -363,14 +425,21 @@ export const CPU_CAPACITY_BUCKET = 32;
  * step recordings (NBX_CPU_REPLAY=0) and WebGPU step graphs (NBX_WEBGPU_REPLAY=0).
  */
 /**
- * Whether batch-1 steps take nbx.llm.fused_decode_step where they can: NBX_DECODE_STEP=fused (one launch) or
- * phases (a launch per phase). Off by default: on the H200 the whole-step kernel still measured slower than
- * the op-by-op step (BENCHMARKS.md, fifth session).
+ * How batch-1 decode steps run where nbx.llm.fused_decode_step can take them: NBX_DECODE_STEP=fused (or on,
+ * phases: the whole-step kernel, one launch or a launch per phase), off (the op-by-op step), or auto (unset:
+ * on CUDA, both captured and timed at the first capture, the faster kept; elsewhere, and with
+ * NBX_AUTOTUNE=off, the op-by-op step).
  */
-export function decodeStepEnabled(): boolean {
-  const v = process.env.NBX_DECODE_STEP;
-  return v === 'fused' || v === 'phases' || v === 'on';
+export function decodeStepMode(env: NodeJS.ProcessEnv = process.env): 'fused' | 'off' | 'auto' {
+  const v = env.NBX_DECODE_STEP?.trim().toLowerCase();
+  if (v === undefined || v === '' || v === 'auto') return 'auto';
+  if (v === 'fused' || v === 'phases' || v === 'on' || v === '1') return 'fused';
+  if (v === 'off' || v === '0') return 'off';
+  throw new ValueError('StaticDecoder', `NBX_DECODE_STEP=${JSON.stringify(env.NBX_DECODE_STEP)} is not one of auto, fused, phases, off`);
 }
+
+/** The autotuner's record of the step path: { step: 'ops' | 'fused' } per device and model shape. */
+const STEP_PATH = { name: 'decode.step_path', defaultConfig: { step: 'ops' } };
 
 export function replayEnabled(device: Device): boolean {
   if (device.type === 'cuda') return process.env.NBX_CUDA_GRAPHS !== '0';

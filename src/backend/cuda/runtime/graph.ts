@@ -177,6 +177,21 @@ export class CUDAGraph {
     });
   }
 
+  /**
+   * Milliseconds per replay of `n` replays queued back to back (events around them; waits for them), for a
+   * choice between graphs of the same work. Replays change what the graph writes, as replay() does.
+   */
+  timeReplays(n: number): number {
+    const ctx = this.be.ctx, start = ctx.createEvent({ timing: true }), end = ctx.createEvent({ timing: true });
+    try {
+      start.record(this.be.stream);
+      for (let i = 0; i < n; i++) this.replay();
+      end.record(this.be.stream);
+      end.synchronize();
+      return end.elapsedSince(start) / n;
+    } finally { start.destroy(); end.destroy(); }
+  }
+
   /** Nodes of the captured graph (kernels, copies, memsets), and replays so far. */
   stats(): { nodes: number; replays: number; deferredChecks: number } {
     return { nodes: this.nodes, replays: this.replays, deferredChecks: this.state?.checks.length ?? 0 };
