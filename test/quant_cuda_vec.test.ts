@@ -155,6 +155,23 @@ test('streaming tile GEMV (sfma): every GGUF block format, m = 1..8, split K acr
   } finally { forceQuantGemvConfig(null); }
 });
 
+test('double-buffered rounds (db): register kernel (U 2/4, kw 1/2) and int4 tensor-core kernel, pairs of whole rounds then the guarded rest, the same bits twice', { skip }, () => {
+  let seed = 600;
+  try {
+    // K long enough for at least one pair of whole rounds per warp and a partial round after it
+    for (const [f, k, dt, m, kw, U] of [['int8', 5120, 'bfloat16', 1, 1, 4], ['int8', 2560, 'float16', 3, 2, 2], ['int4', 10240, 'bfloat16', 1, 1, 4],
+      ['fp8_e4m3', 2560, 'bfloat16', 8, 1, 2], ['q4_k', 5120, 'bfloat16', 1, 1, 2], ['q5_k', 2560, 'float32', 2, 1, 2]] as [QuantFormat, number, DT, number, number, number][]) {
+      forceQuantGemvConfig({ impl: 'vec', kw, xs: 1, db: 1, U });
+      check(f, dt, m, 5, k, seed++, { bias: true, groupSize: f === 'int4' ? 128 : undefined, asym: f === 'int4' });
+    }
+    for (const [dt, m, asym, U, ms] of [['bfloat16', 1, false, 2, 1], ['float16', 3, true, 2, 0], ['bfloat16', 8, true, 3, 1]] as [DT, number, boolean, number, number][]) {
+      forceQuantGemvConfig({ impl: 'mma', kw: 1, xs: 1, ms, db: 1, U }); // K 5120: 40 chunks
+      check('int4', dt, m, 24, 5120, seed++, { groupSize: 128, asym, bias: true });
+      assert.equal(lastQuantGemvConfig()?.impl, 'mma');
+    }
+  } finally { forceQuantGemvConfig(null); }
+});
+
 test('x in shared memory (xs): register, tensor-core and tile kernels, every x dtype, m = 1..8, kw 1/2/8, bias, ragged N, the same bits twice', { skip }, () => {
   let seed = 500;
   try {

@@ -145,6 +145,16 @@ __device__ __forceinline__ uint4 nbxq_ld16(const unsigned char* p) {
   uint4 v; asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p)); return v;
 #endif
 }
+// the same load where c holds (a predicated instruction, no branch: the double-buffered loops' last
+// refill of a round that does not exist issues nothing); v keeps its old value where c is false
+__device__ __forceinline__ void nbxq_ld16p(uint4& v, const unsigned char* p, bool c) {
+#ifdef NBX_EMU
+  if (c) v = *reinterpret_cast<const uint4*>(p);
+#else
+  asm volatile("{ .reg .pred p_; setp.ne.b32 p_, %4, 0; @p_ ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%5]; }"
+    : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w) : "r"((int)c), "l"(p));
+#endif
+}
 // e4m3fn: sign and the 7 exponent/mantissa bits moved to float32's positions, times 2^120 (subnormals
 // come out as float32 subnormals, exact); 0x7f / 0xff are NaN
 __device__ __forceinline__ float nbxq_e4m3(unsigned v) {
@@ -295,7 +305,7 @@ function decoderSource(f: QuantFormat, asym: boolean, fast = false): string {
  * tuning (NBX_AUTOTUNE=off, small shapes) defaultGemv picks kw from the shape.
  */
 export const QUANT_GEMV_SPACE = defineSpace({
-  name: 'cuda.quant_gemv.v7',
+  name: 'cuda.quant_gemv.v8',
   knobs: [
     { name: 'impl', values: ['vec', 'mma', 'fma', 'svec', 'smma', 'sfma'], movesBits: true, doc: "the register kernel (int8, int4, fp8, q4_k, q5_k), tensor cores (int4, groups ≥ 128, 16-bit x), the shared-memory tile kernel (every format), or the streaming schedule of the register / tensor-core / tile kernels (split K across blocks)" },
     { name: 'kw', values: [1, 2, 4, 8], movesBits: true, doc: "warps splitting a row group's K inside a block (a kernel argument: no extra compile; not the streaming kernels')" },
@@ -304,8 +314,10 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'pf', values: [0, 1], movesBits: false, doc: "whether the streaming kernels prefetch the start of each block's run into L2 before the grid-dependency wait" },
     { name: 'ms', values: [0, 1], movesBits: true, doc: "'mma' with x staged (xs): nibble pairs as magic + q (one LOP3 a pair) and the offset taken off through Σx from an all-ones mma, instead of a packed FMA a pair" },
     { name: 'xs', values: [0, 1], movesBits: false, doc: "whether 'vec', 'mma' and 'fma' stage x in shared memory (where m·K fits XS_MAX_BYTES), keeping their weight loads in flight" },
+    { name: 'db', values: [0, 1], movesBits: false, doc: "'vec' and 'mma' with x staged: two rounds of weight loads in distinct registers, the next round's issued before this round's arithmetic (same sums, same order)" },
+    { name: 'U', values: [0, 2, 3, 4], movesBits: false, doc: "'vec' / 'mma' loads per lane and weight row in a round (0: the kernel's default)" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -553,7 +565,7 @@ function x16Source(d: QuantDType): string {
  * of the rows at wr[r] (int4: scales / zeros through srow[r]; past the row's end: zeros, never used),
  * body decodes slot j (unit u) and adds its products to acc[i][r] (int8 / fp8: row scales rs[r]).
  */
-function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number, xb = 'X'): { loads: (j: string, uExpr: string) => string; body: string } {
+function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number, xb = 'X'): { loads: (j: string, uExpr: string, pred?: string) => string; body: string } {
   const kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const sx = f === 'int4' || kq; // the fast form 1 + q/2^B needs Σx
   // the unit's loads: quants (wv), K-quant header (hv), q5_k high bits (qv)
@@ -561,14 +573,16 @@ function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number, xb = 'X
   // the loads of unit u (slot j of the register ring); past the row's end: zeros, never used
   // unconditional (past the row's end: its last unit again, never used): straight-line loads that the
   // compiler counts in issue order, so using slot j waits for slot j's loads only
-  const loads = (j: string, uExpr: string): string => `{
+  // (pred: a condition under which the 16-byte loads are issued at all; scales stay unconditional)
+  const ld = (dst: string, a: string, pred?: string): string => (pred ? `nbxq_ld16p(${dst}, ${a}, ${pred});` : `${dst} = nbxq_ld16(${a});`);
+  const loads = (j: string, uExpr: string, pred?: string): string => `{
         const int u_ = ${uExpr};
         const int u = u_ < upr ? u_ : upr - 1;
         #pragma unroll
         for (int r = 0; r < ${nr}; r++) {
-          wv[${j}][r] = nbxq_ld16(wr[r] + ${unitOff});${kq ? `
-          hv[${j}][r] = nbxq_ld16(wr[r] + (long long)(u >> 3) * ${five ? 176 : 144});` : ''}${five ? `
-          qv[${j}][r] = nbxq_ld16(wr[r] + (long long)(u >> 3) * 176 + 16 + 16 * (u & 1));` : ''}${f === 'int4' ? `
+          ${ld(`wv[${j}][r]`, `wr[r] + ${unitOff}`, pred)}${kq ? `
+          ${ld(`hv[${j}][r]`, `wr[r] + (long long)(u >> 3) * ${five ? 176 : 144}`, pred)}` : ''}${five ? `
+          ${ld(`qv[${j}][r]`, `wr[r] + (long long)(u >> 3) * 176 + 16 + 16 * (u & 1)`, pred)}` : ''}${f === 'int4' ? `
           { const long long si_ = srow[r] + (((long long)u << 5) >> gshift); sc[${j}][r] = S[si_];${asym ? ` zz[${j}][r] = Z[si_];` : ''} }` : ''}
         }
       }`;
@@ -641,12 +655,12 @@ ${segmentDots(nr, sx, 's_')}
  * segment's dot with x scaled once (w = a·q + b: a·Σx·q + b·Σx). Each lane sums its units in stripe
  * order, then a butterfly, then the kw warps' partials in warp order: the same bits every run.
  */
-export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false): { src: string; name: string; sig: ArgType[] } {
   if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV has no decoder for '${f}'`);
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const ext = f === 'int8' || f === 'fp8_e4m3' || f === 'int4';
   const { loads, body } = vecParts(f, asym, mr, nr, xs ? 'Xs' : 'X');
-  if (xs) return vecXsSource(f, asym, d, mr, nr, U, loads, body);
+  if (xs) return vecXsSource(f, asym, d, mr, nr, U, loads, body, db);
   const ld = unitLoads(f);
   const src = `${HELPERS}
 ${x16Source(d)}
@@ -749,8 +763,9 @@ export const XS_MAX_BYTES = 64 * 1024;
  * before the grid-dependency wait (packed weights are never written by earlier kernels: their reads
  * overlap the previous kernel's tail, in place of an L2 prefetch), then x is staged and the ring runs.
  */
-function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string) => string, body: string): { src: string; name: string; sig: ArgType[] } {
+function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string, pred?: string) => string, body: string, db = false): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
+  const NS = db ? 2 * U : U; // register slots: one round, or two (db)
   const src = `${HELPERS}
 ${x16Source(d)}
 extern "C" __global__ void __launch_bounds__(${THREADS}, 2) quant_gemv_v(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
@@ -776,16 +791,37 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 2) quant_gemv_v(const $
   for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}${kq ? `
   const int kc = (lane & 7) >> 1, sh0 = 8 * ((2 * kc) & 3), sh1 = 8 * ((2 * kc + 1) & 3);
   const bool khi = kc >= 2;` : ''}
-  uint4 wv[${U}][${nr}];${kq ? `
-  uint4 hv[${U}][${nr}];` : ''}${five ? `
-  uint4 qv[${U}][${nr}];` : ''}${f === 'int4' ? `
-  float sc[${U}][${nr}];${asym ? ` float zz[${U}][${nr}];` : ''}` : ''}
+  uint4 wv[${NS}][${nr}];${kq ? `
+  uint4 hv[${NS}][${nr}];` : ''}${five ? `
+  uint4 qv[${NS}][${nr}];` : ''}${f === 'int4' ? `
+  float sc[${NS}][${nr}];${asym ? ` float zz[${NS}][${nr}];` : ''}` : ''}
   #pragma unroll
   for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}
   NBX_GRID_DEPENDENCY_WAIT();
 ${xStage(T)}
   if (live) {
-    int s0 = ks;
+    int s0 = ks;${db ? `
+    // double-buffered (db): slots 0..U-1 (round A) and U..2U-1 (round B) in distinct registers. The next
+    // round's loads are issued before this round's arithmetic, into the other slots, so the compiler
+    // neither waits for them nor sinks them below the arithmetic: refilling a slot right after its use
+    // (the single ring below) had ptxas (sm_90a SASS) issue a whole round's loads at the round's end
+    // and wait for all of them at the next round's start: nothing in flight while a warp computed.
+    for (; s0 + ${2 * U - 1} * kw < (upr >> 5); s0 += ${2 * U} * kw) {
+      #pragma unroll
+      for (int j = ${U}; j < ${2 * U}; j++) ${loads('j', '(s0 + j * kw) * 32 + lane')}
+      #pragma unroll
+      for (int j = 0; j < ${U}; j++) {
+        const int u = (s0 + j * kw) * 32 + lane;
+        ${body}
+      }
+      #pragma unroll
+      for (int j = 0; j < ${U}; j++) ${loads('j', `(s0 + (${2 * U} + j) * kw) * 32 + lane`, `s0 + ${2 * U} * kw < nst`)}
+      #pragma unroll
+      for (int j = ${U}; j < ${2 * U}; j++) {
+        const int u = (s0 + j * kw) * 32 + lane;
+        ${body}
+      }
+    }` : ''}
     // rounds whose stripes are all whole: no per-lane guard, so the loop is straight-line code between its
     // loads (the compiler keeps them counted in order across the back edge)
     for (; s0 + (${U - 1}) * kw < (upr >> 5); s0 += kw * ${U}) {
@@ -944,9 +980,9 @@ function mmaChunkViaSum(bf: boolean, asym: boolean): string {
  * z·Σx) into float32 sums, which the warps combine in shared memory in warp order: a fixed order, the
  * same bits every run.
  */
-export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, xs = false, viaSum = false): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, xs = false, viaSum = false, db = false): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16', T = R.storageType(d);
-  if (xs) return mmaXsSource(asym, d, U, viaSum);
+  if (xs) return mmaXsSource(asym, d, U, viaSum, db);
   const src = `${HELPERS}
 ${mmaPrelude(bf, asym)}extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
   const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
@@ -1011,8 +1047,8 @@ ${mmaChunk(bf, asym)}      }
  * The tensor-core kernel with x in shared memory (xStage): the first ring of chunks loaded before the
  * grid-dependency wait, unconditional loads (past the row's end: its last chunk again, never used).
  */
-function mmaXsSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, viaSum: boolean): { src: string; name: string; sig: ArgType[] } {
-  const bf = d === 'bfloat16', T = R.storageType(d);
+function mmaXsSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, viaSum: boolean, db = false): { src: string; name: string; sig: ArgType[] } {
+  const bf = d === 'bfloat16', T = R.storageType(d), NS = db ? 2 * U : U; // register slots: one round, or two (db: see vecXsSource)
   const src = `${HELPERS}
 ${mmaPrelude(bf, asym, viaSum)}
 extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
@@ -1027,9 +1063,13 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${
   const bool xr = g < m;
   float acc[4] = { 0.f, 0.f, 0.f, 0.f };
   const int nch = K >> 7;
-  uint4 wa[${U}], wb[${U}];
-  float sa[${U}], sb[${U}];${asym ? `
-  float za[${U}], zb[${U}];` : ''}
+  uint4 wa[${NS}], wb[${NS}];
+  float sa[${NS}], sb[${NS}];${asym ? `
+  float za[${NS}], zb[${NS}];` : ''}
+  // chunk c into slot u (past the row's end: its last chunk); the P form issues the weight loads only where p holds
+  #define NBXQ_MMA_LOADP(u, c, p) { const int lc_ = (c) < nch ? (c) : nch - 1; const long long gi_ = (128LL * lc_) >> gshift; \\
+    nbxq_ld16p(wa[u], w0 + 64LL * lc_, p); nbxq_ld16p(wb[u], w1 + 64LL * lc_, p); \\
+    sa[u] = S[(long long)r0 * sRow + gi_]; sb[u] = S[(long long)r1 * sRow + gi_];${asym ? ' \\\n    za[u] = Z[(long long)r0 * sRow + gi_]; zb[u] = Z[(long long)r1 * sRow + gi_];' : ''} }
   #define NBXQ_MMA_LOAD(u, c) { const int lc_ = (c) < nch ? (c) : nch - 1; const long long gi_ = (128LL * lc_) >> gshift; \\
     wa[u] = nbxq_ld16(w0 + 64LL * lc_); wb[u] = nbxq_ld16(w1 + 64LL * lc_); \\
     sa[u] = S[(long long)r0 * sRow + gi_]; sb[u] = S[(long long)r1 * sRow + gi_];${asym ? ' \\\n    za[u] = Z[(long long)r0 * sRow + gi_]; zb[u] = Z[(long long)r1 * sRow + gi_];' : ''} }
@@ -1038,7 +1078,26 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${
   NBX_GRID_DEPENDENCY_WAIT();
 ${xStage(T)}
   const ${T}* xp = Xs + (long long)(xr ? g : 0) * K + 32 * t;
-  int c0 = warp;
+  int c0 = warp;${db ? `
+  // double-buffered: round B (slots U..2U-1) loaded before round A's arithmetic, A refilled before B's
+  for (; c0 + ${(2 * U - 1) * WARPS} < nch; c0 += ${2 * WARPS * U}) {
+    #pragma unroll
+    for (int u = ${U}; u < ${2 * U}; u++) NBXQ_MMA_LOAD(u, c0 + u * ${WARPS})
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) {
+      const int c = c0 + u * ${WARPS};
+      {
+${mmaChunk(bf, asym, viaSum)}      }
+    }
+    #pragma unroll
+    for (int u = 0; u < ${U}; u++) NBXQ_MMA_LOADP(u, c0 + (${2 * U} + u) * ${WARPS}, c0 + ${2 * U * WARPS} < nch)
+    #pragma unroll
+    for (int u = ${U}; u < ${2 * U}; u++) {
+      const int c = c0 + u * ${WARPS};
+      {
+${mmaChunk(bf, asym, viaSum)}      }
+    }
+  }` : ''}
   for (; c0 + ${(U - 1) * WARPS} < nch; c0 += ${WARPS * U}) { // whole rounds: straight-line code between the loads
     #pragma unroll
     for (int u = 0; u < ${U}; u++) {
@@ -1058,6 +1117,7 @@ ${mmaChunk(bf, asym, viaSum)}      }
     }
   }
   #undef NBXQ_MMA_LOAD
+  #undef NBXQ_MMA_LOADP
   #pragma unroll
   for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
   __syncthreads();
@@ -1570,7 +1630,7 @@ export const streamGrid = (t: number, bps: number, sms: number): number => Math.
  * not beat these under timeColdL2.)
  */
 export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount): Config {
-  const base = { ring: 4, bps: 2, pf: 0, ms: 0, xs: 1 };
+  const base = { ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0 };
   const impl = vecOk(c, p) ? 'vec' : 'fma';
   const w = gemvWork(c, p, impl);
   return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms), ...base };
@@ -1608,8 +1668,8 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   const dyn = (k: ReturnType<CudaBackend['kernel']>): number => { if (xsb > 0) k.setMaxDynamicSharedMemory(XS_MAX_BYTES); return xsb; };
   if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
     const d = c.d as 'bfloat16' | 'float16';
-    const ms = xs && cfg.ms === 1;
-    const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${MMA_CHUNKS}:${xs}:${ms}`, () => quantGemvMmaSource(c.asym, d, MMA_CHUNKS, xs, ms));
+    const ms = xs && cfg.ms === 1, db = xs && cfg.db === 1, U = (cfg.U as number | undefined) || MMA_CHUNKS;
+    const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${U}:${xs}:${ms}:${db}`, () => quantGemvMmaSource(c.asym, d, U, xs, ms, db));
     be.launch(k, Math.ceil(c.n / 16), THREADS,
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, log2(c.gsize)], dyn(k));
     return;
@@ -1618,12 +1678,12 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   if (cfg.impl === 'mma' || cfg.impl === 'svec' || cfg.impl === 'smma' || cfg.impl === 'sfma' || (cfg.impl === 'vec' && !vecOk(c, p))) {
     // not taken by the chosen kernel: the register kernel where it applies, else the tile kernel
     const impl = vecOk(c, p) ? 'vec' : 'fma', w = gemvWork(c, p, impl);
-    cfg = { impl, kw: defaultKw(c.n, w.rows, w.steps, be.smCount), xs: cfg.xs ?? 1 };
+    cfg = { impl, kw: defaultKw(c.n, w.rows, w.steps, be.smCount), xs: cfg.xs ?? 1, db: cfg.db ?? 0 };
   }
   const kw = (cfg.kw as number | undefined) ?? 1;
   if (cfg.impl === 'vec') {
-    const nr = vecRows(mr), U = (cfg.U as number | undefined) ?? vecUnroll(c.f, mr); // U: forced by the benchmark's sweep only
-    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs));
+    const nr = vecRows(mr), U = (cfg.U as number | undefined) || vecUnroll(c.f, mr), db = xs && cfg.db === 1;
+    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db));
     be.launch(k, Math.ceil(c.n / ((WARPS / kw) * nr)), THREADS,
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw], dyn(k));
     return;
@@ -1695,6 +1755,11 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
   if (quantXsBytes(p.m, c.k, c.d) > 0) out.push({ ...d, xs: 0 });
   if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1 });
   if (quantMmaOk(c, p) && quantXsBytes(p.m, c.k, c.d) > 0) out.push({ ...d, impl: 'mma', kw: 1, ms: 1 });
+  // double-buffered rounds (db; x staged): the register kernel at two round sizes, the tensor-core kernel
+  if (quantXsBytes(p.m, c.k, c.d) > 0) {
+    if (d.impl === 'vec') { out.push({ ...d, db: 1 }); if (vecUnroll(c.f, quantRowsFor(p.m)) > 2) out.push({ ...d, db: 1, U: 2 }); }
+    if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, db: 1, U: 2 });
+  }
   return out;
 }
 
@@ -1779,6 +1844,7 @@ export function allQuantSources(): { label: string; src: string; name: string; s
         if (VEC_FORMATS.includes(f)) {
           for (const mr of [1, 2, 4, 8]) out.push({ label: `vec:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr)) });
           for (const mr of [1, 2, 4, 8]) out.push({ label: `vecxs:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr), true) });
+          for (const mr of [1, 8]) out.push({ label: `vecxs:db:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr), true, true) });
         }
         if (VEC_FORMATS.includes(f)) {
           for (const mr of [1, 2, 8]) for (const [ring, bps] of [[vecUnroll(f, mr), 2], [2 * vecUnroll(f, mr), 1]]) out.push({ label: `svec:${f}:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamSource(f, asym, d, mr, vecRows(mr), ring!, bps!) });
@@ -1790,6 +1856,8 @@ export function allQuantSources(): { label: string; src: string; name: string; s
           out.push({ label: `mma:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS) });
           out.push({ label: `mmaxs:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS, true) });
           out.push({ label: `mmaxs:sum:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS, true, true) });
+          for (const U of [2, 4]) out.push({ label: `mmaxs:db:sum:${asym}:${d}:${U}`, ...quantGemvMmaSource(asym, d, U, true, true, true) });
+          out.push({ label: `mmaxs:db:${asym}:${d}`, ...quantGemvMmaSource(asym, d, 2, true, false, true) });
           for (const mr of [1, 8]) for (const [ring, bps] of [[4, 2], [8, 1]]) out.push({ label: `smma:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamMmaSource(asym, d, mr, ring!, bps!) });
         }
         out.push({ label: `dequant:${f}:${asym}:${d}`, ...(GEOM[f].external ? dequantSimpleSource(f as 'int8', asym, d) : dequantBlocksSource(f, d)) });
