@@ -52,6 +52,8 @@ const DTYPES_TAKEN = ['bfloat16', 'float16'] as const;
 const RING_NS_MAX = 4;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number }
+/** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
+interface Variant { asplit: number; bar: 'fence' | 'release' }
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
 /** Tiles (16 rows) a warp's contiguous run of a block's (tile, 64-column chunk) items can touch, for the partial sums' shared array. */
@@ -67,7 +69,7 @@ function maxTilesPerWarp(s: Shape): number {
   return m;
 }
 
-export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring): { src: string; name: string; sig: ArgType[] } {
+export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring, v: Variant = { asplit: 1, bar: 'fence' }): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16';
   const MAXT = maxTilesPerWarp(s);
   const LG = s.D / 8; // lanes per key in the attention: 8 columns each
@@ -95,7 +97,8 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define ATTU_ ${ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
 #define NPT_ ${Math.ceil(s.H / THREADS)}
-#ifdef NBX_EMU
+#define ASPLIT_ ${v.asplit}
+${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}#ifdef NBX_EMU
 #define CP16(dst, src_) (*reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src_))
 #define CP_COMMIT()
 #define CP_WAIT()
@@ -164,8 +167,12 @@ __device__ void grid_sync(unsigned* bar, unsigned& target, unsigned long long* e
   __syncthreads();
   if (threadIdx.x == 0) {
     target += gridDim.x;
+#if defined(BAR_RELEASE_) && !defined(NBX_EMU)
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(bar) : "memory"); // the block's writes before it (bar.sync, then a cumulative release)
+#else
     __threadfence();
     atomicAdd(bar, 1u);
+#endif
 #ifndef NBX_EMU
     const unsigned long long t0 = nbx_globaltimer();
     for (;;) {
@@ -174,7 +181,9 @@ __device__ void grid_sync(unsigned* bar, unsigned& target, unsigned long long* e
       if (nbx_globaltimer() - t0 > 2000000000ull) { atomicOr(err, 1ull << 62); break; }
     }
 #endif
+#ifndef BAR_RELEASE_
     __threadfence();
+#endif
   }
   __syncthreads();
 }
@@ -360,17 +369,22 @@ __device__ __forceinline__ float rope_at(const T_* x, int j, const T_* c, const 
   return RND(fmaf(rh, LD(s, j), a));
 }
 
-/** Attention of query head h over cache positions [0, w] (the new key and value at w from shared memory). */
-__device__ void attention_head(int h, const Layer& ly, const T_* qkv, const T_* c, const T_* s, int w, const unsigned char* notpad,
-    float scale, T_* att, float* sm) {
+/**
+ * Part sp of ASPLIT_ of query head h's attention: cache positions [lo, hi) of [0, w] (the new key and value at
+ * w from shared memory), as a partial softmax (its maximum M, Σ exp(score − M) and Σ exp(score − M)·v) in
+ * patt / pml, merged over the parts by merge_att. Splitting a head over blocks puts every block to work.
+ */
+__device__ void attention_head(int h, int sp, const Layer& ly, const T_* qkv, const T_* c, const T_* s, int w, const unsigned char* notpad,
+    float scale, float* patt, float* pml, float* sm) {
   const int g = h / (NH_ / NKV_);
+  const int chunk = (w + ASPLIT_) / ASPLIT_, lo = sp * chunk, hi = lo + chunk < w + 1 ? lo + chunk : w + 1;
   float* qf = sm; float* kf = sm + D_; float* vf = sm + 2 * D_;
   float* gm = sm + 3 * D_; float* gl = gm + WARPS_ * KPW_; float* gacc = gl + WARPS_ * KPW_;
   for (int j = threadIdx.x; j < D_; j += THREADS_) {
     qf[j] = rope_at(qkv + h * D_, j, c, s);
     const float kv = rope_at(qkv + (NH_ + g) * D_, j, c, s), vv = ldcgv(qkv, (NH_ + NKV_ + g) * D_ + j);
     kf[j] = kv; vf[j] = vv;
-    if (h % (NH_ / NKV_) == 0) { ly.kc[((long long)g * S_ + w) * D_ + j] = TOS(kv); ly.vc[((long long)g * S_ + w) * D_ + j] = TOS(vv); }
+    if (h % (NH_ / NKV_) == 0 && sp == 0) { ly.kc[((long long)g * S_ + w) * D_ + j] = TOS(kv); ly.vc[((long long)g * S_ + w) * D_ + j] = TOS(vv); }
   }
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane / LG_, li = lane % LG_;
@@ -383,13 +397,13 @@ __device__ void attention_head(int h, const Layer& ly, const T_* qkv, const T_* 
   const T_* kbase = ly.kc + (long long)g * S_ * D_ + li * 8;
   const T_* vbase = ly.vc + (long long)g * S_ * D_ + li * 8;
   const int stride = WARPS_ * KPW_;
-  for (int jb = warp * KPW_; jb <= w; jb += stride * ATTU_) { // warp-uniform bounds: the shuffles below need every lane
+  for (int jb = lo + warp * KPW_; jb < hi; jb += stride * ATTU_) { // warp-uniform bounds: the shuffles below need every lane
     uint4 kr[ATTU_], vr[ATTU_];
 #pragma unroll
     for (int i = 0; i < ATTU_; i++) {
       const int j = jb + grp + i * stride;
       kr[i].x = kr[i].y = kr[i].z = kr[i].w = 0u; vr[i] = kr[i];
-      if (j < w) { kr[i] = ldcg4(kbase + (long long)j * D_); vr[i] = ldcg4(vbase + (long long)j * D_); }
+      if (j < w && j < hi) { kr[i] = ldcg4(kbase + (long long)j * D_); vr[i] = ldcg4(vbase + (long long)j * D_); }
     }
 #pragma unroll
     for (int i = 0; i < ATTU_; i++) {
@@ -404,7 +418,7 @@ __device__ void attention_head(int h, const Layer& ly, const T_* qkv, const T_* 
       for (int e = 0; e < 8; e++) dsum = fmaf(q[e], kx[e], dsum);
 #pragma unroll
       for (int o = LG_ / 2; o > 0; o >>= 1) dsum += __shfl_xor_sync(0xffffffffu, dsum, o);
-      if (j <= w && notpad[j]) {
+      if (j < hi && notpad[j]) {
         const float sc = dsum * scale, mn = fmaxf(m, sc), cor = __expf(m - mn), p = __expf(sc - mn);
         l = l * cor + p;
 #pragma unroll
@@ -424,12 +438,39 @@ __device__ void attention_head(int h, const Layer& ly, const T_* qkv, const T_* 
     float M = -INFINITY;
     for (int q2 = 0; q2 < stride; q2++) M = fmaxf(M, gm[q2]);
     fac[threadIdx.x] = gm[threadIdx.x] == -INFINITY ? 0.f : __expf(gm[threadIdx.x] - M);
+    if (threadIdx.x == 0) __stcg(pml + 2 * (h * ASPLIT_ + sp), M);
   }
   __syncthreads();
   for (int j = threadIdx.x; j < D_; j += THREADS_) {
     float den = 0.f, num = 0.f;
     for (int q2 = 0; q2 < stride; q2++) { den = fmaf(gl[q2], fac[q2], den); num = fmaf(gacc[q2 * D_ + j], fac[q2], num); }
-    stcgv(att, h * D_ + j, den > 0.f ? num / den : 0.f);
+    __stcg(patt + (h * ASPLIT_ + sp) * D_ + j, num);
+    if (j == 0) __stcg(pml + 2 * (h * ASPLIT_ + sp) + 1, den);
+  }
+  __syncthreads();
+}
+
+/** xs = the attention output: each head's ASPLIT_ partial softmaxes merged (o_proj's input, rounded to the dtype). */
+__device__ void merge_att(const float* patt, const float* pml, T_* xs) {
+  for (int e = threadIdx.x; e < NH_ * D_ / 4; e += THREADS_) {
+    const int h = (4 * e) / D_, j = 4 * e - h * D_;
+    float m[ASPLIT_], l[ASPLIT_]; uint4 a[ASPLIT_];
+    float M = -INFINITY;
+#pragma unroll
+    for (int q2 = 0; q2 < ASPLIT_; q2++) {
+      m[q2] = __ldcg(pml + 2 * (h * ASPLIT_ + q2)); l[q2] = __ldcg(pml + 2 * (h * ASPLIT_ + q2) + 1);
+      a[q2] = ldcg4(patt + (h * ASPLIT_ + q2) * D_ + j); M = fmaxf(M, m[q2]);
+    }
+    float den = 0.f, n0 = 0.f, n1 = 0.f, n2 = 0.f, n3 = 0.f;
+#pragma unroll
+    for (int q2 = 0; q2 < ASPLIT_; q2++) {
+      const float f = m[q2] == -INFINITY ? 0.f : __expf(m[q2] - M);
+      den = fmaf(l[q2], f, den);
+      n0 = fmaf(__uint_as_float(a[q2].x), f, n0); n1 = fmaf(__uint_as_float(a[q2].y), f, n1);
+      n2 = fmaf(__uint_as_float(a[q2].z), f, n2); n3 = fmaf(__uint_as_float(a[q2].w), f, n3);
+    }
+    xs[h * D_ + j] = TOS(den > 0.f ? n0 / den : 0.f); xs[h * D_ + j + 1] = TOS(den > 0.f ? n1 / den : 0.f);
+    xs[h * D_ + j + 2] = TOS(den > 0.f ? n2 / den : 0.f); xs[h * D_ + j + 3] = TOS(den > 0.f ? n3 / den : 0.f);
   }
   __syncthreads();
 }
@@ -462,7 +503,7 @@ __device__ void block_argmax(float& bv, int& bi, bool& any) {
 extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Layer* __restrict__ layers, const T_* __restrict__ embed,
     const T_* __restrict__ fnorm, const T_* __restrict__ lmhead, const T_* __restrict__ cosr, const T_* __restrict__ sinr,
     const long long* ids, const long long* widx, const unsigned char* notpad, T_* logits, long long* next,
-    T_* res, T_* qkv, T_* att, T_* act, float* amax_v, int* amax_i, unsigned* sync, unsigned long long* err,
+    T_* res, T_* qkv, float* patt, T_* act, float* amax_v, int* amax_i, unsigned* sync, unsigned long long* err,
     unsigned long long* trace, int ph0, int ph1, float eps, float scale) {
   extern __shared__ __align__(16) unsigned char nbx_dyn_[];
   unsigned char* ring = nbx_dyn_;
@@ -501,10 +542,11 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(qkv, r0 + v, rowv[v]);
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
-      for (int h = blockIdx.x; h < NH_; h += gridDim.x) attention_head(h, ly, qkv, cosr, sinr, w, notpad, scale, att, sm);
+      for (int it = blockIdx.x; it < NH_ * ASPLIT_; it += gridDim.x)
+        attention_head(it / ASPLIT_, it % ASPLIT_, ly, qkv, cosr, sinr, w, notpad, scale, patt, patt + NH_ * ASPLIT_ * D_, sm);
     } else if (l < L_ && st == 2) { // C: o_proj + residual
       block_rows(H_, r0, r1);
-      load_x(att, NH_ * D_, xs);
+      merge_att(patt, patt + NH_ * ASPLIT_ * D_, xs);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(rin, r0 + v));
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
@@ -591,7 +633,7 @@ function smemBytes(s: Shape): number {
   const part = WARPS * maxTilesPerWarp(s) * 16 * 4;
   const rows = Math.max(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G), 2 * rowsPerBlock(s.I, s.G), rowsPerBlock(s.V, s.G), rowsPerBlock(s.H, s.G)) * 4;
   const kpw = 32 / (s.D / 8);
-  const attn = (3 * s.D + 3 * WARPS * kpw + WARPS * kpw * s.D) * 4;
+  const attn = (3 * s.D + 3 * WARPS * kpw + WARPS * kpw * s.D) * 4 + 16;
   return xs + part + Math.max(rows, attn);
 }
 
@@ -606,6 +648,19 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
   let st = 1;
   for (let i = shape.length - 1; i >= 0; i--) { if (shape[i] !== 1 && r.strides[i] !== st) return false; st *= shape[i]!; }
   return true;
+}
+
+/**
+ * Blocks per query head in the attention phase: as many as the grid has for every head (the heads alone
+ * leave most blocks idle in that phase); NBX_DECODE_STEP_ASPLIT=N sets it. The barrier's arrival:
+ * NBX_DECODE_STEP_BAR=fence (a fence, then an atomic add; the default) or release (one red.release).
+ */
+function variantFor(NH: number, G: number): Variant {
+  const a = process.env.NBX_DECODE_STEP_ASPLIT, b = process.env.NBX_DECODE_STEP_BAR ?? 'fence';
+  const asplit = a ? Number(a) : Math.max(1, Math.min(8, Math.floor(G / NH)));
+  if (!Number.isInteger(asplit) || asplit < 1 || asplit > 16) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_ASPLIT must be an integer from 1 to 16, got '${a}'`);
+  if (b !== 'fence' && b !== 'release') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_BAR must be fence or release, got '${b}'`);
+  return { asplit, bar: b };
 }
 
 /** How the step launches: 'fused' (one launch, grid barriers), 'phases' (a launch per phase), or off. */
@@ -636,8 +691,9 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const base = smemBytes(s), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin);
   if (ring === null) return false;
   const smem = base + ringBytes(ring);
-  const key = `decode_step:${ring.ns}:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}`;
-  const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring));
+  const vt = variantFor(NH, G);
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.bar}:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}`;
+  const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
   states.set(be, st);
@@ -652,8 +708,8 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
     be.writeBytes(table, 0, new Uint8Array(ptrs.buffer));
     st.tables.set(tkey, table);
   }
-  // workspace: residual, qkv, attention, activation (model dtype), the blocks' argmax, the barrier counters
-  const el = 2, sizes = [H, (NH + 2 * NKV) * D, NH * D, I].map((n) => Math.ceil((n * el) / 256) * 256);
+  // workspace: residual, qkv (model dtype), the attention's partial softmaxes (float32), activation (model dtype), the blocks' argmax, the barrier counters
+  const sizes = [H * 2, (NH + 2 * NKV) * D * 2, NH * vt.asplit * (D + 2) * 4, I * 2].map((n) => Math.ceil(n / 256) * 256);
   const wsBytes = sizes.reduce((a, b) => a + b, 0) + G * 8 + 256;
   if (!st.ws || st.wsBytes < wsBytes) {
     if (be.capture !== null) return false;
