@@ -53,9 +53,9 @@ const sdpa = (q, k, v, mask, causal, scale, gqa) => F.scaled_dot_product_attenti
 const filter = new RegExp(process.argv.find((a) => a.startsWith('--filter='))?.slice(9) ?? '.');
 
 /** n<BLOCK_N>s<stages>, 'p' with ping-pong, 'P' persistent */
-const tagOf = (w) => `n${w.blockN}s${w.stages}${w.pingpong ? 'p' : ''}${w.persistent ? 'P' : ''}`;
-const MMA = { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false };
-const wgCfg = (w) => ({ impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, pingpong: !!w.pingpong, persistent: !!w.persistent });
+const tagOf = (w) => `n${w.blockN}s${w.stages}${w.pingpong ? 'p' : ''}${w.deep ? 'd' : ''}${w.persistent ? 'P' : ''}`;
+const MMA = { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false };
+const wgCfg = (w) => ({ impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, pingpong: !!w.pingpong, persistent: !!w.persistent, deep: !!w.deep });
 /** Every prefill kernel the check and the timings use, compiled side by side first. */
 async function precompile(withTimes) {
   if (process.argv.includes('--no-precompile')) return; // (the host emulator: each kernel is a g++ build)
@@ -262,7 +262,13 @@ if (part === 'time') {
   // the first wgmma tile with cp.async loads (NBX_ATTENTION_TMA=0), and the diagnostics of the first tile
   // (NBX_ATTENTION_ABLATE: wrong results, the time of a part left out)
   // (and the first tile with the softmax arithmetic of the fifth session, 'serial', 'tree' and 'poly': the default is 'lazy')
-  const variants = [['', {}], ['serial ', { NBX_ATTENTION_SOFTMAX: 'serial' }], ['tree ', { NBX_ATTENTION_SOFTMAX: 'tree' }], ['poly ', { NBX_ATTENTION_SOFTMAX: 'poly' }], ['cp.async ', { NBX_ATTENTION_TMA: '0' }], ['noload ', { NBX_ATTENTION_ABLATE: 'noload' }], ['nosoftmax ', { NBX_ATTENTION_ABLATE: 'nosoftmax' }]];
+  // NBX_ATTN_VARIANTS (comma-separated names, e.g. 'nosoftmax,cp.async'; default all) narrows the first tile's variants
+  const pickV = process.env.NBX_ATTN_VARIANTS?.split(',');
+  const variants = [['', {}], ['serial ', { NBX_ATTENTION_SOFTMAX: 'serial' }], ['tree ', { NBX_ATTENTION_SOFTMAX: 'tree' }], ['poly ', { NBX_ATTENTION_SOFTMAX: 'poly' }], ['cp.async ', { NBX_ATTENTION_TMA: '0' }], ['noload ', { NBX_ATTENTION_ABLATE: 'noload' }], ['nosoftmax ', { NBX_ATTENTION_ABLATE: 'nosoftmax' }]]
+    .filter(([n]) => !n || !pickV || pickV.includes(n.trim()));
+  // NBX_ATTN_EXTRA (JSON {"128": [{"blockN": 80, "stages": 3, "deep": true}], ...}): tiles timed besides sm90Configs(D)
+  const extra = JSON.parse(process.env.NBX_ATTN_EXTRA ?? '{}');
+  const tilesOf = (D) => [...sm90.sm90Configs(D), ...(extra[D] ?? [])];
   const setEnv = (env) => { const old = {}; for (const k of Object.keys(env)) { old[k] = process.env[k]; process.env[k] = env[k]; } return () => { for (const k of Object.keys(env)) { if (old[k] === undefined) delete process.env[k]; else process.env[k] = old[k]; } }; };
   const withEnv = (env, f) => { const undo = setEnv(env); try { return f(); } finally { undo(); } };
   const withEnvAsync = async (env, f) => { const undo = setEnv(env); try { return await f(); } finally { undo(); } };
@@ -272,7 +278,7 @@ if (part === 'time') {
       if (D !== 256) jobs.push(att.precompileAttention([{ dt, D, cfg: MMA, mask: 'none' }]));
       if (wg) for (const [, env] of variants) {
         if (env.NBX_ATTENTION_ABLATE && (dt !== 'bfloat16' || D !== 128)) continue; // the diagnostics run on bf16 D128 only
-        withEnv(env, () => jobs.push(att.precompileAttention(sm90.sm90Configs(D).slice(0, Object.keys(env).length ? 1 : undefined).map((w) => ({ dt, D, cfg: wgCfg(w), mask: 'none' })))));
+        withEnv(env, () => jobs.push(att.precompileAttention(tilesOf(D).slice(0, Object.keys(env).length ? 1 : undefined).map((w) => ({ dt, D, cfg: wgCfg(w), mask: 'none' })))));
       }
     }
     const n = (await Promise.all(jobs)).reduce((a, b) => a + b, 0);
@@ -292,7 +298,7 @@ if (part === 'time') {
     const fl = 4 * s.B * s.H * s.L * s.L * s.D / (s.causal ? 2 : 1);
     const first = s === shapes[0] || s === shapes[1]; // the diagnostics on the two D128 L4096 shapes only
     const cfgs = [...(s.D !== 256 ? [['mma', MMA, {}]] : []),
-      ...(wg ? sm90.sm90Configs(s.D).flatMap((w, i) => variants.filter(([, env]) => i === 0 ? first || !env.NBX_ATTENTION_ABLATE : !Object.keys(env).length)
+      ...(wg ? tilesOf(s.D).flatMap((w, i) => variants.filter(([, env]) => i === 0 ? first || !env.NBX_ATTENTION_ABLATE : !Object.keys(env).length)
         .map(([pre, env]) => [`wgmma ${pre}${tagOf(w)}`, wgCfg(w), env])) : [])];
     const parts = [];
     for (const [label, cfg, env] of cfgs) {
@@ -306,7 +312,43 @@ if (part === 'time') {
       finally { att._forceAttentionConfig({}); }
     }
     console.log(`time ${s.name.padEnd(36)} TFLOP/s: ${parts.join(' | ')}`);
+    // the short row: host time per call (50 calls queued without a synchronisation) against the wall time per
+    // call (with it): equal means the host, not the kernel, sets the pace
+    if (s.L <= 1024) {
+      const call = () => runCuda(q, k, v, { causal: s.causal }).dispose();
+      const host = [], wall = [];
+      for (let i = 0; i < 3; i++) {
+        await nbx.cuda.synchronize();
+        const t0 = performance.now();
+        for (let j = 0; j < 50; j++) call();
+        const t1 = performance.now();
+        await nbx.cuda.synchronize();
+        host.push((t1 - t0) / 50 * 1000); wall.push((performance.now() - t0) / 50 * 1000);
+      }
+      console.log(`host ${s.name.padEnd(36)} tuned ${att.attentionStats.lastPrefill}: host ${Math.min(...host).toFixed(1)} us/call, wall ${Math.min(...wall).toFixed(1)} us/call`);
+    }
     q.dispose(); k.dispose(); v.dispose();
+  }
+  // decode: the bench's shapes with the tuner's choice and forced configurations (GB/s of K/V)
+  if (process.env.NBX_ATTN_DECODE !== '0') {
+    for (const [B, H, Hk, S] of [[1, 32, 32, 32768], [4, 32, 32, 32768], [4, 32, 8, 32768], [8, 32, 32, 4096]]) {
+      const q = deviceRandn([B, H, 1, 128], 'bfloat16'), k = deviceRandn([B, Hk, S, 128], 'bfloat16'), v = deviceRandn([B, Hk, S, 128], 'bfloat16');
+      const gb = 2 * B * Hk * S * 128 * 2 / 1e9;
+      const parts = [];
+      const cfgs = [['tuned', null], ...[['lanes', 128, 1024], ['lanes', 128, 2048], ['lanes', 256, 4096], ['mma', 128, 1024], ['mma', 128, 2048], ['mma', 128, 4096]]
+        .flatMap(([impl, threads, chunk]) => ['fused', 'kernel'].map((merge) => [`${impl}${impl === 'lanes' ? ` t${threads}` : ''} c${chunk} ${merge}`, { impl, threads, chunk, merge }]))];
+      for (const [label, cfg] of cfgs) {
+        att._forceAttentionConfig(cfg ? { decode: cfg } : {});
+        try {
+          let t = Infinity;
+          for (let i = 0; i < 3; i++) t = Math.min(t, await timeCuda(() => runCuda(q, k, v, {}).dispose(), 50));
+          parts.push(`${cfg ? label : `tuned (${att.attentionStats.lastDecode})`} ${(gb / t).toFixed(0)}`);
+        } catch (e) { parts.push(`${label} ERROR ${String(e.message).slice(0, 80)}`); }
+        finally { att._forceAttentionConfig({}); }
+      }
+      console.log(`time decode B${B} H${H}/${Hk} S${S} D128 bf16 GB/s: ${parts.join(' | ')}`);
+      q.dispose(); k.dispose(); v.dispose();
+    }
   }
   process.exit(0);
 }

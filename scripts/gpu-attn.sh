@@ -47,7 +47,7 @@ fi
   [ -f "$L/check.log" ] && { echo "== check"; grep -E '^(FAIL|precompiled|check:|device:)' "$L/check.log"; grep -iE 'error' "$L/check.log" | head -5; }
   [ -f "$L/stall.log" ] && { echo "== stall"; grep -E '^stall' "$L/stall.log"; tail -3 "$L/stall.log" | grep -v '^stall'; }
   [ -f "$L/stallwatch.log" ] && { echo "== stall (watch build)"; grep -E 'stall|WATCH|rror' "$L/stallwatch.log" | head -12; }
-  [ -f "$L/time.log" ] && { echo "== kernel timings (TFLOP/s)"; grep -E '^time|precompiled' "$L/time.log"; grep -iE 'error' "$L/time.log" | head -3; }
+  [ -f "$L/time.log" ] && { echo "== kernel timings (TFLOP/s)"; grep -E '^(time|host)|precompiled' "$L/time.log"; grep -iE 'error' "$L/time.log" | head -3; }
   for f in "$L"/ttft_*.log; do [ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -E '^\||TTFT|rror' "$f" | head -8; }; done
   [ -f "$L/bench.log" ] && { echo "== bench"; grep -E '^\|' "$L/bench.log"; grep -E 'first call|compiled or found|failed|FAILED' "$L/bench.log" | head -14; }
 } | tee -a "$S"

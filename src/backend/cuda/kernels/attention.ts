@@ -106,7 +106,7 @@ function maskTerm(mask: MaskKind, x: string, idx: string): string {
 
 // ---- prefill ---------------------------------------------------------------------------------------
 
-export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean }
+export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean }
 
 export const prefillSmem = (D: number, c: PrefillConfig): number => 2 * D * (c.blockM + 2 * c.stages * c.blockN);
 
@@ -630,17 +630,19 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
   knobs: [
     { name: 'impl', values: ['mma', 'wgmma'], movesBits: true, doc: 'mma.sync kernel (any card) or the sm_90a warpgroup-MMA kernel' },
     { name: 'blockM', values: [64, 128], movesBits: false, doc: 'query rows per block (mma: 16 per warp; wgmma: 128)' },
-    { name: 'blockN', values: [32, 64, 80, 128, 176], movesBits: true, doc: 'keys per K/V tile (where the running max is rescaled)' },
+    { name: 'blockN', values: [32, 64, 80, 96, 128, 176], movesBits: true, doc: 'keys per K/V tile (where the running max is rescaled)' },
     { name: 'stages', values: [1, 2, 3, 4], movesBits: false, doc: 'K/V tiles in flight (mma: 1 or 2, cp.async double buffering; wgmma: ring slots)' },
     { name: 'pingpong', values: [false, true], movesBits: false, doc: 'wgmma: the two consumer warpgroups take turns issuing their MMAs (named barriers)' },
     { name: 'persistent', values: [false, true], movesBits: false, doc: 'wgmma with TMA: one block per SM walks the (batch·head, query tile) items' },
+    { name: 'deep', values: [false, true], movesBits: false, doc: 'wgmma: Q·K(t+1)ᵀ issued with P·V(t-1) before the softmax of tile t (two S tiles live)' },
   ],
-  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false },
+  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false },
   sharedMemoryOptIn: true,
   constraint: (c) => {
-    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent ? 'pingpong and persistent are wgmma knobs' : undefined;
+    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep ? 'pingpong, persistent and deep are wgmma knobs' : undefined;
     if (c.blockM !== SM90_BLOCK_M) return `the wgmma kernel has BLOCK_M ${SM90_BLOCK_M}`;
     if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64-176 and 2-4 stages';
+    if (c.deep && c.pingpong) return 'the deep schedule has no ping-pong variant';
     return undefined;
   },
   resources: (c, p) => (c.impl === 'wgmma'
@@ -702,7 +704,7 @@ function sm90Build(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskK
 /** The sm_90a kernel, compiled once per specialization. */
 function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, tma: boolean): CudaKernel {
   const watch = process.env.NBX_ATTENTION_WATCH === '1';
-  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxVariant() ?? ''}`;
+  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${cfg.deep ? 'dp' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxVariant() ?? ''}`;
   let k = sm90Kernels.get(key);
   if (!k) {
     const b = sm90Build(dt, D, cfg, maskKind, watch, tma);
@@ -816,13 +818,13 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0)
     if (space === PREFILL_SPACE) {
       const ceil = attentionTileCeiling(profile, D);
       list = HEAD_DIMS.includes(D)
-        ? [{ impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false }, { impl: 'mma', blockM: 128, blockN: 128, stages: 2, pingpong: false, persistent: false }, { impl: 'mma', blockM: 64, blockN: 64, stages: 2, pingpong: false, persistent: false }]
+        ? [{ impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false }, { impl: 'mma', blockM: 128, blockN: 128, stages: 2, pingpong: false, persistent: false, deep: false }, { impl: 'mma', blockM: 64, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false }]
           .filter((x) => x.blockM <= ceil.blockM && x.blockN <= ceil.blockN)
         : [];
       if (half && wgmmaEnabled() && SM90_HEAD_DIMS.includes(D)) {
         // the Hopper kernel's tiles, and the mma kernel's default tile only (a compile each on first use;
         // the other mma tiles are not in the running on this device)
-        list = [...sm90Configs(D).map((x) => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent })), ...list.slice(0, 1)];
+        list = [...sm90Configs(D).map((x) => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent, deep: !!x.deep })), ...list.slice(0, 1)];
       }
     } else {
       // the chunk is a launch argument (no compile): every chunk size, at two thread counts (two compiles),
@@ -938,7 +940,7 @@ export function cudaAttention(p: AttentionParams): void {
       const tail = [H, rep, L, S, B * H, ntiles, sl2, causal ? 1 : 0];
       const mq = tmaEnabled() ? sm90TmaMap(q, dt, SM90_BLOCK_M) : null;
       const mk = mq && sm90TmaMap(k, dt, cfg.blockN), mv = mk && sm90TmaMap(v, dt, cfg.blockN);
-      const tag = `n${cfg.blockN}s${cfg.stages}${cfg.pingpong ? 'p' : ''}`;
+      const tag = `n${cfg.blockN}s${cfg.stages}${cfg.pingpong ? 'p' : ''}${cfg.deep ? 'd' : ''}`;
       if (mq && mk && mv) {
         const kw = sm90Kernel(dt, D, cfg, maskKind, true);
         attentionStats.lastPrefill = `wgmma tma ${tag}${cfg.persistent ? 'P' : ''}`;
@@ -956,9 +958,12 @@ export function cudaAttention(p: AttentionParams): void {
         return;
       }
       // inputs TMA cannot address: the cp.async build, one block per item (the same results: persistence moves no bits)
-      const kw = sm90Kernel(dt, D, { ...cfg, persistent: false }, maskKind, false);
+      // (its dynamic shared memory is that of the non-persistent build: call 1 of 2026-12-03 launched a persistent
+      // config's cp.async build with the persistent size, 16 bytes past the kernel's limit, and the launch failed)
+      const cfg1 = { ...cfg, persistent: false };
+      const kw = sm90Kernel(dt, D, cfg1, maskKind, false);
       attentionStats.lastPrefill = `wgmma cp.async ${tag}`;
-      be.launch(kw, ntiles * B * H, SM90_THREADS, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, ...tail], sm90Smem(D, cfg));
+      be.launch(kw, ntiles * B * H, SM90_THREADS, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, ...tail], sm90Smem(D, cfg1));
       return;
     }
     const kf = be.kernel(mmaKey(dt, D, cfg, maskKind), () => prefillSource(dt, D, cfg, maskKind));

@@ -63,9 +63,11 @@ export type Sm90MaskKind = 'none' | 'bool' | DTypeName;
  * blockN: keys per K/V tile (a multiple of 16); stages: ring slots; pingpong: the two consumer warpgroups
  * take turns issuing their MMAs (named barriers), so one's softmax runs while the other's MMAs do;
  * persistent (TMA builds): one block per SM walks the work items (batch·head, query tile), so a block's
- * next Q and K/V load while it finishes the previous item (no launch, prologue and tail per item).
+ * next Q and K/V load while it finishes the previous item (no launch, prologue and tail per item);
+ * deep: each consumer warpgroup issues Q·K(t+1)ᵀ into a second S before the softmax of tile t (two S
+ * tiles live: BLOCK_N ≤ 96 at head dim 128), so its own MMAs cover its softmax (not with ping-pong).
  */
-export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean }
+export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean }
 
 /** Query rows per block: two consumer warpgroups of 64 rows. */
 export const SM90_BLOCK_M = 128;
@@ -82,9 +84,12 @@ export function sm90Configs(D: number): Sm90Config[] {
   // n176s2pP 500 and n128s3pP 475 lost everywhere; D64 n128s3pP 349 / n128s3p 333 / n128s3 312.
   if (D === 256) return [{ blockN: 80, stages: 2 }, { blockN: 64, stages: 2 }];
   // Sixth session: the persistent variant takes its items from a counter (was a static round robin), with and
-  // without ping-pong.
-  if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, pingpong: true }, { blockN: 128, stages: 2, persistent: true }, { blockN: 128, stages: 2, pingpong: true, persistent: true }];
-  return [{ blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true }];
+  // without ping-pong. Call 1 of 2026-12-03 (lazy softmax, tiles forced, TFLOP/s): causal L4096 n128s2 572,
+  // n128s2p 555, n128s2P 540, n128s2pP 507; non-causal 665 / 547 / 596 / 540; causal L1024 308 / 329 / 365 / 341.
+  // Seventh session: the deep schedule (two S tiles: BLOCK_N 96 at most at D 128 within 232 registers).
+  if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 96, stages: 3, deep: true }, { blockN: 128, stages: 2, persistent: true }, { blockN: 96, stages: 3, deep: true, persistent: true }, { blockN: 128, stages: 2, pingpong: true }];
+  // D64: n128s3pP 380, n128s3p 361 (call 1)
+  return [{ blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, deep: true, persistent: true }, { blockN: 128, stages: 3, deep: true }, { blockN: 128, stages: 3, pingpong: true }];
 }
 
 /** Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers (Q full and empty; K/V full and empty per slot), persistent: the item index. */
@@ -395,7 +400,8 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
   if (dt !== 'float16' && dt !== 'bfloat16') throw new UnsupportedError('attention', `the sm_90 prefill kernel takes float16/bfloat16, got ${dt}`);
   if (!SM90_HEAD_DIMS.includes(D)) throw new UnsupportedError('attention', `the sm_90 prefill kernel takes head dims ${SM90_HEAD_DIMS.join(', ')}, got ${D}`);
   const { blockN: BN, stages: ST } = c;
-  const PP = !!c.pingpong;
+  const PP = !!c.pingpong, DP = !!c.deep;
+  if (DP && PP) throw new UnsupportedError('attention', 'the deep sm_90 schedule has no ping-pong variant');
   if (BN % 16 !== 0 || BN < 16 || BN > 256 || ST < 2) throw new UnsupportedError('attention', `the sm_90 prefill kernel takes BLOCK_N a multiple of 16 up to 256 and 2+ stages, got ${BN}/${ST}`);
   const BM = SM90_BLOCK_M;
   const TMA = !!opts.tma;
@@ -416,6 +422,45 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
         sacc[4 * j + 2 * r] = p0; sacc[4 * j + 2 * r + 1] = p1;
         if (j < ${RP}) lp[j] = p0 + p1; else lp[j % ${RP}] += p0 + p1;
       }`;
+  // The deep schedule (config deep): S(t+1) = Q·K(t+1)ᵀ is issued, into the other of two S arrays, together with
+  // P(t-1)·V(t-1) before the softmax of tile t, so the warpgroup's own MMAs (both GEMMs of a tile) run under its
+  // softmax; the plain schedule has only P·V(t-1) under it and issues S(t+1) after it. Nothing stays in flight
+  // from one step to the next (each step ends with wait_group 0): ptxas serializes every wgmma (C7513/C7514)
+  // when a wgmma issued in one step is still pending while the next step reads or writes registers. The body
+  // is emitted twice with the arrays swapped, so each wgmma writes one fixed register array.
+  const deepStep = (t: string, X: string, Y: string): string => `        rescale();
+        issuePV(${t} - 1);
+        issueS(${Y}, ${t} + 1, ${t} + 1 >= nt);
+        softmax(${X}, ${t}); // S(${t}) complete since the previous step; P·V(${t} - 1) and S(${t} + 1) run under it
+        wg_wait<0>();
+        reg_fence${D}(oacc);
+        reg_fence${BN}(${Y});
+        releaseV(${t} - 1);
+        if (${t} + 1 < nt) releaseK(${t} + 1);
+        pack(${X});`;
+  const deepLoop = `    if (nt > 0) {${P ? '' : `
+      mbar_wait(barQ, it & 1, 0, it);`}
+      issueS(sacc, 0, false);
+      issueS(sacc2, 1, nt < 2);
+      wg_wait<0>();
+      reg_fence${BN}(sacc);
+      reg_fence${BN}(sacc2);
+      releaseK(0);
+      if (nt > 1) releaseK(1);
+      softmax(sacc, 0);
+      pack(sacc);
+      // step t: S(t) complete (sacc2 for odd t), P(t-1) in pf, the other array free
+      for (int t = 1; t < nt; t += 2) {
+${deepStep('t', 'sacc2', 'sacc')}
+        if (t + 1 >= nt) break;
+${deepStep('(t + 1)', 'sacc', 'sacc2')}
+      }
+      rescale();
+      issuePV(nt - 1);
+      wg_wait<0>();
+      reg_fence${D}(oacc);
+      releaseV(nt - 1);
+`;
   const src = `${opts.watch ? '#define NBX_ATTN_WATCH 1\n' : ''}${wgmmaHelpers(dt === 'bfloat16', [BN, D])}
 constexpr int D_ = ${D};
 constexpr int CH = D_ / 8;      // 16-byte chunks per row
@@ -556,18 +601,21 @@ ${P ? `    __threadfence();
   int rowA = 0, gt = 0; // gt: tiles of the earlier work items (ring slots and phases)
   const ${MT}* mb = MK;
   const u32 aQ = smem_u32(sQ) + cw * 64 * 128, aK = smem_u32(sK), aV = smem_u32(sV);
-  float sacc[${NS}], oacc[${NO}];
+  float sacc[${NS}],${DP ? ` sacc2[${NS}],` : ''} oacc[${NO}];
   u32 pf[${BN / 16}][4];
   float mrow[2], lrow[2], corr[2];
-  // S = Q·K(t)ᵀ into sacc (issued, not waited for; the first k-step overwrites)
-  auto issueS = [&](int t) {
+  // S = Q·K(t)ᵀ into sacc (issued, not waited for; the first k-step overwrites). dummy (the deep schedule's step
+  // after the last tile): Q·Q[0..BN)ᵀ, read from the item's Q tile without waiting, the result never used, so
+  // that every step issues the same wgmmas (a conditional issue makes ptxas serialize them all, C7515)
+  auto issueS = [&](float (&sacc)[${NS}], int t, bool dummy) {
     const int s = (gt + t) % ${ST};
-    mbar_wait(barK(s), ((gt + t) / ${ST}) & 1, 1, gt + t);
+    if (!dummy) mbar_wait(barK(s), ((gt + t) / ${ST}) & 1, 1, gt + t);
 ${TMA ? '' : '    proxy_fence(); // cp.async wrote the tile through the generic proxy, wgmma reads through the async proxy\n'}    wg_arrive();
+    const u32 kb = dummy ? smem_u32(sQ) : aK + s * ${BN} * D_ * 2, ks = dummy ? ${BM * 128} : ${BN * 128};
     #pragma unroll
     for (int kk = 0; kk < D_ / 16; kk++) {
       const u64 dq = sw128_desc(aQ + (kk >> 2) * ${BM} * 128 + (kk & 3) * 32, 16, 1024);
-      const u64 dk = sw128_desc(aK + s * ${BN} * D_ * 2 + (kk >> 2) * ${BN} * 128 + (kk & 3) * 32, 16, 1024);
+      const u64 dk = sw128_desc(kb + (kk >> 2) * ks + (kk & 3) * 32, 16, 1024);
       if (kk == 0) wg_ss${BN}z(sacc, dq, dk); else wg_ss${BN}(sacc, dq, dk, 1);
     }
     wg_commit();
@@ -590,7 +638,7 @@ ${TMA ? '' : '    proxy_fence();\n'}    wg_arrive();
   // scale (log2 units), masks, online softmax of tile t in place: sacc becomes exp2(x - max) (fp32)
   // Without a mask, on a tile no causal/length edge crosses and with a positive scale (max commutes with
   // it), the scale is folded into the exponent's FFMA: no separate scaling pass over S.
-  auto softmax = [&](int t) {
+  auto softmax = [&](float (&sacc)[${NS}], int t) {
 ${AB === 'nosoftmax' ? '    return;\n' : ''}    const int n0 = t * ${BN};
     const bool edge = n0 + ${BN} > S || (causal && n0 + ${BN} - 1 > m0 + cw * 64 + warp * 16);
     const bool fold = ${mask === 'none' ? '!edge && sl2 > 0.f' : 'false'};
@@ -649,7 +697,7 @@ ${expLoop(false)}
   };
   // P(t) into the register-A fragments (k-step j/2: a0 row g k 0-7, a1 row g+8 k 0-7, a2 row g k 8-15,
   // a3 row g+8 k 8-15)
-  auto pack = [&]() {
+  auto pack = [&](float (&sacc)[${NS}]) {
     #pragma unroll
     for (int j = 0; j < ${BN / 8}; j++) {
       pf[j >> 1][(j & 1) * 2] = pack2(sacc[4 * j], sacc[4 * j + 1]);
@@ -682,34 +730,34 @@ ${PP ? `  // ping-pong: warpgroup cw issues its MMAs after named barrier 1 + cw 
     #pragma unroll
     for (int i = 0; i < ${NO}; i++) oacc[i] = acc_zero();
     mrow[0] = mrow[1] = -INFINITY; lrow[0] = lrow[1] = 0.f; corr[0] = corr[1] = 1.f;
-${PP ? '    if (nt > 0 && cw == 1) turnPass();\n' : ''}    if (nt > 0) {${P ? '' : `
+${DP ? deepLoop : `${PP ? '    if (nt > 0 && cw == 1) turnPass();\n' : ''}`}${DP ? '' : `    if (nt > 0) {${P ? '' : `
       mbar_wait(barQ, it & 1, 0, it);`}${PP ? '\n      turnWait();' : ''}
-      issueS(0);${PP ? '\n      turnPass();' : ''}
+      issueS(sacc, 0, false);${PP ? '\n      turnPass();' : ''}
       wg_wait<0>();
       reg_fence${BN}(sacc);
       releaseK(0);
-      softmax(0);
-      pack();
+      softmax(sacc, 0);
+      pack(sacc);
       for (int t = 1; t < nt; t++) {${PP ? '\n        turnWait();' : ''}
-        issueS(t);
+        issueS(sacc, t, false);
         rescale();
         issuePV(t - 1);${PP ? '\n        turnPass();' : ''}
         // S(t) done (P·V(t-1), committed after it, may still run): K(t) is free, the softmax runs under P·V(t-1)
         wg_wait<1>();
         reg_fence${BN}(sacc);
         releaseK(t);
-        softmax(t);
+        softmax(sacc, t);
         wg_wait<0>();
         reg_fence${D}(oacc);
         releaseV(t - 1); // V(t-1) read; pf free again
-        pack();
+        pack(sacc);
       }
 ${PP ? '      turnWait();\n' : ''}      rescale();
       issuePV(nt - 1);${PP ? '\n      if (cw == 0) turnPass();' : ''}
       wg_wait<0>();
       reg_fence${D}(oacc);
       releaseV(nt - 1);
-    }${P ? ` else if (lane == 0) mbar_arrive(barQE); // no key for this item: its Q is free at once` : ''}
+`}    }${P ? ` else if (lane == 0) mbar_arrive(barQE); // no key for this item: its Q is free at once` : ''}
 ${prefillStoreO(NO / 4, (c) => `oacc[4 * i + 2 * r + ${c}]`)}
     gt += nt;
   }
