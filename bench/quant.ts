@@ -97,20 +97,20 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
       ? [['bfloat16', 1], ['float16', 3], ...(f === 'int4' || f === 'q4_k' ? [['bfloat16', 8] as [string, number], ['bfloat16', 37] as [string, number]] : [])]
       : [['bfloat16', 1], ['bfloat16', 4], ['bfloat16', 8], ['float16', 3], ['float32', 2], ['bfloat16', 37]];
     // the tensor-core int4 kernel forced (the tuner may pick it on large shapes, which the check's are not)
-    if (f === 'int4' && device === 'cuda') cases.push(['bfloat16', 1, 'mma'], ['bfloat16', 8, 'mma-asym'], ['float16', 3, 'mma'], ['bfloat16', 1, 'mma-xs'], ['bfloat16', 8, 'mma-asym-xs'], ['bfloat16', 1, 'mma-sum-xs'], ['float16', 3, 'mma-asym-sum-xs'], ['bfloat16', 1, 'mma-sum-db-kw1-xs'], ['bfloat16', 8, 'mma-asym-db-kw1-xs']);
+    if (f === 'int4' && device === 'cuda') cases.push(['bfloat16', 1, 'mma'], ['bfloat16', 8, 'mma-asym'], ['float16', 3, 'mma'], ['bfloat16', 1, 'mma-xs'], ['bfloat16', 8, 'mma-asym-xs'], ['bfloat16', 1, 'mma-sum-xs'], ['float16', 3, 'mma-asym-sum-xs'], ['bfloat16', 1, 'mma-sum-db-kw1-xs'], ['bfloat16', 8, 'mma-asym-db-kw1-xs'], ['bfloat16', 1, 'mma-sum-cp-kw1-xs'], ['float16', 8, 'mma-asym-cp-kw1-xs']);
     const cudaMod = device === 'cuda' ? await import('../src/backend/cuda/kernels/quant.js') : null;
     // the default stages x in shared memory (xs); the kernel with x from global memory forced too
     // and one warp per row group (kw 1) on a longer K, where the register kernel's unguarded rounds run
     if (cudaMod) {
       const kern = cudaMod.VEC_FORMATS.includes(f) ? 'vec' : 'fma';
       cases.push(['bfloat16', 1, `${kern}-x0`], ['bfloat16', 1, `${kern}-kw1-xs`]);
-      if (kern === 'vec') cases.push(['bfloat16', 1, 'vec-db-kw1-xs'], ['float16', 8, 'vec-db-kw1-xs']); // double-buffered rounds
+      if (kern === 'vec') cases.push(['bfloat16', 1, 'vec-db-kw1-xs'], ['float16', 8, 'vec-db-kw1-xs'], ['bfloat16', 1, 'vec-cp-kw1-xs'], ['float16', 3, 'vec-cp-kw1-xs']); // double-buffered rounds, cp.async ring
       if (!quick) cases.push(['float16', 3, `${kern}-x0`], ['float16', 2, `${kern}-kw1-xs`]);
     }
     for (const [dt, m, impl] of cases) {
       const k = impl?.includes('-kw1') ? 4608 : K[f] ?? 2304, n = 72;
       const p = randomPacked(f, n, k, seed++, impl?.startsWith('mma') ? { asym: impl.startsWith('mma-asym'), groupSize: 128 } : { asym: f === 'int4' && (m === 4 || (quick && m === 3)), groupSize: m === 8 ? 64 : 128 });
-      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0, ms: impl.includes('-sum') ? 1 : 0, db: impl.includes('-db') ? 1 : 0 }); // kw 1 always: a launch argument
+      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0, ms: impl.includes('-sum') ? 1 : 0, db: impl.includes('-db') ? 1 : 0, cp: impl.includes('-cp') ? 6 : 0 }); // kw 1 always: a launch argument
       const w = toDevice(p, device);
       const r = lcg(seed++);
       const x = nbx.tensor(Array.from({ length: m * k }, () => r() * 2 - 1)).reshape([m, k]).to(dt as 'float32');
@@ -180,9 +180,9 @@ let deadline = Infinity;
 const overBudget = (): boolean => now() > deadline;
 
 /** A CUDA GEMV configuration as the log shows it: 'mma', 'vec/kw4', 'fma/kw2' (the tile kernel; r·s· when forced). */
-const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? `mma${c.xs === 1 ? '/xs' : ''}${c.ms === 1 ? '/sum' : ''}${c.db === 1 ? '/db' : ''}${c.U !== undefined ? `/U${String(c.U)}` : ''}`
+const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? `mma${c.xs === 1 ? '/xs' : ''}${c.ms === 1 ? '/sum' : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.U !== undefined ? `/U${String(c.U)}` : ''}`
   : c.impl === 'svec' || c.impl === 'smma' || c.impl === 'sfma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}${c.pf === 0 ? '/nopf' : ''}`
-  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.db === 1 ? '/db' : ''}${c.U !== undefined ? `/U${String(c.U)}` : ''}`);
+  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.U !== undefined ? `/U${String(c.U)}` : ''}`);
 
 interface GemvRow { format: string; n: number; k: number; m: number; us: number; gbs: number; pct?: number; config?: string; best?: { config: string; us: number; gbs: number } }
 
@@ -227,8 +227,11 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             for (const impl of cudaMod.VEC_FORMATS.includes(f) ? ['vec'] : ['fma']) for (const xs of [0, 1]) for (const kw of [1, 2, 4]) cfgs.push({ impl, kw, xs });
             if (f === 'int8' || f === 'int4') for (const U of [2, 3]) cfgs.push({ impl: 'vec', kw: 1, xs: 1, U }); // register ring depth (default 4)
             // double-buffered rounds (db): the register kernel at 2-4 loads per lane and row a round, int4's tensor-core kernel at 2-4 chunks
-            if (cudaMod.VEC_FORMATS.includes(f)) for (const U of [2, 3, 4]) cfgs.push({ impl: 'vec', kw: 1, xs: 1, db: 1, U });
-            if (f === 'int4') for (const U of [2, 3, 4]) for (const ms of [0, 1]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, ms, db: 1, U });
+            if (cudaMod.VEC_FORMATS.includes(f)) for (const U of [2, 4]) cfgs.push({ impl: 'vec', kw: 1, xs: 1, db: 1, U });
+            if (f === 'int4') for (const U of [2, 4]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, ms: 1, db: 1, U });
+            // lane-private cp.async rings of 4, 6, 8 stages
+            if (cudaMod.VEC_FORMATS.includes(f)) for (const cp of [4, 6, 8]) cfgs.push({ impl: 'vec', kw: 1, xs: 1, cp });
+            if (f === 'int4') for (const [cp, ms] of [[4, 1], [6, 1], [8, 1], [6, 0]]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, ms, cp });
             for (const cfg of cfgs) {
               cudaMod.forceQuantGemvConfig(cfg);
               try {

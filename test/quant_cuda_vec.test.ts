@@ -172,6 +172,22 @@ test('double-buffered rounds (db): register kernel (U 2/4, kw 1/2) and int4 tens
   } finally { forceQuantGemvConfig(null); }
 });
 
+test('lane-private cp.async rings (cp): register kernel (every format, kw 1/2, 4-8 stages) and int4 tensor-core kernel, the same bits as without', { skip }, () => {
+  let seed = 700;
+  try {
+    for (const [f, k, dt, m, kw, cp] of [['int8', 5120, 'bfloat16', 1, 1, 6], ['int8', 2560, 'float16', 3, 2, 4], ['int4', 10240, 'bfloat16', 1, 1, 8],
+      ['int4', 2304, 'float16', 5, 2, 4], ['fp8_e4m3', 2560, 'bfloat16', 8, 1, 6], ['q4_k', 5120, 'bfloat16', 1, 1, 6], ['q5_k', 2560, 'float32', 2, 1, 4]] as [QuantFormat, number, DT, number, number, number][]) {
+      forceQuantGemvConfig({ impl: 'vec', kw, xs: 1, cp });
+      check(f, dt, m, 5, k, seed++, { bias: true, groupSize: f === 'int4' ? 128 : undefined, asym: f === 'int4' && m !== 1 });
+    }
+    for (const [dt, m, asym, ms, cp] of [['bfloat16', 1, false, 1, 6], ['float16', 3, true, 0, 4], ['bfloat16', 8, true, 1, 8]] as [DT, number, boolean, number, number][]) {
+      forceQuantGemvConfig({ impl: 'mma', kw: 1, xs: 1, ms, cp }); // K 5120: 40 chunks, 5 a warp
+      check('int4', dt, m, 24, 5120, seed++, { groupSize: 128, asym, bias: true });
+      assert.equal(lastQuantGemvConfig()?.impl, 'mma');
+    }
+  } finally { forceQuantGemvConfig(null); }
+});
+
 test('x in shared memory (xs): register, tensor-core and tile kernels, every x dtype, m = 1..8, kw 1/2/8, bias, ragged N, the same bits twice', { skip }, () => {
   let seed = 500;
   try {

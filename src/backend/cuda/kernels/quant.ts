@@ -155,6 +155,20 @@ __device__ __forceinline__ void nbxq_ld16p(uint4& v, const unsigned char* p, boo
     : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w) : "r"((int)c), "l"(p));
 #endif
 }
+// cp.async of 16 / 4 bytes into shared memory (the lane-private rings of the 'cp' kernels), its groups
+#ifdef NBX_EMU
+__device__ __forceinline__ void nbxq_cp16(void* dst, const void* src) { *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src); }
+__device__ __forceinline__ void nbxq_cp4(void* dst, const void* src) { *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(src); }
+__device__ __forceinline__ void nbxq_commit() {}
+template <int N> __device__ __forceinline__ void nbxq_wait() {}
+#else
+__device__ __forceinline__ void nbxq_cp16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory"); }
+__device__ __forceinline__ void nbxq_cp4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory"); }
+__device__ __forceinline__ void nbxq_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void nbxq_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+#endif
 // e4m3fn: sign and the 7 exponent/mantissa bits moved to float32's positions, times 2^120 (subnormals
 // come out as float32 subnormals, exact); 0x7f / 0xff are NaN
 __device__ __forceinline__ float nbxq_e4m3(unsigned v) {
@@ -315,9 +329,10 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'ms', values: [0, 1], movesBits: true, doc: "'mma' with x staged (xs): nibble pairs as magic + q (one LOP3 a pair) and the offset taken off through Σx from an all-ones mma, instead of a packed FMA a pair" },
     { name: 'xs', values: [0, 1], movesBits: false, doc: "whether 'vec', 'mma' and 'fma' stage x in shared memory (where m·K fits XS_MAX_BYTES), keeping their weight loads in flight" },
     { name: 'db', values: [0, 1], movesBits: false, doc: "'vec' and 'mma' with x staged: two rounds of weight loads in distinct registers, the next round's issued before this round's arithmetic (same sums, same order)" },
+    { name: 'cp', values: [0, 4, 6, 8], movesBits: false, doc: "'vec' / 'mma' with x staged: 0, or the stages of a lane-private cp.async ring in shared memory (each lane copies what it decodes; exact waits, no registers held by loads in flight)" },
     { name: 'U', values: [0, 2, 3, 4], movesBits: false, doc: "'vec' / 'mma' loads per lane and weight row in a round (0: the kernel's default)" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -565,7 +580,8 @@ function x16Source(d: QuantDType): string {
  * of the rows at wr[r] (int4: scales / zeros through srow[r]; past the row's end: zeros, never used),
  * body decodes slot j (unit u) and adds its products to acc[i][r] (int8 / fp8: row scales rs[r]).
  */
-function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number, xb = 'X'): { loads: (j: string, uExpr: string, pred?: string) => string; body: string } {
+interface VecParts { loads: (j: string, uExpr: string, pred?: string) => string; body: string; cpIssue: (st: string, uExpr: string) => string; cpRead: (st: string) => string }
+function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number, xb = 'X'): VecParts {
   const kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const sx = f === 'int4' || kq; // the fast form 1 + q/2^B needs Σx
   // the unit's loads: quants (wv), K-quant header (hv), q5_k high bits (qv)
@@ -586,6 +602,26 @@ function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number, xb = 'X
           { const long long si_ = srow[r] + (((long long)u << 5) >> gshift); sc[${j}][r] = S[si_];${asym ? ` zz[${j}][r] = Z[si_];` : ''} }` : ''}
         }
       }`;
+  // the 'cp' ring (vecCpSource): the same vectors and scalars of unit u copied into this thread's slots of
+  // stage st (RW[stage][row][vector][thread], RS[stage][row][scale, zero][thread]), read back into slot 0
+  const V = 1 + (kq ? 1 : 0) + (five ? 1 : 0), NSC = asym ? 2 : 1;
+  const vecs: [string, string][] = [['wv', `wr[r] + ${unitOff}`], ...(kq ? [['hv', `wr[r] + (long long)(u >> 3) * ${five ? 176 : 144}`] as [string, string]] : []),
+    ...(five ? [['qv', 'wr[r] + (long long)(u >> 3) * 176 + 16 + 16 * (u & 1)'] as [string, string]] : [])];
+  const rw = (st: string, v: number): string => `RW[((${st} * ${nr} + r) * ${V} + ${v}) * ${THREADS} + tid]`;
+  const rs = (st: string, v: number): string => `RS[((${st} * ${nr} + r) * ${NSC} + ${v}) * ${THREADS} + tid]`;
+  const cpIssue = (st: string, uExpr: string): string => `{
+        const int u = ${uExpr};
+        if (u < upr) {
+          #pragma unroll
+          for (int r = 0; r < ${nr}; r++) {
+            ${vecs.map(([, a], v) => `nbxq_cp16(&${rw(st, v)}, ${a});`).join(' ')}${f === 'int4' ? `
+            { const long long si_ = srow[r] + (((long long)u << 5) >> gshift); nbxq_cp4(&${rs(st, 0)}, S + si_);${asym ? ` nbxq_cp4(&${rs(st, 1)}, Z + si_);` : ''} }` : ''}
+          }
+        }
+        nbxq_commit();
+      }`;
+  const cpRead = (st: string): string => `#pragma unroll
+        for (int r = 0; r < ${nr}; r++) { ${vecs.map(([n], v) => `${n}[0][r] = ${rw(st, v)};`).join(' ')}${f === 'int4' ? ` sc[0][r] = ${rs(st, 0)};${asym ? ` zz[0][r] = ${rs(st, 1)};` : ''}` : ''} }`;
   // one 16-element segment: q[r][16] and the affine map (a[r], b[r]) of each row, x at element xoff
   const segment = (decode: string, xoff: string): string => `{
           float q[${nr}][16], a[${nr}], b[${nr}];
@@ -641,7 +677,7 @@ ${segmentDots(nr, sx, 's_')}
       body = [0, 1].map((hi) => segment(dec(hi), `(u >> 3) * 256 + kc * 64 + ${hi * 32} + 16 * (u & 1)`)).join('\n        ');
     }
   }
-  return { loads, body };
+  return { loads, body, cpIssue, cpRead };
 }
 
 /**
@@ -655,11 +691,12 @@ ${segmentDots(nr, sx, 's_')}
  * segment's dot with x scaled once (w = a·q + b: a·Σx·q + b·Σx). Each lane sums its units in stripe
  * order, then a butterfly, then the kw warps' partials in warp order: the same bits every run.
  */
-export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false, cp = 0): { src: string; name: string; sig: ArgType[] } {
   if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV has no decoder for '${f}'`);
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const ext = f === 'int8' || f === 'fp8_e4m3' || f === 'int4';
-  const { loads, body } = vecParts(f, asym, mr, nr, xs ? 'Xs' : 'X');
+  const parts = vecParts(f, asym, mr, nr, xs ? 'Xs' : 'X'), { loads, body } = parts;
+  if (xs && cp > 0) return vecCpSource(f, asym, d, mr, nr, cp, parts);
   if (xs) return vecXsSource(f, asym, d, mr, nr, U, loads, body, db);
   const ld = unitLoads(f);
   const src = `${HELPERS}
@@ -737,8 +774,8 @@ ${warpPartialsAndStore(d, mr, nr, 'n0 < n')}
  * followed elements, not bytes). Shared loads are counted apart, so the ring's loads stay in flight.
  * Dynamic shared memory of m·K·itemsize bytes (quantXsBytes); kernels are launched with it where it fits.
  */
-function xStage(T: string): string {
-  return `  ${XS_DECL}
+function xStage(T: string, declared = false): string {
+  return `  ${declared ? '' : XS_DECL}
   { // x into shared memory (m·K elements, a whole number of 16-byte vectors: K % 32 == 0)
     const int nv_ = (int)(((long long)m * K * (long long)sizeof(${T})) >> 4);
     uint4* xd_ = reinterpret_cast<uint4*>(nbxq_xs_);
@@ -980,8 +1017,9 @@ function mmaChunkViaSum(bf: boolean, asym: boolean): string {
  * z·Σx) into float32 sums, which the warps combine in shared memory in warp order: a fixed order, the
  * same bits every run.
  */
-export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, xs = false, viaSum = false, db = false): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, xs = false, viaSum = false, db = false, cp = 0): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16', T = R.storageType(d);
+  if (xs && cp > 0) return mmaCpSource(asym, d, cp, viaSum);
   if (xs) return mmaXsSource(asym, d, U, viaSum, db);
   const src = `${HELPERS}
 ${mmaPrelude(bf, asym)}extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
@@ -1135,6 +1173,175 @@ ${mmaChunk(bf, asym, viaSum)}      }
   }
 }`;
   return { src, name: 'quant_gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
+}
+
+// ---- lane-private cp.async rings ('cp' kernels) ---------------------------------------------------
+
+/**
+ * Bytes per thread and stage of the 'cp' rings: the 16-byte weight vectors a lane decodes (mma: rows g and
+ * g + 8 of a chunk; vec: each weight row's quants, q4_k / q5_k headers and high bits) and its 4-byte scales
+ * and zeros (int4), each array lane-contiguous (16-byte loads without bank conflicts).
+ */
+export function cpSlotBytes(kind: 'mma' | 'vec', f: QuantFormat, asym: boolean, nr: number): number {
+  if (kind === 'mma') return 32 + (asym ? 16 : 8);
+  const vecs = f === 'q4_k' ? 2 : f === 'q5_k' ? 3 : 1;
+  return nr * (16 * vecs + (f === 'int4' ? (asym ? 8 : 4) : 0));
+}
+/** Dynamic shared memory of a 'cp' launch: x (16-byte aligned), then the ring of `stages` stages for every thread. */
+export const cpSmemBytes = (xsBytes: number, stages: number, slot: number): number => Math.ceil(xsBytes / 16) * 16 + stages * THREADS * slot;
+
+/**
+ * int4 on tensor cores with a lane-private cp.async ring ('mma' with knob cp = stages): each lane copies the
+ * 16-byte vectors of rows g and g + 8 it will itself decode (and their scales / zeros) into its own slots
+ * of NST stages in shared memory, a commit group per chunk, and waits with cp.async.wait_group NST − 1:
+ * the wait is exact per chunk (in order), the copies hold no registers, and NST − 1 chunks stay in
+ * flight through the arithmetic. (The register rings could not: ptxas issued a round's loads at its end
+ * and waited for all of them at the next round's start.) No lane reads another lane's slots, so no
+ * barrier; a slot is refilled after its values were used.
+ */
+function mmaCpSource(asym: boolean, d: 'float16' | 'bfloat16', NST: number, viaSum: boolean): { src: string; name: string; sig: ArgType[] } {
+  const bf = d === 'bfloat16', T = R.storageType(d), NSC = asym ? 4 : 2;
+  const src = `${HELPERS}
+${mmaPrelude(bf, asym, viaSum)}
+extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
+  __shared__ float red[${WARPS}][32][4];
+  ${XS_DECL}
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * 16;
+  const int r0 = n0 + g < n ? n0 + g : n - 1, r1 = n0 + g + 8 < n ? n0 + g + 8 : n - 1; // past the end: repeated, never stored
+  const unsigned char* w0 = Wq + (long long)r0 * rowBytes + 16 * t;
+  const unsigned char* w1 = Wq + (long long)r1 * rowBytes + 16 * t;
+  const bool xr = g < m;
+  float acc[4] = { 0.f, 0.f, 0.f, 0.f };
+  const int nch = K >> 7;
+  // the ring after x: RW[stage][row a / b][thread], RS[stage][scale a, b (zero a, b)][thread]
+  uint4* RW = reinterpret_cast<uint4*>(nbxq_xs_ + ((((long long)m * K * (long long)sizeof(${T})) + 15) & ~15LL));
+  float* RS = reinterpret_cast<float*>(RW + ${NST * 2 * THREADS});
+  const float* s0p = S + (long long)r0 * sRow; const float* s1p = S + (long long)r1 * sRow;${asym ? `
+  const float* z0p = Z + (long long)r0 * sRow; const float* z1p = Z + (long long)r1 * sRow;` : ''}
+  // chunk c (if any) into stage st, then a commit (a group per chunk, empty past the end: the count stays exact)
+  #define NBXQ_CP_ISSUE(st, c) { if ((c) < nch) { const long long gi_ = (128LL * (c)) >> gshift; \
+    nbxq_cp16(&RW[((st) * 2) * ${THREADS} + tid], w0 + 64LL * (c)); nbxq_cp16(&RW[((st) * 2 + 1) * ${THREADS} + tid], w1 + 64LL * (c)); \
+    nbxq_cp4(&RS[((st) * ${NSC}) * ${THREADS} + tid], s0p + gi_); nbxq_cp4(&RS[((st) * ${NSC} + 1) * ${THREADS} + tid], s1p + gi_);${asym ? ` \\
+    nbxq_cp4(&RS[((st) * ${NSC} + 2) * ${THREADS} + tid], z0p + gi_); nbxq_cp4(&RS[((st) * ${NSC} + 3) * ${THREADS} + tid], z1p + gi_);` : ''} } \
+    nbxq_commit(); }
+  #pragma unroll
+  for (int s_ = 0; s_ < ${NST}; s_++) NBXQ_CP_ISSUE(s_, warp + s_ * ${WARPS})
+  NBX_GRID_DEPENDENCY_WAIT();
+${xStage(T, true)}
+  const ${T}* xp = Xs + (long long)(xr ? g : 0) * K + 32 * t;
+  int st = 0;
+  for (int c = warp; c < nch; c += ${WARPS}) {
+    nbxq_wait<${NST - 1}>(); // this lane's copies of chunk c have landed
+    {
+      const int u = 0;
+      uint4 wa[1], wb[1];
+      float sa[1], sb[1];${asym ? `
+      float za[1], zb[1];` : ''}
+      wa[0] = RW[(st * 2) * ${THREADS} + tid]; wb[0] = RW[(st * 2 + 1) * ${THREADS} + tid];
+      sa[0] = RS[(st * ${NSC}) * ${THREADS} + tid]; sb[0] = RS[(st * ${NSC} + 1) * ${THREADS} + tid];${asym ? `
+      za[0] = RS[(st * ${NSC} + 2) * ${THREADS} + tid]; zb[0] = RS[(st * ${NSC} + 3) * ${THREADS} + tid];` : ''}
+${mmaChunk(bf, asym, viaSum)}    }
+    NBXQ_CP_ISSUE(st, c + ${NST * WARPS})
+    st = st + 1 == ${NST} ? 0 : st + 1;
+  }
+  #undef NBXQ_CP_ISSUE
+  #pragma unroll
+  for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (warp == 0) {
+    float v[4] = { 0.f, 0.f, 0.f, 0.f };
+    for (int w = 0; w < ${WARPS}; w++) {
+      #pragma unroll
+      for (int i = 0; i < 4; i++) v[i] += red[w][lane][i];
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int j = n0 + g + (i >> 1) * 8, col = 2 * t + (i & 1);
+      if (j < n && col < m) { float o = v[i]; if (bias) o += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)col * n + j', 'o')} }
+    }
+  }
+}`;
+  return { src, name: 'quant_gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
+}
+
+/**
+ * The register kernel with a lane-private cp.async ring ('vec' with knob cp = stages; see mmaCpSource):
+ * lane l's units of stripe s (its 16-byte vectors of every weight row, int4's scales) go into its own
+ * slots of stage (s − ks) / kw mod NST, a commit group per stripe, NST − 1 stripes in flight; the
+ * arithmetic is the register kernel's, on slot 0 read back from shared memory.
+ */
+function vecCpSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, NST: number, parts: VecParts): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
+  const V = 1 + (kq ? 1 : 0) + (five ? 1 : 0);
+  const src = `${HELPERS}
+${x16Source(d)}
+extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_v(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
+  ${XS_DECL}
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int rg = warp / kw, ks = warp - rg * kw;
+  const int n0 = blockIdx.x * (${WARPS} / kw) * ${nr} + rg * ${nr};
+  const bool live = n0 < n; // uniform per warp; dead warps still stage x
+  const int upr = K / ${UE}, nst = (upr + 31) >> 5;
+  const unsigned char* wr[${nr}];
+  long long srow[${nr}];
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) { const int rr = n0 + r < n ? n0 + r : n - 1; wr[r] = Wq + (long long)rr * rowBytes; srow[r] = (long long)rr * sRow; } // past the end: repeated, never stored
+  uint4* RW = reinterpret_cast<uint4*>(nbxq_xs_ + ((((long long)m * K * (long long)sizeof(${T})) + 15) & ~15LL));
+  float* RS = reinterpret_cast<float*>(RW + ${NST * nr * V * THREADS});
+  float acc[${mr}][${nr}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
+  }${f === 'int8' || f === 'fp8_e4m3' ? `
+  float rs[${nr}];
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}${kq ? `
+  const int kc = (lane & 7) >> 1, sh0 = 8 * ((2 * kc) & 3), sh1 = 8 * ((2 * kc + 1) & 3);
+  const bool khi = kc >= 2;` : ''}
+  // the first NST stripes' copies before the grid-dependency wait (packed weights: never written by earlier kernels)
+  #pragma unroll
+  for (int i_ = 0; i_ < ${NST}; i_++) {
+    const int s_ = live ? ks + i_ * kw : nst; // dead warps: empty groups
+    ${parts.cpIssue('i_', 's_ * 32 + lane')}
+  }
+  NBX_GRID_DEPENDENCY_WAIT();
+${xStage(T, true)}
+  if (live) {
+    int st = 0;
+    for (int s0 = ks; s0 < nst; s0 += kw) {
+      nbxq_wait<${NST - 1}>(); // this lane's copies of stripe s0 have landed
+      {
+        const int j = 0, u = s0 * 32 + lane;
+        uint4 wv[1][${nr}];${kq ? `
+        uint4 hv[1][${nr}];` : ''}${five ? `
+        uint4 qv[1][${nr}];` : ''}${f === 'int4' ? `
+        float sc[1][${nr}];${asym ? ` float zz[1][${nr}];` : ''}` : ''}
+        ${parts.cpRead('st')}
+        if (u < upr) {
+        ${parts.body}
+        }
+      }
+      ${parts.cpIssue('st', `(s0 + ${NST} * kw) * 32 + lane`)}
+      st = st + 1 == ${NST} ? 0 : st + 1;
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) {
+      #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+    }
+  }
+${warpPartialsAndStore(d, mr, nr, 'live')}
+}`;
+  return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
 }
 
 // ---- streaming GEMVs: every warp one contiguous run of K steps, split K across blocks ------------
@@ -1630,7 +1837,7 @@ export const streamGrid = (t: number, bps: number, sms: number): number => Math.
  * not beat these under timeColdL2.)
  */
 export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount): Config {
-  const base = { ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0 };
+  const base = { ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0 };
   const impl = vecOk(c, p) ? 'vec' : 'fma';
   const w = gemvWork(c, p, impl);
   return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms), ...base };
@@ -1666,26 +1873,35 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   const xsb = cfg.xs === 1 ? quantXsBytes(p.m, c.k, c.d) : 0, xs = xsb > 0;
   // the limit raised once to the most x can take: static (tiles, partials) + dynamic shared memory past 48 KiB needs it
   const dyn = (k: ReturnType<CudaBackend['kernel']>): number => { if (xsb > 0) k.setMaxDynamicSharedMemory(XS_MAX_BYTES); return xsb; };
+  // the 'cp' kernels: x, then the ring (where both fit the block's opt-in limit less the static arrays)
+  const cpLimit = be.ctx.info.maxSharedMemPerBlockOptin - 8192;
+  const cpDyn = (k: ReturnType<CudaBackend['kernel']>, bytes: number): number => { k.setMaxDynamicSharedMemory(cpLimit); return bytes; };
+  const cpStages = (kind: 'mma' | 'vec', nr: number): number => {
+    const st = xs ? ((cfg.cp as number | undefined) ?? 0) : 0;
+    return st > 0 && cpSmemBytes(xsb, st, cpSlotBytes(kind, c.f, c.asym, nr)) <= cpLimit ? st : 0;
+  };
   if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
     const d = c.d as 'bfloat16' | 'float16';
-    const ms = xs && cfg.ms === 1, db = xs && cfg.db === 1, U = (cfg.U as number | undefined) || MMA_CHUNKS;
-    const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${U}:${xs}:${ms}:${db}`, () => quantGemvMmaSource(c.asym, d, U, xs, ms, db));
+    const ms = xs && cfg.ms === 1, db = xs && cfg.db === 1, U = (cfg.U as number | undefined) || MMA_CHUNKS, cp = cpStages('mma', 2);
+    const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${U}:${xs}:${ms}:${db}:${cp}`, () => quantGemvMmaSource(c.asym, d, U, xs, ms, db, cp));
     be.launch(k, Math.ceil(c.n / 16), THREADS,
-      [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, log2(c.gsize)], dyn(k));
+      [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, log2(c.gsize)],
+      cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('mma', c.f, c.asym, 2))) : dyn(k));
     return;
   }
   const mr = quantRowsFor(p.m);
   if (cfg.impl === 'mma' || cfg.impl === 'svec' || cfg.impl === 'smma' || cfg.impl === 'sfma' || (cfg.impl === 'vec' && !vecOk(c, p))) {
     // not taken by the chosen kernel: the register kernel where it applies, else the tile kernel
     const impl = vecOk(c, p) ? 'vec' : 'fma', w = gemvWork(c, p, impl);
-    cfg = { impl, kw: defaultKw(c.n, w.rows, w.steps, be.smCount), xs: cfg.xs ?? 1, db: cfg.db ?? 0 };
+    cfg = { impl, kw: defaultKw(c.n, w.rows, w.steps, be.smCount), xs: cfg.xs ?? 1, db: cfg.db ?? 0, cp: cfg.cp ?? 0 };
   }
   const kw = (cfg.kw as number | undefined) ?? 1;
   if (cfg.impl === 'vec') {
-    const nr = vecRows(mr), U = (cfg.U as number | undefined) || vecUnroll(c.f, mr), db = xs && cfg.db === 1;
-    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db));
+    const nr = vecRows(mr), U = (cfg.U as number | undefined) || vecUnroll(c.f, mr), db = xs && cfg.db === 1, cp = cpStages('vec', nr);
+    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp));
     be.launch(k, Math.ceil(c.n / ((WARPS / kw) * nr)), THREADS,
-      [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw], dyn(k));
+      [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw],
+      cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('vec', c.f, c.asym, nr))) : dyn(k));
     return;
   }
   // the tile kernel: rows / sub as forced (bench sweeps, tests), else the format's shape
@@ -1759,6 +1975,9 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
   if (quantXsBytes(p.m, c.k, c.d) > 0) {
     if (d.impl === 'vec') { out.push({ ...d, db: 1 }); if (vecUnroll(c.f, quantRowsFor(p.m)) > 2) out.push({ ...d, db: 1, U: 2 }); }
     if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, db: 1, U: 2 });
+    // lane-private cp.async rings
+    if (d.impl === 'vec') out.push({ ...d, cp: 6 });
+    if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, cp: 6 });
   }
   return out;
 }
@@ -1845,6 +2064,7 @@ export function allQuantSources(): { label: string; src: string; name: string; s
           for (const mr of [1, 2, 4, 8]) out.push({ label: `vec:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr)) });
           for (const mr of [1, 2, 4, 8]) out.push({ label: `vecxs:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr), true) });
           for (const mr of [1, 8]) out.push({ label: `vecxs:db:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr), true, true) });
+          for (const mr of [1, 8]) out.push({ label: `vecxs:cp:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr), true, false, 6) });
         }
         if (VEC_FORMATS.includes(f)) {
           for (const mr of [1, 2, 8]) for (const [ring, bps] of [[vecUnroll(f, mr), 2], [2 * vecUnroll(f, mr), 1]]) out.push({ label: `svec:${f}:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamSource(f, asym, d, mr, vecRows(mr), ring!, bps!) });
@@ -1858,6 +2078,7 @@ export function allQuantSources(): { label: string; src: string; name: string; s
           out.push({ label: `mmaxs:sum:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS, true, true) });
           for (const U of [2, 4]) out.push({ label: `mmaxs:db:sum:${asym}:${d}:${U}`, ...quantGemvMmaSource(asym, d, U, true, true, true) });
           out.push({ label: `mmaxs:db:${asym}:${d}`, ...quantGemvMmaSource(asym, d, 2, true, false, true) });
+          for (const ms of [false, true]) out.push({ label: `mmaxs:cp:${ms}:${asym}:${d}`, ...quantGemvMmaSource(asym, d, 4, true, ms, false, 6) });
           for (const mr of [1, 8]) for (const [ring, bps] of [[4, 2], [8, 1]]) out.push({ label: `smma:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamMmaSource(asym, d, mr, ring!, bps!) });
         }
         out.push({ label: `dequant:${f}:${asym}:${d}`, ...(GEOM[f].external ? dequantSimpleSource(f as 'int8', asym, d) : dequantBlocksSource(f, d)) });
