@@ -118,6 +118,10 @@ export class StaticDecoder {
   private autoFused: boolean;
   /** Whether the last forward() ran the whole-step op (the model and device took it). */
   private tookFused = false;
+  /** The CUDA graph ends with the greedy advance (the next step's ids, positions and index from this one's). */
+  private graphAdvances = false;
+  /** The device's inputs were advanced by the last replay: stepFromDevice() has nothing left to queue before its own. */
+  private advancedLast = false;
 
   /**
    * `greedy`: each step also records the argmax; `sample`: each step draws the next ids on the device
@@ -191,14 +195,11 @@ export class StaticDecoder {
     if (!this.greedy || !this.out?.next) throw new RangeError('StaticDecoder.stepFromDevice: needs a greedy decoder that has stepped');
     if (at >= this.capacity) throw new RangeError(`StaticDecoder: cache index ${at} is past the capacity ${this.capacity}`);
     const next = this.out.next;
-    const advance = (): void => nbx.scope(() => {
-      this.ids.copy_(next.view([B, 1]));
-      this.positions.add_(1);
-      this.writeIndex.add_(1);
-    });
+    const advance = (): void => this.advanceFrom(next);
     // the replayed step's outputs are fixed buffers: the advance reading them is recorded once too (three
-    // eager launches cost the host more than a replay, and the host's time is what a queued step hides)
-    if (this.webgpuGraph) {
+    // eager launches cost the host more than a replay, and the host's time is what a queued step hides);
+    // a CUDA step graph that ends with it has done it already
+    if (this.advancedLast) { /* advanced by the last replay */ } else if (this.webgpuGraph) {
       if (this.advanceGraph) this.advanceGraph.replay();
       else { const g = new WebGPUGraph(backendFor(this.model.device) as unknown as WebGPUGraphBackend); captureWebGPU(g, advance); this.advanceGraph = g; }
     } else if (this.graph) {
@@ -213,7 +214,17 @@ export class StaticDecoder {
     return out;
   }
 
+  /** The next step's inputs from this one's argmax: ids = next, positions + 1, cache index + 1. */
+  private advanceFrom(next: Tensor): void {
+    nbx.scope(() => {
+      this.ids.copy_(next.view([this.batch, 1]));
+      this.positions.add_(1);
+      this.writeIndex.add_(1);
+    });
+  }
+
   private run(): StaticStepResult {
+    this.advancedLast = false;
     if (this.fallbackReason !== null || !replayEnabled(this.model.device)) return this.eager(false);
     if (this.steps++ === 0) return this.eager(true);
     const tables = this.model.model.ropeTables();
@@ -222,7 +233,7 @@ export class StaticDecoder {
       if (!this.capture()) return this.eager(false);
       this.ropeSeen = tables;
     }
-    if (this.graph) this.graph.replay(); else if (this.webgpuGraph) this.webgpuGraph.replay(); else this.recording!.replay();
+    if (this.graph) { this.graph.replay(); this.advancedLast = this.graphAdvances; } else if (this.webgpuGraph) this.webgpuGraph.replay(); else this.recording!.replay();
     return this.out!;
   }
 
@@ -256,10 +267,22 @@ export class StaticDecoder {
         out = captureWebGPU(g, () => this.forward());
         this.webgpuGraph = g;
       } else {
+        // a greedy step graph ends with the advance of its inputs, so the next queued step is one launch
+        // (the candidates timed by chooseStep do not: their replays must repeat the same step)
+        const timing = this.autoFused;
         const g = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost);
-        out = captureGraph(g, () => this.forward());
+        out = captureGraph(g, () => this.forwardAdvancing(!timing));
         this.graph = g;
-        if (this.autoFused) out = this.chooseStep(out);
+        this.graphAdvances = this.greedy && !timing;
+        if (timing) {
+          out = this.chooseStep(out);
+          if (this.greedy) {
+            const g2 = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost);
+            const out2 = captureGraph(g2, () => this.forwardAdvancing(true));
+            out.logits.dispose(); out.next?.dispose(); this.graph.reset();
+            this.graph = g2; out = out2; this.graphAdvances = true;
+          }
+        }
       }
       if (this.out) { this.out.logits.dispose(); this.out.next?.dispose(); }
       this.out = out;
@@ -272,18 +295,17 @@ export class StaticDecoder {
     }
   }
 
+  /** forward(), then (a greedy decoder, `advance`) the advance of the inputs to the next step. */
+  private forwardAdvancing(advance: boolean): StaticStepResult {
+    const out = this.forward();
+    if (advance && out.next) this.advanceFrom(out.next);
+    return out;
+  }
+
   /** The step itself: the model's forward over the fixed-size cache, logits and (greedy) their argmax. */
   private forward(fused = this.fused): StaticStepResult {
     const m = this.model, cfg = m.cfg, B = this.batch;
     return nbx.scope(() => {
-      const written = this.cacheIndex.le(this.writeIndex); // [1, C]
-      const attend = written.logical_and(this.notPadding); // [B, C]
-      const masks = {} as LayerContext['masks'];
-      masks.full_attention = { mask: attend.view([B, 1, 1, this.capacity]), isCausal: false };
-      if (cfg.sliding_window !== null && cfg.layer_types.includes('sliding_attention')) {
-        const inWindow = this.cacheIndex.gt(this.writeIndex.sub(cfg.sliding_window));
-        masks.sliding_attention = { mask: attend.logical_and(inWindow).view([B, 1, 1, this.capacity]), isCausal: false };
-      }
       // batch 1 where the device has the whole-step kernel: one launch (nbx.llm.fused_decode_step)
       const one = B === 1 && fused ? this.fusedStep() : null;
       this.tookFused = one !== null;
@@ -291,6 +313,14 @@ export class StaticDecoder {
         this.sampling?.markSeen(this.ids);
         const next = this.greedy ? one[1] : this.sampling ? sampleRows(one[0].view([B, one[0].shape[2]!]), this.sampling.tensors, this.samplingMode) : null;
         return next ? { logits: one[0], next } : { logits: one[0], next: null };
+      }
+      const written = this.cacheIndex.le(this.writeIndex); // [1, C]
+      const attend = written.logical_and(this.notPadding); // [B, C]
+      const masks = {} as LayerContext['masks'];
+      masks.full_attention = { mask: attend.view([B, 1, 1, this.capacity]), isCausal: false };
+      if (cfg.sliding_window !== null && cfg.layer_types.includes('sliding_attention')) {
+        const inWindow = this.cacheIndex.gt(this.writeIndex.sub(cfg.sliding_window));
+        masks.sliding_attention = { mask: attend.logical_and(inWindow).view([B, 1, 1, this.capacity]), isCausal: false };
       }
       const h = m.model.forward(this.ids, {
         padding: null, positionIds: this.positions, maxPosition: this.capacity - 1, positionBound: this.capacity,
@@ -367,6 +397,7 @@ export class StaticDecoder {
     this.advanceGraph?.reset(); this.advanceGraph = null;
     this.cudaAdvance?.reset(); this.cudaAdvance = null;
     this.recording = null;
+    this.graphAdvances = false; // advancedLast stays: the inputs on the device are as the last replay left them
   }
 
   /** Ends the generation that began it: the decoder may serve the next one (an ephemeral one is freed). */

@@ -513,14 +513,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
   float* sm = rowv; // attention scratch (phases B only) shares the row values' space
   __shared__ float red[WARPS_];
   __shared__ int sh_last;
-  NBX_GRID_DEPENDENCY_WAIT();
-  long long id = ids[0];
-  if (id < 0 || id >= V_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 61); id = 0; }
-  const T_* emb = embed + id * (long long)H_;
-  const int w = (int)__ldcg(widx);
-  if (w < 0 || w >= S_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 60); return; }
-  unsigned target = 0u; // barriers passed in this launch × grid
-  // the weight stream: NS_ items in flight from the start, one more each time one is consumed
+  // the weight stream: NS_ items in flight from the start, one more each time one is consumed; issued
+  // before the wait for the previous kernel (no kernel writes weights), so they load during its tail
   unsigned char* ringw = ring + (threadIdx.x >> 5) * NS_ * 2048; // this warp's ring
   Loader ld; ld.ph1 = ph1;
   loader_seek(ld, ph0, layers, lmhead);
@@ -528,6 +522,13 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     const int lane = threadIdx.x & 31, lst = (lane >> 3) * 128 + (((lane & 7) ^ (((lane >> 3) & 1) << 2)) << 4);
     for (int q = 0; q < NS_; q++) loader_issue(ld, ringw + q * 2048 + lst, layers, lmhead);
   }
+  NBX_GRID_DEPENDENCY_WAIT();
+  long long id = ids[0];
+  if (id < 0 || id >= V_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 61); id = 0; }
+  const T_* emb = embed + id * (long long)H_;
+  const int w = (int)__ldcg(widx);
+  if (w < 0 || w >= S_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 60); CP_WAIT_ALL(); return; }
+  unsigned target = 0u; // barriers passed in this launch × grid
   int cs = 0; // the ring's stage holding the next item
   for (int ph = ph0; ph < ph1; ph++) {
     const int l = ph / 5, st = ph - l * 5;
