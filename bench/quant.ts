@@ -104,7 +104,8 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
     if (cudaMod) {
       const kern = cudaMod.VEC_FORMATS.includes(f) ? 'vec' : 'fma';
       cases.push(['bfloat16', 1, `${kern}-x0`], ['bfloat16', 1, `${kern}-kw1-xs`]);
-      if (kern === 'vec') cases.push(['bfloat16', 1, 'vec-db-kw1-xs'], ['float16', 8, 'vec-db-kw1-xs'], ['bfloat16', 1, 'vec-cp-kw1-xs'], ['float16', 3, 'vec-cp-kw1-xs']); // double-buffered rounds, cp.async ring
+      if (kern === 'vec') cases.push(['bfloat16', 1, 'vec-db-kw1-xs'], ['float16', 8, 'vec-db-kw1-xs']); // double-buffered rounds
+      cases.push(['bfloat16', 1, `${kern}-cp-kw1-xs`], ['float16', 3, `${kern}-cp-kw1-xs`]); // cp.async ring
       if (!quick) cases.push(['float16', 3, `${kern}-x0`], ['float16', 2, `${kern}-kw1-xs`]);
     }
     for (const [dt, m, impl] of cases) {
@@ -232,6 +233,8 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             // lane-private cp.async rings of 4, 6, 8 stages
             if (cudaMod.VEC_FORMATS.includes(f)) for (const cp of [4, 6, 8]) cfgs.push({ impl: 'vec', kw: 1, xs: 1, cp });
             if (f === 'int4') for (const [cp, ms] of [[4, 1], [6, 1], [8, 1], [6, 0]]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, ms, cp });
+            // the tile kernel's cp ring: the format's tile shape at 4 / 6 stages, and one row of 2 sub-blocks a lane at 4 / 8
+            if (!cudaMod.VEC_FORMATS.includes(f)) for (const [cp, rs] of [[4, null], [6, null], [4, [1, 2]], [8, [1, 2]]] as [number, [number, number] | null][]) cfgs.push({ impl: 'fma', kw: 1, xs: 1, cp, ...(rs ? { rows: rs[0], sub: rs[1] } : {}) });
             for (const cfg of cfgs) {
               cudaMod.forceQuantGemvConfig(cfg);
               try {

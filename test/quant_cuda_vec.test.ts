@@ -185,6 +185,12 @@ test('lane-private cp.async rings (cp): register kernel (every format, kw 1/2, 4
       check('int4', dt, m, 24, 5120, seed++, { groupSize: 128, asym, bias: true });
       assert.equal(lastQuantGemvConfig()?.impl, 'mma');
     }
+    // the tile kernel's ring: several tiles a row (ring wraps), a partial last tile, kw 1/2, one row a warp too
+    for (const [f, k, dt, m, kw, cp, rs] of [['q8_0', 8192, 'bfloat16', 1, 1, 4, null], ['q6_k', 9216, 'float16', 5, 2, 4, null], ['q4_0', 4608, 'bfloat16', 2, 1, 6, [1, 2]],
+      ['q3_k', 5120, 'float32', 1, 1, 4, null], ['q6_k', 4096, 'bfloat16', 1, 1, 8, [1, 2]]] as [QuantFormat, number, DT, number, number, number, [number, number] | null][]) {
+      forceQuantGemvConfig({ impl: 'fma', kw, xs: 1, cp, ...(rs ? { rows: rs[0], sub: rs[1] } : {}) });
+      check(f, dt, m, 7, k, seed++, { bias: true });
+    }
   } finally { forceQuantGemvConfig(null); }
 });
 

@@ -419,7 +419,8 @@ ${segmentDots(rows, sx, 'sx')}
 }
 
 /** Source of the GEMV kernel: format, asymmetric zeros (int4), x dtype, MR rows of x, R weight rows per warp, S sub-blocks per lane, VW-byte loads. */
-export function quantGemvSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, rows: number, sub: number, vw: number, xs = false): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, rows: number, sub: number, vw: number, xs = false, cp = 0): { src: string; name: string; sig: ArgType[] } {
+  if (xs && cp > 0 && vw === 16) return tileCpSource(f, asym, d, mr, rows, sub, cp);
   const g = GEOM[f], T = R.storageType(d), TB = tileBytes(f, sub), SPB = g.elems / 32;
   const VT = vw === 16 ? 'uint4' : vw === 8 ? 'uint2' : vw === 4 ? 'unsigned' : 'unsigned short';
   const UPL = Math.ceil(TB / vw / 32), TBP = Math.ceil(TB / 16) * 16;
@@ -493,6 +494,80 @@ ${tileDecode(f, asym, d, mr, rows, sub, 'tile[warp]', xs ? 'Xs' : 'X')}  }
 ${warpPartialsAndStore(d, mr, rows, 'live')}
 }`;
   return { src, name: 'quant_gemv', sig };
+}
+
+/** Dynamic shared memory of the tile kernel's cp ring past x: every warp's stages of `rows` padded tiles. */
+export const tileCpRingBytes = (f: QuantFormat, rows: number, sub: number, stages: number): number => WARPS * stages * rows * Math.ceil(tileBytes(f, sub) / 16) * 16;
+
+/**
+ * The tile kernel with a cp.async ring (knob cp = stages, x staged, 16-byte loads): each warp's tiles go
+ * from memory into its own NST stages in dynamic shared memory past x, lane u copying units u, u + 32, …
+ * (coalesced), a commit group per tile; before decoding, cp.async.wait_group NST − 1 (this lane's copies
+ * of the tile landed) and a warp barrier (every lane's: lanes decode sub-blocks other lanes copied).
+ * NST − 1 tiles stay in flight through the decode without registers (the register staging of quantGemvSource
+ * had ptxas wait for a tile's loads before its shared stores, each tile's loads drained).
+ */
+function tileCpSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, rows: number, sub: number, NST: number): { src: string; name: string; sig: ArgType[] } {
+  const g = GEOM[f], T = R.storageType(d), TB = tileBytes(f, sub), TBP = Math.ceil(TB / 16) * 16, UPL = Math.ceil(TB / 16 / 32);
+  const src = `${HELPERS}
+${decoderSource(f, asym, true)}
+extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
+  ${XS_DECL}
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int rg = warp / kw, ks = warp - rg * kw;
+  const int nb = blockIdx.x * (${WARPS} / kw) * ${rows};
+  const int n0 = nb + rg * ${rows};
+  const bool live = n0 < n; // uniform per warp; dead warps still stage x
+  const int nsub = K >> 5;
+  const long long tb = ${TB};
+  const int ntiles = (int)((rowBytes + tb - 1) / tb);
+  const unsigned char* wrow[${rows}];
+  #pragma unroll
+  for (int r = 0; r < ${rows}; r++) wrow[r] = Wq + (long long)(n0 + r < n ? n0 + r : n - 1) * rowBytes; // past the end: repeated, never stored
+  float acc[${mr}][${rows}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${rows}; r++) acc[i][r] = 0.f;
+  }
+  // this warp's stages past x: stage st, row r at ring + (st·rows + r)·TBP
+  unsigned char* ring = nbxq_xs_ + ((((long long)m * K * (long long)sizeof(${T})) + 15) & ~15LL) + (long long)warp * ${NST * rows * TBP};
+  // tile t (if any) into stage st: the 16-byte units inside the row, lane u, u + 32, ...; then a commit
+  #define NBXQ_CPT(st, t) { if (live && (t) < ntiles) { const long long base_ = (long long)(t) * tb; const long long left_ = rowBytes - base_; \
+    const int units_ = (int)((left_ < tb ? left_ : tb) >> 4); \
+    _Pragma("unroll") for (int r = 0; r < ${rows}; r++) { \
+      _Pragma("unroll") for (int j = 0; j < ${UPL}; j++) { const int u_ = lane + 32 * j; \
+        if (u_ < units_) nbxq_cp16(ring + ((st) * ${rows} + r) * ${TBP} + u_ * 16, wrow[r] + base_ + u_ * 16); } } } \
+    nbxq_commit(); }
+  #pragma unroll
+  for (int i_ = 0; i_ < ${NST}; i_++) NBXQ_CPT(i_, ks + i_ * kw)
+  NBX_GRID_DEPENDENCY_WAIT();
+${xStage(T, true)}
+  if (live) {
+    int st = 0;
+    for (int t = ks; t < ntiles; t += kw) {
+      nbxq_wait<${NST - 1}>(); // this lane's copies of tile t
+      __syncwarp();            // and every lane's
+      unsigned char (*tl)[${TBP}] = reinterpret_cast<unsigned char (*)[${TBP}]>(ring + st * ${rows * TBP});
+${tileDecode(f, asym, d, mr, rows, sub, 'tl', 'Xs')}      __syncwarp(); // every lane done with the stage before it is refilled
+      NBXQ_CPT(st, t + ${NST} * kw)
+      st = st + 1 == ${NST} ? 0 : st + 1;
+    }
+  }
+  #undef NBXQ_CPT
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${rows}; r++) {
+      #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+    }
+  }
+${warpPartialsAndStore(d, mr, rows, 'live')}
+}`;
+  return { src, name: 'quant_gemv', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
 }
 
 /**
@@ -1908,9 +1983,13 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   let { rows, sub } = cfg.rows !== undefined && cfg.sub !== undefined ? { rows: cfg.rows as number, sub: cfg.sub as number } : tileShape(c.f);
   if (gemvSmem(c.f, { rows, sub }) > GEMV_SMEM_MAX) ({ rows, sub } = tileShape(c.f));
   const W = addr(p.qweight), vw = loadWidth(W, c.rowBytes, tileBytes(c.f, sub));
-  const k = be.kernel(`quant_gemv:${c.f}:${c.asym}:${c.d}:${mr}:${rows}:${sub}:${vw}:${xs}`, () => quantGemvSource(c.f, c.asym, c.d, mr, rows, sub, vw, xs));
+  // the cp ring where x is staged, the loads are 16 bytes wide and x + every warp's stages fit
+  const cpReq = xs && vw === 16 ? ((cfg.cp as number | undefined) ?? 0) : 0;
+  const cp = cpReq > 0 && Math.ceil(xsb / 16) * 16 + tileCpRingBytes(c.f, rows, sub, cpReq) <= cpLimit ? cpReq : 0;
+  const k = be.kernel(`quant_gemv:${c.f}:${c.asym}:${c.d}:${mr}:${rows}:${sub}:${vw}:${xs}:${cp}`, () => quantGemvSource(c.f, c.asym, c.d, mr, rows, sub, vw, xs, cp));
   be.launch(k, Math.ceil(c.n / ((WARPS / kw) * rows)), THREADS,
-    [addr(p.x), W, addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw], dyn(k));
+    [addr(p.x), W, addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw],
+    cp > 0 ? cpDyn(k, Math.ceil(xsb / 16) * 16 + tileCpRingBytes(c.f, rows, sub, cp)) : dyn(k));
 }
 
 /**
@@ -1977,6 +2056,7 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
     if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, db: 1, U: 2 });
     // lane-private cp.async rings
     if (d.impl === 'vec') out.push({ ...d, cp: 6 });
+    if (d.impl === 'fma') out.push({ ...d, cp: 4 });
     if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, cp: 6 });
   }
   return out;
@@ -2070,6 +2150,7 @@ export function allQuantSources(): { label: string; src: string; name: string; s
           for (const mr of [1, 2, 8]) for (const [ring, bps] of [[vecUnroll(f, mr), 2], [2 * vecUnroll(f, mr), 1]]) out.push({ label: `svec:${f}:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamSource(f, asym, d, mr, vecRows(mr), ring!, bps!) });
         }
         { const t = tileShape(f); for (const mr of [1, 8]) out.push({ label: `gemvxs:${f}:${asym}:${d}:${mr}:${t.rows}:${t.sub}`, ...quantGemvSource(f, asym, d, mr, t.rows, t.sub, 16, true) }); }
+        { const t = tileShape(f); for (const mr of [1, 8]) out.push({ label: `gemvxs:cp:${f}:${asym}:${d}:${mr}:${t.rows}:${t.sub}`, ...quantGemvSource(f, asym, d, mr, t.rows, t.sub, 16, true, 4) }); }
         const st = sfmaShape(f);
         if (st) for (const mr of [1, 8]) out.push({ label: `sfma:${f}:${d}:${mr}:${st.sub}:${st.stages}`, ...quantGemvStreamTileSource(f, d, mr, st.rows, st.sub, st.stages, 16, 2) });
         if (f === 'int4' && d !== 'float32') {
