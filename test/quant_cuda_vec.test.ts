@@ -172,7 +172,7 @@ test('double-buffered rounds (db): register kernel (U 2/4, kw 1/2) and int4 tens
   } finally { forceQuantGemvConfig(null); }
 });
 
-test('lane-private cp.async rings (cp): register kernel (every format, kw 1/2, 4-8 stages) and int4 tensor-core kernel, the same bits as without', { skip }, () => {
+test('lane-private cp.async rings (cp): register kernel (every format, kw 1/2, 4-8 stages) and int4 tensor-core kernel (x pre-permuted, chunk sums staged), tile kernel', { skip }, () => {
   let seed = 700;
   try {
     for (const [f, k, dt, m, kw, cp] of [['int8', 5120, 'bfloat16', 1, 1, 6], ['int8', 2560, 'float16', 3, 2, 4], ['int4', 10240, 'bfloat16', 1, 1, 8],

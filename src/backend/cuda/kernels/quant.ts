@@ -329,7 +329,7 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'ms', values: [0, 1], movesBits: true, doc: "'mma' with x staged (xs): nibble pairs as magic + q (one LOP3 a pair) and the offset taken off through Σx from an all-ones mma, instead of a packed FMA a pair" },
     { name: 'xs', values: [0, 1], movesBits: false, doc: "whether 'vec', 'mma' and 'fma' stage x in shared memory (where m·K fits XS_MAX_BYTES), keeping their weight loads in flight" },
     { name: 'db', values: [0, 1], movesBits: false, doc: "'vec' and 'mma' with x staged: two rounds of weight loads in distinct registers, the next round's issued before this round's arithmetic (same sums, same order)" },
-    { name: 'cp', values: [0, 4, 6, 8], movesBits: false, doc: "'vec' / 'mma' with x staged: 0, or the stages of a lane-private cp.async ring in shared memory (each lane copies what it decodes; exact waits, no registers held by loads in flight)" },
+    { name: 'cp', values: [0, 4, 6, 8], movesBits: true, doc: "'vec' / 'mma' with x staged: 0, or the stages of a lane-private cp.async ring in shared memory (each lane copies what it decodes; exact waits, no registers held by loads in flight; 'mma' with ms: x staged in the pairs' order and each chunk's Σx staged, which moves bits)" },
     { name: 'U', values: [0, 2, 3, 4], movesBits: false, doc: "'vec' / 'mma' loads per lane and weight row in a round (0: the kernel's default)" },
   ],
   defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0 },
@@ -992,10 +992,16 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], 
 __device__ __forceinline__ unsigned nbxq_fma2(unsigned a, unsigned b, unsigned c) {
   unsigned d; asm("fma.rn.${bf ? 'bf16x2' : 'f16x2'} %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c)); return d; }
 #endif
+// (u & m) | c as one LOP3 (left to itself the compiler emitted two: an AND, then an OR with the magic)
+#ifdef NBX_EMU
+__device__ __forceinline__ unsigned nbxq_andor(unsigned u, unsigned m, unsigned c) { return (u & m) | c; }
+#else
+__device__ __forceinline__ unsigned nbxq_andor(unsigned u, unsigned m, unsigned c) { unsigned d; asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(u), "r"(m), "r"(c)); return d; }
+#endif
 // nibbles (e, e + 4) of a word already shifted right by 4·e, as a pair of 16-bit floats minus the offset
-__device__ __forceinline__ unsigned nbxq_pair(unsigned u) { return nbxq_fma2((u & 0x000F000Fu) | ${MAG}, ${ONE}, ${SUB}); }${viaSum ? `
+__device__ __forceinline__ unsigned nbxq_pair(unsigned u) { return nbxq_fma2(nbxq_andor(u, 0x000F000Fu, ${MAG}), ${ONE}, ${SUB}); }${viaSum ? `
 // the same pair without the subtraction: magic + nibble (one LOP3), the offset taken off the chunk's sums
-__device__ __forceinline__ unsigned nbxq_raw(unsigned u) { return (u & 0x000F000Fu) | ${MAG}; }` : ''}
+__device__ __forceinline__ unsigned nbxq_raw(unsigned u) { return nbxq_andor(u, 0x000F000Fu, ${MAG}); }` : ''}
 `;
 }
 
@@ -1078,6 +1084,71 @@ function mmaChunkViaSum(bf: boolean, asym: boolean): string {
         acc[0] = fmaf(s0, fmaf(-o0, cx[0], cc[0]), acc[0]); acc[1] = fmaf(s0, fmaf(-o0, cx[1], cc[1]), acc[1]);
         acc[2] = fmaf(s1, fmaf(-o1, cx[0], cc[2]), acc[2]); acc[3] = fmaf(s1, fmaf(-o1, cx[1], cc[3]), acc[3]);
 `;
+}
+
+/**
+ * mmaChunkViaSum for the cp kernel's staged x (xStagePerm): x already in the weight pairs' order (no PRMT)
+ * and each chunk's Σx per x row read from shared memory (sxa / sxb: rows 2t, 2t + 1) instead of the
+ * all-ones mma: 8 mma a chunk instead of 16, no x permutes.
+ */
+function mmaChunkPre(bf: boolean, asym: boolean): string {
+  const M = bf ? 128 : 1024;
+  return `        unsigned xv[16];
+        if (xr) {
+          #pragma unroll
+          for (int v = 0; v < 4; v++) { const uint4 q = reinterpret_cast<const uint4*>(xp + 128LL * c)[v]; xv[4 * v] = q.x; xv[4 * v + 1] = q.y; xv[4 * v + 2] = q.z; xv[4 * v + 3] = q.w; }
+        } else {
+          #pragma unroll
+          for (int v = 0; v < 16; v++) xv[v] = 0u;
+        }
+        float cc[4] = { 0.f, 0.f, 0.f, 0.f };
+        const unsigned ua[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w }, ub[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
+        #pragma unroll
+        for (int w = 0; w < 4; w++) {
+          const unsigned a1[4] = { nbxq_raw(ua[w]), nbxq_raw(ub[w]), nbxq_raw(ua[w] >> 4), nbxq_raw(ub[w] >> 4) };
+          mma16816(cc, a1, xv[4 * w], xv[4 * w + 1]);
+          const unsigned a2[4] = { nbxq_raw(ua[w] >> 8), nbxq_raw(ub[w] >> 8), nbxq_raw(ua[w] >> 12), nbxq_raw(ub[w] >> 12) };
+          mma16816(cc, a2, xv[4 * w + 2], xv[4 * w + 3]);
+        }
+        const float x0 = sxa[c], x1 = sxb[c];
+        const float o0 = ${asym ? `${M}.f + za[u]` : `${M + 8}.f`}, o1 = ${asym ? `${M}.f + zb[u]` : `${M + 8}.f`};
+        const float s0 = sa[u], s1 = sb[u];
+        acc[0] = fmaf(s0, fmaf(-o0, x0, cc[0]), acc[0]); acc[1] = fmaf(s0, fmaf(-o0, x1, cc[1]), acc[1]);
+        acc[2] = fmaf(s1, fmaf(-o1, x0, cc[2]), acc[2]); acc[3] = fmaf(s1, fmaf(-o1, x1, cc[3]), acc[3]);
+`;
+}
+
+/**
+ * x staged for mmaChunkPre (16-bit x): each 8-element group stored as (0, 4), (1, 5), (2, 6), (3, 7) — the
+ * mma B fragments' pairs — and the Σx of every 128-element chunk of every row (float32: a group's 8 in
+ * order, then a butterfly over the 16 lanes holding the chunk's groups) into SX[row · nch + chunk].
+ */
+function xStagePerm(T: string, bf: boolean): string {
+  const cv = (w: string, hi: boolean): string => (bf ? (hi ? `__uint_as_float(${w} & 0xffff0000u)` : `__uint_as_float(${w} << 16)`) : `nbx_h2f((unsigned short)(${w}${hi ? ' >> 16' : ''}))`);
+  return `  {
+    const int nv_ = (int)(((long long)m * K) >> 3);
+    uint4* xd_ = reinterpret_cast<uint4*>(nbxq_xs_);
+    const uint4* xg_ = reinterpret_cast<const uint4*>(X);
+    for (int b_ = warp * 32; b_ < nv_; b_ += ${THREADS}) { // whole warps: the butterfly needs every lane
+      const int i_ = b_ + lane;
+      const bool ok_ = i_ < nv_;
+      uint4 v_; v_.x = v_.y = v_.z = v_.w = 0u;
+      if (ok_) v_ = xg_[i_];
+      const unsigned w_[4] = { v_.x, v_.y, v_.z, v_.w };
+      float s_ = 0.f;
+      #pragma unroll
+      for (int e = 0; e < 4; e++) { s_ += ${cv('w_[e]', false)}; s_ += ${cv('w_[e]', true)}; }
+      uint4 o_;
+      o_.x = nbxq_prmt(v_.x, v_.z, 0x5410u); o_.y = nbxq_prmt(v_.x, v_.z, 0x7632u);
+      o_.z = nbxq_prmt(v_.y, v_.w, 0x5410u); o_.w = nbxq_prmt(v_.y, v_.w, 0x7632u);
+      if (ok_) xd_[i_] = o_;
+      #pragma unroll
+      for (int o = 1; o < 16; o <<= 1) s_ += __shfl_xor_sync(0xffffffffu, s_, o);
+      if (ok_ && (lane & 15) == 0) SX[i_ >> 4] = s_;
+    }
+  }
+  __syncthreads();
+  const ${T}* Xs = reinterpret_cast<const ${T}*>(nbxq_xs_);`;
 }
 
 /**
@@ -1263,7 +1334,7 @@ export function cpSlotBytes(kind: 'mma' | 'vec', f: QuantFormat, asym: boolean, 
   return nr * (16 * vecs + (f === 'int4' ? (asym ? 8 : 4) : 0));
 }
 /** Dynamic shared memory of a 'cp' launch: x (16-byte aligned), then the ring of `stages` stages for every thread. */
-export const cpSmemBytes = (xsBytes: number, stages: number, slot: number): number => Math.ceil(xsBytes / 16) * 16 + stages * THREADS * slot;
+export const cpSmemBytes = (xsBytes: number, stages: number, slot: number, extra = 0): number => Math.ceil((xsBytes + extra) / 16) * 16 + stages * THREADS * slot;
 
 /**
  * int4 on tensor cores with a lane-private cp.async ring ('mma' with knob cp = stages): each lane copies the
@@ -1292,7 +1363,9 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${
   float acc[4] = { 0.f, 0.f, 0.f, 0.f };
   const int nch = K >> 7;
   // the ring after x: RW[stage][row a / b][thread], RS[stage][scale a, b (zero a, b)][thread]
-  uint4* RW = reinterpret_cast<uint4*>(nbxq_xs_ + ((((long long)m * K * (long long)sizeof(${T})) + 15) & ~15LL));
+  // (viaSum: the chunks' Σx past x, SX[row · nch + chunk])
+  float* SX = reinterpret_cast<float*>(nbxq_xs_ + (long long)m * K * (long long)sizeof(${T}));
+  uint4* RW = reinterpret_cast<uint4*>(nbxq_xs_ + ((((long long)m * K * (long long)sizeof(${T}))${viaSum ? ' + (long long)m * nch * 4' : ''} + 15) & ~15LL));
   float* RS = reinterpret_cast<float*>(RW + ${NST * 2 * THREADS});
   const float* s0p = S + (long long)r0 * sRow; const float* s1p = S + (long long)r1 * sRow;${asym ? `
   const float* z0p = Z + (long long)r0 * sRow; const float* z1p = Z + (long long)r1 * sRow;` : ''}
@@ -1305,8 +1378,10 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${
   #pragma unroll
   for (int s_ = 0; s_ < ${NST}; s_++) NBXQ_CP_ISSUE(s_, warp + s_ * ${WARPS})
   NBX_GRID_DEPENDENCY_WAIT();
-${xStage(T, true)}
-  const ${T}* xp = Xs + (long long)(xr ? g : 0) * K + 32 * t;
+${viaSum ? xStagePerm(T, bf) : xStage(T, true)}
+  const ${T}* xp = Xs + (long long)(xr ? g : 0) * K + 32 * t;${viaSum ? `
+  const float* sxa = SX + (long long)(2 * t < m ? 2 * t : m - 1) * nch; // x rows 2t, 2t + 1 (past m: never stored)
+  const float* sxb = SX + (long long)(2 * t + 1 < m ? 2 * t + 1 : m - 1) * nch;` : ''}
   int st = 0;
   for (int c = warp; c < nch; c += ${WARPS}) {
     nbxq_wait<${NST - 1}>(); // this lane's copies of chunk c have landed
@@ -1318,7 +1393,7 @@ ${xStage(T, true)}
       wa[0] = RW[(st * 2) * ${THREADS} + tid]; wb[0] = RW[(st * 2 + 1) * ${THREADS} + tid];
       sa[0] = RS[(st * ${NSC}) * ${THREADS} + tid]; sb[0] = RS[(st * ${NSC} + 1) * ${THREADS} + tid];${asym ? `
       za[0] = RS[(st * ${NSC} + 2) * ${THREADS} + tid]; zb[0] = RS[(st * ${NSC} + 3) * ${THREADS} + tid];` : ''}
-${mmaChunk(bf, asym, viaSum)}    }
+${viaSum ? mmaChunkPre(bf, asym) : mmaChunk(bf, asym, false)}    }
     NBXQ_CP_ISSUE(st, c + ${NST * WARPS})
     st = st + 1 == ${NST} ? 0 : st + 1;
   }
@@ -1950,10 +2025,11 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   const dyn = (k: ReturnType<CudaBackend['kernel']>): number => { if (xsb > 0) k.setMaxDynamicSharedMemory(XS_MAX_BYTES); return xsb; };
   // the 'cp' kernels: x, then the ring (where both fit the block's opt-in limit less the static arrays)
   const cpLimit = be.ctx.info.maxSharedMemPerBlockOptin - 8192;
+  const sxBytes = cfg.ms === 1 ? p.m * (c.k >> 7) * 4 : 0; // the mma cp kernel's chunk sums of x (viaSum)
   const cpDyn = (k: ReturnType<CudaBackend['kernel']>, bytes: number): number => { k.setMaxDynamicSharedMemory(cpLimit); return bytes; };
   const cpStages = (kind: 'mma' | 'vec', nr: number): number => {
     const st = xs ? ((cfg.cp as number | undefined) ?? 0) : 0;
-    return st > 0 && cpSmemBytes(xsb, st, cpSlotBytes(kind, c.f, c.asym, nr)) <= cpLimit ? st : 0;
+    return st > 0 && cpSmemBytes(xsb, st, cpSlotBytes(kind, c.f, c.asym, nr), kind === 'mma' ? sxBytes : 0) <= cpLimit ? st : 0;
   };
   if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
     const d = c.d as 'bfloat16' | 'float16';
@@ -1961,7 +2037,7 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
     const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${U}:${xs}:${ms}:${db}:${cp}`, () => quantGemvMmaSource(c.asym, d, U, xs, ms, db, cp));
     be.launch(k, Math.ceil(c.n / 16), THREADS,
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, log2(c.gsize)],
-      cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('mma', c.f, c.asym, 2))) : dyn(k));
+      cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('mma', c.f, c.asym, 2), sxBytes)) : dyn(k));
     return;
   }
   const mr = quantRowsFor(p.m);
