@@ -69,7 +69,7 @@ function maxTilesPerWarp(s: Shape): number {
   return m;
 }
 
-export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring, v: Variant = { asplit: 1, bar: 'fence' }): { src: string; name: string; sig: ArgType[] } {
+export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring, v: Variant = { asplit: 1, bar: 'release' }): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16';
   const MAXT = maxTilesPerWarp(s);
   const LG = s.D / 8; // lanes per key in the attention: 8 columns each
@@ -654,10 +654,11 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
 /**
  * Blocks per query head in the attention phase: as many as the grid has for every head (the heads alone
  * leave most blocks idle in that phase); NBX_DECODE_STEP_ASPLIT=N sets it. The barrier's arrival:
- * NBX_DECODE_STEP_BAR=fence (a fence, then an atomic add; the default) or release (one red.release).
+ * NBX_DECODE_STEP_BAR=release (one red.release, no fence after the wait: the default, faster on the H200
+ * (BENCHMARKS.md, seventh session)) or fence (a fence, then an atomic add; a fence after).
  */
 function variantFor(NH: number, G: number): Variant {
-  const a = process.env.NBX_DECODE_STEP_ASPLIT, b = process.env.NBX_DECODE_STEP_BAR ?? 'fence';
+  const a = process.env.NBX_DECODE_STEP_ASPLIT, b = process.env.NBX_DECODE_STEP_BAR ?? 'release';
   const asplit = a ? Number(a) : Math.max(1, Math.min(8, Math.floor(G / NH)));
   if (!Number.isInteger(asplit) || asplit < 1 || asplit > 16) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_ASPLIT must be an integer from 1 to 16, got '${a}'`);
   if (b !== 'fence' && b !== 'release') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_BAR must be fence or release, got '${b}'`);
