@@ -1121,7 +1121,7 @@ function mmaChunkPre(bf: boolean, asym: boolean): string {
 /**
  * x staged for mmaChunkPre (16-bit x): each 8-element group stored as (0, 4), (1, 5), (2, 6), (3, 7) — the
  * mma B fragments' pairs — and the Σx of every 128-element chunk of every row (float32: a group's 8 in
- * order, then a butterfly over the 16 lanes holding the chunk's groups) into SX[row · nch + chunk].
+ * order, then a butterfly over the 16 lanes holding the chunk's groups) into XSUM[row · nch + chunk].
  */
 function xStagePerm(T: string, bf: boolean): string {
   const cv = (w: string, hi: boolean): string => (bf ? (hi ? `__uint_as_float(${w} & 0xffff0000u)` : `__uint_as_float(${w} << 16)`) : `nbx_h2f((unsigned short)(${w}${hi ? ' >> 16' : ''}))`);
@@ -1144,7 +1144,7 @@ function xStagePerm(T: string, bf: boolean): string {
       if (ok_) xd_[i_] = o_;
       #pragma unroll
       for (int o = 1; o < 16; o <<= 1) s_ += __shfl_xor_sync(0xffffffffu, s_, o);
-      if (ok_ && (lane & 15) == 0) SX[i_ >> 4] = s_;
+      if (ok_ && (lane & 15) == 0) XSUM[i_ >> 4] = s_;
     }
   }
   __syncthreads();
@@ -1363,8 +1363,8 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${
   float acc[4] = { 0.f, 0.f, 0.f, 0.f };
   const int nch = K >> 7;
   // the ring after x: RW[stage][row a / b][thread], RS[stage][scale a, b (zero a, b)][thread]
-  // (viaSum: the chunks' Σx past x, SX[row · nch + chunk])
-  float* SX = reinterpret_cast<float*>(nbxq_xs_ + (long long)m * K * (long long)sizeof(${T}));
+  // (viaSum: the chunks' Σx past x, XSUM[row · nch + chunk])
+  float* XSUM = reinterpret_cast<float*>(nbxq_xs_ + (long long)m * K * (long long)sizeof(${T}));
   uint4* RW = reinterpret_cast<uint4*>(nbxq_xs_ + ((((long long)m * K * (long long)sizeof(${T}))${viaSum ? ' + (long long)m * nch * 4' : ''} + 15) & ~15LL));
   float* RS = reinterpret_cast<float*>(RW + ${NST * 2 * THREADS});
   const float* s0p = S + (long long)r0 * sRow; const float* s1p = S + (long long)r1 * sRow;${asym ? `
@@ -1380,8 +1380,8 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${
   NBX_GRID_DEPENDENCY_WAIT();
 ${viaSum ? xStagePerm(T, bf) : xStage(T, true)}
   const ${T}* xp = Xs + (long long)(xr ? g : 0) * K + 32 * t;${viaSum ? `
-  const float* sxa = SX + (long long)(2 * t < m ? 2 * t : m - 1) * nch; // x rows 2t, 2t + 1 (past m: never stored)
-  const float* sxb = SX + (long long)(2 * t + 1 < m ? 2 * t + 1 : m - 1) * nch;` : ''}
+  const float* sxa = XSUM + (long long)(2 * t < m ? 2 * t : m - 1) * nch; // x rows 2t, 2t + 1 (past m: never stored)
+  const float* sxb = XSUM + (long long)(2 * t + 1 < m ? 2 * t + 1 : m - 1) * nch;` : ''}
   int st = 0;
   for (int c = warp; c < nch; c += ${WARPS}) {
     nbxq_wait<${NST - 1}>(); // this lane's copies of chunk c have landed
