@@ -41,7 +41,7 @@ import { basePtr as ptr } from './util.js';
 import { getKernel, loadSourceAsync, type CompileOptions } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
 import { encodeTensorMapTiled, CU_TENSOR_MAP_DATA_TYPE, CU_TENSOR_MAP_SWIZZLE, type CudaKernel } from '../runtime/driver.js';
-import { sm90Source, sm90Smem, sm90Configs, prefillStoreO, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, type Sm90Softmax } from './attention_sm90.js';
+import { sm90Source, sm90Smem, sm90Ones, sm90Configs, prefillStoreO, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, type Sm90Softmax } from './attention_sm90.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
 export const DECODE_MAX_ROWS = 16;
@@ -646,7 +646,7 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
     return undefined;
   },
   resources: (c, p) => (c.impl === 'wgmma'
-    ? { threads: SM90_THREADS, sharedMemoryBytes: sm90Smem(p.D, c as unknown as PrefillConfig), stages: c.stages as number }
+    ? { threads: SM90_THREADS, sharedMemoryBytes: smem90(p.D, c as unknown as PrefillConfig), stages: c.stages as number }
     : { threads: (c.blockM as number) * 2, sharedMemoryBytes: prefillSmem(p.D, c as unknown as PrefillConfig), stages: c.stages as number }),
 });
 
@@ -709,7 +709,7 @@ function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: Mask
   if (!k) {
     const b = sm90Build(dt, D, cfg, maskKind, watch, tma);
     k = getKernel(be.ctx, b.source, b.name, b.sig, b.options);
-    k.setMaxDynamicSharedMemory(sm90Smem(D, cfg));
+    k.setMaxDynamicSharedMemory(smem90(D, cfg));
     sm90Kernels.set(key, k);
   }
   attentionStats.prefill90++;
@@ -730,6 +730,9 @@ function softmaxVariant(): Sm90Softmax | undefined {
   if (!(SM90_SOFTMAX as readonly string[]).includes(v)) throw new UnsupportedError('attention', `NBX_ATTENTION_SOFTMAX takes ${SM90_SOFTMAX.join(', ')}, got ${v}`);
   return v as Sm90Softmax;
 }
+
+/** The Hopper kernel's dynamic shared memory with this process's softmax form (tcsum: a slab of ones per V slot). */
+const smem90 = (D: number, cfg: PrefillConfig): number => sm90Smem(D, cfg, sm90Ones(D, softmaxVariant()));
 
 /** Whether the Hopper kernel loads K/V through TMA where the descriptors encode (NBX_ATTENTION_TMA=0: cp.async). */
 const tmaEnabled = (): boolean => process.env.NBX_ATTENTION_TMA !== '0';
@@ -951,9 +954,9 @@ export function cudaAttention(p: AttentionParams): void {
           sm90Queue ??= be.alloc('int32', 2, true);
           const l2 = be.ctx.info.l2CacheSize > 0 ? be.ctx.info.l2CacheSize : 32 << 20;
           const G = Math.max(1, Math.min(B * H, Math.floor(l2 / 2 / (4 * S * D)) * rep));
-          be.launch(kw, Math.min(items, be.smCount), SM90_THREADS, [ptr(out), ptr(mask), sm90Queue.ptr, ...st4(out), ...maskArgs, ...tail, G, ...mq, ...mk, ...mv], sm90Smem(D, cfg));
+          be.launch(kw, Math.min(items, be.smCount), SM90_THREADS, [ptr(out), ptr(mask), sm90Queue.ptr, ...st4(out), ...maskArgs, ...tail, G, ...mq, ...mk, ...mv], smem90(D, cfg));
         } else {
-          be.launch(kw, items, SM90_THREADS, [ptr(out), ptr(mask), ...st4(out), ...maskArgs, ...tail, ...mq, ...mk, ...mv], sm90Smem(D, cfg));
+          be.launch(kw, items, SM90_THREADS, [ptr(out), ptr(mask), ...st4(out), ...maskArgs, ...tail, ...mq, ...mk, ...mv], smem90(D, cfg));
         }
         return;
       }
@@ -963,7 +966,7 @@ export function cudaAttention(p: AttentionParams): void {
       const cfg1 = { ...cfg, persistent: false };
       const kw = sm90Kernel(dt, D, cfg1, maskKind, false);
       attentionStats.lastPrefill = `wgmma cp.async ${tag}`;
-      be.launch(kw, ntiles * B * H, SM90_THREADS, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, ...tail], sm90Smem(D, cfg1));
+      be.launch(kw, ntiles * B * H, SM90_THREADS, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, ...tail], smem90(D, cfg1));
       return;
     }
     const kf = be.kernel(mmaKey(dt, D, cfg, maskKind), () => prefillSource(dt, D, cfg, maskKind));

@@ -92,8 +92,13 @@ export function sm90Configs(D: number): Sm90Config[] {
   return [{ blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, deep: true, persistent: true }, { blockN: 128, stages: 3, deep: true }, { blockN: 128, stages: 3, pingpong: true }];
 }
 
-/** Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers (Q full and empty; K/V full and empty per slot), persistent: the item index. */
-export const sm90Smem = (D: number, c: Sm90Config): number => 2 * D * (SM90_BLOCK_M + 2 * c.stages * c.blockN) + 1024 + 8 * (2 + 4 * c.stages) + (c.persistent ? 16 : 0);
+/**
+ * Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers (Q full and empty; K/V full and
+ * empty per slot), persistent: the item index; ones (the tcsum softmax): a 64-column slab of ones after each V slot.
+ */
+export const sm90Smem = (D: number, c: Sm90Config, ones = false): number => 2 * D * (SM90_BLOCK_M + 2 * c.stages * c.blockN) + (ones ? 128 * c.stages * c.blockN : 0) + 1024 + 8 * (2 + 4 * c.stages) + (c.persistent ? 16 : 0);
+/** Whether softmax form sx sums the rows on the tensor cores at head dim D (tcsum: N = D + 8 ≤ 256). */
+export const sm90Ones = (D: number, sx: Sm90Softmax | undefined): boolean => sx === 'tcsum' && D + 8 <= 256;
 
 /** Registers the consumers take from the producer (setmaxnreg; 40·128 + 232·256 = 168·384, the 384-thread launch bound; the producer spills below 40). */
 const REG_PRODUCER = 40, REG_CONSUMER = 232;
@@ -334,12 +339,12 @@ __device__ __forceinline__ u64 sw128_desc(u32 addr, u32 lbo, u32 sbo) {
  * divided by their softmax sums (the quad's partial sums added; a row that sees no key gives 0) and stored
  * as packed pairs at columns i·8 + 2·tg; acc(c) names element c (0, 1) of pair i of row r.
  */
-export function prefillStoreO(pairs: number, acc: (c: number) => string): string {
+export function prefillStoreO(pairs: number, acc: (c: number) => string, sum?: (r: string) => string): string {
   return `  #pragma unroll
   for (int r = 0; r < 2; r++) {
-    float l = lrow[r];
+${sum ? `    const float l = ${sum('r')}; // the whole row's sum (the tensor cores summed over every key)` : `    float l = lrow[r];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);`}
     const float inv = l > 0.f ? 1.f / l : 0.f; // a row that sees no key: 0
     const int row = rowA + r * 8;
     if (row < L) {
@@ -386,12 +391,15 @@ export interface Sm90SourceOptions {
    * session's (the row max and sum as one chain each, the running max follows every increase), 'tree' the max and
    * sum over 4 independent partials, 'lazy' (default) as tree, and the running max moves only when a tile's
    * exceeds it by more than 8 in log2 units (O hardly ever rescaled), 'poly' as lazy with a quarter of the
-   * exponentials of unmasked tiles computed on the FMA pipes (FlashAttention-4's offload of the MUFU).
+   * exponentials of unmasked tiles computed on the FMA pipes (FlashAttention-4's offload of the MUFU), 'tcsum' as
+   * lazy with the row sums on the tensor cores: V gets 8 more columns of ones (a slab of ones after each V slot,
+   * written once), P·V is m64n(D+8), and its last accumulators are the sums of the rounded P (no adds in the
+   * softmax); head dims 64/128 (at 256, N would pass 256: as lazy there).
    */
   softmax?: Sm90Softmax;
 }
-export type Sm90Softmax = 'serial' | 'tree' | 'lazy' | 'poly';
-export const SM90_SOFTMAX: readonly Sm90Softmax[] = ['serial', 'tree', 'lazy', 'poly'];
+export type Sm90Softmax = 'serial' | 'tree' | 'lazy' | 'poly' | 'tcsum';
+export const SM90_SOFTMAX: readonly Sm90Softmax[] = ['serial', 'tree', 'lazy', 'poly', 'tcsum'];
 
 /** Kernel parameters of the TMA build: Q's, K's and V's descriptors (128 bytes each) as 48 words after the common ones. */
 export const SM90_TMA_WORDS = 48;
@@ -410,8 +418,11 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
   const AB = opts.ablate;
   if (AB === 'noload' && !TMA) throw new UnsupportedError('attention', 'the noload diagnostic is a TMA build');
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
-  const NS = BN / 2, NO = D / 2; // accumulator floats per thread: S (64 x BN), O (64 x D)
-  const SX = opts.softmax ?? 'lazy';
+  const SX0 = opts.softmax ?? 'lazy';
+  const ONES = sm90Ones(D, SX0), SX = SX0 === 'tcsum' ? 'lazy' : SX0;
+  // P·V's N (tcsum: 8 columns of ones after V's D) and V's 64-column slabs per ring slot
+  const ND = ONES ? D + 8 : D, VS = ONES ? D / 64 + 1 : D / 64;
+  const NS = BN / 2, NO = ND / 2; // accumulator floats per thread: S (64 x BN), O (64 x ND)
   // partials of the row max and sum (2 at D 256, where O takes 128 registers), the lazy rescale's threshold (log2 units)
   const RP = Math.min(D >= 256 ? 2 : 4, BN / 8), LAZY = 8;
   // exp2(S·sc - mu) of row r's pairs into P, their sums into the partials lp; poly: every fourth pair by exp2_fma
@@ -420,8 +431,8 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
         const float x0 = fmaf(sacc[4 * j + 2 * r], sc, -mu), x1 = fmaf(sacc[4 * j + 2 * r + 1], sc, -mu);
         const float p0 = ${poly ? '(j & 3) == 3 ? exp2_fma(x0) : ' : ''}fexp2(x0), p1 = ${poly ? '(j & 3) == 3 ? exp2_fma(x1) : ' : ''}fexp2(x1);
         sacc[4 * j + 2 * r] = p0; sacc[4 * j + 2 * r + 1] = p1;
-        if (j < ${RP}) lp[j] = p0 + p1; else lp[j % ${RP}] += p0 + p1;
-      }`;
+${ONES ? '' : `        if (j < ${RP}) lp[j] = p0 + p1; else lp[j % ${RP}] += p0 + p1;
+`}      }`;
   // The deep schedule (config deep): S(t+1) = Q·K(t+1)ᵀ is issued, into the other of two S arrays, together with
   // P(t-1)·V(t-1) before the softmax of tile t, so the warpgroup's own MMAs (both GEMMs of a tile) run under its
   // softmax; the plain schedule has only P·V(t-1) under it and issues S(t+1) after it. Nothing stays in flight
@@ -433,7 +444,7 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
         issueS(${Y}, ${t} + 1, ${t} + 1 >= nt);
         softmax(${X}, ${t}); // S(${t}) complete since the previous step; P·V(${t} - 1) and S(${t} + 1) run under it
         wg_wait<0>();
-        reg_fence${D}(oacc);
+        reg_fence${ND}(oacc);
         reg_fence${BN}(${Y});
         releaseV(${t} - 1);
         if (${t} + 1 < nt) releaseK(${t} + 1);
@@ -458,10 +469,10 @@ ${deepStep('(t + 1)', 'sacc', 'sacc2')}
       rescale();
       issuePV(nt - 1);
       wg_wait<0>();
-      reg_fence${D}(oacc);
+      reg_fence${ND}(oacc);
       releaseV(nt - 1);
 `;
-  const src = `${opts.watch ? '#define NBX_ATTN_WATCH 1\n' : ''}${wgmmaHelpers(dt === 'bfloat16', [BN, D])}
+  const src = `${opts.watch ? '#define NBX_ATTN_WATCH 1\n' : ''}${wgmmaHelpers(dt === 'bfloat16', [BN, ND])}
 constexpr int D_ = ${D};
 constexpr int CH = D_ / 8;      // 16-byte chunks per row
 // byte offset of chunk ch of row r in a [D_/64][rows][64] tile, 128B-swizzled (tile base 1024-aligned)
@@ -485,11 +496,11 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
   unsigned char* sm = smraw + ((1024 - (smem_u32(smraw) & 1023)) & 1023);
   unsigned char* sQ = sm;                                  // [D_/64][${BM}][64]
   unsigned char* sK = sQ + ${BM} * D_ * 2;                 // ${ST} x [D_/64][${BN}][64]
-  unsigned char* sV = sK + ${ST * BN} * D_ * 2;
+  unsigned char* sV = sK + ${ST * BN} * D_ * 2;             // ${ST} x [${VS}][${BN}][64]${ONES ? ' (the last slab: ones)' : ''}
   // mbarriers: Q full; per slot K full, V full (the producer's arrivals), K empty, V empty (one per consumer
   // warp); Q empty (persistent: one per consumer warp once its last Q·Kᵀ of a work item is done)
-  const u32 bars = smem_u32(sV + ${ST * BN} * D_ * 2);${P ? `
-  volatile int* sItem = (volatile int*)(sV + ${ST * BN} * D_ * 2 + 8 * ${2 + 4 * ST}); // the producer's item index, read with its Q` : ''}
+  const u32 bars = smem_u32(sV + ${ST * BN * VS * 128});${P ? `
+  volatile int* sItem = (volatile int*)(sV + ${ST * BN * VS * 128} + 8 * ${2 + 4 * ST}); // the producer's item index, read with its Q` : ''}
   const u32 barQ = bars, barQE = bars + 8u * (1 + ${4 * ST});
   auto barK = [&](int s) { return bars + 8u * (1 + s); };
   auto barV = [&](int s) { return bars + 8u * (1 + ${ST} + s); };
@@ -516,7 +527,13 @@ ${P ? '  const int items = ntiles * BH;\n' : ''}  if (tid == 0) {
     mbar_init(barQE, 8);
     init_fence();
   }
-  __syncthreads();
+${ONES ? `  // tcsum: the slab of ones after each V slot (TMA never writes it), visible to the async proxy before any wgmma
+  for (int i = tid; i < ${ST * BN * 32}; i += ${SM90_THREADS}) {
+    const int sl = i / ${BN * 32}, o = i % ${BN * 32};
+    *(u32*)(sV + (sl * ${VS} + ${VS - 1}) * ${BN * 128} + o * 4) = ${dt === 'bfloat16' ? '0x3f803f80u' : '0x3c003c00u'};
+  }
+  proxy_fence();
+` : ''}  __syncthreads();
   if (wg == 0) {
     reg_dealloc<${REG_PRODUCER}>();
 ${TMA ? `    // ---- producer: one thread issues every load: per work item Q, then K(t) and V(t-1) for t = 0..nt (boxes of
@@ -548,7 +565,7 @@ ${AB === 'noload' ? `          mbar_arrive(barK(s));` : `          mbar_arrive_t
           if (g >= ${ST}) mbar_wait(barEV(s), ((g / ${ST}) + 1) & 1, 4, g - ${ST}); // V of tile g - ${ST} released
 ${AB === 'noload' ? `          mbar_arrive(barV(s));` : `          mbar_arrive_tx(barV(s), ${BN * 2} * D_);
           #pragma unroll
-          for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sV) + (s * D_ / 64 + j) * ${BN * 128}, &tm.v, j * 64, (t - 1) * ${BN}, hk, b, barV(s));`}
+          for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sV) + (s * ${VS} + j) * ${BN * 128}, &tm.v, j * 64, (t - 1) * ${BN}, hk, b, barV(s));`}
         }
       }
       gt += nt;${P ? ' w = wn;' : ''}
@@ -581,7 +598,7 @@ ${P ? `    __threadfence();
       if (t > 0) {
         const int u = t - 1, s = u % ${ST}, n0 = u * ${BN};
         if (u >= ${ST}) mbar_wait(barEV(s), ((u / ${ST}) + 1) & 1, 4, u - ${ST}); // V of tile u - ${ST} released
-        unsigned char* dv = sV + s * ${BN} * D_ * 2;
+        unsigned char* dv = sV + s * ${BN * VS * 128};
         for (int c = tid; c < ${BN} * CH; c += 128) {
           const int r = c / CH, ch = c % CH; const bool ok = n0 + r < S;
           cp16(dv + tofs(${BN}, r, ch), vb + (ok ? (long long)(n0 + r) * vsl : 0LL) + ch * 8, ok);
@@ -627,8 +644,8 @@ ${TMA ? '' : '    proxy_fence(); // cp.async wrote the tile through the generic 
 ${TMA ? '' : '    proxy_fence();\n'}    wg_arrive();
     #pragma unroll
     for (int kk = 0; kk < ${BN / 16}; kk++) {
-      const u64 dv = sw128_desc(aV + s * ${BN} * D_ * 2 + kk * 16 * 128, ${BN} * 128, 1024);
-      wg_rs${D}(oacc, pf[kk], dv);
+      const u64 dv = sw128_desc(aV + s * ${BN * VS * 128} + kk * 16 * 128, ${BN} * 128, 1024);
+      wg_rs${ND}(oacc, pf[kk], dv);
     }
     wg_commit();
   };
@@ -684,15 +701,15 @@ ${SX === 'serial' ? `      float ls = 0.f;
         const float p0 = fexp2(fmaf(sacc[4 * j + 2 * r], sc, -mu)), p1 = fexp2(fmaf(sacc[4 * j + 2 * r + 1], sc, -mu));
         sacc[4 * j + 2 * r] = p0; sacc[4 * j + 2 * r + 1] = p1;
         ls += p0 + p1;
-      }` : `      float lp[${RP}];
+      }` : `${ONES ? '' : `      float lp[${RP}];`}
 ${SX === 'poly' ? `      // on unmasked tiles a quarter of the exponentials on the FMA pipes (exp2_fma), the rest on the MUFU
       if (fold) {
 ${expLoop(true)}
       } else {
 ${expLoop(false)}
       }` : expLoop(false)}
-      const float ls = ${tree(RP, (i) => `lp[${i}]`, '')};`}
-      lrow[r] = lrow[r] * corr[r] + ls;
+${ONES ? '' : `      const float ls = ${tree(RP, (i) => `lp[${i}]`, '')};`}`}
+${ONES ? '      // (the row sums accumulate on the tensor cores, in O\'s last columns, rescaled with O)' : '      lrow[r] = lrow[r] * corr[r] + ls;'}
     }
   };
   // P(t) into the register-A fragments (k-step j/2: a0 row g k 0-7, a1 row g+8 k 0-7, a2 row g k 8-15,
@@ -748,17 +765,17 @@ ${DP ? deepLoop : `${PP ? '    if (nt > 0 && cw == 1) turnPass();\n' : ''}`}${DP
         releaseK(t);
         softmax(sacc, t);
         wg_wait<0>();
-        reg_fence${D}(oacc);
+        reg_fence${ND}(oacc);
         releaseV(t - 1); // V(t-1) read; pf free again
         pack(sacc);
       }
 ${PP ? '      turnWait();\n' : ''}      rescale();
       issuePV(nt - 1);${PP ? '\n      if (cw == 0) turnPass();' : ''}
       wg_wait<0>();
-      reg_fence${D}(oacc);
+      reg_fence${ND}(oacc);
       releaseV(nt - 1);
 `}    }${P ? ` else if (lane == 0) mbar_arrive(barQE); // no key for this item: its Q is free at once` : ''}
-${prefillStoreO(NO / 4, (c) => `oacc[4 * i + 2 * r + ${c}]`)}
+${prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined)}
     gt += nt;
   }
 }`;
