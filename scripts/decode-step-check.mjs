@@ -47,27 +47,34 @@ for (const mode of values.modes.split(',')) {
   console.log(`${mode}: ${N} steps, ${ms.toFixed(3)} ms/step (incl. reading each id), graph ${JSON.stringify(results[mode].stats)}, first tokens ${toks.slice(0, 8).join(',')}`);
   dec.dispose();
 }
-/** Per-phase times of the last traced fused step: each stage's mean over layers of the phase span and the barrier after it. */
+/**
+ * Per-phase times of the last traced fused step, each stage's mean over layers: the span (first block's start to
+ * the last block's end), and per block (means over blocks) the time to its input (norm or load), its products
+ * (the weight stream), the rest (sums over warps, stores), and its wait at the barrier after the phase.
+ */
 function traceSummary() {
   const t = decodeStepTrace(backendFor(model.device));
   if (!t) { console.log('trace: none (NBX_DECODE_STEP_TRACE=1 and the CUDA kernel needed)'); return; }
-  const { phases, grid: G, ns } = t;
-  const at = (ph, e, b) => Number(ns[(2 * ph + e) * G + b]);
+  const { phases, grid: G, marks: M, ns } = t;
+  const at = (ph, e, b) => Number(ns[(M * ph + e) * G + b]);
   const stats = {};
   let t0 = Infinity, t1 = 0;
   for (let ph = 0; ph < phases; ph++) {
-    let s0 = Infinity, s1 = 0, e0 = Infinity, e1 = 0, work = 0;
-    for (let b = 0; b < G; b++) { s0 = Math.min(s0, at(ph, 0, b)); s1 = Math.max(s1, at(ph, 0, b)); e0 = Math.min(e0, at(ph, 1, b)); e1 = Math.max(e1, at(ph, 1, b)); work += at(ph, 1, b) - at(ph, 0, b); }
+    let s0 = Infinity, e1 = 0, input = 0, prod = 0, rest = 0, wait = 0;
+    for (let b = 0; b < G; b++) {
+      s0 = Math.min(s0, at(ph, 0, b)); e1 = Math.max(e1, at(ph, M - 1, b));
+      input += at(ph, 1, b) - at(ph, 0, b); prod += at(ph, 2, b) - at(ph, 1, b); rest += at(ph, M - 1, b) - at(ph, 2, b);
+      if (ph + 1 < phases) wait += at(ph + 1, 0, b) - at(ph, M - 1, b);
+    }
     t0 = Math.min(t0, s0); t1 = Math.max(t1, e1);
-    let next0 = Infinity;
-    if (ph + 1 < phases) for (let b = 0; b < G; b++) next0 = Math.min(next0, at(ph + 1, 0, b));
     const stage = ph === phases - 1 ? 'F lm_head' : ['A qkv', 'B attention', 'C o_proj', 'D gate_up', 'E down'][ph % 5];
-    const x = (stats[stage] ??= { n: 0, span: 0, mean: 0, skew: 0, barrier: 0 });
-    x.n++; x.span += e1 - s0; x.mean += work / G; x.skew += s1 - s0; x.barrier += ph + 1 < phases ? next0 - e1 : 0;
+    const x = (stats[stage] ??= { n: 0, span: 0, input: 0, prod: 0, rest: 0, wait: 0 });
+    x.n++; x.span += e1 - s0; x.input += input / G; x.prod += prod / G; x.rest += rest / G; x.wait += wait / G;
   }
   console.log(`trace: step ${((t1 - t0) / 1e3).toFixed(1)} µs over ${phases} phases, grid ${G}`);
+  const us = (v, n) => (v / n / 1e3).toFixed(2);
   for (const [k, x] of Object.entries(stats)) {
-    console.log(`trace ${k.padEnd(12)}: span ${(x.span / x.n / 1e3).toFixed(2)} µs (first start to last end), block mean ${(x.mean / x.n / 1e3).toFixed(2)} µs, start skew ${(x.skew / x.n / 1e3).toFixed(2)} µs, barrier after ${(x.barrier / x.n / 1e3).toFixed(2)} µs; ×${x.n} = ${((x.span + x.barrier) / 1e3).toFixed(1)} µs`);
+    console.log(`trace ${k.padEnd(12)}: span ${us(x.span, x.n)} µs; per block: input ${us(x.input, x.n)}, products ${us(x.prod, x.n)}, rest ${us(x.rest, x.n)}, barrier wait ${us(x.wait, x.n)} µs; ×${x.n}`);
   }
 }
 

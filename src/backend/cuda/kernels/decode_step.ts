@@ -297,7 +297,8 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
  * part[warp][tile − its first tile][row] and are summed over warps in warp order (the same bits every run).
  */
 __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ringw, int& cs, Loader& ld,
-    const Layer* layers, const T_* lmhead) {
+    const Layer* layers, const T_* lmhead, unsigned long long* tm) {
+  if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: input ready
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
   const int kcs = z.K >> 6, tA = tiles_of(z.nA), rows = z.nA + z.nB;
   const int up = ((tA + tiles_of(z.nB)) * kcs + WARPS_ - 1) / WARPS_;
@@ -330,6 +331,7 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
     }
   }
   __syncthreads();
+  if (tm && threadIdx.x == 0) tm[2 * gridDim.x] = nbx_globaltimer(); // trace: products done
   for (int v = threadIdx.x; v < rows; v += THREADS_) {
     const int T = v < z.nA ? v >> 4 : tA + ((v - z.nA) >> 4), rr = v < z.nA ? v & 15 : (v - z.nA) & 15;
     const int wlo = (T * kcs) / up, whi = ((T + 1) * kcs - 1) / up;
@@ -532,7 +534,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
   int cs = 0; // the ring's stage holding the next item
   for (int ph = ph0; ph < ph1; ph++) {
     const int l = ph / 5, st = ph - l * 5;
-    if (trace && threadIdx.x == 0) trace[(2ll * ph) * gridDim.x + blockIdx.x] = nbx_globaltimer();
+    unsigned long long* tm = trace ? trace + (4ll * ph) * gridDim.x + blockIdx.x : nullptr; // this phase's marks (tracing)
+    if (tm && threadIdx.x == 0) tm[0] = nbx_globaltimer();
     const Layer ly = l < L_ ? layers[l] : layers[0];
     const T_* rin = l == 0 ? emb : res; // the residual stream (the embedding row before layer 0's first add)
     int r0, r1;
@@ -540,20 +543,21 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     if (l < L_ && st == 0) { // A: norm + q/k/v
       block_rows(QKV_, r0, r1);
       norm_into(rin, ly.ln1, eps, xs, red);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(qkv, r0 + v, rowv[v]);
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
       for (int it = blockIdx.x; it < NH_ * ASPLIT_; it += gridDim.x)
         attention_head(it / ASPLIT_, it % ASPLIT_, ly, qkv, cosr, sinr, w, notpad, scale, patt, patt + NH_ * ASPLIT_ * D_, sm);
+      if (tm && threadIdx.x == 0) { tm[gridDim.x] = tm[0]; tm[2 * gridDim.x] = nbx_globaltimer(); }
     } else if (l < L_ && st == 2) { // C: o_proj + residual
       block_rows(H_, r0, r1);
       merge_att(patt, patt + NH_ * ASPLIT_ * D_, xs);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(rin, r0 + v));
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
       norm_into(res, ly.ln2, eps, xs, red);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
         const float g = RND(rowv[v]), u = RND(rowv[r1 - r0 + v]);
         stcgv(act, r0 + v, g / (1.f + expf(-g)) * u);
@@ -561,12 +565,12 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     } else if (l < L_ && st == 4) { // E: down + residual
       block_rows(H_, r0, r1);
       load_x(act, I_, xs);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(res, r0 + v));
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
       norm_into(L_ == 0 ? emb : res, fnorm, eps, xs, red);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       float bv = NAN; int bi = 0x7fffffff; bool any = false;
       for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
         const float lv = RND(rowv[v]);
@@ -594,7 +598,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
         }
       }
     }
-    if (trace) { __syncthreads(); if (threadIdx.x == 0) trace[(2ll * ph + 1) * gridDim.x + blockIdx.x] = nbx_globaltimer(); }
+    if (trace) { __syncthreads(); if (threadIdx.x == 0) tm[3 * gridDim.x] = nbx_globaltimer(); }
     if (ph + 1 < ph1) {
       grid_sync(sync, target, err);
     }
@@ -665,6 +669,9 @@ function variantFor(NH: number, G: number): Variant {
   return { asplit, bar: b };
 }
 
+/** Timestamps per phase and block when tracing: start, input ready, products done, end. */
+const TRACE_MARKS = 4;
+
 /** How the step launches: 'fused' (one launch, grid barriers), 'phases' (a launch per phase), or off. */
 const MODE = (): string => (process.env.NBX_DECODE_STEP === 'phases' ? 'phases' : process.env.NBX_DECODE_STEP === 'off' || process.env.NBX_DECODE_STEP === '0' ? 'off' : 'fused');
 
@@ -728,7 +735,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   // NBX_DECODE_STEP_TRACE=1: each block's start and end time of every phase (decodeStepTrace), for profiling
   if (process.env.NBX_DECODE_STEP_TRACE === '1' && (st.trace === null || st.traceShape[0] !== phases || st.traceShape[1] !== G)) {
     if (be.capture !== null) return false;
-    st.trace = be.alloc('int64', 2 * phases * G); st.traceShape = [phases, G];
+    st.trace = be.alloc('int64', TRACE_MARKS * phases * G); st.traceShape = [phases, G];
   }
   const trace = process.env.NBX_DECODE_STEP_TRACE === '1' && st.trace ? st.trace.ptr : 0n;
   const args = (ph0: number, ph1: number) => [table!.ptr, at(p.embed), at(p.finalNorm), at(p.lmHead), at(p.cos), at(p.sin), at(p.ids), at(p.cacheIndex),
@@ -746,13 +753,14 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
 }
 
 /**
- * The last traced step's timestamps (NBX_DECODE_STEP_TRACE=1): ns of each block's start and end of each phase,
- * [phase][start, end][block], with the phase count and grid; null when nothing was traced. For profiling scripts.
+ * The last traced step's timestamps (NBX_DECODE_STEP_TRACE=1): ns of each block's marks in each phase,
+ * [phase][mark][block] with marks start, input ready (norm or load done), products done (before the warps' sums
+ * are added up), end; with the phase count and grid; null when nothing was traced. For profiling scripts.
  */
-export function decodeStepTrace(backend: CudaBackend): { phases: number; grid: number; ns: BigInt64Array } | null {
+export function decodeStepTrace(backend: CudaBackend): { phases: number; grid: number; marks: number; ns: BigInt64Array } | null {
   const st = states.get(backend);
   if (!st?.trace) return null;
-  return { phases: st.traceShape[0], grid: st.traceShape[1], ns: backend.downloadSync(st.trace, 'int64', 0, 2 * st.traceShape[0] * st.traceShape[1]) as BigInt64Array };
+  return { phases: st.traceShape[0], grid: st.traceShape[1], marks: TRACE_MARKS, ns: backend.downloadSync(st.trace, 'int64', 0, TRACE_MARKS * st.traceShape[0] * st.traceShape[1]) as BigInt64Array };
 }
 
 export const kernels = { decode_step: cudaDecodeStep } satisfies BackendKernels;
