@@ -97,6 +97,7 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
       ? [['bfloat16', 1], ['float16', 3], ...(f === 'int4' || f === 'q4_k' ? [['bfloat16', 8] as [string, number], ['bfloat16', 37] as [string, number]] : [])]
       : [['bfloat16', 1], ['bfloat16', 4], ['bfloat16', 8], ['float16', 3], ['float32', 2], ['bfloat16', 37]];
     // the tensor-core int4 kernel forced (the tuner may pick it on large shapes, which the check's are not)
+    if (f === 'int8' && device === 'cuda') cases.push(['bfloat16', 1, 'mma-cp-kw1-xs'], ['float16', 5, 'mma-cp-kw1-xs']); // int8 on tensor cores
     if (f === 'int4' && device === 'cuda') cases.push(['bfloat16', 1, 'mma'], ['bfloat16', 8, 'mma-asym'], ['float16', 3, 'mma'], ['bfloat16', 1, 'mma-xs'], ['bfloat16', 8, 'mma-asym-xs'], ['bfloat16', 1, 'mma-sum-xs'], ['float16', 3, 'mma-asym-sum-xs'], ['bfloat16', 1, 'mma-sum-db-kw1-xs'], ['bfloat16', 8, 'mma-asym-db-kw1-xs'], ['bfloat16', 1, 'mma-sum-cp-kw1-xs'], ['float16', 8, 'mma-asym-cp-kw1-xs']);
     const cudaMod = device === 'cuda' ? await import('../src/backend/cuda/kernels/quant.js') : null;
     // the default stages x in shared memory (xs); the kernel with x from global memory forced too
@@ -233,6 +234,7 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             // lane-private cp.async rings of 4, 6, 8 stages
             if (cudaMod.VEC_FORMATS.includes(f)) for (const cp of [4, 6, 8]) cfgs.push({ impl: 'vec', kw: 1, xs: 1, cp });
             if (f === 'int4') for (const [cp, ms] of [[4, 1], [6, 1], [8, 1], [6, 0]]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, ms, cp });
+            if (f === 'int8') for (const cp of [4, 6, 8]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, cp }); // int8 on tensor cores
             // the tile kernel's cp ring: the format's tile shape at 4 / 6 stages, and one row of 2 sub-blocks a lane at 4 / 8
             if (!cudaMod.VEC_FORMATS.includes(f)) for (const [cp, rs] of [[4, null], [6, null], [4, [1, 2]], [8, [1, 2]]] as [number, [number, number] | null][]) cfgs.push({ impl: 'fma', kw: 1, xs: 1, cp, ...(rs ? { rows: rs[0], sub: rs[1] } : {}) });
             for (const cfg of cfgs) {

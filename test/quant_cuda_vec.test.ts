@@ -172,7 +172,7 @@ test('double-buffered rounds (db): register kernel (U 2/4, kw 1/2) and int4 tens
   } finally { forceQuantGemvConfig(null); }
 });
 
-test('lane-private cp.async rings (cp): register kernel (every format, kw 1/2, 4-8 stages) and int4 tensor-core kernel (x pre-permuted, chunk sums staged), tile kernel', { skip }, () => {
+test('lane-private cp.async rings (cp): register kernel (every format, kw 1/2, 4-8 stages) int4 and int8 tensor-core kernels (x pre-permuted, chunk sums staged), tile kernel', { skip }, () => {
   let seed = 700;
   try {
     for (const [f, k, dt, m, kw, cp] of [['int8', 5120, 'bfloat16', 1, 1, 6], ['int8', 2560, 'float16', 3, 2, 4], ['int4', 10240, 'bfloat16', 1, 1, 8],
@@ -183,6 +183,12 @@ test('lane-private cp.async rings (cp): register kernel (every format, kw 1/2, 4
     for (const [dt, m, asym, ms, cp] of [['bfloat16', 1, false, 1, 6], ['float16', 3, true, 0, 4], ['bfloat16', 8, true, 1, 8]] as [DT, number, boolean, number, number][]) {
       forceQuantGemvConfig({ impl: 'mma', kw: 1, xs: 1, ms, cp }); // K 5120: 40 chunks, 5 a warp
       check('int4', dt, m, 24, 5120, seed++, { groupSize: 128, asym, bias: true });
+      assert.equal(lastQuantGemvConfig()?.impl, 'mma');
+    }
+    // int8 on tensor cores (hi / lo nibble mma, x pre-permuted): 5 chunks a warp at K 5120, ragged N, m 1..8
+    for (const [dt, m, cp, n] of [['bfloat16', 1, 6, 24], ['float16', 3, 4, 21], ['bfloat16', 8, 8, 16]] as [DT, number, number, number][]) {
+      forceQuantGemvConfig({ impl: 'mma', kw: 1, xs: 1, cp });
+      check('int8', dt, m, n, 5120, seed++, { bias: m !== 3 });
       assert.equal(lastQuantGemvConfig()?.impl, 'mma');
     }
     // the tile kernel's ring: several tiles a row (ring wraps), a partial last tile, kw 1/2, one row a warp too

@@ -346,6 +346,12 @@ export function quantMmaOk(c: Checked, p: QuantMatmulParams): boolean {
     && c.k % 128 === 0 && addr(p.qweight) % 16n === 0n && addr(p.x) % 16n === 0n && p.m >= 1 && p.m <= 8;
 }
 
+/** Whether int8's tensor-core kernel takes the call (mma8CpSource: 16-bit x, K a multiple of 128, x staged with a cp ring). */
+export function quantMma8Ok(c: Checked, p: QuantMatmulParams): boolean {
+  return c.f === 'int8' && (c.d === 'bfloat16' || c.d === 'float16') && c.k % 128 === 0 && addr(p.qweight) % 16n === 0n && addr(p.x) % 16n === 0n
+    && p.m >= 1 && p.m <= 8;
+}
+
 /** Tile bytes of a row for `sub` sub-blocks per lane. */
 export const tileBytes = (f: QuantFormat, sub: number): number => ((32 * sub * 32) / GEOM[f].elems) * GEOM[f].bytes;
 
@@ -1494,6 +1500,135 @@ ${warpPartialsAndStore(d, mr, nr, 'live')}
   return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
 }
 
+/**
+ * int8 (per-channel scales) on tensor cores, 16-bit x, x staged and a lane-private cp.async ring of NST
+ * stages (as mmaCpSource). A byte q = 16·h + l (h the signed high nibble, l the low one) is two bf16/f16
+ * values under the magic M = 2^7 / 2^10: (h ^ 8) | M and l | M, one LOP3 a pair each ((w >> s) & 0x000F000F,
+ * the XOR folded in), so a word of 4 bytes is 7 instructions for its 4 elements (the FMA kernel spends
+ * ~3 an element: PRMT, FADD, FFMA) and two mma.sync m16n8k16, hi and lo, accumulate across all chunks:
+ * Σ x·q = 16·Σ x·A_hi + Σ x·A_lo − (16·(M + 8) + M)·Σx, the row scale applied once at the end. A warp owns
+ * 16 rows; lane (g, t) copies bytes 32t .. 32t + 31 of rows g and g + 8 of each 128-element chunk. x is
+ * staged in the pairs' order ((0, 2), (1, 3) of each 4) with each chunk's Σx; the 8 warps take
+ * interleaved chunks and add their sums in shared memory in warp order (a fixed order).
+ * The cancellation of the magic costs ~6-9 bits of the float32 sums, below a 16-bit output's rounding.
+ */
+function mma8CpSource(d: 'float16' | 'bfloat16', NST: number): { src: string; name: string; sig: ArgType[] } {
+  const bf = d === 'bfloat16', T = R.storageType(d), M = bf ? 128 : 1024;
+  const MAG = bf ? '0x43004300u' : '0x64006400u', MAGX = bf ? '0x43084308u' : '0x64086408u';
+  const src = `${HELPERS}
+${mmaPrelude(bf, false)}
+#ifdef NBX_EMU
+__device__ __forceinline__ unsigned nbxq_andxor(unsigned u, unsigned m, unsigned c) { return (u & m) ^ c; }
+#else
+__device__ __forceinline__ unsigned nbxq_andxor(unsigned u, unsigned m, unsigned c) { unsigned d; asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(d) : "r"(u), "r"(m), "r"(c)); return d; }
+#endif
+extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma8(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
+  __shared__ float red[${WARPS}][32][4];
+  ${XS_DECL}
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * 16;
+  const int r0 = n0 + g < n ? n0 + g : n - 1, r1 = n0 + g + 8 < n ? n0 + g + 8 : n - 1; // past the end: repeated, never stored
+  const unsigned char* w0 = Wq + (long long)r0 * rowBytes + 32 * t;
+  const unsigned char* w1 = Wq + (long long)r1 * rowBytes + 32 * t;
+  const bool xr = g < m;
+  const int nch = K >> 7;
+  float* XSUM = reinterpret_cast<float*>(nbxq_xs_ + (long long)m * K * (long long)sizeof(${T}));
+  // the ring past x and the chunk sums: RW[stage][row g lo, row g hi, row g + 8 lo, hi][thread]
+  uint4* RW = reinterpret_cast<uint4*>(nbxq_xs_ + ((((long long)m * K * (long long)sizeof(${T})) + (long long)m * nch * 4 + 15) & ~15LL));
+  // chunk c (if any) from the running row pointers p0 / p1 (at chunk c) into stage st, then a commit; the
+  // pointers then move on by the warps' stride (chunks c, c + 8, ... in order)
+  const unsigned char* p0 = w0 + 128LL * warp;
+  const unsigned char* p1 = w1 + 128LL * warp;
+  uint4* rw = RW + tid;
+  #define NBXQ_CP_ISSUE(st, c) { if ((c) < nch) { \
+    nbxq_cp16(rw + ((st) * 4) * ${THREADS}, p0); nbxq_cp16(rw + ((st) * 4 + 1) * ${THREADS}, p0 + 16); \
+    nbxq_cp16(rw + ((st) * 4 + 2) * ${THREADS}, p1); nbxq_cp16(rw + ((st) * 4 + 3) * ${THREADS}, p1 + 16); } \
+    nbxq_commit(); p0 += ${128 * WARPS}; p1 += ${128 * WARPS}; }
+  #pragma unroll
+  for (int s_ = 0; s_ < ${NST}; s_++) NBXQ_CP_ISSUE(s_, warp + s_ * ${WARPS})
+  NBX_GRID_DEPENDENCY_WAIT();
+  { // x staged as (0, 2), (1, 3) of each 4 elements, and each 128-element chunk's Σx (float32: 8 in order, a 16-lane butterfly)
+    const int nv_ = (int)(((long long)m * K) >> 3);
+    uint4* xd_ = reinterpret_cast<uint4*>(nbxq_xs_);
+    const uint4* xg_ = reinterpret_cast<const uint4*>(X);
+    for (int b_ = warp * 32; b_ < nv_; b_ += ${THREADS}) {
+      const int i_ = b_ + lane;
+      const bool ok_ = i_ < nv_;
+      uint4 v_; v_.x = v_.y = v_.z = v_.w = 0u;
+      if (ok_) v_ = xg_[i_];
+      const unsigned w_[4] = { v_.x, v_.y, v_.z, v_.w };
+      float s_ = 0.f;
+      #pragma unroll
+      for (int e = 0; e < 4; e++) { s_ += ${bf ? '__uint_as_float(w_[e] << 16)' : 'nbx_h2f((unsigned short)w_[e])'}; s_ += ${bf ? '__uint_as_float(w_[e] & 0xffff0000u)' : 'nbx_h2f((unsigned short)(w_[e] >> 16))'}; }
+      uint4 o_;
+      o_.x = nbxq_prmt(v_.x, v_.y, 0x5410u); o_.y = nbxq_prmt(v_.x, v_.y, 0x7632u);
+      o_.z = nbxq_prmt(v_.z, v_.w, 0x5410u); o_.w = nbxq_prmt(v_.z, v_.w, 0x7632u);
+      if (ok_) xd_[i_] = o_;
+      #pragma unroll
+      for (int o = 1; o < 16; o <<= 1) s_ += __shfl_xor_sync(0xffffffffu, s_, o);
+      if (ok_ && (lane & 15) == 0) XSUM[i_ >> 4] = s_;
+    }
+  }
+  __syncthreads();
+  const ${T}* Xs = reinterpret_cast<const ${T}*>(nbxq_xs_);
+  // lanes of x rows g ≥ m read row 0: B's column g only reaches C's column g, which is never stored
+  const ${T}* xp = Xs + (long long)(xr ? g : 0) * K + 32 * t + 128LL * warp;
+  const float* sxa = XSUM + (long long)(2 * t < m ? 2 * t : m - 1) * nch; // x rows 2t, 2t + 1 (past m: never stored)
+  const float* sxb = XSUM + (long long)(2 * t + 1 < m ? 2 * t + 1 : m - 1) * nch;
+  float hi[4] = { 0.f, 0.f, 0.f, 0.f }, lo[4] = { 0.f, 0.f, 0.f, 0.f }, sx0 = 0.f, sx1 = 0.f;
+  int st = 0;
+  for (int c = warp; c < nch; c += ${WARPS}, xp += ${128 * WARPS}) {
+    nbxq_wait<${NST - 1}>(); // this lane's copies of chunk c have landed
+    {
+      unsigned xv[16];
+      #pragma unroll
+      for (int v = 0; v < 4; v++) { const uint4 q = reinterpret_cast<const uint4*>(xp)[v]; xv[4 * v] = q.x; xv[4 * v + 1] = q.y; xv[4 * v + 2] = q.z; xv[4 * v + 3] = q.w; }
+      const uint4 a0 = rw[(st * 4) * ${THREADS}], a1 = rw[(st * 4 + 1) * ${THREADS}];
+      const uint4 b0 = rw[(st * 4 + 2) * ${THREADS}], b1 = rw[(st * 4 + 3) * ${THREADS}];
+      const unsigned ua[8] = { a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w }, ub[8] = { b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w };
+      #pragma unroll
+      for (int w = 0; w < 8; w++) {
+        // word w: elements 4w .. 4w + 3 of the lane's 32; pairs (0, 2) and (1, 3), rows g and g + 8
+        const unsigned ah[4] = { nbxq_andxor(ua[w] >> 4, 0x000F000Fu, ${MAGX}), nbxq_andxor(ub[w] >> 4, 0x000F000Fu, ${MAGX}),
+                                 nbxq_andxor(ua[w] >> 12, 0x000F000Fu, ${MAGX}), nbxq_andxor(ub[w] >> 12, 0x000F000Fu, ${MAGX}) };
+        mma16816(hi, ah, xv[2 * w], xv[2 * w + 1]);
+        const unsigned al[4] = { nbxq_andor(ua[w], 0x000F000Fu, ${MAG}), nbxq_andor(ub[w], 0x000F000Fu, ${MAG}),
+                                 nbxq_andor(ua[w] >> 8, 0x000F000Fu, ${MAG}), nbxq_andor(ub[w] >> 8, 0x000F000Fu, ${MAG}) };
+        mma16816(lo, al, xv[2 * w], xv[2 * w + 1]);
+      }
+      sx0 += sxa[c]; sx1 += sxb[c];
+    }
+    NBXQ_CP_ISSUE(st, c + ${NST * WARPS})
+    st = st + 1 == ${NST} ? 0 : st + 1;
+  }
+  #undef NBXQ_CP_ISSUE
+  { // Σ x·q = 16·hi + lo − (16·(M + 8) + M)·Σx, per row's scale
+    const float off = ${16 * (M + 8) + M}.f, sa_ = S[(long long)r0 * sRow], sb_ = S[(long long)r1 * sRow];
+    red[warp][lane][0] = sa_ * fmaf(-off, sx0, fmaf(16.f, hi[0], lo[0]));
+    red[warp][lane][1] = sa_ * fmaf(-off, sx1, fmaf(16.f, hi[1], lo[1]));
+    red[warp][lane][2] = sb_ * fmaf(-off, sx0, fmaf(16.f, hi[2], lo[2]));
+    red[warp][lane][3] = sb_ * fmaf(-off, sx1, fmaf(16.f, hi[3], lo[3]));
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float v[4] = { 0.f, 0.f, 0.f, 0.f };
+    for (int w = 0; w < ${WARPS}; w++) {
+      #pragma unroll
+      for (int i = 0; i < 4; i++) v[i] += red[w][lane][i];
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int j = n0 + g + (i >> 1) * 8, col = 2 * t + (i & 1);
+      if (j < n && col < m) { float o = v[i]; if (bias) o += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)col * n + j', 'o')} }
+    }
+  }
+}`;
+  return { src, name: 'quant_gemv_mma8', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
+}
+export const quantGemvMma8Source = mma8CpSource;
+
 // ---- streaming GEMVs: every warp one contiguous run of K steps, split K across blocks ------------
 
 /**
@@ -2031,6 +2166,17 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
     const st = xs ? ((cfg.cp as number | undefined) ?? 0) : 0;
     return st > 0 && cpSmemBytes(xsb, st, cpSlotBytes(kind, c.f, c.asym, nr), kind === 'mma' ? sxBytes : 0) <= cpLimit ? st : 0;
   };
+  if (cfg.impl === 'mma' && quantMma8Ok(c, p) && xs) {
+    // int8 on tensor cores: the cp form only (x staged with its chunk sums, the ring past them)
+    const st = (cfg.cp as number | undefined) || 6, extra = p.m * (c.k >> 7) * 4, bytes = cpSmemBytes(xsb, st, 64, extra);
+    if (bytes <= cpLimit) {
+      const d = c.d as 'bfloat16' | 'float16';
+      const k = be.kernel(`quant_gemv_mma8:${d}:${st}`, () => quantGemvMma8Source(d, st));
+      be.launch(k, Math.ceil(c.n / 16), THREADS,
+        [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, 30], cpDyn(k, bytes));
+      return;
+    }
+  }
   if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
     const d = c.d as 'bfloat16' | 'float16';
     const ms = xs && cfg.ms === 1, db = xs && cfg.db === 1, U = (cfg.U as number | undefined) || MMA_CHUNKS, cp = cpStages('mma', 2);
@@ -2132,6 +2278,7 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
     if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, db: 1, U: 2 });
     // lane-private cp.async rings
     if (d.impl === 'vec') out.push({ ...d, cp: 6 });
+    if (quantMma8Ok(c, p)) out.push({ ...d, impl: 'mma', kw: 1, cp: 6 });
     if (d.impl === 'fma') out.push({ ...d, cp: 4 });
     if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, cp: 6 });
   }
@@ -2229,6 +2376,7 @@ export function allQuantSources(): { label: string; src: string; name: string; s
         { const t = tileShape(f); for (const mr of [1, 8]) out.push({ label: `gemvxs:cp:${f}:${asym}:${d}:${mr}:${t.rows}:${t.sub}`, ...quantGemvSource(f, asym, d, mr, t.rows, t.sub, 16, true, 4) }); }
         const st = sfmaShape(f);
         if (st) for (const mr of [1, 8]) out.push({ label: `sfma:${f}:${d}:${mr}:${st.sub}:${st.stages}`, ...quantGemvStreamTileSource(f, d, mr, st.rows, st.sub, st.stages, 16, 2) });
+        if (f === 'int8' && d !== 'float32') for (const st of [4, 8]) out.push({ label: `mma8xs:cp:${d}:${st}`, ...quantGemvMma8Source(d, st) });
         if (f === 'int4' && d !== 'float32') {
           out.push({ label: `mma:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS) });
           out.push({ label: `mmaxs:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS, true) });
