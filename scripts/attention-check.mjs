@@ -298,7 +298,8 @@ if (part === 'time') {
     const fl = 4 * s.B * s.H * s.L * s.L * s.D / (s.causal ? 2 : 1);
     const first = s === shapes[0] || s === shapes[1]; // the diagnostics on the two D128 L4096 shapes only
     const cfgs = [...(s.D !== 256 ? [['mma', MMA, {}]] : []),
-      ...(wg ? tilesOf(s.D).flatMap((w, i) => variants.filter(([, env]) => i === 0 ? first || !env.NBX_ATTENTION_ABLATE : !Object.keys(env).length)
+      // (NBX_ATTN_VARIANTS_ALL=1: the variants other than the diagnostics on every tile, not only the first)
+      ...(wg ? tilesOf(s.D).flatMap((w, i) => variants.filter(([, env]) => i === 0 ? first || !env.NBX_ATTENTION_ABLATE : !Object.keys(env).length || (process.env.NBX_ATTN_VARIANTS_ALL === '1' && !env.NBX_ATTENTION_ABLATE))
         .map(([pre, env]) => [`wgmma ${pre}${tagOf(w)}`, wgCfg(w), env])) : [])];
     const parts = [];
     for (const [label, cfg, env] of cfgs) {
@@ -335,8 +336,9 @@ if (part === 'time') {
       const q = deviceRandn([B, H, 1, 128], 'bfloat16'), k = deviceRandn([B, Hk, S, 128], 'bfloat16'), v = deviceRandn([B, Hk, S, 128], 'bfloat16');
       const gb = 2 * B * Hk * S * 128 * 2 / 1e9;
       const parts = [];
-      const cfgs = [['tuned', null], ...[['lanes', 128, 1024], ['lanes', 128, 2048], ['lanes', 256, 4096], ['mma', 128, 1024], ['mma', 128, 2048], ['mma', 128, 4096]]
-        .flatMap(([impl, threads, chunk]) => ['fused', 'kernel'].map((merge) => [`${impl}${impl === 'lanes' ? ` t${threads}` : ''} c${chunk} ${merge}`, { impl, threads, chunk, merge }]))];
+      const cfgs = [['tuned', null], ...[['lanes', 128, 512, 'kernel'], ['lanes', 128, 1024, 'kernel'], ['lanes', 128, 2048, 'kernel'], ['lanes', 128, 2048, 'fused'], ['lanes', 256, 4096, 'kernel'],
+        ['mma', 128, 256, 'kernel'], ['mma', 128, 512, 'kernel'], ['mma', 128, 1024, 'kernel'], ['mma', 128, 1024, 'fused'], ['mma', 128, 2048, 'kernel'], ['mma', 128, 4096, 'kernel']]
+        .map(([impl, threads, chunk, merge]) => [`${impl}${impl === 'lanes' ? ` t${threads}` : ''} c${chunk} ${merge}`, { impl, threads, chunk, merge }])];
       for (const [label, cfg] of cfgs) {
         att._forceAttentionConfig(cfg ? { decode: cfg } : {});
         try {

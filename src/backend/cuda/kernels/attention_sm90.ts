@@ -86,10 +86,12 @@ export function sm90Configs(D: number): Sm90Config[] {
   // Sixth session: the persistent variant takes its items from a counter (was a static round robin), with and
   // without ping-pong. Call 1 of 2026-12-03 (lazy softmax, tiles forced, TFLOP/s): causal L4096 n128s2 572,
   // n128s2p 555, n128s2P 540, n128s2pP 507; non-causal 665 / 547 / 596 / 540; causal L1024 308 / 329 / 365 / 341.
-  // Seventh session: the deep schedule (two S tiles: BLOCK_N 96 at most at D 128 within 232 registers).
-  if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 96, stages: 3, deep: true }, { blockN: 128, stages: 2, persistent: true }, { blockN: 96, stages: 3, deep: true, persistent: true }, { blockN: 128, stages: 2, pingpong: true }];
-  // D64: n128s3pP 380, n128s3p 361 (call 1)
-  return [{ blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, deep: true, persistent: true }, { blockN: 128, stages: 3, deep: true }, { blockN: 128, stages: 3, pingpong: true }];
+  // The deep schedule (seventh session; two S tiles live, BLOCK_N 96 at most at D 128) lost everywhere in call 2:
+  // causal L4096 n96s3d 403, n96s3dP 450, n80s3d 430, n64s4d 413, n96s2d 446 against n128s2 574; non-causal 476-501
+  // against 669; L1024 257-306 against n128s2P 372; D64 n128s3dP 366, n128s3d 345 against n128s3pP 384. Not offered.
+  if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, persistent: true }, { blockN: 128, stages: 2, pingpong: true }];
+  // D64: n128s3pP 380 / 384, n128s3p 361 / 363 (calls 1 and 2)
+  return [{ blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true }, { blockN: 128, stages: 3, persistent: true }];
 }
 
 /**
