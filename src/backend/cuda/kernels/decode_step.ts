@@ -49,7 +49,7 @@ const WARPS = THREADS / 32;
 const ATT_UNROLL = 4;
 const DTYPES_TAKEN = ['bfloat16', 'float16'] as const;
 /** The most items (2 KB each) a warp's weight ring holds in flight. */
-const RING_NS_MAX = 4;
+const RING_NS_MAX = 5;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
@@ -344,14 +344,17 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
 
 /** xs = RMSNorm(x)·w rounded to the dtype, x the residual (or the embedding row at layer 0); x read once, into registers. */
 __device__ void norm_into(const T_* x, const T_* w, float eps, T_* xs, float* red) {
-  float v[NPT_];
+  float v[NPT_], wv[NPT_];
   float ss = 0.f;
+  // the weights loaded with x (not after the block's sum): one round trip to memory on the phase's critical path
 #pragma unroll
-  for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; v[i] = j < H_ ? ldcgv(x, j) : 0.f; ss += v[i] * v[i]; }
+  for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; v[i] = j < H_ ? ldcgv(x, j) : 0.f; wv[i] = j < H_ ? LD(w, j) : 0.f; }
+#pragma unroll
+  for (int i = 0; i < NPT_; i++) ss += v[i] * v[i];
   const float tot = block_sum(ss, red);
   const float rstd = 1.f / sqrtf(tot / (float)H_ + eps);
 #pragma unroll
-  for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; if (j < H_) xs[j] = TOS(v[i] * rstd * LD(w, j)); }
+  for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; if (j < H_) xs[j] = TOS(v[i] * rstd * wv[i]); }
   __syncthreads();
 }
 
@@ -551,9 +554,10 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       if (tm && threadIdx.x == 0) { tm[gridDim.x] = tm[0]; tm[2 * gridDim.x] = nbx_globaltimer(); }
     } else if (l < L_ && st == 2) { // C: o_proj + residual
       block_rows(H_, r0, r1);
+      const float rv = threadIdx.x < r1 - r0 ? ldcgv(rin, r0 + threadIdx.x) : 0.f; // the residual, loaded before it is needed
       merge_att(patt, patt + NH_ * ASPLIT_ * D_, xs);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
-      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(rin, r0 + v));
+      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + (v < THREADS_ ? rv : ldcgv(rin, r0 + v)));
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
       norm_into(res, ly.ln2, eps, xs, red);
@@ -564,9 +568,10 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       }
     } else if (l < L_ && st == 4) { // E: down + residual
       block_rows(H_, r0, r1);
+      const float rv = threadIdx.x < r1 - r0 ? ldcgv(res, r0 + threadIdx.x) : 0.f; // the residual, loaded before it is needed
       load_x(act, I_, xs);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
-      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + ldcgv(res, r0 + v));
+      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + (v < THREADS_ ? rv : ldcgv(res, r0 + v)));
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
       norm_into(L_ == 0 ? emb : res, fnorm, eps, xs, red);
