@@ -278,7 +278,8 @@ if (part === 'time') {
       if (D !== 256) jobs.push(att.precompileAttention([{ dt, D, cfg: MMA, mask: 'none' }]));
       if (wg) for (const [, env] of variants) {
         if (env.NBX_ATTENTION_ABLATE && (dt !== 'bfloat16' || D !== 128)) continue; // the diagnostics run on bf16 D128 only
-        withEnv(env, () => jobs.push(att.precompileAttention(tilesOf(D).slice(0, Object.keys(env).length ? 1 : undefined).map((w) => ({ dt, D, cfg: wgCfg(w), mask: 'none' })))));
+        const all = !Object.keys(env).length || (process.env.NBX_ATTN_VARIANTS_ALL === '1' && !env.NBX_ATTENTION_ABLATE);
+        withEnv(env, () => jobs.push(att.precompileAttention(tilesOf(D).slice(0, all ? undefined : 1).map((w) => ({ dt, D, cfg: wgCfg(w), mask: 'none' })))));
       }
     }
     const n = (await Promise.all(jobs)).reduce((a, b) => a + b, 0);

@@ -630,7 +630,7 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
   knobs: [
     { name: 'impl', values: ['mma', 'wgmma'], movesBits: true, doc: 'mma.sync kernel (any card) or the sm_90a warpgroup-MMA kernel' },
     { name: 'blockM', values: [64, 128], movesBits: false, doc: 'query rows per block (mma: 16 per warp; wgmma: 128)' },
-    { name: 'blockN', values: [32, 64, 80, 96, 128, 176], movesBits: true, doc: 'keys per K/V tile (where the running max is rescaled)' },
+    { name: 'blockN', values: [32, 64, 80, 96, 128, 144, 160, 176, 192], movesBits: true, doc: 'keys per K/V tile (where the running max is rescaled)' },
     { name: 'stages', values: [1, 2, 3, 4], movesBits: false, doc: 'K/V tiles in flight (mma: 1 or 2, cp.async double buffering; wgmma: ring slots)' },
     { name: 'pingpong', values: [false, true], movesBits: false, doc: 'wgmma: the two consumer warpgroups take turns issuing their MMAs (named barriers)' },
     { name: 'persistent', values: [false, true], movesBits: false, doc: 'wgmma with TMA: one block per SM walks the (batch·head, query tile) items' },
@@ -641,7 +641,7 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
   constraint: (c) => {
     if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep ? 'pingpong, persistent and deep are wgmma knobs' : undefined;
     if (c.blockM !== SM90_BLOCK_M) return `the wgmma kernel has BLOCK_M ${SM90_BLOCK_M}`;
-    if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64-176 and 2-4 stages';
+    if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64-192 and 2-4 stages';
     if (c.deep && c.pingpong) return 'the deep schedule has no ping-pong variant';
     return undefined;
   },
