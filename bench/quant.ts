@@ -24,7 +24,7 @@
 //
 // Run: node dist/bench/quant.js [--device cuda|webgpu|cpu] [--check [--quick]] [--no-gemv] [--sweep]
 //        [--formats all|int4,q4_k,...] [--gemv-formats int4,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--shape llama3-8b|tiny]
-//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty] [--sweep-stream] [--sass DIR]     (or `nbx bench quant ...`)
+//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty] [--sweep-stream] [--sweep-focus] [--sass DIR]     (or `nbx bench quant ...`)
 //   --budget-s: past S seconds from the start, the sweep and the remaining decode models are skipped (said so).
 
 import { writeFileSync } from 'node:fs';
@@ -97,8 +97,8 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
       ? [['bfloat16', 1], ['float16', 3], ...(f === 'int4' || f === 'q4_k' ? [['bfloat16', 8] as [string, number], ['bfloat16', 37] as [string, number]] : [])]
       : [['bfloat16', 1], ['bfloat16', 4], ['bfloat16', 8], ['float16', 3], ['float32', 2], ['bfloat16', 37]];
     // the tensor-core int4 kernel forced (the tuner may pick it on large shapes, which the check's are not)
-    if (f === 'int8' && device === 'cuda') cases.push(['bfloat16', 1, 'mma-cp-kw1-xs'], ['float16', 5, 'mma-cp-kw1-xs']); // int8 on tensor cores
-    if (f === 'int4' && device === 'cuda') cases.push(['bfloat16', 1, 'mma'], ['bfloat16', 8, 'mma-asym'], ['float16', 3, 'mma'], ['bfloat16', 1, 'mma-xs'], ['bfloat16', 8, 'mma-asym-xs'], ['bfloat16', 1, 'mma-sum-xs'], ['float16', 3, 'mma-asym-sum-xs'], ['bfloat16', 1, 'mma-sum-db-kw1-xs'], ['bfloat16', 8, 'mma-asym-db-kw1-xs'], ['bfloat16', 1, 'mma-sum-cp-kw1-xs'], ['float16', 8, 'mma-asym-cp-kw1-xs']);
+    if (f === 'int8' && device === 'cuda') cases.push(['bfloat16', 1, 'mma-cp-kw1-xs'], ['float16', 5, 'mma-cp-kw1-xs'], ['bfloat16', 1, 'mma-cp-co-kw1-xs'], ['float16', 3, 'mma-cp-co-kw1-xs']); // int8 on tensor cores
+    if (f === 'int4' && device === 'cuda') cases.push(['bfloat16', 1, 'mma'], ['bfloat16', 8, 'mma-asym'], ['float16', 3, 'mma'], ['bfloat16', 1, 'mma-xs'], ['bfloat16', 8, 'mma-asym-xs'], ['bfloat16', 1, 'mma-sum-xs'], ['float16', 3, 'mma-asym-sum-xs'], ['bfloat16', 1, 'mma-sum-db-kw1-xs'], ['bfloat16', 8, 'mma-asym-db-kw1-xs'], ['bfloat16', 1, 'mma-sum-cp-kw1-xs'], ['float16', 8, 'mma-asym-cp-kw1-xs'], ['bfloat16', 1, 'mma-sum-cp-co-kw1-xs'], ['float16', 8, 'mma-asym-sum-cp-co-kw1-xs']);
     const cudaMod = device === 'cuda' ? await import('../src/backend/cuda/kernels/quant.js') : null;
     // the default stages x in shared memory (xs); the kernel with x from global memory forced too
     // and one warp per row group (kw 1) on a longer K, where the register kernel's unguarded rounds run
@@ -112,7 +112,7 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
     for (const [dt, m, impl] of cases) {
       const k = impl?.includes('-kw1') ? 4608 : K[f] ?? 2304, n = 72;
       const p = randomPacked(f, n, k, seed++, impl?.startsWith('mma') ? { asym: impl.startsWith('mma-asym'), groupSize: 128 } : { asym: f === 'int4' && (m === 4 || (quick && m === 3)), groupSize: m === 8 ? 64 : 128 });
-      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0, ms: impl.includes('-sum') ? 1 : 0, db: impl.includes('-db') ? 1 : 0, cp: impl.includes('-cp') ? 6 : 0 }); // kw 1 always: a launch argument
+      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0, ms: impl.includes('-sum') ? 1 : 0, db: impl.includes('-db') ? 1 : 0, cp: impl.includes('-cp') ? 6 : 0, co: impl.includes('-co') ? 1 : 0 }); // kw 1 always: a launch argument
       const w = toDevice(p, device);
       const r = lcg(seed++);
       const x = nbx.tensor(Array.from({ length: m * k }, () => r() * 2 - 1)).reshape([m, k]).to(dt as 'float32');
@@ -175,6 +175,8 @@ async function timeCall(device: string, fn: () => void): Promise<number> {
 let dirtyFlush = false;
 /** --sweep-stream: the sweep also times the streaming kernels (svec / smma / sfma, without their prefetch). */
 let sweepStream = false;
+/** --sweep-focus: the sweep times only the baselines and the tensor-core / ring variants. */
+let sweepFocus = false;
 
 /** --sweep times every configuration for these (the others run the tuner's / default choice only: the sweep's compiles cost time). */
 const SWEEP_FORMATS: readonly QuantFormat[] = ['int4', 'int8', 'q4_k', 'q6_k', 'q8_0'];
@@ -182,9 +184,9 @@ let deadline = Infinity;
 const overBudget = (): boolean => now() > deadline;
 
 /** A CUDA GEMV configuration as the log shows it: 'mma', 'vec/kw4', 'fma/kw2' (the tile kernel; r·s· when forced). */
-const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? `mma${c.xs === 1 ? '/xs' : ''}${c.ms === 1 ? '/sum' : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.U !== undefined ? `/U${String(c.U)}` : ''}`
+const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? `mma${c.xs === 1 ? '/xs' : ''}${c.ms === 1 ? '/sum' : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.co ? '/co' : ''}${c.U ? `/U${String(c.U)}` : ''}`
   : c.impl === 'svec' || c.impl === 'smma' || c.impl === 'sfma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}${c.pf === 0 ? '/nopf' : ''}`
-  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.U !== undefined ? `/U${String(c.U)}` : ''}`);
+  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.U ? `/U${String(c.U)}` : ''}`);
 
 interface GemvRow { format: string; n: number; k: number; m: number; us: number; gbs: number; pct?: number; config?: string; best?: { config: string; us: number; gbs: number } }
 
@@ -234,9 +236,19 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
             // lane-private cp.async rings of 4, 6, 8 stages
             if (cudaMod.VEC_FORMATS.includes(f)) for (const cp of [4, 6, 8]) cfgs.push({ impl: 'vec', kw: 1, xs: 1, cp });
             if (f === 'int4') for (const [cp, ms] of [[4, 1], [6, 1], [8, 1], [6, 0]]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, ms, cp });
-            if (f === 'int8') for (const cp of [4, 6, 8]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, cp }); // int8 on tensor cores
+            if (f === 'int8') for (const [cp, co] of [[4, 0], [6, 0], [4, 1], [6, 1], [8, 1]]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, cp, co }); // int8 on tensor cores
+            if (f === 'int4') for (const cp of [4, 6, 8]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, ms: 1, cp, co: 1 }); // whole-line copies
             // the tile kernel's cp ring: the format's tile shape at 4 / 6 stages, and one row of 2 sub-blocks a lane at 4 / 8
             if (!cudaMod.VEC_FORMATS.includes(f)) for (const [cp, rs] of [[4, null], [6, null], [4, [1, 2]], [8, [1, 2]]] as [number, [number, number] | null][]) cfgs.push({ impl: 'fma', kw: 1, xs: 1, cp, ...(rs ? { rows: rs[0], sub: rs[1] } : {}) });
+            // --sweep-focus: the baselines and the tensor-core rings only (fewer compiles on the card)
+            if (sweepFocus) {
+              cfgs.length = 0;
+              const kern = cudaMod.VEC_FORMATS.includes(f) ? 'vec' : 'fma';
+              cfgs.push({ impl: kern, kw: 1, xs: 1 }, { impl: kern, kw: 1, xs: 0 });
+              if (kern === 'vec') cfgs.push({ impl: 'vec', kw: 1, xs: 1, db: 1, U: 2 }, { impl: 'vec', kw: 1, xs: 1, cp: 4 });
+              if (f === 'int4') cfgs.push({ impl: 'mma', kw: 1, xs: 1 }, { impl: 'mma', kw: 1, xs: 1, ms: 1, cp: 6 }, ...[4, 6, 8].map((cp) => ({ impl: 'mma', kw: 1, xs: 1, ms: 1, cp, co: 1 })));
+              if (f === 'int8') for (const [cp, co] of [[4, 0], [6, 0], [4, 1], [6, 1], [8, 1]]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, cp, co });
+            }
             for (const cfg of cfgs) {
               cudaMod.forceQuantGemvConfig(cfg);
               try {
@@ -391,7 +403,7 @@ export async function run(args: string[] = []): Promise<void> {
     args, allowPositionals: false,
     options: {
       device: { type: 'string', default: nbx.cuda.is_available() ? 'cuda' : 'cpu' }, shapes: { type: 'string' }, quick: { type: 'boolean', default: false }, check: { type: 'boolean', default: false }, 'no-gemv': { type: 'boolean', default: false },
-      sweep: { type: 'boolean', default: false }, 'sweep-stream': { type: 'boolean', default: false }, sass: { type: 'string' }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
+      sweep: { type: 'boolean', default: false }, 'sweep-stream': { type: 'boolean', default: false }, 'sweep-focus': { type: 'boolean', default: false }, sass: { type: 'string' }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
       decode: { type: 'boolean' }, 'no-decode': { type: 'boolean', default: false }, shape: { type: 'string' },
       'new-tokens': { type: 'string', default: '64' }, flush: { type: 'string', default: 'clean' }, 'budget-s': { type: 'string', default: '0' }, 'gemv-formats': { type: 'string' }, 'roofline-gbs': { type: 'string' }, json: { type: 'string' },
     },
@@ -400,6 +412,7 @@ export async function run(args: string[] = []): Promise<void> {
   if (v.flush !== 'clean' && v.flush !== 'dirty') throw new nbx.ValueError(OP, `--flush takes clean or dirty, got '${v.flush}'`);
   dirtyFlush = v.flush === 'dirty';
   sweepStream = v['sweep-stream']!;
+  sweepFocus = v['sweep-focus']!;
   if (Number(v['budget-s']) > 0) deadline = now() + Number(v['budget-s']) * 1000;
   if (!['cpu', 'cuda', 'webgpu'].includes(device)) throw new nbx.ValueError(OP, `--device must be cpu, cuda or webgpu, got '${device}'`);
   const feats = kernelFeatures('quant', Device.of(device).type);

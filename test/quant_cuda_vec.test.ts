@@ -191,6 +191,16 @@ test('lane-private cp.async rings (cp): register kernel (every format, kw 1/2, 4
       check('int8', dt, m, n, 5120, seed++, { bias: m !== 3 });
       assert.equal(lastQuantGemvConfig()?.impl, 'mma');
     }
+    // whole-line copies (co): int8 and int4 (odd chunk count: a last stage of one chunk; asym; ragged N)
+    for (const [dt, m, cp, n] of [['bfloat16', 1, 4, 24], ['float16', 3, 6, 21]] as [DT, number, number, number][]) {
+      forceQuantGemvConfig({ impl: 'mma', kw: 1, xs: 1, cp, co: 1 });
+      check('int8', dt, m, n, 5120, seed++, { bias: true });
+    }
+    for (const [dt, m, asym, cp, k] of [['bfloat16', 1, false, 4, 5120], ['float16', 3, true, 6, 4992], ['bfloat16', 8, true, 4, 2176]] as [DT, number, boolean, number, number][]) {
+      forceQuantGemvConfig({ impl: 'mma', kw: 1, xs: 1, ms: 1, cp, co: 1 });
+      check('int4', dt, m, 21, k, seed++, { groupSize: 128, asym, bias: true });
+      assert.equal(lastQuantGemvConfig()?.impl, 'mma');
+    }
     // the tile kernel's ring: several tiles a row (ring wraps), a partial last tile, kw 1/2, one row a warp too
     for (const [f, k, dt, m, kw, cp, rs] of [['q8_0', 8192, 'bfloat16', 1, 1, 4, null], ['q6_k', 9216, 'float16', 5, 2, 4, null], ['q4_0', 4608, 'bfloat16', 2, 1, 6, [1, 2]],
       ['q3_k', 5120, 'float32', 1, 1, 4, null], ['q6_k', 4096, 'bfloat16', 1, 1, 8, [1, 2]]] as [QuantFormat, number, DT, number, number, number, [number, number] | null][]) {

@@ -330,9 +330,10 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'xs', values: [0, 1], movesBits: false, doc: "whether 'vec', 'mma' and 'fma' stage x in shared memory (where m·K fits XS_MAX_BYTES), keeping their weight loads in flight" },
     { name: 'db', values: [0, 1], movesBits: false, doc: "'vec' and 'mma' with x staged: two rounds of weight loads in distinct registers, the next round's issued before this round's arithmetic (same sums, same order)" },
     { name: 'cp', values: [0, 4, 6, 8], movesBits: true, doc: "'vec' / 'mma' with x staged: 0, or the stages of a lane-private cp.async ring in shared memory (each lane copies what it decodes; exact waits, no registers held by loads in flight; 'mma' with ms: x staged in the pairs' order and each chunk's Σx staged, which moves bits)" },
+    { name: 'co', values: [0, 1], movesBits: false, doc: "the tensor-core cp kernels: a warp's 16 rows copied as whole 128-byte lines into shared memory (4 lines a cp.async instruction) instead of each lane copying its own fragment's pieces (16 lines an instruction)" },
     { name: 'U', values: [0, 2, 3, 4], movesBits: false, doc: "'vec' / 'mma' loads per lane and weight row in a round (0: the kernel's default)" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -1169,8 +1170,9 @@ function xStagePerm(T: string, bf: boolean): string {
  * z·Σx) into float32 sums, which the warps combine in shared memory in warp order: a fixed order, the
  * same bits every run.
  */
-export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, xs = false, viaSum = false, db = false, cp = 0): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, xs = false, viaSum = false, db = false, cp = 0, co = false): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16', T = R.storageType(d);
+  if (xs && cp > 0 && viaSum && co) return mmaCoSource(asym, d, cp);
   if (xs && cp > 0) return mmaCpSource(asym, d, cp, viaSum);
   if (xs) return mmaXsSource(asym, d, U, viaSum, db);
   const src = `${HELPERS}
@@ -1501,6 +1503,110 @@ ${warpPartialsAndStore(d, mr, nr, 'live')}
 }
 
 /**
+ * The 'co' copy of the tensor-core kernels: a warp's 16 rows × 128 bytes at byte offset `off` into a stage
+ * of 16 row-major 128-byte rows, lane L copying 16-byte piece L & 7 of rows L / 8, L / 8 + 4, ... so every
+ * cp.async instruction reads 4 whole 128-byte lines (the lane-private copies read 16 rows × 64 bytes or
+ * 4 × 16 bytes per row: 16 lines an instruction, which measured no faster than the register kernels);
+ * piece p of row r lands at p ^ (SW · (r & 1)), so the fragment reads (8 lanes: rows r, r + 1) hit every bank once.
+ * rp[i]: row (L / 8 + 4i)'s base (clamped), pieces past the row's end not copied.
+ */
+function coCopy(SW: number): string {
+  return `#define NBXQ_CP_ROWS(stage, off) { _Pragma("unroll") for (int i_ = 0; i_ < 4; i_++) { const int r_ = (lane >> 3) + 4 * i_, p_ = lane & 7; \\
+    if ((off) + 16LL * p_ < rowBytes) nbxq_cp16((stage) + r_ * 128 + ((p_ ^ (${SW} * (r_ & 1))) << 4), rp[i_] + (off) + 16 * p_); } }`;
+}
+
+/**
+ * int4 (groups ≥ 128) on tensor cores with the 'co' copy (knob co): a stage is two 128-element chunks of
+ * the warp's 16 rows (128 bytes a row: whole lines), the 8 warps on interleaved stages; lanes copy pieces
+ * of other lanes' fragments, so the wait is cp.async.wait_group and a warp barrier, and another barrier
+ * before a stage is refilled. Scales (and zeros) of both chunks copied by lanes 2r + h. The arithmetic is
+ * mmaChunkPre's (x staged in the pairs' order, chunk sums staged).
+ */
+function mmaCoSource(asym: boolean, d: 'float16' | 'bfloat16', NST: number): { src: string; name: string; sig: ArgType[] } {
+  const bf = d === 'bfloat16', T = R.storageType(d), NSC = asym ? 64 : 32; // floats a stage: scales (and zeros) of 16 rows × 2 chunks
+  const STB = 2048 + NSC * 4; // bytes a stage
+  const src = `${HELPERS}
+${mmaPrelude(bf, asym, true)}
+extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
+  __shared__ float red[${WARPS}][32][4];
+  ${XS_DECL}
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * 16;
+  const bool xr = g < m;
+  float acc[4] = { 0.f, 0.f, 0.f, 0.f };
+  const int nch = K >> 7, nstg = (nch + 1) >> 1;
+  float* XSUM = reinterpret_cast<float*>(nbxq_xs_ + (long long)m * K * (long long)sizeof(${T}));
+  // this warp's stages past x and the chunk sums: 16 rows × 128 bytes, then the scales (zeros) [row][chunk of 2]
+  unsigned char* ring = nbxq_xs_ + ((((long long)m * K * (long long)sizeof(${T})) + (long long)m * nch * 4 + 15) & ~15LL) + (long long)warp * ${NST * STB};
+  const unsigned char* rp[4];
+  #pragma unroll
+  for (int i = 0; i < 4; i++) { const int r = n0 + (lane >> 3) + 4 * i; rp[i] = Wq + (long long)(r < n ? r : n - 1) * rowBytes; }
+  const int sr_ = n0 + (lane >> 1) < n ? n0 + (lane >> 1) : n - 1, sh_ = lane & 1; // the scale this lane copies: row lane / 2, chunk 2s + (lane & 1)
+  const float* sp = S + (long long)sr_ * sRow;${asym ? `
+  const float* zp = Z + (long long)sr_ * sRow;` : ''}
+  ${coCopy(4)}
+  #define NBXQ_CO_ISSUE(st, s) { if ((s) < nstg) { unsigned char* b_ = ring + (st) * ${STB}; NBXQ_CP_ROWS(b_, 128LL * (s)) \
+    const int c_ = 2 * (s) + sh_; if (c_ < nch) { const long long gi_ = (128LL * c_) >> gshift; float* f_ = reinterpret_cast<float*>(b_ + 2048); \
+      nbxq_cp4(f_ + lane, sp + gi_);${asym ? ' nbxq_cp4(f_ + 32 + lane, zp + gi_);' : ''} } } \
+    nbxq_commit(); }
+  #pragma unroll
+  for (int s_ = 0; s_ < ${NST}; s_++) NBXQ_CO_ISSUE(s_, warp + s_ * ${WARPS})
+  NBX_GRID_DEPENDENCY_WAIT();
+${xStagePerm(T, bf)}
+  const ${T}* xp = Xs + (long long)(xr ? g : 0) * K + 32 * t;
+  const float* sxa = XSUM + (long long)(2 * t < m ? 2 * t : m - 1) * nch; // x rows 2t, 2t + 1 (past m: never stored)
+  const float* sxb = XSUM + (long long)(2 * t + 1 < m ? 2 * t + 1 : m - 1) * nch;
+  const int sw = 4 * (g & 1); // rows g and g + 8 share the swizzle
+  int st = 0;
+  for (int s = warp; s < nstg; s += ${WARPS}) {
+    nbxq_wait<${NST - 1}>(); // this lane's copies of stage s
+    __syncwarp();            // and every lane's
+    const unsigned char* b_ = ring + st * ${STB};
+    const float* f_ = reinterpret_cast<const float*>(b_ + 2048);
+    #pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int c = 2 * s + h;
+      if (c < nch) {
+        const int u = 0;
+        uint4 wa[1], wb[1];
+        float sa[1], sb[1];${asym ? `
+        float za[1], zb[1];` : ''}
+        wa[0] = *reinterpret_cast<const uint4*>(b_ + g * 128 + (((4 * h + t) ^ sw) << 4));
+        wb[0] = *reinterpret_cast<const uint4*>(b_ + (g + 8) * 128 + (((4 * h + t) ^ sw) << 4));
+        sa[0] = f_[2 * g + h]; sb[0] = f_[2 * (g + 8) + h];${asym ? `
+        za[0] = f_[32 + 2 * g + h]; zb[0] = f_[32 + 2 * (g + 8) + h];` : ''}
+${mmaChunkPre(bf, asym)}      }
+    }
+    __syncwarp(); // every lane done with the stage before it is refilled
+    NBXQ_CO_ISSUE(st, s + ${NST * WARPS})
+    st = st + 1 == ${NST} ? 0 : st + 1;
+  }
+  #undef NBXQ_CO_ISSUE
+  #undef NBXQ_CP_ROWS
+  #pragma unroll
+  for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (warp == 0) {
+    float v[4] = { 0.f, 0.f, 0.f, 0.f };
+    for (int w = 0; w < ${WARPS}; w++) {
+      #pragma unroll
+      for (int i = 0; i < 4; i++) v[i] += red[w][lane][i];
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int j = n0 + g + (i >> 1) * 8, col = 2 * t + (i & 1);
+      if (j < n && col < m) { float o = v[i]; if (bias) o += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)col * n + j', 'o')} }
+    }
+  }
+}`;
+  return { src, name: 'quant_gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
+}
+/** Dynamic shared memory of mmaCoSource's ring (past x and the chunk sums). */
+export const mmaCoRingBytes = (asym: boolean, stages: number): number => WARPS * stages * (2048 + (asym ? 64 : 32) * 4);
+
+/**
  * int8 (per-channel scales) on tensor cores, 16-bit x, x staged and a lane-private cp.async ring of NST
  * stages (as mmaCpSource). A byte q = 16·h + l (h the signed high nibble, l the low one) is two bf16/f16
  * values under the magic M = 2^7 / 2^10: (h ^ 8) | M and l | M, one LOP3 a pair each ((w >> s) & 0x000F000F,
@@ -1512,7 +1618,7 @@ ${warpPartialsAndStore(d, mr, nr, 'live')}
  * interleaved chunks and add their sums in shared memory in warp order (a fixed order).
  * The cancellation of the magic costs ~6-9 bits of the float32 sums, below a 16-bit output's rounding.
  */
-function mma8CpSource(d: 'float16' | 'bfloat16', NST: number): { src: string; name: string; sig: ArgType[] } {
+function mma8CpSource(d: 'float16' | 'bfloat16', NST: number, co = false): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16', T = R.storageType(d), M = bf ? 128 : 1024;
   const MAG = bf ? '0x43004300u' : '0x64006400u', MAGX = bf ? '0x43084308u' : '0x64086408u';
   const src = `${HELPERS}
@@ -1541,11 +1647,18 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma8(const $
   // pointers then move on by the warps' stride (chunks c, c + 8, ... in order)
   const unsigned char* p0 = w0 + 128LL * warp;
   const unsigned char* p1 = w1 + 128LL * warp;
-  uint4* rw = RW + tid;
+  uint4* rw = RW + tid;${co ? `
+  // co: the warp's 16 rows × 128 bytes of chunk c as whole lines into its own stages (coCopy, swizzle ^ (r & 1))
+  unsigned char* ring = reinterpret_cast<unsigned char*>(RW) + (long long)warp * ${NST * 2048};
+  const unsigned char* rp[4];
+  #pragma unroll
+  for (int i = 0; i < 4; i++) { const int r = n0 + (lane >> 3) + 4 * i; rp[i] = Wq + (long long)(r < n ? r : n - 1) * rowBytes; }
+  ${coCopy(1)}
+  #define NBXQ_CP_ISSUE(st, c) { if ((c) < nch) { NBXQ_CP_ROWS(ring + (st) * 2048, 128LL * (c)) } nbxq_commit(); }` : `
   #define NBXQ_CP_ISSUE(st, c) { if ((c) < nch) { \
     nbxq_cp16(rw + ((st) * 4) * ${THREADS}, p0); nbxq_cp16(rw + ((st) * 4 + 1) * ${THREADS}, p0 + 16); \
     nbxq_cp16(rw + ((st) * 4 + 2) * ${THREADS}, p1); nbxq_cp16(rw + ((st) * 4 + 3) * ${THREADS}, p1 + 16); } \
-    nbxq_commit(); p0 += ${128 * WARPS}; p1 += ${128 * WARPS}; }
+    nbxq_commit(); p0 += ${128 * WARPS}; p1 += ${128 * WARPS}; }`}
   #pragma unroll
   for (int s_ = 0; s_ < ${NST}; s_++) NBXQ_CP_ISSUE(s_, warp + s_ * ${WARPS})
   NBX_GRID_DEPENDENCY_WAIT();
@@ -1580,13 +1693,17 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma8(const $
   float hi[4] = { 0.f, 0.f, 0.f, 0.f }, lo[4] = { 0.f, 0.f, 0.f, 0.f }, sx0 = 0.f, sx1 = 0.f;
   int st = 0;
   for (int c = warp; c < nch; c += ${WARPS}, xp += ${128 * WARPS}) {
-    nbxq_wait<${NST - 1}>(); // this lane's copies of chunk c have landed
+    nbxq_wait<${NST - 1}>(); // this lane's copies of chunk c have landed${co ? `
+    __syncwarp();            // and every lane's (co: lanes read pieces other lanes copied)` : ''}
     {
       unsigned xv[16];
       #pragma unroll
       for (int v = 0; v < 4; v++) { const uint4 q = reinterpret_cast<const uint4*>(xp)[v]; xv[4 * v] = q.x; xv[4 * v + 1] = q.y; xv[4 * v + 2] = q.z; xv[4 * v + 3] = q.w; }
-      const uint4 a0 = rw[(st * 4) * ${THREADS}], a1 = rw[(st * 4 + 1) * ${THREADS}];
-      const uint4 b0 = rw[(st * 4 + 2) * ${THREADS}], b1 = rw[(st * 4 + 3) * ${THREADS}];
+${co ? `      const unsigned char* b_ = ring + st * 2048;
+      const int s0_ = (2 * t) ^ (g & 1), s1_ = (2 * t + 1) ^ (g & 1); // rows g and g + 8: the same swizzle
+      const uint4 a0 = *reinterpret_cast<const uint4*>(b_ + g * 128 + (s0_ << 4)), a1 = *reinterpret_cast<const uint4*>(b_ + g * 128 + (s1_ << 4));
+      const uint4 b0 = *reinterpret_cast<const uint4*>(b_ + (g + 8) * 128 + (s0_ << 4)), b1 = *reinterpret_cast<const uint4*>(b_ + (g + 8) * 128 + (s1_ << 4));` : `      const uint4 a0 = rw[(st * 4) * ${THREADS}], a1 = rw[(st * 4 + 1) * ${THREADS}];
+      const uint4 b0 = rw[(st * 4 + 2) * ${THREADS}], b1 = rw[(st * 4 + 3) * ${THREADS}];`}
       const unsigned ua[8] = { a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w }, ub[8] = { b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w };
       #pragma unroll
       for (int w = 0; w < 8; w++) {
@@ -1599,11 +1716,13 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma8(const $
         mma16816(lo, al, xv[2 * w], xv[2 * w + 1]);
       }
       sx0 += sxa[c]; sx1 += sxb[c];
-    }
+    }${co ? `
+    __syncwarp(); // every lane done with the stage before it is refilled` : ''}
     NBXQ_CP_ISSUE(st, c + ${NST * WARPS})
     st = st + 1 == ${NST} ? 0 : st + 1;
   }
-  #undef NBXQ_CP_ISSUE
+  #undef NBXQ_CP_ISSUE${co ? `
+  #undef NBXQ_CP_ROWS` : ''}
   { // Σ x·q = 16·hi + lo − (16·(M + 8) + M)·Σx, per row's scale
     const float off = ${16 * (M + 8) + M}.f, sa_ = S[(long long)r0 * sRow], sb_ = S[(long long)r1 * sRow];
     red[warp][lane][0] = sa_ * fmaf(-off, sx0, fmaf(16.f, hi[0], lo[0]));
@@ -2122,7 +2241,7 @@ export const streamGrid = (t: number, bps: number, sms: number): number => Math.
  * not beat these under timeColdL2.)
  */
 export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount): Config {
-  const base = { ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0 };
+  const base = { ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0 };
   const impl = vecOk(c, p) ? 'vec' : 'fma';
   const w = gemvWork(c, p, impl);
   return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms), ...base };
@@ -2168,10 +2287,10 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   };
   if (cfg.impl === 'mma' && quantMma8Ok(c, p) && xs) {
     // int8 on tensor cores: the cp form only (x staged with its chunk sums, the ring past them)
-    const st = (cfg.cp as number | undefined) || 6, extra = p.m * (c.k >> 7) * 4, bytes = cpSmemBytes(xsb, st, 64, extra);
+    const st = (cfg.cp as number | undefined) || 6, extra = p.m * (c.k >> 7) * 4, bytes = cpSmemBytes(xsb, st, 64, extra), co = cfg.co === 1;
     if (bytes <= cpLimit) {
       const d = c.d as 'bfloat16' | 'float16';
-      const k = be.kernel(`quant_gemv_mma8:${d}:${st}`, () => quantGemvMma8Source(d, st));
+      const k = be.kernel(`quant_gemv_mma8:${d}:${st}:${co}`, () => quantGemvMma8Source(d, st, co));
       be.launch(k, Math.ceil(c.n / 16), THREADS,
         [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, 30], cpDyn(k, bytes));
       return;
@@ -2179,11 +2298,16 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   }
   if (cfg.impl === 'mma' && quantMmaOk(c, p)) {
     const d = c.d as 'bfloat16' | 'float16';
-    const ms = xs && cfg.ms === 1, db = xs && cfg.db === 1, U = (cfg.U as number | undefined) || MMA_CHUNKS, cp = cpStages('mma', 2);
-    const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${U}:${xs}:${ms}:${db}:${cp}`, () => quantGemvMmaSource(c.asym, d, U, xs, ms, db, cp));
+    const ms = xs && cfg.ms === 1, db = xs && cfg.db === 1, U = (cfg.U as number | undefined) || MMA_CHUNKS;
+    // co (whole-line copies, ms only): its own ring size
+    const coReq = ms && cfg.co === 1 && ((cfg.cp as number | undefined) ?? 0) > 0 ? cfg.cp as number : 0;
+    const coBytes = coReq > 0 ? Math.ceil((xsb + sxBytes) / 16) * 16 + mmaCoRingBytes(c.asym, coReq) : 0;
+    const co = coReq > 0 && coBytes <= cpLimit;
+    const cp = co ? coReq : cpStages('mma', 2);
+    const k = be.kernel(`quant_gemv_mma:${c.asym}:${d}:${U}:${xs}:${ms}:${db}:${cp}:${co}`, () => quantGemvMmaSource(c.asym, d, U, xs, ms, db, cp, co));
     be.launch(k, Math.ceil(c.n / 16), THREADS,
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, log2(c.gsize)],
-      cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('mma', c.f, c.asym, 2), sxBytes)) : dyn(k));
+      co ? cpDyn(k, coBytes) : cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('mma', c.f, c.asym, 2), sxBytes)) : dyn(k));
     return;
   }
   const mr = quantRowsFor(p.m);
@@ -2272,15 +2396,14 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
   if (quantXsBytes(p.m, c.k, c.d) > 0) out.push({ ...d, xs: 0 });
   if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1 });
   if (quantMmaOk(c, p) && quantXsBytes(p.m, c.k, c.d) > 0) out.push({ ...d, impl: 'mma', kw: 1, ms: 1 });
-  // double-buffered rounds (db; x staged): the register kernel at two round sizes, the tensor-core kernel
+  // (x staged) double-buffered rounds and a cp.async ring for the register kernel; int8 and int4 on tensor
+  // cores with cp.async rings, lane-private or whole-line (co). On the H200 (call 3 of 2026-12-03) the
+  // lane-private rings and db measured within a few % of the register kernel; the tile kernel's ring and
+  // the deeper rings lost, so they are sweep-only.
   if (quantXsBytes(p.m, c.k, c.d) > 0) {
-    if (d.impl === 'vec') { out.push({ ...d, db: 1 }); if (vecUnroll(c.f, quantRowsFor(p.m)) > 2) out.push({ ...d, db: 1, U: 2 }); }
-    if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, db: 1, U: 2 });
-    // lane-private cp.async rings
-    if (d.impl === 'vec') out.push({ ...d, cp: 6 });
-    if (quantMma8Ok(c, p)) out.push({ ...d, impl: 'mma', kw: 1, cp: 6 });
-    if (d.impl === 'fma') out.push({ ...d, cp: 4 });
-    if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, cp: 6 });
+    if (d.impl === 'vec') out.push({ ...d, db: 1, U: 2 }, { ...d, cp: 4 });
+    if (quantMma8Ok(c, p)) out.push({ ...d, impl: 'mma', kw: 1, cp: 4 }, { ...d, impl: 'mma', kw: 1, cp: 4, co: 1 });
+    if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, cp: 4, co: 1 });
   }
   return out;
 }
@@ -2376,7 +2499,7 @@ export function allQuantSources(): { label: string; src: string; name: string; s
         { const t = tileShape(f); for (const mr of [1, 8]) out.push({ label: `gemvxs:cp:${f}:${asym}:${d}:${mr}:${t.rows}:${t.sub}`, ...quantGemvSource(f, asym, d, mr, t.rows, t.sub, 16, true, 4) }); }
         const st = sfmaShape(f);
         if (st) for (const mr of [1, 8]) out.push({ label: `sfma:${f}:${d}:${mr}:${st.sub}:${st.stages}`, ...quantGemvStreamTileSource(f, d, mr, st.rows, st.sub, st.stages, 16, 2) });
-        if (f === 'int8' && d !== 'float32') for (const st of [4, 8]) out.push({ label: `mma8xs:cp:${d}:${st}`, ...quantGemvMma8Source(d, st) });
+        if (f === 'int8' && d !== 'float32') for (const st of [4, 8]) for (const co of [false, true]) out.push({ label: `mma8xs:cp:${d}:${st}:${co}`, ...quantGemvMma8Source(d, st, co) });
         if (f === 'int4' && d !== 'float32') {
           out.push({ label: `mma:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS) });
           out.push({ label: `mmaxs:${asym}:${d}`, ...quantGemvMmaSource(asym, d, MMA_CHUNKS, true) });
@@ -2384,6 +2507,7 @@ export function allQuantSources(): { label: string; src: string; name: string; s
           for (const U of [2, 4]) out.push({ label: `mmaxs:db:sum:${asym}:${d}:${U}`, ...quantGemvMmaSource(asym, d, U, true, true, true) });
           out.push({ label: `mmaxs:db:${asym}:${d}`, ...quantGemvMmaSource(asym, d, 2, true, false, true) });
           for (const ms of [false, true]) out.push({ label: `mmaxs:cp:${ms}:${asym}:${d}`, ...quantGemvMmaSource(asym, d, 4, true, ms, false, 6) });
+          for (const st of [4, 6]) out.push({ label: `mmaxs:co:${asym}:${d}:${st}`, ...quantGemvMmaSource(asym, d, 4, true, true, false, st, true) });
           for (const mr of [1, 8]) for (const [ring, bps] of [[4, 2], [8, 1]]) out.push({ label: `smma:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamMmaSource(asym, d, mr, ring!, bps!) });
         }
         out.push({ label: `dequant:${f}:${asym}:${d}`, ...(GEOM[f].external ? dequantSimpleSource(f as 'int8', asym, d) : dequantBlocksSource(f, d)) });
