@@ -100,7 +100,7 @@ export function sm90Configs(D: number): Sm90Config[] {
  */
 export const sm90Smem = (D: number, c: Sm90Config, ones = false): number => 2 * D * (SM90_BLOCK_M + 2 * c.stages * c.blockN) + (ones ? 128 * c.stages * c.blockN : 0) + 1024 + 8 * (2 + 4 * c.stages) + (c.persistent ? 16 : 0);
 /** Whether softmax form sx sums the rows on the tensor cores at head dim D (tcsum: N = D + 8 ≤ 256). */
-export const sm90Ones = (D: number, sx: Sm90Softmax | undefined): boolean => sx === 'tcsum' && D + 8 <= 256;
+export const sm90Ones = (D: number, sx: Sm90Softmax | undefined): boolean => (sx ?? SM90_SOFTMAX_DEFAULT) === 'tcsum' && D + 8 <= 256;
 
 /** Registers the consumers take from the producer (setmaxnreg; 40·128 + 232·256 = 168·384, the 384-thread launch bound; the producer spills below 40). */
 const REG_PRODUCER = 40, REG_CONSUMER = 232;
@@ -402,6 +402,8 @@ export interface Sm90SourceOptions {
 }
 export type Sm90Softmax = 'serial' | 'tree' | 'lazy' | 'poly' | 'tcsum';
 export const SM90_SOFTMAX: readonly Sm90Softmax[] = ['serial', 'tree', 'lazy', 'poly', 'tcsum'];
+/** The softmax form built when NBX_ATTENTION_SOFTMAX is unset. */
+export const SM90_SOFTMAX_DEFAULT: Sm90Softmax = 'lazy';
 
 /** Kernel parameters of the TMA build: Q's, K's and V's descriptors (128 bytes each) as 48 words after the common ones. */
 export const SM90_TMA_WORDS = 48;
@@ -420,7 +422,7 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
   const AB = opts.ablate;
   if (AB === 'noload' && !TMA) throw new UnsupportedError('attention', 'the noload diagnostic is a TMA build');
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
-  const SX0 = opts.softmax ?? 'lazy';
+  const SX0 = opts.softmax ?? SM90_SOFTMAX_DEFAULT;
   const ONES = sm90Ones(D, SX0), SX = SX0 === 'tcsum' ? 'lazy' : SX0;
   // P·V's N (tcsum: 8 columns of ones after V's D) and V's 64-column slabs per ring slot
   const ND = ONES ? D + 8 : D, VS = ONES ? D / 64 + 1 : D / 64;
