@@ -107,6 +107,7 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
       cases.push(['bfloat16', 1, `${kern}-x0`], ['bfloat16', 1, `${kern}-kw1-xs`]);
       if (kern === 'vec') cases.push(['bfloat16', 1, 'vec-db-kw1-xs'], ['float16', 8, 'vec-db-kw1-xs']); // double-buffered rounds
       cases.push(['bfloat16', 1, `${kern}-cp-kw1-xs`], ['float16', 3, `${kern}-cp-kw1-xs`]); // cp.async ring
+      if (f === 'q4_k') cases.push(['bfloat16', 1, 'fma-kw1-xs']); // the tile kernel (a tuner candidate for q4_k)
       if (!quick) cases.push(['float16', 3, `${kern}-x0`], ['float16', 2, `${kern}-kw1-xs`]);
     }
     for (const [dt, m, impl] of cases) {
@@ -246,6 +247,7 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
               const kern = cudaMod.VEC_FORMATS.includes(f) ? 'vec' : 'fma';
               cfgs.push({ impl: kern, kw: 1, xs: 1 }, { impl: kern, kw: 1, xs: 0 });
               if (kern === 'vec') cfgs.push({ impl: 'vec', kw: 1, xs: 1, db: 1, U: 2 }, { impl: 'vec', kw: 1, xs: 1, cp: 4 });
+              if (f === 'q4_k' || kern === 'fma') cfgs.push({ impl: 'fma', kw: 1, xs: 1 }, { impl: 'fma', kw: 1, xs: 1, cp: 4 }); // the tile kernel (q4_k too)
               if (f === 'int4') cfgs.push({ impl: 'mma', kw: 1, xs: 1 }, { impl: 'mma', kw: 1, xs: 1, ms: 1, cp: 6 }, ...[4, 6, 8].map((cp) => ({ impl: 'mma', kw: 1, xs: 1, ms: 1, cp, co: 1 })));
               if (f === 'int8') for (const [cp, co] of [[4, 0], [6, 0], [4, 1], [6, 1], [8, 1]]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, cp, co });
             }

@@ -2402,6 +2402,9 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
   // the deeper rings lost, so they are sweep-only.
   if (quantXsBytes(p.m, c.k, c.d) > 0) {
     if (d.impl === 'vec') out.push({ ...d, db: 1, U: 2 }, { ...d, cp: 4 });
+    // q4_k / q5_k: the tile kernel too (its copies read whole 128-byte lines; the register kernel's 144 / 176-byte
+    // blocks split each lane group's 128 bytes over two lines and read the 16-byte headers apart)
+    if (c.f === 'q4_k' || c.f === 'q5_k') out.push({ ...d, impl: 'fma', kw: 1 });
     if (quantMma8Ok(c, p)) out.push({ ...d, impl: 'mma', kw: 1, cp: 4 }, { ...d, impl: 'mma', kw: 1, cp: 4, co: 1 });
     if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, cp: 4, co: 1 });
   }
