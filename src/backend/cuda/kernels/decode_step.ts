@@ -661,14 +661,16 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
 }
 
 /**
- * Blocks per query head in the attention phase: as many as the grid has for every head (the heads alone
- * leave most blocks idle in that phase); NBX_DECODE_STEP_ASPLIT=N sets it. The barrier's arrival:
+ * Blocks per query head in the attention phase: two where the grid has them for every head. One leaves most
+ * blocks idle in that phase; more make the o_proj blocks' merge of the parts (read by every block) cost more
+ * than the attention saves (phase traces on the H200, BENCHMARKS.md, seventh session). NBX_DECODE_STEP_ASPLIT=N
+ * sets it. The barrier's arrival:
  * NBX_DECODE_STEP_BAR=release (one red.release, no fence after the wait: the default, faster on the H200
  * (BENCHMARKS.md, seventh session)) or fence (a fence, then an atomic add; a fence after).
  */
 function variantFor(NH: number, G: number): Variant {
   const a = process.env.NBX_DECODE_STEP_ASPLIT, b = process.env.NBX_DECODE_STEP_BAR ?? 'release';
-  const asplit = a ? Number(a) : Math.max(1, Math.min(8, Math.floor(G / NH)));
+  const asplit = a ? Number(a) : Math.max(1, Math.min(2, Math.floor(G / NH)));
   if (!Number.isInteger(asplit) || asplit < 1 || asplit > 16) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_ASPLIT must be an integer from 1 to 16, got '${a}'`);
   if (b !== 'fence' && b !== 'release') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_BAR must be fence or release, got '${b}'`);
   return { asplit, bar: b };
