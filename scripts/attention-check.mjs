@@ -264,7 +264,7 @@ if (part === 'time') {
   // (and the first tile with the softmax arithmetic of the fifth session, 'serial', 'tree' and 'poly': the default is 'lazy')
   // NBX_ATTN_VARIANTS (comma-separated names, e.g. 'nosoftmax,cp.async'; default all) narrows the first tile's variants
   const pickV = process.env.NBX_ATTN_VARIANTS?.split(',');
-  const variants = [['', {}], ['serial ', { NBX_ATTENTION_SOFTMAX: 'serial' }], ['tree ', { NBX_ATTENTION_SOFTMAX: 'tree' }], ['poly ', { NBX_ATTENTION_SOFTMAX: 'poly' }], ['cp.async ', { NBX_ATTENTION_TMA: '0' }], ['noload ', { NBX_ATTENTION_ABLATE: 'noload' }], ['nosoftmax ', { NBX_ATTENTION_ABLATE: 'nosoftmax' }]]
+  const variants = [['', {}], ['serial ', { NBX_ATTENTION_SOFTMAX: 'serial' }], ['tree ', { NBX_ATTENTION_SOFTMAX: 'tree' }], ['poly ', { NBX_ATTENTION_SOFTMAX: 'poly' }], ['tcsum ', { NBX_ATTENTION_SOFTMAX: 'tcsum' }], ['lazy ', { NBX_ATTENTION_SOFTMAX: 'lazy' }], ['cp.async ', { NBX_ATTENTION_TMA: '0' }], ['noload ', { NBX_ATTENTION_ABLATE: 'noload' }], ['nosoftmax ', { NBX_ATTENTION_ABLATE: 'nosoftmax' }]]
     .filter(([n]) => !n || !pickV || pickV.includes(n.trim()));
   // NBX_ATTN_EXTRA (JSON {"128": [{"blockN": 80, "stages": 3, "deep": true}], ...}): tiles timed besides sm90Configs(D)
   const extra = JSON.parse(process.env.NBX_ATTN_EXTRA ?? '{}');

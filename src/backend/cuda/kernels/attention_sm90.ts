@@ -89,9 +89,12 @@ export function sm90Configs(D: number): Sm90Config[] {
   // The deep schedule (seventh session; two S tiles live, BLOCK_N 96 at most at D 128) lost everywhere in call 2:
   // causal L4096 n96s3d 403, n96s3dP 450, n80s3d 430, n64s4d 413, n96s2d 446 against n128s2 574; non-causal 476-501
   // against 669; L1024 257-306 against n128s2P 372; D64 n128s3dP 366, n128s3d 345 against n128s3pP 384. Not offered.
-  if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, persistent: true }, { blockN: 128, stages: 2, pingpong: true }];
-  // D64: n128s3pP 380 / 384, n128s3p 361 / 363 (calls 1 and 2)
-  return [{ blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true }, { blockN: 128, stages: 3, persistent: true }];
+  // Call 5 (forced, TFLOP/s; causal L4096 / non-causal / L1024 / GQA / f16): n128s2 577 / 672 / 299 / 588 / 569,
+  // n128s2P 598 / 592 / 363 / 581 / 581, n160s2P 601 / 664 / 349 / 596 / 581, ping-pong n128s2p 498 / 560 / 324 /
+  // 509 / 469 (dropped), n144s2 509 / 589, n160s2 476 / 554, n176s2 449 / 503 (BLOCK_N past 128 pays only persistent).
+  if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, persistent: true }, { blockN: 160, stages: 2, persistent: true }];
+  // D64 (call 5): n192s2pP 411, n128s3pP 380, n128s3P 364, n128s3p 361, n160s3 332, n192s2 329 (SDPA 424-433)
+  return [{ blockN: 192, stages: 2, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, persistent: true }];
 }
 
 /**
