@@ -882,6 +882,19 @@ function pick(space: ConfigSpace<AttnProblem>, D: number, shape: string, dtype: 
   const fb = space === PREFILL_SPACE ? cands[0] : cands.find((c) => Object.keys(fallback).every((k) => c[k] === fallback[k])) ?? cands[0];
   if (!fb) throw new UnsupportedError('attention', `no ${space.name} configuration fits this device for head dim ${D}`);
   if (work < TUNE_MIN_SCORES) return fb;
+  // the pick of an earlier call of this problem (same candidate list and tuning mode): a cache hit in tuneSync
+  // compares each candidate's key string with the entry's, ~85 us per call on the dev box for a decode problem
+  // whose pick is last of 46, which left short calls (a GQA decode of 134 MB: ~35 us on the card) host-bound
+  const mk = `${space.name}|${shape}|${dtype}|${autotuneMode()}|${process.env.NBX_CACHE_DIR ?? ''}`;
+  const m = picked.get(mk);
+  if (m !== undefined && m.cands === cands) return m.config;
+  const config = pickTuned(space, shape, dtype, cands, fb, run);
+  picked.set(mk, { cands, config });
+  return config;
+}
+/** Tuned picks by problem (pick), for this process. */
+const picked = new Map<string, { cands: Config[]; config: Config }>();
+function pickTuned(space: ConfigSpace<AttnProblem>, shape: string, dtype: string, cands: Config[], fb: Config, run: (cfg: Config) => void): Config {
   const kernel = { name: space.name, knobs: space.knobs, defaultConfig: fb };
   const key = { shape, dtype, device: be.tuning.deviceKey }, timeFn = (c: Config): number => timeRun(c, run);
   if (space === PREFILL_SPACE && autotuneMode() === 'full') {
