@@ -2396,16 +2396,14 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
   if (quantXsBytes(p.m, c.k, c.d) > 0) out.push({ ...d, xs: 0 });
   if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1 });
   if (quantMmaOk(c, p) && quantXsBytes(p.m, c.k, c.d) > 0) out.push({ ...d, impl: 'mma', kw: 1, ms: 1 });
-  // (x staged) double-buffered rounds and a cp.async ring for the register kernel; int8 and int4 on tensor
-  // cores with cp.async rings, lane-private or whole-line (co). On the H200 (call 3 of 2026-12-03) the
-  // lane-private rings and db measured within a few % of the register kernel; the tile kernel's ring and
-  // the deeper rings lost, so they are sweep-only.
+  // (x staged) the register kernel with double-buffered rounds (and for int8 a cp.async ring), int4 on tensor
+  // cores with whole-line cp.async copies: each won or tied on some shape of the H200's calls 3 and 5 of
+  // 2026-12-03 (int8 db U2 2,916 GB/s at 4096x14336, cp4 2,620-2,721 at 14336x4096; int4 co 1,687-1,702). The
+  // lane-private rings, deeper rings (fewer blocks per SM), the tile kernel's ring, q4_k on the tile kernel
+  // and int8 on tensor cores (co 2,322-2,466) never won: sweep-only (bench quant --sweep).
   if (quantXsBytes(p.m, c.k, c.d) > 0) {
-    if (d.impl === 'vec') out.push({ ...d, db: 1, U: 2 }, { ...d, cp: 4 });
-    // q4_k / q5_k: the tile kernel too (its copies read whole 128-byte lines; the register kernel's 144 / 176-byte
-    // blocks split each lane group's 128 bytes over two lines and read the 16-byte headers apart)
-    if (c.f === 'q4_k' || c.f === 'q5_k') out.push({ ...d, impl: 'fma', kw: 1 });
-    if (quantMma8Ok(c, p)) out.push({ ...d, impl: 'mma', kw: 1, cp: 4 }, { ...d, impl: 'mma', kw: 1, cp: 4, co: 1 });
+    if (d.impl === 'vec') out.push({ ...d, db: 1, U: 2 });
+    if (d.impl === 'vec' && c.f === 'int8') out.push({ ...d, cp: 4 });
     if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, cp: 4, co: 1 });
   }
   return out;
