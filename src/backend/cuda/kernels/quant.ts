@@ -9,9 +9,16 @@
 // - 'vec' (int8, int4, fp8, q4_k, q5_k: formats whose rows tile into self-contained 16-byte units): lane l
 //   of a warp takes units l, l + 32, ... of NR rows straight into a register ring (no shared memory);
 // - 'mma' (int4, groups ≥ 128, 16-bit x): nibbles to bf16/f16 pairs feeding mma.sync, also a register ring;
+//   int8 (16-bit x) has a tensor-core form too (mma8CpSource: hi / lo nibble pairs), sweep-only;
 // - 'fma', the tile kernel (every format; the only one for the blocks of 2-byte alignment, 34/18/22/110/
 //   210 bytes, whose 16-byte vectors do not map to lanes): each warp copies tiles of R rows into its own
 //   shared memory (the next tile's loads issued before this one is decoded) and lanes decode from there.
+// With x staged in shared memory (knob xs), the loads can also be kept in flight by two rounds of registers
+// (db) or cp.async rings in shared memory (cp; co: the tensor-core kernels' stages copied as whole 128-byte
+// lines). What the sm_90a SASS showed: the single register "ring" was no ring (a round's loads issued at its
+// end, all waited for at the next round's start). What the H200 showed (BENCHMARKS.md, 2026-12-03): db and
+// the rings changed int8 by a few %, whole-line copies helped the tensor-core kernels, and int4 stayed at
+// ~1.7 TB/s whichever form; the tuner keeps the forms that won on some shape.
 // Warps of a block split K by a launch argument (kw) where N is short. Quants are decoded in halves of
 // 16 elements to small exact floats q (1 + q/2^B under 1.0's exponent for ≤ 6-bit quants, integers
 // through the 2^23 magic-number trick: no I2F on the slow conversion pipe) and an affine map
