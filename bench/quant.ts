@@ -248,8 +248,9 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
               cfgs.push({ impl: kern, kw: 1, xs: 1 }, { impl: kern, kw: 1, xs: 0 });
               if (kern === 'vec') cfgs.push({ impl: 'vec', kw: 1, xs: 1, db: 1, U: 2 }, { impl: 'vec', kw: 1, xs: 1, cp: 4 });
               if (f === 'q4_k' || kern === 'fma') cfgs.push({ impl: 'fma', kw: 1, xs: 1 }, { impl: 'fma', kw: 1, xs: 1, cp: 4 }); // the tile kernel (q4_k too)
-              if (f === 'int4') cfgs.push({ impl: 'mma', kw: 1, xs: 1 }, { impl: 'mma', kw: 1, xs: 1, ms: 1, cp: 6 }, ...[4, 6, 8].map((cp) => ({ impl: 'mma', kw: 1, xs: 1, ms: 1, cp, co: 1 })));
-              if (f === 'int8') for (const [cp, co] of [[4, 0], [6, 0], [4, 1], [6, 1], [8, 1]]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, cp, co });
+              // (co rings of 2-3 stages: three blocks per SM where x is 28 KB; 6-8 stages left one and lost in call 5)
+              if (f === 'int4') cfgs.push({ impl: 'mma', kw: 1, xs: 1 }, { impl: 'mma', kw: 1, xs: 1, ms: 1, cp: 6 }, ...[2, 3, 4, 6].map((cp) => ({ impl: 'mma', kw: 1, xs: 1, ms: 1, cp, co: 1 })));
+              if (f === 'int8') for (const [cp, co] of [[4, 0], [2, 1], [3, 1], [4, 1], [6, 1]]) cfgs.push({ impl: 'mma', kw: 1, xs: 1, cp, co });
             }
             for (const cfg of cfgs) {
               cudaMod.forceQuantGemvConfig(cfg);

@@ -192,11 +192,11 @@ test('lane-private cp.async rings (cp): register kernel (every format, kw 1/2, 4
       assert.equal(lastQuantGemvConfig()?.impl, 'mma');
     }
     // whole-line copies (co): int8 and int4 (odd chunk count: a last stage of one chunk; asym; ragged N)
-    for (const [dt, m, cp, n] of [['bfloat16', 1, 4, 24], ['float16', 3, 6, 21]] as [DT, number, number, number][]) {
+    for (const [dt, m, cp, n] of [['bfloat16', 1, 4, 24], ['float16', 3, 6, 21], ['bfloat16', 2, 2, 17]] as [DT, number, number, number][]) {
       forceQuantGemvConfig({ impl: 'mma', kw: 1, xs: 1, cp, co: 1 });
       check('int8', dt, m, n, 5120, seed++, { bias: true });
     }
-    for (const [dt, m, asym, cp, k] of [['bfloat16', 1, false, 4, 5120], ['float16', 3, true, 6, 4992], ['bfloat16', 8, true, 4, 2176]] as [DT, number, boolean, number, number][]) {
+    for (const [dt, m, asym, cp, k] of [['bfloat16', 1, false, 4, 5120], ['float16', 3, true, 6, 4992], ['bfloat16', 8, true, 2, 2176], ['bfloat16', 2, false, 3, 4992]] as [DT, number, boolean, number, number][]) {
       forceQuantGemvConfig({ impl: 'mma', kw: 1, xs: 1, ms: 1, cp, co: 1 });
       check('int4', dt, m, 21, k, seed++, { groupSize: 128, asym, bias: true });
       assert.equal(lastQuantGemvConfig()?.impl, 'mma');
