@@ -27,6 +27,8 @@
 #   peers8   the batch-8 rows of 'peers' alone (PEERS8_SHAPES, default tinyllama llama3-8b; PEERS8_TIMEOUT s per shape,
 #            default 170): one nbx run and one compiled peer per shape instead of two of each, the peer's Inductor
 #            cache in /tmp/nbx-inductor-cache (kept for a later call on the same warm machine)
+#   stepprof Nsight Compute over one op-by-op static step of the TinyLlama shape at batch STEPPROF_BATCHES (default "8 1"),
+#            grouped by kernel (scripts/decode-kernels.mjs, scripts/ncu-step-summary.mjs): where batch 8's time goes
 #   dsoak    scripts/soak-decode.mjs on the TinyLlama shape (10,000 steps, batches of 1/2/4/8 joining and leaving,
 #            reserved memory flat after warm-up, rows isolated: a row's tokens unchanged when another row's prompt changes)
 # Logs go to $OUT; one summary line per part in $OUT/summary.txt.
@@ -78,6 +80,11 @@ for p in "$@"; do
       for s in ${PEERS8_SHAPES:-tinyllama llama3-8b}; do
         TORCHINDUCTOR_CACHE_DIR=/tmp/nbx-inductor-cache timeout -k 5 ${PEERS8_TIMEOUT:-170} node dist/src/cli/nbx.js bench decode --device cuda --shape $s --batch 8 --peers gpt-fast --json "$L/peers8_$s.json" > "$L/peers8_$s.log" 2>&1
         note "peers8 $s rc=$?"; grep -E '^(nbx|gpt-fast) ' "$L/peers8_$s.log" >> "$OUT/summary.txt"; grep -E '^\| [A-Z]' "$L/peers8_$s.log" | grep -v '^| shape' >> "$OUT/summary.txt"
+      done ;;
+    stepprof)
+      for B in ${STEPPROF_BATCHES:-8 1}; do
+        NBX_DECODE_STEP=off timeout -k 5 ${STEPPROF_TIMEOUT:-110} /usr/local/cuda/bin/ncu --metrics gpu__time_duration.sum --csv node scripts/decode-kernels.mjs --shape ${STEPPROF_SHAPE:-tinyllama} --batch $B --steps 2 > "$L/stepprof_$B.csv" 2> "$L/stepprof_$B.err"
+        note "stepprof batch $B rc=$?"; node scripts/ncu-step-summary.mjs "$L/stepprof_$B.csv" --steps 2 2>&1 | head -25 >> "$OUT/summary.txt"
       done ;;
     dsoak)
       timeout -k 5 ${DSOAK_TIMEOUT:-170} node scripts/soak-decode.mjs --device cuda --shape tinyllama --steps ${DSOAK_STEPS:-10000} --isolation 6 --json "$L/dsoak.json" > "$L/dsoak.log" 2>&1
