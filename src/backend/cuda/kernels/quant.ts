@@ -1133,6 +1133,26 @@ function mmaChunkPre(bf: boolean, asym: boolean): string {
 }
 
 /**
+ * The tensor-core GEMV kernels' end: each warp's accumulators (rows g, g + 8 of its 16, columns 2t, 2t + 1)
+ * summed over the block's warps in warp order through shared memory `red`, then bias and the store.
+ */
+const mmaEpilogue = (d: 'float16' | 'bfloat16'): string => `  #pragma unroll
+  for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (warp == 0) {
+    float v[4] = { 0.f, 0.f, 0.f, 0.f };
+    for (int w = 0; w < ${WARPS}; w++) {
+      #pragma unroll
+      for (int i = 0; i < 4; i++) v[i] += red[w][lane][i];
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int j = n0 + g + (i >> 1) * 8, col = 2 * t + (i & 1);
+      if (j < n && col < m) { float o = v[i]; if (bias) o += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)col * n + j', 'o')} }
+    }
+  }`;
+
+/**
  * x staged for mmaChunkPre (16-bit x): each 8-element group stored as (0, 4), (1, 5), (2, 6), (3, 7) — the
  * mma B fragments' pairs — and the Σx of every 128-element chunk of every row (float32: a group's 8 in
  * order, then a butterfly over the 16 lanes holding the chunk's groups) into XSUM[row · nch + chunk].
@@ -1223,21 +1243,7 @@ ${mmaChunk(bf, asym)}      }
     }
   }
   #undef NBXQ_MMA_LOAD
-  #pragma unroll
-  for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
-  __syncthreads();
-  if (warp == 0) {
-    float v[4] = { 0.f, 0.f, 0.f, 0.f };
-    for (int w = 0; w < ${WARPS}; w++) {
-      #pragma unroll
-      for (int i = 0; i < 4; i++) v[i] += red[w][lane][i];
-    }
-    #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int j = n0 + g + (i >> 1) * 8, col = 2 * t + (i & 1);
-      if (j < n && col < m) { float o = v[i]; if (bias) o += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)col * n + j', 'o')} }
-    }
-  }
+${mmaEpilogue(d)}
 }`;
   return { src, name: 'quant_gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
 }
@@ -1317,21 +1323,7 @@ ${mmaChunk(bf, asym, viaSum)}      }
   }
   #undef NBXQ_MMA_LOAD
   #undef NBXQ_MMA_LOADP
-  #pragma unroll
-  for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
-  __syncthreads();
-  if (warp == 0) {
-    float v[4] = { 0.f, 0.f, 0.f, 0.f };
-    for (int w = 0; w < ${WARPS}; w++) {
-      #pragma unroll
-      for (int i = 0; i < 4; i++) v[i] += red[w][lane][i];
-    }
-    #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int j = n0 + g + (i >> 1) * 8, col = 2 * t + (i & 1);
-      if (j < n && col < m) { float o = v[i]; if (bias) o += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)col * n + j', 'o')} }
-    }
-  }
+${mmaEpilogue(d)}
 }`;
   return { src, name: 'quant_gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
 }
@@ -1413,21 +1405,7 @@ ${viaSum ? mmaChunkPre(bf, asym) : mmaChunk(bf, asym, false)}    }
     st = st + 1 == ${NST} ? 0 : st + 1;
   }
   #undef NBXQ_CP_ISSUE
-  #pragma unroll
-  for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
-  __syncthreads();
-  if (warp == 0) {
-    float v[4] = { 0.f, 0.f, 0.f, 0.f };
-    for (int w = 0; w < ${WARPS}; w++) {
-      #pragma unroll
-      for (int i = 0; i < 4; i++) v[i] += red[w][lane][i];
-    }
-    #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int j = n0 + g + (i >> 1) * 8, col = 2 * t + (i & 1);
-      if (j < n && col < m) { float o = v[i]; if (bias) o += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)col * n + j', 'o')} }
-    }
-  }
+${mmaEpilogue(d)}
 }`;
   return { src, name: 'quant_gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
 }
@@ -1592,21 +1570,7 @@ ${mmaChunkPre(bf, asym)}      }
   }
   #undef NBXQ_CO_ISSUE
   #undef NBXQ_CP_ROWS
-  #pragma unroll
-  for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
-  __syncthreads();
-  if (warp == 0) {
-    float v[4] = { 0.f, 0.f, 0.f, 0.f };
-    for (int w = 0; w < ${WARPS}; w++) {
-      #pragma unroll
-      for (int i = 0; i < 4; i++) v[i] += red[w][lane][i];
-    }
-    #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int j = n0 + g + (i >> 1) * 8, col = 2 * t + (i & 1);
-      if (j < n && col < m) { float o = v[i]; if (bias) o += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)col * n + j', 'o')} }
-    }
-  }
+${mmaEpilogue(d)}
 }`;
   return { src, name: 'quant_gemv_mma', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
 }
