@@ -1133,11 +1133,12 @@ function mmaChunkPre(bf: boolean, asym: boolean): string {
 }
 
 /**
- * The tensor-core GEMV kernels' end: each warp's accumulators (rows g, g + 8 of its 16, columns 2t, 2t + 1)
- * summed over the block's warps in warp order through shared memory `red`, then bias and the store.
+ * The tensor-core GEMV kernels' end: each warp's results (rows g, g + 8 of its 16, columns 2t, 2t + 1) into
+ * shared memory `red` (`fill`; default: the accumulators as they are), summed over the block's warps in warp
+ * order, then bias and the store.
  */
-const mmaEpilogue = (d: 'float16' | 'bfloat16'): string => `  #pragma unroll
-  for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];
+const mmaEpilogue = (d: 'float16' | 'bfloat16', fill = `  #pragma unroll
+  for (int i = 0; i < 4; i++) red[warp][lane][i] = acc[i];`): string => `${fill}
   __syncthreads();
   if (warp == 0) {
     float v[4] = { 0.f, 0.f, 0.f, 0.f };
@@ -1694,26 +1695,13 @@ ${co ? `      const unsigned char* b_ = ring + st * 2048;
   }
   #undef NBXQ_CP_ISSUE${co ? `
   #undef NBXQ_CP_ROWS` : ''}
-  { // Σ x·q = 16·hi + lo − (16·(M + 8) + M)·Σx, per row's scale
+${mmaEpilogue(d, `  { // Σ x·q = 16·hi + lo − (16·(M + 8) + M)·Σx, per row's scale
     const float off = ${16 * (M + 8) + M}.f, sa_ = S[(long long)r0 * sRow], sb_ = S[(long long)r1 * sRow];
     red[warp][lane][0] = sa_ * fmaf(-off, sx0, fmaf(16.f, hi[0], lo[0]));
     red[warp][lane][1] = sa_ * fmaf(-off, sx1, fmaf(16.f, hi[1], lo[1]));
     red[warp][lane][2] = sb_ * fmaf(-off, sx0, fmaf(16.f, hi[2], lo[2]));
     red[warp][lane][3] = sb_ * fmaf(-off, sx1, fmaf(16.f, hi[3], lo[3]));
-  }
-  __syncthreads();
-  if (warp == 0) {
-    float v[4] = { 0.f, 0.f, 0.f, 0.f };
-    for (int w = 0; w < ${WARPS}; w++) {
-      #pragma unroll
-      for (int i = 0; i < 4; i++) v[i] += red[w][lane][i];
-    }
-    #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int j = n0 + g + (i >> 1) * 8, col = 2 * t + (i & 1);
-      if (j < n && col < m) { float o = v[i]; if (bias) o += ${R.load(d, 'bias', 'j')}; ${R.store(d, 'O', '(long long)col * n + j', 'o')} }
-    }
-  }
+  }`)}
 }`;
   return { src, name: 'quant_gemv_mma8', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32'] };
 }
