@@ -1019,13 +1019,8 @@ __device__ __forceinline__ unsigned nbxq_raw(unsigned u) { return nbxq_andor(u, 
 `;
 }
 
-/**
- * One 128-element chunk of rows g and g + 8 (ring slot u: wa[u], wb[u], scales sa / sb, zeros za / zb)
- * against x at xp + 128·c (lanes of x rows g < m: xr), added to acc[4] (rows g, g + 8 × x rows 2t, 2t + 1).
- */
-function mmaChunk(bf: boolean, asym: boolean, viaSum = false): string {
-  if (viaSum) return mmaChunkViaSum(bf, asym);
-  return `        unsigned xv[16];
+/** A chunk's operands for the int4 tensor-core chunks: x's 128 elements of this lane's x row (zeros past m), the two rows' packed words. */
+const MMA_CHUNK_OPERANDS = `        unsigned xv[16];
         if (xr) {
           #pragma unroll
           for (int v = 0; v < 4; v++) { const uint4 q = reinterpret_cast<const uint4*>(xp + 128LL * c)[v]; xv[4 * v] = q.x; xv[4 * v + 1] = q.y; xv[4 * v + 2] = q.z; xv[4 * v + 3] = q.w; }
@@ -1035,7 +1030,15 @@ function mmaChunk(bf: boolean, asym: boolean, viaSum = false): string {
         }
         float cc[4] = { 0.f, 0.f, 0.f, 0.f };
         const unsigned ua[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w }, ub[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
-        #pragma unroll
+`;
+
+/**
+ * One 128-element chunk of rows g and g + 8 (ring slot u: wa[u], wb[u], scales sa / sb, zeros za / zb)
+ * against x at xp + 128·c (lanes of x rows g < m: xr), added to acc[4] (rows g, g + 8 × x rows 2t, 2t + 1).
+ */
+function mmaChunk(bf: boolean, asym: boolean, viaSum = false): string {
+  if (viaSum) return mmaChunkViaSum(bf, asym);
+  return `${MMA_CHUNK_OPERANDS}        #pragma unroll
         for (int w = 0; w < 4; w++) {
           // x elements 8w .. 8w+7 as pairs (e, e + 4), the weight pairs' order
           const unsigned p0 = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x5410u), p1 = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x7632u);
@@ -1107,17 +1110,7 @@ function mmaChunkViaSum(bf: boolean, asym: boolean): string {
  */
 function mmaChunkPre(bf: boolean, asym: boolean): string {
   const M = bf ? 128 : 1024;
-  return `        unsigned xv[16];
-        if (xr) {
-          #pragma unroll
-          for (int v = 0; v < 4; v++) { const uint4 q = reinterpret_cast<const uint4*>(xp + 128LL * c)[v]; xv[4 * v] = q.x; xv[4 * v + 1] = q.y; xv[4 * v + 2] = q.z; xv[4 * v + 3] = q.w; }
-        } else {
-          #pragma unroll
-          for (int v = 0; v < 16; v++) xv[v] = 0u;
-        }
-        float cc[4] = { 0.f, 0.f, 0.f, 0.f };
-        const unsigned ua[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w }, ub[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
-        #pragma unroll
+  return `${MMA_CHUNK_OPERANDS}        #pragma unroll
         for (int w = 0; w < 4; w++) {
           const unsigned a1[4] = { nbxq_raw(ua[w]), nbxq_raw(ub[w]), nbxq_raw(ua[w] >> 4), nbxq_raw(ub[w] >> 4) };
           mma16816(cc, a1, xv[4 * w], xv[4 * w + 1]);
