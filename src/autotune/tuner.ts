@@ -155,7 +155,7 @@ export async function tune(kernel: TunableKernel, key: TuneKey, candidates: read
   const cache = opts.cache ?? defaultCache();
 
   const hit = cache.lookup(kernel.name, key);
-  if (hit && pool.some((c) => configKey(c) === configKey(hit.entry.config))) {
+  if (hit && isCandidate(pool, hit.entry.config)) {
     return { config: hit.entry.config, source: hit.source === 'user' ? 'cache' : 'shipped', timeMs: hit.entry.timeMs, entry: hit.entry };
   }
   if (mode === 'cached') return { config: kernel.defaultConfig, source: 'default' };
@@ -224,6 +224,15 @@ function finishSweep(kernel: TunableKernel, key: TuneKey, tried: TriedCandidate[
 export type TimeFnSync = (cfg: Config) => number;
 
 /**
+ * Whether `cfg` is among `candidates` (the same knobs with the same values, as configKey compares them).
+ * A cache hit runs this on every call of a tuned kernel, so it compares values instead of building keys.
+ */
+function isCandidate(candidates: readonly Config[], cfg: Config): boolean {
+  const names = Object.keys(cfg);
+  return candidates.some((c) => Object.keys(c).length === names.length && names.every((n) => Object.hasOwn(c, n) && c[n] === cfg[n]));
+}
+
+/**
  * The synchronous twin of tune(), for backends whose kernels are chosen inside a synchronous op call
  * (CUDA launches): same modes, caches, notice and records; the sweep blocks the calling thread, which
  * only happens on a cache miss, once per key and device.
@@ -233,7 +242,7 @@ export function tuneSync(kernel: TunableKernel, key: TuneKey, candidates: readon
   if (mode === 'off') return { config: kernel.defaultConfig, source: 'default' };
   const cache = opts.cache ?? defaultCache();
   const hit = cache.lookup(kernel.name, key);
-  if (hit && candidates.some((c) => configKey(c) === configKey(hit.entry.config))) {
+  if (hit && isCandidate(candidates, hit.entry.config)) {
     return { config: hit.entry.config, source: hit.source === 'user' ? 'cache' : 'shipped', timeMs: hit.entry.timeMs, entry: hit.entry };
   }
   if (mode === 'cached' || candidates.length === 0) return { config: kernel.defaultConfig, source: 'default' };
