@@ -31,7 +31,7 @@ import * as nbx from '../index.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { backendFor } from '../backend/backend.js';
 import { GraphCaptureError, ValueError } from '../errors.js';
-import { autotuneMode, tuneSync } from '../autotune/index.js';
+import { autotuneMode, tuneSync, type TuneKey, type TuneResult } from '../autotune/index.js';
 import type { KVCacheBuffers } from './cache.js';
 import type { DecoderModel, LayerCache, LayerContext } from './decoder.js';
 import type { ModelConfig } from './config.js';
@@ -246,7 +246,9 @@ export class StaticDecoder {
     // on CUDA, the kernels a capture records (small elementwise ops unbatched), compiled and tuned now
     const be = backendFor(this.model.device) as { unbatched?: <T>(fn: () => T) => T };
     const run = (): StaticStepResult => {
-      if (warmup && this.autoFused) { // the whole-step kernel compiled (and its op taken, or not) before the capture times it
+      const known = warmup && this.autoFused ? this.cachedStepPath() : null;
+      if (known !== null) { this.autoFused = false; this.fused = known; } // the caches decide: only that path compiles
+      else if (warmup && this.autoFused) { // the whole-step kernel compiled (and its op taken, or not) before the capture times it
         const o = this.forward(true);
         if (this.tookFused) { o.logits.dispose(); o.next?.dispose(); } else this.autoFused = false;
       }
@@ -345,11 +347,9 @@ export class StaticDecoder {
    */
   private chooseStep(ops: StaticStepResult): StaticStepResult {
     this.autoFused = false;
-    const be = backendFor(this.model.device) as unknown as GraphHost & { tuning?: { deviceKey: string }; ctx: { info?: { name?: string } } };
-    if (!be.tuning) return ops;
-    const cfg = this.model.cfg, kv = this.cache.buffers(0).keys;
-    const shape = `L${cfg.num_hidden_layers}xH${cfg.hidden_size}xI${cfg.intermediate_size}xA${cfg.num_attention_heads}/${cfg.num_key_value_heads}` +
-      `xD${kv.shape[3]}xV${cfg.vocab_size}xC${2 ** Math.ceil(Math.log2(this.capacity))}`;
+    const be = backendFor(this.model.device) as unknown as GraphHost & { ctx: { info?: { name?: string } } };
+    const key = this.stepPathKey();
+    if (!key) return ops;
     const opsGraph = this.graph!;
     let fusedRun: { graph: CUDAGraph; out: StaticStepResult } | null = null;
     const fusedGraph = (): CUDAGraph => {
@@ -360,13 +360,9 @@ export class StaticDecoder {
       }
       return fusedRun.graph;
     };
-    const r = tuneSync(STEP_PATH, { shape, dtype: kv.dtype.name, device: be.tuning.deviceKey }, [{ step: 'ops' }, { step: 'fused' }],
-      (c) => (c.step === 'fused' ? fusedGraph() : opsGraph).timeReplays(4), { deviceLabel: be.ctx.info?.name });
+    const r = tuneSync(STEP_PATH, key, STEP_PATHS, (c) => (c.step === 'fused' ? fusedGraph() : opsGraph).timeReplays(4), { deviceLabel: be.ctx.info?.name });
     const drop = (x: { graph: CUDAGraph; out: StaticStepResult }): void => { x.out.logits.dispose(); x.out.next?.dispose(); x.graph.reset(); };
-    if (process.env.NBX_DEBUG) {
-      const t = (r.entry?.tried ?? []).map((c) => `${c.config.step} ${c.timeMs.toFixed(4)} ms`).join(', ');
-      process.stderr.write(`nbx: decode steps take the ${r.config.step === 'fused' ? 'whole-step kernel' : 'op-by-op graph'} (${r.source}${t ? `: ${t}` : ''})\n`);
-    }
+    debugStepPath(r);
     this.tookFused = r.config.step === 'fused';
     if (!this.tookFused) {
       if (fusedRun) drop(fusedRun);
@@ -377,6 +373,26 @@ export class StaticDecoder {
     this.graph = fusedRun!.graph;
     this.fused = true;
     return fusedRun!.out;
+  }
+
+  /** The autotuner's key of this decoder's step path (device, model shape, capacity bucket); null without CUDA's tuning. */
+  private stepPathKey(): TuneKey | null {
+    const be = backendFor(this.model.device) as unknown as { tuning?: { deviceKey: string } };
+    if (!be.tuning) return null;
+    const cfg = this.model.cfg, kv = this.cache.buffers(0).keys;
+    const shape = `L${cfg.num_hidden_layers}xH${cfg.hidden_size}xI${cfg.intermediate_size}xA${cfg.num_attention_heads}/${cfg.num_key_value_heads}` +
+      `xD${kv.shape[3]}xV${cfg.vocab_size}xC${2 ** Math.ceil(Math.log2(this.capacity))}`;
+    return { shape, dtype: kv.dtype.name, device: be.tuning.deviceKey };
+  }
+
+  /** The step path the autotuner's caches hold for this decoder (true: the whole-step kernel), or null when they hold none. */
+  private cachedStepPath(): boolean | null {
+    const key = this.stepPathKey();
+    if (!key) return null;
+    const r = tuneSync(STEP_PATH, key, STEP_PATHS, () => 0, { mode: 'cached' });
+    if (r.source === 'default') return null;
+    debugStepPath(r);
+    return r.config.step === 'fused';
   }
 
   /** The step as nbx.llm.fused_decode_step where the model's layers and lm_head are that op's and the device has its kernel, else null. */
@@ -471,6 +487,14 @@ export function decodeStepMode(env: NodeJS.ProcessEnv = process.env): 'fused' | 
 
 /** The autotuner's record of the step path: { step: 'ops' | 'fused' } per device and model shape. */
 const STEP_PATH = { name: 'decode.step_path', defaultConfig: { step: 'ops' } };
+const STEP_PATHS = [{ step: 'ops' }, { step: 'fused' }];
+
+/** NBX_DEBUG=1: which step path a decoder took, from where, and the timings behind it. */
+function debugStepPath(r: TuneResult): void {
+  if (!process.env.NBX_DEBUG) return;
+  const t = (r.entry?.tried ?? []).map((c) => `${c.config.step} ${c.timeMs.toFixed(4)} ms`).join(', ');
+  process.stderr.write(`nbx: decode steps take the ${r.config.step === 'fused' ? 'whole-step kernel' : 'op-by-op graph'} (${r.source}${t ? `: ${t}` : ''})\n`);
+}
 
 export function replayEnabled(device: Device): boolean {
   if (device.type === 'cuda') return process.env.NBX_CUDA_GRAPHS !== '0';
