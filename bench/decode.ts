@@ -99,6 +99,8 @@ interface NbxFigures {
   ttft_ms: number; decode_tok_s: number; decode_ms_per_step: number; new_tokens: number;
   /** WebGPU: the figures of generate() itself, when the row's figures are the pipelined loop's (bench/decode_webgpu.ts). */
   generate?: { ttft_ms: number; decode_tok_s: number; decode_ms_per_step: number };
+  /** How the replayed steps ran: 'fused' (nbx.llm.fused_decode_step's kernel) or 'ops' (op by op). */
+  step?: 'fused' | 'ops';
 }
 interface PeerLine { decode_tok_s?: number; ttft_ms?: number; compile_s?: number | null; note?: string | null; error?: string; [k: string]: unknown }
 interface Row {
@@ -319,8 +321,11 @@ export async function run(args: string[] = []): Promise<void> {
             ours = { ttft_ms: p.ttft_ms, decode_tok_s: p.decode_tok_s, decode_ms_per_step: p.decode_ms_per_step, new_tokens: p.new_tokens,
               generate: { ttft_ms: ours.ttft_ms, decode_tok_s: ours.decode_tok_s, decode_ms_per_step: ours.decode_ms_per_step } };
           }
+          // the step path the kept decoder of this batch took (auto: timed at its first capture)
+          const kept = model.staticDecoderStats().filter((d) => d.batch === b && d.stats.captured).pop();
+          if (kept) ours.step = kept.stats.step;
           row.nbx = ours;
-          process.stdout.write(`nbx ${name} batch ${b}: ${fmt(ours.decode_tok_s)} tok/s, TTFT ${fmt(ours.ttft_ms, 2)} ms\n`);
+          process.stdout.write(`nbx ${name} batch ${b}: ${fmt(ours.decode_tok_s)} tok/s, TTFT ${fmt(ours.ttft_ms, 2)} ms${ours.step ? `, step ${ours.step === 'fused' ? 'whole-step kernel' : 'op by op'}` : ''}\n`);
           row.nbx_weight_gbs = (bytes.perStep * (ours.decode_tok_s / b)) / 1e9;
           if (roofline) {
             row.roofline_pct = (row.nbx_weight_gbs / roofline.gbs) * 100;

@@ -92,6 +92,11 @@ export class CausalLMModel extends Module implements CausalLM {
     return d;
   }
 
+  /** The kept static decoders: batch, capacity and stats() (whether steps replay a graph, which step path they take), for benchmarks. */
+  staticDecoderStats(): { batch: number; capacity: number; stats: ReturnType<StaticDecoder['stats']> }[] {
+    return [...this.staticDecoders.values()].filter((d) => !d.isDisposed).map((d) => ({ batch: d.batch, capacity: d.capacity, stats: d.stats() }));
+  }
+
   private disposeStaticDecoders(): void {
     for (const d of this.staticDecoders.values()) d.dispose();
     this.staticDecoders.clear();
