@@ -432,6 +432,38 @@ ${segmentDots(rows, sx, 'sx')}
 `;
 }
 
+/** The tile GEMV kernels' signature (quant_gemv: x, packed rows, scales, zeros, bias, out; sizes; kw). */
+const tileKernelHead = (T: string): string => `extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
+`;
+
+/** The tile kernels' row group: K's 32-element sub-blocks, tiles of TB bytes, this warp's row pointers and accumulators. */
+const tileRows = (TB: number, rows: number, mr: number): string => `  const int nsub = K >> 5;
+  const long long tb = ${TB};
+  const int ntiles = (int)((rowBytes + tb - 1) / tb);
+  const unsigned char* wrow[${rows}];
+  #pragma unroll
+  for (int r = 0; r < ${rows}; r++) wrow[r] = Wq + (long long)(n0 + r < n ? n0 + r : n - 1) * rowBytes; // past the end: repeated, never stored
+  float acc[${mr}][${rows}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${rows}; r++) acc[i][r] = 0.f;
+  }
+`;
+
+/** Each lane's acc[mr][rows] summed over the warp (butterfly). */
+const warpSums = (mr: number, rows: number): string => `  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${rows}; r++) {
+      #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+    }
+  }
+`;
+
 /** Source of the GEMV kernel: format, asymmetric zeros (int4), x dtype, MR rows of x, R weight rows per warp, S sub-blocks per lane, VW-byte loads. */
 export function quantGemvSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, rows: number, sub: number, vw: number, xs = false, cp = 0): { src: string; name: string; sig: ArgType[] } {
   if (xs && cp > 0 && vw === 16) return tileCpSource(f, asym, d, mr, rows, sub, cp);
@@ -444,10 +476,7 @@ export function quantGemvSource(f: QuantFormat, asym: boolean, d: QuantDType, mr
   const sx = needsSx(f);
   const src = `${HELPERS}
 ${decoderSource(f, asym, true)}
-extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
-  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
-  int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
-  __align__(16) __shared__ unsigned char tile[${WARPS}][${rows}][${TBP}];
+${tileKernelHead(T)}  __align__(16) __shared__ unsigned char tile[${WARPS}][${rows}][${TBP}];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // kw warps share a row group and take its tiles in turn (split K: more loads in flight for long rows)
   const int rg = warp / kw, ks = warp - rg * kw;
@@ -460,19 +489,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* 
   }
 ${xs ? '' : '  NBX_GRID_DEPENDENCY_WAIT();\n'}  const int n0 = nb + rg * ${rows};
   const bool live = n0 < n; // uniform per warp; dead warps still meet the block's barrier below
-  const int nsub = K >> 5;
-  const long long tb = ${TB};
-  const int ntiles = (int)((rowBytes + tb - 1) / tb);
-  const unsigned char* wrow[${rows}];
-  #pragma unroll
-  for (int r = 0; r < ${rows}; r++) wrow[r] = Wq + (long long)(n0 + r < n ? n0 + r : n - 1) * rowBytes; // past the end: repeated, never stored
-  float acc[${mr}][${rows}];
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${rows}; r++) acc[i][r] = 0.f;
-  }
-  ${VT} pre[${rows}][${UPL}];
+${tileRows(TB, rows, mr)}  ${VT} pre[${rows}][${UPL}];
   // the tile's ${VT} units: lane u, u + 32, ... (coalesced), only those inside the row
   #define NBXQ_LOAD(t) { const long long base_ = (long long)(t) * tb; const long long left_ = rowBytes - base_; \\
     const int units_ = (int)((left_ < tb ? left_ : tb) / ${vw}); \\
@@ -497,15 +514,7 @@ ${xStage(T)}
 ${tileDecode(f, asym, d, mr, rows, sub, 'tile[warp]', xs ? 'Xs' : 'X')}  }
   }
   #undef NBXQ_LOAD
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${rows}; r++) {
-      #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
-    }
-  }
-${warpPartialsAndStore(d, mr, rows, 'live')}
+${warpSums(mr, rows)}${warpPartialsAndStore(d, mr, rows, 'live')}
 }`;
   return { src, name: 'quant_gemv', sig };
 }
@@ -525,28 +534,13 @@ function tileCpSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, 
   const g = GEOM[f], T = R.storageType(d), TB = tileBytes(f, sub), TBP = Math.ceil(TB / 16) * 16, UPL = Math.ceil(TB / 16 / 32);
   const src = `${HELPERS}
 ${decoderSource(f, asym, true)}
-extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
-  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
-  int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
-  ${XS_DECL}
+${tileKernelHead(T)}  ${XS_DECL}
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rg = warp / kw, ks = warp - rg * kw;
   const int nb = blockIdx.x * (${WARPS} / kw) * ${rows};
   const int n0 = nb + rg * ${rows};
   const bool live = n0 < n; // uniform per warp; dead warps still stage x
-  const int nsub = K >> 5;
-  const long long tb = ${TB};
-  const int ntiles = (int)((rowBytes + tb - 1) / tb);
-  const unsigned char* wrow[${rows}];
-  #pragma unroll
-  for (int r = 0; r < ${rows}; r++) wrow[r] = Wq + (long long)(n0 + r < n ? n0 + r : n - 1) * rowBytes; // past the end: repeated, never stored
-  float acc[${mr}][${rows}];
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${rows}; r++) acc[i][r] = 0.f;
-  }
-  // this warp's stages past x: stage st, row r at ring + (st·rows + r)·TBP
+${tileRows(TB, rows, mr)}  // this warp's stages past x: stage st, row r at ring + (st·rows + r)·TBP
   unsigned char* ring = nbxq_xs_ + ((((long long)m * K * (long long)sizeof(${T})) + 15) & ~15LL) + (long long)warp * ${NST * rows * TBP};
   // tile t (if any) into stage st: the 16-byte units inside the row, lane u, u + 32, ...; then a commit
   #define NBXQ_CPT(st, t) { if (live && (t) < ntiles) { const long long base_ = (long long)(t) * tb; const long long left_ = rowBytes - base_; \
@@ -571,15 +565,7 @@ ${tileDecode(f, asym, d, mr, rows, sub, 'tl', 'Xs')}      __syncwarp(); // every
     }
   }
   #undef NBXQ_CPT
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${rows}; r++) {
-      #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
-    }
-  }
-${warpPartialsAndStore(d, mr, rows, 'live')}
+${warpSums(mr, rows)}${warpPartialsAndStore(d, mr, rows, 'live')}
 }`;
   return { src, name: 'quant_gemv', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
 }
