@@ -1111,6 +1111,19 @@ function mmaChunkPre(bf: boolean, asym: boolean): string {
 `;
 }
 
+/** The tensor-core GEMV kernels' signature (x, packed rows, scales, zeros, bias, out; sizes) and their warps' sum array. */
+const mmaKernelHead = (name: string, T: string): string => `extern "C" __global__ void __launch_bounds__(${THREADS}) ${name}(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
+  __shared__ float red[${WARPS}][32][4];
+`;
+
+/** A tensor-core GEMV block's 16 rows: lane (g, t) reads rows r0 = n0 + g and r1 = n0 + g + 8. */
+const MMA_ROWS = `  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * 16;
+  const int r0 = n0 + g < n ? n0 + g : n - 1, r1 = n0 + g + 8 < n ? n0 + g + 8 : n - 1; // past the end: repeated, never stored
+`;
+
 /**
  * The tensor-core GEMV kernels' end: each warp's results (rows g, g + 8 of its 16, columns 2t, 2t + 1) into
  * shared memory `red` (`fill`; default: the accumulators as they are), summed over the block's warps in warp
@@ -1183,11 +1196,7 @@ export function quantGemvMmaSource(asym: boolean, d: 'float16' | 'bfloat16', U: 
   if (xs && cp > 0) return mmaCpSource(asym, d, cp, viaSum);
   if (xs) return mmaXsSource(asym, d, U, viaSum, db);
   const src = `${HELPERS}
-${mmaPrelude(bf, asym)}extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
-  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
-  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
-  __shared__ float red[${WARPS}][32][4];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+${mmaPrelude(bf, asym)}${mmaKernelHead('quant_gemv_mma', T)}  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * 16;
   if (threadIdx.x == 0) { // the block's 16 packed rows, scales and zeros into L2 before waiting for the previous kernel
     const int nr_ = n - n0 < 16 ? n - n0 : 16;
@@ -1236,11 +1245,7 @@ function mmaXsSource(asym: boolean, d: 'float16' | 'bfloat16', U: number, viaSum
   const bf = d === 'bfloat16', T = R.storageType(d), NS = db ? 2 * U : U; // register slots: one round, or two (db: see vecXsSource)
   const src = `${HELPERS}
 ${mmaPrelude(bf, asym, viaSum)}
-extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
-  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
-  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
-  __shared__ float red[${WARPS}][32][4];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+${mmaKernelHead('quant_gemv_mma', T)}  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * 16;
   const int r0 = n0 + g < n ? n0 + g : n - 1, r1 = n0 + g + 8 < n ? n0 + g + 8 : n - 1; // past the end: repeated, never stored
   const unsigned char* w0 = Wq + (long long)r0 * rowBytes + 16 * t;
@@ -1336,15 +1341,8 @@ function mmaCpSource(asym: boolean, d: 'float16' | 'bfloat16', NST: number, viaS
   const bf = d === 'bfloat16', T = R.storageType(d), NSC = asym ? 4 : 2;
   const src = `${HELPERS}
 ${mmaPrelude(bf, asym, viaSum)}
-extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
-  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
-  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
-  __shared__ float red[${WARPS}][32][4];
-  ${XS_DECL}
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-  const int n0 = blockIdx.x * 16;
-  const int r0 = n0 + g < n ? n0 + g : n - 1, r1 = n0 + g + 8 < n ? n0 + g + 8 : n - 1; // past the end: repeated, never stored
-  const unsigned char* w0 = Wq + (long long)r0 * rowBytes + 16 * t;
+${mmaKernelHead('quant_gemv_mma', T)}  ${XS_DECL}
+${MMA_ROWS}  const unsigned char* w0 = Wq + (long long)r0 * rowBytes + 16 * t;
   const unsigned char* w1 = Wq + (long long)r1 * rowBytes + 16 * t;
   const bool xr = g < m;
   float acc[4] = { 0.f, 0.f, 0.f, 0.f };
@@ -1492,11 +1490,7 @@ function mmaCoSource(asym: boolean, d: 'float16' | 'bfloat16', NST: number): { s
   const STB = 2048 + NSC * 4; // bytes a stage
   const src = `${HELPERS}
 ${mmaPrelude(bf, asym, true)}
-extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
-  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
-  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
-  __shared__ float red[${WARPS}][32][4];
-  ${XS_DECL}
+${mmaKernelHead('quant_gemv_mma', T)}  ${XS_DECL}
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * 16;
   const bool xr = g < m;
@@ -1579,15 +1573,8 @@ __device__ __forceinline__ unsigned nbxq_andxor(unsigned u, unsigned m, unsigned
 #else
 __device__ __forceinline__ unsigned nbxq_andxor(unsigned u, unsigned m, unsigned c) { unsigned d; asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(d) : "r"(u), "r"(m), "r"(c)); return d; }
 #endif
-extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_mma8(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
-  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
-  int m, int n, int K, long long rowBytes, int sRow, int gshift) {
-  __shared__ float red[${WARPS}][32][4];
-  ${XS_DECL}
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-  const int n0 = blockIdx.x * 16;
-  const int r0 = n0 + g < n ? n0 + g : n - 1, r1 = n0 + g + 8 < n ? n0 + g + 8 : n - 1; // past the end: repeated, never stored
-  const unsigned char* w0 = Wq + (long long)r0 * rowBytes + 32 * t;
+${mmaKernelHead('quant_gemv_mma8', T)}  ${XS_DECL}
+${MMA_ROWS}  const unsigned char* w0 = Wq + (long long)r0 * rowBytes + 32 * t;
   const unsigned char* w1 = Wq + (long long)r1 * rowBytes + 32 * t;
   const bool xr = g < m;
   const int nch = K >> 7;
