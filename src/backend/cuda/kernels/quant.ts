@@ -755,6 +755,26 @@ ${segmentDots(nr, sx, 's_')}
   return { loads, body, cpIssue, cpRead };
 }
 
+/** The register kernels' rows: nr packed row pointers and scale-row offsets from n0 (past n: the last row again). */
+const vecRowPointers = (nr: number): string => `  const unsigned char* wr[${nr}];
+  long long srow[${nr}];
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) { const int rr = n0 + r < n ? n0 + r : n - 1; wr[r] = Wq + (long long)rr * rowBytes; srow[r] = (long long)rr * sRow; } // past the end: repeated, never stored
+`;
+
+/** The register kernels' accumulators, the per-row scales of int8 / fp8, and the k-quant lanes' byte shifts (kq). */
+const vecAccumulators = (f: QuantFormat, mr: number, nr: number, kq: boolean): string => `  float acc[${mr}][${nr}];
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
+  }${f === 'int8' || f === 'fp8_e4m3' ? `
+  float rs[${nr}];
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}${kq ? `
+  const int kc = (lane & 7) >> 1, sh0 = 8 * ((2 * kc) & 3), sh1 = 8 * ((2 * kc + 1) & 3);
+  const bool khi = kc >= 2;` : ''}`;
+
 /**
  * Source of the register kernel: format `f`, asymmetric zeros (int4), x dtype, MR rows of x, NR weight
  * rows per warp, U units per lane and row in flight. A block is 8 warps; `kw` (a launch argument)
@@ -792,11 +812,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 2) quant_gemv_v(const $
   NBX_GRID_DEPENDENCY_WAIT();
   const int n0 = nb + rg * ${nr};
   const int upr = K / ${UE}, nst = (upr + 31) >> 5;
-  const unsigned char* wr[${nr}];
-  long long srow[${nr}];
-  #pragma unroll
-  for (int r = 0; r < ${nr}; r++) { const int rr = n0 + r < n ? n0 + r : n - 1; wr[r] = Wq + (long long)rr * rowBytes; srow[r] = (long long)rr * sRow; } // past the end: repeated, never stored
-  float acc[${mr}][${nr}];
+${vecRowPointers(nr)}  float acc[${mr}][${nr}];
   #pragma unroll
   for (int i = 0; i < ${mr}; i++) {
     #pragma unroll
@@ -888,21 +904,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 2) quant_gemv_v(const $
   const int n0 = blockIdx.x * (${WARPS} / kw) * ${nr} + rg * ${nr};
   const bool live = n0 < n; // uniform per warp; dead warps still stage x
   const int upr = K / ${UE}, nst = (upr + 31) >> 5;
-  const unsigned char* wr[${nr}];
-  long long srow[${nr}];
-  #pragma unroll
-  for (int r = 0; r < ${nr}; r++) { const int rr = n0 + r < n ? n0 + r : n - 1; wr[r] = Wq + (long long)rr * rowBytes; srow[r] = (long long)rr * sRow; } // past the end: repeated, never stored
-  float acc[${mr}][${nr}];
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
-  }${f === 'int8' || f === 'fp8_e4m3' ? `
-  float rs[${nr}];
-  #pragma unroll
-  for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}${kq ? `
-  const int kc = (lane & 7) >> 1, sh0 = 8 * ((2 * kc) & 3), sh1 = 8 * ((2 * kc + 1) & 3);
-  const bool khi = kc >= 2;` : ''}
+${vecRowPointers(nr)}${vecAccumulators(f, mr, nr, kq)}
   uint4 wv[${NS}][${nr}];${kq ? `
   uint4 hv[${NS}][${nr}];` : ''}${five ? `
   uint4 qv[${NS}][${nr}];` : ''}${f === 'int4' ? `
@@ -1408,23 +1410,9 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) quant_gemv_v(const ${T}
   const int n0 = blockIdx.x * (${WARPS} / kw) * ${nr} + rg * ${nr};
   const bool live = n0 < n; // uniform per warp; dead warps still stage x
   const int upr = K / ${UE}, nst = (upr + 31) >> 5;
-  const unsigned char* wr[${nr}];
-  long long srow[${nr}];
-  #pragma unroll
-  for (int r = 0; r < ${nr}; r++) { const int rr = n0 + r < n ? n0 + r : n - 1; wr[r] = Wq + (long long)rr * rowBytes; srow[r] = (long long)rr * sRow; } // past the end: repeated, never stored
-  uint4* RW = reinterpret_cast<uint4*>(nbxq_xs_ + ((((long long)m * K * (long long)sizeof(${T})) + 15) & ~15LL));
+${vecRowPointers(nr)}  uint4* RW = reinterpret_cast<uint4*>(nbxq_xs_ + ((((long long)m * K * (long long)sizeof(${T})) + 15) & ~15LL));
   float* RS = reinterpret_cast<float*>(RW + ${NST * nr * V * THREADS});
-  float acc[${mr}][${nr}];
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
-  }${f === 'int8' || f === 'fp8_e4m3' ? `
-  float rs[${nr}];
-  #pragma unroll
-  for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}${kq ? `
-  const int kc = (lane & 7) >> 1, sh0 = 8 * ((2 * kc) & 3), sh1 = 8 * ((2 * kc + 1) & 3);
-  const bool khi = kc >= 2;` : ''}
+${vecAccumulators(f, mr, nr, kq)}
   // the first NST stripes' copies before the grid-dependency wait (packed weights: never written by earlier kernels)
   #pragma unroll
   for (int i_ = 0; i_ < ${NST}; i_++) {
