@@ -1148,11 +1148,13 @@ const mmaEpilogue = (d: 'float16' | 'bfloat16', fill = `  #pragma unroll
   }`;
 
 /**
- * x staged for mmaChunkPre (16-bit x): each 8-element group stored as (0, 4), (1, 5), (2, 6), (3, 7) — the
- * mma B fragments' pairs — and the Σx of every 128-element chunk of every row (float32: a group's 8 in
- * order, then a butterfly over the 16 lanes holding the chunk's groups) into XSUM[row · nch + chunk].
+ * x staged for the tensor-core kernels' B fragments (16-bit x): element pairs (e, e + span) — span 4, int4's
+ * mmaChunkPre: each 8-element group as (0, 4), (1, 5), (2, 6), (3, 7); span 2, int8's kernel: (0, 2), (1, 3)
+ * of each 4 — and the Σx of every 128-element chunk of every row (float32: a group's 8 in order, then a
+ * butterfly over the 16 lanes holding the chunk's groups) into XSUM[row · nch + chunk] (declared by the kernel).
  */
-function xStagePerm(T: string, bf: boolean): string {
+function xStagePerm(T: string, bf: boolean, span: 2 | 4 = 4): string {
+  const [a0, a1, b0, b1] = span === 4 ? ['x', 'z', 'y', 'w'] : ['x', 'y', 'z', 'w'];
   const cv = (w: string, hi: boolean): string => (bf ? (hi ? `__uint_as_float(${w} & 0xffff0000u)` : `__uint_as_float(${w} << 16)`) : `nbx_h2f((unsigned short)(${w}${hi ? ' >> 16' : ''}))`);
   return `  {
     const int nv_ = (int)(((long long)m * K) >> 3);
@@ -1168,8 +1170,8 @@ function xStagePerm(T: string, bf: boolean): string {
       #pragma unroll
       for (int e = 0; e < 4; e++) { s_ += ${cv('w_[e]', false)}; s_ += ${cv('w_[e]', true)}; }
       uint4 o_;
-      o_.x = nbxq_prmt(v_.x, v_.z, 0x5410u); o_.y = nbxq_prmt(v_.x, v_.z, 0x7632u);
-      o_.z = nbxq_prmt(v_.y, v_.w, 0x5410u); o_.w = nbxq_prmt(v_.y, v_.w, 0x7632u);
+      o_.x = nbxq_prmt(v_.${a0}, v_.${a1}, 0x5410u); o_.y = nbxq_prmt(v_.${a0}, v_.${a1}, 0x7632u);
+      o_.z = nbxq_prmt(v_.${b0}, v_.${b1}, 0x5410u); o_.w = nbxq_prmt(v_.${b0}, v_.${b1}, 0x7632u);
       if (ok_) xd_[i_] = o_;
       #pragma unroll
       for (int o = 1; o < 16; o <<= 1) s_ += __shfl_xor_sync(0xffffffffu, s_, o);
@@ -1588,30 +1590,7 @@ ${MMA_ROWS}  const unsigned char* w0 = Wq + (long long)r0 * rowBytes + 32 * t;
   #pragma unroll
   for (int s_ = 0; s_ < ${NST}; s_++) NBXQ_CP_ISSUE(s_, warp + s_ * ${WARPS})
   NBX_GRID_DEPENDENCY_WAIT();
-  { // x staged as (0, 2), (1, 3) of each 4 elements, and each 128-element chunk's Σx (float32: 8 in order, a 16-lane butterfly)
-    const int nv_ = (int)(((long long)m * K) >> 3);
-    uint4* xd_ = reinterpret_cast<uint4*>(nbxq_xs_);
-    const uint4* xg_ = reinterpret_cast<const uint4*>(X);
-    for (int b_ = warp * 32; b_ < nv_; b_ += ${THREADS}) {
-      const int i_ = b_ + lane;
-      const bool ok_ = i_ < nv_;
-      uint4 v_; v_.x = v_.y = v_.z = v_.w = 0u;
-      if (ok_) v_ = xg_[i_];
-      const unsigned w_[4] = { v_.x, v_.y, v_.z, v_.w };
-      float s_ = 0.f;
-      #pragma unroll
-      for (int e = 0; e < 4; e++) { s_ += ${bf ? '__uint_as_float(w_[e] << 16)' : 'nbx_h2f((unsigned short)w_[e])'}; s_ += ${bf ? '__uint_as_float(w_[e] & 0xffff0000u)' : 'nbx_h2f((unsigned short)(w_[e] >> 16))'}; }
-      uint4 o_;
-      o_.x = nbxq_prmt(v_.x, v_.y, 0x5410u); o_.y = nbxq_prmt(v_.x, v_.y, 0x7632u);
-      o_.z = nbxq_prmt(v_.z, v_.w, 0x5410u); o_.w = nbxq_prmt(v_.z, v_.w, 0x7632u);
-      if (ok_) xd_[i_] = o_;
-      #pragma unroll
-      for (int o = 1; o < 16; o <<= 1) s_ += __shfl_xor_sync(0xffffffffu, s_, o);
-      if (ok_ && (lane & 15) == 0) XSUM[i_ >> 4] = s_;
-    }
-  }
-  __syncthreads();
-  const ${T}* Xs = reinterpret_cast<const ${T}*>(nbxq_xs_);
+${xStagePerm(T, bf, 2)}
   // lanes of x rows g ≥ m read row 0: B's column g only reaches C's column g, which is never stored
   const ${T}* xp = Xs + (long long)(xr ? g : 0) * K + 32 * t + 128LL * warp;
   const float* sxa = XSUM + (long long)(2 * t < m ? 2 * t : m - 1) * nch; // x rows 2t, 2t + 1 (past m: never stored)
