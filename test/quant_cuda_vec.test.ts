@@ -242,3 +242,20 @@ test('x in shared memory (xs): register, tensor-core and tile kernels, every x d
     }
   } finally { forceQuantGemvConfig(null); }
 });
+
+test('x as float32 in shared memory (xf): int4 (groups 32-128, symmetric and asymmetric) and int8, every x dtype, m = 1, 2 (more: the xs kernel), 2/4/8 rows a warp, single ring and db, kw 1/2/4, partial 8-unit groups and stripes, the same bits twice', { skip }, () => {
+  let seed = 900;
+  try {
+    for (const [f, dt, m, nr, U, db, kw, k, g, asym, n] of [
+      ['int4', 'bfloat16', 1, 4, 0, 0, 1, 5120, 128, false, 21], ['int4', 'bfloat16', 1, 4, 0, 1, 1, 5120, 128, true, 16],
+      ['int4', 'float32', 2, 4, 2, 1, 2, 2304, 64, true, 13], ['int4', 'float16', 2, 8, 0, 1, 1, 4608, 128, false, 17],
+      ['int4', 'bfloat16', 2, 2, 0, 0, 4, 1152, 32, true, 9], ['int4', 'bfloat16', 1, 8, 0, 0, 1, 1056, 32, false, 11],
+      ['int4', 'float32', 1, 4, 3, 0, 2, 1056, 32, false, 11], ['int4', 'bfloat16', 5, 4, 0, 0, 1, 1152, 128, false, 9],
+      ['int8', 'bfloat16', 1, 4, 0, 1, 1, 5120, 0, false, 21], ['int8', 'float32', 2, 8, 0, 0, 2, 1056, 0, false, 19],
+      ['int8', 'float16', 1, 2, 0, 0, 1, 2560, 0, false, 7],
+    ] as [QuantFormat, DT, number, number, number, number, number, number, number, boolean, number][]) {
+      forceQuantGemvConfig({ impl: 'vec', kw, xs: 1, xf: 1, nr, U, db });
+      check(f, dt, m, n, k, seed++, { bias: m !== 2, ...(f === 'int4' ? { groupSize: g, asym } : {}) });
+    }
+  } finally { forceQuantGemvConfig(null); }
+});

@@ -176,6 +176,12 @@ __device__ __forceinline__ void nbxq_cp4(void* dst, const void* src) {
 __device__ __forceinline__ void nbxq_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void nbxq_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 #endif
+// (u & m) | c as one LOP3 (left to itself the compiler emitted two: an AND, then an OR with the magic)
+#ifdef NBX_EMU
+__device__ __forceinline__ unsigned nbxq_andor(unsigned u, unsigned m, unsigned c) { return (u & m) | c; }
+#else
+__device__ __forceinline__ unsigned nbxq_andor(unsigned u, unsigned m, unsigned c) { unsigned d; asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(u), "r"(m), "r"(c)); return d; }
+#endif
 // e4m3fn: sign and the 7 exponent/mantissa bits moved to float32's positions, times 2^120 (subnormals
 // come out as float32 subnormals, exact); 0x7f / 0xff are NaN
 __device__ __forceinline__ float nbxq_e4m3(unsigned v) {
@@ -339,8 +345,10 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'cp', values: [0, 2, 3, 4, 6, 8], movesBits: true, doc: "'vec' / 'mma' with x staged: 0, or the stages of a lane-private cp.async ring in shared memory (each lane copies what it decodes; exact waits, no registers held by loads in flight; 'mma' with ms: x staged in the pairs' order and each chunk's Σx staged, which moves bits)" },
     { name: 'co', values: [0, 1], movesBits: false, doc: "the tensor-core cp kernels: a warp's 16 rows copied as whole 128-byte lines into shared memory (4 lines a cp.async instruction) instead of each lane copying its own fragment's pieces (16 lines an instruction)" },
     { name: 'U', values: [0, 2, 3, 4], movesBits: false, doc: "'vec' / 'mma' loads per lane and weight row in a round (0: the kernel's default)" },
+    { name: 'xf', values: [0, 1], movesBits: true, doc: "'vec' int4 / int8 with x staged (xs), m ≤ 2: x converted once to float32 in shared memory, laid out so a quarter warp's 16-byte reads hit every bank once, with each unit's Σx (int4), instead of 16-bit x converted and summed by every warp" },
+    { name: 'nr', values: [0, 2, 4, 8], movesBits: false, doc: "'vec' with xf: weight rows per warp sharing each read of x (0: the register kernel's, 2 for m ≤ 4)" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -628,6 +636,9 @@ export const vecRows = (mr: number): number => (mr <= 4 ? 2 : 1);
 /** Units per lane and weight row in the register ring (8 × 16-byte loads in flight per lane for the 1-load formats), within 2 blocks' 128 registers. */
 export const vecUnroll = (f: QuantFormat, mr: number): number => (f === 'q5_k' ? 2 : f === 'q4_k' && mr !== 1 ? 2 : 4); // more spills past 128 registers (ptxas -v, sm_90a)
 
+/** The xf form's units per lane and row a round: 8 16-byte loads per lane in flight (as vecUnroll's 4 × 2 rows), in one round or two (db). */
+export const xfUnroll = (nr: number, db: boolean): number => Math.max(1, (db ? 4 : 8) / nr);
+
 /** 16 x values (float) at element p of x, any dtype (16-byte aligned). */
 function x16Source(d: QuantDType): string {
   const T = R.storageType(d);
@@ -755,6 +766,121 @@ ${segmentDots(nr, sx, 's_')}
   return { loads, body, cpIssue, cpRead };
 }
 
+/** Formats of the register kernel's xf form (x as float32 in shared memory, vecXfBody). */
+export const XF_FORMATS: readonly QuantFormat[] = ['int8', 'int4'];
+/** Rows of x the xf form takes (decode): at 8 rows × 4 weight rows its dots and x chunks spilled (ptxas -v, sm_90a: ~2 KB). */
+export const XF_MAX_ROWS = 2;
+
+/**
+ * Shared memory of the xf form for m rows of x: x as float32, each row padded to whole groups of 8 units
+ * (xfStage's layout), then int4's unit sums Σx.
+ */
+export function quantXfBytes(f: QuantFormat, m: number, k: number): number {
+  const ue = unitElems(f), xk = Math.ceil(k / (8 * ue)) * 8 * ue;
+  return m * xk * 4 + (f === 'int4' ? Math.ceil((m * (k / ue) * 4) / 16) * 16 : 0);
+}
+
+/**
+ * The xf form's staging of x (after the grid-dependency wait): one thread per unit of each row of x
+ * converts its UE elements to float32 and stores them as UE/4 16-byte chunks. Layout: 8 consecutive units
+ * form a group of 8·UE floats in which chunk c of unit u sits at 32·c + 4·(u & 7) floats, so when a warp
+ * reads chunk c of its 32 consecutive units each quarter warp (8 units of one group) covers 128 contiguous
+ * bytes: every bank once. Why: read in place, a lane's unit of 16-bit x is 32-64 contiguous bytes and the
+ * lanes of a quarter warp collide on the same banks (2-4 ways); and every warp converted the same x to
+ * float32 and summed it again. int4 also stores each unit's Σx (fixed order) for the affine form.
+ */
+function xfStage(f: QuantFormat, T: string): string {
+  const ue = unitElems(f), ch = ue / 4, sx = f === 'int4';
+  return `  ${XS_DECL}
+  const int XK = ((K + ${8 * ue - 1}) / ${8 * ue}) * ${8 * ue}; // a row of x in shared memory: whole groups of 8 units
+  {
+    float* xf_ = reinterpret_cast<float*>(nbxq_xs_);
+    const uint4* xg_ = reinterpret_cast<const uint4*>(X); // ${ue} elements of x are a whole number of 16-byte vectors
+    for (int t_ = threadIdx.x; t_ < m * upr; t_ += ${THREADS}) {
+      const int i_ = t_ / upr, u_ = t_ - i_ * upr;
+      const long long v0_ = (((long long)i_ * K + (long long)u_ * ${ue}) * (long long)sizeof(${T})) >> 4;
+      float v_[${ue}];
+      #pragma unroll
+      for (int h = 0; h < ${ue / 16}; h++) nbxq_x16(reinterpret_cast<const ${T}*>(xg_ + v0_) + 16 * h, v_ + 16 * h);
+      float* d_ = xf_ + (long long)i_ * XK + (u_ >> 3) * ${8 * ue} + (u_ & 7) * 4;
+      #pragma unroll
+      for (int c = 0; c < ${ch}; c++) { const float4 o_ = { v_[4 * c], v_[4 * c + 1], v_[4 * c + 2], v_[4 * c + 3] }; *reinterpret_cast<float4*>(d_ + 32 * c) = o_; }${sx ? `
+      float s_ = 0.f;
+      #pragma unroll
+      for (int c = 0; c < ${ue}; c++) s_ += v_[c];
+      xf_[(long long)m * XK + t_] = s_;` : ''}
+    }
+  }
+  __syncthreads();
+  const float* Xf = reinterpret_cast<const float*>(nbxq_xs_);${sx ? `
+  const float* SX = Xf + (long long)m * XK; // unit u of x row i: SX[i * upr + u]` : ''}`;
+}
+
+/**
+ * The xf form's decode of ring slot j (unit u) for int4 / int8, word t of the unit at a time: x's float32
+ * chunks of the word (every row of x), then per weight row the word decoded to floats q and one dot
+ * per row of x; the affine map once per unit. int4: q = 1/2 + n/256 (the nibble under 1/2's exponent:
+ * one LOP3 (low nibbles) or SHF + LOP3 (high) per word, then a PRMT per element; the 1 + n/16 form
+ * needed a shift for the low nibbles too), so Σ x·w = s·(256·dot − (128 + z)·Σx); int8: exact integers
+ * (PRMT, FADD), the row scale.
+ */
+function vecXfBody(f: QuantFormat, asym: boolean, mr: number, nr: number): string {
+  const int4 = f === 'int4', ue = unitElems(f), epw = int4 ? 8 : 4;
+  const dec = int4
+    ? `const unsigned lo_ = w_ & 0x0F0F0F0Fu, hi_ = (w_ >> 4) & 0x0F0F0F0Fu;
+              #pragma unroll
+              for (int b = 0; b < 4; b++) { q[2 * b] = __uint_as_float(nbxq_prmt(lo_, 0x3F000000u, 0x7054u | ((unsigned)b << 8))); q[2 * b + 1] = __uint_as_float(nbxq_prmt(hi_, 0x3F000000u, 0x7054u | ((unsigned)b << 8))); }`
+    : 'nbxq_b4(w_ ^ 0x80808080u, 128.f, q, 1);';
+  return `{
+          float dot[${mr}][${nr}];
+          #pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            #pragma unroll
+            for (int r = 0; r < ${nr}; r++) dot[i][r] = 0.f;
+          }
+          const int xu_ = (u >> 3) * ${8 * ue} + (u & 7) * 4;
+          #pragma unroll
+          for (int t = 0; t < 4; t++) {
+            float x_[${mr}][${epw}];
+            #pragma unroll
+            for (int i = 0; i < ${mr}; i++) {
+              if (i == 0 || i < m) {
+                const float* xc_ = Xf + (long long)i * XK + xu_ + ${int4 ? 64 : 32} * t;
+                const float4 xa_ = *reinterpret_cast<const float4*>(xc_);
+                x_[i][0] = xa_.x; x_[i][1] = xa_.y; x_[i][2] = xa_.z; x_[i][3] = xa_.w;${int4 ? `
+                const float4 xb_ = *reinterpret_cast<const float4*>(xc_ + 32);
+                x_[i][4] = xb_.x; x_[i][5] = xb_.y; x_[i][6] = xb_.z; x_[i][7] = xb_.w;` : ''}
+              }
+            }
+            #pragma unroll
+            for (int r = 0; r < ${nr}; r++) {
+              const unsigned w_ = t == 0 ? wv[j][r].x : t == 1 ? wv[j][r].y : t == 2 ? wv[j][r].z : wv[j][r].w;
+              float q[${epw}];
+              ${dec}
+              #pragma unroll
+              for (int i = 0; i < ${mr}; i++) {
+                if (i == 0 || i < m) {
+                  #pragma unroll
+                  for (int e = 0; e < ${epw}; e++) dot[i][r] = fmaf(x_[i][e], q[e], dot[i][r]);
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int i = 0; i < ${mr}; i++) {
+            if (i == 0 || i < m) {${int4 ? `
+              const float sx_ = SX[i * upr + u];${asym ? '' : `
+              const float c_ = -136.f * sx_; // −(128 + 8)·Σx, shared by the rows`}` : ''}
+              #pragma unroll
+              for (int r = 0; r < ${nr}; r++) {${int4 ? `
+                acc[i][r] = fmaf(sc[j][r], fmaf(256.f, dot[i][r], ${asym ? '-((128.f + zz[j][r]) * sx_)' : 'c_'}), acc[i][r]);` : `
+                acc[i][r] = fmaf(rs[r], dot[i][r], acc[i][r]);`}
+              }
+            }
+          }
+        }`;
+}
+
 /** The register kernels' rows: nr packed row pointers and scale-row offsets from n0 (past n: the last row again). */
 const vecRowPointers = (nr: number): string => `  const unsigned char* wr[${nr}];
   long long srow[${nr}];
@@ -786,11 +912,15 @@ const vecAccumulators = (f: QuantFormat, mr: number, nr: number, kq: boolean): s
  * segment's dot with x scaled once (w = a·q + b: a·Σx·q + b·Σx). Each lane sums its units in stripe
  * order, then a butterfly, then the kw warps' partials in warp order: the same bits every run.
  */
-export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false, cp = 0): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false, cp = 0, xf = false): { src: string; name: string; sig: ArgType[] } {
   if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV has no decoder for '${f}'`);
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const ext = f === 'int8' || f === 'fp8_e4m3' || f === 'int4';
   const parts = vecParts(f, asym, mr, nr, xs ? 'Xs' : 'X'), { loads, body } = parts;
+  if (xf) { // x as float32 in shared memory (xfStage): its own body; the ring is the xs kernel's (db or not), no cp
+    if (!XF_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV stages x as float32 for ${XF_FORMATS.join(', ')} only, got '${f}'`);
+    return vecXsSource(f, asym, d, mr, nr, U, loads, vecXfBody(f, asym, mr, nr), db, true);
+  }
   if (xs && cp > 0) return vecCpSource(f, asym, d, mr, nr, cp, parts);
   if (xs) return vecXsSource(f, asym, d, mr, nr, U, loads, body, db);
   const ld = unitLoads(f);
@@ -891,7 +1021,7 @@ export const XS_MAX_BYTES = 64 * 1024;
  * before the grid-dependency wait (packed weights are never written by earlier kernels: their reads
  * overlap the previous kernel's tail, in place of an L2 prefetch), then x is staged and the ring runs.
  */
-function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string, pred?: string) => string, body: string, db = false): { src: string; name: string; sig: ArgType[] } {
+function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string, pred?: string) => string, body: string, db = false, xf = false): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const NS = db ? 2 * U : U; // register slots: one round, or two (db)
   const src = `${HELPERS}
@@ -912,7 +1042,7 @@ ${vecRowPointers(nr)}${vecAccumulators(f, mr, nr, kq)}
   #pragma unroll
   for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}
   NBX_GRID_DEPENDENCY_WAIT();
-${xStage(T)}
+${xf ? xfStage(f, T) : xStage(T)}
   if (live) {
     int s0 = ks;${db ? `
     // double-buffered (db): slots 0..U-1 (round A) and U..2U-1 (round B) in distinct registers. The next
@@ -993,12 +1123,6 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], 
 }
 __device__ __forceinline__ unsigned nbxq_fma2(unsigned a, unsigned b, unsigned c) {
   unsigned d; asm("fma.rn.${bf ? 'bf16x2' : 'f16x2'} %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c)); return d; }
-#endif
-// (u & m) | c as one LOP3 (left to itself the compiler emitted two: an AND, then an OR with the magic)
-#ifdef NBX_EMU
-__device__ __forceinline__ unsigned nbxq_andor(unsigned u, unsigned m, unsigned c) { return (u & m) | c; }
-#else
-__device__ __forceinline__ unsigned nbxq_andor(unsigned u, unsigned m, unsigned c) { unsigned d; asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(u), "r"(m), "r"(c)); return d; }
 #endif
 // nibbles (e, e + 4) of a word already shifted right by 4·e, as a pair of 16-bit floats minus the offset
 __device__ __forceinline__ unsigned nbxq_pair(unsigned u) { return nbxq_fma2(nbxq_andor(u, 0x000F000Fu, ${MAG}), ${ONE}, ${SUB}); }${viaSum ? `
@@ -2133,7 +2257,7 @@ export const streamGrid = (t: number, bps: number, sms: number): number => Math.
  * not beat these under timeColdL2.)
  */
 export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount): Config {
-  const base = { ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0 };
+  const base = { ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0 };
   const impl = vecOk(c, p) ? 'vec' : 'fma';
   const w = gemvWork(c, p, impl);
   return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms), ...base };
@@ -2163,6 +2287,9 @@ function launchStream(c: Checked, p: QuantMatmulParams, cfg: Config): boolean {
   return true;
 }
 
+/** Dynamic shared memory the cp / co / xf kernels may take: the block's opt-in limit less the static arrays. */
+const dynSmemLimit = (): number => be.ctx.info.maxSharedMemPerBlockOptin - 8192;
+
 export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): void {
   if ((cfg.impl === 'svec' || cfg.impl === 'smma' || cfg.impl === 'sfma') && launchStream(c, p, cfg)) return;
   // x in shared memory where the configuration asks for it and x fits (xStage)
@@ -2170,7 +2297,7 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   // the limit raised once to the most x can take: static (tiles, partials) + dynamic shared memory past 48 KiB needs it
   const dyn = (k: ReturnType<CudaBackend['kernel']>): number => { if (xsb > 0) k.setMaxDynamicSharedMemory(XS_MAX_BYTES); return xsb; };
   // the 'cp' kernels: x, then the ring (where both fit the block's opt-in limit less the static arrays)
-  const cpLimit = be.ctx.info.maxSharedMemPerBlockOptin - 8192;
+  const cpLimit = dynSmemLimit();
   const sxBytes = cfg.ms === 1 ? p.m * (c.k >> 7) * 4 : 0; // the mma cp kernel's chunk sums of x (viaSum)
   const cpDyn = (k: ReturnType<CudaBackend['kernel']>, bytes: number): number => { k.setMaxDynamicSharedMemory(cpLimit); return bytes; };
   const cpStages = (kind: 'mma' | 'vec', nr: number): number => {
@@ -2210,11 +2337,14 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   }
   const kw = (cfg.kw as number | undefined) ?? 1;
   if (cfg.impl === 'vec') {
-    const nr = vecRows(mr), U = (cfg.U as number | undefined) || vecUnroll(c.f, mr), db = xs && cfg.db === 1, cp = cpStages('vec', nr);
-    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp));
+    // xf: x as float32 (its own shared memory; where it fits the opt-in limit; m ≤ XF_MAX_ROWS), nr rows a warp, no cp ring
+    const xfb = xs && cfg.xf === 1 && XF_FORMATS.includes(c.f) && mr <= XF_MAX_ROWS ? quantXfBytes(c.f, p.m, c.k) : 0, xf = xfb > 0 && xfb <= cpLimit;
+    const nr = xf ? ((cfg.nr as number | undefined) || vecRows(mr)) : vecRows(mr);
+    const U = (cfg.U as number | undefined) || (xf ? xfUnroll(nr, xs && cfg.db === 1) : vecUnroll(c.f, mr)), db = xs && cfg.db === 1, cp = xf ? 0 : cpStages('vec', nr);
+    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}:${xf}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp, xf));
     be.launch(k, Math.ceil(c.n / ((WARPS / kw) * nr)), THREADS,
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw],
-      cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('vec', c.f, c.asym, nr))) : dyn(k));
+      xf ? cpDyn(k, xfb) : cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('vec', c.f, c.asym, nr))) : dyn(k));
     return;
   }
   // the tile kernel: rows / sub as forced (bench sweeps, tests), else the format's shape
@@ -2297,6 +2427,12 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
     if (d.impl === 'vec') out.push({ ...d, db: 1, U: 2 });
     if (d.impl === 'vec' && c.f === 'int8') out.push({ ...d, cp: 4 });
     if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, cp: 4, co: 1 });
+  }
+  // x as float32 in shared memory, 4 rows a warp (xf; not measured on the card when added: the tuner decides)
+  if (d.impl === 'vec' && XF_FORMATS.includes(c.f) && p.m <= XF_MAX_ROWS && quantXsBytes(p.m, c.k, c.d) > 0 && quantXfBytes(c.f, p.m, c.k) <= dynSmemLimit()) {
+    const kw = defaultKw(c.n, 4, steps, be.smCount);
+    if (c.f === 'int4') out.push({ ...d, kw, xf: 1, nr: 4 });
+    out.push({ ...d, kw, xf: 1, nr: 4, db: 1 });
   }
   return out;
 }
@@ -2384,6 +2520,11 @@ export function allQuantSources(): { label: string; src: string; name: string; s
           for (const mr of [1, 2, 4, 8]) out.push({ label: `vecxs:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr), true) });
           for (const mr of [1, 8]) out.push({ label: `vecxs:db:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr), true, true) });
           for (const mr of [1, 8]) out.push({ label: `vecxs:cp:${f}:${asym}:${d}:${mr}`, ...quantGemvVecSource(f, asym, d, mr, vecRows(mr), vecUnroll(f, mr), true, false, 6) });
+        }
+        if (XF_FORMATS.includes(f)) {
+          for (const [mr, nr] of [[1, 2], [1, 4], [1, 8], [2, 4], [2, 8]] as const) for (const db of nr === 2 ? [false] : [false, true]) {
+            out.push({ label: `vecxs:xf:${f}:${asym}:${d}:${mr}:${nr}:${db}`, ...quantGemvVecSource(f, asym, d, mr, nr, xfUnroll(nr, db), true, db, 0, true) });
+          }
         }
         if (VEC_FORMATS.includes(f)) {
           for (const mr of [1, 2, 8]) for (const [ring, bps] of [[vecUnroll(f, mr), 2], [2 * vecUnroll(f, mr), 1]]) out.push({ label: `svec:${f}:${asym}:${d}:${mr}:${ring}:${bps}`, ...quantGemvStreamSource(f, asym, d, mr, vecRows(mr), ring!, bps!) });
