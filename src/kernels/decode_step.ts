@@ -1,6 +1,6 @@
 // The contract of the whole-step decode kernel (nbx.llm.fused_decode_step): one launch computes a
-// batch-1 decode step of a pre-norm Llama-family decoder, from the token id to the logits and their
-// argmax, instead of about ten launches per layer. A backend without it runs the op's composite.
+// decode step of B sequences of a pre-norm Llama-family decoder, from the token ids to the logits and
+// their argmax, instead of about ten launches per layer. A backend without it runs the op's composite.
 
 import type { StridedRef } from '../backend/backend.js';
 
@@ -18,18 +18,18 @@ export interface DecodeStepLayer {
   gateUp: StridedRef;
   /** [hidden, I] */
   down: StridedRef;
-  /** [1, KVH, S, D]: the static cache's buffers. */
+  /** [B, KVH, S, D]: the static cache's buffers. */
   keyCache: StridedRef; valueCache: StridedRef;
 }
 
 export interface DecodeStepParams {
-  /** [1] int64: the step's token id. */
+  /** [B] int64: the step's token id of each sequence. */
   ids: StridedRef;
-  /** [1] int64: the cache index the step's key and value are written at (positions ≤ it are attended). */
+  /** [1] int64: the cache index every sequence's key and value are written at (positions ≤ it are attended). */
   cacheIndex: StridedRef;
-  /** [S] bool: false at padding (masked). */
+  /** [B·S] bool: false at padding (masked), sequence b's row at b·S. */
   notPadding: StridedRef;
-  /** [R] each: the step's RoPE rows (half-split layout, R ≤ D). */
+  /** [B·R] each: each sequence's RoPE row at its own position (half-split layout, R ≤ D). */
   cos: StridedRef; sin: StridedRef;
   /** [vocab, hidden] */
   embed: StridedRef;
@@ -38,7 +38,7 @@ export interface DecodeStepParams {
   finalNorm: StridedRef;
   /** [vocab, hidden] */
   lmHead: StridedRef;
-  /** [vocab] logits out (model dtype), [1] int64 argmax out. */
+  /** [B·vocab] logits out (model dtype), [B] int64 argmax out. */
   logits: StridedRef; next: StridedRef;
   heads: number; kvHeads: number; headDim: number; intermediate: number;
   eps: number; scaling: number;

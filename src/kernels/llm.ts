@@ -115,6 +115,8 @@ export interface LlmFeatures {
   groupedGemmBlockSizes?: readonly number[];
   /** The dtypes the whole-step decode kernel (decode_step) takes (absent: none, fused_decode_step runs its composite). */
   decodeStepDtypes?: readonly DTypeName[];
+  /** Sequences the whole-step kernel takes in one step at most. */
+  decodeStepMaxBatch?: number;
 }
 
 

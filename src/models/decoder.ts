@@ -668,16 +668,16 @@ export class DecoderModel extends Module {
   }
 
   /**
-   * A batch-1 decode step in one call (nbx.llm.fused_decode_step) where every layer is the op's layer:
-   * the logits [1, 1, V] of `lmHead`, their argmax [1], or null (then the caller runs forward). `ids` and
-   * `positionIds` [1, 1], `cacheIndex` [1], `notPadding` [1, S]; `caches(l)` the static cache's buffers.
+   * A decode step of B sequences in one call (nbx.llm.fused_decode_step) where every layer is the op's
+   * layer: the logits [B, 1, V] of `lmHead`, their argmax [B], or null (then the caller runs forward). `ids`
+   * and `positionIds` [B, 1], `cacheIndex` [1], `notPadding` [B, S]; `caches(l)` the static cache's buffers.
    */
   fusedDecodeStep(a: {
     ids: Tensor; positionIds: Tensor; cacheIndex: Tensor; notPadding: Tensor; capacity: number; lmHead: Tensor;
     caches: (layer: number) => { keys: Tensor; values: Tensor };
   }): [Tensor, Tensor] | null {
     const cfg = this.cfg, x = this.embed_tokens.weight;
-    if (this.traits.gemma || !nbx.llm.fusion_enabled() || !this.residualChain || cfg.final_logit_softcapping !== null || a.ids.shape[0] !== 1) return null;
+    if (this.traits.gemma || !nbx.llm.fusion_enabled() || !this.residualChain || cfg.final_logit_softcapping !== null) return null;
     if (!(this.norm instanceof RMSNorm) || !(this.norm.weight instanceof nbx.Tensor)) return null;
     const eps = this.norm.eps ?? cfg.rms_norm_eps;
     const layers: DecodeStepLayerTensors[] = [];

@@ -39,7 +39,7 @@ import type { Device } from '../backend/backend.js';
 import { CUDAGraph, captureGraph, type GraphHost } from '../backend/cuda/runtime/graph.js';
 import { recordCpu, type CpuRecording } from '../backend/cpu/runtime/recording.js';
 import { WebGPUGraph, captureWebGPU, type GraphBackend as WebGPUGraphBackend } from '../backend/webgpu/runtime/graph.js';
-import { decodeStepKernel } from '../ops/llm.js';
+import { decodeStepMaxBatch } from '../ops/llm.js';
 import { RowSamplingState, argmaxRows, sampleRows, samplingModeOf, type RowSampling, type SamplingMode } from '../generation/sampler.js';
 
 /** What a static decoder uses of the model (CausalLMModel; named here so causal_lm.ts and this file do not import each other). */
@@ -114,7 +114,7 @@ export class StaticDecoder {
   private samplingMode: SamplingMode = 'sorted';
   /** Steps take nbx.llm.fused_decode_step (decodeStepMode(); 'auto' decides at the first capture). */
   private fused: boolean;
-  /** The step path is still to be chosen by timing both (decodeStepMode() 'auto' on CUDA, batch 1). */
+  /** The step path is still to be chosen by timing both (decodeStepMode() 'auto' on CUDA, a batch the whole-step kernel takes). */
   private autoFused: boolean;
   /** Whether the last forward() ran the whole-step op (the model and device took it). */
   private tookFused = false;
@@ -142,8 +142,8 @@ export class StaticDecoder {
     this.cacheIndex = nbx.keep(nbx.arange(0, capacity, { dtype: 'int64', device }).unsqueeze(0));
     this.sampling = sample && !greedy ? new RowSamplingState(batch, device, model.cfg.vocab_size) : null;
     const mode = decodeStepMode();
-    this.fused = batch === 1 && mode === 'fused';
-    this.autoFused = batch === 1 && mode === 'auto' && device.type === 'cuda' && autotuneMode() !== 'off';
+    this.fused = mode === 'fused' && this.fusedTakes();
+    this.autoFused = mode === 'auto' && device.type === 'cuda' && autotuneMode() !== 'off' && this.fusedTakes();
   }
 
   /** Starts a generation: the cache forgets its positions, `promptMask` rows ([B][P] of 0/1, or null) give the padding. */
@@ -308,8 +308,8 @@ export class StaticDecoder {
   private forward(fused = this.fused): StaticStepResult {
     const m = this.model, cfg = m.cfg, B = this.batch;
     return nbx.scope(() => {
-      // batch 1 where the device has the whole-step kernel: one launch (nbx.llm.fused_decode_step)
-      const one = B === 1 && fused ? this.fusedStep() : null;
+      // where the device's whole-step kernel takes the batch: one launch (nbx.llm.fused_decode_step)
+      const one = fused ? this.fusedStep() : null;
       this.tookFused = one !== null;
       if (one) {
         this.sampling?.markSeen(this.ids);
@@ -381,7 +381,7 @@ export class StaticDecoder {
     if (!be.tuning) return null;
     const cfg = this.model.cfg, kv = this.cache.buffers(0).keys;
     const shape = `L${cfg.num_hidden_layers}xH${cfg.hidden_size}xI${cfg.intermediate_size}xA${cfg.num_attention_heads}/${cfg.num_key_value_heads}` +
-      `xD${kv.shape[3]}xV${cfg.vocab_size}xC${2 ** Math.ceil(Math.log2(this.capacity))}`;
+      `xD${kv.shape[3]}xV${cfg.vocab_size}xC${2 ** Math.ceil(Math.log2(this.capacity))}${this.batch > 1 ? `xB${this.batch}` : ''}`;
     return { shape, dtype: kv.dtype.name, device: be.tuning.deviceKey };
   }
 
@@ -395,10 +395,16 @@ export class StaticDecoder {
     return r.config.step === 'fused';
   }
 
-  /** The step as nbx.llm.fused_decode_step where the model's layers and lm_head are that op's and the device has its kernel, else null. */
+  /** Whether the lm_head is the op's and the device's whole-step kernel takes this decoder's batch (the layers are checked per step). */
+  private fusedTakes(): boolean {
+    const lm = this.model.lm_head as unknown;
+    return lm instanceof nbx.nn.Linear && !lm.is_quantized && !lm.bias && this.batch <= decodeStepMaxBatch(lm.weight);
+  }
+
+  /** The step as nbx.llm.fused_decode_step where the model's layers and lm_head are that op's and the device's kernel takes the batch, else null. */
   private fusedStep(): [Tensor, Tensor] | null {
     const m = this.model, lm = m.lm_head as unknown;
-    if (!(lm instanceof nbx.nn.Linear) || lm.is_quantized || lm.bias || !decodeStepKernel(lm.weight)) return null;
+    if (!(lm instanceof nbx.nn.Linear) || !this.fusedTakes()) return null;
     return m.model.fusedDecodeStep({
       ids: this.ids, positionIds: this.positions, cacheIndex: this.writeIndex, notPadding: this.notPadding, capacity: this.capacity,
       lmHead: lm.weight, caches: (l) => this.cache.buffers(l),
@@ -468,11 +474,7 @@ export function capacityFor(maxLength: number, device?: Device): number {
 export const CPU_CAPACITY_BUCKET = 32;
 
 /**
- * Whether decode steps on `device` are replayed: CUDA graphs (NBX_CUDA_GRAPHS=0 turns them off), CPU
- * step recordings (NBX_CPU_REPLAY=0) and WebGPU step graphs (NBX_WEBGPU_REPLAY=0).
- */
-/**
- * How batch-1 decode steps run where nbx.llm.fused_decode_step can take them: NBX_DECODE_STEP=fused (or on,
+ * How decode steps run where nbx.llm.fused_decode_step can take them: NBX_DECODE_STEP=fused (or on,
  * phases: the whole-step kernel, one launch or a launch per phase), off (the op-by-op step), or auto (unset:
  * on CUDA, both captured and timed at the first capture, the faster kept; elsewhere, and with
  * NBX_AUTOTUNE=off, the op-by-op step).
@@ -496,6 +498,10 @@ function debugStepPath(r: TuneResult): void {
   process.stderr.write(`nbx: decode steps take the ${r.config.step === 'fused' ? 'whole-step kernel' : 'op-by-op graph'} (${r.source}${t ? `: ${t}` : ''})\n`);
 }
 
+/**
+ * Whether decode steps on `device` are replayed: CUDA graphs (NBX_CUDA_GRAPHS=0 turns them off), CPU
+ * step recordings (NBX_CPU_REPLAY=0) and WebGPU step graphs (NBX_WEBGPU_REPLAY=0).
+ */
 export function replayEnabled(device: Device): boolean {
   if (device.type === 'cuda') return process.env.NBX_CUDA_GRAPHS !== '0';
   if (device.type === 'cpu') return process.env.NBX_CPU_REPLAY !== '0';

@@ -47,6 +47,10 @@ export function fusion_enabled(): boolean { return fusion; }
 export function decodeStepKernel(t: Tensor): boolean {
   return fusion && hasKernel('decode_step', t.device.type) && (kernelFeatures('llm', t.device).decodeStepDtypes ?? []).includes(t.dt);
 }
+/** The most sequences `t`'s device's whole-step kernel takes in one step (0 without the kernel). */
+export function decodeStepMaxBatch(t: Tensor): number {
+  return decodeStepKernel(t) ? kernelFeatures('llm', t.device).decodeStepMaxBatch ?? 1 : 0;
+}
 
 /** The device's own kernel `name` runs this dtype (never host-staged: without it the composite runs). */
 export function fusedKernel(name: KernelName, t: Tensor): boolean {
@@ -800,16 +804,17 @@ export interface DecodeStepLayerTensors {
 }
 
 /**
- * A batch-1 decode step of a pre-norm Llama-family decoder (RMSNorm, q/k/v without bias, half-split RoPE,
- * grouped-query attention over a static cache, SiLU-gated MLP, untied or tied lm_head): returns [logits
- * [1, 1, V], argmax [1] int64] and writes the step's key and value into each layer's cache at
+ * A decode step of B sequences of a pre-norm Llama-family decoder (RMSNorm, q/k/v without bias, half-split
+ * RoPE, grouped-query attention over a static cache, SiLU-gated MLP, untied or tied lm_head): returns
+ * [logits [B, 1, V], argmax [B] int64] and writes each sequence's key and value into each layer's cache at
  * cache_index. Its definition is this composition, the op-by-op step the decoder runs: embedding(ids);
  * per layer (add +) rms_norm, linear(qkv), rotary_and_cache, decode_attention over positions ≤
  * cache_index that are not padding, linear(o), fused_add_rms_norm, linear(gate_up),
  * gated_activation(silu), linear(down); the final norm, linear(lm_head), argmax. A device with the
  * 'decode_step' kernel runs the whole step in one launch (src/backend/cuda/kernels/decode_step.ts), the
  * same values up to the order of float sums.
- * ids [1, 1] int64, cache_index [1] int64, not_padding [1, S] bool, cos/sin [1, 1, R].
+ * ids [B, 1] int64, cache_index [1] int64 (shared by the sequences), not_padding [B, S] bool, cos/sin [B, 1, R]
+ * (each sequence's position), caches [B, KVH, S, D].
  */
 export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, not_padding, cos, sin, embed, layers, final_norm, lm_head, *, heads, kv_heads, eps, scaling)', (a): [Tensor, Tensor] => {
   const op = 'llm.fused_decode_step';
@@ -820,10 +825,11 @@ export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, no
   if (!Array.isArray(layers)) throw new TypeError(`${op}: argument 'layers' must be an array of layer tensors`);
   const H = Number(a.heads), KVH = Number(a.kv_heads), eps = Number(a.eps), scaling = Number(a.scaling);
   needFloat(op, embed, 'embed');
-  if (ids.dt !== 'int64' || ids.numel() !== 1) throw new DTypeError(op, `ids must be one int64 id [1, 1], got ${ids.dt} ${fmtShape(ids.shape)}`);
+  if (ids.dt !== 'int64' || ids.ndim !== 2 || ids.shape[1] !== 1 || ids.shape[0]! < 1) throw new DTypeError(op, `ids must be int64 ids [B, 1], got ${ids.dt} ${fmtShape(ids.shape)}`);
   if (idx.dt !== 'int64' || idx.numel() !== 1) throw new DTypeError(op, `cache_index must be one int64 index [1], got ${idx.dt} ${fmtShape(idx.shape)}`);
-  if (embed.ndim !== 2 || notPad.ndim !== 2 || notPad.shape[0] !== 1 || !Number.isInteger(H) || !Number.isInteger(KVH) || H <= 0 || KVH <= 0 || H % KVH !== 0) {
-    throw new ShapeError(op, `expected embed [V, hidden], not_padding [1, S] and heads a multiple of kv_heads; got embed ${fmtShape(embed.shape)}, not_padding ${fmtShape(notPad.shape)}, heads ${a.heads}, kv_heads ${a.kv_heads}`);
+  const B = ids.shape[0]!;
+  if (embed.ndim !== 2 || notPad.ndim !== 2 || notPad.shape[0] !== B || !Number.isInteger(H) || !Number.isInteger(KVH) || H <= 0 || KVH <= 0 || H % KVH !== 0) {
+    throw new ShapeError(op, `expected embed [V, hidden], not_padding [${B}, S] (ids [${B}, 1]) and heads a multiple of kv_heads; got embed ${fmtShape(embed.shape)}, not_padding ${fmtShape(notPad.shape)}, heads ${a.heads}, kv_heads ${a.kv_heads}`);
   }
   const [V, Hd] = embed.shape as [number, number];
   const S = notPad.shape[1]!;
@@ -831,7 +837,7 @@ export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, no
   const I = layers.length ? layers[0]!.down.shape[1]! : 0;
   for (const [i, ly] of layers.entries()) {
     const want: [Tensor, number[], string][] = [[ly.input_norm, [Hd], 'input_norm'], [ly.qkv, [(H + 2 * KVH) * D, Hd], 'qkv'], [ly.o, [Hd, H * D], 'o'], [ly.post_norm, [Hd], 'post_norm'],
-      [ly.gate_up, [2 * I, Hd], 'gate_up'], [ly.down, [Hd, I], 'down'], [ly.key_cache, [1, KVH, S, D], 'key_cache'], [ly.value_cache, [1, KVH, S, D], 'value_cache']];
+      [ly.gate_up, [2 * I, Hd], 'gate_up'], [ly.down, [Hd, I], 'down'], [ly.key_cache, [B, KVH, S, D], 'key_cache'], [ly.value_cache, [B, KVH, S, D], 'value_cache']];
     for (const [t, shape, name] of want) {
       if (!(t instanceof Tensor) || !sameShape(t.shape, shape)) throw new ShapeError(op, `layers[${i}].${name} must be ${fmtShape(shape)}, got ${t instanceof Tensor ? fmtShape(t.shape) : typeof t}`);
       sameDType(op, embed, t, 'embed', `layers[${i}].${name}`); sameDevice(op, embed, t, `layers[${i}].${name}`);
@@ -841,8 +847,9 @@ export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, no
   for (const [t, n] of [[lm, 'lm_head'], [fnorm, 'final_norm'], [cos, 'cos'], [sin, 'sin']] as const) { sameDType(op, embed, t, 'embed', n); sameDevice(op, embed, t, n); }
   for (const [t, n] of [[ids, 'ids'], [idx, 'cache_index'], [notPad, 'not_padding']] as const) sameDevice(op, embed, t, n);
   const R = cos.shape[cos.ndim - 1] ?? 0;
-  if (layers.length && decodeStepKernel(embed) && cos.numel() === R && sin.numel() === R) {
-    const logits = Tensor.empty([1, 1, V], embed.dt, embed.device, false), next = Tensor.empty([1], 'int64', embed.device, false);
+  if (cos.numel() !== B * R || !sameShape(sin.shape, cos.shape)) throw new ShapeError(op, `cos and sin must be [${B}, 1, R] (one row per sequence), got ${fmtShape(cos.shape)} and ${fmtShape(sin.shape)}`);
+  if (layers.length && B <= decodeStepMaxBatch(embed)) {
+    const logits = Tensor.empty([B, 1, V], embed.dt, embed.device, false), next = Tensor.empty([B], 'int64', embed.device, false);
     const flat = (t: Tensor): Tensor => t.view([t.numel()]);
     let took = false;
     try {
@@ -850,7 +857,7 @@ export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, no
         ids: flat(ids).ref(), cacheIndex: flat(idx).ref(), notPadding: flat(notPad).ref(), cos: flat(cos).ref(), sin: flat(sin).ref(), embed: embed.ref(),
         layers: layers.map((ly) => ({ inputNorm: ly.input_norm.ref(), qkv: ly.qkv.ref(), o: ly.o.ref(), postNorm: ly.post_norm.ref(), gateUp: ly.gate_up.ref(),
           down: ly.down.ref(), keyCache: ly.key_cache.ref(), valueCache: ly.value_cache.ref() })),
-        finalNorm: fnorm.ref(), lmHead: lm.ref(), logits: logits.view([V]).ref(), next: next.ref(),
+        finalNorm: fnorm.ref(), lmHead: lm.ref(), logits: logits.view([B * V]).ref(), next: next.ref(),
         heads: H, kvHeads: KVH, headDim: D, intermediate: I, eps, scaling,
       });
     } catch (e) { logits.dispose(); next.dispose(); throw e; }
@@ -858,18 +865,18 @@ export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, no
     logits.dispose(); next.dispose();
   }
   return scope(() => {
-    const x = index_select(embed, 0, ids.view([1])).view([1, 1, Hd]);
+    const x = index_select(embed, 0, ids.view([B])).view([B, 1, Hd]);
     const written = arange(0, S, { dtype: 'int64', device: embed.device }).le(idx.view([1]));
-    const mask = written.logical_and(notPad.view([S])).view([1, 1, 1, S]);
+    const mask = written.logical_and(notPad).view([B, 1, 1, S]);
     let h: Tensor = x, residual: Tensor | null = null;
     for (const ly of layers) {
       let n: Tensor;
       if (residual === null) { n = rms_norm(h, [Hd], ly.input_norm, eps) as Tensor; residual = h; }
       else [n, residual] = fused_add_rms_norm(h, residual, ly.input_norm, eps) as [Tensor, Tensor];
-      const qkv = (linear(n, ly.qkv) as Tensor).view([1, 1, H + 2 * KVH, D]);
+      const qkv = (linear(n, ly.qkv) as Tensor).view([B, 1, H + 2 * KVH, D]);
       const q = qkv.slice(2, 0, H).transpose(1, 2), k = qkv.slice(2, H, H + KVH).transpose(1, 2), v = qkv.slice(2, H + KVH).transpose(1, 2);
-      const qr = rotary_and_cache(q, k, v, cos.view([1, 1, R]), sin.view([1, 1, R]), ly.key_cache, ly.value_cache, idx.view([1])) as Tensor;
-      const att = (decode_attention(qr, ly.key_cache, ly.value_cache, mask, { scale: scaling }) as Tensor).transpose(1, 2).reshape([1, 1, H * D]);
+      const qr = rotary_and_cache(q, k, v, cos.view([B, 1, R]), sin.view([B, 1, R]), ly.key_cache, ly.value_cache, idx.view([1])) as Tensor;
+      const att = (decode_attention(qr, ly.key_cache, ly.value_cache, mask, { scale: scaling }) as Tensor).transpose(1, 2).reshape([B, 1, H * D]);
       const o = linear(att, ly.o) as Tensor;
       const [n2, r2] = fused_add_rms_norm(o, residual, ly.post_norm, eps) as [Tensor, Tensor];
       residual = r2;
@@ -877,6 +884,6 @@ export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, no
     }
     const fin = residual === null ? rms_norm(h, [Hd], fnorm, eps) as Tensor : (fused_add_rms_norm(h, residual, fnorm, eps) as [Tensor, Tensor])[0];
     const logits = linear(fin, lm) as Tensor;
-    return [logits, argmax(logits.view([1, V]), 1) as Tensor];
+    return [logits, argmax(logits.view([B, V]), 1) as Tensor];
   }) as [Tensor, Tensor];
 });

@@ -1,10 +1,10 @@
-// decode_step: a batch-1 decode step of a pre-norm Llama-family decoder in one persistent launch
-// (nbx.llm.fused_decode_step). A step launched op by op is about ten kernels per layer; at batch 1 each
-// streams a few MB of weights, and a kernel boundary (drain, launch, ramp-up) costs as much as the
-// streaming of the smaller projections. Here one block per SM runs every phase of every layer:
+// decode_step: a decode step of up to eight sequences of a pre-norm Llama-family decoder in one persistent
+// launch (nbx.llm.fused_decode_step). A step launched op by op is about ten kernels per layer; at small
+// batches each streams a few MB of weights, and a kernel boundary (drain, launch, ramp-up) costs as much as
+// the streaming of the smaller projections. Here one block per SM runs every phase of every layer:
 //
 //   per layer: A  RMSNorm (each block, redundantly) + q/k/v rows      → qkv
-//              B  RoPE, cache write, attention (a block per head)     → att
+//              B  RoPE, cache write, attention (a block per sequence and head) → att
 //              C  o_proj rows + residual add                           → res
 //              D  RMSNorm + gate/up rows + act(gate)·up                → act
 //              E  down rows + residual add                             → res
@@ -48,10 +48,12 @@ const WARPS = THREADS / 32;
 /** Key passes of the attention loaded before their arithmetic. */
 const ATT_UNROLL = 4;
 const DTYPES_TAKEN = ['bfloat16', 'float16'] as const;
+/** Sequences a step takes at most: the MMAs' eight columns (each sequence's x is one). */
+const MAX_BATCH = 8;
 /** The most items (2 KB each) a warp's weight ring holds in flight. */
 const RING_NS_MAX = 5;
 
-interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number }
+interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
 interface Variant { asplit: number; bar: 'fence' | 'release' }
 
@@ -96,6 +98,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define NS_ ${ring.ns}
 #define ATTU_ ${ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
+#define B_ ${s.B}
 #define NPT_ ${Math.ceil(s.H / THREADS)}
 #define ASPLIT_ ${v.asplit}
 ${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}#ifdef NBX_EMU
@@ -142,16 +145,19 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-/** Sum over the block; every thread gets it (red: WARPS_ floats of shared memory). */
-__device__ float block_sum(float v, float* red) {
-  v = warp_sum(v);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float t = 0.f;
+/** Sums over the block of each of B_ values; every thread gets them (red: WARPS_ · B_ floats of shared memory). */
+__device__ void block_sums(float (&v)[B_], float* red) {
 #pragma unroll
-  for (int w = 0; w < WARPS_; w++) t += red[w];
+  for (int b = 0; b < B_; b++) { v[b] = warp_sum(v[b]); if ((threadIdx.x & 31) == 0) red[(threadIdx.x >> 5) * B_ + b] = v[b]; }
   __syncthreads();
-  return t;
+#pragma unroll
+  for (int b = 0; b < B_; b++) {
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS_; w++) t += red[w * B_ + b];
+    v[b] = t;
+  }
+  __syncthreads();
 }
 
 __device__ __forceinline__ unsigned long long nbx_globaltimer() {
@@ -212,11 +218,12 @@ __device__ Slice phase_slice(int ph, const Layer* layers, const T_* lmhead) {
 }
 
 // The products run on tensor cores (mma.sync m16n8k16, float32 accumulators): an item is 16 rows × 64
-// columns of a slice (tiles of 16 rows: the A rows' tiles, then the B rows'), the A operand, and x the B
-// operand in all eight columns. A lane feeds each MMA four consecutive k of its rows g and g + 8 and of x
-// (the sum over k does not care which k a fragment slot holds as long as A and B agree), so the weights
-// are read from shared memory as 16-byte pieces, no ldmatrix. A warp's items are a contiguous run of the
-// slice's (tile, 64-column chunk) pairs.
+// columns of a slice (tiles of 16 rows: the A rows' tiles, then the B rows'), the A operand, and the
+// sequences' x vectors the B operand, sequence n in column n (columns past the batch repeat sequence 0 and
+// are dropped), so a batch of up to eight streams the weights once, as batch 1 does. A lane feeds each MMA
+// four consecutive k of its rows g and g + 8 and of x (the sum over k does not care which k a fragment slot
+// holds as long as A and B agree), so the weights are read from shared memory as 16-byte pieces, no
+// ldmatrix. A warp's items are a contiguous run of the slice's (tile, 64-column chunk) pairs.
 __device__ __forceinline__ int tiles_of(int n) { return (n + 15) >> 4; }
 __device__ __forceinline__ void warp_share(const Slice& z, int& u0, int& u1) {
   const int U = (tiles_of(z.nA) + tiles_of(z.nB)) * (z.K >> 6), up = (U + WARPS_ - 1) / WARPS_;
@@ -291,10 +298,11 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
 #endif
 
 /**
- * Σ_k W_v[k]·x[k] for the block's rows v of a phase (the slice's A rows, then its B rows), x in shared
- * memory, the weights from the warp's ring (cs: the stage of the next item, which the loader refills right
- * after it is consumed); results in out[v]. A warp's sums of each tile it touches go to
- * part[warp][tile − its first tile][row] and are summed over warps in warp order (the same bits every run).
+ * Σ_k W_v[k]·x_b[k] for the block's rows v of a phase (the slice's A rows, then its B rows) and each sequence
+ * b, x_b in shared memory (row b of xs, XMAX_ apart), the weights from the warp's ring (cs: the stage of the
+ * next item, which the loader refills right after it is consumed); results in out[v · B_ + b]. A warp's sums
+ * of each tile it touches go to part[warp][tile − its first tile][row][b] and are summed over warps in warp
+ * order (the same bits every run).
  */
 __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ringw, int& cs, Loader& ld,
     const Layer* layers, const T_* lmhead, unsigned long long* tm) {
@@ -308,7 +316,8 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
   float acc[4] = { 0.f, 0.f, 0.f, 0.f };
   const int sw = (g & 1) << 2, off0 = g * 128 + ((tq ^ sw) << 4), off1 = g * 128 + (((4 + tq) ^ sw) << 4);
   const int lst = (lane >> 3) * 128 + (((lane & 7) ^ (((lane >> 3) & 1) << 2)) << 4); // this lane's place in a stage for the loader
-  const T_* xp = xs + kc * 64 + 8 * tq;
+  const T_* xrow = xs + (g < B_ ? g : 0) * XMAX_ + 8 * tq; // this lane's column of the B operand: sequence g
+  const T_* xp = xrow + kc * 64;
   for (int u = u0; u < u1; u++) {
     CP_WAIT();
     __syncwarp();
@@ -325,42 +334,65 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
     cs = cs + 1 == NS_ ? 0 : cs + 1;
     xp += 64;
     if (++kc == kcs || u + 1 == u1) {
-      if (tq == 0) { part[(warp * MAXT_ + (t - t0)) * 16 + g] = acc[0]; part[(warp * MAXT_ + (t - t0)) * 16 + g + 8] = acc[2]; }
+      // this lane's sums: rows g and g + 8, sequences 2·tq and 2·tq + 1
+      float* pt = part + (warp * MAXT_ + (t - t0)) * 16 * B_;
+      if (2 * tq < B_) { pt[g * B_ + 2 * tq] = acc[0]; pt[(g + 8) * B_ + 2 * tq] = acc[2]; }
+      if (2 * tq + 1 < B_) { pt[g * B_ + 2 * tq + 1] = acc[1]; pt[(g + 8) * B_ + 2 * tq + 1] = acc[3]; }
       acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
-      if (kc == kcs) { kc = 0; t++; xp = xs + 8 * tq; }
+      if (kc == kcs) { kc = 0; t++; xp = xrow; }
     }
   }
   __syncthreads();
   if (tm && threadIdx.x == 0) tm[2 * gridDim.x] = nbx_globaltimer(); // trace: products done
-  for (int v = threadIdx.x; v < rows; v += THREADS_) {
+  for (int e = threadIdx.x; e < rows * B_; e += THREADS_) {
+    const int v = e / B_, b = e - v * B_;
     const int T = v < z.nA ? v >> 4 : tA + ((v - z.nA) >> 4), rr = v < z.nA ? v & 15 : (v - z.nA) & 15;
     const int wlo = (T * kcs) / up, whi = ((T + 1) * kcs - 1) / up;
     float sum = 0.f;
-    for (int w = wlo; w <= whi && w < WARPS_; w++) sum += part[(w * MAXT_ + (T - (w * up) / kcs)) * 16 + rr];
-    out[v] = sum;
+    for (int w = wlo; w <= whi && w < WARPS_; w++) sum += part[((w * MAXT_ + (T - (w * up) / kcs)) * 16 + rr) * B_ + b];
+    out[e] = sum;
   }
   __syncthreads();
 }
 
-/** xs = RMSNorm(x)·w rounded to the dtype, x the residual (or the embedding row at layer 0); x read once, into registers. */
-__device__ void norm_into(const T_* x, const T_* w, float eps, T_* xs, float* red) {
-  float v[NPT_], wv[NPT_];
-  float ss = 0.f;
-  // the weights loaded with x (not after the block's sum): one round trip to memory on the phase's critical path
+/**
+ * Row b of xs = RMSNorm(x_b)·w rounded to the dtype, x_b sequence b's residual (or its embedding row at layer
+ * 0). x is read once, all rows' loads issued together (one round trip to memory on the phase's critical
+ * path), and kept in xs itself until the sums are known: registers for B_ rows would spill.
+ */
+__device__ void norm_into(const T_* const (&x)[B_], const T_* w, float eps, T_* xs, float* red) {
+  unsigned short u[B_][NPT_];
+  float wv[NPT_], ss[B_];
 #pragma unroll
-  for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; v[i] = j < H_ ? ldcgv(x, j) : 0.f; wv[i] = j < H_ ? LD(w, j) : 0.f; }
+  for (int i = 0; i < NPT_; i++) {
+    const int j = threadIdx.x + i * THREADS_;
+    wv[i] = j < H_ ? LD(w, j) : 0.f;
 #pragma unroll
-  for (int i = 0; i < NPT_; i++) ss += v[i] * v[i];
-  const float tot = block_sum(ss, red);
-  const float rstd = 1.f / sqrtf(tot / (float)H_ + eps);
+    for (int b = 0; b < B_; b++) u[b][i] = j < H_ ? __ldcg(x[b] + j) : (unsigned short)0;
+  }
 #pragma unroll
-  for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; if (j < H_) xs[j] = TOS(v[i] * rstd * wv[i]); }
+  for (int b = 0; b < B_; b++) {
+    ss[b] = 0.f;
+#pragma unroll
+    for (int i = 0; i < NPT_; i++) { const float v = LD(&u[b][i], 0); ss[b] += v * v; }
+  }
+  block_sums(ss, red);
+#pragma unroll
+  for (int b = 0; b < B_; b++) {
+    const float rstd = 1.f / sqrtf(ss[b] / (float)H_ + eps);
+#pragma unroll
+    for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; if (j < H_) xs[b * XMAX_ + j] = TOS(LD(&u[b][i], 0) * rstd * wv[i]); }
+  }
   __syncthreads();
 }
 
-/** xs = x (K values of a workspace vector). */
+/** Row b of xs = row b of x (B_ rows of K values of a workspace matrix). */
 __device__ void load_x(const T_* x, int K, T_* xs) {
-  for (int j = threadIdx.x * 8; j < K; j += THREADS_ * 8) *reinterpret_cast<uint4*>(xs + j) = ldcg4(x + j);
+  const int k8 = K >> 3;
+  for (int e = threadIdx.x; e < B_ * k8; e += THREADS_) {
+    const int b = e / k8, j = (e - b * k8) * 8;
+    *reinterpret_cast<uint4*>(xs + b * XMAX_ + j) = ldcg4(x + (long long)b * K + j);
+  }
   __syncthreads();
 }
 
@@ -375,13 +407,16 @@ __device__ __forceinline__ float rope_at(const T_* x, int j, const T_* c, const 
 }
 
 /**
- * Part sp of ASPLIT_ of query head h's attention: cache positions [lo, hi) of [0, w] (the new key and value at
- * w from shared memory), as a partial softmax (its maximum M, Σ exp(score − M) and Σ exp(score − M)·v) in
- * patt / pml, merged over the parts by merge_att. Splitting a head over blocks puts every block to work.
+ * Part sp of ASPLIT_ of sequence b's query head h's attention: cache positions [lo, hi) of [0, w] (the new key
+ * and value at w from shared memory), as a partial softmax (its maximum M, Σ exp(score − M) and
+ * Σ exp(score − M)·v) in patt / pml, merged over the parts by merge_att. Splitting a head over blocks puts
+ * every block to work. qkv, c, s and notpad are sequence b's rows.
  */
-__device__ void attention_head(int h, int sp, const Layer& ly, const T_* qkv, const T_* c, const T_* s, int w, const unsigned char* notpad,
+__device__ void attention_head(int b, int h, int sp, const Layer& ly, const T_* qkv, const T_* c, const T_* s, int w, const unsigned char* notpad,
     float scale, float* patt, float* pml, float* sm) {
-  const int g = h / (NH_ / NKV_);
+  const int g = h / (NH_ / NKV_), item = (b * NH_ + h) * ASPLIT_ + sp;
+  T_* const kcb = ly.kc + (long long)b * NKV_ * S_ * D_;
+  T_* const vcb = ly.vc + (long long)b * NKV_ * S_ * D_;
   const int chunk = (w + ASPLIT_) / ASPLIT_, lo = sp * chunk, hi = lo + chunk < w + 1 ? lo + chunk : w + 1;
   float* qf = sm; float* kf = sm + D_; float* vf = sm + 2 * D_;
   float* gm = sm + 3 * D_; float* gl = gm + WARPS_ * KPW_; float* gacc = gl + WARPS_ * KPW_;
@@ -389,7 +424,7 @@ __device__ void attention_head(int h, int sp, const Layer& ly, const T_* qkv, co
     qf[j] = rope_at(qkv + h * D_, j, c, s);
     const float kv = rope_at(qkv + (NH_ + g) * D_, j, c, s), vv = ldcgv(qkv, (NH_ + NKV_ + g) * D_ + j);
     kf[j] = kv; vf[j] = vv;
-    if (h % (NH_ / NKV_) == 0 && sp == 0) { ly.kc[((long long)g * S_ + w) * D_ + j] = TOS(kv); ly.vc[((long long)g * S_ + w) * D_ + j] = TOS(vv); }
+    if (h % (NH_ / NKV_) == 0 && sp == 0) { kcb[((long long)g * S_ + w) * D_ + j] = TOS(kv); vcb[((long long)g * S_ + w) * D_ + j] = TOS(vv); }
   }
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane / LG_, li = lane % LG_;
@@ -399,8 +434,8 @@ __device__ void attention_head(int h, int sp, const Layer& ly, const T_* qkv, co
   float m = -INFINITY, l = 0.f, acc[8];
 #pragma unroll
   for (int e = 0; e < 8; e++) acc[e] = 0.f;
-  const T_* kbase = ly.kc + (long long)g * S_ * D_ + li * 8;
-  const T_* vbase = ly.vc + (long long)g * S_ * D_ + li * 8;
+  const T_* kbase = kcb + (long long)g * S_ * D_ + li * 8;
+  const T_* vbase = vcb + (long long)g * S_ * D_ + li * 8;
   const int stride = WARPS_ * KPW_;
   for (int jb = lo + warp * KPW_; jb < hi; jb += stride * ATTU_) { // warp-uniform bounds: the shuffles below need every lane
     uint4 kr[ATTU_], vr[ATTU_];
@@ -443,28 +478,29 @@ __device__ void attention_head(int h, int sp, const Layer& ly, const T_* qkv, co
     float M = -INFINITY;
     for (int q2 = 0; q2 < stride; q2++) M = fmaxf(M, gm[q2]);
     fac[threadIdx.x] = gm[threadIdx.x] == -INFINITY ? 0.f : __expf(gm[threadIdx.x] - M);
-    if (threadIdx.x == 0) __stcg(pml + 2 * (h * ASPLIT_ + sp), M);
+    if (threadIdx.x == 0) __stcg(pml + 2 * item, M);
   }
   __syncthreads();
   for (int j = threadIdx.x; j < D_; j += THREADS_) {
     float den = 0.f, num = 0.f;
     for (int q2 = 0; q2 < stride; q2++) { den = fmaf(gl[q2], fac[q2], den); num = fmaf(gacc[q2 * D_ + j], fac[q2], num); }
-    __stcg(patt + (h * ASPLIT_ + sp) * D_ + j, num);
-    if (j == 0) __stcg(pml + 2 * (h * ASPLIT_ + sp) + 1, den);
+    __stcg(patt + item * D_ + j, num);
+    if (j == 0) __stcg(pml + 2 * item + 1, den);
   }
   __syncthreads();
 }
 
-/** xs = the attention output: each head's ASPLIT_ partial softmaxes merged (o_proj's input, rounded to the dtype). */
+/** Row b of xs = sequence b's attention output: each head's ASPLIT_ partial softmaxes merged (o_proj's input, rounded to the dtype). */
 __device__ void merge_att(const float* patt, const float* pml, T_* xs) {
-  for (int e = threadIdx.x; e < NH_ * D_ / 4; e += THREADS_) {
-    const int h = (4 * e) / D_, j = 4 * e - h * D_;
+  for (int e = threadIdx.x; e < B_ * NH_ * D_ / 4; e += THREADS_) {
+    const int bh = (4 * e) / D_, j = 4 * e - bh * D_, b = bh / NH_, hb = bh - b * NH_; // bh = b · NH_ + h: patt's and pml's head index
+    T_* const xo = xs + b * XMAX_ + hb * D_ + j;
     float m[ASPLIT_], l[ASPLIT_]; uint4 a[ASPLIT_];
     float M = -INFINITY;
 #pragma unroll
     for (int q2 = 0; q2 < ASPLIT_; q2++) {
-      m[q2] = __ldcg(pml + 2 * (h * ASPLIT_ + q2)); l[q2] = __ldcg(pml + 2 * (h * ASPLIT_ + q2) + 1);
-      a[q2] = ldcg4(patt + (h * ASPLIT_ + q2) * D_ + j); M = fmaxf(M, m[q2]);
+      m[q2] = __ldcg(pml + 2 * (bh * ASPLIT_ + q2)); l[q2] = __ldcg(pml + 2 * (bh * ASPLIT_ + q2) + 1);
+      a[q2] = ldcg4(patt + (bh * ASPLIT_ + q2) * D_ + j); M = fmaxf(M, m[q2]);
     }
     float den = 0.f, n0 = 0.f, n1 = 0.f, n2 = 0.f, n3 = 0.f;
 #pragma unroll
@@ -474,8 +510,8 @@ __device__ void merge_att(const float* patt, const float* pml, T_* xs) {
       n0 = fmaf(__uint_as_float(a[q2].x), f, n0); n1 = fmaf(__uint_as_float(a[q2].y), f, n1);
       n2 = fmaf(__uint_as_float(a[q2].z), f, n2); n3 = fmaf(__uint_as_float(a[q2].w), f, n3);
     }
-    xs[h * D_ + j] = TOS(den > 0.f ? n0 / den : 0.f); xs[h * D_ + j + 1] = TOS(den > 0.f ? n1 / den : 0.f);
-    xs[h * D_ + j + 2] = TOS(den > 0.f ? n2 / den : 0.f); xs[h * D_ + j + 3] = TOS(den > 0.f ? n3 / den : 0.f);
+    xo[0] = TOS(den > 0.f ? n0 / den : 0.f); xo[1] = TOS(den > 0.f ? n1 / den : 0.f);
+    xo[2] = TOS(den > 0.f ? n2 / den : 0.f); xo[3] = TOS(den > 0.f ? n3 / den : 0.f);
   }
   __syncthreads();
 }
@@ -512,11 +548,11 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     unsigned long long* trace, int ph0, int ph1, float eps, float scale) {
   extern __shared__ __align__(16) unsigned char nbx_dyn_[];
   unsigned char* ring = nbx_dyn_;
-  T_* xs = reinterpret_cast<T_*>(nbx_dyn_ + NS_ * WARPS_ * 2048);
-  float* part = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + ((XMAX_ * 2 + 15) / 16) * 16);
-  float* rowv = part + WARPS_ * MAXT_ * 16;
+  T_* xs = reinterpret_cast<T_*>(nbx_dyn_ + NS_ * WARPS_ * 2048); // B_ rows, XMAX_ apart
+  float* part = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + ((B_ * XMAX_ * 2 + 15) / 16) * 16);
+  float* rowv = part + WARPS_ * MAXT_ * 16 * B_;
   float* sm = rowv; // attention scratch (phases B only) shares the row values' space
-  __shared__ float red[WARPS_];
+  __shared__ float red[WARPS_ * B_];
   __shared__ int sh_last;
   // the weight stream: NS_ items in flight from the start, one more each time one is consumed; issued
   // before the wait for the previous kernel (no kernel writes weights), so they load during its tail
@@ -528,9 +564,13 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     for (int q = 0; q < NS_; q++) loader_issue(ld, ringw + q * 2048 + lst, layers, lmhead);
   }
   NBX_GRID_DEPENDENCY_WAIT();
-  long long id = ids[0];
-  if (id < 0 || id >= V_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 61); id = 0; }
-  const T_* emb = embed + id * (long long)H_;
+  __shared__ const T_* emb[B_]; // each sequence's embedding row
+  if (threadIdx.x < B_) {
+    long long id = ids[threadIdx.x];
+    if (id < 0 || id >= V_) { if (blockIdx.x == 0) atomicOr(err, 1ull << 61); id = 0; }
+    emb[threadIdx.x] = embed + id * (long long)H_;
+  }
+  __syncthreads();
   const int w = (int)__ldcg(widx);
   if (w < 0 || w >= S_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 60); CP_WAIT_ALL(); return; }
   unsigned target = 0u; // barriers passed in this launch × grid
@@ -540,67 +580,78 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     unsigned long long* tm = trace ? trace + (4ll * ph) * gridDim.x + blockIdx.x : nullptr; // this phase's marks (tracing)
     if (tm && threadIdx.x == 0) tm[0] = nbx_globaltimer();
     const Layer ly = l < L_ ? layers[l] : layers[0];
-    const T_* rin = l == 0 ? emb : res; // the residual stream (the embedding row before layer 0's first add)
+    // each sequence's residual stream: its embedding row until layer 0's o_proj adds to it (phases A and C of layer 0)
+    const T_* rin[B_];
+#pragma unroll
+    for (int b = 0; b < B_; b++) rin[b] = l == 0 && st < 3 ? emb[b] : res + b * H_;
     int r0, r1;
     const Slice z = phase_slice(ph, layers, lmhead);
     if (l < L_ && st == 0) { // A: norm + q/k/v
       block_rows(QKV_, r0, r1);
       norm_into(rin, ly.ln1, eps, xs, red);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
-      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(qkv, r0 + v, rowv[v]);
+      for (int e = threadIdx.x; e < (r1 - r0) * B_; e += THREADS_) { const int v = e / B_, b = e - v * B_; stcgv(qkv, b * QKV_ + r0 + v, rowv[e]); }
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
-      for (int it = blockIdx.x; it < NH_ * ASPLIT_; it += gridDim.x)
-        attention_head(it / ASPLIT_, it % ASPLIT_, ly, qkv, cosr, sinr, w, notpad, scale, patt, patt + NH_ * ASPLIT_ * D_, sm);
+      for (int it = blockIdx.x; it < B_ * NH_ * ASPLIT_; it += gridDim.x) {
+        const int sp = it % ASPLIT_, bh = it / ASPLIT_, b = bh / NH_;
+        attention_head(b, bh - b * NH_, sp, ly, qkv + b * QKV_, cosr + b * RD_, sinr + b * RD_, w, notpad + (long long)b * S_, scale, patt, patt + B_ * NH_ * ASPLIT_ * D_, sm);
+      }
       if (tm && threadIdx.x == 0) { tm[gridDim.x] = tm[0]; tm[2 * gridDim.x] = nbx_globaltimer(); }
-    } else if (l < L_ && st == 2) { // C: o_proj + residual
+    } else if (l < L_ && (st == 2 || st == 4)) { // C: o_proj + residual; E: down + residual
       block_rows(H_, r0, r1);
-      const float rv = threadIdx.x < r1 - r0 ? ldcgv(rin, r0 + threadIdx.x) : 0.f; // the residual, loaded before it is needed
-      merge_att(patt, patt + NH_ * ASPLIT_ * D_, xs);
+      const int n = (r1 - r0) * B_;
+      // the residual (C: the layer's input stream; E: what C wrote), loaded before it is needed
+      const bool fromEmb = st == 2 && l == 0; // rin[b] by a runtime b, without the array
+      float rv = 0.f;
+      if (threadIdx.x < n) { const int v = threadIdx.x / B_, b = threadIdx.x - v * B_; rv = ldcgv(fromEmb ? emb[b] : res + b * H_, r0 + v); }
+      if (st == 2) merge_att(patt, patt + B_ * NH_ * ASPLIT_ * D_, xs);
+      else load_x(act, I_, xs);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
-      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + (v < THREADS_ ? rv : ldcgv(rin, r0 + v)));
+      for (int e = threadIdx.x; e < n; e += THREADS_) {
+        const int v = e / B_, b = e - v * B_;
+        stcgv(res, b * H_ + r0 + v, RND(rowv[e]) + (e < THREADS_ ? rv : ldcgv(fromEmb ? emb[b] : res + b * H_, r0 + v)));
+      }
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
-      norm_into(res, ly.ln2, eps, xs, red);
+      norm_into(rin, ly.ln2, eps, xs, red);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
-      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
-        const float g = RND(rowv[v]), u = RND(rowv[r1 - r0 + v]);
-        stcgv(act, r0 + v, g / (1.f + expf(-g)) * u);
+      const int n = r1 - r0;
+      for (int e = threadIdx.x; e < n * B_; e += THREADS_) {
+        const int v = e / B_, b = e - v * B_;
+        const float g = RND(rowv[e]), u = RND(rowv[n * B_ + e]);
+        stcgv(act, b * I_ + r0 + v, g / (1.f + expf(-g)) * u);
       }
-    } else if (l < L_ && st == 4) { // E: down + residual
-      block_rows(H_, r0, r1);
-      const float rv = threadIdx.x < r1 - r0 ? ldcgv(res, r0 + threadIdx.x) : 0.f; // the residual, loaded before it is needed
-      load_x(act, I_, xs);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
-      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) stcgv(res, r0 + v, RND(rowv[v]) + (v < THREADS_ ? rv : ldcgv(res, r0 + v)));
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
-      norm_into(L_ == 0 ? emb : res, fnorm, eps, xs, red);
+      norm_into(rin, fnorm, eps, xs, red);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
-      float bv = NAN; int bi = 0x7fffffff; bool any = false;
-      for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
-        const float lv = RND(rowv[v]);
-        logits[r0 + v] = TOS(lv);
-        if (!any || argmax_better(bv, bi, lv, r0 + v)) { bv = lv; bi = r0 + v; any = true; }
+      for (int b = 0; b < B_; b++) {
+        float bv = NAN; int bi = 0x7fffffff; bool any = false;
+        for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
+          const float lv = RND(rowv[v * B_ + b]);
+          logits[(long long)b * V_ + r0 + v] = TOS(lv);
+          if (!any || argmax_better(bv, bi, lv, r0 + v)) { bv = lv; bi = r0 + v; any = true; }
+        }
+        block_argmax(bv, bi, any);
+        if (threadIdx.x == 0) { __stcg(amax_v + b * gridDim.x + blockIdx.x, any ? bv : -INFINITY); __stcg(amax_i + b * gridDim.x + blockIdx.x, any ? bi : 0x7fffffff); }
       }
-      block_argmax(bv, bi, any);
       if (threadIdx.x == 0) {
-        __stcg(amax_v + blockIdx.x, any ? bv : -INFINITY); __stcg(amax_i + blockIdx.x, any ? bi : 0x7fffffff);
         __threadfence();
         sh_last = atomicAdd(sync + 1, 1u) == gridDim.x - 1;
       }
       __syncthreads();
-      if (sh_last) { // the last block to finish: the step's argmax over the blocks' (an order-free maximum)
+      if (sh_last) { // the last block to finish: each sequence's argmax over the blocks' (an order-free maximum)
         __threadfence();
-        bv = NAN; bi = 0x7fffffff; any = false;
-        for (unsigned q2 = threadIdx.x; q2 < gridDim.x; q2 += THREADS_) {
-          const float ov = __ldcg(amax_v + q2); const int oi = __ldcg(amax_i + q2);
-          if (!any || argmax_better(bv, bi, ov, oi)) { bv = ov; bi = oi; any = true; }
+        for (int b = 0; b < B_; b++) {
+          float bv = NAN; int bi = 0x7fffffff; bool any = false;
+          for (unsigned q2 = threadIdx.x; q2 < gridDim.x; q2 += THREADS_) {
+            const float ov = __ldcg(amax_v + b * gridDim.x + q2); const int oi = __ldcg(amax_i + b * gridDim.x + q2);
+            if (!any || argmax_better(bv, bi, ov, oi)) { bv = ov; bi = oi; any = true; }
+          }
+          block_argmax(bv, bi, any);
+          if (threadIdx.x == 0) next[b] = bi;
         }
-        block_argmax(bv, bi, any);
-        if (threadIdx.x == 0) {
-          next[0] = bi;
-          sync[0] = 0u; sync[1] = 0u; // every block is past its last barrier: ready for the next step
-        }
+        if (threadIdx.x == 0) { sync[0] = 0u; sync[1] = 0u; } // every block is past its last barrier: ready for the next step
       }
     }
     if (trace) { __syncthreads(); if (threadIdx.x == 0) tm[3 * gridDim.x] = nbx_globaltimer(); }
@@ -637,11 +688,11 @@ function ringFor(base: number, optin: number): Ring | null {
   return ns >= 2 ? { ns } : null;
 }
 
-/** Dynamic shared memory of the kernel besides the ring: the input vector, the warps' partial sums, the rows' sums or the attention's scratch. */
+/** Dynamic shared memory of the kernel besides the ring: the input vectors, the warps' partial sums, the rows' sums or the attention's scratch. */
 function smemBytes(s: Shape): number {
-  const xs = Math.ceil((Math.max(s.H, s.NH * s.D, s.I) * 2) / 16) * 16;
-  const part = WARPS * maxTilesPerWarp(s) * 16 * 4;
-  const rows = Math.max(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G), 2 * rowsPerBlock(s.I, s.G), rowsPerBlock(s.V, s.G), rowsPerBlock(s.H, s.G)) * 4;
+  const xs = Math.ceil((s.B * Math.max(s.H, s.NH * s.D, s.I) * 2) / 16) * 16;
+  const part = WARPS * maxTilesPerWarp(s) * 16 * 4 * s.B;
+  const rows = Math.max(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G), 2 * rowsPerBlock(s.I, s.G), rowsPerBlock(s.V, s.G), rowsPerBlock(s.H, s.G)) * 4 * s.B;
   const kpw = 32 / (s.D / 8);
   const attn = (3 * s.D + 3 * WARPS * kpw + WARPS * kpw * s.D) * 4 + 16;
   return xs + part + Math.max(rows, attn);
@@ -661,16 +712,16 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
 }
 
 /**
- * Blocks per query head in the attention phase: two where the grid has them for every head. One leaves most
+ * Blocks per query head (of `items`: heads × sequences) in the attention phase: two where the grid has them for every head. One leaves most
  * blocks idle in that phase; more make the o_proj blocks' merge of the parts (read by every block) cost more
  * than the attention saves (phase traces on the H200, BENCHMARKS.md, seventh session). NBX_DECODE_STEP_ASPLIT=N
  * sets it. The barrier's arrival:
  * NBX_DECODE_STEP_BAR=release (one red.release, no fence after the wait: the default, faster on the H200
  * (BENCHMARKS.md, seventh session)) or fence (a fence, then an atomic add; a fence after).
  */
-function variantFor(NH: number, G: number): Variant {
+function variantFor(items: number, G: number): Variant {
   const a = process.env.NBX_DECODE_STEP_ASPLIT, b = process.env.NBX_DECODE_STEP_BAR ?? 'release';
-  const asplit = a ? Number(a) : Math.max(1, Math.min(2, Math.floor(G / NH)));
+  const asplit = a ? Number(a) : Math.max(1, Math.min(2, Math.floor(G / items)));
   if (!Number.isInteger(asplit) || asplit < 1 || asplit > 16) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_ASPLIT must be an integer from 1 to 16, got '${a}'`);
   if (b !== 'fence' && b !== 'release') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_BAR must be fence or release, got '${b}'`);
   return { asplit, bar: b };
@@ -689,26 +740,27 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   if (!(DTYPES_TAKEN as readonly string[]).includes(d)) return false;
   const [V, H] = p.embed.shape as [number, number];
   const L = p.layers.length, NH = p.heads, NKV = p.kvHeads, D = p.headDim, I = p.intermediate, RD = p.cos.shape[p.cos.shape.length - 1]!;
-  const S = p.notPadding.shape[p.notPadding.shape.length - 1]!;
+  const B = p.ids.shape[0]!, S = p.notPadding.shape[0]! / B;
+  if (!Number.isInteger(B) || B < 1 || B > MAX_BATCH || !Number.isInteger(S)) return false;
   if (H % 64 !== 0 || I % 64 !== 0 || (NH * D) % 64 !== 0) return false; // whole 64-column items
   if (D % 8 !== 0 || D > 256 || (256 / D) * D !== 256 && D !== 256 && 256 % D !== 0) return false;
   if (H % 8 !== 0 || I % 8 !== 0 || (NH * D) % 8 !== 0 || NH % NKV !== 0 || RD % 2 !== 0 || RD > D) return false;
-  const refs: [StridedRef, number[]][] = [[p.embed, [V, H]], [p.finalNorm, [H]], [p.lmHead, [V, H]], [p.logits, [V]], [p.cos, [RD]], [p.sin, [RD]],
-    [p.ids, [1]], [p.next, [1]], [p.cacheIndex, [1]], [p.notPadding, [S]]];
+  const refs: [StridedRef, number[]][] = [[p.embed, [V, H]], [p.finalNorm, [H]], [p.lmHead, [V, H]], [p.logits, [B * V]], [p.cos, [B * RD]], [p.sin, [B * RD]],
+    [p.ids, [B]], [p.next, [B]], [p.cacheIndex, [1]], [p.notPadding, [B * S]]];
   for (const ly of p.layers) {
     refs.push([ly.inputNorm, [H]], [ly.qkv, [(NH + 2 * NKV) * D, H]], [ly.o, [H, NH * D]], [ly.postNorm, [H]], [ly.gateUp, [2 * I, H]], [ly.down, [H, I]],
-      [ly.keyCache, [1, NKV, S, D]], [ly.valueCache, [1, NKV, S, D]]);
+      [ly.keyCache, [B, NKV, S, D]], [ly.valueCache, [B, NKV, S, D]]);
   }
   for (const [r, shape] of refs) if (!contiguous(r, shape)) return false;
   for (const [r] of refs) if (r.dtype !== d && r !== p.ids && r !== p.next && r !== p.cacheIndex && r !== p.notPadding) return false;
   for (const [r] of refs) if ((r.dtype === d && r.shape.length === 2) && Number(at(r) % 16n) !== 0) return false; // 16-byte rows
   const G = be.smCount;
-  const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G };
+  const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
   const base = smemBytes(s), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin);
   if (ring === null) return false;
   const smem = base + ringBytes(ring);
-  const vt = variantFor(NH, G);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.bar}:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}`;
+  const vt = variantFor(NH * B, G);
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.bar}:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
@@ -724,9 +776,10 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
     be.writeBytes(table, 0, new Uint8Array(ptrs.buffer));
     st.tables.set(tkey, table);
   }
-  // workspace: residual, qkv (model dtype), the attention's partial softmaxes (float32), activation (model dtype), the blocks' argmax, the barrier counters
-  const sizes = [H * 2, (NH + 2 * NKV) * D * 2, NH * vt.asplit * (D + 2) * 4, I * 2].map((n) => Math.ceil(n / 256) * 256);
-  const wsBytes = sizes.reduce((a, b) => a + b, 0) + G * 8 + 256;
+  // workspace, per sequence: residual, qkv (model dtype), the attention's partial softmaxes (float32), activation (model dtype),
+  // the blocks' argmax; then the barrier counters
+  const sizes = [H * 2, (NH + 2 * NKV) * D * 2, NH * vt.asplit * (D + 2) * 4, I * 2].map((n) => Math.ceil((B * n) / 256) * 256);
+  const wsBytes = sizes.reduce((a, b) => a + b, 0) + B * G * 8 + 256;
   if (!st.ws || st.wsBytes < wsBytes) {
     if (be.capture !== null) return false;
     st.ws = be.alloc('uint8', wsBytes); st.wsBytes = wsBytes;
@@ -734,7 +787,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   }
   let off = st.ws.ptr;
   const [res, qkv, att, act] = sizes.map((b) => { const o = off; off += BigInt(b); return o; });
-  const amaxV = off, amaxI = off + BigInt(G * 4), sync = off + BigInt(G * 8);
+  const amaxV = off, amaxI = off + BigInt(B * G * 4), sync = off + BigInt(B * G * 8);
   let err: bigint;
   if (be.capture !== null) err = be.capture.errBuf.ptr;
   else { be.ctx.memsetD8(st.err.ptr, 0, 8, be.stream); err = st.err.ptr; }
@@ -772,4 +825,4 @@ export function decodeStepTrace(backend: CudaBackend): { phases: number; grid: n
 
 export const kernels = { decode_step: cudaDecodeStep } satisfies BackendKernels;
 /** Facts the operations read (merged into the 'llm' family's features). */
-export const llmFeatures = { decodeStepDtypes: DTYPES_TAKEN };
+export const llmFeatures = { decodeStepDtypes: DTYPES_TAKEN, decodeStepMaxBatch: MAX_BATCH };
