@@ -8,10 +8,25 @@
 //   tiny, tiny-moe  2 layers, hidden 64 (Llama / Mixtral): smoke runs on a CPU
 // nbx: nbx.models.fromConfig (seeded random weights; bf16 on cuda and webgpu, float32 on the cpu), one warm-up
 // generation as long as the timed one, then one timed greedy generation of --new-tokens tokens after a
-// --prompt-token prompt of seeded random ids (batch B: B different prompts), EOS ignored. Time to first
-// token: device synchronized, then prefill until the first token is on the host. Decode: the other
-// new_tokens - 1 steps until the last token is on the host and the device is synchronized;
-// decode tok/s = B × (new_tokens - 1) / decode seconds (aggregate over the batch).
+// --prompt-token prompt of seeded random ids (batch B: B different prompts), EOS ignored. Decode: the
+// new_tokens - 1 steps after the first token until the last token is on the host and the device is
+// synchronized; decode tok/s = B × (new_tokens - 1) / decode seconds (aggregate over the batch).
+// Time to first token (issue #20's target: ≤ the compiled peer's), the same span in nbx and the gpt-fast peer:
+// device synchronized, then the prompt's forward (eager in both; logits of the last position only), the greedy
+// argmax on the device and the first token read back to the host. nbx's span is generate()'s, so it also holds
+// generate()'s own set-up (options, the kept static decoder's begin(), the prompt's upload); the peer's holds
+// torch.arange of the positions (its static cache and masks are made once, before). The figure is the median of
+// --ttft-samples samples (default 5) in both: the timed generation's first token, then generations stopped at
+// their first token (the peer: prefill and first token again). One sample right after the warm-up is not nbx's
+// steady state: its prefill is only the second run of the op-by-op host code, which V8 may not have finished
+// optimizing. The samples are printed, the timed generation's first. WebGPU's rows, whose figures are the
+// pipelined loop's, keep their one sample. nbx's prefill is also timed alone, on a cache of its own: the host
+// time until forward() returns with its launches queued (prefill host ms) and until the argmax is on the host
+// (prefill ms); where the two are close, the first token waits on the host's launches, not on the GPU.
+// --peer-compile off runs the gpt-fast peer's decode step eagerly (its --no-compile): its prefill, so its time to
+// first token, is eager either way, and a TTFT run then skips the 40-90 s compile per shape and prompt length.
+// max_position_embeddings is 8192 in every shape, so that 4,096-token prompts and their new tokens fit (RoPE
+// 'default' does not read it; the peer sizes its static cache to prompt + new tokens).
 // Peers (child processes, the same prompt ids): bench/peers/gpt_fast_decode.py (static KV cache,
 // decode step under torch.compile mode "reduce-overhead") and bench/peers/hf_generate.py
 // (transformers' eager generate). A peer that fails is reported with its error; nbx's figures stay.
@@ -28,10 +43,11 @@
 // Run: node dist/bench/decode.js [--shape tinyllama|llama3-8b|mixtral-4l|tiny|tiny-moe|all[,...]]
 //        [--batch 1,8] [--prompt 128] [--new-tokens 256] [--device cuda|webgpu|cpu] [--dtype D]
 //        [--peers gpt-fast,hf|none] [--python PATH] [--json FILE] [--roofline-gbs N] [--warmup-tokens N]
-//        [--webgpu-profile] (WebGPU: where a step's time goes, bench/decode_webgpu.ts)
+//        [--ttft-samples N] [--peer-compile on|off] [--webgpu-profile] (WebGPU: where a step's time goes, bench/decode_webgpu.ts)
 //   (or `nbx bench decode ...`). Defaults: --device cpu; --shape all on a GPU, tiny,tiny-moe on cpu.
 
 import { execFile } from 'node:child_process';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -41,6 +57,7 @@ import { generateSteps, type PreparedPrompt } from '../src/generation/index.js';
 import type { CausalLMModel } from '../src/models/index.js';
 import type { DTypeLike } from '../src/dtype/dtypes.js';
 import { measureStreamGBs, syncDevice } from './roofline.js';
+import { gcPressureStats } from '../src/memory/gc_pressure.js';
 import { profileWebGPUSteps, timeDecodePipelined } from './decode_webgpu.js';
 
 const PEERS = join(dirname(fileURLToPath(import.meta.url)), '../../bench/peers');
@@ -58,7 +75,7 @@ interface Shape {
 }
 
 const COMMON = {
-  max_position_embeddings: 4096, rms_norm_eps: 1e-5, bos_token_id: 1, eos_token_id: 2, pad_token_id: 0,
+  max_position_embeddings: 8192, rms_norm_eps: 1e-5, bos_token_id: 1, eos_token_id: 2, pad_token_id: 0,
   tie_word_embeddings: false, hidden_act: 'silu',
 };
 const llama = (dims: Record<string, unknown>): Record<string, unknown> => ({ model_type: 'llama', architectures: ['LlamaForCausalLM'], ...dims, ...COMMON });
@@ -96,7 +113,14 @@ type PeerName = (typeof PEER_NAMES)[number];
 const PEER_TITLES: Record<PeerName, string> = { 'gpt-fast': 'gpt-fast (compiled)', hf: 'transformers eager' };
 
 interface NbxFigures {
+  /** Median of ttft_samples_ms (see the header). */
   ttft_ms: number; decode_tok_s: number; decode_ms_per_step: number; new_tokens: number;
+  /** The timed generation's first token, then generations stopped at their first token. */
+  ttft_samples_ms?: number[];
+  /** The prompt's forward alone (median): host time to queue it, and until its argmax is on the host. */
+  prefill_host_ms?: number; prefill_ms?: number;
+  /** V8's garbage collection during the TTFT samples after the timed generation's, and the collections the device allocator forced. */
+  ttft_gc_ms?: number; ttft_forced_gcs?: number;
   /** WebGPU: the figures of generate() itself, when the row's figures are the pipelined loop's (bench/decode_webgpu.ts). */
   generate?: { ttft_ms: number; decode_tok_s: number; decode_ms_per_step: number };
   /** How the replayed steps ran: 'fused' (nbx.llm.fused_decode_step's kernel) or 'ops' (op by op). */
@@ -135,6 +159,66 @@ async function timeDecode(model: CausalLMModel, rows: number[][], newTokens: num
     decode_tok_s: steps > 0 ? (rows.length * steps) / ((end - first) / 1000) : NaN,
     decode_ms_per_step: steps > 0 ? (end - first) / steps : NaN,
   };
+}
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b), m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+/** `n` times to first token of generations stopped there (the span of timeDecode's TTFT). */
+async function ttftSamples(model: CausalLMModel, rows: number[][], n: number, newTokens: number, device: string): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const prepared: PreparedPrompt = { rows: rows.map((r) => r.slice()), mask: null, length: rows[0]!.length };
+    await sync(device);
+    const t0 = now();
+    // max_new_tokens as the timed generation's: the same capacity, so the kept static decoder serves it
+    for await (const s of generateSteps(model, prepared, { max_new_tokens: newTokens, eos_token_id: null, do_sample: false })) { void s; break; }
+    out.push(now() - t0);
+  }
+  return out;
+}
+
+/**
+ * The prompt's forward alone, `n` times, on the kept static decoder's cache as generate() runs it (no memory of
+ * its own, which would move the allocator's live bytes): the host time until forward() returns (its launches
+ * queued) and until the argmax of its last position is on the host (medians).
+ */
+async function timePrefill(model: CausalLMModel, rows: number[][], n: number, newTokens: number, device: string): Promise<{ host_ms: number; total_ms: number }> {
+  const B = rows.length, P = rows[0]!.length;
+  const dec = model.staticDecoder({ batch: B, maxLength: P + newTokens, greedy: true });
+  const own = dec ? null : model.newCache({ batch: B, maxLength: P });
+  const ids = nbx.tensor(rows, { dtype: 'int64', device });
+  const host: number[] = [], total: number[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      if (dec) dec.begin(null, P); else own!.reset();
+      await sync(device);
+      const t0 = now();
+      const logits = model.forward(ids, { cache: dec ? dec.cache : own!, logits_to_keep: 1 });
+      const t1 = now();
+      const next = nbx.argmax(logits.view([B, logits.shape[2]!]), -1);
+      await next.data();
+      total.push(now() - t0); host.push(t1 - t0);
+      next.dispose(); logits.dispose();
+      dec?.release();
+    }
+  } finally { ids.dispose(); dec?.release(); own?.dispose(); }
+  return { host_ms: median(host), total_ms: median(total) };
+}
+
+/** Milliseconds of V8 garbage collection while `fn` runs (PerformanceObserver 'gc' entries). */
+async function gcDuring<T>(fn: () => Promise<T>): Promise<{ result: T; gc_ms: number; forced: number }> {
+  let ms = 0;
+  const obs = new PerformanceObserver((list) => { for (const e of list.getEntries()) ms += e.duration; });
+  obs.observe({ entryTypes: ['gc'] });
+  const forced0 = gcPressureStats.collections;
+  try {
+    const result = await fn();
+    await new Promise((r) => setImmediate(r)); // the observer's last entries are delivered asynchronously
+    return { result, gc_ms: ms, forced: gcPressureStats.collections - forced0 };
+  } finally { obs.disconnect(); }
 }
 
 /** Weight bytes one decode step streams at batch `batch` (see the header for the convention). */
@@ -188,10 +272,10 @@ async function runPeer(pythons: string[], args: string[], timeoutMs: number): Pr
   return { error: errors.join('; ') };
 }
 
-function peerArgs(peer: PeerName, config: Record<string, unknown>, rows: number[][], newTokens: number, device: string, dtype: string): string[] {
+function peerArgs(peer: PeerName, config: Record<string, unknown>, rows: number[][], newTokens: number, device: string, dtype: string, ttftN: number, compile: boolean): string[] {
   const common = ['--config', JSON.stringify(config), '--batch', String(rows.length), '--prompt-tokens', String(rows[0]!.length),
     '--new-tokens', String(newTokens), '--prompt-ids', rows.map((r) => r.join(',')).join(';'), '--device', device];
-  if (peer === 'gpt-fast') return [join(PEERS, 'gpt_fast_decode.py'), ...common, '--dtype', dtype];
+  if (peer === 'gpt-fast') return [join(PEERS, 'gpt_fast_decode.py'), ...common, '--dtype', dtype, '--ttft-samples', String(ttftN), ...(compile ? [] : ['--no-compile'])];
   return [join(PEERS, 'hf_generate.py'), ...common];
 }
 
@@ -238,6 +322,7 @@ export async function run(args: string[] = []): Promise<void> {
       dtype: { type: 'string' }, peers: { type: 'string', default: 'gpt-fast,hf' }, python: { type: 'string' },
       json: { type: 'string' }, 'roofline-gbs': { type: 'string' }, seed: { type: 'string', default: '0' },
       'peer-timeout': { type: 'string', default: '900' }, 'webgpu-profile': { type: 'boolean', default: false },
+      'ttft-samples': { type: 'string', default: '5' }, 'peer-compile': { type: 'string', default: 'on' },
     },
   });
   const device = v.device!;
@@ -248,6 +333,9 @@ export async function run(args: string[] = []): Promise<void> {
   const batches = list(v.batch!, '--batch').map((b) => positiveInt(b, '--batch'));
   const promptTokens = positiveInt(v.prompt!, '--prompt'), newTokens = positiveInt(v['new-tokens']!, '--new-tokens');
   const warmupTokens = v['warmup-tokens'] !== undefined ? positiveInt(v['warmup-tokens'], '--warmup-tokens') : newTokens;
+  const ttftN = positiveInt(v['ttft-samples']!, '--ttft-samples');
+  if (v['peer-compile'] !== 'on' && v['peer-compile'] !== 'off') throw new nbx.ValueError(OP, `--peer-compile must be on or off, got '${v['peer-compile']}'`);
+  const peerCompile = v['peer-compile'] === 'on';
   const seed = Number(v.seed);
   if (!Number.isInteger(seed) || seed < 0) throw new nbx.ValueError(OP, `--seed must be a non-negative integer, got '${v.seed}'`);
   // WebGPU runs bfloat16 as CUDA does (packed two to a 32-bit word, computed in float32 in the kernels:
@@ -321,6 +409,17 @@ export async function run(args: string[] = []): Promise<void> {
             ours = { ttft_ms: p.ttft_ms, decode_tok_s: p.decode_tok_s, decode_ms_per_step: p.decode_ms_per_step, new_tokens: p.new_tokens,
               generate: { ttft_ms: ours.ttft_ms, decode_tok_s: ours.decode_tok_s, decode_ms_per_step: ours.decode_ms_per_step } };
           }
+          if (ttftN > 1 && device !== 'webgpu') { // WebGPU's row is the pipelined loop's, whose TTFT is not generate()'s
+            const more = await gcDuring(() => ttftSamples(model!, rowsB, ttftN - 1, newTokens, device));
+            ours.ttft_samples_ms = [ours.ttft_ms, ...more.result];
+            ours.ttft_ms = median(ours.ttft_samples_ms);
+            ours.ttft_gc_ms = more.gc_ms; ours.ttft_forced_gcs = more.forced;
+            const pf = await timePrefill(model, rowsB, ttftN, newTokens, device);
+            ours.prefill_host_ms = pf.host_ms; ours.prefill_ms = pf.total_ms;
+            process.stdout.write(`nbx ${name} batch ${b} TTFT samples ms: ${ours.ttft_samples_ms.map((t) => fmt(t, 2)).join(' ')} ` +
+              `(V8 GC in the last ${ttftN - 1}: ${fmt(more.gc_ms, 2)} ms, ${more.forced} forced by the device allocator's pressure valve); ` +
+              `prefill alone: host ${fmt(pf.host_ms, 2)} ms to queue, ${fmt(pf.total_ms, 2)} ms to the argmax on the host\n`);
+          }
           // the step path the kept decoder of this batch took (auto: timed at its first capture)
           const kept = model.staticDecoderStats().filter((d) => d.batch === b && d.stats.captured).pop();
           if (kept) ours.step = kept.stats.step;
@@ -346,10 +445,11 @@ export async function run(args: string[] = []): Promise<void> {
     for (const row of shapeRows) {
       for (const p of peers) {
         const t = now();
-        row.peers[p] = await runPeer(pythons, peerArgs(p, shape.config, prompts.get(row.batch)!, newTokens, peerDevice, peerDtype), peerTimeoutMs);
+        row.peers[p] = await runPeer(pythons, peerArgs(p, shape.config, prompts.get(row.batch)!, newTokens, peerDevice, peerDtype, ttftN, peerCompile), peerTimeoutMs);
         row.peers[p]!.wall_s = Math.round((now() - t) / 100) / 10;
         const l = row.peers[p]!;
         process.stdout.write(`${p} ${name} batch ${row.batch}: ${l.error ? 'failed' : `${fmt(l.decode_tok_s)} tok/s, TTFT ${fmt(l.ttft_ms, 2)} ms`} (${l.wall_s} s)\n`);
+        if (Array.isArray(l.ttft_samples_ms)) process.stdout.write(`${p} ${name} batch ${row.batch} TTFT samples ms: ${(l.ttft_samples_ms as number[]).map((t) => fmt(t, 2)).join(' ')}\n`);
       }
     }
     // targets: issue #19's figures, batch-B as a multiple of this run's batch 1, MoE against compiled PyTorch
@@ -364,7 +464,7 @@ export async function run(args: string[] = []): Promise<void> {
 
   process.stdout.write(`\n${table(rows, peers)}\n\n`);
   process.stdout.write(`device ${device}, nbx ${dtype}; ${promptTokens}-token prompts (seed ${seed}), ${newTokens} new tokens greedy, EOS ignored; ` +
-    `decode tok/s aggregate over the batch; warm-up ${warmupTokens} tokens.\n`);
+    `decode tok/s aggregate over the batch; warm-up ${warmupTokens} tokens; TTFT the median of ${ttftN} sample${ttftN > 1 ? 's' : ''}.\n`);
   process.stdout.write(`roofline: ${roofline ? `${fmt(roofline.gbs, 0)} GB/s (${roofline.how})` : 'none'}${driverPeak ? `; driver's nominal peak ${fmt(driverPeak, 0)} GB/s` : ''}; ` +
     'GB/s = weight bytes per step (all weights, MoE: the expected routed experts) × steps / decode time.\n');
   for (const r of rows) {
@@ -381,11 +481,20 @@ export async function run(args: string[] = []): Promise<void> {
       }
     }
   }
+  // issue #20: time to first token at most the compiled peer's (same span, medians of the same number of samples)
+  for (const r of rows) {
+    const ours = 'error' in r.nbx ? undefined : r.nbx, theirs = r.peers['gpt-fast']?.ttft_ms;
+    if (ours && theirs) {
+      process.stdout.write(`TTFT ${r.shape} batch ${r.batch} prompt ${promptTokens}: nbx ${fmt(ours.ttft_ms, 2)} ms, gpt-fast ${fmt(theirs, 2)} ms ` +
+        `(${fmt((ours.ttft_ms / theirs) * 100, 0)}%): issue #20 target ≤ compiled PyTorch ${ours.ttft_ms <= theirs ? 'met' : 'not met'}` +
+        `${peerCompile ? '' : ' (--peer-compile off: the peer\'s decode step eager, its prefill eager either way)'}\n`);
+    }
+  }
   const info = rows.flatMap((r) => PEER_NAMES.map((p) => r.peers[p])).find((l) => l && !l.error);
   if (info) process.stdout.write(`peers: torch ${info.torch}${info.transformers ? `, transformers ${info.transformers}` : ''}, ${info.device}\n`);
   if (v.json) {
     writeFileSync(v.json, `${JSON.stringify({
-      bench: 'decode', date: new Date().toISOString(), device, dtype, prompt_tokens: promptTokens, new_tokens: newTokens, warmup_tokens: warmupTokens, seed,
+      bench: 'decode', date: new Date().toISOString(), device, dtype, prompt_tokens: promptTokens, new_tokens: newTokens, warmup_tokens: warmupTokens, ttft_samples: ttftN, seed,
       roofline_gbs: roofline?.gbs ?? null, roofline_source: roofline?.how ?? null, driver_peak_gbs: driverPeak ?? null, peer_device: peerDevice, rows,
     }, null, 1)}\n`);
     process.stdout.write(`JSON: ${v.json}\n`);
