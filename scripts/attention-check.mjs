@@ -52,10 +52,10 @@ const F = nbx.nn.functional;
 const sdpa = (q, k, v, mask, causal, scale, gqa) => F.scaled_dot_product_attention(q, k, v, { ...(mask ? { attn_mask: mask } : {}), is_causal: !!causal, ...(scale ? { scale } : {}), enable_gqa: gqa });
 const filter = new RegExp(process.argv.find((a) => a.startsWith('--filter='))?.slice(9) ?? '.');
 
-/** n<BLOCK_N>s<stages>, 'p' with ping-pong, 'P' persistent */
-const tagOf = (w) => `n${w.blockN}s${w.stages}${w.pingpong ? 'p' : ''}${w.deep ? 'd' : ''}${w.persistent ? 'P' : ''}`;
-const MMA = { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false };
-const wgCfg = (w) => ({ impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, pingpong: !!w.pingpong, persistent: !!w.persistent, deep: !!w.deep });
+/** n<BLOCK_N>s<stages>, 'p' with ping-pong, 'd' deep, 'P' persistent, 'C' chained items */
+const tagOf = sm90.sm90Tag;
+const MMA = att.PREFILL_SPACE.defaultConfig;
+const wgCfg = att.wgmmaConfig;
 /** Every prefill kernel the check and the timings use, compiled side by side first. */
 async function precompile(withTimes) {
   if (process.argv.includes('--no-precompile')) return; // (the host emulator: each kernel is a g++ build)
@@ -128,6 +128,12 @@ if (part === 'check') {
   // ~10 (log2 units) per tile, past the lazy rescale's threshold, and by less within a tile
   cases.push({ dt: 'bfloat16', D: 64, name: 'many items', B: 1, H: 48, Hk: 48, L: 384, S: 384, causal: true });
   cases.push({ dt: 'bfloat16', D: 128, name: 'many items', B: 2, H: 40, Hk: 20, L: 260, S: 260, causal: true });
+  // the persistent grid capped at 3 blocks: each walks ~20 items of 1-6 tiles back to back (the chained forms
+  // carry Q, the sums and the finished O from one item to the next), with GQA and a bool mask
+  for (const D of [64, 128]) {
+    cases.push({ dt: 'bfloat16', D, name: '3 blocks', B: 2, H: 4, Hk: 2, L: 700, S: 700, causal: true, blocks: 3 });
+    cases.push({ dt: 'bfloat16', D, name: '3 blocks mask', B: 2, H: 3, Hk: 3, L: 150, S: 190, mask: 'bool', blocks: 3 });
+  }
   for (const D of [64, 128, 256]) cases.push({ dt: 'bfloat16', D, name: 'ramp', B: 1, H: 2, Hk: 2, L: 300, S: 300, causal: true, scale: 32 / D, ramp: true });
   // diagnostics (they localise a layout error): V varying along the head dim only (O = V's row whatever
   // the scores: the N-major V descriptor's head-dim direction and the O write), V varying along the keys
@@ -172,7 +178,7 @@ if (part === 'check') {
     let ok = true;
     if (wg) {
       for (const w of sm90.sm90Configs(D)) {
-        att._forceAttentionConfig({ prefill: wgCfg(w) });
+        att._forceAttentionConfig({ prefill: wgCfg(w), blocks: c.blocks });
         if (c.tma) process.env.NBX_ATTENTION_TMA = c.tma;
         try {
           const w0 = att.attentionStats.prefill90, t0 = att.attentionStats.prefill90tma;
@@ -204,7 +210,7 @@ if (part === 'check') {
     const [qd, kd, vd] = [qh, kh, vh].map((t) => t.to('cuda'));
     const parts = [];
     let ok = true;
-    for (const cfg of [{ impl: 'lanes', chunk: 256, threads: 128 }, { impl: 'mma', chunk: 256, threads: 128 }, { impl: 'mma', chunk: 4096, threads: 128 }]) {
+    for (const cfg of [{ impl: 'lanes', chunk: 256, threads: 128 }, { impl: 'mma', chunk: 256, threads: 128 }, { impl: 'mma', chunk: 4096, threads: 128 }, { impl: 'mma', chunk: 0, threads: 128 }, { impl: 'lanes', chunk: 0, threads: 128 }]) {
       att._forceAttentionConfig({ decode: cfg });
       try {
         const d0 = att.attentionStats.decode;
@@ -294,17 +300,21 @@ if (part === 'time') {
     { name: 'causal B4 H32 L4096 D64 bf16', B: 4, H: 32, Hk: 32, L: 4096, D: 64, causal: true, dt: 'bfloat16' },
     { name: 'causal B4 H16 L4096 D256 bf16', B: 4, H: 16, Hk: 16, L: 4096, D: 256, causal: true, dt: 'bfloat16' },
   ];
-  for (const s of shapes) {
+  // NBX_ATTN_GROUPS (comma-separated, e.g. '1,4'): the persistent tiles timed again with that L2 group forced
+  // (batch·heads whose query tiles interleave; 1: head after head); --filter= narrows the shapes
+  const groups = (process.env.NBX_ATTN_GROUPS ?? '').split(',').filter(Boolean).map(Number);
+  for (const s of shapes.filter((x) => filter.test(x.name))) {
     const q = deviceRandn([s.B, s.H, s.L, s.D], s.dt), k = deviceRandn([s.B, s.Hk, s.L, s.D], s.dt), v = deviceRandn([s.B, s.Hk, s.L, s.D], s.dt);
     const fl = 4 * s.B * s.H * s.L * s.L * s.D / (s.causal ? 2 : 1);
     const first = s === shapes[0] || s === shapes[1]; // the diagnostics on the two D128 L4096 shapes only
     const cfgs = [...(s.D !== 256 ? [['mma', MMA, {}]] : []),
       // (NBX_ATTN_VARIANTS_ALL=1: the variants other than the diagnostics on every tile, not only the first)
       ...(wg ? tilesOf(s.D).flatMap((w, i) => variants.filter(([, env]) => i === 0 ? first || !env.NBX_ATTENTION_ABLATE : !Object.keys(env).length || (process.env.NBX_ATTN_VARIANTS_ALL === '1' && !env.NBX_ATTENTION_ABLATE))
-        .map(([pre, env]) => [`wgmma ${pre}${tagOf(w)}`, wgCfg(w), env])) : [])];
+        .map(([pre, env]) => [`wgmma ${pre}${tagOf(w)}`, wgCfg(w), env])) : []),
+      ...(wg ? tilesOf(s.D).filter((w) => w.persistent).flatMap((w) => groups.map((G) => [`wgmma G${G} ${tagOf(w)}`, wgCfg(w), {}, G])) : [])];
     const parts = [];
-    for (const [label, cfg, env] of cfgs) {
-      att._forceAttentionConfig({ prefill: cfg });
+    for (const [label, cfg, env, group] of cfgs) {
+      att._forceAttentionConfig({ prefill: cfg, group });
       try {
         // the best of 3 samples; 50 calls per sample at L 1024 (~0.15 ms a call: 10 left the figure to the final synchronisation)
         let t = Infinity;
@@ -338,14 +348,15 @@ if (part === 'time') {
       const gb = 2 * B * Hk * S * 128 * 2 / 1e9;
       const parts = [];
       const cfgs = [['tuned', null], ...[['lanes', 128, 512, 'kernel'], ['lanes', 128, 1024, 'kernel'], ['lanes', 128, 2048, 'kernel'], ['lanes', 128, 2048, 'fused'], ['lanes', 256, 4096, 'kernel'],
-        ['mma', 128, 256, 'kernel'], ['mma', 128, 512, 'kernel'], ['mma', 128, 1024, 'kernel'], ['mma', 128, 1024, 'fused'], ['mma', 128, 2048, 'kernel'], ['mma', 128, 4096, 'kernel']]
+        ['mma', 128, 256, 'kernel'], ['mma', 128, 512, 'kernel'], ['mma', 128, 1024, 'kernel'], ['mma', 128, 1024, 'fused'], ['mma', 128, 2048, 'kernel'], ['mma', 128, 4096, 'kernel'],
+        ['mma', 128, 0, 'kernel'], ['mma', 128, 0, 'fused'], ['lanes', 128, 0, 'kernel'], ['lanes', 256, 0, 'kernel']]
         .map(([impl, threads, chunk, merge]) => [`${impl}${impl === 'lanes' ? ` t${threads}` : ''} c${chunk} ${merge}`, { impl, threads, chunk, merge }])];
       for (const [label, cfg] of cfgs) {
         att._forceAttentionConfig(cfg ? { decode: cfg } : {});
         try {
           let t = Infinity;
           for (let i = 0; i < 3; i++) t = Math.min(t, await timeCuda(() => runCuda(q, k, v, {}).dispose(), 50));
-          parts.push(`${cfg ? label : `tuned (${att.attentionStats.lastDecode})`} ${(gb / t).toFixed(0)}`);
+          parts.push(`${cfg ? label : 'tuned'}${!cfg || cfg.chunk === 0 ? ` (${att.attentionStats.lastDecode})` : ''} ${(gb / t).toFixed(0)}`);
         } catch (e) { parts.push(`${label} ERROR ${String(e.message).slice(0, 80)}`); }
         finally { att._forceAttentionConfig({}); }
       }

@@ -12,8 +12,8 @@ import * as nbx from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { check, rand, skip } from './cuda_compare.js';
-import { attentionStats, _forceAttentionConfig, PREFILL_SPACE, DECODE_SPACE, hasWgmma } from '../src/backend/cuda/kernels/attention.js';
-import { sm90Configs } from '../src/backend/cuda/kernels/attention_sm90.js';
+import { attentionStats, _forceAttentionConfig, PREFILL_SPACE, DECODE_SPACE, hasWgmma, wgmmaConfig } from '../src/backend/cuda/kernels/attention.js';
+import { sm90Configs, sm90Tag, type Sm90Config } from '../src/backend/cuda/kernels/attention_sm90.js';
 import { enumerate } from '../src/autotune/index.js';
 
 const F = nbx.nn.functional;
@@ -66,7 +66,7 @@ test('attention prefill: every tile configuration gives the same answer', { skip
     // every mma configuration the space allows, and the wgmma kernel's where the device has it
     const wg = sm90Configs(128);
     const cfgs = enumerate(PREFILL_SPACE).filter((c) => !PREFILL_SPACE.constraint?.(c, { D: 128 }) &&
-      (c.impl === 'mma' || (hasWgmma() && wg.some((w) => w.blockN === c.blockN && w.stages === c.stages && !!w.pingpong === c.pingpong && !!w.persistent === c.persistent && !!w.deep === c.deep))));
+      (c.impl === 'mma' || (hasWgmma() && wg.some((w) => sm90Tag(w) === sm90Tag(c as unknown as Sm90Config)))));
     for (const c of cfgs) {
       _forceAttentionConfig({ prefill: c });
       // bfloat16 only: the float16 kernels differ in the mma/convert instruction names alone
@@ -85,9 +85,9 @@ test('attention prefill, wgmma kernel: dtypes, head dims, causal, masks, GQA, se
   if (wgSkip()) { t.skip('this device has no warpgroup MMA (sm_90a)'); return; }
   try {
     for (const D of [64, 128, 256]) for (const w of sm90Configs(D)) {
-      const tag = `wgmma n${w.blockN}s${w.stages}${w.pingpong ? 'p' : ''}${w.deep ? 'd' : ''}${w.persistent ? 'P' : ''} D${D}`;
+      const tag = `wgmma ${sm90Tag(w)} D${D}`;
       if (!tiles.test(tag)) continue;
-      _forceAttentionConfig({ prefill: { impl: 'wgmma', blockM: 128, blockN: w.blockN, stages: w.stages, pingpong: !!w.pingpong, persistent: !!w.persistent, deep: !!w.deep } });
+      _forceAttentionConfig({ prefill: wgmmaConfig(w) });
       for (const dt of HALF) {
         const before = attentionStats.prefill90, tma = attentionStats.prefill90tma;
         fused('prefill', `${tag} plain ${dt}`, (q, k, v) => sdpa(q, k, v), qkv(1, 2, 2, 150, 330, D, dt, 60), dt);
@@ -111,6 +111,29 @@ test('attention prefill, wgmma kernel: dtypes, head dims, causal, masks, GQA, se
       fused('prefill', `${tag} broadcast K/V`, (q, k, v) => sdpa(q, bc(k), bc(v), { is_causal: true }),
         [rand([1, 2, 90, D], 69, -1, 1, dt), rand([1, 1, 90, D], 70, -1, 1, dt), rand([1, 1, 90, D], 71, -1, 1, dt)], dt);
       assert.equal(attentionStats.prefill90tma, tma, `${tag}: broadcast K/V took the TMA build`);
+    }
+  } finally { _forceAttentionConfig({}); }
+});
+
+// The persistent tiles with their grid capped at 2 blocks, so each block walks many work items (on the device,
+// and the emulator's 132 SMs, the cases above give most blocks one): items of different tile counts back to
+// back (causal, L > S), across batch·heads and KV groups, with masks and fully masked rows; the chained forms
+// (C) carry the Q buffers, the row sums and the finished item's O from one item to the next.
+test('attention prefill, wgmma persistent kernels: many work items per block', { skip }, (t) => {
+  nbx.zeros([1], { device: 'cuda' }).dispose();
+  if (wgSkip()) { t.skip('this device has no warpgroup MMA (sm_90a)'); return; }
+  try {
+    for (const D of [64, 128]) for (const w of sm90Configs(D).filter((x) => x.persistent)) {
+      const tag = `wgmma ${sm90Tag(w)} D${D}`;
+      if (!tiles.test(tag)) continue;
+      _forceAttentionConfig({ prefill: wgmmaConfig(w), blocks: 2 });
+      const dt = 'bfloat16';
+      fused('prefill', `${tag} causal x items`, (q, k, v) => sdpa(q, k, v, { is_causal: true }), qkv(2, 3, 3, 300, 300, D, dt, 80), dt);
+      fused('prefill', `${tag} causal L>S gqa x items`, (q, k, v) => sdpa(q, k, v, { is_causal: true, enable_gqa: true, scale: 0.3 }), qkv(1, 4, 2, 290, 150, D, dt, 81), dt);
+      const L = 133, S = 201;
+      const keep = nbx.logical_and(nbx.gt(rand([L, S], 82), -0.3), nbx.ne(nbx.arange(L).view(L, 1), 5)) as Tensor; // row 5 sees no key → 0
+      fused('prefill', `${tag} bool mask x items`, (q, k, v, m) => sdpa(q, k, v, m), [...qkv(2, 3, 3, L, S, D, dt, 83), keep], dt);
+      fused('prefill', `${tag} float16 x items`, (q, k, v) => sdpa(q, k, v, { is_causal: true }), qkv(1, 3, 3, 260, 260, D, 'float16', 84), 'float16');
     }
   } finally { _forceAttentionConfig({}); }
 });
@@ -156,10 +179,10 @@ test('attention decode: fused and kernel merges give the same bits', { skip }, (
 });
 
 // The tensor-core decode kernel (a KV group's rows as one m16 tile), forced: one and several chunks,
-// GQA groups of 4 and 16 rows, masks, causal, a fully masked input.
+// GQA groups of 4 and 16 rows, masks, causal, a fully masked input; chunk 0: the chunk that fills the device.
 test('attention decode on tensor cores: GQA row groups, chunks, masks, causal', { skip }, () => {
   try {
-    for (const chunk of [64, 256]) {
+    for (const chunk of [64, 256, 0]) {
       _forceAttentionConfig({ decode: { impl: 'mma', chunk, threads: 128 } });
       for (const dt of HALF) for (const D of [64, 128]) {
         fused('decode', `mma${chunk} decode 1x300 ${dt} D${D}`, (q, k, v) => sdpa(q, k, v), qkv(2, 2, 2, 1, 300, D, dt, 40), dt);

@@ -41,7 +41,7 @@ import { basePtr as ptr } from './util.js';
 import { getKernel, loadSourceAsync, type CompileOptions } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
 import { encodeTensorMapTiled, CU_TENSOR_MAP_DATA_TYPE, CU_TENSOR_MAP_SWIZZLE, type CudaKernel } from '../runtime/driver.js';
-import { sm90Source, sm90Smem, sm90Ones, sm90Configs, prefillStoreO, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, type Sm90Softmax } from './attention_sm90.js';
+import { sm90Source, sm90Smem, sm90Ones, sm90Configs, sm90Tag, prefillStoreO, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, SM90_SOFTMAX_DEFAULT, type Sm90Softmax, type Sm90Config } from './attention_sm90.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
 export const DECODE_MAX_ROWS = 16;
@@ -106,7 +106,7 @@ function maskTerm(mask: MaskKind, x: string, idx: string): string {
 
 // ---- prefill ---------------------------------------------------------------------------------------
 
-export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean }
+export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax }
 
 export const prefillSmem = (D: number, c: PrefillConfig): number => 2 * D * (c.blockM + 2 * c.stages * c.blockN);
 
@@ -623,10 +623,10 @@ interface AttnProblem { D: number }
  * stages) or 'wgmma' (attention_sm90.ts: BLOCK_M 128 = two consumer warpgroups, BLOCK_N, a ring of
  * 2-4 stages, ping-pong or not); pruned by the profile's attention tile ceiling (mma) and shared memory.
  * v3: the reworked Hopper kernel (asynchronous producer, FlashAttention-3's intra-warpgroup overlap) times
- * differently from v2's, so its tuning results are not reused.
+ * differently from v2's, so its tuning results are not reused. v5: knobs chain (chained persistent items) and softmax (tcsum per tile).
  */
 export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention.v4',
+  name: 'cuda.attention.v5',
   knobs: [
     { name: 'impl', values: ['mma', 'wgmma'], movesBits: true, doc: 'mma.sync kernel (any card) or the sm_90a warpgroup-MMA kernel' },
     { name: 'blockM', values: [64, 128], movesBits: false, doc: 'query rows per block (mma: 16 per warp; wgmma: 128)' },
@@ -635,14 +635,17 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
     { name: 'pingpong', values: [false, true], movesBits: false, doc: 'wgmma: the two consumer warpgroups take turns issuing their MMAs (named barriers)' },
     { name: 'persistent', values: [false, true], movesBits: false, doc: 'wgmma with TMA: one block per SM walks the (batch·head, query tile) items' },
     { name: 'deep', values: [false, true], movesBits: false, doc: 'wgmma: Q·K(t+1)ᵀ issued with P·V(t-1) before the softmax of tile t (two S tiles live)' },
+    { name: 'chain', values: [false, true], movesBits: false, doc: 'wgmma persistent: one loop over the tiles of all a block\'s items (an item\'s first Q·Kᵀ under the previous one\'s last P·V)' },
+    { name: 'softmax', values: ['lazy', 'tcsum'], movesBits: true, doc: 'wgmma: the row sums on the ALUs (lazy) or on the tensor cores (tcsum: V gets a slab of ones)' },
   ],
-  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false },
+  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false, chain: false, softmax: 'lazy' },
   sharedMemoryOptIn: true,
   constraint: (c) => {
-    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep ? 'pingpong, persistent and deep are wgmma knobs' : undefined;
+    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep || c.chain || c.softmax !== 'lazy' ? 'pingpong, persistent, deep, chain and softmax are wgmma knobs' : undefined;
     if (c.blockM !== SM90_BLOCK_M) return `the wgmma kernel has BLOCK_M ${SM90_BLOCK_M}`;
     if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64-192 and 2-4 stages';
     if (c.deep && c.pingpong) return 'the deep schedule has no ping-pong variant';
+    if (c.chain && (!c.persistent || c.deep)) return 'chained items are a persistent build without the deep schedule';
     return undefined;
   },
   resources: (c, p) => (c.impl === 'wgmma'
@@ -650,12 +653,12 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
     : { threads: (c.blockM as number) * 2, sharedMemoryBytes: prefillSmem(p.D, c as unknown as PrefillConfig), stages: c.stages as number }),
 });
 
-/** Decode: kernel, keys per block (the split-KV chunk), threads per block and where chunks merge. v2: the tensor-core kernel; v3: merge. */
+/** Decode: kernel, keys per block (the split-KV chunk), threads per block and where chunks merge. v2: the tensor-core kernel; v3: merge; v4: chunk 0 (fill). */
 export const DECODE_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention_decode.v3',
+  name: 'cuda.attention_decode.v4',
   knobs: [
     { name: 'impl', values: ['lanes', 'mma'], movesBits: true, doc: 'lane groups on the CUDA cores (any dtype) or the rows of a KV group as one mma.sync tile (float16/bfloat16)' },
-    { name: 'chunk', values: [32, 64, 128, 256, 512, 1024, 2048, 4096], movesBits: true, doc: 'keys per block (split-KV chunk; partials merged in chunk order)' },
+    { name: 'chunk', values: [0, 32, 64, 128, 256, 512, 1024, 2048, 4096], movesBits: true, doc: 'keys per block (split-KV chunk; partials merged in chunk order); 0: fill, the multiple of 64 that makes the grid one wave of resident blocks' },
     { name: 'threads', values: [64, 128, 256], movesBits: true, doc: 'threads per block (lane groups merged in a fixed order)' },
     { name: 'merge', values: ['fused', 'kernel'], movesBits: false, doc: 'the chunks\' partials merged by the last block of each row group (one launch) or by a second kernel' },
   ],
@@ -680,6 +683,27 @@ export const attentionStats = {
 
 const DECODE_CHUNKS = [32, 64, 128, 256, 512, 1024, 2048, 4096];
 
+/**
+ * Decode chunk 0 ('fill'): keys per block, a multiple of 64, such that the groups' blocks are one wave of blocks
+ * resident together (the kernel's blocks per SM, from its threads, registers and shared memory, times the SMs).
+ * Call 5 of 2026-12-03 (GQA B4 H32/8 S32768, 32 KV heads): the tensor-core kernel (3 blocks per SM by its shared
+ * memory) at chunk 4096 is 256 blocks, two per SM, 3571 GB/s; chunk 2048 is 1.3 waves, 3043; SDPA 4166. Each block
+ * keeps one 64-key K/V tile in flight, so the bytes in flight per SM go with the resident blocks.
+ */
+function fillChunk(k: CudaKernel, threads: number, smem: number, groups: number, Se: number): number {
+  let perSM = residentBlocks.get(k);
+  if (perSM === undefined) {
+    const info = be.ctx.info, r = k.resources();
+    perSM = Math.max(1, Math.min(Math.floor(info.maxThreadsPerSM / threads), Math.floor(info.maxRegsPerSM / (Math.max(r.numRegs, 1) * threads)),
+      Math.floor(info.maxSharedMemPerSM / (smem + r.sharedBytes + 1024)), 32));
+    residentBlocks.set(k, perSM);
+  }
+  const nch = Math.max(1, Math.floor((perSM * be.smCount) / groups));
+  return Math.min(Math.ceil(Se / nch / 64) * 64, Math.max(Se, 1));
+}
+/** Blocks of a decode kernel resident per SM (fillChunk; the driver's attributes read once per kernel). */
+const residentBlocks = new WeakMap<CudaKernel, number>();
+
 const sm90Kernels = new Map<string, CudaKernel>();
 /**
  * The decode kernels' merge counters (one per row group; zero between launches: the merging block resets its
@@ -697,14 +721,14 @@ function decodeCounters(n: number): bigint {
 let sm90Queue: CudaBuffer | undefined;
 /** The sm_90a kernel's source and compile options (NVRTC target sm_90a: wgmma and setmaxnreg need the arch-specific target). */
 function sm90Build(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, watch: boolean, tma: boolean): { source: string; name: string; sig: ArgType[]; options: CompileOptions } {
-  const { src, name, sig } = sm90Source(dt, D, tma ? cfg : { ...cfg, persistent: false }, maskKind, { watch, tma, ablate: ablation(), softmax: softmaxVariant() });
+  const { src, name, sig } = sm90Source(dt, D, tma ? cfg : { ...cfg, persistent: false, chain: false }, maskKind, { watch, tma, ablate: ablation(), softmax: softmaxOf(cfg) });
   const cc = be.ctx.info.cc;
   return { source: `${CUDA_PRELUDE}\n${src}`, name, sig, options: { options: ['--std=c++17'], includeCudaHeaders: false, arch: `sm_${cc[0]}${cc[1]}a`, name } };
 }
 /** The sm_90a kernel, compiled once per specialization. */
 function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, tma: boolean): CudaKernel {
   const watch = process.env.NBX_ATTENTION_WATCH === '1';
-  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${cfg.deep ? 'dp' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxVariant() ?? ''}`;
+  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${cfg.deep ? 'dp' : ''}:${cfg.chain ? 'ch' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxOf(cfg)}`;
   let k = sm90Kernels.get(key);
   if (!k) {
     const b = sm90Build(dt, D, cfg, maskKind, watch, tma);
@@ -731,8 +755,10 @@ function softmaxVariant(): Sm90Softmax | undefined {
   return v as Sm90Softmax;
 }
 
-/** The Hopper kernel's dynamic shared memory with this process's softmax form (tcsum: a slab of ones per V slot). */
-const smem90 = (D: number, cfg: PrefillConfig): number => sm90Smem(D, cfg, sm90Ones(D, softmaxVariant()));
+/** The Hopper kernel's softmax form: NBX_ATTENTION_SOFTMAX where set (measuring), else the configuration's. */
+const softmaxOf = (cfg: PrefillConfig): Sm90Softmax => softmaxVariant() ?? cfg.softmax ?? SM90_SOFTMAX_DEFAULT;
+/** The Hopper kernel's dynamic shared memory with its softmax form (tcsum: a slab of ones per V slot). */
+const smem90 = (D: number, cfg: PrefillConfig): number => sm90Smem(D, cfg, sm90Ones(D, softmaxOf(cfg)));
 
 /** Whether the Hopper kernel loads K/V through TMA where the descriptors encode (NBX_ATTENTION_TMA=0: cp.async). */
 const tmaEnabled = (): boolean => process.env.NBX_ATTENTION_TMA !== '0';
@@ -788,9 +814,15 @@ export async function precompileAttention(specs: { dt: DTypeName; D: number; cfg
   await Promise.all([...jobs.values()].map((j) => loadSourceAsync(be.ctx, j.source, j.options)));
   return jobs.size;
 }
-/** Test/bench hook: force a configuration (empty: tune as usual). */
-let forced: { prefill?: Config; decode?: Config } = {};
-export function _forceAttentionConfig(f: { prefill?: Config; decode?: Config }): void { forced = f; }
+/** A Hopper tile as a PREFILL_SPACE configuration (the tuner's candidates; tests and scripts force them). */
+export const wgmmaConfig = (x: Sm90Config): Config => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent, deep: !!x.deep, chain: !!x.chain, softmax: x.softmax ?? 'lazy' });
+/**
+ * Test/bench hook: force a configuration (empty: tune as usual); blocks caps the persistent Hopper kernel's grid
+ * (tests: many work items per block, on the emulator in minutes); group sets its L2 group (batch·heads whose
+ * query tiles interleave; 1: head after head, as the one-item-per-block kernel), for measuring.
+ */
+let forced: { prefill?: Config; decode?: Config; blocks?: number; group?: number } = {};
+export function _forceAttentionConfig(f: { prefill?: Config; decode?: Config; blocks?: number; group?: number }): void { forced = f; }
 
 /**
  * Whether this device runs the sm_90a kernel: the driver's compute capability is exactly 9.0 (sm_90a
@@ -833,20 +865,20 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0)
     if (space === PREFILL_SPACE) {
       const ceil = attentionTileCeiling(profile, D);
       list = HEAD_DIMS.includes(D)
-        ? [{ impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false }, { impl: 'mma', blockM: 128, blockN: 128, stages: 2, pingpong: false, persistent: false, deep: false }, { impl: 'mma', blockM: 64, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false }]
+        ? [{ blockM: 128, blockN: 64 }, { blockM: 128, blockN: 128 }, { blockM: 64, blockN: 64 }].map((t) => ({ ...PREFILL_SPACE.defaultConfig, ...t }))
           .filter((x) => x.blockM <= ceil.blockM && x.blockN <= ceil.blockN)
         : [];
       if (half && wgmmaEnabled() && SM90_HEAD_DIMS.includes(D)) {
         // the Hopper kernel's tiles, and the mma kernel's default tile only (a compile each on first use;
         // the other mma tiles are not in the running on this device)
-        list = [...sm90Configs(D).map((x) => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent, deep: !!x.deep })), ...list.slice(0, 1)];
+        list = [...sm90Configs(D).map(wgmmaConfig), ...list.slice(0, 1)];
       }
     } else {
       // the chunk is a launch argument (no compile): every chunk size, at two thread counts (two compiles),
       // and for half types every chunk of a tile or more on tensor cores (one compile)
       void chunk;
-      list = [128, 256].flatMap((threads) => DECODE_CHUNKS.map((ch) => ({ impl: 'lanes', chunk: ch, threads })));
-      if (half) list.push(...DECODE_CHUNKS.filter((ch) => ch >= DECODE_MMA_KEYS).map((ch) => ({ impl: 'mma', chunk: ch, threads: 128 })));
+      list = [128, 256].flatMap((threads) => [...DECODE_CHUNKS, 0].map((ch) => ({ impl: 'lanes', chunk: ch, threads })));
+      if (half) list.push(...[...DECODE_CHUNKS.filter((ch) => ch >= DECODE_MMA_KEYS), 0].map((ch) => ({ impl: 'mma', chunk: ch, threads: 128 })));
       list = list.flatMap((c) => [{ ...c, merge: 'fused' }, { ...c, merge: 'kernel' }]);
     }
     c = prune(space, profile.limits, { problem: { D }, candidates: list }).kept;
@@ -937,14 +969,14 @@ export function cudaAttention(p: AttentionParams): void {
     const rb = decodeRowBlock(rows);
     const Z = B * HK, zg = Math.ceil(rows / rb);
     const run = (c: Config): void => {
-      const threads = c.threads as number, chunk = Math.min(c.chunk as number, Math.max(Se, 1));
-      const nch = Math.max(1, Math.ceil(Se / chunk));
-      const mmaImpl = c.impl === 'mma';
+      const threads = c.threads as number, mmaImpl = c.impl === 'mma';
       const kd = mmaImpl
         ? be.kernel(`attn_dec_mma:${dt}:${D}:${maskKind}`, () => decodeMmaSource(dt, D, maskKind))
         : be.kernel(`attn_dec:${dt}:${D}:${threads}:${maskKind}:${rb}`, () => decodeSource(dt, D, threads, maskKind, rb));
       const smem = mmaImpl ? decodeMmaSmem(D) : 0;
       if (smem > 48 * 1024) kd.setMaxDynamicSharedMemory(smem);
+      const chunk = c.chunk === 0 ? fillChunk(kd, mmaImpl ? 128 : threads, smem, Z * (mmaImpl ? 1 : zg), Se) : Math.min(c.chunk as number, Math.max(Se, 1));
+      const nch = Math.max(1, Math.ceil(Se / chunk));
       let pml: CudaBuffer | null = null, pacc: CudaBuffer | null = null;
       if (nch > 1) { pml = be.alloc('float32', Z * rows * nch * 2); pacc = be.alloc('float32', Z * rows * nch * D); }
       const fused = nch > 1 && c.merge !== 'kernel';
@@ -980,18 +1012,17 @@ export function cudaAttention(p: AttentionParams): void {
       const tail = [H, rep, L, S, B * H, ntiles, sl2, causal ? 1 : 0];
       const mq = tmaEnabled() ? sm90TmaMap(q, dt, SM90_BLOCK_M) : null;
       const mk = mq && sm90TmaMap(k, dt, cfg.blockN), mv = mk && sm90TmaMap(v, dt, cfg.blockN);
-      const tag = `n${cfg.blockN}s${cfg.stages}${cfg.pingpong ? 'p' : ''}${cfg.deep ? 'd' : ''}`;
       if (mq && mk && mv) {
         const kw = sm90Kernel(dt, D, cfg, maskKind, true);
-        attentionStats.lastPrefill = `wgmma tma ${tag}${cfg.persistent ? 'P' : ''}`;
+        attentionStats.lastPrefill = `wgmma tma ${sm90Tag(cfg)}`;
         const items = ntiles * B * H;
         if (cfg.persistent) {
           // the work counters (next item, blocks done; zero between launches: the last block resets them) and
           // the L2 group: batch·heads whose K and V fit in half the L2 together (the driver's L2 size)
           sm90Queue ??= be.alloc('int32', 2, true);
           const l2 = be.ctx.info.l2CacheSize > 0 ? be.ctx.info.l2CacheSize : 32 << 20;
-          const G = Math.max(1, Math.min(B * H, Math.floor(l2 / 2 / (4 * S * D)) * rep));
-          be.launch(kw, Math.min(items, be.smCount), SM90_THREADS, [ptr(out), ptr(mask), sm90Queue.ptr, ...st4(out), ...maskArgs, ...tail, G, ...mq, ...mk, ...mv], smem90(D, cfg));
+          const G = Math.max(1, Math.min(B * H, forced.group ?? Math.floor(l2 / 2 / (4 * S * D)) * rep));
+          be.launch(kw, Math.min(items, be.smCount, forced.blocks ?? Infinity), SM90_THREADS, [ptr(out), ptr(mask), sm90Queue.ptr, ...st4(out), ...maskArgs, ...tail, G, ...mq, ...mk, ...mv], smem90(D, cfg));
         } else {
           be.launch(kw, items, SM90_THREADS, [ptr(out), ptr(mask), ...st4(out), ...maskArgs, ...tail, ...mq, ...mk, ...mv], smem90(D, cfg));
         }
@@ -1000,9 +1031,9 @@ export function cudaAttention(p: AttentionParams): void {
       // inputs TMA cannot address: the cp.async build, one block per item (the same results: persistence moves no bits)
       // (its dynamic shared memory is that of the non-persistent build: call 1 of 2026-12-03 launched a persistent
       // config's cp.async build with the persistent size, 16 bytes past the kernel's limit, and the launch failed)
-      const cfg1 = { ...cfg, persistent: false };
+      const cfg1 = { ...cfg, persistent: false, chain: false };
       const kw = sm90Kernel(dt, D, cfg1, maskKind, false);
-      attentionStats.lastPrefill = `wgmma cp.async ${tag}`;
+      attentionStats.lastPrefill = `wgmma cp.async ${sm90Tag(cfg1)}`;
       be.launch(kw, ntiles * B * H, SM90_THREADS, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, ...tail], smem90(D, cfg1));
       return;
     }

@@ -31,6 +31,9 @@
 //   layout of S is the register-A layout of m64k16, so P is S rounded in place) and rescales O. Live
 //   registers: S, O and P (BN/2 + D/2 + BN/4 per thread), so BLOCK_N 128 fits at D 128. The two consumer
 //   warpgroups are scheduled independently, so one's softmax also runs under the other's MMAs.
+//   Chained items (persistent config chain): one loop over the tiles of all the block's items, the item
+//   boundary a step like any other (the next item's Q·K(0)ᵀ issued with the last P·V of the previous one, whose
+//   O is stored once that is done); Q then has two buffers, so the producer never waits for Q to be released.
 // Synchronisation, by construction: every mbarrier has one phase per use of its slot, in tile order (t
 // counts the block's tiles over its items); a waiter waits for phase ⌊t/stages⌋ of slot t mod stages (parity = its low bit), and no barrier can run
 // two phases ahead of a waiter: a slot's full barrier is re-armed only after both consumer warpgroups
@@ -65,9 +68,15 @@ export type Sm90MaskKind = 'none' | 'bool' | DTypeName;
  * persistent (TMA builds): one block per SM walks the work items (batch·head, query tile), so a block's
  * next Q and K/V load while it finishes the previous item (no launch, prologue and tail per item);
  * deep: each consumer warpgroup issues Q·K(t+1)ᵀ into a second S before the softmax of tile t (two S
- * tiles live: BLOCK_N ≤ 96 at head dim 128), so its own MMAs cover its softmax (not with ping-pong).
+ * tiles live: BLOCK_N ≤ 96 at head dim 128), so its own MMAs cover its softmax (not with ping-pong);
+ * chain (persistent): the consumers run one loop over the tiles of all their items, so an item's first
+ * Q·Kᵀ and softmax run under the previous item's last P·V (two Q buffers), as any tile's do;
+ * softmax: the form built (Sm90SourceOptions.softmax; default lazy; NBX_ATTENTION_SOFTMAX overrides it).
  */
-export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean }
+export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax }
+
+/** A configuration's short name: n<BLOCK_N>s<stages>, p ping-pong, d deep, P persistent, C chained items, t tcsum. */
+export const sm90Tag = (c: Sm90Config): string => `n${c.blockN}s${c.stages}${c.pingpong ? 'p' : ''}${c.deep ? 'd' : ''}${c.persistent ? 'P' : ''}${c.chain ? 'C' : ''}${c.softmax === 'tcsum' ? 't' : ''}`;
 
 /** Query rows per block: two consumer warpgroups of 64 rows. */
 export const SM90_BLOCK_M = 128;
@@ -92,16 +101,29 @@ export function sm90Configs(D: number): Sm90Config[] {
   // Call 5 (forced, TFLOP/s; causal L4096 / non-causal / L1024 / GQA / f16): n128s2 577 / 672 / 299 / 588 / 569,
   // n128s2P 598 / 592 / 363 / 581 / 581, n160s2P 601 / 664 / 349 / 596 / 581, ping-pong n128s2p 498 / 560 / 324 /
   // 509 / 469 (dropped), n144s2 509 / 589, n160s2 476 / 554, n176s2 449 / 503 (BLOCK_N past 128 pays only persistent).
-  if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, persistent: true }, { blockN: 160, stages: 2, persistent: true }];
+  // Eighth session: the chained forms (C) of the persistent tiles, not yet measured: the short causal rows have
+  // ~4.5 tiles per item (L1024), where the per-item prologue (Q·K(0)ᵀ and its softmax with nothing of the
+  // warpgroup's own under them) and the lone last P·V weigh most. And the row sums on the tensor cores (t, tcsum)
+  // as candidates: the bench with NBX_ATTENTION_SOFTMAX=tcsum beat the default in both calls that ran both (call 5
+  // of 2026-12-03 and call 1 of the eighth session, separate processes; n128s2P picked in each): causal L4096
+  // 602.4 → 621.2 TFLOP/s, L1024 377.7 → 383.0, GQA 612.7 → 626.2, f16 590.9 → 602.7, non-causal 681.2 → 683.6;
+  // D64 406.8 → 398.8 (not offered there).
+  if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, persistent: true }, { blockN: 160, stages: 2, persistent: true },
+    { blockN: 128, stages: 2, persistent: true, chain: true }, { blockN: 160, stages: 2, persistent: true, chain: true },
+    { blockN: 128, stages: 2, persistent: true, softmax: 'tcsum' }, { blockN: 128, stages: 2, persistent: true, chain: true, softmax: 'tcsum' }];
   // D64 (call 5): n192s2pP 411, n128s3pP 380, n128s3P 364, n128s3p 361, n160s3 332, n192s2 329 (SDPA 424-433)
-  return [{ blockN: 192, stages: 2, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, persistent: true }];
+  return [{ blockN: 192, stages: 2, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, persistent: true },
+    { blockN: 192, stages: 2, pingpong: true, persistent: true, chain: true }, { blockN: 128, stages: 3, pingpong: true, persistent: true, chain: true }, { blockN: 192, stages: 2, persistent: true, chain: true }];
 }
 
+/** Q buffers: two where items are chained (the next item's Q loads while the current one's is read), else one. */
+export const sm90QSlots = (c: Sm90Config): number => (c.chain ? 2 : 1);
 /**
- * Dynamic shared memory: Q, the K/V ring, 1 KiB of alignment slack, the mbarriers (Q full and empty; K/V full and
- * empty per slot), persistent: the item index; ones (the tcsum softmax): a 64-column slab of ones after each V slot.
+ * Dynamic shared memory: Q (one or two buffers), the K/V ring, 1 KiB of alignment slack, the mbarriers (Q full and
+ * empty per Q buffer; K/V full and empty per slot), persistent: the item index per Q buffer; ones (the tcsum softmax):
+ * a 64-column slab of ones after each V slot.
  */
-export const sm90Smem = (D: number, c: Sm90Config, ones = false): number => 2 * D * (SM90_BLOCK_M + 2 * c.stages * c.blockN) + (ones ? 128 * c.stages * c.blockN : 0) + 1024 + 8 * (2 + 4 * c.stages) + (c.persistent ? 16 : 0);
+export const sm90Smem = (D: number, c: Sm90Config, ones = false): number => 2 * D * (sm90QSlots(c) * SM90_BLOCK_M + 2 * c.stages * c.blockN) + (ones ? 128 * c.stages * c.blockN : 0) + 1024 + 8 * (2 * sm90QSlots(c) + 4 * c.stages) + (c.persistent ? 16 : 0);
 /** Whether softmax form sx sums the rows on the tensor cores at head dim D (tcsum: N = D + 8 ≤ 256). */
 export const sm90Ones = (D: number, sx: Sm90Softmax | undefined): boolean => (sx ?? SM90_SOFTMAX_DEFAULT) === 'tcsum' && D + 8 <= 256;
 
@@ -420,12 +442,13 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
   if (BN % 16 !== 0 || BN < 16 || BN > 256 || ST < 2) throw new UnsupportedError('attention', `the sm_90 prefill kernel takes BLOCK_N a multiple of 16 up to 256 and 2+ stages, got ${BN}/${ST}`);
   const BM = SM90_BLOCK_M;
   const TMA = !!opts.tma;
-  const P = !!c.persistent;
+  const P = !!c.persistent, CHN = !!c.chain, QS = sm90QSlots(c);
   if (P && !TMA) throw new UnsupportedError('attention', 'the persistent sm_90 kernel is a TMA build');
+  if (CHN && (!P || DP)) throw new UnsupportedError('attention', 'chained items are a persistent build without the deep schedule');
   const AB = opts.ablate;
   if (AB === 'noload' && !TMA) throw new UnsupportedError('attention', 'the noload diagnostic is a TMA build');
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
-  const SX0 = opts.softmax ?? SM90_SOFTMAX_DEFAULT;
+  const SX0 = opts.softmax ?? c.softmax ?? SM90_SOFTMAX_DEFAULT;
   const ONES = sm90Ones(D, SX0), SX = SX0 === 'tcsum' ? 'lazy' : SX0;
   // P·V's N (tcsum: 8 columns of ones after V's D) and V's 64-column slabs per ring slot
   const ND = ONES ? D + 8 : D, VS = ONES ? D / 64 + 1 : D / 64;
@@ -479,6 +502,78 @@ ${deepStep('(t + 1)', 'sacc', 'sacc2')}
       reg_fence${ND}(oacc);
       releaseV(nt - 1);
 `;
+  // The consumers' schedule, written once for the per-item loop and the chained one: an item's first tile (Q·K(0)ᵀ
+  // alone, then its softmax), a step (tile t's Q·Kᵀ with P·V of the tile before; `mid` runs once that P·V is
+  // done, before P(t) is packed) and the last P·V (tile `tile`, relative to gt).
+  const itemStart = `    rowA = m0 + cw * 64 + warp * 16 + g;
+    mb = MK + mo + b * msb + h * msh;
+    aQ = smem_u32(sQ) + qs * ${BM * 2} * D_ + cw * 64 * 128;
+    mrow[0] = mrow[1] = -INFINITY;`;
+  const firstTile = `${PP ? '      turnWait();\n' : ''}      issueS(sacc, 0, false);${PP ? '\n      turnPass();' : ''}
+      wg_wait<0>();
+      reg_fence${BN}(sacc);
+      releaseK(0);
+      softmax(sacc, 0);
+      pack(sacc);`;
+  const tileStep = (mid: string): string => `${PP ? '        turnWait();\n' : ''}        issueS(sacc, t, false);
+        rescale();
+        issuePV(t - 1);${PP ? '\n        turnPass();' : ''}
+        // S(t) done (P·V(t-1), committed after it, may still run): K(t) is free, the softmax runs under P·V(t-1)
+        wg_wait<1>();
+        reg_fence${BN}(sacc);
+        releaseK(t);
+        softmax(sacc, t);
+        wg_wait<0>();
+        reg_fence${ND}(oacc);
+        releaseV(t - 1); // V(t-1) read; pf free again
+${mid}        pack(sacc);`;
+  const lastPV = (tile: string): string => `${PP ? '      turnWait();\n' : ''}      rescale();
+      issuePV(${tile});${PP ? '\n      if (cw == 0) turnPass();' : ''}
+      wg_wait<0>();
+      reg_fence${ND}(oacc);
+      releaseV(${tile});`;
+  // Chained items (persistent): one loop over the tiles of all the block's items. A step issues Q·K(t)ᵀ and P·V of
+  // the tile before whichever items they belong to, so an item's first Q·Kᵀ and softmax run under the previous
+  // item's last P·V (the per-item loop runs them with nothing of its own warpgroup under them, and its last P·V
+  // alone), and the finished item's O is stored once that P·V is done (after the step's wait_group 0: nothing stays
+  // in flight across the back edge, which ptxas needs to keep the wgmmas asynchronous). The next item's Q is in the
+  // other Q buffer, loaded as soon as the producer passed the current item's loads. An item's first softmax starts
+  // from a running max of -inf, so its corr is 0 and the next rescale zeroes O and restarts the sums (no reset of
+  // the accumulators between wgmmas). Every item has a tile: S ≥ 1 (the op layer takes empty inputs elsewhere).
+  const chainLoop = `  // the finished item's O: this thread's rows from rowA, of batch b and head h, divided by the sums lrow
+  auto storeO = [&](int b, int h, int rowA, const float (&lrow)[2]) {
+${prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined)}
+  };
+  float lfin[2] = {0.f, 0.f};
+  int bfin = 0, hfin = 0, rfin = 0, t = 0, it = 0;
+  mbar_wait(barQ(0), 0, 0, 0);
+  int w = sItem[0];
+  if (w < items) {
+    item(w);
+${itemStart}
+    #pragma unroll
+    for (int i = 0; i < ${NO}; i++) oacc[i] = acc_zero();
+    lrow[0] = lrow[1] = 0.f; corr[0] = corr[1] = 1.f;
+${PP ? '    if (cw == 1) turnPass();\n' : ''}${firstTile}
+    for (;;) {
+      const bool fin = t + 1 == nt; // tile t was its item's last: that item's O is complete after this step's P·V
+      if (fin) {
+        bfin = b; hfin = h; rfin = rowA; lfin[0] = lrow[0]; lfin[1] = lrow[1];
+        gt += nt; t = 0; qs = ++it & 1;
+        mbar_wait(barQ(qs), (it >> 1) & 1, 0, it); // the next item's index arrives with its Q
+        const int w = sItem[qs];
+        if (w >= items) break;
+        item(w);
+${itemStart}
+      } else {
+        t++;
+      }
+${tileStep('        if (fin) storeO(bfin, hfin, rfin, lfin);\n')}
+    }
+    // the last item's last P·V (tile gt - 1: t is 0 past the item)
+${lastPV('t - 1')}
+    storeO(bfin, hfin, rfin, lfin);
+  }`;
   const src = `${opts.watch ? '#define NBX_ATTN_WATCH 1\n' : ''}${wgmmaHelpers(dt === 'bfloat16', [BN, ND])}
 constexpr int D_ = ${D};
 constexpr int CH = D_ / 8;      // 16-byte chunks per row
@@ -501,14 +596,15 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
   int H, int rep, int L, int S, int BH, int ntiles, float sl2, int causal${P ? ', int G' : ''}${TMA ? ', const __grid_constant__ TMaps tm' : ''}) {
   extern __shared__ __align__(1024) unsigned char smraw[];
   unsigned char* sm = smraw + ((1024 - (smem_u32(smraw) & 1023)) & 1023);
-  unsigned char* sQ = sm;                                  // [D_/64][${BM}][64]
-  unsigned char* sK = sQ + ${BM} * D_ * 2;                 // ${ST} x [D_/64][${BN}][64]
+  unsigned char* sQ = sm;                                  // ${QS} x [D_/64][${BM}][64]
+  unsigned char* sK = sQ + ${QS * BM} * D_ * 2;                 // ${ST} x [D_/64][${BN}][64]
   unsigned char* sV = sK + ${ST * BN} * D_ * 2;             // ${ST} x [${VS}][${BN}][64]${ONES ? ' (the last slab: ones)' : ''}
   // mbarriers: Q full; per slot K full, V full (the producer's arrivals), K empty, V empty (one per consumer
-  // warp); Q empty (persistent: one per consumer warp once its last Q·Kᵀ of a work item is done)
+  // warp); Q empty (persistent: one per consumer warp once its last Q·Kᵀ of a work item is done)${QS > 1 ? '; then\n  // Q full and Q empty of the second Q buffer' : ''}
   const u32 bars = smem_u32(sV + ${ST * BN * VS * 128});${P ? `
-  volatile int* sItem = (volatile int*)(sV + ${ST * BN * VS * 128} + 8 * ${2 + 4 * ST}); // the producer's item index, read with its Q` : ''}
-  const u32 barQ = bars, barQE = bars + 8u * (1 + ${4 * ST});
+  volatile int* sItem = (volatile int*)(sV + ${ST * BN * VS * 128} + 8 * ${2 * QS + 4 * ST}); // the producer's item index per Q buffer, read with its Q` : ''}
+  auto barQ = [&](int q) { return bars + 8u * q * ${2 + 4 * ST}; };
+  auto barQE = [&](int q) { return bars + 8u * (${1 + 4 * ST} + 2 * q); };
   auto barK = [&](int s) { return bars + 8u * (1 + s); };
   auto barV = [&](int s) { return bars + 8u * (1 + ${ST} + s); };
   auto barEK = [&](int s) { return bars + 8u * (1 + ${2 * ST} + s); };
@@ -528,10 +624,9 @@ ${P ? `    const int z0 = w / (G * ntiles) * G, gc = min(G, BH - z0), r = w - z0
     nt = (nEnd + ${BN - 1}) / ${BN}; // the same for every warpgroup of the block
   };
 ${P ? '  const int items = ntiles * BH;\n' : ''}  if (tid == 0) {
-    mbar_init(barQ, ${TMA ? 1 : 128});
+    for (int q = 0; q < ${QS}; q++) { mbar_init(barQ(q), ${TMA ? 1 : 128}); mbar_init(barQE(q), 8); }
     // full: the producer's arrivals (TMA: one, with the tile's bytes); empty: one per consumer warp
     for (int s = 0; s < ${ST}; s++) { mbar_init(barK(s), ${TMA ? 1 : 128}); mbar_init(barV(s), ${TMA ? 1 : 128}); mbar_init(barEK(s), 8); mbar_init(barEV(s), 8); }
-    mbar_init(barQE, 8);
     init_fence();
   }
 ${ONES ? `  // tcsum: the slab of ones after each V slot (TMA never writes it), visible to the async proxy before any wgmma
@@ -550,15 +645,16 @@ ${TMA ? `    // ---- producer: one thread issues every load: per work item Q, th
     int gt = 0;
 ${P ? `    int w = atomicAdd(WQ, 1);
     for (int it = 0; ; it++) {
-      if (it > 0) mbar_wait(barQE, (it - 1) & 1, 5, it - 1); // the previous item's Q·Kᵀ done (and its index read)
-      *sItem = w;
-      if (w >= items) { mbar_arrive(barQ); break; } // no more items: the consumers read an index past the end
+      const int qs = it % ${QS}; // the item's Q buffer
+      if (it >= ${QS}) mbar_wait(barQE(qs), ((it - ${QS}) / ${QS}) & 1, 5, it - ${QS}); // Q·Kᵀ of the buffer's previous item done (and its index read)
+      sItem[qs] = w;
+      if (w >= items) { mbar_arrive(barQ(qs)); break; } // no more items: the consumers read an index past the end
       item(w);
-      const int wn = atomicAdd(WQ, 1); // the next item's index, fetched while this one loads` : `    for (int w = blockIdx.x; w < blockIdx.x + 1; w++) {
+      const int wn = atomicAdd(WQ, 1); // the next item's index, fetched while this one loads` : `    for (int w = blockIdx.x, qs = 0; w < blockIdx.x + 1; w++) {
       item(w);`}
-      mbar_arrive_tx(barQ, ${BM * 2} * D_);
+      mbar_arrive_tx(barQ(qs), ${BM * 2} * D_);
       #pragma unroll
-      for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sQ) + j * ${BM * 128}, &tm.q, j * 64, m0, h, b, barQ);
+      for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sQ) + qs * ${BM * 2} * D_ + j * ${BM * 128}, &tm.q, j * 64, m0, h, b, barQ(qs));
       for (int t = 0; t <= nt; t++) {
         if (t < nt) {
           const int g = gt + t, s = g % ${ST};
@@ -588,7 +684,7 @@ ${P ? `    __threadfence();
       const int r = c / CH, ch = c % CH; const bool ok = m0 + r < L;
       cp16(sQ + tofs(${BM}, r, ch), qb + (ok ? (long long)(m0 + r) * qsl : 0LL) + ch * 8, ok);
     }
-    cp_arrive(barQ);
+    cp_arrive(barQ(0));
     const u16* kb = K + ko + b * ksb + hk * ksh;
     const u16* vb = V + vo + b * vsb + hk * vsh;
     for (int t = 0; t <= nt; t++) {
@@ -622,9 +718,10 @@ ${P ? `    __threadfence();
   // ---- consumers: warpgroup cw owns rows m0 + 64·cw .. +63; this thread rows rowA and rowA + 8 ----
   reg_alloc<${REG_CONSUMER}>();
   const int cw = wg - 1, wt = tid & 127, warp = wt >> 5, lane = wt & 31, g = lane >> 2, tg = lane & 3;
-  int rowA = 0, gt = 0; // gt: tiles of the earlier work items (ring slots and phases)
+  int rowA = 0, gt = 0, qs = 0; // gt: tiles of the earlier work items (ring slots and phases); qs: the item's Q buffer
   const ${MT}* mb = MK;
-  const u32 aQ = smem_u32(sQ) + cw * 64 * 128, aK = smem_u32(sK), aV = smem_u32(sV);
+  u32 aQ = smem_u32(sQ) + cw * 64 * 128;
+  const u32 aK = smem_u32(sK), aV = smem_u32(sV);
   float sacc[${NS}],${DP ? ` sacc2[${NS}],` : ''} oacc[${NO}];
   u32 pf[${BN / 16}][4];
   float mrow[2], lrow[2], corr[2];
@@ -657,7 +754,7 @@ ${TMA ? '' : '    proxy_fence();\n'}    wg_arrive();
     wg_commit();
   };
   // the slot of tile t read: one arrival per warp (the wgmma wait before it is warpgroup-wide)
-  auto releaseK = [&](int t) { if (lane == 0) mbar_arrive(barEK((gt + t) % ${ST})); ${P ? 'if (t == nt - 1 && lane == 0) mbar_arrive(barQE); /* and Q, after the last Q·Kᵀ */' : ''} };
+  auto releaseK = [&](int t) { if (lane == 0) mbar_arrive(barEK((gt + t) % ${ST})); ${P ? 'if (t == nt - 1 && lane == 0) mbar_arrive(barQE(qs)); /* and Q, after the last Q·Kᵀ */' : ''} };
   auto releaseV = [&](int t) { if (lane == 0) mbar_arrive(barEV((gt + t) % ${ST})); };
   // scale (log2 units), masks, online softmax of tile t in place: sacc becomes exp2(x - max) (fp32)
   // Without a mask, on a tile no causal/length edge crosses and with a positive scale (max commutes with
@@ -743,48 +840,27 @@ ${PP ? `  // ping-pong: warpgroup cw issues its MMAs after named barrier 1 + cw 
   // barrier is left with arrivals when an item ends (both warpgroups have the same items and tile counts).
   auto turnWait = [&]() { nb_sync(1 + cw, 256); };
   auto turnPass = [&]() { nb_arrive(2 - cw, 256); };
-` : ''}${P ? `  for (int it = 0; ; it++) {
-    mbar_wait(barQ, it & 1, 0, it); // the item's index arrives with its Q
-    const int w = *sItem;
+` : ''}${P && CHN ? chainLoop : `${P ? `  for (int it = 0; ; it++) {
+    mbar_wait(barQ(0), it & 1, 0, it); // the item's index arrives with its Q
+    const int w = sItem[0];
     if (w >= items) break;` : `  // one item per block (written as a loop: ptxas then allocates the masked D 256 builds without spills)
   for (int w = blockIdx.x, it = 0; w < blockIdx.x + 1; w++, it++) {`}
     item(w);
-    rowA = m0 + cw * 64 + warp * 16 + g;
-    mb = MK + mo + b * msb + h * msh;
+${itemStart}
     #pragma unroll
     for (int i = 0; i < ${NO}; i++) oacc[i] = acc_zero();
-    mrow[0] = mrow[1] = -INFINITY; lrow[0] = lrow[1] = 0.f; corr[0] = corr[1] = 1.f;
+    lrow[0] = lrow[1] = 0.f; corr[0] = corr[1] = 1.f;
 ${DP ? deepLoop : `${PP ? '    if (nt > 0 && cw == 1) turnPass();\n' : ''}`}${DP ? '' : `    if (nt > 0) {${P ? '' : `
-      mbar_wait(barQ, it & 1, 0, it);`}${PP ? '\n      turnWait();' : ''}
-      issueS(sacc, 0, false);${PP ? '\n      turnPass();' : ''}
-      wg_wait<0>();
-      reg_fence${BN}(sacc);
-      releaseK(0);
-      softmax(sacc, 0);
-      pack(sacc);
-      for (int t = 1; t < nt; t++) {${PP ? '\n        turnWait();' : ''}
-        issueS(sacc, t, false);
-        rescale();
-        issuePV(t - 1);${PP ? '\n        turnPass();' : ''}
-        // S(t) done (P·V(t-1), committed after it, may still run): K(t) is free, the softmax runs under P·V(t-1)
-        wg_wait<1>();
-        reg_fence${BN}(sacc);
-        releaseK(t);
-        softmax(sacc, t);
-        wg_wait<0>();
-        reg_fence${ND}(oacc);
-        releaseV(t - 1); // V(t-1) read; pf free again
-        pack(sacc);
+      mbar_wait(barQ(0), it & 1, 0, it);`}
+${firstTile}
+      for (int t = 1; t < nt; t++) {
+${tileStep('')}
       }
-${PP ? '      turnWait();\n' : ''}      rescale();
-      issuePV(nt - 1);${PP ? '\n      if (cw == 0) turnPass();' : ''}
-      wg_wait<0>();
-      reg_fence${ND}(oacc);
-      releaseV(nt - 1);
-`}    }${P ? ` else if (lane == 0) mbar_arrive(barQE); // no key for this item: its Q is free at once` : ''}
+${lastPV('nt - 1')}
+`}    }${P ? ` else if (lane == 0) mbar_arrive(barQE(0)); // no key for this item: its Q is free at once` : ''}
 ${prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined)}
     gt += nt;
-  }
+  }`}
 }`;
   const sig: ArgType[] = TMA
     ? ['ptr', 'ptr', ...(P ? ['ptr' as const] : []), ...Array<ArgType>(9).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32', ...(P ? ['i32' as const] : []), ...Array<ArgType>(SM90_TMA_WORDS).fill('u64')]
