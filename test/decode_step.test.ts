@@ -11,6 +11,7 @@ import { StaticDecoder, decodeStepMode } from '../src/models/static_decode.js';
 import type { CausalLMModel } from '../src/models/causal_lm.js';
 import { IndexError, ShapeError, ValueError } from '../src/errors.js';
 import { skip } from './cuda_compare.js';
+import { decodeStepLaunches } from '../src/backend/cuda/kernels/decode_step.js';
 
 const CONFIG = {
   model_type: 'llama', max_position_embeddings: 256, rms_norm_eps: 1e-5, hidden_act: 'silu', tie_word_embeddings: false,
@@ -109,7 +110,9 @@ test('CUDA decode_step kernel: the op-by-op step\'s tokens, logits and cache (bf
       // the emulator runs blocks one after another: only the per-phase launches can run there
       const modes = process.env.NBX_EMU_DIR ? ['phases'] : ['fused', 'phases'];
       for (const mode of modes) {
+        const launched = decodeStepLaunches();
         const r = await decodeCuda(model, mode, 6, B);
+        assert.ok(decodeStepLaunches() > launched, `${mode}, batch ${B}: the whole-step kernel ran (not the op's composite)`);
         assert.deepEqual(r.toks, off.toks, `${mode}, batch ${B}: tokens`);
         const md = r.logits.reduce((m, v, i) => Math.max(m, Math.abs(v - off.logits[i]!)), 0);
         assert.ok(md <= 2e-2, `${mode}, batch ${B}: last logits differ by ${md}`);

@@ -494,7 +494,8 @@ const STEP_PATHS = [{ step: 'ops' }, { step: 'fused' }];
 /** NBX_DEBUG=1: which step path a decoder took, from where, and the timings behind it. */
 function debugStepPath(r: TuneResult): void {
   if (!process.env.NBX_DEBUG) return;
-  const t = (r.entry?.tried ?? []).map((c) => `${c.config.step} ${c.timeMs.toFixed(4)} ms`).join(', ');
+  const t = [...(r.entry?.tried ?? []).map((c) => `${c.config.step} ${c.timeMs.toFixed(4)} ms`),
+    ...(r.entry?.failures ?? []).map((f) => `${f.config.step} failed: ${f.error}`)].join(', ');
   process.stderr.write(`nbx: decode steps take the ${r.config.step === 'fused' ? 'whole-step kernel' : 'op-by-op graph'} (${r.source}${t ? `: ${t}` : ''})\n`);
 }
 

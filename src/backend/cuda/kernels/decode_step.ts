@@ -733,31 +733,42 @@ const TRACE_MARKS = 4;
 /** How the step launches: 'fused' (one launch, grid barriers), 'phases' (a launch per phase), or off. */
 const MODE = (): string => (process.env.NBX_DECODE_STEP === 'phases' ? 'phases' : process.env.NBX_DECODE_STEP === 'off' || process.env.NBX_DECODE_STEP === '0' ? 'off' : 'fused');
 
+/** Steps the kernel has launched (or captured) in this process: tests check that it, not the op's composite, ran. */
+let stepsLaunched = 0;
+export function decodeStepLaunches(): number { return stepsLaunched; }
+
+/** The kernel does not take the step (the op runs its composite); NBX_DEBUG says why, once per reason. */
+const declinedSeen = new Set<string>();
+function declined(why: string): false {
+  if (process.env.NBX_DEBUG && !declinedSeen.has(why)) { declinedSeen.add(why); process.stderr.write(`nbx: llm.fused_decode_step runs its composite: the whole-step kernel does not take this step (${why})\n`); }
+  return false;
+}
+
 function cudaDecodeStep(p: DecodeStepParams): boolean {
   const mode = MODE();
   if (mode === 'off' || mode === '0') return false;
   const d = p.embed.dtype;
-  if (!(DTYPES_TAKEN as readonly string[]).includes(d)) return false;
+  if (!(DTYPES_TAKEN as readonly string[]).includes(d)) return declined('dtype');
   const [V, H] = p.embed.shape as [number, number];
-  const L = p.layers.length, NH = p.heads, NKV = p.kvHeads, D = p.headDim, I = p.intermediate, RD = p.cos.shape[p.cos.shape.length - 1]!;
-  const B = p.ids.shape[0]!, S = p.notPadding.shape[0]! / B;
-  if (!Number.isInteger(B) || B < 1 || B > MAX_BATCH || !Number.isInteger(S)) return false;
-  if (H % 64 !== 0 || I % 64 !== 0 || (NH * D) % 64 !== 0) return false; // whole 64-column items
-  if (D % 8 !== 0 || D > 256 || (256 / D) * D !== 256 && D !== 256 && 256 % D !== 0) return false;
-  if (H % 8 !== 0 || I % 8 !== 0 || (NH * D) % 8 !== 0 || NH % NKV !== 0 || RD % 2 !== 0 || RD > D) return false;
+  const L = p.layers.length, NH = p.heads, NKV = p.kvHeads, D = p.headDim, I = p.intermediate;
+  const B = p.ids.shape[0]!, S = p.notPadding.shape[0]! / B, RD = p.cos.shape[0]! / B; // notPadding, cos and sin come flat: B rows
+  if (!Number.isInteger(B) || B < 1 || B > MAX_BATCH || !Number.isInteger(S) || !Number.isInteger(RD)) return declined('batch');
+  if (H % 64 !== 0 || I % 64 !== 0 || (NH * D) % 64 !== 0) return declined('sizes (64)'); // whole 64-column items
+  if (D % 8 !== 0 || D > 256 || (256 / D) * D !== 256 && D !== 256 && 256 % D !== 0) return declined('head dim');
+  if (H % 8 !== 0 || I % 8 !== 0 || (NH * D) % 8 !== 0 || NH % NKV !== 0 || RD % 2 !== 0 || RD > D) return declined('sizes');
   const refs: [StridedRef, number[]][] = [[p.embed, [V, H]], [p.finalNorm, [H]], [p.lmHead, [V, H]], [p.logits, [B * V]], [p.cos, [B * RD]], [p.sin, [B * RD]],
     [p.ids, [B]], [p.next, [B]], [p.cacheIndex, [1]], [p.notPadding, [B * S]]];
   for (const ly of p.layers) {
     refs.push([ly.inputNorm, [H]], [ly.qkv, [(NH + 2 * NKV) * D, H]], [ly.o, [H, NH * D]], [ly.postNorm, [H]], [ly.gateUp, [2 * I, H]], [ly.down, [H, I]],
       [ly.keyCache, [B, NKV, S, D]], [ly.valueCache, [B, NKV, S, D]]);
   }
-  for (const [r, shape] of refs) if (!contiguous(r, shape)) return false;
-  for (const [r] of refs) if (r.dtype !== d && r !== p.ids && r !== p.next && r !== p.cacheIndex && r !== p.notPadding) return false;
-  for (const [r] of refs) if ((r.dtype === d && r.shape.length === 2) && Number(at(r) % 16n) !== 0) return false; // 16-byte rows
+  for (const [i, [r, shape]] of refs.entries()) if (!contiguous(r, shape)) return declined(`layout of tensor ${i} (${r.shape.join('x')}, strides ${r.strides.join(',')}; wanted ${shape.join('x')})`);
+  for (const [r] of refs) if (r.dtype !== d && r !== p.ids && r !== p.next && r !== p.cacheIndex && r !== p.notPadding) return declined('dtypes');
+  for (const [r] of refs) if ((r.dtype === d && r.shape.length === 2) && Number(at(r) % 16n) !== 0) return declined('alignment'); // 16-byte rows
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
   const base = smemBytes(s), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin);
-  if (ring === null) return false;
+  if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
   const vt = variantFor(NH * B, G);
   const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.bar}:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
@@ -771,7 +782,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const tkey = Array.from(ptrs, (v) => v.toString(16)).join(',');
   let table = st.tables.get(tkey);
   if (!table) {
-    if (be.capture !== null) return false; // uploads are not captured: the eager step before the capture makes it
+    if (be.capture !== null) return declined('layer table upload in a capture'); // uploads are not captured: the eager step before the capture makes it
     table = be.alloc('int64', Math.max(1, 8 * L));
     be.writeBytes(table, 0, new Uint8Array(ptrs.buffer));
     st.tables.set(tkey, table);
@@ -781,7 +792,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const sizes = [H * 2, (NH + 2 * NKV) * D * 2, NH * vt.asplit * (D + 2) * 4, I * 2].map((n) => Math.ceil((B * n) / 256) * 256);
   const wsBytes = sizes.reduce((a, b) => a + b, 0) + B * G * 8 + 256;
   if (!st.ws || st.wsBytes < wsBytes) {
-    if (be.capture !== null) return false;
+    if (be.capture !== null) return declined('workspace allocation in a capture');
     st.ws = be.alloc('uint8', wsBytes); st.wsBytes = wsBytes;
     be.ctx.memsetD8(st.ws.ptr, 0, wsBytes, be.stream);
   }
@@ -794,12 +805,13 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const phases = 5 * L + 1;
   // NBX_DECODE_STEP_TRACE=1: each block's start and end time of every phase (decodeStepTrace), for profiling
   if (process.env.NBX_DECODE_STEP_TRACE === '1' && (st.trace === null || st.traceShape[0] !== phases || st.traceShape[1] !== G)) {
-    if (be.capture !== null) return false;
+    if (be.capture !== null) return declined('trace buffer in a capture');
     st.trace = be.alloc('int64', TRACE_MARKS * phases * G); st.traceShape = [phases, G];
   }
   const trace = process.env.NBX_DECODE_STEP_TRACE === '1' && st.trace ? st.trace.ptr : 0n;
   const args = (ph0: number, ph1: number) => [table!.ptr, at(p.embed), at(p.finalNorm), at(p.lmHead), at(p.cos), at(p.sin), at(p.ids), at(p.cacheIndex),
     at(p.notPadding), at(p.logits), at(p.next), res, qkv, att, act, amaxV, amaxI, sync, err, trace, ph0, ph1, p.eps, p.scaling];
+  stepsLaunched++;
   if (mode === 'phases') for (let ph = 0; ph < phases; ph++) be.ctx.launch(k, G, THREADS, args(ph, ph + 1), smem, be.stream);
   else be.ctx.launch(k, G, THREADS, args(0, phases), smem, be.stream);
   if (be.capture !== null) { be.capture.defer('llm.fused_decode_step'); return true; }
