@@ -58,6 +58,12 @@ interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: 
 interface Variant { asplit: number; bar: 'fence' | 'release' }
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
+/**
+ * Elements between the sequences' rows of x in shared memory: the longest input plus 16 bytes past a multiple
+ * of 128 bytes, so the eight lanes reading one 16-byte piece of eight sequences' rows (the MMA's columns) hit
+ * distinct banks; at a multiple of 128 bytes they would read one bank eight times over.
+ */
+const xsStride = (s: Shape): number => (s.B === 1 ? Math.max(s.H, s.NH * s.D, s.I) : Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 64) * 64 + 8);
 /** Tiles (16 rows) a warp's contiguous run of a block's (tile, 64-column chunk) items can touch, for the partial sums' shared array. */
 function maxTilesPerWarp(s: Shape): number {
   const t16 = (n: number): number => Math.ceil(n / 16);
@@ -98,6 +104,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define NS_ ${ring.ns}
 #define ATTU_ ${ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
+#define XSTR_ ${xsStride(s)}
 #define B_ ${s.B}
 #define NPT_ ${Math.ceil(s.H / THREADS)}
 #define ASPLIT_ ${v.asplit}
@@ -299,7 +306,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
 
 /**
  * Σ_k W_v[k]·x_b[k] for the block's rows v of a phase (the slice's A rows, then its B rows) and each sequence
- * b, x_b in shared memory (row b of xs, XMAX_ apart), the weights from the warp's ring (cs: the stage of the
+ * b, x_b in shared memory (row b of xs, XSTR_ apart), the weights from the warp's ring (cs: the stage of the
  * next item, which the loader refills right after it is consumed); results in out[v · B_ + b]. A warp's sums
  * of each tile it touches go to part[warp][tile − its first tile][row][b] and are summed over warps in warp
  * order (the same bits every run).
@@ -316,7 +323,7 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
   float acc[4] = { 0.f, 0.f, 0.f, 0.f };
   const int sw = (g & 1) << 2, off0 = g * 128 + ((tq ^ sw) << 4), off1 = g * 128 + (((4 + tq) ^ sw) << 4);
   const int lst = (lane >> 3) * 128 + (((lane & 7) ^ (((lane >> 3) & 1) << 2)) << 4); // this lane's place in a stage for the loader
-  const T_* xrow = xs + (g < B_ ? g : 0) * XMAX_ + 8 * tq; // this lane's column of the B operand: sequence g
+  const T_* xrow = xs + (g < B_ ? g : 0) * XSTR_ + 8 * tq; // this lane's column of the B operand: sequence g
   const T_* xp = xrow + kc * 64;
   for (int u = u0; u < u1; u++) {
     CP_WAIT();
@@ -356,32 +363,34 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
 }
 
 /**
- * Row b of xs = RMSNorm(x_b)·w rounded to the dtype, x_b sequence b's residual (or its embedding row at layer
- * 0). x is read once, all rows' loads issued together (one round trip to memory on the phase's critical
+ * Row b of xs = RMSNorm(x_b)·w rounded to the dtype, x_b sequence b's residual (res + b·H_) or, fromEmb, its
+ * embedding row (emb[b], shared memory: B_ pointers held in registers across the phase would spill). x is read once, all rows' loads issued together (one round trip to memory on the phase's critical
  * path), and kept in xs itself until the sums are known: registers for B_ rows would spill.
  */
-__device__ void norm_into(const T_* const (&x)[B_], const T_* w, float eps, T_* xs, float* red) {
-  unsigned short u[B_][NPT_];
+__device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red) {
   float wv[NPT_], ss[B_];
 #pragma unroll
-  for (int i = 0; i < NPT_; i++) {
-    const int j = threadIdx.x + i * THREADS_;
-    wv[i] = j < H_ ? LD(w, j) : 0.f;
-#pragma unroll
-    for (int b = 0; b < B_; b++) u[b][i] = j < H_ ? __ldcg(x[b] + j) : (unsigned short)0;
-  }
+  for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; wv[i] = j < H_ ? LD(w, j) : 0.f; }
 #pragma unroll
   for (int b = 0; b < B_; b++) {
     ss[b] = 0.f;
 #pragma unroll
-    for (int i = 0; i < NPT_; i++) { const float v = LD(&u[b][i], 0); ss[b] += v * v; }
+    for (int i = 0; i < NPT_; i++) {
+      const int j = threadIdx.x + i * THREADS_;
+      if (j < H_) {
+        const unsigned short u = __ldcg((fromEmb ? emb[b] : res + b * H_) + j);
+        const float v = LD(&u, 0);
+        ss[b] += v * v;
+        xs[b * XSTR_ + j] = u;
+      }
+    }
   }
   block_sums(ss, red);
 #pragma unroll
   for (int b = 0; b < B_; b++) {
     const float rstd = 1.f / sqrtf(ss[b] / (float)H_ + eps);
 #pragma unroll
-    for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; if (j < H_) xs[b * XMAX_ + j] = TOS(LD(&u[b][i], 0) * rstd * wv[i]); }
+    for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; if (j < H_) xs[b * XSTR_ + j] = TOS(LD(xs, b * XSTR_ + j) * rstd * wv[i]); }
   }
   __syncthreads();
 }
@@ -391,7 +400,7 @@ __device__ void load_x(const T_* x, int K, T_* xs) {
   const int k8 = K >> 3;
   for (int e = threadIdx.x; e < B_ * k8; e += THREADS_) {
     const int b = e / k8, j = (e - b * k8) * 8;
-    *reinterpret_cast<uint4*>(xs + b * XMAX_ + j) = ldcg4(x + (long long)b * K + j);
+    *reinterpret_cast<uint4*>(xs + b * XSTR_ + j) = ldcg4(x + (long long)b * K + j);
   }
   __syncthreads();
 }
@@ -494,7 +503,7 @@ __device__ void attention_head(int b, int h, int sp, const Layer& ly, const T_* 
 __device__ void merge_att(const float* patt, const float* pml, T_* xs) {
   for (int e = threadIdx.x; e < B_ * NH_ * D_ / 4; e += THREADS_) {
     const int bh = (4 * e) / D_, j = 4 * e - bh * D_, b = bh / NH_, hb = bh - b * NH_; // bh = b · NH_ + h: patt's and pml's head index
-    T_* const xo = xs + b * XMAX_ + hb * D_ + j;
+    T_* const xo = xs + b * XSTR_ + hb * D_ + j;
     float m[ASPLIT_], l[ASPLIT_]; uint4 a[ASPLIT_];
     float M = -INFINITY;
 #pragma unroll
@@ -548,8 +557,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     unsigned long long* trace, int ph0, int ph1, float eps, float scale) {
   extern __shared__ __align__(16) unsigned char nbx_dyn_[];
   unsigned char* ring = nbx_dyn_;
-  T_* xs = reinterpret_cast<T_*>(nbx_dyn_ + NS_ * WARPS_ * 2048); // B_ rows, XMAX_ apart
-  float* part = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + ((B_ * XMAX_ * 2 + 15) / 16) * 16);
+  T_* xs = reinterpret_cast<T_*>(nbx_dyn_ + NS_ * WARPS_ * 2048); // B_ rows, XSTR_ apart
+  float* part = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + ((B_ * XSTR_ * 2 + 15) / 16) * 16);
   float* rowv = part + WARPS_ * MAXT_ * 16 * B_;
   float* sm = rowv; // attention scratch (phases B only) shares the row values' space
   __shared__ float red[WARPS_ * B_];
@@ -580,15 +589,13 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     unsigned long long* tm = trace ? trace + (4ll * ph) * gridDim.x + blockIdx.x : nullptr; // this phase's marks (tracing)
     if (tm && threadIdx.x == 0) tm[0] = nbx_globaltimer();
     const Layer ly = l < L_ ? layers[l] : layers[0];
-    // each sequence's residual stream: its embedding row until layer 0's o_proj adds to it (phases A and C of layer 0)
-    const T_* rin[B_];
-#pragma unroll
-    for (int b = 0; b < B_; b++) rin[b] = l == 0 && st < 3 ? emb[b] : res + b * H_;
+    // each sequence's residual stream is its embedding row until layer 0's o_proj adds to it (phases A and C of layer 0)
+    const bool fromEmb = l == 0 && st < 3;
     int r0, r1;
     const Slice z = phase_slice(ph, layers, lmhead);
     if (l < L_ && st == 0) { // A: norm + q/k/v
       block_rows(QKV_, r0, r1);
-      norm_into(rin, ly.ln1, eps, xs, red);
+      norm_into(emb, res, fromEmb, ly.ln1, eps, xs, red);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       for (int e = threadIdx.x; e < (r1 - r0) * B_; e += THREADS_) { const int v = e / B_, b = e - v * B_; stcgv(qkv, b * QKV_ + r0 + v, rowv[e]); }
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
@@ -601,7 +608,6 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       block_rows(H_, r0, r1);
       const int n = (r1 - r0) * B_;
       // the residual (C: the layer's input stream; E: what C wrote), loaded before it is needed
-      const bool fromEmb = st == 2 && l == 0; // rin[b] by a runtime b, without the array
       float rv = 0.f;
       if (threadIdx.x < n) { const int v = threadIdx.x / B_, b = threadIdx.x - v * B_; rv = ldcgv(fromEmb ? emb[b] : res + b * H_, r0 + v); }
       if (st == 2) merge_att(patt, patt + B_ * NH_ * ASPLIT_ * D_, xs);
@@ -613,7 +619,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       }
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
-      norm_into(rin, ly.ln2, eps, xs, red);
+      norm_into(emb, res, fromEmb, ly.ln2, eps, xs, red);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       const int n = r1 - r0;
       for (int e = threadIdx.x; e < n * B_; e += THREADS_) {
@@ -623,7 +629,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       }
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
-      norm_into(rin, fnorm, eps, xs, red);
+      norm_into(emb, res, fromEmb, fnorm, eps, xs, red);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       for (int b = 0; b < B_; b++) {
         float bv = NAN; int bi = 0x7fffffff; bool any = false;
@@ -690,7 +696,7 @@ function ringFor(base: number, optin: number): Ring | null {
 
 /** Dynamic shared memory of the kernel besides the ring: the input vectors, the warps' partial sums, the rows' sums or the attention's scratch. */
 function smemBytes(s: Shape): number {
-  const xs = Math.ceil((s.B * Math.max(s.H, s.NH * s.D, s.I) * 2) / 16) * 16;
+  const xs = Math.ceil((s.B * xsStride(s) * 2) / 16) * 16;
   const part = WARPS * maxTilesPerWarp(s) * 16 * 4 * s.B;
   const rows = Math.max(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G), 2 * rowsPerBlock(s.I, s.G), rowsPerBlock(s.V, s.G), rowsPerBlock(s.H, s.G)) * 4 * s.B;
   const kpw = 32 / (s.D / 8);
@@ -787,18 +793,20 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
     be.writeBytes(table, 0, new Uint8Array(ptrs.buffer));
     st.tables.set(tkey, table);
   }
-  // workspace, per sequence: residual, qkv (model dtype), the attention's partial softmaxes (float32), activation (model dtype),
-  // the blocks' argmax; then the barrier counters
+  // workspace: the barrier counters first (their place does not move with the batch: they must read zero at a step's
+  // start, and only a step's end zeroes them), then per sequence: residual, qkv (model dtype), the attention's partial
+  // softmaxes (float32), activation (model dtype), the blocks' argmax
   const sizes = [H * 2, (NH + 2 * NKV) * D * 2, NH * vt.asplit * (D + 2) * 4, I * 2].map((n) => Math.ceil((B * n) / 256) * 256);
-  const wsBytes = sizes.reduce((a, b) => a + b, 0) + B * G * 8 + 256;
+  const wsBytes = 256 + sizes.reduce((a, b) => a + b, 0) + B * G * 8;
   if (!st.ws || st.wsBytes < wsBytes) {
     if (be.capture !== null) return declined('workspace allocation in a capture');
     st.ws = be.alloc('uint8', wsBytes); st.wsBytes = wsBytes;
     be.ctx.memsetD8(st.ws.ptr, 0, wsBytes, be.stream);
   }
-  let off = st.ws.ptr;
+  const sync = st.ws.ptr;
+  let off = st.ws.ptr + 256n;
   const [res, qkv, att, act] = sizes.map((b) => { const o = off; off += BigInt(b); return o; });
-  const amaxV = off, amaxI = off + BigInt(B * G * 4), sync = off + BigInt(B * G * 8);
+  const amaxV = off, amaxI = off + BigInt(B * G * 4);
   let err: bigint;
   if (be.capture !== null) err = be.capture.errBuf.ptr;
   else { be.ctx.memsetD8(st.err.ptr, 0, 8, be.stream); err = st.err.ptr; }
