@@ -349,7 +349,7 @@ if (part === 'time') {
       const parts = [];
       const cfgs = [['tuned', null], ...[['lanes', 128, 512, 'kernel'], ['lanes', 128, 1024, 'kernel'], ['lanes', 128, 2048, 'kernel'], ['lanes', 128, 2048, 'fused'], ['lanes', 256, 4096, 'kernel'],
         ['mma', 128, 256, 'kernel'], ['mma', 128, 512, 'kernel'], ['mma', 128, 1024, 'kernel'], ['mma', 128, 1024, 'fused'], ['mma', 128, 2048, 'kernel'], ['mma', 128, 4096, 'kernel'],
-        ['mma', 128, 0, 'kernel'], ['mma', 128, 0, 'fused'], ['lanes', 128, 0, 'kernel'], ['lanes', 256, 0, 'kernel']]
+        ['lanes', 128, 0, 'kernel'], ['lanes', 256, 0, 'kernel'], ['lanes', 256, 0, 'fused']]
         .map(([impl, threads, chunk, merge]) => [`${impl}${impl === 'lanes' ? ` t${threads}` : ''} c${chunk} ${merge}`, { impl, threads, chunk, merge }])];
       for (const [label, cfg] of cfgs) {
         att._forceAttentionConfig(cfg ? { decode: cfg } : {});

@@ -21,6 +21,8 @@ for (const D of [64, 128]) {
     }
     specs.push({ label: `dec_reduce ${dt} D${D}`, ...decodeReduceSource(dt, D) });
     if (dt !== 'float32') for (const m of masks(dt)) specs.push({ label: `dec_mma ${dt} D${D} ${m}`, ...decodeMmaSource(dt, D, m) });
+    // the diagnostic builds (NBX_ATTENTION_DECODE_STAGES, NBX_ATTENTION_ABLATE=nocompute)
+    if (dt === 'bfloat16') for (const o of [{ stages: 3 }, { stages: 4 }, { ablate: 'nocompute' }]) specs.push({ label: `dec_mma ${dt} D${D} ${JSON.stringify(o)}`, ...decodeMmaSource(dt, D, 'none', o) });
   }
 }
 await compileAll('attention', specs, 8);

@@ -379,8 +379,15 @@ ${decodeFusedTail(RB, D, threads)}
 }
 /** Keys per shared-memory tile of the tensor-core decode kernel (16 per warp). */
 export const DECODE_MMA_KEYS = 64;
-/** Dynamic shared memory of the tensor-core decode kernel: Q (16 rows) and two K/V tiles (the warps' merge reuses it). */
-export const decodeMmaSmem = (D: number): number => Math.max(2 * D * (16 + 4 * DECODE_MMA_KEYS), 4 * 16 * (D + 2) * 4);
+/** Dynamic shared memory of the tensor-core decode kernel: Q (16 rows) and a ring of `stages` K/V tiles (the warps' merge reuses it). */
+export const decodeMmaSmem = (D: number, stages = 2): number => Math.max(2 * D * (16 + 2 * stages * DECODE_MMA_KEYS), 4 * 16 * (D + 2) * 4);
+
+/**
+ * The tensor-core decode kernel's build options (diagnostics; the tuner runs the defaults): stages, the K/V ring
+ * depth (2; NBX_ATTENTION_DECODE_STAGES); ablate 'nocompute', the tiles' loads and waits without the MMAs and
+ * softmax (NBX_ATTENTION_ABLATE=nocompute; wrong results).
+ */
+export interface DecodeMmaOptions { stages?: number; ablate?: 'nocompute' }
 
 /**
  * Decode on tensor cores (float16/bfloat16, ≤ 16 query rows per KV head): the rows of a KV group (GQA's query
@@ -391,7 +398,8 @@ export const decodeMmaSmem = (D: number): number => Math.max(2 * D * (16 + 4 * D
  * buffered), each with its own online softmax; they merge in shared memory in warp order. P is rounded to
  * the input dtype for P·V, as in prefill.
  */
-export function decodeMmaSource(dt: DTypeName, D: number, mask: MaskKind): { src: string; name: string; sig: ArgType[] } {
+export function decodeMmaSource(dt: DTypeName, D: number, mask: MaskKind, opts: DecodeMmaOptions = {}): { src: string; name: string; sig: ArgType[] } {
+  const { stages = 2, ablate } = opts;
   if (dt !== 'float16' && dt !== 'bfloat16') throw new UnsupportedError('attention', `the tensor-core decode kernel takes float16/bfloat16, got ${dt}`);
   const T = R.storageType(dt), NK = DECODE_MMA_KEYS;
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
@@ -411,8 +419,8 @@ extern "C" __global__ void __launch_bounds__(128) attn_dec_mma(
   int HK, int rep, int L, int S, int z0, int chunk, float sl2, int causal) {
   extern __shared__ __align__(16) u16 smem[];
   u16* sQ = smem;               // [16][D_]
-  u16* sK = smem + 16 * D_;     // 2 x [${NK}][D_]
-  u16* sV = sK + ${2 * NK} * D_;
+  u16* sK = smem + 16 * D_;     // ${stages} x [${NK}][D_]
+  u16* sV = sK + ${stages * NK} * D_;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tg = lane & 3;
   const int z = z0 + blockIdx.y, b = z / HK, hk = z % HK, nrows = rep * L;
   const int c0 = blockIdx.x * chunk, c1 = min(S, c0 + chunk);
@@ -434,8 +442,9 @@ extern "C" __global__ void __launch_bounds__(128) attn_dec_mma(
       cp16(sV + st * ${NK} * D_ + swz(r, ch), vb + rr * vsl + ch * 8, ok);
     }
   };
-  if (nt > 0) load(0, 0);
-  cp_commit();
+  // tiles 0 .. ${stages - 2} ahead (Q with the first); one commit group per tile, empty past the chunk's end
+  #pragma unroll
+  for (int i = 0; i < ${stages - 1}; i++) { if (i < nt) load(i, i); cp_commit(); }
   int lr[2]; long long mrow[2]; bool rok[2];
   #pragma unroll
   for (int r = 0; r < 2; r++) {
@@ -450,10 +459,13 @@ extern "C" __global__ void __launch_bounds__(128) attn_dec_mma(
   float mrun[2] = {-INFINITY, -INFINITY}, lrun[2] = {0.f, 0.f};
   u32 qf[D_ / 16][4];
   for (int t = 0; t < nt; t++) {
-    const int st = t & 1;
-    if (t + 1 < nt) { load(t + 1, (t + 1) & 1); cp_commit(); cp_wait<1>(); } else cp_wait<0>();
+    // tile t + ${stages - 1} into the slot tile t - 1 left (free: every warp passed the loop's closing barrier),
+    // then wait for tile t: ${stages} tiles in flight during the wait, ${stages - 1} during the tile's MMAs
+    const int st = t % ${stages};
+    if (t + ${stages - 1} < nt) load(t + ${stages - 1}, (t + ${stages - 1}) % ${stages});
+    cp_commit(); cp_wait<${stages - 1}>();
     __syncthreads();
-    if (t == 0) {
+${ablate ? '    // nocompute (diagnostics): the tiles\' loads and waits alone\n' : `    if (t == 0) {
       #pragma unroll
       for (int kk = 0; kk < D_ / 16; kk++) ldsm4(qf[kk], sQ + swz((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
     }
@@ -509,7 +521,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_dec_mma(
       mma16816(oacc[c], a, bv[0], bv[1]);
       mma16816(oacc[c + 1], a, bv[2], bv[3]);
     }
-    __syncthreads();
+`}    __syncthreads();
   }
   cp_wait<0>();
   __syncthreads();
@@ -685,10 +697,8 @@ const DECODE_CHUNKS = [32, 64, 128, 256, 512, 1024, 2048, 4096];
 
 /**
  * Decode chunk 0 ('fill'): keys per block, a multiple of 64, such that the groups' blocks are one wave of blocks
- * resident together (the kernel's blocks per SM, from its threads, registers and shared memory, times the SMs).
- * Call 5 of 2026-12-03 (GQA B4 H32/8 S32768, 32 KV heads): the tensor-core kernel (3 blocks per SM by its shared
- * memory) at chunk 4096 is 256 blocks, two per SM, 3571 GB/s; chunk 2048 is 1.3 waves, 3043; SDPA 4166. Each block
- * keeps one 64-key K/V tile in flight, so the bytes in flight per SM go with the resident blocks.
+ * resident together (the kernel's blocks per SM, from its threads, registers and shared memory, times the SMs):
+ * no second, partial wave, and each block's per-chunk cost (its Q, its merge) paid once per resident slot.
  */
 function fillChunk(k: CudaKernel, threads: number, smem: number, groups: number, Se: number): number {
   let perSM = residentBlocks.get(k);
@@ -745,6 +755,14 @@ function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: Mask
 function ablation(): 'noload' | 'nosoftmax' | undefined {
   const a = process.env.NBX_ATTENTION_ABLATE;
   return a === 'noload' || a === 'nosoftmax' ? a : undefined;
+}
+
+/** The tensor-core decode kernel's diagnostic build options from NBX_ATTENTION_DECODE_STAGES and NBX_ATTENTION_ABLATE (DecodeMmaOptions). */
+function decodeMmaOptions(): Required<Pick<DecodeMmaOptions, 'stages'>> & DecodeMmaOptions {
+  const v = process.env.NBX_ATTENTION_DECODE_STAGES;
+  const stages = v === undefined || v === '' ? 2 : Number(v);
+  if (![2, 3, 4].includes(stages)) throw new UnsupportedError('attention', `NBX_ATTENTION_DECODE_STAGES takes 2, 3 or 4, got ${v}`);
+  return { stages, ablate: process.env.NBX_ATTENTION_ABLATE === 'nocompute' ? 'nocompute' : undefined };
 }
 
 /** NBX_ATTENTION_SOFTMAX (for measuring): the Hopper kernel's softmax arithmetic (Sm90SourceOptions.softmax); unset: the default. */
@@ -806,7 +824,7 @@ export async function precompileAttention(specs: { dt: DTypeName; D: number; cfg
       jobs.set(b.source, { source: b.source, options: b.options });
     } else {
       // impl 'decode-mma': the tensor-core decode kernel of (dt, D, mask)
-      const { src, name } = cfg.impl === 'decode-mma' ? decodeMmaSource(dt, D, mask) : prefillSource(dt, D, cfg, mask);
+      const { src, name } = cfg.impl === 'decode-mma' ? decodeMmaSource(dt, D, mask, decodeMmaOptions()) : prefillSource(dt, D, cfg, mask);
       const source = `${CUDA_PRELUDE}\n${src}`;
       jobs.set(source, { source, options: { options: ['--std=c++17'], includeCudaHeaders: false, name } });
     }
@@ -875,10 +893,12 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0)
       }
     } else {
       // the chunk is a launch argument (no compile): every chunk size, at two thread counts (two compiles),
-      // and for half types every chunk of a tile or more on tensor cores (one compile)
+      // and for half types every chunk of a tile or more on tensor cores (one compile). Fill (chunk 0) on the
+      // lane kernel only: on the tensor-core kernel it lost to a fixed chunk on every row of call 3 (more
+      // resident blocks did not raise that kernel's rate; the commit that dropped it has the figures).
       void chunk;
       list = [128, 256].flatMap((threads) => [...DECODE_CHUNKS, 0].map((ch) => ({ impl: 'lanes', chunk: ch, threads })));
-      if (half) list.push(...[...DECODE_CHUNKS.filter((ch) => ch >= DECODE_MMA_KEYS), 0].map((ch) => ({ impl: 'mma', chunk: ch, threads: 128 })));
+      if (half) list.push(...DECODE_CHUNKS.filter((ch) => ch >= DECODE_MMA_KEYS).map((ch) => ({ impl: 'mma', chunk: ch, threads: 128 })));
       list = list.flatMap((c) => [{ ...c, merge: 'fused' }, { ...c, merge: 'kernel' }]);
     }
     c = prune(space, profile.limits, { problem: { D }, candidates: list }).kept;
@@ -969,11 +989,11 @@ export function cudaAttention(p: AttentionParams): void {
     const rb = decodeRowBlock(rows);
     const Z = B * HK, zg = Math.ceil(rows / rb);
     const run = (c: Config): void => {
-      const threads = c.threads as number, mmaImpl = c.impl === 'mma';
-      const kd = mmaImpl
-        ? be.kernel(`attn_dec_mma:${dt}:${D}:${maskKind}`, () => decodeMmaSource(dt, D, maskKind))
+      const threads = c.threads as number, mmaImpl = c.impl === 'mma', dmo = mmaImpl ? decodeMmaOptions() : undefined;
+      const kd = dmo
+        ? be.kernel(`attn_dec_mma:${dt}:${D}:${maskKind}:${dmo.stages}:${dmo.ablate ?? ''}`, () => decodeMmaSource(dt, D, maskKind, dmo))
         : be.kernel(`attn_dec:${dt}:${D}:${threads}:${maskKind}:${rb}`, () => decodeSource(dt, D, threads, maskKind, rb));
-      const smem = mmaImpl ? decodeMmaSmem(D) : 0;
+      const smem = dmo ? decodeMmaSmem(D, dmo.stages) : 0;
       if (smem > 48 * 1024) kd.setMaxDynamicSharedMemory(smem);
       const chunk = c.chunk === 0 ? fillChunk(kd, mmaImpl ? 128 : threads, smem, Z * (mmaImpl ? 1 : zg), Se) : Math.min(c.chunk as number, Math.max(Se, 1));
       const nch = Math.max(1, Math.ceil(Se / chunk));

@@ -101,19 +101,14 @@ export function sm90Configs(D: number): Sm90Config[] {
   // Call 5 (forced, TFLOP/s; causal L4096 / non-causal / L1024 / GQA / f16): n128s2 577 / 672 / 299 / 588 / 569,
   // n128s2P 598 / 592 / 363 / 581 / 581, n160s2P 601 / 664 / 349 / 596 / 581, ping-pong n128s2p 498 / 560 / 324 /
   // 509 / 469 (dropped), n144s2 509 / 589, n160s2 476 / 554, n176s2 449 / 503 (BLOCK_N past 128 pays only persistent).
-  // Eighth session: the chained forms (C) of the persistent tiles, not yet measured: the short causal rows have
-  // ~4.5 tiles per item (L1024), where the per-item prologue (Q·K(0)ᵀ and its softmax with nothing of the
-  // warpgroup's own under them) and the lone last P·V weigh most. And the row sums on the tensor cores (t, tcsum)
-  // as candidates: the bench with NBX_ATTENTION_SOFTMAX=tcsum beat the default in both calls that ran both (call 5
-  // of 2026-12-03 and call 1 of the eighth session, separate processes; n128s2P picked in each): causal L4096
-  // 602.4 → 621.2 TFLOP/s, L1024 377.7 → 383.0, GQA 612.7 → 626.2, f16 590.9 → 602.7, non-causal 681.2 → 683.6;
-  // D64 406.8 → 398.8 (not offered there).
+  // Eighth session, call 3 (figures in the commit that pruned the list): the chained forms (C) lost to the plain
+  // persistent tiles on every D128 row and are offered at D64 only, as the one chained tile that won there; they
+  // stay selectable by force. tcsum (t) measured mixed against lazy tile for tile, so it is a tile of its own.
   if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, persistent: true }, { blockN: 160, stages: 2, persistent: true },
-    { blockN: 128, stages: 2, persistent: true, chain: true }, { blockN: 160, stages: 2, persistent: true, chain: true },
-    { blockN: 128, stages: 2, persistent: true, softmax: 'tcsum' }, { blockN: 128, stages: 2, persistent: true, chain: true, softmax: 'tcsum' }];
+    { blockN: 128, stages: 2, persistent: true, softmax: 'tcsum' }];
   // D64 (call 5): n192s2pP 411, n128s3pP 380, n128s3P 364, n128s3p 361, n160s3 332, n192s2 329 (SDPA 424-433)
   return [{ blockN: 192, stages: 2, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, persistent: true },
-    { blockN: 192, stages: 2, pingpong: true, persistent: true, chain: true }, { blockN: 128, stages: 3, pingpong: true, persistent: true, chain: true }, { blockN: 192, stages: 2, persistent: true, chain: true }];
+    { blockN: 192, stages: 2, pingpong: true, persistent: true, chain: true }];
 }
 
 /** Q buffers: two where items are chained (the next item's Q loads while the current one's is read), else one. */
