@@ -259,3 +259,19 @@ test('x as float32 in shared memory (xf): int4 (groups 32-128, symmetric and asy
     }
   } finally { forceQuantGemvConfig(null); }
 });
+
+test('xf for q4_k (x staged interleaved, two sub-blocks a unit) and the xf kernels at 3 / 4 blocks per SM (lb): every x dtype, m = 1, 2, 1/2/4 rows a warp, db and single ring, kw 1/2, partial stripes and groups, ragged N, the same bits twice', { skip }, () => {
+  let seed = 950;
+  try {
+    for (const [f, dt, m, nr, U, db, kw, k, lb, n] of [
+      ['q4_k', 'bfloat16', 1, 2, 1, 1, 1, 1280, 0, 13], ['q4_k', 'float32', 2, 2, 1, 1, 2, 2304, 0, 9], ['q4_k', 'float16', 1, 1, 2, 1, 1, 5120, 3, 7],
+      ['q4_k', 'bfloat16', 2, 4, 0, 0, 1, 768, 0, 11], ['q4_k', 'bfloat16', 1, 1, 1, 0, 2, 1536, 4, 5],
+      ['int4', 'bfloat16', 1, 4, 0, 1, 1, 5120, 3, 21], ['int4', 'float16', 2, 2, 1, 1, 2, 2304, 4, 13], ['int4', 'bfloat16', 1, 1, 0, 1, 1, 1056, 3, 9],
+      ['int8', 'bfloat16', 1, 8, 0, 0, 1, 2560, 3, 19], ['int8', 'float32', 1, 2, 1, 1, 2, 1056, 4, 7],
+    ] as [QuantFormat, DT, number, number, number, number, number, number, number, number][]) {
+      forceQuantGemvConfig({ impl: 'vec', kw, xs: 1, xf: 1, nr, U, db, lb });
+      check(f, dt, m, n, k, seed++, { bias: m !== 2, ...(f === 'int4' ? { groupSize: k % 64 === 0 ? 64 : 32, asym: nr === 2 } : {}) });
+      assert.equal(lastQuantGemvConfig()?.xf, 1);
+    }
+  } finally { forceQuantGemvConfig(null); }
+});

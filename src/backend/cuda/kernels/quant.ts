@@ -346,9 +346,10 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'co', values: [0, 1], movesBits: false, doc: "the tensor-core cp kernels: a warp's 16 rows copied as whole 128-byte lines into shared memory (4 lines a cp.async instruction) instead of each lane copying its own fragment's pieces (16 lines an instruction)" },
     { name: 'U', values: [0, 2, 3, 4], movesBits: false, doc: "'vec' / 'mma' loads per lane and weight row in a round (0: the kernel's default)" },
     { name: 'xf', values: [0, 1], movesBits: true, doc: "'vec' int4 / int8 with x staged (xs), m ≤ 2: x converted once to float32 in shared memory, laid out so a quarter warp's 16-byte reads hit every bank once, with each unit's Σx (int4), instead of 16-bit x converted and summed by every warp" },
-    { name: 'nr', values: [0, 2, 4, 8], movesBits: false, doc: "'vec' with xf: weight rows per warp sharing each read of x (0: the register kernel's, 2 for m ≤ 4)" },
+    { name: 'nr', values: [0, 1, 2, 4, 8], movesBits: false, doc: "'vec' with xf: weight rows per warp sharing each read of x (0: the register kernel's, 2 for m ≤ 4)" },
+    { name: 'lb', values: [0, 3, 4], movesBits: false, doc: "'vec' with x staged (xs, no cp ring): resident blocks per SM asked of ptxas by __launch_bounds__ (3: ≤ 80 registers, 24 warps per SM; 4: ≤ 64, 32 warps where shared memory allows); 0: 2 blocks (≤ 128 registers, 16 warps)" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0, lb: 0 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -666,6 +667,13 @@ function x16Source(d: QuantDType): string {
  * of the rows at wr[r] (int4: scales / zeros through srow[r]; past the row's end: zeros, never used),
  * body decodes slot j (unit u) and adds its products to acc[i][r] (int8 / fp8: row scales rs[r]).
  */
+/**
+ * The K-quant header of ring slot j, row r (hv[j][r]): sub-block 2·kc + hi's 6-bit scale sc_ and min mn_
+ * (ggml's get_scale_min_k4 with this lane's constant shifts sh0 / sh1 and branch-free selects on khi).
+ */
+const kScaleMin = (hi: number): string => `const unsigned A_ = hv[j][r].y >> sh${hi}, B_ = hv[j][r].z >> sh${hi}, C_ = hv[j][r].w >> sh${hi};
+            const unsigned sc_ = khi ? ((C_ & 15u) | ((A_ >> 2) & 0x30u)) : (A_ & 63u), mn_ = khi ? (((C_ >> 4) & 15u) | ((B_ >> 2) & 0x30u)) : (B_ & 63u);`;
+
 interface VecParts { loads: (j: string, uExpr: string, pred?: string) => string; body: string; cpIssue: (st: string, uExpr: string) => string; cpRead: (st: string) => string }
 function vecParts(f: QuantFormat, asym: boolean, mr: number, nr: number, xb = 'X'): VecParts {
   const kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
@@ -756,8 +764,7 @@ ${segmentDots(nr, sx, 's_')}
             const unsigned h_[4] = { qv[j][r].x, qv[j][r].y, qv[j][r].z, qv[j][r].w };` : ''}
             #pragma unroll
             for (int t = 0; t < 4; t++) nbxq_f4(((${hi ? '(w_[t] >> 4)' : 'w_[t]'} & 0x0F0F0F0Fu)${five ? ` | (((h_[t] >> (2 * kc + ${hi})) & 0x01010101u) << 4)` : ''}) * ${2 ** (7 - B)}u + 0x80808080u, q[r] + 4 * t, 1);
-            const unsigned A_ = hv[j][r].y >> sh${hi}, B_ = hv[j][r].z >> sh${hi}, C_ = hv[j][r].w >> sh${hi};
-            const unsigned sc_ = khi ? ((C_ & 15u) | ((A_ >> 2) & 0x30u)) : (A_ & 63u), mn_ = khi ? (((C_ >> 4) & 15u) | ((B_ >> 2) & 0x30u)) : (B_ & 63u);
+            ${kScaleMin(hi)}
             const float a0_ = nbx_h2f((unsigned short)hv[j][r].x) * (float)sc_;
             a[r] = a0_ * ${2 ** B}.f; b[r] = -(nbx_h2f((unsigned short)(hv[j][r].x >> 16)) * (float)mn_) - a0_ * ${2 ** B}.f;`;
       body = [0, 1].map((hi) => segment(dec(hi), `(u >> 3) * 256 + kc * 64 + ${hi * 32} + 16 * (u & 1)`)).join('\n        ');
@@ -767,7 +774,7 @@ ${segmentDots(nr, sx, 's_')}
 }
 
 /** Formats of the register kernel's xf form (x as float32 in shared memory, vecXfBody). */
-export const XF_FORMATS: readonly QuantFormat[] = ['int8', 'int4'];
+export const XF_FORMATS: readonly QuantFormat[] = ['int8', 'int4', 'q4_k'];
 /** Rows of x the xf form takes (decode): at 8 rows × 4 weight rows its dots and x chunks spilled (ptxas -v, sm_90a: ~2 KB). */
 export const XF_MAX_ROWS = 2;
 
@@ -777,7 +784,8 @@ export const XF_MAX_ROWS = 2;
  */
 export function quantXfBytes(f: QuantFormat, m: number, k: number): number {
   const ue = unitElems(f), xk = Math.ceil(k / (8 * ue)) * 8 * ue;
-  return m * xk * 4 + (f === 'int4' ? Math.ceil((m * (k / ue) * 4) / 16) * 16 : 0);
+  const sums = f === 'int4' ? 1 : f === 'q4_k' ? 2 : 0; // Σx per unit (q4_k: its two sub-blocks' halves)
+  return m * xk * 4 + Math.ceil((m * (k / ue) * 4 * sums) / 16) * 16;
 }
 
 /**
@@ -788,9 +796,13 @@ export function quantXfBytes(f: QuantFormat, m: number, k: number): number {
  * bytes: every bank once. Why: read in place, a lane's unit of 16-bit x is 32-64 contiguous bytes and the
  * lanes of a quarter warp collide on the same banks (2-4 ways); and every warp converted the same x to
  * float32 and summed it again. int4 also stores each unit's Σx (fixed order) for the affine form.
+ * q4_k: a unit's 16 bytes hold elements e of sub-block 2·kc (low nibbles) and 2·kc + 1 (high nibbles),
+ * e = 16·(u & 1) + 0..15 (vecParts); its 32 floats are staged interleaved, the low sub-block's at even
+ * places and the high one's at odd places, so int4's word decode (low nibble, high nibble of byte b)
+ * meets them in order; each half's Σx is staged (two scales a unit).
  */
 function xfStage(f: QuantFormat, T: string): string {
-  const ue = unitElems(f), ch = ue / 4, sx = f === 'int4';
+  const ue = unitElems(f), ch = ue / 4, sx = f === 'int4', kq = f === 'q4_k';
   return `  ${XS_DECL}
   const int XK = ((K + ${8 * ue - 1}) / ${8 * ue}) * ${8 * ue}; // a row of x in shared memory: whole groups of 8 units
   {
@@ -798,22 +810,33 @@ function xfStage(f: QuantFormat, T: string): string {
     const uint4* xg_ = reinterpret_cast<const uint4*>(X); // ${ue} elements of x are a whole number of 16-byte vectors
     for (int t_ = threadIdx.x; t_ < m * upr; t_ += ${THREADS}) {
       const int i_ = t_ / upr, u_ = t_ - i_ * upr;
-      const long long v0_ = (((long long)i_ * K + (long long)u_ * ${ue}) * (long long)sizeof(${T})) >> 4;
-      float v_[${ue}];
+      float v_[${ue}];${kq ? `
+      const long long e0_ = (long long)i_ * K + (u_ >> 3) * 256 + ((u_ & 7) >> 1) * 64 + 16 * (u_ & 1); // sub-block 2·kc's first element
+      float lo_[16], hi_[16];
+      nbxq_x16(reinterpret_cast<const ${T}*>(xg_ + ((e0_ * (long long)sizeof(${T})) >> 4)), lo_);
+      nbxq_x16(reinterpret_cast<const ${T}*>(xg_ + (((e0_ + 32) * (long long)sizeof(${T})) >> 4)), hi_);
       #pragma unroll
-      for (int h = 0; h < ${ue / 16}; h++) nbxq_x16(reinterpret_cast<const ${T}*>(xg_ + v0_) + 16 * h, v_ + 16 * h);
+      for (int e = 0; e < 16; e++) { v_[2 * e] = lo_[e]; v_[2 * e + 1] = hi_[e]; }` : `
+      const long long v0_ = (((long long)i_ * K + (long long)u_ * ${ue}) * (long long)sizeof(${T})) >> 4;
+      #pragma unroll
+      for (int h = 0; h < ${ue / 16}; h++) nbxq_x16(reinterpret_cast<const ${T}*>(xg_ + v0_) + 16 * h, v_ + 16 * h);`}
       float* d_ = xf_ + (long long)i_ * XK + (u_ >> 3) * ${8 * ue} + (u_ & 7) * 4;
       #pragma unroll
       for (int c = 0; c < ${ch}; c++) { const float4 o_ = { v_[4 * c], v_[4 * c + 1], v_[4 * c + 2], v_[4 * c + 3] }; *reinterpret_cast<float4*>(d_ + 32 * c) = o_; }${sx ? `
       float s_ = 0.f;
       #pragma unroll
       for (int c = 0; c < ${ue}; c++) s_ += v_[c];
-      xf_[(long long)m * XK + t_] = s_;` : ''}
+      xf_[(long long)m * XK + t_] = s_;` : ''}${kq ? `
+      float s0_ = 0.f, s1_ = 0.f;
+      #pragma unroll
+      for (int e = 0; e < 16; e++) { s0_ += lo_[e]; s1_ += hi_[e]; }
+      xf_[(long long)m * XK + 2 * t_] = s0_; xf_[(long long)m * XK + 2 * t_ + 1] = s1_;` : ''}
     }
   }
   __syncthreads();
   const float* Xf = reinterpret_cast<const float*>(nbxq_xs_);${sx ? `
-  const float* SX = Xf + (long long)m * XK; // unit u of x row i: SX[i * upr + u]` : ''}`;
+  const float* SX = Xf + (long long)m * XK; // unit u of x row i: SX[i * upr + u]` : ''}${kq ? `
+  const float* SX = Xf + (long long)m * XK; // unit u of x row i, half h: SX[2 * (i * upr + u) + h]` : ''}`;
 }
 
 /**
@@ -822,21 +845,26 @@ function xfStage(f: QuantFormat, T: string): string {
  * per row of x; the affine map once per unit. int4: q = 1/2 + n/256 (the nibble under 1/2's exponent:
  * one LOP3 (low nibbles) or SHF + LOP3 (high) per word, then a PRMT per element; the 1 + n/16 form
  * needed a shift for the low nibbles too), so Σ x·w = s·(256·dot − (128 + z)·Σx); int8: exact integers
- * (PRMT, FADD), the row scale.
+ * (PRMT, FADD), the row scale. q4_k: int4's word decode on x staged interleaved (xfStage), the even
+ * places' dot (sub-block 2·kc) and the odd places' (2·kc + 1) apart, each half w = d·sc·n − dmin·mn:
+ * Σ x·w = d·sc·(256·dot − 128·Σx) − dmin·mn·Σx.
  */
 function vecXfBody(f: QuantFormat, asym: boolean, mr: number, nr: number): string {
-  const int4 = f === 'int4', ue = unitElems(f), epw = int4 ? 8 : 4;
-  const dec = int4
+  const int4 = f === 'int4', kq = f === 'q4_k', nib = int4 || kq, ue = unitElems(f), epw = nib ? 8 : 4, nh = kq ? 2 : 1;
+  const dec = nib
     ? `const unsigned lo_ = w_ & 0x0F0F0F0Fu, hi_ = (w_ >> 4) & 0x0F0F0F0Fu;
               #pragma unroll
               for (int b = 0; b < 4; b++) { q[2 * b] = __uint_as_float(nbxq_prmt(lo_, 0x3F000000u, 0x7054u | ((unsigned)b << 8))); q[2 * b + 1] = __uint_as_float(nbxq_prmt(hi_, 0x3F000000u, 0x7054u | ((unsigned)b << 8))); }`
     : 'nbxq_b4(w_ ^ 0x80808080u, 128.f, q, 1);';
   return `{
-          float dot[${mr}][${nr}];
+          float dot[${mr}][${nr}][${nh}];
           #pragma unroll
           for (int i = 0; i < ${mr}; i++) {
             #pragma unroll
-            for (int r = 0; r < ${nr}; r++) dot[i][r] = 0.f;
+            for (int r = 0; r < ${nr}; r++) {
+              #pragma unroll
+              for (int h = 0; h < ${nh}; h++) dot[i][r][h] = 0.f;
+            }
           }
           const int xu_ = (u >> 3) * ${8 * ue} + (u & 7) * 4;
           #pragma unroll
@@ -845,9 +873,9 @@ function vecXfBody(f: QuantFormat, asym: boolean, mr: number, nr: number): strin
             #pragma unroll
             for (int i = 0; i < ${mr}; i++) {
               if (i == 0 || i < m) {
-                const float* xc_ = Xf + (long long)i * XK + xu_ + ${int4 ? 64 : 32} * t;
+                const float* xc_ = Xf + (long long)i * XK + xu_ + ${nib ? 64 : 32} * t;
                 const float4 xa_ = *reinterpret_cast<const float4*>(xc_);
-                x_[i][0] = xa_.x; x_[i][1] = xa_.y; x_[i][2] = xa_.z; x_[i][3] = xa_.w;${int4 ? `
+                x_[i][0] = xa_.x; x_[i][1] = xa_.y; x_[i][2] = xa_.z; x_[i][3] = xa_.w;${nib ? `
                 const float4 xb_ = *reinterpret_cast<const float4*>(xc_ + 32);
                 x_[i][4] = xb_.x; x_[i][5] = xb_.y; x_[i][6] = xb_.z; x_[i][7] = xb_.w;` : ''}
               }
@@ -861,7 +889,7 @@ function vecXfBody(f: QuantFormat, asym: boolean, mr: number, nr: number): strin
               for (int i = 0; i < ${mr}; i++) {
                 if (i == 0 || i < m) {
                   #pragma unroll
-                  for (int e = 0; e < ${epw}; e++) dot[i][r] = fmaf(x_[i][e], q[e], dot[i][r]);
+                  for (int e = 0; e < ${epw}; e++) dot[i][r][${kq ? 'e & 1' : '0'}] = fmaf(x_[i][e], q[e], dot[i][r][${kq ? 'e & 1' : '0'}]);
                 }
               }
             }
@@ -870,11 +898,15 @@ function vecXfBody(f: QuantFormat, asym: boolean, mr: number, nr: number): strin
           for (int i = 0; i < ${mr}; i++) {
             if (i == 0 || i < m) {${int4 ? `
               const float sx_ = SX[i * upr + u];${asym ? '' : `
-              const float c_ = -136.f * sx_; // −(128 + 8)·Σx, shared by the rows`}` : ''}
+              const float c_ = -136.f * sx_; // −(128 + 8)·Σx, shared by the rows`}` : ''}${kq ? `
+              const float sx_[2] = { SX[2 * (i * upr + u)], SX[2 * (i * upr + u) + 1] };` : ''}
               #pragma unroll
               for (int r = 0; r < ${nr}; r++) {${int4 ? `
-                acc[i][r] = fmaf(sc[j][r], fmaf(256.f, dot[i][r], ${asym ? '-((128.f + zz[j][r]) * sx_)' : 'c_'}), acc[i][r]);` : `
-                acc[i][r] = fmaf(rs[r], dot[i][r], acc[i][r]);`}
+                acc[i][r] = fmaf(sc[j][r], fmaf(256.f, dot[i][r][0], ${asym ? '-((128.f + zz[j][r]) * sx_)' : 'c_'}), acc[i][r]);` : kq ? `
+                const float d_ = nbx_h2f((unsigned short)hv[j][r].x), dm_ = nbx_h2f((unsigned short)(hv[j][r].x >> 16));${[0, 1].map((hi) => `
+                { ${kScaleMin(hi)}
+                  acc[i][r] = fmaf(d_ * (float)sc_, fmaf(256.f, dot[i][r][${hi}], -128.f * sx_[${hi}]), fmaf(-(dm_ * (float)mn_), sx_[${hi}], acc[i][r])); }`).join('')}` : `
+                acc[i][r] = fmaf(rs[r], dot[i][r][0], acc[i][r]);`}
               }
             }
           }
@@ -912,17 +944,18 @@ const vecAccumulators = (f: QuantFormat, mr: number, nr: number, kq: boolean): s
  * segment's dot with x scaled once (w = a·q + b: a·Σx·q + b·Σx). Each lane sums its units in stripe
  * order, then a butterfly, then the kw warps' partials in warp order: the same bits every run.
  */
-export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false, cp = 0, xf = false): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false, cp = 0, xf = false, lb = 2): { src: string; name: string; sig: ArgType[] } {
   if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV has no decoder for '${f}'`);
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const ext = f === 'int8' || f === 'fp8_e4m3' || f === 'int4';
   const parts = vecParts(f, asym, mr, nr, xs ? 'Xs' : 'X'), { loads, body } = parts;
   if (xf) { // x as float32 in shared memory (xfStage): its own body; the ring is the xs kernel's (db or not), no cp
     if (!XF_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV stages x as float32 for ${XF_FORMATS.join(', ')} only, got '${f}'`);
-    return vecXsSource(f, asym, d, mr, nr, U, loads, vecXfBody(f, asym, mr, nr), db, true);
+    return vecXsSource(f, asym, d, mr, nr, U, loads, vecXfBody(f, asym, mr, nr), db, true, lb);
   }
+  if (lb !== 2 && !(xs && cp === 0)) throw new UnsupportedError('quant_matmul', `blocks per SM other than 2 (lb ${lb}) are the x-staged register kernel's without a cp ring`);
   if (xs && cp > 0) return vecCpSource(f, asym, d, mr, nr, cp, parts);
-  if (xs) return vecXsSource(f, asym, d, mr, nr, U, loads, body, db);
+  if (xs) return vecXsSource(f, asym, d, mr, nr, U, loads, body, db, false, lb);
   const ld = unitLoads(f);
   const src = `${HELPERS}
 ${x16Source(d)}
@@ -1021,12 +1054,15 @@ export const XS_MAX_BYTES = 64 * 1024;
  * before the grid-dependency wait (packed weights are never written by earlier kernels: their reads
  * overlap the previous kernel's tail, in place of an L2 prefetch), then x is staged and the ring runs.
  */
-function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string, pred?: string) => string, body: string, db = false, xf = false): { src: string; name: string; sig: ArgType[] } {
+function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string, pred?: string) => string, body: string, db = false, xf = false, lb = 2): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const NS = db ? 2 * U : U; // register slots: one round, or two (db)
+  // lb blocks per SM: at 2 (128 registers, 16 warps per SM) the int4 kernel was latency-bound (ncu, H200:
+  // 1.27 eligible warps per scheduler, 22% occupancy); 3 / 4 trade registers for warps (the ring's slots
+  // are the same registers, so fewer rows or units per warp keep it spill-free: ptxas -v)
   const src = `${HELPERS}
 ${x16Source(d)}
-extern "C" __global__ void __launch_bounds__(${THREADS}, 2) quant_gemv_v(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+extern "C" __global__ void __launch_bounds__(${THREADS}, ${lb}) quant_gemv_v(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
   const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
   int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -2257,7 +2293,7 @@ export const streamGrid = (t: number, bps: number, sms: number): number => Math.
  * not beat these under timeColdL2.)
  */
 export function defaultGemv(c: Checked, p: QuantMatmulParams, sms = be.smCount): Config {
-  const base = { ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0 };
+  const base = { ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0, lb: 0 };
   const impl = vecOk(c, p) ? 'vec' : 'fma';
   const w = gemvWork(c, p, impl);
   return { impl, kw: defaultKw(c.n, w.rows, w.steps, sms), ...base };
@@ -2341,7 +2377,8 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
     const xfb = xs && cfg.xf === 1 && XF_FORMATS.includes(c.f) && mr <= XF_MAX_ROWS ? quantXfBytes(c.f, p.m, c.k) : 0, xf = xfb > 0 && xfb <= cpLimit;
     const nr = xf ? ((cfg.nr as number | undefined) || vecRows(mr)) : vecRows(mr);
     const U = (cfg.U as number | undefined) || (xf ? xfUnroll(nr, xs && cfg.db === 1) : vecUnroll(c.f, mr)), db = xs && cfg.db === 1, cp = xf ? 0 : cpStages('vec', nr);
-    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}:${xf}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp, xf));
+    const lb = xs && cp === 0 && ((cfg.lb as number | undefined) ?? 0) > 0 ? cfg.lb as number : 2; // blocks per SM (__launch_bounds__)
+    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}:${xf}:${lb}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp, xf, lb));
     be.launch(k, Math.ceil(c.n / ((WARPS / kw) * nr)), THREADS,
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw],
       xf ? cpDyn(k, xfb) : cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('vec', c.f, c.asym, nr))) : dyn(k));
@@ -2428,11 +2465,23 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
     if (d.impl === 'vec' && c.f === 'int8') out.push({ ...d, cp: 4 });
     if (quantMmaOk(c, p)) out.push({ ...d, impl: 'mma', kw: 1, ms: 1, cp: 4, co: 1 });
   }
-  // x as float32 in shared memory, 4 rows a warp (xf; not measured on the card when added: the tuner decides)
+  // x as float32 in shared memory (xf). H200, call 2 of the eighth session: int4 nr4 db 1,819-1,958 GB/s (kw 1 /
+  // kw 2 at 4096x14336, the previous best 1,706), int8 nr8 2,972 at 14336x4096 and nr2 2,846 at 4096x14336. The
+  // lb forms (more blocks per SM, fewer registers: ptxas -v sm_90a, 0 spills each) were added unmeasured: int4 /
+  // int8 nr4 db at 3 blocks (80 registers), nr2 db U1 at 4 (63-64), int8 nr8 at 3 (80); q4_k nr2 db U1 (128, 122
+  // SASS instructions per 16 packed bytes and row against the register kernel's 170) and nr1 db U2 at 3 (80, 159).
+  // The lb forms for one row of x only: at two they spilled 120-300 bytes.
   if (d.impl === 'vec' && XF_FORMATS.includes(c.f) && p.m <= XF_MAX_ROWS && quantXsBytes(p.m, c.k, c.d) > 0 && quantXfBytes(c.f, p.m, c.k) <= dynSmemLimit()) {
-    const kw = defaultKw(c.n, 4, steps, be.smCount);
-    if (c.f === 'int4') out.push({ ...d, kw, xf: 1, nr: 4 });
-    out.push({ ...d, kw, xf: 1, nr: 4, db: 1 });
+    const kwFor = (nr: number): number => defaultKw(c.n, nr, steps, be.smCount), kw = kwFor(4), one = p.m === 1;
+    const xf: Config[] = [];
+    if (c.f === 'int4') xf.push({ kw, nr: 4 }, { kw, nr: 4, db: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1 }, ...(one ? [{ kw, nr: 4, db: 1, lb: 3 }, { kw: kwFor(2), nr: 2, db: 1, U: 1, lb: 4 }] : []));
+    if (c.f === 'int8') xf.push({ kw, nr: 4, db: 1 }, { kw: kwFor(8), nr: 8 }, { kw: kwFor(2), nr: 2 }, ...(one ? [{ kw: kwFor(8), nr: 8, lb: 3 }, { kw, nr: 4, db: 1, lb: 3 }, { kw: kwFor(2), nr: 2, db: 1, U: 1, lb: 4 }] : []));
+    if (c.f === 'q4_k') xf.push({ kw: kwFor(2), nr: 2, db: 1, U: 1 }, ...(one ? [{ kw: kwFor(1), nr: 1, db: 1, U: 2, lb: 3 }] : []));
+    const seen = new Set(out.map((o) => JSON.stringify(o)));
+    for (const x of xf) {
+      const cand = { ...d, xf: 1, ...x }, key = JSON.stringify(cand);
+      if (!seen.has(key)) { seen.add(key); out.push(cand); }
+    }
   }
   return out;
 }
@@ -2524,6 +2573,10 @@ export function allQuantSources(): { label: string; src: string; name: string; s
         if (XF_FORMATS.includes(f)) {
           for (const [mr, nr] of [[1, 2], [1, 4], [1, 8], [2, 4], [2, 8]] as const) for (const db of nr === 2 ? [false] : [false, true]) {
             out.push({ label: `vecxs:xf:${f}:${asym}:${d}:${mr}:${nr}:${db}`, ...quantGemvVecSource(f, asym, d, mr, nr, xfUnroll(nr, db), true, db, 0, true) });
+          }
+          // more blocks per SM (lb): the tuner's forms (gemvCandidates) and neighbours
+          for (const [mr, nr, U, db, lb] of [[1, 4, 1, true, 3], [1, 2, 1, true, 4], [1, 1, 4, true, 3], [1, 8, 1, false, 3], [2, 2, 1, true, 3]] as const) {
+            out.push({ label: `vecxs:xf:lb${lb}:${f}:${asym}:${d}:${mr}:${nr}:${U}:${db}`, ...quantGemvVecSource(f, asym, d, mr, nr, U, true, db, 0, true, lb) });
           }
         }
         if (VEC_FORMATS.includes(f)) {
