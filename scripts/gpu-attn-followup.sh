@@ -2,14 +2,7 @@
 # Issue #20 on the H200: measures the attention code after e69b9a6 (not yet run on the card): tcsum vs lazy on every
 # tile (time part), the tuner's new candidates and memoized picks in the bench (a 1 s pause after each prefill
 # sweep), decode GQA after the host fix. <= 150 s; logs in $OUT/attn. Run: source .gpu/bootstrap.sh && bash scripts/gpu-attn-followup.sh
-set -u
-OUT=${OUT:-/tmp/out}
-L="$OUT/attn"; mkdir -p "$L"
-S="$L/summary.txt"; : > "$S"
-source scripts/lib/step.sh
-export NBX_CUDA_HOST_STAGING=0 NBX_ATTENTION_WGMMA=1 UV_THREADPOOL_SIZE=16
-export NBX_CACHE_DIR; NBX_CACHE_DIR=$(mktemp -d /tmp/nbx-attn-XXXXXX)
-git log --oneline -1 >> "$S" 2>/dev/null
+ATTN_DIR=attn source scripts/lib/attn-run.sh
 st check 30 node scripts/attention-check.mjs --part=check
 NBX_ATTN_VARIANTS=tcsum,lazy NBX_ATTN_VARIANTS_ALL=1 st time 45 node scripts/attention-check.mjs --part=time
 st bench 35 node dist/bench/cuda_attention.js

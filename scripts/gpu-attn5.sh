@@ -13,14 +13,7 @@
 # reach ~4.3, the per-tile MMAs/softmax on the critical path between a tile's wait and the next issue cost the
 # rate, and the deeper ring (time3/time4) should recover it; if timenc stays ~3.6, the load path itself
 # (cp.async tiles, two barriers per tile) is the ceiling and the ring depth will not help.
-set -u
-OUT=${OUT:-/tmp/out}
-L="$OUT/attn5"; mkdir -p "$L"
-S="$L/summary.txt"; : > "$S"
-source scripts/lib/step.sh
-export NBX_CUDA_HOST_STAGING=0 NBX_ATTENTION_WGMMA=1 UV_THREADPOOL_SIZE=16
-export NBX_CACHE_DIR; NBX_CACHE_DIR=$(mktemp -d /tmp/nbx-attn-XXXXXX)
-git log --oneline -1 >> "$S" 2>/dev/null
+ATTN_DIR=attn5 source scripts/lib/attn-run.sh
 st check 30 node scripts/attention-check.mjs --part=check
 st bench 30 node dist/bench/cuda_attention.js
 # --filter matching no prefill shape: the decode part alone. The diagnostic builds run untuned (NBX_AUTOTUNE=off
