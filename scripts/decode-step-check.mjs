@@ -2,11 +2,12 @@
 // nbx.llm.fused_decode_step against the op-by-op step on one device: a random-weight model decoded
 // greedily with the static decoder (CUDA graph replay) for --steps steps under NBX_DECODE_STEP=off, fused
 // and phases (a fresh decoder each), comparing the tokens and the last step's logits. Build first.
-//   node scripts/decode-step-check.mjs [--shape tinyllama|llama3-8b|tiny] [--steps 64] [--prompt 128] [--device cuda]
+//   node scripts/decode-step-check.mjs [--shape tinyllama|llama3-8b|tiny] [--steps 64] [--prompt 128] [--batch 1] [--device cuda]
+// At --batch B each row's prompt is another sequence of ids; tokens are compared row by row.
 import { parseArgs } from 'node:util';
 
 const { values } = parseArgs({ options: {
-  shape: { type: 'string', default: 'tinyllama' }, steps: { type: 'string', default: '64' }, prompt: { type: 'string', default: '128' },
+  shape: { type: 'string', default: 'tinyllama' }, steps: { type: 'string', default: '64' }, prompt: { type: 'string', default: '128' }, batch: { type: 'string', default: '1' },
   device: { type: 'string', default: 'cuda' }, dtype: { type: 'string', default: 'bfloat16' }, modes: { type: 'string', default: 'off,fused,phases' },
 } });
 const nbx = await import('../dist/src/index.js');
@@ -19,24 +20,24 @@ const SHAPES = {
 };
 const config = { model_type: 'llama', max_position_embeddings: 4096, rms_norm_eps: 1e-5, hidden_act: 'silu', tie_word_embeddings: false, ...SHAPES[values.shape] };
 const model = nbx.models.fromConfig(config, { device: values.device, dtype: values.dtype, seed: 0 });
-const P = Number(values.prompt), N = Number(values.steps);
-const promptIds = Array.from({ length: P }, (_, i) => 1 + ((i * 7919) % (config.vocab_size - 1)));
+const P = Number(values.prompt), N = Number(values.steps), B = Number(values.batch);
+const promptIds = Array.from({ length: B }, (_, b) => Array.from({ length: P }, (_, i) => 1 + ((i * 7919 + b * 104729) % (config.vocab_size - 1))));
 const results = {};
 for (const mode of values.modes.split(',')) {
   process.env.NBX_DECODE_STEP = mode;
-  const dec = model.staticDecoder({ batch: 1, maxLength: P + N + 1, greedy: true, force: true });
+  const dec = model.staticDecoder({ batch: B, maxLength: P + N + 1, greedy: true, force: true });
   dec.begin(null, P);
-  const prompt = nbx.tensor([promptIds], { dtype: 'int64', device: values.device });
+  const prompt = nbx.tensor(promptIds, { dtype: 'int64', device: values.device });
   const first = model.forward(prompt, { cache: dec.cache, logits_to_keep: 1 });
-  let tok = [Number((await first.view([config.vocab_size]).argmax().data())[0])];
+  let tok = Array.from(await first.view([B, config.vocab_size]).argmax(1).data(), Number);
   first.dispose(); prompt.dispose();
   const toks = [];
   let logits = null, first0 = null;
   const t0 = performance.now();
   for (let s = 0; s < N; s++) {
-    const r = dec.step(tok, [P + s]);
+    const r = dec.step(tok, Array(B).fill(P + s));
     tok = Array.from(await r.next.data(), Number);
-    toks.push(tok[0]);
+    toks.push(...tok);
     if (s === 0) first0 = Float32Array.from(await r.logits.float().data());
     if (s === N - 1) logits = Float32Array.from(await r.logits.float().data());
   }
@@ -90,11 +91,12 @@ for (const [mode, r] of Object.entries(results)) {
     if (ref.first0[i] > ref.first0[arg[1]]) arg[1] = i;
   }
   console.log(`${mode}: first step's logits max |diff| ${d0.toExponential(2)} (max |logit| ${m0.toFixed(3)}); argmax ${arg[0]} (${r.first0[arg[0]]}) vs ${arg[1]} (${ref.first0[arg[1]]}); the reference's logit at ${arg[0]}: ${ref.first0[arg[0]]}`);
-  let same = 0; while (same < N && r.toks[same] === ref.toks[same]) same++;
+  let same = 0; while (same < N * B && r.toks[same] === ref.toks[same]) same++; // row-major: step s, row b at s·B + b
+  same = Math.floor(same / B);
   let md = 0, mx = 0;
   if (same === N) for (let i = 0; i < r.logits.length; i++) { md = Math.max(md, Math.abs(r.logits[i] - ref.logits[i])); mx = Math.max(mx, Math.abs(ref.logits[i])); }
   const ok = same === N;
   if (!ok) bad++;
-  console.log(`${mode} vs ${ref === results.off ? 'off' : 'first'}: tokens equal for ${same}/${N} steps${same === N ? `, last logits max |diff| ${md.toExponential(2)} (max |logit| ${mx.toFixed(3)})` : ` (first difference at step ${same}: ${r.toks[same]} vs ${ref.toks[same]})`} ${ok ? 'PASS' : 'DIFFER'}`);
+  console.log(`${mode} vs ${ref === results.off ? 'off' : 'first'}: tokens equal for ${same}/${N} steps${same === N ? `, last logits max |diff| ${md.toExponential(2)} (max |logit| ${mx.toFixed(3)})` : ` (first difference at step ${same}: ${r.toks.slice(same * B, same * B + B)} vs ${ref.toks.slice(same * B, same * B + B)})`} ${ok ? 'PASS' : 'DIFFER'}`);
 }
 process.exit(bad ? 1 : 0);

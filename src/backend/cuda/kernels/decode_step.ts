@@ -364,26 +364,27 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
 
 /**
  * Row b of xs = RMSNorm(x_b)·w rounded to the dtype, x_b sequence b's residual (res + b·H_) or, fromEmb, its
- * embedding row (emb[b], shared memory: B_ pointers held in registers across the phase would spill). x is read once, all rows' loads issued together (one round trip to memory on the phase's critical
- * path), and kept in xs itself until the sums are known: registers for B_ rows would spill.
+ * embedding row (emb[b]). Every row's x goes straight into xs by cp.async, all in flight together: one round trip on
+ * the phase's critical path and no registers (held in registers, B_ rows spilled; loaded one at a time next to the
+ * stores into xs, they were issued in order, one round trip per piece). Waiting for them also waits for the ring
+ * items already in flight, which were issued before the phase's barrier.
  */
 __device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red) {
+  for (int e = threadIdx.x; e < B_ * (H_ / 8); e += THREADS_) {
+    const int b = e / (H_ / 8), j = (e - b * (H_ / 8)) * 8;
+    CP16(xs + b * XSTR_ + j, (fromEmb ? emb[b] : res + b * H_) + j);
+  }
+  CP_COMMIT();
   float wv[NPT_], ss[B_];
 #pragma unroll
   for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; wv[i] = j < H_ ? LD(w, j) : 0.f; }
+  CP_WAIT_ALL();
+  __syncthreads();
 #pragma unroll
   for (int b = 0; b < B_; b++) {
     ss[b] = 0.f;
 #pragma unroll
-    for (int i = 0; i < NPT_; i++) {
-      const int j = threadIdx.x + i * THREADS_;
-      if (j < H_) {
-        const unsigned short u = __ldcg((fromEmb ? emb[b] : res + b * H_) + j);
-        const float v = LD(&u, 0);
-        ss[b] += v * v;
-        xs[b * XSTR_ + j] = u;
-      }
-    }
+    for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; if (j < H_) { const float v = LD(xs, b * XSTR_ + j); ss[b] += v * v; } }
   }
   block_sums(ss, red);
 #pragma unroll
@@ -395,13 +396,18 @@ __device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, con
   __syncthreads();
 }
 
-/** Row b of xs = row b of x (B_ rows of K values of a workspace matrix). */
+/**
+ * Row b of xs = row b of x (B_ rows of K values of a workspace matrix), by cp.async: every piece in flight at once
+ * (a load-then-store loop waits a round trip per piece, B_·K/4096 of them a thread).
+ */
 __device__ void load_x(const T_* x, int K, T_* xs) {
   const int k8 = K >> 3;
   for (int e = threadIdx.x; e < B_ * k8; e += THREADS_) {
     const int b = e / k8, j = (e - b * k8) * 8;
-    *reinterpret_cast<uint4*>(xs + b * XSTR_ + j) = ldcg4(x + (long long)b * K + j);
+    CP16(xs + b * XSTR_ + j, x + (long long)b * K + j);
   }
+  CP_COMMIT();
+  CP_WAIT_ALL();
   __syncthreads();
 }
 
@@ -499,28 +505,44 @@ __device__ void attention_head(int b, int h, int sp, const Layer& ly, const T_* 
   __syncthreads();
 }
 
-/** Row b of xs = sequence b's attention output: each head's ASPLIT_ partial softmaxes merged (o_proj's input, rounded to the dtype). */
+/**
+ * Row b of xs = sequence b's attention output: each head's ASPLIT_ partial softmaxes merged (o_proj's input, rounded
+ * to the dtype). A thread's pieces are loaded MU_ at a time before any arithmetic, so their round trips overlap.
+ */
+#define MU_ 2
 __device__ void merge_att(const float* patt, const float* pml, T_* xs) {
-  for (int e = threadIdx.x; e < B_ * NH_ * D_ / 4; e += THREADS_) {
-    const int bh = (4 * e) / D_, j = 4 * e - bh * D_, b = bh / NH_, hb = bh - b * NH_; // bh = b · NH_ + h: patt's and pml's head index
-    T_* const xo = xs + b * XSTR_ + hb * D_ + j;
-    float m[ASPLIT_], l[ASPLIT_]; uint4 a[ASPLIT_];
-    float M = -INFINITY;
+  const int n = B_ * NH_ * D_ / 4;
+  for (int e0 = threadIdx.x; e0 < n; e0 += MU_ * THREADS_) {
+    float m[MU_][ASPLIT_], l[MU_][ASPLIT_]; uint4 a[MU_][ASPLIT_];
 #pragma unroll
-    for (int q2 = 0; q2 < ASPLIT_; q2++) {
-      m[q2] = __ldcg(pml + 2 * (bh * ASPLIT_ + q2)); l[q2] = __ldcg(pml + 2 * (bh * ASPLIT_ + q2) + 1);
-      a[q2] = ldcg4(patt + (bh * ASPLIT_ + q2) * D_ + j); M = fmaxf(M, m[q2]);
-    }
-    float den = 0.f, n0 = 0.f, n1 = 0.f, n2 = 0.f, n3 = 0.f;
+    for (int u = 0; u < MU_; u++) {
+      const int e = e0 + u * THREADS_, bh = e < n ? (4 * e) / D_ : 0, j = e < n ? 4 * e - bh * D_ : 0; // bh = b · NH_ + h
 #pragma unroll
-    for (int q2 = 0; q2 < ASPLIT_; q2++) {
-      const float f = m[q2] == -INFINITY ? 0.f : __expf(m[q2] - M);
-      den = fmaf(l[q2], f, den);
-      n0 = fmaf(__uint_as_float(a[q2].x), f, n0); n1 = fmaf(__uint_as_float(a[q2].y), f, n1);
-      n2 = fmaf(__uint_as_float(a[q2].z), f, n2); n3 = fmaf(__uint_as_float(a[q2].w), f, n3);
+      for (int q2 = 0; q2 < ASPLIT_; q2++) {
+        m[u][q2] = __ldcg(pml + 2 * (bh * ASPLIT_ + q2)); l[u][q2] = __ldcg(pml + 2 * (bh * ASPLIT_ + q2) + 1);
+        a[u][q2] = ldcg4(patt + (bh * ASPLIT_ + q2) * D_ + j);
+      }
     }
-    xo[0] = TOS(den > 0.f ? n0 / den : 0.f); xo[1] = TOS(den > 0.f ? n1 / den : 0.f);
-    xo[2] = TOS(den > 0.f ? n2 / den : 0.f); xo[3] = TOS(den > 0.f ? n3 / den : 0.f);
+#pragma unroll
+    for (int u = 0; u < MU_; u++) {
+      const int e = e0 + u * THREADS_;
+      if (e >= n) break;
+      const int bh = (4 * e) / D_, j = 4 * e - bh * D_, b = bh / NH_, hb = bh - b * NH_;
+      T_* const xo = xs + b * XSTR_ + hb * D_ + j;
+      float M = -INFINITY;
+#pragma unroll
+      for (int q2 = 0; q2 < ASPLIT_; q2++) M = fmaxf(M, m[u][q2]);
+      float den = 0.f, n0 = 0.f, n1 = 0.f, n2 = 0.f, n3 = 0.f;
+#pragma unroll
+      for (int q2 = 0; q2 < ASPLIT_; q2++) {
+        const float f = m[u][q2] == -INFINITY ? 0.f : __expf(m[u][q2] - M);
+        den = fmaf(l[u][q2], f, den);
+        n0 = fmaf(__uint_as_float(a[u][q2].x), f, n0); n1 = fmaf(__uint_as_float(a[u][q2].y), f, n1);
+        n2 = fmaf(__uint_as_float(a[u][q2].z), f, n2); n3 = fmaf(__uint_as_float(a[u][q2].w), f, n3);
+      }
+      xo[0] = TOS(den > 0.f ? n0 / den : 0.f); xo[1] = TOS(den > 0.f ? n1 / den : 0.f);
+      xo[2] = TOS(den > 0.f ? n2 / den : 0.f); xo[3] = TOS(den > 0.f ? n3 / den : 0.f);
+    }
   }
   __syncthreads();
 }
