@@ -20,6 +20,9 @@ for b in 8 1; do
   NBX_DECODE_STEP_TRACE=1 timeout -k 5 60 node scripts/decode-step-check.mjs --shape tinyllama --batch $b --steps 24 --modes off,fused > $L/trace-b$b.log 2>&1
   echo "trace batch $b rc=$? at $(( $(date +%s) - T0 ))s" >> $S; grep -E "^(trace|fused|off)" $L/trace-b$b.log >> $S
 done
+# batch 8 through the kernel with 2 blocks a head in the attention phase (the default there is 1: 256 items, two rounds of the grid)
+NBX_DECODE_STEP=fused NBX_DECODE_STEP_ASPLIT=2 timeout -k 5 40 node dist/src/cli/nbx.js bench decode --device cuda --shape tinyllama --batch 8 --peers none --ttft-samples 1 > $L/b8-asplit2.log 2>&1
+echo "b8 fused asplit 2 rc=$? at $(( $(date +%s) - T0 ))s" >> $S; grep -E "^nbx [a-z0-9-]+ batch [0-9]+:" $L/b8-asplit2.log >> $S
 (cd $OUT && tar czf dec2.tgz dec2 && rm -rf dec2)
 for q in ${QUEUED:-}; do
   [ -f scripts/$q ] || continue
