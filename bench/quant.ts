@@ -24,7 +24,7 @@
 //
 // Run: node dist/bench/quant.js [--device cuda|webgpu|cpu] [--check [--quick]] [--no-gemv] [--sweep]
 //        [--formats all|int4,q4_k,...] [--gemv-formats int4,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--shape llama3-8b|tiny]
-//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty] [--sweep-stream] [--sweep-focus] [--sweep-xf] [--sweep-lb] [--sass DIR]     (or `nbx bench quant ...`)
+//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty] [--sweep-stream] [--sweep-focus] [--sweep-xf] [--sweep-lb] [--sweep-pg] [--sass DIR]     (or `nbx bench quant ...`)
 //   --budget-s: past S seconds from the start, the sweep and the remaining decode models are skipped (said so).
 
 import { writeFileSync } from 'node:fs';
@@ -108,6 +108,9 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
       if (kern === 'vec') cases.push(['bfloat16', 1, 'vec-db-kw1-xs'], ['float16', 8, 'vec-db-kw1-xs']); // double-buffered rounds
       if (cudaMod.XF_FORMATS.includes(f)) cases.push(['bfloat16', 1, 'vec-xf-nr4-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr4-db-kw1-xs'], ['float16', 2, 'vec-xf-nr8-kw1-xs'], ['bfloat16', 2, 'vec-xf-nr2-kw1-xs']); // x as float32
       // and at 3 / 4 blocks per SM (lb), q4_k's tuner forms
+      // the persistent grid (pg) and int4 on tensor cores in the register kernel (tc: bf16 / f16, one row of x)
+      if (cudaMod.XF_FORMATS.includes(f)) cases.push(['bfloat16', 1, 'vec-xf-nr4-db-pg-kw1-xs'], ['float16', 2, 'vec-xf-nr8-pg-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr2-db-U1-pg-kw1-xs']);
+      if (f === 'int4') cases.push(['bfloat16', 1, 'vec-xf-nr4-db-tc-kw1-xs'], ['float16', 1, 'vec-xf-nr4-db-tc-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr4-U2-tc-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr2-db-U2-tc-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr4-db-tc-pg-kw1-xs']);
       if (cudaMod.XF_FORMATS.includes(f)) cases.push(['bfloat16', 1, 'vec-xf-nr4-db-lb3-kw1-xs'], ['float16', 2, 'vec-xf-nr2-db-U1-lb4-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr1-db-U2-lb3-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr8-lb3-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr2-db-U1-kw1-xs']);
       cases.push(['bfloat16', 1, `${kern}-cp-kw1-xs`], ['float16', 3, `${kern}-cp-kw1-xs`]); // cp.async ring
       if (f === 'q4_k') cases.push(['bfloat16', 1, 'fma-kw1-xs']); // the tile kernel (a tuner candidate for q4_k)
@@ -116,7 +119,7 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
     for (const [dt, m, impl] of cases) {
       const k = impl?.includes('-kw1') ? 4608 : K[f] ?? 2304, n = 72;
       const p = randomPacked(f, n, k, seed++, impl?.startsWith('mma') ? { asym: impl.startsWith('mma-asym'), groupSize: 128 } : { asym: f === 'int4' && (m === 4 || (quick && m === 3)), groupSize: m === 8 ? 64 : 128 });
-      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0, ms: impl.includes('-sum') ? 1 : 0, db: impl.includes('-db') ? 1 : 0, cp: impl.includes('-cp') ? 6 : 0, co: impl.includes('-co') ? 1 : 0, xf: impl.includes('-xf') ? 1 : 0, nr: Number(/-nr(\d)/.exec(impl)?.[1] ?? 0), U: Number(/-U(\d)/.exec(impl)?.[1] ?? 0), lb: Number(/-lb(\d)/.exec(impl)?.[1] ?? 0) }); // kw 1 always: a launch argument
+      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0, ms: impl.includes('-sum') ? 1 : 0, db: impl.includes('-db') ? 1 : 0, cp: impl.includes('-cp') ? 6 : 0, co: impl.includes('-co') ? 1 : 0, xf: impl.includes('-xf') ? 1 : 0, nr: Number(/-nr(\d)/.exec(impl)?.[1] ?? 0), U: Number(/-U(\d)/.exec(impl)?.[1] ?? 0), lb: Number(/-lb(\d)/.exec(impl)?.[1] ?? 0), pg: impl.includes('-pg') ? 1 : 0, tc: impl.includes('-tc') ? 1 : 0, ...(impl.includes('-pg') ? { pgGrid: 2 } : {}) }); // kw 1 always: a launch argument
       const w = toDevice(p, device);
       const r = lcg(seed++);
       const x = nbx.tensor(Array.from({ length: m * k }, () => r() * 2 - 1)).reshape([m, k]).to(dt as 'float32');
@@ -186,6 +189,14 @@ let sweepXf = false;
 /** --sweep-lb: the sweep times only the xf forms that won before (and vec xs) against the xf forms at 3 / 4 blocks per SM and q4_k's xf forms. */
 let sweepLb = false;
 
+/**
+ * --sweep-pg: quant-5's best xf forms against the persistent grid (pg), int4 on tensor cores in the register kernel
+ * (tc), and the diagnostics (ab 1: weight loads from the rows' first 1 KB, L1 hits: the arithmetic alone; ab 2: the
+ * loads alone; ab 3: x not staged: the prologue's cost) of the best float form and of tc. ab rows give WRONG
+ * results: timing only (labels /abN), never the tuner's.
+ */
+let sweepPg = false;
+
 /** --sweep times every configuration for these (the others run the tuner's / default choice only: the sweep's compiles cost time). */
 const SWEEP_FORMATS: readonly QuantFormat[] = ['int4', 'int8', 'q4_k', 'q6_k', 'q8_0'];
 let deadline = Infinity;
@@ -194,7 +205,7 @@ const overBudget = (): boolean => now() > deadline;
 /** A CUDA GEMV configuration as the log shows it: 'mma', 'vec/kw4', 'fma/kw2' (the tile kernel; r·s· when forced). */
 const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? `mma${c.xs === 1 ? '/xs' : ''}${c.ms === 1 ? '/sum' : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.co ? '/co' : ''}${c.U ? `/U${String(c.U)}` : ''}`
   : c.impl === 'svec' || c.impl === 'smma' || c.impl === 'sfma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}${c.pf === 0 ? '/nopf' : ''}`
-  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.xf === 1 ? '/xf' : ''}${c.nr ? `/nr${String(c.nr)}` : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.U ? `/U${String(c.U)}` : ''}${c.lb ? `/lb${String(c.lb)}` : ''}`);
+  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.xf === 1 ? '/xf' : ''}${c.nr ? `/nr${String(c.nr)}` : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.U ? `/U${String(c.U)}` : ''}${c.lb ? `/lb${String(c.lb)}` : ''}${c.pg ? '/pg' : ''}${c.tc ? '/tc' : ''}${c.ab ? `/ab${String(c.ab)}` : ''}`);
 
 interface GemvRow { format: string; n: number; k: number; m: number; us: number; gbs: number; pct?: number; config?: string; best?: { config: string; us: number; gbs: number } }
 
@@ -273,6 +284,18 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
               if (f === 'int4') cfgs.push(xf(1, 4, 1, 0, 0), xf(2, 4, 1, 0, 0), ...[1, 2, 4].map((kw) => xf(kw, 4, 1, 0, 3)), ...[1, 2, 4].map((kw) => xf(kw, 2, 1, 1, 4)), xf(1, 1, 1, 4, 3), xf(2, 1, 1, 4, 3));
               if (f === 'int8') cfgs.push(xf(1, 8, 0, 0, 0), xf(1, 2, 0, 0, 0), ...[1, 2].map((kw) => xf(kw, 8, 0, 0, 3)), ...[1, 2].map((kw) => xf(kw, 4, 1, 0, 3)), ...[1, 2].map((kw) => xf(kw, 2, 1, 1, 4)));
               if (f === 'q4_k') cfgs.push({ impl: 'vec', kw: 1, xs: 1, db: 1, U: 2 }, ...[1, 2, 4].map((kw) => xf(kw, 2, 1, 1, 0)), ...[1, 2].map((kw) => xf(kw, 1, 1, 2, 3)), xf(1, 1, 1, 1, 4), xf(2, 4, 1, 0, 0));
+            }
+            if (cudaMod.XF_FORMATS.includes(f) && sweepPg) {
+              type C = Record<string, number | string>;
+              const xf = (kw: number, nr: number, db: number, U: number, more: C = {}): C => ({ impl: 'vec', kw, xs: 1, xf: 1, nr, db, U, ...more });
+              cfgs.splice(0, cfgs.length, { impl: 'vec', kw: 1, xs: 1 });
+              if (f === 'int4') {
+                cfgs.push(xf(1, 4, 1, 0), xf(2, 4, 1, 0), xf(2, 4, 1, 0, { pg: 1 }), xf(1, 2, 1, 1, { lb: 4, pg: 1 }));
+                cfgs.push(...[1, 2].map((kw) => xf(kw, 4, 1, 0, { tc: 1 })), ...[1, 2].map((kw) => xf(kw, 4, 0, 2, { tc: 1 })), ...[1, 2].map((kw) => xf(kw, 2, 1, 2, { tc: 1 })), xf(2, 4, 1, 0, { tc: 1, pg: 1 }));
+                cfgs.push(...[1, 2, 3].map((ab) => xf(2, 4, 1, 0, { ab })), ...[1, 2, 3].map((ab) => xf(2, 4, 1, 0, { tc: 1, ab })));
+              }
+              if (f === 'int8') cfgs.push(xf(1, 8, 0, 0), xf(1, 2, 0, 0), xf(1, 4, 1, 0), xf(1, 8, 0, 0, { pg: 1 }), xf(1, 4, 1, 0, { pg: 1 }), xf(2, 4, 1, 0, { pg: 1 }), ...[1, 2, 3].map((ab) => xf(1, 8, 0, 0, { ab })));
+              if (f === 'q4_k') cfgs.push(xf(1, 2, 1, 1), xf(1, 2, 1, 1, { pg: 1 }), xf(2, 2, 1, 1, { pg: 1 }), ...[1, 2, 3].map((ab) => xf(1, 2, 1, 1, { ab })));
             }
             for (const cfg of cfgs) {
               cudaMod.forceQuantGemvConfig(cfg);
@@ -428,7 +451,7 @@ export async function run(args: string[] = []): Promise<void> {
     args, allowPositionals: false,
     options: {
       device: { type: 'string', default: nbx.cuda.is_available() ? 'cuda' : 'cpu' }, shapes: { type: 'string' }, quick: { type: 'boolean', default: false }, check: { type: 'boolean', default: false }, 'no-gemv': { type: 'boolean', default: false },
-      sweep: { type: 'boolean', default: false }, 'sweep-stream': { type: 'boolean', default: false }, 'sweep-focus': { type: 'boolean', default: false }, 'sweep-xf': { type: 'boolean', default: false }, 'sweep-lb': { type: 'boolean', default: false }, sass: { type: 'string' }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
+      sweep: { type: 'boolean', default: false }, 'sweep-stream': { type: 'boolean', default: false }, 'sweep-focus': { type: 'boolean', default: false }, 'sweep-xf': { type: 'boolean', default: false }, 'sweep-lb': { type: 'boolean', default: false }, 'sweep-pg': { type: 'boolean', default: false }, sass: { type: 'string' }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
       decode: { type: 'boolean' }, 'no-decode': { type: 'boolean', default: false }, shape: { type: 'string' },
       'new-tokens': { type: 'string', default: '64' }, flush: { type: 'string', default: 'clean' }, 'budget-s': { type: 'string', default: '0' }, 'gemv-formats': { type: 'string' }, 'roofline-gbs': { type: 'string' }, json: { type: 'string' },
     },
@@ -440,6 +463,7 @@ export async function run(args: string[] = []): Promise<void> {
   sweepFocus = v['sweep-focus']!;
   sweepXf = v['sweep-xf']!;
   sweepLb = v['sweep-lb']!;
+  sweepPg = v['sweep-pg']!;
   if (Number(v['budget-s']) > 0) deadline = now() + Number(v['budget-s']) * 1000;
   if (!['cpu', 'cuda', 'webgpu'].includes(device)) throw new nbx.ValueError(OP, `--device must be cpu, cuda or webgpu, got '${device}'`);
   const feats = kernelFeatures('quant', Device.of(device).type);

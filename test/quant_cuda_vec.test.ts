@@ -275,3 +275,25 @@ test('xf for q4_k (x staged interleaved, two sub-blocks a unit) and the xf kerne
     }
   } finally { forceQuantGemvConfig(null); }
 });
+
+test('the xf kernels on a persistent grid (pg: blocks staging x once and looping over tiles, the grid forced small) and int4 on tensor cores in the register kernel (tc: bf16 / f16 x, one row, groups 128 / 256, symmetric and asymmetric, db and single ring, kw 1/2/4, partial stripes, ragged N): the same bits twice', { skip }, () => {
+  let seed = 1300;
+  try {
+    // [format, x dtype, m, nr, U, db, kw, K, pg, grid (pg), tc, group, asym, N]
+    for (const [f, dt, m, nr, U, db, kw, k, pg, grid, tc, g, asym, n] of [
+      ['int4', 'bfloat16', 1, 4, 0, 1, 2, 5120, 1, 2, 0, 128, false, 45], ['int4', 'float16', 2, 4, 0, 1, 1, 2304, 1, 1, 0, 64, true, 37],
+      ['int8', 'bfloat16', 1, 8, 0, 0, 1, 2560, 1, 1, 0, 0, false, 70], ['int8', 'float32', 1, 4, 0, 1, 2, 1056, 1, 3, 0, 0, false, 33],
+      ['q4_k', 'bfloat16', 1, 2, 1, 1, 2, 1280, 1, 2, 0, 0, false, 29],
+      ['int4', 'bfloat16', 1, 4, 0, 1, 1, 5120, 0, 0, 1, 128, false, 21], ['int4', 'bfloat16', 1, 4, 1, 1, 2, 4608, 0, 0, 1, 128, true, 19],
+      ['int4', 'float16', 1, 4, 2, 0, 1, 4608, 0, 0, 1, 256, false, 13], ['int4', 'float16', 1, 2, 2, 1, 4, 2304, 0, 0, 1, 128, true, 11],
+      ['int4', 'bfloat16', 1, 4, 0, 1, 2, 5120, 1, 2, 1, 128, false, 50], ['int4', 'bfloat16', 1, 8, 0, 0, 1, 1152, 0, 0, 1, 128, false, 9],
+    ] as [QuantFormat, DT, number, number, number, number, number, number, number, number, number, number, boolean, number][]) {
+      forceQuantGemvConfig({ impl: 'vec', kw, xs: 1, xf: 1, nr, U, db, pg, tc, ...(grid ? { pgGrid: grid } : {}) });
+      check(f, dt, m, n, k, seed++, { bias: m !== 2, ...(f === 'int4' ? { groupSize: g, asym } : {}) });
+      const cfg = lastQuantGemvConfig();
+      assert.equal(cfg?.xf, 1);
+      assert.equal(cfg?.pg ?? 0, pg);
+      assert.equal(cfg?.tc ?? 0, tc);
+    }
+  } finally { forceQuantGemvConfig(null); }
+});

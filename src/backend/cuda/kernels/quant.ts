@@ -19,6 +19,10 @@
 // end, all waited for at the next round's start). What the H200 showed (BENCHMARKS.md, 2026-12-03): db and
 // the rings changed int8 by a few %, whole-line copies helped the tensor-core kernels, and int4 stayed at
 // ~1.7 TB/s whichever form; the tuner keeps the forms that won on some shape.
+// The xf form (x converted once to float32 in shared memory, several rows a warp) also runs int4 on tensor cores
+// without changing its loads (tc: a lane's 16 bytes of one row are the B fragment of its 4-lane, 128-element
+// segment, staged 16-bit x pairs the A fragment, the mma's diagonal the segment's dot: 64 SASS instructions per 16
+// packed bytes and row against 96) and on a persistent grid (pg); knob ab times parts of it apart (diagnostics).
 // Warps of a block split K by a launch argument (kw) where N is short. Quants are decoded in halves of
 // 16 elements to small exact floats q (1 + q/2^B under 1.0's exponent for ≤ 6-bit quants, integers
 // through the 2^23 magic-number trick: no I2F on the slow conversion pipe) and an affine map
@@ -348,8 +352,11 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'xf', values: [0, 1], movesBits: true, doc: "'vec' int4 / int8 with x staged (xs), m ≤ 2: x converted once to float32 in shared memory, laid out so a quarter warp's 16-byte reads hit every bank once, with each unit's Σx (int4), instead of 16-bit x converted and summed by every warp" },
     { name: 'nr', values: [0, 1, 2, 4, 8], movesBits: false, doc: "'vec' with xf: weight rows per warp sharing each read of x (0: the register kernel's, 2 for m ≤ 4)" },
     { name: 'lb', values: [0, 3, 4], movesBits: false, doc: "'vec' with x staged (xs, no cp ring): resident blocks per SM asked of ptxas by __launch_bounds__ (3: ≤ 80 registers, 24 warps per SM; 4: ≤ 64, 32 warps where shared memory allows); 0: 2 blocks (≤ 128 registers, 16 warps)" },
+    { name: 'pg', values: [0, 1], movesBits: false, doc: "'vec' with xf: a persistent grid (as many blocks as fit at once, lb or 2 per SM, shared memory allowing), each staging x once and taking the block tiles blockIdx.x, + gridDim.x, ... (0: one block per tile, each staging all of x)" },
+    { name: 'tc', values: [0, 1], movesBits: true, doc: "'vec' with xf, int4 (groups ≥ 128, K % 128 == 0, 16-bit x): the register kernel's lanes and loads (16 contiguous bytes of one row a lane) on tensor cores: a lane's 32 nibbles are the B fragment of its row segment (4 lanes, 128 elements), its staged x pairs the A fragment, mma.sync's diagonal D[g][g] the segment's dot (magic + nibble, one LOP3 a pair, Σx staged per segment): ~half the float form's instructions" },
+    { name: 'ab', values: [0, 1, 2, 3], movesBits: true, doc: "diagnostics of the xf kernel, WRONG results, sweep-only (bench quant --sweep-pg): 1 weight loads from the rows' first 1 KB (L1 hits: the arithmetic's time), 2 loads only (words xor-folded, no decode: the memory stream's time), 3 x not staged (the prologue's cost); 0 none" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0, lb: 0 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0, lb: 0, pg: 0, tc: 0, ab: 0 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -801,11 +808,11 @@ export function quantXfBytes(f: QuantFormat, m: number, k: number): number {
  * places and the high one's at odd places, so int4's word decode (low nibble, high nibble of byte b)
  * meets them in order; each half's Σx is staged (two scales a unit).
  */
-function xfStage(f: QuantFormat, T: string): string {
+function xfStage(f: QuantFormat, T: string, stage = true): string {
   const ue = unitElems(f), ch = ue / 4, sx = f === 'int4', kq = f === 'q4_k';
   return `  ${XS_DECL}
   const int XK = ((K + ${8 * ue - 1}) / ${8 * ue}) * ${8 * ue}; // a row of x in shared memory: whole groups of 8 units
-  {
+  ${stage ? '{' : 'if (false) { // diagnostics ab 3: x left unstaged'}
     float* xf_ = reinterpret_cast<float*>(nbxq_xs_);
     const uint4* xg_ = reinterpret_cast<const uint4*>(X); // ${ue} elements of x are a whole number of 16-byte vectors
     for (int t_ = threadIdx.x; t_ < m * upr; t_ += ${THREADS}) {
@@ -913,6 +920,118 @@ function vecXfBody(f: QuantFormat, asym: boolean, mr: number, nr: number): strin
         }`;
 }
 
+/** Shared memory of the tc form for m rows of x: 16-bit x in mma pair order (16 words a unit, rows of whole 8-unit groups), then Σx per 128-element segment. */
+export function quantTcBytes(m: number, k: number): number {
+  const upr = k / 32;
+  return m * Math.ceil(upr / 8) * 128 * 4 + m * Math.ceil(upr / 4) * 4;
+}
+
+/** Whether the tc form takes the call: int4, 16-bit x, one row of x, groups of ≥ 128 (a power of 2: a 4-lane segment in one group), K % 128 == 0. */
+export const tcOk = (c: { f: QuantFormat; d: QuantDType; gsize: number; k: number }, m: number): boolean =>
+  c.f === 'int4' && c.d !== 'float32' && m === 1 && c.gsize >= 128 && (c.gsize & (c.gsize - 1)) === 0 && c.k % 128 === 0;
+
+/**
+ * The tc form's staging of x (after the grid-dependency wait): one thread per 128-element segment (4 units) of
+ * each row of x; unit u's 32 16-bit elements as 16 pair words X[4w + e] = (x[8w + e], x[8w + e + 4]) (the nibble
+ * pairs' order of nbxq_raw(word w >> 4e)), chunk w (4 words) at 128·(u >> 3) + 32·w + 4·(u & 7) words (a quarter
+ * warp's reads of chunk w cover 128 contiguous bytes), then the segment's Σx in float32 (units in order).
+ */
+function tcStage(T: string, bf: boolean, stage = true): string {
+  const cv = (w: string, hi: boolean): string => (bf ? (hi ? `__uint_as_float(${w} & 0xffff0000u)` : `__uint_as_float(${w} << 16)`) : `nbx_h2f((unsigned short)(${w}${hi ? ' >> 16' : ''}))`);
+  return `  ${XS_DECL}
+  const int XW = ((upr + 7) >> 3) * 128, nseg = upr >> 2; // words of a row of staged x; segments of a row
+  ${stage ? '{' : 'if (false) { // diagnostics ab 3: x left unstaged'}
+    unsigned* xw_ = reinterpret_cast<unsigned*>(nbxq_xs_);
+    float* sx_ = reinterpret_cast<float*>(xw_ + (long long)m * XW);
+    const uint4* xg_ = reinterpret_cast<const uint4*>(X);
+    for (int t_ = threadIdx.x; t_ < m * nseg; t_ += ${THREADS}) {
+      const int i_ = t_ / nseg, s_ = t_ - i_ * nseg;
+      float tot_ = 0.f;
+      #pragma unroll
+      for (int q_ = 0; q_ < 4; q_++) {
+        const int u_ = 4 * s_ + q_;
+        const long long v0_ = ((long long)i_ * K + (long long)u_ * 32) >> 3; // 8 16-bit elements a 16-byte vector
+        unsigned xv[16];
+        #pragma unroll
+        for (int v = 0; v < 4; v++) { const uint4 a_ = xg_[v0_ + v]; xv[4 * v] = a_.x; xv[4 * v + 1] = a_.y; xv[4 * v + 2] = a_.z; xv[4 * v + 3] = a_.w; }
+        unsigned* d_ = xw_ + (long long)i_ * XW + (u_ >> 3) * 128 + (u_ & 7) * 4;
+        #pragma unroll
+        for (int w = 0; w < 4; w++) {
+          uint4 o_;
+          o_.x = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x5410u); o_.y = nbxq_prmt(xv[4 * w], xv[4 * w + 2], 0x7632u);
+          o_.z = nbxq_prmt(xv[4 * w + 1], xv[4 * w + 3], 0x5410u); o_.w = nbxq_prmt(xv[4 * w + 1], xv[4 * w + 3], 0x7632u);
+          *reinterpret_cast<uint4*>(d_ + 32 * w) = o_;
+        }
+        float su_ = 0.f;
+        #pragma unroll
+        for (int v = 0; v < 16; v++) su_ += ${cv('xv[v]', false)} + ${cv('xv[v]', true)};
+        tot_ += su_;
+      }
+      sx_[t_] = tot_; // row i_, segment s_
+    }
+  }
+  __syncthreads();
+  const unsigned* Xw = reinterpret_cast<const unsigned*>(nbxq_xs_);
+  const float* SX = reinterpret_cast<const float*>(Xw + (long long)m * XW); // segment s of x row i: SX[i * nseg + s]`;
+}
+
+/**
+ * The tc form's decode of ring slot j (unit u), one row of x: per word w of each weight row's 16 bytes, the staged
+ * chunk w of x (X[4w..4w+3], one LDS.128, is the A fragment as loaded: rows g and g + 8 of A take pairs 4w, 4w + 2
+ * and 4w + 1, 4w + 3) and two mma.sync m16n8k16 into two accumulators: B = pairs (4w, 4w + 2) of the word
+ * (nbxq_raw(q), nbxq_raw(q >> 8): magic + n, one LOP3 a pair) into c1, B = pairs (4w + 1, 4w + 3) into c2. Lanes
+ * 4g..4g+3 hold the 4 units of segment g (one int4 group), so c1's D[g][g] + c2's D[g + 8][g] is the segment's
+ * Σ x·(M + n) (exact products, float32 sums); its owner lane (g, g / 2) adds s·(that − (M + 8 | M + z)·Σx) to
+ * acc, every other lane 0 (lanes past the row's end too: the guarded rounds run the body on all lanes). The first
+ * mma of each accumulator starts from zero (nbxq_mma0). Every weight row's chain interleaved.
+ */
+function vecTcBody(asym: boolean, bf: boolean, nr: number): string {
+  const M = bf ? 128 : 1024;
+  return `{
+          const int uc_ = u < upr ? u : upr - 1; // (the guarded rounds: lanes past the row read in bounds, masked below)
+          const unsigned* xc_ = Xw + (uc_ >> 3) * 128 + (uc_ & 7) * 4;
+          float c1_[${nr}][4], c2_[${nr}][4];
+          #pragma unroll
+          for (int w = 0; w < 4; w++) {
+            const uint4 v_ = *reinterpret_cast<const uint4*>(xc_ + 32 * w);
+            const unsigned a_[4] = { v_.x, v_.y, v_.z, v_.w };
+            #pragma unroll
+            for (int r = 0; r < ${nr}; r++) {
+              const unsigned q_ = w == 0 ? wv[j][r].x : w == 1 ? wv[j][r].y : w == 2 ? wv[j][r].z : wv[j][r].w;
+              if (w == 0) { nbxq_mma0(c1_[r], a_, nbxq_raw(q_), nbxq_raw(q_ >> 8)); nbxq_mma0(c2_[r], a_, nbxq_raw(q_ >> 4), nbxq_raw(q_ >> 12)); }
+              else { nbxq_mma(c1_[r], a_, nbxq_raw(q_), nbxq_raw(q_ >> 8)); nbxq_mma(c2_[r], a_, nbxq_raw(q_ >> 4), nbxq_raw(q_ >> 12)); }
+            }
+          }
+          const bool in_ = own_ && u < upr;
+          const float sx_ = SX[uc_ >> 2];
+          #pragma unroll
+          for (int r = 0; r < ${nr}; r++) {
+            const float o_ = ${asym ? `${M}.f + zz[j][r]` : `${M + 8}.f`};
+            const float d_ = odd_ ? c1_[r][1] + c2_[r][3] : c1_[r][0] + c2_[r][2];
+            acc[0][r] += in_ ? sc[j][r] * fmaf(-o_, sx_, d_) : 0.f;
+          }
+        }`;
+}
+
+/** The tc form's mma.sync (non-volatile: pure, the compiler may schedule it) and the same from a zero accumulator. */
+function tcPrelude(bf: boolean): string {
+  const ty = bf ? 'bf16.bf16' : 'f16.f16';
+  return `#ifdef NBX_EMU
+__device__ __forceinline__ void nbxq_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) { emu_mma16816(c, a, b0, b1, ${bf}); }
+__device__ __forceinline__ void nbxq_mma0(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) { c[0] = c[1] = c[2] = c[3] = 0.f; emu_mma16816(c, a, b0, b1, ${bf}); }
+#else
+__device__ __forceinline__ void nbxq_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.${ty}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void nbxq_mma0(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.${ty}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+    : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+}
+#endif
+__device__ __forceinline__ unsigned nbxq_raw(unsigned u) { return nbxq_andor(u, 0x000F000Fu, ${bf ? '0x43004300u' : '0x64006400u'}); }`;
+}
+
 /** The register kernels' rows: nr packed row pointers and scale-row offsets from n0 (past n: the last row again). */
 const vecRowPointers = (nr: number): string => `  const unsigned char* wr[${nr}];
   long long srow[${nr}];
@@ -944,15 +1063,18 @@ const vecAccumulators = (f: QuantFormat, mr: number, nr: number, kq: boolean): s
  * segment's dot with x scaled once (w = a·q + b: a·Σx·q + b·Σx). Each lane sums its units in stripe
  * order, then a butterfly, then the kw warps' partials in warp order: the same bits every run.
  */
-export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false, cp = 0, xf = false, lb = 2): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false, cp = 0, xf = false, lb = 2, pg = false, ab = 0, tc = false): { src: string; name: string; sig: ArgType[] } {
   if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV has no decoder for '${f}'`);
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const ext = f === 'int8' || f === 'fp8_e4m3' || f === 'int4';
   const parts = vecParts(f, asym, mr, nr, xs ? 'Xs' : 'X'), { loads, body } = parts;
   if (xf) { // x as float32 in shared memory (xfStage): its own body; the ring is the xs kernel's (db or not), no cp
     if (!XF_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV stages x as float32 for ${XF_FORMATS.join(', ')} only, got '${f}'`);
-    return vecXsSource(f, asym, d, mr, nr, U, loads, vecXfBody(f, asym, mr, nr), db, true, lb);
+    if (tc && (f !== 'int4' || d === 'float32' || mr !== 1)) throw new UnsupportedError('quant_matmul', `the register kernel on tensor cores (tc) takes int4 with 16-bit x, one row of x, got '${f}' with ${d}, ${mr} rows`);
+    return vecXsSource(f, asym, d, mr, nr, U, ab === 1 ? (j, u, pred) => loads(j, `((${u}) & 63)`, pred) : loads,
+      ab === 2 ? vecAblateBody(f, asym, nr) : tc ? vecTcBody(asym, d === 'bfloat16', nr) : vecXfBody(f, asym, mr, nr), db, true, lb, pg, ab, tc);
   }
+  if (pg || ab !== 0) throw new UnsupportedError('quant_matmul', 'the persistent grid (pg) and the diagnostics (ab) are the xf form\'s');
   if (lb !== 2 && !(xs && cp === 0)) throw new UnsupportedError('quant_matmul', `blocks per SM other than 2 (lb ${lb}) are the x-staged register kernel's without a cp ring`);
   if (xs && cp > 0) return vecCpSource(f, asym, d, mr, nr, cp, parts);
   if (xs) return vecXsSource(f, asym, d, mr, nr, U, loads, body, db, false, lb);
@@ -1054,23 +1176,30 @@ export const XS_MAX_BYTES = 64 * 1024;
  * before the grid-dependency wait (packed weights are never written by earlier kernels: their reads
  * overlap the previous kernel's tail, in place of an L2 prefetch), then x is staged and the ring runs.
  */
-function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string, pred?: string) => string, body: string, db = false, xf = false, lb = 2): { src: string; name: string; sig: ArgType[] } {
+function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string, pred?: string) => string, body: string, db = false, xf = false, lb = 2, pg = false, ab = 0, tc = false): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const NS = db ? 2 * U : U; // register slots: one round, or two (db)
   // lb blocks per SM: at 2 (128 registers, 16 warps per SM) the int4 kernel was latency-bound (ncu, H200:
   // 1.27 eligible warps per scheduler, 22% occupancy); 3 / 4 trade registers for warps (the ring's slots
   // are the same registers, so fewer rows or units per warp keep it spill-free: ptxas -v)
   const src = `${HELPERS}
-${x16Source(d)}
+${x16Source(d)}${tc ? `
+${tcPrelude(d === 'bfloat16')}` : ''}
 extern "C" __global__ void __launch_bounds__(${THREADS}, ${lb}) quant_gemv_v(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
   const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
   int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int rg = warp / kw, ks = warp - rg * kw;
+  const int rg = warp / kw, ks = warp - rg * kw;${pg ? `
+  // persistent grid (pg): block tiles blockIdx.x, + gridDim.x, ... (the launch gives every block at least one)
+  const int rpb_ = (${WARPS} / kw) * ${nr}, tiles_ = (n + rpb_ - 1) / rpb_;
+  int tile_ = blockIdx.x;
+  int n0 = tile_ * rpb_ + rg * ${nr};
+  bool live = n0 < n; // uniform per warp; dead warps still stage x` : `
   const int n0 = blockIdx.x * (${WARPS} / kw) * ${nr} + rg * ${nr};
-  const bool live = n0 < n; // uniform per warp; dead warps still stage x
+  const bool live = n0 < n; // uniform per warp; dead warps still stage x`}
   const int upr = K / ${UE}, nst = (upr + 31) >> 5;
-${vecRowPointers(nr)}${vecAccumulators(f, mr, nr, kq)}
+${vecRowPointers(nr)}${vecAccumulators(f, mr, nr, kq)}${ab === 2 ? `
+  unsigned ab_ = 0u; // ab 2 (diagnostics): the loaded words folded, kept alive through the store` : ''}
   uint4 wv[${NS}][${nr}];${kq ? `
   uint4 hv[${NS}][${nr}];` : ''}${five ? `
   uint4 qv[${NS}][${nr}];` : ''}${f === 'int4' ? `
@@ -1078,7 +1207,10 @@ ${vecRowPointers(nr)}${vecAccumulators(f, mr, nr, kq)}
   #pragma unroll
   for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}
   NBX_GRID_DEPENDENCY_WAIT();
-${xf ? xfStage(f, T) : xStage(T)}
+${tc ? tcStage(T, d === 'bfloat16', ab !== 3) : xf ? xfStage(f, T, ab !== 3) : xStage(T)}${tc ? `
+  // this lane's place in the mma fragments: segment g = lane / 4 (4 lanes, 128 elements), D[g][g] at lane (g, g / 2), element g & 1
+  const bool own_ = (lane & 3) == (lane >> 3), odd_ = ((lane >> 2) & 1) != 0;` : ''}${pg ? `
+  for (;;) {` : ''}
   if (live) {
     int s0 = ks;${db ? `
     // double-buffered (db): slots 0..U-1 (round A) and U..2U-1 (round B) in distinct registers. The next
@@ -1116,13 +1248,14 @@ ${xf ? xfStage(f, T) : xStage(T)}
       #pragma unroll
       for (int j = 0; j < ${U}; j++) {
         const int u = (s0 + j * kw) * 32 + lane;
-        if (u < upr) {
+        ${tc ? '{ // every lane (mma.sync is the warp\'s): lanes past the row masked in the body' : 'if (u < upr) {'}
         ${body}
         }
         ${loads('j', `(s0 + (${U} + j) * kw) * 32 + lane`)}
       }
     }
-  }
+  }${ab === 2 ? `
+  if (ab_ == 0x9e3779b9u) acc[0][0] += 1.f;` : ''}
   #pragma unroll
   for (int i = 0; i < ${mr}; i++) {
     #pragma unroll
@@ -1131,9 +1264,33 @@ ${xf ? xfStage(f, T) : xStage(T)}
       for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
     }
   }
-${warpPartialsAndStore(d, mr, nr, 'live')}
+${warpPartialsAndStore(d, mr, nr, 'live')}${pg ? `
+  tile_ += gridDim.x;
+  if (tile_ >= tiles_) break;
+  if (kw > 1) __syncthreads(); // the row groups' first warps have read red[] before the next tile writes it
+  n0 = tile_ * rpb_ + rg * ${nr}; live = n0 < n;
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) { const int rr = n0 + r < n ? n0 + r : n - 1; wr[r] = Wq + (long long)rr * rowBytes; srow[r] = (long long)rr * sRow; }
+  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) acc[i][r] = 0.f;
+  }${f === 'int8' || f === 'fp8_e4m3' ? `
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}
+  #pragma unroll
+  for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}
+  }` : ''}
 }`;
   return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
+}
+
+/** The xf kernel's body under diagnostics ab 2: ring slot j's loaded words xor-folded into ab_, no decode, no x. */
+function vecAblateBody(f: QuantFormat, asym: boolean, nr: number): string {
+  return `{
+          #pragma unroll
+          for (int r = 0; r < ${nr}; r++) ab_ ^= wv[j][r].x ^ wv[j][r].y ^ wv[j][r].z ^ wv[j][r].w${f === 'int4' ? ` ^ __float_as_uint(sc[j][r])${asym ? ' ^ __float_as_uint(zz[j][r])' : ''}` : ''}${f === 'q4_k' ? ' ^ hv[j][r].x ^ hv[j][r].w' : ''};
+        }`;
 }
 
 // ---- int4 on tensor cores ------------------------------------------------------------------------
@@ -2323,6 +2480,17 @@ function launchStream(c: Checked, p: QuantMatmulParams, cfg: Config): boolean {
   return true;
 }
 
+/**
+ * The persistent grid's blocks (pg): as many as are resident at once, lb per SM (ptxas's register budget) where
+ * shared memory holds that many staged x (dyn bytes each, 1 KiB of the SM's reserved per block, the partials),
+ * never more than the tiles; `forced` (tests) caps it lower, so blocks loop over several tiles.
+ */
+export function pgGrid(tiles: number, lb: number, dyn: number, forced?: number): number {
+  const perSm = be.ctx.info.maxSharedMemPerSM > 0 ? be.ctx.info.maxSharedMemPerSM : 233472;
+  const fit = Math.max(1, Math.min(lb, Math.floor(perSm / (dyn + 2048))));
+  return Math.max(1, Math.min(tiles, fit * be.smCount, forced ?? Infinity));
+}
+
 /** Dynamic shared memory the cp / co / xf kernels may take: the block's opt-in limit less the static arrays. */
 const dynSmemLimit = (): number => be.ctx.info.maxSharedMemPerBlockOptin - 8192;
 
@@ -2374,12 +2542,15 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   const kw = (cfg.kw as number | undefined) ?? 1;
   if (cfg.impl === 'vec') {
     // xf: x as float32 (its own shared memory; where it fits the opt-in limit; m ≤ XF_MAX_ROWS), nr rows a warp, no cp ring
-    const xfb = xs && cfg.xf === 1 && XF_FORMATS.includes(c.f) && mr <= XF_MAX_ROWS ? quantXfBytes(c.f, p.m, c.k) : 0, xf = xfb > 0 && xfb <= cpLimit;
+    const tcReq = cfg.tc === 1 && tcOk(c, p.m); // tc: int4 on tensor cores in the xf kernel (its own staging of x)
+    const xfb = xs && cfg.xf === 1 && XF_FORMATS.includes(c.f) && mr <= XF_MAX_ROWS ? (tcReq ? quantTcBytes(p.m, c.k) : quantXfBytes(c.f, p.m, c.k)) : 0, xf = xfb > 0 && xfb <= cpLimit, tc = xf && tcReq;
     const nr = xf ? ((cfg.nr as number | undefined) || vecRows(mr)) : vecRows(mr);
     const U = (cfg.U as number | undefined) || (xf ? xfUnroll(nr, xs && cfg.db === 1) : vecUnroll(c.f, mr)), db = xs && cfg.db === 1, cp = xf ? 0 : cpStages('vec', nr);
     const lb = xs && cp === 0 && ((cfg.lb as number | undefined) ?? 0) > 0 ? cfg.lb as number : 2; // blocks per SM (__launch_bounds__)
-    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}:${xf}:${lb}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp, xf, lb));
-    be.launch(k, Math.ceil(c.n / ((WARPS / kw) * nr)), THREADS,
+    // pg: the persistent grid (xf only); ab: diagnostics (xf only, wrong results)
+    const pg = xf && cfg.pg === 1, ab = xf ? ((cfg.ab as number | undefined) ?? 0) : 0, tiles = Math.ceil(c.n / ((WARPS / kw) * nr));
+    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}:${xf}:${lb}${pg ? ':pg' : ''}${tc ? ':tc' : ''}${ab ? `:ab${ab}` : ''}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp, xf, lb, pg, ab, tc));
+    be.launch(k, pg ? pgGrid(tiles, lb, xfb, cfg.pgGrid as number | undefined) : tiles, THREADS,
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw],
       xf ? cpDyn(k, xfb) : cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('vec', c.f, c.asym, nr))) : dyn(k));
     return;
@@ -2477,6 +2648,14 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
     if (c.f === 'int4') xf.push({ kw, nr: 4 }, { kw, nr: 4, db: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1 }, ...(one ? [{ kw, nr: 4, db: 1, lb: 3 }, { kw: kwFor(2), nr: 2, db: 1, U: 1, lb: 4 }] : []));
     if (c.f === 'int8') xf.push({ kw, nr: 4, db: 1 }, { kw: kwFor(8), nr: 8 }, { kw: kwFor(2), nr: 2 }, ...(one ? [{ kw: kwFor(8), nr: 8, lb: 3 }, { kw, nr: 4, db: 1, lb: 3 }, { kw: kwFor(2), nr: 2, db: 1, U: 1, lb: 4 }] : []));
     if (c.f === 'q4_k') xf.push({ kw: kwFor(2), nr: 2, db: 1, U: 1 }, ...(one ? [{ kw: kwFor(1), nr: 1, db: 1, U: 2, lb: 3 }] : []));
+    // (ninth session, unmeasured) the persistent grid (pg: x staged once per resident block) on each format's best
+    // form of quant-5 (H200: int4 nr4 db kw/2 1,925-1,968, int8 nr8 2,939 / nr4 db 2,841, q4_k nr2 db U1 1,424-1,513),
+    // and int4 on tensor cores in the register kernel (tc, one row of x: 64 SASS instructions per 16 packed bytes
+    // and row against the float form's 96, 120-128 registers, 0 spills; ptxas -v sm_90a), alone and with pg
+    if (c.f === 'int4') xf.push({ kw: Math.max(1, kw / 2), nr: 4, db: 1, pg: 1 });
+    if (c.f === 'int8') xf.push({ kw: kwFor(8), nr: 8, pg: 1 }, { kw, nr: 4, db: 1, pg: 1 });
+    if (c.f === 'q4_k') xf.push({ kw: kwFor(2), nr: 2, db: 1, U: 1, pg: 1 });
+    if (tcOk(c, p.m) && quantTcBytes(p.m, c.k) <= dynSmemLimit()) xf.push({ kw, nr: 4, db: 1, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1 }, { kw: kwFor(2), nr: 2, db: 1, U: 2, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1, pg: 1 });
     const seen = new Set(out.map((o) => JSON.stringify(o)));
     for (const x of xf) {
       const cand = { ...d, xf: 1, ...x }, key = JSON.stringify(cand);
@@ -2577,6 +2756,13 @@ export function allQuantSources(): { label: string; src: string; name: string; s
           // more blocks per SM (lb): the tuner's forms (gemvCandidates) and neighbours
           for (const [mr, nr, U, db, lb] of [[1, 4, 1, true, 3], [1, 2, 1, true, 4], [1, 1, 4, true, 3], [1, 8, 1, false, 3], [2, 2, 1, true, 3]] as const) {
             out.push({ label: `vecxs:xf:lb${lb}:${f}:${asym}:${d}:${mr}:${nr}:${U}:${db}`, ...quantGemvVecSource(f, asym, d, mr, nr, U, true, db, 0, true, lb) });
+          }
+          // the persistent grid (pg), the diagnostics (ab) and int4 on tensor cores (tc: 16-bit x, one row)
+          for (const [nr, U, db] of [[4, 1, true], [8, 1, false], [2, 1, true]] as const) out.push({ label: `vecxs:xf:pg:${f}:${asym}:${d}:${nr}:${U}:${db}`, ...quantGemvVecSource(f, asym, d, 1, nr, U, true, db, 0, true, 2, true) });
+          for (const ab of [1, 2, 3]) out.push({ label: `vecxs:xf:ab${ab}:${f}:${asym}:${d}`, ...quantGemvVecSource(f, asym, d, 1, 4, 1, true, true, 0, true, 2, false, ab) });
+          if (f === 'int4' && d !== 'float32') {
+            for (const [nr, U, db, pg] of [[4, 1, true, false], [4, 2, false, false], [2, 2, true, false], [4, 1, true, true]] as const) out.push({ label: `vecxs:tc:${asym}:${d}:${nr}:${U}:${db}:${pg}`, ...quantGemvVecSource(f, asym, d, 1, nr, U, true, db, 0, true, 2, pg, 0, true) });
+            for (const ab of [1, 2, 3]) out.push({ label: `vecxs:tc:ab${ab}:${asym}:${d}`, ...quantGemvVecSource(f, asym, d, 1, 4, 1, true, true, 0, true, 2, false, ab, true) });
           }
         }
         if (VEC_FORMATS.includes(f)) {
