@@ -69,7 +69,9 @@ async function precompile(withTimes) {
   const jobs = [att.precompileAttention(specs)];
   if (att.hasWgmma()) {
     // the cp.async build (inputs TMA cannot address) of bfloat16 without a mask, for the check's cp.async cases
-    jobs.push(att.precompileAttention([['bfloat16', 64], ['bfloat16', 128], ['float16', 128]].map(([dt, D]) => ({ dt, D, cfg: { impl: 'decode-mma' }, mask: 'none' }))));
+    // (and the tensor-core decode kernel: block tiles, per-warp cp.async and TMA tiles at rings of 2 and 3)
+    const dec = [{}, { tiles: 'warp' }, { tiles: 'warp', stages: 3 }, { tiles: 'tma' }, { tiles: 'tma', stages: 3 }];
+    jobs.push(att.precompileAttention([['bfloat16', 64], ['bfloat16', 128], ['float16', 128]].flatMap(([dt, D]) => dec.map((x) => ({ dt, D, cfg: { impl: 'decode-mma', ...x }, mask: 'none' })))));
     process.env.NBX_ATTENTION_TMA = '0';
     try { jobs.push(att.precompileAttention([64, 128, 256].flatMap((D) => sm90.sm90Configs(D).map((w) => ({ dt: 'bfloat16', D, cfg: wgCfg(w), mask: 'none' }))))); } finally { delete process.env.NBX_ATTENTION_TMA; }
   }
@@ -210,7 +212,10 @@ if (part === 'check') {
     const [qd, kd, vd] = [qh, kh, vh].map((t) => t.to('cuda'));
     const parts = [];
     let ok = true;
-    for (const cfg of [{ impl: 'lanes', chunk: 256, threads: 128 }, { impl: 'mma', chunk: 256, threads: 128 }, { impl: 'mma', chunk: 4096, threads: 128 }, { impl: 'mma', chunk: 0, threads: 128 }, { impl: 'lanes', chunk: 0, threads: 128 }]) {
+    // (attn-6: the transposed reduction 'lanes t128 x', per-warp tiles 'mma w' and per-warp TMA tiles 'mma tma', rings of 2 and 3)
+    for (const cfg of [{ impl: 'lanes', chunk: 256, threads: 128 }, { impl: 'mma', chunk: 256, threads: 128 }, { impl: 'mma', chunk: 4096, threads: 128 }, { impl: 'mma', chunk: 0, threads: 128 }, { impl: 'lanes', chunk: 0, threads: 128 },
+      { impl: 'lanes', chunk: 256, threads: 128, reduce: 'scatter' }, { impl: 'lanes', chunk: 0, threads: 128, reduce: 'scatter' }, { impl: 'mma', chunk: 256, threads: 128, tiles: 'warp' }, { impl: 'mma', chunk: 4096, threads: 128, tiles: 'warp', stages: 3 },
+      { impl: 'mma', chunk: 256, threads: 128, tiles: 'tma' }, { impl: 'mma', chunk: 4096, threads: 128, tiles: 'tma' }, { impl: 'mma', chunk: 512, threads: 128, tiles: 'tma', stages: 3 }]) {
       att._forceAttentionConfig({ decode: cfg });
       try {
         const d0 = att.attentionStats.decode;
@@ -220,8 +225,8 @@ if (part === 'check') {
         for (let i = 0; i < want.length; i++) { const d = Math.abs(got[i] - want[i]); if (Number.isNaN(got[i])) nan++; else if (d > m) m = d; }
         const good = nan === 0 && m <= (dt === 'bfloat16' ? 2e-2 : 4e-3);
         if (!good) ok = false;
-        parts.push(`${cfg.impl} c${cfg.chunk} ${m.toExponential(1)}${nan ? ` NaN×${nan}` : ''}`);
-      } catch (e) { ok = false; parts.push(`${cfg.impl} c${cfg.chunk} ERROR ${String(e.message).slice(0, 160)}`); }
+        parts.push(`${att.decodeTag(cfg).replace(' t128', '')} c${cfg.chunk} ${m.toExponential(1)}${nan ? ` NaN×${nan}` : ''}${cfg.tiles === 'tma' && !att.attentionStats.lastDecode.includes('tma') ? ' (not TMA)' : ''}`);
+      } catch (e) { ok = false; parts.push(`${att.decodeTag(cfg)} c${cfg.chunk} ERROR ${String(e.message).slice(0, 160)}`); }
       finally { att._forceAttentionConfig({}); }
     }
     if (!ok) fails++;
@@ -347,16 +352,20 @@ if (part === 'time') {
       const q = deviceRandn([B, H, 1, 128], 'bfloat16'), k = deviceRandn([B, Hk, S, 128], 'bfloat16'), v = deviceRandn([B, Hk, S, 128], 'bfloat16');
       const gb = 2 * B * Hk * S * 128 * 2 / 1e9;
       const parts = [];
+      // attn-6's forms after the earlier rows: 'x' the lane kernel's transposed reduction, 'w' per-warp cp.async tiles,
+      // 'tma' per-warp TMA tiles, s3 a ring of 3 (NBX_ATTN_DECODE_NEW=0: the earlier rows alone)
+      const neu = process.env.NBX_ATTN_DECODE_NEW === '0' ? [] : [['lanes', 128, 1024, 'kernel', { reduce: 'scatter' }], ['lanes', 128, 2048, 'kernel', { reduce: 'scatter' }], ['lanes', 128, 0, 'kernel', { reduce: 'scatter' }],
+        ...[{ tiles: 'warp' }, { tiles: 'warp', stages: 3 }, { tiles: 'tma' }, { tiles: 'tma', stages: 3 }].flatMap((x) => [1024, 2048, 4096].map((ch) => ['mma', 128, ch, 'kernel', x])), ['mma', 128, 4096, 'fused', { tiles: 'tma' }]];
       const cfgs = [['tuned', null], ...[['lanes', 128, 512, 'kernel'], ['lanes', 128, 1024, 'kernel'], ['lanes', 128, 2048, 'kernel'], ['lanes', 128, 2048, 'fused'], ['lanes', 256, 4096, 'kernel'],
         ['mma', 128, 256, 'kernel'], ['mma', 128, 512, 'kernel'], ['mma', 128, 1024, 'kernel'], ['mma', 128, 1024, 'fused'], ['mma', 128, 2048, 'kernel'], ['mma', 128, 4096, 'kernel'],
-        ['lanes', 128, 0, 'kernel'], ['lanes', 256, 0, 'kernel'], ['lanes', 256, 0, 'fused']]
-        .map(([impl, threads, chunk, merge]) => [`${impl}${impl === 'lanes' ? ` t${threads}` : ''} c${chunk} ${merge}`, { impl, threads, chunk, merge }])];
+        ['lanes', 128, 0, 'kernel'], ['lanes', 256, 0, 'kernel'], ['lanes', 256, 0, 'fused'], ...neu]
+        .map(([impl, threads, chunk, merge, x]) => [`${att.decodeTag({ impl, threads, ...x })} c${chunk} ${merge}`, { impl, threads, chunk, merge, ...x }])];
       for (const [label, cfg] of cfgs) {
         att._forceAttentionConfig(cfg ? { decode: cfg } : {});
         try {
           let t = Infinity;
           for (let i = 0; i < 3; i++) t = Math.min(t, await timeCuda(() => runCuda(q, k, v, {}).dispose(), 50));
-          parts.push(`${cfg ? label : 'tuned'}${!cfg || cfg.chunk === 0 ? ` (${att.attentionStats.lastDecode})` : ''} ${(gb / t).toFixed(0)}`);
+          parts.push(`${cfg ? label : 'tuned'}${!cfg || cfg.chunk === 0 || (cfg.tiles === 'tma' && !att.attentionStats.lastDecode.includes('tma')) ? ` (${att.attentionStats.lastDecode})` : ''} ${(gb / t).toFixed(0)}`);
         } catch (e) { parts.push(`${label} ERROR ${String(e.message).slice(0, 80)}`); }
         finally { att._forceAttentionConfig({}); }
       }

@@ -14,7 +14,7 @@ import type { DTypeName } from '../src/dtype/dtypes.js';
 import { check, rand, skip } from './cuda_compare.js';
 import { attentionStats, _forceAttentionConfig, PREFILL_SPACE, DECODE_SPACE, hasWgmma, wgmmaConfig } from '../src/backend/cuda/kernels/attention.js';
 import { sm90Configs, sm90Tag, type Sm90Config } from '../src/backend/cuda/kernels/attention_sm90.js';
-import { enumerate } from '../src/autotune/index.js';
+import { enumerate, type Config } from '../src/autotune/index.js';
 
 const F = nbx.nn.functional;
 const sdpa = (...a: unknown[]): Tensor => (F.scaled_dot_product_attention as (...x: unknown[]) => Tensor)(...a);
@@ -175,6 +175,67 @@ test('attention decode: fused and kernel merges give the same bits', { skip }, (
       assert.deepEqual(out[1], out[0], `${impl} H${H}/${Hk} L${L}: kernel merge differs from the fused one`);
       assert.deepEqual(out[2], out[0], `${impl} H${H}/${Hk} L${L}: a second fused launch differs`);
     }
+  } finally { _forceAttentionConfig({}); }
+});
+
+// The decode forms that change no arithmetic (DECODE_SPACE v5): the lane kernel's transposed reduction (reduce
+// 'scatter', at 2 and 4 rows per block: the same addition tree per row) and the tensor-core kernel's per-warp tiles
+// (tiles 'warp', rings of 2 and 3: the same tiles) give the bits of the row-by-row reduction / block tiles; and
+// they are right against the CPU path with masks and causal rows (a wrong slot-to-row map shows there).
+test('attention decode: transposed reduction and per-warp tiles give the same bits', { skip }, () => {
+  try {
+    const cases: [number, number, number, number][] = [[8, 2, 1, 700], [8, 2, 2, 700], [4, 2, 1, 333], [16, 1, 1, 500]];
+    const pairs: [string, Config, Config][] = [['lanes', { reduce: 'rows' }, { reduce: 'scatter' }], ['mma', { tiles: 'block' }, { tiles: 'warp' }], ['mma', { tiles: 'block' }, { tiles: 'warp', stages: 3 }]];
+    for (const [impl, a, b] of pairs) {
+      for (const [H, Hk, L, S] of cases) for (const D of [64, 128]) {
+        const [q, k, v] = qkv(1, H, Hk, L, S, D, 'bfloat16', 48 + D).map((t) => t.to('cuda'));
+        const out: Float32Array[] = [];
+        for (const x of [a, b]) {
+          _forceAttentionConfig({ decode: { impl, chunk: 128, threads: 128, merge: 'kernel', ...x } });
+          out.push(sdpa(q, k, v, { enable_gqa: H !== Hk }).to('float32').to('cpu').contiguous().dataSync() as Float32Array);
+        }
+        assert.deepEqual(out[1], out[0], `${impl} ${JSON.stringify(b)} H${H}/${Hk} L${L} S${S} D${D}: bits differ from ${JSON.stringify(a)}`);
+      }
+    }
+    const forms: Config[] = [{ impl: 'lanes', reduce: 'scatter', threads: 128 }, { impl: 'lanes', reduce: 'scatter', threads: 256 }, { impl: 'mma', tiles: 'warp', threads: 128 }, { impl: 'mma', tiles: 'warp', stages: 3, threads: 128 }];
+    for (const x of forms) {
+      _forceAttentionConfig({ decode: { chunk: 256, merge: 'fused', ...x } });
+      const tag = JSON.stringify(x);
+      for (const dt of HALF) fused('decode', `${tag} gqa rep4 L1 ${dt}`, (q, k, v) => sdpa(q, k, v, { enable_gqa: true }), qkv(1, 8, 2, 1, 777, 128, dt, 49), dt);
+      if (x.impl === 'lanes') fused('decode', `${tag} gqa rep4 f32`, (q, k, v) => sdpa(q, k, v, { enable_gqa: true }), qkv(1, 8, 2, 1, 500, 64, 'float32', 50), 'float32');
+      const dt = 'bfloat16';
+      const [q, k, v] = qkv(1, 2, 2, 3, 600, 64, dt, 42);
+      fused('decode', `${tag} bool mask`, (a, b, c, m) => sdpa(a, b, c, m), [q!, k!, v!, nbx.gt(rand([3, 600], 43), 0.2) as Tensor], dt);
+      fused('decode', `${tag} causal`, (a, b, c) => sdpa(a, b, c, { is_causal: true }), [q!, k!, v!], dt);
+      fused('decode', `${tag} all masked`, (a, b, c, m) => sdpa(a, b, c, m), [q!, k!, v!, nbx.zeros([3, 600], { dtype: 'bool' })], dt);
+    }
+  } finally { _forceAttentionConfig({}); }
+});
+
+// The tensor-core decode kernel with per-warp TMA tiles (tiles 'tma', sm_90: on an H200 and under the emulator, which
+// emulates the boxes and the mbarriers' transaction bytes): the block tiles' bits, rings of 2 and 3, a chunk that ends
+// inside a tile and S not a multiple of 16 (boxes past S arrive as zeros), masks, causal, all masked.
+test('attention decode: per-warp TMA tiles give the same bits', { skip }, (t) => {
+  nbx.zeros([1], { device: 'cuda' }).dispose(); // starts the backend
+  if (wgSkip()) { t.skip('this device has no TMA (sm_90)'); return; }
+  try {
+    for (const stages of [2, 3]) for (const [H, Hk, L, S, chunk] of [[8, 2, 1, 700, 128], [16, 1, 1, 333, 512], [8, 2, 2, 1000, 4096]] as [number, number, number, number, number][]) for (const D of [64, 128]) {
+      const [q, k, v] = qkv(1, H, Hk, L, S, D, 'bfloat16', 51 + D).map((t) => t.to('cuda'));
+      const out: Float32Array[] = [];
+      for (const tiles of ['block', 'tma']) {
+        _forceAttentionConfig({ decode: { impl: 'mma', chunk, threads: 128, merge: 'kernel', tiles, stages } });
+        out.push(sdpa(q, k, v, { enable_gqa: H !== Hk }).to('float32').to('cpu').contiguous().dataSync() as Float32Array);
+        assert.ok(attentionStats.lastDecode.startsWith(tiles === 'tma' ? 'mma tma' : 'mma'), attentionStats.lastDecode);
+      }
+      assert.deepEqual(out[1], out[0], `tma s${stages} H${H}/${Hk} L${L} S${S} c${chunk} D${D}: bits differ from block tiles`);
+    }
+    _forceAttentionConfig({ decode: { impl: 'mma', chunk: 256, threads: 128, merge: 'fused', tiles: 'tma', stages: 2 } });
+    for (const dt of HALF) fused('decode', `tma gqa rep4 L1 ${dt}`, (q, k, v) => sdpa(q, k, v, { enable_gqa: true }), qkv(1, 8, 2, 1, 777, 128, dt, 49), dt);
+    const dt = 'bfloat16';
+    const [q, k, v] = qkv(1, 2, 2, 3, 600, 64, dt, 42);
+    fused('decode', 'tma bool mask', (a, b, c, m) => sdpa(a, b, c, m), [q!, k!, v!, nbx.gt(rand([3, 600], 43), 0.2) as Tensor], dt);
+    fused('decode', 'tma causal', (a, b, c) => sdpa(a, b, c, { is_causal: true }), [q!, k!, v!], dt);
+    fused('decode', 'tma all masked', (a, b, c, m) => sdpa(a, b, c, m), [q!, k!, v!, nbx.zeros([3, 600], { dtype: 'bool' })], dt);
   } finally { _forceAttentionConfig({}); }
 });
 

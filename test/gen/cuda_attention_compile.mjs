@@ -3,7 +3,7 @@
 // the Hopper kernel (attention_sm90.ts: dtype x head dim 64/128/256 x its tiles x mask kind) for sm_90a:
 // node test/gen/cuda_attention_compile.mjs
 import { compileAll } from './cuda_compile_util.mjs';
-import { prefillSource, decodeSource, decodeReduceSource, decodeMmaSource, PREFILL_SPACE, DECODE_SPACE } from '../../dist/src/backend/cuda/kernels/attention.js';
+import { prefillSource, decodeSource, decodeReduceSource, decodeMmaSource, PREFILL_SPACE, DECODE_SPACE, DECODE_TMA_WORDS } from '../../dist/src/backend/cuda/kernels/attention.js';
 import { sm90Source, sm90Configs, sm90Tag, SM90_TMA_WORDS } from '../../dist/src/backend/cuda/kernels/attention_sm90.js';
 import { enumerate } from '../../dist/src/autotune/index.js';
 
@@ -23,6 +23,13 @@ for (const D of [64, 128]) {
     if (dt !== 'float32') for (const m of masks(dt)) specs.push({ label: `dec_mma ${dt} D${D} ${m}`, ...decodeMmaSource(dt, D, m) });
     // the diagnostic builds (NBX_ATTENTION_DECODE_STAGES, NBX_ATTENTION_ABLATE=nocompute)
     if (dt === 'bfloat16') for (const o of [{ stages: 3 }, { stages: 4 }, { ablate: 'nocompute' }]) specs.push({ label: `dec_mma ${dt} D${D} ${JSON.stringify(o)}`, ...decodeMmaSource(dt, D, 'none', o) });
+    // DECODE_SPACE v5: per-warp cp.async tiles, per-warp TMA tiles (its descriptors' struct: DECODE_TMA_WORDS words
+    // of the launcher's signature), rings of 2 and 3; the lane kernel's transposed reduction at 2 and 4 rows
+    if (dt !== 'float32') for (const m of masks(dt)) for (const o of [{ warpTiles: true }, { warpTiles: true, stages: 3 }, { tma: true }, { tma: true, stages: 3 }]) {
+      const s = decodeMmaSource(dt, D, m, o);
+      specs.push({ label: `dec_mma ${dt} D${D} ${m} ${JSON.stringify(o)}`, ...s, sig: o.tma ? [...s.sig.slice(0, -DECODE_TMA_WORDS), '?__grid_constant__ DMaps'] : s.sig });
+    }
+    for (const t of DECODE_SPACE.knobs.find((k) => k.name === 'threads').values) for (const rb of [2, 4]) specs.push({ label: `dec ${dt} D${D} t${t} none rb${rb} scatter`, ...decodeSource(dt, D, t, 'none', rb, true) });
   }
 }
 await compileAll('attention', specs, 8);

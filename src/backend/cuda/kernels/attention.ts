@@ -41,7 +41,7 @@ import { basePtr as ptr } from './util.js';
 import { getKernel, loadSourceAsync, type CompileOptions } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
 import { encodeTensorMapTiled, CU_TENSOR_MAP_DATA_TYPE, CU_TENSOR_MAP_SWIZZLE, type CudaKernel } from '../runtime/driver.js';
-import { sm90Source, sm90Smem, sm90Ones, sm90Configs, sm90Tag, prefillStoreO, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, SM90_SOFTMAX_DEFAULT, type Sm90Softmax, type Sm90Config } from './attention_sm90.js';
+import { sm90Source, sm90Smem, sm90Ones, sm90Configs, sm90Tag, prefillStoreO, wgmmaHelpers, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, SM90_SOFTMAX_DEFAULT, type Sm90Softmax, type Sm90Config } from './attention_sm90.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
 export const DECODE_MAX_ROWS = 16;
@@ -260,9 +260,32 @@ function elem(dt: DTypeName, w: string, i: string): string {
 /** Rows held per decode block for `rows` query rows per KV head: a power of two up to DECODE_ROWS. */
 export const decodeRowBlock = (rows: number): number => Math.min(DECODE_ROWS, 2 ** Math.ceil(Math.log2(Math.max(rows, 1))));
 
-export function decodeSource(dt: DTypeName, D: number, threads: number, mask: MaskKind, RB = DECODE_ROWS): { src: string; name: string; sig: ArgType[] } {
+/**
+ * The lane kernel's decode: RB rows per block, `threads` threads; xr (the knob reduce = 'scatter', RB ≥ 2): the
+ * scores' lane reduction transposed over the rows. Each lane's RB partial dot products are reduce-scattered (at
+ * the first log2(RB) xor steps a lane keeps half of its values and adds its partner's other half: RB - 1 shuffles),
+ * the one row left per lane finishes with the remaining xor steps, and an all-gather (RB - 1 shuffles) brings
+ * the RB scores back to every lane: RB = 4 at 16 lanes per key, 8 shuffles and 5 adds per key and lane instead
+ * of 16 and 16. A lane's register slot s holds query row s ^ H(lane) (H: the lane's bits at the scatter steps),
+ * so a lane keeps the first half of its slots at every step and no select is needed. Each row's sum is the
+ * same addition tree as the butterfly's, so the bits do not change.
+ */
+export function decodeSource(dt: DTypeName, D: number, threads: number, mask: MaskKind, RB = DECODE_ROWS, xr = false): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(dt);
   const VEC = 16 / esize(dt), LPK = D / VEC, KPW = 32 / LPK, NG = (threads / 32) * KPW, U = DECODE_UNROLL;
+  // (X false: the row-by-row butterflies, the source as before the knob)
+  const X = xr && RB >= 2 && LPK >= RB, LRB = Math.log2(RB);
+  // scatter steps: xor offset LPK/2 >> k moves row bit RB/2 >> k; H(lane) = the row bits of the lane's set offsets
+  const hExpr = X ? Array.from({ length: LRB }, (_, k) => `((li & ${LPK / 2 >> k}) ? ${RB / 2 >> k} : 0)`).join(' | ') : '0';
+  const reduce = (): string => {
+    const lines: string[] = [];
+    let n = RB, o = LPK / 2;
+    for (; n > 1; n /= 2, o /= 2) for (let i = 0; i < n / 2; i++) lines.push(`d[${i}] += __shfl_xor_sync(0xffffffffu, d[${i + n / 2}], ${o});`);
+    for (; o >= 1; o /= 2) lines.push(`d[0] += __shfl_xor_sync(0xffffffffu, d[0], ${o});`);
+    // all-gather: slot i + n from the partner at the scatter step that split slots [0, 2n)
+    for (n = 1, o = LPK / RB; n < RB; n *= 2, o *= 2) for (let i = 0; i < n; i++) lines.push(`d[${i + n}] = __shfl_xor_sync(0xffffffffu, d[${i}], ${o});`);
+    return lines.join('\n        ');
+  };
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
   const load16 = (dst: string, p: string): string => `{ const uint4 v_ = *(const uint4*)(${p}); ${dst}[0] = v_.x; ${dst}[1] = v_.y; ${dst}[2] = v_.z; ${dst}[3] = v_.w; }`;
   const src = `typedef unsigned int u32;
@@ -282,11 +305,13 @@ extern "C" __global__ void __launch_bounds__(${threads}) attn_dec(
   const int grp = warp * ${KPW} + kg;
   const int z = z0 + blockIdx.y, b = z / HK, hk = z % HK, nrows = rep * L, r0 = blockIdx.z * ${RB};
   const int c0 = blockIdx.x * chunk, c1 = min(S, c0 + chunk);
-  float q[${RB}][${VEC}], m[${RB}], s[${RB}], acc[${RB}][${VEC}];
+${X ? `  // register slot s holds row s ^ hx of the block's rows (the transposed reduction)
+  const int hx = ${hExpr};
+` : ''}  float q[${RB}][${VEC}], m[${RB}], s[${RB}], acc[${RB}][${VEC}];
   int lr[${RB}]; long long mrow[${RB}]; bool rok[${RB}];
   #pragma unroll
   for (int r = 0; r < ${RB}; r++) {
-    const int rr = r0 + r; rok[r] = rr < nrows;
+    const int rr = r0 + ${X ? '(r ^ hx)' : 'r'}; rok[r] = rr < nrows;
     const int hh = hk * rep + (rok[r] ? rr / L : 0), l = rok[r] ? rr % L : 0;
     lr[r] = l; mrow[r] = mo + b * msb + hh * msh + (long long)l * msl;
     u32 w[4]; ${load16('w', `Q + qo + b * qsb + hh * qsh + (long long)l * qsl + li * ${VEC}`)}
@@ -313,14 +338,24 @@ extern "C" __global__ void __launch_bounds__(${threads}) attn_dec(
       float kf[${VEC}];
       #pragma unroll
       for (int i = 0; i < ${VEC}; i++) kf[i] = ${elem(dt, 'kw[u]', 'i')};
+${X ? `      float d[${RB}];
       #pragma unroll
+      for (int r = 0; r < ${RB}; r++) {
+        d[r] = 0.f;
+        #pragma unroll
+        for (int i = 0; i < ${VEC}; i++) d[r] += q[r][i] * kf[i];
+      }
+      ${reduce()}
+      #pragma unroll
+      for (int r = 0; r < ${RB}; r++) {
+        float x = d[r];` : `      #pragma unroll
       for (int r = 0; r < ${RB}; r++) {
         float d = 0.f;
         #pragma unroll
         for (int i = 0; i < ${VEC}; i++) d += q[r][i] * kf[i];
         #pragma unroll
         for (int o = ${LPK / 2}; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-        float x = d;
+        float x = d;`}
         if (j >= c1 || !rok[r] || (causal && j > lr[r])) x = -INFINITY;
         ${mask === 'none' ? '' : `else { const long long mi = mrow[r] + (long long)j * mss; ${maskTerm(mask, 'x', 'mi')} }`}
         xs[u][r] = x;
@@ -348,9 +383,9 @@ extern "C" __global__ void __launch_bounds__(${threads}) attn_dec(
   // merge the lane groups of the block (fixed order)
   #pragma unroll
   for (int r = 0; r < ${RB}; r++) {
-    if (li == 0) { sm_m[grp][r] = m[r]; sm_s[grp][r] = s[r]; }
+    if (li == 0) { sm_m[grp][r] = m[r]; sm_s[grp][r] = s[r]; }${X ? ' // (lane 0 of a group: hx = 0)' : ''}
     #pragma unroll
-    for (int i = 0; i < ${VEC}; i++) sm_acc[grp][r][li * ${VEC} + i] = acc[r][i];
+    for (int i = 0; i < ${VEC}; i++) sm_acc[grp][${X ? 'r ^ hx' : 'r'}][li * ${VEC} + i] = acc[r][i];
   }
   __syncthreads();
   const int nch = gridDim.x;
@@ -379,15 +414,22 @@ ${decodeFusedTail(RB, D, threads)}
 }
 /** Keys per shared-memory tile of the tensor-core decode kernel (16 per warp). */
 export const DECODE_MMA_KEYS = 64;
-/** Dynamic shared memory of the tensor-core decode kernel: Q (16 rows) and a ring of `stages` K/V tiles (the warps' merge reuses it). */
-export const decodeMmaSmem = (D: number, stages = 2): number => Math.max(2 * D * (16 + 2 * stages * DECODE_MMA_KEYS), 4 * 16 * (D + 2) * 4);
+/**
+ * Dynamic shared memory of the tensor-core decode kernel: Q (16 rows) and a ring of `stages` K/V tiles (the warps' merge
+ * reuses it); tma: 1 KiB of alignment slack (the 128B swizzle), the K/V ring, Q, and an mbarrier per warp and slot.
+ */
+export const decodeMmaSmem = (D: number, stages = 2, tma = false): number => (tma
+  ? 1024 + 2 * D * (2 * stages * DECODE_MMA_KEYS + 16) + 8 * 4 * stages
+  : Math.max(2 * D * (16 + 2 * stages * DECODE_MMA_KEYS), 4 * 16 * (D + 2) * 4));
 
 /**
  * The tensor-core decode kernel's build options (diagnostics; the tuner runs the defaults): stages, the K/V ring
  * depth (2; NBX_ATTENTION_DECODE_STAGES); ablate 'nocompute', the tiles' loads and waits without the MMAs and
  * softmax (NBX_ATTENTION_ABLATE=nocompute; wrong results).
  */
-export interface DecodeMmaOptions { stages?: number; ablate?: 'nocompute' }
+export interface DecodeMmaOptions { stages?: number; ablate?: 'nocompute'; warpTiles?: boolean; tma?: boolean }
+/** The TMA decode kernel's descriptors (K's and V's, 16 words each) at the end of its parameters. */
+export const DECODE_TMA_WORDS = 32;
 
 /**
  * Decode on tensor cores (float16/bfloat16, ≤ 16 query rows per KV head): the rows of a KV group (GQA's query
@@ -397,13 +439,58 @@ export interface DecodeMmaOptions { stages?: number; ablate?: 'nocompute' }
  * merged by attn_dec_reduce. A block's 4 warps take 16 keys each of every 64-key tile (cp.async, double
  * buffered), each with its own online softmax; they merge in shared memory in warp order. P is rounded to
  * the input dtype for P·V, as in prefill.
+ * warpTiles (the knob tiles = 'warp'): each warp loads the 16 keys of every tile it consumes itself and waits
+ * for its own cp.async groups alone (__syncwarp), so no block barrier per tile: the warps stream independently
+ * and a slow warp's tile holds back no other warp's loads. One block barrier for Q (tile 0), one before the
+ * merge. Same shared memory, same arithmetic (same bits).
+ * tma (the knob tiles = 'tma', sm_90): per-warp tiles loaded by the tensor memory accelerator: lane 0 of each warp
+ * issues its 16 keys' K and V boxes (64 columns x 16 rows, 128B swizzle; 4 instructions at D128 instead of 16
+ * cp.async per lane) completing on the warp's mbarrier of the slot (transaction bytes); the lanes wait on its
+ * phase. No cp.async and no block barrier in the loop. Keys past S arrive as zeros; keys past the chunk's end are
+ * masked as before. K and V come in by descriptor (DECODE_TMA_WORDS words at the end), so the arguments K, V and
+ * their strides are unused. Same arithmetic (same bits).
  */
 export function decodeMmaSource(dt: DTypeName, D: number, mask: MaskKind, opts: DecodeMmaOptions = {}): { src: string; name: string; sig: ArgType[] } {
-  const { stages = 2, ablate } = opts;
+  const { stages = 2, ablate, tma = false } = opts;
+  const warpTiles = opts.warpTiles || tma;
   if (dt !== 'float16' && dt !== 'bfloat16') throw new UnsupportedError('attention', `the tensor-core decode kernel takes float16/bfloat16, got ${dt}`);
-  const T = R.storageType(dt), NK = DECODE_MMA_KEYS;
+  const T = R.storageType(dt), NK = DECODE_MMA_KEYS, bf = dt === 'bfloat16';
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
-  const src = `${primitives(dt === 'bfloat16')}
+  // a K/V fragment's shared address: row (of the warp's 16 keys), 16-byte chunk
+  const kvAt = (base: string, row: string, ch: string): string => (tma ? `(const u16*)(${base} + tofs(${row}, ${ch}))` : `${base} + swz(warp * 16 + ${row}, ${ch})`);
+  const prelude = tma ? `${wgmmaHelpers(bf, [])}
+#ifdef NBX_EMU
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], const void* p) { emu_ldmatrix_x4(r, p, false); }
+__device__ __forceinline__ void ldsm4t(u32 (&r)[4], const void* p) { emu_ldmatrix_x4(r, p, true); }
+__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) { emu_mma16816(c, a, b0, b1, ${bf}); }
+#else
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm4t(u32 (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${bf ? 'bf16' : 'f16'}.${bf ? 'bf16' : 'f16'}.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+#if !defined(__grid_constant__) && !defined(NBX_EMU)
+#define __grid_constant__ __attribute__((grid_constant))
+#endif
+#ifdef NBX_EMU
+#define __grid_constant__
+#endif
+// K's and V's TMA descriptors (CUtensorMap: 128 bytes, 64-aligned), dims {D, S, KV heads, batch}, box 64 x 16
+// (the emulator: no over-alignment, as it copies the parameter from an 8-byte slot)
+#ifdef NBX_EMU
+struct DMaps { u64 k[16]; u64 v[16]; };
+#else
+struct alignas(64) DMaps { u64 k[16]; u64 v[16]; };
+#endif
+// byte offset of chunk ch of row r in a [D_/64][16][64] tile, 128B-swizzled (tile base 1024-aligned)
+__device__ __forceinline__ u32 tofs(int r, int ch) { return (u32)((ch >> 3) * 2048 + r * 128 + (((ch & 7) ^ (r & 7)) << 4)); }` : primitives(bf);
+  const src = `${prelude}
 constexpr int D_ = ${D};
 constexpr int CH = D_ / 8;
 // element index of 16-byte chunk c of row r in a [rows][D_] tile: chunks XOR-swizzled by row (ldmatrix without bank conflicts)
@@ -416,11 +503,17 @@ extern "C" __global__ void __launch_bounds__(128) attn_dec_mma(
   long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
   long long vo, long long vsb, long long vsh, long long vsl, long long oo, long long osb, long long osh, long long osl,
   long long mo, long long msb, long long msh, long long msl, long long mss,
-  int HK, int rep, int L, int S, int z0, int chunk, float sl2, int causal) {
-  extern __shared__ __align__(16) u16 smem[];
+  int HK, int rep, int L, int S, int z0, int chunk, float sl2, int causal${tma ? ', const __grid_constant__ DMaps tm' : ''}) {
+${tma ? `  extern __shared__ __align__(1024) unsigned char smraw[];
+  unsigned char* sm = smraw + ((1024 - (smem_u32(smraw) & 1023)) & 1023);
+  u16* smem = (u16*)sm;                                      // (the warps' merge)
+  unsigned char* sKb = sm;                                   // [4 warps][${stages}][D_/64][16][64]
+  unsigned char* sVb = sm + ${4 * stages * 32} * D_;
+  u16* sQ = (u16*)(sVb + ${4 * stages * 32} * D_);           // [16][D_]
+  const u32 bars = smem_u32(sQ + 16 * D_);                   // [4 warps][${stages}]: the slot's tile landed` : `  extern __shared__ __align__(16) u16 smem[];
   u16* sQ = smem;               // [16][D_]
   u16* sK = smem + 16 * D_;     // ${stages} x [${NK}][D_]
-  u16* sV = sK + ${stages * NK} * D_;
+  u16* sV = sK + ${stages * NK} * D_;`}
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tg = lane & 3;
   const int z = z0 + blockIdx.y, b = z / HK, hk = z % HK, nrows = rep * L;
   const int c0 = blockIdx.x * chunk, c1 = min(S, c0 + chunk);
@@ -433,10 +526,35 @@ extern "C" __global__ void __launch_bounds__(128) attn_dec_mma(
   const u16* kb = K + ko + b * ksb + hk * ksh;
   const u16* vb = V + vo + b * vsb + hk * vsh;
   const int nt = c1 > c0 ? (c1 - c0 + ${NK - 1}) / ${NK} : 0;
+${tma ? `  (void)kb; (void)vb;
+  if (tid == 0) {
+    for (int i = 0; i < ${4 * stages}; i++) mbar_init(bars + 8u * i, 1);
+    init_fence();
+  }
+  // this warp's 16 keys of tile t into slot st: lane 0 issues the boxes; the slot's barrier counts their bytes
   auto load = [&](int t, int st) {
+    proxy_fence(); // the warp's ldmatrix reads of the slot (generic proxy) before the TMA writes (async proxy)
+    const u32 bar = bars + 8u * (warp * ${stages} + st);
+    mbar_arrive_tx(bar, ${2 * 16 * 2} * D_);
+    const int row = c0 + t * ${NK} + warp * 16;
+    #pragma unroll
+    for (int j = 0; j < D_ / 64; j++) {
+      tma_load4(smem_u32(sKb + (warp * ${stages} + st) * 32 * D_ + j * 2048), &tm.k, j * 64, row, hk, b, bar);
+      tma_load4(smem_u32(sVb + (warp * ${stages} + st) * 32 * D_ + j * 2048), &tm.v, j * 64, row, hk, b, bar);
+    }
+  };
+  cp_wait_all();
+  __syncthreads(); // Q landed, barriers initialised
+  if (lane == 0) {
+    #pragma unroll
+    for (int i = 0; i < ${stages - 1}; i++) if (i < nt) load(i, i);
+  }` : `  auto load = [&](int t, int st) {
     const int n0 = c0 + t * ${NK};
-    for (int c = tid; c < ${NK} * CH; c += 128) {
-      const int r = c / CH, ch = c % CH; const bool ok = n0 + r < c1;
+${warpTiles ? `    // this warp's 16 rows of the tile
+    #pragma unroll
+    for (int c = lane; c < 16 * CH; c += 32) {
+      const int r = warp * 16 + c / CH, ch = c % CH; const bool ok = n0 + r < c1;` : `    for (int c = tid; c < ${NK} * CH; c += 128) {
+      const int r = c / CH, ch = c % CH; const bool ok = n0 + r < c1;`}
       const long long rr = ok ? (long long)(n0 + r) : 0LL;
       cp16(sK + st * ${NK} * D_ + swz(r, ch), kb + rr * ksl + ch * 8, ok);
       cp16(sV + st * ${NK} * D_ + swz(r, ch), vb + rr * vsl + ch * 8, ok);
@@ -444,7 +562,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_dec_mma(
   };
   // tiles 0 .. ${stages - 2} ahead (Q with the first); one commit group per tile, empty past the chunk's end
   #pragma unroll
-  for (int i = 0; i < ${stages - 1}; i++) { if (i < nt) load(i, i); cp_commit(); }
+  for (int i = 0; i < ${stages - 1}; i++) { if (i < nt) load(i, i); cp_commit(); }`}
   int lr[2]; long long mrow[2]; bool rok[2];
   #pragma unroll
   for (int r = 0; r < 2; r++) {
@@ -462,15 +580,19 @@ extern "C" __global__ void __launch_bounds__(128) attn_dec_mma(
     // tile t + ${stages - 1} into the slot tile t - 1 left (free: every warp passed the loop's closing barrier),
     // then wait for tile t: ${stages} tiles in flight during the wait, ${stages - 1} during the tile's MMAs
     const int st = t % ${stages};
-    if (t + ${stages - 1} < nt) load(t + ${stages - 1}, (t + ${stages - 1}) % ${stages});
+${tma ? `    // (tma: the slot's refill by lane 0 after the warp's __syncwarp that closed tile t - 1; then the slot's phase)
+    if (lane == 0 && t + ${stages - 1} < nt) load(t + ${stages - 1}, (t + ${stages - 1}) % ${stages});
+    mbar_wait(bars + 8u * (warp * ${stages} + st), (t / ${stages}) & 1, 1, t);` : `    if (t + ${stages - 1} < nt) load(t + ${stages - 1}, (t + ${stages - 1}) % ${stages});
     cp_commit(); cp_wait<${stages - 1}>();
-    __syncthreads();
+${warpTiles ? `    // the warp's own rows (and, at tile 0, Q from every thread)
+    if (t == 0) __syncthreads(); else __syncwarp();` : '    __syncthreads();'}`}
 ${ablate ? '    // nocompute (diagnostics): the tiles\' loads and waits alone\n' : `    if (t == 0) {
       #pragma unroll
       for (int kk = 0; kk < D_ / 16; kk++) ldsm4(qf[kk], sQ + swz((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
     }
-    const u16* sk = sK + st * ${NK} * D_;
-    const u16* sv = sV + st * ${NK} * D_;
+${tma ? `    const unsigned char* sk = sKb + (warp * ${stages} + st) * 32 * D_;
+    const unsigned char* sv = sVb + (warp * ${stages} + st) * 32 * D_;` : `    const u16* sk = sK + st * ${NK} * D_;
+    const u16* sv = sV + st * ${NK} * D_;`}
     const int n0 = c0 + t * ${NK} + warp * 16; // this warp's 16 keys
     float s[2][4];
     #pragma unroll
@@ -478,7 +600,7 @@ ${ablate ? '    // nocompute (diagnostics): the tiles\' loads and waits alone\n'
       s[j][0] = 0.f; s[j][1] = 0.f; s[j][2] = 0.f; s[j][3] = 0.f;
       #pragma unroll
       for (int kk = 0; kk < D_ / 16; kk += 2) {
-        u32 bk[4]; ldsm4(bk, sk + swz(warp * 16 + j * 8 + (lane & 7), 2 * kk + (lane >> 3)));
+        u32 bk[4]; ldsm4(bk, ${kvAt('sk', 'j * 8 + (lane & 7)', '2 * kk + (lane >> 3)')});
         mma16816(s[j], qf[kk], bk[0], bk[1]);
         mma16816(s[j], qf[kk + 1], bk[2], bk[3]);
       }
@@ -517,13 +639,13 @@ ${ablate ? '    // nocompute (diagnostics): the tiles\' loads and waits alone\n'
     const u32 a[4] = { pack2(s[0][0], s[0][1]), pack2(s[0][2], s[0][3]), pack2(s[1][0], s[1][1]), pack2(s[1][2], s[1][3]) };
     #pragma unroll
     for (int c = 0; c < D_ / 8; c += 2) {
-      u32 bv[4]; ldsm4t(bv, sv + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c + (lane >> 4)));
+      u32 bv[4]; ldsm4t(bv, ${kvAt('sv', '(lane & 7) + ((lane >> 3) & 1) * 8', 'c + (lane >> 4)')});
       mma16816(oacc[c], a, bv[0], bv[1]);
       mma16816(oacc[c + 1], a, bv[2], bv[3]);
     }
-`}    __syncthreads();
+`}    ${warpTiles ? '__syncwarp(); // the warp\'s reads of slot st done before its lanes refill it' : '__syncthreads();'}
   }
-  cp_wait<0>();
+  ${tma ? 'cp_wait_all(); // (no copy pending: every tile issued was waited for)' : 'cp_wait<0>();'}
   __syncthreads();
   // merge the 4 warps (fixed order) through shared memory: per warp and row its max, sum and accumulator
   float* wm = (float*)smem;            // [4][16]
@@ -564,7 +686,8 @@ ${ablate ? '    // nocompute (diagnostics): the tiles\' loads and waits alone\n'
 ${decodeFusedTail(16, D, 128)}
 }
 `;
-  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
+  const sig: ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32',
+    ...(tma ? Array<ArgType>(DECODE_TMA_WORDS).fill('u64') : [])];
   return { src, name: 'attn_dec_mma', sig };
 }
 /**
@@ -665,20 +788,29 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
     : { threads: (c.blockM as number) * 2, sharedMemoryBytes: prefillSmem(p.D, c as unknown as PrefillConfig), stages: c.stages as number }),
 });
 
-/** Decode: kernel, keys per block (the split-KV chunk), threads per block and where chunks merge. v2: the tensor-core kernel; v3: merge; v4: chunk 0 (fill). */
+/**
+ * Decode: kernel, keys per block (the split-KV chunk), threads per block and where chunks merge. v2: the tensor-core
+ * kernel; v3: merge; v4: chunk 0 (fill); v5: knobs tiles (mma: per-warp tiles without block barriers), stages (mma:
+ * the K/V ring) and reduce (lanes: the rows' transposed shuffle reduction).
+ */
 export const DECODE_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention_decode.v4',
+  name: 'cuda.attention_decode.v5',
   knobs: [
     { name: 'impl', values: ['lanes', 'mma'], movesBits: true, doc: 'lane groups on the CUDA cores (any dtype) or the rows of a KV group as one mma.sync tile (float16/bfloat16)' },
     { name: 'chunk', values: [0, 32, 64, 128, 256, 512, 1024, 2048, 4096], movesBits: true, doc: 'keys per block (split-KV chunk; partials merged in chunk order); 0: fill, the multiple of 64 that makes the grid one wave of resident blocks' },
     { name: 'threads', values: [64, 128, 256], movesBits: true, doc: 'threads per block (lane groups merged in a fixed order)' },
     { name: 'merge', values: ['fused', 'kernel'], movesBits: false, doc: 'the chunks\' partials merged by the last block of each row group (one launch) or by a second kernel' },
+    { name: 'tiles', values: ['block', 'warp', 'tma'], movesBits: false, doc: 'mma: the K/V tiles loaded by the block (a block barrier per tile), or each warp its own 16 keys of a tile (warp sync only) by cp.async (warp) or by TMA boxes on a per-warp mbarrier (tma, sm_90)' },
+    { name: 'stages', values: [2, 3], movesBits: false, doc: 'mma: K/V tiles in the cp.async ring' },
+    { name: 'reduce', values: ['rows', 'scatter'], movesBits: false, doc: 'lanes: the scores\' shuffle reduction row by row, or transposed over the rows (reduce-scatter, then all-gather: fewer shuffles at 2-4 rows)' },
   ],
-  defaultConfig: { impl: 'lanes', chunk: 1024, threads: 128, merge: 'kernel' },
+  defaultConfig: { impl: 'lanes', chunk: 1024, threads: 128, merge: 'kernel', tiles: 'block', stages: 2, reduce: 'rows' },
   sharedMemoryOptIn: true,
-  constraint: (c) => (c.impl === 'mma' && c.threads !== 128 ? 'the tensor-core decode kernel has 128 threads' : undefined),
+  constraint: (c) => (c.impl === 'mma'
+    ? (c.threads !== 128 ? 'the tensor-core decode kernel has 128 threads' : c.reduce !== 'rows' ? 'reduce is a lanes knob' : undefined)
+    : (c.tiles !== 'block' || c.stages !== 2 ? 'tiles and stages are mma knobs' : undefined)),
   resources: (c, p) => (c.impl === 'mma'
-    ? { threads: 128, sharedMemoryBytes: decodeMmaSmem(p.D) }
+    ? { threads: 128, sharedMemoryBytes: decodeMmaSmem(p.D, c.stages as number, c.tiles === 'tma') }
     : { threads: c.threads as number, sharedMemoryBytes: decodeSmem(p.D, 'float32', c.threads as number) }),
 });
 function decodeSmem(D: number, dt: DTypeName, threads: number): number {
@@ -757,12 +889,23 @@ function ablation(): 'noload' | 'nosoftmax' | undefined {
   return a === 'noload' || a === 'nosoftmax' ? a : undefined;
 }
 
-/** The tensor-core decode kernel's diagnostic build options from NBX_ATTENTION_DECODE_STAGES and NBX_ATTENTION_ABLATE (DecodeMmaOptions). */
-function decodeMmaOptions(): Required<Pick<DecodeMmaOptions, 'stages'>> & DecodeMmaOptions {
+/**
+ * The tensor-core decode kernel's build options for a configuration (knobs tiles and stages; absent: block, 2),
+ * NBX_ATTENTION_DECODE_STAGES (diagnostics: 2, 3 or 4, over the knob) and NBX_ATTENTION_ABLATE (DecodeMmaOptions).
+ */
+function decodeMmaOptions(c: Config = {}): Required<Pick<DecodeMmaOptions, 'stages'>> & DecodeMmaOptions {
   const v = process.env.NBX_ATTENTION_DECODE_STAGES;
-  const stages = v === undefined || v === '' ? 2 : Number(v);
+  const stages = v === undefined || v === '' ? (c.stages as number | undefined) ?? 2 : Number(v);
   if (![2, 3, 4].includes(stages)) throw new UnsupportedError('attention', `NBX_ATTENTION_DECODE_STAGES takes 2, 3 or 4, got ${v}`);
-  return { stages, ablate: process.env.NBX_ATTENTION_ABLATE === 'nocompute' ? 'nocompute' : undefined };
+  return { stages, ablate: process.env.NBX_ATTENTION_ABLATE === 'nocompute' ? 'nocompute' : undefined, warpTiles: c.tiles === 'warp' || c.tiles === 'tma', tma: c.tiles === 'tma' };
+}
+/** A decode configuration's kernel tag: 'mma', 'mma w s3' (per-warp tiles, ring of 3), 'mma tma' (per-warp TMA tiles), 'lanes t128', 'lanes t128 x' (transposed reduction). */
+export function decodeTag(c: Config): string {
+  if (c.impl === 'mma') {
+    const o = decodeMmaOptions(c);
+    return `mma${o.tma ? ' tma' : o.warpTiles ? ' w' : ''}${o.stages !== 2 ? ` s${o.stages}` : ''}`;
+  }
+  return `lanes t${c.threads as number}${c.reduce === 'scatter' ? ' x' : ''}`;
 }
 
 /** NBX_ATTENTION_SOFTMAX (for measuring): the Hopper kernel's softmax arithmetic (Sm90SourceOptions.softmax); unset: the default. */
@@ -824,7 +967,8 @@ export async function precompileAttention(specs: { dt: DTypeName; D: number; cfg
       jobs.set(b.source, { source: b.source, options: b.options });
     } else {
       // impl 'decode-mma': the tensor-core decode kernel of (dt, D, mask)
-      const { src, name } = cfg.impl === 'decode-mma' ? decodeMmaSource(dt, D, mask, decodeMmaOptions()) : prefillSource(dt, D, cfg, mask);
+      // (cfg.tiles / cfg.stages: the decode configuration's knobs)
+      const { src, name } = cfg.impl === 'decode-mma' ? decodeMmaSource(dt, D, mask, decodeMmaOptions(cfg as unknown as Config)) : prefillSource(dt, D, cfg, mask);
       const source = `${CUDA_PRELUDE}\n${src}`;
       jobs.set(source, { source, options: { options: ['--std=c++17'], includeCudaHeaders: false, name } });
     }
@@ -874,8 +1018,8 @@ const candidates = new Map<string, Config[]>();
  * The candidates for head dim D (and, for decode, the chunk that fills the device), pruned by this
  * device's limits and attention tile ceiling: a short list, since every one is a compile on first use.
  */
-function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0): Config[] {
-  const key = `${space.name}:${D}:${half}:${chunk}`;
+function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, rb = 1): Config[] {
+  const key = `${space.name}:${D}:${half}:${rb}`;
   let c = candidates.get(key);
   if (!c) {
     const profile = be.tuning.profile;
@@ -896,9 +1040,17 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, chunk = 0)
       // and for half types every chunk of a tile or more on tensor cores (one compile). Fill (chunk 0) on the
       // lane kernel only: on the tensor-core kernel it lost to a fixed chunk on every row of call 3 (more
       // resident blocks did not raise that kernel's rate; the commit that dropped it has the figures).
-      void chunk;
-      list = [128, 256].flatMap((threads) => [...DECODE_CHUNKS, 0].map((ch) => ({ impl: 'lanes', chunk: ch, threads })));
-      if (half) list.push(...DECODE_CHUNKS.filter((ch) => ch >= DECODE_MMA_KEYS).map((ch) => ({ impl: 'mma', chunk: ch, threads: 128 })));
+      // Per-warp tiles (tiles 'warp' and 'tma', rings of 2 and 3) at chunks of 512+ (the tensor-core kernel's rate fell with
+      // smaller chunks in every call); the transposed reduction (reduce 'scatter') where a block holds 2-4 rows
+      // (rb 1: the same kernel), at 128 threads (256 at 4 rows: 1 block of 8 warps per SM, 2.6 TB/s in attn-5).
+      const dflt = DECODE_SPACE.defaultConfig;
+      list = [128, 256].flatMap((threads) => [...DECODE_CHUNKS, 0].map((ch) => ({ ...dflt, impl: 'lanes', chunk: ch, threads })));
+      if (rb >= 2) list.push(...[...DECODE_CHUNKS, 0].map((ch) => ({ ...dflt, impl: 'lanes', chunk: ch, threads: 128, reduce: 'scatter' })));
+      if (half) {
+        list.push(...DECODE_CHUNKS.filter((ch) => ch >= DECODE_MMA_KEYS).map((ch) => ({ ...dflt, impl: 'mma', chunk: ch, threads: 128 })));
+        const tiles = hasWgmma() ? ['warp', 'tma'] : ['warp']; // (TMA: the sm_90 devices; hasWgmma's test of the profile)
+        for (const t of tiles) for (const stages of [2, 3]) list.push(...DECODE_CHUNKS.filter((ch) => ch >= 512).map((ch) => ({ ...dflt, impl: 'mma', chunk: ch, threads: 128, tiles: t, stages })));
+      }
       list = list.flatMap((c) => [{ ...c, merge: 'fused' }, { ...c, merge: 'kernel' }]);
     }
     c = prune(space, profile.limits, { problem: { D }, candidates: list }).kept;
@@ -926,10 +1078,10 @@ function timeRun(cfg: Config, run: (cfg: Config) => void): number {
 /** Problems below this many score elements run the default configuration (launch-bound). */
 const TUNE_MIN_SCORES = 1 << 22;
 
-function pick(space: ConfigSpace<AttnProblem>, D: number, shape: string, dtype: string, work: number, fallback: Config, run: (cfg: Config) => void): Config {
+function pick(space: ConfigSpace<AttnProblem>, D: number, shape: string, dtype: string, work: number, fallback: Config, run: (cfg: Config) => void, rb = 1): Config {
   const f = space === PREFILL_SPACE ? forced.prefill : forced.decode;
   if (f) return f;
-  const cands = fit(space, D, dtype !== 'float32', space === PREFILL_SPACE ? 0 : (fallback.chunk as number));
+  const cands = fit(space, D, dtype !== 'float32', rb);
   // untuned (small problems, NBX_AUTOTUNE=off): the first candidate, the wgmma kernel where there is one
   const fb = space === PREFILL_SPACE ? cands[0] : cands.find((c) => Object.keys(fallback).every((k) => c[k] === fallback[k])) ?? cands[0];
   if (!fb) throw new UnsupportedError('attention', `no ${space.name} configuration fits this device for head dim ${D}`);
@@ -989,23 +1141,33 @@ export function cudaAttention(p: AttentionParams): void {
     const rb = decodeRowBlock(rows);
     const Z = B * HK, zg = Math.ceil(rows / rb);
     const run = (c: Config): void => {
-      const threads = c.threads as number, mmaImpl = c.impl === 'mma', dmo = mmaImpl ? decodeMmaOptions() : undefined;
+      const threads = c.threads as number, mmaImpl = c.impl === 'mma';
+      let dmo = mmaImpl ? decodeMmaOptions(c) : undefined;
+      // tiles 'tma': K's and V's descriptors (boxes of 64 columns x 16 keys); inputs TMA cannot address, and devices
+      // before compute capability 9.0, run the per-warp cp.async build (the same tiles, the same bits)
+      let maps: bigint[] = [];
+      if (dmo?.tma) {
+        const mk = be.ctx.info.cc[0] >= 9 ? sm90TmaMap(k, dt, 16) : null, mv = mk && sm90TmaMap(v, dt, 16);
+        if (mk && mv) maps = [...mk, ...mv];
+        else dmo = { ...dmo, tma: false };
+      }
+      const xr = c.reduce === 'scatter' && rb >= 2;
       const kd = dmo
-        ? be.kernel(`attn_dec_mma:${dt}:${D}:${maskKind}:${dmo.stages}:${dmo.ablate ?? ''}`, () => decodeMmaSource(dt, D, maskKind, dmo))
-        : be.kernel(`attn_dec:${dt}:${D}:${threads}:${maskKind}:${rb}`, () => decodeSource(dt, D, threads, maskKind, rb));
-      const smem = dmo ? decodeMmaSmem(D, dmo.stages) : 0;
+        ? be.kernel(`attn_dec_mma:${dt}:${D}:${maskKind}:${dmo.stages}:${dmo.ablate ?? ''}:${dmo.tma ? 'tma' : dmo.warpTiles ? 'w' : ''}`, () => decodeMmaSource(dt, D, maskKind, dmo))
+        : be.kernel(`attn_dec:${dt}:${D}:${threads}:${maskKind}:${rb}:${xr ? 'x' : ''}`, () => decodeSource(dt, D, threads, maskKind, rb, xr));
+      const smem = dmo ? decodeMmaSmem(D, dmo.stages, dmo.tma) : 0;
       if (smem > 48 * 1024) kd.setMaxDynamicSharedMemory(smem);
       const chunk = c.chunk === 0 ? fillChunk(kd, mmaImpl ? 128 : threads, smem, Z * (mmaImpl ? 1 : zg), Se) : Math.min(c.chunk as number, Math.max(Se, 1));
       const nch = Math.max(1, Math.ceil(Se / chunk));
       let pml: CudaBuffer | null = null, pacc: CudaBuffer | null = null;
       if (nch > 1) { pml = be.alloc('float32', Z * rows * nch * 2); pacc = be.alloc('float32', Z * rows * nch * D); }
       const fused = nch > 1 && c.merge !== 'kernel';
-      attentionStats.lastDecode = `${mmaImpl ? 'mma' : `lanes t${threads}`} c${chunk} ${nch === 1 ? 'single' : fused ? 'fused' : 'kernel'}`;
+      attentionStats.lastDecode = `${decodeTag(xr ? c : mmaImpl ? { ...c, tiles: dmo!.tma ? 'tma' : dmo!.warpTiles ? 'warp' : 'block' } : { ...c, reduce: 'rows' })} c${chunk} ${nch === 1 ? 'single' : fused ? 'fused' : 'kernel'}`;
       const cnt = fused ? decodeCounters(Z * (mmaImpl ? 1 : zg)) : 0n;
       for (let z0 = 0; z0 < Z; z0 += 65535) {
         const zc = Math.min(65535, Z - z0);
         be.ctx.launch(kd, [nch, zc, mmaImpl ? 1 : zg], mmaImpl ? 128 : threads, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), pml?.ptr ?? 0n, pacc?.ptr ?? 0n, cnt,
-          ...common, HK, rep, L, Se, z0, chunk, sl2, causal ? 1 : 0], smem, be.stream);
+          ...common, HK, rep, L, Se, z0, chunk, sl2, causal ? 1 : 0, ...maps], smem, be.stream);
       }
       if (pml && pacc && fused) { be.free(pml); be.free(pacc); }
       if (pml && pacc && !fused) {
@@ -1022,7 +1184,7 @@ export function cudaAttention(p: AttentionParams): void {
     attentionStats.decode++;
     // untuned (small problems): the merge kernel. Call 2 of 2026-12-03 (GB/s, lanes t128 c2048): B1 H32 S32768
     // fused 2752 vs kernel 4094, B8 H32 S4096 2789 vs 4160 (c1024 and the mma kernel: within 3% either way)
-    run(pick(DECODE_SPACE, D, `D${D}:r${bucketSize(rows)}:S${bucketSize(Se)}:Z${bucketSize(Z)}:${maskKind}`, dt, Z * rows * Se, { impl: 'lanes', chunk, threads: 128, merge: 'kernel' }, run));
+    run(pick(DECODE_SPACE, D, `D${D}:r${bucketSize(rows)}:S${bucketSize(Se)}:Z${bucketSize(Z)}:${maskKind}`, dt, Z * rows * Se, { impl: 'lanes', chunk, threads: 128, merge: 'kernel', reduce: 'rows' }, run, rb));
     return;
   }
   const run = (c: Config): void => {
