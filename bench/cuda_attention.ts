@@ -69,7 +69,12 @@ try { peer = JSON.parse(execFileSync('python3', ['-c', PEER, JSON.stringify(CASE
   nbx.zeros([1], { device: 'cuda' }).dispose();
   const t0 = performance.now(), specs: Parameters<typeof precompileAttention>[0] = [];
   for (const c of CASES) {
-    if (c.decode) { specs.push({ dt: c.dt, D: c.D, cfg: { impl: 'decode-mma', blockM: 0, blockN: 0, stages: 0 }, mask: 'none' }); continue; }
+    if (c.decode) { // the tensor-core decode kernel's forms among the tuner's candidates: block tiles, per-warp cp.async and TMA tiles, rings of 2 and 3
+      for (const x of [{}, { tiles: 'warp' }, { tiles: 'warp', stages: 3 }, { tiles: 'tma' }, { tiles: 'tma', stages: 3 }]) {
+        specs.push({ dt: c.dt, D: c.D, cfg: { impl: 'decode-mma', blockM: 0, blockN: 0, stages: 2, ...x } as Parameters<typeof precompileAttention>[0][number]['cfg'], mask: 'none' });
+      }
+      continue;
+    }
     if (c.D !== 256) specs.push({ dt: c.dt, D: c.D, cfg: { impl: 'mma', blockM: 128, blockN: 64, stages: 2 }, mask: 'none' });
     if (hasWgmma()) for (const w of sm90Configs(c.D)) specs.push({ dt: c.dt, D: c.D, cfg: { impl: 'wgmma', blockM: 128, ...w }, mask: 'none' });
   }
