@@ -55,7 +55,7 @@ const RING_NS_MAX = 5;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release' }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean }
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
 /**
@@ -108,7 +108,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define B_ ${s.B}
 #define NPT_ ${Math.ceil(s.H / THREADS)}
 #define ASPLIT_ ${v.asplit}
-${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}#ifdef NBX_EMU
+${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}${v.bulk === false ? '#define NBX_NO_BULK_ROWS_ 1\n' : ''}#ifdef NBX_EMU
 #define CP16(dst, src_) (*reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src_))
 #define CP_COMMIT()
 #define CP_WAIT()
@@ -363,23 +363,66 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
 }
 
 /**
- * Row b of xs = RMSNorm(x_b)·w rounded to the dtype, x_b sequence b's residual (res + b·H_) or, fromEmb, its
- * embedding row (emb[b]). Every row's x goes straight into xs by cp.async, all in flight together: one round trip on
- * the phase's critical path and no registers (held in registers, B_ rows spilled; loaded one at a time next to the
- * stores into xs, they were issued in order, one round trip per piece). Waiting for them also waits for the ring
- * items already in flight, which were issued before the phase's barrier.
+ * Row b of xs = row b of a B_-row input of K values (K a multiple of 8): row b at emb[b] (fromEmb) or base + b·K.
+ * Not cp.async: its groups complete in order, so waiting for x would also wait for the weight ring's loads in
+ * flight and leave the ring empty until then (the H200's phase trace had the inputs 1.5-4 times longer). On sm_90
+ * one thread issues a bulk copy a row (the TMA engine: no registers, one round trip, its own barrier xbar, whose
+ * phase parity xph flips at every use); elsewhere each thread's 16-byte pieces are loaded SR_ at a time before any
+ * is stored (more spill).
  */
-__device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red) {
-  for (int e = threadIdx.x; e < B_ * (H_ / 8); e += THREADS_) {
-    const int b = e / (H_ / 8), j = (e - b * (H_ / 8)) * 8;
-    CP16(xs + b * XSTR_ + j, (fromEmb ? emb[b] : res + b * H_) + j);
+#if !defined(NBX_EMU) && !defined(NBX_NO_BULK_ROWS_) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define BULK_ROWS_ 1
+#endif
+#define SR_ 2
+__device__ void stage_rows(const T_* const* emb, const T_* base, bool fromEmb, int K, T_* xs, unsigned long long* xbar, unsigned& xph) {
+#ifdef BULK_ROWS_
+  const unsigned bar = (unsigned)__cvta_generic_to_shared(xbar);
+  if (threadIdx.x == 0) {
+    // ordinary loads and stores (the generic proxy) before the copies (the async proxy): the block's earlier use of
+    // xs, and the other blocks' stores of x, acquired at the grid barrier
+    asm volatile("fence.proxy.async;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(B_ * K * 2) : "memory");
+    for (int b = 0; b < B_; b++) {
+      const T_* src = fromEmb ? emb[b] : base + (long long)b * K;
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+        :: "r"((unsigned)__cvta_generic_to_shared(xs + b * XSTR_)), "l"(src), "r"(K * 2), "r"(bar) : "memory");
+    }
   }
-  CP_COMMIT();
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(xph) : "memory");
+  }
+  xph ^= 1u;
+#else
+  (void)xbar; (void)xph;
+  const int k8 = K >> 3, n = B_ * k8;
+  for (int e0 = threadIdx.x; e0 < n; e0 += SR_ * THREADS_) {
+    uint4 v[SR_];
+#pragma unroll
+    for (int u = 0; u < SR_; u++) {
+      const int e = e0 + u * THREADS_, b = e / k8, j = (e - b * k8) * 8;
+      if (e < n) v[u] = ldcg4((fromEmb ? emb[b] : base + (long long)b * K) + j);
+    }
+#pragma unroll
+    for (int u = 0; u < SR_; u++) {
+      const int e = e0 + u * THREADS_, b = e / k8, j = (e - b * k8) * 8;
+      if (e < n) *reinterpret_cast<uint4*>(xs + b * XSTR_ + j) = v[u];
+    }
+  }
+#endif
+  __syncthreads();
+}
+
+/**
+ * Row b of xs = RMSNorm(x_b)·w rounded to the dtype, x_b sequence b's residual (res + b·H_) or, fromEmb, its
+ * embedding row (emb[b]): x staged in xs first (held in registers, B_ rows spilled), then each thread's elements'
+ * sums of squares, normalized in place.
+ */
+__device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red, unsigned long long* xbar, unsigned& xph) {
   float wv[NPT_], ss[B_];
 #pragma unroll
   for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; wv[i] = j < H_ ? LD(w, j) : 0.f; }
-  CP_WAIT_ALL();
-  __syncthreads();
+  stage_rows(emb, res, fromEmb, H_, xs, xbar, xph);
 #pragma unroll
   for (int b = 0; b < B_; b++) {
     ss[b] = 0.f;
@@ -393,21 +436,6 @@ __device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, con
 #pragma unroll
     for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; if (j < H_) xs[b * XSTR_ + j] = TOS(LD(xs, b * XSTR_ + j) * rstd * wv[i]); }
   }
-  __syncthreads();
-}
-
-/**
- * Row b of xs = row b of x (B_ rows of K values of a workspace matrix), by cp.async: every piece in flight at once
- * (a load-then-store loop waits a round trip per piece, B_·K/4096 of them a thread).
- */
-__device__ void load_x(const T_* x, int K, T_* xs) {
-  const int k8 = K >> 3;
-  for (int e = threadIdx.x; e < B_ * k8; e += THREADS_) {
-    const int b = e / k8, j = (e - b * k8) * 8;
-    CP16(xs + b * XSTR_ + j, x + (long long)b * K + j);
-  }
-  CP_COMMIT();
-  CP_WAIT_ALL();
   __syncthreads();
 }
 
@@ -585,6 +613,14 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
   float* sm = rowv; // attention scratch (phases B only) shares the row values' space
   __shared__ float red[WARPS_ * B_];
   __shared__ int sh_last;
+  __shared__ unsigned long long xbar; // stage_rows' barrier (sm_90's bulk copies; 8-byte aligned as its type)
+  unsigned xph = 0u;
+#ifdef BULK_ROWS_
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"((unsigned)__cvta_generic_to_shared(&xbar)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); // the initialized barrier visible to the copies
+  }
+#endif
   // the weight stream: NS_ items in flight from the start, one more each time one is consumed; issued
   // before the wait for the previous kernel (no kernel writes weights), so they load during its tail
   unsigned char* ringw = ring + (threadIdx.x >> 5) * NS_ * 2048; // this warp's ring
@@ -617,7 +653,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     const Slice z = phase_slice(ph, layers, lmhead);
     if (l < L_ && st == 0) { // A: norm + q/k/v
       block_rows(QKV_, r0, r1);
-      norm_into(emb, res, fromEmb, ly.ln1, eps, xs, red);
+      norm_into(emb, res, fromEmb, ly.ln1, eps, xs, red, &xbar, xph);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       for (int e = threadIdx.x; e < (r1 - r0) * B_; e += THREADS_) { const int v = e / B_, b = e - v * B_; stcgv(qkv, b * QKV_ + r0 + v, rowv[e]); }
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
@@ -633,7 +669,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       float rv = 0.f;
       if (threadIdx.x < n) { const int v = threadIdx.x / B_, b = threadIdx.x - v * B_; rv = ldcgv(fromEmb ? emb[b] : res + b * H_, r0 + v); }
       if (st == 2) merge_att(patt, patt + B_ * NH_ * ASPLIT_ * D_, xs);
-      else load_x(act, I_, xs);
+      else stage_rows(emb, act, false, I_, xs, &xbar, xph);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       for (int e = threadIdx.x; e < n; e += THREADS_) {
         const int v = e / B_, b = e - v * B_;
@@ -641,7 +677,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       }
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
-      norm_into(emb, res, fromEmb, ly.ln2, eps, xs, red);
+      norm_into(emb, res, fromEmb, ly.ln2, eps, xs, red, &xbar, xph);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       const int n = r1 - r0;
       for (int e = threadIdx.x; e < n * B_; e += THREADS_) {
@@ -651,7 +687,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       }
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
-      norm_into(emb, res, fromEmb, fnorm, eps, xs, red);
+      norm_into(emb, res, fromEmb, fnorm, eps, xs, red, &xbar, xph);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       for (int b = 0; b < B_; b++) {
         float bv = NAN; int bi = 0x7fffffff; bool any = false;
@@ -745,14 +781,17 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * than the attention saves (phase traces on the H200, BENCHMARKS.md, seventh session). NBX_DECODE_STEP_ASPLIT=N
  * sets it. The barrier's arrival:
  * NBX_DECODE_STEP_BAR=release (one red.release, no fence after the wait: the default, faster on the H200
- * (BENCHMARKS.md, seventh session)) or fence (a fence, then an atomic add; a fence after).
+ * (BENCHMARKS.md, seventh session)) or fence (a fence, then an atomic add; a fence after). NBX_DECODE_STEP_BULK=0:
+ * the inputs staged by loads through registers where sm_90's bulk copies would (stage_rows), for A/B runs.
  */
 function variantFor(items: number, G: number): Variant {
   const a = process.env.NBX_DECODE_STEP_ASPLIT, b = process.env.NBX_DECODE_STEP_BAR ?? 'release';
   const asplit = a ? Number(a) : Math.max(1, Math.min(2, Math.floor(G / items)));
   if (!Number.isInteger(asplit) || asplit < 1 || asplit > 16) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_ASPLIT must be an integer from 1 to 16, got '${a}'`);
   if (b !== 'fence' && b !== 'release') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_BAR must be fence or release, got '${b}'`);
-  return { asplit, bar: b };
+  const bulk = process.env.NBX_DECODE_STEP_BULK;
+  if (bulk !== undefined && bulk !== '0' && bulk !== '1') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_BULK must be 0 or 1, got '${bulk}'`);
+  return { asplit, bar: b, bulk: bulk !== '0' };
 }
 
 /** Timestamps per phase and block when tracing: start, input ready, products done, end. */
@@ -799,7 +838,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
   const vt = variantFor(NH * B, G);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.bar}:${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
