@@ -56,13 +56,15 @@ const filter = new RegExp(process.argv.find((a) => a.startsWith('--filter='))?.s
 const tagOf = sm90.sm90Tag;
 const MMA = att.PREFILL_SPACE.defaultConfig;
 const wgCfg = att.wgmmaConfig;
+/** The Hopper tiles the tuner can pick at head dim D: sm90Configs, and sm90MoreConfigs (offered on some problems only). */
+const tilesAll = (D) => [...sm90.sm90Configs(D), ...(sm90.sm90MoreConfigs?.(D) ?? [])];
 /** Every prefill kernel the check and the timings use, compiled side by side first. */
 async function precompile(withTimes) {
   if (process.argv.includes('--no-precompile')) return; // (the host emulator: each kernel is a g++ build)
   const t0 = performance.now();
   const specs = [];
   for (const dt of ['bfloat16', 'float16']) for (const D of [64, 128, 256]) for (const mask of dt === 'bfloat16' ? ['none', 'bool', 'float32'] : ['none']) {
-    if (att.hasWgmma()) for (const w of sm90.sm90Configs(D)) specs.push({ dt, D, cfg: wgCfg(w), mask });
+    if (att.hasWgmma()) for (const w of tilesAll(D)) specs.push({ dt, D, cfg: wgCfg(w), mask });
     if (D !== 256) specs.push({ dt, D, cfg: MMA, mask });
     if (withTimes && D !== 256 && mask === 'none') specs.push({ dt, D, cfg: { ...MMA, blockN: 128 }, mask });
   }
@@ -73,7 +75,7 @@ async function precompile(withTimes) {
     const dec = [{}, { tiles: 'warp' }, { tiles: 'warp', stages: 3 }, { tiles: 'tma' }, { tiles: 'tma', stages: 3 }];
     jobs.push(att.precompileAttention([['bfloat16', 64], ['bfloat16', 128], ['float16', 128]].flatMap(([dt, D]) => dec.map((x) => ({ dt, D, cfg: { impl: 'decode-mma', ...x }, mask: 'none' })))));
     process.env.NBX_ATTENTION_TMA = '0';
-    try { jobs.push(att.precompileAttention([64, 128, 256].flatMap((D) => sm90.sm90Configs(D).map((w) => ({ dt: 'bfloat16', D, cfg: wgCfg(w), mask: 'none' }))))); } finally { delete process.env.NBX_ATTENTION_TMA; }
+    try { jobs.push(att.precompileAttention([64, 128, 256].flatMap((D) => tilesAll(D).map((w) => ({ dt: 'bfloat16', D, cfg: wgCfg(w), mask: 'none' }))))); } finally { delete process.env.NBX_ATTENTION_TMA; }
   }
   const n = (await Promise.all(jobs)).reduce((a, b) => a + b, 0);
   console.log(`precompiled ${n} prefill kernels in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
@@ -179,7 +181,7 @@ if (part === 'check') {
     const tol = dt === 'bfloat16' ? 2e-2 : 4e-3;
     let ok = true;
     if (wg) {
-      for (const w of sm90.sm90Configs(D)) {
+      for (const w of tilesAll(D)) {
         att._forceAttentionConfig({ prefill: wgCfg(w), blocks: c.blocks });
         if (c.tma) process.env.NBX_ATTENTION_TMA = c.tma;
         try {
@@ -279,7 +281,7 @@ if (part === 'time') {
     .filter(([n]) => !n || !pickV || pickV.includes(n.trim()));
   // NBX_ATTN_EXTRA (JSON {"128": [{"blockN": 80, "stages": 3, "deep": true}], ...}): tiles timed besides sm90Configs(D)
   const extra = JSON.parse(process.env.NBX_ATTN_EXTRA ?? '{}');
-  const tilesOf = (D) => [...sm90.sm90Configs(D), ...(extra[D] ?? [])];
+  const tilesOf = (D) => [...tilesAll(D), ...(extra[D] ?? [])];
   const setEnv = (env) => { const old = {}; for (const k of Object.keys(env)) { old[k] = process.env[k]; process.env[k] = env[k]; } return () => { for (const k of Object.keys(env)) { if (old[k] === undefined) delete process.env[k]; else process.env[k] = old[k]; } }; };
   const withEnv = (env, f) => { const undo = setEnv(env); try { return f(); } finally { undo(); } };
   const withEnvAsync = async (env, f) => { const undo = setEnv(env); try { return await f(); } finally { undo(); } };

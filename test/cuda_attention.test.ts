@@ -13,7 +13,7 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { check, rand, skip } from './cuda_compare.js';
 import { attentionStats, _forceAttentionConfig, PREFILL_SPACE, DECODE_SPACE, hasWgmma, wgmmaConfig } from '../src/backend/cuda/kernels/attention.js';
-import { sm90Configs, sm90Tag, type Sm90Config } from '../src/backend/cuda/kernels/attention_sm90.js';
+import { sm90Configs, sm90MoreConfigs, sm90Tag, type Sm90Config } from '../src/backend/cuda/kernels/attention_sm90.js';
 import { enumerate, type Config } from '../src/autotune/index.js';
 
 const F = nbx.nn.functional;
@@ -64,7 +64,7 @@ test('attention prefill: bool mask (fully masked rows), float mask broadcast, GQ
 test('attention prefill: every tile configuration gives the same answer', { skip }, () => {
   try {
     // every mma configuration the space allows, and the wgmma kernel's where the device has it
-    const wg = sm90Configs(128);
+    const wg = [...sm90Configs(128), ...sm90MoreConfigs(128)]; // (sm90MoreConfigs: tiles offered on some problems only)
     const cfgs = enumerate(PREFILL_SPACE).filter((c) => !PREFILL_SPACE.constraint?.(c, { D: 128 }) &&
       (c.impl === 'mma' || (hasWgmma() && wg.some((w) => sm90Tag(w) === sm90Tag(c as unknown as Sm90Config)))));
     for (const c of cfgs) {
@@ -84,7 +84,7 @@ test('attention prefill, wgmma kernel: dtypes, head dims, causal, masks, GQA, se
   nbx.zeros([1], { device: 'cuda' }).dispose(); // starts the backend
   if (wgSkip()) { t.skip('this device has no warpgroup MMA (sm_90a)'); return; }
   try {
-    for (const D of [64, 128, 256]) for (const w of sm90Configs(D)) {
+    for (const D of [64, 128, 256]) for (const w of [...sm90Configs(D), ...sm90MoreConfigs(D)]) {
       const tag = `wgmma ${sm90Tag(w)} D${D}`;
       if (!tiles.test(tag)) continue;
       _forceAttentionConfig({ prefill: wgmmaConfig(w) });

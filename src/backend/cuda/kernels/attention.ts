@@ -41,7 +41,7 @@ import { basePtr as ptr } from './util.js';
 import { getKernel, loadSourceAsync, type CompileOptions } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
 import { encodeTensorMapTiled, CU_TENSOR_MAP_DATA_TYPE, CU_TENSOR_MAP_SWIZZLE, type CudaKernel } from '../runtime/driver.js';
-import { sm90Source, sm90Smem, sm90Ones, sm90Configs, sm90Tag, prefillStoreO, wgmmaHelpers, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, SM90_SOFTMAX_DEFAULT, type Sm90Softmax, type Sm90Config } from './attention_sm90.js';
+import { sm90Source, sm90Smem, sm90Ones, sm90Configs, sm90MoreConfigs, sm90Tag, prefillStoreO, wgmmaHelpers, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, SM90_SOFTMAX_DEFAULT, type Sm90Softmax, type Sm90Config } from './attention_sm90.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
 export const DECODE_MAX_ROWS = 16;
@@ -1018,8 +1018,8 @@ const candidates = new Map<string, Config[]>();
  * The candidates for head dim D (and, for decode, the chunk that fills the device), pruned by this
  * device's limits and attention tile ceiling: a short list, since every one is a compile on first use.
  */
-function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, rb = 1): Config[] {
-  const key = `${space.name}:${D}:${half}:${rb}`;
+function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, rb = 1, more = false): Config[] {
+  const key = `${space.name}:${D}:${half}:${rb}:${more}`;
   let c = candidates.get(key);
   if (!c) {
     const profile = be.tuning.profile;
@@ -1033,7 +1033,8 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, rb = 1): C
       if (half && wgmmaEnabled() && SM90_HEAD_DIMS.includes(D)) {
         // the Hopper kernel's tiles, and the mma kernel's default tile only (a compile each on first use;
         // the other mma tiles are not in the running on this device)
-        list = [...sm90Configs(D).map(wgmmaConfig), ...list.slice(0, 1)];
+        // (more: the problem takes sm90MoreConfigs(D) too, after the others)
+        list = [...sm90Configs(D).map(wgmmaConfig), ...(more ? sm90MoreConfigs(D).map(wgmmaConfig) : []), ...list.slice(0, 1)];
       }
     } else {
       // the chunk is a launch argument (no compile): every chunk size, at two thread counts (two compiles),
@@ -1046,9 +1047,15 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, rb = 1): C
       const dflt = DECODE_SPACE.defaultConfig;
       list = [128, 256].flatMap((threads) => [...DECODE_CHUNKS, 0].map((ch) => ({ ...dflt, impl: 'lanes', chunk: ch, threads })));
       if (rb >= 2) list.push(...[...DECODE_CHUNKS, 0].map((ch) => ({ ...dflt, impl: 'lanes', chunk: ch, threads: 128, reduce: 'scatter' })));
+      // On the sm_90 devices, per-warp TMA tiles replace the cp.async forms from chunk 512 on: in attn-6 (forced, GB/s;
+      // B1 H32/32 S32768 / B4 H32/32 / GQA B4 H32/8 / B8 H32/32 S4096) the best tma form 4287 / 4480 / 4233 / 4305, the best
+      // per-warp cp.async ('w', rings 2 and 3, c1024-4096) 3714 / 3895 / 3682 / 3734, the best block tiles (c256-4096)
+      // 3721 / 3910 / 3697 / 3718: 'w' and block tiles of 512+ keys lost every row in both timed runs. Block tiles
+      // stay below chunk 512, where no tma form is offered (tma on inputs TMA cannot address runs the 'w' build).
       if (half) {
-        list.push(...DECODE_CHUNKS.filter((ch) => ch >= DECODE_MMA_KEYS).map((ch) => ({ ...dflt, impl: 'mma', chunk: ch, threads: 128 })));
-        const tiles = hasWgmma() ? ['warp', 'tma'] : ['warp']; // (TMA: the sm_90 devices; hasWgmma's test of the profile)
+        const sm90 = hasWgmma(); // (TMA: the sm_90 devices; hasWgmma's test of the profile)
+        list.push(...DECODE_CHUNKS.filter((ch) => ch >= DECODE_MMA_KEYS && (!sm90 || ch < 512)).map((ch) => ({ ...dflt, impl: 'mma', chunk: ch, threads: 128 })));
+        const tiles = sm90 ? ['tma'] : ['warp'];
         for (const t of tiles) for (const stages of [2, 3]) list.push(...DECODE_CHUNKS.filter((ch) => ch >= 512).map((ch) => ({ ...dflt, impl: 'mma', chunk: ch, threads: 128, tiles: t, stages })));
       }
       list = list.flatMap((c) => [{ ...c, merge: 'fused' }, { ...c, merge: 'kernel' }]);
@@ -1077,11 +1084,20 @@ function timeRun(cfg: Config, run: (cfg: Config) => void): number {
 
 /** Problems below this many score elements run the default configuration (launch-bound). */
 const TUNE_MIN_SCORES = 1 << 22;
+/**
+ * Decode reads K and V once, so its cost is their bytes, not its score elements: a decode is tuned from this many
+ * bytes of K and V on (~60 us at 4.3 TB/s, far from launch-bound) even below TUNE_MIN_SCORES. Before (ninth
+ * session, attn-5 and attn-6), the bench's B1 H32 S32768 and B8 H32 S4096 rows (512 MiB of K/V each, 2^20 scores)
+ * were never tuned: both ran the untuned default, lanes t128 c2048 kernel (4079-4110 / 4154-4207 GB/s), while
+ * forced forms of the candidate list reached 4234-4287 (B1: lanes t256 c4096, mma tma c4096) and 4227-4305 (B8:
+ * mma tma s3 c4096) against SDPA's 4188 / 4281.
+ */
+const TUNE_MIN_DECODE_BYTES = 256 << 20;
 
-function pick(space: ConfigSpace<AttnProblem>, D: number, shape: string, dtype: string, work: number, fallback: Config, run: (cfg: Config) => void, rb = 1): Config {
+function pick(space: ConfigSpace<AttnProblem>, D: number, shape: string, dtype: string, work: number, fallback: Config, run: (cfg: Config) => void, rb = 1, more = false): Config {
   const f = space === PREFILL_SPACE ? forced.prefill : forced.decode;
   if (f) return f;
-  const cands = fit(space, D, dtype !== 'float32', rb);
+  const cands = fit(space, D, dtype !== 'float32', rb, more);
   // untuned (small problems, NBX_AUTOTUNE=off): the first candidate, the wgmma kernel where there is one
   const fb = space === PREFILL_SPACE ? cands[0] : cands.find((c) => Object.keys(fallback).every((k) => c[k] === fallback[k])) ?? cands[0];
   if (!fb) throw new UnsupportedError('attention', `no ${space.name} configuration fits this device for head dim ${D}`);
@@ -1184,7 +1200,8 @@ export function cudaAttention(p: AttentionParams): void {
     attentionStats.decode++;
     // untuned (small problems): the merge kernel. Call 2 of 2026-12-03 (GB/s, lanes t128 c2048): B1 H32 S32768
     // fused 2752 vs kernel 4094, B8 H32 S4096 2789 vs 4160 (c1024 and the mma kernel: within 3% either way)
-    run(pick(DECODE_SPACE, D, `D${D}:r${bucketSize(rows)}:S${bucketSize(Se)}:Z${bucketSize(Z)}:${maskKind}`, dt, Z * rows * Se, { impl: 'lanes', chunk, threads: 128, merge: 'kernel', reduce: 'rows' }, run, rb));
+    const work = Z * Se * D * 2 * esize(dt) >= TUNE_MIN_DECODE_BYTES ? Math.max(Z * rows * Se, TUNE_MIN_SCORES) : Z * rows * Se;
+    run(pick(DECODE_SPACE, D, `D${D}:r${bucketSize(rows)}:S${bucketSize(Se)}:Z${bucketSize(Z)}:${maskKind}`, dt, work, { impl: 'lanes', chunk, threads: 128, merge: 'kernel', reduce: 'rows' }, run, rb));
     return;
   }
   const run = (c: Config): void => {
@@ -1228,5 +1245,6 @@ export function cudaAttention(p: AttentionParams): void {
   };
   attentionStats.prefill++;
   const work = B * H * L * S / (causal ? 2 : 1);
-  run(pick(PREFILL_SPACE, D, `D${D}:L${bucketSize(L)}:S${bucketSize(S)}:BH${bucketSize(B * H)}:${causal ? 'causal' : maskKind}`, dt, work, PREFILL_SPACE.defaultConfig, run));
+  // sm90MoreConfigs: on problems that are not causal or are float16 (the causal bfloat16 rows keep their list)
+  run(pick(PREFILL_SPACE, D, `D${D}:L${bucketSize(L)}:S${bucketSize(S)}:BH${bucketSize(B * H)}:${causal ? 'causal' : maskKind}`, dt, work, PREFILL_SPACE.defaultConfig, run, 1, !causal || dt === 'float16'));
 }

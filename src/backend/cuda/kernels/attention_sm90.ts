@@ -107,9 +107,24 @@ export function sm90Configs(D: number): Sm90Config[] {
   if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, persistent: true }, { blockN: 160, stages: 2, persistent: true },
     { blockN: 128, stages: 2, persistent: true, softmax: 'tcsum' }];
   // D64 (call 5): n192s2pP 411, n128s3pP 380, n128s3P 364, n128s3p 361, n160s3 332, n192s2 329 (SDPA 424-433)
+  // Ninth session: n192s3pPC, the bench's D64 pick (n192s2pPC: 418 forced in attn-4, 422.6 in the attn-5 bench vs SDPA
+  // 438.0) with a ring of 3 (181 KB of shared memory; a 24 KB K or V tile at D64 is short work for a step, so one
+  // more tile in flight). Not yet timed: the tuner decides. nvcc 13 sm_90a: spills as n192s2pPC (none unmasked; 8-16
+  // bytes with bool / float32 masks).
   return [{ blockN: 192, stages: 2, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, persistent: true },
-    { blockN: 192, stages: 2, pingpong: true, persistent: true, chain: true }];
+    { blockN: 192, stages: 2, pingpong: true, persistent: true, chain: true }, { blockN: 192, stages: 3, pingpong: true, persistent: true, chain: true }];
 }
+
+/**
+ * Tiles the tuner offers besides sm90Configs(D) on the D128 problems that are not causal or are float16 (attention.ts:
+ * the bench rows under SDPA in attn-5 there, while the causal bfloat16 rows at or over it keep their list as it is):
+ * n128s2t, the non-persistent tile (the pick on both rows in attn-5: non-causal 673.3 vs 686.6, f16 564.7 vs 572.3)
+ * with the row sums on the tensor cores. Same-pick bench pairs, lazy vs tcsum (n128s2P, second process): call 5
+ * non-causal 655.5 -> 660.9, f16 575.5 -> 595.3; eighth session call 1 f16 590.9 -> 602.7; forced tile for tile
+ * (attn-4) mixed (n128s2Pt vs n128s2P: non-causal 599 vs 625, f16 539 vs 532). n128s2t itself was never timed: the
+ * tuner decides.
+ */
+export const sm90MoreConfigs = (D: number): Sm90Config[] => (D === 128 ? [{ blockN: 128, stages: 2, softmax: 'tcsum' }] : []);
 
 /** Q buffers: two where items are chained (the next item's Q loads while the current one's is read), else one. */
 export const sm90QSlots = (c: Sm90Config): number => (c.chain ? 2 : 1);
