@@ -24,10 +24,10 @@
 //
 // Run: node dist/bench/quant.js [--device cuda|webgpu|cpu] [--check [--quick]] [--no-gemv] [--sweep]
 //        [--formats all|int4,q4_k,...] [--gemv-formats int4,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--shape llama3-8b|tiny]
-//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty] [--sweep-stream] [--sweep-focus] [--sweep-xf] [--sweep-lb] [--sweep-pg] [--sass DIR]     (or `nbx bench quant ...`)
+//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty] [--sweep-stream] [--sweep-focus] [--sweep-xf] [--sweep-lb] [--sweep-pg] [--sweep-cfgs JSON|@FILE] [--check-filter STR] [--sass DIR]     (or `nbx bench quant ...`)
 //   --budget-s: past S seconds from the start, the sweep and the remaining decode models are skipped (said so).
 
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import * as nbx from '../src/index.js';
@@ -112,14 +112,17 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
       if (cudaMod.XF_FORMATS.includes(f)) cases.push(['bfloat16', 1, 'vec-xf-nr4-db-pg-kw1-xs'], ['float16', 2, 'vec-xf-nr8-pg-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr2-db-U1-pg-kw1-xs']);
       if (f === 'int4') cases.push(['bfloat16', 1, 'vec-xf-nr4-db-tc-kw1-xs'], ['float16', 1, 'vec-xf-nr4-db-tc-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr4-U2-tc-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr2-db-U2-tc-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr4-db-tc-pg-kw1-xs']);
       if (cudaMod.XF_FORMATS.includes(f)) cases.push(['bfloat16', 1, 'vec-xf-nr4-db-lb3-kw1-xs'], ['float16', 2, 'vec-xf-nr2-db-U1-lb4-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr1-db-U2-lb3-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr8-lb3-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr2-db-U1-kw1-xs']);
+      // the weight stream through per-warp bulk-copy rings (bk; K 5120: whole stripes), kw 1 / 2, int4 sym / asym
+      if (cudaMod.XF_FORMATS.includes(f)) cases.push(['bfloat16', 1, 'vec-xf-nr4-bk4-kw1-xs'], ['float16', 2, 'vec-xf-nr2-bk3-kw2-xs'], ['bfloat16', 1, 'vec-xf-nr1-bk8-kw2-xs'], ['bfloat16', 1, 'vec-xf-nr2-bk4-pg-kw1-xs'], ['float16', 2, 'vec-xf-nr1-bk6-pg-kw1-xs'], ...(f === 'int4' ? [['bfloat16', 1, 'vec-xf-nr2-bk4-asym-kw2-xs'] as [string, number, string]] : []));
       cases.push(['bfloat16', 1, `${kern}-cp-kw1-xs`], ['float16', 3, `${kern}-cp-kw1-xs`]); // cp.async ring
       if (f === 'q4_k') cases.push(['bfloat16', 1, 'fma-kw1-xs']); // the tile kernel (a tuner candidate for q4_k)
       if (!quick) cases.push(['float16', 3, `${kern}-x0`], ['float16', 2, `${kern}-kw1-xs`]);
     }
-    for (const [dt, m, impl] of cases) {
-      const k = impl?.includes('-kw1') ? 4608 : K[f] ?? 2304, n = 72;
-      const p = randomPacked(f, n, k, seed++, impl?.startsWith('mma') ? { asym: impl.startsWith('mma-asym'), groupSize: 128 } : { asym: f === 'int4' && (m === 4 || (quick && m === 3)), groupSize: m === 8 ? 64 : 128 });
-      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0, ms: impl.includes('-sum') ? 1 : 0, db: impl.includes('-db') ? 1 : 0, cp: impl.includes('-cp') ? 6 : 0, co: impl.includes('-co') ? 1 : 0, xf: impl.includes('-xf') ? 1 : 0, nr: Number(/-nr(\d)/.exec(impl)?.[1] ?? 0), U: Number(/-U(\d)/.exec(impl)?.[1] ?? 0), lb: Number(/-lb(\d)/.exec(impl)?.[1] ?? 0), pg: impl.includes('-pg') ? 1 : 0, tc: impl.includes('-tc') ? 1 : 0, ...(impl.includes('-pg') ? { pgGrid: 2 } : {}) }); // kw 1 always: a launch argument
+    for (const [dt, m, impl] of cases.filter(([, , im]) => !checkFilter || (im ?? '').includes(checkFilter))) {
+      const k = impl?.includes('-bk') ? 5120 : impl?.includes('-kw1') ? 4608 : K[f] ?? 2304, n = 72;
+      const p = randomPacked(f, n, k, seed++, impl?.startsWith('mma') ? { asym: impl.startsWith('mma-asym'), groupSize: 128 } : { asym: f === 'int4' && (m === 4 || (quick && m === 3) || !!impl?.includes('-asym')), groupSize: m === 8 ? 64 : 128 });
+      const bk0 = cudaMod?.bkLaunches() ?? 0;
+      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0, ms: impl.includes('-sum') ? 1 : 0, db: impl.includes('-db') ? 1 : 0, cp: impl.includes('-cp') ? 6 : 0, co: impl.includes('-co') ? 1 : 0, xf: impl.includes('-xf') ? 1 : 0, nr: Number(/-nr(\d)/.exec(impl)?.[1] ?? 0), U: Number(/-U(\d)/.exec(impl)?.[1] ?? 0), lb: Number(/-lb(\d)/.exec(impl)?.[1] ?? 0), pg: impl.includes('-pg') ? 1 : 0, tc: impl.includes('-tc') ? 1 : 0, bk: Number(/-bk(\d)/.exec(impl)?.[1] ?? 0), ...(impl.includes('-bk') ? { kw: Number(/-kw(\d)/.exec(impl)?.[1] ?? 1) } : {}), ...(impl.includes('-pg') ? { pgGrid: 2 } : {}) }); // kw 1 (a launch argument), bk cases as named
       const w = toDevice(p, device);
       const r = lcg(seed++);
       const x = nbx.tensor(Array.from({ length: m * k }, () => r() * 2 - 1)).reshape([m, k]).to(dt as 'float32');
@@ -135,6 +138,7 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
         const e = relErr(got, want);
         parts.push(`${impl ? `${impl} ` : ''}${dt === 'bfloat16' ? 'bf16' : dt === 'float16' ? 'f16' : 'f32'} m${m} ${e.toExponential(1)}`);
         if (!(e <= QUANT_TOL[dt]!)) fail += ` [${impl ?? ''} ${dt} m=${m}: error ${e} > ${QUANT_TOL[dt]}]`;
+        if (impl?.includes('-bk') && cudaMod && cudaMod.bkLaunches() === bk0) fail += ` [${impl} ${dt} m=${m}: the bk kernel did not run]`;
       } catch (err) { fail += ` [${impl ?? ''} ${dt} m=${m}: ${(err as Error).message}]`; } finally { if (impl) cudaMod?.forceQuantGemvConfig(null); }
       disposeW(w); xg.dispose(); bg.dispose(); o.dispose();
     }
@@ -197,6 +201,14 @@ let sweepLb = false;
  */
 let sweepPg = false;
 
+/**
+ * --sweep-cfgs JSON (or @FILE): the sweep times exactly these configurations per format ({"int4": [{...}, ...]}), each merged
+ * over { impl: 'vec', kw: 1, xs: 1, xf: 1 } (e.g. {"kw": 2, "nr": 2, "db": 1, "U": 4, "ab": 2}), after vec xs as the baseline.
+ */
+let sweepCfgs: Record<string, Record<string, number | string>[]> | null = null;
+/** --check-filter STR: the check runs only its forced cases whose label contains STR (e.g. '-bk'). */
+let checkFilter = '';
+
 /** --sweep times every configuration for these (the others run the tuner's / default choice only: the sweep's compiles cost time). */
 const SWEEP_FORMATS: readonly QuantFormat[] = ['int4', 'int8', 'q4_k', 'q6_k', 'q8_0'];
 let deadline = Infinity;
@@ -205,7 +217,7 @@ const overBudget = (): boolean => now() > deadline;
 /** A CUDA GEMV configuration as the log shows it: 'mma', 'vec/kw4', 'fma/kw2' (the tile kernel; r·s· when forced). */
 const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? `mma${c.xs === 1 ? '/xs' : ''}${c.ms === 1 ? '/sum' : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.co ? '/co' : ''}${c.U ? `/U${String(c.U)}` : ''}`
   : c.impl === 'svec' || c.impl === 'smma' || c.impl === 'sfma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}${c.pf === 0 ? '/nopf' : ''}`
-  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.xf === 1 ? '/xf' : ''}${c.nr ? `/nr${String(c.nr)}` : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.U ? `/U${String(c.U)}` : ''}${c.lb ? `/lb${String(c.lb)}` : ''}${c.pg ? '/pg' : ''}${c.tc ? '/tc' : ''}${c.ab ? `/ab${String(c.ab)}` : ''}`);
+  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.xf === 1 ? '/xf' : ''}${c.nr ? `/nr${String(c.nr)}` : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.U ? `/U${String(c.U)}` : ''}${c.lb ? `/lb${String(c.lb)}` : ''}${c.pg ? '/pg' : ''}${c.tc ? '/tc' : ''}${c.bk ? `/bk${String(c.bk)}` : ''}${c.ab ? `/ab${String(c.ab)}` : ''}`);
 
 interface GemvRow { format: string; n: number; k: number; m: number; us: number; gbs: number; pct?: number; config?: string; best?: { config: string; us: number; gbs: number } }
 
@@ -297,6 +309,7 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
               if (f === 'int8') cfgs.push(xf(1, 8, 0, 0), xf(1, 2, 0, 0), xf(1, 4, 1, 0), xf(1, 8, 0, 0, { pg: 1 }), xf(1, 4, 1, 0, { pg: 1 }), xf(2, 4, 1, 0, { pg: 1 }), ...[1, 2, 3].map((ab) => xf(1, 8, 0, 0, { ab })));
               if (f === 'q4_k') cfgs.push(xf(1, 2, 1, 1), xf(1, 2, 1, 1, { pg: 1 }), xf(2, 2, 1, 1, { pg: 1 }), ...[1, 2, 3].map((ab) => xf(1, 2, 1, 1, { ab })));
             }
+            if (sweepCfgs) cfgs.splice(0, cfgs.length, { impl: 'vec', kw: 1, xs: 1 }, ...(sweepCfgs[f] ?? []).map((c) => ({ impl: 'vec', kw: 1, xs: 1, xf: 1, ...c })));
             for (const cfg of cfgs) {
               cudaMod.forceQuantGemvConfig(cfg);
               try {
@@ -451,7 +464,7 @@ export async function run(args: string[] = []): Promise<void> {
     args, allowPositionals: false,
     options: {
       device: { type: 'string', default: nbx.cuda.is_available() ? 'cuda' : 'cpu' }, shapes: { type: 'string' }, quick: { type: 'boolean', default: false }, check: { type: 'boolean', default: false }, 'no-gemv': { type: 'boolean', default: false },
-      sweep: { type: 'boolean', default: false }, 'sweep-stream': { type: 'boolean', default: false }, 'sweep-focus': { type: 'boolean', default: false }, 'sweep-xf': { type: 'boolean', default: false }, 'sweep-lb': { type: 'boolean', default: false }, 'sweep-pg': { type: 'boolean', default: false }, sass: { type: 'string' }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
+      sweep: { type: 'boolean', default: false }, 'sweep-stream': { type: 'boolean', default: false }, 'sweep-focus': { type: 'boolean', default: false }, 'sweep-xf': { type: 'boolean', default: false }, 'sweep-lb': { type: 'boolean', default: false }, 'sweep-pg': { type: 'boolean', default: false }, 'sweep-cfgs': { type: 'string' }, 'check-filter': { type: 'string' }, sass: { type: 'string' }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
       decode: { type: 'boolean' }, 'no-decode': { type: 'boolean', default: false }, shape: { type: 'string' },
       'new-tokens': { type: 'string', default: '64' }, flush: { type: 'string', default: 'clean' }, 'budget-s': { type: 'string', default: '0' }, 'gemv-formats': { type: 'string' }, 'roofline-gbs': { type: 'string' }, json: { type: 'string' },
     },
@@ -464,6 +477,8 @@ export async function run(args: string[] = []): Promise<void> {
   sweepXf = v['sweep-xf']!;
   sweepLb = v['sweep-lb']!;
   sweepPg = v['sweep-pg']!;
+  checkFilter = v['check-filter'] ?? '';
+  if (v['sweep-cfgs']) { const t = v['sweep-cfgs']; sweepCfgs = JSON.parse(t.startsWith('@') ? readFileSync(t.slice(1), 'utf8') : t) as typeof sweepCfgs; }
   if (Number(v['budget-s']) > 0) deadline = now() + Number(v['budget-s']) * 1000;
   if (!['cpu', 'cuda', 'webgpu'].includes(device)) throw new nbx.ValueError(OP, `--device must be cpu, cuda or webgpu, got '${device}'`);
   const feats = kernelFeatures('quant', Device.of(device).type);

@@ -10,7 +10,7 @@ import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import { kernel } from '../src/kernels/registry.js';
 import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
-import { forceQuantGemvConfig, lastQuantGemvConfig, defaultKw, streamGrid } from '../src/backend/cuda/kernels/quant.js';
+import { forceQuantGemvConfig, lastQuantGemvConfig, defaultKw, streamGrid, bkLaunches } from '../src/backend/cuda/kernels/quant.js';
 import type { QuantFormat } from '../src/kernels/quant.js';
 import { QUANT_TOL, dequantRef, lcg, matmulRef, randomPacked, relErr } from '../bench/quant_ref.js';
 
@@ -295,5 +295,31 @@ test('the xf kernels on a persistent grid (pg: blocks staging x once and looping
       assert.equal(cfg?.pg ?? 0, pg);
       assert.equal(cfg?.tc ?? 0, tc);
     }
+  } finally { forceQuantGemvConfig(null); }
+});
+
+test('the xf kernel fed by per-warp bulk-copy rings (bk: stages 2-8, nr 1/2/4, kw 1/2/4, lb 3, and on a persistent grid; int4 groups 64-256 symmetric and asymmetric, int8, q4_k; m 1, 2; whole stripes; ragged N, dead warps): the same bits twice; K not whole stripes: the register kernel', { skip }, () => {
+  let seed = 1500;
+  try {
+    // [format, x dtype, m, nr, stages, kw, lb, K, group, asym, N]
+    for (const [f, dt, m, nr, st, kw, lb, k, g, asym, n] of [
+      ['int4', 'bfloat16', 1, 4, 4, 1, 0, 5120, 128, false, 45], ['int4', 'float16', 2, 2, 3, 2, 0, 3072, 64, true, 37],
+      ['int4', 'bfloat16', 1, 1, 8, 4, 3, 4096, 256, false, 19], ['int4', 'float32', 1, 2, 2, 2, 0, 2048, 128, true, 70],
+      ['int8', 'bfloat16', 1, 4, 4, 1, 0, 2560, 0, false, 70], ['int8', 'float16', 2, 2, 6, 2, 3, 1536, 0, false, 33],
+      ['q4_k', 'bfloat16', 1, 2, 4, 2, 0, 3072, 0, false, 29], ['q4_k', 'float32', 2, 1, 3, 1, 3, 2048, 0, false, 11],
+      // on a persistent grid (kw 0 here: pg, grid forced to 1-3 blocks, kw 1): the ring runs on across tiles
+      ['int4', 'bfloat16', 1, 2, 4, 0, 2, 3072, 128, false, 45], ['int4', 'float16', 2, 1, 3, 0, 3, 2048, 64, true, 37],
+      ['int8', 'bfloat16', 1, 2, 8, 0, 1, 1536, 0, false, 70], ['q4_k', 'bfloat16', 1, 1, 2, 0, 2, 2048, 0, false, 29],
+    ] as [QuantFormat, DT, number, number, number, number, number, number, number, boolean, number][]) {
+      forceQuantGemvConfig(kw === 0 ? { impl: 'vec', kw: 1, xs: 1, xf: 1, nr, bk: st, pg: 1, pgGrid: lb } : { impl: 'vec', kw, xs: 1, xf: 1, nr, bk: st, lb });
+      const before = bkLaunches();
+      check(f, dt, m, n, k, seed++, { bias: m !== 2, ...(f === 'int4' ? { groupSize: g, asym } : {}) });
+      assert.ok(bkLaunches() > before, `${f} ${dt} nr ${nr} bk ${st}: the bk kernel ran`);
+    }
+    // K not a whole number of stripes (int4: 1024 elements): bk declines, the xf register kernel runs
+    forceQuantGemvConfig({ impl: 'vec', kw: 1, xs: 1, xf: 1, nr: 2, bk: 4 });
+    const before = bkLaunches();
+    check('int4', 'bfloat16', 1, 21, 2304, seed++, { groupSize: 128 });
+    assert.equal(bkLaunches(), before);
   } finally { forceQuantGemvConfig(null); }
 });

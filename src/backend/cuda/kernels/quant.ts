@@ -354,9 +354,10 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'lb', values: [0, 3, 4], movesBits: false, doc: "'vec' with x staged (xs, no cp ring): resident blocks per SM asked of ptxas by __launch_bounds__ (3: ≤ 80 registers, 24 warps per SM; 4: ≤ 64, 32 warps where shared memory allows); 0: 2 blocks (≤ 128 registers, 16 warps)" },
     { name: 'pg', values: [0, 1], movesBits: false, doc: "'vec' with xf: a persistent grid (as many blocks as fit at once, lb or 2 per SM, shared memory allowing), each staging x once and taking the block tiles blockIdx.x, + gridDim.x, ... (0: one block per tile, each staging all of x)" },
     { name: 'tc', values: [0, 1], movesBits: true, doc: "'vec' with xf, int4 (groups ≥ 128, K % 128 == 0, 16-bit x): the register kernel's lanes and loads (16 contiguous bytes of one row a lane) on tensor cores: a lane's 32 nibbles are the B fragment of its row segment (4 lanes, 128 elements), its staged x pairs the A fragment, mma.sync's diagonal D[g][g] the segment's dot (magic + nibble, one LOP3 a pair, Σx staged per segment): ~half the float form's instructions" },
+    { name: 'bk', values: [0, 2, 3, 4, 6, 8], movesBits: false, doc: "'vec' with xf (int4 / int8 / q4_k, whole 32-unit stripes, 16-byte aligned rows): the weight stream through a per-warp ring of bk stages in shared memory filled by bulk copies (cp.async.bulk on sm_90: lane 0 copies a stripe of each of the warp's rows, and int4's scales, completing on the stage's mbarrier; no registers hold the bytes in flight) instead of register loads; 0: the register ring. Same sums as U 1 without db" },
     { name: 'ab', values: [0, 1, 2, 3], movesBits: true, doc: "diagnostics of the xf kernel, WRONG results, sweep-only (bench quant --sweep-pg): 1 weight loads from the rows' first 1 KB (L1 hits: the arithmetic's time), 2 loads only (words xor-folded, no decode: the memory stream's time), 3 x not staged (the prologue's cost); 0 none" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0, lb: 0, pg: 0, tc: 0, ab: 0 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0, lb: 0, pg: 0, tc: 0, ab: 0, bk: 0 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -808,12 +809,12 @@ export function quantXfBytes(f: QuantFormat, m: number, k: number): number {
  * places and the high one's at odd places, so int4's word decode (low nibble, high nibble of byte b)
  * meets them in order; each half's Σx is staged (two scales a unit).
  */
-function xfStage(f: QuantFormat, T: string, stage = true): string {
+function xfStage(f: QuantFormat, T: string, stage = true, off = '', declared = false): string {
   const ue = unitElems(f), ch = ue / 4, sx = f === 'int4', kq = f === 'q4_k';
-  return `  ${XS_DECL}
+  return `  ${declared ? '' : XS_DECL}
   const int XK = ((K + ${8 * ue - 1}) / ${8 * ue}) * ${8 * ue}; // a row of x in shared memory: whole groups of 8 units
   ${stage ? '{' : 'if (false) { // diagnostics ab 3: x left unstaged'}
-    float* xf_ = reinterpret_cast<float*>(nbxq_xs_);
+    float* xf_ = reinterpret_cast<float*>(nbxq_xs_${off});
     const uint4* xg_ = reinterpret_cast<const uint4*>(X); // ${ue} elements of x are a whole number of 16-byte vectors
     for (int t_ = threadIdx.x; t_ < m * upr; t_ += ${THREADS}) {
       const int i_ = t_ / upr, u_ = t_ - i_ * upr;
@@ -841,7 +842,7 @@ function xfStage(f: QuantFormat, T: string, stage = true): string {
     }
   }
   __syncthreads();
-  const float* Xf = reinterpret_cast<const float*>(nbxq_xs_);${sx ? `
+  const float* Xf = reinterpret_cast<const float*>(nbxq_xs_${off});${sx ? `
   const float* SX = Xf + (long long)m * XK; // unit u of x row i: SX[i * upr + u]` : ''}${kq ? `
   const float* SX = Xf + (long long)m * XK; // unit u of x row i, half h: SX[2 * (i * upr + u) + h]` : ''}`;
 }
@@ -1281,6 +1282,201 @@ ${warpPartialsAndStore(d, mr, nr, 'live')}${pg ? `
   #pragma unroll
   for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}
   }` : ''}
+}`;
+  return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
+}
+
+// ---- the xf kernel fed by per-warp bulk copies (bk) ------------------------------------------------
+
+/** Packed bytes of one 32-unit stripe of a row (int4 / int8: 32 × 16; q4_k: 4 blocks of 144). */
+const bkStripeBytes = (f: QuantFormat): number => (f === 'q4_k' ? 576 : 512);
+/** Bytes of one stage slot of the bk ring: nr rows' stripes, then int4's scales (and zeros) of each row's stripe (1024 elements: 1024 / g floats). */
+export function bkSlotBytes(f: QuantFormat, asym: boolean, nr: number, gsize: number): number {
+  const sc = f === 'int4' ? (1024 / gsize) * 4 * (asym ? 2 : 1) : 0;
+  return nr * (bkStripeBytes(f) + sc);
+}
+/** Dynamic shared memory of the bk kernel: every warp's ring (at offset 0), then x as the xf form stages it. */
+export function quantBkBytes(f: QuantFormat, asym: boolean, m: number, k: number, nr: number, st: number, gsize: number): number {
+  return WARPS * st * bkSlotBytes(f, asym, nr, gsize) + quantXfBytes(f, m, k);
+}
+let bkCount = 0;
+/** Launches of the bk kernel so far (the benchmark's check asserts its forced cases ran it). */
+export const bkLaunches = (): number => bkCount;
+/**
+ * Whether the bk kernel takes the call: an xf format, whole stripes (32 units a row: K % 1024 for int4 / q4_k, % 512 for
+ * int8), 16-byte aligned rows (and int4 scale rows: K / g floats, groups 64-256 so a stripe's
+ * scales are ≥ 16 bytes).
+ */
+export function bkOk(c: { f: QuantFormat; k: number; gsize: number; rowBytes: number; sRow: number }, w: bigint, sc: bigint, z: bigint, asym: boolean): boolean {
+  if (!XF_FORMATS.includes(c.f)) return false;
+  const upr = c.k / unitElems(c.f);
+  if (!Number.isInteger(upr) || upr % 32 !== 0 || c.rowBytes % 16 !== 0 || w % 16n !== 0n) return false;
+  if (c.f === 'int4') return c.gsize >= 64 && c.gsize <= 256 && c.sRow === c.k / c.gsize && (c.sRow * 4) % 16 === 0 && sc % 16n === 0n && (!asym || z % 16n === 0n);
+  return true;
+}
+
+/**
+ * The xf kernel (vecXfBody: x as float32 in shared memory, nr rows a warp) with its weight stream through a per-warp ring of
+ * ST stages in shared memory filled by bulk copies (cp.async.bulk, the TMA engine: no registers hold the bytes in flight).
+ * Quant-6 (H200): the register kernel's loads alone (ab 2) ran no faster than the whole kernel (1.9-2.1 TB/s): its
+ * stream was capped by the bytes a warp keeps in flight (8 × 16 bytes a lane within 128 registers). Stage i of warp w
+ * holds stripe ks + kw·i of its nr rows (512 contiguous bytes a row, q4_k 576: 4 whole blocks) and, int4, the stripe's
+ * scales (zeros): lane 0 issues one copy per row (and per scale row) completing on the stage's mbarrier
+ * (expect_tx); every lane waits on its parity, reads its 16-byte unit(s) into slot 0 of the register kernel's arrays,
+ * __syncwarp, lane 0 refills the stage with stripe i + ST, then the body runs on the registers. The first ST stages are
+ * issued before the grid-dependency wait (weights are never written by earlier kernels), x is staged after it. Same
+ * sums in the same order as the xf kernel at U = 1 without db (the loads' source differs, not the arithmetic).
+ * Under the host emulator (NBX_EMU) the warp copies each stage itself (plain loads, __syncwarp) at the same points.
+ */
+export function vecBkSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, ST: number, lb: number, ab = 0, pg = false): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d), kq = f === 'q4_k', int4 = f === 'int4', SB = bkStripeBytes(f);
+  const rowsB = nr * SB; // a slot: rows' stripes, then int4 scale rows (SCB bytes each), then zero rows
+  const body = ab === 2 ? vecAblateBody(f, asym, nr) : vecXfBody(f, asym, mr, nr);
+  const src = `${HELPERS}
+${x16Source(d)}
+extern "C" __global__ void __launch_bounds__(${THREADS}, ${lb}) quant_gemv_v(const ${T}* __restrict__ X, const unsigned char* __restrict__ Wq,
+  const float* __restrict__ S, const float* __restrict__ Z, const ${T}* __restrict__ bias, ${T}* __restrict__ O,
+  int m, int n, int K, long long rowBytes, int sRow, int gshift, int kw) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int rg = warp / kw, ks = warp - rg * kw;
+  const int upr = K / ${unitElems(f)}, nst = upr >> 5; // whole stripes (bkOk)${pg ? `
+  // persistent grid (pg, kw 1): the block takes tiles blockIdx.x, + gridDim.x, ...; the warp's items are (tile, stripe)
+  // pairs in order and its ring runs on across tiles (the next tile's stripes in flight while this tile ends)
+  (void)rg; (void)ks;
+  const int rpb_ = ${WARPS * nr}, tiles_ = (n + rpb_ - 1) / rpb_;
+  const int ntile_ = (tiles_ - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
+  int n0 = blockIdx.x * rpb_ + warp * ${nr};
+  const bool live = true; // a warp past n copies clamped rows and stores nothing` : `
+  const int n0 = blockIdx.x * (${WARPS} / kw) * ${nr} + rg * ${nr};
+  const bool live = n0 < n; // uniform per warp; dead warps still stage x`}
+${vecRowPointers(nr)}${vecAccumulators(f, mr, nr, kq)}${ab === 2 ? `
+  unsigned ab_ = 0u;` : ''}
+  uint4 wv[1][${nr}];${kq ? `
+  uint4 hv[1][${nr}];` : ''}${int4 ? `
+  float sc[1][${nr}];${asym ? ` float zz[1][${nr}];` : ''}
+  const int SCB = (1024 >> gshift) * 4; // bytes of a stripe's scales a row` : ''}
+  const int SLOT = ${rowsB}${int4 ? ` + ${nr * (asym ? 2 : 1)} * SCB` : ''};
+  ${XS_DECL}
+  unsigned char* ring_ = nbxq_xs_ + (long long)warp * ${ST} * SLOT;
+  __shared__ unsigned long long bar_[${WARPS}][${ST}];
+  // stage st <- stripe s of the warp's rows (and int4's scales / zeros of that stripe)
+  auto issue = [&](int st, int s) {
+    unsigned char* d_ = ring_ + st * SLOT;${pg ? `
+    const unsigned char* wr[${nr}]; long long srow[${nr}]; // item s: tile s / nst, stripe s % nst
+    { const int ti_ = s / nst; s -= ti_ * nst;
+      const int nb_ = ((int)blockIdx.x + ti_ * (int)gridDim.x) * rpb_ + warp * ${nr};
+      #pragma unroll
+      for (int r = 0; r < ${nr}; r++) { const int rr = nb_ + r < n ? nb_ + r : n - 1; wr[r] = Wq + (long long)rr * rowBytes; srow[r] = (long long)rr * sRow; } }` : ''}
+#if defined(NBX_EMU) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) {
+      for (int o = 16 * lane; o < ${SB}; o += 512) *reinterpret_cast<uint4*>(d_ + r * ${SB} + o) = *reinterpret_cast<const uint4*>(wr[r] + (long long)s * ${SB} + o);${int4 ? `
+      for (int o = 4 * lane; o < SCB; o += 128) {
+        *reinterpret_cast<float*>(d_ + ${rowsB} + r * SCB + o) = S[srow[r] + (((long long)s << 10) >> gshift) + (o >> 2)];${asym ? `
+        *reinterpret_cast<float*>(d_ + ${rowsB} + (${nr} + r) * SCB + o) = Z[srow[r] + (((long long)s << 10) >> gshift) + (o >> 2)];` : ''}
+      }` : ''}
+    }
+    __syncwarp();
+#else
+    if (lane == 0) {
+      const unsigned b_ = (unsigned)__cvta_generic_to_shared(&bar_[warp][st]);
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b_), "r"(SLOT) : "memory");
+      #pragma unroll
+      for (int r = 0; r < ${nr}; r++) {
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+          :: "r"((unsigned)__cvta_generic_to_shared(d_ + r * ${SB})), "l"(wr[r] + (long long)s * ${SB}), "r"(${SB}), "r"(b_) : "memory");${int4 ? `
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+          :: "r"((unsigned)__cvta_generic_to_shared(d_ + ${rowsB} + r * SCB)), "l"(S + srow[r] + (((long long)s << 10) >> gshift)), "r"(SCB), "r"(b_) : "memory");${asym ? `
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+          :: "r"((unsigned)__cvta_generic_to_shared(d_ + ${rowsB} + (${nr} + r) * SCB)), "l"(Z + srow[r] + (((long long)s << 10) >> gshift)), "r"(SCB), "r"(b_) : "memory");` : ''}` : ''}
+      }
+    }
+#endif
+  };
+  // wait for stage st's copies (phase parity ph)
+  auto wait = [&](int st, unsigned ph) {
+#if defined(NBX_EMU) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
+    (void)st; (void)ph;
+#else
+    const unsigned b_ = (unsigned)__cvta_generic_to_shared(&bar_[warp][st]);
+    unsigned done_ = 0;
+    while (!done_) asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(done_) : "r"(b_), "r"(ph) : "memory");
+#endif
+  };
+#if !defined(NBX_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (lane == 0) {
+    #pragma unroll
+    for (int st = 0; st < ${ST}; st++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"((unsigned)__cvta_generic_to_shared(&bar_[warp][st])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncwarp();
+#endif
+  // the warp's stripes ks, ks + kw, ...: the first ${ST} in flight before the grid-dependency wait
+  const int ns_ = ${pg ? 'ntile_ * nst' : 'live ? (nst - ks + kw - 1) / kw : 0'};
+  #pragma unroll
+  for (int st = 0; st < ${ST}; st++) if (st < ns_) issue(st, ${pg ? 'st' : 'ks + st * kw'});${pg && (f === 'int8') ? `
+  float rsn_[${nr}]; // the next tile's row scales, loaded a tile ahead
+  #pragma unroll
+  for (int r = 0; r < ${nr}; r++) { const int rr = n0 + (int)gridDim.x * rpb_ + r; rsn_[r] = S[(long long)(rr < n ? rr : n - 1) * sRow]; }` : ''}
+  NBX_GRID_DEPENDENCY_WAIT();
+${xfStage(f, T, ab !== 3, ` + ${WARPS * ST} * SLOT`, true)}
+  for (int i = 0; i < ns_; i++) {
+    const int st = i % ${ST}, s = ${pg ? 'i % nst' : 'ks + i * kw'};
+    wait(st, (unsigned)(i / ${ST}) & 1u);
+    {
+      const unsigned char* d_ = ring_ + st * SLOT;
+      #pragma unroll
+      for (int r = 0; r < ${nr}; r++) {${kq ? `
+        wv[0][r] = *reinterpret_cast<const uint4*>(d_ + r * ${SB} + (lane >> 3) * 144 + 16 + 16 * (lane & 7));
+        hv[0][r] = *reinterpret_cast<const uint4*>(d_ + r * ${SB} + (lane >> 3) * 144);` : `
+        wv[0][r] = *reinterpret_cast<const uint4*>(d_ + r * ${SB} + 16 * lane);`}${int4 ? `
+        sc[0][r] = *reinterpret_cast<const float*>(d_ + ${rowsB} + r * SCB + 4 * ((lane << 5) >> gshift));${asym ? `
+        zz[0][r] = *reinterpret_cast<const float*>(d_ + ${rowsB} + (${nr} + r) * SCB + 4 * ((lane << 5) >> gshift));` : ''}` : ''}
+      }
+    }
+    __syncwarp(); // every lane has read stage st before it is refilled
+    if (i + ${ST} < ns_) issue(st, ${pg ? `i + ${ST}` : `s + ${ST} * kw`});
+    const int j = 0, u = s * 32 + lane;
+    ${body}${pg ? `
+    if (s == nst - 1) { // the tile's last stripe: the rows' dots to the output, then the next tile's rows
+      #pragma unroll
+      for (int i2 = 0; i2 < ${mr}; i2++) {
+        #pragma unroll
+        for (int r = 0; r < ${nr}; r++) {
+          #pragma unroll
+          for (int o = 16; o > 0; o >>= 1) acc[i2][r] += __shfl_xor_sync(0xffffffffu, acc[i2][r], o);
+        }
+      }
+      if (lane == 0) {
+        #pragma unroll
+        for (int r = 0; r < ${nr}; r++) {
+          const int jn = n0 + r;
+          if (jn < n) {
+            #pragma unroll
+            for (int i2 = 0; i2 < ${mr}; i2++) if (i2 < m) { float v_ = acc[i2][r]; if (bias) v_ += ${R.load(d, 'bias', 'jn')}; ${R.store(d, 'O', '(long long)i2 * n + jn', 'v_')} }
+          }
+        }
+      }
+      #pragma unroll
+      for (int i2 = 0; i2 < ${mr}; i2++) {
+        #pragma unroll
+        for (int r = 0; r < ${nr}; r++) acc[i2][r] = 0.f;
+      }
+      n0 += (int)gridDim.x * rpb_;${f === 'int8' ? `
+      #pragma unroll
+      for (int r = 0; r < ${nr}; r++) { rs[r] = rsn_[r]; const int rr = n0 + (int)gridDim.x * rpb_ + r; rsn_[r] = S[(long long)(rr < n ? rr : n - 1) * sRow]; }` : ''}
+    }` : ''}
+  }${ab === 2 ? `
+  if (ab_ == 0x9e3779b9u) acc[0][0] += 1.f;` : ''}
+${pg ? '' : `  #pragma unroll
+  for (int i = 0; i < ${mr}; i++) {
+    #pragma unroll
+    for (int r = 0; r < ${nr}; r++) {
+      #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+    }
+  }
+${warpPartialsAndStore(d, mr, nr, 'live')}`}
 }`;
   return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
 }
@@ -2549,6 +2745,18 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
     const lb = xs && cp === 0 && ((cfg.lb as number | undefined) ?? 0) > 0 ? cfg.lb as number : 2; // blocks per SM (__launch_bounds__)
     // pg: the persistent grid (xf only); ab: diagnostics (xf only, wrong results)
     const pg = xf && cfg.pg === 1, ab = xf ? ((cfg.ab as number | undefined) ?? 0) : 0, tiles = Math.ceil(c.n / ((WARPS / kw) * nr));
+    // bk: the xf kernel fed by per-warp bulk-copy rings (not with tc / pg; ab 2 / 3 apply)
+    // (with pg: kw 1, one ring per warp running on across its tiles)
+    const bkReq = xf && !tc && ab !== 1 ? ((cfg.bk as number | undefined) ?? 0) : 0, bkb = bkReq > 0 ? quantBkBytes(c.f, c.asym, p.m, c.k, nr, bkReq, c.gsize) : 0;
+    if (bkReq > 0 && bkOk(c, addr(p.qweight), addr(p.scales), addr(p.zeros), c.asym) && bkb <= cpLimit) {
+      bkCount++;
+      const bt = pg ? Math.ceil(c.n / (WARPS * nr)) : tiles;
+      const k = be.kernel(`quant_gemv_bk:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${bkReq}:${lb}${pg ? ':pg' : ''}${ab ? `:ab${ab}` : ''}`, () => vecBkSource(c.f, c.asym, c.d, mr, nr, bkReq, lb, ab, pg));
+      be.launch(k, pg ? pgGrid(bt, lb, bkb, cfg.pgGrid as number | undefined) : tiles, THREADS,
+        [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, pg ? 1 : kw],
+        cpDyn(k, bkb));
+      return;
+    }
     const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}:${xf}:${lb}${pg ? ':pg' : ''}${tc ? ':tc' : ''}${ab ? `:ab${ab}` : ''}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp, xf, lb, pg, ab, tc));
     be.launch(k, pg ? pgGrid(tiles, lb, xfb, cfg.pgGrid as number | undefined) : tiles, THREADS,
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw],
@@ -2656,6 +2864,14 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
     if (c.f === 'int8') xf.push({ kw: kwFor(8), nr: 8, pg: 1 }, { kw, nr: 4, db: 1, pg: 1 });
     if (c.f === 'q4_k') xf.push({ kw: kwFor(2), nr: 2, db: 1, U: 1, pg: 1 });
     if (tcOk(c, p.m) && quantTcBytes(p.m, c.k) <= dynSmemLimit()) xf.push({ kw, nr: 4, db: 1, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1 }, { kw: kwFor(2), nr: 2, db: 1, U: 2, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1, pg: 1 });
+    // (tenth session, unmeasured on the card when added) the weight stream through per-warp bulk-copy rings (bk), on a
+    // persistent grid (x staged once per resident block, the ring running on across tiles) and per tile: quant-6's loads
+    // alone (ab 2) ran no faster than the whole register kernel (int4 1,919-2,128 GB/s): its stream, not its arithmetic
+    if (bkOk(c, addr(p.qweight), addr(p.scales), addr(p.zeros), c.asym)) {
+      for (const x of [{ kw: 1, nr: 2, bk: 4, pg: 1 }, { kw: 1, nr: 2, bk: 8, pg: 1 }, { kw: 1, nr: 1, bk: 8, pg: 1, ...(one ? { lb: 3 } : {}) }, { kw: kwFor(2), nr: 2, bk: 4 }]) {
+        if (quantBkBytes(c.f, c.asym, p.m, c.k, x.nr, x.bk, c.gsize) <= dynSmemLimit()) xf.push(x);
+      }
+    }
     const seen = new Set(out.map((o) => JSON.stringify(o)));
     for (const x of xf) {
       const cand = { ...d, xf: 1, ...x }, key = JSON.stringify(cand);
@@ -2757,6 +2973,9 @@ export function allQuantSources(): { label: string; src: string; name: string; s
           for (const [mr, nr, U, db, lb] of [[1, 4, 1, true, 3], [1, 2, 1, true, 4], [1, 1, 4, true, 3], [1, 8, 1, false, 3], [2, 2, 1, true, 3]] as const) {
             out.push({ label: `vecxs:xf:lb${lb}:${f}:${asym}:${d}:${mr}:${nr}:${U}:${db}`, ...quantGemvVecSource(f, asym, d, mr, nr, U, true, db, 0, true, lb) });
           }
+          // the bulk-copy rings (bk), per tile and on a persistent grid, and their loads-only diagnostics (ab 2)
+          for (const [nr, st, lb, pg] of [[2, 4, 2, false], [2, 8, 2, false], [4, 4, 2, false], [2, 4, 2, true], [2, 8, 2, true], [1, 8, 3, true], [4, 4, 2, true]] as const) out.push({ label: `vecxs:bk:${f}:${asym}:${d}:${nr}:${st}:${lb}:${pg}`, ...vecBkSource(f, asym, d, 1, nr, st, lb, 0, pg) });
+          out.push({ label: `vecxs:bk:ab2:${f}:${asym}:${d}`, ...vecBkSource(f, asym, d, 1, 2, 8, 2, 2, true) });
           // the persistent grid (pg), the diagnostics (ab) and int4 on tensor cores (tc: 16-bit x, one row)
           for (const [nr, U, db] of [[4, 1, true], [8, 1, false], [2, 1, true]] as const) out.push({ label: `vecxs:xf:pg:${f}:${asym}:${d}:${nr}:${U}:${db}`, ...quantGemvVecSource(f, asym, d, 1, nr, U, true, db, 0, true, 2, true) });
           for (const ab of [1, 2, 3]) out.push({ label: `vecxs:xf:ab${ab}:${f}:${asym}:${d}`, ...quantGemvVecSource(f, asym, d, 1, 4, 1, true, true, 0, true, 2, false, ab) });
