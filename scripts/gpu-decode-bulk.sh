@@ -2,7 +2,8 @@
 # run: source .gpu/bootstrap.sh && QUEUED="gpu-attn7.sh gpu-quant7.sh" bash scripts/gpu-decode-bulk.sh (ninth session, last call): the
 # whole-step kernel with its inputs staged by sm_90 bulk copies (stage_rows): tests first (should they fail, the rest runs
 # with NBX_DECODE_STEP_BULK=0), tok/s at batch 1-8 (TinyLlama) and 1, 8 (8B) with the auto path's timings, per-phase traces
-# at batch 8 and 1, the register-staged inputs (NBX_DECODE_STEP_BULK=0) at batch 1 and 8 for comparison, then the helpers'
+# at batch 8 and 1, the register-staged inputs (NBX_DECODE_STEP_BULK=0) at batch 1 and 8 and one head an attention item
+# (NBX_DECODE_STEP_HEADS=1) at batch 8 for comparison, then the helpers'
 # device scripts if queued. Logs under $OUT/dec3 (tarred), summary in $OUT/summary.txt.
 set -u
 T0=$(date +%s)
@@ -25,6 +26,9 @@ done
 # the same kernel with its inputs staged through registers (A/B of the bulk copies), forced at batch 1 and 8
 NBX_DECODE_STEP=fused NBX_DECODE_STEP_BULK=0 timeout -k 5 60 node dist/src/cli/nbx.js bench decode --device cuda --shape tinyllama --batch 1,8 --peers none --ttft-samples 1 > $L/nobulk.log 2>&1
 echo "nobulk rc=$? at $(( $(date +%s) - T0 ))s" >> $S; grep -E "^nbx [a-z0-9-]+ batch [0-9]+:" $L/nobulk.log >> $S
+# batch 8 forced through the kernel with one query head an attention item (the default there: two of one KV group)
+NBX_DECODE_STEP=fused NBX_DECODE_STEP_HEADS=1 timeout -k 5 40 node dist/src/cli/nbx.js bench decode --device cuda --shape tinyllama --batch 8 --peers none --ttft-samples 1 > $L/heads1.log 2>&1
+echo "heads1 rc=$? at $(( $(date +%s) - T0 ))s" >> $S; grep -E "^nbx [a-z0-9-]+ batch [0-9]+:" $L/heads1.log >> $S
 (cd $OUT && tar czf dec3.tgz dec3 && rm -rf dec3)
 for q in ${QUEUED:-}; do
   [ -f scripts/$q ] || continue

@@ -55,7 +55,7 @@ const RING_NS_MAX = 5;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number }
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
 /**
@@ -102,12 +102,13 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define LG_ ${LG}
 #define KPW_ (32 / LG_)
 #define NS_ ${ring.ns}
-#define ATTU_ ${ATT_UNROLL}
+#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
 #define XSTR_ ${xsStride(s)}
 #define B_ ${s.B}
 #define NPT_ ${Math.ceil(s.H / THREADS)}
 #define ASPLIT_ ${v.asplit}
+#define HPI_ ${v.hpi ?? 1}
 ${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}${v.bulk === false ? '#define NBX_NO_BULK_ROWS_ 1\n' : ''}#ifdef NBX_EMU
 #define CP16(dst, src_) (*reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src_))
 #define CP_COMMIT()
@@ -450,36 +451,39 @@ __device__ __forceinline__ float rope_at(const T_* x, int j, const T_* c, const 
 }
 
 /**
- * Part sp of ASPLIT_ of sequence b's query head h's attention: cache positions [lo, hi) of [0, w] (the new key
- * and value at w from shared memory), as a partial softmax (its maximum M, Σ exp(score − M) and
- * Σ exp(score − M)·v) in patt / pml, merged over the parts by merge_att. Splitting a head over blocks puts
- * every block to work. qkv, c, s and notpad are sequence b's rows.
+ * Part sp of ASPLIT_ of sequence b's query heads h0 .. h0 + HPI_ − 1 (one KV group: each key and value is loaded
+ * once for them all), cache positions [lo, hi) of [0, w] (the new key and value at w from shared memory), as
+ * partial softmaxes (each head's maximum M, Σ exp(score − M) and Σ exp(score − M)·v) in patt / pml, merged over
+ * the parts by merge_att. Splitting a head over blocks puts every block to work; two heads an item halve the
+ * items where B_·NH_ would take the grid more than one round. qkv, c, s and notpad are sequence b's rows.
  */
-__device__ void attention_head(int b, int h, int sp, const Layer& ly, const T_* qkv, const T_* c, const T_* s, int w, const unsigned char* notpad,
+__device__ void attention_heads(int b, int h0, int sp, const Layer& ly, const T_* qkv, const T_* c, const T_* s, int w, const unsigned char* notpad,
     float scale, float* patt, float* pml, float* sm) {
-  const int g = h / (NH_ / NKV_), item = (b * NH_ + h) * ASPLIT_ + sp;
+  const int g = h0 / (NH_ / NKV_);
   T_* const kcb = ly.kc + (long long)b * NKV_ * S_ * D_;
   T_* const vcb = ly.vc + (long long)b * NKV_ * S_ * D_;
   const int chunk = (w + ASPLIT_) / ASPLIT_, lo = sp * chunk, hi = lo + chunk < w + 1 ? lo + chunk : w + 1;
-  float* qf = sm; float* kf = sm + D_; float* vf = sm + 2 * D_;
-  float* gm = sm + 3 * D_; float* gl = gm + WARPS_ * KPW_; float* gacc = gl + WARPS_ * KPW_;
+  const int stride = WARPS_ * KPW_;
+  float* qf = sm; float* kf = sm + HPI_ * D_; float* vf = kf + D_;
+  float* gm = vf + D_; float* gl = gm + HPI_ * stride; float* gacc = gl + HPI_ * stride; float* fac = gacc + stride * D_;
   for (int j = threadIdx.x; j < D_; j += THREADS_) {
-    qf[j] = rope_at(qkv + h * D_, j, c, s);
+#pragma unroll
+    for (int hh = 0; hh < HPI_; hh++) qf[hh * D_ + j] = rope_at(qkv + (h0 + hh) * D_, j, c, s);
     const float kv = rope_at(qkv + (NH_ + g) * D_, j, c, s), vv = ldcgv(qkv, (NH_ + NKV_ + g) * D_ + j);
     kf[j] = kv; vf[j] = vv;
-    if (h % (NH_ / NKV_) == 0 && sp == 0) { kcb[((long long)g * S_ + w) * D_ + j] = TOS(kv); vcb[((long long)g * S_ + w) * D_ + j] = TOS(vv); }
+    if (h0 % (NH_ / NKV_) == 0 && sp == 0) { kcb[((long long)g * S_ + w) * D_ + j] = TOS(kv); vcb[((long long)g * S_ + w) * D_ + j] = TOS(vv); }
   }
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane / LG_, li = lane % LG_;
-  float q[8];
+  float q[HPI_][8], m[HPI_], l[HPI_], acc[HPI_][8];
 #pragma unroll
-  for (int e = 0; e < 8; e++) q[e] = qf[li * 8 + e];
-  float m = -INFINITY, l = 0.f, acc[8];
+  for (int hh = 0; hh < HPI_; hh++) {
+    m[hh] = -INFINITY; l[hh] = 0.f;
 #pragma unroll
-  for (int e = 0; e < 8; e++) acc[e] = 0.f;
+    for (int e = 0; e < 8; e++) { q[hh][e] = qf[hh * D_ + li * 8 + e]; acc[hh][e] = 0.f; }
+  }
   const T_* kbase = kcb + (long long)g * S_ * D_ + li * 8;
   const T_* vbase = vcb + (long long)g * S_ * D_ + li * 8;
-  const int stride = WARPS_ * KPW_;
   for (int jb = lo + warp * KPW_; jb < hi; jb += stride * ATTU_) { // warp-uniform bounds: the shuffles below need every lane
     uint4 kr[ATTU_], vr[ATTU_];
 #pragma unroll
@@ -496,41 +500,51 @@ __device__ void attention_head(int b, int h, int sp, const Layer& ly, const T_* 
 #pragma unroll
         for (int e = 0; e < 8; e++) { kx[e] = kf[li * 8 + e]; vx[e] = vf[li * 8 + e]; }
       } else { unpack8(kr[i], kx); unpack8(vr[i], vx); }
-      float dsum = 0.f;
 #pragma unroll
-      for (int e = 0; e < 8; e++) dsum = fmaf(q[e], kx[e], dsum);
+      for (int hh = 0; hh < HPI_; hh++) {
+        float dsum = 0.f;
 #pragma unroll
-      for (int o = LG_ / 2; o > 0; o >>= 1) dsum += __shfl_xor_sync(0xffffffffu, dsum, o);
-      if (j < hi && notpad[j]) {
-        const float sc = dsum * scale, mn = fmaxf(m, sc), cor = __expf(m - mn), p = __expf(sc - mn);
-        l = l * cor + p;
+        for (int e = 0; e < 8; e++) dsum = fmaf(q[hh][e], kx[e], dsum);
 #pragma unroll
-        for (int e = 0; e < 8; e++) acc[e] = fmaf(p, vx[e], acc[e] * cor);
-        m = mn;
+        for (int o = LG_ / 2; o > 0; o >>= 1) dsum += __shfl_xor_sync(0xffffffffu, dsum, o);
+        if (j < hi && notpad[j]) {
+          const float sc = dsum * scale, mn = fmaxf(m[hh], sc), cor = __expf(m[hh] - mn), p = __expf(sc - mn);
+          l[hh] = l[hh] * cor + p;
+#pragma unroll
+          for (int e = 0; e < 8; e++) acc[hh][e] = fmaf(p, vx[e], acc[hh][e] * cor);
+          m[hh] = mn;
+        }
       }
     }
   }
   const int gi = warp * KPW_ + grp;
-  if (li == 0) { gm[gi] = m; gl[gi] = l; }
+  if (li == 0) {
 #pragma unroll
-  for (int e = 0; e < 8; e++) gacc[gi * D_ + li * 8 + e] = acc[e];
-  __syncthreads();
-  // the groups' partial softmaxes merged: each group's factor once, then sums over groups per column
-  float* fac = gacc + stride * D_;
-  if (threadIdx.x < stride) {
-    float M = -INFINITY;
-    for (int q2 = 0; q2 < stride; q2++) M = fmaxf(M, gm[q2]);
-    fac[threadIdx.x] = gm[threadIdx.x] == -INFINITY ? 0.f : __expf(gm[threadIdx.x] - M);
-    if (threadIdx.x == 0) __stcg(pml + 2 * item, M);
+    for (int hh = 0; hh < HPI_; hh++) { gm[hh * stride + gi] = m[hh]; gl[hh * stride + gi] = l[hh]; }
   }
-  __syncthreads();
-  for (int j = threadIdx.x; j < D_; j += THREADS_) {
-    float den = 0.f, num = 0.f;
-    for (int q2 = 0; q2 < stride; q2++) { den = fmaf(gl[q2], fac[q2], den); num = fmaf(gacc[q2 * D_ + j], fac[q2], num); }
-    __stcg(patt + item * D_ + j, num);
-    if (j == 0) __stcg(pml + 2 * item + 1, den);
+  // each head's groups' partial softmaxes merged in turn (one gacc for all: shared memory is the ring's): each
+  // group's factor once, then sums over groups per column
+#pragma unroll
+  for (int hh = 0; hh < HPI_; hh++) {
+    const int item = (b * NH_ + h0 + hh) * ASPLIT_ + sp;
+#pragma unroll
+    for (int e = 0; e < 8; e++) gacc[gi * D_ + li * 8 + e] = acc[hh][e];
+    __syncthreads();
+    if (threadIdx.x < stride) {
+      float M = -INFINITY;
+      for (int q2 = 0; q2 < stride; q2++) M = fmaxf(M, gm[hh * stride + q2]);
+      fac[threadIdx.x] = gm[hh * stride + threadIdx.x] == -INFINITY ? 0.f : __expf(gm[hh * stride + threadIdx.x] - M);
+      if (threadIdx.x == 0) __stcg(pml + 2 * item, M);
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < D_; j += THREADS_) {
+      float den = 0.f, num = 0.f;
+      for (int q2 = 0; q2 < stride; q2++) { den = fmaf(gl[hh * stride + q2], fac[q2], den); num = fmaf(gacc[q2 * D_ + j], fac[q2], num); }
+      __stcg(patt + item * D_ + j, num);
+      if (j == 0) __stcg(pml + 2 * item + 1, den);
+    }
+    __syncthreads();
   }
-  __syncthreads();
 }
 
 /**
@@ -657,9 +671,9 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       for (int e = threadIdx.x; e < (r1 - r0) * B_; e += THREADS_) { const int v = e / B_, b = e - v * B_; stcgv(qkv, b * QKV_ + r0 + v, rowv[e]); }
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
-      for (int it = blockIdx.x; it < B_ * NH_ * ASPLIT_; it += gridDim.x) {
-        const int sp = it % ASPLIT_, bh = it / ASPLIT_, b = bh / NH_;
-        attention_head(b, bh - b * NH_, sp, ly, qkv + b * QKV_, cosr + b * RD_, sinr + b * RD_, w, notpad + (long long)b * S_, scale, patt, patt + B_ * NH_ * ASPLIT_ * D_, sm);
+      for (int it = blockIdx.x; it < B_ * NH_ / HPI_ * ASPLIT_; it += gridDim.x) {
+        const int sp = it % ASPLIT_, bh = (it / ASPLIT_) * HPI_, b = bh / NH_;
+        attention_heads(b, bh - b * NH_, sp, ly, qkv + b * QKV_, cosr + b * RD_, sinr + b * RD_, w, notpad + (long long)b * S_, scale, patt, patt + B_ * NH_ * ASPLIT_ * D_, sm);
       }
       if (tm && threadIdx.x == 0) { tm[gridDim.x] = tm[0]; tm[2 * gridDim.x] = nbx_globaltimer(); }
     } else if (l < L_ && (st == 2 || st == 4)) { // C: o_proj + residual; E: down + residual
@@ -758,7 +772,7 @@ function smemBytes(s: Shape): number {
   const part = WARPS * maxTilesPerWarp(s) * 16 * 4 * s.B;
   const rows = Math.max(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G), 2 * rowsPerBlock(s.I, s.G), rowsPerBlock(s.V, s.G), rowsPerBlock(s.H, s.G)) * 4 * s.B;
   const kpw = 32 / (s.D / 8);
-  const attn = (3 * s.D + 3 * WARPS * kpw + WARPS * kpw * s.D) * 4 + 16;
+  const attn = (4 * s.D + 5 * WARPS * kpw + WARPS * kpw * s.D) * 4 + 16; // up to two heads an item (attention_heads)
   return xs + part + Math.max(rows, attn);
 }
 
@@ -780,18 +794,24 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * blocks idle in that phase; more make the o_proj blocks' merge of the parts (read by every block) cost more
  * than the attention saves (phase traces on the H200, BENCHMARKS.md, seventh session). NBX_DECODE_STEP_ASPLIT=N
  * sets it. The barrier's arrival:
+ * Query heads an item of the attention phase: two (of one KV group, each key loaded once for both) where the
+ * items would take the grid more than one round, else one; NBX_DECODE_STEP_HEADS=1|2 sets it.
  * NBX_DECODE_STEP_BAR=release (one red.release, no fence after the wait: the default, faster on the H200
  * (BENCHMARKS.md, seventh session)) or fence (a fence, then an atomic add; a fence after). NBX_DECODE_STEP_BULK=0:
  * the inputs staged by loads through registers where sm_90's bulk copies would (stage_rows), for A/B runs.
  */
-function variantFor(items: number, G: number): Variant {
+function variantFor(items: number, G: number, group: number): Variant {
   const a = process.env.NBX_DECODE_STEP_ASPLIT, b = process.env.NBX_DECODE_STEP_BAR ?? 'release';
   const asplit = a ? Number(a) : Math.max(1, Math.min(2, Math.floor(G / items)));
   if (!Number.isInteger(asplit) || asplit < 1 || asplit > 16) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_ASPLIT must be an integer from 1 to 16, got '${a}'`);
   if (b !== 'fence' && b !== 'release') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_BAR must be fence or release, got '${b}'`);
   const bulk = process.env.NBX_DECODE_STEP_BULK;
   if (bulk !== undefined && bulk !== '0' && bulk !== '1') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_BULK must be 0 or 1, got '${bulk}'`);
-  return { asplit, bar: b, bulk: bulk !== '0' };
+  const hv = process.env.NBX_DECODE_STEP_HEADS;
+  const hpi = hv ? Number(hv) : items * asplit > G && group % 2 === 0 ? 2 : 1;
+  if (hpi !== 1 && hpi !== 2) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_HEADS must be 1 or 2, got '${hv}'`);
+  if (group % hpi !== 0) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_HEADS=${hpi} needs query heads per KV head divisible by it, got ${group}`);
+  return { asplit, bar: b, bulk: bulk !== '0', hpi };
 }
 
 /** Timestamps per phase and block when tracing: start, input ready, products done, end. */
@@ -837,8 +857,8 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const base = smemBytes(s), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin);
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
-  const vt = variantFor(NH * B, G);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const vt = variantFor(NH * B, G, NH / NKV);
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
