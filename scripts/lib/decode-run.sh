@@ -1,0 +1,43 @@
+# Shared by the decode device scripts (scripts/gpu-decode-*.sh): sourced with DEC_DIR set (the logs' folder under
+# $OUT); sets T0, S ($OUT/summary.txt), L ($OUT/$DEC_DIR) and a fresh tuning cache, and gives:
+#   dec_tests TIMEOUT              the decode_step + static_decode tests (returns their exit code)
+#   dec_bench SHAPE BATCHES TO     `nbx bench decode` with NBX_DEBUG (the auto path's timings), log $L/SHAPE.log
+#   dec_forced NAME BATCH TO       the same, TinyLlama, under the caller's environment, log $L/NAME.log
+#   dec_trace BATCH                a per-phase trace (scripts/decode-step-check.mjs) at that batch
+#   dec_finish                     tars $L as <DEC_DIR>.tgz, then runs each script of $QUEUED and tars its logs
+set -u
+T0=$(date +%s)
+S=$OUT/summary.txt
+DECD=$DEC_DIR # kept: DEC_DIR=... source sets it for the sourcing alone
+L=$OUT/$DECD; mkdir -p "$L"
+export NBX_CACHE_DIR; NBX_CACHE_DIR=$(mktemp -d /tmp/nbx-dec-XXXXXX)
+git log --oneline -1 >> "$S" 2>/dev/null
+at() { echo "$1 rc=$2 at $(( $(date +%s) - T0 ))s" >> "$S"; }
+dec_tests() {
+  timeout -k 5 "$1" node --test dist/test/decode_step.test.js dist/test/static_decode.test.js > "$L/tests.log" 2>&1
+  local rc=$?
+  at tests $rc; grep -E "^(not ok|# pass|# fail)" "$L/tests.log" >> "$S"; grep -A14 "^not ok" "$L/tests.log" | head -40 >> "$S"
+  return $rc
+}
+dec_bench() {
+  NBX_DEBUG=1 timeout -k 5 "$3" node dist/src/cli/nbx.js bench decode --device cuda --shape "$1" --batch "$2" --peers none --ttft-samples 1 > "$L/$1.log" 2>&1
+  at "$1" $?; grep -E "decode steps take|composite|^nbx [a-z0-9-]+ batch [0-9]+:|^\| [A-Z]" "$L/$1.log" >> "$S"
+}
+dec_forced() {
+  timeout -k 5 "$3" node dist/src/cli/nbx.js bench decode --device cuda --shape tinyllama --batch "$2" --peers none --ttft-samples 1 > "$L/$1.log" 2>&1
+  at "$1" $?; grep -E "^nbx [a-z0-9-]+ batch [0-9]+:" "$L/$1.log" >> "$S"
+}
+dec_trace() {
+  NBX_DECODE_STEP_TRACE=1 timeout -k 5 60 node scripts/decode-step-check.mjs --shape tinyllama --batch "$1" --steps 24 --modes off,fused > "$L/trace-b$1.log" 2>&1
+  at "trace batch $1" $?; grep -E "^(trace|fused|off)" "$L/trace-b$1.log" >> "$S"
+}
+dec_finish() {
+  (cd "$OUT" && tar czf "$DECD.tgz" "$DECD" && rm -rf "$DECD")
+  local q d
+  for q in ${QUEUED:-}; do
+    [ -f "scripts/$q" ] || continue
+    bash "scripts/$q" > "$OUT/$q.log" 2>&1
+    at "$q" $?
+    d=${q%.sh}; d=${d#gpu-}; (cd "$OUT" && tar czf "$d.tgz" "$d" "$q.log" 2>/dev/null && rm -rf "$d" "$q.log")
+  done
+}
