@@ -6,8 +6,9 @@
 # with pg (persistent grid, kw 1: x staged once per resident block, the warp's ring runs on across its tiles).
 # Why: quant-6's loads-only rows (ab2) of the register kernel ran no faster than the whole kernel (int4 1,919-2,128 GB/s).
 # (1) check on the card: the bk cases only (int4 sym/asym, int8, q4_k; per tile and pg), (2) sweep: each format's current
-# best vs bk forms, with ab2 (loads only) rows of the old and new forms, (3) GEMV table (tuner's choice, bk now candidates)
+# best vs bk forms, with ab2 (loads only) rows of the old and new forms, (3) GEMV table (tuner's choice; bk is sweep-only)
 # + Llama-3-8B decode. <= 100 s of step limits + 3 s of kill grace; results in $OUT/quant7, summary in $OUT/quant7/summary.txt.
+# Already run once by the helper on a leased H200 at commit bd099f7 (bk then a tuner candidate; results in quant.md).
 R="$OUT/quant7"
 mkdir -p "$R"
 export NBX_CACHE_DIR=$(mktemp -d)

@@ -354,7 +354,7 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'lb', values: [0, 3, 4], movesBits: false, doc: "'vec' with x staged (xs, no cp ring): resident blocks per SM asked of ptxas by __launch_bounds__ (3: ≤ 80 registers, 24 warps per SM; 4: ≤ 64, 32 warps where shared memory allows); 0: 2 blocks (≤ 128 registers, 16 warps)" },
     { name: 'pg', values: [0, 1], movesBits: false, doc: "'vec' with xf: a persistent grid (as many blocks as fit at once, lb or 2 per SM, shared memory allowing), each staging x once and taking the block tiles blockIdx.x, + gridDim.x, ... (0: one block per tile, each staging all of x)" },
     { name: 'tc', values: [0, 1], movesBits: true, doc: "'vec' with xf, int4 (groups ≥ 128, K % 128 == 0, 16-bit x): the register kernel's lanes and loads (16 contiguous bytes of one row a lane) on tensor cores: a lane's 32 nibbles are the B fragment of its row segment (4 lanes, 128 elements), its staged x pairs the A fragment, mma.sync's diagonal D[g][g] the segment's dot (magic + nibble, one LOP3 a pair, Σx staged per segment): ~half the float form's instructions" },
-    { name: 'bk', values: [0, 2, 3, 4, 6, 8], movesBits: false, doc: "'vec' with xf (int4 / int8 / q4_k, whole 32-unit stripes, 16-byte aligned rows): the weight stream through a per-warp ring of bk stages in shared memory filled by bulk copies (cp.async.bulk on sm_90: lane 0 copies a stripe of each of the warp's rows, and int4's scales, completing on the stage's mbarrier; no registers hold the bytes in flight) instead of register loads; 0: the register ring. Same sums as U 1 without db" },
+    { name: 'bk', values: [0, 2, 3, 4, 6, 8], movesBits: false, doc: "'vec' with xf (int4 / int8 / q4_k, whole 32-unit stripes, 16-byte aligned rows): the weight stream through a per-warp ring of bk stages in shared memory filled by bulk copies (cp.async.bulk on sm_90: lane 0 copies a stripe of each of the warp's rows, and int4's scales, completing on the stage's mbarrier; no registers hold the bytes in flight) instead of register loads; with pg a persistent grid (kw 1) whose rings run on across tiles; 0: the register ring. Same sums as U 1 without db. Sweep-only: slower than the register kernel on the H200 (quant-7)" },
     { name: 'ab', values: [0, 1, 2, 3], movesBits: true, doc: "diagnostics of the xf kernel, WRONG results, sweep-only (bench quant --sweep-pg): 1 weight loads from the rows' first 1 KB (L1 hits: the arithmetic's time), 2 loads only (words xor-folded, no decode: the memory stream's time), 3 x not staged (the prologue's cost); 0 none" },
   ],
   defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0, lb: 0, pg: 0, tc: 0, ab: 0, bk: 0 },
@@ -2864,14 +2864,10 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
     if (c.f === 'int8') xf.push({ kw: kwFor(8), nr: 8, pg: 1 }, { kw, nr: 4, db: 1, pg: 1 });
     if (c.f === 'q4_k') xf.push({ kw: kwFor(2), nr: 2, db: 1, U: 1, pg: 1 });
     if (tcOk(c, p.m) && quantTcBytes(p.m, c.k) <= dynSmemLimit()) xf.push({ kw, nr: 4, db: 1, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1 }, { kw: kwFor(2), nr: 2, db: 1, U: 2, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1, pg: 1 });
-    // (tenth session, unmeasured on the card when added) the weight stream through per-warp bulk-copy rings (bk), on a
-    // persistent grid (x staged once per resident block, the ring running on across tiles) and per tile: quant-6's loads
-    // alone (ab 2) ran no faster than the whole register kernel (int4 1,919-2,128 GB/s): its stream, not its arithmetic
-    if (bkOk(c, addr(p.qweight), addr(p.scales), addr(p.zeros), c.asym)) {
-      for (const x of [{ kw: 1, nr: 2, bk: 4, pg: 1 }, { kw: 1, nr: 2, bk: 8, pg: 1 }, { kw: 1, nr: 1, bk: 8, pg: 1, ...(one ? { lb: 3 } : {}) }, { kw: kwFor(2), nr: 2, bk: 4 }]) {
-        if (quantBkBytes(c.f, c.asym, p.m, c.k, x.nr, x.bk, c.gsize) <= dynSmemLimit()) xf.push(x);
-      }
-    }
+    // (tenth session) the bulk-copy rings (bk) are sweep-only: on the H200 (quant-7) they lost at both Llama shapes and in
+    // every format (int4 1,212-1,467 GB/s against the register kernel's 1,870-1,911; int8 1,715-2,247 against 2,830-2,970;
+    // q4_k 1,190-1,348 against 1,404-1,504), and their loads alone (ab 2: int4 1,774-2,108) were no faster than the register
+    // kernel's (1,932-2,159)
     const seen = new Set(out.map((o) => JSON.stringify(o)));
     for (const x of xf) {
       const cand = { ...d, xf: 1, ...x }, key = JSON.stringify(cand);
