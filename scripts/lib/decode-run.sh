@@ -4,7 +4,8 @@
 #   dec_bench SHAPE BATCHES TO     `nbx bench decode` with NBX_DEBUG (the auto path's timings), log $L/SHAPE.log
 #   dec_forced NAME BATCH TO       the same, TinyLlama, under the caller's environment, log $L/NAME.log
 #   dec_trace BATCH                a per-phase trace (scripts/decode-step-check.mjs) at that batch
-#   dec_finish                     tars $L as <DEC_DIR>.tgz, then runs each script of $QUEUED and tars its logs
+#   dec_queued / dec_pack          runs each script of $QUEUED (logs tarred) / tars $L as <DEC_DIR>.tgz
+#   dec_finish                     dec_pack, then dec_queued
 set -u
 T0=$(date +%s)
 S=$OUT/summary.txt
@@ -31,8 +32,7 @@ dec_trace() {
   NBX_DECODE_STEP_TRACE=1 timeout -k 5 60 node scripts/decode-step-check.mjs --shape tinyllama --batch "$1" --steps 24 --modes off,fused > "$L/trace-b$1.log" 2>&1
   at "trace batch $1" $?; grep -E "^(trace|fused|off)" "$L/trace-b$1.log" >> "$S"
 }
-dec_finish() {
-  (cd "$OUT" && tar czf "$DECD.tgz" "$DECD" && rm -rf "$DECD")
+dec_queued() { # each script of $QUEUED, its logs tarred
   local q d
   for q in ${QUEUED:-}; do
     [ -f "scripts/$q" ] || continue
@@ -41,3 +41,5 @@ dec_finish() {
     d=${q%.sh}; d=${d#gpu-}; (cd "$OUT" && tar czf "$d.tgz" "$d" "$q.log" 2>/dev/null && rm -rf "$d" "$q.log")
   done
 }
+dec_pack() { (cd "$OUT" && tar czf "$DECD.tgz" "$DECD" && rm -rf "$DECD"); }
+dec_finish() { dec_pack; dec_queued; }
