@@ -1130,15 +1130,7 @@ ${vecRowPointers(nr)}  float acc[${mr}][${nr}];
       }
     }
   }
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${nr}; r++) {
-      #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
-    }
-  }
-${warpPartialsAndStore(d, mr, nr, 'n0 < n')}
+${warpSums(mr, nr)}${warpPartialsAndStore(d, mr, nr, 'n0 < n')}
 }`;
   return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
 }
@@ -1257,15 +1249,7 @@ ${tc ? tcStage(T, d === 'bfloat16', ab !== 3) : xf ? xfStage(f, T, ab !== 3) : x
     }
   }${ab === 2 ? `
   if (ab_ == 0x9e3779b9u) acc[0][0] += 1.f;` : ''}
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${nr}; r++) {
-      #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
-    }
-  }
-${warpPartialsAndStore(d, mr, nr, 'live')}${pg ? `
+${warpSums(mr, nr)}${warpPartialsAndStore(d, mr, nr, 'live')}${pg ? `
   tile_ += gridDim.x;
   if (tile_ >= tiles_) break;
   if (kw > 1) __syncthreads(); // the row groups' first warps have read red[] before the next tile writes it
@@ -1468,15 +1452,7 @@ ${xfStage(f, T, ab !== 3, ` + ${WARPS * ST} * SLOT`, true)}
     }` : ''}
   }${ab === 2 ? `
   if (ab_ == 0x9e3779b9u) acc[0][0] += 1.f;` : ''}
-${pg ? '' : `  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${nr}; r++) {
-      #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
-    }
-  }
-${warpPartialsAndStore(d, mr, nr, 'live')}`}
+${pg ? '' : `${warpSums(mr, nr)}${warpPartialsAndStore(d, mr, nr, 'live')}`}
 }`;
   return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
 }
@@ -1955,15 +1931,7 @@ ${xStage(T, true)}
       st = st + 1 == ${NST} ? 0 : st + 1;
     }
   }
-  #pragma unroll
-  for (int i = 0; i < ${mr}; i++) {
-    #pragma unroll
-    for (int r = 0; r < ${nr}; r++) {
-      #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
-    }
-  }
-${warpPartialsAndStore(d, mr, nr, 'live')}
+${warpSums(mr, nr)}${warpPartialsAndStore(d, mr, nr, 'live')}
 }`;
   return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
 }
