@@ -7,19 +7,9 @@
 # nr1 db U2 lb3 80 regs 0 spills, 159). Tuner candidates: call 2's winners (int4 xf nr4 db at kw/2, int8 xf nr8 / nr2) plus
 # the lb and q4_k xf forms. (1) check on the card of the new forms (int4, int8, q4_k), (2) sweep: call 2's best vs the lb /
 # q4_k xf forms (--sweep-lb, no decode), (3) GEMV table + Llama-3-8B decode ratios (int4, int8, q4_k; tuner's choice).
-# <= 170 s + 9 s of kill grace in all; results in $OUT/quant5, summary in $OUT/quant5/summary.txt.
-R="$OUT/quant5"
-mkdir -p "$R"
-export NBX_CACHE_DIR=$(mktemp -d)
-timeout -k 3 50 node dist/bench/quant.js --check --quick --no-gemv --no-decode --formats int8,int4,q4_k > "$R/check.log" 2>&1
-echo "check rc=$?" >> "$R/check.log"
-timeout -k 3 62 node dist/bench/quant.js --formats int4,int8,q4_k --sweep --sweep-lb --no-decode --budget-s 50 > "$R/sweep.log" 2>&1
-echo "sweep rc=$?" >> "$R/sweep.log"
-timeout -k 3 58 node dist/bench/quant.js --formats int4,int8,q4_k --json "$R/bench.json" > "$R/bench.log" 2>&1
-echo "bench rc=$?" >> "$R/bench.log"
-{
-  echo "== check"; grep -E "^check |rc=|FAIL" "$R/check.log"
-  echo "== sweep (call 2's best vs lb / q4_k xf forms)"; grep -E "roofline|GB/s|skipped|rc=" "$R/sweep.log"
-  echo "== GEMV (tuner's choice) and decode"; grep -E "roofline|GB/s|tok/s|failed|skipped|rc=" "$R/bench.log"
-} > "$R/summary.txt" 2>&1
-cat "$R/summary.txt"
+# <= 170 s + 3 s of kill grace in all; results in $OUT/quant5, summary in $OUT/quant5/summary.txt.
+QUANT_DIR=quant5 source scripts/lib/quant-run.sh
+qstep check 50 --check --quick --no-gemv --no-decode --formats int8,int4,q4_k
+qstep sweep 62 --formats int4,int8,q4_k --sweep --sweep-lb --no-decode --budget-s 50
+qstep bench 58 --formats int4,int8,q4_k --json "$R/bench.json"
+qsummary check "sweep (call 2's best vs lb / q4_k xf forms)"

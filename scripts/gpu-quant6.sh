@@ -12,18 +12,8 @@
 # (1) check on the card: int4 (tc, pg forms), (2) sweep: quant-5's best vs pg / tc / ablations (--sweep-pg, no
 # decode), (3) GEMV table (tuner's choice, tc / pg now candidates) + Llama-3-8B decode ratios.
 # <= 144 s + 3 s of kill grace in all; results in $OUT/quant6, summary in $OUT/quant6/summary.txt.
-R="$OUT/quant6"
-mkdir -p "$R"
-export NBX_CACHE_DIR=$(mktemp -d)
-timeout -k 1 40 node dist/bench/quant.js --check --quick --no-gemv --no-decode --formats int4 > "$R/check.log" 2>&1
-echo "check rc=$?" >> "$R/check.log"
-timeout -k 1 56 node dist/bench/quant.js --formats int4,int8,q4_k --sweep --sweep-pg --no-decode --budget-s 48 > "$R/sweep.log" 2>&1
-echo "sweep rc=$?" >> "$R/sweep.log"
-timeout -k 1 48 node dist/bench/quant.js --formats int4,int8,q4_k --budget-s 38 --json "$R/bench.json" > "$R/bench.log" 2>&1
-echo "bench rc=$?" >> "$R/bench.log"
-{
-  echo "== check"; grep -E "^check |rc=|FAIL" "$R/check.log"
-  echo "== sweep (quant-5's best vs pg / tc; /abN rows are diagnostics with wrong results: 1 L1 loads, 2 loads only, 3 no x staging)"; grep -E "roofline|GB/s|skipped|rc=" "$R/sweep.log"
-  echo "== GEMV (tuner's choice) and decode"; grep -E "roofline|GB/s|tok/s|failed|skipped|rc=" "$R/bench.log"
-} > "$R/summary.txt" 2>&1
-cat "$R/summary.txt"
+QUANT_DIR=quant6 source scripts/lib/quant-run.sh
+qstep check 40 --check --quick --no-gemv --no-decode --formats int4
+qstep sweep 56 --formats int4,int8,q4_k --sweep --sweep-pg --no-decode --budget-s 48
+qstep bench 48 --formats int4,int8,q4_k --budget-s 38 --json "$R/bench.json"
+qsummary check "sweep (quant-5's best vs pg / tc; /abN rows are diagnostics with wrong results: 1 L1 loads, 2 loads only, 3 no x staging)"

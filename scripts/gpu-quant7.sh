@@ -9,21 +9,11 @@
 # best vs bk forms, with ab2 (loads only) rows of the old and new forms, (3) GEMV table (tuner's choice; bk is sweep-only)
 # + Llama-3-8B decode. <= 100 s of step limits + 3 s of kill grace; results in $OUT/quant7, summary in $OUT/quant7/summary.txt.
 # Already run once by the helper on a leased H200 at commit bd099f7 (bk then a tuner candidate; results in quant.md).
-R="$OUT/quant7"
-mkdir -p "$R"
-export NBX_CACHE_DIR=$(mktemp -d)
+QUANT_DIR=quant7 source scripts/lib/quant-run.sh
 CFGS='{"int4":[{"kw":2,"nr":4,"db":1},{"kw":1,"nr":2,"db":1,"U":1,"lb":4},{"kw":2,"nr":4,"db":1,"ab":2},{"nr":2,"bk":4,"pg":1},{"nr":2,"bk":8,"pg":1},{"nr":1,"bk":8,"pg":1,"lb":3},{"nr":4,"bk":4,"pg":1},{"kw":2,"nr":2,"bk":4},{"nr":2,"bk":8,"pg":1,"ab":2},{"kw":2,"nr":2,"bk":4,"ab":2}],
 "int8":[{"kw":1,"nr":8},{"kw":1,"nr":4,"db":1,"pg":1},{"kw":1,"nr":8,"ab":2},{"nr":2,"bk":4,"pg":1},{"nr":2,"bk":8,"pg":1},{"nr":1,"bk":8,"pg":1,"lb":3},{"nr":2,"bk":8,"pg":1,"ab":2}],
 "q4_k":[{"kw":1,"nr":2,"db":1,"U":1},{"kw":1,"nr":1,"db":1,"U":2,"lb":3},{"kw":1,"nr":2,"db":1,"U":1,"ab":2},{"nr":2,"bk":4,"pg":1},{"nr":1,"bk":8,"pg":1,"lb":3},{"nr":2,"bk":8,"pg":1},{"nr":2,"bk":4,"pg":1,"ab":2}]}'
-timeout -k 1 20 node dist/bench/quant.js --check --quick --no-gemv --no-decode --formats int4,int8,q4_k --check-filter=-bk > "$R/check.log" 2>&1
-echo "check rc=$?" >> "$R/check.log"
-timeout -k 1 42 node dist/bench/quant.js --formats int4,int8,q4_k --sweep --sweep-cfgs "$CFGS" --no-decode --budget-s 36 > "$R/sweep.log" 2>&1
-echo "sweep rc=$?" >> "$R/sweep.log"
-timeout -k 1 38 node dist/bench/quant.js --formats int4,int8,q4_k --budget-s 30 --json "$R/bench.json" > "$R/bench.log" 2>&1
-echo "bench rc=$?" >> "$R/bench.log"
-{
-  echo "== check (bk cases)"; grep -E "^check |rc=|FAIL" "$R/check.log"
-  echo "== sweep (current best vs bk; /ab2 rows: loads only, wrong results)"; grep -E "roofline|GB/s|skipped|rc=" "$R/sweep.log"
-  echo "== GEMV (tuner's choice) and decode"; grep -E "roofline|GB/s|tok/s|failed|skipped|rc=" "$R/bench.log"
-} > "$R/summary.txt" 2>&1
-cat "$R/summary.txt"
+qstep check 20 --check --quick --no-gemv --no-decode --formats int4,int8,q4_k --check-filter=-bk
+qstep sweep 42 --formats int4,int8,q4_k --sweep --sweep-cfgs "$CFGS" --no-decode --budget-s 36
+qstep bench 38 --formats int4,int8,q4_k --budget-s 30 --json "$R/bench.json"
+qsummary "check (bk cases)" "sweep (current best vs bk; /ab2 rows: loads only, wrong results)"
