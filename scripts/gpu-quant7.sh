@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# quant helper, tenth session (code at the commit READY names). New since quant-6: knob bk of the xf kernel (int4, int8,
+# quant helper, ninth session (code at the commit READY names). New since quant-6: knob bk of the xf kernel (int4, int8,
 # q4_k; whole 32-unit stripes, 16-byte aligned rows): the weight stream through a per-warp ring of bk stages in shared
 # memory filled by bulk copies (cp.async.bulk + mbarrier expect_tx; lane 0 copies one stripe of each of the warp's rows,
 # 512 B (q4_k 576 B), and int4's stripe scales), no registers holding bytes in flight; alone (per tile, kw as given) and
