@@ -114,6 +114,8 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
       if (cudaMod.XF_FORMATS.includes(f)) cases.push(['bfloat16', 1, 'vec-xf-nr4-db-lb3-kw1-xs'], ['float16', 2, 'vec-xf-nr2-db-U1-lb4-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr1-db-U2-lb3-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr8-lb3-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr2-db-U1-kw1-xs']);
       // the weight stream through per-warp bulk-copy rings (bk; K 5120: whole stripes), kw 1 / 2, int4 sym / asym
       if (cudaMod.XF_FORMATS.includes(f)) cases.push(['bfloat16', 1, 'vec-xf-nr4-bk4-kw1-xs'], ['float16', 2, 'vec-xf-nr2-bk3-kw2-xs'], ['bfloat16', 1, 'vec-xf-nr1-bk8-kw2-xs'], ['bfloat16', 1, 'vec-xf-nr2-bk4-pg-kw1-xs'], ['float16', 2, 'vec-xf-nr1-bk6-pg-kw1-xs'], ...(f === 'int4' ? [['bfloat16', 1, 'vec-xf-nr2-bk4-asym-kw2-xs'] as [string, number, string]] : []));
+      // q4_k's wide unit (wu: a lane takes a whole 64-element chunk of a block): the tuner's forms, m 1 / 2
+      if (f === 'q4_k') cases.push(['bfloat16', 1, 'vec-xf-nr2-db-U1-wu-kw1-xs'], ['float16', 2, 'vec-xf-nr2-U2-wu-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr1-db-U1-lb3-wu-kw1-xs'], ['bfloat16', 1, 'vec-xf-nr2-db-U1-wu-pg-kw1-xs']);
       cases.push(['bfloat16', 1, `${kern}-cp-kw1-xs`], ['float16', 3, `${kern}-cp-kw1-xs`]); // cp.async ring
       if (f === 'q4_k') cases.push(['bfloat16', 1, 'fma-kw1-xs']); // the tile kernel (a tuner candidate for q4_k)
       if (!quick) cases.push(['float16', 3, `${kern}-x0`], ['float16', 2, `${kern}-kw1-xs`]);
@@ -121,8 +123,8 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
     for (const [dt, m, impl] of cases.filter(([, , im]) => !checkFilter || (im ?? '').includes(checkFilter))) {
       const k = impl?.includes('-bk') ? 5120 : impl?.includes('-kw1') ? 4608 : K[f] ?? 2304, n = 72;
       const p = randomPacked(f, n, k, seed++, impl?.startsWith('mma') ? { asym: impl.startsWith('mma-asym'), groupSize: 128 } : { asym: f === 'int4' && (m === 4 || (quick && m === 3) || !!impl?.includes('-asym')), groupSize: m === 8 ? 64 : 128 });
-      const bk0 = cudaMod?.bkLaunches() ?? 0;
-      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0, ms: impl.includes('-sum') ? 1 : 0, db: impl.includes('-db') ? 1 : 0, cp: impl.includes('-cp') ? 6 : 0, co: impl.includes('-co') ? 1 : 0, xf: impl.includes('-xf') ? 1 : 0, nr: Number(/-nr(\d)/.exec(impl)?.[1] ?? 0), U: Number(/-U(\d)/.exec(impl)?.[1] ?? 0), lb: Number(/-lb(\d)/.exec(impl)?.[1] ?? 0), pg: impl.includes('-pg') ? 1 : 0, tc: impl.includes('-tc') ? 1 : 0, bk: Number(/-bk(\d)/.exec(impl)?.[1] ?? 0), ...(impl.includes('-bk') ? { kw: Number(/-kw(\d)/.exec(impl)?.[1] ?? 1) } : {}), ...(impl.includes('-pg') ? { pgGrid: 2 } : {}) }); // kw 1 (a launch argument), bk cases as named
+      const bk0 = cudaMod?.bkLaunches() ?? 0, wu0 = cudaMod?.wuLaunches() ?? 0;
+      if (impl) cudaMod?.forceQuantGemvConfig({ impl: impl.slice(0, 3), kw: 1, xs: impl.endsWith('-xs') ? 1 : 0, ms: impl.includes('-sum') ? 1 : 0, db: impl.includes('-db') ? 1 : 0, cp: impl.includes('-cp') ? 6 : 0, co: impl.includes('-co') ? 1 : 0, xf: impl.includes('-xf') ? 1 : 0, nr: Number(/-nr(\d)/.exec(impl)?.[1] ?? 0), U: Number(/-U(\d)/.exec(impl)?.[1] ?? 0), lb: Number(/-lb(\d)/.exec(impl)?.[1] ?? 0), pg: impl.includes('-pg') ? 1 : 0, tc: impl.includes('-tc') ? 1 : 0, wu: impl.includes('-wu') ? 1 : 0, bk: Number(/-bk(\d)/.exec(impl)?.[1] ?? 0), ...(impl.includes('-bk') ? { kw: Number(/-kw(\d)/.exec(impl)?.[1] ?? 1) } : {}), ...(impl.includes('-pg') ? { pgGrid: 2 } : {}) }); // kw 1 (a launch argument), bk cases as named
       const w = toDevice(p, device);
       const r = lcg(seed++);
       const x = nbx.tensor(Array.from({ length: m * k }, () => r() * 2 - 1)).reshape([m, k]).to(dt as 'float32');
@@ -139,6 +141,7 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
         parts.push(`${impl ? `${impl} ` : ''}${dt === 'bfloat16' ? 'bf16' : dt === 'float16' ? 'f16' : 'f32'} m${m} ${e.toExponential(1)}`);
         if (!(e <= QUANT_TOL[dt]!)) fail += ` [${impl ?? ''} ${dt} m=${m}: error ${e} > ${QUANT_TOL[dt]}]`;
         if (impl?.includes('-bk') && cudaMod && cudaMod.bkLaunches() === bk0) fail += ` [${impl} ${dt} m=${m}: the bk kernel did not run]`;
+        if (impl?.includes('-wu') && cudaMod && cudaMod.wuLaunches() === wu0) fail += ` [${impl} ${dt} m=${m}: the wu kernel did not run]`;
       } catch (err) { fail += ` [${impl ?? ''} ${dt} m=${m}: ${(err as Error).message}]`; } finally { if (impl) cudaMod?.forceQuantGemvConfig(null); }
       disposeW(w); xg.dispose(); bg.dispose(); o.dispose();
     }
@@ -217,7 +220,7 @@ const overBudget = (): boolean => now() > deadline;
 /** A CUDA GEMV configuration as the log shows it: 'mma', 'vec/kw4', 'fma/kw2' (the tile kernel; r·s· when forced). */
 const cfgLabel = (c: Record<string, unknown>): string => (c.impl === 'mma' ? `mma${c.xs === 1 ? '/xs' : ''}${c.ms === 1 ? '/sum' : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.co ? '/co' : ''}${c.U ? `/U${String(c.U)}` : ''}`
   : c.impl === 'svec' || c.impl === 'smma' || c.impl === 'sfma' ? `${String(c.impl)}/ring${String(c.ring)}/bps${String(c.bps)}${c.pf === 0 ? '/nopf' : ''}`
-  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.xf === 1 ? '/xf' : ''}${c.nr ? `/nr${String(c.nr)}` : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.U ? `/U${String(c.U)}` : ''}${c.lb ? `/lb${String(c.lb)}` : ''}${c.pg ? '/pg' : ''}${c.tc ? '/tc' : ''}${c.bk ? `/bk${String(c.bk)}` : ''}${c.ab ? `/ab${String(c.ab)}` : ''}`);
+  : `${String(c.impl)}${c.rows !== undefined ? `r${String(c.rows)}s${String(c.sub)}` : ''}/kw${String(c.kw ?? 1)}${c.xs === 1 ? '/xs' : ''}${c.xf === 1 ? '/xf' : ''}${c.nr ? `/nr${String(c.nr)}` : ''}${c.db === 1 ? '/db' : ''}${c.cp ? `/cp${String(c.cp)}` : ''}${c.U ? `/U${String(c.U)}` : ''}${c.lb ? `/lb${String(c.lb)}` : ''}${c.pg ? '/pg' : ''}${c.tc ? '/tc' : ''}${c.bk ? `/bk${String(c.bk)}` : ''}${c.wu ? '/wu' : ''}${c.ab ? `/ab${String(c.ab)}` : ''}`);
 
 interface GemvRow { format: string; n: number; k: number; m: number; us: number; gbs: number; pct?: number; config?: string; best?: { config: string; us: number; gbs: number } }
 

@@ -10,7 +10,7 @@ import * as nbx from '../src/index.js';
 import { Tensor } from '../src/tensor/tensor.js';
 import { kernel } from '../src/kernels/registry.js';
 import { probeCuda } from '../src/backend/cuda/runtime/libs.js';
-import { forceQuantGemvConfig, lastQuantGemvConfig, defaultKw, streamGrid, bkLaunches } from '../src/backend/cuda/kernels/quant.js';
+import { forceQuantGemvConfig, lastQuantGemvConfig, defaultKw, streamGrid, bkLaunches, wuLaunches } from '../src/backend/cuda/kernels/quant.js';
 import type { QuantFormat } from '../src/kernels/quant.js';
 import { QUANT_TOL, dequantRef, lcg, matmulRef, randomPacked, relErr } from '../bench/quant_ref.js';
 
@@ -321,5 +321,22 @@ test('the xf kernel fed by per-warp bulk-copy rings (bk: stages 2-8, nr 1/2/4, k
     const before = bkLaunches();
     check('int4', 'bfloat16', 1, 21, 2304, seed++, { groupSize: 128 });
     assert.equal(bkLaunches(), before);
+  } finally { forceQuantGemvConfig(null); }
+});
+
+test('q4_k\'s wide unit in the xf kernel (wu: a lane takes a whole 64-element chunk of a block, two sub-blocks, one header decode): every x dtype, m = 1, 2, 1/2/4 rows a warp, db and single ring, U 1/2, kw 1/2/4, lb 3/4, a persistent grid, K of 20-80 chunks (partial stripes), ragged N, the same bits twice', { skip }, () => {
+  let seed = 1700;
+  try {
+    // [x dtype, m, nr, U, db, kw, lb, pg grid (0: none), K, N]
+    for (const [dt, m, nr, U, db, kw, lb, grid, k, n] of [
+      ['bfloat16', 1, 2, 1, 1, 1, 0, 0, 5120, 13], ['float16', 1, 1, 2, 1, 2, 3, 0, 2304, 7], ['float32', 2, 2, 1, 1, 1, 0, 0, 1280, 9],
+      ['bfloat16', 1, 1, 1, 1, 4, 4, 0, 4096, 5], ['bfloat16', 2, 4, 1, 0, 1, 0, 0, 2304, 11], ['float16', 1, 2, 2, 0, 2, 0, 0, 1280, 19],
+      ['bfloat16', 1, 2, 1, 1, 1, 0, 2, 2304, 45],
+    ] as [DT, number, number, number, number, number, number, number, number, number][]) {
+      forceQuantGemvConfig({ impl: 'vec', kw, xs: 1, xf: 1, nr, U, db, lb, wu: 1, ...(grid ? { pg: 1, pgGrid: grid } : {}) });
+      const before = wuLaunches();
+      check('q4_k', dt, m, n, k, seed++, { bias: m !== 2 });
+      assert.ok(wuLaunches() > before, `q4_k ${dt} m ${m} nr ${nr}: the wu kernel ran`);
+    }
   } finally { forceQuantGemvConfig(null); }
 });

@@ -355,9 +355,10 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'pg', values: [0, 1], movesBits: false, doc: "'vec' with xf: a persistent grid (as many blocks as fit at once, lb or 2 per SM, shared memory allowing), each staging x once and taking the block tiles blockIdx.x, + gridDim.x, ... (0: one block per tile, each staging all of x)" },
     { name: 'tc', values: [0, 1], movesBits: true, doc: "'vec' with xf, int4 (groups ≥ 128, K % 128 == 0, 16-bit x): the register kernel's lanes and loads (16 contiguous bytes of one row a lane) on tensor cores: a lane's 32 nibbles are the B fragment of its row segment (4 lanes, 128 elements), its staged x pairs the A fragment, mma.sync's diagonal D[g][g] the segment's dot (magic + nibble, one LOP3 a pair, Σx staged per segment): ~half the float form's instructions" },
     { name: 'bk', values: [0, 2, 3, 4, 6, 8], movesBits: false, doc: "'vec' with xf (int4 / int8 / q4_k, whole 32-unit stripes, 16-byte aligned rows): the weight stream through a per-warp ring of bk stages in shared memory filled by bulk copies (cp.async.bulk on sm_90: lane 0 copies a stripe of each of the warp's rows, and int4's scales, completing on the stage's mbarrier; no registers hold the bytes in flight) instead of register loads; with pg a persistent grid (kw 1) whose rings run on across tiles; 0: the register ring. Same sums as U 1 without db. Sweep-only: slower than the register kernel on the H200 (quant-7)" },
+    { name: 'wu', values: [0, 1], movesBits: true, doc: "'vec' with xf, q4_k: a lane's unit is a whole 64-element chunk of a block (its 32 quant bytes: sub-blocks 2c and 2c + 1, two 16-byte loads, and the header) instead of half of one, so each sub-block's scale and min are decoded once a row, not twice, and the header is loaded once per 32 quant bytes; x staged for it (xfStage)" },
     { name: 'ab', values: [0, 1, 2, 3], movesBits: true, doc: "diagnostics of the xf kernel, WRONG results, sweep-only (bench quant --sweep-pg): 1 weight loads from the rows' first 1 KB (L1 hits: the arithmetic's time), 2 loads only (words xor-folded, no decode: the memory stream's time), 3 x not staged (the prologue's cost); 0 none" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0, lb: 0, pg: 0, tc: 0, ab: 0, bk: 0 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0, lb: 0, pg: 0, tc: 0, ab: 0, bk: 0, wu: 0 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -648,6 +649,29 @@ export const vecUnroll = (f: QuantFormat, mr: number): number => (f === 'q5_k' ?
 /** The xf form's units per lane and row a round: 8 16-byte loads per lane in flight (as vecUnroll's 4 × 2 rows), in one round or two (db). */
 export const xfUnroll = (nr: number, db: boolean): number => Math.max(1, (db ? 4 : 8) / nr);
 
+/** Elements of the xf form's unit: q4_k's wide unit (wu) is a whole 64-element chunk of a block (two 16-byte quant loads). */
+const xfUnitElems = (f: QuantFormat, wide: boolean): number => (wide ? 64 : unitElems(f));
+
+/**
+ * q4_k's wide unit (wu) in ring slot j: unit u is chunk c = u & 3 of block u >> 2, its 32 quant bytes
+ * (wv: bytes 0-15, qv: 16-31; byte b: element b of sub-block 2c in the low nibble, of 2c + 1 in the
+ * high one) and the block's header (hv). Past the row's end: its last unit again, never used.
+ */
+const kWideLoads = (nr: number) => (j: string, uExpr: string, pred?: string): string => {
+  const ld = (dst: string, a: string): string => (pred ? `nbxq_ld16p(${dst}, ${a}, ${pred});` : `${dst} = nbxq_ld16(${a});`);
+  return `{
+        const int u_ = ${uExpr};
+        const int u = u_ < upr ? u_ : upr - 1;
+        #pragma unroll
+        for (int r = 0; r < ${nr}; r++) {
+          const unsigned char* b_ = wr[r] + (long long)(u >> 2) * 144;
+          ${ld(`wv[${j}][r]`, 'b_ + 16 + 32 * (u & 3)')}
+          ${ld(`qv[${j}][r]`, 'b_ + 32 + 32 * (u & 3)')}
+          ${ld(`hv[${j}][r]`, 'b_')}
+        }
+      }`;
+};
+
 /** 16 x values (float) at element p of x, any dtype (16-byte aligned). */
 function x16Source(d: QuantDType): string {
   const T = R.storageType(d);
@@ -790,8 +814,8 @@ export const XF_MAX_ROWS = 2;
  * Shared memory of the xf form for m rows of x: x as float32, each row padded to whole groups of 8 units
  * (xfStage's layout), then int4's unit sums Σx.
  */
-export function quantXfBytes(f: QuantFormat, m: number, k: number): number {
-  const ue = unitElems(f), xk = Math.ceil(k / (8 * ue)) * 8 * ue;
+export function quantXfBytes(f: QuantFormat, m: number, k: number, wide = false): number {
+  const ue = xfUnitElems(f, wide), xk = Math.ceil(k / (8 * ue)) * 8 * ue;
   const sums = f === 'int4' ? 1 : f === 'q4_k' ? 2 : 0; // Σx per unit (q4_k: its two sub-blocks' halves)
   return m * xk * 4 + Math.ceil((m * (k / ue) * 4 * sums) / 16) * 16;
 }
@@ -809,8 +833,8 @@ export function quantXfBytes(f: QuantFormat, m: number, k: number): number {
  * places and the high one's at odd places, so int4's word decode (low nibble, high nibble of byte b)
  * meets them in order; each half's Σx is staged (two scales a unit).
  */
-function xfStage(f: QuantFormat, T: string, stage = true, off = '', declared = false): string {
-  const ue = unitElems(f), ch = ue / 4, sx = f === 'int4', kq = f === 'q4_k';
+function xfStage(f: QuantFormat, T: string, stage = true, off = '', declared = false, wide = false): string {
+  const ue = xfUnitElems(f, wide), ch = ue / 4, sx = f === 'int4', kq = f === 'q4_k', H = ue / 2; // q4_k: H elements of each of the unit's two sub-blocks
   return `  ${declared ? '' : XS_DECL}
   const int XK = ((K + ${8 * ue - 1}) / ${8 * ue}) * ${8 * ue}; // a row of x in shared memory: whole groups of 8 units
   ${stage ? '{' : 'if (false) { // diagnostics ab 3: x left unstaged'}
@@ -819,12 +843,15 @@ function xfStage(f: QuantFormat, T: string, stage = true, off = '', declared = f
     for (int t_ = threadIdx.x; t_ < m * upr; t_ += ${THREADS}) {
       const int i_ = t_ / upr, u_ = t_ - i_ * upr;
       float v_[${ue}];${kq ? `
-      const long long e0_ = (long long)i_ * K + (u_ >> 3) * 256 + ((u_ & 7) >> 1) * 64 + 16 * (u_ & 1); // sub-block 2·kc's first element
-      float lo_[16], hi_[16];
-      nbxq_x16(reinterpret_cast<const ${T}*>(xg_ + ((e0_ * (long long)sizeof(${T})) >> 4)), lo_);
-      nbxq_x16(reinterpret_cast<const ${T}*>(xg_ + (((e0_ + 32) * (long long)sizeof(${T})) >> 4)), hi_);
+      const long long e0_ = (long long)i_ * K + ${wide ? '(u_ >> 2) * 256 + (u_ & 3) * 64' : '(u_ >> 3) * 256 + ((u_ & 7) >> 1) * 64 + 16 * (u_ & 1)'}; // sub-block 2·kc's first element of the unit
+      float lo_[${H}], hi_[${H}];
       #pragma unroll
-      for (int e = 0; e < 16; e++) { v_[2 * e] = lo_[e]; v_[2 * e + 1] = hi_[e]; }` : `
+      for (int h = 0; h < ${H / 16}; h++) {
+        nbxq_x16(reinterpret_cast<const ${T}*>(xg_ + (((e0_ + 16 * h) * (long long)sizeof(${T})) >> 4)), lo_ + 16 * h);
+        nbxq_x16(reinterpret_cast<const ${T}*>(xg_ + (((e0_ + 32 + 16 * h) * (long long)sizeof(${T})) >> 4)), hi_ + 16 * h);
+      }
+      #pragma unroll
+      for (int e = 0; e < ${H}; e++) { v_[2 * e] = lo_[e]; v_[2 * e + 1] = hi_[e]; }` : `
       const long long v0_ = (((long long)i_ * K + (long long)u_ * ${ue}) * (long long)sizeof(${T})) >> 4;
       #pragma unroll
       for (int h = 0; h < ${ue / 16}; h++) nbxq_x16(reinterpret_cast<const ${T}*>(xg_ + v0_) + 16 * h, v_ + 16 * h);`}
@@ -837,7 +864,7 @@ function xfStage(f: QuantFormat, T: string, stage = true, off = '', declared = f
       xf_[(long long)m * XK + t_] = s_;` : ''}${kq ? `
       float s0_ = 0.f, s1_ = 0.f;
       #pragma unroll
-      for (int e = 0; e < 16; e++) { s0_ += lo_[e]; s1_ += hi_[e]; }
+      for (int e = 0; e < ${H}; e++) { s0_ += lo_[e]; s1_ += hi_[e]; }
       xf_[(long long)m * XK + 2 * t_] = s0_; xf_[(long long)m * XK + 2 * t_ + 1] = s1_;` : ''}
     }
   }
@@ -857,8 +884,8 @@ function xfStage(f: QuantFormat, T: string, stage = true, off = '', declared = f
  * places' dot (sub-block 2·kc) and the odd places' (2·kc + 1) apart, each half w = d·sc·n − dmin·mn:
  * Σ x·w = d·sc·(256·dot − 128·Σx) − dmin·mn·Σx.
  */
-function vecXfBody(f: QuantFormat, asym: boolean, mr: number, nr: number): string {
-  const int4 = f === 'int4', kq = f === 'q4_k', nib = int4 || kq, ue = unitElems(f), epw = nib ? 8 : 4, nh = kq ? 2 : 1;
+function vecXfBody(f: QuantFormat, asym: boolean, mr: number, nr: number, wide = false): string {
+  const int4 = f === 'int4', kq = f === 'q4_k', nib = int4 || kq, ue = xfUnitElems(f, wide), epw = nib ? 8 : 4, nh = kq ? 2 : 1, words = wide ? 8 : 4;
   const dec = nib
     ? `const unsigned lo_ = w_ & 0x0F0F0F0Fu, hi_ = (w_ >> 4) & 0x0F0F0F0Fu;
               #pragma unroll
@@ -876,7 +903,7 @@ function vecXfBody(f: QuantFormat, asym: boolean, mr: number, nr: number): strin
           }
           const int xu_ = (u >> 3) * ${8 * ue} + (u & 7) * 4;
           #pragma unroll
-          for (int t = 0; t < 4; t++) {
+          for (int t = 0; t < ${words}; t++) {
             float x_[${mr}][${epw}];
             #pragma unroll
             for (int i = 0; i < ${mr}; i++) {
@@ -890,7 +917,7 @@ function vecXfBody(f: QuantFormat, asym: boolean, mr: number, nr: number): strin
             }
             #pragma unroll
             for (int r = 0; r < ${nr}; r++) {
-              const unsigned w_ = t == 0 ? wv[j][r].x : t == 1 ? wv[j][r].y : t == 2 ? wv[j][r].z : wv[j][r].w;
+              const unsigned w_ = t == 0 ? wv[j][r].x : t == 1 ? wv[j][r].y : t == 2 ? wv[j][r].z : ${wide ? 't == 3 ? wv[j][r].w : t == 4 ? qv[j][r].x : t == 5 ? qv[j][r].y : t == 6 ? qv[j][r].z : qv[j][r].w' : 'wv[j][r].w'};
               float q[${epw}];
               ${dec}
               #pragma unroll
@@ -1041,7 +1068,7 @@ const vecRowPointers = (nr: number): string => `  const unsigned char* wr[${nr}]
 `;
 
 /** The register kernels' accumulators, the per-row scales of int8 / fp8, and the k-quant lanes' byte shifts (kq). */
-const vecAccumulators = (f: QuantFormat, mr: number, nr: number, kq: boolean): string => `  float acc[${mr}][${nr}];
+const vecAccumulators = (f: QuantFormat, mr: number, nr: number, kq: boolean, wide = false): string => `  float acc[${mr}][${nr}];
   #pragma unroll
   for (int i = 0; i < ${mr}; i++) {
     #pragma unroll
@@ -1050,7 +1077,7 @@ const vecAccumulators = (f: QuantFormat, mr: number, nr: number, kq: boolean): s
   float rs[${nr}];
   #pragma unroll
   for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}${kq ? `
-  const int kc = (lane & 7) >> 1, sh0 = 8 * ((2 * kc) & 3), sh1 = 8 * ((2 * kc + 1) & 3);
+  const int kc = ${wide ? 'lane & 3' : '(lane & 7) >> 1'}, sh0 = 8 * ((2 * kc) & 3), sh1 = 8 * ((2 * kc + 1) & 3);${wide ? ' // wu: unit u = chunk u & 3 (= lane & 3) of its block' : ''}
   const bool khi = kc >= 2;` : ''}`;
 
 /**
@@ -1064,7 +1091,8 @@ const vecAccumulators = (f: QuantFormat, mr: number, nr: number, kq: boolean): s
  * segment's dot with x scaled once (w = a·q + b: a·Σx·q + b·Σx). Each lane sums its units in stripe
  * order, then a butterfly, then the kw warps' partials in warp order: the same bits every run.
  */
-export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false, cp = 0, xf = false, lb = 2, pg = false, ab = 0, tc = false): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false, cp = 0, xf = false, lb = 2, pg = false, ab = 0, tc = false, wu = false): { src: string; name: string; sig: ArgType[] } {
+  if (wu && !(xf && f === 'q4_k' && !tc)) throw new UnsupportedError('quant_matmul', `the wide unit (wu) is q4_k's in the xf form, got '${f}'${xf ? '' : ' without xf'}`);
   if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV has no decoder for '${f}'`);
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const ext = f === 'int8' || f === 'fp8_e4m3' || f === 'int4';
@@ -1072,8 +1100,9 @@ export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType,
   if (xf) { // x as float32 in shared memory (xfStage): its own body; the ring is the xs kernel's (db or not), no cp
     if (!XF_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV stages x as float32 for ${XF_FORMATS.join(', ')} only, got '${f}'`);
     if (tc && (f !== 'int4' || d === 'float32' || mr !== 1)) throw new UnsupportedError('quant_matmul', `the register kernel on tensor cores (tc) takes int4 with 16-bit x, one row of x, got '${f}' with ${d}, ${mr} rows`);
-    return vecXsSource(f, asym, d, mr, nr, U, ab === 1 ? (j, u, pred) => loads(j, `((${u}) & 63)`, pred) : loads,
-      ab === 2 ? vecAblateBody(f, asym, nr) : tc ? vecTcBody(asym, d === 'bfloat16', nr) : vecXfBody(f, asym, mr, nr), db, true, lb, pg, ab, tc);
+    const ld = wu ? kWideLoads(nr) : loads;
+    return vecXsSource(f, asym, d, mr, nr, U, ab === 1 ? (j, u, pred) => ld(j, `((${u}) & 63)`, pred) : ld,
+      ab === 2 ? vecAblateBody(f, asym, nr, wu) : tc ? vecTcBody(asym, d === 'bfloat16', nr) : vecXfBody(f, asym, mr, nr, wu), db, true, lb, pg, ab, tc, wu);
   }
   if (pg || ab !== 0) throw new UnsupportedError('quant_matmul', 'the persistent grid (pg) and the diagnostics (ab) are the xf form\'s');
   if (lb !== 2 && !(xs && cp === 0)) throw new UnsupportedError('quant_matmul', `blocks per SM other than 2 (lb ${lb}) are the x-staged register kernel's without a cp ring`);
@@ -1169,8 +1198,8 @@ export const XS_MAX_BYTES = 64 * 1024;
  * before the grid-dependency wait (packed weights are never written by earlier kernels: their reads
  * overlap the previous kernel's tail, in place of an L2 prefetch), then x is staged and the ring runs.
  */
-function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string, pred?: string) => string, body: string, db = false, xf = false, lb = 2, pg = false, ab = 0, tc = false): { src: string; name: string; sig: ArgType[] } {
-  const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
+function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string, pred?: string) => string, body: string, db = false, xf = false, lb = 2, pg = false, ab = 0, tc = false, wu = false): { src: string; name: string; sig: ArgType[] } {
+  const T = R.storageType(d), UE = xfUnitElems(f, wu), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const NS = db ? 2 * U : U; // register slots: one round, or two (db)
   // lb blocks per SM: at 2 (128 registers, 16 warps per SM) the int4 kernel was latency-bound (ncu, H200:
   // 1.27 eligible warps per scheduler, 22% occupancy); 3 / 4 trade registers for warps (the ring's slots
@@ -1191,16 +1220,16 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, ${lb}) quant_gemv_v(con
   const int n0 = blockIdx.x * (${WARPS} / kw) * ${nr} + rg * ${nr};
   const bool live = n0 < n; // uniform per warp; dead warps still stage x`}
   const int upr = K / ${UE}, nst = (upr + 31) >> 5;
-${vecRowPointers(nr)}${vecAccumulators(f, mr, nr, kq)}${ab === 2 ? `
+${vecRowPointers(nr)}${vecAccumulators(f, mr, nr, kq, wu)}${ab === 2 ? `
   unsigned ab_ = 0u; // ab 2 (diagnostics): the loaded words folded, kept alive through the store` : ''}
   uint4 wv[${NS}][${nr}];${kq ? `
-  uint4 hv[${NS}][${nr}];` : ''}${five ? `
+  uint4 hv[${NS}][${nr}];` : ''}${five || wu ? `
   uint4 qv[${NS}][${nr}];` : ''}${f === 'int4' ? `
   float sc[${NS}][${nr}];${asym ? ` float zz[${NS}][${nr}];` : ''}` : ''}
   #pragma unroll
   for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}
   NBX_GRID_DEPENDENCY_WAIT();
-${tc ? tcStage(T, d === 'bfloat16', ab !== 3) : xf ? xfStage(f, T, ab !== 3) : xStage(T)}${tc ? `
+${tc ? tcStage(T, d === 'bfloat16', ab !== 3) : xf ? xfStage(f, T, ab !== 3, '', false, wu) : xStage(T)}${tc ? `
   // this lane's place in the mma fragments: segment g = lane / 4 (4 lanes, 128 elements), D[g][g] at lane (g, g / 2), element g & 1
   const bool own_ = (lane & 3) == (lane >> 3), odd_ = ((lane >> 2) & 1) != 0;` : ''}${pg ? `
   for (;;) {` : ''}
@@ -1286,6 +1315,9 @@ export function quantBkBytes(f: QuantFormat, asym: boolean, m: number, k: number
 let bkCount = 0;
 /** Launches of the bk kernel so far (the benchmark's check asserts its forced cases ran it). */
 export const bkLaunches = (): number => bkCount;
+let wuCount = 0;
+/** Launches of q4_k's wide-unit xf kernel (wu) so far: the check and the tests tell that it ran. */
+export const wuLaunches = (): number => wuCount;
 /**
  * Whether the bk kernel takes the call: an xf format, whole stripes (32 units a row: K % 1024 for int4 / q4_k, % 512 for
  * int8), 16-byte aligned rows (and int4 scale rows: K / g floats, groups 64-256 so a stripe's
@@ -1458,10 +1490,10 @@ ${pg ? '' : `${warpSums(mr, nr)}${warpPartialsAndStore(d, mr, nr, 'live')}`}
 }
 
 /** The xf kernel's body under diagnostics ab 2: ring slot j's loaded words xor-folded into ab_, no decode, no x. */
-function vecAblateBody(f: QuantFormat, asym: boolean, nr: number): string {
+function vecAblateBody(f: QuantFormat, asym: boolean, nr: number, wide = false): string {
   return `{
           #pragma unroll
-          for (int r = 0; r < ${nr}; r++) ab_ ^= wv[j][r].x ^ wv[j][r].y ^ wv[j][r].z ^ wv[j][r].w${f === 'int4' ? ` ^ __float_as_uint(sc[j][r])${asym ? ' ^ __float_as_uint(zz[j][r])' : ''}` : ''}${f === 'q4_k' ? ' ^ hv[j][r].x ^ hv[j][r].w' : ''};
+          for (int r = 0; r < ${nr}; r++) ab_ ^= wv[j][r].x ^ wv[j][r].y ^ wv[j][r].z ^ wv[j][r].w${f === 'int4' ? ` ^ __float_as_uint(sc[j][r])${asym ? ' ^ __float_as_uint(zz[j][r])' : ''}` : ''}${f === 'q4_k' ? ' ^ hv[j][r].x ^ hv[j][r].w' : ''}${wide ? ' ^ qv[j][r].x ^ qv[j][r].y ^ qv[j][r].z ^ qv[j][r].w' : ''};
         }`;
 }
 
@@ -2707,7 +2739,8 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
   if (cfg.impl === 'vec') {
     // xf: x as float32 (its own shared memory; where it fits the opt-in limit; m ≤ XF_MAX_ROWS), nr rows a warp, no cp ring
     const tcReq = cfg.tc === 1 && tcOk(c, p.m); // tc: int4 on tensor cores in the xf kernel (its own staging of x)
-    const xfb = xs && cfg.xf === 1 && XF_FORMATS.includes(c.f) && mr <= XF_MAX_ROWS ? (tcReq ? quantTcBytes(p.m, c.k) : quantXfBytes(c.f, p.m, c.k)) : 0, xf = xfb > 0 && xfb <= cpLimit, tc = xf && tcReq;
+    const wuReq = cfg.wu === 1 && c.f === 'q4_k' && !tcReq; // wu: q4_k's wide unit (xf only)
+    const xfb = xs && cfg.xf === 1 && XF_FORMATS.includes(c.f) && mr <= XF_MAX_ROWS ? (tcReq ? quantTcBytes(p.m, c.k) : quantXfBytes(c.f, p.m, c.k, wuReq)) : 0, xf = xfb > 0 && xfb <= cpLimit, tc = xf && tcReq, wu = xf && wuReq;
     const nr = xf ? ((cfg.nr as number | undefined) || vecRows(mr)) : vecRows(mr);
     const U = (cfg.U as number | undefined) || (xf ? xfUnroll(nr, xs && cfg.db === 1) : vecUnroll(c.f, mr)), db = xs && cfg.db === 1, cp = xf ? 0 : cpStages('vec', nr);
     const lb = xs && cp === 0 && ((cfg.lb as number | undefined) ?? 0) > 0 ? cfg.lb as number : 2; // blocks per SM (__launch_bounds__)
@@ -2715,7 +2748,7 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
     const pg = xf && cfg.pg === 1, ab = xf ? ((cfg.ab as number | undefined) ?? 0) : 0, tiles = Math.ceil(c.n / ((WARPS / kw) * nr));
     // bk: the xf kernel fed by per-warp bulk-copy rings (not with tc / pg; ab 2 / 3 apply)
     // (with pg: kw 1, one ring per warp running on across its tiles)
-    const bkReq = xf && !tc && ab !== 1 ? ((cfg.bk as number | undefined) ?? 0) : 0, bkb = bkReq > 0 ? quantBkBytes(c.f, c.asym, p.m, c.k, nr, bkReq, c.gsize) : 0;
+    const bkReq = xf && !tc && !wu && ab !== 1 ? ((cfg.bk as number | undefined) ?? 0) : 0, bkb = bkReq > 0 ? quantBkBytes(c.f, c.asym, p.m, c.k, nr, bkReq, c.gsize) : 0;
     if (bkReq > 0 && bkOk(c, addr(p.qweight), addr(p.scales), addr(p.zeros), c.asym) && bkb <= cpLimit) {
       bkCount++;
       const bt = pg ? Math.ceil(c.n / (WARPS * nr)) : tiles;
@@ -2725,7 +2758,8 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
         cpDyn(k, bkb));
       return;
     }
-    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}:${xf}:${lb}${pg ? ':pg' : ''}${tc ? ':tc' : ''}${ab ? `:ab${ab}` : ''}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp, xf, lb, pg, ab, tc));
+    if (wu) wuCount++;
+    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}:${xf}:${lb}${pg ? ':pg' : ''}${tc ? ':tc' : ''}${wu ? ':wu' : ''}${ab ? `:ab${ab}` : ''}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp, xf, lb, pg, ab, tc, wu));
     be.launch(k, pg ? pgGrid(tiles, lb, xfb, cfg.pgGrid as number | undefined) : tiles, THREADS,
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw],
       xf ? cpDyn(k, xfb) : cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('vec', c.f, c.asym, nr))) : dyn(k));
@@ -2831,6 +2865,13 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
     if (c.f === 'int4') xf.push({ kw: Math.max(1, kw / 2), nr: 4, db: 1, pg: 1 });
     if (c.f === 'int8') xf.push({ kw: kwFor(8), nr: 8, pg: 1 }, { kw, nr: 4, db: 1, pg: 1 });
     if (c.f === 'q4_k') xf.push({ kw: kwFor(2), nr: 2, db: 1, U: 1, pg: 1 });
+    // (tenth session, unmeasured) q4_k's wide unit (wu: a lane's unit a whole 64-element chunk, one header decode per two
+    // sub-blocks): ptxas -v sm_90a, bf16 x, m 1, SASS of the loop segments per 16 packed bytes and row: nr2 db U1 109 instructions
+    // (128 registers, 0 spills) against the narrow form's 131; nr2 U2 99 (128, 4 B of spill stores); nr1 db U1 at 3 blocks 115 (78)
+    if (c.f === 'q4_k') {
+      const kwWide = (nr: number): number => defaultKw(c.n, nr, Math.ceil(c.k / 64 / 32), be.smCount);
+      xf.push({ kw: kwWide(2), nr: 2, db: 1, U: 1, wu: 1 }, { kw: kwWide(2), nr: 2, U: 2, wu: 1 }, ...(one ? [{ kw: kwWide(1), nr: 1, db: 1, U: 1, lb: 3, wu: 1 }] : []));
+    }
     if (tcOk(c, p.m) && quantTcBytes(p.m, c.k) <= dynSmemLimit()) xf.push({ kw, nr: 4, db: 1, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1 }, { kw: kwFor(2), nr: 2, db: 1, U: 2, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1, pg: 1 });
     // (tenth session) the bulk-copy rings (bk) are sweep-only: on the H200 (quant-7) they lost at both Llama shapes and in
     // every format (int4 1,212-1,467 GB/s against the register kernel's 1,870-1,911; int8 1,715-2,247 against 2,830-2,970;
@@ -2943,6 +2984,13 @@ export function allQuantSources(): { label: string; src: string; name: string; s
           // the persistent grid (pg), the diagnostics (ab) and int4 on tensor cores (tc: 16-bit x, one row)
           for (const [nr, U, db] of [[4, 1, true], [8, 1, false], [2, 1, true]] as const) out.push({ label: `vecxs:xf:pg:${f}:${asym}:${d}:${nr}:${U}:${db}`, ...quantGemvVecSource(f, asym, d, 1, nr, U, true, db, 0, true, 2, true) });
           for (const ab of [1, 2, 3]) out.push({ label: `vecxs:xf:ab${ab}:${f}:${asym}:${d}`, ...quantGemvVecSource(f, asym, d, 1, 4, 1, true, true, 0, true, 2, false, ab) });
+          // q4_k's wide unit (wu): the tuner's forms, the persistent grid, the diagnostics
+          if (f === 'q4_k') {
+            for (const [mr, nr, U, db, lb, pg] of [[1, 2, 1, true, 2, false], [1, 1, 2, true, 3, false], [1, 1, 1, true, 4, false], [1, 4, 1, true, 2, false], [1, 2, 1, false, 2, false], [2, 2, 1, true, 2, false], [2, 1, 2, true, 2, false], [1, 2, 1, true, 2, true]] as const) {
+              out.push({ label: `vecxs:xf:wu:${f}:${asym}:${d}:${mr}:${nr}:${U}:${db}:${lb}:${pg}`, ...quantGemvVecSource(f, asym, d, mr, nr, U, true, db, 0, true, lb, pg, 0, false, true) });
+            }
+            for (const ab of [1, 2, 3]) out.push({ label: `vecxs:xf:wu:ab${ab}:${f}:${asym}:${d}`, ...quantGemvVecSource(f, asym, d, 1, 2, 1, true, true, 0, true, 2, false, ab, false, true) });
+          }
           if (f === 'int4' && d !== 'float32') {
             for (const [nr, U, db, pg] of [[4, 1, true, false], [4, 2, false, false], [2, 2, true, false], [4, 1, true, true]] as const) out.push({ label: `vecxs:tc:${asym}:${d}:${nr}:${U}:${db}:${pg}`, ...quantGemvVecSource(f, asym, d, 1, nr, U, true, db, 0, true, 2, pg, 0, true) });
             for (const ab of [1, 2, 3]) out.push({ label: `vecxs:tc:ab${ab}:${asym}:${d}`, ...quantGemvVecSource(f, asym, d, 1, 4, 1, true, true, 0, true, 2, false, ab, true) });
