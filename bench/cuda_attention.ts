@@ -95,8 +95,9 @@ for (const c of CASES) {
     // the samples start 1 s after the tuning sweep (hundreds of launches back to back): in call 5 of 2026-12-03
     // the same D256 kernel measured 584.8 TFLOP/s right after its sweep and 637.8 in a second run whose tuning
     // came from the cache (650 forced); tuning happens once per machine (its results are cached), and the peer is
-    // timed in a process of its own without one
-    if (!c.decode) { await new Promise((r) => setTimeout(r, 1000)); call(); await nbx.cuda.synchronize(); }
+    // timed in a process of its own without one. Decode rows too since the tenth session (they were timed right
+    // after their sweep of 58-76 candidates)
+    await new Promise((r) => setTimeout(r, 1000)); call(); await nbx.cuda.synchronize();
     const p0 = attentionStats.prefill;
     let s = Infinity;
     for (let i = 0; i < TRIALS; i++) s = Math.min(s, await timeCuda(call, reps(c)));

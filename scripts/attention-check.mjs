@@ -240,6 +240,23 @@ if (part === 'check') {
   process.exit(fails ? 1 : 0);
 }
 
+// --part=tuned: the attention sweeps recorded in NBX_CACHE_DIR's autotune.json (after a bench with a fresh cache): per
+// problem the pick and every candidate's time (prefill) or the five fastest (decode), in ms per launch
+if (part === 'tuned') {
+  const { readFileSync } = await import('node:fs');
+  const j = JSON.parse(readFileSync(join(process.env.NBX_CACHE_DIR ?? '.', 'autotune.json'), 'utf8'));
+  const tag = (c) => (c.impl === 'wgmma' ? tagOf(c) : c.impl === 'mma' && c.blockM ? `mma m${c.blockM}n${c.blockN}` : `${att.decodeTag(c)} c${c.chunk} ${c.merge}`);
+  for (const [dev, kernels] of Object.entries(j.entries ?? {})) for (const [kn, probs] of Object.entries(kernels)) {
+    if (!kn.startsWith('cuda.attention')) continue;
+    for (const [prob, e] of Object.entries(probs)) {
+      const tried = [...(e.tried ?? [])].sort((a, b) => a.timeMs - b.timeMs);
+      const shown = kn.includes('decode') ? tried.slice(0, 5) : tried;
+      console.log(`tuned ${kn} ${prob} (${dev}; warmup ${e.warmup}, reps ${e.reps}): pick ${tag(e.config)} ${e.timeMs.toFixed(4)} | ${shown.map((t) => `${tag(t.config)} ${t.timeMs.toFixed(4)}`).join(' | ')}${(e.failures ?? []).length ? ` | failed ${e.failures.length}` : ''}`);
+    }
+  }
+  process.exit(0);
+}
+
 if (part === 'stall') {
   // the first Hopper kernel stopped here in the 08:35 run: each tile, non-causal then causal, 20 launches
   // back to back; a line per configuration as soon as it finished (a hang: the step's timeout kills it)
@@ -320,8 +337,13 @@ if (part === 'time') {
         .map(([pre, env]) => [`wgmma ${pre}${tagOf(w)}`, wgCfg(w), env])) : []),
       ...(wg ? tilesOf(s.D).filter((w) => w.persistent).flatMap((w) => groups.map((G) => [`wgmma G${G} ${tagOf(w)}`, wgCfg(w), {}, G])) : [])];
     const parts = [];
-    for (const [label, cfg, env, group] of cfgs) {
+    // NBX_ATTN_PAUSE_MS: an idle pause before each configuration's samples (as the bench pauses 1 s before a row), so
+    // that no configuration is timed right after the others' launches; NBX_ATTN_REVERSE=1: the configurations in the
+    // reverse order (a ranking that flips with the order is the order's, not the tiles')
+    const pause = Number(process.env.NBX_ATTN_PAUSE_MS ?? 0);
+    for (const [label, cfg, env, group] of process.env.NBX_ATTN_REVERSE === '1' ? [...cfgs].reverse() : cfgs) {
       att._forceAttentionConfig({ prefill: cfg, group });
+      if (pause > 0) await new Promise((r) => setTimeout(r, pause));
       try {
         // the best of 3 samples; 50 calls per sample at L 1024 (~0.15 ms a call: 10 left the figure to the final synchronisation)
         let t = Infinity;

@@ -33,7 +33,7 @@ import type { BackendKernels } from '../../../kernels/table.js';
 import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { CP_ASYNC_DEVICE, CP_ASYNC_EMU } from './util.js';
-import { UnsupportedError } from '../../../errors.js';
+import { DeviceFaultError, UnsupportedError } from '../../../errors.js';
 import { defineSpace, prune, tuneSync, autotuneMode, bucketSize, type Config, type ConfigSpace } from '../../../autotune/index.js';
 import { attentionTileCeiling } from '../../../profiles/index.js';
 import type { AttentionParams } from '../../../kernels/attention.js';
@@ -41,7 +41,7 @@ import { basePtr as ptr } from './util.js';
 import { getKernel, loadSourceAsync, type CompileOptions } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
 import { encodeTensorMapTiled, CU_TENSOR_MAP_DATA_TYPE, CU_TENSOR_MAP_SWIZZLE, type CudaKernel } from '../runtime/driver.js';
-import { sm90Source, sm90Smem, sm90Ones, sm90Configs, sm90MoreConfigs, sm90Tag, prefillStoreO, wgmmaHelpers, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, SM90_SOFTMAX_DEFAULT, type Sm90Softmax, type Sm90Config } from './attention_sm90.js';
+import { sm90Source, sm90Smem, sm90Ones, sm90Offered, sm90Tag, prefillStoreO, wgmmaHelpers, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, SM90_SOFTMAX_DEFAULT, type Sm90Softmax, type Sm90Config } from './attention_sm90.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
 export const DECODE_MAX_ROWS = 16;
@@ -1018,8 +1018,8 @@ const candidates = new Map<string, Config[]>();
  * The candidates for head dim D (and, for decode, the chunk that fills the device), pruned by this
  * device's limits and attention tile ceiling: a short list, since every one is a compile on first use.
  */
-function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, rb = 1, more = false): Config[] {
-  const key = `${space.name}:${D}:${half}:${rb}:${more}`;
+function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, rb = 1, causal = false): Config[] {
+  const key = `${space.name}:${D}:${half}:${rb}:${causal}`;
   let c = candidates.get(key);
   if (!c) {
     const profile = be.tuning.profile;
@@ -1033,8 +1033,8 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, rb = 1, mo
       if (half && wgmmaEnabled() && SM90_HEAD_DIMS.includes(D)) {
         // the Hopper kernel's tiles, and the mma kernel's default tile only (a compile each on first use;
         // the other mma tiles are not in the running on this device)
-        // (more: the problem takes sm90MoreConfigs(D) too, after the others)
-        list = [...sm90Configs(D).map(wgmmaConfig), ...(more ? sm90MoreConfigs(D).map(wgmmaConfig) : []), ...list.slice(0, 1)];
+        // (sm90Offered: on causal problems the persistent tiles only, on the others sm90MoreConfigs(D) too)
+        list = [...sm90Offered(D, causal).map(wgmmaConfig), ...list.slice(0, 1)];
       }
     } else {
       // the chunk is a launch argument (no compile): every chunk size, at two thread counts (two compiles),
@@ -1094,14 +1094,15 @@ const TUNE_MIN_SCORES = 1 << 22;
  */
 const TUNE_MIN_DECODE_BYTES = 256 << 20;
 
-function pick(space: ConfigSpace<AttnProblem>, D: number, shape: string, dtype: string, work: number, fallback: Config, run: (cfg: Config) => void, rb = 1, more = false): Config {
+function pick(space: ConfigSpace<AttnProblem>, D: number, shape: string, dtype: string, work: number, fallback: Config, run: (cfg: Config) => void, rb = 1, causal = false): Config {
   const f = space === PREFILL_SPACE ? forced.prefill : forced.decode;
   if (f) return f;
-  const cands = fit(space, D, dtype !== 'float32', rb, more);
+  const cands = fit(space, D, dtype !== 'float32', rb, causal);
   // untuned (small problems, NBX_AUTOTUNE=off): the first candidate, the wgmma kernel where there is one
   const fb = space === PREFILL_SPACE ? cands[0] : cands.find((c) => Object.keys(fallback).every((k) => c[k] === fallback[k])) ?? cands[0];
   if (!fb) throw new UnsupportedError('attention', `no ${space.name} configuration fits this device for head dim ${D}`);
-  if (work < TUNE_MIN_SCORES) return fb;
+  // (NBX_ATTN_TUNE_MIN: the threshold in score elements, for tests of the tuning path on small problems)
+  if (work < Number(process.env.NBX_ATTN_TUNE_MIN || TUNE_MIN_SCORES)) return fb;
   // the pick of an earlier call of this problem (same candidate list and tuning mode): a cache hit in tuneSync
   // compares each candidate's key string with the entry's, ~85 us per call on the dev box for a decode problem
   // whose pick is last of 46, which left short calls (a GQA decode of 134 MB: ~35 us on the card) host-bound
@@ -1117,16 +1118,54 @@ const picked = new Map<string, { cands: Config[]; config: Config }>();
 function pickTuned(space: ConfigSpace<AttnProblem>, shape: string, dtype: string, cands: Config[], fb: Config, run: (cfg: Config) => void): Config {
   const kernel = { name: space.name, knobs: space.knobs, defaultConfig: fb };
   const key = { shape, dtype, device: be.tuning.deviceKey }, timeFn = (c: Config): number => timeRun(c, run);
-  if (space === PREFILL_SPACE && autotuneMode() === 'full') {
+  if (autotuneMode() !== 'full' || process.env.NBX_ATTN_TUNE_SERIAL === '1') return tuneSync(kernel, key, cands, timeFn, { deviceLabel: be.ctx.info.name }).config;
+  const hit = tuneSync(kernel, key, cands, timeFn, { mode: 'cached', deviceLabel: be.ctx.info.name });
+  if (hit.source !== 'default') return hit.config;
+  if (space === PREFILL_SPACE) {
     // before a sweep, ~30 ms of the first candidate back to back, so that the first candidates are not timed
     // while the clocks come up from idle (call 2 of 2026-12-03: the tuner took D64 n128s3p, 362 TFLOP/s in the
     // bench row, over n128s3pP, the first candidate, 384 forced)
-    const hit = tuneSync(kernel, key, cands, timeFn, { mode: 'cached', deviceLabel: be.ctx.info.name });
-    if (hit.source !== 'default') return hit.config;
     const ms = timeRun(fb, run);
     for (let i = Math.min(200, Math.ceil(30 / Math.max(ms, 0.01) / TUNE_LAUNCHES)); i > 0; i--) timeRun(fb, run);
   }
-  return tuneSync(kernel, key, cands, timeFn, { deviceLabel: be.ctx.info.name }).config;
+  // the sweep's figures come from interleavedSweep; tuneSync ranks them and keeps the pick in its cache as usual
+  const times = interleavedSweep(cands, run);
+  const fromSweep = (c: Config): number => { const t = times.get(c); if (t === undefined) return timeRun(c, run); if (t instanceof Error) throw t; return t; };
+  return tuneSync(kernel, key, cands, fromSweep, { deviceLabel: be.ctx.info.name, warmup: 1, reps: TUNE_ROUNDS }).config;
+}
+
+/** Timed rounds of an interleaved sweep (after one round that compiles and warms every candidate). */
+const TUNE_ROUNDS = 5;
+/**
+ * Every candidate's time as the best of TUNE_ROUNDS samples (TUNE_LAUNCHES launches each) taken in rounds: one sample
+ * of each candidate per round, in list order, so that each candidate is timed early and late in the sweep. tuneSync's
+ * own sweep times a candidate's samples back to back, one candidate after the other: a candidate's figure then depends
+ * on where it stands in the list (the clocks and the card's power state move over a sweep of hundreds of launches). In
+ * sessions 7-9 the tuner took the first prefill candidate (n128s2, timed right after the warm-up of the same tile) on
+ * the f16 row four times and the bench row then read 550-566 TFLOP/s, while the rows that ran a persistent tile read
+ * 575-608; attention-check's forced timings, taken one tile after the other in the same order, ranked n128s2 first as
+ * well (f16 572 vs n128s2P 532) where the bench never did. The best sample, not the median: the bench and the peer
+ * take the best of theirs. A candidate whose first run throws is left out of the rounds (its error returned); a
+ * DeviceFaultError ends the sweep. NBX_ATTN_TUNE_SERIAL=1: tuneSync's own sweep (for comparing the two).
+ */
+function interleavedSweep(cands: Config[], run: (cfg: Config) => void): Map<Config, number | Error> {
+  const out = new Map<Config, number | Error>();
+  const live: Config[] = [];
+  for (const c of cands) {
+    try { timeRun(c, run); live.push(c); out.set(c, Infinity); } catch (e) {
+      if (e instanceof DeviceFaultError) throw e;
+      out.set(c, e instanceof Error ? e : new Error(String(e)));
+    }
+  }
+  for (let r = 0; r < TUNE_ROUNDS; r++) for (const c of live) {
+    const t = out.get(c);
+    if (typeof t !== 'number') continue;
+    try { out.set(c, Math.min(t, timeRun(c, run))); } catch (e) {
+      if (e instanceof DeviceFaultError) throw e;
+      out.set(c, e instanceof Error ? e : new Error(String(e)));
+    }
+  }
+  return out;
 }
 
 // ---- launcher ------------------------------------------------------------------------------------------
@@ -1245,6 +1284,6 @@ export function cudaAttention(p: AttentionParams): void {
   };
   attentionStats.prefill++;
   const work = B * H * L * S / (causal ? 2 : 1);
-  // sm90MoreConfigs: on problems that are not causal or are float16 (the causal bfloat16 rows keep their list)
-  run(pick(PREFILL_SPACE, D, `D${D}:L${bucketSize(L)}:S${bucketSize(S)}:BH${bucketSize(B * H)}:${causal ? 'causal' : maskKind}`, dt, work, PREFILL_SPACE.defaultConfig, run, 1, !causal || dt === 'float16'));
+  // (causal: the candidates of sm90Offered(D, true))
+  run(pick(PREFILL_SPACE, D, `D${D}:L${bucketSize(L)}:S${bucketSize(S)}:BH${bucketSize(B * H)}:${causal ? 'causal' : maskKind}`, dt, work, PREFILL_SPACE.defaultConfig, run, 1, causal));
 }

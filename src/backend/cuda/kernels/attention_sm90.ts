@@ -126,6 +126,23 @@ export function sm90Configs(D: number): Sm90Config[] {
  */
 export const sm90MoreConfigs = (D: number): Sm90Config[] => (D === 128 ? [{ blockN: 128, stages: 2, softmax: 'tcsum' }] : []);
 
+/**
+ * The tiles the tuner offers on one problem at head dim D (attention.ts): not causal, sm90Configs(D) and then
+ * sm90MoreConfigs(D); causal, the persistent tiles of sm90Configs(D) alone where it has some (D 64, 128; D 256 has
+ * none). Tenth session: every causal bench row that ran the non-persistent tile read 3-8% under the same row with a
+ * persistent one (TFLOP/s, bench rows of sessions 7-9 with the tuner's pick): causal L4096 n128s2 565.8 / 573.8 vs
+ * n128s2P / n160s2P 589.8-621.2; GQA 521.8 / 572.4 vs 547.7-626.2; f16 550.5 / 558.1 / 564.7 / 566.2 vs 575.5-608.1
+ * (the f16 row was under SDPA exactly when the tuner took n128s2, 95.5-98.7%, and over it with n128s2P, 99.3-104.6%);
+ * L1024 forced n128s2 299-315 vs n128s2P 363-372. The tuner's sweep took n128s2 there on 4-6% differences that the bench
+ * rows never showed (the sweep timed it first, right after the warm-up of the same tile; see pickTuned).
+ */
+export function sm90Offered(D: number, causal: boolean): Sm90Config[] {
+  const all = sm90Configs(D);
+  if (!causal) return [...all, ...sm90MoreConfigs(D)];
+  const p = all.filter((c) => c.persistent);
+  return p.length ? p : all;
+}
+
 /** Q buffers: two where items are chained (the next item's Q loads while the current one's is read), else one. */
 export const sm90QSlots = (c: Sm90Config): number => (c.chain ? 2 : 1);
 /**
