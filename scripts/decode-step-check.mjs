@@ -44,7 +44,7 @@ for (const mode of values.modes.split(',')) {
   const ms = (performance.now() - t0) / N;
   dec.checkErrors();
   results[mode] = { toks, logits, first0, ms, stats: dec.stats() };
-  if (process.env.NBX_DECODE_STEP_TRACE === '1' && mode === 'fused') traceSummary();
+  if ((process.env.NBX_DECODE_STEP_TRACE === '1' || process.env.NBX_DECODE_STEP_TRACE === '2') && mode === 'fused') traceSummary();
   console.log(`${mode}: ${N} steps, ${ms.toFixed(3)} ms/step (incl. reading each id), graph ${JSON.stringify(results[mode].stats)}, first tokens ${toks.slice(0, 8).join(',')}`);
   dec.dispose();
 }

@@ -1,9 +1,11 @@
 # Shared by the decode device scripts (scripts/gpu-decode-*.sh): sourced with DEC_DIR set (the logs' folder under
 # $OUT); sets T0, S ($OUT/summary.txt), L ($OUT/$DEC_DIR) and a fresh tuning cache, and gives:
 #   dec_tests TIMEOUT              the decode_step + static_decode tests (returns their exit code)
-#   dec_bench SHAPE BATCHES TO     `nbx bench decode` with NBX_DEBUG (the auto path's timings), log $L/SHAPE.log
+#   dec_bench SHAPE BATCHES TO [NAME]  `nbx bench decode` with NBX_DEBUG (the auto path's timings), log $L/NAME.log (NAME: SHAPE)
 #   dec_forced NAME BATCH TO       the same, TinyLlama, under the caller's environment, log $L/NAME.log
-#   dec_trace BATCH                a per-phase trace (scripts/decode-step-check.mjs) at that batch
+#   dec_trace BATCH [NAME]         a per-phase trace (scripts/decode-step-check.mjs) at that batch, log $L/trace-bBATCH[-NAME].log
+#   dec_ncu BATCH TO               one whole-step launch under Nsight Compute (--set full), log $L/ncu-bBATCH.txt
+#   dec_left                       seconds since T0 (to skip what the call's time no longer holds)
 #   dec_queued / dec_pack          runs each script of $QUEUED (logs tarred) / tars $L as <DEC_DIR>.tgz
 #   dec_finish                     dec_pack, then dec_queued
 set -u
@@ -21,17 +23,25 @@ dec_tests() {
   return $rc
 }
 dec_bench() {
-  NBX_DEBUG=1 timeout -k 5 "$3" node dist/src/cli/nbx.js bench decode --device cuda --shape "$1" --batch "$2" --peers none --ttft-samples 1 > "$L/$1.log" 2>&1
-  at "$1" $?; grep -E "decode steps take|composite|^nbx [a-z0-9-]+ batch [0-9]+:|^\| [A-Z]" "$L/$1.log" >> "$S"
+  local n=${4:-$1}
+  NBX_DEBUG=1 timeout -k 5 "$3" node dist/src/cli/nbx.js bench decode --device cuda --shape "$1" --batch "$2" --peers none --ttft-samples 1 > "$L/$n.log" 2>&1
+  at "$n" $?; grep -E "decode steps take|composite|^nbx [a-z0-9-]+ batch [0-9]+:|^\| [A-Z]" "$L/$n.log" >> "$S"
 }
 dec_forced() {
   timeout -k 5 "$3" node dist/src/cli/nbx.js bench decode --device cuda --shape tinyllama --batch "$2" --peers none --ttft-samples 1 > "$L/$1.log" 2>&1
   at "$1" $?; grep -E "^nbx [a-z0-9-]+ batch [0-9]+:" "$L/$1.log" >> "$S"
 }
 dec_trace() {
-  NBX_DECODE_STEP_TRACE=1 timeout -k 5 60 node scripts/decode-step-check.mjs --shape tinyllama --batch "$1" --steps 24 --modes off,fused > "$L/trace-b$1.log" 2>&1
-  at "trace batch $1" $?; grep -E "^(trace|fused|off)" "$L/trace-b$1.log" >> "$S"
+  local f=$L/trace-b$1${2:+-$2}.log
+  NBX_DECODE_STEP_TRACE=${TRACE_MODE:-1} timeout -k 5 60 node scripts/decode-step-check.mjs --shape tinyllama --batch "$1" --steps 24 --modes off,fused > "$f" 2>&1
+  at "trace batch $1 ${2:-}" $?; grep -E "^(trace|fused|off)" "$f" >> "$S"
 }
+dec_ncu() {
+  NBX_DECODE_STEP=fused timeout -k 5 "$2" /usr/local/cuda/bin/ncu --kernel-name decode_step --launch-skip 2 --launch-count 1 --set full \
+    node scripts/decode-step-check.mjs --shape tinyllama --batch "$1" --steps 4 --modes fused > "$L/ncu-b$1.txt" 2>&1
+  at "ncu batch $1" $?
+}
+dec_left() { echo $(( $(date +%s) - T0 )); }
 dec_queued() { # each script of $QUEUED, its logs tarred
   local q d
   for q in ${QUEUED:-}; do

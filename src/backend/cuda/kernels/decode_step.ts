@@ -55,7 +55,7 @@ const RING_NS_MAX = 5;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; traceStaged?: boolean }
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
 /**
@@ -109,7 +109,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define NPT_ ${Math.ceil(s.H / THREADS)}
 #define ASPLIT_ ${v.asplit}
 #define HPI_ ${v.hpi ?? 1}
-${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}${v.bulk === false ? '#define NBX_NO_BULK_ROWS_ 1\n' : ''}#ifdef NBX_EMU
+${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}${v.bulk === false ? '#define NBX_NO_BULK_ROWS_ 1\n' : ''}${v.l2 ? `#define L2AHEAD_ ${v.l2.ahead}\n#define L2CAP_ ${v.l2.cap}ll\n` : ''}${v.traceStaged ? '#define TRACE_STAGED_ 1\n' : ''}#ifdef NBX_EMU
 #define CP16(dst, src_) (*reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src_))
 #define CP_COMMIT()
 #define CP_WAIT()
@@ -294,6 +294,31 @@ __device__ __forceinline__ void loader_issue(Loader& ld, unsigned char* st, cons
   CP_COMMIT();
 }
 
+/**
+ * Asks L2 for this block's weight rows of phase q (the first L2CAP_ bytes of them), so that the ring's loads of
+ * them, issued later as items are consumed, hit L2 instead of waiting on HBM: the ring holds only NS_ items a warp,
+ * less than a gap between two phases' products lasts at full bandwidth. sm_90's bulk prefetch: one instruction a
+ * contiguous run, no registers and no data back to the SM. Elsewhere (and in the emulator) nothing.
+ */
+#if defined(L2AHEAD_) && !defined(NBX_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ void prefetch_phase(int q, const Layer* layers, const T_* lmhead) {
+  if (q < 5 * L_ && q % 5 == 1) return; // attention: no weights
+  const Slice y = phase_slice(q, layers, lmhead);
+  long long left = L2CAP_;
+  for (int i = 0; i < 2; i++) {
+    const char* a = reinterpret_cast<const char*>(i == 0 ? y.A : y.B);
+    long long bytes = (long long)(i == 0 ? y.nA : y.nB) * y.K * 2;
+    if (bytes > left) bytes = left;
+    left -= bytes;
+    for (long long o = 0; o < bytes; o += 65536) {
+      const unsigned sz = (unsigned)(bytes - o < 65536 ? bytes - o : 65536);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(a + o), "r"(sz) : "memory");
+    }
+  }
+}
+#define PREFETCH_L2_ 1
+#endif
+
 #ifdef NBX_EMU
 __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
   const unsigned a[4] = { a0, a1, a2, a3 }; emu_mma16816(c, a, b0, b1, ${bf});
@@ -314,7 +339,9 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
  */
 __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ringw, int& cs, Loader& ld,
     const Layer* layers, const T_* lmhead, unsigned long long* tm) {
+#ifndef TRACE_STAGED_
   if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: input ready
+#endif
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
   const int kcs = z.K >> 6, tA = tiles_of(z.nA), rows = z.nA + z.nB;
   const int up = ((tA + tiles_of(z.nB)) * kcs + WARPS_ - 1) / WARPS_;
@@ -375,6 +402,9 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
 #define BULK_ROWS_ 1
 #endif
 #define SR_ 2
+#ifdef TRACE_STAGED_
+__shared__ unsigned long long* nbx_tm_; // the phase's trace marks (thread 0 sets and reads it)
+#endif
 __device__ void stage_rows(const T_* const* emb, const T_* base, bool fromEmb, int K, T_* xs, unsigned long long* xbar, unsigned& xph) {
 #ifdef BULK_ROWS_
   const unsigned bar = (unsigned)__cvta_generic_to_shared(xbar);
@@ -411,6 +441,9 @@ __device__ void stage_rows(const T_* const* emb, const T_* base, bool fromEmb, i
     }
   }
 #endif
+#ifdef TRACE_STAGED_
+  if (nbx_tm_ && threadIdx.x == 0) nbx_tm_[gridDim.x] = nbx_globaltimer(); // the mark "input ready" moved here: the copy alone
+#endif
   __syncthreads();
 }
 
@@ -419,6 +452,46 @@ __device__ void stage_rows(const T_* const* emb, const T_* base, bool fromEmb, i
  * embedding row (emb[b]): x staged in xs first (held in registers, B_ rows spilled), then each thread's elements'
  * sums of squares, normalized in place.
  */
+#if THREADS_ % B_ == 0
+// THREADS_ / B_ threads a row (whole warps), each with 4-element pieces of it: per thread a few 8-byte loads and one
+// warp sum, not every row's elements and a block sum per row (at batch 8 the arithmetic alone took microseconds)
+#define TPR_ (THREADS_ / B_)
+#define NPC_ ((H_ / 4 + TPR_ - 1) / TPR_)
+__device__ __forceinline__ float lo16(unsigned u) { const T_ h = (T_)(u & 0xffffu); return LD(&h, 0); }
+__device__ __forceinline__ float hi16(unsigned u) { const T_ h = (T_)(u >> 16); return LD(&h, 0); }
+__device__ __forceinline__ unsigned pack16(float a, float b) { return (unsigned)(unsigned short)TOS(a) | ((unsigned)(unsigned short)TOS(b) << 16); }
+__device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red, unsigned long long* xbar, unsigned& xph) {
+  const int b = threadIdx.x / TPR_, t = threadIdx.x - b * TPR_;
+  uint2 wq[NPC_];
+#pragma unroll
+  for (int c = 0; c < NPC_; c++) { const int k = t + c * TPR_; if (k < H_ / 4) wq[c] = __ldg(reinterpret_cast<const uint2*>(w) + k); }
+  stage_rows(emb, res, fromEmb, H_, xs, xbar, xph);
+  uint2* xr = reinterpret_cast<uint2*>(xs + b * XSTR_);
+  float ss = 0.f;
+#pragma unroll
+  for (int c = 0; c < NPC_; c++) {
+    const int k = t + c * TPR_;
+    if (k < H_ / 4) { const uint2 u = xr[k]; const float a = lo16(u.x), e = hi16(u.x), f = lo16(u.y), g = hi16(u.y); ss += a * a; ss += e * e; ss += f * f; ss += g * g; }
+  }
+  ss = warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < TPR_ / 32; k++) ss += red[b * (TPR_ / 32) + k];
+  const float rstd = 1.f / sqrtf(ss / (float)H_ + eps);
+#pragma unroll
+  for (int c = 0; c < NPC_; c++) {
+    const int k = t + c * TPR_;
+    if (k < H_ / 4) {
+      const uint2 u = xr[k], v = wq[c];
+      uint2 o; o.x = pack16(lo16(u.x) * rstd * lo16(v.x), hi16(u.x) * rstd * hi16(v.x)); o.y = pack16(lo16(u.y) * rstd * lo16(v.y), hi16(u.y) * rstd * hi16(v.y));
+      xr[k] = o;
+    }
+  }
+  __syncthreads();
+}
+#else
 __device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red, unsigned long long* xbar, unsigned& xph) {
   float wv[NPT_], ss[B_];
 #pragma unroll
@@ -439,6 +512,7 @@ __device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, con
   }
   __syncthreads();
 }
+#endif
 
 /** One element of the half-split RoPE of a D-vector (rotary's arithmetic: x·cos rounded, then fma with rotate_half(x)·sin). */
 __device__ __forceinline__ float rope_at(const T_* x, int j, const T_* c, const T_* s) {
@@ -540,8 +614,13 @@ __device__ void attention_heads(int b, int h0, int sp, const Layer& ly, const T_
     for (int j = threadIdx.x; j < D_; j += THREADS_) {
       float den = 0.f, num = 0.f;
       for (int q2 = 0; q2 < stride; q2++) { den = fmaf(gl[hh * stride + q2], fac[q2], den); num = fmaf(gacc[q2 * D_ + j], fac[q2], num); }
+#if ASPLIT_ == 1
+      // the head's whole softmax: its output in the dtype, as merge_att would give it, copied by o_proj's blocks as is
+      stcgv(reinterpret_cast<T_*>(patt), (long long)item * D_ + j, den > 0.f ? __fdividef(num, den) : 0.f); // (IEEE division here spilled)
+#else
       __stcg(patt + item * D_ + j, num);
       if (j == 0) __stcg(pml + 2 * item + 1, den);
+#endif
     }
     __syncthreads();
   }
@@ -596,22 +675,13 @@ __device__ __forceinline__ bool argmax_better(float a, int ia, float b, int ib) 
   return b > a || (b == a && ib < ia);
 }
 
-/** The block's maximum of (value, index) under argmax_better, in thread 0 (every thread takes part). */
-__device__ void block_argmax(float& bv, int& bi, bool& any) {
+/** The warp's maximum of (value, index) under argmax_better, in every lane. */
+__device__ __forceinline__ void warp_argmax(float& bv, int& bi) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, bv, o); const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    const bool oany = __shfl_xor_sync(0xffffffffu, (int)any, o) != 0;
-    if (oany && (!any || argmax_better(bv, bi, ov, oi))) { bv = ov; bi = oi; any = true; }
+    if (argmax_better(bv, bi, ov, oi)) { bv = ov; bi = oi; }
   }
-  __shared__ float wv[WARPS_]; __shared__ int wi[WARPS_]; __shared__ int wa[WARPS_];
-  if ((threadIdx.x & 31) == 0) { wv[threadIdx.x >> 5] = bv; wi[threadIdx.x >> 5] = bi; wa[threadIdx.x >> 5] = any; }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    bv = NAN; bi = 0x7fffffff; any = false;
-    for (int q2 = 0; q2 < WARPS_; q2++) if (wa[q2] && (!any || argmax_better(bv, bi, wv[q2], wi[q2]))) { bv = wv[q2]; bi = wi[q2]; any = true; }
-  }
-  __syncthreads();
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Layer* __restrict__ layers, const T_* __restrict__ embed,
@@ -660,6 +730,12 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     const int l = ph / 5, st = ph - l * 5;
     unsigned long long* tm = trace ? trace + (4ll * ph) * gridDim.x + blockIdx.x : nullptr; // this phase's marks (tracing)
     if (tm && threadIdx.x == 0) tm[0] = nbx_globaltimer();
+#ifdef TRACE_STAGED_
+    if (threadIdx.x == 0) nbx_tm_ = tm;
+#endif
+#ifdef PREFETCH_L2_
+    if (threadIdx.x == 32 && ph + L2AHEAD_ < ph1) prefetch_phase(ph + L2AHEAD_, layers, lmhead); // not thread 0: it issues the inputs' copies
+#endif
     const Layer ly = l < L_ ? layers[l] : layers[0];
     // each sequence's residual stream is its embedding row until layer 0's o_proj adds to it (phases A and C of layer 0)
     const bool fromEmb = l == 0 && st < 3;
@@ -682,7 +758,16 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       // the residual (C: the layer's input stream; E: what C wrote), loaded before it is needed
       float rv = 0.f;
       if (threadIdx.x < n) { const int v = threadIdx.x / B_, b = threadIdx.x - v * B_; rv = ldcgv(fromEmb ? emb[b] : res + b * H_, r0 + v); }
-      if (st == 2) merge_att(patt, patt + B_ * NH_ * ASPLIT_ * D_, xs);
+      if (st == 2) {
+#if ASPLIT_ == 1
+        stage_rows(emb, reinterpret_cast<const T_*>(patt), false, NH_ * D_, xs, &xbar, xph); // attention_heads wrote it whole
+#else
+        merge_att(patt, patt + B_ * NH_ * ASPLIT_ * D_, xs);
+#endif
+#ifdef TRACE_STAGED_
+        if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer();
+#endif
+      }
       else stage_rows(emb, act, false, I_, xs, &xbar, xph);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
       for (int e = threadIdx.x; e < n; e += THREADS_) {
@@ -703,31 +788,44 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       block_rows(V_, r0, r1);
       norm_into(emb, res, fromEmb, fnorm, eps, xs, red, &xbar, xph);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
+      // each warp's best (value, index) of its threads' rows for each sequence, then the block's: one block barrier
+      // for the batch (a block reduction per sequence took ~15 µs at batch 8). (−inf, INT_MAX) loses to every row, so
+      // blocks and lanes without rows need no flag.
+      const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+      float* wv = part; int* wi = reinterpret_cast<int*>(part + WARPS_ * B_); // part is free once block_gemv has summed it
       for (int b = 0; b < B_; b++) {
-        float bv = NAN; int bi = 0x7fffffff; bool any = false;
+        float bv = -INFINITY; int bi = 0x7fffffff;
         for (int v = threadIdx.x; v < r1 - r0; v += THREADS_) {
           const float lv = RND(rowv[v * B_ + b]);
           logits[(long long)b * V_ + r0 + v] = TOS(lv);
-          if (!any || argmax_better(bv, bi, lv, r0 + v)) { bv = lv; bi = r0 + v; any = true; }
+          if (argmax_better(bv, bi, lv, r0 + v)) { bv = lv; bi = r0 + v; }
         }
-        block_argmax(bv, bi, any);
-        if (threadIdx.x == 0) { __stcg(amax_v + b * gridDim.x + blockIdx.x, any ? bv : -INFINITY); __stcg(amax_i + b * gridDim.x + blockIdx.x, any ? bi : 0x7fffffff); }
+        warp_argmax(bv, bi);
+        if (lane == 0) { wv[warp * B_ + b] = bv; wi[warp * B_ + b] = bi; }
       }
+      __syncthreads();
+      if (warp < B_) { // warp b: sequence b's maximum over the warps
+        float v = lane < WARPS_ ? wv[lane * B_ + warp] : -INFINITY; int i = lane < WARPS_ ? wi[lane * B_ + warp] : 0x7fffffff;
+        warp_argmax(v, i);
+        if (lane == 0) { __stcg(amax_v + warp * gridDim.x + blockIdx.x, v); __stcg(amax_i + warp * gridDim.x + blockIdx.x, i); }
+      }
+      __syncthreads();
       if (threadIdx.x == 0) {
-        __threadfence();
+        __threadfence(); // the block's stores above, ordered by the barrier, before its arrival
         sh_last = atomicAdd(sync + 1, 1u) == gridDim.x - 1;
       }
       __syncthreads();
-      if (sh_last) { // the last block to finish: each sequence's argmax over the blocks' (an order-free maximum)
+      if (sh_last) { // the last block to finish: each sequence's argmax over the blocks' (an order-free maximum), warp b for sequence b
         __threadfence();
-        for (int b = 0; b < B_; b++) {
-          float bv = NAN; int bi = 0x7fffffff; bool any = false;
-          for (unsigned q2 = threadIdx.x; q2 < gridDim.x; q2 += THREADS_) {
-            const float ov = __ldcg(amax_v + b * gridDim.x + q2); const int oi = __ldcg(amax_i + b * gridDim.x + q2);
-            if (!any || argmax_better(bv, bi, ov, oi)) { bv = ov; bi = oi; any = true; }
+        if (warp < B_) {
+          float v = -INFINITY; int i = 0x7fffffff;
+#pragma unroll 4
+          for (unsigned q2 = lane; q2 < gridDim.x; q2 += 32) {
+            const float ov = __ldcg(amax_v + warp * gridDim.x + q2); const int oi = __ldcg(amax_i + warp * gridDim.x + q2);
+            if (argmax_better(v, i, ov, oi)) { v = ov; i = oi; }
           }
-          block_argmax(bv, bi, any);
-          if (threadIdx.x == 0) next[b] = bi;
+          warp_argmax(v, i);
+          if (lane == 0) next[warp] = i;
         }
         if (threadIdx.x == 0) { sync[0] = 0u; sync[1] = 0u; } // every block is past its last barrier: ready for the next step
       }
@@ -799,6 +897,8 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * NBX_DECODE_STEP_BAR=release (one red.release, no fence after the wait: the default, faster on the H200
  * (BENCHMARKS.md, seventh session)) or fence (a fence, then an atomic add; a fence after). NBX_DECODE_STEP_BULK=0:
  * the inputs staged by loads through registers where sm_90's bulk copies would (stage_rows), for A/B runs.
+ * NBX_DECODE_STEP_L2=H[,KB]: on sm_90, each phase asks L2 for the block's weights of the phase H ahead (at most KB
+ * of them a block) as it starts (prefetch_phase); off by default until a card's runs say where it pays.
  */
 function variantFor(items: number, G: number, group: number): Variant {
   const a = process.env.NBX_DECODE_STEP_ASPLIT, b = process.env.NBX_DECODE_STEP_BAR ?? 'release';
@@ -811,7 +911,14 @@ function variantFor(items: number, G: number, group: number): Variant {
   const hpi = hv ? Number(hv) : items * asplit > G && group % 2 === 0 ? 2 : 1;
   if (hpi !== 1 && hpi !== 2) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_HEADS must be 1 or 2, got '${hv}'`);
   if (group % hpi !== 0) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_HEADS=${hpi} needs query heads per KV head divisible by it, got ${group}`);
-  return { asplit, bar: b, bulk: bulk !== '0', hpi };
+  const l2v = process.env.NBX_DECODE_STEP_L2 ?? 'off';
+  let l2: Variant['l2'];
+  if (l2v !== 'off') {
+    const m = /^([1-5])(?:,([0-9]+))?$/.exec(l2v);
+    if (!m) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_L2 must be off, H or H,KB (H phases ahead, 1 to 5; KB a block's cap per phase), got '${l2v}'`);
+    l2 = { ahead: Number(m[1]), cap: m[2] ? Number(m[2]) * 1024 : 1 << 30 };
+  }
+  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, traceStaged: process.env.NBX_DECODE_STEP_TRACE === '2' };
 }
 
 /** Timestamps per phase and block when tracing: start, input ready, products done, end. */
@@ -852,13 +959,14 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   for (const [i, [r, shape]] of refs.entries()) if (!contiguous(r, shape)) return declined(`layout of tensor ${i} (${r.shape.join('x')}, strides ${r.strides.join(',')}; wanted ${shape.join('x')})`);
   for (const [r] of refs) if (r.dtype !== d && r !== p.ids && r !== p.next && r !== p.cacheIndex && r !== p.notPadding) return declined('dtypes');
   for (const [r] of refs) if ((r.dtype === d && r.shape.length === 2) && Number(at(r) % 16n) !== 0) return declined('alignment'); // 16-byte rows
+  for (const r of [p.finalNorm, ...p.layers.flatMap((ly) => [ly.inputNorm, ly.postNorm])]) if (Number(at(r) % 8n) !== 0) return declined('alignment'); // norm_into's 8-byte loads
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
   const base = smemBytes(s), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin);
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
   const vt = variantFor(NH * B, G, NH / NKV);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.traceStaged ? 'tstaged:' : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
@@ -892,12 +1000,14 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   if (be.capture !== null) err = be.capture.errBuf.ptr;
   else { be.ctx.memsetD8(st.err.ptr, 0, 8, be.stream); err = st.err.ptr; }
   const phases = 5 * L + 1;
-  // NBX_DECODE_STEP_TRACE=1: each block's start and end time of every phase (decodeStepTrace), for profiling
-  if (process.env.NBX_DECODE_STEP_TRACE === '1' && (st.trace === null || st.traceShape[0] !== phases || st.traceShape[1] !== G)) {
+  // NBX_DECODE_STEP_TRACE=1: each block's start and end time of every phase (decodeStepTrace), for profiling; =2: the
+  // same with the mark "input ready" taken when the input rows are copied (before the norm's arithmetic; a build of its own)
+  const tracing = process.env.NBX_DECODE_STEP_TRACE === '1' || process.env.NBX_DECODE_STEP_TRACE === '2';
+  if (tracing && (st.trace === null || st.traceShape[0] !== phases || st.traceShape[1] !== G)) {
     if (be.capture !== null) return declined('trace buffer in a capture');
     st.trace = be.alloc('int64', TRACE_MARKS * phases * G); st.traceShape = [phases, G];
   }
-  const trace = process.env.NBX_DECODE_STEP_TRACE === '1' && st.trace ? st.trace.ptr : 0n;
+  const trace = tracing && st.trace ? st.trace.ptr : 0n;
   const args = (ph0: number, ph1: number) => [table!.ptr, at(p.embed), at(p.finalNorm), at(p.lmHead), at(p.cos), at(p.sin), at(p.ids), at(p.cacheIndex),
     at(p.notPadding), at(p.logits), at(p.next), res, qkv, att, act, amaxV, amaxI, sync, err, trace, ph0, ph1, p.eps, p.scaling];
   stepsLaunched++;
