@@ -340,3 +340,19 @@ test('q4_k\'s wide unit in the xf kernel (wu: a lane takes a whole 64-element ch
     }
   } finally { forceQuantGemvConfig(null); }
 });
+
+test('both db rounds before the grid-dependency wait (pb): int4 (symmetric, asymmetric), int8, q4_k (narrow and wide units), every x dtype, m = 1, 2, nr 1/2/4, U 1/2, kw 1/2/4, lb 4, a persistent grid, one to three whole db passes and partial ones, ragged N, the same bits twice', { skip }, () => {
+  let seed = 1900;
+  try {
+    // [format, x dtype, m, nr, U, kw, lb, pg grid (0: none), wu, K, N, asym]
+    for (const [f, dt, m, nr, U, kw, lb, grid, wu, k, n, asym] of [
+      ['int4', 'bfloat16', 1, 4, 1, 1, 0, 0, 0, 5120, 21, false], ['int4', 'float16', 2, 2, 1, 1, 4, 0, 0, 2304, 13, true], ['int4', 'bfloat16', 1, 4, 1, 1, 0, 2, 0, 3072, 45, false],
+      ['int4', 'float32', 1, 1, 2, 4, 0, 0, 0, 4096, 7, false], ['int8', 'bfloat16', 1, 4, 1, 1, 0, 3, 0, 2560, 33, false], ['int8', 'float16', 2, 2, 2, 2, 0, 0, 0, 1056, 9, false],
+      ['q4_k', 'bfloat16', 1, 2, 1, 1, 0, 0, 0, 4608, 13, false], ['q4_k', 'float16', 1, 2, 1, 1, 0, 0, 1, 8192, 11, false], ['q4_k', 'bfloat16', 2, 1, 1, 1, 3, 2, 1, 2304, 29, false],
+    ] as [QuantFormat, DT, number, number, number, number, number, number, number, number, number, boolean][]) {
+      forceQuantGemvConfig({ impl: 'vec', kw, xs: 1, xf: 1, nr, U, db: 1, lb, wu, pb: 1, ...(grid ? { pg: 1, pgGrid: grid } : {}) });
+      check(f, dt, m, n, k, seed++, { bias: m !== 2, ...(f === 'int4' ? { groupSize: k % 128 === 0 ? 128 : 64, asym } : {}) });
+      assert.equal(lastQuantGemvConfig()?.pb, 1);
+    }
+  } finally { forceQuantGemvConfig(null); }
+});

@@ -356,9 +356,10 @@ export const QUANT_GEMV_SPACE = defineSpace({
     { name: 'tc', values: [0, 1], movesBits: true, doc: "'vec' with xf, int4 (groups ≥ 128, K % 128 == 0, 16-bit x): the register kernel's lanes and loads (16 contiguous bytes of one row a lane) on tensor cores: a lane's 32 nibbles are the B fragment of its row segment (4 lanes, 128 elements), its staged x pairs the A fragment, mma.sync's diagonal D[g][g] the segment's dot (magic + nibble, one LOP3 a pair, Σx staged per segment): ~half the float form's instructions" },
     { name: 'bk', values: [0, 2, 3, 4, 6, 8], movesBits: false, doc: "'vec' with xf (int4 / int8 / q4_k, whole 32-unit stripes, 16-byte aligned rows): the weight stream through a per-warp ring of bk stages in shared memory filled by bulk copies (cp.async.bulk on sm_90: lane 0 copies a stripe of each of the warp's rows, and int4's scales, completing on the stage's mbarrier; no registers hold the bytes in flight) instead of register loads; with pg a persistent grid (kw 1) whose rings run on across tiles; 0: the register ring. Same sums as U 1 without db. Sweep-only: slower than the register kernel on the H200 (quant-7)" },
     { name: 'wu', values: [0, 1], movesBits: true, doc: "'vec' with xf, q4_k: a lane's unit is a whole 64-element chunk of a block (its 32 quant bytes: sub-blocks 2c and 2c + 1, two 16-byte loads, and the header) instead of half of one, so each sub-block's scale and min are decoded once a row, not twice, and the header is loaded once per 32 quant bytes; x staged for it (xfStage)" },
+    { name: 'pb', values: [0, 1], movesBits: false, doc: "'vec' with xf and db: both rounds of weight loads issued before the grid-dependency wait (not only the first), so twice the bytes are in flight while the previous kernel ends and x is staged; in the loop the second round's next loads follow its arithmetic. Same sums, same order" },
     { name: 'ab', values: [0, 1, 2, 3], movesBits: true, doc: "diagnostics of the xf kernel, WRONG results, sweep-only (bench quant --sweep-pg): 1 weight loads from the rows' first 1 KB (L1 hits: the arithmetic's time), 2 loads only (words xor-folded, no decode: the memory stream's time), 3 x not staged (the prologue's cost); 0 none" },
   ],
-  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0, lb: 0, pg: 0, tc: 0, ab: 0, bk: 0, wu: 0 },
+  defaultConfig: { impl: 'vec', kw: 1, ring: 4, bps: 2, pf: 0, ms: 0, xs: 1, db: 0, U: 0, cp: 0, co: 0, xf: 0, nr: 0, lb: 0, pg: 0, tc: 0, ab: 0, bk: 0, wu: 0, pb: 0 },
   resources: () => ({ threads: THREADS, sharedMemoryBytes: 40 * 1024 }),
   constraint: (cfg) => (cfg.impl === 'mma' && cfg.kw !== 1 ? "kw is the other kernels'" : undefined),
 });
@@ -1091,7 +1092,8 @@ const vecAccumulators = (f: QuantFormat, mr: number, nr: number, kq: boolean, wi
  * segment's dot with x scaled once (w = a·q + b: a·Σx·q + b·Σx). Each lane sums its units in stripe
  * order, then a butterfly, then the kw warps' partials in warp order: the same bits every run.
  */
-export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false, cp = 0, xf = false, lb = 2, pg = false, ab = 0, tc = false, wu = false): { src: string; name: string; sig: ArgType[] } {
+export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, xs = false, db = false, cp = 0, xf = false, lb = 2, pg = false, ab = 0, tc = false, wu = false, pb = false): { src: string; name: string; sig: ArgType[] } {
+  if (pb && !(xf && db)) throw new UnsupportedError('quant_matmul', 'both rounds before the wait (pb) is the xf form\'s with db');
   if (wu && !(xf && f === 'q4_k' && !tc)) throw new UnsupportedError('quant_matmul', `the wide unit (wu) is q4_k's in the xf form, got '${f}'${xf ? '' : ' without xf'}`);
   if (!VEC_FORMATS.includes(f)) throw new UnsupportedError('quant_matmul', `the register GEMV has no decoder for '${f}'`);
   const T = R.storageType(d), UE = unitElems(f), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
@@ -1102,7 +1104,7 @@ export function quantGemvVecSource(f: QuantFormat, asym: boolean, d: QuantDType,
     if (tc && (f !== 'int4' || d === 'float32' || mr !== 1)) throw new UnsupportedError('quant_matmul', `the register kernel on tensor cores (tc) takes int4 with 16-bit x, one row of x, got '${f}' with ${d}, ${mr} rows`);
     const ld = wu ? kWideLoads(nr) : loads;
     return vecXsSource(f, asym, d, mr, nr, U, ab === 1 ? (j, u, pred) => ld(j, `((${u}) & 63)`, pred) : ld,
-      ab === 2 ? vecAblateBody(f, asym, nr, wu) : tc ? vecTcBody(asym, d === 'bfloat16', nr) : vecXfBody(f, asym, mr, nr, wu), db, true, lb, pg, ab, tc, wu);
+      ab === 2 ? vecAblateBody(f, asym, nr, wu) : tc ? vecTcBody(asym, d === 'bfloat16', nr) : vecXfBody(f, asym, mr, nr, wu), db, true, lb, pg, ab, tc, wu, pb);
   }
   if (pg || ab !== 0) throw new UnsupportedError('quant_matmul', 'the persistent grid (pg) and the diagnostics (ab) are the xf form\'s');
   if (lb !== 2 && !(xs && cp === 0)) throw new UnsupportedError('quant_matmul', `blocks per SM other than 2 (lb ${lb}) are the x-staged register kernel's without a cp ring`);
@@ -1198,9 +1200,14 @@ export const XS_MAX_BYTES = 64 * 1024;
  * before the grid-dependency wait (packed weights are never written by earlier kernels: their reads
  * overlap the previous kernel's tail, in place of an L2 prefetch), then x is staged and the ring runs.
  */
-function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string, pred?: string) => string, body: string, db = false, xf = false, lb = 2, pg = false, ab = 0, tc = false, wu = false): { src: string; name: string; sig: ArgType[] } {
+function vecXsSource(f: QuantFormat, asym: boolean, d: QuantDType, mr: number, nr: number, U: number, loads: (j: string, u: string, pred?: string) => string, body: string, db = false, xf = false, lb = 2, pg = false, ab = 0, tc = false, wu = false, pb = false): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(d), UE = xfUnitElems(f, wu), kq = f === 'q4_k' || f === 'q5_k', five = f === 'q5_k';
   const NS = db ? 2 * U : U; // register slots: one round, or two (db)
+  // pb: the db loop's second round (slots U..2U-1, stripes s + (U..2U-1)·kw) issued ahead of its pass: before the
+  // grid-dependency wait for the first pass, after the second round's arithmetic for the next one (where that pass runs)
+  const roundB = (sExpr: string): string => (pb ? `
+  #pragma unroll
+  for (int j = ${U}; j < ${2 * U}; j++) ${loads('j', `(${sExpr} + j * kw) * 32 + lane`, `${sExpr} + ${2 * U - 1} * kw < (upr >> 5)`)}` : '');
   // lb blocks per SM: at 2 (128 registers, 16 warps per SM) the int4 kernel was latency-bound (ncu, H200:
   // 1.27 eligible warps per scheduler, 22% occupancy); 3 / 4 trade registers for warps (the ring's slots
   // are the same registers, so fewer rows or units per warp keep it spill-free: ptxas -v)
@@ -1227,7 +1234,7 @@ ${vecRowPointers(nr)}${vecAccumulators(f, mr, nr, kq, wu)}${ab === 2 ? `
   uint4 qv[${NS}][${nr}];` : ''}${f === 'int4' ? `
   float sc[${NS}][${nr}];${asym ? ` float zz[${NS}][${nr}];` : ''}` : ''}
   #pragma unroll
-  for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}
+  for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}${roundB('ks')}
   NBX_GRID_DEPENDENCY_WAIT();
 ${tc ? tcStage(T, d === 'bfloat16', ab !== 3) : xf ? xfStage(f, T, ab !== 3, '', false, wu) : xStage(T)}${tc ? `
   // this lane's place in the mma fragments: segment g = lane / 4 (4 lanes, 128 elements), D[g][g] at lane (g, g / 2), element g & 1
@@ -1240,9 +1247,9 @@ ${tc ? tcStage(T, d === 'bfloat16', ab !== 3) : xf ? xfStage(f, T, ab !== 3, '',
     // neither waits for them nor sinks them below the arithmetic: refilling a slot right after its use
     // (the single ring below) had ptxas (sm_90a SASS) issue a whole round's loads at the round's end
     // and wait for all of them at the next round's start: nothing in flight while a warp computed.
-    for (; s0 + ${2 * U - 1} * kw < (upr >> 5); s0 += ${2 * U} * kw) {
+    for (; s0 + ${2 * U - 1} * kw < (upr >> 5); s0 += ${2 * U} * kw) {${pb ? '' : `
       #pragma unroll
-      for (int j = ${U}; j < ${2 * U}; j++) ${loads('j', '(s0 + j * kw) * 32 + lane')}
+      for (int j = ${U}; j < ${2 * U}; j++) ${loads('j', '(s0 + j * kw) * 32 + lane')}`}
       #pragma unroll
       for (int j = 0; j < ${U}; j++) {
         const int u = (s0 + j * kw) * 32 + lane;
@@ -1254,7 +1261,7 @@ ${tc ? tcStage(T, d === 'bfloat16', ab !== 3) : xf ? xfStage(f, T, ab !== 3, '',
       for (int j = ${U}; j < ${2 * U}; j++) {
         const int u = (s0 + j * kw) * 32 + lane;
         ${body}
-      }
+      }${roundB(`s0 + ${2 * U} * kw`)}
     }` : ''}
     // rounds whose stripes are all whole: no per-lane guard, so the loop is straight-line code between its
     // loads (the compiler keeps them counted in order across the back edge)
@@ -1293,7 +1300,7 @@ ${warpSums(mr, nr)}${warpPartialsAndStore(d, mr, nr, 'live')}${pg ? `
   #pragma unroll
   for (int r = 0; r < ${nr}; r++) rs[r] = S[srow[r]];` : ''}
   #pragma unroll
-  for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}
+  for (int j = 0; j < ${U}; j++) ${loads('j', '(ks + j * kw) * 32 + lane')}${roundB('ks')}
   }` : ''}
 }`;
   return { src, name: 'quant_gemv_v', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32'] };
@@ -2745,7 +2752,7 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
     const U = (cfg.U as number | undefined) || (xf ? xfUnroll(nr, xs && cfg.db === 1) : vecUnroll(c.f, mr)), db = xs && cfg.db === 1, cp = xf ? 0 : cpStages('vec', nr);
     const lb = xs && cp === 0 && ((cfg.lb as number | undefined) ?? 0) > 0 ? cfg.lb as number : 2; // blocks per SM (__launch_bounds__)
     // pg: the persistent grid (xf only); ab: diagnostics (xf only, wrong results)
-    const pg = xf && cfg.pg === 1, ab = xf ? ((cfg.ab as number | undefined) ?? 0) : 0, tiles = Math.ceil(c.n / ((WARPS / kw) * nr));
+    const pg = xf && cfg.pg === 1, pb = xf && db && cfg.pb === 1, ab = xf ? ((cfg.ab as number | undefined) ?? 0) : 0, tiles = Math.ceil(c.n / ((WARPS / kw) * nr));
     // bk: the xf kernel fed by per-warp bulk-copy rings (not with tc / pg; ab 2 / 3 apply)
     // (with pg: kw 1, one ring per warp running on across its tiles)
     const bkReq = xf && !tc && !wu && ab !== 1 ? ((cfg.bk as number | undefined) ?? 0) : 0, bkb = bkReq > 0 ? quantBkBytes(c.f, c.asym, p.m, c.k, nr, bkReq, c.gsize) : 0;
@@ -2759,7 +2766,7 @@ export function launchQuantGemv(c: Checked, p: QuantMatmulParams, cfg: Config): 
       return;
     }
     if (wu) wuCount++;
-    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}:${xf}:${lb}${pg ? ':pg' : ''}${tc ? ':tc' : ''}${wu ? ':wu' : ''}${ab ? `:ab${ab}` : ''}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp, xf, lb, pg, ab, tc, wu));
+    const k = be.kernel(`quant_gemv_v:${c.f}:${c.asym}:${c.d}:${mr}:${nr}:${U}:${xs}:${db}:${cp}:${xf}:${lb}${pg ? ':pg' : ''}${tc ? ':tc' : ''}${wu ? ':wu' : ''}${pb ? ':pb' : ''}${ab ? `:ab${ab}` : ''}`, () => quantGemvVecSource(c.f, c.asym, c.d, mr, nr, U, xs, db, cp, xf, lb, pg, ab, tc, wu, pb));
     be.launch(k, pg ? pgGrid(tiles, lb, xfb, cfg.pgGrid as number | undefined) : tiles, THREADS,
       [addr(p.x), addr(p.qweight), addr(p.scales), addr(p.zeros), addr(p.bias), addr(p.out), p.m, c.n, c.k, c.rowBytes, c.sRow, c.f === 'int4' ? log2(c.gsize) : 30, kw],
       xf ? cpDyn(k, xfb) : cp > 0 ? cpDyn(k, cpSmemBytes(xsb, cp, cpSlotBytes('vec', c.f, c.asym, nr))) : dyn(k));
@@ -2872,6 +2879,11 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
       const kwWide = (nr: number): number => defaultKw(c.n, nr, Math.ceil(c.k / 64 / 32), be.smCount);
       xf.push({ kw: kwWide(2), nr: 2, db: 1, U: 1, wu: 1 }, { kw: kwWide(2), nr: 2, U: 2, wu: 1 }, ...(one ? [{ kw: kwWide(1), nr: 1, db: 1, U: 1, lb: 3, wu: 1 }] : []));
     }
+    // (tenth session, unmeasured) both db rounds' loads before the grid-dependency wait (pb: twice the bytes in flight while
+    // the previous kernel ends and x is staged; same loop, 0-1 more registers, 0 spills) on each format's db forms that won
+    if (c.f === 'int4') xf.push({ kw: Math.max(1, kw / 2), nr: 4, db: 1, pb: 1 }, ...(one ? [{ kw: kwFor(2), nr: 2, db: 1, U: 1, lb: 4, pb: 1 }] : []));
+    if (c.f === 'int8') xf.push({ kw, nr: 4, db: 1, pg: 1, pb: 1 });
+    if (c.f === 'q4_k') xf.push({ kw: kwFor(2), nr: 2, db: 1, U: 1, pb: 1 });
     if (tcOk(c, p.m) && quantTcBytes(p.m, c.k) <= dynSmemLimit()) xf.push({ kw, nr: 4, db: 1, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1 }, { kw: kwFor(2), nr: 2, db: 1, U: 2, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1, pg: 1 });
     // (tenth session) the bulk-copy rings (bk) are sweep-only: on the H200 (quant-7) they lost at both Llama shapes and in
     // every format (int4 1,212-1,467 GB/s against the register kernel's 1,870-1,911; int8 1,715-2,247 against 2,830-2,970;
@@ -2990,6 +3002,10 @@ export function allQuantSources(): { label: string; src: string; name: string; s
               out.push({ label: `vecxs:xf:wu:${f}:${asym}:${d}:${mr}:${nr}:${U}:${db}:${lb}:${pg}`, ...quantGemvVecSource(f, asym, d, mr, nr, U, true, db, 0, true, lb, pg, 0, false, true) });
             }
             for (const ab of [1, 2, 3]) out.push({ label: `vecxs:xf:wu:ab${ab}:${f}:${asym}:${d}`, ...quantGemvVecSource(f, asym, d, 1, 2, 1, true, true, 0, true, 2, false, ab, false, true) });
+          }
+          // both db rounds before the grid-dependency wait (pb): the tuner's db forms, with pg, wu, m 2
+          for (const [mr, nr, U, lb, pg, wu] of [[1, 4, 1, 2, false, false], [1, 2, 1, 4, false, false], [1, 4, 1, 2, true, false], [2, 2, 1, 2, false, false], [1, 1, 2, 3, false, false], ...(f === 'q4_k' ? [[1, 2, 1, 2, false, true], [1, 1, 1, 3, false, true]] : [])] as [number, number, number, number, boolean, boolean][]) {
+            out.push({ label: `vecxs:xf:pb:${f}:${asym}:${d}:${mr}:${nr}:${U}:${lb}:${pg}:${wu}`, ...quantGemvVecSource(f, asym, d, mr, nr, U, true, true, 0, true, lb, pg, 0, false, wu, true) });
           }
           if (f === 'int4' && d !== 'float32') {
             for (const [nr, U, db, pg] of [[4, 1, true, false], [4, 2, false, false], [2, 2, true, false], [4, 1, true, true]] as const) out.push({ label: `vecxs:tc:${asym}:${d}:${nr}:${U}:${db}:${pg}`, ...quantGemvVecSource(f, asym, d, 1, nr, U, true, db, 0, true, 2, pg, 0, true) });
