@@ -24,7 +24,7 @@
 //
 // Run: node dist/bench/quant.js [--device cuda|webgpu|cpu] [--check [--quick]] [--no-gemv] [--sweep]
 //        [--formats all|int4,q4_k,...] [--gemv-formats int4,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--shape llama3-8b|tiny]
-//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty] [--sweep-stream] [--sweep-focus] [--sweep-xf] [--sweep-lb] [--sweep-pg] [--sweep-cfgs JSON|@FILE] [--check-filter STR] [--sass DIR]     (or `nbx bench quant ...`)
+//        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty] [--sweep-stream] [--sweep-focus] [--sweep-xf] [--sweep-lb] [--sweep-pg] [--sweep-cfgs JSON|@FILE] [--check-filter STR|STR...] [--sass DIR]     (or `nbx bench quant ...`)
 //   --budget-s: past S seconds from the start, the sweep and the remaining decode models are skipped (said so).
 
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -122,7 +122,7 @@ async function check(device: string, formats: readonly QuantFormat[], quick: boo
       if (f === 'q4_k') cases.push(['bfloat16', 1, 'fma-kw1-xs']); // the tile kernel (a tuner candidate for q4_k)
       if (!quick) cases.push(['float16', 3, `${kern}-x0`], ['float16', 2, `${kern}-kw1-xs`]);
     }
-    for (const [dt, m, impl] of cases.filter(([, , im]) => !checkFilter || (im ?? '').includes(checkFilter))) {
+    for (const [dt, m, impl] of cases.filter(([, , im]) => !checkFilter || checkFilter.split('|').some((cf) => (im ?? '').includes(cf)))) {
       const k = impl?.includes('-bk') ? 5120 : impl?.includes('-kw1') ? 4608 : K[f] ?? 2304, n = 72;
       const p = randomPacked(f, n, k, seed++, impl?.startsWith('mma') ? { asym: impl.startsWith('mma-asym'), groupSize: 128 } : { asym: f === 'int4' && (m === 4 || (quick && m === 3) || !!impl?.includes('-asym')), groupSize: m === 8 ? 64 : 128 });
       const bk0 = cudaMod?.bkLaunches() ?? 0, wu0 = cudaMod?.wuLaunches() ?? 0;
@@ -211,7 +211,7 @@ let sweepPg = false;
  * over { impl: 'vec', kw: 1, xs: 1, xf: 1 } (e.g. {"kw": 2, "nr": 2, "db": 1, "U": 4, "ab": 2}), after vec xs as the baseline.
  */
 let sweepCfgs: Record<string, Record<string, number | string>[]> | null = null;
-/** --check-filter STR: the check runs only its forced cases whose label contains STR (e.g. '-bk'). */
+/** --check-filter STR[|STR...]: the check runs only its forced cases whose label contains one of the STRs (e.g. '-bk', '-wu|-pb'). */
 let checkFilter = '';
 
 /** --sweep times every configuration for these (the others run the tuner's / default choice only: the sweep's compiles cost time). */
