@@ -47,7 +47,7 @@ const out = (s: string): void => { process.stdout.write(`${s}\n`); };
 
 const sync = syncDevice;
 
-interface DevWeight { q: Tensor; s?: Tensor; z?: Tensor; layout: QuantLayout; bytes: number }
+export interface DevWeight { q: Tensor; s?: Tensor; z?: Tensor; layout: QuantLayout; bytes: number }
 
 function toDevice(p: PackedWeight, device: string): DevWeight {
   const q = Tensor.fromStorage(p.qweight, 'uint8', [p.layout.n, p.layout.rowBytes]).to(device);
@@ -58,7 +58,7 @@ function toDevice(p: PackedWeight, device: string): DevWeight {
 }
 
 /** A random packed weight [n, k] built on the device: a valid 64-row pattern repeated (n a multiple of 64). */
-function bigPacked(f: QuantFormat, n: number, k: number, device: string, seed: number, opts: { asym?: boolean } = {}): DevWeight {
+export function bigPacked(f: QuantFormat, n: number, k: number, device: string, seed: number, opts: { asym?: boolean } = {}): DevWeight {
   const R = 64;
   const p = randomPacked(f, R, k, seed, { groupSize: 128, ...opts });
   const small = toDevice(p, device);
@@ -75,9 +75,9 @@ function bigPacked(f: QuantFormat, n: number, k: number, device: string, seed: n
   return { q, ...(s ? { s } : {}), ...(z ? { z } : {}), layout, bytes };
 }
 
-function disposeW(w: DevWeight): void { w.q.dispose(); w.s?.dispose(); w.z?.dispose(); }
+export function disposeW(w: DevWeight): void { w.q.dispose(); w.s?.dispose(); w.z?.dispose(); }
 
-function callQuant(device: string, w: DevWeight, x: Tensor, o: Tensor, m: number, dt: string): void {
+export function callQuant(device: string, w: DevWeight, x: Tensor, o: Tensor, m: number, dt: string): void {
   kernel('quant_matmul', Device.of(device))({
     x: x.ref(), qweight: w.q.ref(), ...(w.s ? { scales: w.s.ref() } : {}), ...(w.z ? { zeros: w.z.ref() } : {}),
     out: o.ref(), m, layout: w.layout, dtype: dt as 'bfloat16',
@@ -342,19 +342,19 @@ async function gemv(device: string, formats: readonly QuantFormat[], ms: number[
 // ---- decode -------------------------------------------------------------------------------------
 
 const COMMON = { max_position_embeddings: 4096, rms_norm_eps: 1e-5, bos_token_id: 1, eos_token_id: 2, pad_token_id: 0, tie_word_embeddings: false, hidden_act: 'silu' };
-const SHAPES: Record<string, Record<string, unknown>> = {
+export const SHAPES: Record<string, Record<string, unknown>> = {
   'llama3-8b': { model_type: 'llama', architectures: ['LlamaForCausalLM'], num_hidden_layers: 32, hidden_size: 4096, intermediate_size: 14336, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 128256, rope_theta: 500000.0, ...COMMON },
   tiny: { model_type: 'llama', architectures: ['LlamaForCausalLM'], num_hidden_layers: 2, hidden_size: 256, intermediate_size: 512, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1024, rope_theta: 10000.0, ...COMMON },
 };
 
-type Scheme = 'bf16' | 'int8' | 'int4-g128' | 'q4_k_m';
+export type Scheme = 'bf16' | 'int8' | 'int4-g128' | 'q4_k_m';
 const TARGET: Record<Scheme, number> = { bf16: 1, int8: 1.7, 'int4-g128': 2.8, q4_k_m: 2.5 };
 
 /** llama.cpp's use_more_bits(i, n): the layers whose attn_v / ffn_down Q4_K_M keeps in Q6_K. */
 const moreBits = (i: number, n: number): boolean => i < n / 8 || i >= (7 * n) / 8 || (i - Math.floor(n / 8)) % 3 === 2;
 
 /** Replaces the model's Linear weights by random packed ones of the scheme (built on the device). */
-function quantizeModel(model: CausalLMModel, scheme: Scheme, device: string): void {
+export function quantizeModel(model: CausalLMModel, scheme: Scheme, device: string): void {
   const { QuantizedTensor } = nbx.quant;
   const nLayers = Number((model.config as Record<string, unknown>).num_hidden_layers);
   let seed = 100;

@@ -2872,18 +2872,15 @@ export function gemvCandidates(c: Checked, p: QuantMatmulParams): Config[] {
     if (c.f === 'int4') xf.push({ kw: Math.max(1, kw / 2), nr: 4, db: 1, pg: 1 });
     if (c.f === 'int8') xf.push({ kw: kwFor(8), nr: 8, pg: 1 }, { kw, nr: 4, db: 1, pg: 1 });
     if (c.f === 'q4_k') xf.push({ kw: kwFor(2), nr: 2, db: 1, U: 1, pg: 1 });
-    // (tenth session, unmeasured) q4_k's wide unit (wu: a lane's unit a whole 64-element chunk, one header decode per two
-    // sub-blocks): ptxas -v sm_90a, bf16 x, m 1, SASS of the loop segments per 16 packed bytes and row: nr2 db U1 109 instructions
-    // (128 registers, 0 spills) against the narrow form's 131; nr2 U2 99 (128, 4 B of spill stores); nr1 db U1 at 3 blocks 115 (78)
+    // (tenth session) q4_k's wide unit (wu: a lane's unit a whole 64-element chunk, one header decode per two sub-blocks; 109 SASS
+    // instructions per 16 packed bytes and row against 131, 128 registers, 0 spills): H200 quant-8, nr2 db U1 at kw 1 1,764 GB/s
+    // (4096x14336) / 1,534 (14336x4096) against the narrow form's 1,516 / 1,398; at kw 2 1,448 / 1,223 (the shape's default kw
+    // for N 4096, hence kw/2 too). nr2 U2 (1,647 / 1,424), nr1 lb3 / lb4 (1,365-1,440) and pb (int4 1,714-1,718 against
+    // 1,903-1,968: slower) are sweep-only.
     if (c.f === 'q4_k') {
-      const kwWide = (nr: number): number => defaultKw(c.n, nr, Math.ceil(c.k / 64 / 32), be.smCount);
-      xf.push({ kw: kwWide(2), nr: 2, db: 1, U: 1, wu: 1 }, { kw: kwWide(2), nr: 2, U: 2, wu: 1 }, ...(one ? [{ kw: kwWide(1), nr: 1, db: 1, U: 1, lb: 3, wu: 1 }] : []));
+      const kwWide = defaultKw(c.n, 2, Math.ceil(c.k / 64 / 32), be.smCount);
+      xf.push({ kw: kwWide, nr: 2, db: 1, U: 1, wu: 1 }, { kw: Math.max(1, kwWide / 2), nr: 2, db: 1, U: 1, wu: 1 });
     }
-    // (tenth session, unmeasured) both db rounds' loads before the grid-dependency wait (pb: twice the bytes in flight while
-    // the previous kernel ends and x is staged; same loop, 0-1 more registers, 0 spills) on each format's db forms that won
-    if (c.f === 'int4') xf.push({ kw: Math.max(1, kw / 2), nr: 4, db: 1, pb: 1 }, ...(one ? [{ kw: kwFor(2), nr: 2, db: 1, U: 1, lb: 4, pb: 1 }] : []));
-    if (c.f === 'int8') xf.push({ kw, nr: 4, db: 1, pg: 1, pb: 1 });
-    if (c.f === 'q4_k') xf.push({ kw: kwFor(2), nr: 2, db: 1, U: 1, pb: 1 });
     if (tcOk(c, p.m) && quantTcBytes(p.m, c.k) <= dynSmemLimit()) xf.push({ kw, nr: 4, db: 1, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1 }, { kw: kwFor(2), nr: 2, db: 1, U: 2, tc: 1 }, { kw: Math.max(1, kw / 2), nr: 4, db: 1, tc: 1, pg: 1 });
     // (tenth session) the bulk-copy rings (bk) are sweep-only: on the H200 (quant-7) they lost at both Llama shapes and in
     // every format (int4 1,212-1,467 GB/s against the register kernel's 1,870-1,911; int8 1,715-2,247 against 2,830-2,970;
