@@ -4,6 +4,7 @@
 #   dec_bench SHAPE BATCHES TO [NAME]  `nbx bench decode` with NBX_DEBUG (the auto path's timings), log $L/NAME.log (NAME: SHAPE)
 #   dec_forced NAME BATCH TO       the same, TinyLlama, under the caller's environment, log $L/NAME.log
 #   dec_trace BATCH [NAME]         a per-phase trace (scripts/decode-step-check.mjs) at that batch, log $L/trace-bBATCH[-NAME].log
+#   dec_peer SHAPE BATCH TO        `nbx bench decode` against the compiled gpt-fast peer in the same run, log $L/peer-SHAPE-bBATCH.log
 #   dec_ncu BATCH TO               one whole-step launch under Nsight Compute (--set full), log $L/ncu-bBATCH.txt
 #   dec_left                       seconds since T0 (to skip what the call's time no longer holds)
 #   dec_queued / dec_pack          runs each script of $QUEUED (logs tarred) / tars $L as <DEC_DIR>.tgz
@@ -35,6 +36,11 @@ dec_trace() {
   local f=$L/trace-b$1${2:+-$2}.log
   NBX_DECODE_STEP_TRACE=${TRACE_MODE:-1} timeout -k 5 60 node scripts/decode-step-check.mjs --shape tinyllama --batch "$1" --steps 24 --modes off,fused > "$f" 2>&1
   at "trace batch $1 ${2:-}" $?; grep -E "^(trace|fused|off)" "$f" >> "$S"
+}
+dec_peer() {
+  local f=$L/peer-$1-b$2.log
+  NBX_DEBUG=1 TORCHINDUCTOR_CACHE_DIR=/tmp/nbx-inductor-cache timeout -k 5 "$3" node dist/src/cli/nbx.js bench decode --device cuda --shape "$1" --batch "$2" --peers gpt-fast --ttft-samples 1 --peer-timeout $(( $3 - 30 )) > "$f" 2>&1
+  at "peer $1 batch $2" $?; grep -E "decode steps take|^nbx [a-z0-9-]+ batch [0-9]+:|^gpt-fast|^\| [A-Z]" "$f" >> "$S"
 }
 dec_ncu() {
   NBX_DECODE_STEP=fused timeout -k 5 "$2" /usr/local/cuda/bin/ncu --kernel-name decode_step --launch-skip 2 --launch-count 1 --set full \

@@ -55,15 +55,16 @@ const RING_NS_MAX = 5;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; traceStaged?: boolean }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; traceStaged?: boolean; normRows?: boolean }
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
 /**
- * Elements between the sequences' rows of x in shared memory: the longest input plus 16 bytes past a multiple
- * of 128 bytes, so the eight lanes reading one 16-byte piece of eight sequences' rows (the MMA's columns) hit
- * distinct banks; at a multiple of 128 bytes they would read one bank eight times over.
+ * Elements between the sequences' rows of x in shared memory: the longest input plus 64 bytes past a multiple of
+ * 128 bytes. A quarter-warp's 16-byte reads of x in block_gemv are four pieces of each of two sequences' rows
+ * (lanes g = 2i, 2i + 1): 64 bytes apart, the second row's pieces fall in the banks the first row's leave free (16
+ * bytes apart, as before, three of the four collided: Nsight Compute counted 4.1-way conflicts at batch 8).
  */
-const xsStride = (s: Shape): number => (s.B === 1 ? Math.max(s.H, s.NH * s.D, s.I) : Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 64) * 64 + 8);
+const xsStride = (s: Shape): number => (s.B === 1 ? Math.max(s.H, s.NH * s.D, s.I) : Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 64) * 64 + 32);
 /** Tiles (16 rows) a warp's contiguous run of a block's (tile, 64-column chunk) items can touch, for the partial sums' shared array. */
 function maxTilesPerWarp(s: Shape): number {
   const t16 = (n: number): number => Math.ceil(n / 16);
@@ -109,7 +110,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define NPT_ ${Math.ceil(s.H / THREADS)}
 #define ASPLIT_ ${v.asplit}
 #define HPI_ ${v.hpi ?? 1}
-${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}${v.bulk === false ? '#define NBX_NO_BULK_ROWS_ 1\n' : ''}${v.l2 ? `#define L2AHEAD_ ${v.l2.ahead}\n#define L2CAP_ ${v.l2.cap}ll\n` : ''}${v.traceStaged ? '#define TRACE_STAGED_ 1\n' : ''}#ifdef NBX_EMU
+${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}${v.bulk === false ? '#define NBX_NO_BULK_ROWS_ 1\n' : ''}${v.l2 ? `#define L2AHEAD_ ${v.l2.ahead}\n#define L2CAP_ ${v.l2.cap}ll\n` : ''}${v.traceStaged ? '#define TRACE_STAGED_ 1\n' : ''}${v.normRows ? '#define NBX_NORM_ROWS_ 1\n' : ''}#ifdef NBX_EMU
 #define CP16(dst, src_) (*reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src_))
 #define CP_COMMIT()
 #define CP_WAIT()
@@ -452,7 +453,7 @@ __device__ void stage_rows(const T_* const* emb, const T_* base, bool fromEmb, i
  * embedding row (emb[b]): x staged in xs first (held in registers, B_ rows spilled), then each thread's elements'
  * sums of squares, normalized in place.
  */
-#if THREADS_ % B_ == 0
+#if THREADS_ % B_ == 0 && !defined(NBX_NORM_ROWS_)
 // THREADS_ / B_ threads a row (whole warps), each with 4-element pieces of it: per thread a few 8-byte loads and one
 // warp sum, not every row's elements and a block sum per row (at batch 8 the arithmetic alone took microseconds)
 #define TPR_ (THREADS_ / B_)
@@ -628,42 +629,49 @@ __device__ void attention_heads(int b, int h0, int sp, const Layer& ly, const T_
 
 /**
  * Row b of xs = sequence b's attention output: each head's ASPLIT_ partial softmaxes merged (o_proj's input, rounded
- * to the dtype). A thread's pieces are loaded MU_ at a time before any arithmetic, so their round trips overlap.
+ * to the dtype). The parts and their (max, sum) pairs (contiguous in the workspace) come into shared memory first,
+ * whole: one bulk copy on sm_90, like the other inputs (loads a thread's pieces at a time made this input ~3 µs at
+ * batch 1 on the H200, against ~1.3 µs for a bulk-copied one); elsewhere loads by every thread. scratch: the
+ * partial sums' space, free before the products.
  */
-#define MU_ 2
-__device__ void merge_att(const float* patt, const float* pml, T_* xs) {
-  const int n = B_ * NH_ * D_ / 4;
-  for (int e0 = threadIdx.x; e0 < n; e0 += MU_ * THREADS_) {
-    float m[MU_][ASPLIT_], l[MU_][ASPLIT_]; uint4 a[MU_][ASPLIT_];
+__device__ void merge_att(const float* patt, float* scratch, T_* xs, unsigned long long* xbar, unsigned& xph) {
+  const int nf = B_ * NH_ * ASPLIT_ * (D_ + 2), nb = (nf * 4 + 15) & ~15; // floats: the parts, then the pairs; bytes copied (16s: the workspace runs on)
+#ifdef BULK_ROWS_
+  const unsigned bar = (unsigned)__cvta_generic_to_shared(xbar);
+  if (threadIdx.x == 0) {
+    asm volatile("fence.proxy.async;" ::: "memory"); // as in stage_rows: earlier generic accesses before the copy
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(nb) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+      :: "r"((unsigned)__cvta_generic_to_shared(scratch)), "l"(patt), "r"(nb), "r"(bar) : "memory");
+  }
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(xph) : "memory");
+  }
+  xph ^= 1u;
+#else
+  (void)xbar; (void)xph;
+  for (int e = threadIdx.x; e < nb / 16; e += THREADS_) reinterpret_cast<uint4*>(scratch)[e] = ldcg4(patt + 4 * e);
+#endif
+  __syncthreads();
+  const float* pml = scratch + B_ * NH_ * ASPLIT_ * D_;
+  for (int e = threadIdx.x; e < B_ * NH_ * D_ / 4; e += THREADS_) {
+    const int bh = (4 * e) / D_, j = 4 * e - bh * D_, b = bh / NH_, hb = bh - b * NH_; // bh = b · NH_ + h
+    float M = -INFINITY;
 #pragma unroll
-    for (int u = 0; u < MU_; u++) {
-      const int e = e0 + u * THREADS_, bh = e < n ? (4 * e) / D_ : 0, j = e < n ? 4 * e - bh * D_ : 0; // bh = b · NH_ + h
+    for (int q2 = 0; q2 < ASPLIT_; q2++) M = fmaxf(M, pml[2 * (bh * ASPLIT_ + q2)]);
+    float den = 0.f, n0 = 0.f, n1 = 0.f, n2 = 0.f, n3 = 0.f;
 #pragma unroll
-      for (int q2 = 0; q2 < ASPLIT_; q2++) {
-        m[u][q2] = __ldcg(pml + 2 * (bh * ASPLIT_ + q2)); l[u][q2] = __ldcg(pml + 2 * (bh * ASPLIT_ + q2) + 1);
-        a[u][q2] = ldcg4(patt + (bh * ASPLIT_ + q2) * D_ + j);
-      }
+    for (int q2 = 0; q2 < ASPLIT_; q2++) {
+      const float m = pml[2 * (bh * ASPLIT_ + q2)], l = pml[2 * (bh * ASPLIT_ + q2) + 1];
+      const float4 a = *reinterpret_cast<const float4*>(scratch + (bh * ASPLIT_ + q2) * D_ + j);
+      const float f = m == -INFINITY ? 0.f : __expf(m - M);
+      den = fmaf(l, f, den);
+      n0 = fmaf(a.x, f, n0); n1 = fmaf(a.y, f, n1); n2 = fmaf(a.z, f, n2); n3 = fmaf(a.w, f, n3);
     }
-#pragma unroll
-    for (int u = 0; u < MU_; u++) {
-      const int e = e0 + u * THREADS_;
-      if (e >= n) break;
-      const int bh = (4 * e) / D_, j = 4 * e - bh * D_, b = bh / NH_, hb = bh - b * NH_;
-      T_* const xo = xs + b * XSTR_ + hb * D_ + j;
-      float M = -INFINITY;
-#pragma unroll
-      for (int q2 = 0; q2 < ASPLIT_; q2++) M = fmaxf(M, m[u][q2]);
-      float den = 0.f, n0 = 0.f, n1 = 0.f, n2 = 0.f, n3 = 0.f;
-#pragma unroll
-      for (int q2 = 0; q2 < ASPLIT_; q2++) {
-        const float f = m[u][q2] == -INFINITY ? 0.f : __expf(m[u][q2] - M);
-        den = fmaf(l[u][q2], f, den);
-        n0 = fmaf(__uint_as_float(a[u][q2].x), f, n0); n1 = fmaf(__uint_as_float(a[u][q2].y), f, n1);
-        n2 = fmaf(__uint_as_float(a[u][q2].z), f, n2); n3 = fmaf(__uint_as_float(a[u][q2].w), f, n3);
-      }
-      xo[0] = TOS(den > 0.f ? n0 / den : 0.f); xo[1] = TOS(den > 0.f ? n1 / den : 0.f);
-      xo[2] = TOS(den > 0.f ? n2 / den : 0.f); xo[3] = TOS(den > 0.f ? n3 / den : 0.f);
-    }
+    T_* const xo = xs + b * XSTR_ + hb * D_ + j;
+    xo[0] = TOS(den > 0.f ? n0 / den : 0.f); xo[1] = TOS(den > 0.f ? n1 / den : 0.f);
+    xo[2] = TOS(den > 0.f ? n2 / den : 0.f); xo[3] = TOS(den > 0.f ? n3 / den : 0.f);
   }
   __syncthreads();
 }
@@ -762,7 +770,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
 #if ASPLIT_ == 1
         stage_rows(emb, reinterpret_cast<const T_*>(patt), false, NH_ * D_, xs, &xbar, xph); // attention_heads wrote it whole
 #else
-        merge_att(patt, patt + B_ * NH_ * ASPLIT_ * D_, xs);
+        merge_att(patt, part, xs, &xbar, xph);
 #endif
 #ifdef TRACE_STAGED_
         if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer();
@@ -864,14 +872,20 @@ function ringFor(base: number, optin: number): Ring | null {
   return ns >= 2 ? { ns } : null;
 }
 
-/** Dynamic shared memory of the kernel besides the ring: the input vectors, the warps' partial sums, the rows' sums or the attention's scratch. */
-function smemBytes(s: Shape): number {
+/** Bytes of the attention's parts and their (max, sum) pairs, which merge_att stages whole in shared memory (asplit > 1). */
+const mergeBytes = (s: Shape, asplit: number): number => (asplit > 1 ? s.B * s.NH * asplit * (s.D + 2) * 4 : 0);
+
+/**
+ * Dynamic shared memory of the kernel besides the ring: the input vectors, then a scratch space that holds the warps'
+ * partial sums and the rows' sums or the attention's scratch, or (the o_proj phase's input) the attention's parts.
+ */
+function smemBytes(s: Shape, asplit: number): number {
   const xs = Math.ceil((s.B * xsStride(s) * 2) / 16) * 16;
   const part = WARPS * maxTilesPerWarp(s) * 16 * 4 * s.B;
   const rows = Math.max(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G), 2 * rowsPerBlock(s.I, s.G), rowsPerBlock(s.V, s.G), rowsPerBlock(s.H, s.G)) * 4 * s.B;
   const kpw = 32 / (s.D / 8);
   const attn = (4 * s.D + 5 * WARPS * kpw + WARPS * kpw * s.D) * 4 + 16; // up to two heads an item (attention_heads)
-  return xs + part + Math.max(rows, attn);
+  return xs + Math.max(part + Math.max(rows, attn), Math.ceil(mergeBytes(s, asplit) / 16) * 16);
 }
 
 const at = (r: StridedRef): bigint => basePtr(r) + BigInt(r.offset * DTYPES[r.dtype].itemsize);
@@ -899,6 +913,8 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * the inputs staged by loads through registers where sm_90's bulk copies would (stage_rows), for A/B runs.
  * NBX_DECODE_STEP_L2=H[,KB]: on sm_90, each phase asks L2 for the block's weights of the phase H ahead (at most KB
  * of them a block) as it starts (prefetch_phase); off by default until a card's runs say where it pays.
+ * NBX_DECODE_STEP_NORM=block: the norm's former arithmetic (each thread every row's elements, a block sum per row)
+ * where the batch divides the block (warps a row otherwise), for A/B runs.
  */
 function variantFor(items: number, G: number, group: number): Variant {
   const a = process.env.NBX_DECODE_STEP_ASPLIT, b = process.env.NBX_DECODE_STEP_BAR ?? 'release';
@@ -918,7 +934,9 @@ function variantFor(items: number, G: number, group: number): Variant {
     if (!m) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_L2 must be off, H or H,KB (H phases ahead, 1 to 5; KB a block's cap per phase), got '${l2v}'`);
     l2 = { ahead: Number(m[1]), cap: m[2] ? Number(m[2]) * 1024 : 1 << 30 };
   }
-  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, traceStaged: process.env.NBX_DECODE_STEP_TRACE === '2' };
+  const norm = process.env.NBX_DECODE_STEP_NORM ?? 'warps';
+  if (norm !== 'warps' && norm !== 'block') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_NORM must be warps or block, got '${norm}'`);
+  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, traceStaged: process.env.NBX_DECODE_STEP_TRACE === '2', normRows: norm === 'block' };
 }
 
 /** Timestamps per phase and block when tracing: start, input ready, products done, end. */
@@ -962,11 +980,11 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   for (const r of [p.finalNorm, ...p.layers.flatMap((ly) => [ly.inputNorm, ly.postNorm])]) if (Number(at(r) % 8n) !== 0) return declined('alignment'); // norm_into's 8-byte loads
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
-  const base = smemBytes(s), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin);
+  const vt = variantFor(NH * B, G, NH / NKV);
+  const base = smemBytes(s, vt.asplit), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin);
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
-  const vt = variantFor(NH * B, G, NH / NKV);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.traceStaged ? 'tstaged:' : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.traceStaged ? 'tstaged:' : ''}${vt.normRows ? 'normblock:' : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
