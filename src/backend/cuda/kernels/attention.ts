@@ -34,7 +34,7 @@ import { R, type CudaBackend, type CudaBuffer } from '../runtime/backend.js';
 import type { ArgType } from '../runtime/driver.js';
 import { CP_ASYNC_DEVICE, CP_ASYNC_EMU } from './util.js';
 import { DeviceFaultError, UnsupportedError } from '../../../errors.js';
-import { defineSpace, prune, tuneSync, autotuneMode, bucketSize, type Config, type ConfigSpace } from '../../../autotune/index.js';
+import { defineSpace, prune, tuneSync, autotuneMode, bucketSize, median, type Config, type ConfigSpace } from '../../../autotune/index.js';
 import { attentionTileCeiling } from '../../../profiles/index.js';
 import type { AttentionParams } from '../../../kernels/attention.js';
 import { basePtr as ptr } from './util.js';
@@ -106,7 +106,7 @@ function maskTerm(mask: MaskKind, x: string, idx: string): string {
 
 // ---- prefill ---------------------------------------------------------------------------------------
 
-export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax }
+export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean }
 
 export const prefillSmem = (D: number, c: PrefillConfig): number => 2 * D * (c.blockM + 2 * c.stages * c.blockN);
 
@@ -759,9 +759,10 @@ interface AttnProblem { D: number }
  * 2-4 stages, ping-pong or not); pruned by the profile's attention tile ceiling (mma) and shared memory.
  * v3: the reworked Hopper kernel (asynchronous producer, FlashAttention-3's intra-warpgroup overlap) times
  * differently from v2's, so its tuning results are not reused. v5: knobs chain (chained persistent items) and softmax (tcsum per tile).
+ * v6: knob edge (each consumer warpgroup stops at its own rows' causal edge).
  */
 export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention.v5',
+  name: 'cuda.attention.v6',
   knobs: [
     { name: 'impl', values: ['mma', 'wgmma'], movesBits: true, doc: 'mma.sync kernel (any card) or the sm_90a warpgroup-MMA kernel' },
     { name: 'blockM', values: [64, 128], movesBits: false, doc: 'query rows per block (mma: 16 per warp; wgmma: 128)' },
@@ -772,15 +773,17 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
     { name: 'deep', values: [false, true], movesBits: false, doc: 'wgmma: Q·K(t+1)ᵀ issued with P·V(t-1) before the softmax of tile t (two S tiles live)' },
     { name: 'chain', values: [false, true], movesBits: false, doc: 'wgmma persistent: one loop over the tiles of all a block\'s items (an item\'s first Q·Kᵀ under the previous one\'s last P·V)' },
     { name: 'softmax', values: ['lazy', 'tcsum'], movesBits: true, doc: 'wgmma: the row sums on the ALUs (lazy) or on the tensor cores (tcsum: V gets a slab of ones)' },
+    { name: 'edge', values: [false, true], movesBits: false, doc: 'wgmma, causal: each consumer warpgroup stops at its own rows\' causal edge (the tiles past it released unread)' },
   ],
-  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false, chain: false, softmax: 'lazy' },
+  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false, chain: false, softmax: 'lazy', edge: false },
   sharedMemoryOptIn: true,
   constraint: (c) => {
-    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep || c.chain || c.softmax !== 'lazy' ? 'pingpong, persistent, deep, chain and softmax are wgmma knobs' : undefined;
+    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep || c.chain || c.softmax !== 'lazy' || c.edge ? 'pingpong, persistent, deep, chain, softmax and edge are wgmma knobs' : undefined;
     if (c.blockM !== SM90_BLOCK_M) return `the wgmma kernel has BLOCK_M ${SM90_BLOCK_M}`;
     if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64-192 and 2-4 stages';
     if (c.deep && c.pingpong) return 'the deep schedule has no ping-pong variant';
     if (c.chain && (!c.persistent || c.deep)) return 'chained items are a persistent build without the deep schedule';
+    if (c.edge && (c.pingpong || c.deep || c.chain)) return 'the per-warpgroup causal edge is a build without ping-pong, the deep schedule or chained items';
     return undefined;
   },
   resources: (c, p) => (c.impl === 'wgmma'
@@ -870,7 +873,7 @@ function sm90Build(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskK
 /** The sm_90a kernel, compiled once per specialization. */
 function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, tma: boolean): CudaKernel {
   const watch = process.env.NBX_ATTENTION_WATCH === '1';
-  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${cfg.deep ? 'dp' : ''}:${cfg.chain ? 'ch' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxOf(cfg)}`;
+  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${cfg.deep ? 'dp' : ''}:${cfg.chain ? 'ch' : ''}:${cfg.edge ? 'eg' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxOf(cfg)}`;
   let k = sm90Kernels.get(key);
   if (!k) {
     const b = sm90Build(dt, D, cfg, maskKind, watch, tma);
@@ -977,7 +980,7 @@ export async function precompileAttention(specs: { dt: DTypeName; D: number; cfg
   return jobs.size;
 }
 /** A Hopper tile as a PREFILL_SPACE configuration (the tuner's candidates; tests and scripts force them). */
-export const wgmmaConfig = (x: Sm90Config): Config => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent, deep: !!x.deep, chain: !!x.chain, softmax: x.softmax ?? 'lazy' });
+export const wgmmaConfig = (x: Sm90Config): Config => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent, deep: !!x.deep, chain: !!x.chain, softmax: x.softmax ?? 'lazy', edge: !!x.edge });
 /**
  * Test/bench hook: force a configuration (empty: tune as usual); blocks caps the persistent Hopper kernel's grid
  * (tests: many work items per block, on the emulator in minutes); group sets its L2 group (batch·heads whose
@@ -1073,13 +1076,13 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, rb = 1, ca
  */
 const TUNE_LAUNCHES = 4;
 let events: { start: ReturnType<CudaBackend['ctx']['createEvent']>; end: ReturnType<CudaBackend['ctx']['createEvent']> } | undefined;
-function timeRun(cfg: Config, run: (cfg: Config) => void): number {
+function timeRun(cfg: Config, run: (cfg: Config) => void, launches = TUNE_LAUNCHES): number {
   events ??= { start: be.ctx.createEvent({ timing: true }), end: be.ctx.createEvent({ timing: true }) };
   events.start.record(be.stream);
-  for (let i = 0; i < TUNE_LAUNCHES; i++) run(cfg);
+  for (let i = 0; i < launches; i++) run(cfg);
   events.end.record(be.stream);
   events.end.synchronize();
-  return events.end.elapsedSince(events.start) / TUNE_LAUNCHES;
+  return events.end.elapsedSince(events.start) / launches;
 }
 
 /** Problems below this many score elements run the default configuration (launch-bound). */
@@ -1136,35 +1139,46 @@ function pickTuned(space: ConfigSpace<AttnProblem>, shape: string, dtype: string
 
 /** Timed rounds of an interleaved sweep (after one round that compiles and warms every candidate). */
 const TUNE_ROUNDS = 5;
+/** The least time a sweep's sample spans (ms): short launches (decode, L 1024) take more launches a sample, up to TUNE_MAX_LAUNCHES. */
+const TUNE_SAMPLE_MS = 2, TUNE_MAX_LAUNCHES = 16;
 /**
- * Every candidate's time as the best of TUNE_ROUNDS samples (TUNE_LAUNCHES launches each) taken in rounds: one sample
- * of each candidate per round, in list order, so that each candidate is timed early and late in the sweep. tuneSync's
- * own sweep times a candidate's samples back to back, one candidate after the other: a candidate's figure then depends
- * on where it stands in the list (the clocks and the card's power state move over a sweep of hundreds of launches). In
- * sessions 7-9 the tuner took the first prefill candidate (n128s2, timed right after the warm-up of the same tile) on
- * the f16 row four times and the bench row then read 550-566 TFLOP/s, while the rows that ran a persistent tile read
- * 575-608; attention-check's forced timings, taken one tile after the other in the same order, ranked n128s2 first as
- * well (f16 572 vs n128s2P 532) where the bench never did. The best sample, not the median: the bench and the peer
- * take the best of theirs. A candidate whose first run throws is left out of the rounds (its error returned); a
- * DeviceFaultError ends the sweep. NBX_ATTN_TUNE_SERIAL=1: tuneSync's own sweep (for comparing the two).
+ * Every candidate's time as the median of TUNE_ROUNDS samples taken in rounds: one sample of each candidate per round,
+ * in list order, so that each candidate is timed early and late in the sweep. tuneSync's own sweep times a candidate's
+ * samples back to back, one candidate after the other: a candidate's figure then depends on where it stands in the list
+ * (the clocks and the card's power state move over a sweep of hundreds of launches). In sessions 7-9 the tuner took the
+ * first prefill candidate (n128s2, timed right after the warm-up of the same tile) on the f16 row four times and the
+ * bench row then read 550-566 TFLOP/s, while the rows that ran a persistent tile read 575-608; in attn-8 (this sweep,
+ * best sample) every prefill row took n128s2Pt, the best or within 0.2% of the best tile in forced timings with an idle
+ * pause before each (attn-8 timefresh), and f16 rose to 105.1% of SDPA.
+ * Median, not the best sample, and samples of at least TUNE_SAMPLE_MS: with the best of 5 four-launch samples attn-8 took
+ * lanes t256 c4096 (one chunk, 256 blocks) for decode B8 H32 S4096 at 0.1246 ms (4,309 GB/s), which ran at 3,204 GB/s in
+ * the bench (50 launches a sample) and 3,219-3,228 in every forced timing before: a form whose short samples are
+ * sometimes fast. Launches per sample from the warm-up round's least time (4 at L4096 prefill, 16 for decode).
+ * A candidate whose first run throws is left out of the rounds (its error returned); a DeviceFaultError ends the sweep.
+ * NBX_ATTN_TUNE_SERIAL=1: tuneSync's own sweep (for comparing the two).
  */
 function interleavedSweep(cands: Config[], run: (cfg: Config) => void): Map<Config, number | Error> {
   const out = new Map<Config, number | Error>();
-  const live: Config[] = [];
+  const samples = new Map<Config, number[]>();
+  let fastest = Infinity; // the warm-up round's least time (a first run that compiled reads long): the problem's scale
+  const fail = (c: Config, e: unknown): void => {
+    if (e instanceof DeviceFaultError) throw e;
+    out.set(c, e instanceof Error ? e : new Error(String(e)));
+    samples.delete(c);
+  };
   for (const c of cands) {
-    try { timeRun(c, run); live.push(c); out.set(c, Infinity); } catch (e) {
-      if (e instanceof DeviceFaultError) throw e;
-      out.set(c, e instanceof Error ? e : new Error(String(e)));
-    }
+    try {
+      fastest = Math.min(fastest, timeRun(c, run));
+      samples.set(c, []);
+    } catch (e) { fail(c, e); }
   }
-  for (let r = 0; r < TUNE_ROUNDS; r++) for (const c of live) {
-    const t = out.get(c);
-    if (typeof t !== 'number') continue;
-    try { out.set(c, Math.min(t, timeRun(c, run))); } catch (e) {
-      if (e instanceof DeviceFaultError) throw e;
-      out.set(c, e instanceof Error ? e : new Error(String(e)));
-    }
+  const launches = Math.max(TUNE_LAUNCHES, Math.min(TUNE_MAX_LAUNCHES, Math.ceil(TUNE_SAMPLE_MS / Math.max(fastest, 1e-3))));
+  for (let r = 0; r < TUNE_ROUNDS; r++) for (const c of cands) {
+    const xs = samples.get(c);
+    if (!xs) continue;
+    try { xs.push(timeRun(c, run, launches)); } catch (e) { fail(c, e); }
   }
+  for (const [c, xs] of samples) out.set(c, median(xs));
   return out;
 }
 

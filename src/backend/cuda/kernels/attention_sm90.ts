@@ -71,12 +71,19 @@ export type Sm90MaskKind = 'none' | 'bool' | DTypeName;
  * tiles live: BLOCK_N ≤ 96 at head dim 128), so its own MMAs cover its softmax (not with ping-pong);
  * chain (persistent): the consumers run one loop over the tiles of all their items, so an item's first
  * Q·Kᵀ and softmax run under the previous item's last P·V (two Q buffers), as any tile's do;
- * softmax: the form built (Sm90SourceOptions.softmax; default lazy; NBX_ATTENTION_SOFTMAX overrides it).
+ * softmax: the form built (Sm90SourceOptions.softmax; default lazy; NBX_ATTENTION_SOFTMAX overrides it);
+ * edge (causal problems; not with ping-pong, deep or chain): each consumer warpgroup stops at its own rows' causal edge.
+ * A work item's tile count is that of its last row, so where BLOCK_N does not divide 64 evenly into the item's rows
+ * (BLOCK_N 64, 96, 160, 80: not 128), warpgroup 0 (the item's first 64 rows) gets a last tile, or more, whose every key
+ * lies past its rows: every score masked, P = 0, P·V adds 0. With edge it releases those slots unread (waiting on
+ * each slot's full barrier first, so its arrivals on the empty barriers stay in the slot's phase order) and goes on
+ * to its epilogue and next item while warpgroup 1 has the tensor cores. Same bits for finite inputs (a skipped P·V
+ * adds exact zeros).
  */
-export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax }
+export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean }
 
-/** A configuration's short name: n<BLOCK_N>s<stages>, p ping-pong, d deep, P persistent, C chained items, t tcsum. */
-export const sm90Tag = (c: Sm90Config): string => `n${c.blockN}s${c.stages}${c.pingpong ? 'p' : ''}${c.deep ? 'd' : ''}${c.persistent ? 'P' : ''}${c.chain ? 'C' : ''}${c.softmax === 'tcsum' ? 't' : ''}`;
+/** A configuration's short name: n<BLOCK_N>s<stages>, p ping-pong, d deep, P persistent, C chained items, t tcsum, e each warpgroup's causal edge. */
+export const sm90Tag = (c: Sm90Config): string => `n${c.blockN}s${c.stages}${c.pingpong ? 'p' : ''}${c.deep ? 'd' : ''}${c.persistent ? 'P' : ''}${c.chain ? 'C' : ''}${c.softmax === 'tcsum' ? 't' : ''}${c.edge ? 'e' : ''}`;
 
 /** Query rows per block: two consumer warpgroups of 64 rows. */
 export const SM90_BLOCK_M = 128;
@@ -104,15 +111,24 @@ export function sm90Configs(D: number): Sm90Config[] {
   // Eighth session, call 3 (figures in the commit that pruned the list): the chained forms (C) lost to the plain
   // persistent tiles on every D128 row and are offered at D64 only, as the one chained tile that won there; they
   // stay selectable by force. tcsum (t) measured mixed against lazy tile for tile, so it is a tile of its own.
+  // Tenth session, attn-8 (forced, 0.3 s idle before each tile; causal L4096 / non-causal / L1024 / GQA / f16): n128s2 591 /
+  // 687 / 323 / 594 / 577, n128s2P 614 / 676 / 383 / 619 / 596, n160s2P 622 / 692 / 353 / 625 / 599, n128s2Pt 627 / 691 /
+  // 388 / 633 / 609 (the tuner's pick on all five rows); not offered: n96s2P 572 / 636 / 353, n96s3P 578 / 636 / 354, n64s3P
+  // 480 / 529 / 326, n64s4P 485 / 534 / 321, n112s2P 564 / 648 / 344 (smaller K/V tiles lose, also at L1024). n160s2Pt: the
+  // two best tiles' traits together (BLOCK_N 160, tcsum; 0 spills unmasked), untimed: the tuner decides.
   if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, persistent: true }, { blockN: 160, stages: 2, persistent: true },
-    { blockN: 128, stages: 2, persistent: true, softmax: 'tcsum' }];
+    { blockN: 128, stages: 2, persistent: true, softmax: 'tcsum' }, { blockN: 160, stages: 2, persistent: true, softmax: 'tcsum' }];
   // D64 (call 5): n192s2pP 411, n128s3pP 380, n128s3P 364, n128s3p 361, n160s3 332, n192s2 329 (SDPA 424-433)
   // Ninth session: n192s3pPC, the bench's D64 pick (n192s2pPC: 418 forced in attn-4, 422.6 in the attn-5 bench vs SDPA
   // 438.0) with a ring of 3 (181 KB of shared memory; a 24 KB K or V tile at D64 is short work for a step, so one
   // more tile in flight). Not yet timed: the tuner decides. nvcc 13 sm_90a: spills as n192s2pPC (none unmasked; 8-16
   // bytes with bool / float32 masks).
-  return [{ blockN: 192, stages: 2, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true, persistent: true }, { blockN: 128, stages: 3, persistent: true },
-    { blockN: 192, stages: 2, pingpong: true, persistent: true, chain: true }, { blockN: 192, stages: 3, pingpong: true, persistent: true, chain: true }];
+  // (n128s3P dropped in the tenth session: 354-364 in every forced timing against 400-434 for the n192 tiles)
+  return [{ blockN: 192, stages: 2, pingpong: true, persistent: true }, { blockN: 128, stages: 3, pingpong: true, persistent: true },
+    { blockN: 192, stages: 2, pingpong: true, persistent: true, chain: true }, { blockN: 192, stages: 3, pingpong: true, persistent: true, chain: true },
+    // attn-8 (forced, causal L4096, 0.3 s idle before each): n192s2pP 406, n128s3pP 389, n128s3P 363, n192s2pPC 426,
+    // n192s3pPC 418, n192s2pPCt 434 (SDPA 434.7 in the bench of the same call, whose pick n192s2pPC read 415.8)
+    { blockN: 192, stages: 2, pingpong: true, persistent: true, chain: true, softmax: 'tcsum' }];
 }
 
 /**
@@ -466,6 +482,8 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
   const { blockN: BN, stages: ST } = c;
   const PP = !!c.pingpong, DP = !!c.deep;
   if (DP && PP) throw new UnsupportedError('attention', 'the deep sm_90 schedule has no ping-pong variant');
+  const EG = !!c.edge;
+  if (EG && (PP || DP || c.chain)) throw new UnsupportedError('attention', 'the per-warpgroup causal edge is a build without ping-pong, the deep schedule or chained items');
   if (BN % 16 !== 0 || BN < 16 || BN > 256 || ST < 2) throw new UnsupportedError('attention', `the sm_90 prefill kernel takes BLOCK_N a multiple of 16 up to 256 and 2+ stages, got ${BN}/${ST}`);
   const BM = SM90_BLOCK_M;
   const TMA = !!opts.tma;
@@ -879,11 +897,22 @@ ${itemStart}
     lrow[0] = lrow[1] = 0.f; corr[0] = corr[1] = 1.f;
 ${DP ? deepLoop : `${PP ? '    if (nt > 0 && cw == 1) turnPass();\n' : ''}`}${DP ? '' : `    if (nt > 0) {${P ? '' : `
       mbar_wait(barQ(0), it & 1, 0, it);`}
-${firstTile}
-      for (int t = 1; t < nt; t++) {
+${EG ? `      // this warpgroup's tiles: up to its own last row's causal edge (edge build; the item's nt is warpgroup 1's)
+      const int ntw = causal ? min(nt, (min(S, m0 + 64 * (cw + 1)) + ${BN - 1}) / ${BN}) : nt;
+` : ''}${firstTile}
+      for (int t = 1; t < ${EG ? 'ntw' : 'nt'}; t++) {
 ${tileStep('')}
       }
-${lastPV('nt - 1')}
+${lastPV(EG ? 'ntw - 1' : 'nt - 1')}${EG ? `
+      // the tiles past the edge (every key masked for these rows): released unread, each after its full barrier, in
+      // tile order, so that this warpgroup's arrivals count in the phase of that fill (and Q's release at the last)
+      for (int t = ntw; t < nt; t++) {
+        const int g = gt + t, s = g % ${ST};
+        mbar_wait(barK(s), (g / ${ST}) & 1, 1, g);
+        releaseK(t);
+        mbar_wait(barV(s), (g / ${ST}) & 1, 2, g);
+        releaseV(t);
+      }` : ''}
 `}    }${P ? ` else if (lane == 0) mbar_arrive(barQE(0)); // no key for this item: its Q is free at once` : ''}
 ${prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined)}
     gt += nt;
