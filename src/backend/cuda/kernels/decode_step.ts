@@ -55,7 +55,7 @@ const RING_NS_MAX = 5;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; traceStaged?: boolean; normRows?: boolean }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean }
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
 /**
@@ -110,7 +110,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define NPT_ ${Math.ceil(s.H / THREADS)}
 #define ASPLIT_ ${v.asplit}
 #define HPI_ ${v.hpi ?? 1}
-${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}${v.bulk === false ? '#define NBX_NO_BULK_ROWS_ 1\n' : ''}${v.l2 ? `#define L2AHEAD_ ${v.l2.ahead}\n#define L2CAP_ ${v.l2.cap}ll\n` : ''}${v.traceStaged ? '#define TRACE_STAGED_ 1\n' : ''}${v.normRows ? '#define NBX_NORM_ROWS_ 1\n' : ''}#ifdef NBX_EMU
+${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}${v.bulk === false ? '#define NBX_NO_BULK_ROWS_ 1\n' : ''}${v.l2 ? `#define L2AHEAD_ ${v.l2.ahead}\n#define L2CAP_ ${v.l2.cap}ll\n` : ''}${v.markAtCopy ? '#define MARK_AT_COPY_ 1\n' : ''}${v.normRows ? '#define NBX_NORM_ROWS_ 1\n' : ''}#ifdef NBX_EMU
 #define CP16(dst, src_) (*reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src_))
 #define CP_COMMIT()
 #define CP_WAIT()
@@ -340,7 +340,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
  */
 __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ringw, int& cs, Loader& ld,
     const Layer* layers, const T_* lmhead, unsigned long long* tm) {
-#ifndef TRACE_STAGED_
+#ifndef MARK_AT_COPY_
   if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: input ready
 #endif
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
@@ -403,7 +403,7 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
 #define BULK_ROWS_ 1
 #endif
 #define SR_ 2
-#ifdef TRACE_STAGED_
+#ifdef MARK_AT_COPY_
 __shared__ unsigned long long* nbx_tm_; // the phase's trace marks (thread 0 sets and reads it)
 #endif
 __device__ void stage_rows(const T_* const* emb, const T_* base, bool fromEmb, int K, T_* xs, unsigned long long* xbar, unsigned& xph) {
@@ -442,7 +442,7 @@ __device__ void stage_rows(const T_* const* emb, const T_* base, bool fromEmb, i
     }
   }
 #endif
-#ifdef TRACE_STAGED_
+#ifdef MARK_AT_COPY_
   if (nbx_tm_ && threadIdx.x == 0) nbx_tm_[gridDim.x] = nbx_globaltimer(); // the mark "input ready" moved here: the copy alone
 #endif
   __syncthreads();
@@ -738,7 +738,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     const int l = ph / 5, st = ph - l * 5;
     unsigned long long* tm = trace ? trace + (4ll * ph) * gridDim.x + blockIdx.x : nullptr; // this phase's marks (tracing)
     if (tm && threadIdx.x == 0) tm[0] = nbx_globaltimer();
-#ifdef TRACE_STAGED_
+#ifdef MARK_AT_COPY_
     if (threadIdx.x == 0) nbx_tm_ = tm;
 #endif
 #ifdef PREFETCH_L2_
@@ -772,7 +772,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
 #else
         merge_att(patt, part, xs, &xbar, xph);
 #endif
-#ifdef TRACE_STAGED_
+#ifdef MARK_AT_COPY_
         if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer();
 #endif
       }
@@ -913,10 +913,14 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * the inputs staged by loads through registers where sm_90's bulk copies would (stage_rows), for A/B runs.
  * NBX_DECODE_STEP_L2=H[,KB]: on sm_90, each phase asks L2 for the block's weights of the phase H ahead (at most KB
  * of them a block) as it starts (prefetch_phase); off by default until a card's runs say where it pays.
+ * NBX_DECODE_STEP_MARK=copy|gemv: where the phase trace's mark "input ready" sits, in the inputs' copy (stage_rows)
+ * or at the products' start. Only a trace reads it, but the two compile differently, and not by a little: on the H200
+ * at TinyLlama's shape 'copy' ran batch 8 13% faster and batch 1 2% slower (BENCHMARKS.md, tenth session, call 2), so
+ * it is the default from batch 2 up.
  * NBX_DECODE_STEP_NORM=block: the norm's former arithmetic (each thread every row's elements, a block sum per row)
  * where the batch divides the block (warps a row otherwise), for A/B runs.
  */
-function variantFor(items: number, G: number, group: number): Variant {
+function variantFor(items: number, G: number, group: number, batch: number): Variant {
   const a = process.env.NBX_DECODE_STEP_ASPLIT, b = process.env.NBX_DECODE_STEP_BAR ?? 'release';
   const asplit = a ? Number(a) : Math.max(1, Math.min(2, Math.floor(G / items)));
   if (!Number.isInteger(asplit) || asplit < 1 || asplit > 16) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_ASPLIT must be an integer from 1 to 16, got '${a}'`);
@@ -936,7 +940,9 @@ function variantFor(items: number, G: number, group: number): Variant {
   }
   const norm = process.env.NBX_DECODE_STEP_NORM ?? 'warps';
   if (norm !== 'warps' && norm !== 'block') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_NORM must be warps or block, got '${norm}'`);
-  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, traceStaged: process.env.NBX_DECODE_STEP_TRACE === '2', normRows: norm === 'block' };
+  const mark = process.env.NBX_DECODE_STEP_TRACE === '2' ? 'copy' : process.env.NBX_DECODE_STEP_MARK ?? (batch > 1 ? 'copy' : 'gemv');
+  if (mark !== 'copy' && mark !== 'gemv') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_MARK must be copy or gemv, got '${mark}'`);
+  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block' };
 }
 
 /** Timestamps per phase and block when tracing: start, input ready, products done, end. */
@@ -980,11 +986,11 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   for (const r of [p.finalNorm, ...p.layers.flatMap((ly) => [ly.inputNorm, ly.postNorm])]) if (Number(at(r) % 8n) !== 0) return declined('alignment'); // norm_into's 8-byte loads
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
-  const vt = variantFor(NH * B, G, NH / NKV);
+  const vt = variantFor(NH * B, G, NH / NKV, B);
   const base = smemBytes(s, vt.asplit), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin);
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.traceStaged ? 'tstaged:' : ''}${vt.normRows ? 'normblock:' : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
@@ -1019,7 +1025,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   else { be.ctx.memsetD8(st.err.ptr, 0, 8, be.stream); err = st.err.ptr; }
   const phases = 5 * L + 1;
   // NBX_DECODE_STEP_TRACE=1: each block's start and end time of every phase (decodeStepTrace), for profiling; =2: the
-  // same with the mark "input ready" taken when the input rows are copied (before the norm's arithmetic; a build of its own)
+  // same with the mark "input ready" taken when the input rows are copied (NBX_DECODE_STEP_MARK=copy)
   const tracing = process.env.NBX_DECODE_STEP_TRACE === '1' || process.env.NBX_DECODE_STEP_TRACE === '2';
   if (tracing && (st.trace === null || st.traceShape[0] !== phases || st.traceShape[1] !== G)) {
     if (be.capture !== null) return declined('trace buffer in a capture');
