@@ -23,7 +23,7 @@
 // Targets (ratio to bf16 tok/s): int4 g128 ≥ 2.8×, int8 ≥ 1.7×, Q4_K_M ≥ 2.5×.
 //
 // Run: node dist/bench/quant.js [--device cuda|webgpu|cpu] [--check [--quick]] [--no-gemv] [--sweep]
-//        [--formats all|int4,q4_k,...] [--gemv-formats int4,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--shape llama3-8b|tiny]
+//        [--formats all|int4,q4_k,...] [--gemv-formats int4,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--decode-schemes bf16,int8,int4-g128,q4_k_m] [--shape llama3-8b|tiny]
 //        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty] [--sweep-stream] [--sweep-focus] [--sweep-xf] [--sweep-lb] [--sweep-pg] [--sweep-cfgs JSON|@FILE] [--check-filter STR|STR...] [--sass DIR]     (or `nbx bench quant ...`)
 //   --budget-s: past S seconds from the start, the sweep and the remaining decode models are skipped (said so).
 
@@ -399,13 +399,13 @@ async function timeDecode(model: CausalLMModel, prompt: number[], newTokens: num
 
 interface DecodeRow { scheme: Scheme; tok_s?: number; ratio?: number; target: number; gb_per_step?: number; error?: string }
 
-async function decode(device: string, shape: string, newTokens: number): Promise<DecodeRow[]> {
+async function decode(device: string, shape: string, newTokens: number, schemes: Scheme[] = ['bf16', 'int8', 'int4-g128', 'q4_k_m']): Promise<DecodeRow[]> {
   const cfg = SHAPES[shape]!;
   const rows: DecodeRow[] = [];
   const prompt = Array.from({ length: 16 }, (_, i) => 3 + ((i * 7919) % 1000));
   let base: number | undefined;
   out(`decode ${shape}, batch 1, prompt 16, ${newTokens} new tokens (greedy, random weights)`);
-  for (const scheme of ['bf16', 'int8', 'int4-g128', 'q4_k_m'] as Scheme[]) {
+  for (const scheme of schemes) {
     if (overBudget()) { out(`  ${scheme.padEnd(10)} skipped (--budget-s reached)`); rows.push({ scheme, target: TARGET[scheme], error: 'time budget' }); continue; }
     let model: CausalLMModel | null = null;
     try {
@@ -471,7 +471,7 @@ export async function run(args: string[] = []): Promise<void> {
       device: { type: 'string', default: nbx.cuda.is_available() ? 'cuda' : 'cpu' }, shapes: { type: 'string' }, quick: { type: 'boolean', default: false }, check: { type: 'boolean', default: false }, 'no-gemv': { type: 'boolean', default: false },
       sweep: { type: 'boolean', default: false }, 'sweep-stream': { type: 'boolean', default: false }, 'sweep-focus': { type: 'boolean', default: false }, 'sweep-xf': { type: 'boolean', default: false }, 'sweep-lb': { type: 'boolean', default: false }, 'sweep-pg': { type: 'boolean', default: false }, 'sweep-cfgs': { type: 'string' }, 'check-filter': { type: 'string' }, sass: { type: 'string' }, formats: { type: 'string', default: 'all' }, m: { type: 'string', default: '1' },
       decode: { type: 'boolean' }, 'no-decode': { type: 'boolean', default: false }, shape: { type: 'string' },
-      'new-tokens': { type: 'string', default: '64' }, flush: { type: 'string', default: 'clean' }, 'budget-s': { type: 'string', default: '0' }, 'gemv-formats': { type: 'string' }, 'roofline-gbs': { type: 'string' }, json: { type: 'string' },
+      'new-tokens': { type: 'string', default: '64' }, flush: { type: 'string', default: 'clean' }, 'budget-s': { type: 'string', default: '0' }, 'gemv-formats': { type: 'string' }, 'decode-schemes': { type: 'string' }, 'roofline-gbs': { type: 'string' }, json: { type: 'string' },
     },
   });
   const device = v.device!;
@@ -521,7 +521,10 @@ export async function run(args: string[] = []): Promise<void> {
     gemvArgs = { ms, roof, shapes };
   }
   const doDecode = v['no-decode'] ? false : v.decode ?? device === 'cuda';
-  if (doDecode) result.decode = await decode(device, v.shape ?? (device === 'cuda' ? 'llama3-8b' : 'tiny'), Number(v['new-tokens']));
+  const schemes = (v['decode-schemes'] ?? 'bf16,int8,int4-g128,q4_k_m').split(',').map((x) => x.trim()) as Scheme[];
+  for (const sc of schemes) if (!(sc in TARGET)) throw new nbx.ValueError(OP, `--decode-schemes: unknown scheme '${sc}' (${Object.keys(TARGET).join(', ')})`);
+  if (schemes[0] !== 'bf16') schemes.unshift('bf16'); // the ratios' base, timed first
+  if (doDecode) result.decode = await decode(device, v.shape ?? (device === 'cuda' ? 'llama3-8b' : 'tiny'), Number(v['new-tokens']), schemes);
   // last, as the time budget allows: every configuration of the CUDA GEMV for the main formats
   if (v.sweep && gemvArgs && device === 'cuda') {
     out('sweep of the CUDA GEMV configurations (kernel / warps splitting K: GB/s)');
