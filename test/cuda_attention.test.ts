@@ -115,6 +115,44 @@ test('attention prefill, wgmma kernel: dtypes, head dims, causal, masks, GQA, se
   } finally { _forceAttentionConfig({}); }
 });
 
+// The per-warpgroup causal edge (config edge, tag e; forced only, not offered): warpgroup 0 releases the tiles past its
+// rows' causal edge unread, where the tile-less form computes them fully masked (P = 0, the running max and sums
+// unchanged), so the bits are those of the same tile without edge: persistent (several items per block, grid capped)
+// and not, TMA and cp.async (K/V broadcast over heads), L = S, L > S, L < S, GQA, float16, a scale, D64/D128.
+test('attention prefill, wgmma: the per-warpgroup causal edge gives the same bits', { skip }, (t) => {
+  nbx.zeros([1], { device: 'cuda' }).dispose();
+  if (wgSkip()) { t.skip('this device has no warpgroup MMA (sm_90a)'); return; }
+  try {
+    const tilesE: [number, Sm90Config][] = [[128, { blockN: 160, stages: 2, persistent: true }], [128, { blockN: 96, stages: 2 }], [64, { blockN: 192, stages: 2, persistent: true }]];
+    for (const [D, w] of tilesE) {
+      const tag = `wgmma ${sm90Tag({ ...w, edge: true })} D${D}`;
+      if (!tiles.test(tag)) continue;
+      const bc = (x: Tensor): Tensor => x.expand(1, 2, 230, D);
+      const cases: [string, Tensor[], (...x: Tensor[]) => Tensor][] = [
+        ['causal L=S', qkv(2, 2, 2, 300, 300, D, 'bfloat16', 90), (q, k, v) => sdpa(q, k, v, { is_causal: true })],
+        ['causal L>S gqa', qkv(1, 4, 2, 290, 170, D, 'bfloat16', 91), (q, k, v) => sdpa(q, k, v, { is_causal: true, enable_gqa: true })],
+        ['causal L<S f16', qkv(1, 2, 2, 140, 330, D, 'float16', 92), (q, k, v) => sdpa(q, k, v, { is_causal: true })],
+        ['causal scale', qkv(1, 3, 3, 260, 260, D, 'bfloat16', 93), (q, k, v) => sdpa(q, k, v, { is_causal: true, scale: 0.3 })],
+        ['causal broadcast K/V', [rand([1, 2, 230, D], 95, -1, 1, 'bfloat16'), rand([1, 1, 230, D], 96, -1, 1, 'bfloat16'), rand([1, 1, 230, D], 97, -1, 1, 'bfloat16')], (q, k, v) => sdpa(q, bc(k), bc(v), { is_causal: true })],
+      ];
+      for (const [name, ins, f] of cases) {
+        const xs = ins.map((x) => x.to('cuda'));
+        const out: Float32Array[] = [];
+        for (const e of [false, true]) {
+          _forceAttentionConfig({ prefill: wgmmaConfig({ ...w, edge: e }), ...(w.persistent ? { blocks: 3 } : {}) });
+          const p0 = attentionStats.prefill90;
+          out.push(f(...xs).to('float32').to('cpu').contiguous().dataSync() as Float32Array);
+          assert.ok(attentionStats.prefill90 > p0, `${tag} ${name}: the wgmma kernel did not run`);
+        }
+        assert.deepEqual(out[1], out[0], `${tag} ${name}: bits differ from the tile without edge`);
+      }
+      // and right against the CPU path (the pair above could share a mistake)
+      _forceAttentionConfig({ prefill: wgmmaConfig({ ...w, edge: true }) });
+      fused('prefill', `${tag} causal`, (q, k, v) => sdpa(q, k, v, { is_causal: true }), qkv(1, 2, 2, 260, 260, D, 'bfloat16', 98), 'bfloat16');
+    }
+  } finally { _forceAttentionConfig({}); }
+});
+
 // The persistent tiles with their grid capped at 2 blocks, so each block walks many work items (on the device,
 // and the emulator's 132 SMs, the cases above give most blocks one): items of different tile counts back to
 // back (causal, L > S), across batch·heads and KV groups, with masks and fully masked rows; the chained forms
