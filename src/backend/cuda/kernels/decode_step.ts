@@ -915,8 +915,8 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * of them a block) as it starts (prefetch_phase); off by default until a card's runs say where it pays.
  * NBX_DECODE_STEP_MARK=copy|gemv: where the phase trace's mark "input ready" sits, in the inputs' copy (stage_rows)
  * or at the products' start. Only a trace reads it, but the two compile differently, and not by a little: on the H200
- * at TinyLlama's shape 'copy' ran batch 8 13% faster and batch 1 2% slower (BENCHMARKS.md, tenth session, call 2), so
- * it is the default from batch 2 up.
+ * at TinyLlama's shape 'copy' ran batch 4 and 8 13% faster, batch 1 1% and batch 2 17% slower (BENCHMARKS.md, tenth
+ * session, call 3), so it is the default from batch 4 up.
  * NBX_DECODE_STEP_NORM=block: the norm's former arithmetic (each thread every row's elements, a block sum per row)
  * where the batch divides the block (warps a row otherwise), for A/B runs.
  */
@@ -940,7 +940,7 @@ function variantFor(items: number, G: number, group: number, batch: number): Var
   }
   const norm = process.env.NBX_DECODE_STEP_NORM ?? 'warps';
   if (norm !== 'warps' && norm !== 'block') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_NORM must be warps or block, got '${norm}'`);
-  const mark = process.env.NBX_DECODE_STEP_TRACE === '2' ? 'copy' : process.env.NBX_DECODE_STEP_MARK ?? (batch > 1 ? 'copy' : 'gemv');
+  const mark = process.env.NBX_DECODE_STEP_TRACE === '2' ? 'copy' : process.env.NBX_DECODE_STEP_MARK ?? (batch >= 4 ? 'copy' : 'gemv');
   if (mark !== 'copy' && mark !== 'gemv') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_MARK must be copy or gemv, got '${mark}'`);
   return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block' };
 }
