@@ -402,6 +402,29 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
 #if !defined(NBX_EMU) && !defined(NBX_NO_BULK_ROWS_) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define BULK_ROWS_ 1
 #endif
+#ifdef BULK_ROWS_
+/**
+ * Thread 0 opens a group of bulk copies of BYTES in all on the barrier BAR: ordinary loads and stores (the
+ * generic proxy) before the copies (the async proxy) first, the block's earlier use of the destination and the other
+ * blocks' stores acquired at the grid barrier.
+ */
+__device__ __forceinline__ void bulk_expect(unsigned bar, int bytes) {
+  asm volatile("fence.proxy.async;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, unsigned bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+    :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+/** Every thread waits for the group on the barrier bar (phase parity xph, flipped for its next use). */
+__device__ __forceinline__ void bulk_wait(unsigned bar, unsigned& xph) {
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(xph) : "memory");
+  }
+  xph ^= 1u;
+}
+#endif
 #define SR_ 2
 #ifdef MARK_AT_COPY_
 __shared__ unsigned long long* nbx_tm_; // the phase's trace marks (thread 0 sets and reads it)
@@ -420,11 +443,7 @@ __device__ void stage_rows(const T_* const* emb, const T_* base, bool fromEmb, i
         :: "r"((unsigned)__cvta_generic_to_shared(xs + b * XSTR_)), "l"(src), "r"(K * 2), "r"(bar) : "memory");
     }
   }
-  unsigned done = 0;
-  while (!done) {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(xph) : "memory");
-  }
-  xph ^= 1u;
+  bulk_wait(bar, xph);
 #else
   (void)xbar; (void)xph;
   const int k8 = K >> 3, n = B_ * k8;
@@ -638,17 +657,8 @@ __device__ void merge_att(const float* patt, float* scratch, T_* xs, unsigned lo
   const int nf = B_ * NH_ * ASPLIT_ * (D_ + 2), nb = (nf * 4 + 15) & ~15; // floats: the parts, then the pairs; bytes copied (16s: the workspace runs on)
 #ifdef BULK_ROWS_
   const unsigned bar = (unsigned)__cvta_generic_to_shared(xbar);
-  if (threadIdx.x == 0) {
-    asm volatile("fence.proxy.async;" ::: "memory"); // as in stage_rows: earlier generic accesses before the copy
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(nb) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-      :: "r"((unsigned)__cvta_generic_to_shared(scratch)), "l"(patt), "r"(nb), "r"(bar) : "memory");
-  }
-  unsigned done = 0;
-  while (!done) {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(xph) : "memory");
-  }
-  xph ^= 1u;
+  if (threadIdx.x == 0) { bulk_expect(bar, nb); bulk_copy(scratch, patt, nb, bar); }
+  bulk_wait(bar, xph);
 #else
   (void)xbar; (void)xph;
   for (int e = threadIdx.x; e < nb / 16; e += THREADS_) reinterpret_cast<uint4*>(scratch)[e] = ldcg4(patt + 4 * e);
