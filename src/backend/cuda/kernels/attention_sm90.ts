@@ -78,7 +78,10 @@ export type Sm90MaskKind = 'none' | 'bool' | DTypeName;
  * lies past its rows: every score masked, P = 0, P·V adds 0. With edge it releases those slots unread (waiting on
  * each slot's full barrier first, so its arrivals on the empty barriers stay in the slot's phase order) and goes on
  * to its epilogue and next item while warpgroup 1 has the tensor cores. Same bits for finite inputs (a skipped P·V
- * adds exact zeros).
+ * adds exact zeros). Measured slower (attn-9, forced, TFLOP/s causal L4096 / non-causal / L1024): n160s2Pe 522 / 586 /
+ * 338 against n160s2P 608 / 682 / 350, n144s2Pte 597 / 650 / 341 against n144s2Pt 613 / 683 / 354 — also non-causal,
+ * where ntw = nt and nothing is skipped: the build's loop shape alone costs that (as the chained loop's did). Selectable
+ * by force only.
  */
 export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean }
 
@@ -114,10 +117,13 @@ export function sm90Configs(D: number): Sm90Config[] {
   // Tenth session, attn-8 (forced, 0.3 s idle before each tile; causal L4096 / non-causal / L1024 / GQA / f16): n128s2 591 /
   // 687 / 323 / 594 / 577, n128s2P 614 / 676 / 383 / 619 / 596, n160s2P 622 / 692 / 353 / 625 / 599, n128s2Pt 627 / 691 /
   // 388 / 633 / 609 (the tuner's pick on all five rows); not offered: n96s2P 572 / 636 / 353, n96s3P 578 / 636 / 354, n64s3P
-  // 480 / 529 / 326, n64s4P 485 / 534 / 321, n112s2P 564 / 648 / 344 (smaller K/V tiles lose, also at L1024). n160s2Pt: the
-  // two best tiles' traits together (BLOCK_N 160, tcsum; 0 spills unmasked), untimed: the tuner decides.
+  // 480 / 529 / 326, n64s4P 485 / 534 / 321, n112s2P 564 / 648 / 344 (smaller K/V tiles lose, also at L1024).
+  // attn-9 (same way; causal L4096 / non-causal / L1024): n128s2Pt 616 / 678 / 387, n160s2P 608 / 682 / 350; not offered:
+  // n144s2Pt 613 / 683 / 354, n128s3P 610 / 670 / 379, and the edge forms (knob edge) n160s2Pe 522 / 586 / 338, n144s2Pte
+  // 597 / 650 / 341 (slower by 5-14% even non-causal, where they skip nothing). n160s2Pt needs 238,688 bytes of shared
+  // memory with the ones slabs (the limit is 232,448): listed by mistake in db1f4b1, its check entries failed to launch.
   if (D === 128) return [{ blockN: 128, stages: 2 }, { blockN: 128, stages: 2, persistent: true }, { blockN: 160, stages: 2, persistent: true },
-    { blockN: 128, stages: 2, persistent: true, softmax: 'tcsum' }, { blockN: 160, stages: 2, persistent: true, softmax: 'tcsum' }];
+    { blockN: 128, stages: 2, persistent: true, softmax: 'tcsum' }];
   // D64 (call 5): n192s2pP 411, n128s3pP 380, n128s3P 364, n128s3p 361, n160s3 332, n192s2 329 (SDPA 424-433)
   // Ninth session: n192s3pPC, the bench's D64 pick (n192s2pPC: 418 forced in attn-4, 422.6 in the attn-5 bench vs SDPA
   // 438.0) with a ring of 3 (181 KB of shared memory; a 24 KB K or V tile at D64 is short work for a step, so one
