@@ -7,5 +7,5 @@ dec_tests 90
 dec_bench tinyllama 1,2,4,8 100
 dec_queued
 dec_bench llama3-8b 1 50
-[ "$(dec_left)" -lt 380 ] && dec_peer tinyllama 8 170
+[ "$(dec_left)" -lt 220 ] && dec_peer tinyllama 8 150
 dec_pack
