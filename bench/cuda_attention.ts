@@ -10,7 +10,7 @@ import * as nbx from '../src/index.js';
 import { timeCuda, TRIALS } from './gpu_timing.js';
 import { deviceRandn } from './device_randn.js';
 import { attentionStats, precompileAttention, hasWgmma } from '../src/backend/cuda/kernels/attention.js';
-import { sm90Configs } from '../src/backend/cuda/kernels/attention_sm90.js';
+import { sm90Offered } from '../src/backend/cuda/kernels/attention_sm90.js';
 
 const F = nbx.nn.functional as unknown as Record<string, (...a: unknown[]) => nbx.Tensor>;
 
@@ -76,7 +76,8 @@ try { peer = JSON.parse(execFileSync('python3', ['-c', PEER, JSON.stringify(CASE
       continue;
     }
     if (c.D !== 256) specs.push({ dt: c.dt, D: c.D, cfg: { impl: 'mma', blockM: 128, blockN: 64, stages: 2 }, mask: 'none' });
-    if (hasWgmma()) for (const w of sm90Configs(c.D)) specs.push({ dt: c.dt, D: c.D, cfg: { impl: 'wgmma', blockM: 128, ...w }, mask: 'none' });
+    // (problems that are not causal: sm90Offered's other tiles too, the split ones among them)
+    if (hasWgmma()) for (const w of sm90Offered(c.D, c.causal)) specs.push({ dt: c.dt, D: c.D, cfg: { impl: 'wgmma', blockM: 128, ...w }, mask: 'none' });
   }
   const n = await precompileAttention(specs);
   process.stderr.write(`compiled or found ${n} attention kernels in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);

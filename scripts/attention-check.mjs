@@ -56,8 +56,8 @@ const filter = new RegExp(process.argv.find((a) => a.startsWith('--filter='))?.s
 const tagOf = sm90.sm90Tag;
 const MMA = att.PREFILL_SPACE.defaultConfig;
 const wgCfg = att.wgmmaConfig;
-/** The Hopper tiles the tuner can pick at head dim D: sm90Configs, and sm90MoreConfigs (offered on some problems only). */
-const tilesAll = (D) => [...sm90.sm90Configs(D), ...(sm90.sm90MoreConfigs?.(D) ?? [])];
+/** The Hopper tiles the tuner can pick at head dim D: sm90Configs, and sm90MoreConfigs and sm90SplitConfigs (offered on some problems only). */
+const tilesAll = (D) => [...sm90.sm90Configs(D), ...(sm90.sm90MoreConfigs?.(D) ?? []), ...(sm90.sm90SplitConfigs?.(D) ?? [])];
 /** Every prefill kernel the check and the timings use, compiled side by side first. */
 async function precompile(withTimes) {
   if (process.argv.includes('--no-precompile')) return; // (the host emulator: each kernel is a g++ build)
@@ -138,6 +138,14 @@ if (part === 'check') {
     cases.push({ dt: 'bfloat16', D, name: '3 blocks', B: 2, H: 4, Hk: 2, L: 700, S: 700, causal: true, blocks: 3 });
     cases.push({ dt: 'bfloat16', D, name: '3 blocks mask', B: 2, H: 3, Hk: 3, L: 150, S: 190, mask: 'bool', blocks: 3 });
   }
+  // the split tiles (k) with their split forced (tail: the last items split, parts: parts each; other tiles ignore it): runs
+  // of 2-3 tiles, causal items in more parts than tiles (empty runs), a bool mask with a row that sees no key, GQA f16
+  for (const D of [64, 128]) {
+    cases.push({ dt: 'bfloat16', D, name: 'split', B: 1, H: 3, Hk: 3, L: 300, S: 1000, blocks: 4, tail: 5, parts: 3 });
+    cases.push({ dt: 'bfloat16', D, name: 'split causal', B: 1, H: 2, Hk: 2, L: 400, S: 400, causal: true, blocks: 3, tail: 6, parts: 4 });
+    cases.push({ dt: 'bfloat16', D, name: 'split mask', B: 2, H: 2, Hk: 2, L: 150, S: 700, mask: 'bool', blocks: 3, tail: 4, parts: 2 });
+    cases.push({ dt: 'float16', D, name: 'split gqa', B: 1, H: 8, Hk: 2, L: 200, S: 900, blocks: 5, tail: 8, parts: 3, scale: 0.3 });
+  }
   for (const D of [64, 128, 256]) cases.push({ dt: 'bfloat16', D, name: 'ramp', B: 1, H: 2, Hk: 2, L: 300, S: 300, causal: true, scale: 32 / D, ramp: true });
   // diagnostics (they localise a layout error): V varying along the head dim only (O = V's row whatever
   // the scores: the N-major V descriptor's head-dim direction and the O write), V varying along the keys
@@ -182,7 +190,7 @@ if (part === 'check') {
     let ok = true;
     if (wg) {
       for (const w of tilesAll(D)) {
-        att._forceAttentionConfig({ prefill: wgCfg(w), blocks: c.blocks });
+        att._forceAttentionConfig({ prefill: wgCfg(w), blocks: c.blocks, tail: c.tail, parts: c.parts });
         if (c.tma) process.env.NBX_ATTENTION_TMA = c.tma;
         try {
           const w0 = att.attentionStats.prefill90, t0 = att.attentionStats.prefill90tma;
@@ -291,10 +299,11 @@ if (part === 'time') {
   // the builds timed below, compiled side by side first: mma (default tile), the wgmma tiles with TMA loads,
   // the first wgmma tile with cp.async loads (NBX_ATTENTION_TMA=0), and the diagnostics of the first tile
   // (NBX_ATTENTION_ABLATE: wrong results, the time of a part left out)
-  // (and the first tile with the softmax arithmetic of the fifth session, 'serial', 'tree' and 'poly': the default is 'lazy')
+  // (and the first tile with the softmax arithmetic of the fifth session, 'serial', 'tree' and 'poly': the default is 'lazy';
+  // r240: setmaxnreg 24 / 240 as FlashAttention-3, NBX_ATTENTION_REGS)
   // NBX_ATTN_VARIANTS (comma-separated names, e.g. 'nosoftmax,cp.async'; default all) narrows the first tile's variants
   const pickV = process.env.NBX_ATTN_VARIANTS?.split(',');
-  const variants = [['', {}], ['serial ', { NBX_ATTENTION_SOFTMAX: 'serial' }], ['tree ', { NBX_ATTENTION_SOFTMAX: 'tree' }], ['poly ', { NBX_ATTENTION_SOFTMAX: 'poly' }], ['tcsum ', { NBX_ATTENTION_SOFTMAX: 'tcsum' }], ['lazy ', { NBX_ATTENTION_SOFTMAX: 'lazy' }], ['cp.async ', { NBX_ATTENTION_TMA: '0' }], ['noload ', { NBX_ATTENTION_ABLATE: 'noload' }], ['nosoftmax ', { NBX_ATTENTION_ABLATE: 'nosoftmax' }]]
+  const variants = [['', {}], ['serial ', { NBX_ATTENTION_SOFTMAX: 'serial' }], ['tree ', { NBX_ATTENTION_SOFTMAX: 'tree' }], ['poly ', { NBX_ATTENTION_SOFTMAX: 'poly' }], ['tcsum ', { NBX_ATTENTION_SOFTMAX: 'tcsum' }], ['lazy ', { NBX_ATTENTION_SOFTMAX: 'lazy' }], ['r240 ', { NBX_ATTENTION_REGS: '24,240' }], ['cp.async ', { NBX_ATTENTION_TMA: '0' }], ['noload ', { NBX_ATTENTION_ABLATE: 'noload' }], ['nosoftmax ', { NBX_ATTENTION_ABLATE: 'nosoftmax' }]]
     .filter(([n]) => !n || !pickV || pickV.includes(n.trim()));
   // NBX_ATTN_EXTRA (JSON {"128": [{"blockN": 80, "stages": 3, "deep": true}], ...}): tiles timed besides sm90Configs(D)
   const extra = JSON.parse(process.env.NBX_ATTN_EXTRA ?? '{}');

@@ -13,7 +13,7 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { check, rand, skip } from './cuda_compare.js';
 import { attentionStats, _forceAttentionConfig, PREFILL_SPACE, DECODE_SPACE, hasWgmma, wgmmaConfig } from '../src/backend/cuda/kernels/attention.js';
-import { sm90Configs, sm90MoreConfigs, sm90Tag, sm90Smem, sm90Ones, type Sm90Config } from '../src/backend/cuda/kernels/attention_sm90.js';
+import { sm90Configs, sm90MoreConfigs, sm90SplitConfigs, sm90Tag, sm90Smem, sm90Ones, type Sm90Config } from '../src/backend/cuda/kernels/attention_sm90.js';
 import { enumerate, type Config } from '../src/autotune/index.js';
 
 const F = nbx.nn.functional;
@@ -64,7 +64,7 @@ test('attention prefill: bool mask (fully masked rows), float mask broadcast, GQ
 // No device needed: every Hopper tile offered fits the 232,448 bytes of dynamic shared memory an sm_90 block can have
 // (db1f4b1 listed n160s2Pt at 238,688 bytes; its device check entries failed to launch)
 test('attention prefill: every offered Hopper tile fits the shared memory of an sm_90 block', () => {
-  for (const D of [64, 128, 256]) for (const w of [...sm90Configs(D), ...sm90MoreConfigs(D)]) {
+  for (const D of [64, 128, 256]) for (const w of [...sm90Configs(D), ...sm90MoreConfigs(D), ...sm90SplitConfigs(D)]) {
     const b = sm90Smem(D, w, sm90Ones(D, w.softmax));
     assert.ok(b <= 232448, `wgmma ${sm90Tag(w)} D${D}: ${b} bytes of shared memory`);
   }
@@ -181,6 +181,41 @@ test('attention prefill, wgmma persistent kernels: many work items per block', {
       const keep = nbx.logical_and(nbx.gt(rand([L, S], 82), -0.3), nbx.ne(nbx.arange(L).view(L, 1), 5)) as Tensor; // row 5 sees no key → 0
       fused('prefill', `${tag} bool mask x items`, (q, k, v, m) => sdpa(q, k, v, m), [...qkv(2, 3, 3, L, S, D, dt, 83), keep], dt);
       fused('prefill', `${tag} float16 x items`, (q, k, v) => sdpa(q, k, v, { is_causal: true }), qkv(1, 3, 3, 260, 260, D, 'float16', 84), 'float16');
+    }
+  } finally { _forceAttentionConfig({}); }
+});
+
+// Split items (config split, tag k; the tuner offers them on problems that are not causal): the launcher splits the last
+// round's items over their keys, forced here on small problems (tail: items split, parts: parts each; grid capped): every
+// item split into runs of 2 tiles, causal items of 1-3 tiles in 4 parts (empty runs among them), a bool mask with a row
+// that sees no key, GQA in float16 with a scale. Right against the CPU path, and the same bits twice (whichever block
+// merges, it weighs the parts in part order).
+test('attention prefill, wgmma: items split over their keys', { skip }, (t) => {
+  nbx.zeros([1], { device: 'cuda' }).dispose();
+  if (wgSkip()) { t.skip('this device has no warpgroup MMA (sm_90a)'); return; }
+  try {
+    const tilesK: [number, Sm90Config][] = [[128, { blockN: 128, stages: 2, persistent: true, split: true }], [128, { blockN: 128, stages: 2, persistent: true, softmax: 'tcsum', split: true }],
+      [64, { blockN: 192, stages: 2, pingpong: true, persistent: true, split: true }]];
+    for (const [D, w] of tilesK) {
+      const tag = `wgmma ${sm90Tag(w)} D${D}`;
+      if (!tiles.test(tag)) continue;
+      const L = 133, S = 201;
+      const keep = nbx.logical_and(nbx.gt(rand([L, S], 104), -0.3), nbx.ne(nbx.arange(L).view(L, 1), 5)) as Tensor; // row 5 sees no key → 0
+      const cases: [string, Tensor[], (...x: Tensor[]) => Tensor, DTypeName, { tail: number; parts: number }][] = [
+        ['plain', qkv(1, 2, 2, 200, 700, D, 'bfloat16', 100), (q, k, v) => sdpa(q, k, v), 'bfloat16', { tail: 4, parts: 3 }],
+        ['causal', qkv(1, 1, 1, 300, 300, D, 'bfloat16', 101), (q, k, v) => sdpa(q, k, v, { is_causal: true }), 'bfloat16', { tail: 3, parts: 4 }],
+        ['bool mask', [...qkv(1, 2, 2, L, S, D, 'bfloat16', 102), keep], (q, k, v, m) => sdpa(q, k, v, m), 'bfloat16', { tail: 1, parts: 2 }],
+        ['gqa f16 scale', qkv(1, 4, 2, 140, 520, D, 'float16', 103), (q, k, v) => sdpa(q, k, v, { enable_gqa: true, scale: 0.3 }), 'float16', { tail: 3, parts: 2 }],
+      ];
+      for (const [name, ins, f, dt, sp] of cases) {
+        _forceAttentionConfig({ prefill: wgmmaConfig(w), blocks: 3, ...sp });
+        fused('prefill', `${tag} ${name}`, f, ins, dt);
+        const xs = ins.map((x) => x.to('cuda'));
+        const a = f(...xs).to('float32').to('cpu').contiguous().dataSync() as Float32Array;
+        const b = f(...xs).to('float32').to('cpu').contiguous().dataSync() as Float32Array;
+        assert.deepEqual(b, a, `${tag} ${name}: not the same bits twice`);
+        assert.ok(attentionStats.lastPrefill.endsWith('k'), `${tag} ${name}: ran ${attentionStats.lastPrefill}`);
+      }
     }
   } finally { _forceAttentionConfig({}); }
 });

@@ -106,7 +106,7 @@ function maskTerm(mask: MaskKind, x: string, idx: string): string {
 
 // ---- prefill ---------------------------------------------------------------------------------------
 
-export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean }
+export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean; split?: boolean }
 
 export const prefillSmem = (D: number, c: PrefillConfig): number => 2 * D * (c.blockM + 2 * c.stages * c.blockN);
 
@@ -759,10 +759,11 @@ interface AttnProblem { D: number }
  * 2-4 stages, ping-pong or not); pruned by the profile's attention tile ceiling (mma) and shared memory.
  * v3: the reworked Hopper kernel (asynchronous producer, FlashAttention-3's intra-warpgroup overlap) times
  * differently from v2's, so its tuning results are not reused. v5: knobs chain (chained persistent items) and softmax (tcsum per tile).
- * v6: knob edge (each consumer warpgroup stops at its own rows' causal edge).
+ * v6: knob edge (each consumer warpgroup stops at its own rows' causal edge). v7: knob split (the last round's items split
+ * over their keys, attention_sm90.ts).
  */
 export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention.v6',
+  name: 'cuda.attention.v7',
   knobs: [
     { name: 'impl', values: ['mma', 'wgmma'], movesBits: true, doc: 'mma.sync kernel (any card) or the sm_90a warpgroup-MMA kernel' },
     { name: 'blockM', values: [64, 128], movesBits: false, doc: 'query rows per block (mma: 16 per warp; wgmma: 128)' },
@@ -774,16 +775,18 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
     { name: 'chain', values: [false, true], movesBits: false, doc: 'wgmma persistent: one loop over the tiles of all a block\'s items (an item\'s first Q·Kᵀ under the previous one\'s last P·V)' },
     { name: 'softmax', values: ['lazy', 'tcsum'], movesBits: true, doc: 'wgmma: the row sums on the ALUs (lazy) or on the tensor cores (tcsum: V gets a slab of ones)' },
     { name: 'edge', values: [false, true], movesBits: false, doc: 'wgmma, causal: each consumer warpgroup stops at its own rows\' causal edge (the tiles past it released unread)' },
+    { name: 'split', values: [false, true], movesBits: true, doc: 'wgmma persistent: the items of a partial last round split over their keys (parts merged by the last block of each item)' },
   ],
-  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false, chain: false, softmax: 'lazy', edge: false },
+  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false, chain: false, softmax: 'lazy', edge: false, split: false },
   sharedMemoryOptIn: true,
   constraint: (c) => {
-    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep || c.chain || c.softmax !== 'lazy' || c.edge ? 'pingpong, persistent, deep, chain, softmax and edge are wgmma knobs' : undefined;
+    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep || c.chain || c.softmax !== 'lazy' || c.edge || c.split ? 'pingpong, persistent, deep, chain, softmax, edge and split are wgmma knobs' : undefined;
     if (c.blockM !== SM90_BLOCK_M) return `the wgmma kernel has BLOCK_M ${SM90_BLOCK_M}`;
     if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64-192 and 2-4 stages';
     if (c.deep && c.pingpong) return 'the deep schedule has no ping-pong variant';
     if (c.chain && (!c.persistent || c.deep)) return 'chained items are a persistent build without the deep schedule';
     if (c.edge && (c.pingpong || c.deep || c.chain)) return 'the per-warpgroup causal edge is a build without ping-pong, the deep schedule or chained items';
+    if (c.split && (!c.persistent || c.chain || c.deep || c.edge)) return 'split items are a persistent build without chained items, the deep schedule or the edge';
     return undefined;
   },
   resources: (c, p) => (c.impl === 'wgmma'
@@ -866,14 +869,14 @@ function decodeCounters(n: number): bigint {
 let sm90Queue: CudaBuffer | undefined;
 /** The sm_90a kernel's source and compile options (NVRTC target sm_90a: wgmma and setmaxnreg need the arch-specific target). */
 function sm90Build(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, watch: boolean, tma: boolean): { source: string; name: string; sig: ArgType[]; options: CompileOptions } {
-  const { src, name, sig } = sm90Source(dt, D, tma ? cfg : { ...cfg, persistent: false, chain: false }, maskKind, { watch, tma, ablate: ablation(), softmax: softmaxOf(cfg) });
+  const { src, name, sig } = sm90Source(dt, D, tma ? cfg : { ...cfg, persistent: false, chain: false, split: false }, maskKind, { watch, tma, ablate: ablation(), softmax: softmaxOf(cfg), regs: regsVariant() });
   const cc = be.ctx.info.cc;
   return { source: `${CUDA_PRELUDE}\n${src}`, name, sig, options: { options: ['--std=c++17'], includeCudaHeaders: false, arch: `sm_${cc[0]}${cc[1]}a`, name } };
 }
 /** The sm_90a kernel, compiled once per specialization. */
 function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, tma: boolean): CudaKernel {
   const watch = process.env.NBX_ATTENTION_WATCH === '1';
-  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${cfg.deep ? 'dp' : ''}:${cfg.chain ? 'ch' : ''}:${cfg.edge ? 'eg' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxOf(cfg)}`;
+  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${cfg.deep ? 'dp' : ''}:${cfg.chain ? 'ch' : ''}:${cfg.edge ? 'eg' : ''}${cfg.split ? 'k' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxOf(cfg)}:${process.env.NBX_ATTENTION_REGS ?? ''}`;
   let k = sm90Kernels.get(key);
   if (!k) {
     const b = sm90Build(dt, D, cfg, maskKind, watch, tma);
@@ -886,6 +889,13 @@ function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: Mask
   return k;
 }
 
+/** NBX_ATTENTION_REGS=p,c (for measuring): the Hopper kernel's producer and consumer registers after setmaxnreg. */
+function regsVariant(): [number, number] | undefined {
+  const v = process.env.NBX_ATTENTION_REGS;
+  if (!v) return undefined;
+  const [p, c] = v.split(',').map(Number);
+  return [p!, c!];
+}
 /** NBX_ATTENTION_ABLATE (diagnostics, wrong results): a part of the Hopper kernel left out (Sm90SourceOptions.ablate). */
 function ablation(): 'noload' | 'nosoftmax' | undefined {
   const a = process.env.NBX_ATTENTION_ABLATE;
@@ -980,14 +990,15 @@ export async function precompileAttention(specs: { dt: DTypeName; D: number; cfg
   return jobs.size;
 }
 /** A Hopper tile as a PREFILL_SPACE configuration (the tuner's candidates; tests and scripts force them). */
-export const wgmmaConfig = (x: Sm90Config): Config => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent, deep: !!x.deep, chain: !!x.chain, softmax: x.softmax ?? 'lazy', edge: !!x.edge });
+export const wgmmaConfig = (x: Sm90Config): Config => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent, deep: !!x.deep, chain: !!x.chain, softmax: x.softmax ?? 'lazy', edge: !!x.edge, split: !!x.split });
 /**
  * Test/bench hook: force a configuration (empty: tune as usual); blocks caps the persistent Hopper kernel's grid
  * (tests: many work items per block, on the emulator in minutes); group sets its L2 group (batch·heads whose
  * query tiles interleave; 1: head after head, as the one-item-per-block kernel), for measuring.
  */
-let forced: { prefill?: Config; decode?: Config; blocks?: number; group?: number } = {};
-export function _forceAttentionConfig(f: { prefill?: Config; decode?: Config; blocks?: number; group?: number }): void { forced = f; }
+let forced: { prefill?: Config; decode?: Config; blocks?: number; group?: number; tail?: number; parts?: number } = {};
+/** (tail, parts: a split tile's last `tail` items split into `parts` each, whatever the rounds; tests on small problems) */
+export function _forceAttentionConfig(f: { prefill?: Config; decode?: Config; blocks?: number; group?: number; tail?: number; parts?: number }): void { forced = f; }
 
 /**
  * Whether this device runs the sm_90a kernel: the driver's compute capability is exactly 9.0 (sm_90a
@@ -1187,6 +1198,27 @@ function interleavedSweep(cands: Config[], run: (cfg: Config) => void): Map<Conf
 /** Strides of a 4-D ref as kernel arguments (elements). */
 const st4 = (r: StridedRef | undefined): number[] => (r ? [r.offset, r.strides[0]!, r.strides[1]!, r.strides[2]!] : [0, 0, 0, 0]);
 
+/** Parts at most per split item (the merge weighs them in registers, attention_sm90.ts). */
+const SPLIT_MAX = 8;
+/** The split tiles' workspace (parts' O, maxima and sums) and counters (zero between launches); grown, never shrunk or freed (graphs may hold them). */
+let splitWs: CudaBuffer | undefined, splitWsLen = 0, splitCnt: CudaBuffer | undefined, splitCntLen = 0;
+/**
+ * A split tile's arguments R0, PK, WS, WC: items of equal cost (not causal) on `grid` blocks run in ⌈items / grid⌉ rounds,
+ * the last with items % grid of them; those items are split into PK = ⌊grid / R⌋ parts (at most SPLIT_MAX and the item's
+ * tiles), so the last round spreads over the idle blocks. No split (R0 = items): causal problems (the heaviest-first order
+ * ends on one-tile items), full last rounds, or fewer than two parts. NBX_ATTN_SPLIT_PARTS caps PK (for measuring).
+ */
+function splitArgs(items: number, grid: number, nt: number, causal: boolean, D: number): (number | bigint)[] {
+  const R = forced.tail ?? (causal ? 0 : items % grid);
+  const cap = Math.min(SPLIT_MAX, Number(process.env.NBX_ATTN_SPLIT_PARTS || SPLIT_MAX));
+  const PK = R > 0 ? Math.min(forced.parts ?? Math.floor(grid / R), cap, nt) : 1;
+  if (PK < 2) return [items, 1, 0n, 0n];
+  const need = R * PK * SM90_BLOCK_M * (D + 2);
+  if (need > splitWsLen) { splitWsLen = Math.max(need, 1 << 20); splitWs = be.alloc('float32', splitWsLen); }
+  if (R > splitCntLen) { splitCntLen = Math.max(R, 1024); splitCnt = be.alloc('int32', splitCntLen, true); }
+  return [items - R, PK, splitWs!.ptr, splitCnt!.ptr];
+}
+
 export function cudaAttention(p: AttentionParams): void {
   const { q, k, v, out, mask, causal, rep } = p;
   const dt = q.dtype;
@@ -1274,7 +1306,8 @@ export function cudaAttention(p: AttentionParams): void {
           sm90Queue ??= be.alloc('int32', 2, true);
           const l2 = be.ctx.info.l2CacheSize > 0 ? be.ctx.info.l2CacheSize : 32 << 20;
           const G = Math.max(1, Math.min(B * H, forced.group ?? Math.floor(l2 / 2 / (4 * S * D)) * rep));
-          be.launch(kw, Math.min(items, be.smCount, forced.blocks ?? Infinity), SM90_THREADS, [ptr(out), ptr(mask), sm90Queue.ptr, ...st4(out), ...maskArgs, ...tail, G, ...mq, ...mk, ...mv], smem90(D, cfg));
+          const grid = Math.min(items, be.smCount, forced.blocks ?? Infinity);
+          be.launch(kw, grid, SM90_THREADS, [ptr(out), ptr(mask), sm90Queue.ptr, ...st4(out), ...maskArgs, ...tail, G, ...(cfg.split ? splitArgs(items, grid, Math.ceil(S / cfg.blockN), causal, D) : []), ...mq, ...mk, ...mv], smem90(D, cfg));
         } else {
           be.launch(kw, items, SM90_THREADS, [ptr(out), ptr(mask), ...st4(out), ...maskArgs, ...tail, ...mq, ...mk, ...mv], smem90(D, cfg));
         }
@@ -1283,7 +1316,7 @@ export function cudaAttention(p: AttentionParams): void {
       // inputs TMA cannot address: the cp.async build, one block per item (the same results: persistence moves no bits)
       // (its dynamic shared memory is that of the non-persistent build: call 1 of 2026-12-03 launched a persistent
       // config's cp.async build with the persistent size, 16 bytes past the kernel's limit, and the launch failed)
-      const cfg1 = { ...cfg, persistent: false, chain: false };
+      const cfg1 = { ...cfg, persistent: false, chain: false, split: false };
       const kw = sm90Kernel(dt, D, cfg1, maskKind, false);
       attentionStats.lastPrefill = `wgmma cp.async ${sm90Tag(cfg1)}`;
       be.launch(kw, ntiles * B * H, SM90_THREADS, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, ...tail], smem90(D, cfg1));

@@ -82,11 +82,17 @@ export type Sm90MaskKind = 'none' | 'bool' | DTypeName;
  * 338 against n160s2P 608 / 682 / 350, n144s2Pte 597 / 650 / 341 against n144s2Pt 613 / 683 / 354 — also non-causal,
  * where ntw = nt and nothing is skipped: the build's loop shape alone costs that (as the chained loop's did). Selectable
  * by force only.
+ * split (persistent, not chained; tag k): the launcher may split the items of the last, partial round over their keys
+ * (R0, PK: work items from R0 on are parts, PK per item, each a contiguous run of the item's K/V tiles). Items of equal
+ * cost (not causal) on G blocks finish in ⌈items / G⌉ rounds: B4 H32 L4096 is 4,096 items on 132 SMs, 31.03 rounds of
+ * work in 32 (4 items in the last round, 128 SMs idle for an item's time, 3%). A part writes its unnormalised O (fp32),
+ * running max and row sum to a workspace slot and counts itself on its item's counter; the block that counts last merges
+ * the item's PK slots in part order (the same bits whichever block merges: identical run to run) and resets the counter.
  */
-export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean }
+export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean; split?: boolean }
 
-/** A configuration's short name: n<BLOCK_N>s<stages>, p ping-pong, d deep, P persistent, C chained items, t tcsum, e each warpgroup's causal edge. */
-export const sm90Tag = (c: Sm90Config): string => `n${c.blockN}s${c.stages}${c.pingpong ? 'p' : ''}${c.deep ? 'd' : ''}${c.persistent ? 'P' : ''}${c.chain ? 'C' : ''}${c.softmax === 'tcsum' ? 't' : ''}${c.edge ? 'e' : ''}`;
+/** A configuration's short name: n<BLOCK_N>s<stages>, p ping-pong, d deep, P persistent, C chained items, t tcsum, e each warpgroup's causal edge, k the last round's items split over their keys. */
+export const sm90Tag = (c: Sm90Config): string => `n${c.blockN}s${c.stages}${c.pingpong ? 'p' : ''}${c.deep ? 'd' : ''}${c.persistent ? 'P' : ''}${c.chain ? 'C' : ''}${c.softmax === 'tcsum' ? 't' : ''}${c.edge ? 'e' : ''}${c.split ? 'k' : ''}`;
 
 /** Query rows per block: two consumer warpgroups of 64 rows. */
 export const SM90_BLOCK_M = 128;
@@ -160,10 +166,16 @@ export const sm90MoreConfigs = (D: number): Sm90Config[] => (D === 128 ? [{ bloc
  */
 export function sm90Offered(D: number, causal: boolean): Sm90Config[] {
   const all = sm90Configs(D);
-  if (!causal) return [...all, ...sm90MoreConfigs(D)];
+  if (!causal) return [...all, ...sm90MoreConfigs(D), ...sm90SplitConfigs(D)];
   const p = all.filter((c) => c.persistent);
   return p.length ? p : all;
 }
+
+/**
+ * Not causal (items of equal cost), the persistent per-item tiles of sm90Configs(D) again with the last round's items split
+ * over their keys (split, tag k; the launcher splits only where that round is partial). Eleventh session: not yet timed.
+ */
+export const sm90SplitConfigs = (D: number): Sm90Config[] => sm90Configs(D).filter((c) => c.persistent && !c.chain).map((c) => ({ ...c, split: true }));
 
 /** Q buffers: two where items are chained (the next item's Q loads while the current one's is read), else one. */
 export const sm90QSlots = (c: Sm90Config): number => (c.chain ? 2 : 1);
@@ -473,6 +485,11 @@ export interface Sm90SourceOptions {
    * softmax); head dims 64/128 (at 256, N would pass 256: as lazy there).
    */
   softmax?: Sm90Softmax;
+  /**
+   * The producer's and the consumers' registers after setmaxnreg (NBX_ATTENTION_REGS=24,240, for measuring; default 40 and
+   * 232). p·128 + 2·c·128 must not pass 168·384 (the launch bound); FlashAttention-3 takes 24 / 240 with two consumer warpgroups.
+   */
+  regs?: [number, number];
 }
 export type Sm90Softmax = 'serial' | 'tree' | 'lazy' | 'poly' | 'tcsum';
 export const SM90_SOFTMAX: readonly Sm90Softmax[] = ['serial', 'tree', 'lazy', 'poly', 'tcsum'];
@@ -496,6 +513,10 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
   const P = !!c.persistent, CHN = !!c.chain, QS = sm90QSlots(c);
   if (P && !TMA) throw new UnsupportedError('attention', 'the persistent sm_90 kernel is a TMA build');
   if (CHN && (!P || DP)) throw new UnsupportedError('attention', 'chained items are a persistent build without the deep schedule');
+  const [RP_, RC_] = opts.regs ?? [REG_PRODUCER, REG_CONSUMER];
+  if (RP_ % 8 || RC_ % 8 || RP_ < 24 || RC_ > 256 || RP_ * 128 + 2 * RC_ * 128 > 168 * SM90_THREADS) throw new UnsupportedError('attention', `setmaxnreg ${RP_}/${RC_}: multiples of 8 in 24-256 within 168 x ${SM90_THREADS}`);
+  const SPL = !!c.split, TT = SPL ? '(tb + t)' : 't', TV = SPL ? '(tb + t - 1)' : '(t - 1)'; // (the key tile's index in its item)
+  if (SPL && (!P || CHN || DP || EG)) throw new UnsupportedError('attention', 'split items are a persistent build without chained items, the deep schedule or the edge');
   const AB = opts.ablate;
   if (AB === 'noload' && !TMA) throw new UnsupportedError('attention', 'the noload diagnostic is a TMA build');
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
@@ -625,7 +646,68 @@ ${tileStep('        if (fin) storeO(bfin, hfin, rfin, lfin);\n')}
 ${lastPV('t - 1')}
     storeO(bfin, hfin, rfin, lfin);
   }`;
-  const src = `${opts.watch ? '#define NBX_ATTN_WATCH 1\n' : ''}${wgmmaHelpers(dt === 'bfloat16', [BN, ND])}
+  // split (persistent): a whole item's O as always; a part's unnormalised O, running max and row sum (fp32) into its
+  // workspace slot (WS: slots of [128 rows][D] for O, then slots of [128 rows][max, sum]), counted on its item's
+  // counter WC[si]; the block that counts last merges the item's PK ≤ 8 slots in part order (the weights exp2(max - M)
+  // over the parts' running maxima, which are those their O and sum share) and resets the counter for the next launch
+  const slotO = (j: string): string => `WS + (long long)(${j}) * ${BM * D}`;
+  const slotML = (j: string): string => `WS + (long long)(ntiles * BH - R0) * PK * ${BM * D} + (long long)(${j}) * ${BM * 2}`;
+  const splitStore = `    if (sp < 0) {
+${prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined)}
+    } else {
+      float* wo = ${slotO('si * PK + sp')};
+      float* wml = ${slotML('si * PK + sp')};
+      #pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int lr = rowA - m0 + r * 8;
+${ONES ? `        const float l = oacc[${D / 2} + 2 * r];` : `        float l = lrow[r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);`}
+        #pragma unroll
+        for (int i = 0; i < ${D / 8}; i++) *(float2*)(wo + lr * ${D} + i * 8 + tg * 2) = make_float2(oacc[4 * i + 2 * r], oacc[4 * i + 2 * r + 1]);
+        if (tg == 0) *(float2*)(wml + lr * 2) = make_float2(mrow[r], l);
+      }
+      __threadfence(); // this part visible to the block that merges
+      nb_sync_c();
+      if (wt == 0 && cw == 0) sItem[2] = atomicAdd(WC + si, 1) == PK - 1;
+      nb_sync_c();
+      const bool last = sItem[2] != 0; // (read before this block's next part writes it: that one meets at barrier 3 first)
+      if (last) {
+        __threadfence();
+        #pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const int lr = rowA - m0 + r * 8, row = rowA + r * 8;
+          const float* ml = ${slotML('si * PK')} + lr * 2;
+          float M = -INFINITY;
+          #pragma unroll
+          for (int j = 0; j < 8; j++) if (j < PK) M = fmaxf(M, __ldcg(ml + j * ${BM * 2}));
+          const float mu = M == -INFINITY ? 0.f : M;
+          float f[8], l = 0.f;
+          #pragma unroll
+          for (int j = 0; j < 8; j++) { f[j] = j < PK ? fexp2(__ldcg(ml + j * ${BM * 2}) - mu) : 0.f; if (j < PK) l = fmaf(__ldcg(ml + j * ${BM * 2} + 1), f[j], l); }
+          const float inv = l > 0.f ? 1.f / l : 0.f; // a row that sees no key: 0
+          if (row < L) {
+            const float* po = ${slotO('si * PK')} + lr * ${D} + tg * 2;
+            u16* orow = O + oo + b * osb + h * osh + (long long)row * osl;
+            #pragma unroll 4
+            for (int i = 0; i < ${D / 8}; i++) {
+              float a0 = 0.f, a1 = 0.f;
+              #pragma unroll
+              for (int j = 0; j < 8; j++) if (j < PK) { const float2 x = __ldcg((const float2*)(po + j * ${BM * D} + i * 8)); a0 = fmaf(x.x, f[j], a0); a1 = fmaf(x.y, f[j], a1); }
+              *(u32*)(orow + i * 8 + tg * 2) = pack2(a0 * inv, a1 * inv);
+            }
+          }
+        }
+        if (wt == 0 && cw == 0) WC[si] = 0; // every part has counted itself: ready for the next launch
+      }
+    }`;
+  const src = `${opts.watch ? '#define NBX_ATTN_WATCH 1\n' : ''}${wgmmaHelpers(dt === 'bfloat16', [BN, ND])}${SPL ? `
+// split: the two consumer warpgroups (256 threads) meet at named barrier 3 (ping-pong takes 1 and 2)
+#ifdef NBX_EMU
+__device__ __forceinline__ void nb_sync_c() { nb_sync(3, 256); }
+#else
+__device__ __forceinline__ void nb_sync_c() { asm volatile("bar.sync 3, 256;" ::: "memory"); }
+#endif` : ''}
 constexpr int D_ = ${D};
 constexpr int CH = D_ / 8;      // 16-byte chunks per row
 // byte offset of chunk ch of row r in a [D_/64][rows][64] tile, 128B-swizzled (tile base 1024-aligned)
@@ -644,7 +726,7 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
   ${TMA ? '' : `long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
   long long vo, long long vsb, long long vsh, long long vsl, `}long long oo, long long osb, long long osh, long long osl,
   long long mo, long long msb, long long msh, long long msl, long long mss,
-  int H, int rep, int L, int S, int BH, int ntiles, float sl2, int causal${P ? ', int G' : ''}${TMA ? ', const __grid_constant__ TMaps tm' : ''}) {
+  int H, int rep, int L, int S, int BH, int ntiles, float sl2, int causal${P ? ', int G' : ''}${SPL ? ', int R0, int PK, float* __restrict__ WS, int* __restrict__ WC' : ''}${TMA ? ', const __grid_constant__ TMaps tm' : ''}) {
   extern __shared__ __align__(1024) unsigned char smraw[];
   unsigned char* sm = smraw + ((1024 - (smem_u32(smraw) & 1023)) & 1023);
   unsigned char* sQ = sm;                                  // ${QS} x [D_/64][${BM}][64]
@@ -666,15 +748,20 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
   // (atomicAdd, so a block that finished early takes more: no static schedule to unbalance) and passes its index
   // to the consumers with its Q; the block that finishes last resets the counters for the next launch.` : `batch·head z = w / ntiles and its query tiles heaviest (causal: last) first, so the blocks
   // running together share a head's K/V in L2. One item per block.`}
-  int b = 0, h = 0, hk = 0, m0 = 0, nt = 0;
+  int b = 0, h = 0, hk = 0, m0 = 0, nt = 0;${SPL ? `
+  // split: work index w ≥ R0 is part sp of item R0 + si (its tiles tb .. tb + nt - 1 of the item's); sp -1: a whole item
+  int tb = 0, sp = -1, si = 0;` : ''}
   auto item = [&](int w) {
-${P ? `    const int z0 = w / (G * ntiles) * G, gc = min(G, BH - z0), r = w - z0 * ntiles;
+${SPL ? `    sp = -1; tb = 0;
+    if (w >= R0) { const int u = w - R0; si = u / PK; sp = u - si * PK; w = R0 + si; }
+` : ''}${P ? `    const int z0 = w / (G * ntiles) * G, gc = min(G, BH - z0), r = w - z0 * ntiles;
     const int z = z0 + r % gc, mt = ntiles - 1 - r / gc;` : `    const int z = w / ntiles, mt = ntiles - 1 - w % ntiles;`}
     b = z / H; h = z % H; hk = h / rep; m0 = mt * ${BM};
     const int nEnd = causal ? min(S, m0 + ${BM}) : S;
-    nt = (nEnd + ${BN - 1}) / ${BN}; // the same for every warpgroup of the block
+    nt = (nEnd + ${BN - 1}) / ${BN}; // the same for every warpgroup of the block${SPL ? `
+    if (sp >= 0) { tb = sp * nt / PK; nt = (sp + 1) * nt / PK - tb; }` : ''}
   };
-${P ? '  const int items = ntiles * BH;\n' : ''}  if (tid == 0) {
+${P ? `  const int items = ${SPL ? 'R0 + (ntiles * BH - R0) * PK' : 'ntiles * BH'};${SPL ? ' // work indices: whole items, then the parts' : ''}\n` : ''}  if (tid == 0) {
     for (int q = 0; q < ${QS}; q++) { mbar_init(barQ(q), ${TMA ? 1 : 128}); mbar_init(barQE(q), 8); }
     // full: the producer's arrivals (TMA: one, with the tile's bytes); empty: one per consumer warp
     for (int s = 0; s < ${ST}; s++) { mbar_init(barK(s), ${TMA ? 1 : 128}); mbar_init(barV(s), ${TMA ? 1 : 128}); mbar_init(barEK(s), 8); mbar_init(barEV(s), 8); }
@@ -688,7 +775,7 @@ ${ONES ? `  // tcsum: the slab of ones after each V slot (TMA never writes it), 
   proxy_fence();
 ` : ''}  __syncthreads();
   if (wg == 0) {
-    reg_dealloc<${REG_PRODUCER}>();
+    reg_dealloc<${RP_}>();
 ${TMA ? `    // ---- producer: one thread issues every load: per work item Q, then K(t) and V(t-1) for t = 0..nt (boxes of
     // 64 columns x rows per 128-byte-row slab, the hardware's 128B swizzle; rows past the end arrive as zeros).
     // Ring slots and phases count tiles over the block's work items (gt). It never waits for its own loads.
@@ -712,14 +799,14 @@ ${P ? `    int w = atomicAdd(WQ, 1);
           if (g >= ${ST}) mbar_wait(barEK(s), ((g / ${ST}) + 1) & 1, 3, g - ${ST}); // K of tile g - ${ST} released
 ${AB === 'noload' ? `          mbar_arrive(barK(s));` : `          mbar_arrive_tx(barK(s), ${BN * 2} * D_);
           #pragma unroll
-          for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sK) + (s * D_ / 64 + j) * ${BN * 128}, &tm.k, j * 64, t * ${BN}, hk, b, barK(s));`}
+          for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sK) + (s * D_ / 64 + j) * ${BN * 128}, &tm.k, j * 64, ${TT} * ${BN}, hk, b, barK(s));`}
         }
         if (t > 0) {
           const int g = gt + t - 1, s = g % ${ST};
           if (g >= ${ST}) mbar_wait(barEV(s), ((g / ${ST}) + 1) & 1, 4, g - ${ST}); // V of tile g - ${ST} released
 ${AB === 'noload' ? `          mbar_arrive(barV(s));` : `          mbar_arrive_tx(barV(s), ${BN * 2} * D_);
           #pragma unroll
-          for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sV) + (s * ${VS} + j) * ${BN * 128}, &tm.v, j * 64, (t - 1) * ${BN}, hk, b, barV(s));`}
+          for (int j = 0; j < D_ / 64; j++) tma_load4(smem_u32(sV) + (s * ${VS} + j) * ${BN * 128}, &tm.v, j * 64, ${TV} * ${BN}, hk, b, barV(s));`}
         }
       }
       gt += nt;${P ? ' w = wn;' : ''}
@@ -767,7 +854,7 @@ ${P ? `    __threadfence();
     return;
 `}  }
   // ---- consumers: warpgroup cw owns rows m0 + 64·cw .. +63; this thread rows rowA and rowA + 8 ----
-  reg_alloc<${REG_CONSUMER}>();
+  reg_alloc<${RC_}>();
   const int cw = wg - 1, wt = tid & 127, warp = wt >> 5, lane = wt & 31, g = lane >> 2, tg = lane & 3;
   int rowA = 0, gt = 0, qs = 0; // gt: tiles of the earlier work items (ring slots and phases); qs: the item's Q buffer
   const ${MT}* mb = MK;
@@ -811,7 +898,7 @@ ${TMA ? '' : '    proxy_fence();\n'}    wg_arrive();
   // Without a mask, on a tile no causal/length edge crosses and with a positive scale (max commutes with
   // it), the scale is folded into the exponent's FFMA: no separate scaling pass over S.
   auto softmax = [&](float (&sacc)[${NS}], int t) {
-${AB === 'nosoftmax' ? '    return;\n' : ''}    const int n0 = t * ${BN};
+${AB === 'nosoftmax' ? '    return;\n' : ''}    const int n0 = ${TT} * ${BN};
     const bool edge = n0 + ${BN} > S || (causal && n0 + ${BN} - 1 > m0 + cw * 64 + warp * 16);
     const bool fold = ${mask === 'none' ? '!edge && sl2 > 0.f' : 'false'};
     if (!fold) {
@@ -920,12 +1007,13 @@ ${lastPV(EG ? 'ntw - 1' : 'nt - 1')}${EG ? `
         releaseV(t);
       }` : ''}
 `}    }${P ? ` else if (lane == 0) mbar_arrive(barQE(0)); // no key for this item: its Q is free at once` : ''}
-${prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined)}
+${SPL ? splitStore : prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined)}
     gt += nt;
   }`}
 }`;
   const sig: ArgType[] = TMA
-    ? ['ptr', 'ptr', ...(P ? ['ptr' as const] : []), ...Array<ArgType>(9).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32', ...(P ? ['i32' as const] : []), ...Array<ArgType>(SM90_TMA_WORDS).fill('u64')]
+    ? ['ptr', 'ptr', ...(P ? ['ptr' as const] : []), ...Array<ArgType>(9).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32', ...(P ? ['i32' as const] : []),
+      ...(SPL ? ['i32', 'i32', 'ptr', 'ptr'] as ArgType[] : []), ...Array<ArgType>(SM90_TMA_WORDS).fill('u64')]
     : ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...Array<ArgType>(21).fill('i64'), 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i32'];
   return { src, name: 'attn_fwd90', sig };
 }
