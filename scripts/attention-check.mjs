@@ -56,8 +56,8 @@ const filter = new RegExp(process.argv.find((a) => a.startsWith('--filter='))?.s
 const tagOf = sm90.sm90Tag;
 const MMA = att.PREFILL_SPACE.defaultConfig;
 const wgCfg = att.wgmmaConfig;
-/** The Hopper tiles the tuner can pick at head dim D: sm90Configs, and sm90MoreConfigs and sm90SplitConfigs (offered on some problems only). */
-const tilesAll = (D) => [...sm90.sm90Configs(D), ...(sm90.sm90MoreConfigs?.(D) ?? []), ...(sm90.sm90SplitConfigs?.(D) ?? [])];
+/** The Hopper tiles the tuner can pick at head dim D: sm90Configs, and sm90MoreConfigs and sm90SplitConfigs (offered on some problems only), and the persistent ones with ostore. */
+const tilesAll = (D) => { const b = [...sm90.sm90Configs(D), ...(sm90.sm90MoreConfigs?.(D) ?? []), ...(sm90.sm90SplitConfigs?.(D) ?? [])]; return [...b, ...(sm90.sm90OStore?.(b) ?? [])]; };
 /** Every prefill kernel the check and the timings use, compiled side by side first. */
 async function precompile(withTimes) {
   if (process.argv.includes('--no-precompile')) return; // (the host emulator: each kernel is a g++ build)

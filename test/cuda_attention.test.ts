@@ -13,7 +13,7 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import type { DTypeName } from '../src/dtype/dtypes.js';
 import { check, rand, skip } from './cuda_compare.js';
 import { attentionStats, _forceAttentionConfig, PREFILL_SPACE, DECODE_SPACE, hasWgmma, wgmmaConfig } from '../src/backend/cuda/kernels/attention.js';
-import { sm90Configs, sm90MoreConfigs, sm90SplitConfigs, sm90Tag, sm90Smem, sm90Ones, type Sm90Config } from '../src/backend/cuda/kernels/attention_sm90.js';
+import { sm90Configs, sm90MoreConfigs, sm90Offered, sm90Tag, sm90Smem, sm90Ones, type Sm90Config } from '../src/backend/cuda/kernels/attention_sm90.js';
 import { enumerate, type Config } from '../src/autotune/index.js';
 
 const F = nbx.nn.functional;
@@ -64,7 +64,7 @@ test('attention prefill: bool mask (fully masked rows), float mask broadcast, GQ
 // No device needed: every Hopper tile offered fits the 232,448 bytes of dynamic shared memory an sm_90 block can have
 // (db1f4b1 listed n160s2Pt at 238,688 bytes; its device check entries failed to launch)
 test('attention prefill: every offered Hopper tile fits the shared memory of an sm_90 block', () => {
-  for (const D of [64, 128, 256]) for (const w of [...sm90Configs(D), ...sm90MoreConfigs(D), ...sm90SplitConfigs(D)]) {
+  for (const D of [64, 128, 256]) for (const w of [...sm90Offered(D, false), ...sm90Offered(D, true)]) {
     const b = sm90Smem(D, w, sm90Ones(D, w.softmax));
     assert.ok(b <= 232448, `wgmma ${sm90Tag(w)} D${D}: ${b} bytes of shared memory`);
   }
@@ -216,6 +216,43 @@ test('attention prefill, wgmma: items split over their keys', { skip }, (t) => {
         assert.deepEqual(b, a, `${tag} ${name}: not the same bits twice`);
         assert.ok(attentionStats.lastPrefill.endsWith('k'), `${tag} ${name}: ran ${attentionStats.lastPrefill}`);
       }
+    }
+  } finally { _forceAttentionConfig({}); }
+});
+
+// O through a staging tile in shared memory (config ostore, tag o): the same packed values as the 4-byte stores, so the
+// same bits as the tile without it: several items per block (grid capped), L not a multiple of 128 (rows past L not
+// stored; a second warpgroup wholly past L), GQA, a bool mask with a row that sees no key, float16, with split, chained.
+test('attention prefill, wgmma: O through shared memory gives the same bits', { skip }, (t) => {
+  nbx.zeros([1], { device: 'cuda' }).dispose();
+  if (wgSkip()) { t.skip('this device has no warpgroup MMA (sm_90a)'); return; }
+  try {
+    const tilesO: [number, Sm90Config][] = [[128, { blockN: 128, stages: 2, persistent: true }], [128, { blockN: 128, stages: 2, persistent: true, softmax: 'tcsum' }],
+      [128, { blockN: 160, stages: 2, persistent: true, split: true }], [64, { blockN: 192, stages: 2, pingpong: true, persistent: true }],
+      [64, { blockN: 192, stages: 2, pingpong: true, persistent: true, chain: true, softmax: 'tcsum' }]];
+    for (const [D, w] of tilesO) {
+      const tag = `wgmma ${sm90Tag({ ...w, ostore: true })} D${D}`;
+      if (!tiles.test(tag)) continue;
+      const L = 150, S = 201;
+      const keep = nbx.logical_and(nbx.gt(rand([L, S], 114), -0.3), nbx.ne(nbx.arange(L).view(L, 1), 5)) as Tensor; // row 5 sees no key → 0
+      const cases: [string, Tensor[], (...x: Tensor[]) => Tensor][] = [
+        ['causal x items', qkv(2, 2, 2, 300, 300, D, 'bfloat16', 110), (q, k, v) => sdpa(q, k, v, { is_causal: true })],
+        ['L150 gqa', qkv(1, 4, 2, L, 330, D, 'bfloat16', 111), (q, k, v) => sdpa(q, k, v, { enable_gqa: true })],
+        ['bool mask', [...qkv(1, 2, 2, L, S, D, 'bfloat16', 112), keep], (q, k, v, m) => sdpa(q, k, v, m)],
+        ['f16 scale', qkv(1, 3, 3, 260, 260, D, 'float16', 113), (q, k, v) => sdpa(q, k, v, { is_causal: true, scale: 0.3 })],
+      ];
+      for (const [name, ins, f] of cases) {
+        const xs = ins.map((x) => x.to('cuda'));
+        const out: Float32Array[] = [];
+        for (const o of [false, true]) {
+          _forceAttentionConfig({ prefill: wgmmaConfig({ ...w, ostore: o }), blocks: 2, ...(w.split ? { tail: 2, parts: 2 } : {}) });
+          out.push(f(...xs).to('float32').to('cpu').contiguous().dataSync() as Float32Array);
+          assert.ok(attentionStats.lastPrefill.endsWith(o ? 'o' : sm90Tag(w).slice(-1)), `${tag} ${name}: ran ${attentionStats.lastPrefill}`);
+        }
+        assert.deepEqual(out[1], out[0], `${tag} ${name}: bits differ from the 4-byte stores`);
+      }
+      _forceAttentionConfig({ prefill: wgmmaConfig({ ...w, ostore: true }), blocks: 2 });
+      fused('prefill', `${tag} causal`, (q, k, v) => sdpa(q, k, v, { is_causal: true }), qkv(1, 2, 2, 260, 260, D, 'bfloat16', 115), 'bfloat16');
     }
   } finally { _forceAttentionConfig({}); }
 });

@@ -4,7 +4,7 @@
 // node test/gen/cuda_attention_compile.mjs
 import { compileAll } from './cuda_compile_util.mjs';
 import { prefillSource, decodeSource, decodeReduceSource, decodeMmaSource, PREFILL_SPACE, DECODE_SPACE, DECODE_TMA_WORDS } from '../../dist/src/backend/cuda/kernels/attention.js';
-import { sm90Source, sm90Configs, sm90MoreConfigs, sm90SplitConfigs, sm90Tag, SM90_TMA_WORDS } from '../../dist/src/backend/cuda/kernels/attention_sm90.js';
+import { sm90Source, sm90Configs, sm90MoreConfigs, sm90SplitConfigs, sm90OStore, sm90Tag, SM90_TMA_WORDS } from '../../dist/src/backend/cuda/kernels/attention_sm90.js';
 import { enumerate } from '../../dist/src/autotune/index.js';
 
 const specs = [];
@@ -39,7 +39,7 @@ const tmaSig = (s) => ({ ...s, sig: [...s.sig.slice(0, -SM90_TMA_WORDS), '?__gri
 // (persistent configs are TMA builds only: the launcher runs their cp.async build, for inputs TMA cannot address,
 // as the same tile without persistence)
 // (sm90MoreConfigs, sm90SplitConfigs: the tiles offered on some problems only)
-for (const D of [64, 128, 256]) for (const dt of ['float16', 'bfloat16']) for (const c of [...sm90Configs(D), ...sm90MoreConfigs(D), ...sm90SplitConfigs(D)]) for (const m of masks(dt)) {
+for (const D of [64, 128, 256]) for (const dt of ['float16', 'bfloat16']) for (const c of [...sm90Configs(D), ...sm90MoreConfigs(D), ...sm90SplitConfigs(D), ...sm90OStore([...sm90Configs(D), ...sm90MoreConfigs(D), ...sm90SplitConfigs(D)])]) for (const m of masks(dt)) {
   if (!c.persistent) sm90.push({ label: `fwd90 ${dt} D${D} ${sm90Tag(c)} ${m}`, ...sm90Source(dt, D, c, m) });
   sm90.push({ label: `fwd90 tma ${dt} D${D} ${sm90Tag(c)} ${m}`, ...tmaSig(sm90Source(dt, D, c, m, { tma: true })) });
 }

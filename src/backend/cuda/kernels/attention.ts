@@ -106,7 +106,7 @@ function maskTerm(mask: MaskKind, x: string, idx: string): string {
 
 // ---- prefill ---------------------------------------------------------------------------------------
 
-export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean; split?: boolean }
+export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean; split?: boolean; ostore?: boolean }
 
 export const prefillSmem = (D: number, c: PrefillConfig): number => 2 * D * (c.blockM + 2 * c.stages * c.blockN);
 
@@ -759,8 +759,8 @@ interface AttnProblem { D: number }
  * 2-4 stages, ping-pong or not); pruned by the profile's attention tile ceiling (mma) and shared memory.
  * v3: the reworked Hopper kernel (asynchronous producer, FlashAttention-3's intra-warpgroup overlap) times
  * differently from v2's, so its tuning results are not reused. v5: knobs chain (chained persistent items) and softmax (tcsum per tile).
- * v6: knob edge (each consumer warpgroup stops at its own rows' causal edge). v7: knob split (the last round's items split
- * over their keys, attention_sm90.ts).
+ * v6: knob edge (each consumer warpgroup stops at its own rows' causal edge). v7: knobs split (the last round's items split
+ * over their keys, attention_sm90.ts) and ostore (O through a staging tile in shared memory).
  */
 export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
   name: 'cuda.attention.v7',
@@ -776,17 +776,19 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
     { name: 'softmax', values: ['lazy', 'tcsum'], movesBits: true, doc: 'wgmma: the row sums on the ALUs (lazy) or on the tensor cores (tcsum: V gets a slab of ones)' },
     { name: 'edge', values: [false, true], movesBits: false, doc: 'wgmma, causal: each consumer warpgroup stops at its own rows\' causal edge (the tiles past it released unread)' },
     { name: 'split', values: [false, true], movesBits: true, doc: 'wgmma persistent: the items of a partial last round split over their keys (parts merged by the last block of each item)' },
+    { name: 'ostore', values: [false, true], movesBits: false, doc: 'wgmma persistent: O through a staging tile in shared memory and 16-byte stores (instead of 4-byte stores from the accumulators)' },
   ],
-  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false, chain: false, softmax: 'lazy', edge: false, split: false },
+  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false, chain: false, softmax: 'lazy', edge: false, split: false, ostore: false },
   sharedMemoryOptIn: true,
   constraint: (c) => {
-    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep || c.chain || c.softmax !== 'lazy' || c.edge || c.split ? 'pingpong, persistent, deep, chain, softmax, edge and split are wgmma knobs' : undefined;
+    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep || c.chain || c.softmax !== 'lazy' || c.edge || c.split || c.ostore ? 'pingpong, persistent, deep, chain, softmax, edge, split and ostore are wgmma knobs' : undefined;
     if (c.blockM !== SM90_BLOCK_M) return `the wgmma kernel has BLOCK_M ${SM90_BLOCK_M}`;
     if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64-192 and 2-4 stages';
     if (c.deep && c.pingpong) return 'the deep schedule has no ping-pong variant';
     if (c.chain && (!c.persistent || c.deep)) return 'chained items are a persistent build without the deep schedule';
     if (c.edge && (c.pingpong || c.deep || c.chain)) return 'the per-warpgroup causal edge is a build without ping-pong, the deep schedule or chained items';
     if (c.split && (!c.persistent || c.chain || c.deep || c.edge)) return 'split items are a persistent build without chained items, the deep schedule or the edge';
+    if (c.ostore && !c.persistent) return 'O through shared memory is a persistent build';
     return undefined;
   },
   resources: (c, p) => (c.impl === 'wgmma'
@@ -869,14 +871,14 @@ function decodeCounters(n: number): bigint {
 let sm90Queue: CudaBuffer | undefined;
 /** The sm_90a kernel's source and compile options (NVRTC target sm_90a: wgmma and setmaxnreg need the arch-specific target). */
 function sm90Build(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, watch: boolean, tma: boolean): { source: string; name: string; sig: ArgType[]; options: CompileOptions } {
-  const { src, name, sig } = sm90Source(dt, D, tma ? cfg : { ...cfg, persistent: false, chain: false, split: false }, maskKind, { watch, tma, ablate: ablation(), softmax: softmaxOf(cfg), regs: regsVariant() });
+  const { src, name, sig } = sm90Source(dt, D, tma ? cfg : { ...cfg, persistent: false, chain: false, split: false, ostore: false }, maskKind, { watch, tma, ablate: ablation(), softmax: softmaxOf(cfg), regs: regsVariant() });
   const cc = be.ctx.info.cc;
   return { source: `${CUDA_PRELUDE}\n${src}`, name, sig, options: { options: ['--std=c++17'], includeCudaHeaders: false, arch: `sm_${cc[0]}${cc[1]}a`, name } };
 }
 /** The sm_90a kernel, compiled once per specialization. */
 function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, tma: boolean): CudaKernel {
   const watch = process.env.NBX_ATTENTION_WATCH === '1';
-  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${cfg.deep ? 'dp' : ''}:${cfg.chain ? 'ch' : ''}:${cfg.edge ? 'eg' : ''}${cfg.split ? 'k' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxOf(cfg)}:${process.env.NBX_ATTENTION_REGS ?? ''}`;
+  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${cfg.deep ? 'dp' : ''}:${cfg.chain ? 'ch' : ''}:${cfg.edge ? 'eg' : ''}${cfg.split ? 'k' : ''}${cfg.ostore ? 'o' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxOf(cfg)}:${process.env.NBX_ATTENTION_REGS ?? ''}`;
   let k = sm90Kernels.get(key);
   if (!k) {
     const b = sm90Build(dt, D, cfg, maskKind, watch, tma);
@@ -990,7 +992,7 @@ export async function precompileAttention(specs: { dt: DTypeName; D: number; cfg
   return jobs.size;
 }
 /** A Hopper tile as a PREFILL_SPACE configuration (the tuner's candidates; tests and scripts force them). */
-export const wgmmaConfig = (x: Sm90Config): Config => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent, deep: !!x.deep, chain: !!x.chain, softmax: x.softmax ?? 'lazy', edge: !!x.edge, split: !!x.split });
+export const wgmmaConfig = (x: Sm90Config): Config => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent, deep: !!x.deep, chain: !!x.chain, softmax: x.softmax ?? 'lazy', edge: !!x.edge, split: !!x.split, ostore: !!x.ostore });
 /**
  * Test/bench hook: force a configuration (empty: tune as usual); blocks caps the persistent Hopper kernel's grid
  * (tests: many work items per block, on the emulator in minutes); group sets its L2 group (batch·heads whose
@@ -1290,8 +1292,10 @@ export function cudaAttention(p: AttentionParams): void {
     return;
   }
   const run = (c: Config): void => {
-    const cfg = c as unknown as PrefillConfig;
+    let cfg = c as unknown as PrefillConfig;
     if (c.impl === 'wgmma') {
+      // ostore copies O out in 16-byte pieces: an O whose rows are not 16-byte aligned runs the same tile with 4-byte stores
+      if (cfg.ostore && ((ptr(out) + BigInt(out.offset * 2)) % 16n !== 0n || out.strides.slice(0, 3).some((x) => (x * 2) % 16 !== 0))) cfg = { ...cfg, ostore: false };
       const ntiles = Math.ceil(L / SM90_BLOCK_M);
       const tail = [H, rep, L, S, B * H, ntiles, sl2, causal ? 1 : 0];
       const mq = tmaEnabled() ? sm90TmaMap(q, dt, SM90_BLOCK_M) : null;
@@ -1316,7 +1320,7 @@ export function cudaAttention(p: AttentionParams): void {
       // inputs TMA cannot address: the cp.async build, one block per item (the same results: persistence moves no bits)
       // (its dynamic shared memory is that of the non-persistent build: call 1 of 2026-12-03 launched a persistent
       // config's cp.async build with the persistent size, 16 bytes past the kernel's limit, and the launch failed)
-      const cfg1 = { ...cfg, persistent: false, chain: false, split: false };
+      const cfg1 = { ...cfg, persistent: false, chain: false, split: false, ostore: false };
       const kw = sm90Kernel(dt, D, cfg1, maskKind, false);
       attentionStats.lastPrefill = `wgmma cp.async ${sm90Tag(cfg1)}`;
       be.launch(kw, ntiles * B * H, SM90_THREADS, [ptr(q), ptr(k), ptr(v), ptr(out), ptr(mask), ...common, ...tail], smem90(D, cfg1));

@@ -88,11 +88,16 @@ export type Sm90MaskKind = 'none' | 'bool' | DTypeName;
  * work in 32 (4 items in the last round, 128 SMs idle for an item's time, 3%). A part writes its unnormalised O (fp32),
  * running max and row sum to a workspace slot and counts itself on its item's counter; the block that counts last merges
  * the item's PK slots in part order (the same bits whichever block merges: identical run to run) and resets the counter.
+ * ostore (persistent; tag o): a whole item's O goes through a staging tile in shared memory (each warpgroup
+ * its 64 rows, 32 conflict-free 4-byte shared stores per thread in the 128B-swizzled layout) and leaves in 16-byte stores,
+ * a warp two whole 256-byte rows an instruction. The direct form's 4-byte global stores touch 8 rows (8 lines, ~8 L1
+ * wavefronts) per warp instruction: ~2,000 wavefronts an item on the consumers' path; this form ~500 (shared and global).
+ * (TMA stores would need O's descriptor: 16 more parameter words, past the launcher's 80.) Same bits.
  */
-export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean; split?: boolean }
+export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean; split?: boolean; ostore?: boolean }
 
-/** A configuration's short name: n<BLOCK_N>s<stages>, p ping-pong, d deep, P persistent, C chained items, t tcsum, e each warpgroup's causal edge, k the last round's items split over their keys. */
-export const sm90Tag = (c: Sm90Config): string => `n${c.blockN}s${c.stages}${c.pingpong ? 'p' : ''}${c.deep ? 'd' : ''}${c.persistent ? 'P' : ''}${c.chain ? 'C' : ''}${c.softmax === 'tcsum' ? 't' : ''}${c.edge ? 'e' : ''}${c.split ? 'k' : ''}`;
+/** A configuration's short name: n<BLOCK_N>s<stages>, p ping-pong, d deep, P persistent, C chained items, t tcsum, e each warpgroup's causal edge, k the last round's items split over their keys, o O stored through shared memory. */
+export const sm90Tag = (c: Sm90Config): string => `n${c.blockN}s${c.stages}${c.pingpong ? 'p' : ''}${c.deep ? 'd' : ''}${c.persistent ? 'P' : ''}${c.chain ? 'C' : ''}${c.softmax === 'tcsum' ? 't' : ''}${c.edge ? 'e' : ''}${c.split ? 'k' : ''}${c.ostore ? 'o' : ''}`;
 
 /** Query rows per block: two consumer warpgroups of 64 rows. */
 export const SM90_BLOCK_M = 128;
@@ -166,10 +171,12 @@ export const sm90MoreConfigs = (D: number): Sm90Config[] => (D === 128 ? [{ bloc
  */
 export function sm90Offered(D: number, causal: boolean): Sm90Config[] {
   const all = sm90Configs(D);
-  if (!causal) return [...all, ...sm90MoreConfigs(D), ...sm90SplitConfigs(D)];
   const p = all.filter((c) => c.persistent);
-  return p.length ? p : all;
+  const base = !causal ? [...all, ...sm90MoreConfigs(D), ...sm90SplitConfigs(D)] : p.length ? p : all;
+  return [...base, ...sm90OStore(base)];
 }
+/** The persistent tiles of `cs` with O through shared memory (ostore, tag o; eleventh session: not yet timed, the tuner decides). */
+export const sm90OStore = (cs: Sm90Config[]): Sm90Config[] => cs.filter((c) => c.persistent).map((c) => ({ ...c, ostore: true }));
 
 /**
  * Not causal (items of equal cost), the persistent per-item tiles of sm90Configs(D) again with the last round's items split
@@ -184,7 +191,7 @@ export const sm90QSlots = (c: Sm90Config): number => (c.chain ? 2 : 1);
  * empty per Q buffer; K/V full and empty per slot), persistent: the item index per Q buffer; ones (the tcsum softmax):
  * a 64-column slab of ones after each V slot.
  */
-export const sm90Smem = (D: number, c: Sm90Config, ones = false): number => 2 * D * (sm90QSlots(c) * SM90_BLOCK_M + 2 * c.stages * c.blockN) + (ones ? 128 * c.stages * c.blockN : 0) + 1024 + 8 * (2 * sm90QSlots(c) + 4 * c.stages) + (c.persistent ? 16 : 0);
+export const sm90Smem = (D: number, c: Sm90Config, ones = false): number => 2 * D * ((sm90QSlots(c) + (c.ostore ? 1 : 0)) * SM90_BLOCK_M + 2 * c.stages * c.blockN) + (ones ? 128 * c.stages * c.blockN : 0) + 1024 + 8 * (2 * sm90QSlots(c) + 4 * c.stages) + (c.persistent ? 16 : 0);
 /** Whether softmax form sx sums the rows on the tensor cores at head dim D (tcsum: N = D + 8 ≤ 256). */
 export const sm90Ones = (D: number, sx: Sm90Softmax | undefined): boolean => (sx ?? SM90_SOFTMAX_DEFAULT) === 'tcsum' && D + 8 <= 256;
 
@@ -516,6 +523,8 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
   const [RP_, RC_] = opts.regs ?? [REG_PRODUCER, REG_CONSUMER];
   if (RP_ % 8 || RC_ % 8 || RP_ < 24 || RC_ > 256 || RP_ * 128 + 2 * RC_ * 128 > 168 * SM90_THREADS) throw new UnsupportedError('attention', `setmaxnreg ${RP_}/${RC_}: multiples of 8 in 24-256 within 168 x ${SM90_THREADS}`);
   const SPL = !!c.split, TT = SPL ? '(tb + t)' : 't', TV = SPL ? '(tb + t - 1)' : '(t - 1)'; // (the key tile's index in its item)
+  const OST = !!c.ostore;
+  if (OST && !P) throw new UnsupportedError('attention', 'O through shared memory is a persistent build');
   if (SPL && (!P || CHN || DP || EG)) throw new UnsupportedError('attention', 'split items are a persistent build without chained items, the deep schedule or the edge');
   const AB = opts.ablate;
   if (AB === 'noload' && !TMA) throw new UnsupportedError('attention', 'the noload diagnostic is a TMA build');
@@ -604,6 +613,27 @@ ${mid}        pack(sacc);`;
       wg_wait<0>();
       reg_fence${ND}(oacc);
       releaseV(${tile});`;
+  // ostore: this warpgroup's 64 rows into its half of the staging tile (conflict-free 4-byte shared stores: the quad's 16
+  // bytes of a row land in the chunk the row's swizzle puts them), then copied out by the warpgroup in 16-byte chunks, a
+  // warp two whole rows (256 contiguous bytes each) an instruction; the barriers keep the staging rows' writes after the
+  // previous copy-out's reads and the copy-out after the writes
+  const wholeStore = OST ? `    nb_sync_o(cw);
+    #pragma unroll
+    for (int r = 0; r < 2; r++) {
+${ONES ? `      const float l = oacc[${D / 2} + 2 * r];` : `      float l = lrow[r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);`}
+      const float inv = l > 0.f ? 1.f / l : 0.f; // a row that sees no key: 0
+      const int lr = cw * 64 + warp * 16 + g + r * 8;
+      #pragma unroll
+      for (int i = 0; i < ${D / 8}; i++) *(u32*)(sO + tofs(${BM}, lr, i) + tg * 4) = pack2(oacc[4 * i + 2 * r] * inv, oacc[4 * i + 2 * r + 1] * inv);
+    }
+    nb_sync_o(cw);
+    #pragma unroll
+    for (int k = 0; k < ${D / 16}; k++) {
+      const int c = wt + k * 128, lr = cw * 64 + c / CH, ch = c % CH, row = rowA - warp * 16 - g + lr - cw * 64; // (rowA - its row in the warpgroup: the item's first row + 64·cw)
+      if (row < L) *(uint4*)(O + oo + b * osb + h * osh + (long long)row * osl + ch * 8) = *(const uint4*)(sO + tofs(${BM}, lr, ch));
+    }` : prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined);
   // Chained items (persistent): one loop over the tiles of all the block's items. A step issues Q·K(t)ᵀ and P·V of
   // the tile before whichever items they belong to, so an item's first Q·Kᵀ and softmax run under the previous
   // item's last P·V (the per-item loop runs them with nothing of its own warpgroup under them, and its last P·V
@@ -614,7 +644,7 @@ ${mid}        pack(sacc);`;
   // the accumulators between wgmmas). Every item has a tile: S ≥ 1 (the op layer takes empty inputs elsewhere).
   const chainLoop = `  // the finished item's O: this thread's rows from rowA, of batch b and head h, divided by the sums lrow
   auto storeO = [&](int b, int h, int rowA, const float (&lrow)[2]) {
-${prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined)}
+${OST ? wholeStore : prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined)}
   };
   float lfin[2] = {0.f, 0.f};
   int bfin = 0, hfin = 0, rfin = 0, t = 0, it = 0;
@@ -653,7 +683,7 @@ ${lastPV('t - 1')}
   const slotO = (j: string): string => `WS + (long long)(${j}) * ${BM * D}`;
   const slotML = (j: string): string => `WS + (long long)(ntiles * BH - R0) * PK * ${BM * D} + (long long)(${j}) * ${BM * 2}`;
   const splitStore = `    if (sp < 0) {
-${prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined)}
+${wholeStore}
     } else {
       float* wo = ${slotO('si * PK + sp')};
       float* wml = ${slotML('si * PK + sp')};
@@ -701,7 +731,13 @@ ${ONES ? `        const float l = oacc[${D / 2} + 2 * r];` : `        float l = 
         if (wt == 0 && cw == 0) WC[si] = 0; // every part has counted itself: ready for the next launch
       }
     }`;
-  const src = `${opts.watch ? '#define NBX_ATTN_WATCH 1\n' : ''}${wgmmaHelpers(dt === 'bfloat16', [BN, ND])}${SPL ? `
+  const src = `${opts.watch ? '#define NBX_ATTN_WATCH 1\n' : ''}${wgmmaHelpers(dt === 'bfloat16', [BN, ND])}${OST ? `
+// ostore: a warpgroup's named barrier (4 + cw, 128 threads) around O's staging rows
+#ifdef NBX_EMU
+__device__ __forceinline__ void nb_sync_o(int cw) { nb_sync(4 + cw, 128); }
+#else
+__device__ __forceinline__ void nb_sync_o(int cw) { if (cw == 0) asm volatile("bar.sync 4, 128;" ::: "memory"); else asm volatile("bar.sync 5, 128;" ::: "memory"); }
+#endif` : ''}${SPL ? `
 // split: the two consumer warpgroups (256 threads) meet at named barrier 3 (ping-pong takes 1 and 2)
 #ifdef NBX_EMU
 __device__ __forceinline__ void nb_sync_c() { nb_sync(3, 256); }
@@ -730,7 +766,8 @@ extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
   extern __shared__ __align__(1024) unsigned char smraw[];
   unsigned char* sm = smraw + ((1024 - (smem_u32(smraw) & 1023)) & 1023);
   unsigned char* sQ = sm;                                  // ${QS} x [D_/64][${BM}][64]
-  unsigned char* sK = sQ + ${QS * BM} * D_ * 2;                 // ${ST} x [D_/64][${BN}][64]
+${OST ? `  unsigned char* sO = sQ + ${QS * BM} * D_ * 2;                 // [D_/64][${BM}][64]: O's staging tile (ostore)
+` : ''}  unsigned char* sK = sQ + ${(QS + (OST ? 1 : 0)) * BM} * D_ * 2;                 // ${ST} x [D_/64][${BN}][64]
   unsigned char* sV = sK + ${ST * BN} * D_ * 2;             // ${ST} x [${VS}][${BN}][64]${ONES ? ' (the last slab: ones)' : ''}
   // mbarriers: Q full; per slot K full, V full (the producer's arrivals), K empty, V empty (one per consumer
   // warp); Q empty (persistent: one per consumer warp once its last Q·Kᵀ of a work item is done)${QS > 1 ? '; then\n  // Q full and Q empty of the second Q buffer' : ''}
@@ -1007,7 +1044,7 @@ ${lastPV(EG ? 'ntw - 1' : 'nt - 1')}${EG ? `
         releaseV(t);
       }` : ''}
 `}    }${P ? ` else if (lane == 0) mbar_arrive(barQE(0)); // no key for this item: its Q is free at once` : ''}
-${SPL ? splitStore : prefillStoreO(D / 8, (c) => `oacc[4 * i + 2 * r + ${c}]`, ONES ? (r) => `oacc[${D / 2} + 2 * ${r}]` : undefined)}
+${SPL ? splitStore : wholeStore}
     gt += nt;
   }`}
 }`;
