@@ -292,6 +292,15 @@ if (part === 'stall') {
 }
 
 if (part === 'time') {
+  const SHAPES = [
+    { name: 'causal B4 H32 L4096 D128 bf16', B: 4, H: 32, Hk: 32, L: 4096, D: 128, causal: true, dt: 'bfloat16' },
+    { name: 'B4 H32 L4096 D128 bf16', B: 4, H: 32, Hk: 32, L: 4096, D: 128, causal: false, dt: 'bfloat16' },
+    { name: 'causal B8 H16 L1024 D128 bf16', B: 8, H: 16, Hk: 16, L: 1024, D: 128, causal: true, dt: 'bfloat16' },
+    { name: 'causal GQA B4 H32/8 L4096 D128 bf16', B: 4, H: 32, Hk: 8, L: 4096, D: 128, causal: true, dt: 'bfloat16' },
+    { name: 'causal B4 H32 L4096 D128 f16', B: 4, H: 32, Hk: 32, L: 4096, D: 128, causal: true, dt: 'float16' },
+    { name: 'causal B4 H32 L4096 D64 bf16', B: 4, H: 32, Hk: 32, L: 4096, D: 64, causal: true, dt: 'bfloat16' },
+    { name: 'causal B4 H16 L4096 D256 bf16', B: 4, H: 16, Hk: 16, L: 4096, D: 256, causal: true, dt: 'bfloat16' },
+  ];
   const { timeCuda } = await import(join(root, 'dist/bench/gpu_timing.js'));
   const { deviceRandn } = await import(join(root, 'dist/bench/device_randn.js'));
   nbx.zeros([1], { device: 'cuda' });
@@ -300,10 +309,11 @@ if (part === 'time') {
   // the first wgmma tile with cp.async loads (NBX_ATTENTION_TMA=0), and the diagnostics of the first tile
   // (NBX_ATTENTION_ABLATE: wrong results, the time of a part left out)
   // (and the first tile with the softmax arithmetic of the fifth session, 'serial', 'tree' and 'poly': the default is 'lazy';
-  // r240: setmaxnreg 24 / 240 as FlashAttention-3, NBX_ATTENTION_REGS)
+  // r240: setmaxnreg 24 / 240 as FlashAttention-3, NBX_ATTENTION_REGS; late: the grid-dependency wait first thing, as before
+  // the eleventh session, NBX_ATTENTION_EARLY=0)
   // NBX_ATTN_VARIANTS (comma-separated names, e.g. 'nosoftmax,cp.async'; default all) narrows the first tile's variants
   const pickV = process.env.NBX_ATTN_VARIANTS?.split(',');
-  const variants = [['', {}], ['serial ', { NBX_ATTENTION_SOFTMAX: 'serial' }], ['tree ', { NBX_ATTENTION_SOFTMAX: 'tree' }], ['poly ', { NBX_ATTENTION_SOFTMAX: 'poly' }], ['tcsum ', { NBX_ATTENTION_SOFTMAX: 'tcsum' }], ['lazy ', { NBX_ATTENTION_SOFTMAX: 'lazy' }], ['r240 ', { NBX_ATTENTION_REGS: '24,240' }], ['cp.async ', { NBX_ATTENTION_TMA: '0' }], ['noload ', { NBX_ATTENTION_ABLATE: 'noload' }], ['nosoftmax ', { NBX_ATTENTION_ABLATE: 'nosoftmax' }]]
+  const variants = [['', {}], ['serial ', { NBX_ATTENTION_SOFTMAX: 'serial' }], ['tree ', { NBX_ATTENTION_SOFTMAX: 'tree' }], ['poly ', { NBX_ATTENTION_SOFTMAX: 'poly' }], ['tcsum ', { NBX_ATTENTION_SOFTMAX: 'tcsum' }], ['lazy ', { NBX_ATTENTION_SOFTMAX: 'lazy' }], ['r240 ', { NBX_ATTENTION_REGS: '24,240' }], ['late ', { NBX_ATTENTION_EARLY: '0' }], ['cp.async ', { NBX_ATTENTION_TMA: '0' }], ['noload ', { NBX_ATTENTION_ABLATE: 'noload' }], ['nosoftmax ', { NBX_ATTENTION_ABLATE: 'nosoftmax' }]]
     .filter(([n]) => !n || !pickV || pickV.includes(n.trim()));
   // NBX_ATTN_EXTRA (JSON {"128": [{"blockN": 80, "stages": 3, "deep": true}], ...}): tiles timed besides sm90Configs(D)
   const extra = JSON.parse(process.env.NBX_ATTN_EXTRA ?? '{}');
@@ -313,7 +323,9 @@ if (part === 'time') {
   const withEnvAsync = async (env, f) => { const undo = setEnv(env); try { return await f(); } finally { undo(); } };
   if (!process.argv.includes('--no-precompile')) {
     const t0 = performance.now(), jobs = [];
+    // (the dtypes and head dims of the shapes the filter keeps: SHAPES below)
     for (const dt of ['bfloat16', 'float16']) for (const D of [64, 128, 256]) {
+      if (!SHAPES.some((x) => x.dt === dt && x.D === D && filter.test(x.name))) continue;
       if (D !== 256) jobs.push(att.precompileAttention([{ dt, D, cfg: MMA, mask: 'none' }]));
       if (wg) for (const [, env] of variants) {
         if (env.NBX_ATTENTION_ABLATE && (dt !== 'bfloat16' || D !== 128)) continue; // the diagnostics run on bf16 D128 only
@@ -324,15 +336,7 @@ if (part === 'time') {
     const n = (await Promise.all(jobs)).reduce((a, b) => a + b, 0);
     console.log(`precompiled ${n} prefill kernels in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   }
-  const shapes = [
-    { name: 'causal B4 H32 L4096 D128 bf16', B: 4, H: 32, Hk: 32, L: 4096, D: 128, causal: true, dt: 'bfloat16' },
-    { name: 'B4 H32 L4096 D128 bf16', B: 4, H: 32, Hk: 32, L: 4096, D: 128, causal: false, dt: 'bfloat16' },
-    { name: 'causal B8 H16 L1024 D128 bf16', B: 8, H: 16, Hk: 16, L: 1024, D: 128, causal: true, dt: 'bfloat16' },
-    { name: 'causal GQA B4 H32/8 L4096 D128 bf16', B: 4, H: 32, Hk: 8, L: 4096, D: 128, causal: true, dt: 'bfloat16' },
-    { name: 'causal B4 H32 L4096 D128 f16', B: 4, H: 32, Hk: 32, L: 4096, D: 128, causal: true, dt: 'float16' },
-    { name: 'causal B4 H32 L4096 D64 bf16', B: 4, H: 32, Hk: 32, L: 4096, D: 64, causal: true, dt: 'bfloat16' },
-    { name: 'causal B4 H16 L4096 D256 bf16', B: 4, H: 16, Hk: 16, L: 4096, D: 256, causal: true, dt: 'bfloat16' },
-  ];
+  const shapes = SHAPES;
   // NBX_ATTN_GROUPS (comma-separated, e.g. '1,4'): the persistent tiles timed again with that L2 group forced
   // (batch·heads whose query tiles interleave; 1: head after head); --filter= narrows the shapes
   const groups = (process.env.NBX_ATTN_GROUPS ?? '').split(',').filter(Boolean).map(Number);

@@ -871,14 +871,14 @@ function decodeCounters(n: number): bigint {
 let sm90Queue: CudaBuffer | undefined;
 /** The sm_90a kernel's source and compile options (NVRTC target sm_90a: wgmma and setmaxnreg need the arch-specific target). */
 function sm90Build(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, watch: boolean, tma: boolean): { source: string; name: string; sig: ArgType[]; options: CompileOptions } {
-  const { src, name, sig } = sm90Source(dt, D, tma ? cfg : { ...cfg, persistent: false, chain: false, split: false, ostore: false }, maskKind, { watch, tma, ablate: ablation(), softmax: softmaxOf(cfg), regs: regsVariant() });
+  const { src, name, sig } = sm90Source(dt, D, tma ? cfg : { ...cfg, persistent: false, chain: false, split: false, ostore: false }, maskKind, { watch, tma, ablate: ablation(), softmax: softmaxOf(cfg), regs: regsVariant(), early: process.env.NBX_ATTENTION_EARLY !== '0' });
   const cc = be.ctx.info.cc;
   return { source: `${CUDA_PRELUDE}\n${src}`, name, sig, options: { options: ['--std=c++17'], includeCudaHeaders: false, arch: `sm_${cc[0]}${cc[1]}a`, name } };
 }
 /** The sm_90a kernel, compiled once per specialization. */
 function sm90Kernel(dt: DTypeName, D: number, cfg: PrefillConfig, maskKind: MaskKind, tma: boolean): CudaKernel {
   const watch = process.env.NBX_ATTENTION_WATCH === '1';
-  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${cfg.deep ? 'dp' : ''}:${cfg.chain ? 'ch' : ''}:${cfg.edge ? 'eg' : ''}${cfg.split ? 'k' : ''}${cfg.ostore ? 'o' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxOf(cfg)}:${process.env.NBX_ATTENTION_REGS ?? ''}`;
+  const key = `${dt}:${D}:${cfg.blockN}:${cfg.stages}:${cfg.pingpong ? 'pp' : ''}:${cfg.persistent ? 'ps' : ''}:${cfg.deep ? 'dp' : ''}:${cfg.chain ? 'ch' : ''}:${cfg.edge ? 'eg' : ''}${cfg.split ? 'k' : ''}${cfg.ostore ? 'o' : ''}:${maskKind}:${watch ? 'w' : ''}:${tma ? 'tma' : ''}:${ablation() ?? ''}:${softmaxOf(cfg)}:${process.env.NBX_ATTENTION_REGS ?? ''}:${process.env.NBX_ATTENTION_EARLY ?? ''}`;
   let k = sm90Kernels.get(key);
   if (!k) {
     const b = sm90Build(dt, D, cfg, maskKind, watch, tma);

@@ -497,6 +497,12 @@ export interface Sm90SourceOptions {
    * 232). p·128 + 2·c·128 must not pass 168·384 (the launch bound); FlashAttention-3 takes 24 / 240 with two consumer warpgroups.
    */
   regs?: [number, number];
+  /**
+   * The programmatic-dependent-launch wait after the block's prologue (mbarrier init, the tcsum ones, the TMA descriptors'
+   * prefetch), which reads nothing an earlier kernel writes, instead of first thing: the prologue overlaps the previous
+   * kernel's tail. Default true; false (NBX_ATTENTION_EARLY=0, for measuring) leaves the wait to the runtime's rewrite.
+   */
+  early?: boolean;
 }
 export type Sm90Softmax = 'serial' | 'tree' | 'lazy' | 'poly' | 'tcsum';
 export const SM90_SOFTMAX: readonly Sm90Softmax[] = ['serial', 'tree', 'lazy', 'poly', 'tcsum'];
@@ -522,6 +528,7 @@ export function sm90Source(dt: DTypeName, D: number, c: Sm90Config, mask: Sm90Ma
   if (CHN && (!P || DP)) throw new UnsupportedError('attention', 'chained items are a persistent build without the deep schedule');
   const [RP_, RC_] = opts.regs ?? [REG_PRODUCER, REG_CONSUMER];
   if (RP_ % 8 || RC_ % 8 || RP_ < 24 || RC_ > 256 || RP_ * 128 + 2 * RC_ * 128 > 168 * SM90_THREADS) throw new UnsupportedError('attention', `setmaxnreg ${RP_}/${RC_}: multiples of 8 in 24-256 within 168 x ${SM90_THREADS}`);
+  const EARLY = opts.early ?? true;
   const SPL = !!c.split, TT = SPL ? '(tb + t)' : 't', TV = SPL ? '(tb + t - 1)' : '(t - 1)'; // (the key tile's index in its item)
   const OST = !!c.ostore;
   if (OST && !P) throw new UnsupportedError('attention', 'O through shared memory is a persistent build');
@@ -744,7 +751,10 @@ __device__ __forceinline__ void nb_sync_c() { nb_sync(3, 256); }
 #else
 __device__ __forceinline__ void nb_sync_c() { asm volatile("bar.sync 3, 256;" ::: "memory"); }
 #endif` : ''}
-constexpr int D_ = ${D};
+${EARLY ? `#ifndef NBX_GRID_DEPENDENCY_WAIT
+#define NBX_GRID_DEPENDENCY_WAIT()
+#endif
+` : ''}constexpr int D_ = ${D};
 constexpr int CH = D_ / 8;      // 16-byte chunks per row
 // byte offset of chunk ch of row r in a [D_/64][rows][64] tile, 128B-swizzled (tile base 1024-aligned)
 __device__ __forceinline__ u32 tofs(int rows, int r, int ch) { return (u32)((ch >> 3) * rows * 128 + r * 128 + (((ch & 7) ^ (r & 7)) << 4)); }
@@ -756,7 +766,12 @@ ${TMA ? `#if !defined(__grid_constant__) && !defined(NBX_EMU)
 #endif
 // Q's, K's and V's TMA descriptors (CUtensorMap: 128 bytes, 64-aligned), dims {D, rows, heads, batch}
 struct alignas(64) TMaps { u64 q[16]; u64 k[16]; u64 v[16]; };
-` : ''}
+${EARLY ? `#ifdef NBX_EMU
+__device__ __forceinline__ void prefetch_tmap(const void*) {}
+#else
+__device__ __forceinline__ void prefetch_tmap(const void* p) { asm volatile("prefetch.tensormap [%0];" :: "l"((u64)p) : "memory"); }
+#endif
+` : ''}` : ''}
 extern "C" __global__ void __launch_bounds__(${SM90_THREADS}, 1) attn_fwd90(
   ${TMA ? '' : 'const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V, '}u16* __restrict__ O, const ${MT}* __restrict__ MK,${P ? ' int* __restrict__ WQ,' : ''}
   ${TMA ? '' : `long long qo, long long qsb, long long qsh, long long qsl, long long ko, long long ksb, long long ksh, long long ksl,
@@ -802,7 +817,8 @@ ${P ? `  const int items = ${SPL ? 'R0 + (ntiles * BH - R0) * PK' : 'ntiles * BH
     for (int q = 0; q < ${QS}; q++) { mbar_init(barQ(q), ${TMA ? 1 : 128}); mbar_init(barQE(q), 8); }
     // full: the producer's arrivals (TMA: one, with the tile's bytes); empty: one per consumer warp
     for (int s = 0; s < ${ST}; s++) { mbar_init(barK(s), ${TMA ? 1 : 128}); mbar_init(barV(s), ${TMA ? 1 : 128}); mbar_init(barEK(s), 8); mbar_init(barEV(s), 8); }
-    init_fence();
+    init_fence();${EARLY && TMA ? `
+    prefetch_tmap(&tm.q); prefetch_tmap(&tm.k); prefetch_tmap(&tm.v);` : ''}
   }
 ${ONES ? `  // tcsum: the slab of ones after each V slot (TMA never writes it), visible to the async proxy before any wgmma
   for (int i = tid; i < ${ST * BN * 32}; i += ${SM90_THREADS}) {
@@ -810,7 +826,8 @@ ${ONES ? `  // tcsum: the slab of ones after each V slot (TMA never writes it), 
     *(u32*)(sV + (sl * ${VS} + ${VS - 1}) * ${BN * 128} + o * 4) = ${dt === 'bfloat16' ? '0x3f803f80u' : '0x3c003c00u'};
   }
   proxy_fence();
-` : ''}  __syncthreads();
+` : ''}  __syncthreads();${EARLY ? `
+  NBX_GRID_DEPENDENCY_WAIT(); // (programmatic dependent launch: nothing above reads what an earlier kernel writes)` : ''}
   if (wg == 0) {
     reg_dealloc<${RP_}>();
 ${TMA ? `    // ---- producer: one thread issues every load: per work item Q, then K(t) and V(t-1) for t = 0..nt (boxes of
