@@ -40,11 +40,11 @@ function opArgs(model: CausalLMModel, dec: StaticDecoder, tokens: number[], at: 
 }
 
 /** The first `dec.batch` prompts of PROMPTS prefilled into the decoder's cache; each row's first token. */
-async function prefill(model: CausalLMModel, dec: StaticDecoder): Promise<number[]> {
+async function prefill(model: CausalLMModel, dec: StaticDecoder, vocab = CONFIG.vocab_size): Promise<number[]> {
   const B = dec.batch;
   dec.begin(null, PROMPT.length);
   const out = model.forward(nbx.tensor(PROMPTS.slice(0, B), { dtype: 'int64', device: model.device }), { cache: dec.cache, logits_to_keep: 1 });
-  const first = Array.from(await out.view([B, CONFIG.vocab_size]).argmax(1).data(), Number);
+  const first = Array.from(await out.view([B, vocab]).argmax(1).data(), Number);
   out.dispose();
   return first;
 }
@@ -73,6 +73,25 @@ test('fused_decode_step on the CPU (its composite) equals the static decoder\'s 
   } finally { model.dispose(); }
 });
 
+test('fused_decode_step\'s composite with packed weights (int4 group 128, the lm_head too) equals the static decoder\'s op-by-op step', async () => {
+  const model = nbx.models.fromConfig(CONFIG, { device: 'cpu', dtype: 'float32', seed: 0 });
+  try {
+    nbx.quant.quantize_(model, { scheme: 'int4', group_size: 32, skip: () => false });
+    const a = new StaticDecoder(model, 1, 32, true), b = new StaticDecoder(model, 1, 32, true);
+    const toks = await prefill(model, a);
+    await prefill(model, b);
+    const P = PROMPT.length;
+    const ref = a.step(toks, toks.map(() => P));
+    const args = opArgs(model, b, toks, P);
+    assert.ok(args.layers.every((l) => !(l.qkv instanceof nbx.Tensor)), 'the layers\' projections are packed');
+    const [logits, next] = nbx.llm.fused_decode_step(args.ids, args.index, args.notPadding, args.cos, args.sin, model.model.embed_tokens.weight, args.layers,
+      (model.model.norm as unknown as { weight: nbx.Tensor }).weight, model.lm_head.quantized_weight!, { heads: 4, kv_heads: 2, eps: 1e-5, scaling: 16 ** -0.5 }) as [nbx.Tensor, nbx.Tensor];
+    assert.deepEqual(await logits.tolist(), await ref.logits.tolist());
+    assert.deepEqual(await next.tolist(), await ref.next!.tolist());
+    a.dispose(); b.dispose();
+  } finally { model.dispose(); }
+});
+
 test('NBX_DECODE_STEP: auto (unset), fused/on/phases, off/0; anything else is a ValueError naming the choices', () => {
   assert.equal(decodeStepMode({}), 'auto');
   assert.equal(decodeStepMode({ NBX_DECODE_STEP: 'phases' }), 'fused');
@@ -81,12 +100,12 @@ test('NBX_DECODE_STEP: auto (unset), fused/on/phases, off/0; anything else is a 
 });
 
 /** Greedy tokens (per step, per row) and last logits of `steps` static-decoder steps of `batch` rows on CUDA under NBX_DECODE_STEP=`mode`. */
-async function decodeCuda(model: CausalLMModel, mode: string, steps: number, batch = 1): Promise<{ toks: number[][]; logits: number[]; keys: number[] }> {
+async function decodeCuda(model: CausalLMModel, mode: string, steps: number, batch = 1, vocab = CONFIG.vocab_size): Promise<{ toks: number[][]; logits: number[]; keys: number[] }> {
   const was = process.env.NBX_DECODE_STEP;
   process.env.NBX_DECODE_STEP = mode;
   try {
     const dec = new StaticDecoder(model, batch, 32, true);
-    let tok = await prefill(model, dec);
+    let tok = await prefill(model, dec, vocab);
     const toks: number[][] = [];
     let logits: number[] = [];
     for (let s = 0; s < steps; s++) {
@@ -121,6 +140,32 @@ test('CUDA decode_step kernel: the op-by-op step\'s tokens, logits and cache (bf
       }
     }
   } finally { model.dispose(); }
+});
+
+/** A shape whose projections the kernel takes packed: K a multiple of 256 (int4's 128-byte items of 256 columns). */
+const QCONFIG = { ...CONFIG, hidden_size: 256, intermediate_size: 512 };
+
+test('CUDA decode_step kernel with packed weights (int8 with its lm_head; int4 group 128 symmetric with a bfloat16 lm_head; int4 with zero points, its lm_head too): the op-by-op step\'s tokens and logits', { skip }, async () => {
+  for (const [scheme, symmetric, lmToo] of [['int8', true, true], ['int4', true, false], ['int4', false, true]] as const) {
+    const model = nbx.models.fromConfig(QCONFIG, { device: 'cuda', dtype: 'bfloat16', seed: 1 });
+    try {
+      const r = nbx.quant.quantize_(model, { scheme, group_size: 128, symmetric, ...(lmToo ? { skip: () => false } : {}) });
+      assert.ok(r.quantized.length >= (lmToo ? 9 : 8), `${scheme}: quantized ${r.quantized.join(', ')}`);
+      for (const B of [1, 3]) {
+        const off = await decodeCuda(model, 'off', 4, B, QCONFIG.vocab_size);
+        const mode = process.env.NBX_EMU_DIR ? 'phases' : 'fused';
+        const launched = decodeStepLaunches();
+        const got = await decodeCuda(model, mode, 4, B, QCONFIG.vocab_size);
+        const what = `${scheme}${symmetric ? '' : ' with zero points'}, batch ${B}`;
+        assert.ok(decodeStepLaunches() > launched, `${what}: the whole-step kernel ran (not the op's composite)`);
+        assert.deepEqual(got.toks, off.toks, `${what}: tokens`);
+        const md = got.logits.reduce((m, v, i) => Math.max(m, Math.abs(v - off.logits[i]!)), 0);
+        assert.ok(md <= 2e-2, `${what}: last logits differ by ${md}`);
+        const kd = got.keys.reduce((m, v, i) => Math.max(m, Math.abs(v - off.keys[i]!)), 0);
+        assert.ok(kd <= 2e-2, `${what}: layer 1's cached keys differ by ${kd}`);
+      }
+    } finally { model.dispose(); }
+  }
 });
 
 test('CUDA static decoder, NBX_DECODE_STEP unset (auto): both step graphs timed, the faster kept; the op-by-op step\'s tokens', { skip }, async () => {

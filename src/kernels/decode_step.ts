@@ -3,21 +3,31 @@
 // their argmax, instead of about ten launches per layer. A backend without it runs the op's composite.
 
 import type { StridedRef } from '../backend/backend.js';
+import type { QuantLayout } from './quant.js';
 
-/** One decoder layer's tensors, all contiguous, in the model dtype. */
+/**
+ * A projection's weight [N, K] packed by nbx.quant (src/quant/formats.ts defines the values): uint8 qdata
+ * [N, rowBytes] and float32 scales (and zeros), all contiguous. A kernel declines the formats it does not read.
+ */
+export interface DecodeStepQuantWeight { layout: QuantLayout; qdata: StridedRef; scales: StridedRef | null; zeros: StridedRef | null }
+/** A projection's weight: the model dtype [N, K], or packed. */
+export type DecodeStepWeight = StridedRef | DecodeStepQuantWeight;
+export const isQuantWeight = (w: DecodeStepWeight): w is DecodeStepQuantWeight => 'layout' in w && 'qdata' in w;
+
+/** One decoder layer's tensors, all contiguous, in the model dtype (the projections possibly packed). */
 export interface DecodeStepLayer {
   /** [hidden]: the input RMSNorm's weight. */
   inputNorm: StridedRef;
   /** [(H + 2·KVH)·D, hidden]: q, k and v projections stacked (rows of q, then k, then v). */
-  qkv: StridedRef;
+  qkv: DecodeStepWeight;
   /** [hidden, H·D] */
-  o: StridedRef;
+  o: DecodeStepWeight;
   /** [hidden]: the post-attention RMSNorm's weight. */
   postNorm: StridedRef;
   /** [2·I, hidden]: gate rows, then up rows. */
-  gateUp: StridedRef;
+  gateUp: DecodeStepWeight;
   /** [hidden, I] */
-  down: StridedRef;
+  down: DecodeStepWeight;
   /** [B, KVH, S, D]: the static cache's buffers. */
   keyCache: StridedRef; valueCache: StridedRef;
 }
@@ -37,7 +47,7 @@ export interface DecodeStepParams {
   /** [hidden] */
   finalNorm: StridedRef;
   /** [vocab, hidden] */
-  lmHead: StridedRef;
+  lmHead: DecodeStepWeight;
   /** [B·vocab] logits out (model dtype), [B] int64 argmax out. */
   logits: StridedRef; next: StridedRef;
   heads: number; kvHeads: number; headDim: number; intermediate: number;

@@ -14,7 +14,7 @@ import type { ModelConfig, LayerType, SupportedModelType } from './config.js';
 import { RotaryEmbedding } from './rope.js';
 import { attention, booleanMask } from './attention.js';
 import { backendFor } from '../backend/backend.js';
-import { fusedKernel, gatedActName, groupedExpertKernel, type DecodeStepLayerTensors } from '../ops/llm.js';
+import { fusedKernel, gatedActName, groupedExpertKernel, type DecodeStepLayerTensors, type DecodeStepProjection } from '../ops/llm.js';
 
 export interface FamilyTraits {
   /** q, k, v projections as one `qkv_proj`, gate and up as one `gate_up_proj` (Phi-3). */
@@ -210,6 +210,12 @@ class ConcatLinears {
     return true;
   }
 
+  /** The joined quantized weight [ΣN, K] where the parts are quantized alike and have no bias, else null. */
+  packedWeight(): QuantizedTensor | null {
+    if (!this.parts[0]!.is_quantized || !this.joined() || this.b !== null) return null;
+    return this.qw;
+  }
+
   /** The joined float weight [ΣN, K] where the parts have no bias and are not quantized, else null. */
   plainWeight(): Tensor | null {
     if (this.parts[0]!.is_quantized || !this.joined() || this.b !== null) return null;
@@ -228,6 +234,9 @@ class ConcatLinears {
     return normedLinear(h, residual, norm, this.w!, this.b);
   }
 }
+
+/** A Linear's weight as fused_decode_step takes it: the float weight, or the quantized one. */
+const projectionWeight = (lin: Linear): DecodeStepProjection => lin.quantized_weight ?? lin.weight;
 
 /** nbx.llm.add_rms_norm_linear for an nn.RMSNorm with an affine weight over the last dim, or null. */
 function normedLinear(h: Tensor, residual: Tensor, norm: RMSNorm, w: Tensor, b: Tensor | null): [Tensor, Tensor] | null {
@@ -299,11 +308,11 @@ export class Attention extends Module {
    * The weights nbx.llm.fused_decode_step takes for this layer's attention (q/k/v stacked, o), or null
    * where it computes something else: biases, q/k norms, soft-capping, a sliding window, quantized weights.
    */
-  decodeStepWeights(): { qkv: Tensor; o: Tensor; scaling: number } | null {
+  decodeStepWeights(): { qkv: DecodeStepProjection; o: DecodeStepProjection; scaling: number } | null {
     if (this.q_norm || this.cfg.attn_logit_softcapping !== null || this.cfg.layer_types[this.layerIdx] !== 'full_attention') return null;
-    if (this.o_proj.is_quantized || this.o_proj.bias) return null;
-    const qkv = this.qkv_proj ? (this.qkv_proj.is_quantized || this.qkv_proj.bias ? null : this.qkv_proj.weight) : this.qkv?.plainWeight() ?? null;
-    return qkv ? { qkv, o: this.o_proj.weight, scaling: this.scaling } : null;
+    if (this.o_proj.bias) return null;
+    const qkv = this.qkv_proj ? (this.qkv_proj.bias ? null : projectionWeight(this.qkv_proj)) : this.qkv?.plainWeight() ?? this.qkv?.packedWeight() ?? null;
+    return qkv ? { qkv, o: projectionWeight(this.o_proj), scaling: this.scaling } : null;
   }
 
   /** The attention of one projection's q/k/v [B, T, (H + 2·KVH)·D]. */
@@ -371,10 +380,10 @@ export class MLP extends Module {
   }
 
   /** The weights nbx.llm.fused_decode_step takes (gate/up stacked, down) for a SiLU-gated MLP without biases, else null. */
-  decodeStepWeights(): { gateUp: Tensor; down: Tensor } | null {
-    if (this.gatedAct !== 'silu' || this.down_proj.is_quantized || this.down_proj.bias) return null;
-    const gu = this.gate_up_proj ? (this.gate_up_proj.is_quantized || this.gate_up_proj.bias ? null : this.gate_up_proj.weight) : this.gateUp!.plainWeight();
-    return gu ? { gateUp: gu, down: this.down_proj.weight } : null;
+  decodeStepWeights(): { gateUp: DecodeStepProjection; down: DecodeStepProjection } | null {
+    if (this.gatedAct !== 'silu' || this.down_proj.bias) return null;
+    const gu = this.gate_up_proj ? (this.gate_up_proj.bias ? null : projectionWeight(this.gate_up_proj)) : this.gateUp!.plainWeight() ?? this.gateUp!.packedWeight();
+    return gu ? { gateUp: gu, down: projectionWeight(this.down_proj) } : null;
   }
 
   /** The down projection of gate_up [..., 2I], reading act(gate)·up as it loads it where a kernel can (nbx.llm.gated_linear). */
@@ -673,7 +682,7 @@ export class DecoderModel extends Module {
    * and `positionIds` [B, 1], `cacheIndex` [1], `notPadding` [B, S]; `caches(l)` the static cache's buffers.
    */
   fusedDecodeStep(a: {
-    ids: Tensor; positionIds: Tensor; cacheIndex: Tensor; notPadding: Tensor; capacity: number; lmHead: Tensor;
+    ids: Tensor; positionIds: Tensor; cacheIndex: Tensor; notPadding: Tensor; capacity: number; lmHead: DecodeStepProjection;
     caches: (layer: number) => { keys: Tensor; values: Tensor };
   }): [Tensor, Tensor] | null {
     const cfg = this.cfg, x = this.embed_tokens.weight;

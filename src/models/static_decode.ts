@@ -382,7 +382,19 @@ export class StaticDecoder {
     const cfg = this.model.cfg, kv = this.cache.buffers(0).keys;
     const shape = `L${cfg.num_hidden_layers}xH${cfg.hidden_size}xI${cfg.intermediate_size}xA${cfg.num_attention_heads}/${cfg.num_key_value_heads}` +
       `xD${kv.shape[3]}xV${cfg.vocab_size}xC${2 ** Math.ceil(Math.log2(this.capacity))}${this.batch > 1 ? `xB${this.batch}` : ''}`;
-    return { shape, dtype: kv.dtype.name, device: be.tuning.deviceKey };
+    return { shape: shape + this.weightFormats(), dtype: kv.dtype.name, device: be.tuning.deviceKey };
+  }
+
+  /** The quantized formats of the model's projections, for the step path's key ('' when none: the paths' costs differ with them). */
+  private weightFormats(): string {
+    const seen = new Set<string>();
+    for (const [, mod] of (this.model.model as unknown as nbx.nn.Module).named_modules()) {
+      const q = mod instanceof nbx.nn.Linear ? mod.quantized_weight : null;
+      if (q) seen.add(`${q.layout.format}${q.layout.format === 'int4' ? `g${q.layout.groupSize}${q.zeros ? 'z' : ''}` : ''}`);
+    }
+    const lm = this.model.lm_head as unknown;
+    const lq = lm instanceof nbx.nn.Linear ? lm.quantized_weight : null;
+    return seen.size || lq ? `xQ${[...seen].sort().join('+')}${lq ? `/lm:${lq.layout.format}` : ''}` : '';
   }
 
   /** The step path the autotuner's caches hold for this decoder (true: the whole-step kernel), or null when they hold none. */
@@ -398,7 +410,7 @@ export class StaticDecoder {
   /** Whether the lm_head is the op's and the device's whole-step kernel takes this decoder's batch (the layers are checked per step). */
   private fusedTakes(): boolean {
     const lm = this.model.lm_head as unknown;
-    return lm instanceof nbx.nn.Linear && !lm.is_quantized && !lm.bias && this.batch <= decodeStepMaxBatch(lm.weight);
+    return lm instanceof nbx.nn.Linear && !lm.bias && this.batch <= decodeStepMaxBatch(this.model.model.embed_tokens.weight);
   }
 
   /** The step as nbx.llm.fused_decode_step where the model's layers and lm_head are that op's and the device's kernel takes the batch, else null. */
@@ -407,7 +419,7 @@ export class StaticDecoder {
     if (!(lm instanceof nbx.nn.Linear) || !this.fusedTakes()) return null;
     return m.model.fusedDecodeStep({
       ids: this.ids, positionIds: this.positions, cacheIndex: this.writeIndex, notPadding: this.notPadding, capacity: this.capacity,
-      lmHead: lm.weight, caches: (l) => this.cache.buffers(l),
+      lmHead: lm.quantized_weight ?? lm.weight, caches: (l) => this.cache.buffers(l),
     });
   }
 

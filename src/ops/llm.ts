@@ -29,6 +29,8 @@ import { linear, matmul } from './linalg.js';
 import { argsort, searchsorted } from './sort.js';
 import { argmax, cumsum } from './reduce.js';
 import { arange, full } from './creation.js';
+import { quantMatmul, type QuantWeight } from './quant.js';
+import type { DecodeStepWeight } from '../kernels/decode_step.js';
 import { floor_divide, where } from './elementwise.js';
 import { index_add, index_copy } from './indexing.js';
 
@@ -798,9 +800,29 @@ export function groupedExpertLinearComposite(x: Tensor, w: Tensor, sorted: Tenso
   });
 }
 
+/** A projection's weight for fused_decode_step: a float tensor, or an nbx.quant.QuantizedTensor (its float form in the model dtype). */
+export type DecodeStepProjection = Tensor | (QuantWeight & { readonly dtype: DTypeName });
 /** One decoder layer's tensors for fused_decode_step (as DecodeStepLayer names them, in snake case). */
 export interface DecodeStepLayerTensors {
-  input_norm: Tensor; qkv: Tensor; o: Tensor; post_norm: Tensor; gate_up: Tensor; down: Tensor; key_cache: Tensor; value_cache: Tensor;
+  input_norm: Tensor; qkv: DecodeStepProjection; o: DecodeStepProjection; post_norm: Tensor; gate_up: DecodeStepProjection; down: DecodeStepProjection;
+  key_cache: Tensor; value_cache: Tensor;
+}
+
+const isPacked = (w: unknown): w is QuantWeight & { readonly dtype: DTypeName } =>
+  !(w instanceof Tensor) && typeof w === 'object' && w !== null && (w as QuantWeight).qdata instanceof Tensor && typeof (w as QuantWeight).layout === 'object';
+/** [N, K] of a projection weight, float or packed. */
+const projShape = (w: DecodeStepProjection): readonly number[] => (isPacked(w) ? [w.layout.n, w.layout.k] : w.shape);
+/** x · wᵀ for a float or packed weight (nbx.quant's definition: dequantize, then matmul, up to the order of sums). */
+const project = (op: string, x: Tensor, w: DecodeStepProjection): Tensor => (isPacked(w) ? quantMatmul(op, x, w) : linear(x, w) as Tensor);
+/** The kernel contract's view of a projection weight. */
+const projRef = (w: DecodeStepProjection): DecodeStepWeight =>
+  (isPacked(w) ? { layout: w.layout, qdata: w.qdata.ref(), scales: w.scales?.ref() ?? null, zeros: w.zeros?.ref() ?? null } : w.ref());
+
+/** A packed projection weight of fused_decode_step: its shape, its float form's dtype (the model's) and its device. */
+function checkPacked(op: string, embed: Tensor, w: QuantWeight & { readonly dtype: DTypeName }, shape: readonly number[], name: string): void {
+  if (!sameShape(projShape(w), shape)) throw new ShapeError(op, `${name} must be ${fmtShape(shape)}, got a quantized weight ${fmtShape(projShape(w))}`);
+  if (w.dtype !== embed.dt) throw new DTypeError(op, `${name}: a quantized weight whose float form is ${w.dtype}, the model's dtype is ${embed.dt}`);
+  if (w.qdata.device !== embed.device) throw new ValueError(op, `${name} is on ${w.qdata.device}, embed on ${embed.device}`);
 }
 
 /**
@@ -820,7 +842,7 @@ export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, no
   const op = 'llm.fused_decode_step';
   const ids = asT(op, a.ids, 'ids'), idx = asT(op, a.cache_index, 'cache_index'), notPad = asT(op, a.not_padding, 'not_padding');
   const cos = asT(op, a.cos, 'cos'), sin = asT(op, a.sin, 'sin'), embed = asT(op, a.embed, 'embed');
-  const fnorm = asT(op, a.final_norm, 'final_norm'), lm = asT(op, a.lm_head, 'lm_head');
+  const fnorm = asT(op, a.final_norm, 'final_norm'), lm = isPacked(a.lm_head) ? a.lm_head : asT(op, a.lm_head, 'lm_head');
   const layers = a.layers as DecodeStepLayerTensors[];
   if (!Array.isArray(layers)) throw new TypeError(`${op}: argument 'layers' must be an array of layer tensors`);
   const H = Number(a.heads), KVH = Number(a.kv_heads), eps = Number(a.eps), scaling = Number(a.scaling);
@@ -834,17 +856,19 @@ export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, no
   const [V, Hd] = embed.shape as [number, number];
   const S = notPad.shape[1]!;
   const D = layers.length ? layers[0]!.key_cache.shape[3]! : 0;
-  const I = layers.length ? layers[0]!.down.shape[1]! : 0;
+  const I = layers.length ? projShape(layers[0]!.down)[1]! : 0;
   for (const [i, ly] of layers.entries()) {
-    const want: [Tensor, number[], string][] = [[ly.input_norm, [Hd], 'input_norm'], [ly.qkv, [(H + 2 * KVH) * D, Hd], 'qkv'], [ly.o, [Hd, H * D], 'o'], [ly.post_norm, [Hd], 'post_norm'],
+    const want: [DecodeStepProjection, number[], string][] = [[ly.input_norm, [Hd], 'input_norm'], [ly.qkv, [(H + 2 * KVH) * D, Hd], 'qkv'], [ly.o, [Hd, H * D], 'o'], [ly.post_norm, [Hd], 'post_norm'],
       [ly.gate_up, [2 * I, Hd], 'gate_up'], [ly.down, [Hd, I], 'down'], [ly.key_cache, [B, KVH, S, D], 'key_cache'], [ly.value_cache, [B, KVH, S, D], 'value_cache']];
     for (const [t, shape, name] of want) {
+      if (isPacked(t)) { checkPacked(op, embed, t, shape, `layers[${i}].${name}`); continue; }
       if (!(t instanceof Tensor) || !sameShape(t.shape, shape)) throw new ShapeError(op, `layers[${i}].${name} must be ${fmtShape(shape)}, got ${t instanceof Tensor ? fmtShape(t.shape) : typeof t}`);
       sameDType(op, embed, t, 'embed', `layers[${i}].${name}`); sameDevice(op, embed, t, `layers[${i}].${name}`);
     }
   }
-  if (!sameShape(lm.shape, [V, Hd]) || !sameShape(fnorm.shape, [Hd])) throw new ShapeError(op, `lm_head must be [${V}, ${Hd}] and final_norm [${Hd}], got ${fmtShape(lm.shape)} and ${fmtShape(fnorm.shape)}`);
-  for (const [t, n] of [[lm, 'lm_head'], [fnorm, 'final_norm'], [cos, 'cos'], [sin, 'sin']] as const) { sameDType(op, embed, t, 'embed', n); sameDevice(op, embed, t, n); }
+  if (isPacked(lm)) checkPacked(op, embed, lm, [V, Hd], 'lm_head');
+  if (!sameShape(projShape(lm), [V, Hd]) || !sameShape(fnorm.shape, [Hd])) throw new ShapeError(op, `lm_head must be [${V}, ${Hd}] and final_norm [${Hd}], got ${fmtShape(projShape(lm))} and ${fmtShape(fnorm.shape)}`);
+  for (const [t, n] of [[fnorm, 'final_norm'], [cos, 'cos'], [sin, 'sin'], ...(isPacked(lm) ? [] : [[lm, 'lm_head']] as const)] as const) { sameDType(op, embed, t, 'embed', n); sameDevice(op, embed, t, n); }
   for (const [t, n] of [[ids, 'ids'], [idx, 'cache_index'], [notPad, 'not_padding']] as const) sameDevice(op, embed, t, n);
   const R = cos.shape[cos.ndim - 1] ?? 0;
   if (cos.numel() !== B * R || !sameShape(sin.shape, cos.shape)) throw new ShapeError(op, `cos and sin must be [${B}, 1, R] (one row per sequence), got ${fmtShape(cos.shape)} and ${fmtShape(sin.shape)}`);
@@ -855,9 +879,9 @@ export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, no
     try {
       took = kernel('decode_step', embed.device, op)({
         ids: flat(ids).ref(), cacheIndex: flat(idx).ref(), notPadding: flat(notPad).ref(), cos: flat(cos).ref(), sin: flat(sin).ref(), embed: embed.ref(),
-        layers: layers.map((ly) => ({ inputNorm: ly.input_norm.ref(), qkv: ly.qkv.ref(), o: ly.o.ref(), postNorm: ly.post_norm.ref(), gateUp: ly.gate_up.ref(),
-          down: ly.down.ref(), keyCache: ly.key_cache.ref(), valueCache: ly.value_cache.ref() })),
-        finalNorm: fnorm.ref(), lmHead: lm.ref(), logits: logits.view([B * V]).ref(), next: next.ref(),
+        layers: layers.map((ly) => ({ inputNorm: ly.input_norm.ref(), qkv: projRef(ly.qkv), o: projRef(ly.o), postNorm: ly.post_norm.ref(), gateUp: projRef(ly.gate_up),
+          down: projRef(ly.down), keyCache: ly.key_cache.ref(), valueCache: ly.value_cache.ref() })),
+        finalNorm: fnorm.ref(), lmHead: projRef(lm), logits: logits.view([B * V]).ref(), next: next.ref(),
         heads: H, kvHeads: KVH, headDim: D, intermediate: I, eps, scaling,
       });
     } catch (e) { logits.dispose(); next.dispose(); throw e; }
@@ -873,17 +897,17 @@ export const fused_decode_step = def('llm.fused_decode_step(ids, cache_index, no
       let n: Tensor;
       if (residual === null) { n = rms_norm(h, [Hd], ly.input_norm, eps) as Tensor; residual = h; }
       else [n, residual] = fused_add_rms_norm(h, residual, ly.input_norm, eps) as [Tensor, Tensor];
-      const qkv = (linear(n, ly.qkv) as Tensor).view([B, 1, H + 2 * KVH, D]);
+      const qkv = project(op, n, ly.qkv).view([B, 1, H + 2 * KVH, D]);
       const q = qkv.slice(2, 0, H).transpose(1, 2), k = qkv.slice(2, H, H + KVH).transpose(1, 2), v = qkv.slice(2, H + KVH).transpose(1, 2);
       const qr = rotary_and_cache(q, k, v, cos.view([B, 1, R]), sin.view([B, 1, R]), ly.key_cache, ly.value_cache, idx.view([1])) as Tensor;
       const att = (decode_attention(qr, ly.key_cache, ly.value_cache, mask, { scale: scaling }) as Tensor).transpose(1, 2).reshape([B, 1, H * D]);
-      const o = linear(att, ly.o) as Tensor;
+      const o = project(op, att, ly.o);
       const [n2, r2] = fused_add_rms_norm(o, residual, ly.post_norm, eps) as [Tensor, Tensor];
       residual = r2;
-      h = linear(gated_activation(linear(n2, ly.gate_up) as Tensor, null, { act: 'silu' }) as Tensor, ly.down) as Tensor;
+      h = project(op, gated_activation(project(op, n2, ly.gate_up), null, { act: 'silu' }) as Tensor, ly.down);
     }
     const fin = residual === null ? rms_norm(h, [Hd], fnorm, eps) as Tensor : (fused_add_rms_norm(h, residual, fnorm, eps) as [Tensor, Tensor])[0];
-    const logits = linear(fin, lm) as Tensor;
+    const logits = project(op, fin, lm);
     return [logits, argmax(logits.view([B, V]), 1) as Tensor];
   }) as [Tensor, Tensor];
 });

@@ -35,7 +35,7 @@ API CUresult cuDeviceTotalMem_v2(size_t* b, int) { *b = (size_t)mem_limit; retur
 API CUresult cuDeviceGetAttribute(int* v, int attr, int) {
   switch (attr) {
     case 1: *v = 1024; break; case 8: *v = 49152; break; case 10: *v = 32; break; case 12: *v = 65536; break;
-    case 16: *v = 132; break; case 36: *v = 2619000; break; case 37: *v = 6144; break; case 38: *v = 52428800; break;
+    case 16: *v = getenv("NBX_EMU_SMS") ? atoi(getenv("NBX_EMU_SMS")) : 132; break; case 36: *v = 2619000; break; case 37: *v = 6144; break; case 38: *v = 52428800; break;
     case 39: *v = 2048; break; case 75: *v = 9; break; case 76: *v = 0; break; case 81: *v = 233472; break;
     case 82: *v = 65536; break; case 97: *v = 232448; break; case 33: *v = 0x1b; break;
     case 2: *v = 1024; break; case 3: *v = 64; break; case 5: *v = 2147483647; break; case 6: *v = 65535; break; case 7: *v = 65535; break;

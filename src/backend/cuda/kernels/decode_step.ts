@@ -29,7 +29,7 @@
 // each phase on its own (the same code, no barriers): how the CPU emulator runs it, and an A/B setting.
 
 import type { BackendKernels } from '../../../kernels/table.js';
-import type { DecodeStepParams } from '../../../kernels/decode_step.js';
+import { isQuantWeight, type DecodeStepParams, type DecodeStepWeight } from '../../../kernels/decode_step.js';
 import { DeviceFaultError, IndexError, ValueError } from '../../../errors.js';
 import type { CudaBuffer } from '../runtime/device.js';
 import { DTYPES } from '../../../dtype/dtypes.js';
@@ -55,7 +55,24 @@ const RING_NS_MAX = 5;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats }
+/**
+ * The weights' formats by projection (q/k/v, o, gate/up, down, lm_head): 0 the model dtype, 1 int8 per output channel,
+ * 2 int4 in groups of 128 along K, symmetric, 3 the same with zero points (src/quant/formats.ts defines them). Every
+ * layer's projection of a kind has the same format.
+ */
+interface Formats { qkv: WFmt; o: WFmt; gu: WFmt; down: WFmt; lm: WFmt }
+type WFmt = 0 | 1 | 2 | 3;
+const DTYPE_FORMATS: Formats = { qkv: 0, o: 0, gu: 0, down: 0, lm: 0 };
+/** Bytes of a weight row of K elements in a format. */
+const rowBytesOf = (f: WFmt, k: number): number => (f === 0 ? 2 * k : f === 1 ? k : k / 2);
+/** A ring item: 16 rows × 128 bytes of weights, then (packed formats) 16 rows × 8 bytes of their scales (and of their zero points). */
+const stageBytes = (fmt: Formats): number => {
+  const fs = Object.values(fmt);
+  return 2048 + (fs.includes(3) ? 256 : fs.some((f) => f !== 0) ? 128 : 0);
+};
+/** Bytes of the int4 zero-point formats' group sums of x (each sequence's sums over 128 columns), 0 without them. */
+const xsumBytes = (s: Shape, fmt: Formats): number => (Object.values(fmt).includes(3) ? s.B * Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128) * 4 : 0);
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
 /**
@@ -66,13 +83,13 @@ const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
  */
 const xsStride = (s: Shape): number => (s.B === 1 ? Math.max(s.H, s.NH * s.D, s.I) : Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 64) * 64 + 32);
 /** Tiles (16 rows) a warp's contiguous run of a block's (tile, 64-column chunk) items can touch, for the partial sums' shared array. */
-function maxTilesPerWarp(s: Shape): number {
+function maxTilesPerWarp(s: Shape, f: Formats = DTYPE_FORMATS): number {
   const t16 = (n: number): number => Math.ceil(n / 16);
-  const cases: [number, number][] = [[t16(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G)), s.H], [t16(rowsPerBlock(s.H, s.G)), s.NH * s.D],
-    [2 * t16(rowsPerBlock(s.I, s.G)), s.H], [t16(rowsPerBlock(s.H, s.G)), s.I], [t16(rowsPerBlock(s.V, s.G)), s.H]];
+  const cases: [number, number][] = [[t16(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G)), rowBytesOf(f.qkv, s.H)], [t16(rowsPerBlock(s.H, s.G)), rowBytesOf(f.o, s.NH * s.D)],
+    [2 * t16(rowsPerBlock(s.I, s.G)), rowBytesOf(f.gu, s.H)], [t16(rowsPerBlock(s.H, s.G)), rowBytesOf(f.down, s.I)], [t16(rowsPerBlock(s.V, s.G)), rowBytesOf(f.lm, s.H)]];
   let m = 1;
-  for (const [tiles, k] of cases) {
-    const kcs = k / 64, up = Math.ceil((tiles * kcs) / WARPS);
+  for (const [tiles, rb] of cases) {
+    const kcs = rb / 128, up = Math.ceil((tiles * kcs) / WARPS);
     m = Math.max(m, Math.ceil(up / kcs) + 2);
   }
   return m;
@@ -80,7 +97,8 @@ function maxTilesPerWarp(s: Shape): number {
 
 export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring, v: Variant = { asplit: 1, bar: 'release' }): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16';
-  const MAXT = maxTilesPerWarp(s);
+  const fm = v.fmt ?? DTYPE_FORMATS, fv = Object.values(fm);
+  const MAXT = maxTilesPerWarp(s, fm);
   const LG = s.D / 8; // lanes per key in the attention: 8 columns each
   const src = `
 #define T_ unsigned short
@@ -103,7 +121,13 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define LG_ ${LG}
 #define KPW_ (32 / LG_)
 #define NS_ ${ring.ns}
-#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
+#define STG_ ${stageBytes(fm)}
+#define FQKV_ ${fm.qkv}
+#define FO_ ${fm.o}
+#define FGU_ ${fm.gu}
+#define FDN_ ${fm.down}
+#define FLM_ ${fm.lm}
+${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '#define Q4_ 1\n' : ''}${fv.includes(3) ? `#define Q4Z_ 1\n#define XG_ ${Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128)}\n#define XSUM_OFF_ ${xsumOffset(s, v.asplit, fm)}\n` : ''}${fv.some((x) => x !== 0) ? '#define QANY_ 1\n' : ''}#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
 #define XSTR_ ${xsStride(s)}
 #define B_ ${s.B}
@@ -112,17 +136,25 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define HPI_ ${v.hpi ?? 1}
 ${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}${v.bulk === false ? '#define NBX_NO_BULK_ROWS_ 1\n' : ''}${v.l2 ? `#define L2AHEAD_ ${v.l2.ahead}\n#define L2CAP_ ${v.l2.cap}ll\n` : ''}${v.markAtCopy ? '#define MARK_AT_COPY_ 1\n' : ''}${v.normRows ? '#define NBX_NORM_ROWS_ 1\n' : ''}#ifdef NBX_EMU
 #define CP16(dst, src_) (*reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src_))
+#define CP8(dst, src_) (*reinterpret_cast<unsigned long long*>(dst) = *reinterpret_cast<const unsigned long long*>(src_))
+#define CP4(dst, src_) (*reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(src_))
 #define CP_COMMIT()
 #define CP_WAIT()
 #define CP_WAIT_ALL()
 #else
 #define CP16(dst, src_) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src_) : "memory")
+#define CP8(dst, src_) asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src_) : "memory")
+#define CP4(dst, src_) asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src_) : "memory")
 #define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 #define CP_WAIT() asm volatile("cp.async.wait_group ${ring.ns - 1};" ::: "memory")
 #define CP_WAIT_ALL() asm volatile("cp.async.wait_all;" ::: "memory")
 #endif
 
-struct Layer { const T_* ln1; const T_* wqkv; const T_* wo; const T_* ln2; const T_* wgu; const T_* wdown; T_* kc; T_* vc; };
+// a projection's weights are rows of bytes in its format (FQKV_ ...), with float32 scales where the format has them
+struct Layer { const T_* ln1; const unsigned char* wqkv; const unsigned char* wo; const T_* ln2; const unsigned char* wgu; const unsigned char* wdown; T_* kc; T_* vc;
+  const float* sqkv; const float* so; const float* sgu; const float* sdown; const float* zqkv; const float* zo; const float* zgu; const float* zdown; };
+/** The weights a phase streams: the layers' and the lm_head's (and its scales and zero points). */
+struct Net { const Layer* layers; const unsigned char* lm; const float* lms; const float* lmz; };
 
 // Mutable workspace is read with ld.global.cg: L1 is not coherent between blocks, and a line of the residual
 // cached in one phase would be stale after another block rewrote it.
@@ -208,89 +240,140 @@ __device__ __forceinline__ void block_rows(int n, int& r0, int& r1) {
   r0 = (int)(((long long)n * blockIdx.x) / gridDim.x); r1 = (int)(((long long)n * (blockIdx.x + 1)) / gridDim.x);
 }
 
-/** A phase's weight rows for this block: nA rows from A, then nB rows from B, K long (a multiple of 64). */
-struct Slice { const T_* A; int nA; const T_* B; int nB; int K; };
+/**
+ * A phase's weight rows for this block: nA rows from A, then nB rows from B, each K elements in rb bytes (a multiple
+ * of 128) of format fmt (0 the dtype, 1 int8, 2 int4 g128, 3 with zero points). Packed formats' scales: row v of A at
+ * sA + v·sk floats (sB for B), an item's first at + kc·si, 4 (int8) or 8 bytes of them an item and row.
+ */
+struct Slice { const unsigned char* A; int nA; const unsigned char* B; int nB; int K; int rb; int fmt;
+#ifdef QANY_
+  const float* sA; const float* sB; int sk; int si;
+  const float* zA; const float* zB; // zero points (format 3), laid out as the scales
+#endif
+};
+
+/** The slice's format fields for format f and K elements a row. */
+__device__ __forceinline__ void slice_format(Slice& z, int f, int K) {
+  z.K = K; z.fmt = f;
+  z.rb = f == 0 ? 2 * K : f == 1 ? K : K / 2;
+#ifdef QANY_
+  z.sk = f == 1 ? 1 : K >> 7; z.si = f >= 2 ? 2 : 0;
+#endif
+}
+#ifdef QANY_
+#define SCALES_(x) x
+#else
+#define SCALES_(x)
+#endif
 
 /** The weight rows phase ph (layer ph / 5, step ph % 5, or the lm_head after the layers) streams for this block. */
-__device__ Slice phase_slice(int ph, const Layer* layers, const T_* lmhead) {
+__device__ Slice phase_slice(int ph, const Net& nt) {
   const int l = ph / 5, st = ph - l * 5;
-  Slice z; z.A = nullptr; z.nA = 0; z.B = nullptr; z.nB = 0; z.K = H_;
+  Slice z; z.A = nullptr; z.nA = 0; z.B = nullptr; z.nB = 0; SCALES_(z.sA = nullptr; z.sB = nullptr; z.zA = nullptr; z.zB = nullptr;)
+  slice_format(z, 0, H_);
   int r0, r1;
-  if (l >= L_) { block_rows(V_, r0, r1); z.A = lmhead + (long long)r0 * H_; z.nA = r1 - r0; }
-  else if (st == 0) { block_rows(QKV_, r0, r1); z.A = layers[l].wqkv + (long long)r0 * H_; z.nA = r1 - r0; }
-  else if (st == 2) { block_rows(H_, r0, r1); z.K = NH_ * D_; z.A = layers[l].wo + (long long)r0 * z.K; z.nA = r1 - r0; }
+  if (l >= L_) { block_rows(V_, r0, r1); slice_format(z, FLM_, H_); z.A = nt.lm + (long long)r0 * z.rb; z.nA = r1 - r0; SCALES_(z.sA = nt.lms + (long long)r0 * z.sk; z.zA = nt.lmz + (long long)r0 * z.sk;) }
+  else if (st == 0) { block_rows(QKV_, r0, r1); slice_format(z, FQKV_, H_); z.A = nt.layers[l].wqkv + (long long)r0 * z.rb; z.nA = r1 - r0; SCALES_(z.sA = nt.layers[l].sqkv + (long long)r0 * z.sk; z.zA = nt.layers[l].zqkv + (long long)r0 * z.sk;) }
+  else if (st == 2) { block_rows(H_, r0, r1); slice_format(z, FO_, NH_ * D_); z.A = nt.layers[l].wo + (long long)r0 * z.rb; z.nA = r1 - r0; SCALES_(z.sA = nt.layers[l].so + (long long)r0 * z.sk; z.zA = nt.layers[l].zo + (long long)r0 * z.sk;) }
   else if (st == 3) {
-    block_rows(I_, r0, r1);
-    z.A = layers[l].wgu + (long long)r0 * H_; z.nA = r1 - r0; z.B = layers[l].wgu + ((long long)I_ + r0) * H_; z.nB = r1 - r0;
-  } else if (st == 4) { block_rows(H_, r0, r1); z.K = I_; z.A = layers[l].wdown + (long long)r0 * I_; z.nA = r1 - r0; }
+    block_rows(I_, r0, r1); slice_format(z, FGU_, H_);
+    z.A = nt.layers[l].wgu + (long long)r0 * z.rb; z.nA = r1 - r0; z.B = nt.layers[l].wgu + ((long long)I_ + r0) * z.rb; z.nB = r1 - r0;
+    SCALES_(z.sA = nt.layers[l].sgu + (long long)r0 * z.sk; z.sB = nt.layers[l].sgu + ((long long)I_ + r0) * z.sk;
+      z.zA = nt.layers[l].zgu + (long long)r0 * z.sk; z.zB = nt.layers[l].zgu + ((long long)I_ + r0) * z.sk;)
+  } else if (st == 4) { block_rows(H_, r0, r1); slice_format(z, FDN_, I_); z.A = nt.layers[l].wdown + (long long)r0 * z.rb; z.nA = r1 - r0; SCALES_(z.sA = nt.layers[l].sdown + (long long)r0 * z.sk; z.zA = nt.layers[l].zdown + (long long)r0 * z.sk;) }
   return z;
 }
 
-// The products run on tensor cores (mma.sync m16n8k16, float32 accumulators): an item is 16 rows × 64
-// columns of a slice (tiles of 16 rows: the A rows' tiles, then the B rows'), the A operand, and the
-// sequences' x vectors the B operand, sequence n in column n (columns past the batch repeat sequence 0 and
-// are dropped), so a batch of up to eight streams the weights once, as batch 1 does. A lane feeds each MMA
-// four consecutive k of its rows g and g + 8 and of x (the sum over k does not care which k a fragment slot
-// holds as long as A and B agree), so the weights are read from shared memory as 16-byte pieces, no
-// ldmatrix. A warp's items are a contiguous run of the slice's (tile, 64-column chunk) pairs.
+// The products run on tensor cores (mma.sync m16n8k16, float32 accumulators): an item is 16 rows × 128 bytes of a
+// slice (tiles of 16 rows: the A rows' tiles, then the B rows'), the A operand, and the sequences' x vectors the B
+// operand, sequence n in column n (columns past the batch repeat sequence 0 and are dropped), so a batch of up to eight
+// streams the weights once, as batch 1 does. A lane takes two 16-byte pieces of its rows g and g + 8 (pieces tq and
+// 4 + tq), so the weights are read from shared memory as 16-byte pieces, no ldmatrix; the sum over k does not care
+// which k a fragment slot holds as long as A and B agree, so each format feeds the slots in the order its bytes unpack.
+// A warp's items are a contiguous run of the slice's (tile, 128-byte chunk) pairs.
 __device__ __forceinline__ int tiles_of(int n) { return (n + 15) >> 4; }
 __device__ __forceinline__ void warp_share(const Slice& z, int& u0, int& u1) {
-  const int U = (tiles_of(z.nA) + tiles_of(z.nB)) * (z.K >> 6), up = (U + WARPS_ - 1) / WARPS_;
+  const int U = (tiles_of(z.nA) + tiles_of(z.nB)) * (z.rb >> 7), up = (U + WARPS_ - 1) / WARPS_;
   u0 = (threadIdx.x >> 5) * up; u1 = u0 + up < U ? u0 + up : U;
 }
-/** Tile t of a slice: its first row's address and its rows (≤ 16). */
-__device__ __forceinline__ const T_* tile_at(const Slice& z, int t, int& valid) {
+/** Tile t of a slice: its first row's address, its rows (≤ 16) and its first row's scales. */
+__device__ __forceinline__ const unsigned char* tile_at(const Slice& z, int t, int& valid, const float*& sc, bool zeros) {
   const int tA = tiles_of(z.nA);
-  if (t < tA) { valid = z.nA - 16 * t < 16 ? z.nA - 16 * t : 16; return z.A + (long long)(16 * t) * z.K; }
-  valid = z.nB - 16 * (t - tA) < 16 ? z.nB - 16 * (t - tA) : 16; return z.B + (long long)(16 * (t - tA)) * z.K;
+  if (t < tA) { valid = z.nA - 16 * t < 16 ? z.nA - 16 * t : 16; SCALES_(sc = (zeros ? z.zA : z.sA) + (long long)(16 * t) * z.sk;) return z.A + (long long)(16 * t) * z.rb; }
+  valid = z.nB - 16 * (t - tA) < 16 ? z.nB - 16 * (t - tA) : 16; SCALES_(sc = (zeros ? z.zB : z.sB) + (long long)(16 * (t - tA)) * z.sk;) return z.B + (long long)(16 * (t - tA)) * z.rb;
 }
 
 /**
  * The load side of a warp's weight ring: the next item to load over the launch's phases. Item q of the
  * stream goes to stage q mod NS_ of the warp's ring (16 rows × 128 bytes; a row's 16-byte pieces swizzled so
- * a quarter-warp's reads of rows g and g + 1 hit distinct banks), one cp.async group per item. Lane i loads
- * pieces i + 32j (j < 4): row i/8 + 4j, piece i mod 8, so its source advances by 4 rows per piece and 64
- * columns per item, and its destination is fixed within a stage. A lane reads pieces other lanes loaded, so
- * the consumer waits for its groups and then __syncwarp()s.
+ * a quarter-warp's reads of rows g and g + 1 hit distinct banks; then, packed formats, the rows' scales of the item,
+ * 8 bytes a row), one cp.async group per item. Lane i loads pieces i + 32j (j < 4): row i/8 + 4j, piece i mod 8, so
+ * its source advances by 4 rows per piece and 128 bytes per item, and its destination is fixed within a stage; lanes
+ * 0-15 load the scales of rows 0-15. A lane reads pieces other lanes loaded, so the consumer waits for its groups and
+ * then __syncwarp()s.
  */
 struct Loader {
-  Slice z; int ph, ph1, u, u1, t, kc;
-  const T_* src;    // this lane's first piece of the next item
-  unsigned vmask;   // bit j: piece j's row is inside the tile
+  int ph, ph1, u, u1, t, kc;
+  int rb;                   // the slice's row bytes (its other fields are recomputed at a tile's start: fewer live registers)
+#ifdef QANY_
+  int fmt, si;
+#endif
+  const unsigned char* src; // this lane's first piece of the next item
+  unsigned vmask;           // bit j: piece j's row is inside the tile; bit 4: the lane's scale row is
+#ifdef QANY_
+  const float* ssrc;        // this lane's row's scales of the next item (lanes 0-15, packed formats), zero points (lanes 16-31, format 3)
+#endif
 };
 
 /** The loader at tile t, chunk kc of its slice. */
-__device__ __forceinline__ void loader_tile(Loader& ld) {
-  int valid; const T_* tile = tile_at(ld.z, ld.t, valid);
+__device__ __forceinline__ void loader_tile(Loader& ld, const Slice& z) {
   const int lane = threadIdx.x & 31, r = lane >> 3;
-  ld.src = tile + (long long)r * ld.z.K + ld.kc * 64 + (lane & 7) * 8;
+  int valid; const float* sc = nullptr; const unsigned char* tile = tile_at(z, ld.t, valid, sc, lane >= 16); // lanes 16-31: the zero points (format 3)
+  ld.src = tile + (long long)r * z.rb + ld.kc * 128 + (lane & 7) * 16;
   ld.vmask = (r < valid ? 1u : 0u) | (r + 4 < valid ? 2u : 0u) | (r + 8 < valid ? 4u : 0u) | (r + 12 < valid ? 8u : 0u);
+#ifdef QANY_
+  if ((lane & 15) < valid && (lane < 16 || z.fmt == 3)) ld.vmask |= 16u;
+  ld.ssrc = sc + (long long)(lane & 15) * z.sk + ld.kc * z.si;
+#else
+  (void)sc;
+#endif
 }
 
 /** Points the loader at the first phase ≥ ph (before ph1) with items for this warp. */
-__device__ void loader_seek(Loader& ld, int ph, const Layer* layers, const T_* lmhead) {
+__device__ void loader_seek(Loader& ld, int ph, const Net& nt) {
   for (; ph < ld.ph1; ph++) {
     if (ph < 5 * L_ && ph % 5 == 1) continue; // attention: no weights
-    ld.z = phase_slice(ph, layers, lmhead);
-    int u0, u1; warp_share(ld.z, u0, u1);
+    const Slice z = phase_slice(ph, nt);
+    int u0, u1; warp_share(z, u0, u1);
     if (u0 >= u1) continue;
-    const int kcs = ld.z.K >> 6;
-    ld.ph = ph; ld.u = u0; ld.u1 = u1; ld.t = u0 / kcs; ld.kc = u0 - ld.t * kcs;
-    loader_tile(ld);
+    const int kcs = z.rb >> 7;
+    ld.ph = ph; ld.u = u0; ld.u1 = u1; ld.t = u0 / kcs; ld.kc = u0 - ld.t * kcs; ld.rb = z.rb;
+#ifdef QANY_
+    ld.fmt = z.fmt; ld.si = z.si;
+#endif
+    loader_tile(ld, z);
     return;
   }
   ld.ph = ld.ph1;
 }
 
-/** Loads the stream's next item into stage st (this lane's swizzled place in it) as one cp.async group; an empty group past the stream's end. */
-__device__ __forceinline__ void loader_issue(Loader& ld, unsigned char* st, const Layer* layers, const T_* lmhead) {
+/** Loads the stream's next item into the stage at stg (lst: this lane's swizzled place in it) as one cp.async group; an empty group past the stream's end. */
+__device__ __forceinline__ void loader_issue(Loader& ld, unsigned char* stg, int lst, const Net& nt) {
   if (ld.ph < ld.ph1) {
-    const long long r4 = 4ll * ld.z.K;
+    const long long r4 = 4ll * ld.rb;
+    unsigned char* st = stg + lst;
 #pragma unroll
     for (int j = 0; j < 4; j++) if (ld.vmask & (1u << j)) CP16(st + 512 * j, ld.src + j * r4);
-    ld.src += 64;
-    if (++ld.u == ld.u1) loader_seek(ld, ld.ph + 1, layers, lmhead);
-    else if (++ld.kc == (ld.z.K >> 6)) { ld.kc = 0; ld.t++; loader_tile(ld); }
+#ifdef QANY_
+    if (ld.fmt != 0 && (ld.vmask & 16u)) {
+      unsigned char* sd = stg + 2048 + (threadIdx.x & 31) * 8; // lanes 16-31: the zero points, 128 bytes on
+      if (ld.fmt != 1) CP8(sd, ld.ssrc); else CP4(sd, ld.ssrc);
+    }
+    ld.ssrc += ld.si;
+#endif
+    ld.src += 128;
+    if (++ld.u == ld.u1) loader_seek(ld, ld.ph + 1, nt);
+    else if (++ld.kc == (ld.rb >> 7)) { ld.kc = 0; ld.t++; loader_tile(ld, phase_slice(ld.ph, nt)); }
   }
   CP_COMMIT();
 }
@@ -302,13 +385,13 @@ __device__ __forceinline__ void loader_issue(Loader& ld, unsigned char* st, cons
  * contiguous run, no registers and no data back to the SM. Elsewhere (and in the emulator) nothing.
  */
 #if defined(L2AHEAD_) && !defined(NBX_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ void prefetch_phase(int q, const Layer* layers, const T_* lmhead) {
+__device__ void prefetch_phase(int q, const Net& nt) {
   if (q < 5 * L_ && q % 5 == 1) return; // attention: no weights
-  const Slice y = phase_slice(q, layers, lmhead);
+  const Slice y = phase_slice(q, nt);
   long long left = L2CAP_;
   for (int i = 0; i < 2; i++) {
-    const char* a = reinterpret_cast<const char*>(i == 0 ? y.A : y.B);
-    long long bytes = (long long)(i == 0 ? y.nA : y.nB) * y.K * 2;
+    const unsigned char* a = i == 0 ? y.A : y.B;
+    long long bytes = (long long)(i == 0 ? y.nA : y.nB) * y.rb;
     if (bytes > left) bytes = left;
     left -= bytes;
     for (long long o = 0; o < bytes; o += 65536) {
@@ -331,6 +414,102 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
 }
 #endif
 
+#ifdef QANY_
+// Packed weights unpack to exact small integers in the dtype (the MMA's A operand), scaled after the sums.
+/** Two halves of the dtype less (c, c), exact for the small integers here: one fma.rn.{bf16,f16}x2 (a · 1 + (−c)). */
+__device__ __forceinline__ unsigned sub2(unsigned a, unsigned negc2) {
+#ifdef NBX_EMU
+  const T_ lo = (T_)(a & 0xffffu), hi = (T_)(a >> 16), cl = (T_)(negc2 & 0xffffu);
+  const float l = LD(&lo, 0) + LD(&cl, 0), h = LD(&hi, 0) + LD(&cl, 0);
+  return (unsigned)(unsigned short)TOS(l) | ((unsigned)(unsigned short)TOS(h) << 16);
+#else
+  unsigned d;
+  asm("fma.rn.${bf ? 'bf16x2' : 'f16x2'} %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(${bf ? '0x3f803f80u' : '0x3c003c00u'}), "r"(negc2));
+  return d;
+#endif
+}
+#endif
+#ifdef Q4_
+/** Nibbles 0 and 4 of u (bits 0-3 and 16-19) as q − 8 in two halves of the dtype: the exponent's magic 128 (bf16) or 1024 (f16) carries q, less 136 or 1032. */
+template <int F> __device__ __forceinline__ unsigned q4pair(unsigned u) {
+  return sub2((u & 0x000f000fu) | ${bf ? '0x43004300u' : '0x64006400u'}, F == 2 ? ${bf ? '0xc308c308u' : '0xe408e408u'} : ${bf ? '0xc300c300u' : '0xe400e400u'}); // format 3: q itself
+}
+#endif
+#ifdef Q8_
+/** Bytes 0 and 1 (hi: 2 and 3) of w as signed int8 values in two halves of the dtype (exact: |q| ≤ 128). */
+__device__ __forceinline__ unsigned q8pair(unsigned w, bool hi) {
+  const unsigned x = (hi ? w >> 16 : w) ^ 0x8080u; // q + 128
+${bf ? `  const float f0 = __uint_as_float(0x4b000000u | (x & 0xffu)) - 8388736.f, f1 = __uint_as_float(0x4b000000u | ((x >> 8) & 0xffu)) - 8388736.f;
+  return (__float_as_uint(f0) >> 16) | (__float_as_uint(f1) & 0xffff0000u);`
+    : `  return sub2((x & 0xffu) | ((x & 0xff00u) << 8) | 0x64006400u, 0xe480e480u); // 1024 + (q + 128) − 1152`}
+}
+#endif
+
+/**
+ * One item's products into acc (rows g and g + 8, sequences 2·tq and 2·tq + 1), weights at stage st (this lane's
+ * pieces at off0 / off1, row g + 8 1024 bytes on), x of this lane's sequence from xp (the item's first column + this
+ * lane's first). F: the slice's format. The dtype: 64 columns, a piece 8 of them, 4 MMAs. int8: 128 columns, a
+ * piece 16, each 32-bit word four k in order; 8 MMAs, the item's sums scaled by the row's scale. int4 (group 128): 256
+ * columns, a piece 32 (pieces tq: group 2·kc, pieces 4 + tq: 2·kc + 1), each word's nibbles paired as (k, k + 4) with
+ * x permuted to match; 16 MMAs, each group's sums scaled by the row's scale of the group.
+ */
+template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], const unsigned char* st, int off0, int off1, const T_* xp, int g, const float* xg) {
+  const uint4 w0 = *reinterpret_cast<const uint4*>(st + off0), v0 = *reinterpret_cast<const uint4*>(st + off0 + 1024);
+  const uint4 w1 = *reinterpret_cast<const uint4*>(st + off1), v1 = *reinterpret_cast<const uint4*>(st + off1 + 1024);
+  if constexpr (F == 0) {
+    const uint4 x0 = *reinterpret_cast<const uint4*>(xp), x1 = *reinterpret_cast<const uint4*>(xp + 32);
+    mma16816(acc, w0.x, v0.x, w0.y, v0.y, x0.x, x0.y);
+    mma16816(acc, w0.z, v0.z, w0.w, v0.w, x0.z, x0.w);
+    mma16816(acc, w1.x, v1.x, w1.y, v1.y, x1.x, x1.y);
+    mma16816(acc, w1.z, v1.z, w1.w, v1.w, x1.z, x1.w);
+  }
+#ifdef Q8_
+  if constexpr (F == 1) {
+    const float* sc = reinterpret_cast<const float*>(st + 2048);
+    float a[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+      const uint4 w = p ? w1 : w0, v = p ? v1 : v0;
+      const uint4 xa = *reinterpret_cast<const uint4*>(xp + 64 * p), xb = *reinterpret_cast<const uint4*>(xp + 64 * p + 8);
+      mma16816(a, q8pair(w.x, false), q8pair(v.x, false), q8pair(w.x, true), q8pair(v.x, true), xa.x, xa.y);
+      mma16816(a, q8pair(w.y, false), q8pair(v.y, false), q8pair(w.y, true), q8pair(v.y, true), xa.z, xa.w);
+      mma16816(a, q8pair(w.z, false), q8pair(v.z, false), q8pair(w.z, true), q8pair(v.z, true), xb.x, xb.y);
+      mma16816(a, q8pair(w.w, false), q8pair(v.w, false), q8pair(w.w, true), q8pair(v.w, true), xb.z, xb.w);
+    }
+    const float s0 = sc[2 * g], s1 = sc[2 * (g + 8)];
+    acc[0] = fmaf(s0, a[0], acc[0]); acc[1] = fmaf(s0, a[1], acc[1]); acc[2] = fmaf(s1, a[2], acc[2]); acc[3] = fmaf(s1, a[3], acc[3]);
+  }
+#endif
+#ifdef Q4_
+  if constexpr (F == 2 || F == 3) {
+    const float* sc = reinterpret_cast<const float*>(st + 2048);
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+      const uint4 w = p ? w1 : w0, v = p ? v1 : v0;
+      const unsigned ww[4] = { w.x, w.y, w.z, w.w }, vv[4] = { v.x, v.y, v.z, v.w };
+      float a[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const uint4 X = *reinterpret_cast<const uint4*>(xp + 128 * p + 8 * j); // x of k 0-7 of the word: pairs (k, k + 4)
+        const unsigned x04 = (X.x & 0xffffu) | (X.z << 16), x15 = (X.x >> 16) | (X.z & 0xffff0000u);
+        const unsigned x26 = (X.y & 0xffffu) | (X.w << 16), x37 = (X.y >> 16) | (X.w & 0xffff0000u);
+        const unsigned wj = ww[j], vj = vv[j];
+        mma16816(a, q4pair<F>(wj), q4pair<F>(vj), q4pair<F>(wj >> 4), q4pair<F>(vj >> 4), x04, x15);
+        mma16816(a, q4pair<F>(wj >> 8), q4pair<F>(vj >> 8), q4pair<F>(wj >> 12), q4pair<F>(vj >> 12), x26, x37);
+      }
+      const float s0 = sc[2 * g + p], s1 = sc[2 * (g + 8) + p];
+#ifdef Q4Z_
+      if constexpr (F == 3) { // Σ (q − z)·x = Σ q·x − z·Σ x over the group (xg: the sums of sequences 2·tq, 2·tq + 1)
+        const float z0 = sc[32 + 2 * g + p], z1 = sc[32 + 2 * (g + 8) + p], X0 = xg[p], X1 = xg[XG_ + p];
+        a[0] = fmaf(-z0, X0, a[0]); a[1] = fmaf(-z0, X1, a[1]); a[2] = fmaf(-z1, X0, a[2]); a[3] = fmaf(-z1, X1, a[3]);
+      }
+#endif
+      acc[0] = fmaf(s0, a[0], acc[0]); acc[1] = fmaf(s0, a[1], acc[1]); acc[2] = fmaf(s1, a[2], acc[2]); acc[3] = fmaf(s1, a[3], acc[3]);
+    }
+  }
+#endif
+}
+
 /**
  * Σ_k W_v[k]·x_b[k] for the block's rows v of a phase (the slice's A rows, then its B rows) and each sequence
  * b, x_b in shared memory (row b of xs, XSTR_ apart), the weights from the warp's ring (cs: the stage of the
@@ -338,37 +517,32 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
  * of each tile it touches go to part[warp][tile − its first tile][row][b] and are summed over warps in warp
  * order (the same bits every run).
  */
-__device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ringw, int& cs, Loader& ld,
-    const Layer* layers, const T_* lmhead, unsigned long long* tm) {
-#ifndef MARK_AT_COPY_
-  if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: input ready
-#endif
+template <int F> __device__ void gemv_items(const Slice& z, const T_* xs, float* part, unsigned char* ringw, int& cs, Loader& ld, const Net& nt, const float* xsum) {
+  constexpr int CPI = F == 0 ? 64 : F == 1 ? 128 : 256; // columns an item
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
-  const int kcs = z.K >> 6, tA = tiles_of(z.nA), rows = z.nA + z.nB;
-  const int up = ((tA + tiles_of(z.nB)) * kcs + WARPS_ - 1) / WARPS_;
+  const int kcs = z.rb >> 7;
   int u0, u1; warp_share(z, u0, u1);
   const int t0 = u0 / kcs;
   int t = t0, kc = u0 - t0 * kcs;
   float acc[4] = { 0.f, 0.f, 0.f, 0.f };
   const int sw = (g & 1) << 2, off0 = g * 128 + ((tq ^ sw) << 4), off1 = g * 128 + (((4 + tq) ^ sw) << 4);
   const int lst = (lane >> 3) * 128 + (((lane & 7) ^ (((lane >> 3) & 1) << 2)) << 4); // this lane's place in a stage for the loader
-  const T_* xrow = xs + (g < B_ ? g : 0) * XSTR_ + 8 * tq; // this lane's column of the B operand: sequence g
-  const T_* xp = xrow + kc * 64;
+  const T_* xrow = xs + (g < B_ ? g : 0) * XSTR_ + (CPI / 8) * tq; // this lane's columns of the B operand: sequence g
+  const T_* xp = xrow + kc * CPI;
   for (int u = u0; u < u1; u++) {
     CP_WAIT();
     __syncwarp();
-    unsigned char* st = ringw + cs * 2048;
-    const uint4 w0 = *reinterpret_cast<const uint4*>(st + off0), v0 = *reinterpret_cast<const uint4*>(st + off0 + 1024);
-    const uint4 w1 = *reinterpret_cast<const uint4*>(st + off1), v1 = *reinterpret_cast<const uint4*>(st + off1 + 1024);
-    const uint4 x0 = *reinterpret_cast<const uint4*>(xp), x1 = *reinterpret_cast<const uint4*>(xp + 32);
-    mma16816(acc, w0.x, v0.x, w0.y, v0.y, x0.x, x0.y);
-    mma16816(acc, w0.z, v0.z, w0.w, v0.w, x0.z, x0.w);
-    mma16816(acc, w1.x, v1.x, w1.y, v1.y, x1.x, x1.y);
-    mma16816(acc, w1.z, v1.z, w1.w, v1.w, x1.z, x1.w);
+    unsigned char* st = ringw + cs * STG_;
+#ifdef Q4Z_
+    const float* xg = F == 3 ? xsum + (2 * tq < B_ ? 2 * tq : 0) * XG_ + 2 * kc : nullptr; // the item's groups' x sums, sequence 2·tq (+ XG_: 2·tq + 1)
+#else
+    const float* xg = nullptr; (void)xsum;
+#endif
+    item_products<F>(acc, st, off0, off1, xp, g, xg);
     __syncwarp();
-    loader_issue(ld, st + lst, layers, lmhead);
+    loader_issue(ld, st, lst, nt);
     cs = cs + 1 == NS_ ? 0 : cs + 1;
-    xp += 64;
+    xp += CPI;
     if (++kc == kcs || u + 1 == u1) {
       // this lane's sums: rows g and g + 8, sequences 2·tq and 2·tq + 1
       float* pt = part + (warp * MAXT_ + (t - t0)) * 16 * B_;
@@ -378,8 +552,40 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
       if (kc == kcs) { kc = 0; t++; xp = xrow; }
     }
   }
+}
+
+__device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ringw, int& cs, Loader& ld,
+    const Net& nt, unsigned long long* tm) {
+#ifndef MARK_AT_COPY_
+  if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: input ready
+#endif
+#ifdef Q8_
+  if (z.fmt == 1) gemv_items<1>(z, xs, part, ringw, cs, ld, nt, nullptr); else
+#endif
+#ifdef Q4_
+  if (z.fmt == 2) gemv_items<2>(z, xs, part, ringw, cs, ld, nt, nullptr); else
+#endif
+#ifdef Q4Z_
+  if (z.fmt == 3) {
+    // each sequence's sums of x over the groups of 128 columns (the zero points' term), a warp a (sequence, group)
+    float* xsum = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(const_cast<T_*>(xs)) + XSUM_OFF_);
+    const int G = z.K >> 7, lane = threadIdx.x & 31;
+    for (int e = threadIdx.x >> 5; e < B_ * G; e += WARPS_) {
+      const int b = e / G, q = e - b * G;
+      const T_* xr = xs + b * XSTR_ + q * 128 + 4 * lane;
+      float v = LD(xr, 0) + LD(xr, 1) + LD(xr, 2) + LD(xr, 3);
+      v = warp_sum(v);
+      if (lane == 0) xsum[b * XG_ + q] = v;
+    }
+    __syncthreads();
+    gemv_items<3>(z, xs, part, ringw, cs, ld, nt, xsum);
+  } else
+#endif
+  gemv_items<0>(z, xs, part, ringw, cs, ld, nt, nullptr);
   __syncthreads();
   if (tm && threadIdx.x == 0) tm[2 * gridDim.x] = nbx_globaltimer(); // trace: products done
+  const int kcs = z.rb >> 7, tA = tiles_of(z.nA), rows = z.nA + z.nB;
+  const int up = ((tA + tiles_of(z.nB)) * kcs + WARPS_ - 1) / WARPS_;
   for (int e = threadIdx.x; e < rows * B_; e += THREADS_) {
     const int v = e / B_, b = e - v * B_;
     const int T = v < z.nA ? v >> 4 : tA + ((v - z.nA) >> 4), rr = v < z.nA ? v & 15 : (v - z.nA) & 15;
@@ -703,13 +909,13 @@ __device__ __forceinline__ void warp_argmax(float& bv, int& bi) {
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Layer* __restrict__ layers, const T_* __restrict__ embed,
-    const T_* __restrict__ fnorm, const T_* __restrict__ lmhead, const T_* __restrict__ cosr, const T_* __restrict__ sinr,
+    const T_* __restrict__ fnorm, const unsigned char* __restrict__ lmhead, const float* __restrict__ lms, const float* __restrict__ lmz, const T_* __restrict__ cosr, const T_* __restrict__ sinr,
     const long long* ids, const long long* widx, const unsigned char* notpad, T_* logits, long long* next,
     T_* res, T_* qkv, float* patt, T_* act, float* amax_v, int* amax_i, unsigned* sync, unsigned long long* err,
     unsigned long long* trace, int ph0, int ph1, float eps, float scale) {
   extern __shared__ __align__(16) unsigned char nbx_dyn_[];
   unsigned char* ring = nbx_dyn_;
-  T_* xs = reinterpret_cast<T_*>(nbx_dyn_ + NS_ * WARPS_ * 2048); // B_ rows, XSTR_ apart
+  T_* xs = reinterpret_cast<T_*>(nbx_dyn_ + NS_ * WARPS_ * STG_); // B_ rows, XSTR_ apart
   float* part = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + ((B_ * XSTR_ * 2 + 15) / 16) * 16);
   float* rowv = part + WARPS_ * MAXT_ * 16 * B_;
   float* sm = rowv; // attention scratch (phases B only) shares the row values' space
@@ -725,12 +931,13 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
 #endif
   // the weight stream: NS_ items in flight from the start, one more each time one is consumed; issued
   // before the wait for the previous kernel (no kernel writes weights), so they load during its tail
-  unsigned char* ringw = ring + (threadIdx.x >> 5) * NS_ * 2048; // this warp's ring
+  unsigned char* ringw = ring + (threadIdx.x >> 5) * NS_ * STG_; // this warp's ring
+  Net nt; nt.layers = layers; nt.lm = lmhead; nt.lms = lms; nt.lmz = lmz;
   Loader ld; ld.ph1 = ph1;
-  loader_seek(ld, ph0, layers, lmhead);
+  loader_seek(ld, ph0, nt);
   {
     const int lane = threadIdx.x & 31, lst = (lane >> 3) * 128 + (((lane & 7) ^ (((lane >> 3) & 1) << 2)) << 4);
-    for (int q = 0; q < NS_; q++) loader_issue(ld, ringw + q * 2048 + lst, layers, lmhead);
+    for (int q = 0; q < NS_; q++) loader_issue(ld, ringw + q * STG_, lst, nt);
   }
   NBX_GRID_DEPENDENCY_WAIT();
   __shared__ const T_* emb[B_]; // each sequence's embedding row
@@ -752,17 +959,17 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     if (threadIdx.x == 0) nbx_tm_ = tm;
 #endif
 #ifdef PREFETCH_L2_
-    if (threadIdx.x == 32 && ph + L2AHEAD_ < ph1) prefetch_phase(ph + L2AHEAD_, layers, lmhead); // not thread 0: it issues the inputs' copies
+    if (threadIdx.x == 32 && ph + L2AHEAD_ < ph1) prefetch_phase(ph + L2AHEAD_, nt); // not thread 0: it issues the inputs' copies
 #endif
     const Layer ly = l < L_ ? layers[l] : layers[0];
     // each sequence's residual stream is its embedding row until layer 0's o_proj adds to it (phases A and C of layer 0)
     const bool fromEmb = l == 0 && st < 3;
     int r0, r1;
-    const Slice z = phase_slice(ph, layers, lmhead);
+    const Slice z = phase_slice(ph, nt);
     if (l < L_ && st == 0) { // A: norm + q/k/v
       block_rows(QKV_, r0, r1);
       norm_into(emb, res, fromEmb, ly.ln1, eps, xs, red, &xbar, xph);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm);
       for (int e = threadIdx.x; e < (r1 - r0) * B_; e += THREADS_) { const int v = e / B_, b = e - v * B_; stcgv(qkv, b * QKV_ + r0 + v, rowv[e]); }
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
       for (int it = blockIdx.x; it < B_ * NH_ / HPI_ * ASPLIT_; it += gridDim.x) {
@@ -787,7 +994,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
 #endif
       }
       else stage_rows(emb, act, false, I_, xs, &xbar, xph);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm);
       for (int e = threadIdx.x; e < n; e += THREADS_) {
         const int v = e / B_, b = e - v * B_;
         stcgv(res, b * H_ + r0 + v, RND(rowv[e]) + (e < THREADS_ ? rv : ldcgv(fromEmb ? emb[b] : res + b * H_, r0 + v)));
@@ -795,7 +1002,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
       norm_into(emb, res, fromEmb, ly.ln2, eps, xs, red, &xbar, xph);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm);
       const int n = r1 - r0;
       for (int e = threadIdx.x; e < n * B_; e += THREADS_) {
         const int v = e / B_, b = e - v * B_;
@@ -805,7 +1012,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
       norm_into(emb, res, fromEmb, fnorm, eps, xs, red, &xbar, xph);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, layers, lmhead, tm);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm);
       // each warp's best (value, index) of its threads' rows for each sequence, then the block's: one block barrier
       // for the batch (a block reduction per sequence took ~15 µs at batch 8). (−inf, INT_MAX) loses to every row, so
       // blocks and lanes without rows need no flag.
@@ -857,29 +1064,29 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
 }`;
   return {
     src, name: 'decode_step',
-    sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'f32', 'f32'] as ArgType[],
+    sig: ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'f32', 'f32'] as ArgType[],
   };
 }
 
-/** The weight ring: NS items of 2 KB per warp. */
-interface Ring { ns: number }
-const ringBytes = (r: Ring): number => r.ns * WARPS * 2048;
+/** The weight ring: NS items of `stage` bytes (stageBytes) per warp. */
+interface Ring { ns: number; stage: number }
+const ringBytes = (r: Ring): number => r.ns * WARPS * r.stage;
 
 /**
  * The ring for a kernel whose other shared memory takes `base` bytes: as many items per warp (up to
  * RING_NS_MAX) as the block's shared memory still holds; null below two. NBX_DECODE_STEP_RING=NS sets it
  * (for sweeps on a card).
  */
-function ringFor(base: number, optin: number): Ring | null {
+function ringFor(base: number, optin: number, stage: number): Ring | null {
   const env = process.env.NBX_DECODE_STEP_RING;
   const STATIC = 1024; // the kernel's static shared arrays (block reductions, argmax)
   if (env) {
     const ns = Number(env);
     if (!Number.isInteger(ns) || ns < 1) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_RING must be a positive integer (items per warp), got '${env}'`);
-    return base + ringBytes({ ns }) + STATIC <= optin ? { ns } : null;
+    return base + ringBytes({ ns, stage }) + STATIC <= optin ? { ns, stage } : null;
   }
-  const ns = Math.min(RING_NS_MAX, Math.floor((optin - STATIC - base) / ringBytes({ ns: 1 })));
-  return ns >= 2 ? { ns } : null;
+  const ns = Math.min(RING_NS_MAX, Math.floor((optin - STATIC - base) / ringBytes({ ns: 1, stage })));
+  return ns >= 2 ? { ns, stage } : null;
 }
 
 /** Bytes of the attention's parts and their (max, sum) pairs, which merge_att stages whole in shared memory (asplit > 1). */
@@ -889,16 +1096,51 @@ const mergeBytes = (s: Shape, asplit: number): number => (asplit > 1 ? s.B * s.N
  * Dynamic shared memory of the kernel besides the ring: the input vectors, then a scratch space that holds the warps'
  * partial sums and the rows' sums or the attention's scratch, or (the o_proj phase's input) the attention's parts.
  */
-function smemBytes(s: Shape, asplit: number): number {
+function smemBytes(s: Shape, asplit: number, fmt: Formats = DTYPE_FORMATS): number {
+  return xsumOffset(s, asplit, fmt) + xsumBytes(s, fmt);
+}
+/** Bytes from the input vectors (xs) to the zero-point formats' x sums, past the scratch space (smemBytes). */
+function xsumOffset(s: Shape, asplit: number, fmt: Formats): number {
   const xs = Math.ceil((s.B * xsStride(s) * 2) / 16) * 16;
-  const part = WARPS * maxTilesPerWarp(s) * 16 * 4 * s.B;
+  const part = WARPS * maxTilesPerWarp(s, fmt) * 16 * 4 * s.B;
   const rows = Math.max(rowsPerBlock((s.NH + 2 * s.NKV) * s.D, s.G), 2 * rowsPerBlock(s.I, s.G), rowsPerBlock(s.V, s.G), rowsPerBlock(s.H, s.G)) * 4 * s.B;
   const kpw = 32 / (s.D / 8);
   const attn = (4 * s.D + 5 * WARPS * kpw + WARPS * kpw * s.D) * 4 + 16; // up to two heads an item (attention_heads)
-  return xs + Math.max(part + Math.max(rows, attn), Math.ceil(mergeBytes(s, asplit) / 16) * 16);
+  return Math.ceil((xs + Math.max(part + Math.max(rows, attn), Math.ceil(mergeBytes(s, asplit) / 16) * 16)) / 16) * 16;
 }
 
 const at = (r: StridedRef): bigint => basePtr(r) + BigInt(r.offset * DTYPES[r.dtype].itemsize);
+/** A projection's weight rows (packed bytes or the dtype's) and its scales (0 where it has none). */
+const wAt = (w: DecodeStepWeight): bigint => at(isQuantWeight(w) ? w.qdata : w);
+const sAt = (w: DecodeStepWeight): bigint => (isQuantWeight(w) && w.scales ? at(w.scales) : 0n);
+const zAt = (w: DecodeStepWeight): bigint => (isQuantWeight(w) && w.zeros ? at(w.zeros) : 0n);
+/** Pointers of struct Layer. */
+const LAYER_PTRS = 16;
+
+/**
+ * The formats of the step's projections (Formats), or why the kernel does not read them: int8 per channel and int4 in
+ * groups of 128 (with or without zero points) with rows of whole 128-byte items (K a multiple of 128, 256); other packed
+ * formats (GGUF, fp8, other groups) run the op's composite, whose quantized products are nbx.quant's kernels.
+ */
+function formatsOf(p: DecodeStepParams): { f: Formats; any: boolean } | string {
+  const one = (w: DecodeStepWeight): WFmt | string => {
+    if (!isQuantWeight(w)) return 0;
+    const l = w.layout;
+    if (l.format === 'int8' && l.k % 128 === 0 && w.scales && !w.zeros) return 1;
+    if (l.format === 'int4' && l.groupSize === 128 && l.k % 256 === 0 && w.scales) return w.zeros ? 3 : 2;
+    return `quantized format ${l.format}${l.format === 'int4' ? ` (group ${l.groupSize})` : ''} over K = ${l.k}`;
+  };
+  const kind = (ws: DecodeStepWeight[]): WFmt | string => {
+    const fs = ws.map(one);
+    const bad = fs.find((f) => typeof f === 'string');
+    if (bad !== undefined) return bad;
+    return fs.every((f) => f === fs[0]) ? fs[0] ?? 0 : 'mixed formats across layers';
+  };
+  const f = { qkv: kind(p.layers.map((l) => l.qkv)), o: kind(p.layers.map((l) => l.o)), gu: kind(p.layers.map((l) => l.gateUp)), down: kind(p.layers.map((l) => l.down)), lm: one(p.lmHead) };
+  for (const v of Object.values(f)) if (typeof v === 'string') return v;
+  const fm = f as Formats;
+  return { f: fm, any: Object.values(fm).some((v) => v !== 0) };
+}
 
 /** Per-backend state: the layer tables (by the layers' addresses), the workspace, the error word. */
 interface StepState { tables: Map<string, CudaBuffer>; ws: CudaBuffer | null; wsBytes: number; err: CudaBuffer; trace: CudaBuffer | null; traceShape: [number, number] }
@@ -984,35 +1226,50 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   if (H % 64 !== 0 || I % 64 !== 0 || (NH * D) % 64 !== 0) return declined('sizes (64)'); // whole 64-column items
   if (D % 8 !== 0 || D > 256 || (256 / D) * D !== 256 && D !== 256 && 256 % D !== 0) return declined('head dim');
   if (H % 8 !== 0 || I % 8 !== 0 || (NH * D) % 8 !== 0 || NH % NKV !== 0 || RD % 2 !== 0 || RD > D) return declined('sizes');
-  const refs: [StridedRef, number[]][] = [[p.embed, [V, H]], [p.finalNorm, [H]], [p.lmHead, [V, H]], [p.logits, [B * V]], [p.cos, [B * RD]], [p.sin, [B * RD]],
-    [p.ids, [B]], [p.next, [B]], [p.cacheIndex, [1]], [p.notPadding, [B * S]]];
+  // the projections' formats: every layer's projection of a kind in one format the kernel reads
+  const fmt = formatsOf(p);
+  if (typeof fmt === 'string') return declined(fmt);
+  // each tensor, its shape and its dtype (null: the model dtype); all contiguous
+  const refs: [StridedRef, number[], string | null][] = [[p.embed, [V, H], null], [p.finalNorm, [H], null], [p.logits, [B * V], null], [p.cos, [B * RD], null],
+    [p.sin, [B * RD], null], [p.ids, [B], p.ids.dtype], [p.next, [B], p.next.dtype], [p.cacheIndex, [1], p.cacheIndex.dtype], [p.notPadding, [B * S], p.notPadding.dtype]];
+  /** A projection's weight [n, k] in its format f: the dtype's [n, k], or packed bytes [n, rowBytes] and float32 scales. */
+  const weight = (w: DecodeStepWeight, f: WFmt, n: number, k: number): void => {
+    if (!isQuantWeight(w)) refs.push([w, [n, k], null]);
+    else {
+      refs.push([w.qdata, [n, rowBytesOf(f, k)], 'uint8'], [w.scales!, f === 1 ? [n] : [n, k / 128], 'float32']);
+      if (w.zeros) refs.push([w.zeros, [n, k / 128], 'float32']);
+    }
+  };
+  weight(p.lmHead, fmt.f.lm, V, H);
   for (const ly of p.layers) {
-    refs.push([ly.inputNorm, [H]], [ly.qkv, [(NH + 2 * NKV) * D, H]], [ly.o, [H, NH * D]], [ly.postNorm, [H]], [ly.gateUp, [2 * I, H]], [ly.down, [H, I]],
-      [ly.keyCache, [B, NKV, S, D]], [ly.valueCache, [B, NKV, S, D]]);
+    refs.push([ly.inputNorm, [H], null], [ly.postNorm, [H], null], [ly.keyCache, [B, NKV, S, D], null], [ly.valueCache, [B, NKV, S, D], null]);
+    weight(ly.qkv, fmt.f.qkv, (NH + 2 * NKV) * D, H); weight(ly.o, fmt.f.o, H, NH * D); weight(ly.gateUp, fmt.f.gu, 2 * I, H); weight(ly.down, fmt.f.down, H, I);
   }
   for (const [i, [r, shape]] of refs.entries()) if (!contiguous(r, shape)) return declined(`layout of tensor ${i} (${r.shape.join('x')}, strides ${r.strides.join(',')}; wanted ${shape.join('x')})`);
-  for (const [r] of refs) if (r.dtype !== d && r !== p.ids && r !== p.next && r !== p.cacheIndex && r !== p.notPadding) return declined('dtypes');
-  for (const [r] of refs) if ((r.dtype === d && r.shape.length === 2) && Number(at(r) % 16n) !== 0) return declined('alignment'); // 16-byte rows
+  for (const [r, , dt] of refs) if (r.dtype !== (dt ?? d)) return declined('dtypes');
+  for (const [r, , dt] of refs) if (((dt === null && r.shape.length === 2) || dt === 'uint8') && Number(at(r) % 16n) !== 0) return declined('alignment'); // 16-byte rows
+  for (const [r, , dt] of refs) if (dt === 'float32' && Number(at(r) % 8n) !== 0) return declined('alignment'); // the scales' 8-byte copies
   for (const r of [p.finalNorm, ...p.layers.flatMap((ly) => [ly.inputNorm, ly.postNorm])]) if (Number(at(r) % 8n) !== 0) return declined('alignment'); // norm_into's 8-byte loads
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
-  const vt = variantFor(NH * B, G, NH / NKV, B);
-  const base = smemBytes(s, vt.asplit), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin);
+  const vt: Variant = { ...variantFor(NH * B, G, NH / NKV, B), fmt: fmt.f };
+  const base = smemBytes(s, vt.asplit, fmt.f), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f));
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
   states.set(be, st);
-  // the layer table: eight pointers per layer, uploaded once per set of layers
-  const ptrs = new BigUint64Array(8 * L);
-  p.layers.forEach((ly, i) => ptrs.set([at(ly.inputNorm), at(ly.qkv), at(ly.o), at(ly.postNorm), at(ly.gateUp), at(ly.down), at(ly.keyCache), at(ly.valueCache)], 8 * i));
+  // the layer table: sixteen pointers per layer (struct Layer), uploaded once per set of layers
+  const ptrs = new BigUint64Array(LAYER_PTRS * L);
+  p.layers.forEach((ly, i) => ptrs.set([at(ly.inputNorm), wAt(ly.qkv), wAt(ly.o), at(ly.postNorm), wAt(ly.gateUp), wAt(ly.down), at(ly.keyCache), at(ly.valueCache),
+    sAt(ly.qkv), sAt(ly.o), sAt(ly.gateUp), sAt(ly.down), zAt(ly.qkv), zAt(ly.o), zAt(ly.gateUp), zAt(ly.down)], LAYER_PTRS * i));
   const tkey = Array.from(ptrs, (v) => v.toString(16)).join(',');
   let table = st.tables.get(tkey);
   if (!table) {
     if (be.capture !== null) return declined('layer table upload in a capture'); // uploads are not captured: the eager step before the capture makes it
-    table = be.alloc('int64', Math.max(1, 8 * L));
+    table = be.alloc('int64', Math.max(1, LAYER_PTRS * L));
     be.writeBytes(table, 0, new Uint8Array(ptrs.buffer));
     st.tables.set(tkey, table);
   }
@@ -1042,7 +1299,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
     st.trace = be.alloc('int64', TRACE_MARKS * phases * G); st.traceShape = [phases, G];
   }
   const trace = tracing && st.trace ? st.trace.ptr : 0n;
-  const args = (ph0: number, ph1: number) => [table!.ptr, at(p.embed), at(p.finalNorm), at(p.lmHead), at(p.cos), at(p.sin), at(p.ids), at(p.cacheIndex),
+  const args = (ph0: number, ph1: number) => [table!.ptr, at(p.embed), at(p.finalNorm), wAt(p.lmHead), sAt(p.lmHead), zAt(p.lmHead), at(p.cos), at(p.sin), at(p.ids), at(p.cacheIndex),
     at(p.notPadding), at(p.logits), at(p.next), res, qkv, att, act, amaxV, amaxI, sync, err, trace, ph0, ph1, p.eps, p.scaling];
   stepsLaunched++;
   if (mode === 'phases') for (let ph = 0; ph < phases; ph++) be.ctx.launch(k, G, THREADS, args(ph, ph + 1), smem, be.stream);
