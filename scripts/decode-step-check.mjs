@@ -2,13 +2,15 @@
 // nbx.llm.fused_decode_step against the op-by-op step on one device: a random-weight model decoded
 // greedily with the static decoder (CUDA graph replay) for --steps steps under NBX_DECODE_STEP=off, fused
 // and phases (a fresh decoder each), comparing the tokens and the last step's logits. Build first.
-//   node scripts/decode-step-check.mjs [--shape tinyllama|llama3-8b|tiny] [--steps 64] [--prompt 128] [--batch 1] [--device cuda]
+//   node scripts/decode-step-check.mjs [--shape tinyllama|llama3-8b|tiny] [--steps 64] [--prompt 128] [--batch 1] [--device cuda] [--quant int8|int4-g128]
+// --quant: the projections (not the lm_head) replaced by random packed weights of that scheme (bench/quant.ts's quantizeModel).
 // At --batch B each row's prompt is another sequence of ids; tokens are compared row by row.
 import { parseArgs } from 'node:util';
 
 const { values } = parseArgs({ options: {
   shape: { type: 'string', default: 'tinyllama' }, steps: { type: 'string', default: '64' }, prompt: { type: 'string', default: '128' }, batch: { type: 'string', default: '1' },
   device: { type: 'string', default: 'cuda' }, dtype: { type: 'string', default: 'bfloat16' }, modes: { type: 'string', default: 'off,fused,phases' },
+  quant: { type: 'string' },
 } });
 const nbx = await import('../dist/src/index.js');
 const { backendFor } = await import('../dist/src/backend/backend.js');
@@ -20,6 +22,7 @@ const SHAPES = {
 };
 const config = { model_type: 'llama', max_position_embeddings: 4096, rms_norm_eps: 1e-5, hidden_act: 'silu', tie_word_embeddings: false, ...SHAPES[values.shape] };
 const model = nbx.models.fromConfig(config, { device: values.device, dtype: values.dtype, seed: 0 });
+if (values.quant) (await import('../dist/bench/quant.js')).quantizeModel(model, values.quant, values.device);
 const P = Number(values.prompt), N = Number(values.steps), B = Number(values.batch);
 const promptIds = Array.from({ length: B }, (_, b) => Array.from({ length: P }, (_, i) => 1 + ((i * 7919 + b * 104729) % (config.vocab_size - 1))));
 const results = {};

@@ -9,6 +9,10 @@ dec_tests 120
 NBX_DEBUG=1 timeout -k 5 190 node dist/bench/quant.js --no-gemv --decode --decode-schemes bf16,int8,int4-g128,q4_k_m --budget-s 180 > "$L/quant.log" 2>&1
 at quant $?; grep -E "tok/s|decode steps take|composite|failed|skipped|rror" "$L/quant.log" | head -30 >> "$S"
 dec_queued
+if [ "$(dec_left)" -lt 470 ]; then # the whole-step kernel's phases with packed int4 weights at Llama-3-8B's shape
+  NBX_DECODE_STEP_TRACE=1 timeout -k 5 70 node scripts/decode-step-check.mjs --shape llama3-8b --quant int4-g128 --batch 1 --steps 8 --prompt 64 --modes fused > "$L/trace-8b-int4.log" 2>&1
+  at "trace 8b int4" $?; grep -E "^(trace|fused)" "$L/trace-8b-int4.log" >> "$S"
+fi
 [ "$(dec_left)" -lt 420 ] && dec_bench tinyllama 1,8 90
 [ "$(dec_left)" -lt 490 ] && dec_bench llama3-8b 1 60
 dec_pack
