@@ -13,6 +13,10 @@ if [ "$(dec_left)" -lt 470 ]; then # the whole-step kernel's phases with packed 
   NBX_DECODE_STEP_TRACE=1 timeout -k 5 70 node scripts/decode-step-check.mjs --shape llama3-8b --quant int4-g128 --batch 1 --steps 8 --prompt 64 --modes fused > "$L/trace-8b-int4.log" 2>&1
   at "trace 8b int4" $?; grep -E "^(trace|fused)" "$L/trace-8b-int4.log" >> "$S"
 fi
+if [ "$(dec_left)" -lt 520 ]; then # A/B: symmetric int4 as 128 + q with the group sums' correction (NBX_DECODE_STEP_Q4=xsum), tokens against the op-by-op step
+  NBX_DECODE_STEP_Q4=xsum timeout -k 5 60 node scripts/decode-step-check.mjs --shape llama3-8b --quant int4-g128 --batch 1 --steps 16 --prompt 64 --modes off,fused > "$L/q4xsum-8b.log" 2>&1
+  at "q4 xsum 8b" $?; grep -E "^(off|fused|tokens|logits|match|differ)" "$L/q4xsum-8b.log" | cut -c1-300 >> "$S"
+fi
 [ "$(dec_left)" -lt 420 ] && dec_bench tinyllama 1,8 90
 [ "$(dec_left)" -lt 490 ] && dec_bench llama3-8b 1 60
 dec_pack

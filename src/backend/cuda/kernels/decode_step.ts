@@ -55,7 +55,7 @@ const RING_NS_MAX = 5;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats; q4xsum?: boolean }
 /**
  * The weights' formats by projection (q/k/v, o, gate/up, down, lm_head): 0 the model dtype, 1 int8 per output channel,
  * 2 int4 in groups of 128 along K, symmetric, 3 the same with zero points (src/quant/formats.ts defines them). Every
@@ -72,7 +72,8 @@ const stageBytes = (fmt: Formats): number => {
   return 2048 + (fs.includes(3) ? 256 : fs.some((f) => f !== 0) ? 128 : 0);
 };
 /** Bytes of the int4 zero-point formats' group sums of x (each sequence's sums over 128 columns), 0 without them. */
-const xsumBytes = (s: Shape, fmt: Formats): number => (Object.values(fmt).includes(3) ? s.B * Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128) * 4 : 0);
+const xsumBytes = (s: Shape, fmt: Formats, q4xsum = false): number =>
+  (Object.values(fmt).includes(3) || (q4xsum && Object.values(fmt).includes(2)) ? s.B * Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128) * 4 : 0);
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
 /**
@@ -127,7 +128,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define FGU_ ${fm.gu}
 #define FDN_ ${fm.down}
 #define FLM_ ${fm.lm}
-${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '#define Q4_ 1\n' : ''}${fv.includes(3) ? `#define Q4Z_ 1\n#define XG_ ${Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128)}\n#define XSUM_OFF_ ${xsumOffset(s, v.asplit, fm)}\n` : ''}${fv.some((x) => x !== 0) ? '#define QANY_ 1\n' : ''}#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
+${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '#define Q4_ 1\n' : ''}${fv.includes(3) ? '#define Q4Z_ 1\n' : ''}${v.q4xsum && fv.includes(2) ? '#define Q4X_ 1\n' : ''}${xsumBytes(s, fm, v.q4xsum) ? `#define QXS_ 1\n#define XG_ ${Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128)}\n#define XSUM_OFF_ ${xsumOffset(s, v.asplit, fm)}\n` : ''}${fv.some((x) => x !== 0) ? '#define QANY_ 1\n' : ''}#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
 #define XSTR_ ${xsStride(s)}
 #define B_ ${s.B}
@@ -414,6 +415,11 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
 }
 #endif
 
+#ifdef Q4X_
+#define Q4X_ON_ 1
+#else
+#define Q4X_ON_ 0
+#endif
 #ifdef QANY_
 // Packed weights unpack to exact small integers in the dtype (the MMA's A operand), scaled after the sums.
 /** Two halves of the dtype less (c, c), exact for the small integers here: one fma.rn.{bf16,f16}x2 (a · 1 + (−c)). */
@@ -432,7 +438,11 @@ __device__ __forceinline__ unsigned sub2(unsigned a, unsigned negc2) {
 #ifdef Q4_
 /** Nibbles 0 and 4 of u (bits 0-3 and 16-19) as q − 8 in two halves of the dtype: the exponent's magic 128 (bf16) or 1024 (f16) carries q, less 136 or 1032. */
 template <int F> __device__ __forceinline__ unsigned q4pair(unsigned u) {
-  return sub2((u & 0x000f000fu) | ${bf ? '0x43004300u' : '0x64006400u'}, F == 2 ? ${bf ? '0xc308c308u' : '0xe408e408u'} : ${bf ? '0xc300c300u' : '0xe400e400u'}); // format 3: q itself
+  const unsigned m = (u & 0x000f000fu) | ${bf ? '0x43004300u' : '0x64006400u'};
+#ifdef Q4X_
+  if (F == 2) return m; // M + q as it is: M + 8 times the group's x sum comes off after the MMAs
+#endif
+  return sub2(m, F == 2 ? ${bf ? '0xc308c308u' : '0xe408e408u'} : ${bf ? '0xc300c300u' : '0xe400e400u'}); // format 3: q itself
 }
 #endif
 #ifdef Q8_
@@ -453,7 +463,7 @@ ${bf ? `  const float f0 = __uint_as_float(0x4b000000u | (x & 0xffu)) - 8388736.
  * columns, a piece 32 (pieces tq: group 2·kc, pieces 4 + tq: 2·kc + 1), each word's nibbles paired as (k, k + 4) with
  * x permuted to match; 16 MMAs, each group's sums scaled by the row's scale of the group.
  */
-template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], const unsigned char* st, int off0, int off1, const T_* xp, int g, const float* xg) {
+template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], const unsigned char* st, int off0, int off1, const T_* xp, int g, const float* xg, int xg1) {
   const uint4 w0 = *reinterpret_cast<const uint4*>(st + off0), v0 = *reinterpret_cast<const uint4*>(st + off0 + 1024);
   const uint4 w1 = *reinterpret_cast<const uint4*>(st + off1), v1 = *reinterpret_cast<const uint4*>(st + off1 + 1024);
   if constexpr (F == 0) {
@@ -498,9 +508,13 @@ template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], 
         mma16816(a, q4pair<F>(wj >> 8), q4pair<F>(vj >> 8), q4pair<F>(wj >> 12), q4pair<F>(vj >> 12), x26, x37);
       }
       const float s0 = sc[2 * g + p], s1 = sc[2 * (g + 8) + p];
-#ifdef Q4Z_
-      if constexpr (F == 3) { // Σ (q − z)·x = Σ q·x − z·Σ x over the group (xg: the sums of sequences 2·tq, 2·tq + 1)
-        const float z0 = sc[32 + 2 * g + p], z1 = sc[32 + 2 * (g + 8) + p], X0 = xg[p], X1 = xg[XG_ + p];
+#ifdef QXS_
+      // Σ (q − z)·x = Σ v·x − (z + v − q)·Σ x over the group, v the value the MMAs took for q (xg: the group sums of
+      // sequence 2·tq, xg1 · XG_ on those of 2·tq + 1): format 3 subtracts its zero point; format 2 under Q4X_ took M + q,
+      // so M + 8 comes off
+      if (F == 3 || (F == 2 && Q4X_ON_)) {
+        const float z0 = F == 3 ? sc[32 + 2 * g + p] : ${bf ? '136.f' : '1032.f'}, z1 = F == 3 ? sc[32 + 2 * (g + 8) + p] : ${bf ? '136.f' : '1032.f'};
+        const float X0 = xg[p], X1 = xg[xg1 * XG_ + p];
         a[0] = fmaf(-z0, X0, a[0]); a[1] = fmaf(-z0, X1, a[1]); a[2] = fmaf(-z1, X0, a[2]); a[3] = fmaf(-z1, X1, a[3]);
       }
 #endif
@@ -533,12 +547,15 @@ template <int F> __device__ void gemv_items(const Slice& z, const T_* xs, float*
     CP_WAIT();
     __syncwarp();
     unsigned char* st = ringw + cs * STG_;
-#ifdef Q4Z_
-    const float* xg = F == 3 ? xsum + (2 * tq < B_ ? 2 * tq : 0) * XG_ + 2 * kc : nullptr; // the item's groups' x sums, sequence 2·tq (+ XG_: 2·tq + 1)
+#ifdef QXS_
+    // the item's groups' x sums of sequences 2·tq and 2·tq + 1 (XG_ · the second's distance on); columns past the batch
+    // read sequence 0's (they are dropped)
+    const float* xg = F >= 2 ? xsum + (2 * tq < B_ ? 2 * tq : 0) * XG_ + 2 * kc : nullptr;
+    const int xg1 = (2 * tq + 1 < B_ ? 2 * tq + 1 : 0) - (2 * tq < B_ ? 2 * tq : 0);
 #else
-    const float* xg = nullptr; (void)xsum;
+    const float* xg = nullptr; const int xg1 = 0; (void)xsum;
 #endif
-    item_products<F>(acc, st, off0, off1, xp, g, xg);
+    item_products<F>(acc, st, off0, off1, xp, g, xg, xg1);
     __syncwarp();
     loader_issue(ld, st, lst, nt);
     cs = cs + 1 == NS_ ? 0 : cs + 1;
@@ -562,11 +579,8 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
 #ifdef Q8_
   if (z.fmt == 1) gemv_items<1>(z, xs, part, ringw, cs, ld, nt, nullptr); else
 #endif
-#ifdef Q4_
-  if (z.fmt == 2) gemv_items<2>(z, xs, part, ringw, cs, ld, nt, nullptr); else
-#endif
-#ifdef Q4Z_
-  if (z.fmt == 3) {
+#ifdef QXS_
+  if (z.fmt == 3 || (z.fmt == 2 && Q4X_ON_)) {
     // each sequence's sums of x over the groups of 128 columns (the zero points' term), a warp a (sequence, group)
     float* xsum = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(const_cast<T_*>(xs)) + XSUM_OFF_);
     const int G = z.K >> 7, lane = threadIdx.x & 31;
@@ -578,8 +592,11 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
       if (lane == 0) xsum[b * XG_ + q] = v;
     }
     __syncthreads();
-    gemv_items<3>(z, xs, part, ringw, cs, ld, nt, xsum);
+    if (z.fmt == 3) gemv_items<3>(z, xs, part, ringw, cs, ld, nt, xsum); else gemv_items<2>(z, xs, part, ringw, cs, ld, nt, xsum);
   } else
+#endif
+#ifdef Q4_
+  if (z.fmt == 2) gemv_items<2>(z, xs, part, ringw, cs, ld, nt, nullptr); else
 #endif
   gemv_items<0>(z, xs, part, ringw, cs, ld, nt, nullptr);
   __syncthreads();
@@ -1096,8 +1113,8 @@ const mergeBytes = (s: Shape, asplit: number): number => (asplit > 1 ? s.B * s.N
  * Dynamic shared memory of the kernel besides the ring: the input vectors, then a scratch space that holds the warps'
  * partial sums and the rows' sums or the attention's scratch, or (the o_proj phase's input) the attention's parts.
  */
-function smemBytes(s: Shape, asplit: number, fmt: Formats = DTYPE_FORMATS): number {
-  return xsumOffset(s, asplit, fmt) + xsumBytes(s, fmt);
+function smemBytes(s: Shape, asplit: number, fmt: Formats = DTYPE_FORMATS, q4xsum = false): number {
+  return xsumOffset(s, asplit, fmt) + xsumBytes(s, fmt, q4xsum);
 }
 /** Bytes from the input vectors (xs) to the zero-point formats' x sums, past the scratch space (smemBytes). */
 function xsumOffset(s: Shape, asplit: number, fmt: Formats): number {
@@ -1169,6 +1186,9 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * or at the products' start. Only a trace reads it, but the two compile differently, and not by a little: on the H200
  * at TinyLlama's shape 'copy' ran batch 4 and 8 13% faster, batch 1 1% and batch 2 17% slower (BENCHMARKS.md, tenth
  * session, call 3), so it is the default from batch 4 up.
+ * NBX_DECODE_STEP_Q4=xsum: symmetric int4 weights enter the MMAs as 128 + q (one instruction a pair fewer) and 136 times
+ * each group's x sum comes off after them (the sums: one more pass over x a phase); sub (the default) subtracts 136 in
+ * the dtype first. For A/B runs on a card.
  * NBX_DECODE_STEP_NORM=block: the norm's former arithmetic (each thread every row's elements, a block sum per row)
  * where the batch divides the block (warps a row otherwise), for A/B runs.
  */
@@ -1194,7 +1214,9 @@ function variantFor(items: number, G: number, group: number, batch: number): Var
   if (norm !== 'warps' && norm !== 'block') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_NORM must be warps or block, got '${norm}'`);
   const mark = process.env.NBX_DECODE_STEP_TRACE === '2' ? 'copy' : process.env.NBX_DECODE_STEP_MARK ?? (batch >= 4 ? 'copy' : 'gemv');
   if (mark !== 'copy' && mark !== 'gemv') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_MARK must be copy or gemv, got '${mark}'`);
-  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block' };
+  const q4 = process.env.NBX_DECODE_STEP_Q4 ?? 'sub';
+  if (q4 !== 'sub' && q4 !== 'xsum') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_Q4 must be sub or xsum, got '${q4}'`);
+  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4 === 'xsum' };
 }
 
 /** Timestamps per phase and block when tracing: start, input ready, products done, end. */
@@ -1253,10 +1275,10 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
   const vt: Variant = { ...variantFor(NH * B, G, NH / NKV, B), fmt: fmt.f };
-  const base = smemBytes(s, vt.asplit, fmt.f), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f));
+  const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f));
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${vt.q4xsum ? 'x' : ''}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
