@@ -55,7 +55,7 @@ const RING_NS_MAX = 5;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats; q4xsum?: boolean }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats; q4xsum?: boolean; q4perm?: boolean }
 /**
  * The weights' formats by projection (q/k/v, o, gate/up, down, lm_head): 0 the model dtype, 1 int8 per output channel,
  * 2 int4 in groups of 128 along K, symmetric, 3 the same with zero points (src/quant/formats.ts defines them). Every
@@ -128,7 +128,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define FGU_ ${fm.gu}
 #define FDN_ ${fm.down}
 #define FLM_ ${fm.lm}
-${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '#define Q4_ 1\n' : ''}${fv.includes(3) ? '#define Q4Z_ 1\n' : ''}${v.q4xsum && fv.includes(2) ? '#define Q4X_ 1\n' : ''}${xsumBytes(s, fm, v.q4xsum) ? `#define QXS_ 1\n#define XG_ ${Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128)}\n#define XSUM_OFF_ ${xsumOffset(s, v.asplit, fm)}\n` : ''}${fv.some((x) => x !== 0) ? '#define QANY_ 1\n' : ''}#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
+${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '#define Q4_ 1\n' : ''}${fv.includes(3) ? '#define Q4Z_ 1\n' : ''}${v.q4xsum && fv.includes(2) ? '#define Q4X_ 1\n' : ''}${v.q4perm && (fv.includes(2) || fv.includes(3)) ? '#define Q4P_ 1\n' : ''}${xsumBytes(s, fm, v.q4xsum) ? `#define QXS_ 1\n#define XG_ ${Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128)}\n#define XSUM_OFF_ ${xsumOffset(s, v.asplit, fm)}\n` : ''}${fv.some((x) => x !== 0) ? '#define QANY_ 1\n' : ''}#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
 #define XSTR_ ${xsStride(s)}
 #define B_ ${s.B}
@@ -501,8 +501,12 @@ template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], 
 #pragma unroll
       for (int j = 0; j < 4; j++) {
         const uint4 X = *reinterpret_cast<const uint4*>(xp + 128 * p + 8 * j); // x of k 0-7 of the word: pairs (k, k + 4)
+#ifdef Q4P_
+        const unsigned x04 = X.x, x15 = X.y, x26 = X.z, x37 = X.w; // permuted so in shared memory (block_gemv)
+#else
         const unsigned x04 = (X.x & 0xffffu) | (X.z << 16), x15 = (X.x >> 16) | (X.z & 0xffff0000u);
         const unsigned x26 = (X.y & 0xffffu) | (X.w << 16), x37 = (X.y >> 16) | (X.w & 0xffff0000u);
+#endif
         const unsigned wj = ww[j], vj = vv[j];
         mma16816(a, q4pair<F>(wj), q4pair<F>(vj), q4pair<F>(wj >> 4), q4pair<F>(vj >> 4), x04, x15);
         mma16816(a, q4pair<F>(wj >> 8), q4pair<F>(vj >> 8), q4pair<F>(wj >> 12), q4pair<F>(vj >> 12), x26, x37);
@@ -578,6 +582,19 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
 #endif
 #ifdef Q8_
   if (z.fmt == 1) gemv_items<1>(z, xs, part, ringw, cs, ld, nt, nullptr); else
+#endif
+#ifdef Q4P_
+  if (z.fmt >= 2) { // each 8 columns of x as the pairs (k, k + 4) the int4 words unpack to (x is this phase's alone)
+    const T_* xc = xs;
+    for (int e = threadIdx.x; e < B_ * (z.K >> 3); e += THREADS_) {
+      const int b = e / (z.K >> 3), j = e - b * (z.K >> 3);
+      uint4* p8 = reinterpret_cast<uint4*>(const_cast<T_*>(xc) + b * XSTR_ + 8 * j);
+      const uint4 X = *p8;
+      uint4 Y; Y.x = (X.x & 0xffffu) | (X.z << 16); Y.y = (X.x >> 16) | (X.z & 0xffff0000u); Y.z = (X.y & 0xffffu) | (X.w << 16); Y.w = (X.y >> 16) | (X.w & 0xffff0000u);
+      *p8 = Y;
+    }
+    __syncthreads();
+  }
 #endif
 #ifdef QXS_
   if (z.fmt == 3 || (z.fmt == 2 && Q4X_ON_)) {
@@ -1188,7 +1205,8 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * session, call 3), so it is the default from batch 4 up.
  * NBX_DECODE_STEP_Q4=xsum: symmetric int4 weights enter the MMAs as 128 + q (one instruction a pair fewer) and 136 times
  * each group's x sum comes off after them (the sums: one more pass over x a phase); sub (the default) subtracts 136 in
- * the dtype first. For A/B runs on a card.
+ * the dtype first; perm (with either): each phase first permutes x in shared memory to the pairs (k, k + 4) the int4
+ * words unpack to (one pass and a block barrier a phase), not each lane's x in registers at every word. For A/B runs.
  * NBX_DECODE_STEP_NORM=block: the norm's former arithmetic (each thread every row's elements, a block sum per row)
  * where the batch divides the block (warps a row otherwise), for A/B runs.
  */
@@ -1214,9 +1232,9 @@ function variantFor(items: number, G: number, group: number, batch: number): Var
   if (norm !== 'warps' && norm !== 'block') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_NORM must be warps or block, got '${norm}'`);
   const mark = process.env.NBX_DECODE_STEP_TRACE === '2' ? 'copy' : process.env.NBX_DECODE_STEP_MARK ?? (batch >= 4 ? 'copy' : 'gemv');
   if (mark !== 'copy' && mark !== 'gemv') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_MARK must be copy or gemv, got '${mark}'`);
-  const q4 = process.env.NBX_DECODE_STEP_Q4 ?? 'sub';
-  if (q4 !== 'sub' && q4 !== 'xsum') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_Q4 must be sub or xsum, got '${q4}'`);
-  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4 === 'xsum' };
+  const q4 = (process.env.NBX_DECODE_STEP_Q4 ?? 'sub').split(',');
+  if (q4.some((o) => !['sub', 'xsum', 'perm'].includes(o))) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_Q4 must list sub, xsum or perm, got '${q4.join(',')}'`);
+  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4.includes('xsum'), q4perm: q4.includes('perm') };
 }
 
 /** Timestamps per phase and block when tracing: start, input ready, products done, end. */
@@ -1278,7 +1296,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f));
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${vt.q4xsum ? 'x' : ''}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${vt.q4xsum ? 'x' : ''}${vt.q4perm ? 'p' : ''}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
