@@ -137,6 +137,8 @@ if (part === 'check') {
   for (const D of [64, 128]) {
     cases.push({ dt: 'bfloat16', D, name: '3 blocks', B: 2, H: 4, Hk: 2, L: 700, S: 700, causal: true, blocks: 3 });
     cases.push({ dt: 'bfloat16', D, name: '3 blocks mask', B: 2, H: 3, Hk: 3, L: 150, S: 190, mask: 'bool', blocks: 3 });
+    // L2 groups of 3 batch·heads over 8 (3, 3, 2: the group rules' uneven and even cases alike)
+    cases.push({ dt: 'bfloat16', D, name: '3 blocks G3', B: 2, H: 4, Hk: 2, L: 500, S: 500, causal: true, blocks: 3, group: 3 });
   }
   // the split tiles (k) with their split forced (tail: the last items split, parts: parts each; other tiles ignore it): runs
   // of 2-3 tiles, causal items in more parts than tiles (empty runs), a bool mask with a row that sees no key, GQA f16
@@ -190,7 +192,7 @@ if (part === 'check') {
     let ok = true;
     if (wg) {
       for (const w of tilesAll(D)) {
-        att._forceAttentionConfig({ prefill: wgCfg(w), blocks: c.blocks, tail: c.tail, parts: c.parts });
+        att._forceAttentionConfig({ prefill: wgCfg(w), blocks: c.blocks, tail: c.tail, parts: c.parts, group: c.group });
         if (c.tma) process.env.NBX_ATTENTION_TMA = c.tma;
         try {
           const w0 = att.attentionStats.prefill90, t0 = att.attentionStats.prefill90tma;
@@ -317,7 +319,8 @@ if (part === 'time') {
     .filter(([n]) => !n || !pickV || pickV.includes(n.trim()));
   // NBX_ATTN_EXTRA (JSON {"128": [{"blockN": 80, "stages": 3, "deep": true}], ...}): tiles timed besides sm90Configs(D)
   const extra = JSON.parse(process.env.NBX_ATTN_EXTRA ?? '{}');
-  const tilesOf = (D) => [...tilesAll(D), ...(extra[D] ?? [])];
+  // the tiles the tuner offers on the shape (sm90Offered: causal or not; persistent tiles under each L2 group rule)
+  const tilesOf = (D, causal) => [...sm90.sm90Offered(D, causal), ...(extra[D] ?? [])];
   const setEnv = (env) => { const old = {}; for (const k of Object.keys(env)) { old[k] = process.env[k]; process.env[k] = env[k]; } return () => { for (const k of Object.keys(env)) { if (old[k] === undefined) delete process.env[k]; else process.env[k] = old[k]; } }; };
   const withEnv = (env, f) => { const undo = setEnv(env); try { return f(); } finally { undo(); } };
   const withEnvAsync = async (env, f) => { const undo = setEnv(env); try { return await f(); } finally { undo(); } };
@@ -330,7 +333,7 @@ if (part === 'time') {
       if (wg) for (const [, env] of variants) {
         if (env.NBX_ATTENTION_ABLATE && (dt !== 'bfloat16' || D !== 128)) continue; // the diagnostics run on bf16 D128 only
         const all = !Object.keys(env).length || (process.env.NBX_ATTN_VARIANTS_ALL === '1' && !env.NBX_ATTENTION_ABLATE);
-        withEnv(env, () => jobs.push(att.precompileAttention(tilesOf(D).slice(0, all ? undefined : 1).map((w) => ({ dt, D, cfg: wgCfg(w), mask: 'none' })))));
+        withEnv(env, () => jobs.push(att.precompileAttention([...tilesOf(D, true), ...tilesOf(D, false)].filter((w, i, a) => all || i === 0 || i === a.length - tilesOf(D, false).length).map((w) => ({ dt, D, cfg: wgCfg(w), mask: 'none' })))));
       }
     }
     const n = (await Promise.all(jobs)).reduce((a, b) => a + b, 0);
@@ -346,9 +349,9 @@ if (part === 'time') {
     const first = s === shapes[0] || s === shapes[1]; // the diagnostics on the two D128 L4096 shapes only
     const cfgs = [...(s.D !== 256 ? [['mma', MMA, {}]] : []),
       // (NBX_ATTN_VARIANTS_ALL=1: the variants other than the diagnostics on every tile, not only the first)
-      ...(wg ? tilesOf(s.D).flatMap((w, i) => variants.filter(([, env]) => i === 0 ? first || !env.NBX_ATTENTION_ABLATE : !Object.keys(env).length || (process.env.NBX_ATTN_VARIANTS_ALL === '1' && !env.NBX_ATTENTION_ABLATE))
+      ...(wg ? tilesOf(s.D, s.causal).flatMap((w, i) => variants.filter(([, env]) => i === 0 ? first || !env.NBX_ATTENTION_ABLATE : !Object.keys(env).length || (process.env.NBX_ATTN_VARIANTS_ALL === '1' && !env.NBX_ATTENTION_ABLATE))
         .map(([pre, env]) => [`wgmma ${pre}${tagOf(w)}`, wgCfg(w), env])) : []),
-      ...(wg ? tilesOf(s.D).filter((w) => w.persistent).flatMap((w) => groups.map((G) => [`wgmma G${G} ${tagOf(w)}`, wgCfg(w), {}, G])) : [])];
+      ...(wg ? tilesOf(s.D, s.causal).filter((w) => w.persistent && !w.group).flatMap((w) => groups.map((G) => [`wgmma G${G} ${tagOf(w)}`, wgCfg(w), {}, G])) : [])];
     const parts = [];
     // NBX_ATTN_PAUSE_MS: an idle pause before each configuration's samples (as the bench pauses 1 s before a row), so
     // that no configuration is timed right after the others' launches; NBX_ATTN_REVERSE=1: the configurations in the
@@ -392,7 +395,9 @@ if (part === 'time') {
       // attn-6's forms after the earlier rows: 'x' the lane kernel's transposed reduction, 'w' per-warp cp.async tiles,
       // 'tma' per-warp TMA tiles, s3 a ring of 3 (NBX_ATTN_DECODE_NEW=0: the earlier rows alone)
       const neu = process.env.NBX_ATTN_DECODE_NEW === '0' ? [] : [['lanes', 128, 1024, 'kernel', { reduce: 'scatter' }], ['lanes', 128, 2048, 'kernel', { reduce: 'scatter' }], ['lanes', 128, 0, 'kernel', { reduce: 'scatter' }],
-        ...[{ tiles: 'warp' }, { tiles: 'warp', stages: 3 }, { tiles: 'tma' }, { tiles: 'tma', stages: 3 }].flatMap((x) => [1024, 2048, 4096].map((ch) => ['mma', 128, ch, 'kernel', x])), ['mma', 128, 4096, 'fused', { tiles: 'tma' }]];
+        ...[{ tiles: 'warp' }, { tiles: 'warp', stages: 3 }, { tiles: 'tma' }, { tiles: 'tma', stages: 3 }].flatMap((x) => [1024, 2048, 4096].map((ch) => ['mma', 128, ch, 'kernel', x])), ['mma', 128, 4096, 'fused', { tiles: 'tma' }],
+        // (eleventh session: the lane kernel's streaming loads, ld 'stream')
+        ...[[128, 2048], [128, 0], [256, 4096], [256, 0]].flatMap(([t, ch]) => [['lanes', t, ch, 'kernel', { ld: 'stream' }], ['lanes', t, ch, 'kernel', {}]])];
       const cfgs = [['tuned', null], ...[['lanes', 128, 512, 'kernel'], ['lanes', 128, 1024, 'kernel'], ['lanes', 128, 2048, 'kernel'], ['lanes', 128, 2048, 'fused'], ['lanes', 256, 4096, 'kernel'],
         ['mma', 128, 256, 'kernel'], ['mma', 128, 512, 'kernel'], ['mma', 128, 1024, 'kernel'], ['mma', 128, 1024, 'fused'], ['mma', 128, 2048, 'kernel'], ['mma', 128, 4096, 'kernel'],
         ['lanes', 128, 0, 'kernel'], ['lanes', 256, 0, 'kernel'], ['lanes', 256, 0, 'fused'], ...neu]

@@ -301,6 +301,23 @@ test('attention decode: fused and kernel merges give the same bits', { skip }, (
 // 'scatter', at 2 and 4 rows per block: the same addition tree per row) and the tensor-core kernel's per-warp tiles
 // (tiles 'warp', rings of 2 and 3: the same tiles) give the bits of the row-by-row reduction / block tiles; and
 // they are right against the CPU path with masks and causal rows (a wrong slot-to-row map shows there).
+// The lane kernel's streaming loads of K and V (knob ld 'stream': ld.global.nc.L1::no_allocate.L2::256B; plain loads under
+// the emulator) move no bits: the same as plain loads at 1-4 rows a block, f16/bf16/f32, chunks ending inside the cache.
+test('attention decode: streaming loads give the same bits', { skip }, () => {
+  try {
+    for (const [dt, H, Hk, L, threads] of [['bfloat16', 2, 2, 1, 128], ['float16', 8, 2, 2, 256], ['float32', 4, 1, 1, 128]] as [DTypeName, number, number, number, number][]) {
+      const [q, k, v] = qkv(2, H, Hk, L, 777, 128, dt, 48).map((t) => t.to('cuda'));
+      const out: Float32Array[] = [];
+      for (const ld of ['plain', 'stream']) {
+        _forceAttentionConfig({ decode: { impl: 'lanes', chunk: 256, threads, merge: 'kernel', ld } });
+        out.push(sdpa(q, k, v, { enable_gqa: H !== Hk }).to('float32').to('cpu').contiguous().dataSync() as Float32Array);
+        assert.ok(attentionStats.lastDecode.includes(ld === 'stream' ? ' ld ' : `t${threads} c`), `${dt} ${ld}: ran ${attentionStats.lastDecode}`);
+      }
+      assert.deepEqual(out[1], out[0], `${dt} H${H}/${Hk} L${L}: streaming loads differ`);
+    }
+  } finally { _forceAttentionConfig({}); }
+});
+
 test('attention decode: transposed reduction and per-warp tiles give the same bits', { skip }, () => {
   try {
     const cases: [number, number, number, number][] = [[8, 2, 1, 700], [8, 2, 2, 700], [4, 2, 1, 333], [16, 1, 1, 500]];

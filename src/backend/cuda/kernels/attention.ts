@@ -41,7 +41,7 @@ import { basePtr as ptr } from './util.js';
 import { getKernel, loadSourceAsync, type CompileOptions } from '../runtime/nvrtc.js';
 import { CUDA_PRELUDE } from '../../../ir/render_c.js';
 import { encodeTensorMapTiled, CU_TENSOR_MAP_DATA_TYPE, CU_TENSOR_MAP_SWIZZLE, type CudaKernel } from '../runtime/driver.js';
-import { sm90Source, sm90Smem, sm90Ones, sm90Offered, sm90Tag, prefillStoreO, wgmmaHelpers, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, SM90_SOFTMAX_DEFAULT, type Sm90Softmax, type Sm90Config } from './attention_sm90.js';
+import { sm90Source, sm90Smem, sm90Ones, sm90Offered, sm90Tag, SM90_GROUPS, type Sm90Group, prefillStoreO, wgmmaHelpers, SM90_BLOCK_M, SM90_THREADS, SM90_HEAD_DIMS, SM90_SOFTMAX, SM90_SOFTMAX_DEFAULT, type Sm90Softmax, type Sm90Config } from './attention_sm90.js';
 
 /** Query rows per KV head at or below which the decode kernel runs (else prefill). */
 export const DECODE_MAX_ROWS = 16;
@@ -106,7 +106,7 @@ function maskTerm(mask: MaskKind, x: string, idx: string): string {
 
 // ---- prefill ---------------------------------------------------------------------------------------
 
-export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean; split?: boolean; ostore?: boolean }
+export interface PrefillConfig { impl?: string; blockM: number; blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean; split?: boolean; ostore?: boolean; group?: Sm90Group }
 
 export const prefillSmem = (D: number, c: PrefillConfig): number => 2 * D * (c.blockM + 2 * c.stages * c.blockN);
 
@@ -270,7 +270,7 @@ export const decodeRowBlock = (rows: number): number => Math.min(DECODE_ROWS, 2 
  * so a lane keeps the first half of its slots at every step and no select is needed. Each row's sum is the
  * same addition tree as the butterfly's, so the bits do not change.
  */
-export function decodeSource(dt: DTypeName, D: number, threads: number, mask: MaskKind, RB = DECODE_ROWS, xr = false): { src: string; name: string; sig: ArgType[] } {
+export function decodeSource(dt: DTypeName, D: number, threads: number, mask: MaskKind, RB = DECODE_ROWS, xr = false, stream = false): { src: string; name: string; sig: ArgType[] } {
   const T = R.storageType(dt);
   const VEC = 16 / esize(dt), LPK = D / VEC, KPW = 32 / LPK, NG = (threads / 32) * KPW, U = DECODE_UNROLL;
   // (X false: the row-by-row butterflies, the source as before the knob)
@@ -288,7 +288,17 @@ export function decodeSource(dt: DTypeName, D: number, threads: number, mask: Ma
   };
   const MT = mask === 'none' ? 'unsigned char' : R.storageType(mask);
   const load16 = (dst: string, p: string): string => `{ const uint4 v_ = *(const uint4*)(${p}); ${dst}[0] = v_.x; ${dst}[1] = v_.y; ${dst}[2] = v_.z; ${dst}[3] = v_.w; }`;
-  const src = `typedef unsigned int u32;
+  // stream (the knob ld = 'stream'): K and V, read once, through the non-coherent path without allocating in L1 and with
+  // L2 fetching 256-byte blocks from memory (ld.global.nc.L1::no_allocate.L2::256B); Q as before. Same values.
+  const loadKV = (dst: string, p: string): string => (stream ? `ldkv(${dst}, ${p});` : load16(dst, p));
+  const src = `typedef unsigned int u32;${stream ? `
+#ifdef NBX_EMU
+__device__ __forceinline__ void ldkv(u32 (&w)[4], const void* p) { const uint4 v = *(const uint4*)p; w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w; }
+#else
+__device__ __forceinline__ void ldkv(u32 (&w)[4], const void* p) {
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p));
+}
+#endif` : ''}
 ${decodeMergeFn(dt, D)}
 // grid (chunks, KV heads x batch, row groups); block: lane groups of ${LPK} lanes, one key each
 extern "C" __global__ void __launch_bounds__(${threads}) attn_dec(
@@ -326,7 +336,7 @@ ${X ? `  // register slot s holds row s ^ hx of the block's rows (the transposed
     #pragma unroll
     for (int u = 0; u < ${U}; u++) {
       const int j = j0 + u * ${NG} + kg;
-      if (j < c1) { ${load16('kw[u]', 'kb + (long long)j * ksl')} ${load16('vw[u]', 'vb + (long long)j * vsl')} }
+      if (j < c1) { ${loadKV('kw[u]', 'kb + (long long)j * ksl')} ${loadKV('vw[u]', 'vb + (long long)j * vsl')} }
       else { kw[u][0] = kw[u][1] = kw[u][2] = kw[u][3] = 0u; vw[u][0] = vw[u][1] = vw[u][2] = vw[u][3] = 0u; }
     }
     // the U keys' scores first, then one online-softmax step for all of them: one rescale (exp2 and VEC
@@ -760,10 +770,11 @@ interface AttnProblem { D: number }
  * v3: the reworked Hopper kernel (asynchronous producer, FlashAttention-3's intra-warpgroup overlap) times
  * differently from v2's, so its tuning results are not reused. v5: knobs chain (chained persistent items) and softmax (tcsum per tile).
  * v6: knob edge (each consumer warpgroup stops at its own rows' causal edge). v7: knobs split (the last round's items split
- * over their keys, attention_sm90.ts) and ostore (O through a staging tile in shared memory).
+ * over their keys, attention_sm90.ts) and ostore (O through a staging tile in shared memory). v8: knob group (the
+ * persistent kernel's L2 group rule, Sm90Group; a launch choice).
  */
 export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention.v7',
+  name: 'cuda.attention.v8',
   knobs: [
     { name: 'impl', values: ['mma', 'wgmma'], movesBits: true, doc: 'mma.sync kernel (any card) or the sm_90a warpgroup-MMA kernel' },
     { name: 'blockM', values: [64, 128], movesBits: false, doc: 'query rows per block (mma: 16 per warp; wgmma: 128)' },
@@ -776,12 +787,13 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
     { name: 'softmax', values: ['lazy', 'tcsum'], movesBits: true, doc: 'wgmma: the row sums on the ALUs (lazy) or on the tensor cores (tcsum: V gets a slab of ones)' },
     { name: 'edge', values: [false, true], movesBits: false, doc: 'wgmma, causal: each consumer warpgroup stops at its own rows\' causal edge (the tiles past it released unread)' },
     { name: 'split', values: [false, true], movesBits: true, doc: 'wgmma persistent: the items of a partial last round split over their keys (parts merged by the last block of each item)' },
+    { name: 'group', values: [...SM90_GROUPS], movesBits: false, doc: 'wgmma persistent: the L2 groups the items go out in, heaviest first within each (l2: as many batch·heads as fill half the L2, the last group the rest; even: as many groups, equal; wide: up to 90% of the L2, equal)' },
     { name: 'ostore', values: [false, true], movesBits: false, doc: 'wgmma persistent: O through a staging tile in shared memory and 16-byte stores (instead of 4-byte stores from the accumulators)' },
   ],
-  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false, chain: false, softmax: 'lazy', edge: false, split: false, ostore: false },
+  defaultConfig: { impl: 'mma', blockM: 128, blockN: 64, stages: 2, pingpong: false, persistent: false, deep: false, chain: false, softmax: 'lazy', edge: false, split: false, ostore: false, group: 'l2' },
   sharedMemoryOptIn: true,
   constraint: (c) => {
-    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep || c.chain || c.softmax !== 'lazy' || c.edge || c.split || c.ostore ? 'pingpong, persistent, deep, chain, softmax, edge, split and ostore are wgmma knobs' : undefined;
+    if (c.impl === 'mma') return (c.stages as number) > 2 ? 'the mma kernel keeps 1 or 2 K/V stages' : (c.blockN as number) % 32 !== 0 || (c.blockN as number) > 128 ? 'the mma kernel takes BLOCK_N 32/64/128' : c.pingpong || c.persistent || c.deep || c.chain || c.softmax !== 'lazy' || c.edge || c.split || c.ostore || c.group !== 'l2' ? 'pingpong, persistent, deep, chain, softmax, edge, split, ostore and group are wgmma knobs' : undefined;
     if (c.blockM !== SM90_BLOCK_M) return `the wgmma kernel has BLOCK_M ${SM90_BLOCK_M}`;
     if ((c.blockN as number) < 64 || (c.stages as number) < 2) return 'the wgmma kernel takes BLOCK_N 64-192 and 2-4 stages';
     if (c.deep && c.pingpong) return 'the deep schedule has no ping-pong variant';
@@ -789,6 +801,7 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
     if (c.edge && (c.pingpong || c.deep || c.chain)) return 'the per-warpgroup causal edge is a build without ping-pong, the deep schedule or chained items';
     if (c.split && (!c.persistent || c.chain || c.deep || c.edge)) return 'split items are a persistent build without chained items, the deep schedule or the edge';
     if (c.ostore && !c.persistent) return 'O through shared memory is a persistent build';
+    if (c.group !== 'l2' && !c.persistent) return 'the L2 group rule is the persistent kernel\'s';
     return undefined;
   },
   resources: (c, p) => (c.impl === 'wgmma'
@@ -799,10 +812,10 @@ export const PREFILL_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>(
 /**
  * Decode: kernel, keys per block (the split-KV chunk), threads per block and where chunks merge. v2: the tensor-core
  * kernel; v3: merge; v4: chunk 0 (fill); v5: knobs tiles (mma: per-warp tiles without block barriers), stages (mma:
- * the K/V ring) and reduce (lanes: the rows' transposed shuffle reduction).
+ * the K/V ring) and reduce (lanes: the rows' transposed shuffle reduction); v6: ld (lanes: streaming loads of K and V).
  */
 export const DECODE_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
-  name: 'cuda.attention_decode.v5',
+  name: 'cuda.attention_decode.v6',
   knobs: [
     { name: 'impl', values: ['lanes', 'mma'], movesBits: true, doc: 'lane groups on the CUDA cores (any dtype) or the rows of a KV group as one mma.sync tile (float16/bfloat16)' },
     { name: 'chunk', values: [0, 32, 64, 128, 256, 512, 1024, 2048, 4096], movesBits: true, doc: 'keys per block (split-KV chunk; partials merged in chunk order); 0: fill, the multiple of 64 that makes the grid one wave of resident blocks' },
@@ -810,12 +823,13 @@ export const DECODE_SPACE: ConfigSpace<AttnProblem> = defineSpace<AttnProblem>({
     { name: 'merge', values: ['fused', 'kernel'], movesBits: false, doc: 'the chunks\' partials merged by the last block of each row group (one launch) or by a second kernel' },
     { name: 'tiles', values: ['block', 'warp', 'tma'], movesBits: false, doc: 'mma: the K/V tiles loaded by the block (a block barrier per tile), or each warp its own 16 keys of a tile (warp sync only) by cp.async (warp) or by TMA boxes on a per-warp mbarrier (tma, sm_90)' },
     { name: 'stages', values: [2, 3], movesBits: false, doc: 'mma: K/V tiles in the cp.async ring' },
+    { name: 'ld', values: ['plain', 'stream'], movesBits: false, doc: 'lanes: K and V by plain 16-byte loads or by ld.global.nc.L1::no_allocate.L2::256B (read once: no L1 allocation, 256-byte L2 fetches)' },
     { name: 'reduce', values: ['rows', 'scatter'], movesBits: false, doc: 'lanes: the scores\' shuffle reduction row by row, or transposed over the rows (reduce-scatter, then all-gather: fewer shuffles at 2-4 rows)' },
   ],
-  defaultConfig: { impl: 'lanes', chunk: 1024, threads: 128, merge: 'kernel', tiles: 'block', stages: 2, reduce: 'rows' },
+  defaultConfig: { impl: 'lanes', chunk: 1024, threads: 128, merge: 'kernel', tiles: 'block', stages: 2, reduce: 'rows', ld: 'plain' },
   sharedMemoryOptIn: true,
   constraint: (c) => (c.impl === 'mma'
-    ? (c.threads !== 128 ? 'the tensor-core decode kernel has 128 threads' : c.reduce !== 'rows' ? 'reduce is a lanes knob' : undefined)
+    ? (c.threads !== 128 ? 'the tensor-core decode kernel has 128 threads' : c.reduce !== 'rows' || c.ld !== 'plain' ? 'reduce and ld are lanes knobs' : undefined)
     : (c.tiles !== 'block' || c.stages !== 2 ? 'tiles and stages are mma knobs' : undefined)),
   resources: (c, p) => (c.impl === 'mma'
     ? { threads: 128, sharedMemoryBytes: decodeMmaSmem(p.D, c.stages as number, c.tiles === 'tma') }
@@ -920,7 +934,7 @@ export function decodeTag(c: Config): string {
     const o = decodeMmaOptions(c);
     return `mma${o.tma ? ' tma' : o.warpTiles ? ' w' : ''}${o.stages !== 2 ? ` s${o.stages}` : ''}`;
   }
-  return `lanes t${c.threads as number}${c.reduce === 'scatter' ? ' x' : ''}`;
+  return `lanes t${c.threads as number}${c.reduce === 'scatter' ? ' x' : ''}${c.ld === 'stream' ? ' ld' : ''}`;
 }
 
 /** NBX_ATTENTION_SOFTMAX (for measuring): the Hopper kernel's softmax arithmetic (Sm90SourceOptions.softmax); unset: the default. */
@@ -992,7 +1006,7 @@ export async function precompileAttention(specs: { dt: DTypeName; D: number; cfg
   return jobs.size;
 }
 /** A Hopper tile as a PREFILL_SPACE configuration (the tuner's candidates; tests and scripts force them). */
-export const wgmmaConfig = (x: Sm90Config): Config => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent, deep: !!x.deep, chain: !!x.chain, softmax: x.softmax ?? 'lazy', edge: !!x.edge, split: !!x.split, ostore: !!x.ostore });
+export const wgmmaConfig = (x: Sm90Config): Config => ({ impl: 'wgmma', blockM: SM90_BLOCK_M, blockN: x.blockN, stages: x.stages, pingpong: !!x.pingpong, persistent: !!x.persistent, deep: !!x.deep, chain: !!x.chain, softmax: x.softmax ?? 'lazy', edge: !!x.edge, split: !!x.split, ostore: !!x.ostore, group: x.group ?? 'l2' });
 /**
  * Test/bench hook: force a configuration (empty: tune as usual); blocks caps the persistent Hopper kernel's grid
  * (tests: many work items per block, on the emulator in minutes); group sets its L2 group (batch·heads whose
@@ -1063,6 +1077,8 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, rb = 1, ca
       const dflt = DECODE_SPACE.defaultConfig;
       list = [128, 256].flatMap((threads) => [...DECODE_CHUNKS, 0].map((ch) => ({ ...dflt, impl: 'lanes', chunk: ch, threads })));
       if (rb >= 2) list.push(...[...DECODE_CHUNKS, 0].map((ch) => ({ ...dflt, impl: 'lanes', chunk: ch, threads: 128, reduce: 'scatter' })));
+      // streaming loads of K and V (ld 'stream') at the chunks where the lane kernel won (eleventh session: not yet timed)
+      list.push(...[128, 256].flatMap((threads) => [1024, 2048, 4096, 0].map((ch) => ({ ...dflt, impl: 'lanes', chunk: ch, threads, ld: 'stream' }))));
       // On the sm_90 devices, per-warp TMA tiles replace the cp.async forms from chunk 512 on: in attn-6 (forced, GB/s;
       // B1 H32/32 S32768 / B4 H32/32 / GQA B4 H32/8 / B8 H32/32 S4096) the best tma form 4287 / 4480 / 4233 / 4305, the best
       // per-warp cp.async ('w', rings 2 and 3, c1024-4096) 3714 / 3895 / 3682 / 3734, the best block tiles (c256-4096)
@@ -1201,39 +1217,15 @@ function interleavedSweep(cands: Config[], run: (cfg: Config) => void): Map<Conf
 const st4 = (r: StridedRef | undefined): number[] => (r ? [r.offset, r.strides[0]!, r.strides[1]!, r.strides[2]!] : [0, 0, 0, 0]);
 
 /**
- * NBX_ATTN_GROUP_RULE=balance (for measuring): the persistent kernel's L2 group G from a model of its rounds. Items go
- * out heaviest first within each group, so a last group smaller than the others ends the launch on its own heavy items
- * (causal B8 H16 L1024: groups of 47, 47, 34 batch·heads, modelled at 97% of the work's balance; one group of 128 at
- * 99.4%). The model: blocks take items in order as they finish (a heap of block times), an item costing its tiles + 0.6.
- * Candidates: G0 (the L2 rule) and the equal groups of each count from G0's down to one; the smallest G within 0.3% of the
- * best makespan (L2 locality). Not causal: every order balances alike, so G0. Memoised per shape.
+ * The persistent kernel's L2 group G (batch·heads; Sm90Group): 'l2' as many as fill half the L2 with their K and V (kv bytes
+ * a KV head), the last group the rest; 'even' as many groups, equal; 'wide' K and V up to 90% of the L2, groups equal. Equal
+ * groups count whole KV heads (rep query heads each), so a group shares its K and V.
  */
-const groupPicks = new Map<string, number>();
-function balancedGroup(BH: number, G0: number, ntiles: number, L: number, S: number, causal: boolean, BN: number, grid: number): number {
-  if (!causal || G0 >= BH) return G0;
-  const key = `${BH}:${G0}:${ntiles}:${L}:${S}:${BN}:${grid}`;
-  const hit = groupPicks.get(key);
-  if (hit !== undefined) return hit;
-  const cost = (mt: number): number => Math.ceil(Math.min(S, (mt + 1) * SM90_BLOCK_M) / BN) + 0.6;
-  const makespan = (G: number): number => {
-    const t = new Float64Array(grid); // block finish times (a linear scan: grid ≤ a few hundred)
-    for (let z0 = 0; z0 < BH; z0 += G) {
-      const gc = Math.min(G, BH - z0);
-      for (let r = 0; r < gc * ntiles; r++) {
-        let k = 0;
-        for (let i = 1; i < grid; i++) if (t[i]! < t[k]!) k = i;
-        t[k]! += cost(ntiles - 1 - Math.floor(r / gc));
-      }
-    }
-    return Math.max(...t);
-  };
-  const cands = new Set<number>([G0]);
-  for (let n = Math.ceil(BH / G0); n >= 1; n--) cands.add(Math.ceil(BH / n));
-  const times = [...cands].map((G) => [G, makespan(G)] as const);
-  const best = Math.min(...times.map((x) => x[1]));
-  const G = times.filter((x) => x[1] <= best * 1.003).sort((a, b) => a[0] - b[0])[0]![0];
-  groupPicks.set(key, G);
-  return G;
+function l2Group(rule: Sm90Group, BH: number, rep: number, l2: number, kv: number): number {
+  const G0 = Math.max(1, Math.min(BH, Math.floor(l2 / 2 / kv) * rep));
+  if (rule === 'l2') return G0;
+  const kvMax = Math.max(1, Math.floor((rule === 'wide' ? l2 * 0.9 : l2 / 2) / kv)), BHk = Math.ceil(BH / rep);
+  return Math.max(1, Math.min(BH, Math.ceil(BHk / Math.ceil(BHk / kvMax)) * rep));
 }
 
 /** Parts at most per split item (the merge weighs them in registers, attention_sm90.ts). */
@@ -1293,7 +1285,7 @@ export function cudaAttention(p: AttentionParams): void {
       const xr = c.reduce === 'scatter' && rb >= 2;
       const kd = dmo
         ? be.kernel(`attn_dec_mma:${dt}:${D}:${maskKind}:${dmo.stages}:${dmo.ablate ?? ''}:${dmo.tma ? 'tma' : dmo.warpTiles ? 'w' : ''}`, () => decodeMmaSource(dt, D, maskKind, dmo))
-        : be.kernel(`attn_dec:${dt}:${D}:${threads}:${maskKind}:${rb}:${xr ? 'x' : ''}`, () => decodeSource(dt, D, threads, maskKind, rb, xr));
+        : be.kernel(`attn_dec:${dt}:${D}:${threads}:${maskKind}:${rb}:${xr ? 'x' : ''}:${c.ld === 'stream' ? 's' : ''}`, () => decodeSource(dt, D, threads, maskKind, rb, xr, c.ld === 'stream'));
       const smem = dmo ? decodeMmaSmem(D, dmo.stages, dmo.tma) : 0;
       if (smem > 48 * 1024) kd.setMaxDynamicSharedMemory(smem);
       const chunk = c.chunk === 0 ? fillChunk(kd, mmaImpl ? 128 : threads, smem, Z * (mmaImpl ? 1 : zg), Se) : Math.min(c.chunk as number, Math.max(Se, 1));
@@ -1346,8 +1338,7 @@ export function cudaAttention(p: AttentionParams): void {
           sm90Queue ??= be.alloc('int32', 2, true);
           const l2 = be.ctx.info.l2CacheSize > 0 ? be.ctx.info.l2CacheSize : 32 << 20;
           const grid = Math.min(items, be.smCount, forced.blocks ?? Infinity);
-          const G0 = Math.max(1, Math.min(B * H, Math.floor(l2 / 2 / (4 * S * D)) * rep));
-          const G = forced.group !== undefined ? Math.max(1, Math.min(B * H, forced.group)) : process.env.NBX_ATTN_GROUP_RULE === 'balance' ? balancedGroup(B * H, G0, ntiles, L, S, causal, cfg.blockN, grid) : G0;
+          const G = forced.group !== undefined ? Math.max(1, Math.min(B * H, forced.group)) : l2Group(cfg.group ?? 'l2', B * H, rep, l2, 4 * S * D);
           be.launch(kw, grid, SM90_THREADS, [ptr(out), ptr(mask), sm90Queue.ptr, ...st4(out), ...maskArgs, ...tail, G, ...(cfg.split ? splitArgs(items, grid, Math.ceil(S / cfg.blockN), causal, D) : []), ...mq, ...mk, ...mv], smem90(D, cfg));
         } else {
           be.launch(kw, items, SM90_THREADS, [ptr(out), ptr(mask), ...st4(out), ...maskArgs, ...tail, ...mq, ...mk, ...mv], smem90(D, cfg));

@@ -94,10 +94,20 @@ export type Sm90MaskKind = 'none' | 'bool' | DTypeName;
  * wavefronts) per warp instruction: ~2,000 wavefronts an item on the consumers' path; this form ~500 (shared and global).
  * (TMA stores would need O's descriptor: 16 more parameter words, past the launcher's 80.) Same bits.
  */
-export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean; split?: boolean; ostore?: boolean }
+/**
+ * The persistent kernel's L2 groups (a launch choice, not a build: the same kernel): items go out heaviest first within
+ * groups of G batch·heads. 'l2' (the rule before the eleventh session): as many as fill half the L2 with their K and V, the
+ * last group what is left; 'even': that count of groups, made equal; 'wide': K and V of a group up to 90% of the L2, groups
+ * equal. attn-11 (forced, causal B8 H16 L1024, TFLOP/s): G 50 by 'l2' (groups of 50, 50, 28) n128s2Pt 384, n128s2Pto 389;
+ * G 43 ('even') 410 / 413; G 64 ('wide') 406 / 419; G 128 (one group: K/V past the L2) 361 / 379.
+ */
+export type Sm90Group = 'l2' | 'even' | 'wide';
+export const SM90_GROUPS: readonly Sm90Group[] = ['l2', 'even', 'wide'];
 
-/** A configuration's short name: n<BLOCK_N>s<stages>, p ping-pong, d deep, P persistent, C chained items, t tcsum, e each warpgroup's causal edge, k the last round's items split over their keys, o O stored through shared memory. */
-export const sm90Tag = (c: Sm90Config): string => `n${c.blockN}s${c.stages}${c.pingpong ? 'p' : ''}${c.deep ? 'd' : ''}${c.persistent ? 'P' : ''}${c.chain ? 'C' : ''}${c.softmax === 'tcsum' ? 't' : ''}${c.edge ? 'e' : ''}${c.split ? 'k' : ''}${c.ostore ? 'o' : ''}`;
+export interface Sm90Config { blockN: number; stages: number; pingpong?: boolean; persistent?: boolean; deep?: boolean; chain?: boolean; softmax?: Sm90Softmax; edge?: boolean; split?: boolean; ostore?: boolean; group?: Sm90Group }
+
+/** A configuration's short name: n<BLOCK_N>s<stages>, p ping-pong, d deep, P persistent, C chained items, t tcsum, e each warpgroup's causal edge, k the last round's items split over their keys, o O stored through shared memory; -even / -wide the L2 group rule (Sm90Group). */
+export const sm90Tag = (c: Sm90Config): string => `n${c.blockN}s${c.stages}${c.pingpong ? 'p' : ''}${c.deep ? 'd' : ''}${c.persistent ? 'P' : ''}${c.chain ? 'C' : ''}${c.softmax === 'tcsum' ? 't' : ''}${c.edge ? 'e' : ''}${c.split ? 'k' : ''}${c.ostore ? 'o' : ''}${c.group && c.group !== 'l2' ? `-${c.group}` : ''}`;
 
 /** Query rows per block: two consumer warpgroups of 64 rows. */
 export const SM90_BLOCK_M = 128;
@@ -172,10 +182,18 @@ export const sm90MoreConfigs = (D: number): Sm90Config[] => (D === 128 ? [{ bloc
 export function sm90Offered(D: number, causal: boolean): Sm90Config[] {
   const all = sm90Configs(D);
   const p = all.filter((c) => c.persistent);
-  const base = !causal ? [...all, ...sm90MoreConfigs(D), ...sm90SplitConfigs(D)] : p.length ? p : all;
-  return [...base, ...sm90OStore(base)];
+  // attn-11 (forced, TFLOP/s): the split tiles lost on every row, also where they split nothing (their build: causal L1024
+  // n128s2Pk 353 vs n128s2P 374; non-causal, where the 4 last items split 8 ways, 596 vs 659, n128s2Ptk 642 vs n128s2Pt
+  // 665), as did the ostore forms (non-causal n128s2Po 627, n128s2Pto 648; causal L4096 571 / 593 vs 594 / 604; D64
+  // n192s2pPCto 409 vs n192s2pPCt 435) but at L1024, where n128s2Pto was the tuner's pick (387-389 vs n128s2Pt 382-384;
+  // with G 64 419 vs 406): of those only n128s2Pto stays offered (causal D128). Both stay selectable by force.
+  const base = !causal ? [...all, ...sm90MoreConfigs(D)] : p.length ? p : all;
+  const more = causal && D === 128 ? [{ blockN: 128, stages: 2, persistent: true, softmax: 'tcsum' as const, ostore: true }] : [];
+  const tiles = [...base, ...more];
+  // each persistent tile under each L2 group rule (a launch choice: no more compiles)
+  return [...tiles.filter((c) => !c.persistent), ...tiles.filter((c) => c.persistent).flatMap((c) => SM90_GROUPS.map((group) => (group === 'l2' ? c : { ...c, group })))];
 }
-/** The persistent tiles of `cs` with O through shared memory (ostore, tag o; eleventh session: not yet timed, the tuner decides). */
+/** The persistent tiles of `cs` with O through shared memory (ostore, tag o; the tiles the check covers). */
 export const sm90OStore = (cs: Sm90Config[]): Sm90Config[] => cs.filter((c) => c.persistent).map((c) => ({ ...c, ostore: true }));
 
 /**
