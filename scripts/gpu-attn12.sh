@@ -5,8 +5,12 @@
 # After attn-11 (forced timings): the persistent tiles' L2 group decides L1024 (G 50 by the old rule, groups of 50, 50, 28:
 # n128s2Pto 389 TFLOP/s; G 43: 413; G 64: 419; G 128: 379), so the group rule is now a tuner knob (group: l2, the old rule;
 # even, as many groups made equal; wide, up to 90% of the L2, equal) swept with every persistent tile (a launch choice, no
-# compile). The split (k) and ostore (o) tiles lost everywhere but o at L1024: out of the lists but n128s2Pto (causal
-# D128). Decode: the lane kernel with streaming loads of K and V (ld 'stream': ld.global.nc.L1::no_allocate.L2::256B).
+# compile). The split (k) build ran 3-10% slower than the same tile unsplit, also where it split nothing (its loop's
+# code): now the main launch runs the unsplit build without the last batch·head(s), and a second launch of the split build
+# runs those alone, each item in key runs (B4 H32 L4096 non-causal: 127 heads, 4,064 items in 31 rounds, then 1 head's 32
+# items in 4 runs of 8 tiles on 128 blocks; before: 32 rounds, the last of 4 items). The ostore (o) tiles lost but at
+# L1024: out of the lists but n128s2Pto (causal D128). Decode: the lane kernel with streaming loads of K and V (ld
+# 'stream': ld.global.nc.L1::no_allocate.L2::256B).
 #   check:  every build against the CPU reference (82 cases: + L2 groups of 3 over 8 batch·heads).
 #   bench:  tuned vs PyTorch SDPA (fresh cache; the kernel column names the group rule: -even / -wide).
 #   tuned:  the sweeps from the tuning cache.
@@ -20,7 +24,7 @@ st tuned 8 node scripts/attention-check.mjs --part=tuned
 st time 65 env NBX_ATTN_PAUSE_MS=200 NBX_ATTN_VARIANTS=none node scripts/attention-check.mjs --part=time '--filter=D(128|64) (bf16|f16)$'
 st bench2 45 node dist/bench/cuda_attention.js
 {
-  echo "== check"; grep -E '^(FAIL|precompiled|check:|device:)' "$L/check.log"; grep -E 'G3' "$L/check.log" | head -2 | cut -c1-400; grep -iE 'error' "$L/check.log" | head -5
+  echo "== check"; grep -E '^(FAIL|precompiled|check:|device:)' "$L/check.log"; grep -E 'G3|split' "$L/check.log" | head -6 | cut -c1-500; grep -iE 'error' "$L/check.log" | head -5
   echo "== bench"; grep -E '^\|' "$L/bench.log" | tail -13; grep -E 'compiled or found|autotuning|failed|FAILED|rror' "$L/bench.log" | head -8
   echo "== tuned"; grep -E '^tuned' "$L/tuned.log" | cut -c1-1500
   echo "== time"; grep -E '^(time|host|precompiled)' "$L/time.log"; grep -iE 'error' "$L/time.log" | head -5

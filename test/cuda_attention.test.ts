@@ -185,10 +185,10 @@ test('attention prefill, wgmma persistent kernels: many work items per block', {
   } finally { _forceAttentionConfig({}); }
 });
 
-// Split items (config split, tag k; the tuner offers them on problems that are not causal): the launcher splits the last
-// round's items over their keys, forced here on small problems (tail: items split, parts: parts each; grid capped): every
-// item split into runs of 2 tiles, causal items of 1-3 tiles in 4 parts (empty runs among them), a bool mask with a row
-// that sees no key, GQA in float16 with a scale. Right against the CPU path, and the same bits twice (whichever block
+// Split items (config split, tag k; the tuner offers them on problems that are not causal): the launcher runs the last
+// batch·heads in a second launch with their items split over their keys, forced here on small problems (tail: batch·heads,
+// parts: key runs an item; grid capped): runs of 2-3 tiles, causal items of 1-3 tiles in 4 parts (empty runs among them), a
+// bool mask with a row that sees no key (two batches: the tail in the second), GQA in float16 with a scale. Right against the CPU path, and the same bits twice (whichever block
 // merges, it weighs the parts in part order).
 test('attention prefill, wgmma: items split over their keys', { skip }, (t) => {
   nbx.zeros([1], { device: 'cuda' }).dispose();
@@ -201,11 +201,12 @@ test('attention prefill, wgmma: items split over their keys', { skip }, (t) => {
       if (!tiles.test(tag)) continue;
       const L = 133, S = 201;
       const keep = nbx.logical_and(nbx.gt(rand([L, S], 104), -0.3), nbx.ne(nbx.arange(L).view(L, 1), 5)) as Tensor; // row 5 sees no key → 0
+      // (tail: batch·heads of the last batch split in a second launch, whole KV groups; parts: key runs an item)
       const cases: [string, Tensor[], (...x: Tensor[]) => Tensor, DTypeName, { tail: number; parts: number }][] = [
-        ['plain', qkv(1, 2, 2, 200, 700, D, 'bfloat16', 100), (q, k, v) => sdpa(q, k, v), 'bfloat16', { tail: 4, parts: 3 }],
-        ['causal', qkv(1, 1, 1, 300, 300, D, 'bfloat16', 101), (q, k, v) => sdpa(q, k, v, { is_causal: true }), 'bfloat16', { tail: 3, parts: 4 }],
-        ['bool mask', [...qkv(1, 2, 2, L, S, D, 'bfloat16', 102), keep], (q, k, v, m) => sdpa(q, k, v, m), 'bfloat16', { tail: 1, parts: 2 }],
-        ['gqa f16 scale', qkv(1, 4, 2, 140, 520, D, 'float16', 103), (q, k, v) => sdpa(q, k, v, { enable_gqa: true, scale: 0.3 }), 'float16', { tail: 3, parts: 2 }],
+        ['plain', qkv(1, 2, 2, 200, 700, D, 'bfloat16', 100), (q, k, v) => sdpa(q, k, v), 'bfloat16', { tail: 1, parts: 3 }],
+        ['causal', qkv(1, 2, 2, 300, 300, D, 'bfloat16', 101), (q, k, v) => sdpa(q, k, v, { is_causal: true }), 'bfloat16', { tail: 1, parts: 4 }],
+        ['bool mask', [...qkv(2, 2, 2, L, S, D, 'bfloat16', 102), keep], (q, k, v, m) => sdpa(q, k, v, m), 'bfloat16', { tail: 1, parts: 2 }],
+        ['gqa f16 scale', qkv(1, 4, 2, 140, 520, D, 'float16', 103), (q, k, v) => sdpa(q, k, v, { enable_gqa: true, scale: 0.3 }), 'float16', { tail: 2, parts: 2 }],
       ];
       for (const [name, ins, f, dt, sp] of cases) {
         _forceAttentionConfig({ prefill: wgmmaConfig(w), blocks: 3, ...sp });

@@ -1230,23 +1230,40 @@ function l2Group(rule: Sm90Group, BH: number, rep: number, l2: number, kv: numbe
 
 /** Parts at most per split item (the merge weighs them in registers, attention_sm90.ts). */
 const SPLIT_MAX = 8;
-/** The split tiles' workspace (parts' O, maxima and sums) and counters (zero between launches); grown, never shrunk or freed (graphs may hold them). */
+/** The split build's workspace (parts' O, maxima and sums) and counters (zero between launches); grown, never shrunk or freed (graphs may hold them). */
 let splitWs: CudaBuffer | undefined, splitWsLen = 0, splitCnt: CudaBuffer | undefined, splitCntLen = 0;
 /**
- * A split tile's arguments R0, PK, WS, WC: items of equal cost (not causal) on `grid` blocks run in ⌈items / grid⌉ rounds,
- * the last with items % grid of them; those items are split into PK = ⌊grid / R⌋ parts (at most SPLIT_MAX and the item's
- * tiles), so the last round spreads over the idle blocks. No split (R0 = items): causal problems (the heaviest-first order
- * ends on one-tile items), full last rounds, or fewer than two parts. NBX_ATTN_SPLIT_PARTS caps PK (for measuring).
+ * A split tile's tail (config split): items of equal cost (not causal) on `grid` blocks run in ⌈items / grid⌉ rounds, the
+ * last partial (B4 H32 L4096: 4,096 items on 132 SMs, 31.03 rounds of work in 32). The last kt batch·heads (whole KV groups
+ * of the last batch) leave the main launch, which then ends on a fuller last round, and run in a second launch of the split
+ * build, each of their items in PK runs of its key tiles (PK ≤ SPLIT_MAX, kt·ntiles·PK ≤ grid: one round). Chosen by a
+ * model in tiles (an item nt; the tail ⌈nt / PK⌉ + 3 for its launch and merge) where it saves 1% or more. The split build
+ * itself ran 3-10% slower than the same tile unsplit in attn-11 (its loop's code), so only the tail runs it.
+ * Causal problems: none (their heaviest-first order ends on one-tile items). forced.tail / forced.parts set kt and PK.
  */
-function splitArgs(items: number, grid: number, nt: number, causal: boolean, D: number): (number | bigint)[] {
-  const R = forced.tail ?? (causal ? 0 : items % grid);
+function tailPlan(B: number, H: number, rep: number, ntiles: number, nt: number, grid: number, causal: boolean): { kt: number; parts: number } | null {
   const cap = Math.min(SPLIT_MAX, Number(process.env.NBX_ATTN_SPLIT_PARTS || SPLIT_MAX));
-  const PK = R > 0 ? Math.min(forced.parts ?? Math.floor(grid / R), cap, nt) : 1;
-  if (PK < 2) return [items, 1, 0n, 0n];
-  const need = R * PK * SM90_BLOCK_M * (D + 2);
+  if (forced.tail !== undefined) {
+    const kt = forced.tail, parts = Math.min(forced.parts ?? 2, cap, Math.max(nt, 1));
+    return kt > 0 && kt % rep === 0 && kt <= H && kt < B * H && parts >= 2 ? { kt, parts } : null;
+  }
+  if (causal) return null;
+  const BH = B * H, base = Math.ceil((BH * ntiles) / grid) * nt;
+  let best: { kt: number; parts: number; cost: number } | null = null;
+  for (let kt = rep; kt <= H && kt < BH; kt += rep) {
+    const parts = Math.min(cap, nt, Math.floor(grid / (kt * ntiles)));
+    if (parts < 2) break;
+    const cost = Math.ceil(((BH - kt) * ntiles) / grid) * nt + Math.ceil(nt / parts) + 3;
+    if (cost <= base * 0.99 && (!best || cost < best.cost)) best = { kt, parts, cost };
+  }
+  return best && { kt: best.kt, parts: best.parts };
+}
+/** The split build's arguments R0, PK, WS, WC for a launch whose `items` are all split into `parts`. */
+function splitArgs(items: number, parts: number, D: number): (number | bigint)[] {
+  const need = items * parts * SM90_BLOCK_M * (D + 2);
   if (need > splitWsLen) { splitWsLen = Math.max(need, 1 << 20); splitWs = be.alloc('float32', splitWsLen); }
-  if (R > splitCntLen) { splitCntLen = Math.max(R, 1024); splitCnt = be.alloc('int32', splitCntLen, true); }
-  return [items - R, PK, splitWs!.ptr, splitCnt!.ptr];
+  if (items > splitCntLen) { splitCntLen = Math.max(items, 1024); splitCnt = be.alloc('int32', splitCntLen, true); }
+  return [0, parts, splitWs!.ptr, splitCnt!.ptr];
 }
 
 export function cudaAttention(p: AttentionParams): void {
@@ -1329,7 +1346,6 @@ export function cudaAttention(p: AttentionParams): void {
       const mq = tmaEnabled() ? sm90TmaMap(q, dt, SM90_BLOCK_M) : null;
       const mk = mq && sm90TmaMap(k, dt, cfg.blockN), mv = mk && sm90TmaMap(v, dt, cfg.blockN);
       if (mq && mk && mv) {
-        const kw = sm90Kernel(dt, D, cfg, maskKind, true);
         attentionStats.lastPrefill = `wgmma tma ${sm90Tag(cfg)}`;
         const items = ntiles * B * H;
         if (cfg.persistent) {
@@ -1337,10 +1353,29 @@ export function cudaAttention(p: AttentionParams): void {
           // the L2 group: batch·heads whose K and V fit in half the L2 together (the driver's L2 size)
           sm90Queue ??= be.alloc('int32', 2, true);
           const l2 = be.ctx.info.l2CacheSize > 0 ? be.ctx.info.l2CacheSize : 32 << 20;
-          const grid = Math.min(items, be.smCount, forced.blocks ?? Infinity);
-          const G = forced.group !== undefined ? Math.max(1, Math.min(B * H, forced.group)) : l2Group(cfg.group ?? 'l2', B * H, rep, l2, 4 * S * D);
-          be.launch(kw, grid, SM90_THREADS, [ptr(out), ptr(mask), sm90Queue.ptr, ...st4(out), ...maskArgs, ...tail, G, ...(cfg.split ? splitArgs(items, grid, Math.ceil(S / cfg.blockN), causal, D) : []), ...mq, ...mk, ...mv], smem90(D, cfg));
+          const cap = forced.blocks ?? Infinity;
+          // split: the last kt batch·heads (whole KV groups of the last batch) leave the main launch, which then ends on a
+          // full round, and run next in the split build, each item in PK key runs (tailPlan)
+          const plan = cfg.split ? tailPlan(B, H, rep, ntiles, Math.ceil(S / cfg.blockN), Math.min(be.smCount, cap), causal) : null;
+          const BHa = B * H - (plan?.kt ?? 0), itemsA = ntiles * BHa;
+          const grid = Math.min(itemsA, be.smCount, cap);
+          const G = forced.group !== undefined ? Math.max(1, Math.min(BHa, forced.group)) : l2Group(cfg.group ?? 'l2', BHa, rep, l2, 4 * S * D);
+          const kw = sm90Kernel(dt, D, { ...cfg, split: false }, maskKind, true);
+          be.launch(kw, grid, SM90_THREADS, [ptr(out), ptr(mask), sm90Queue.ptr, ...st4(out), ...maskArgs, H, rep, L, S, BHa, ntiles, sl2, causal ? 1 : 0, G, ...mq, ...mk, ...mv], smem90(D, cfg));
+          if (plan) {
+            // the tail heads as a problem of their own: batch B - 1, query heads H - kt .. H - 1 (KV heads from (H - kt) / rep)
+            const h0 = H - plan.kt, sub = (r: StridedRef, h: number, n: number): StridedRef => ({ ...r, offset: r.offset + (B - 1) * r.strides[0]! + h * r.strides[1]!, shape: [1, n, r.shape[2]!, r.shape[3]!] });
+            const qt = sub(q, h0, plan.kt), kt = sub(k, h0 / rep, plan.kt / rep), vt = sub(v, h0 / rep, plan.kt / rep), ot = sub(out, h0, plan.kt);
+            const mqt = sm90TmaMap(qt, dt, SM90_BLOCK_M), mkt = mqt && sm90TmaMap(kt, dt, cfg.blockN), mvt = mkt && sm90TmaMap(vt, dt, cfg.blockN);
+            if (!mqt || !mkt || !mvt) throw new Error('attention: the split tail\'s TMA descriptors failed where the whole problem\'s did not');
+            const maskT = mask ? [mask.offset + (B - 1) * mask.strides[0]! + h0 * mask.strides[1]!, ...maskArgs.slice(1)] : maskArgs;
+            const itemsB = ntiles * plan.kt;
+            const kb = sm90Kernel(dt, D, { ...cfg, split: true }, maskKind, true);
+            be.launch(kb, Math.min(itemsB * plan.parts, be.smCount, cap), SM90_THREADS, [ptr(out), ptr(mask), sm90Queue.ptr, ...st4(ot), ...maskT, plan.kt, rep, L, S, plan.kt, ntiles, sl2, causal ? 1 : 0, plan.kt,
+              ...splitArgs(itemsB, plan.parts, D), ...mqt, ...mkt, ...mvt], smem90(D, cfg));
+          }
         } else {
+          const kw = sm90Kernel(dt, D, cfg, maskKind, true);
           be.launch(kw, items, SM90_THREADS, [ptr(out), ptr(mask), ...st4(out), ...maskArgs, ...tail, ...mq, ...mk, ...mv], smem90(D, cfg));
         }
         return;

@@ -83,7 +83,9 @@ export type Sm90MaskKind = 'none' | 'bool' | DTypeName;
  * where ntw = nt and nothing is skipped: the build's loop shape alone costs that (as the chained loop's did). Selectable
  * by force only.
  * split (persistent, not chained; tag k): the launcher may split the items of the last, partial round over their keys
- * (R0, PK: work items from R0 on are parts, PK per item, each a contiguous run of the item's K/V tiles). Items of equal
+ * (R0, PK: work items from R0 on are parts, PK per item, each a contiguous run of the item's K/V tiles). Since attn-11
+ * (where this build ran 3-10% slower than the same tile unsplit, also where it split nothing) the launcher runs the split
+ * build only on a tail of batch·heads, in a launch after the main one (which runs the unsplit build; attention.ts tailPlan). Items of equal
  * cost (not causal) on G blocks finish in ⌈items / G⌉ rounds: B4 H32 L4096 is 4,096 items on 132 SMs, 31.03 rounds of
  * work in 32 (4 items in the last round, 128 SMs idle for an item's time, 3%). A part writes its unnormalised O (fp32),
  * running max and row sum to a workspace slot and counts itself on its item's counter; the block that counts last merges
@@ -190,8 +192,10 @@ export function sm90Offered(D: number, causal: boolean): Sm90Config[] {
   const base = !causal ? [...all, ...sm90MoreConfigs(D)] : p.length ? p : all;
   const more = causal && D === 128 ? [{ blockN: 128, stages: 2, persistent: true, softmax: 'tcsum' as const, ostore: true }] : [];
   const tiles = [...base, ...more];
-  // each persistent tile under each L2 group rule (a launch choice: no more compiles)
-  return [...tiles.filter((c) => !c.persistent), ...tiles.filter((c) => c.persistent).flatMap((c) => SM90_GROUPS.map((group) => (group === 'l2' ? c : { ...c, group })))];
+  // each persistent tile under each L2 group rule (a launch choice: no more compiles); not causal, the split tiles too (since
+  // attn-11 the split build runs only the tail heads, in a second launch: attention.ts, tailPlan)
+  return [...tiles.filter((c) => !c.persistent), ...tiles.filter((c) => c.persistent).flatMap((c) => SM90_GROUPS.map((group) => (group === 'l2' ? c : { ...c, group }))),
+    ...(causal ? [] : sm90SplitConfigs(D))];
 }
 /** The persistent tiles of `cs` with O through shared memory (ostore, tag o; the tiles the check covers). */
 export const sm90OStore = (cs: Sm90Config[]): Sm90Config[] => cs.filter((c) => c.persistent).map((c) => ({ ...c, ostore: true }));
