@@ -1077,8 +1077,8 @@ function fit(space: ConfigSpace<AttnProblem>, D: number, half = true, rb = 1, ca
       const dflt = DECODE_SPACE.defaultConfig;
       list = [128, 256].flatMap((threads) => [...DECODE_CHUNKS, 0].map((ch) => ({ ...dflt, impl: 'lanes', chunk: ch, threads })));
       if (rb >= 2) list.push(...[...DECODE_CHUNKS, 0].map((ch) => ({ ...dflt, impl: 'lanes', chunk: ch, threads: 128, reduce: 'scatter' })));
-      // streaming loads of K and V (ld 'stream') at the chunks where the lane kernel won (eleventh session: not yet timed)
-      list.push(...[128, 256].flatMap((threads) => [1024, 2048, 4096, 0].map((ch) => ({ ...dflt, impl: 'lanes', chunk: ch, threads, ld: 'stream' }))));
+      // (the lane kernel's streaming loads, ld 'stream', are no candidates: attn-12 (s11call3, forced, GB/s) lost on every
+      // decode row, B4 t256 fill 4158 vs 4407, B1 t256 c4096 3995 vs 4234, B8 t128 c2048 4005 vs 4213)
       // On the sm_90 devices, per-warp TMA tiles replace the cp.async forms from chunk 512 on: in attn-6 (forced, GB/s;
       // B1 H32/32 S32768 / B4 H32/32 / GQA B4 H32/8 / B8 H32/32 S4096) the best tma form 4287 / 4480 / 4233 / 4305, the best
       // per-warp cp.async ('w', rings 2 and 3, c1024-4096) 3714 / 3895 / 3682 / 3734, the best block tiles (c256-4096)
