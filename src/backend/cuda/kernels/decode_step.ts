@@ -463,7 +463,7 @@ ${bf ? `  const float f0 = __uint_as_float(0x4b000000u | (x & 0xffu)) - 8388736.
  * columns, a piece 32 (pieces tq: group 2·kc, pieces 4 + tq: 2·kc + 1), each word's nibbles paired as (k, k + 4) with
  * x permuted to match; 16 MMAs, each group's sums scaled by the row's scale of the group.
  */
-template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], const unsigned char* st, int off0, int off1, const T_* xp, int g, const float* xg, int xg1) {
+template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], const unsigned char* st, int off0, int off1, const T_* xp, int g, int tq, const float* xg, int xg1) {
   const uint4 w0 = *reinterpret_cast<const uint4*>(st + off0), v0 = *reinterpret_cast<const uint4*>(st + off0 + 1024);
   const uint4 w1 = *reinterpret_cast<const uint4*>(st + off1), v1 = *reinterpret_cast<const uint4*>(st + off1 + 1024);
   if constexpr (F == 0) {
@@ -500,10 +500,12 @@ template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], 
       float a[4] = { 0.f, 0.f, 0.f, 0.f };
 #pragma unroll
       for (int j = 0; j < 4; j++) {
-        const uint4 X = *reinterpret_cast<const uint4*>(xp + 128 * p + 8 * j); // x of k 0-7 of the word: pairs (k, k + 4)
 #ifdef Q4P_
-        const unsigned x04 = X.x, x15 = X.y, x26 = X.z, x37 = X.w; // permuted so in shared memory (block_gemv)
+        // x of k 0-7 of the word, permuted to the pairs (k, k + 4) and its 16 bytes swizzled in shared memory (block_gemv)
+        const uint4 X = *reinterpret_cast<const uint4*>(xp + 128 * p + 8 * (j ^ (tq & 2)));
+        const unsigned x04 = X.x, x15 = X.y, x26 = X.z, x37 = X.w;
 #else
+        const uint4 X = *reinterpret_cast<const uint4*>(xp + 128 * p + 8 * j); // x of k 0-7 of the word: pairs (k, k + 4)
         const unsigned x04 = (X.x & 0xffffu) | (X.z << 16), x15 = (X.x >> 16) | (X.z & 0xffff0000u);
         const unsigned x26 = (X.y & 0xffffu) | (X.w << 16), x37 = (X.y >> 16) | (X.w & 0xffff0000u);
 #endif
@@ -559,7 +561,7 @@ template <int F> __device__ void gemv_items(const Slice& z, const T_* xs, float*
 #else
     const float* xg = nullptr; const int xg1 = 0; (void)xsum;
 #endif
-    item_products<F>(acc, st, off0, off1, xp, g, xg, xg1);
+    item_products<F>(acc, st, off0, off1, xp, g, tq, xg, xg1);
     __syncwarp();
     loader_issue(ld, st, lst, nt);
     cs = cs + 1 == NS_ ? 0 : cs + 1;
@@ -584,14 +586,20 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
   if (z.fmt == 1) gemv_items<1>(z, xs, part, ringw, cs, ld, nt, nullptr); else
 #endif
 #ifdef Q4P_
-  if (z.fmt >= 2) { // each 8 columns of x as the pairs (k, k + 4) the int4 words unpack to (x is this phase's alone)
-    const T_* xc = xs;
+  if (z.fmt >= 2) {
+    // each 8 columns of x (a 16-byte chunk c) as the pairs (k, k + 4) the int4 words unpack to, stored at chunk c ^ 2 where
+    // bit 3 of c is set: lane tq reads chunks 4·tq + j, which for tq and tq + 2 fall 128 bytes apart, in the same banks
+    // (Nsight Compute counted 44% excess shared wavefronts); a chunk and its partner are one thread's (x is this phase's alone)
     for (int e = threadIdx.x; e < B_ * (z.K >> 3); e += THREADS_) {
-      const int b = e / (z.K >> 3), j = e - b * (z.K >> 3);
-      uint4* p8 = reinterpret_cast<uint4*>(const_cast<T_*>(xc) + b * XSTR_ + 8 * j);
-      const uint4 X = *p8;
+      const int b = e / (z.K >> 3), c = e - b * (z.K >> 3);
+      if ((c & 10) == 10) continue; // bits 3 and 1 set: its partner c ^ 2 moves it
+      uint4* row = reinterpret_cast<uint4*>(const_cast<T_*>(xs) + b * XSTR_);
+      const int c2 = c & 8 ? c ^ 2 : c;
+      const uint4 X = row[c], X2 = row[c2];
       uint4 Y; Y.x = (X.x & 0xffffu) | (X.z << 16); Y.y = (X.x >> 16) | (X.z & 0xffff0000u); Y.z = (X.y & 0xffffu) | (X.w << 16); Y.w = (X.y >> 16) | (X.w & 0xffff0000u);
-      *p8 = Y;
+      uint4 Y2; Y2.x = (X2.x & 0xffffu) | (X2.z << 16); Y2.y = (X2.x >> 16) | (X2.z & 0xffff0000u); Y2.z = (X2.y & 0xffffu) | (X2.w << 16); Y2.w = (X2.y >> 16) | (X2.w & 0xffff0000u);
+      row[c2] = Y;
+      if (c2 != c) row[c] = Y2;
     }
     __syncthreads();
   }
@@ -1203,10 +1211,12 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * or at the products' start. Only a trace reads it, but the two compile differently, and not by a little: on the H200
  * at TinyLlama's shape 'copy' ran batch 4 and 8 13% faster, batch 1 1% and batch 2 17% slower (BENCHMARKS.md, tenth
  * session, call 3), so it is the default from batch 4 up.
- * NBX_DECODE_STEP_Q4=xsum: symmetric int4 weights enter the MMAs as 128 + q (one instruction a pair fewer) and 136 times
- * each group's x sum comes off after them (the sums: one more pass over x a phase); sub (the default) subtracts 136 in
- * the dtype first; perm (with either): each phase first permutes x in shared memory to the pairs (k, k + 4) the int4
- * words unpack to (one pass and a block barrier a phase), not each lane's x in registers at every word. For A/B runs.
+ * NBX_DECODE_STEP_Q4 (a list; default xsum,perm): xsum: symmetric int4 weights enter the MMAs as 128 + q (one
+ * instruction a pair fewer) and 136 times each group's x sum comes off after them (the sums: one more pass over x a
+ * phase), where sub subtracts 136 in the dtype first; perm: each phase first permutes x in shared memory to the pairs
+ * (k, k + 4) the int4 words unpack to, swizzled against bank conflicts (one pass and a block barrier a phase), not each
+ * lane's x in registers at every word. On the H200 at Llama-3-8B's shape xsum,perm (unswizzled) took the int4 step from
+ * 2,507.8 to 2,433.8 µs (BENCHMARKS.md, eleventh session).
  * NBX_DECODE_STEP_NORM=block: the norm's former arithmetic (each thread every row's elements, a block sum per row)
  * where the batch divides the block (warps a row otherwise), for A/B runs.
  */
@@ -1232,7 +1242,7 @@ function variantFor(items: number, G: number, group: number, batch: number): Var
   if (norm !== 'warps' && norm !== 'block') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_NORM must be warps or block, got '${norm}'`);
   const mark = process.env.NBX_DECODE_STEP_TRACE === '2' ? 'copy' : process.env.NBX_DECODE_STEP_MARK ?? (batch >= 4 ? 'copy' : 'gemv');
   if (mark !== 'copy' && mark !== 'gemv') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_MARK must be copy or gemv, got '${mark}'`);
-  const q4 = (process.env.NBX_DECODE_STEP_Q4 ?? 'sub').split(',');
+  const q4 = (process.env.NBX_DECODE_STEP_Q4 ?? 'xsum,perm').split(',');
   if (q4.some((o) => !['sub', 'xsum', 'perm'].includes(o))) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_Q4 must list sub, xsum or perm, got '${q4.join(',')}'`);
   return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4.includes('xsum'), q4perm: q4.includes('perm') };
 }
