@@ -1238,7 +1238,9 @@ let splitWs: CudaBuffer | undefined, splitWsLen = 0, splitCnt: CudaBuffer | unde
  * of the last batch) leave the main launch, which then ends on a fuller last round, and run in a second launch of the split
  * build, each of their items in PK runs of its key tiles (PK ≤ SPLIT_MAX, kt·ntiles·PK ≤ grid: one round). Chosen by a
  * model in tiles (an item nt; the tail ⌈nt / PK⌉ + 3 for its launch and merge) where it saves 1% or more. The split build
- * itself ran 3-10% slower than the same tile unsplit in attn-11 (its loop's code), so only the tail runs it.
+ * itself ran 3-10% slower than the same tile unsplit in attn-11 (its loop's code), so only the tail runs it. attn-13 (s11call4,
+ * forced, non-causal B4 H32 L4096): n128s2Pk 646 / n128s2Ptk 658 TFLOP/s against n128s2P 653 / n128s2Pt 661, no gain: the
+ * rounds model's lost last round (3%) does not show in the timings; the split tiles are selectable by force only.
  * Causal problems: none (their heaviest-first order ends on one-tile items). forced.tail / forced.parts set kt and PK.
  */
 function tailPlan(B: number, H: number, rep: number, ntiles: number, nt: number, grid: number, causal: boolean): { kt: number; parts: number } | null {

@@ -195,9 +195,10 @@ export function sm90Offered(D: number, causal: boolean): Sm90Config[] {
   // causal: each persistent tile under each L2 group rule (a launch choice: no more compiles). attn-12 (s11call3, forced,
   // TFLOP/s, l2 / even / wide): L1024 n128s2Pto 384 / 408 / 411, n128s2Pt 380 / 406 / 400; GQA n128s2Pt 608 / 626 / 623; D64
   // n192s2pPC 431 / 444 / 437; causal L4096 and f16 within 1% (n128s2Pt 602 / 602 / 598). Not causal the rules only moved
-  // the figure down (n128s2P 651 / 648 / 612): the old rule alone, and the split tiles (since attn-11 the split build runs
-  // only the tail heads, in a second launch: attention.ts, tailPlan).
-  if (!causal) return [...tiles, ...sm90SplitConfigs(D)];
+  // the figure down (n128s2P 651 / 648 / 612): the old rule alone. The split tiles, with the split build on the tail heads
+  // alone in a second launch (attention.ts, tailPlan), gained nothing either in attn-13 (s11call4, forced non-causal:
+  // n128s2Pk 646, n160s2Pk 645, n128s2Ptk 658 against n128s2P 653, n160s2P 651, n128s2Pt 661): selectable by force only.
+  if (!causal) return tiles;
   return [...tiles.filter((c) => !c.persistent), ...tiles.filter((c) => c.persistent).flatMap((c) => SM90_GROUPS.map((group) => (group === 'l2' ? c : { ...c, group })))];
 }
 /** The persistent tiles of `cs` with O through shared memory (ostore, tag o; the tiles the check covers). */
