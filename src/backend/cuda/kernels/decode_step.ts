@@ -52,6 +52,12 @@ const DTYPES_TAKEN = ['bfloat16', 'float16'] as const;
 const MAX_BATCH = 8;
 /** The most items (2 KB each) a warp's weight ring holds in flight. */
 const RING_NS_MAX = 5;
+/**
+ * The same with packed weights: their products are bound by the unpacking, not by the loads in flight. On the H200 at
+ * Llama-3-8B's shape the int4 step took 2,349 µs with two items a warp against 2,375 (three), 2,428 (four, the most that
+ * fit); int8 3,472 / 3,463 / 3,496 (BENCHMARKS.md, eleventh session, call 5).
+ */
+const RING_NS_MAX_PACKED = 2;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
@@ -1119,7 +1125,7 @@ const ringBytes = (r: Ring): number => r.ns * WARPS * r.stage;
  * RING_NS_MAX) as the block's shared memory still holds; null below two. NBX_DECODE_STEP_RING=NS sets it
  * (for sweeps on a card).
  */
-function ringFor(base: number, optin: number, stage: number): Ring | null {
+function ringFor(base: number, optin: number, stage: number, most = RING_NS_MAX): Ring | null {
   const env = process.env.NBX_DECODE_STEP_RING;
   const STATIC = 1024; // the kernel's static shared arrays (block reductions, argmax)
   if (env) {
@@ -1127,7 +1133,7 @@ function ringFor(base: number, optin: number, stage: number): Ring | null {
     if (!Number.isInteger(ns) || ns < 1) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_RING must be a positive integer (items per warp), got '${env}'`);
     return base + ringBytes({ ns, stage }) + STATIC <= optin ? { ns, stage } : null;
   }
-  const ns = Math.min(RING_NS_MAX, Math.floor((optin - STATIC - base) / ringBytes({ ns: 1, stage })));
+  const ns = Math.min(most, Math.floor((optin - STATIC - base) / ringBytes({ ns: 1, stage })));
   return ns >= 2 ? { ns, stage } : null;
 }
 
@@ -1303,7 +1309,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
   const vt: Variant = { ...variantFor(NH * B, G, NH / NKV, B), fmt: fmt.f };
-  const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f));
+  const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f), fmt.any ? RING_NS_MAX_PACKED : RING_NS_MAX);
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
   const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${vt.q4xsum ? 'x' : ''}${vt.q4perm ? 'p' : ''}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
