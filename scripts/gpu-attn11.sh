@@ -24,10 +24,6 @@ st time 85 env NBX_ATTN_PAUSE_MS=200 NBX_ATTN_VARIANTS=none node scripts/attenti
 # the L2 rule: groups of 47, 47, 34; a model of the rounds puts that order at 97% of the work's balance, 128 at 99.4%)
 st groups 40 env NBX_ATTN_PAUSE_MS=200 NBX_ATTN_VARIANTS=late NBX_ATTN_VARIANTS_ALL=1 NBX_ATTN_DECODE=0 NBX_ATTN_GROUPS=43,64,128 node scripts/attention-check.mjs --part=time '--filter=^causal B8 H16 L1024 D128 bf16$'
 {
-  echo "== check"; grep -E '^(FAIL|precompiled|check:|device:)' "$L/check.log"; grep -E 'split' "$L/check.log" | head -8 | cut -c1-600; grep -iE 'error' "$L/check.log" | head -5
-  echo "== bench"; grep -E '^\|' "$L/bench.log" | tail -13; grep -E 'compiled or found|autotuning|failed|FAILED|rror' "$L/bench.log" | head -8
-  echo "== tuned"; grep -E '^tuned' "$L/tuned.log" | cut -c1-1200
-  echo "== time"; grep -E '^(time|host|precompiled)' "$L/time.log"; grep -iE 'error' "$L/time.log" | head -5
-  echo "== groups"; grep -E '^(time|host)' "$L/groups.log"; grep -iE 'error' "$L/groups.log" | head -5
+  sum_check split; sum_bench bench 13; sum_tuned 1200; sum_time time; sum_time groups
 } >> "$S" 2>&1
 cat "$S"

@@ -21,10 +21,6 @@ st tuned 8 node scripts/attention-check.mjs --part=tuned
 st time 30 env NBX_ATTN_PAUSE_MS=200 NBX_ATTN_VARIANTS=none NBX_ATTN_DECODE=0 node scripts/attention-check.mjs --part=time '--filter=^B4 H32 L4096 D128 bf16$'
 st bench2 45 node dist/bench/cuda_attention.js
 {
-  echo "== check"; grep -E '^(FAIL|precompiled|check:|device:)' "$L/check.log"; grep -E 'split' "$L/check.log" | head -8 | cut -c1-500; grep -iE 'error' "$L/check.log" | head -5
-  echo "== bench"; grep -E '^\|' "$L/bench.log" | tail -13; grep -E 'compiled or found|autotuning|failed|FAILED|rror' "$L/bench.log" | head -8
-  echo "== tuned"; grep -E '^tuned' "$L/tuned.log" | cut -c1-1500
-  echo "== time"; grep -E '^(time|host|precompiled)' "$L/time.log"; grep -iE 'error' "$L/time.log" | head -5
-  echo "== bench2"; grep -E '^\|' "$L/bench2.log" | tail -11; grep -E 'failed|FAILED|rror' "$L/bench2.log" | head -4
+  sum_check split; sum_bench bench 13; sum_tuned 1500; sum_time time; sum_bench bench2 11
 } >> "$S" 2>&1
 cat "$S"
