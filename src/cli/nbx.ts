@@ -30,8 +30,9 @@ const HELP = `nbx — nbxtensor command line
                                              /v1/models, /health, /metrics) with continuous batching; --warmup
                                              (default on off the CPU): KV cache and step graphs made before listening
 
-  nbx quantize MODEL_DIR OUT_DIR --scheme int8|int4-g128|int4-g64|int4-g32|fp8 [--symmetric]
-                                             round-to-nearest quantized copy of a model folder (Linear weights)
+  nbx quantize MODEL_DIR OUT_DIR --scheme int8|int4-g128|int4-g64|int4-g32|fp8 [--symmetric] [--lm-head]
+                                             round-to-nearest quantized copy of a model folder (Linear weights;
+                                             lm_head too with --lm-head, a tied embedding staying float)
   nbx info                                   version, backends found (and why any is missing), device profile
   nbx conformance DIR [--device cpu|cuda|webgpu] [--filter REGEX] [--json] [--verbose]
                                              run a conformance suite (FORMAT.md); exit 1 if any case fails
