@@ -16,14 +16,16 @@
 // here (a + b over 1 GiB float32 operands, as bench/decode.ts measures it). Issue #21's target: ≥ 85%.
 //
 // Decode (--decode, default on cuda): nbx.models.fromConfig (random weights, bf16) greedy decode tok/s,
-// then the same shape with every nn.Linear but lm_head quantized (int8 per channel, int4 g128
-// symmetric), and a Q4_K_M-like model (q4_k, with q6_k for attn v / ffn down on llama.cpp's
-// use_more_bits layers and for lm_head). Packed weights are random (a valid 64-row pattern repeated on
-// the device: building them on the host would take minutes); speed does not depend on the values.
-// Targets (ratio to bf16 tok/s): int4 g128 ≥ 2.8×, int8 ≥ 1.7×, Q4_K_M ≥ 2.5×.
+// then the same shape with every nn.Linear but lm_head quantized (int8 per channel, int4 g128:
+// lm_head bf16, the AWQ/GPTQ convention), the same with lm_head quantized in the same format too
+// (int8+lm, int4-g128+lm: gpt-fast's convention, whose int8 / int4 modes quantize every Linear), and a
+// Q4_K_M-like model (q4_k, with q6_k for attn v / ffn down on llama.cpp's use_more_bits layers and for
+// lm_head). Each row says which lm_head it ran. Packed weights are random (a valid 64-row pattern
+// repeated on the device: building them on the host would take minutes); speed does not depend on the values.
+// Targets (ratio to bf16 tok/s): int4 g128 ≥ 2.8×, int8 ≥ 1.7× (with either lm_head), Q4_K_M ≥ 2.5×.
 //
 // Run: node dist/bench/quant.js [--device cuda|webgpu|cpu] [--check [--quick]] [--no-gemv] [--sweep]
-//        [--formats all|int4,q4_k,...] [--gemv-formats int4,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--decode-schemes bf16,int8,int4-g128,q4_k_m] [--shape llama3-8b|tiny]
+//        [--formats all|int4,q4_k,...] [--gemv-formats int4,...] [--m 1,4,8] [--shapes 4096x14336,14336x4096] [--decode|--no-decode] [--decode-schemes bf16,int8,int4-g128,q4_k_m,int8+lm,int4-g128+lm] [--shape llama3-8b|tiny]
 //        [--new-tokens 64] [--roofline-gbs N] [--json FILE] [--budget-s S] [--flush clean|dirty] [--sweep-stream] [--sweep-focus] [--sweep-xf] [--sweep-lb] [--sweep-pg] [--sweep-cfgs JSON|@FILE] [--check-filter STR|STR...] [--sass DIR]     (or `nbx bench quant ...`)
 //   --budget-s: past S seconds from the start, the sweep and the remaining decode models are skipped (said so).
 
@@ -347,8 +349,15 @@ export const SHAPES: Record<string, Record<string, unknown>> = {
   tiny: { model_type: 'llama', architectures: ['LlamaForCausalLM'], num_hidden_layers: 2, hidden_size: 256, intermediate_size: 512, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1024, rope_theta: 10000.0, ...COMMON },
 };
 
-export type Scheme = 'bf16' | 'int8' | 'int4-g128' | 'q4_k_m';
-const TARGET: Record<Scheme, number> = { bf16: 1, int8: 1.7, 'int4-g128': 2.8, q4_k_m: 2.5 };
+export type Scheme = 'bf16' | 'int8' | 'int8+lm' | 'int4-g128' | 'int4-g128+lm' | 'q4_k_m';
+const TARGET: Record<Scheme, number> = { bf16: 1, int8: 1.7, 'int8+lm': 1.7, 'int4-g128': 2.8, 'int4-g128+lm': 2.8, q4_k_m: 2.5 };
+/** The default --decode-schemes: both lm_head conventions, the +lm rows last (a --budget-s run keeps its earlier rows). */
+const DEFAULT_SCHEMES: Scheme[] = ['bf16', 'int8', 'int4-g128', 'q4_k_m', 'int8+lm', 'int4-g128+lm'];
+/** What each scheme does with lm_head (printed on its row, so both conventions read as what they are). */
+const LM_HEAD: Record<Scheme, string> = {
+  bf16: 'lm_head bf16', int8: 'lm_head bf16 (AWQ/GPTQ convention)', 'int8+lm': "lm_head int8 (gpt-fast's convention)",
+  'int4-g128': 'lm_head bf16 (AWQ/GPTQ convention)', 'int4-g128+lm': "lm_head int4 g128 (gpt-fast's convention)", q4_k_m: "lm_head q6_k (llama.cpp's Q4_K_M)",
+};
 
 /** llama.cpp's use_more_bits(i, n): the layers whose attn_v / ffn_down Q4_K_M keeps in Q6_K. */
 const moreBits = (i: number, n: number): boolean => i < n / 8 || i >= (7 * n) / 8 || (i - Math.floor(n / 8)) % 3 === 2;
@@ -366,13 +375,15 @@ export function quantizeModel(model: CausalLMModel, scheme: Scheme, device: stri
       const layer = Number(/layers\.(\d+)\./.exec(name)?.[1] ?? -1);
       f = lm || ((/v_proj$/.test(name) || /down_proj$/.test(name)) && moreBits(layer, nLayers)) ? 'q6_k' : 'q4_k';
     } else {
-      if (lm) continue; // as nbx.quant.quantize_ (and AWQ/GPTQ checkpoints): lm_head stays float
-      f = scheme === 'int8' ? 'int8' : 'int4';
+      // int8 / int4-g128: lm_head stays float, as nbx.quant.quantize_'s default (and AWQ/GPTQ checkpoints);
+      // the +lm schemes quantize it in the same format (quantize_ with lm_head: true; gpt-fast)
+      if (lm && !scheme.endsWith('+lm')) continue;
+      f = scheme.startsWith('int8') ? 'int8' : 'int4';
     }
     const w = bigPacked(f, mod.out_features, mod.in_features, device, seed++);
     const old = mod.weight;
     mod.set_quantized_weight(new QuantizedTensor({ qdata: w.q, scales: w.s ?? null, zeros: w.z ?? null, layout: w.layout, dtype: 'bfloat16' }));
-    old?.dispose();
+    if (!(lm && model.cfg.tie_word_embeddings)) old?.dispose(); // a tied lm_head's weight is the embedding's
   }
 }
 
@@ -397,16 +408,17 @@ async function timeDecode(model: CausalLMModel, prompt: number[], newTokens: num
   return (n - 1) / ((now() - first) / 1000);
 }
 
-interface DecodeRow { scheme: Scheme; tok_s?: number; ratio?: number; target: number; gb_per_step?: number; error?: string }
+interface DecodeRow { scheme: Scheme; lm_head: string; tok_s?: number; ratio?: number; target: number; gb_per_step?: number; error?: string }
 
-async function decode(device: string, shape: string, newTokens: number, schemes: Scheme[] = ['bf16', 'int8', 'int4-g128', 'q4_k_m']): Promise<DecodeRow[]> {
+async function decode(device: string, shape: string, newTokens: number, schemes: Scheme[] = DEFAULT_SCHEMES): Promise<DecodeRow[]> {
   const cfg = SHAPES[shape]!;
   const rows: DecodeRow[] = [];
   const prompt = Array.from({ length: 16 }, (_, i) => 3 + ((i * 7919) % 1000));
   let base: number | undefined;
   out(`decode ${shape}, batch 1, prompt 16, ${newTokens} new tokens (greedy, random weights)`);
   for (const scheme of schemes) {
-    if (overBudget()) { out(`  ${scheme.padEnd(10)} skipped (--budget-s reached)`); rows.push({ scheme, target: TARGET[scheme], error: 'time budget' }); continue; }
+    const lmHead = device === 'cuda' ? LM_HEAD[scheme] : LM_HEAD[scheme].replace('bf16', 'float32'); // the model dtype off CUDA
+    if (overBudget()) { out(`  ${scheme.padEnd(12)} skipped (--budget-s reached)`); rows.push({ scheme, lm_head: lmHead, target: TARGET[scheme], error: 'time budget' }); continue; }
     let model: CausalLMModel | null = null;
     try {
       model = nbx.models.fromConfig(cfg, { device, dtype: device === 'cuda' ? 'bfloat16' : 'float32', seed: 0 });
@@ -416,11 +428,11 @@ async function decode(device: string, shape: string, newTokens: number, schemes:
       const tps = await timeDecode(model, prompt, newTokens, device);
       if (scheme === 'bf16') base = tps;
       const ratio = base ? tps / base : undefined;
-      rows.push({ scheme, tok_s: tps, ...(ratio ? { ratio } : {}), target: TARGET[scheme], gb_per_step: gb });
-      out(`  ${scheme.padEnd(10)} ${tps.toFixed(1).padStart(7)} tok/s  ${gb.toFixed(2)} GB/step  ${(gb * tps).toFixed(0)} GB/s${ratio && scheme !== 'bf16' ? `  ${ratio.toFixed(2)}x bf16 (target ${TARGET[scheme]}x${ratio >= TARGET[scheme] ? ', met' : ', NOT met'})` : ''}`);
+      rows.push({ scheme, lm_head: lmHead, tok_s: tps, ...(ratio ? { ratio } : {}), target: TARGET[scheme], gb_per_step: gb });
+      out(`  ${scheme.padEnd(12)} ${tps.toFixed(1).padStart(7)} tok/s  ${gb.toFixed(2)} GB/step  ${(gb * tps).toFixed(0)} GB/s${ratio && scheme !== 'bf16' ? `  ${ratio.toFixed(2)}x bf16 (target ${TARGET[scheme]}x${ratio >= TARGET[scheme] ? ', met' : ', NOT met'})` : ''}  [${lmHead}]`);
     } catch (e) {
-      rows.push({ scheme, target: TARGET[scheme], error: (e as Error).message });
-      out(`  ${scheme.padEnd(10)} failed: ${(e as Error).message}`);
+      rows.push({ scheme, lm_head: lmHead, target: TARGET[scheme], error: (e as Error).message });
+      out(`  ${scheme.padEnd(12)} failed: ${(e as Error).message}  [${lmHead}]`);
     } finally {
       model?.dispose();
       if (device === 'cuda') nbx.cuda.empty_cache();
@@ -521,7 +533,7 @@ export async function run(args: string[] = []): Promise<void> {
     gemvArgs = { ms, roof, shapes };
   }
   const doDecode = v['no-decode'] ? false : v.decode ?? device === 'cuda';
-  const schemes = (v['decode-schemes'] ?? 'bf16,int8,int4-g128,q4_k_m').split(',').map((x) => x.trim()) as Scheme[];
+  const schemes = (v['decode-schemes'] ?? DEFAULT_SCHEMES.join(',')).split(',').map((x) => x.trim()) as Scheme[];
   for (const sc of schemes) if (!(sc in TARGET)) throw new nbx.ValueError(OP, `--decode-schemes: unknown scheme '${sc}' (${Object.keys(TARGET).join(', ')})`);
   if (schemes[0] !== 'bf16') schemes.unshift('bf16'); // the ratios' base, timed first
   if (doDecode) result.decode = await decode(device, v.shape ?? (device === 'cuda' ? 'llama3-8b' : 'tiny'), Number(v['new-tokens']), schemes);
