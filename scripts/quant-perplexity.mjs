@@ -4,10 +4,13 @@
 // chapter (index % 50 == 25) of the KJV as scripts/model/prepare_kjv.py writes it, each chapter
 // <|bos|> ids <|eos|>, consecutive windows of 512 + 1 tokens; the loss is the mean cross-entropy per
 // token in float32 (the model card's "held-out" figure: 2.9970 for the shipped weights).
-// Quantization is nbx.quant.quantize_ (what `nbx quantize` writes) applied in memory.
+// Quantization is nbx.quant.quantize_ (what `nbx quantize` writes) applied in memory; the '+ lm_head'
+// rows quantize lm_head too (quantize_'s lm_head: true, `nbx quantize --lm-head`: gpt-fast's convention),
+// which unties it from the embedding (the embedding lookup stays float).
 //
 //   python3 scripts/model/prepare_kjv.py .data/kjv.txt     (needs Debian's bible-kjv)
-//   npm run build && node scripts/quant-perplexity.mjs [.data/kjv.txt] [--windows N]
+//   npm run build && node scripts/quant-perplexity.mjs [.data/kjv.txt] [--windows N] [--only NAME,NAME]
+//   (--only: the variants whose names contain one of the strings, float32 always)
 
 import { readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -18,7 +21,9 @@ const nbx = await import(join(root, 'dist/src/index.js'));
 const args = process.argv.slice(2);
 const wi = args.indexOf('--windows');
 const maxWindows = wi >= 0 ? Number(args[wi + 1]) : Infinity;
-const textPath = args.find((a, i) => !a.startsWith('--') && args[i - 1] !== '--windows') ?? join(root, '.data/kjv.txt');
+const oi = args.indexOf('--only');
+const only = oi >= 0 ? args[oi + 1].split(',') : null;
+const textPath = args.find((a, i) => !a.startsWith('--') && args[i - 1] !== '--windows' && args[i - 1] !== '--only') ?? join(root, '.data/kjv.txt');
 const MODEL = join(root, 'assets/nbx-kjv');
 const SEQ = 512;
 
@@ -47,7 +52,9 @@ function heldOutLoss(model) {
 const variants = [
   ['float32', null],
   ['int8', { scheme: 'int8' }],
+  ['int8 + lm_head', { scheme: 'int8', lm_head: true }],
   ['int4 g128 asym', { scheme: 'int4', group_size: 128 }],
+  ['int4 g128 asym + lm_head', { scheme: 'int4', group_size: 128, lm_head: true }],
   ['int4 g128 sym', { scheme: 'int4', group_size: 128, symmetric: true }],
   ['int4 g64 asym', { scheme: 'int4', group_size: 64 }],
   ['int4 g32 asym', { scheme: 'int4', group_size: 32 }],
@@ -56,11 +63,14 @@ const variants = [
 let floatLoss = 0;
 const rows = [];
 for (const [name, opts] of variants) {
+  if (opts && only && !only.some((o) => name.includes(o))) continue;
   const m = opts ? await nbx.models.load(MODEL, { dtype: 'float32' }) : base;
   let note = '';
   if (opts) {
-    const { quantized, skipped } = nbx.quant.quantize_(m, opts);
-    note = `${quantized.length} Linears quantized${skipped.length > 1 ? `; kept float: lm_head (tied embedding), ${skipped.length - 1} down_proj (K = 576 not a multiple of ${opts.group_size})` : '; lm_head (tied embedding) float'}`;
+    const { quantized, skipped, untied } = nbx.quant.quantize_(m, opts);
+    const downs = skipped.filter((n) => n !== 'lm_head').length;
+    const head = untied.includes('lm_head') ? 'lm_head quantized (untied; the embedding stays float)' : 'lm_head (tied embedding) float';
+    note = `${quantized.length} Linears quantized; ${head}${downs ? `; ${downs} down_proj kept float (K = 576 not a multiple of ${opts.group_size})` : ''}`;
   }
   const t0 = performance.now();
   const loss = heldOutLoss(m);
