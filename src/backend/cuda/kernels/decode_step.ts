@@ -61,7 +61,7 @@ const RING_NS_MAX_PACKED = 2;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release'; flags?: boolean; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats; q4xsum?: boolean; q4perm?: boolean }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats; q4xsum?: boolean; q4perm?: boolean }
 /**
  * The weights' formats by projection (q/k/v, o, gate/up, down, lm_head): 0 the model dtype, 1 int8 per output channel,
  * 2 int4 in groups of 128 along K, symmetric, 3 the same with zero points (src/quant/formats.ts defines them). Every
@@ -141,7 +141,7 @@ ${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '
 #define NPT_ ${Math.ceil(s.H / THREADS)}
 #define ASPLIT_ ${v.asplit}
 #define HPI_ ${v.hpi ?? 1}
-${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}${v.flags ? '#define QKV_FLAGS_ 1\n' : ''}${v.bulk === false ? '#define NBX_NO_BULK_ROWS_ 1\n' : ''}${v.l2 ? `#define L2AHEAD_ ${v.l2.ahead}\n#define L2CAP_ ${v.l2.cap}ll\n` : ''}${v.markAtCopy ? '#define MARK_AT_COPY_ 1\n' : ''}${v.normRows ? '#define NBX_NORM_ROWS_ 1\n' : ''}#ifdef NBX_EMU
+${v.bar === 'release' ? '#define BAR_RELEASE_ 1\n' : ''}${v.bulk === false ? '#define NBX_NO_BULK_ROWS_ 1\n' : ''}${v.l2 ? `#define L2AHEAD_ ${v.l2.ahead}\n#define L2CAP_ ${v.l2.cap}ll\n` : ''}${v.markAtCopy ? '#define MARK_AT_COPY_ 1\n' : ''}${v.normRows ? '#define NBX_NORM_ROWS_ 1\n' : ''}#ifdef NBX_EMU
 #define CP16(dst, src_) (*reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src_))
 #define CP8(dst, src_) (*reinterpret_cast<unsigned long long*>(dst) = *reinterpret_cast<const unsigned long long*>(src_))
 #define CP4(dst, src_) (*reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(src_))
@@ -246,28 +246,6 @@ __device__ void grid_sync(unsigned* bar, unsigned& target, unsigned long long* e
 __device__ __forceinline__ void block_rows(int n, int& r0, int& r1) {
   r0 = (int)(((long long)n * blockIdx.x) / gridDim.x); r1 = (int)(((long long)n * (blockIdx.x + 1)) / gridDim.x);
 }
-
-#ifdef QKV_FLAGS_
-/**
- * Waits until the blocks that wrote q/k/v rows [r0, r1) in phase A of layer want − 1 have published them: phase A's
- * blocks each set their flag (aflag[block] = layer + 1, a release after their stores) instead of meeting the others
- * at a grid barrier, and an attention item waits only for the few blocks its head's rows came from (block_rows:
- * row r belongs to block ⌊((r + 1)·G − 1) / QKV_⌋). Threads poll one block each; the caller's block barrier follows.
- */
-__device__ void wait_qkv_rows(const unsigned* aflag, int r0, int r1, unsigned want, unsigned long long* err) {
-#ifndef NBX_EMU
-  const int f = (int)((((long long)r0 + 1) * gridDim.x - 1) / QKV_), t = (int)(((long long)r1 * gridDim.x - 1) / QKV_);
-  for (int i = f + (int)threadIdx.x; i <= t; i += THREADS_) {
-    const unsigned long long t0 = nbx_globaltimer();
-    for (;;) {
-      unsigned v; asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(aflag + i) : "memory");
-      if (v >= want) break;
-      if (nbx_globaltimer() - t0 > 2000000000ull) { atomicOr(err, 1ull << 62); break; }
-    }
-  }
-#endif
-}
-#endif
 
 /**
  * A phase's weight rows for this block: nA rows from A, then nB rows from B, each K elements in rb bytes (a multiple
@@ -1020,9 +998,6 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
   const int w = (int)__ldcg(widx);
   if (w < 0 || w >= S_) { if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1ull << 60); CP_WAIT_ALL(); return; }
   unsigned target = 0u; // barriers passed in this launch × grid
-#ifdef QKV_FLAGS_
-  unsigned* const aflag = sync + 64; // phase A's flags, a word a block (256 bytes past the barrier counters)
-#endif
   int cs = 0; // the ring's stage holding the next item
   for (int ph = ph0; ph < ph1; ph++) {
     const int l = ph / 5, st = ph - l * 5;
@@ -1044,34 +1019,12 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       norm_into(emb, res, fromEmb, ly.ln1, eps, xs, red, &xbar, xph);
       block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm);
       for (int e = threadIdx.x; e < (r1 - r0) * B_; e += THREADS_) { const int v = e / B_, b = e - v * B_; stcgv(qkv, b * QKV_ + r0 + v, rowv[e]); }
-#ifdef QKV_FLAGS_
-      __syncthreads(); // the block's stores above (and its reads of rowv, which the attention's scratch reuses)
-#ifdef NBX_EMU
-      if (threadIdx.x == 0) { __threadfence(); aflag[blockIdx.x] = (unsigned)l + 1u; }
-#else
-      if (threadIdx.x == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(aflag + blockIdx.x), "r"((unsigned)l + 1u) : "memory");
-#endif
-#endif
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
       for (int it = blockIdx.x; it < B_ * NH_ / HPI_ * ASPLIT_; it += gridDim.x) {
         const int sp = it % ASPLIT_, bh = (it / ASPLIT_) * HPI_, b = bh / NH_;
-#ifdef QKV_FLAGS_
-        { // this item's q rows, and its KV group's k and v rows
-          const int h0 = bh - b * NH_, g = h0 / (NH_ / NKV_);
-          wait_qkv_rows(aflag, h0 * D_, (h0 + HPI_) * D_, (unsigned)l + 1u, err);
-          wait_qkv_rows(aflag, (NH_ + g) * D_, (NH_ + g + 1) * D_, (unsigned)l + 1u, err);
-          wait_qkv_rows(aflag, (NH_ + NKV_ + g) * D_, (NH_ + NKV_ + g + 1) * D_, (unsigned)l + 1u, err);
-          __syncthreads();
-          if (tm && threadIdx.x == 0 && it == (int)blockIdx.x) tm[gridDim.x] = nbx_globaltimer(); // trace: input ready
-        }
-#endif
         attention_heads(b, bh - b * NH_, sp, ly, qkv + b * QKV_, cosr + b * RD_, sinr + b * RD_, w, notpad + (long long)b * S_, scale, patt, patt + B_ * NH_ * ASPLIT_ * D_, sm);
       }
-#ifdef QKV_FLAGS_
-      if (tm && threadIdx.x == 0) { if ((int)blockIdx.x >= B_ * NH_ / HPI_ * ASPLIT_) tm[gridDim.x] = tm[0]; tm[2 * gridDim.x] = nbx_globaltimer(); }
-#else
       if (tm && threadIdx.x == 0) { tm[gridDim.x] = tm[0]; tm[2 * gridDim.x] = nbx_globaltimer(); }
-#endif
     } else if (l < L_ && (st == 2 || st == 4)) { // C: o_proj + residual; E: down + residual
       block_rows(H_, r0, r1);
       const int n = (r1 - r0) * B_;
@@ -1148,17 +1101,10 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
           if (lane == 0) next[warp] = i;
         }
         if (threadIdx.x == 0) { sync[0] = 0u; sync[1] = 0u; } // every block is past its last barrier: ready for the next step
-#ifdef QKV_FLAGS_
-        for (unsigned q2 = threadIdx.x; q2 < gridDim.x; q2 += THREADS_) aflag[q2] = 0u; // and past its last wait on a flag
-#endif
       }
     }
     if (trace) { __syncthreads(); if (threadIdx.x == 0) tm[3 * gridDim.x] = nbx_globaltimer(); }
-#ifdef QKV_FLAGS_
-    if (ph + 1 < ph1 && !(l < L_ && st == 0)) { // A → B: the attention items wait on flags instead
-#else
     if (ph + 1 < ph1) {
-#endif
       grid_sync(sync, target, err);
     }
   }
@@ -1262,8 +1208,6 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * sets it. The barrier's arrival:
  * Query heads an item of the attention phase: two (of one KV group, each key loaded once for both) where the
  * items would take the grid more than one round, else one; NBX_DECODE_STEP_HEADS=1|2 sets it.
- * NBX_DECODE_STEP_FLAGS=0: phase A → B through a grid barrier, as the other phases, instead of the attention items
- * waiting on the flags of the blocks that wrote their heads' rows (the default).
  * NBX_DECODE_STEP_BAR=release (one red.release, no fence after the wait: the default, faster on the H200
  * (BENCHMARKS.md, seventh session)) or fence (a fence, then an atomic add; a fence after). NBX_DECODE_STEP_BULK=0:
  * the inputs staged by loads through registers where sm_90's bulk copies would (stage_rows), for A/B runs.
@@ -1304,11 +1248,9 @@ function variantFor(items: number, G: number, group: number, batch: number): Var
   if (norm !== 'warps' && norm !== 'block') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_NORM must be warps or block, got '${norm}'`);
   const mark = process.env.NBX_DECODE_STEP_TRACE === '2' ? 'copy' : process.env.NBX_DECODE_STEP_MARK ?? (batch >= 4 ? 'copy' : 'gemv');
   if (mark !== 'copy' && mark !== 'gemv') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_MARK must be copy or gemv, got '${mark}'`);
-  const flags = process.env.NBX_DECODE_STEP_FLAGS ?? '1';
-  if (flags !== '0' && flags !== '1') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_FLAGS must be 0 or 1, got '${flags}'`);
   const q4 = (process.env.NBX_DECODE_STEP_Q4 ?? 'xsum,perm').split(',');
   if (q4.some((o) => !['sub', 'xsum', 'perm'].includes(o))) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_Q4 must list sub, xsum or perm, got '${q4.join(',')}'`);
-  return { asplit, bar: b, flags: flags === '1', bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4.includes('xsum'), q4perm: q4.includes('perm') };
+  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4.includes('xsum'), q4perm: q4.includes('perm') };
 }
 
 /** Timestamps per phase and block when tracing: start, input ready, products done, end. */
@@ -1370,7 +1312,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f), fmt.any ? RING_NS_MAX_PACKED : RING_NS_MAX);
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.flags ? 'flags:' : ''}${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${vt.q4xsum ? 'x' : ''}${vt.q4perm ? 'p' : ''}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${vt.q4xsum ? 'x' : ''}${vt.q4perm ? 'p' : ''}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
@@ -1387,19 +1329,18 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
     be.writeBytes(table, 0, new Uint8Array(ptrs.buffer));
     st.tables.set(tkey, table);
   }
-  // workspace: the barrier counters and phase A's flags first (their place does not move with the batch: they must read
-  // zero at a step's start, and only a step's end zeroes them), then per sequence: residual, qkv (model dtype), the attention's partial
+  // workspace: the barrier counters first (their place does not move with the batch: they must read zero at a step's
+  // start, and only a step's end zeroes them), then per sequence: residual, qkv (model dtype), the attention's partial
   // softmaxes (float32), activation (model dtype), the blocks' argmax
   const sizes = [H * 2, (NH + 2 * NKV) * D * 2, NH * vt.asplit * (D + 2) * 4, I * 2].map((n) => Math.ceil((B * n) / 256) * 256);
-  const head = 256 + Math.ceil((G * 4) / 256) * 256; // the barrier counters, then phase A's flags (a word a block)
-  const wsBytes = head + sizes.reduce((a, b) => a + b, 0) + B * G * 8;
+  const wsBytes = 256 + sizes.reduce((a, b) => a + b, 0) + B * G * 8;
   if (!st.ws || st.wsBytes < wsBytes) {
     if (be.capture !== null) return declined('workspace allocation in a capture');
     st.ws = be.alloc('uint8', wsBytes); st.wsBytes = wsBytes;
     be.ctx.memsetD8(st.ws.ptr, 0, wsBytes, be.stream);
   }
   const sync = st.ws.ptr;
-  let off = st.ws.ptr + BigInt(head);
+  let off = st.ws.ptr + 256n;
   const [res, qkv, att, act] = sizes.map((b) => { const o = off; off += BigInt(b); return o; });
   const amaxV = off, amaxI = off + BigInt(B * G * 4);
   let err: bigint;
