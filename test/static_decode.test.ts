@@ -231,3 +231,28 @@ test('CUDA: a MoE layer\'s batched step (17-128 tokens) runs every expert densel
     }
   } finally { cpuModel.dispose(); cudaModel.dispose(); }
 });
+
+test('CUDA: a greedy step graph publishes its ids to mapped host memory; readNext equals the ids on the device, steps queued ahead included, and a read too late is a ValueError', { skip }, async () => {
+  const config = { model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 256, max_position_embeddings: 1024, tie_word_embeddings: false };
+  const model = nbx.models.fromConfig(config, { device: 'cuda', dtype: 'float32', seed: 3 });
+  const B = 2, P = 4;
+  const dec = (model as unknown as { staticDecoder(o: object): StaticDecoder }).staticDecoder({ batch: B, maxLength: 600, greedy: true, force: true });
+  dec.begin(null, P);
+  let r = dec.step([5, 9], [P, P]); // eager
+  r = dec.step(Array.from(await r.next!.data(), Number), [P + 1, P + 1]); // captured
+  const seen: number[][] = [];
+  for (let s = 0; s < 6; s++) { // a step queued before the last one is read (generate()'s loop)
+    const read = dec.readNext(r.next!);
+    const onDevice = Array.from(await r.next!.data(), Number);
+    assert.deepEqual(await read, onDevice);
+    seen.push(onDevice);
+    r = dec.stepFromDevice();
+  }
+  assert.ok(dec.stats().captured);
+  const first = dec.readNext(r.next!);
+  const late: nbx.Tensor[] = [];
+  for (let s = 0; s < 260; s++) late.push(dec.stepFromDevice().next!);
+  late.at(-1)!.dataSync(); // blocks: the read's first look comes after all 260 steps wrote their slots
+  await assert.rejects(first, (e: unknown) => e instanceof nbx.ValueError && /overwritten/.test((e as Error).message));
+  dec.dispose();
+});

@@ -37,6 +37,7 @@ import type { DecoderModel, LayerCache, LayerContext } from './decoder.js';
 import type { ModelConfig } from './config.js';
 import type { Device } from '../backend/backend.js';
 import { CUDAGraph, captureGraph, type GraphHost } from '../backend/cuda/runtime/graph.js';
+import { StepPublisher, type PublishHost } from '../backend/cuda/runtime/publish.js';
 import { recordCpu, type CpuRecording } from '../backend/cpu/runtime/recording.js';
 import { WebGPUGraph, captureWebGPU, type GraphBackend as WebGPUGraphBackend } from '../backend/webgpu/runtime/graph.js';
 import { decodeStepMaxBatch } from '../ops/llm.js';
@@ -122,6 +123,14 @@ export class StaticDecoder {
   private graphAdvances = false;
   /** The device's inputs were advanced by the last replay: stepFromDevice() has nothing left to queue before its own. */
   private advancedLast = false;
+  /**
+   * A greedy CUDA step graph ends with a kernel writing its ids and error word to mapped host memory
+   * (src/backend/cuda/runtime/publish.ts), which readNext() reads instead of queuing copies; NBX_DECODE_PUBLISH=0: copies.
+   */
+  private publisher: StepPublisher | null = null;
+  private graphPublishes = false;
+  /** The number of the last replay's publication (null: that step did not publish). */
+  private lastPublished: number | null = null;
 
   /**
    * `greedy`: each step also records the argmax; `sample`: each step draws the next ids on the device
@@ -225,6 +234,7 @@ export class StaticDecoder {
 
   private run(): StaticStepResult {
     this.advancedLast = false;
+    this.lastPublished = null;
     if (this.fallbackReason !== null || !replayEnabled(this.model.device)) return this.eager(false);
     if (this.steps++ === 0) return this.eager(true);
     const tables = this.model.model.ropeTables();
@@ -233,7 +243,10 @@ export class StaticDecoder {
       if (!this.capture()) return this.eager(false);
       this.ropeSeen = tables;
     }
-    if (this.graph) { this.graph.replay(); this.advancedLast = this.graphAdvances; } else if (this.webgpuGraph) this.webgpuGraph.replay(); else this.recording!.replay();
+    if (this.graph) {
+      this.graph.replay(); this.advancedLast = this.graphAdvances;
+      if (this.graphPublishes) this.lastPublished = this.publisher!.replayed();
+    } else if (this.webgpuGraph) this.webgpuGraph.replay(); else this.recording!.replay();
     return this.out!;
   }
 
@@ -272,17 +285,19 @@ export class StaticDecoder {
         // a greedy step graph ends with the advance of its inputs, so the next queued step is one launch
         // (the candidates timed by chooseStep do not: their replays must repeat the same step)
         const timing = this.autoFused;
+        if (this.greedy && !this.publisher && process.env.NBX_DECODE_PUBLISH !== '0') this.publisher = new StepPublisher(backendFor(this.model.device) as unknown as PublishHost, this.batch);
         const g = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost);
         out = captureGraph(g, () => this.forwardAdvancing(!timing));
         this.graph = g;
         this.graphAdvances = this.greedy && !timing;
+        this.graphPublishes = this.graphAdvances && this.publisher !== null;
         if (timing) {
           out = this.chooseStep(out);
           if (this.greedy) {
             const g2 = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost);
             const out2 = captureGraph(g2, () => this.forwardAdvancing(true));
             out.logits.dispose(); out.next?.dispose(); this.graph.reset();
-            this.graph = g2; out = out2; this.graphAdvances = true;
+            this.graph = g2; out = out2; this.graphAdvances = true; this.graphPublishes = this.publisher !== null;
           }
         }
       }
@@ -300,7 +315,10 @@ export class StaticDecoder {
   /** forward(), then (a greedy decoder, `advance`) the advance of the inputs to the next step. */
   private forwardAdvancing(advance: boolean): StaticStepResult {
     const out = this.forward();
-    if (advance && out.next) this.advanceFrom(out.next);
+    if (advance && out.next) {
+      this.advanceFrom(out.next);
+      if (this.publisher) { const r = out.next.ref(); this.publisher.record((r.buf as { ptr: bigint }).ptr + BigInt(r.offset * 8)); }
+    }
     return out;
   }
 
@@ -432,6 +450,7 @@ export class StaticDecoder {
     this.cudaAdvance?.reset(); this.cudaAdvance = null;
     this.recording = null;
     this.graphAdvances = false; // advancedLast stays: the inputs on the device are as the last replay left them
+    this.graphPublishes = false; this.lastPublished = null;
   }
 
   /** Ends the generation that began it: the decoder may serve the next one (an ephemeral one is freed). */
@@ -448,6 +467,10 @@ export class StaticDecoder {
    * copies queued at the call, so a step queued afterwards (stepFromDevice) runs while they come back.
    */
   async readNext(next: Tensor): Promise<number[]> {
+    if (this.lastPublished !== null && next === this.out?.next) { // the last replay's: written to host memory by its graph
+      const g = this.graph!;
+      return this.publisher!.read(this.lastPublished, (w) => g.errorOf(w));
+    }
     const ids = next.dataStorage();
     const errors = this.graph ? this.graph.checkErrorsQueued() : null;
     const got = await ids;
@@ -469,6 +492,7 @@ export class StaticDecoder {
     if (this.replayable) this.dropGraph();
     else { this.out?.logits.dispose(); this.out?.next?.dispose(); this.out = null; }
     for (const t of [this.ids, this.positions, this.writeIndex, this.state, this.notPadding, this.cacheIndex]) t.dispose();
+    this.publisher?.dispose(); this.publisher = null;
     this.sampling?.dispose();
     this.cache.dispose();
   }

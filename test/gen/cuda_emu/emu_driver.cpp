@@ -110,6 +110,7 @@ API CUresult cuMemUnmap(uint64_t p, size_t n) {
 API CUresult cuMemSetAccess(uint64_t, size_t, const void*, size_t) { return 0; }
 API CUresult cuMemHostAlloc(void** p, size_t n, unsigned) { *p = malloc(n); return *p ? 0 : 2; }
 API CUresult cuMemFreeHost(void* p) { free(p); return 0; }
+API CUresult cuMemHostGetDevicePointer_v2(uint64_t* d, void* p, unsigned) { *d = (uint64_t)(uintptr_t)p; return 0; }
 // ---- stream capture (graphs): work on the capturing stream is recorded as nodes, replayed by cuGraphLaunch ----
 static void* capture_stream = nullptr;   // the stream being captured, or null
 static bool capture_invalid = false;

@@ -163,6 +163,7 @@ inline void __syncthreads() { emu::sync_block(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::sync_warp(); }
 inline void __threadfence() {}
 inline void __threadfence_block() {}
+inline void __threadfence_system() {}
 template <class T> T __shfl_xor_sync(unsigned, T v, int o, int = 32) { return emu::shfl(v, (int)((emu::lin_tid() & 31) ^ (unsigned)o)); }
 template <class T> T __shfl_down_sync(unsigned, T v, unsigned o, int = 32) { int l = (int)(emu::lin_tid() & 31) + (int)o; return emu::shfl(v, l < 32 ? l : (int)(emu::lin_tid() & 31)); }
 template <class T> T __shfl_up_sync(unsigned, T v, unsigned o, int = 32) { int l = (int)(emu::lin_tid() & 31) - (int)o; return emu::shfl(v, l >= 0 ? l : (int)(emu::lin_tid() & 31)); }

@@ -134,6 +134,7 @@ interface CuFns extends DeviceQueryFns {
   cuMemAlloc(out: Out64, bytes: number): number;
   cuMemFree(ptr: bigint): number;
   cuMemHostAlloc(out: Out64, bytes: number, flags: number): number;
+  cuMemHostGetDevicePointer(out: Out64, host: bigint, flags: number): number;
   cuMemFreeHost(p: bigint): number;
   cuMemcpyHtoDAsync(dst: bigint, src: ArrayBufferView | bigint, bytes: number, stream: Ptr): number;
   cuMemcpyDtoHAsync(dst: ArrayBufferView | bigint, src: bigint, bytes: number, stream: Ptr): number;
@@ -232,6 +233,7 @@ export function loadDriver(): Driver {
     cuMemAlloc: bind(lib, ['cuMemAlloc_v2'], 'int', [P, 'size_t']),
     cuMemFree: bind(lib, ['cuMemFree_v2'], 'int', ['uint64_t']),
     cuMemHostAlloc: bind(lib, ['cuMemHostAlloc'], 'int', [P, 'size_t', 'uint']),
+    cuMemHostGetDevicePointer: bind(lib, ['cuMemHostGetDevicePointer_v2', 'cuMemHostGetDevicePointer'], 'int', [P, P, 'uint']),
     cuMemFreeHost: bind(lib, ['cuMemFreeHost'], 'int', [P]),
     cuMemcpyHtoDAsync: bind(lib, ['cuMemcpyHtoDAsync_v2'], 'int', ['uint64_t', P, 'size_t', P]),
     cuMemcpyDtoHAsync: bind(lib, ['cuMemcpyDtoHAsync_v2'], 'int', [P, 'uint64_t', 'size_t', P]),
@@ -674,6 +676,19 @@ export class CudaContext {
     check(f.cuMemHostAlloc(this.out64, bytes, flags), 'cuMemHostAlloc');
     const ptr = this.out64[0]!;
     return { ptr, bytes, buffer: koffi.view(ptr, bytes) };
+  }
+
+  /**
+   * Page-locked host memory that kernels write directly (cuMemHostAlloc with DEVICEMAP): the host address's
+   * buffer, and the address kernels use.
+   */
+  hostAllocMapped(bytes: number): PinnedBuffer & { devicePtr: bigint } {
+    const CU_MEMHOSTALLOC_PORTABLE = 1, CU_MEMHOSTALLOC_DEVICEMAP = 2;
+    const b = this.hostAlloc(bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    const f = this.enter('cuMemHostGetDevicePointer');
+    const r = f.cuMemHostGetDevicePointer(this.out64, b.ptr, 0);
+    if (r !== 0) { this.hostFree(b); check(r, 'cuMemHostGetDevicePointer'); }
+    return { ...b, devicePtr: this.out64[0]! };
   }
 
   hostFree(buf: PinnedBuffer | bigint): void {

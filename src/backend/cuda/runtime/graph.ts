@@ -156,10 +156,15 @@ export class CUDAGraph {
   checkErrors(): void {
     const st = this.state;
     if (st === null || st.checks.length === 0 || this.replays === 0) return;
-    const v = (this.be.downloadSync(st.errBuf, 'int64', 0, 1) as BigInt64Array)[0]!;
-    if (v !== 0n) {
-      throw new IndexError(st.checks.join(' / '), `an index was out of range during the replay of a CUDA graph (checked by ${st.checks.join(', ')}); that replay's outputs are not valid`);
-    }
+    const e = this.errorOf((this.be.downloadSync(st.errBuf, 'int64', 0, 1) as BigInt64Array)[0]!);
+    if (e) throw e;
+  }
+
+  /** The error a replay's error word (read by the caller) stands for, or null. */
+  errorOf(word: bigint): Error | null {
+    const st = this.state;
+    if (word === 0n || st === null) return null;
+    return new IndexError(st.checks.join(' / '), `an index was out of range during the replay of a CUDA graph (checked by ${st.checks.join(', ')}); that replay's outputs are not valid`);
   }
 
   /**
@@ -171,9 +176,8 @@ export class CUDAGraph {
     if (st === null || st.checks.length === 0 || this.replays === 0) return Promise.resolve();
     const word = this.be.download(st.errBuf, 'int64', 0, 1);
     return word.then((w) => {
-      if ((w as BigInt64Array)[0]! !== 0n) {
-        throw new IndexError(st.checks.join(' / '), `an index was out of range during the replay of a CUDA graph (checked by ${st.checks.join(', ')}); that replay's outputs are not valid`);
-      }
+      const e = this.errorOf((w as BigInt64Array)[0]!);
+      if (e) throw e;
     });
   }
 
