@@ -2,7 +2,7 @@
 // nbx.llm.fused_decode_step against the op-by-op step on one device: a random-weight model decoded
 // greedily with the static decoder (CUDA graph replay) for --steps steps under NBX_DECODE_STEP=off, fused
 // and phases (a fresh decoder each), comparing the tokens and the last step's logits. Build first.
-//   node scripts/decode-step-check.mjs [--shape tinyllama|llama3-8b|tiny] [--steps 64] [--prompt 128] [--batch 1] [--device cuda] [--quant int8|int4-g128]
+//   node scripts/decode-step-check.mjs [--shape tinyllama|llama3-8b|small|tiny] [--steps 64] [--prompt 128] [--batch 1] [--device cuda] [--quant int8|int4-g128]
 // --quant: the projections (not the lm_head) replaced by random packed weights of that scheme (bench/quant.ts's quantizeModel).
 // At --batch B each row's prompt is another sequence of ids; tokens are compared row by row.
 import { parseArgs } from 'node:util';
@@ -18,6 +18,7 @@ const { decodeStepTrace } = await import('../dist/src/backend/cuda/kernels/decod
 const SHAPES = {
   tinyllama: { hidden_size: 2048, intermediate_size: 5632, num_hidden_layers: 22, num_attention_heads: 32, num_key_value_heads: 4, vocab_size: 32000 },
   'llama3-8b': { hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 128256, rope_theta: 500000 },
+  small: { hidden_size: 256, intermediate_size: 512, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 512 }, // packed formats in the kernel (K a multiple of 256), small enough for the emulator
   tiny: { hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 256 },
 };
 const config = { model_type: 'llama', max_position_embeddings: 4096, rms_norm_eps: 1e-5, hidden_act: 'silu', tie_word_embeddings: false, ...SHAPES[values.shape] };

@@ -428,6 +428,17 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
 #endif
 #ifdef QANY_
 // Packed weights unpack to exact small integers in the dtype (the MMA's A operand), scaled after the sums.
+/**
+ * (u & m) | c as one LOP3: written in C, ptxas emitted two (an AND with m, then an OR with c: one 32-bit immediate an
+ * instruction), and they were a third of the int4 step's instructions (Nsight Compute's source page, twelfth session).
+ */
+__device__ __forceinline__ unsigned andor(unsigned u, unsigned m, unsigned c) {
+#ifdef NBX_EMU
+  return (u & m) | c;
+#else
+  unsigned d; asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(u), "r"(m), "r"(c)); return d;
+#endif
+}
 /** Two halves of the dtype less (c, c), exact for the small integers here: one fma.rn.{bf16,f16}x2 (a · 1 + (−c)). */
 __device__ __forceinline__ unsigned sub2(unsigned a, unsigned negc2) {
 #ifdef NBX_EMU
@@ -444,7 +455,7 @@ __device__ __forceinline__ unsigned sub2(unsigned a, unsigned negc2) {
 #ifdef Q4_
 /** Nibbles 0 and 4 of u (bits 0-3 and 16-19) as q − 8 in two halves of the dtype: the exponent's magic 128 (bf16) or 1024 (f16) carries q, less 136 or 1032. */
 template <int F> __device__ __forceinline__ unsigned q4pair(unsigned u) {
-  const unsigned m = (u & 0x000f000fu) | ${bf ? '0x43004300u' : '0x64006400u'};
+  const unsigned m = andor(u, 0x000f000fu, ${bf ? '0x43004300u' : '0x64006400u'});
 #ifdef Q4X_
   if (F == 2) return m; // M + q as it is: M + 8 times the group's x sum comes off after the MMAs
 #endif
@@ -452,12 +463,24 @@ template <int F> __device__ __forceinline__ unsigned q4pair(unsigned u) {
 }
 #endif
 #ifdef Q8_
+__device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
+#ifdef NBX_EMU
+  const unsigned long long v = ((unsigned long long)b << 32) | a; unsigned r = 0;
+  for (int i = 0; i < 4; i++) r |= (unsigned)((v >> (8 * ((sel >> (4 * i)) & 7u))) & 255u) << (8 * i);
+  return r;
+#else
+  return __byte_perm(a, b, sel);
+#endif
+}
 /** Bytes 0 and 1 (hi: 2 and 3) of w as signed int8 values in two halves of the dtype (exact: |q| ≤ 128). */
 __device__ __forceinline__ unsigned q8pair(unsigned w, bool hi) {
-  const unsigned x = (hi ? w >> 16 : w) ^ 0x8080u; // q + 128
-${bf ? `  const float f0 = __uint_as_float(0x4b000000u | (x & 0xffu)) - 8388736.f, f1 = __uint_as_float(0x4b000000u | ((x >> 8) & 0xffu)) - 8388736.f;
-  return (__float_as_uint(f0) >> 16) | (__float_as_uint(f1) & 0xffff0000u);`
-    : `  return sub2((x & 0xffu) | ((x & 0xff00u) << 8) | 0x64006400u, 0xe480e480u); // 1024 + (q + 128) − 1152`}
+${bf ? `  const unsigned x = w ^ 0x80808080u, t = hi ? 2u : 0u; // q + 128 (once a word: both calls compute it)
+  // byte t and t + 1 each under float32's exponent of 2^23 (one PRMT), less 2^23 + 128 (exact), the two results' high
+  // halves (one PRMT)
+  const float f0 = __uint_as_float(prmt(x, 0x4b000000u, 0x7540u | t)) - 8388736.f, f1 = __uint_as_float(prmt(x, 0x4b000000u, 0x7541u | t)) - 8388736.f;
+  return prmt(__float_as_uint(f0), __float_as_uint(f1), 0x7632u);`
+    : `  const unsigned x = (hi ? w >> 16 : w) ^ 0x8080u; // q + 128
+  return sub2((x & 0xffu) | ((x & 0xff00u) << 8) | 0x64006400u, 0xe480e480u); // 1024 + (q + 128) − 1152`}
 }
 #endif
 
