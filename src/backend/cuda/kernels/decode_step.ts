@@ -61,7 +61,7 @@ const RING_NS_MAX_PACKED = 2;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; q8planes?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats; q4xsum?: boolean; q4perm?: boolean }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats; q4xsum?: boolean; q4perm?: boolean }
 /**
  * The weights' formats by projection (q/k/v, o, gate/up, down, lm_head): 0 the model dtype, 1 int8 per output channel,
  * 2 int4 in groups of 128 along K, symmetric, 3 the same with zero points (src/quant/formats.ts defines them). Every
@@ -78,9 +78,8 @@ const stageBytes = (fmt: Formats): number => {
   return 2048 + (fs.includes(3) ? 256 : fs.some((f) => f !== 0) ? 128 : 0);
 };
 /** Bytes of the int4 zero-point formats' group sums of x (each sequence's sums over 128 columns), 0 without them. */
-const xsumBytes = (s: Shape, fmt: Formats, q4xsum = false, q8planes = false): number =>
-  (Object.values(fmt).includes(3) || (q4xsum && Object.values(fmt).includes(2)) || (q8planes && Object.values(fmt).includes(1))
-    ? s.B * Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128) * 4 : 0);
+const xsumBytes = (s: Shape, fmt: Formats, q4xsum = false): number =>
+  (Object.values(fmt).includes(3) || (q4xsum && Object.values(fmt).includes(2)) ? s.B * Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128) * 4 : 0);
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
 /**
@@ -135,7 +134,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define FGU_ ${fm.gu}
 #define FDN_ ${fm.down}
 #define FLM_ ${fm.lm}
-${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '#define Q4_ 1\n' : ''}${fv.includes(3) ? '#define Q4Z_ 1\n' : ''}${v.q4xsum && fv.includes(2) ? '#define Q4X_ 1\n' : ''}${v.q4perm && (fv.includes(2) || fv.includes(3)) ? '#define Q4P_ 1\n' : ''}${v.q8planes && fv.includes(1) && bf ? '#define Q8S_ 1\n' : ''}${xsumBytes(s, fm, v.q4xsum, v.q8planes && bf) ? `#define QXS_ 1\n#define XG_ ${Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128)}\n#define XSUM_OFF_ ${xsumOffset(s, v.asplit, fm)}\n` : ''}${fv.some((x) => x !== 0) ? '#define QANY_ 1\n' : ''}#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
+${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '#define Q4_ 1\n' : ''}${fv.includes(3) ? '#define Q4Z_ 1\n' : ''}${v.q4xsum && fv.includes(2) ? '#define Q4X_ 1\n' : ''}${v.q4perm && (fv.includes(2) || fv.includes(3)) ? '#define Q4P_ 1\n' : ''}${xsumBytes(s, fm, v.q4xsum) ? `#define QXS_ 1\n#define XG_ ${Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128)}\n#define XSUM_OFF_ ${xsumOffset(s, v.asplit, fm)}\n` : ''}${fv.some((x) => x !== 0) ? '#define QANY_ 1\n' : ''}#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
 #define XSTR_ ${xsStride(s)}
 #define B_ ${s.B}
@@ -467,13 +466,10 @@ template <int F> __device__ __forceinline__ unsigned q4pair(unsigned u) {
 __device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
 #ifdef NBX_EMU
   const unsigned long long v = ((unsigned long long)b << 32) | a; unsigned r = 0;
-  for (int i = 0; i < 4; i++) {
-    const unsigned n = (sel >> (4 * i)) & 15u, byte = (unsigned)((v >> (8 * (n & 7u))) & 255u);
-    r |= (n & 8u ? (byte & 128u ? 255u : 0u) : byte) << (8 * i); // bit 3 of a selector: the byte's sign, replicated
-  }
+  for (int i = 0; i < 4; i++) r |= (unsigned)((v >> (8 * ((sel >> (4 * i)) & 7u))) & 255u) << (8 * i);
   return r;
 #else
-  unsigned d; asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel)); return d;
+  return __byte_perm(a, b, sel);
 #endif
 }
 /** Bytes 0 and 1 (hi: 2 and 3) of w as signed int8 values in two halves of the dtype (exact: |q| ≤ 128). */
@@ -506,46 +502,23 @@ template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], 
     mma16816(acc, w1.x, v1.x, w1.y, v1.y, x1.x, x1.y);
     mma16816(acc, w1.z, v1.z, w1.w, v1.w, x1.z, x1.w);
   }
-#ifdef Q8S_
+#ifdef Q8_
   if constexpr (F == 1) {
-    // int8 as two planes of exact bf16 values in one accumulator: each byte's low 7 bits under the magic 128 (one LOP3
-    // a pair of bytes k, k + 2, which sit in a word's two halves) and its sign bit as −128 or 0 (PRMT's sign replication,
-    // then a mask), so the sums are Σ (128 + q)·x, and 128 times the item's x sum comes off; x permuted to the pairs
-    // (k, k + 2) (block_gemv). 7 instructions a word and two MMAs, against 11 and one through float32 (q8pair).
     const float* sc = reinterpret_cast<const float*>(st + 2048);
-    float a[4] = { 0.f, 0.f, 0.f, 0.f };
+    // a sum of its own for each half of the item: two chains of four dependent MMAs, not one of eight
+    float a[2][4] = { { 0.f, 0.f, 0.f, 0.f }, { 0.f, 0.f, 0.f, 0.f } };
 #pragma unroll
     for (int p = 0; p < 2; p++) {
       const uint4 w = p ? w1 : w0, v = p ? v1 : v0;
       const uint4 xa = *reinterpret_cast<const uint4*>(xp + 64 * p), xb = *reinterpret_cast<const uint4*>(xp + 64 * p + 8);
-      const unsigned ww[4] = { w.x, w.y, w.z, w.w }, vv[4] = { v.x, v.y, v.z, v.w }, xx[8] = { xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w };
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const unsigned wj = ww[j], vj = vv[j];
-        mma16816(a, andor(wj, 0x007f007fu, 0x43004300u), andor(vj, 0x007f007fu, 0x43004300u), andor(wj >> 8, 0x007f007fu, 0x43004300u), andor(vj >> 8, 0x007f007fu, 0x43004300u), xx[2 * j], xx[2 * j + 1]);
-        mma16816(a, prmt(wj, 0u, 0xaa88u) & 0xc300c300u, prmt(vj, 0u, 0xaa88u) & 0xc300c300u, prmt(wj, 0u, 0xbb99u) & 0xc300c300u, prmt(vj, 0u, 0xbb99u) & 0xc300c300u, xx[2 * j], xx[2 * j + 1]);
-      }
-    }
-    const float X0 = xg[0], X1 = xg[xg1 * XG_];
-    a[0] = fmaf(-128.f, X0, a[0]); a[1] = fmaf(-128.f, X1, a[1]); a[2] = fmaf(-128.f, X0, a[2]); a[3] = fmaf(-128.f, X1, a[3]);
-    const float s0 = sc[2 * g], s1 = sc[2 * (g + 8)];
-    acc[0] = fmaf(s0, a[0], acc[0]); acc[1] = fmaf(s0, a[1], acc[1]); acc[2] = fmaf(s1, a[2], acc[2]); acc[3] = fmaf(s1, a[3], acc[3]);
-  }
-#elif defined(Q8_)
-  if constexpr (F == 1) {
-    const float* sc = reinterpret_cast<const float*>(st + 2048);
-    float a[4] = { 0.f, 0.f, 0.f, 0.f };
-#pragma unroll
-    for (int p = 0; p < 2; p++) {
-      const uint4 w = p ? w1 : w0, v = p ? v1 : v0;
-      const uint4 xa = *reinterpret_cast<const uint4*>(xp + 64 * p), xb = *reinterpret_cast<const uint4*>(xp + 64 * p + 8);
-      mma16816(a, q8pair(w.x, false), q8pair(v.x, false), q8pair(w.x, true), q8pair(v.x, true), xa.x, xa.y);
-      mma16816(a, q8pair(w.y, false), q8pair(v.y, false), q8pair(w.y, true), q8pair(v.y, true), xa.z, xa.w);
-      mma16816(a, q8pair(w.z, false), q8pair(v.z, false), q8pair(w.z, true), q8pair(v.z, true), xb.x, xb.y);
-      mma16816(a, q8pair(w.w, false), q8pair(v.w, false), q8pair(w.w, true), q8pair(v.w, true), xb.z, xb.w);
+      mma16816(a[p], q8pair(w.x, false), q8pair(v.x, false), q8pair(w.x, true), q8pair(v.x, true), xa.x, xa.y);
+      mma16816(a[p], q8pair(w.y, false), q8pair(v.y, false), q8pair(w.y, true), q8pair(v.y, true), xa.z, xa.w);
+      mma16816(a[p], q8pair(w.z, false), q8pair(v.z, false), q8pair(w.z, true), q8pair(v.z, true), xb.x, xb.y);
+      mma16816(a[p], q8pair(w.w, false), q8pair(v.w, false), q8pair(w.w, true), q8pair(v.w, true), xb.z, xb.w);
     }
     const float s0 = sc[2 * g], s1 = sc[2 * (g + 8)];
-    acc[0] = fmaf(s0, a[0], acc[0]); acc[1] = fmaf(s0, a[1], acc[1]); acc[2] = fmaf(s1, a[2], acc[2]); acc[3] = fmaf(s1, a[3], acc[3]);
+    acc[0] = fmaf(s0, a[0][0] + a[1][0], acc[0]); acc[1] = fmaf(s0, a[0][1] + a[1][1], acc[1]);
+    acc[2] = fmaf(s1, a[0][2] + a[1][2], acc[2]); acc[3] = fmaf(s1, a[0][3] + a[1][3], acc[3]);
   }
 #endif
 #ifdef Q4_
@@ -614,7 +587,7 @@ template <int F> __device__ void gemv_items(const Slice& z, const T_* xs, float*
 #ifdef QXS_
     // the item's groups' x sums of sequences 2·tq and 2·tq + 1 (XG_ · the second's distance on); columns past the batch
     // read sequence 0's (they are dropped)
-    const float* xg = F >= 1 ? xsum + (2 * tq < B_ ? 2 * tq : 0) * XG_ + (F == 1 ? kc : 2 * kc) : nullptr; // int8: an item is a group
+    const float* xg = F >= 2 ? xsum + (2 * tq < B_ ? 2 * tq : 0) * XG_ + 2 * kc : nullptr;
     const int xg1 = (2 * tq + 1 < B_ ? 2 * tq + 1 : 0) - (2 * tq < B_ ? 2 * tq : 0);
 #else
     const float* xg = nullptr; const int xg1 = 0; (void)xsum;
@@ -635,42 +608,12 @@ template <int F> __device__ void gemv_items(const Slice& z, const T_* xs, float*
   }
 }
 
-#ifdef QXS_
-/** Each sequence's sums of x over the groups of 128 columns (the zero points' and the magic values' term), a warp a (sequence, group). */
-__device__ float* x_group_sums(const T_* xs, int K) {
-  float* xsum = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(const_cast<T_*>(xs)) + XSUM_OFF_);
-  const int G = K >> 7, lane = threadIdx.x & 31;
-  for (int e = threadIdx.x >> 5; e < B_ * G; e += WARPS_) {
-    const int b = e / G, q = e - b * G;
-    const T_* xr = xs + b * XSTR_ + q * 128 + 4 * lane;
-    float v = LD(xr, 0) + LD(xr, 1) + LD(xr, 2) + LD(xr, 3);
-    v = warp_sum(v);
-    if (lane == 0) xsum[b * XG_ + q] = v;
-  }
-  __syncthreads();
-  return xsum;
-}
-#endif
-
 __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ringw, int& cs, Loader& ld,
     const Net& nt, unsigned long long* tm) {
 #ifndef MARK_AT_COPY_
   if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: input ready
 #endif
-#ifdef Q8S_
-  if (z.fmt == 1) {
-    // each 4 columns of x as the pairs (k, k + 2) an int8 word's halves hold (item_products); x is this phase's alone
-    for (int e = threadIdx.x; e < B_ * (z.K >> 3); e += THREADS_) {
-      const int b = e / (z.K >> 3), c = e - b * (z.K >> 3);
-      uint4* row = reinterpret_cast<uint4*>(const_cast<T_*>(xs) + b * XSTR_);
-      const uint4 X = row[c];
-      uint4 Y; Y.x = (X.x & 0xffffu) | (X.y << 16); Y.y = (X.x >> 16) | (X.y & 0xffff0000u); Y.z = (X.z & 0xffffu) | (X.w << 16); Y.w = (X.z >> 16) | (X.w & 0xffff0000u);
-      row[c] = Y;
-    }
-    __syncthreads();
-    gemv_items<1>(z, xs, part, ringw, cs, ld, nt, x_group_sums(xs, z.K));
-  } else
-#elif defined(Q8_)
+#ifdef Q8_
   if (z.fmt == 1) gemv_items<1>(z, xs, part, ringw, cs, ld, nt, nullptr); else
 #endif
 #ifdef Q4P_
@@ -694,7 +637,17 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
 #endif
 #ifdef QXS_
   if (z.fmt == 3 || (z.fmt == 2 && Q4X_ON_)) {
-    float* xsum = x_group_sums(xs, z.K);
+    // each sequence's sums of x over the groups of 128 columns (the zero points' term), a warp a (sequence, group)
+    float* xsum = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(const_cast<T_*>(xs)) + XSUM_OFF_);
+    const int G = z.K >> 7, lane = threadIdx.x & 31;
+    for (int e = threadIdx.x >> 5; e < B_ * G; e += WARPS_) {
+      const int b = e / G, q = e - b * G;
+      const T_* xr = xs + b * XSTR_ + q * 128 + 4 * lane;
+      float v = LD(xr, 0) + LD(xr, 1) + LD(xr, 2) + LD(xr, 3);
+      v = warp_sum(v);
+      if (lane == 0) xsum[b * XG_ + q] = v;
+    }
+    __syncthreads();
     if (z.fmt == 3) gemv_items<3>(z, xs, part, ringw, cs, ld, nt, xsum); else gemv_items<2>(z, xs, part, ringw, cs, ld, nt, xsum);
   } else
 #endif
@@ -1216,8 +1169,8 @@ const mergeBytes = (s: Shape, asplit: number): number => (asplit > 1 ? s.B * s.N
  * Dynamic shared memory of the kernel besides the ring: the input vectors, then a scratch space that holds the warps'
  * partial sums and the rows' sums or the attention's scratch, or (the o_proj phase's input) the attention's parts.
  */
-function smemBytes(s: Shape, asplit: number, fmt: Formats = DTYPE_FORMATS, q4xsum = false, q8planes = false): number {
-  return xsumOffset(s, asplit, fmt) + xsumBytes(s, fmt, q4xsum, q8planes);
+function smemBytes(s: Shape, asplit: number, fmt: Formats = DTYPE_FORMATS, q4xsum = false): number {
+  return xsumOffset(s, asplit, fmt) + xsumBytes(s, fmt, q4xsum);
 }
 /** Bytes from the input vectors (xs) to the zero-point formats' x sums, past the scratch space (smemBytes). */
 function xsumOffset(s: Shape, asplit: number, fmt: Formats): number {
@@ -1289,9 +1242,6 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * or at the products' start. Only a trace reads it, but the two compile differently, and not by a little: on the H200
  * at TinyLlama's shape 'copy' ran batch 4 and 8 13% faster, batch 1 1% and batch 2 17% slower (BENCHMARKS.md, tenth
  * session, call 3), so it is the default from batch 4 up.
- * NBX_DECODE_STEP_Q8=planes|float (bfloat16 models): int8 weights enter the MMAs as two planes of exact values (their
- * low 7 bits under a magic exponent, their sign as −128), x permuted to match and 128 times each group's x sum taken
- * off after (the default), or each pair through float32 (q8pair), for A/B runs.
  * NBX_DECODE_STEP_Q4 (a list; default xsum,perm): xsum: symmetric int4 weights enter the MMAs as 128 + q (one
  * instruction a pair fewer) and 136 times each group's x sum comes off after them (the sums: one more pass over x a
  * phase), where sub subtracts 136 in the dtype first; perm: each phase first permutes x in shared memory to the pairs
@@ -1323,11 +1273,9 @@ function variantFor(items: number, G: number, group: number, batch: number): Var
   if (norm !== 'warps' && norm !== 'block') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_NORM must be warps or block, got '${norm}'`);
   const mark = process.env.NBX_DECODE_STEP_TRACE === '2' ? 'copy' : process.env.NBX_DECODE_STEP_MARK ?? (batch >= 4 ? 'copy' : 'gemv');
   if (mark !== 'copy' && mark !== 'gemv') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_MARK must be copy or gemv, got '${mark}'`);
-  const q8 = process.env.NBX_DECODE_STEP_Q8 ?? 'planes';
-  if (q8 !== 'planes' && q8 !== 'float') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_Q8 must be planes or float, got '${q8}'`);
   const q4 = (process.env.NBX_DECODE_STEP_Q4 ?? 'xsum,perm').split(',');
   if (q4.some((o) => !['sub', 'xsum', 'perm'].includes(o))) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_Q4 must list sub, xsum or perm, got '${q4.join(',')}'`);
-  return { asplit, bar: b, q8planes: q8 === 'planes', bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4.includes('xsum'), q4perm: q4.includes('perm') };
+  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4.includes('xsum'), q4perm: q4.includes('perm') };
 }
 
 /** Timestamps per phase and block when tracing: start, input ready, products done, end. */
@@ -1386,10 +1334,10 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
   const vt: Variant = { ...variantFor(NH * B, G, NH / NKV, B), fmt: fmt.f };
-  const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum, vt.q8planes && d === 'bfloat16'), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f), fmt.any ? RING_NS_MAX_PACKED : RING_NS_MAX);
+  const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f), fmt.any ? RING_NS_MAX_PACKED : RING_NS_MAX);
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${vt.q4xsum ? 'x' : ''}${vt.q4perm ? 'p' : ''}${vt.q8planes ? 's' : ''}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${vt.q4xsum ? 'x' : ''}${vt.q4perm ? 'p' : ''}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
