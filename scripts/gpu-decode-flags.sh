@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run: source .gpu/bootstrap.sh && bash scripts/gpu-decode-flags.sh (twelfth session, call 1): the whole-step kernel's
+# run: source .gpu/bootstrap.sh && bash scripts/gpu-decode-flags.sh (twelfth session, call 1; the flags were reverted after it, 4af8535): the whole-step kernel's
 # phase A → B handoff through flags (NBX_DECODE_STEP_FLAGS, default 1) against the grid barrier, and where a step's time
 # goes between graph replays (scripts/decode-gap.mjs). Tests first; then TinyLlama / Llama-3-8B with a fresh tuning cache each.
 DEC_DIR=decf source scripts/lib/decode-run.sh

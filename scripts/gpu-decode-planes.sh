@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run: source .gpu/bootstrap.sh && bash scripts/gpu-decode-planes.sh (twelfth session, call 5): int8 weights as two planes of
+# run: source .gpu/bootstrap.sh && bash scripts/gpu-decode-planes.sh (twelfth session, call 5; the planes were reverted after it, 5011106): int8 weights as two planes of
 # exact values in the whole-step kernel (NBX_DECODE_STEP_Q8=planes, the default; float: call 4's form): the decode tests,
 # the kernel's tokens against the op-by-op step's at Llama-3-8B (int8 and int8+lm), the quantized rows with both forms,
 # and the decode figures again (TinyLlama batch 1 / 8, Llama-3-8B batch 1).
