@@ -505,20 +505,18 @@ template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], 
 #ifdef Q8_
   if constexpr (F == 1) {
     const float* sc = reinterpret_cast<const float*>(st + 2048);
-    // a sum of its own for each half of the item: two chains of four dependent MMAs, not one of eight
-    float a[2][4] = { { 0.f, 0.f, 0.f, 0.f }, { 0.f, 0.f, 0.f, 0.f } };
+    float a[4] = { 0.f, 0.f, 0.f, 0.f };
 #pragma unroll
     for (int p = 0; p < 2; p++) {
       const uint4 w = p ? w1 : w0, v = p ? v1 : v0;
       const uint4 xa = *reinterpret_cast<const uint4*>(xp + 64 * p), xb = *reinterpret_cast<const uint4*>(xp + 64 * p + 8);
-      mma16816(a[p], q8pair(w.x, false), q8pair(v.x, false), q8pair(w.x, true), q8pair(v.x, true), xa.x, xa.y);
-      mma16816(a[p], q8pair(w.y, false), q8pair(v.y, false), q8pair(w.y, true), q8pair(v.y, true), xa.z, xa.w);
-      mma16816(a[p], q8pair(w.z, false), q8pair(v.z, false), q8pair(w.z, true), q8pair(v.z, true), xb.x, xb.y);
-      mma16816(a[p], q8pair(w.w, false), q8pair(v.w, false), q8pair(w.w, true), q8pair(v.w, true), xb.z, xb.w);
+      mma16816(a, q8pair(w.x, false), q8pair(v.x, false), q8pair(w.x, true), q8pair(v.x, true), xa.x, xa.y);
+      mma16816(a, q8pair(w.y, false), q8pair(v.y, false), q8pair(w.y, true), q8pair(v.y, true), xa.z, xa.w);
+      mma16816(a, q8pair(w.z, false), q8pair(v.z, false), q8pair(w.z, true), q8pair(v.z, true), xb.x, xb.y);
+      mma16816(a, q8pair(w.w, false), q8pair(v.w, false), q8pair(w.w, true), q8pair(v.w, true), xb.z, xb.w);
     }
     const float s0 = sc[2 * g], s1 = sc[2 * (g + 8)];
-    acc[0] = fmaf(s0, a[0][0] + a[1][0], acc[0]); acc[1] = fmaf(s0, a[0][1] + a[1][1], acc[1]);
-    acc[2] = fmaf(s1, a[0][2] + a[1][2], acc[2]); acc[3] = fmaf(s1, a[0][3] + a[1][3], acc[3]);
+    acc[0] = fmaf(s0, a[0], acc[0]); acc[1] = fmaf(s0, a[1], acc[1]); acc[2] = fmaf(s1, a[2], acc[2]); acc[3] = fmaf(s1, a[3], acc[3]);
   }
 #endif
 #ifdef Q4_
