@@ -1240,12 +1240,14 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * or at the products' start. Only a trace reads it, but the two compile differently, and not by a little: on the H200
  * at TinyLlama's shape 'copy' ran batch 4 and 8 13% faster, batch 1 1% and batch 2 17% slower (BENCHMARKS.md, tenth
  * session, call 3), so it is the default from batch 4 up.
- * NBX_DECODE_STEP_Q4 (a list; default xsum,perm): xsum: symmetric int4 weights enter the MMAs as 128 + q (one
- * instruction a pair fewer) and 136 times each group's x sum comes off after them (the sums: one more pass over x a
- * phase), where sub subtracts 136 in the dtype first; perm: each phase first permutes x in shared memory to the pairs
- * (k, k + 4) the int4 words unpack to, swizzled against bank conflicts (one pass and a block barrier a phase), not each
- * lane's x in registers at every word. On the H200 at Llama-3-8B's shape xsum,perm (unswizzled) took the int4 step from
- * 2,507.8 to 2,433.8 µs (BENCHMARKS.md, eleventh session).
+ * NBX_DECODE_STEP_Q4 (a list; default sub,perm): sub: symmetric int4 weights become q − 8 in the dtype before the
+ * MMAs (one fma.bf16x2 a pair, on the float pipe); xsum: they enter as 128 + q and 136 times each group's x sum comes
+ * off after them (the sums: one more pass over x and a block barrier a phase); perm: each phase first permutes x in
+ * shared memory to the pairs (k, k + 4) the int4 words unpack to, swizzled against bank conflicts (one pass and a block
+ * barrier a phase), not each lane's x in registers at every word. On the H200 at Llama-3-8B's shape: xsum,perm
+ * (unswizzled) took the int4 step from 2,507.8 to 2,433.8 µs against sub (eleventh session); once the unpacking's
+ * (u & mask) | magic was one LOP3 (twelfth session), sub,perm beat xsum,perm in two interleaved pairs of runs (int4
+ * 2.1361 / 2.1323 ms against 2.1850 / 2.1777; with an int4 lm_head 1.9382 / 1.9471 against 1.9873 / 1.9856).
  * NBX_DECODE_STEP_NORM=block: the norm's former arithmetic (each thread every row's elements, a block sum per row)
  * where the batch divides the block (warps a row otherwise), for A/B runs.
  */
@@ -1271,7 +1273,7 @@ function variantFor(items: number, G: number, group: number, batch: number): Var
   if (norm !== 'warps' && norm !== 'block') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_NORM must be warps or block, got '${norm}'`);
   const mark = process.env.NBX_DECODE_STEP_TRACE === '2' ? 'copy' : process.env.NBX_DECODE_STEP_MARK ?? (batch >= 4 ? 'copy' : 'gemv');
   if (mark !== 'copy' && mark !== 'gemv') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_MARK must be copy or gemv, got '${mark}'`);
-  const q4 = (process.env.NBX_DECODE_STEP_Q4 ?? 'xsum,perm').split(',');
+  const q4 = (process.env.NBX_DECODE_STEP_Q4 ?? 'sub,perm').split(',');
   if (q4.some((o) => !['sub', 'xsum', 'perm'].includes(o))) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_Q4 must list sub, xsum or perm, got '${q4.join(',')}'`);
   return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4.includes('xsum'), q4perm: q4.includes('perm') };
 }
