@@ -4,14 +4,9 @@
 # auto path, a fresh tuning cache each): the trace mark in the copy (NBX_DECODE_STEP_MARK=copy: it moved the bf16 kernel's
 # batch-8 time by 13%), and the int4 unpacking's forms (NBX_DECODE_STEP_Q4).
 DEC_DIR=decab source scripts/lib/decode-run.sh
-fresh() { NBX_CACHE_DIR=$(mktemp -d /tmp/nbx-dec-XXXXXX); }
-q() { # NAME SCHEMES [ENV...]
-  local n=$1 sc=$2; shift 2
-  fresh; env "$@" NBX_DEBUG=1 timeout -k 5 120 node dist/bench/quant.js --no-gemv --decode --decode-schemes "$sc" --budget-s 110 > "$L/$n.log" 2>&1
-  at "$n" $?; grep -E "tok/s|decode steps take|rror" "$L/$n.log" | head -12 >> "$S"
-}
-q default bf16,int8,int8+lm,int4-g128,int4-g128+lm
-q mark-copy bf16,int8,int8+lm,int4-g128,int4-g128+lm NBX_DECODE_STEP_MARK=copy
-q q4-xsum bf16,int4-g128+lm NBX_DECODE_STEP_Q4=xsum
-q q4-sub-perm bf16,int4-g128+lm NBX_DECODE_STEP_Q4=sub,perm
+ALL=bf16,int8,int8+lm,int4-g128,int4-g128+lm
+dec_quant default $ALL 120
+dec_quant mark-copy $ALL 120 NBX_DECODE_STEP_MARK=copy
+dec_quant q4-xsum bf16,int4-g128+lm 120 NBX_DECODE_STEP_Q4=xsum
+dec_quant q4-sub-perm bf16,int4-g128+lm 120 NBX_DECODE_STEP_Q4=sub,perm
 dec_pack

@@ -6,6 +6,10 @@
 #   dec_trace BATCH [NAME]         a per-phase trace (scripts/decode-step-check.mjs) at that batch, log $L/trace-bBATCH[-NAME].log
 #   dec_peer SHAPE BATCH TO        `nbx bench decode` against the compiled gpt-fast peer in the same run, log $L/peer-SHAPE-bBATCH.log
 #   dec_ncu BATCH TO               one whole-step launch under Nsight Compute (--set full), log $L/ncu-bBATCH.txt
+#   dec_fresh                      a fresh tuning cache (NBX_CACHE_DIR) for what follows: the auto path times both step graphs again
+#   dec_gap NAME SHAPE [ENV...]    scripts/decode-gap.mjs (300 steps a variant) in a fresh cache, log $L/gap-NAME.log
+#   dec_check QUANT                decode-step-check, Llama-3-8B with QUANT weights, whole-step kernel vs op by op, log $L/check-QUANT.log
+#   dec_quant NAME SCHEMES TO [ENV...]  bench/quant.js --decode of SCHEMES in a fresh cache, log $L/NAME.log
 #   dec_left                       seconds since T0 (to skip what the call's time no longer holds)
 #   dec_queued / dec_pack          runs each script of $QUEUED (logs tarred) / tars $L as <DEC_DIR>.tgz
 #   dec_finish                     dec_pack, then dec_queued
@@ -46,6 +50,21 @@ dec_ncu() {
   NBX_DECODE_STEP=fused timeout -k 5 "$2" /usr/local/cuda/bin/ncu --kernel-name decode_step --launch-skip 2 --launch-count 1 --set full \
     node scripts/decode-step-check.mjs --shape tinyllama --batch "$1" --steps 4 --modes fused > "$L/ncu-b$1.txt" 2>&1
   at "ncu batch $1" $?
+}
+dec_fresh() { NBX_CACHE_DIR=$(mktemp -d /tmp/nbx-dec-XXXXXX); }
+dec_gap() {
+  local n=$1 shape=$2; shift 2
+  dec_fresh; env "$@" timeout -k 5 90 node scripts/decode-gap.mjs --shape "$shape" --steps 300 > "$L/gap-$n.log" 2>&1
+  at "gap $n" $?; grep -E "^decode-gap|rror" "$L/gap-$n.log" | head -5 >> "$S"
+}
+dec_check() {
+  dec_fresh; timeout -k 5 80 node scripts/decode-step-check.mjs --shape llama3-8b --quant "$1" --modes off,fused --steps 8 > "$L/check-$1.log" 2>&1
+  at "check $1" $?; grep -E "^fused" "$L/check-$1.log" >> "$S"
+}
+dec_quant() {
+  local n=$1 sc=$2 to=$3; shift 3
+  dec_fresh; env "$@" NBX_DEBUG=1 timeout -k 5 "$to" node dist/bench/quant.js --no-gemv --decode --decode-schemes "$sc" --budget-s $(( to - 10 )) > "$L/$n.log" 2>&1
+  at "$n" $?; grep -E "tok/s|decode steps take|rror" "$L/$n.log" | head -16 >> "$S"
 }
 dec_left() { echo $(( $(date +%s) - T0 )); }
 dec_queued() { # each script of $QUEUED, its logs tarred
