@@ -285,7 +285,12 @@ export class StaticDecoder {
         // a greedy step graph ends with the advance of its inputs, so the next queued step is one launch
         // (the candidates timed by chooseStep do not: their replays must repeat the same step)
         const timing = this.autoFused;
-        if (this.greedy && !this.publisher && process.env.NBX_DECODE_PUBLISH !== '0') this.publisher = new StepPublisher(backendFor(this.model.device) as unknown as PublishHost, this.batch);
+        if (this.greedy && !this.publisher && process.env.NBX_DECODE_PUBLISH !== '0') {
+          try { this.publisher = new StepPublisher(backendFor(this.model.device) as unknown as PublishHost, this.batch); } catch (e) {
+            // mapped host memory refused (a driver or system limit): the ids come back by copies, as without it
+            if (process.env.NBX_DEBUG) process.stderr.write(`nbx: decode steps read their ids by copies: ${e instanceof Error ? e.message : String(e)}\n`);
+          }
+        }
         const g = new CUDAGraph(backendFor(this.model.device) as unknown as GraphHost);
         out = captureGraph(g, () => this.forwardAdvancing(!timing));
         this.graph = g;
