@@ -51,11 +51,19 @@ export class StepPublisher {
 
   constructor(private readonly be: PublishHost, readonly n: number) {
     this.host = be.ctx.hostAllocMapped(RING * (n + 2) * 8);
-    this.view = new BigInt64Array(this.host.buffer, 0, RING * (n + 2));
-    this.view.fill(0n);
-    this.seq = be.alloc('int64', 1, true);
-    // compiled and loaded now: record() runs in a capture, where loading a module is not allowed
-    this.kernel = be.kernel('nbx_publish_ids', () => ({ src: SOURCE, name: 'nbx_publish_ids', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'i32'] as ArgType[] }));
+    let seq: CudaBuffer | null = null;
+    try {
+      this.view = new BigInt64Array(this.host.buffer, 0, RING * (n + 2));
+      this.view.fill(0n);
+      seq = be.alloc('int64', 1, true);
+      // compiled and loaded now: record() runs in a capture, where loading a module is not allowed
+      this.kernel = be.kernel('nbx_publish_ids', () => ({ src: SOURCE, name: 'nbx_publish_ids', sig: ['ptr', 'ptr', 'ptr', 'ptr', 'i32'] as ArgType[] }));
+      this.seq = seq;
+    } catch (e) {
+      if (seq) be.free(seq);
+      be.ctx.hostFree(this.host);
+      throw e;
+    }
   }
 
   /** Records (in a capture) or launches the kernel publishing `ids` (n int64 on the device) and the capture's error word. */
