@@ -223,6 +223,7 @@ CUresult cuMemAlloc_v2(uint64_t *p, size_t n) {
 CUresult cuMemFree_v2(uint64_t p) { STICKY(); size_t *m = (size_t *)(uintptr_t)p - 2; mem_used -= m[0]; free(m); return 0; }
 CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) { (void)f; STICKY(); *p = malloc(n); return *p ? 0 : 2; }
 CUresult cuMemFreeHost(void *p) { STICKY(); free(p); return 0; }
+CUresult cuMemHostGetDevicePointer_v2(unsigned long long *d, void *p, unsigned f) { (void)f; STICKY(); *d = (unsigned long long)(uintptr_t)p; return 0; }
 CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { (void)st; STICKY(); memcpy((void *)(uintptr_t)d, s, n); return 0; }
 CUresult cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { (void)st; STICKY(); memcpy(d, (void *)(uintptr_t)s, n); return 0; }
 CUresult cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st) { (void)st; STICKY(); memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n); return 0; }

@@ -233,7 +233,7 @@ export function loadDriver(): Driver {
     cuMemAlloc: bind(lib, ['cuMemAlloc_v2'], 'int', [P, 'size_t']),
     cuMemFree: bind(lib, ['cuMemFree_v2'], 'int', ['uint64_t']),
     cuMemHostAlloc: bind(lib, ['cuMemHostAlloc'], 'int', [P, 'size_t', 'uint']),
-    cuMemHostGetDevicePointer: bind(lib, ['cuMemHostGetDevicePointer_v2', 'cuMemHostGetDevicePointer'], 'int', [P, P, 'uint']),
+    cuMemHostGetDevicePointer: bindOptional(lib, ['cuMemHostGetDevicePointer_v2', 'cuMemHostGetDevicePointer'], 'int', [P, P, 'uint']),
     cuMemFreeHost: bind(lib, ['cuMemFreeHost'], 'int', [P]),
     cuMemcpyHtoDAsync: bind(lib, ['cuMemcpyHtoDAsync_v2'], 'int', ['uint64_t', P, 'size_t', P]),
     cuMemcpyDtoHAsync: bind(lib, ['cuMemcpyDtoHAsync_v2'], 'int', [P, 'uint64_t', 'size_t', P]),
@@ -685,9 +685,13 @@ export class CudaContext {
   hostAllocMapped(bytes: number): PinnedBuffer & { devicePtr: bigint } {
     const CU_MEMHOSTALLOC_PORTABLE = 1, CU_MEMHOSTALLOC_DEVICEMAP = 2;
     const b = this.hostAlloc(bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
-    const f = this.enter('cuMemHostGetDevicePointer');
-    const r = f.cuMemHostGetDevicePointer(this.out64, b.ptr, 0);
-    if (r !== 0) { this.hostFree(b); check(r, 'cuMemHostGetDevicePointer'); }
+    try {
+      const f = this.enter('cuMemHostGetDevicePointer');
+      check(f.cuMemHostGetDevicePointer(this.out64, b.ptr, 0), 'cuMemHostGetDevicePointer');
+    } catch (e) {
+      this.hostFree(b); // a driver without the entry point (UnsupportedError), or one that refuses
+      throw e;
+    }
     return { ...b, devicePtr: this.out64[0]! };
   }
 
