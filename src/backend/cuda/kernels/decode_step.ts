@@ -429,8 +429,8 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
 #ifdef QANY_
 // Packed weights unpack to exact small integers in the dtype (the MMA's A operand), scaled after the sums.
 /**
- * (u & m) | c as one LOP3: written in C, ptxas emitted two (an AND with m, then an OR with c: one 32-bit immediate an
- * instruction), and they were a third of the int4 step's instructions (Nsight Compute's source page, twelfth session).
+ * (u & m) | c as one LOP3: written in C, ptxas emits two (an AND with m, then an OR with c: one 32-bit immediate an
+ * instruction), and the unpacking is most of the packed products' instructions (BENCHMARKS.md, twelfth session).
  */
 __device__ __forceinline__ unsigned andor(unsigned u, unsigned m, unsigned c) {
 #ifdef NBX_EMU
@@ -1244,10 +1244,9 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * MMAs (one fma.bf16x2 a pair, on the float pipe); xsum: they enter as 128 + q and 136 times each group's x sum comes
  * off after them (the sums: one more pass over x and a block barrier a phase); perm: each phase first permutes x in
  * shared memory to the pairs (k, k + 4) the int4 words unpack to, swizzled against bank conflicts (one pass and a block
- * barrier a phase), not each lane's x in registers at every word. On the H200 at Llama-3-8B's shape: xsum,perm
- * (unswizzled) took the int4 step from 2,507.8 to 2,433.8 µs against sub (eleventh session); once the unpacking's
- * (u & mask) | magic was one LOP3 (twelfth session), sub,perm beat xsum,perm in two interleaved pairs of runs (int4
- * 2.1361 / 2.1323 ms against 2.1850 / 2.1777; with an int4 lm_head 1.9382 / 1.9471 against 1.9873 / 1.9856).
+ * barrier a phase), not each lane's x in registers at every word. xsum saved an instruction a pair while the
+ * unpacking's (u & mask) | magic took two LOP3s; with one, sub (its extra instruction on the float pipe, no pass over x)
+ * is ~2% faster at Llama-3-8B's shape on the H200 (BENCHMARKS.md, eleventh and twelfth sessions).
  * NBX_DECODE_STEP_NORM=block: the norm's former arithmetic (each thread every row's elements, a block sum per row)
  * where the batch divides the block (warps a row otherwise), for A/B runs.
  */
