@@ -61,7 +61,7 @@ const RING_NS_MAX_PACKED = 2;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats; q4xsum?: boolean; q4perm?: boolean }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats; q4xsum?: boolean; q4perm?: boolean; h16?: 'sum' | 'sub' | false }
 /**
  * The weights' formats by projection (q/k/v, o, gate/up, down, lm_head): 0 the model dtype, 1 int8 per output channel,
  * 2 int4 in groups of 128 along K, symmetric, 3 the same with zero points (src/quant/formats.ts defines them). Every
@@ -77,9 +77,18 @@ const stageBytes = (fmt: Formats): number => {
   const fs = Object.values(fmt);
   return 2048 + (fs.includes(3) ? 256 : fs.some((f) => f !== 0) ? 128 : 0);
 };
-/** Bytes of the int4 zero-point formats' group sums of x (each sequence's sums over 128 columns), 0 without them. */
-const xsumBytes = (s: Shape, fmt: Formats, q4xsum = false): number =>
-  (Object.values(fmt).includes(3) || (q4xsum && Object.values(fmt).includes(2)) ? s.B * Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128) * 4 : 0);
+/**
+ * Bytes of the per-group terms of x that the packed products take after their MMAs, 0 without them: with float16
+ * operands (h16) four floats a sequence and group of 128 columns (the offset's term, the sum, the scale's inverse);
+ * otherwise the int4 zero-point formats' group sums, one float.
+ */
+const xsumBytes = (s: Shape, fmt: Formats, q4xsum = false, h16 = false): number => {
+  const groups = s.B * Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128), fs = Object.values(fmt);
+  if (h16 && fs.some((f) => f !== 0)) return groups * 16;
+  return fs.includes(3) || (q4xsum && fs.includes(2)) ? groups * 4 : 0;
+};
+/** Whether the packed products run with float16 operands (Variant.h16) in this build. */
+const h16Of = (v: Variant, fmt: Formats): 'sum' | 'sub' | false => (Object.values(fmt).some((f) => f !== 0) ? v.h16 ?? false : false);
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
 /**
@@ -105,6 +114,8 @@ function maxTilesPerWarp(s: Shape, f: Formats = DTYPE_FORMATS): number {
 export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring, v: Variant = { asplit: 1, bar: 'release' }): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16';
   const fm = v.fmt ?? DTYPE_FORMATS, fv = Object.values(fm);
+  const h16 = h16Of(v, fm), q4x = !h16 && v.q4xsum, q4p = !h16 && v.q4perm;
+  const XG = Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128);
   const MAXT = maxTilesPerWarp(s, fm);
   const LG = s.D / 8; // lanes per key in the attention: 8 columns each
   const src = `
@@ -134,7 +145,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define FGU_ ${fm.gu}
 #define FDN_ ${fm.down}
 #define FLM_ ${fm.lm}
-${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '#define Q4_ 1\n' : ''}${fv.includes(3) ? '#define Q4Z_ 1\n' : ''}${v.q4xsum && fv.includes(2) ? '#define Q4X_ 1\n' : ''}${v.q4perm && (fv.includes(2) || fv.includes(3)) ? '#define Q4P_ 1\n' : ''}${xsumBytes(s, fm, v.q4xsum) ? `#define QXS_ 1\n#define XG_ ${Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128)}\n#define XSUM_OFF_ ${xsumOffset(s, v.asplit, fm)}\n` : ''}${fv.some((x) => x !== 0) ? '#define QANY_ 1\n' : ''}#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
+${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '#define Q4_ 1\n' : ''}${fv.includes(3) ? '#define Q4Z_ 1\n' : ''}${q4x && fv.includes(2) ? '#define Q4X_ 1\n' : ''}${q4p && (fv.includes(2) || fv.includes(3)) ? '#define Q4P_ 1\n' : ''}${h16 ? `#define H16_ 1\n${h16 === 'sub' ? '#define H16SUB_ 1\n' : ''}` : ''}${xsumBytes(s, fm, q4x, !!h16) ? `${h16 ? '' : '#define QXS_ 1\n'}#define XG_ ${XG}\n#define XSUM_OFF_ ${xsumOffset(s, v.asplit, fm)}\n` : ''}${fv.some((x) => x !== 0) ? '#define QANY_ 1\n' : ''}#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
 #define XSTR_ ${xsStride(s)}
 #define B_ ${s.B}
@@ -421,6 +432,28 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
 }
 #endif
 
+#ifdef H16_
+// The packed products' MMAs take float16 operands whatever the model dtype (h16_stage)
+#ifdef NBX_EMU
+__device__ __forceinline__ void mma16816h(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  const unsigned a[4] = { a0, a1, a2, a3 }; emu_mma16816(c, a, b0, b1, false);
+}
+__device__ __forceinline__ unsigned hfma2(unsigned a, unsigned b, unsigned c) {
+  float r[2];
+  for (int i = 0; i < 2; i++) r[i] = nbx_h2f((unsigned short)(a >> (16 * i))) * nbx_h2f((unsigned short)(b >> (16 * i))) + nbx_h2f((unsigned short)(c >> (16 * i)));
+  return (unsigned)nbx_f2h(r[0]) | ((unsigned)nbx_f2h(r[1]) << 16);
+}
+#else
+__device__ __forceinline__ void mma16816h(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ unsigned hfma2(unsigned a, unsigned b, unsigned c) {
+  unsigned d; asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c)); return d;
+}
+#endif
+#endif
+
 #ifdef Q4X_
 #define Q4X_ON_ 1
 #else
@@ -483,6 +516,31 @@ ${bf ? `  const unsigned x = w ^ 0x80808080u, t = hi ? 2u : 0u; // q + 128 (once
   return sub2((x & 0xffu) | ((x & 0xff00u) << 8) | 0x64006400u, 0xe480e480u); // 1024 + (q + 128) − 1152`}
 }
 #endif
+#ifdef H16_
+#ifdef Q8_
+/** Bytes 0 and 1 (hi: 2 and 3) of x = w ^ 0x80808080 (q + 128) under float16's magic 1024: 1152 + q in two halves (H16SUB_: q). */
+__device__ __forceinline__ unsigned q8h(unsigned x, bool hi) {
+  const unsigned m = prmt(x, 0x64646464u, hi ? 0x4342u : 0x4140u);
+#ifdef H16SUB_
+  return hfma2(m, 0x3c003c00u, 0xe480e480u); // less 1152
+#else
+  return m;
+#endif
+}
+#endif
+/**
+ * Nibbles 0 and 4 of u as 1024 + q in two float16 halves (hi: nibbles 1 and 5, as 1024 + 16q, their x stored divided
+ * by 16): one LOP3 a pair. H16SUB_: q − 8 (format 2) or q (format 3), one fma.f16x2 more.
+ */
+template <int F> __device__ __forceinline__ unsigned q4h(unsigned u, bool hi) {
+  const unsigned m = andor(u, hi ? 0x00f000f0u : 0x000f000fu, 0x64006400u);
+#ifdef H16SUB_
+  return hfma2(m, hi ? 0x2c002c00u : 0x3c003c00u, hi ? (F == 2 ? 0xd480d480u : 0xd400d400u) : (F == 2 ? 0xe408e408u : 0xe400e400u)); // ·1/16 − 72 | 64, or − 1032 | 1024
+#else
+  return m;
+#endif
+}
+#endif
 
 /**
  * One item's products into acc (rows g and g + 8, sequences 2·tq and 2·tq + 1), weights at stage st (this lane's
@@ -502,6 +560,59 @@ template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], 
     mma16816(acc, w1.x, v1.x, w1.y, v1.y, x1.x, x1.y);
     mma16816(acc, w1.z, v1.z, w1.w, v1.w, x1.z, x1.w);
   }
+#ifdef H16_
+  // float16 operands (h16_stage): xg = the item's first group's terms of sequence 2·tq (float4s: offset term, Σx, the
+  // scale's inverse), xg1 floats on those of 2·tq + 1; each group's sums less the offset's term, by the scales
+#ifdef Q8_
+  if constexpr (F == 1) {
+    const float* sc = reinterpret_cast<const float*>(st + 2048);
+    float a[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+      const uint4 w = p ? w1 : w0, v = p ? v1 : v0;
+      const uint4 xa = *reinterpret_cast<const uint4*>(xp + 64 * p), xb = *reinterpret_cast<const uint4*>(xp + 64 * p + 8);
+      const unsigned wq[4] = { w.x ^ 0x80808080u, w.y ^ 0x80808080u, w.z ^ 0x80808080u, w.w ^ 0x80808080u };
+      const unsigned vq[4] = { v.x ^ 0x80808080u, v.y ^ 0x80808080u, v.z ^ 0x80808080u, v.w ^ 0x80808080u };
+      mma16816h(a, q8h(wq[0], false), q8h(vq[0], false), q8h(wq[0], true), q8h(vq[0], true), xa.x, xa.y);
+      mma16816h(a, q8h(wq[1], false), q8h(vq[1], false), q8h(wq[1], true), q8h(vq[1], true), xa.z, xa.w);
+      mma16816h(a, q8h(wq[2], false), q8h(vq[2], false), q8h(wq[2], true), q8h(vq[2], true), xb.x, xb.y);
+      mma16816h(a, q8h(wq[3], false), q8h(vq[3], false), q8h(wq[3], true), q8h(vq[3], true), xb.z, xb.w);
+    }
+    const float4 c0 = *reinterpret_cast<const float4*>(xg), c1 = *reinterpret_cast<const float4*>(xg + xg1);
+    const float s0 = sc[2 * g], s1 = sc[2 * (g + 8)];
+    acc[0] = fmaf(s0 * c0.z, a[0] - c0.x, acc[0]); acc[1] = fmaf(s0 * c1.z, a[1] - c1.x, acc[1]);
+    acc[2] = fmaf(s1 * c0.z, a[2] - c0.x, acc[2]); acc[3] = fmaf(s1 * c1.z, a[3] - c1.x, acc[3]);
+  }
+#endif
+#ifdef Q4_
+  if constexpr (F == 2 || F == 3) {
+    const float* sc = reinterpret_cast<const float*>(st + 2048);
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+      const uint4 w = p ? w1 : w0, v = p ? v1 : v0;
+      const unsigned ww[4] = { w.x, w.y, w.z, w.w }, vv[4] = { v.x, v.y, v.z, v.w };
+      float a[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        // x of k 0-7 of the word as the pairs (k, k + 4), swizzled (h16_stage)
+        const uint4 X = *reinterpret_cast<const uint4*>(xp + 128 * p + 8 * (j ^ (tq & 2)));
+        const unsigned wj = ww[j], vj = vv[j], w8 = wj >> 8, v8 = vj >> 8;
+        mma16816h(a, q4h<F>(wj, false), q4h<F>(vj, false), q4h<F>(wj, true), q4h<F>(vj, true), X.x, X.y);
+        mma16816h(a, q4h<F>(w8, false), q4h<F>(v8, false), q4h<F>(w8, true), q4h<F>(v8, true), X.z, X.w);
+      }
+      const float4 c0 = *reinterpret_cast<const float4*>(xg + 4 * p), c1 = *reinterpret_cast<const float4*>(xg + xg1 + 4 * p);
+      const float s0 = sc[2 * g + p], s1 = sc[2 * (g + 8) + p];
+      float o00 = c0.x, o01 = c1.x, o10 = c0.x, o11 = c1.x;
+      if (F == 3) { // Σ (q − z)·x: the zero point's term too
+        const float z0 = sc[32 + 2 * g + p], z1 = sc[32 + 2 * (g + 8) + p];
+        o00 = fmaf(z0, c0.y, o00); o01 = fmaf(z0, c1.y, o01); o10 = fmaf(z1, c0.y, o10); o11 = fmaf(z1, c1.y, o11);
+      }
+      acc[0] = fmaf(s0 * c0.z, a[0] - o00, acc[0]); acc[1] = fmaf(s0 * c1.z, a[1] - o01, acc[1]);
+      acc[2] = fmaf(s1 * c0.z, a[2] - o10, acc[2]); acc[3] = fmaf(s1 * c1.z, a[3] - o11, acc[3]);
+    }
+  }
+#endif
+#else
 #ifdef Q8_
   if constexpr (F == 1) {
     const float* sc = reinterpret_cast<const float*>(st + 2048);
@@ -557,6 +668,7 @@ template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], 
     }
   }
 #endif
+#endif
 }
 
 /**
@@ -582,7 +694,11 @@ template <int F> __device__ void gemv_items(const Slice& z, const T_* xs, float*
     CP_WAIT();
     __syncwarp();
     unsigned char* st = ringw + cs * STG_;
-#ifdef QXS_
+#if defined(H16_)
+    const int s0q = 2 * tq < B_ ? 2 * tq : 0; // columns past the batch read sequence 0's terms (they are dropped)
+    const float* xg = F >= 1 ? xsum + 4 * (s0q * XG_ + (F == 1 ? kc : 2 * kc)) : nullptr;
+    const int xg1 = 4 * XG_ * ((2 * tq + 1 < B_ ? 2 * tq + 1 : 0) - s0q);
+#elif defined(QXS_)
     // the item's groups' x sums of sequences 2·tq and 2·tq + 1 (XG_ · the second's distance on); columns past the batch
     // read sequence 0's (they are dropped)
     const float* xg = F >= 2 ? xsum + (2 * tq < B_ ? 2 * tq : 0) * XG_ + 2 * kc : nullptr;
@@ -606,12 +722,96 @@ template <int F> __device__ void gemv_items(const Slice& z, const T_* xs, float*
   }
 }
 
+#ifdef H16_
+/**
+ * x of a packed phase (format fmt, K columns) in float16 for the MMAs, in place: each sequence's groups of 128 columns
+ * scaled by the power of two that brings the group's largest |x| into [2^14, 2^15), where every value of the dtype
+ * down to 2^-28 of it is exact in float16 (11 significant bits; bfloat16 has 8), so the products are the dtype's up to
+ * the order of float sums. The weights' small integers then unpack under float16's magic 1024 in one LOP3 (int4, a
+ * pair) or PRMT (int8, a pair), where bfloat16's 8 bits take an fma more (int4) or an exact conversion through
+ * float32 (int8). xq[b · XG_ + group]: the term the magic adds to the group's sums (int8: 1152·Σx; int4: 1024 times
+ * the stored values' sum, plus 8·Σx for the symmetric format; 0 under H16SUB_, where the unpacking subtracts it), Σx,
+ * and the scale's inverse. int4: each 8 columns stored as the pairs (k, k + 4) the words' nibbles unpack to, odd k
+ * divided by 16 (those nibbles unpack as 16q), swizzled as block_gemv's Q4P_ pass does. Half a warp a (sequence, group),
+ * a lane 8 columns; NaN and infinities stay what they are.
+ */
+__device__ void h16_stage(int fmt, int K, T_* xs, float4* xq) {
+  const int lane = threadIdx.x & 31, hl = lane & 15, G = K >> 7, n = B_ * G;
+  const bool q4 = fmt >= 2;
+  for (int e0 = 2 * (threadIdx.x >> 5); e0 < n; e0 += 2 * WARPS_) { // warp-uniform bounds: the shuffles need every lane
+    const int e = e0 + (lane >> 4);
+    const bool ok = e < n;
+    const int b = ok ? e / G : 0, q = ok ? e - b * G : 0, c = q * 16 + hl;
+    uint4* row = reinterpret_cast<uint4*>(xs + b * XSTR_);
+    uint4 X; X.x = X.y = X.z = X.w = 0u;
+    if (ok) X = row[c];
+    float f[8]; unpack8(X, f);
+    float m = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(f[i]));
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    int E = (int)((__float_as_uint(m) >> 23) & 255u); // m in [2^(E − 127), 2^(E − 126)); the scale 2^(141 − E), at most 2^126
+    E = E < 15 ? 15 : E;
+    const float sc = __uint_as_float((unsigned)(268 - E) << 23), inv = __uint_as_float((unsigned)(E - 14) << 23);
+    unsigned h[4]; float t = 0.f, sx = 0.f; // Σ of the stored values, Σ of the (scaled) x they stand for
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int k0 = q4 ? i : 2 * i, k1 = q4 ? i + 4 : 2 * i + 1; // int4: pairs (k, k + 4); int8: k in order
+#ifdef H16SUB_
+      const float r = 1.f;
+#else
+      const float r = q4 && (i & 1) ? 16.f : 1.f; // odd k of int4
+#endif
+      const float si = sc / r;
+      const unsigned short lo = nbx_f2h(f[k0] * si), hi = nbx_f2h(f[k1] * si);
+      h[i] = (unsigned)lo | ((unsigned)hi << 16);
+      const float v = nbx_h2f(lo) + nbx_h2f(hi);
+      t += v; sx = fmaf(r, v, sx);
+    }
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) { t += __shfl_xor_sync(0xffffffffu, t, o); sx += __shfl_xor_sync(0xffffffffu, sx, o); }
+    __syncwarp(); // every lane's chunk read before the swizzled stores
+    if (ok) {
+      uint4 Y; Y.x = h[0]; Y.y = h[1]; Y.z = h[2]; Y.w = h[3];
+      row[q4 && (c & 8) ? c ^ 2 : c] = Y;
+      if (hl == 0) {
+#ifdef H16SUB_
+        const float off = 0.f;
+#else
+        const float off = fmt == 1 ? 1152.f * sx : fmt == 2 ? fmaf(1024.f, t, 8.f * sx) : 1024.f * t;
+#endif
+        float4 Q; Q.x = off; Q.y = sx; Q.z = inv; Q.w = 0.f;
+        xq[b * XG_ + q] = Q;
+      }
+    }
+  }
+  __syncthreads();
+}
+#endif
+
 __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ringw, int& cs, Loader& ld,
     const Net& nt, unsigned long long* tm) {
 #ifndef MARK_AT_COPY_
   if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: input ready
 #endif
+#ifdef H16_
+  if (z.fmt != 0) {
+    float* xq = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(const_cast<T_*>(xs)) + XSUM_OFF_);
+    h16_stage(z.fmt, z.K, const_cast<T_*>(xs), reinterpret_cast<float4*>(xq));
 #ifdef Q8_
+    if (z.fmt == 1) gemv_items<1>(z, xs, part, ringw, cs, ld, nt, xq); else
+#endif
+#ifdef Q4_
+    if (z.fmt == 2) gemv_items<2>(z, xs, part, ringw, cs, ld, nt, xq); else
+#endif
+#ifdef Q4Z_
+    if (z.fmt == 3) gemv_items<3>(z, xs, part, ringw, cs, ld, nt, xq); else
+#endif
+    {}
+  } else
+#endif
+#if defined(Q8_) && !defined(H16_)
   if (z.fmt == 1) gemv_items<1>(z, xs, part, ringw, cs, ld, nt, nullptr); else
 #endif
 #ifdef Q4P_
@@ -649,7 +849,7 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
     if (z.fmt == 3) gemv_items<3>(z, xs, part, ringw, cs, ld, nt, xsum); else gemv_items<2>(z, xs, part, ringw, cs, ld, nt, xsum);
   } else
 #endif
-#ifdef Q4_
+#if defined(Q4_) && !defined(H16_)
   if (z.fmt == 2) gemv_items<2>(z, xs, part, ringw, cs, ld, nt, nullptr); else
 #endif
   gemv_items<0>(z, xs, part, ringw, cs, ld, nt, nullptr);
@@ -1167,8 +1367,8 @@ const mergeBytes = (s: Shape, asplit: number): number => (asplit > 1 ? s.B * s.N
  * Dynamic shared memory of the kernel besides the ring: the input vectors, then a scratch space that holds the warps'
  * partial sums and the rows' sums or the attention's scratch, or (the o_proj phase's input) the attention's parts.
  */
-function smemBytes(s: Shape, asplit: number, fmt: Formats = DTYPE_FORMATS, q4xsum = false): number {
-  return xsumOffset(s, asplit, fmt) + xsumBytes(s, fmt, q4xsum);
+function smemBytes(s: Shape, asplit: number, fmt: Formats = DTYPE_FORMATS, q4xsum = false, h16 = false): number {
+  return xsumOffset(s, asplit, fmt) + xsumBytes(s, fmt, q4xsum && !h16, h16);
 }
 /** Bytes from the input vectors (xs) to the zero-point formats' x sums, past the scratch space (smemBytes). */
 function xsumOffset(s: Shape, asplit: number, fmt: Formats): number {
@@ -1247,6 +1447,11 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * barrier a phase), not each lane's x in registers at every word. xsum saved an instruction a pair while the
  * unpacking's (u & mask) | magic took two LOP3s; with one, sub (its extra instruction on the float pipe, no pass over x)
  * is ~2% faster at Llama-3-8B's shape on the H200 (BENCHMARKS.md, eleventh and twelfth sessions).
+ * NBX_DECODE_STEP_H16 (default sum): the packed products' MMAs take float16 operands whatever the model dtype, x of
+ * each group of 128 columns scaled by a power of two into float16's range (h16_stage): int8 and int4 then unpack under
+ * float16's magic 1024, int4 a pair in one LOP3 and int8 a pair in one PRMT, and the magic's term comes off each group's
+ * sums after the MMAs; sub: the unpacking subtracts it instead (one fma.f16x2 a pair more); off: the dtype's operands
+ * and the NBX_DECODE_STEP_Q4 forms above.
  * NBX_DECODE_STEP_NORM=block: the norm's former arithmetic (each thread every row's elements, a block sum per row)
  * where the batch divides the block (warps a row otherwise), for A/B runs.
  */
@@ -1274,7 +1479,9 @@ function variantFor(items: number, G: number, group: number, batch: number): Var
   if (mark !== 'copy' && mark !== 'gemv') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_MARK must be copy or gemv, got '${mark}'`);
   const q4 = (process.env.NBX_DECODE_STEP_Q4 ?? 'sub,perm').split(',');
   if (q4.some((o) => !['sub', 'xsum', 'perm'].includes(o))) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_Q4 must list sub, xsum or perm, got '${q4.join(',')}'`);
-  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4.includes('xsum'), q4perm: q4.includes('perm') };
+  const h = process.env.NBX_DECODE_STEP_H16 ?? 'sum';
+  if (h !== 'sum' && h !== 'sub' && h !== 'off') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_H16 must be sum, sub or off, got '${h}'`);
+  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4.includes('xsum'), q4perm: q4.includes('perm'), h16: h === 'off' ? false : h };
 }
 
 /** Timestamps per phase and block when tracing: start, input ready, products done, end. */
@@ -1333,10 +1540,11 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
   const vt: Variant = { ...variantFor(NH * B, G, NH / NKV, B), fmt: fmt.f };
-  const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f), fmt.any ? RING_NS_MAX_PACKED : RING_NS_MAX);
+  const h16 = h16Of(vt, fmt.f);
+  const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum, !!h16), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f), fmt.any ? RING_NS_MAX_PACKED : RING_NS_MAX);
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${vt.q4xsum ? 'x' : ''}${vt.q4perm ? 'p' : ''}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${h16 ? `h16${h16}` : `${vt.q4xsum ? 'x' : ''}${vt.q4perm ? 'p' : ''}`}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
