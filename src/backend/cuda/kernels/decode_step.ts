@@ -799,6 +799,9 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
   if (z.fmt != 0) {
     float* xq = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(const_cast<T_*>(xs)) + XSUM_OFF_);
     h16_stage(z.fmt, z.K, const_cast<T_*>(xs), reinterpret_cast<float4*>(xq));
+#ifndef MARK_AT_COPY_
+    if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: the pass over x is the input's
+#endif
 #ifdef Q8_
     if (z.fmt == 1) gemv_items<1>(z, xs, part, ringw, cs, ld, nt, xq); else
 #endif
