@@ -724,84 +724,106 @@ template <int F> __device__ void gemv_items(const Slice& z, const T_* xs, float*
 
 #ifdef H16_
 /**
- * x of a packed phase (format fmt, K columns) in float16 for the MMAs, in place: each sequence's groups of 128 columns
- * scaled by the power of two that brings the group's largest |x| into [2^14, 2^15), where every value of the dtype
- * down to 2^-28 of it is exact in float16 (11 significant bits; bfloat16 has 8), so the products are the dtype's up to
- * the order of float sums. The weights' small integers then unpack under float16's magic 1024 in one LOP3 (int4, a
- * pair) or PRMT (int8, a pair), where bfloat16's 8 bits take an fma more (int4) or an exact conversion through
- * float32 (int8). xq[b · XG_ + group]: the term the magic adds to the group's sums (int8: 1152·Σx; int4: 1024 times
- * the stored values' sum, plus 8·Σx for the symmetric format; 0 under H16SUB_, where the unpacking subtracts it), Σx,
- * and the scale's inverse. int4: each 8 columns stored as the pairs (k, k + 4) the words' nibbles unpack to, odd k
- * divided by 16 (those nibbles unpack as 16q), swizzled as block_gemv's Q4P_ pass does. Half a warp a (sequence, group),
- * a lane 8 columns; NaN and infinities stay what they are.
+ * x of a packed phase in float16 for the MMAs: each sequence's groups of 128 columns scaled by the power of two that
+ * brings the group's largest |x| into [2^14, 2^15), where every value of the dtype down to 2^-28 of it is exact in
+ * float16 (11 significant bits; bfloat16 has 8), so the products are the dtype's up to the order of float sums. The
+ * weights' small integers then unpack under float16's magic 1024 in one LOP3 (int4, a pair) or PRMT (int8, a pair),
+ * where bfloat16's 8 bits take an fma more (int4) or an exact conversion through float32 (int8).
+ *
+ * h16_conv: a group's values held N a lane by LANES lanes (aligned groups of lanes) become float16 in h; q: the group's
+ * terms (xq[b · XG_ + group]): what the magic adds to the group's sums (int8: 1152·Σx; int4: 1024 times the stored
+ * values' sum, plus 8·Σx for the symmetric format; 0 under H16SUB_, where the unpacking subtracts it), Σx, and the
+ * scale's inverse. int4's odd k (odd i here: a lane's first k is a multiple of 4) are stored divided by 16, as their
+ * nibbles unpack as 16q. NaN and infinities stay what they are.
  */
-__device__ void h16_stage(int fmt, int K, T_* xs, float4* xq) {
+template <int N, int LANES> __device__ __forceinline__ void h16_conv(const float (&f)[N], int fmt, unsigned short (&h)[N], float4& q) {
+  float m = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; i++) m = fmaxf(m, fabsf(f[i]));
+#pragma unroll
+  for (int o = LANES / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  int E = (int)((__float_as_uint(m) >> 23) & 255u); // m in [2^(E − 127), 2^(E − 126)); the scale 2^(141 − E), at most 2^126
+  E = E < 15 ? 15 : E;
+  const float sc = __uint_as_float((unsigned)(268 - E) << 23);
+#ifdef H16SUB_
+  const float so = sc;
+#else
+  const float so = fmt >= 2 ? sc * 0.0625f : sc;
+#endif
+  float t = 0.f, to = 0.f; // Σ of the stored values at even i, odd i
+#pragma unroll
+  for (int i = 0; i < N; i++) {
+    h[i] = nbx_f2h(f[i] * (i & 1 ? so : sc));
+    if (i & 1) to += nbx_h2f(h[i]); else t += nbx_h2f(h[i]);
+  }
+#pragma unroll
+  for (int o = LANES / 2; o > 0; o >>= 1) { t += __shfl_xor_sync(0xffffffffu, t, o); to += __shfl_xor_sync(0xffffffffu, to, o); }
+  const float sx = so == sc ? t + to : fmaf(16.f, to, t); // Σ of the x the stored values stand for
+#ifdef H16SUB_
+  q.x = 0.f;
+#else
+  q.x = fmt == 1 ? 1152.f * sx : fmt == 2 ? fmaf(1024.f, t + to, 8.f * sx) : 1024.f * (t + to);
+#endif
+  q.y = sx; q.z = __uint_as_float((unsigned)(E - 14) << 23); q.w = 0.f;
+}
+__device__ __forceinline__ unsigned hpair(unsigned short lo, unsigned short hi) { return (unsigned)lo | ((unsigned)hi << 16); }
+
+/** Stages 8 columns a lane for h16_stage: 8 k of a word, int4's pairs (k, k + 4) in order (Y), int8's k in order. */
+__device__ __forceinline__ uint4 h16_words(const unsigned short (&h)[8], bool q4) {
+  uint4 Y;
+  if (q4) { Y.x = hpair(h[0], h[4]); Y.y = hpair(h[1], h[5]); Y.z = hpair(h[2], h[6]); Y.w = hpair(h[3], h[7]); }
+  else { Y.x = hpair(h[0], h[1]); Y.y = hpair(h[2], h[3]); Y.z = hpair(h[4], h[5]); Y.w = hpair(h[6], h[7]); }
+  return Y;
+}
+
+/**
+ * x of a packed phase (format fmt, K columns, in the dtype in xs) in float16, in place, with its groups' terms in xq
+ * (h16_conv). int4: each 8 columns as the pairs (k, k + 4) of the words' nibbles, swizzled as block_gemv's Q4P_ pass
+ * does. Half a warp a (sequence, group), a lane 8 columns, two groups at once (the chains of shuffles are latency).
+ * Not inlined: inlined, its registers spilled inside its loop.
+ */
+__device__ __noinline__ void h16_stage(int fmt, int K, T_* xs, float4* xq) {
   const int lane = threadIdx.x & 31, hl = lane & 15, G = K >> 7, n = B_ * G;
   const bool q4 = fmt >= 2;
-  for (int e0 = 2 * (threadIdx.x >> 5); e0 < n; e0 += 2 * WARPS_) { // warp-uniform bounds: the shuffles need every lane
-    const int e = e0 + (lane >> 4);
-    const bool ok = e < n;
-    const int b = ok ? e / G : 0, q = ok ? e - b * G : 0, c = q * 16 + hl;
-    uint4* row = reinterpret_cast<uint4*>(xs + b * XSTR_);
-    uint4 X; X.x = X.y = X.z = X.w = 0u;
-    if (ok) X = row[c];
-    float f[8]; unpack8(X, f);
-    float m = 0.f;
+  for (int e0 = 2 * (threadIdx.x >> 5); e0 < n; e0 += 4 * WARPS_) { // warp-uniform bounds: the shuffles need every lane
+    int e[2]; bool ok[2]; unsigned short h[2][8]; float4 q[2];
 #pragma unroll
-    for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(f[i]));
-#pragma unroll
-    for (int o = 8; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    int E = (int)((__float_as_uint(m) >> 23) & 255u); // m in [2^(E − 127), 2^(E − 126)); the scale 2^(141 − E), at most 2^126
-    E = E < 15 ? 15 : E;
-    const float sc = __uint_as_float((unsigned)(268 - E) << 23), inv = __uint_as_float((unsigned)(E - 14) << 23);
-    unsigned h[4]; float t = 0.f, sx = 0.f; // Σ of the stored values, Σ of the (scaled) x they stand for
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int k0 = q4 ? i : 2 * i, k1 = q4 ? i + 4 : 2 * i + 1; // int4: pairs (k, k + 4); int8: k in order
-#ifdef H16SUB_
-      const float r = 1.f;
-#else
-      const float r = q4 && (i & 1) ? 16.f : 1.f; // odd k of int4
-#endif
-      const float si = sc / r;
-      const unsigned short lo = nbx_f2h(f[k0] * si), hi = nbx_f2h(f[k1] * si);
-      h[i] = (unsigned)lo | ((unsigned)hi << 16);
-      const float v = nbx_h2f(lo) + nbx_h2f(hi);
-      t += v; sx = fmaf(r, v, sx);
+    for (int u = 0; u < 2; u++) {
+      e[u] = e0 + 2 * WARPS_ * u + (lane >> 4); ok[u] = e[u] < n;
+      const int b = ok[u] ? e[u] / G : 0, g = ok[u] ? e[u] - b * G : 0;
+      uint4 X; X.x = X.y = X.z = X.w = 0u;
+      if (ok[u]) X = reinterpret_cast<const uint4*>(xs + b * XSTR_)[g * 16 + hl];
+      float f[8]; unpack8(X, f);
+      h16_conv<8, 16>(f, fmt, h[u], q[u]);
     }
-#pragma unroll
-    for (int o = 8; o > 0; o >>= 1) { t += __shfl_xor_sync(0xffffffffu, t, o); sx += __shfl_xor_sync(0xffffffffu, sx, o); }
     __syncwarp(); // every lane's chunk read before the swizzled stores
-    if (ok) {
-      uint4 Y; Y.x = h[0]; Y.y = h[1]; Y.z = h[2]; Y.w = h[3];
-      row[q4 && (c & 8) ? c ^ 2 : c] = Y;
-      if (hl == 0) {
-#ifdef H16SUB_
-        const float off = 0.f;
-#else
-        const float off = fmt == 1 ? 1152.f * sx : fmt == 2 ? fmaf(1024.f, t, 8.f * sx) : 1024.f * t;
-#endif
-        float4 Q; Q.x = off; Q.y = sx; Q.z = inv; Q.w = 0.f;
-        xq[b * XG_ + q] = Q;
-      }
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+      if (!ok[u]) continue;
+      const int b = e[u] / G, g = e[u] - b * G, c = g * 16 + hl;
+      reinterpret_cast<uint4*>(xs + b * XSTR_)[q4 && (c & 8) ? c ^ 2 : c] = h16_words(h[u], q4);
+      if (hl == 0) xq[b * XG_ + g] = q[u];
     }
   }
   __syncthreads();
 }
 #endif
 
+/** xh: x is already the packed phase's float16 form (norm_into made it). */
 __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ringw, int& cs, Loader& ld,
-    const Net& nt, unsigned long long* tm) {
+    const Net& nt, unsigned long long* tm, bool xh = false) {
 #ifndef MARK_AT_COPY_
   if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: input ready
 #endif
 #ifdef H16_
   if (z.fmt != 0) {
     float* xq = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(const_cast<T_*>(xs)) + XSUM_OFF_);
-    h16_stage(z.fmt, z.K, const_cast<T_*>(xs), reinterpret_cast<float4*>(xq));
+    if (!xh) {
+      h16_stage(z.fmt, z.K, const_cast<T_*>(xs), reinterpret_cast<float4*>(xq));
 #ifndef MARK_AT_COPY_
-    if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: the pass over x is the input's
+      if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: the pass over x is the input's
 #endif
+    }
 #ifdef Q8_
     if (z.fmt == 1) gemv_items<1>(z, xs, part, ringw, cs, ld, nt, xq); else
 #endif
@@ -960,7 +982,10 @@ __device__ void stage_rows(const T_* const* emb, const T_* base, bool fromEmb, i
 __device__ __forceinline__ float lo16(unsigned u) { const T_ h = (T_)(u & 0xffffu); return LD(&h, 0); }
 __device__ __forceinline__ float hi16(unsigned u) { const T_ h = (T_)(u >> 16); return LD(&h, 0); }
 __device__ __forceinline__ unsigned pack16(float a, float b) { return (unsigned)(unsigned short)TOS(a) | ((unsigned)(unsigned short)TOS(b) << 16); }
-__device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red, unsigned long long* xbar, unsigned& xph) {
+#if defined(H16_) && H_ % 128 == 0
+#define NORM_H16_ 1 // a warp's piece of a row is one group of 128 columns
+#endif
+template <int F> __device__ bool norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red, unsigned long long* xbar, unsigned& xph) {
   const int b = threadIdx.x / TPR_, t = threadIdx.x - b * TPR_;
   uint2 wq[NPC_];
 #pragma unroll
@@ -980,6 +1005,37 @@ __device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, con
 #pragma unroll
   for (int k = 0; k < TPR_ / 32; k++) ss += red[b * (TPR_ / 32) + k];
   const float rstd = 1.f / sqrtf(ss / (float)H_ + eps);
+#ifdef NORM_H16_
+  if constexpr (F != 0) {
+    // the packed phase's x in float16 (h16_conv) as it is normalized: a warp's 32 pieces are one group; int4's pairs
+    // (k, k + 4) take the partner lane's half of each 8 columns, stored swizzled as h16_stage does
+    float4* xq = reinterpret_cast<float4*>(reinterpret_cast<unsigned char*>(xs) + XSUM_OFF_);
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int c = 0; c < NPC_; c++) {
+      const int k = t + c * TPR_;
+      if (k < H_ / 4) { // warp-uniform: H_ / 4 is a multiple of 32
+        const uint2 u = xr[k], v = wq[c];
+        const float y[4] = { RND(lo16(u.x) * rstd * lo16(v.x)), RND(hi16(u.x) * rstd * hi16(v.x)), RND(lo16(u.y) * rstd * lo16(v.y)), RND(hi16(u.y) * rstd * hi16(v.y)) };
+        unsigned short h[4]; float4 q;
+        h16_conv<4, 32>(y, F, h, q);
+        uint2 o; o.x = hpair(h[0], h[1]); o.y = hpair(h[2], h[3]);
+        if (F >= 2) {
+          const unsigned pa = __shfl_xor_sync(0xffffffffu, o.x, 1), pb = __shfl_xor_sync(0xffffffffu, o.y, 1);
+          const bool odd = lane & 1; // even lane: k 0-3 of the 8 columns, odd: 4-7
+          const unsigned L = odd ? pb : o.x, U = odd ? o.y : pa; // (k0, k1) and (k4, k5), or (k2, k3) and (k6, k7)
+          o.x = (L & 0xffffu) | (U << 16); o.y = (L >> 16) | (U & 0xffff0000u);
+          const int ch = k >> 1, c2 = ch & 8 ? ch ^ 2 : ch;
+          __syncwarp(); // the group's pieces read before the swizzled stores
+          xr[2 * c2 + (odd ? 1 : 0)] = o;
+        } else xr[k] = o;
+        if (lane == 0) xq[b * XG_ + (k >> 5)] = q;
+      }
+    }
+    __syncthreads();
+    return true;
+  }
+#endif
 #pragma unroll
   for (int c = 0; c < NPC_; c++) {
     const int k = t + c * TPR_;
@@ -990,9 +1046,10 @@ __device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, con
     }
   }
   __syncthreads();
+  return false;
 }
 #else
-__device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red, unsigned long long* xbar, unsigned& xph) {
+template <int F> __device__ bool norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red, unsigned long long* xbar, unsigned& xph) {
   float wv[NPT_], ss[B_];
 #pragma unroll
   for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; wv[i] = j < H_ ? LD(w, j) : 0.f; }
@@ -1011,6 +1068,7 @@ __device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, con
     for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; if (j < H_) xs[b * XSTR_ + j] = TOS(LD(xs, b * XSTR_ + j) * rstd * wv[i]); }
   }
   __syncthreads();
+  return false; // x in the dtype: a packed phase converts it (h16_stage)
 }
 #endif
 
@@ -1242,8 +1300,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     const Slice z = phase_slice(ph, nt);
     if (l < L_ && st == 0) { // A: norm + q/k/v
       block_rows(QKV_, r0, r1);
-      norm_into(emb, res, fromEmb, ly.ln1, eps, xs, red, &xbar, xph);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm);
+      const bool xh = norm_into<FQKV_>(emb, res, fromEmb, ly.ln1, eps, xs, red, &xbar, xph);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm, xh);
       for (int e = threadIdx.x; e < (r1 - r0) * B_; e += THREADS_) { const int v = e / B_, b = e - v * B_; stcgv(qkv, b * QKV_ + r0 + v, rowv[e]); }
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
       for (int it = blockIdx.x; it < B_ * NH_ / HPI_ * ASPLIT_; it += gridDim.x) {
@@ -1275,8 +1333,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       }
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
-      norm_into(emb, res, fromEmb, ly.ln2, eps, xs, red, &xbar, xph);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm);
+      const bool xh = norm_into<FGU_>(emb, res, fromEmb, ly.ln2, eps, xs, red, &xbar, xph);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm, xh);
       const int n = r1 - r0;
       for (int e = threadIdx.x; e < n * B_; e += THREADS_) {
         const int v = e / B_, b = e - v * B_;
@@ -1285,8 +1343,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       }
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
-      norm_into(emb, res, fromEmb, fnorm, eps, xs, red, &xbar, xph);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm);
+      const bool xh = norm_into<FLM_>(emb, res, fromEmb, fnorm, eps, xs, red, &xbar, xph);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm, xh);
       // each warp's best (value, index) of its threads' rows for each sequence, then the block's: one block barrier
       // for the batch (a block reduction per sequence took ~15 µs at batch 8). (−inf, INT_MAX) loses to every row, so
       // blocks and lanes without rows need no flag.
