@@ -61,7 +61,7 @@ const RING_NS_MAX_PACKED = 2;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
-interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats; q4xsum?: boolean; q4perm?: boolean; h16?: boolean }
+interface Variant { asplit: number; bar: 'fence' | 'release'; bulk?: boolean; hpi?: number; l2?: { ahead: number; cap: number }; markAtCopy?: boolean; normRows?: boolean; fmt?: Formats; q4xsum?: boolean; q4perm?: boolean }
 /**
  * The weights' formats by projection (q/k/v, o, gate/up, down, lm_head): 0 the model dtype, 1 int8 per output channel,
  * 2 int4 in groups of 128 along K, symmetric, 3 the same with zero points (src/quant/formats.ts defines them). Every
@@ -77,17 +77,9 @@ const stageBytes = (fmt: Formats): number => {
   const fs = Object.values(fmt);
   return 2048 + (fs.includes(3) ? 256 : fs.some((f) => f !== 0) ? 128 : 0);
 };
-/**
- * Bytes past the scratch space for what the packed products take besides x: with float16 operands (h16) each sequence's
- * scale inverse (B floats); otherwise the int4 zero-point formats' group sums of x (a float a sequence and group of 128).
- */
-const xsumBytes = (s: Shape, fmt: Formats, q4xsum = false, h16 = false): number => {
-  const fs = Object.values(fmt);
-  if (h16) return Math.ceil((s.B * 4) / 16) * 16;
-  return fs.includes(3) || (q4xsum && fs.includes(2)) ? s.B * Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128) * 4 : 0;
-};
-/** Whether int4 products run with float16 operands (Variant.h16, default on) in this build: where int4 weights are. */
-const h16Of = (v: Variant, fmt: Formats): boolean => v.h16 !== false && Object.values(fmt).some((f) => f === 2 || f === 3);
+/** Bytes of the int4 zero-point formats' group sums of x (each sequence's sums over 128 columns), 0 without them. */
+const xsumBytes = (s: Shape, fmt: Formats, q4xsum = false): number =>
+  (Object.values(fmt).includes(3) || (q4xsum && Object.values(fmt).includes(2)) ? s.B * Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128) * 4 : 0);
 
 const rowsPerBlock = (n: number, g: number): number => Math.ceil(n / g);
 /**
@@ -113,8 +105,6 @@ function maxTilesPerWarp(s: Shape, f: Formats = DTYPE_FORMATS): number {
 export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring, v: Variant = { asplit: 1, bar: 'release' }): { src: string; name: string; sig: ArgType[] } {
   const bf = d === 'bfloat16';
   const fm = v.fmt ?? DTYPE_FORMATS, fv = Object.values(fm);
-  const h16 = h16Of(v, fm), q4x = !h16 && v.q4xsum, q4p = !h16 && v.q4perm;
-  const XG = Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128);
   const MAXT = maxTilesPerWarp(s, fm);
   const LG = s.D / 8; // lanes per key in the attention: 8 columns each
   const src = `
@@ -144,7 +134,7 @@ export function decodeStepSource(d: 'bfloat16' | 'float16', s: Shape, ring: Ring
 #define FGU_ ${fm.gu}
 #define FDN_ ${fm.down}
 #define FLM_ ${fm.lm}
-${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '#define Q4_ 1\n' : ''}${fv.includes(3) ? '#define Q4Z_ 1\n' : ''}${q4x && fv.includes(2) ? '#define Q4X_ 1\n' : ''}${q4p && (fv.includes(2) || fv.includes(3)) ? '#define Q4P_ 1\n' : ''}${h16 ? '#define H16_ 1\n' : ''}${xsumBytes(s, fm, q4x, h16) ? `${h16 ? '' : '#define QXS_ 1\n'}#define XG_ ${XG}\n#define XSUM_OFF_ ${xsumOffset(s, v.asplit, fm)}\n` : ''}${fv.some((x) => x !== 0) ? '#define QANY_ 1\n' : ''}#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
+${fv.includes(1) ? '#define Q8_ 1\n' : ''}${fv.includes(2) || fv.includes(3) ? '#define Q4_ 1\n' : ''}${fv.includes(3) ? '#define Q4Z_ 1\n' : ''}${v.q4xsum && fv.includes(2) ? '#define Q4X_ 1\n' : ''}${v.q4perm && (fv.includes(2) || fv.includes(3)) ? '#define Q4P_ 1\n' : ''}${xsumBytes(s, fm, v.q4xsum) ? `#define QXS_ 1\n#define XG_ ${Math.ceil(Math.max(s.H, s.NH * s.D, s.I) / 128)}\n#define XSUM_OFF_ ${xsumOffset(s, v.asplit, fm)}\n` : ''}${fv.some((x) => x !== 0) ? '#define QANY_ 1\n' : ''}#define ATTU_ ${(v.hpi ?? 1) === 2 ? ATT_UNROLL / 2 : ATT_UNROLL}
 #define XMAX_ ${Math.max(s.H, s.NH * s.D, s.I)}
 #define XSTR_ ${xsStride(s)}
 #define B_ ${s.B}
@@ -431,20 +421,6 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
 }
 #endif
 
-#ifdef H16_
-// int4 products' MMAs take float16 operands whatever the model dtype (h16_stage)
-#ifdef NBX_EMU
-__device__ __forceinline__ void mma16816h(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
-  const unsigned a[4] = { a0, a1, a2, a3 }; emu_mma16816(c, a, b0, b1, false);
-}
-#else
-__device__ __forceinline__ void mma16816h(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-#endif
-#endif
-
 #ifdef Q4X_
 #define Q4X_ON_ 1
 #else
@@ -507,13 +483,6 @@ ${bf ? `  const unsigned x = w ^ 0x80808080u, t = hi ? 2u : 0u; // q + 128 (once
   return sub2((x & 0xffu) | ((x & 0xff00u) << 8) | 0x64006400u, 0xe480e480u); // 1024 + (q + 128) − 1152`}
 }
 #endif
-#ifdef H16_
-/**
- * Nibbles 0 and 4 of u as 1024 + q in two float16 halves (hi: nibbles 1 and 5 as 1024 + 16q, their x stored divided
- * by 16, so the products are (64 + q)·x): one LOP3 a pair; the magic's term comes off by MMAs of constants (item_products).
- */
-__device__ __forceinline__ unsigned q4h(unsigned u, bool hi) { return andor(u, hi ? 0x00f000f0u : 0x000f000fu, 0x64006400u); }
-#endif
 
 /**
  * One item's products into acc (rows g and g + 8, sequences 2·tq and 2·tq + 1), weights at stage st (this lane's
@@ -550,38 +519,7 @@ template <int F> __device__ __forceinline__ void item_products(float (&acc)[4], 
     acc[0] = fmaf(s0, a[0], acc[0]); acc[1] = fmaf(s0, a[1], acc[1]); acc[2] = fmaf(s1, a[2], acc[2]); acc[3] = fmaf(s1, a[3], acc[3]);
   }
 #endif
-#if defined(Q4_) && defined(H16_)
-  if constexpr (F == 2 || F == 3) {
-    // float16 operands (h16_stage: x of k 0-7 of a word as the pairs (k, k + 4), odd k divided by 16, swizzled); after
-    // the weights' MMAs, MMAs of constants take the magic's term off: lo pairs (1024 + q)·x less 1032·x (format 2: less 8
-    // more) or 1024·x, hi pairs (64 + q)·x less 72·x or 64·x, i.e. the stored x/16 times 1152 or 1024; format 3's Σx of
-    // the group (x weighted 1 and 16) by one more, for its zero points
-    const float* sc = reinterpret_cast<const float*>(st + 2048);
-    constexpr unsigned NLO = F == 2 ? 0xe408e408u : 0xe400e400u, NHI = F == 2 ? 0xe480e480u : 0xe400e400u;
-#pragma unroll
-    for (int p = 0; p < 2; p++) {
-      const uint4 w = p ? w1 : w0, v = p ? v1 : v0;
-      const unsigned ww[4] = { w.x, w.y, w.z, w.w }, vv[4] = { v.x, v.y, v.z, v.w };
-      float a[4] = { 0.f, 0.f, 0.f, 0.f }, m[4] = { 0.f, 0.f, 0.f, 0.f };
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const uint4 X = *reinterpret_cast<const uint4*>(xp + 128 * p + 8 * (j ^ (tq & 2)));
-        const unsigned wj = ww[j], vj = vv[j], w8 = wj >> 8, v8 = vj >> 8;
-        mma16816h(a, q4h(wj, false), q4h(vj, false), q4h(wj, true), q4h(vj, true), X.x, X.y);
-        mma16816h(a, q4h(w8, false), q4h(v8, false), q4h(w8, true), q4h(v8, true), X.z, X.w);
-        mma16816h(a, NLO, NLO, NHI, NHI, X.x, X.y);
-        mma16816h(a, NLO, NLO, NHI, NHI, X.z, X.w);
-        if (F == 3) { mma16816h(m, 0x3c003c00u, 0x3c003c00u, 0x4c004c00u, 0x4c004c00u, X.x, X.y); mma16816h(m, 0x3c003c00u, 0x3c003c00u, 0x4c004c00u, 0x4c004c00u, X.z, X.w); }
-      }
-      const float s0 = sc[2 * g + p], s1 = sc[2 * (g + 8) + p];
-      if (F == 3) { // Σ (q − z)·x
-        const float z0 = sc[32 + 2 * g + p], z1 = sc[32 + 2 * (g + 8) + p];
-        a[0] = fmaf(-z0, m[0], a[0]); a[1] = fmaf(-z0, m[1], a[1]); a[2] = fmaf(-z1, m[2], a[2]); a[3] = fmaf(-z1, m[3], a[3]);
-      }
-      acc[0] = fmaf(s0, a[0], acc[0]); acc[1] = fmaf(s0, a[1], acc[1]); acc[2] = fmaf(s1, a[2], acc[2]); acc[3] = fmaf(s1, a[3], acc[3]);
-    }
-  }
-#elif defined(Q4_)
+#ifdef Q4_
   if constexpr (F == 2 || F == 3) {
     const float* sc = reinterpret_cast<const float*>(st + 2048);
 #pragma unroll
@@ -644,7 +582,7 @@ template <int F> __device__ void gemv_items(const Slice& z, const T_* xs, float*
     CP_WAIT();
     __syncwarp();
     unsigned char* st = ringw + cs * STG_;
-#if defined(QXS_)
+#ifdef QXS_
     // the item's groups' x sums of sequences 2·tq and 2·tq + 1 (XG_ · the second's distance on); columns past the batch
     // read sequence 0's (they are dropped)
     const float* xg = F >= 2 ? xsum + (2 * tq < B_ ? 2 * tq : 0) * XG_ + 2 * kc : nullptr;
@@ -668,96 +606,10 @@ template <int F> __device__ void gemv_items(const Slice& z, const T_* xs, float*
   }
 }
 
-#ifdef H16_
-/**
- * x of an int4 phase in float16 for the MMAs: each sequence's x scaled by the power of two that brings its largest |x|
- * into [2^14, 2^15), where every value of the dtype down to 2^-28 of it is exact in float16 (11 significant bits;
- * bfloat16 has 8), so the products are the dtype's up to the order of float sums; the products come back by the
- * scale's inverse (xinv[b]) as the warps' sums are added up (block_gemv). Then the nibbles unpack under float16's
- * magic 1024 in one LOP3 a pair (bfloat16's 8 bits took an fma more). Each 8 columns are stored as the pairs (k, k + 4)
- * of a word's nibbles, odd k divided by 16 (those nibbles unpack as 16q), swizzled as block_gemv's Q4P_ pass does.
- * NaN and infinities stay what they are.
- */
-/** The scale 2^(141 − E) of a largest |x| m (E its biased exponent, at least 15: scales up to 2^126), and its inverse. */
-__device__ __forceinline__ float h16_scale(float m, float& inv) {
-  int E = (int)((__float_as_uint(m) >> 23) & 255u);
-  E = E < 15 ? 15 : E;
-  inv = __uint_as_float((unsigned)(E - 14) << 23);
-  return __uint_as_float((unsigned)(268 - E) << 23);
-}
-__device__ __forceinline__ unsigned hpair(unsigned short lo, unsigned short hi) { return (unsigned)lo | ((unsigned)hi << 16); }
-/** 8 columns (k 0-7 of a word, in the dtype) in h16_stage's form at scale sc. */
-__device__ __forceinline__ uint4 h16_chunk(const uint4 X, float sc) {
-  float f[8]; unpack8(X, f);
-  unsigned short h[8];
-#pragma unroll
-  for (int i = 0; i < 8; i++) h[i] = nbx_f2h(f[i] * (i & 1 ? sc * 0.0625f : sc));
-  uint4 Y; Y.x = hpair(h[0], h[4]); Y.y = hpair(h[1], h[5]); Y.z = hpair(h[2], h[6]); Y.w = hpair(h[3], h[7]);
-  return Y;
-}
-
-/**
- * An int4 phase's x (K columns, in the dtype in xs) in float16, in place (see above), each sequence's scale inverse
- * in xinv: the sequences' largest |x| over the block (red: WARPS_ · B_ floats), then each 16-byte chunk converted; a
- * chunk stored elsewhere (c ^ 2 where bit 3 of c is set) is converted with its partner by one thread.
- */
-__device__ void h16_stage(int K, T_* xs, float* xinv, float* red) {
-  const int C8 = K >> 3;
-  float m[B_];
-#pragma unroll
-  for (int b = 0; b < B_; b++) {
-    m[b] = 0.f;
-    const uint4* row = reinterpret_cast<const uint4*>(xs + b * XSTR_);
-    for (int c = threadIdx.x; c < C8; c += THREADS_) {
-      float f[8]; unpack8(row[c], f);
-#pragma unroll
-      for (int i = 0; i < 8; i++) m[b] = fmaxf(m[b], fabsf(f[i]));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m[b] = fmaxf(m[b], __shfl_xor_sync(0xffffffffu, m[b], o));
-    if ((threadIdx.x & 31) == 0) red[(threadIdx.x >> 5) * B_ + b] = m[b];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int b = 0; b < B_; b++) {
-    float M = 0.f;
-#pragma unroll
-    for (int w = 0; w < WARPS_; w++) M = fmaxf(M, red[w * B_ + b]);
-    float inv; const float sc = h16_scale(M, inv);
-    if (threadIdx.x == b) xinv[b] = inv;
-    uint4* row = reinterpret_cast<uint4*>(xs + b * XSTR_);
-    for (int c = threadIdx.x; c < C8; c += THREADS_) {
-      if ((c & 10) == 10) continue; // bits 3 and 1 set: its partner c ^ 2 moves it
-      const int c2 = c & 8 ? c ^ 2 : c;
-      const uint4 Y = h16_chunk(row[c], sc);
-      if (c2 != c) row[c] = h16_chunk(row[c2], sc);
-      row[c2] = Y;
-    }
-  }
-  __syncthreads();
-}
-#endif
-
-/** xh: x is already the packed phase's float16 form (norm_into made it). */
 __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out, unsigned char* ringw, int& cs, Loader& ld,
-    const Net& nt, unsigned long long* tm, bool xh = false) {
+    const Net& nt, unsigned long long* tm) {
 #ifndef MARK_AT_COPY_
   if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: input ready
-#endif
-#ifdef H16_
-  float* const xinv = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(const_cast<T_*>(xs)) + XSUM_OFF_);
-  if (z.fmt >= 2) {
-    if (!xh) {
-      h16_stage(z.K, const_cast<T_*>(xs), xinv, part); // part: free until the products
-#ifndef MARK_AT_COPY_
-      if (tm && threadIdx.x == 0) tm[gridDim.x] = nbx_globaltimer(); // trace: the pass over x is the input's
-#endif
-    }
-#ifdef Q4Z_
-    if (z.fmt == 3) gemv_items<3>(z, xs, part, ringw, cs, ld, nt, nullptr); else
-#endif
-    gemv_items<2>(z, xs, part, ringw, cs, ld, nt, nullptr);
-  } else
 #endif
 #ifdef Q8_
   if (z.fmt == 1) gemv_items<1>(z, xs, part, ringw, cs, ld, nt, nullptr); else
@@ -797,7 +649,7 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
     if (z.fmt == 3) gemv_items<3>(z, xs, part, ringw, cs, ld, nt, xsum); else gemv_items<2>(z, xs, part, ringw, cs, ld, nt, xsum);
   } else
 #endif
-#if defined(Q4_) && !defined(H16_)
+#ifdef Q4_
   if (z.fmt == 2) gemv_items<2>(z, xs, part, ringw, cs, ld, nt, nullptr); else
 #endif
   gemv_items<0>(z, xs, part, ringw, cs, ld, nt, nullptr);
@@ -811,9 +663,6 @@ __device__ void block_gemv(const Slice& z, const T_* xs, float* part, float* out
     const int wlo = (T * kcs) / up, whi = ((T + 1) * kcs - 1) / up;
     float sum = 0.f;
     for (int w = wlo; w <= whi && w < WARPS_; w++) sum += part[((w * MAXT_ + (T - (w * up) / kcs)) * 16 + rr) * B_ + b];
-#ifdef H16_
-    if (z.fmt >= 2) sum *= xinv[b]; // x was scaled by its inverse (h16_stage)
-#endif
     out[e] = sum;
   }
   __syncthreads();
@@ -908,70 +757,26 @@ __device__ void stage_rows(const T_* const* emb, const T_* base, bool fromEmb, i
 __device__ __forceinline__ float lo16(unsigned u) { const T_ h = (T_)(u & 0xffffu); return LD(&h, 0); }
 __device__ __forceinline__ float hi16(unsigned u) { const T_ h = (T_)(u >> 16); return LD(&h, 0); }
 __device__ __forceinline__ unsigned pack16(float a, float b) { return (unsigned)(unsigned short)TOS(a) | ((unsigned)(unsigned short)TOS(b) << 16); }
-#ifdef H16_
-#define NORM_H16_ 1
-#endif
-template <int F> __device__ bool norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red, unsigned long long* xbar, unsigned& xph) {
+__device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red, unsigned long long* xbar, unsigned& xph) {
   const int b = threadIdx.x / TPR_, t = threadIdx.x - b * TPR_;
   uint2 wq[NPC_];
 #pragma unroll
   for (int c = 0; c < NPC_; c++) { const int k = t + c * TPR_; if (k < H_ / 4) wq[c] = __ldg(reinterpret_cast<const uint2*>(w) + k); }
   stage_rows(emb, res, fromEmb, H_, xs, xbar, xph);
   uint2* xr = reinterpret_cast<uint2*>(xs + b * XSTR_);
-  float ss = 0.f, mx = 0.f; // mx: the largest |x·w| (an int4 phase's scale, h16_stage)
+  float ss = 0.f;
 #pragma unroll
   for (int c = 0; c < NPC_; c++) {
     const int k = t + c * TPR_;
-    if (k < H_ / 4) {
-      const uint2 u = xr[k]; const float a = lo16(u.x), e = hi16(u.x), f = lo16(u.y), g = hi16(u.y); ss += a * a; ss += e * e; ss += f * f; ss += g * g;
-#ifdef NORM_H16_
-      if (F >= 2) { const uint2 v = wq[c]; mx = fmaxf(fmaxf(mx, fmaxf(fabsf(a * lo16(v.x)), fabsf(e * hi16(v.x)))), fmaxf(fabsf(f * lo16(v.y)), fabsf(g * hi16(v.y)))); }
-#endif
-    }
+    if (k < H_ / 4) { const uint2 u = xr[k]; const float a = lo16(u.x), e = hi16(u.x), f = lo16(u.y), g = hi16(u.y); ss += a * a; ss += e * e; ss += f * f; ss += g * g; }
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) { ss += __shfl_xor_sync(0xffffffffu, ss, o); if (F >= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o)); }
-  if ((threadIdx.x & 31) == 0) { red[threadIdx.x >> 5] = ss; red[WARPS_ + (threadIdx.x >> 5)] = mx; }
+  ss = warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
   __syncthreads();
   ss = 0.f;
 #pragma unroll
   for (int k = 0; k < TPR_ / 32; k++) ss += red[b * (TPR_ / 32) + k];
   const float rstd = 1.f / sqrtf(ss / (float)H_ + eps);
-#ifdef NORM_H16_
-  if constexpr (F >= 2) {
-    // the int4 phase's x in float16 (h16_stage) as it is normalized, at the scale of its largest |x| (x·w·rstd rounds
-    // up to it by 2^-8 at most, well inside float16's range); the pairs (k, k + 4) take the partner lane's half of each
-    // 8 columns, stored swizzled as h16_stage does
-    float M = 0.f;
-#pragma unroll
-    for (int k = 0; k < TPR_ / 32; k++) M = fmaxf(M, red[WARPS_ + b * (TPR_ / 32) + k]);
-    float inv; const float sc = h16_scale(M * rstd, inv);
-    if (t == 0) reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + XSUM_OFF_)[b] = inv;
-    const bool odd = threadIdx.x & 1; // even lane: k 0-3 of 8 columns, odd: 4-7
-#pragma unroll
-    for (int c = 0; c < NPC_; c++) {
-      const int k = t + c * TPR_;
-      const bool in = k < H_ / 4;
-      uint2 o; o.x = o.y = 0u;
-      if (in) {
-        const uint2 u = xr[k], v = wq[c];
-        const float so = sc * 0.0625f;
-        o.x = hpair(nbx_f2h(RND(lo16(u.x) * rstd * lo16(v.x)) * sc), nbx_f2h(RND(hi16(u.x) * rstd * hi16(v.x)) * so));
-        o.y = hpair(nbx_f2h(RND(lo16(u.y) * rstd * lo16(v.y)) * sc), nbx_f2h(RND(hi16(u.y) * rstd * hi16(v.y)) * so));
-      }
-      const unsigned pa = __shfl_xor_sync(0xffffffffu, o.x, 1), pb = __shfl_xor_sync(0xffffffffu, o.y, 1); // every lane: k of a warp may end mid-warp
-      const unsigned L = odd ? pb : o.x, U = odd ? o.y : pa; // (k0, k1) and (k4, k5), or (k2, k3) and (k6, k7)
-      __syncwarp(); // the pieces read before the swizzled stores
-      if (in) {
-        uint2 y; y.x = (L & 0xffffu) | (U << 16); y.y = (L >> 16) | (U & 0xffff0000u);
-        const int ch = k >> 1, c2 = ch & 8 ? ch ^ 2 : ch;
-        xr[2 * c2 + (odd ? 1 : 0)] = y;
-      }
-    }
-    __syncthreads();
-    return true;
-  }
-#endif
 #pragma unroll
   for (int c = 0; c < NPC_; c++) {
     const int k = t + c * TPR_;
@@ -982,10 +787,9 @@ template <int F> __device__ bool norm_into(const T_* const* emb, const T_* res, 
     }
   }
   __syncthreads();
-  return false;
 }
 #else
-template <int F> __device__ bool norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red, unsigned long long* xbar, unsigned& xph) {
+__device__ void norm_into(const T_* const* emb, const T_* res, bool fromEmb, const T_* w, float eps, T_* xs, float* red, unsigned long long* xbar, unsigned& xph) {
   float wv[NPT_], ss[B_];
 #pragma unroll
   for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; wv[i] = j < H_ ? LD(w, j) : 0.f; }
@@ -1004,7 +808,6 @@ template <int F> __device__ bool norm_into(const T_* const* emb, const T_* res, 
     for (int i = 0; i < NPT_; i++) { const int j = threadIdx.x + i * THREADS_; if (j < H_) xs[b * XSTR_ + j] = TOS(LD(xs, b * XSTR_ + j) * rstd * wv[i]); }
   }
   __syncthreads();
-  return false; // x in the dtype: a packed phase converts it (h16_stage)
 }
 #endif
 
@@ -1187,7 +990,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
   float* part = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(xs) + ((B_ * XSTR_ * 2 + 15) / 16) * 16);
   float* rowv = part + WARPS_ * MAXT_ * 16 * B_;
   float* sm = rowv; // attention scratch (phases B only) shares the row values' space
-  __shared__ float red[WARPS_ * (B_ + 1)]; // block sums, and norm_into's maxima
+  __shared__ float red[WARPS_ * B_];
   __shared__ int sh_last;
   __shared__ unsigned long long xbar; // stage_rows' barrier (sm_90's bulk copies; 8-byte aligned as its type)
   unsigned xph = 0u;
@@ -1236,8 +1039,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
     const Slice z = phase_slice(ph, nt);
     if (l < L_ && st == 0) { // A: norm + q/k/v
       block_rows(QKV_, r0, r1);
-      const bool xh = norm_into<FQKV_>(emb, res, fromEmb, ly.ln1, eps, xs, red, &xbar, xph);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm, xh);
+      norm_into(emb, res, fromEmb, ly.ln1, eps, xs, red, &xbar, xph);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm);
       for (int e = threadIdx.x; e < (r1 - r0) * B_; e += THREADS_) { const int v = e / B_, b = e - v * B_; stcgv(qkv, b * QKV_ + r0 + v, rowv[e]); }
     } else if (l < L_ && st == 1) { // B: RoPE, cache write, attention
       for (int it = blockIdx.x; it < B_ * NH_ / HPI_ * ASPLIT_; it += gridDim.x) {
@@ -1269,8 +1072,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       }
     } else if (l < L_ && st == 3) { // D: norm + gate/up + act
       block_rows(I_, r0, r1);
-      const bool xh = norm_into<FGU_>(emb, res, fromEmb, ly.ln2, eps, xs, red, &xbar, xph);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm, xh);
+      norm_into(emb, res, fromEmb, ly.ln2, eps, xs, red, &xbar, xph);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm);
       const int n = r1 - r0;
       for (int e = threadIdx.x; e < n * B_; e += THREADS_) {
         const int v = e / B_, b = e - v * B_;
@@ -1279,8 +1082,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_, 1) decode_step(const Laye
       }
     } else { // F: final norm, lm_head, argmax
       block_rows(V_, r0, r1);
-      const bool xh = norm_into<FLM_>(emb, res, fromEmb, fnorm, eps, xs, red, &xbar, xph);
-      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm, xh);
+      norm_into(emb, res, fromEmb, fnorm, eps, xs, red, &xbar, xph);
+      block_gemv(z, xs, part, rowv, ringw, cs, ld, nt, tm);
       // each warp's best (value, index) of its threads' rows for each sequence, then the block's: one block barrier
       // for the batch (a block reduction per sequence took ~15 µs at batch 8). (−inf, INT_MAX) loses to every row, so
       // blocks and lanes without rows need no flag.
@@ -1364,8 +1167,8 @@ const mergeBytes = (s: Shape, asplit: number): number => (asplit > 1 ? s.B * s.N
  * Dynamic shared memory of the kernel besides the ring: the input vectors, then a scratch space that holds the warps'
  * partial sums and the rows' sums or the attention's scratch, or (the o_proj phase's input) the attention's parts.
  */
-function smemBytes(s: Shape, asplit: number, fmt: Formats = DTYPE_FORMATS, q4xsum = false, h16 = false): number {
-  return xsumOffset(s, asplit, fmt) + xsumBytes(s, fmt, q4xsum && !h16, h16);
+function smemBytes(s: Shape, asplit: number, fmt: Formats = DTYPE_FORMATS, q4xsum = false): number {
+  return xsumOffset(s, asplit, fmt) + xsumBytes(s, fmt, q4xsum);
 }
 /** Bytes from the input vectors (xs) to the zero-point formats' x sums, past the scratch space (smemBytes). */
 function xsumOffset(s: Shape, asplit: number, fmt: Formats): number {
@@ -1444,10 +1247,6 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * barrier a phase), not each lane's x in registers at every word. xsum saved an instruction a pair while the
  * unpacking's (u & mask) | magic took two LOP3s; with one, sub (its extra instruction on the float pipe, no pass over x)
  * is ~2% faster at Llama-3-8B's shape on the H200 (BENCHMARKS.md, eleventh and twelfth sessions).
- * NBX_DECODE_STEP_H16 (default on): int4 products take float16 operands whatever the model dtype, each sequence's x
- * scaled by a power of two into float16's range, and the nibbles unpack in one LOP3 a pair under float16's magic 1024
- * (h16_stage); off: the dtype's operands and the NBX_DECODE_STEP_Q4 forms above. int8 keeps the dtype's operands: its
- * products stream at ~4.3 TB/s already (BENCHMARKS.md, thirteenth session).
  * NBX_DECODE_STEP_NORM=block: the norm's former arithmetic (each thread every row's elements, a block sum per row)
  * where the batch divides the block (warps a row otherwise), for A/B runs.
  */
@@ -1475,9 +1274,7 @@ function variantFor(items: number, G: number, group: number, batch: number): Var
   if (mark !== 'copy' && mark !== 'gemv') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_MARK must be copy or gemv, got '${mark}'`);
   const q4 = (process.env.NBX_DECODE_STEP_Q4 ?? 'sub,perm').split(',');
   if (q4.some((o) => !['sub', 'xsum', 'perm'].includes(o))) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_Q4 must list sub, xsum or perm, got '${q4.join(',')}'`);
-  const h = process.env.NBX_DECODE_STEP_H16 ?? 'on';
-  if (h !== 'on' && h !== 'off') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_H16 must be on or off, got '${h}'`);
-  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4.includes('xsum'), q4perm: q4.includes('perm'), h16: h === 'on' };
+  return { asplit, bar: b, bulk: bulk !== '0', hpi, l2, markAtCopy: mark === 'copy', normRows: norm === 'block', q4xsum: q4.includes('xsum'), q4perm: q4.includes('perm') };
 }
 
 /** Timestamps per phase and block when tracing: start, input ready, products done, end. */
@@ -1536,11 +1333,10 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
   const vt: Variant = { ...variantFor(NH * B, G, NH / NKV, B), fmt: fmt.f };
-  const h16 = h16Of(vt, fmt.f);
-  const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum, h16), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f), fmt.any ? RING_NS_MAX_PACKED : RING_NS_MAX);
+  const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f), fmt.any ? RING_NS_MAX_PACKED : RING_NS_MAX);
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
-  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${h16 ? 'h16' : `${vt.q4xsum ? 'x' : ''}${vt.q4perm ? 'p' : ''}`}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
+  const key = `decode_step:${ring.ns}:${vt.asplit}:${vt.hpi}:${vt.bar}:${vt.bulk === false ? 'nobulk:' : ''}${vt.l2 ? `l2=${vt.l2.ahead},${vt.l2.cap}:` : ''}${vt.markAtCopy ? 'markcopy:' : ''}${vt.normRows ? 'normblock:' : ''}${fmt.any ? `w${Object.values(fmt.f).join('')}${vt.q4xsum ? 'x' : ''}${vt.q4perm ? 'p' : ''}:` : ''}${d}:${H}:${NH}:${NKV}:${D}:${RD}:${I}:${V}:${L}:${S}:${G}:${B}`;
   const k = be.kernel(key, () => decodeStepSource(d as 'bfloat16' | 'float16', s, ring, vt));
   if (smem > 48 * 1024) k.setMaxDynamicSharedMemory(smem);
   const st = states.get(be) ?? { tables: new Map(), ws: null, wsBytes: 0, err: be.alloc('int64', 1), trace: null, traceShape: [0, 0] };
