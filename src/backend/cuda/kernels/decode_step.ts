@@ -53,11 +53,16 @@ const MAX_BATCH = 8;
 /** The most items (2 KB each) a warp's weight ring holds in flight. */
 const RING_NS_MAX = 5;
 /**
- * The same with packed weights: their products are bound by the unpacking, not by the loads in flight. On the H200 at
- * Llama-3-8B's shape the int4 step took 2,349 µs with two items a warp against 2,375 (three), 2,428 (four, the most that
- * fit); int8 3,472 / 3,463 / 3,496 (BENCHMARKS.md, eleventh session, call 5).
+ * The same with packed weights, whose products are bound more by the unpacking than by the loads in flight: three
+ * items a warp (BENCHMARKS.md, eleventh and thirteenth sessions: two were best before the unpacking got cheaper).
  */
-const RING_NS_MAX_PACKED = 2;
+const RING_NS_MAX_PACKED = 3;
+/**
+ * The longest cache (positions) over which one block a query head takes the attention phase where its head dim is
+ * SPLIT1_MIN_D or more: every o_proj block copies all the parts of a split, and over short caches that costs more than
+ * the split saves (BENCHMARKS.md, thirteenth session).
+ */
+const SPLIT1_MAX_S = 256, SPLIT1_MIN_D = 128;
 
 interface Shape { H: number; NH: number; NKV: number; D: number; RD: number; I: number; V: number; L: number; S: number; G: number; B: number }
 /** Build choices besides the shape: blocks per query head in the attention phase, and the grid barrier's arrival. */
@@ -1227,8 +1232,9 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
 /**
  * Blocks per query head (of `items`: heads × sequences) in the attention phase: two where the grid has them for every head. One leaves most
  * blocks idle in that phase; more make the o_proj blocks' merge of the parts (read by every block) cost more
- * than the attention saves (phase traces on the H200, BENCHMARKS.md, seventh session). NBX_DECODE_STEP_ASPLIT=N
- * sets it. The barrier's arrival:
+ * than the attention saves (phase traces on the H200, BENCHMARKS.md, seventh session); one over caches of at most
+ * SPLIT1_MAX_S positions where the head dim is at least SPLIT1_MIN_D. NBX_DECODE_STEP_ASPLIT=N sets it. The barrier's
+ * arrival:
  * Query heads an item of the attention phase: two (of one KV group, each key loaded once for both) where the
  * items would take the grid more than one round, else one; NBX_DECODE_STEP_HEADS=1|2 sets it.
  * NBX_DECODE_STEP_BAR=release (one red.release, no fence after the wait: the default, faster on the H200
@@ -1250,9 +1256,9 @@ function contiguous(r: StridedRef, shape: readonly number[]): boolean {
  * NBX_DECODE_STEP_NORM=block: the norm's former arithmetic (each thread every row's elements, a block sum per row)
  * where the batch divides the block (warps a row otherwise), for A/B runs.
  */
-function variantFor(items: number, G: number, group: number, batch: number): Variant {
+function variantFor(items: number, G: number, group: number, batch: number, S: number, D: number): Variant {
   const a = process.env.NBX_DECODE_STEP_ASPLIT, b = process.env.NBX_DECODE_STEP_BAR ?? 'release';
-  const asplit = a ? Number(a) : Math.max(1, Math.min(2, Math.floor(G / items)));
+  const asplit = a ? Number(a) : S <= SPLIT1_MAX_S && D >= SPLIT1_MIN_D ? 1 : Math.max(1, Math.min(2, Math.floor(G / items)));
   if (!Number.isInteger(asplit) || asplit < 1 || asplit > 16) throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_ASPLIT must be an integer from 1 to 16, got '${a}'`);
   if (b !== 'fence' && b !== 'release') throw new ValueError('llm.fused_decode_step', `NBX_DECODE_STEP_BAR must be fence or release, got '${b}'`);
   const bulk = process.env.NBX_DECODE_STEP_BULK;
@@ -1332,7 +1338,7 @@ function cudaDecodeStep(p: DecodeStepParams): boolean {
   for (const r of [p.finalNorm, ...p.layers.flatMap((ly) => [ly.inputNorm, ly.postNorm])]) if (Number(at(r) % 8n) !== 0) return declined('alignment'); // norm_into's 8-byte loads
   const G = be.smCount;
   const s: Shape = { H, NH, NKV, D, RD, I, V, L, S, G, B };
-  const vt: Variant = { ...variantFor(NH * B, G, NH / NKV, B), fmt: fmt.f };
+  const vt: Variant = { ...variantFor(NH * B, G, NH / NKV, B, S, D), fmt: fmt.f };
   const base = smemBytes(s, vt.asplit, fmt.f, vt.q4xsum), ring = ringFor(base, be.ctx.info.maxSharedMemPerBlockOptin, stageBytes(fmt.f), fmt.any ? RING_NS_MAX_PACKED : RING_NS_MAX);
   if (ring === null) return declined('shared memory');
   const smem = base + ringBytes(ring);
