@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (NBX_DECODE_STEP_H16 and the float16 forms it chose were reverted in 4fff63f; run this against the dist of the commit named below.)
 # run: source .gpu/bootstrap.sh && bash scripts/gpu-decode-h16.sh (thirteenth session, call 1): the packed products with
 # float16 operands (NBX_DECODE_STEP_H16=sum, the new default; sub; off = the twelfth session's forms): the decode tests,
 # the whole-step kernel's tokens against the op-by-op step's at Llama-3-8B, and the quantized rows A/B in one call.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (NBX_DECODE_STEP_H16 and the float16 forms it chose were reverted in 4fff63f; run this against the dist of the commit named below.)
 # run: source .gpu/bootstrap.sh && bash scripts/gpu-decode-h16b.sh (thirteenth session, call 2): why float16 operands
 # made the packed step slower: the SASS of locally built cubins (sassin/, if present) and the phase traces of the
 # int4+lm step, H16 sum against off.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (NBX_DECODE_STEP_H16 and the float16 forms it chose were reverted in 4fff63f; run this against the dist of the commit named below.)
 # run: source .gpu/bootstrap.sh && bash scripts/gpu-decode-h16c.sh (thirteenth session, call 3): float16 operands with
 # the norm phases' x converted as it is normalized and the other phases' pass not inlined (it spilled): the decode
 # tests, phase traces (int4+lm and int8+lm; H16 sum, sub, off), the quantized rows A/B.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (NBX_DECODE_STEP_H16 and the float16 forms it chose were reverted in 4fff63f; run this against the dist of the commit named below.)
 # run: source .gpu/bootstrap.sh && bash scripts/gpu-decode-h16d.sh (thirteenth session, call 4): int4 products with
 # float16 operands, one scale a sequence (the norm phases' x converted as it is normalized, the others' by a block pass),
 # the magic's term taken off by MMAs of constants: the decode tests, phase traces (int4+lm, H16 on and off), the
